@@ -1,0 +1,102 @@
+//===- XfmrDialect.cpp - registration and attribute checks ----------------===//
+
+#include "dialects/Xfmr/XfmrDialect.h"
+#include "dialects/Xfmr/XfmrOps.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace partition::xfmr;
+
+#include "dialects/Xfmr/XfmrDialect.cpp.inc"
+#include "dialects/Xfmr/XfmrInterfaces.cpp.inc"
+
+void XfmrDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Xfmr/XfmrOps.cpp.inc"
+      >();
+}
+
+namespace {
+
+/// Where a discardable xfmr attribute sits.
+enum class Site { Argument, Result };
+
+bool isTensorRole(StringRef name) {
+  return name == XfmrDialect::kParamAttrName ||
+         name == XfmrDialect::kMoment1AttrName ||
+         name == XfmrDialect::kMoment2AttrName;
+}
+
+/// Checks one `xfmr.*` attribute on the `index`th argument or result of `op`.
+LogicalResult verifyValueAttribute(Operation *op, Site site, unsigned index,
+                                   Type type, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  const char *siteName = site == Site::Argument ? "argument" : "result";
+  auto text = dyn_cast<StringAttr>(attr.getValue());
+  if (!text || text.getValue().empty())
+    return op->emitError() << "'" << name << "' on " << siteName << " #"
+                           << index << " must be a non-empty string";
+  if (isTensorRole(name)) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !isa<FloatType>(tensor.getElementType()))
+      return op->emitError() << "'" << name << "' on " << siteName << " #"
+                             << index << " needs a float tensor, but the "
+                             << siteName << " is " << type;
+    return success();
+  }
+  StringRef role = text.getValue();
+  if (site == Site::Argument && name == XfmrDialect::kInputAttrName) {
+    if (llvm::is_contained({"tokens", "targets", "step", "lr"}, role))
+      return success();
+    return op->emitError() << "'" << name << "' on argument #" << index
+                           << " is \"" << role
+                           << "\"; expected tokens, targets, step or lr";
+  }
+  if (site == Site::Result && name == XfmrDialect::kOutputAttrName) {
+    if (role == "loss" || role == "step")
+      return success();
+    return op->emitError() << "'" << name << "' on result #" << index
+                           << " is \"" << role << "\"; expected loss or step";
+  }
+  return op->emitError() << "unknown attribute '" << name << "' on "
+                         << siteName << " #" << index;
+}
+
+Type regionArgType(Operation *op, unsigned region, unsigned index) {
+  Region &body = op->getRegion(region);
+  if (auto function = dyn_cast<FunctionOpInterface>(op))
+    return function.getArgumentTypes()[index];
+  return body.empty() ? Type() : body.getArgument(index).getType();
+}
+
+} // namespace
+
+LogicalResult XfmrDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned region,
+                                                    unsigned index,
+                                                    NamedAttribute attr) {
+  return verifyValueAttribute(op, Site::Argument, index,
+                              regionArgType(op, region, index), attr);
+}
+
+LogicalResult XfmrDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned,
+                                                       unsigned index,
+                                                       NamedAttribute attr) {
+  Type type;
+  if (auto function = dyn_cast<FunctionOpInterface>(op))
+    type = function.getResultTypes()[index];
+  return verifyValueAttribute(op, Site::Result, index, type, attr);
+}
+
+LogicalResult XfmrDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name != kModelAttrName && name != kTrainStepAttrName)
+    return op->emitError() << "unknown attribute '" << name << "'";
+  if (!isa<DictionaryAttr>(attr.getValue()))
+    return op->emitError() << "'" << name << "' must be a dictionary";
+  return success();
+}

@@ -1,0 +1,55 @@
+//===- XfmrInterfaces.td - interfaces of the xfmr dialect --*- tablegen -*-===//
+//
+// Two interfaces let passes treat xfmr ops generically:
+//  * AutodiffOpInterface: each op builds its own backward, so reverse-mode
+//    autodiff never walks a hard-coded model.
+//  * MatmulFlopsOpInterface: each op reports the matmul FLOPs it performs,
+//    so statistics and the cost model never switch on op names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_XFMR_INTERFACES
+#define PARTITION_XFMR_INTERFACES
+
+include "mlir/IR/OpBase.td"
+
+def AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
+  let description = [{
+    An op that can build its vector-Jacobian product. Given the gradients of
+    its results (a null Value stands for a zero gradient), the op emits the
+    backward ops at the builder's insertion point and returns one gradient per
+    operand: a null Value for operands that are not differentiable or whose
+    gradient was not requested.
+  }];
+  let cppNamespace = "::partition::xfmr";
+
+  let methods = [
+    InterfaceMethod<[{
+        Emits the backward of this op. `resultGrads` has one entry per result;
+        `needOperandGrad` has one entry per operand and is false where no
+        gradient is wanted (so no dead backward ops are built). Fails with a
+        diagnostic when the backward cannot be formed.
+      }],
+      "::llvm::FailureOr<::llvm::SmallVector<::mlir::Value>>", "buildBackward",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::mlir::ValueRange":$resultGrads,
+           "::llvm::ArrayRef<bool>":$needOperandGrad)>
+  ];
+}
+
+def MatmulFlopsOpInterface : OpInterface<"MatmulFlopsOpInterface"> {
+  let description = [{
+    Reports the floating-point operations the op spends in matrix products,
+    counting a product of an MxK and a KxN matrix as 2*M*N*K (the convention
+    of the Megatron-LM and PaLM papers). Attention is counted at full TxT
+    even when causal. Elementwise and normalisation work is not counted.
+  }];
+  let cppNamespace = "::partition::xfmr";
+
+  let methods = [
+    InterfaceMethod<"Returns the matmul FLOPs of one execution of the op.",
+      "int64_t", "getMatmulFlops", (ins)>
+  ];
+}
+
+#endif // PARTITION_XFMR_INTERFACES

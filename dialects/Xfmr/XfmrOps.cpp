@@ -1,0 +1,502 @@
+//===- XfmrOps.cpp - verifiers of the xfmr ops ----------------------------===//
+//
+// Every verifier derives the type an operand or result must have from the
+// others and, on a mismatch, prints both types and where the expected sizes
+// came from, so a user sees exactly which sizes disagree.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Xfmr/XfmrOps.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace partition::xfmr;
+
+namespace {
+
+RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// Every xfmr tensor has a static shape: the memory planner and the sharding
+/// pass both reason about exact sizes.
+LogicalResult verifyStaticShapes(Operation *op) {
+  for (auto [index, type] : llvm::enumerate(op->getOperandTypes()))
+    if (auto tensor = dyn_cast<RankedTensorType>(type);
+        tensor && !tensor.hasStaticShape())
+      return op->emitOpError() << "operand #" << index
+                               << " must have a static shape, but is "
+                               << type;
+  for (auto [index, type] : llvm::enumerate(op->getResultTypes()))
+    if (auto tensor = dyn_cast<RankedTensorType>(type);
+        tensor && !tensor.hasStaticShape())
+      return op->emitOpError() << "result #" << index
+                               << " must have a static shape, but is "
+                               << type;
+  return success();
+}
+
+/// `what` must have type tensor<shape x elementType>; `origin` says where the
+/// expected sizes come from.
+LogicalResult expectType(Operation *op, StringRef what, Type actual,
+                         ArrayRef<int64_t> shape, Type elementType,
+                         StringRef origin) {
+  auto expected = RankedTensorType::get(shape, elementType);
+  if (actual == expected)
+    return success();
+  return op->emitOpError() << what << " must be " << expected << " ("
+                           << origin << "), but is " << actual;
+}
+
+LogicalResult expectSameType(Operation *op, StringRef what, Value value,
+                             StringRef reference, Value referenceValue) {
+  if (value.getType() == referenceValue.getType())
+    return success();
+  return op->emitOpError() << what << " must have the type of " << reference
+                           << ", " << referenceValue.getType() << ", but is "
+                           << value.getType();
+}
+
+LogicalResult expectRank(Operation *op, StringRef what, Value value,
+                         int64_t rank, StringRef layout) {
+  int64_t actual = tensorType(value).getRank();
+  if (actual == rank)
+    return success();
+  return op->emitOpError() << what << " must have rank " << rank << " ("
+                           << layout << "), but has rank " << actual;
+}
+
+LogicalResult expectAtLeastRank1(Operation *op, StringRef what, Value value) {
+  if (tensorType(value).getRank() >= 1)
+    return success();
+  return op->emitOpError() << what
+                           << " must have at least one dimension, but is "
+                           << value.getType();
+}
+
+LogicalResult expectPositive(Operation *op, StringRef what, APFloat value) {
+  double v = value.convertToDouble();
+  if (v > 0.0 && std::isfinite(v))
+    return success();
+  return op->emitOpError() << what << " must be positive, but is " << v;
+}
+
+/// A gain or bias vector [C] matching the last dimension of `input`.
+LogicalResult expectFeatureVector(Operation *op, StringRef what, Type actual,
+                                  Value input) {
+  RankedTensorType inputType = tensorType(input);
+  return expectType(op, what, actual, {inputType.getShape().back()},
+                    inputType.getElementType(),
+                    "[C], C the input's last dimension");
+}
+
+/// `shape` with its last dimension replaced by `last`.
+SmallVector<int64_t> withLastDim(ArrayRef<int64_t> shape, int64_t last) {
+  SmallVector<int64_t> result(shape);
+  result.back() = last;
+  return result;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "table", getTable(), 2, "[vocab, hidden]")))
+    return failure();
+  auto tokens = getTokens().getType().getShape();
+  RankedTensorType table = tensorType(getTable());
+  return expectType(*this, "result", getType(),
+                    {tokens[0], tokens[1], table.getDimSize(1)},
+                    table.getElementType(),
+                    "[B, T] of the tokens, C of the table");
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "grad", getGrad(), 3, "[batch, seq, hidden]")))
+    return failure();
+  RankedTensorType grad = tensorType(getGrad());
+  if (failed(expectType(*this, "tokens", getTokens().getType(),
+                        grad.getShape().take_front(2),
+                        getTokens().getType().getElementType(),
+                        "[B, T] of the gradient")) ||
+      failed(expectRank(*this, "result", getResult(), 2, "[vocab, hidden]")))
+    return failure();
+  int64_t vocab = getType().getDimSize(0);
+  return expectType(*this, "result", getType(), {vocab, grad.getDimSize(2)},
+                    grad.getElementType(), "C of the gradient");
+}
+
+/// Shared by position_embedding and its gradient: `table` is [P, C] with
+/// P >= T for an activation [B, T, C].
+static LogicalResult verifyPositionTable(Operation *op, StringRef what,
+                                         RankedTensorType activation,
+                                         Type tableType) {
+  auto table = dyn_cast<RankedTensorType>(tableType);
+  if (table.getRank() != 2)
+    return op->emitOpError() << what
+                             << " must have rank 2 ([positions, hidden]), "
+                                "but has rank "
+                             << table.getRank();
+  if (failed(expectType(op, what, table,
+                        {table.getDimSize(0), activation.getDimSize(2)},
+                        activation.getElementType(),
+                        "C and element type of the activation")))
+    return failure();
+  if (table.getDimSize(0) < activation.getDimSize(1))
+    return op->emitOpError()
+           << what << " has " << table.getDimSize(0)
+           << " positions but the sequence has " << activation.getDimSize(1)
+           << " tokens";
+  return success();
+}
+
+LogicalResult PositionEmbeddingOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "input", getInput(), 3,
+                        "[batch, seq, hidden]")) ||
+      failed(expectSameType(*this, "result", getResult(), "the input",
+                            getInput())))
+    return failure();
+  return verifyPositionTable(*this, "table", tensorType(getInput()),
+                             getTable().getType());
+}
+
+LogicalResult PositionEmbeddingGradOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "grad", getGrad(), 3, "[batch, seq, hidden]")))
+    return failure();
+  return verifyPositionTable(*this, "result", tensorType(getGrad()),
+                             getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectAtLeastRank1(*this, "input", getInput())) ||
+      failed(expectFeatureVector(*this, "gamma", getGamma().getType(),
+                                 getInput())) ||
+      failed(expectFeatureVector(*this, "beta", getBeta().getType(),
+                                 getInput())) ||
+      failed(expectSameType(*this, "result", getResult(), "the input",
+                            getInput())))
+    return failure();
+  return expectPositive(*this, "epsilon", getEpsilon());
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectAtLeastRank1(*this, "input", getInput())) ||
+      failed(expectSameType(*this, "grad", getGrad(), "the input",
+                            getInput())) ||
+      failed(expectFeatureVector(*this, "gamma", getGamma().getType(),
+                                 getInput())) ||
+      failed(expectSameType(*this, "input_grad", getInputGrad(), "the input",
+                            getInput())) ||
+      failed(expectFeatureVector(*this, "gamma_grad",
+                                 getGammaGrad().getType(), getInput())) ||
+      failed(expectFeatureVector(*this, "beta_grad", getBetaGrad().getType(),
+                                 getInput())))
+    return failure();
+  return expectPositive(*this, "epsilon", getEpsilon());
+}
+
+LogicalResult RMSNormOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectAtLeastRank1(*this, "input", getInput())) ||
+      failed(expectFeatureVector(*this, "gamma", getGamma().getType(),
+                                 getInput())) ||
+      failed(expectSameType(*this, "result", getResult(), "the input",
+                            getInput())))
+    return failure();
+  return expectPositive(*this, "epsilon", getEpsilon());
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectAtLeastRank1(*this, "input", getInput())) ||
+      failed(expectSameType(*this, "grad", getGrad(), "the input",
+                            getInput())) ||
+      failed(expectFeatureVector(*this, "gamma", getGamma().getType(),
+                                 getInput())) ||
+      failed(expectSameType(*this, "input_grad", getInputGrad(), "the input",
+                            getInput())) ||
+      failed(expectFeatureVector(*this, "gamma_grad",
+                                 getGammaGrad().getType(), getInput())))
+    return failure();
+  return expectPositive(*this, "epsilon", getEpsilon());
+}
+
+//===----------------------------------------------------------------------===//
+// Linear layers
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectAtLeastRank1(*this, "input", getInput())) ||
+      failed(expectRank(*this, "weight", getWeight(), 2,
+                        "[out_features, in_features]")))
+    return failure();
+  RankedTensorType input = tensorType(getInput());
+  RankedTensorType weight = tensorType(getWeight());
+  int64_t inFeatures = input.getShape().back();
+  int64_t outFeatures = weight.getDimSize(0);
+  if (weight.getDimSize(1) != inFeatures)
+    return emitOpError() << "weight has in_features " << weight.getDimSize(1)
+                         << " but the input's last dimension is "
+                         << inFeatures;
+  if (weight.getElementType() != input.getElementType())
+    return emitOpError() << "weight element type " << weight.getElementType()
+                         << " differs from the input's "
+                         << input.getElementType();
+  if (Value bias = getBias())
+    if (failed(expectType(*this, "bias", bias.getType(), {outFeatures},
+                          input.getElementType(),
+                          "[N], N the weight's out_features")))
+      return failure();
+  return expectType(*this, "result", getType(),
+                    withLastDim(input.getShape(), outFeatures),
+                    input.getElementType(),
+                    "the input's leading dimensions, N the weight's "
+                    "out_features");
+}
+
+LogicalResult LinearGradInputOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectAtLeastRank1(*this, "grad", getGrad())) ||
+      failed(expectRank(*this, "weight", getWeight(), 2,
+                        "[out_features, in_features]")))
+    return failure();
+  RankedTensorType grad = tensorType(getGrad());
+  RankedTensorType weight = tensorType(getWeight());
+  if (weight.getDimSize(0) != grad.getShape().back())
+    return emitOpError() << "weight has out_features " << weight.getDimSize(0)
+                         << " but the gradient's last dimension is "
+                         << grad.getShape().back();
+  return expectType(*this, "result", getType(),
+                    withLastDim(grad.getShape(), weight.getDimSize(1)),
+                    grad.getElementType(),
+                    "the gradient's leading dimensions, K the weight's "
+                    "in_features");
+}
+
+LogicalResult LinearGradWeightOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectAtLeastRank1(*this, "grad", getGrad())) ||
+      failed(expectAtLeastRank1(*this, "input", getInput())))
+    return failure();
+  RankedTensorType grad = tensorType(getGrad());
+  RankedTensorType input = tensorType(getInput());
+  if (grad.getShape().drop_back() != input.getShape().drop_back())
+    return emitOpError() << "grad " << grad << " and input " << input
+                         << " must have the same leading dimensions";
+  if (grad.getElementType() != input.getElementType())
+    return emitOpError() << "grad element type " << grad.getElementType()
+                         << " differs from the input's "
+                         << input.getElementType();
+  int64_t outFeatures = grad.getShape().back();
+  if (failed(expectType(*this, "weight_grad", getWeightGrad().getType(),
+                        {outFeatures, input.getShape().back()},
+                        grad.getElementType(),
+                        "[N, K]: N of the gradient, K of the input")))
+    return failure();
+  if (Value biasGrad = getBiasGrad())
+    return expectType(*this, "bias_grad", biasGrad.getType(), {outFeatures},
+                      grad.getElementType(), "[N], N of the gradient");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Activations and elementwise ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  return expectSameType(*this, "result", getResult(), "the input",
+                        getInput());
+}
+
+LogicalResult GeluGradOp::verify() {
+  if (failed(expectSameType(*this, "grad", getGrad(), "the input",
+                            getInput())))
+    return failure();
+  return expectSameType(*this, "result", getResult(), "the input",
+                        getInput());
+}
+
+LogicalResult SwigluOp::verify() {
+  if (failed(expectSameType(*this, "up", getUp(), "the gate", getGate())))
+    return failure();
+  return expectSameType(*this, "result", getResult(), "the gate", getGate());
+}
+
+LogicalResult SwigluGradOp::verify() {
+  if (failed(expectSameType(*this, "grad", getGrad(), "the gate",
+                            getGate())) ||
+      failed(expectSameType(*this, "up", getUp(), "the gate", getGate())) ||
+      failed(expectSameType(*this, "gate_grad", getGateGrad(), "the gate",
+                            getGate())))
+    return failure();
+  return expectSameType(*this, "up_grad", getUpGrad(), "the gate", getGate());
+}
+
+LogicalResult AddOp::verify() {
+  if (failed(expectSameType(*this, "rhs", getRhs(), "lhs", getLhs())))
+    return failure();
+  return expectSameType(*this, "result", getResult(), "lhs", getLhs());
+}
+
+LogicalResult ScaleOp::verify() {
+  if (!std::isfinite(getFactor().convertToDouble()))
+    return emitOpError() << "factor must be finite, but is "
+                         << getFactor().convertToDouble();
+  return expectSameType(*this, "result", getResult(), "the input",
+                        getInput());
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// The checks shared by attention and its gradient.
+static LogicalResult verifyAttention(Operation *op, Value query, Value key,
+                                     Value value, int64_t heads,
+                                     int64_t kvHeads,
+                                     std::optional<APFloat> ropeTheta) {
+  if (failed(verifyStaticShapes(op)))
+    return failure();
+  if (heads <= 0 || kvHeads <= 0)
+    return op->emitOpError() << "num_heads (" << heads << ") and num_kv_heads ("
+                             << kvHeads << ") must be positive";
+  if (heads % kvHeads != 0)
+    return op->emitOpError() << "num_kv_heads " << kvHeads
+                             << " must divide num_heads " << heads;
+  if (failed(expectRank(op, "query", query, 3, "[batch, seq, heads*head_dim]")))
+    return failure();
+  RankedTensorType q = tensorType(query);
+  int64_t features = q.getDimSize(2);
+  if (features % heads != 0)
+    return op->emitOpError() << "query features " << features
+                             << " are not divisible by num_heads " << heads;
+  int64_t headDim = features / heads;
+  if (failed(expectType(op, "key", key.getType(),
+                        {q.getDimSize(0), q.getDimSize(1), kvHeads * headDim},
+                        q.getElementType(),
+                        "[B, T] of the query, num_kv_heads * head_dim " +
+                            std::to_string(headDim))) ||
+      failed(expectSameType(op, "value", value, "the key", key)))
+    return failure();
+  if (ropeTheta) {
+    if (failed(expectPositive(op, "rope_theta", *ropeTheta)))
+      return failure();
+    if (headDim % 2 != 0)
+      return op->emitOpError()
+             << "rotary embedding needs an even head_dim, but head_dim is "
+             << headDim;
+  }
+  return success();
+}
+
+int64_t AttentionOp::getHeadDim() {
+  return getQuery().getType().getShape().back() / getNumHeads();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
+                             getNumHeads(), getNumKvHeads(), getRopeTheta())))
+    return failure();
+  return expectSameType(*this, "result", getResult(), "the query",
+                        getQuery());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
+                             getNumHeads(), getNumKvHeads(), getRopeTheta())) ||
+      failed(expectSameType(*this, "grad", getGrad(), "the query",
+                            getQuery())) ||
+      failed(expectSameType(*this, "query_grad", getQueryGrad(), "the query",
+                            getQuery())) ||
+      failed(expectSameType(*this, "key_grad", getKeyGrad(), "the key",
+                            getKey())))
+    return failure();
+  return expectSameType(*this, "value_grad", getValueGrad(), "the value",
+                        getValue());
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyLogitsAndTargets(Operation *op, Value logits,
+                                            TypedValue<RankedTensorType>
+                                                targets) {
+  if (failed(verifyStaticShapes(op)) ||
+      failed(expectRank(op, "logits", logits, 3, "[batch, seq, vocab]")))
+    return failure();
+  return expectType(op, "targets", targets.getType(),
+                    tensorType(logits).getShape().take_front(2),
+                    targets.getType().getElementType(),
+                    "[B, T] of the logits");
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  return verifyLogitsAndTargets(*this, getLogits(), getTargets());
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+    return failure();
+  return expectSameType(*this, "result", getResult(), "the logits",
+                        getLogits());
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+LogicalResult AdamWOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectSameType(*this, "grad", getGrad(), "the parameter",
+                            getParam())) ||
+      failed(expectSameType(*this, "new_param", getNewParam(),
+                            "the parameter", getParam())))
+    return failure();
+  for (auto [name, value] :
+       {std::pair<StringRef, Value>{"moment1", getMoment1()},
+        {"moment2", getMoment2()},
+        {"new_moment1", getNewMoment1()},
+        {"new_moment2", getNewMoment2()}}) {
+    Type element = tensorType(value).getElementType();
+    if (!element.isF32())
+      return emitOpError() << name
+                           << " must hold f32 (optimizer state is fp32), but "
+                              "holds "
+                           << element;
+  }
+  for (auto [name, beta] : {std::pair<StringRef, APFloat>{"beta1", getBeta1()},
+                            {"beta2", getBeta2()}}) {
+    double b = beta.convertToDouble();
+    if (!(b >= 0.0 && b < 1.0))
+      return emitOpError() << name << " must be in [0, 1), but is " << b;
+  }
+  if (failed(expectPositive(*this, "epsilon", getEpsilon())))
+    return failure();
+  double decay = getWeightDecay().convertToDouble();
+  if (!(decay >= 0.0 && std::isfinite(decay)))
+    return emitOpError() << "weight_decay must be non-negative, but is "
+                         << decay;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Xfmr/XfmrOps.cpp.inc"

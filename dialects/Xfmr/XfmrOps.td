@@ -1,0 +1,607 @@
+//===- XfmrOps.td - the transformer model dialect ----------*- tablegen -*-===//
+//
+// Ops of a transformer training step on builtin tensors. Activations are
+// [batch, seq, features]; token ids are [batch, seq] of i32; linear weights
+// are [out_features, in_features] (the PyTorch layout, so a tied LM head is
+// the token embedding table itself). Attention takes its heads packed in the
+// feature dimension, so the graph needs no reshapes and a tensor-parallel
+// shard only changes the head counts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_XFMR_OPS
+#define PARTITION_XFMR_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "dialects/Xfmr/XfmrInterfaces.td"
+
+def Xfmr_Dialect : Dialect {
+  let name = "xfmr";
+  let summary = "Transformer model graph: forward, backward and optimizer ops";
+  let description = [{
+    The model level of the partition compiler: a transformer's forward pass,
+    its loss, the backward op of every forward op and the AdamW update, all
+    on builtin ranked tensors. Passes differentiate, shard and lower it.
+  }];
+  let cppNamespace = "::partition::xfmr";
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let extraClassDeclaration = [{
+    // Discardable attributes that tie a function's arguments and results to
+    // the model: partition-gen writes them, the passes and the runtime read
+    // them, and the dialect verifies them.
+
+    /// On an argument or result: the parameter's name, e.g. "h.0.attn.q.weight".
+    static constexpr ::llvm::StringLiteral kParamAttrName = "xfmr.param";
+    /// On optimizer-state arguments and results: the parameter they belong to.
+    static constexpr ::llvm::StringLiteral kMoment1AttrName = "xfmr.moment1";
+    static constexpr ::llvm::StringLiteral kMoment2AttrName = "xfmr.moment2";
+    /// On an argument: "tokens", "targets", "step" or "lr".
+    static constexpr ::llvm::StringLiteral kInputAttrName = "xfmr.input";
+    /// On a result: "loss" or "step".
+    static constexpr ::llvm::StringLiteral kOutputAttrName = "xfmr.output";
+    /// On a function: the model configuration (a dictionary).
+    static constexpr ::llvm::StringLiteral kModelAttrName = "xfmr.model";
+    /// On a training-step function: its hyper-parameters (a dictionary).
+    static constexpr ::llvm::StringLiteral kTrainStepAttrName = "xfmr.train_step";
+  }];
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Xfmr_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def Xfmr_TokenTensor : 2DTensorOf<[I32]>;
+def Xfmr_ScalarF32 : 0DTensorOf<[F32]>;
+def Xfmr_ScalarI32 : 0DTensorOf<[I32]>;
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+class Xfmr_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Xfmr_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+// A forward op: differentiable.
+class Xfmr_ForwardOp<string mnemonic, list<Trait> traits = []>
+    : Xfmr_Op<mnemonic, !listconcat(traits, [
+        DeclareOpInterfaceMethods<AutodiffOpInterface>])>;
+
+// A backward op: emitted by autodiff.
+class Xfmr_BackwardOp<string mnemonic, list<Trait> traits = []>
+    : Xfmr_Op<mnemonic, traits>;
+
+// Ops that multiply matrices report their FLOPs; the others count as zero.
+defvar Xfmr_Matmul = DeclareOpInterfaceMethods<MatmulFlopsOpInterface>;
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+def Xfmr_EmbeddingOp : Xfmr_ForwardOp<"embedding"> {
+  let summary = "token embedding lookup";
+  let description = [{
+    Gathers row `tokens[b, t]` of `table` for every position:
+    `result[b, t, :] = table[tokens[b, t], :]`.
+
+    Example:
+    ```mlir
+    %x = xfmr.embedding %tokens, %wte
+        : (tensor<4x64xi32>, tensor<256x64xf32>) -> tensor<4x64x64xf32>
+    ```
+
+    Constraints:
+    - `tokens` is [B, T], `table` is [V, C] and the result is [B, T, C];
+    - the result has the table's element type.
+  }];
+  let arguments = (ins Xfmr_TokenTensor:$tokens, Xfmr_FloatTensor:$table);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_EmbeddingGradOp : Xfmr_BackwardOp<"embedding_grad"> {
+  let summary = "gradient of the embedding table (scatter-add)";
+  let description = [{
+    `result[v, :] = sum of grad[b, t, :] over all (b, t) with tokens[b, t] = v`.
+
+    Example:
+    ```mlir
+    %dwte = xfmr.embedding_grad %dx, %tokens
+        : (tensor<4x64x64xf32>, tensor<4x64xi32>) -> tensor<256x64xf32>
+    ```
+
+    Constraints:
+    - `grad` is [B, T, C], `tokens` is [B, T] and the result is [V, C];
+    - the result has the gradient's element type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_TokenTensor:$tokens);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_PositionEmbeddingOp : Xfmr_ForwardOp<"position_embedding"> {
+  let summary = "adds a learned position embedding";
+  let description = [{
+    `result[b, t, :] = input[b, t, :] + table[t, :]` for a table of P >= T
+    positions.
+
+    Example:
+    ```mlir
+    %h = xfmr.position_embedding %x, %wpe
+        : (tensor<4x64x64xf32>, tensor<64x64xf32>) -> tensor<4x64x64xf32>
+    ```
+
+    Constraints:
+    - `input` and the result are [B, T, C] of one type;
+    - `table` is [P, C] with P >= T, of the input's element type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$input, Xfmr_FloatTensor:$table);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_PositionEmbeddingGradOp : Xfmr_BackwardOp<"position_embedding_grad"> {
+  let summary = "gradient of the position table (sum over the batch)";
+  let description = [{
+    `result[t, :] = sum over b of grad[b, t, :]` for t < T, and zero for the
+    positions T <= t < P that the step did not use.
+
+    Example:
+    ```mlir
+    %dwpe = xfmr.position_embedding_grad %dh
+        : (tensor<4x64x64xf32>) -> tensor<64x64xf32>
+    ```
+
+    Constraints:
+    - `grad` is [B, T, C] and the result is [P, C] with P >= T, of one
+      element type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+def Xfmr_LayerNormOp : Xfmr_ForwardOp<"layernorm"> {
+  let summary = "layer normalisation over the last dimension";
+  let description = [{
+    `result = (input - mean) / sqrt(var + epsilon) * gamma + beta`, with the
+    mean and the (biased) variance taken over the last dimension.
+
+    Example:
+    ```mlir
+    %y = xfmr.layernorm %x, %g, %b {epsilon = 1.0e-05 : f32}
+        : (tensor<4x64x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x64x64xf32>
+    ```
+
+    Constraints:
+    - `input` and the result have one type, [..., C];
+    - `gamma` and `beta` are [C] of the input's element type;
+    - `epsilon` is positive.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$input, Xfmr_FloatTensor:$gamma,
+                       Xfmr_FloatTensor:$beta,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_LayerNormGradOp : Xfmr_BackwardOp<"layernorm_grad"> {
+  let summary = "backward of layernorm: input, gamma and beta gradients";
+  let description = [{
+    Recomputes the statistics of `input` and returns the gradients of the
+    input, of gamma and of beta.
+
+    Example:
+    ```mlir
+    %dx, %dg, %db = xfmr.layernorm_grad %dy, %x, %g {epsilon = 1.0e-05 : f32}
+        : (tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<64xf32>)
+        -> (tensor<4x64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+
+    Constraints:
+    - `grad`, `input` and `input_grad` have one type, [..., C];
+    - `gamma`, `gamma_grad` and `beta_grad` are [C] of that element type;
+    - `epsilon` is positive.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_FloatTensor:$input,
+                       Xfmr_FloatTensor:$gamma,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs Xfmr_FloatTensor:$input_grad,
+                      Xfmr_FloatTensor:$gamma_grad,
+                      Xfmr_FloatTensor:$beta_grad);
+}
+
+def Xfmr_RMSNormOp : Xfmr_ForwardOp<"rmsnorm"> {
+  let summary = "root-mean-square normalisation over the last dimension";
+  let description = [{
+    `result = input / sqrt(mean(input^2) + epsilon) * gamma`, the mean taken
+    over the last dimension (Llama's norm: no centring, no bias).
+
+    Example:
+    ```mlir
+    %y = xfmr.rmsnorm %x, %g {epsilon = 1.0e-05 : f32}
+        : (tensor<4x64x64xf32>, tensor<64xf32>) -> tensor<4x64x64xf32>
+    ```
+
+    Constraints:
+    - `input` and the result have one type, [..., C];
+    - `gamma` is [C] of the input's element type;
+    - `epsilon` is positive.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$input, Xfmr_FloatTensor:$gamma,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_RMSNormGradOp : Xfmr_BackwardOp<"rmsnorm_grad"> {
+  let summary = "backward of rmsnorm: input and gamma gradients";
+  let description = [{
+    Example:
+    ```mlir
+    %dx, %dg = xfmr.rmsnorm_grad %dy, %x, %g {epsilon = 1.0e-05 : f32}
+        : (tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<64xf32>)
+        -> (tensor<4x64x64xf32>, tensor<64xf32>)
+    ```
+
+    Constraints:
+    - `grad`, `input` and `input_grad` have one type, [..., C];
+    - `gamma` and `gamma_grad` are [C] of that element type;
+    - `epsilon` is positive.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_FloatTensor:$input,
+                       Xfmr_FloatTensor:$gamma,
+                       DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs Xfmr_FloatTensor:$input_grad,
+                      Xfmr_FloatTensor:$gamma_grad);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear layers
+//===----------------------------------------------------------------------===//
+
+def Xfmr_LinearOp : Xfmr_ForwardOp<"linear", [Xfmr_Matmul]> {
+  let summary = "affine map over the last dimension: x W^T + b";
+  let description = [{
+    `result[..., n] = sum_k input[..., k] * weight[n, k] + bias[n]`; the bias
+    is optional. The weight is [out_features, in_features].
+
+    Example:
+    ```mlir
+    %y = xfmr.linear %x, %w, %b
+        : (tensor<4x64x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> tensor<4x64x256xf32>
+    ```
+
+    Constraints:
+    - `input` is [..., K], `weight` is [N, K], `bias` (if any) is [N];
+    - the result is [..., N] with the input's leading dimensions;
+    - all share one element type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$input, Xfmr_FloatTensor:$weight,
+                       Optional<Xfmr_FloatTensor>:$bias);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_LinearGradInputOp : Xfmr_BackwardOp<"linear_grad_input", [Xfmr_Matmul]> {
+  let summary = "input gradient of linear: dY W";
+  let description = [{
+    The half of linear's backward that the next (earlier) layer waits for.
+    Split from the weight gradient so that zero-bubble pipeline schedules can
+    delay the weight gradient.
+
+    Example:
+    ```mlir
+    %dx = xfmr.linear_grad_input %dy, %w
+        : (tensor<4x64x256xf32>, tensor<256x64xf32>) -> tensor<4x64x64xf32>
+    ```
+
+    Constraints:
+    - `grad` is [..., N], `weight` is [N, K], the result is [..., K];
+    - all share one element type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_FloatTensor:$weight);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_LinearGradWeightOp : Xfmr_BackwardOp<"linear_grad_weight", [Xfmr_Matmul]> {
+  let summary = "weight (and bias) gradient of linear: dY^T X";
+  let description = [{
+    `weight_grad[n, k] = sum over leading positions of grad[..., n] * input[..., k]`
+    and, when a second result is present, `bias_grad[n] = sum of grad[..., n]`.
+
+    Example:
+    ```mlir
+    %dw, %db = xfmr.linear_grad_weight %dy, %x
+        : (tensor<4x64x256xf32>, tensor<4x64x64xf32>) -> (tensor<256x64xf32>, tensor<256xf32>)
+    ```
+
+    Constraints:
+    - `grad` is [..., N] and `input` is [..., K] with the same leading
+      dimensions;
+    - `weight_grad` is [N, K] and `bias_grad` (if present) is [N];
+    - all share one element type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_FloatTensor:$input);
+  let results = (outs Xfmr_FloatTensor:$weight_grad,
+                      Optional<Xfmr_FloatTensor>:$bias_grad);
+}
+
+//===----------------------------------------------------------------------===//
+// Activations and elementwise ops
+//===----------------------------------------------------------------------===//
+
+def Xfmr_GeluOp : Xfmr_ForwardOp<"gelu"> {
+  let summary = "GELU activation, tanh approximation";
+  let description = [{
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, as in GPT-2.
+
+    Example:
+    ```mlir
+    %y = xfmr.gelu %x : (tensor<4x64x256xf32>) -> tensor<4x64x256xf32>
+    ```
+
+    Constraints:
+    - the input and the result have one type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$input);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_GeluGradOp : Xfmr_BackwardOp<"gelu_grad"> {
+  let summary = "backward of gelu";
+  let description = [{
+    Example:
+    ```mlir
+    %dx = xfmr.gelu_grad %dy, %x
+        : (tensor<4x64x256xf32>, tensor<4x64x256xf32>) -> tensor<4x64x256xf32>
+    ```
+
+    Constraints:
+    - `grad`, `input` and the result have one type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_FloatTensor:$input);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_SwigluOp : Xfmr_ForwardOp<"swiglu"> {
+  let summary = "SwiGLU gate: silu(gate) * up";
+  let description = [{
+    `gate * sigmoid(gate) * up`, the gated unit of Llama's feed-forward block.
+
+    Example:
+    ```mlir
+    %h = xfmr.swiglu %g, %u
+        : (tensor<4x64x176xf32>, tensor<4x64x176xf32>) -> tensor<4x64x176xf32>
+    ```
+
+    Constraints:
+    - `gate`, `up` and the result have one type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$gate, Xfmr_FloatTensor:$up);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_SwigluGradOp : Xfmr_BackwardOp<"swiglu_grad"> {
+  let summary = "backward of swiglu: gate and up gradients";
+  let description = [{
+    Example:
+    ```mlir
+    %dg, %du = xfmr.swiglu_grad %dh, %g, %u
+        : (tensor<4x64x176xf32>, tensor<4x64x176xf32>, tensor<4x64x176xf32>)
+        -> (tensor<4x64x176xf32>, tensor<4x64x176xf32>)
+    ```
+
+    Constraints:
+    - every operand and result has one type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_FloatTensor:$gate,
+                       Xfmr_FloatTensor:$up);
+  let results = (outs Xfmr_FloatTensor:$gate_grad, Xfmr_FloatTensor:$up_grad);
+}
+
+def Xfmr_AddOp : Xfmr_ForwardOp<"add", [Commutative]> {
+  let summary = "elementwise sum (residual connections, gradient fan-in)";
+  let description = [{
+    Its backward passes the result's gradient to both operands unchanged, so
+    it needs no backward op of its own.
+
+    Example:
+    ```mlir
+    %r = xfmr.add %x, %y
+        : (tensor<4x64x64xf32>, tensor<4x64x64xf32>) -> tensor<4x64x64xf32>
+    ```
+
+    Constraints:
+    - `lhs`, `rhs` and the result have one type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$lhs, Xfmr_FloatTensor:$rhs);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_ScaleOp : Xfmr_ForwardOp<"scale"> {
+  let summary = "multiplies a tensor by a constant";
+  let description = [{
+    `result = input * factor`. Averages losses and gradients over
+    microbatches. Its backward is a scale by the same factor.
+
+    Example:
+    ```mlir
+    %m = xfmr.scale %sum {factor = 2.500000e-01 : f32}
+        : (tensor<f32>) -> tensor<f32>
+    ```
+
+    Constraints:
+    - the input and the result have one type;
+    - `factor` is finite.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$input, F32Attr:$factor);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Xfmr_AttentionOp : Xfmr_ForwardOp<"attention", [Xfmr_Matmul]> {
+  let summary = "multi-head scaled dot-product attention (causal, GQA, RoPE)";
+  let description = [{
+    Heads are packed in the feature dimension: `query` is [B, T, H*D], `key`
+    and `value` are [B, T, Hkv*D]. Query head h reads key/value head
+    h / (H / Hkv) (grouped-query attention; Hkv = H is multi-head attention).
+    With `rope_theta`, rotary position embedding is applied to the query and
+    the key first, pairing feature i with i + D/2 within each head. Scores
+    are scaled by 1/sqrt(D) and, when `causal`, position t sees positions
+    s <= t only.
+
+    Example:
+    ```mlir
+    %o = xfmr.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64,
+                                    rope_theta = 1.0e+04 : f32}
+        : (tensor<4x64x64xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>) -> tensor<4x64x64xf32>
+    ```
+
+    Constraints:
+    - `num_heads` and `num_kv_heads` are positive and `num_kv_heads` divides
+      `num_heads`;
+    - `query` and the result are [B, T, H*D] of one type;
+    - `key` and `value` are [B, T, Hkv*D] of that element type;
+    - with `rope_theta`, it is positive and D is even.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$query, Xfmr_FloatTensor:$key,
+                       Xfmr_FloatTensor:$value,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       DefaultValuedAttr<BoolAttr, "true">:$causal,
+                       OptionalAttr<F32Attr>:$rope_theta);
+  let results = (outs Xfmr_FloatTensor:$result);
+  let extraClassDeclaration = [{
+    /// Head dimension D.
+    int64_t getHeadDim();
+  }];
+}
+
+def Xfmr_AttentionGradOp : Xfmr_BackwardOp<"attention_grad", [Xfmr_Matmul]> {
+  let summary = "backward of attention: query, key and value gradients";
+  let description = [{
+    Recomputes the attention probabilities from `query` and `key` and returns
+    the gradients of the three inputs (before RoPE is undone, i.e. with
+    respect to the un-rotated query and key).
+
+    Example:
+    ```mlir
+    %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 4 : i64}
+        : (tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>)
+        -> (tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>)
+    ```
+
+    Constraints: those of `xfmr.attention`, with `grad` and `query_grad`
+    typed like the query and `key_grad`, `value_grad` like the key.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_FloatTensor:$query,
+                       Xfmr_FloatTensor:$key, Xfmr_FloatTensor:$value,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       DefaultValuedAttr<BoolAttr, "true">:$causal,
+                       OptionalAttr<F32Attr>:$rope_theta);
+  let results = (outs Xfmr_FloatTensor:$query_grad,
+                      Xfmr_FloatTensor:$key_grad,
+                      Xfmr_FloatTensor:$value_grad);
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+def Xfmr_SoftmaxCrossEntropyOp : Xfmr_ForwardOp<"softmax_cross_entropy"> {
+  let summary = "mean softmax cross-entropy of next-token logits";
+  let description = [{
+    `-mean over (b, t) of log softmax(logits[b, t, :])[targets[b, t]]`.
+
+    Example:
+    ```mlir
+    %loss = xfmr.softmax_cross_entropy %logits, %targets
+        : (tensor<4x64x256xf32>, tensor<4x64xi32>) -> tensor<f32>
+    ```
+
+    Constraints:
+    - `logits` is [B, T, V] and `targets` is [B, T];
+    - the result is a rank-0 f32 tensor.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$logits, Xfmr_TokenTensor:$targets);
+  let results = (outs Xfmr_ScalarF32:$loss);
+}
+
+def Xfmr_SoftmaxCrossEntropyGradOp
+    : Xfmr_BackwardOp<"softmax_cross_entropy_grad"> {
+  let summary = "gradient of the mean cross-entropy with respect to the logits";
+  let description = [{
+    `result[b, t, :] = loss_grad * (softmax(logits[b, t, :]) - onehot(targets[b, t])) / (B*T)`.
+
+    Example:
+    ```mlir
+    %dlogits = xfmr.softmax_cross_entropy_grad %dloss, %logits, %targets
+        : (tensor<f32>, tensor<4x64x256xf32>, tensor<4x64xi32>) -> tensor<4x64x256xf32>
+    ```
+
+    Constraints:
+    - `loss_grad` is a rank-0 f32 tensor;
+    - `logits` and the result have one type, [B, T, V]; `targets` is [B, T].
+  }];
+  let arguments = (ins Xfmr_ScalarF32:$loss_grad, Xfmr_FloatTensor:$logits,
+                       Xfmr_TokenTensor:$targets);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Xfmr_AdamWOp : Xfmr_Op<"adamw", [
+    AllShapesMatch<["param", "grad", "moment1", "moment2",
+                    "new_param", "new_moment1", "new_moment2"]>]> {
+  let summary = "one AdamW step with bias correction and decoupled decay";
+  let description = [{
+    With t = `step` (the 1-based number of this update) and lr = `lr`:
+    ```
+    m' = beta1 m + (1 - beta1) g
+    v' = beta2 v + (1 - beta2) g^2
+    p' = p - lr (m' / (1 - beta1^t)) / (sqrt(v' / (1 - beta2^t)) + epsilon)
+           - lr weight_decay p
+    ```
+    The moments are fp32 whatever the parameter's type. The learning rate is
+    an operand, not an attribute, so a schedule can change it every step.
+
+    Example:
+    ```mlir
+    %p2, %m2, %v2 = xfmr.adamw %p, %g, %m, %v, %t, %lr
+        {beta1 = 0.9 : f32, beta2 = 0.95 : f32, epsilon = 1.0e-08 : f32, weight_decay = 0.1 : f32}
+        : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<i32>, tensor<f32>)
+        -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>)
+    ```
+
+    Constraints:
+    - `param`, `grad`, both moments and their updates have one shape;
+    - `grad` and `new_param` have the parameter's type; moments are f32;
+    - `step` is a rank-0 i32 tensor and `lr` a rank-0 f32 tensor;
+    - 0 <= beta1, beta2 < 1, epsilon > 0 and weight_decay >= 0.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$param, Xfmr_FloatTensor:$grad,
+                       Xfmr_FloatTensor:$moment1, Xfmr_FloatTensor:$moment2,
+                       Xfmr_ScalarI32:$step, Xfmr_ScalarF32:$lr,
+                       DefaultValuedAttr<F32Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F32Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F32Attr, "1.0e-8">:$epsilon,
+                       DefaultValuedAttr<F32Attr, "0.0">:$weight_decay);
+  let results = (outs Xfmr_FloatTensor:$new_param,
+                      Xfmr_FloatTensor:$new_moment1,
+                      Xfmr_FloatTensor:$new_moment2);
+}
+
+#endif // PARTITION_XFMR_OPS

@@ -1,0 +1,212 @@
+//===- ModelBuilder.cpp - GPT-2 and Llama forward passes in xfmr ----------===//
+
+#include "model/ModelBuilder.h"
+
+#include "dialects/Xfmr/XfmrOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace partition::model {
+namespace {
+
+/// Emits one forward function. Parameters become block arguments in the
+/// order the model first uses them, always ahead of the tokens and targets.
+class ForwardBuilder {
+public:
+  ForwardBuilder(ModuleOp module, const ModelConfig &config)
+      : config(config), builder(module.getContext()),
+        f32(builder.getF32Type()) {
+    builder.setInsertionPointToEnd(module.getBody());
+    function = func::FuncOp::create(builder, builder.getUnknownLoc(),
+                                    "forward",
+                                    builder.getFunctionType({}, {}));
+    body = function.addEntryBlock();
+    auto tokenType = RankedTensorType::get({config.batch, config.seqLen},
+                                           builder.getI32Type());
+    tokens = body->addArgument(tokenType, named("tokens"));
+    targets = body->addArgument(tokenType, named("targets"));
+    builder.setInsertionPointToStart(body);
+  }
+
+  func::FuncOp build() {
+    Value loss = config.arch == Arch::GPT2 ? buildGPT2() : buildLlama();
+    func::ReturnOp::create(builder, named("loss"), loss);
+    function.setType(builder.getFunctionType(body->getArgumentTypes(),
+                                             {loss.getType()}));
+    for (auto [index, name] : llvm::enumerate(paramNames))
+      function.setArgAttr(index, xfmr::XfmrDialect::kParamAttrName,
+                          builder.getStringAttr(name));
+    unsigned numParams = paramNames.size();
+    function.setArgAttr(numParams, xfmr::XfmrDialect::kInputAttrName,
+                        builder.getStringAttr("tokens"));
+    function.setArgAttr(numParams + 1, xfmr::XfmrDialect::kInputAttrName,
+                        builder.getStringAttr("targets"));
+    function->setAttr(xfmr::XfmrDialect::kModelAttrName, configAttr());
+    return function;
+  }
+
+private:
+  Location named(const Twine &name) {
+    return NameLoc::get(builder.getStringAttr(name));
+  }
+
+  RankedTensorType tensor(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, f32);
+  }
+
+  /// [B, T, width]
+  RankedTensorType activation(int64_t width) {
+    return tensor({config.batch, config.seqLen, width});
+  }
+
+  Value param(const Twine &name, ArrayRef<int64_t> shape) {
+    Value value =
+        body->insertArgument(paramNames.size(), tensor(shape), named(name));
+    paramNames.push_back(name.str());
+    return value;
+  }
+
+  Value linear(const Twine &name, Value input, int64_t outFeatures,
+               bool withBias) {
+    int64_t inFeatures = cast<RankedTensorType>(input.getType()).getShape().back();
+    Value weight = param(name + ".weight", {outFeatures, inFeatures});
+    Value bias = withBias ? param(name + ".bias", {outFeatures}) : Value();
+    return xfmr::LinearOp::create(builder, named(name),
+                                  activation(outFeatures), input, weight,
+                                  bias);
+  }
+
+  Value layerNorm(const Twine &name, Value input) {
+    Value gamma = param(name + ".weight", {config.hidden});
+    Value beta = param(name + ".bias", {config.hidden});
+    return xfmr::LayerNormOp::create(builder, named(name), input.getType(),
+                                     input, gamma, beta, epsilon());
+  }
+
+  Value rmsNorm(const Twine &name, Value input) {
+    Value gamma = param(name + ".weight", {config.hidden});
+    return xfmr::RMSNormOp::create(builder, named(name), input.getType(),
+                                   input, gamma, epsilon());
+  }
+
+  Value attention(const Twine &name, Value q, Value k, Value v, bool rope) {
+    FloatAttr theta = rope ? builder.getF32FloatAttr(config.ropeTheta)
+                           : FloatAttr();
+    return xfmr::AttentionOp::create(
+        builder, named(name), q.getType(), q, k, v,
+        builder.getI64IntegerAttr(config.heads),
+        builder.getI64IntegerAttr(config.kvHeads), builder.getBoolAttr(true),
+        theta);
+  }
+
+  Value add(Value lhs, Value rhs) {
+    return xfmr::AddOp::create(builder, lhs.getLoc(), lhs.getType(), lhs, rhs);
+  }
+
+  Value loss(Value logits) {
+    return xfmr::SoftmaxCrossEntropyOp::create(
+        builder, named("loss"), RankedTensorType::get({}, f32), logits,
+        targets);
+  }
+
+  FloatAttr epsilon() { return builder.getF32FloatAttr(config.normEpsilon); }
+
+  Value buildGPT2() {
+    int64_t c = config.hidden;
+    Value wte = param("wte", {config.vocab, c});
+    Value x = xfmr::EmbeddingOp::create(builder, named("wte"), activation(c),
+                                        tokens, wte);
+    Value wpe = param("wpe", {config.seqLen, c});
+    x = xfmr::PositionEmbeddingOp::create(builder, named("wpe"), x.getType(),
+                                          x, wpe);
+    for (int64_t layer = 0; layer < config.layers; ++layer) {
+      std::string prefix = "h." + std::to_string(layer);
+      Value a = layerNorm(prefix + ".ln_1", x);
+      Value q = linear(prefix + ".attn.q", a, c, true);
+      Value k = linear(prefix + ".attn.k", a, c, true);
+      Value v = linear(prefix + ".attn.v", a, c, true);
+      Value o = attention(prefix + ".attn", q, k, v, /*rope=*/false);
+      x = add(x, linear(prefix + ".attn.c_proj", o, c, true));
+      Value m = layerNorm(prefix + ".ln_2", x);
+      Value h = linear(prefix + ".mlp.c_fc", m, config.ffn, true);
+      h = xfmr::GeluOp::create(builder, named(prefix + ".mlp.gelu"),
+                               h.getType(), h);
+      x = add(x, linear(prefix + ".mlp.c_proj", h, c, true));
+    }
+    x = layerNorm("ln_f", x);
+    // Tied LM head: the token embedding table is the output projection.
+    Value logits = xfmr::LinearOp::create(builder, named("lm_head"),
+                                          activation(config.vocab), x, wte,
+                                          Value());
+    return loss(logits);
+  }
+
+  Value buildLlama() {
+    int64_t c = config.hidden;
+    int64_t qWidth = config.heads * config.headDim();
+    int64_t kvWidth = config.kvHeads * config.headDim();
+    Value table = param("tok_embeddings.weight", {config.vocab, c});
+    Value x = xfmr::EmbeddingOp::create(builder, named("tok_embeddings"),
+                                        activation(c), tokens, table);
+    for (int64_t layer = 0; layer < config.layers; ++layer) {
+      std::string prefix = "layers." + std::to_string(layer);
+      Value a = rmsNorm(prefix + ".attention_norm", x);
+      Value q = linear(prefix + ".attention.wq", a, qWidth, false);
+      Value k = linear(prefix + ".attention.wk", a, kvWidth, false);
+      Value v = linear(prefix + ".attention.wv", a, kvWidth, false);
+      Value o = attention(prefix + ".attention", q, k, v, /*rope=*/true);
+      x = add(x, linear(prefix + ".attention.wo", o, c, false));
+      Value m = rmsNorm(prefix + ".ffn_norm", x);
+      Value gate = linear(prefix + ".feed_forward.w1", m, config.ffn, false);
+      Value up = linear(prefix + ".feed_forward.w3", m, config.ffn, false);
+      Value h = xfmr::SwigluOp::create(
+          builder, named(prefix + ".feed_forward.swiglu"), gate.getType(),
+          gate, up);
+      x = add(x, linear(prefix + ".feed_forward.w2", h, c, false));
+    }
+    x = rmsNorm("norm", x);
+    Value logits = linear("output", x, config.vocab, false);
+    return loss(logits);
+  }
+
+  DictionaryAttr configAttr() {
+    auto i64 = [&](int64_t v) { return builder.getI64IntegerAttr(v); };
+    SmallVector<NamedAttribute> fields = {
+        builder.getNamedAttr("arch", builder.getStringAttr(archName(config.arch))),
+        builder.getNamedAttr("layers", i64(config.layers)),
+        builder.getNamedAttr("hidden", i64(config.hidden)),
+        builder.getNamedAttr("heads", i64(config.heads)),
+        builder.getNamedAttr("kv_heads", i64(config.kvHeads)),
+        builder.getNamedAttr("ffn", i64(config.ffn)),
+        builder.getNamedAttr("vocab", i64(config.vocab)),
+        builder.getNamedAttr("seq_len", i64(config.seqLen)),
+        builder.getNamedAttr("batch", i64(config.batch)),
+        builder.getNamedAttr("tied_embedding",
+                             builder.getBoolAttr(config.tiedEmbedding())),
+    };
+    return builder.getDictionaryAttr(fields);
+  }
+
+  const ModelConfig &config;
+  OpBuilder builder;
+  Type f32;
+  func::FuncOp function;
+  Block *body = nullptr;
+  Value tokens, targets;
+  SmallVector<std::string> paramNames;
+};
+
+} // namespace
+
+OwningOpRef<ModuleOp> buildForwardModule(MLIRContext &context,
+                                         const ModelConfig &config) {
+  context.loadDialect<func::FuncDialect, xfmr::XfmrDialect>();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+  ForwardBuilder(*module, config).build();
+  return module;
+}
+
+} // namespace partition::model

@@ -1,0 +1,134 @@
+//===- ModelConfig.cpp - presets and validation ---------------------------===//
+
+#include "model/ModelConfig.h"
+
+#include <sstream>
+
+namespace partition::model {
+
+const char *archName(Arch arch) {
+  return arch == Arch::GPT2 ? "gpt2" : "llama";
+}
+
+std::optional<Arch> parseArch(const std::string &name) {
+  if (name == "gpt2")
+    return Arch::GPT2;
+  if (name == "llama")
+    return Arch::Llama;
+  return std::nullopt;
+}
+
+int64_t defaultFfn(Arch arch, int64_t hidden) {
+  if (arch == Arch::GPT2)
+    return 4 * hidden;
+  int64_t twoThirds = (8 * hidden + 2) / 3;
+  return (twoThirds + 255) / 256 * 256;
+}
+
+namespace {
+
+ModelConfig gpt2(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
+                 int64_t seqLen, int64_t batch) {
+  ModelConfig c;
+  c.arch = Arch::GPT2;
+  c.layers = layers;
+  c.hidden = hidden;
+  c.heads = heads;
+  c.kvHeads = heads;
+  c.ffn = 4 * hidden;
+  c.vocab = vocab;
+  c.seqLen = seqLen;
+  c.batch = batch;
+  return c;
+}
+
+ModelConfig llama(int64_t layers, int64_t hidden, int64_t heads,
+                  int64_t kvHeads, int64_t ffn, int64_t vocab, int64_t seqLen,
+                  int64_t batch) {
+  ModelConfig c;
+  c.arch = Arch::Llama;
+  c.layers = layers;
+  c.hidden = hidden;
+  c.heads = heads;
+  c.kvHeads = kvHeads;
+  c.ffn = ffn;
+  c.vocab = vocab;
+  c.seqLen = seqLen;
+  c.batch = batch;
+  return c;
+}
+
+// GPT-2 shapes from the OpenAI release; Llama 2 shapes from Meta's release
+// (the 70B model is the GQA one: 8 key/value heads).
+const std::vector<std::pair<std::string, ModelConfig>> &presets() {
+  static const std::vector<std::pair<std::string, ModelConfig>> table = {
+      {"gpt2-tiny", gpt2(2, 64, 4, 256, 64, 4)},
+      {"gpt2-124m", gpt2(12, 768, 12, 50257, 1024, 8)},
+      {"gpt2-350m", gpt2(24, 1024, 16, 50257, 1024, 8)},
+      {"gpt2-1.5b", gpt2(48, 1600, 25, 50257, 1024, 4)},
+      {"llama-tiny", llama(2, 64, 4, 2, 176, 256, 64, 4)},
+      {"llama-7b", llama(32, 4096, 32, 32, 11008, 32000, 4096, 1)},
+      {"llama-70b", llama(80, 8192, 64, 8, 28672, 32000, 4096, 1)},
+  };
+  return table;
+}
+
+} // namespace
+
+const std::vector<std::string> &presetNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> result;
+    for (const auto &[name, config] : presets())
+      result.push_back(name);
+    return result;
+  }();
+  return names;
+}
+
+std::optional<ModelConfig> getPreset(const std::string &name) {
+  for (const auto &[presetName, config] : presets())
+    if (presetName == name)
+      return config;
+  return std::nullopt;
+}
+
+std::string validate(const ModelConfig &c) {
+  std::vector<std::string> problems;
+  auto field = [](const char *name, int64_t value) {
+    return std::string(name) + " (" + std::to_string(value) + ")";
+  };
+  const std::pair<const char *, int64_t> sizes[] = {
+      {"layers", c.layers}, {"hidden", c.hidden},   {"heads", c.heads},
+      {"kv-heads", c.kvHeads}, {"ffn", c.ffn},     {"vocab", c.vocab},
+      {"seq-len", c.seqLen}, {"batch", c.batch}};
+  for (const auto &[name, value] : sizes)
+    if (value <= 0)
+      problems.push_back(field(name, value) + " must be positive");
+  if (c.heads > 0 && c.hidden > 0 && c.hidden % c.heads != 0)
+    problems.push_back(field("hidden", c.hidden) +
+                       " is not divisible by " + field("heads", c.heads));
+  if (c.heads > 0 && c.kvHeads > 0 && c.heads % c.kvHeads != 0)
+    problems.push_back(field("kv-heads", c.kvHeads) + " does not divide " +
+                       field("heads", c.heads));
+  if (c.arch == Arch::GPT2 && c.kvHeads > 0 && c.kvHeads != c.heads)
+    problems.push_back(field("kv-heads", c.kvHeads) + " must equal " +
+                       field("heads", c.heads) +
+                       " for arch gpt2 (grouped-query attention is llama's)");
+  if (c.arch == Arch::Llama && c.heads > 0 && c.hidden > 0 &&
+      c.hidden % c.heads == 0 && c.headDim() % 2 != 0)
+    problems.push_back("head dim hidden/heads (" + std::to_string(c.hidden) +
+                       "/" + std::to_string(c.heads) + " = " +
+                       std::to_string(c.headDim()) +
+                       ") must be even for rotary embedding (arch llama)");
+  if (!(c.normEpsilon > 0.0))
+    problems.push_back("norm epsilon must be positive");
+  if (!(c.ropeTheta > 0.0))
+    problems.push_back("rope theta must be positive");
+
+  std::ostringstream line;
+  for (size_t i = 0; i < problems.size(); ++i)
+    line << (i ? "; " : "") << problems[i];
+  return line.str();
+}
+
+} // namespace partition::model

@@ -1,0 +1,65 @@
+//===- ModelConfig.h - transformer shapes, presets and checks ---*- C++ -*-===//
+//
+// The shape of a GPT-2 or Llama style model, the named presets, and the
+// validation that turns an impossible configuration into one clear line.
+// No MLIR here: tools and tests use it without building IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_MODEL_MODELCONFIG_H
+#define PARTITION_MODEL_MODELCONFIG_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace partition::model {
+
+enum class Arch {
+  /// LayerNorm, GELU MLP, learned positions, biases, tied LM head.
+  GPT2,
+  /// RMSNorm, SwiGLU MLP, rotary positions, grouped-query attention, no
+  /// biases, untied LM head.
+  Llama,
+};
+
+const char *archName(Arch arch);
+std::optional<Arch> parseArch(const std::string &name);
+
+struct ModelConfig {
+  Arch arch = Arch::GPT2;
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kvHeads = 0;
+  /// Width of the feed-forward block (for Llama, of each SwiGLU branch).
+  int64_t ffn = 0;
+  int64_t vocab = 0;
+  int64_t seqLen = 0;
+  /// Sequences per forward pass: the micro-batch. Gradient accumulation over
+  /// several micro-batches is an option of the training-step pass.
+  int64_t batch = 0;
+  double normEpsilon = 1e-5;
+  double ropeTheta = 10000.0;
+
+  int64_t headDim() const { return hidden / heads; }
+  bool tiedEmbedding() const { return arch == Arch::GPT2; }
+};
+
+/// Names of the built-in presets, in a stable order.
+const std::vector<std::string> &presetNames();
+std::optional<ModelConfig> getPreset(const std::string &name);
+
+/// The feed-forward width a model of this arch and hidden size gets when
+/// none is given: 4C for GPT-2; for Llama 2/3 of 4C rounded up to a multiple
+/// of 256 (Llama's rule, which gives 11008 for C = 4096).
+int64_t defaultFfn(Arch arch, int64_t hidden);
+
+/// Returns an empty string for a valid configuration, else one line naming
+/// every offending field with its value.
+std::string validate(const ModelConfig &config);
+
+} // namespace partition::model
+
+#endif // PARTITION_MODEL_MODELCONFIG_H

@@ -1,0 +1,401 @@
+//===- TrainStep.cpp - autodiff + AdamW: the whole training step ----------===//
+//
+// Builds @train_step from the forward function: per micro-batch a clone of
+// the forward pass followed by its reverse-mode derivative, then one AdamW
+// update per parameter. The derivative is generic: each op emits its own
+// backward through AutodiffOpInterface.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Xfmr/XfmrOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace partition {
+#define GEN_PASS_DEF_TRAINSTEPPASS
+#include "passes/Passes.h.inc"
+} // namespace partition
+
+using namespace mlir;
+using namespace partition::xfmr;
+
+namespace partition {
+namespace {
+
+constexpr StringLiteral kTrainStepName = "train_step";
+
+/// What each argument of the forward function is.
+struct ForwardSignature {
+  SmallVector<unsigned> paramArgs;
+  unsigned tokensArg = 0;
+  unsigned targetsArg = 0;
+};
+
+FailureOr<ForwardSignature> analyzeForward(func::FuncOp forward) {
+  if (forward.isExternal())
+    return forward.emitError("forward function has no body");
+  if (!forward.getBody().hasOneBlock())
+    return forward.emitError("forward function must be a single block");
+  auto scalarF32 = RankedTensorType::get({}, Float32Type::get(forward.getContext()));
+  if (forward.getNumResults() != 1 || forward.getResultTypes()[0] != scalarF32)
+    return forward.emitError()
+           << "forward function must return exactly one loss of type "
+           << scalarF32 << ", but returns (" << forward.getResultTypes() << ")";
+
+  ForwardSignature signature;
+  std::optional<unsigned> tokens, targets;
+  for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
+    if (forward.getArgAttr(i, XfmrDialect::kParamAttrName)) {
+      signature.paramArgs.push_back(i);
+      continue;
+    }
+    auto input =
+        forward.getArgAttrOfType<StringAttr>(i, XfmrDialect::kInputAttrName);
+    std::optional<unsigned> *slot = nullptr;
+    if (input && input.getValue() == "tokens")
+      slot = &tokens;
+    else if (input && input.getValue() == "targets")
+      slot = &targets;
+    if (!slot)
+      return forward.emitError()
+             << "argument #" << i << " is neither a parameter (xfmr.param) "
+             << "nor the tokens or targets (xfmr.input)";
+    if (*slot)
+      return forward.emitError()
+             << "arguments #" << **slot << " and #" << i << " are both "
+             << input;
+    *slot = i;
+  }
+  if (!tokens || !targets)
+    return forward.emitError(
+        "forward function needs a tokens and a targets argument "
+        "(xfmr.input = \"tokens\" / \"targets\")");
+  signature.tokensArg = *tokens;
+  signature.targetsArg = *targets;
+  return signature;
+}
+
+/// Reverse-mode differentiation of straight-line tensor code. One instance
+/// serves all micro-batches, so parameter gradients accumulate across them.
+class ReverseModeDifferentiator {
+public:
+  explicit ReverseModeDifferentiator(OpBuilder &builder) : builder(builder) {}
+
+  /// Marks values that depend on a parameter: only they need gradients.
+  void markActive(Value value) { active.insert(value); }
+
+  /// Extends the active set over `ops`, in program order.
+  void propagateActivity(ArrayRef<Operation *> ops) {
+    for (Operation *op : ops) {
+      if (llvm::none_of(op->getOperands(),
+                        [&](Value v) { return active.contains(v); }))
+        continue;
+      for (Value result : op->getResults())
+        if (isFloatTensor(result))
+          active.insert(result);
+    }
+  }
+
+  /// Emits the backward of `ops` (in program order) at the builder's
+  /// insertion point, seeded with d`output` = `seed`.
+  LogicalResult differentiate(ArrayRef<Operation *> ops, Value output,
+                              Value seed) {
+    accumulate(output, seed);
+    for (Operation *op : llvm::reverse(ops)) {
+      SmallVector<Value> resultGrads;
+      for (Value result : op->getResults())
+        resultGrads.push_back(gradients.lookup(result));
+      if (llvm::all_of(resultGrads, [](Value g) { return !g; }))
+        continue;
+      auto rule = dyn_cast<AutodiffOpInterface>(op);
+      if (!rule)
+        return op->emitOpError()
+               << "has no gradient rule (it does not implement "
+                  "AutodiffOpInterface), but the loss depends on it";
+      SmallVector<bool> needOperandGrad;
+      for (Value operand : op->getOperands())
+        needOperandGrad.push_back(active.contains(operand));
+      FailureOr<SmallVector<Value>> operandGrads =
+          rule.buildBackward(builder, resultGrads, needOperandGrad);
+      if (failed(operandGrads))
+        return failure();
+      for (auto [operand, grad] : llvm::zip(op->getOperands(), *operandGrads))
+        if (grad && active.contains(operand))
+          accumulate(operand, grad);
+    }
+    return success();
+  }
+
+  /// The gradient accumulated for `value`, or null when it has none.
+  Value gradient(Value value) const { return gradients.lookup(value); }
+
+private:
+  static bool isFloatTensor(Value value) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    return type && isa<FloatType>(type.getElementType());
+  }
+
+  /// A value used several times receives the sum of its uses' gradients.
+  void accumulate(Value value, Value grad) {
+    Value &slot = gradients[value];
+    slot = slot ? AddOp::create(builder, grad.getLoc(), grad.getType(), slot,
+                                grad)
+                      .getResult()
+                : grad;
+  }
+
+  OpBuilder &builder;
+  llvm::DenseSet<Value> active;
+  llvm::DenseMap<Value, Value> gradients;
+};
+
+struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> forwards;
+    for (auto function : module.getOps<func::FuncOp>())
+      for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
+        if (function.getArgAttr(i, XfmrDialect::kParamAttrName)) {
+          forwards.push_back(function);
+          break;
+        }
+    if (forwards.size() != 1) {
+      module.emitError() << "expected exactly one function with xfmr.param "
+                            "arguments (the forward pass), found "
+                         << forwards.size();
+      return signalPassFailure();
+    }
+    if (failed(buildTrainStep(forwards.front())))
+      return signalPassFailure();
+  }
+
+  LogicalResult checkOptions(func::FuncOp forward) {
+    if (microbatches < 1)
+      return forward.emitError()
+             << "microbatches must be at least 1, but is " << microbatches;
+    for (auto [name, beta] : {std::pair<StringRef, double>{"beta1", beta1},
+                              {"beta2", beta2}})
+      if (!(beta >= 0.0 && beta < 1.0))
+        return forward.emitError()
+               << name << " must be in [0, 1), but is " << beta;
+    if (!(epsilon > 0.0))
+      return forward.emitError() << "epsilon must be positive, but is "
+                                 << epsilon;
+    if (!(weightDecay >= 0.0))
+      return forward.emitError()
+             << "weight-decay must be non-negative, but is " << weightDecay;
+    return success();
+  }
+
+  LogicalResult buildTrainStep(func::FuncOp forward) {
+    if (failed(checkOptions(forward)))
+      return failure();
+    FailureOr<ForwardSignature> signature = analyzeForward(forward);
+    if (failed(signature))
+      return failure();
+    if (auto existing = SymbolTable::lookupSymbolIn(getOperation(),
+                                                    kTrainStepName);
+        existing && existing != forward)
+      return existing->emitError()
+             << "symbol @" << kTrainStepName
+             << " already exists; the training step needs that name";
+
+    OpBuilder builder(forward);
+    Location loc = forward.getLoc();
+    auto f32 = builder.getF32Type();
+    auto scalarF32 = RankedTensorType::get({}, f32);
+    auto scalarI32 = RankedTensorType::get({}, builder.getI32Type());
+
+    // --- Signature: params, moments, step, lr, tokens, targets. -----------
+    auto microTokens = cast<RankedTensorType>(
+        forward.getArgumentTypes()[signature->tokensArg]);
+    int64_t microBatch = microTokens.getDimSize(0);
+    auto stepTokens = RankedTensorType::get(
+        {microBatch * microbatches, microTokens.getDimSize(1)},
+        microTokens.getElementType());
+
+    SmallVector<Type> paramTypes, momentTypes;
+    SmallVector<StringAttr> paramNames;
+    for (unsigned arg : signature->paramArgs) {
+      auto type = cast<RankedTensorType>(forward.getArgumentTypes()[arg]);
+      paramTypes.push_back(type);
+      momentTypes.push_back(RankedTensorType::get(type.getShape(), f32));
+      paramNames.push_back(
+          forward.getArgAttrOfType<StringAttr>(arg, XfmrDialect::kParamAttrName));
+    }
+    size_t numParams = paramTypes.size();
+
+    SmallVector<Type> argTypes(paramTypes);
+    argTypes.append(momentTypes);
+    argTypes.append(momentTypes);
+    argTypes.append({scalarI32, scalarF32, stepTokens, stepTokens});
+    SmallVector<Type> resultTypes{scalarF32};
+    resultTypes.append(paramTypes);
+    resultTypes.append(momentTypes);
+    resultTypes.append(momentTypes);
+    resultTypes.push_back(scalarI32);
+
+    auto step = func::FuncOp::create(builder, loc, kTrainStepName,
+                                     builder.getFunctionType(argTypes,
+                                                             resultTypes));
+    for (NamedAttribute attr : forward->getDiscardableAttrs())
+      step->setAttr(attr.getName(), attr.getValue());
+    step->setAttr(XfmrDialect::kTrainStepAttrName, hyperParameters(builder));
+    annotateSignature(step, paramNames);
+
+    Block *body = step.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    auto stepArgs = body->getArguments();
+    ValueRange params = stepArgs.take_front(numParams);
+    ValueRange moment1 = stepArgs.slice(numParams, numParams);
+    ValueRange moment2 = stepArgs.slice(2 * numParams, numParams);
+    Value stepCount = stepArgs[3 * numParams];
+    Value lr = stepArgs[3 * numParams + 1];
+    Value tokens = stepArgs[3 * numParams + 2];
+    Value targets = stepArgs[3 * numParams + 3];
+
+    // --- Forward and backward of each micro-batch. ------------------------
+    ReverseModeDifferentiator differentiator(builder);
+    for (Value param : params)
+      differentiator.markActive(param);
+    // d(mean of k losses)/d(loss_i) = 1/k: seeding with it averages the
+    // accumulated gradients without a separate scaling pass.
+    double inverseCount = 1.0 / static_cast<double>(microbatches);
+    Value seed = arith::ConstantOp::create(
+        builder, loc,
+        DenseElementsAttr::get(scalarF32, builder.getF32FloatAttr(inverseCount)
+                                              .getValue()));
+    SmallVector<Value> losses;
+    for (int64_t micro = 0; micro < microbatches; ++micro) {
+      IRMapping mapping;
+      for (auto [index, arg] : llvm::enumerate(signature->paramArgs))
+        mapping.map(forward.getArgument(arg), params[index]);
+      mapping.map(forward.getArgument(signature->tokensArg),
+                  sliceBatch(builder, loc, tokens, micro, microBatch));
+      mapping.map(forward.getArgument(signature->targetsArg),
+                  sliceBatch(builder, loc, targets, micro, microBatch));
+
+      SmallVector<Operation *> cloned;
+      Block &forwardBody = forward.getBody().front();
+      for (Operation &op : forwardBody.without_terminator())
+        cloned.push_back(builder.clone(op, mapping));
+      Value loss = mapping.lookupOrDefault(
+          forwardBody.getTerminator()->getOperand(0));
+      differentiator.propagateActivity(cloned);
+      if (failed(differentiator.differentiate(cloned, loss, seed)))
+        return failure();
+      losses.push_back(loss);
+    }
+
+    Value meanLoss;
+    for (Value loss : losses)
+      meanLoss = meanLoss ? AddOp::create(builder, loc, scalarF32, meanLoss,
+                                          loss)
+                                .getResult()
+                          : loss;
+    if (microbatches > 1)
+      meanLoss = ScaleOp::create(builder, loc, scalarF32, meanLoss,
+                                 builder.getF32FloatAttr(inverseCount));
+
+    // --- AdamW. -----------------------------------------------------------
+    Value one = arith::ConstantOp::create(
+        builder, loc, DenseElementsAttr::get(scalarI32, builder.getI32IntegerAttr(1)
+                                                           .getValue()));
+    Value nextStep = arith::AddIOp::create(builder, loc, stepCount, one);
+    SmallVector<Value> newParams, newMoment1, newMoment2;
+    for (size_t i = 0; i < numParams; ++i) {
+      Value param = params[i];
+      Value grad = differentiator.gradient(param);
+      if (!grad) // The loss does not depend on it: its gradient is zero.
+        grad = arith::ConstantOp::create(
+            builder, loc, cast<TypedAttr>(builder.getZeroAttr(param.getType())));
+      auto paramType = cast<RankedTensorType>(param.getType());
+      // Decay matrices only, as Megatron-LM and nanoGPT do: decaying norm
+      // gains and biases towards zero hurts and saves nothing.
+      double decay = paramType.getRank() >= 2 ? weightDecay.getValue() : 0.0;
+      auto update = AdamWOp::create(
+          builder, param.getLoc(), paramType, momentTypes[i], momentTypes[i],
+          param, grad, moment1[i], moment2[i], nextStep, lr,
+          builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
+          builder.getF32FloatAttr(epsilon), builder.getF32FloatAttr(decay));
+      newParams.push_back(update.getNewParam());
+      newMoment1.push_back(update.getNewMoment1());
+      newMoment2.push_back(update.getNewMoment2());
+    }
+
+    SmallVector<Value> results{meanLoss};
+    results.append(newParams);
+    results.append(newMoment1);
+    results.append(newMoment2);
+    results.push_back(nextStep);
+    func::ReturnOp::create(builder, loc, results);
+
+    forward.erase();
+    return success();
+  }
+
+  /// The micro-batch `index` of a [k*b, T] token tensor.
+  static Value sliceBatch(OpBuilder &builder, Location loc, Value tokens,
+                          int64_t index, int64_t microBatch) {
+    auto type = cast<RankedTensorType>(tokens.getType());
+    if (type.getDimSize(0) == microBatch)
+      return tokens;
+    auto sliceType = RankedTensorType::get({microBatch, type.getDimSize(1)},
+                                           type.getElementType());
+    SmallVector<OpFoldResult> offsets{builder.getIndexAttr(index * microBatch),
+                                      builder.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes{builder.getIndexAttr(microBatch),
+                                    builder.getIndexAttr(type.getDimSize(1))};
+    SmallVector<OpFoldResult> strides(2, builder.getIndexAttr(1));
+    return tensor::ExtractSliceOp::create(builder, loc, sliceType, tokens,
+                                          offsets, sizes, strides);
+  }
+
+  DictionaryAttr hyperParameters(OpBuilder &builder) {
+    return builder.getDictionaryAttr({
+        builder.getNamedAttr("microbatches",
+                             builder.getI64IntegerAttr(microbatches)),
+        builder.getNamedAttr("beta1", builder.getF32FloatAttr(beta1)),
+        builder.getNamedAttr("beta2", builder.getF32FloatAttr(beta2)),
+        builder.getNamedAttr("epsilon", builder.getF32FloatAttr(epsilon)),
+        builder.getNamedAttr("weight_decay",
+                             builder.getF32FloatAttr(weightDecay)),
+    });
+  }
+
+  /// Names every argument and result of the training step by its role.
+  static void annotateSignature(func::FuncOp step,
+                                ArrayRef<StringAttr> paramNames) {
+    size_t n = paramNames.size();
+    auto role = [&](StringRef value) {
+      return StringAttr::get(step.getContext(), value);
+    };
+    for (size_t i = 0; i < n; ++i) {
+      step.setArgAttr(i, XfmrDialect::kParamAttrName, paramNames[i]);
+      step.setArgAttr(n + i, XfmrDialect::kMoment1AttrName, paramNames[i]);
+      step.setArgAttr(2 * n + i, XfmrDialect::kMoment2AttrName, paramNames[i]);
+      step.setResultAttr(1 + i, XfmrDialect::kParamAttrName, paramNames[i]);
+      step.setResultAttr(1 + n + i, XfmrDialect::kMoment1AttrName,
+                         paramNames[i]);
+      step.setResultAttr(1 + 2 * n + i, XfmrDialect::kMoment2AttrName,
+                         paramNames[i]);
+    }
+    step.setArgAttr(3 * n, XfmrDialect::kInputAttrName, role("step"));
+    step.setArgAttr(3 * n + 1, XfmrDialect::kInputAttrName, role("lr"));
+    step.setArgAttr(3 * n + 2, XfmrDialect::kInputAttrName, role("tokens"));
+    step.setArgAttr(3 * n + 3, XfmrDialect::kInputAttrName, role("targets"));
+    step.setResultAttr(0, XfmrDialect::kOutputAttrName, role("loss"));
+    step.setResultAttr(3 * n + 1, XfmrDialect::kOutputAttrName, role("step"));
+  }
+};
+
+} // namespace
+} // namespace partition

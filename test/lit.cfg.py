@@ -1,0 +1,21 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "PARTITION"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.partition_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.partition_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["partition-opt", "partition-gen"], tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.partition_tools_dir, append_path=True)

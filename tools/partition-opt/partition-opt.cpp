@@ -1,0 +1,23 @@
+//===- partition-opt.cpp - run partition passes on model IR ---------------===//
+
+#include "dialects/Xfmr/XfmrDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<partition::xfmr::XfmrDialect, mlir::arith::ArithDialect,
+                  mlir::func::FuncDialect, mlir::tensor::TensorDialect>();
+  partition::registerPartitionPasses();
+  // Generic clean-ups (canonicalize, cse, ...) compose with our passes.
+  mlir::registerTransformsPasses();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "partition optimizer: passes over transformer model IR\n",
+      registry));
+}

@@ -1,0 +1,77 @@
+//===- ModelConfigTest.cpp - presets and configuration checks -------------===//
+
+#include "model/ModelConfig.h"
+
+#include <gtest/gtest.h>
+
+using namespace partition::model;
+
+TEST(ModelConfig, EveryPresetIsValid) {
+  ASSERT_EQ(presetNames().size(), 7u);
+  for (const std::string &name : presetNames()) {
+    std::optional<ModelConfig> config = getPreset(name);
+    ASSERT_TRUE(config) << name;
+    EXPECT_EQ(validate(*config), "") << name;
+  }
+}
+
+TEST(ModelConfig, UnknownPresetAndArch) {
+  EXPECT_FALSE(getPreset("gpt5"));
+  EXPECT_FALSE(parseArch("bert"));
+  EXPECT_EQ(parseArch("llama"), Arch::Llama);
+}
+
+TEST(ModelConfig, PresetShapes) {
+  ModelConfig tiny = *getPreset("gpt2-tiny");
+  EXPECT_EQ(tiny.layers, 2);
+  EXPECT_EQ(tiny.hidden, 64);
+  EXPECT_EQ(tiny.heads, 4);
+  EXPECT_EQ(tiny.vocab, 256);
+  EXPECT_EQ(tiny.seqLen, 64);
+  EXPECT_EQ(tiny.batch, 4);
+  EXPECT_TRUE(tiny.tiedEmbedding());
+  ModelConfig big = *getPreset("llama-70b");
+  EXPECT_EQ(big.kvHeads, 8);
+  EXPECT_FALSE(big.tiedEmbedding());
+}
+
+TEST(ModelConfig, LlamaFeedForwardRule) {
+  EXPECT_EQ(defaultFfn(Arch::Llama, 4096), 11008);
+  EXPECT_EQ(defaultFfn(Arch::GPT2, 768), 3072);
+}
+
+TEST(ModelConfig, HiddenNotDivisibleByHeads) {
+  ModelConfig c = *getPreset("gpt2-tiny");
+  c.hidden = 66;
+  EXPECT_EQ(validate(c), "hidden (66) is not divisible by heads (4)");
+}
+
+TEST(ModelConfig, KvHeadsMustDivideHeads) {
+  ModelConfig c = *getPreset("llama-tiny");
+  c.kvHeads = 3;
+  EXPECT_EQ(validate(c), "kv-heads (3) does not divide heads (4)");
+}
+
+TEST(ModelConfig, SizesMustBePositive) {
+  ModelConfig c = *getPreset("gpt2-tiny");
+  c.layers = 0;
+  c.vocab = -5;
+  EXPECT_EQ(validate(c),
+            "layers (0) must be positive; vocab (-5) must be positive");
+}
+
+TEST(ModelConfig, GPT2HasNoGroupedQueryAttention) {
+  ModelConfig c = *getPreset("gpt2-tiny");
+  c.kvHeads = 2;
+  EXPECT_NE(validate(c).find("must equal heads (4) for arch gpt2"),
+            std::string::npos);
+}
+
+TEST(ModelConfig, RotaryNeedsEvenHeadDim) {
+  ModelConfig c = *getPreset("llama-tiny");
+  c.hidden = 60;
+  c.heads = 4;
+  c.kvHeads = 4; // head dim 15
+  EXPECT_NE(validate(c).find("must be even for rotary embedding"),
+            std::string::npos);
+}

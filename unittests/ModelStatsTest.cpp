@@ -1,0 +1,123 @@
+//===- ModelStatsTest.cpp - counts of every preset against closed forms ---===//
+//
+// The IR-derived parameter and FLOP counts (passes/ModelStats) must equal the
+// textbook formulas, for the forward function and for the training step that
+// --xfmr-train-step builds from it (whose backward ops are counted one by
+// one, so this also checks that autodiff emitted every backward matmul).
+//
+//===----------------------------------------------------------------------===//
+
+#include "model/ModelBuilder.h"
+#include "model/ModelConfig.h"
+#include "passes/ModelStats.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+using namespace partition;
+using namespace partition::model;
+
+namespace {
+
+struct ClosedForm {
+  int64_t parameters;
+  /// Parameters that take part in a matmul (all linear weights, LM head).
+  int64_t matmulParameters;
+};
+
+ClosedForm closedForm(const ModelConfig &c) {
+  const int64_t C = c.hidden, F = c.ffn, V = c.vocab, L = c.layers;
+  const int64_t qWidth = c.heads * c.headDim();
+  const int64_t kvWidth = c.kvHeads * c.headDim();
+  if (c.arch == Arch::GPT2) {
+    int64_t perLayer = 2 * C                 // ln_1
+                       + 3 * (C * C + C)     // q, k, v with biases
+                       + (C * C + C)         // attention output projection
+                       + 2 * C               // ln_2
+                       + (C * F + F)         // c_fc
+                       + (F * C + C);        // c_proj
+    int64_t params = V * C + c.seqLen * C + L * perLayer + 2 * C;
+    return {params, L * (4 * C * C + 2 * C * F) + V * C};
+  }
+  int64_t attention = C * qWidth + 2 * C * kvWidth + qWidth * C;
+  int64_t perLayer = C + attention + C + 3 * C * F;
+  int64_t params = V * C + L * perLayer + C + V * C;
+  return {params, L * (attention + 3 * C * F) + V * C};
+}
+
+/// 6 N_matmul + 12 L C T per token: the Megatron-LM / PaLM convention.
+int64_t flopsPerToken(const ModelConfig &c) {
+  return 6 * closedForm(c).matmulParameters +
+         12 * c.layers * c.heads * c.headDim() * c.seqLen;
+}
+
+ModelStats statsOf(mlir::ModuleOp module) {
+  auto functions = module.getOps<mlir::func::FuncOp>();
+  EXPECT_EQ(std::distance(functions.begin(), functions.end()), 1);
+  mlir::FailureOr<ModelStats> stats = computeModelStats(*functions.begin());
+  EXPECT_TRUE(mlir::succeeded(stats));
+  return *stats;
+}
+
+void buildTrainStep(mlir::ModuleOp module, int64_t microbatches) {
+  mlir::PassManager pm(module.getContext());
+  TrainStepPassOptions options;
+  options.microbatches = microbatches;
+  pm.addPass(createTrainStepPass(options));
+  ASSERT_TRUE(mlir::succeeded(pm.run(module)));
+  ASSERT_TRUE(mlir::succeeded(mlir::verify(module)));
+}
+
+class PresetStats : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PresetStats, ForwardAndTrainStepMatchClosedForms) {
+  ModelConfig config = *getPreset(GetParam());
+  mlir::MLIRContext context;
+  auto module = buildForwardModule(context, config);
+  ASSERT_TRUE(mlir::succeeded(mlir::verify(*module)));
+
+  const int64_t tokens = config.batch * config.seqLen;
+  ModelStats forward = statsOf(*module);
+  EXPECT_EQ(forward.parameters, closedForm(config).parameters);
+  EXPECT_EQ(forward.tokensPerStep, tokens);
+  EXPECT_EQ(forward.flopsPerStep, tokens * flopsPerToken(config));
+
+  buildTrainStep(*module, /*microbatches=*/2);
+  ModelStats step = statsOf(*module);
+  EXPECT_EQ(step.parameters, forward.parameters);
+  EXPECT_EQ(step.tokensPerStep, 2 * tokens);
+  EXPECT_EQ(step.flopsPerStep, 2 * tokens * flopsPerToken(config));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPresets, PresetStats,
+                         ::testing::ValuesIn(presetNames()),
+                         [](const auto &info) {
+                           std::string name = info.param;
+                           for (char &ch : name)
+                             if (!isalnum(static_cast<unsigned char>(ch)))
+                               ch = '_';
+                           return name;
+                         });
+
+TEST(ModelStats, GPT2SmallHasTheKnownParameterCount) {
+  mlir::MLIRContext context;
+  auto module = buildForwardModule(context, *getPreset("gpt2-124m"));
+  EXPECT_EQ(statsOf(*module).parameters, 124439808);
+}
+
+TEST(ModelStats, Llama2SevenBHasTheKnownParameterCount) {
+  mlir::MLIRContext context;
+  auto module = buildForwardModule(context, *getPreset("llama-7b"));
+  EXPECT_EQ(statsOf(*module).parameters, 6738415616);
+}
+
+TEST(ModelStats, Llama2SeventyBHasTheKnownParameterCount) {
+  mlir::MLIRContext context;
+  auto module = buildForwardModule(context, *getPreset("llama-70b"));
+  EXPECT_EQ(statsOf(*module).parameters, 68976648192);
+}
+
+} // namespace
