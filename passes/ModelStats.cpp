@@ -19,12 +19,25 @@ FailureOr<ModelStats> computeModelStats(func::FuncOp function) {
   ModelStats stats;
   bool haveTokens = false;
   for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
-    auto type = cast<ShapedType>(function.getArgumentTypes()[i]);
-    if (function.getArgAttr(i, xfmr::XfmrDialect::kParamAttrName))
-      stats.parameters += type.getNumElements();
+    Type argType = function.getArgumentTypes()[i];
     auto input = function.getArgAttrOfType<StringAttr>(
         i, xfmr::XfmrDialect::kInputAttrName);
-    if (input && input.getValue() == "tokens") {
+    bool isParam =
+        function.getArgAttr(i, xfmr::XfmrDialect::kParamAttrName) != nullptr;
+    bool isTokens = input && input.getValue() == "tokens";
+    if (!isParam && !isTokens)
+      continue; // step, lr, moments, ...: not counted, any type.
+    // Counting elements needs a static shape.
+    auto type = dyn_cast<ShapedType>(argType);
+    if (!type || !type.hasStaticShape())
+      return function.emitError()
+             << "argument #" << i << " (" << (isParam ? "a parameter"
+                                                      : "the tokens")
+             << ") must have a static shape to be counted, but is "
+             << argType;
+    if (isParam)
+      stats.parameters += type.getNumElements();
+    if (isTokens) {
       stats.tokensPerStep = type.getNumElements();
       haveTokens = true;
     }

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace partition {
 #define GEN_PASS_DEF_TRAINSTEPPASS
@@ -50,8 +51,23 @@ FailureOr<ForwardSignature> analyzeForward(func::FuncOp forward) {
 
   ForwardSignature signature;
   std::optional<unsigned> tokens, targets;
+  llvm::StringMap<unsigned> paramIndex;
   for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
-    if (forward.getArgAttr(i, XfmrDialect::kParamAttrName)) {
+    if (auto name = forward.getArgAttrOfType<StringAttr>(
+            i, XfmrDialect::kParamAttrName)) {
+      // Moments, checkpoints and shardings refer to a parameter by its name
+      // and size it by its shape: both must be unambiguous.
+      auto [it, inserted] = paramIndex.try_emplace(name.getValue(), i);
+      if (!inserted)
+        return forward.emitError()
+               << "arguments #" << it->second << " and #" << i
+               << " are both the parameter " << name;
+      Type type = forward.getArgumentTypes()[i];
+      if (auto tensor = dyn_cast<RankedTensorType>(type);
+          !tensor || !tensor.hasStaticShape())
+        return forward.emitError()
+               << "parameter " << name << " (argument #" << i
+               << ") must have a static shape, but is " << type;
       signature.paramArgs.push_back(i);
       continue;
     }
@@ -76,6 +92,24 @@ FailureOr<ForwardSignature> analyzeForward(func::FuncOp forward) {
     return forward.emitError(
         "forward function needs a tokens and a targets argument "
         "(xfmr.input = \"tokens\" / \"targets\")");
+  // The step slices both along the batch dimension: they must be static
+  // [batch, seq] tensors of token ids, and alike.
+  Type tokensType = forward.getArgumentTypes()[*tokens];
+  auto tokensTensor = dyn_cast<RankedTensorType>(tokensType);
+  if (!tokensTensor || tokensTensor.getRank() != 2 ||
+      !tokensTensor.hasStaticShape() ||
+      !tokensTensor.getElementType().isInteger(32))
+    return forward.emitError()
+           << "tokens (argument #" << *tokens
+           << ") must be a statically shaped [batch, seq] tensor of i32, "
+              "but is "
+           << tokensType;
+  Type targetsType = forward.getArgumentTypes()[*targets];
+  if (targetsType != tokensType)
+    return forward.emitError()
+           << "targets (argument #" << *targets
+           << ") must have the type of the tokens, " << tokensType
+           << ", but is " << targetsType;
   signature.tokensArg = *tokens;
   signature.targetsArg = *targets;
   return signature;
@@ -112,6 +146,11 @@ public:
       for (Value result : op->getResults())
         resultGrads.push_back(gradients.lookup(result));
       if (llvm::all_of(resultGrads, [](Value g) { return !g; }))
+        continue;
+      // No operand depends on a parameter: nothing to propagate (this also
+      // spares constants and other rule-less leaves, e.g. a constant loss).
+      if (llvm::none_of(op->getOperands(),
+                        [&](Value v) { return active.contains(v); }))
         continue;
       auto rule = dyn_cast<AutodiffOpInterface>(op);
       if (!rule)
@@ -180,7 +219,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   LogicalResult checkOptions(func::FuncOp forward) {
     if (microbatches < 1)
       return forward.emitError()
-             << "microbatches must be at least 1, but is " << microbatches;
+             << "microbatches must be at least 1, but is "
+             << microbatches.getValue();
     for (auto [name, beta] : {std::pair<StringRef, double>{"beta1", beta1},
                               {"beta2", beta2}})
       if (!(beta >= 0.0 && beta < 1.0))

@@ -34,12 +34,19 @@ LogicalResult verifyValueAttribute(Operation *op, Site site, unsigned index,
                                    Type type, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   const char *siteName = site == Site::Argument ? "argument" : "result";
+  bool known =
+      isTensorRole(name) ||
+      (site == Site::Argument && name == XfmrDialect::kInputAttrName) ||
+      (site == Site::Result && name == XfmrDialect::kOutputAttrName);
+  if (!known)
+    return op->emitError() << "unknown attribute '" << name << "' on "
+                           << siteName << " #" << index;
   auto text = dyn_cast<StringAttr>(attr.getValue());
   if (!text || text.getValue().empty())
     return op->emitError() << "'" << name << "' on " << siteName << " #"
                            << index << " must be a non-empty string";
   if (isTensorRole(name)) {
-    auto tensor = dyn_cast<RankedTensorType>(type);
+    auto tensor = dyn_cast_if_present<RankedTensorType>(type);
     if (!tensor || !isa<FloatType>(tensor.getElementType()))
       return op->emitError() << "'" << name << "' on " << siteName << " #"
                              << index << " needs a float tensor, but the "
@@ -47,21 +54,17 @@ LogicalResult verifyValueAttribute(Operation *op, Site site, unsigned index,
     return success();
   }
   StringRef role = text.getValue();
-  if (site == Site::Argument && name == XfmrDialect::kInputAttrName) {
+  if (site == Site::Argument) {
     if (llvm::is_contained({"tokens", "targets", "step", "lr"}, role))
       return success();
     return op->emitError() << "'" << name << "' on argument #" << index
                            << " is \"" << role
                            << "\"; expected tokens, targets, step or lr";
   }
-  if (site == Site::Result && name == XfmrDialect::kOutputAttrName) {
-    if (role == "loss" || role == "step")
-      return success();
-    return op->emitError() << "'" << name << "' on result #" << index
-                           << " is \"" << role << "\"; expected loss or step";
-  }
-  return op->emitError() << "unknown attribute '" << name << "' on "
-                         << siteName << " #" << index;
+  if (role == "loss" || role == "step")
+    return success();
+  return op->emitError() << "'" << name << "' on result #" << index
+                         << " is \"" << role << "\"; expected loss or step";
 }
 
 Type regionArgType(Operation *op, unsigned region, unsigned index) {

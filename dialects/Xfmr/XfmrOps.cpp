@@ -82,7 +82,8 @@ LogicalResult expectPositive(Operation *op, StringRef what, APFloat value) {
   double v = value.convertToDouble();
   if (v > 0.0 && std::isfinite(v))
     return success();
-  return op->emitOpError() << what << " must be positive, but is " << v;
+  return op->emitOpError() << what << " must be positive and finite, but is "
+                           << v;
 }
 
 /// A gain or bias vector [C] matching the last dimension of `input`.
@@ -284,6 +285,10 @@ LogicalResult LinearGradInputOp::verify() {
     return emitOpError() << "weight has out_features " << weight.getDimSize(0)
                          << " but the gradient's last dimension is "
                          << grad.getShape().back();
+  if (weight.getElementType() != grad.getElementType())
+    return emitOpError() << "weight element type " << weight.getElementType()
+                         << " differs from the gradient's "
+                         << grad.getElementType();
   return expectType(*this, "result", getType(),
                     withLastDim(grad.getShape(), weight.getDimSize(1)),
                     grad.getElementType(),
@@ -322,12 +327,15 @@ LogicalResult LinearGradWeightOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult GeluOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
   return expectSameType(*this, "result", getResult(), "the input",
                         getInput());
 }
 
 LogicalResult GeluGradOp::verify() {
-  if (failed(expectSameType(*this, "grad", getGrad(), "the input",
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectSameType(*this, "grad", getGrad(), "the input",
                             getInput())))
     return failure();
   return expectSameType(*this, "result", getResult(), "the input",
@@ -335,13 +343,15 @@ LogicalResult GeluGradOp::verify() {
 }
 
 LogicalResult SwigluOp::verify() {
-  if (failed(expectSameType(*this, "up", getUp(), "the gate", getGate())))
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectSameType(*this, "up", getUp(), "the gate", getGate())))
     return failure();
   return expectSameType(*this, "result", getResult(), "the gate", getGate());
 }
 
 LogicalResult SwigluGradOp::verify() {
-  if (failed(expectSameType(*this, "grad", getGrad(), "the gate",
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectSameType(*this, "grad", getGrad(), "the gate",
                             getGate())) ||
       failed(expectSameType(*this, "up", getUp(), "the gate", getGate())) ||
       failed(expectSameType(*this, "gate_grad", getGateGrad(), "the gate",
@@ -351,12 +361,15 @@ LogicalResult SwigluGradOp::verify() {
 }
 
 LogicalResult AddOp::verify() {
-  if (failed(expectSameType(*this, "rhs", getRhs(), "lhs", getLhs())))
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectSameType(*this, "rhs", getRhs(), "lhs", getLhs())))
     return failure();
   return expectSameType(*this, "result", getResult(), "lhs", getLhs());
 }
 
 LogicalResult ScaleOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
   if (!std::isfinite(getFactor().convertToDouble()))
     return emitOpError() << "factor must be finite, but is "
                          << getFactor().convertToDouble();

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages partition needs; skips what is present.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ lld ccache python3
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools  # MLIR, FileCheck, lit
+  libgtest-dev libopenblas-dev libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null |
+    grep -q "install ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo=sudo
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
