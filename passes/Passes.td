@@ -48,6 +48,13 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
   let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
+           "adamw: update the parameters; none: return the gradients "
+           "instead (each result tagged xfmr.gradient), for gradient checks">,
+    Option<"withEval", "eval", "bool", "false",
+           "Also build @eval_step(params, tokens, targets) -> loss: the same "
+           "micro-batches' forward passes without gradients, for held-out "
+           "evaluation">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Micro-batches accumulated per step (gradient accumulation)">,
     Option<"beta1", "beta1", "double", "0.9", "AdamW first-moment decay">,

@@ -30,6 +30,7 @@ namespace partition {
 namespace {
 
 constexpr StringLiteral kTrainStepName = "train_step";
+constexpr StringLiteral kEvalStepName = "eval_step";
 
 /// What each argument of the forward function is.
 struct ForwardSignature {
@@ -114,6 +115,14 @@ FailureOr<ForwardSignature> analyzeForward(func::FuncOp forward) {
   signature.targetsArg = *targets;
   return signature;
 }
+
+/// One argument or result of the training step and the attribute that says
+/// what it is.
+struct Slot {
+  Type type;
+  StringRef attr;
+  StringAttr value;
+};
 
 /// Reverse-mode differentiation of straight-line tensor code. One instance
 /// serves all micro-batches, so parameter gradients accumulate across them.
@@ -212,11 +221,21 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
                          << forwards.size();
       return signalPassFailure();
     }
-    if (failed(buildTrainStep(forwards.front())))
+    func::FuncOp forward = forwards.front();
+    if (failed(buildTrainStep(forward)))
       return signalPassFailure();
+    if (withEval) {
+      FailureOr<ForwardSignature> signature = analyzeForward(forward);
+      if (failed(signature) || failed(buildEvalStep(forward, *signature)))
+        return signalPassFailure();
+    }
+    forward.erase();
   }
 
   LogicalResult checkOptions(func::FuncOp forward) {
+    if (optimizer != "adamw" && optimizer != "none")
+      return forward.emitError() << "optimizer must be adamw or none, but is "
+                                 << optimizer.getValue();
     if (microbatches < 1)
       return forward.emitError()
              << "microbatches must be at least 1, but is "
@@ -254,7 +273,11 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     auto scalarF32 = RankedTensorType::get({}, f32);
     auto scalarI32 = RankedTensorType::get({}, builder.getI32Type());
 
-    // --- Signature: params, moments, step, lr, tokens, targets. -----------
+    // --- Signature. --------------------------------------------------------
+    // With AdamW:  (params, moment1, moment2, step, lr, tokens, targets)
+    //              -> (loss, params', moment1', moment2', step + 1)
+    // Without:     (params, tokens, targets) -> (loss, gradients)
+    bool withOptimizer = optimizer == "adamw";
     auto microTokens = cast<RankedTensorType>(
         forward.getArgumentTypes()[signature->tokensArg]);
     int64_t microBatch = microTokens.getDimSize(0);
@@ -262,45 +285,58 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
         {microBatch * microbatches, microTokens.getDimSize(1)},
         microTokens.getElementType());
 
-    SmallVector<Type> paramTypes, momentTypes;
-    SmallVector<StringAttr> paramNames;
+    SmallVector<Slot> argSlots, resultSlots;
+    SmallVector<RankedTensorType> momentTypes;
+    auto role = [&](StringRef value) { return builder.getStringAttr(value); };
     for (unsigned arg : signature->paramArgs) {
       auto type = cast<RankedTensorType>(forward.getArgumentTypes()[arg]);
-      paramTypes.push_back(type);
       momentTypes.push_back(RankedTensorType::get(type.getShape(), f32));
-      paramNames.push_back(
-          forward.getArgAttrOfType<StringAttr>(arg, XfmrDialect::kParamAttrName));
+      argSlots.push_back({type, XfmrDialect::kParamAttrName,
+                          forward.getArgAttrOfType<StringAttr>(
+                              arg, XfmrDialect::kParamAttrName)});
     }
-    size_t numParams = paramTypes.size();
+    size_t numParams = argSlots.size();
+    resultSlots.push_back({scalarF32, XfmrDialect::kOutputAttrName, role("loss")});
+    if (withOptimizer) {
+      for (StringRef attr :
+           {XfmrDialect::kMoment1AttrName, XfmrDialect::kMoment2AttrName})
+        for (size_t i = 0; i < numParams; ++i)
+          argSlots.push_back({momentTypes[i], attr, argSlots[i].value});
+      argSlots.push_back({scalarI32, XfmrDialect::kInputAttrName, role("step")});
+      argSlots.push_back({scalarF32, XfmrDialect::kInputAttrName, role("lr")});
+      // The state comes back updated, in the order it came in.
+      resultSlots.append(argSlots.begin(), argSlots.begin() + 3 * numParams);
+      resultSlots.push_back({scalarI32, XfmrDialect::kOutputAttrName, role("step")});
+    } else {
+      for (size_t i = 0; i < numParams; ++i)
+        resultSlots.push_back({argSlots[i].type, XfmrDialect::kGradientAttrName,
+                               argSlots[i].value});
+    }
+    argSlots.push_back({stepTokens, XfmrDialect::kInputAttrName, role("tokens")});
+    argSlots.push_back({stepTokens, XfmrDialect::kInputAttrName, role("targets")});
 
-    SmallVector<Type> argTypes(paramTypes);
-    argTypes.append(momentTypes);
-    argTypes.append(momentTypes);
-    argTypes.append({scalarI32, scalarF32, stepTokens, stepTokens});
-    SmallVector<Type> resultTypes{scalarF32};
-    resultTypes.append(paramTypes);
-    resultTypes.append(momentTypes);
-    resultTypes.append(momentTypes);
-    resultTypes.push_back(scalarI32);
-
-    auto step = func::FuncOp::create(builder, loc, kTrainStepName,
-                                     builder.getFunctionType(argTypes,
-                                                             resultTypes));
+    auto typesOf = [](ArrayRef<Slot> slots) {
+      return llvm::to_vector(llvm::map_range(slots, [](const Slot &slot) {
+        return slot.type;
+      }));
+    };
+    auto step = func::FuncOp::create(
+        builder, loc, kTrainStepName,
+        builder.getFunctionType(typesOf(argSlots), typesOf(resultSlots)));
     for (NamedAttribute attr : forward->getDiscardableAttrs())
       step->setAttr(attr.getName(), attr.getValue());
     step->setAttr(XfmrDialect::kTrainStepAttrName, hyperParameters(builder));
-    annotateSignature(step, paramNames);
+    for (auto [index, slot] : llvm::enumerate(argSlots))
+      step.setArgAttr(index, slot.attr, slot.value);
+    for (auto [index, slot] : llvm::enumerate(resultSlots))
+      step.setResultAttr(index, slot.attr, slot.value);
 
     Block *body = step.addEntryBlock();
     builder.setInsertionPointToStart(body);
     auto stepArgs = body->getArguments();
     ValueRange params = stepArgs.take_front(numParams);
-    ValueRange moment1 = stepArgs.slice(numParams, numParams);
-    ValueRange moment2 = stepArgs.slice(2 * numParams, numParams);
-    Value stepCount = stepArgs[3 * numParams];
-    Value lr = stepArgs[3 * numParams + 1];
-    Value tokens = stepArgs[3 * numParams + 2];
-    Value targets = stepArgs[3 * numParams + 3];
+    Value tokens = stepArgs[stepArgs.size() - 2];
+    Value targets = stepArgs.back();
 
     // --- Forward and backward of each micro-batch. ------------------------
     ReverseModeDifferentiator differentiator(builder);
@@ -345,7 +381,26 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
       meanLoss = ScaleOp::create(builder, loc, scalarF32, meanLoss,
                                  builder.getF32FloatAttr(inverseCount));
 
-    // --- AdamW. -----------------------------------------------------------
+    // --- The gradients, then AdamW. ----------------------------------------
+    SmallVector<Value> grads;
+    for (Value param : params) {
+      Value grad = differentiator.gradient(param);
+      if (!grad) // The loss does not depend on it: its gradient is zero.
+        grad = arith::ConstantOp::create(
+            builder, loc, cast<TypedAttr>(builder.getZeroAttr(param.getType())));
+      grads.push_back(grad);
+    }
+    SmallVector<Value> results{meanLoss};
+    if (!withOptimizer) {
+      results.append(grads);
+      func::ReturnOp::create(builder, loc, results);
+      return success();
+    }
+
+    ValueRange moment1 = stepArgs.slice(numParams, numParams);
+    ValueRange moment2 = stepArgs.slice(2 * numParams, numParams);
+    Value stepCount = stepArgs[3 * numParams];
+    Value lr = stepArgs[3 * numParams + 1];
     Value one = arith::ConstantOp::create(
         builder, loc, DenseElementsAttr::get(scalarI32, builder.getI32IntegerAttr(1)
                                                            .getValue()));
@@ -353,17 +408,13 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     SmallVector<Value> newParams, newMoment1, newMoment2;
     for (size_t i = 0; i < numParams; ++i) {
       Value param = params[i];
-      Value grad = differentiator.gradient(param);
-      if (!grad) // The loss does not depend on it: its gradient is zero.
-        grad = arith::ConstantOp::create(
-            builder, loc, cast<TypedAttr>(builder.getZeroAttr(param.getType())));
       auto paramType = cast<RankedTensorType>(param.getType());
       // Decay matrices only, as Megatron-LM and nanoGPT do: decaying norm
       // gains and biases towards zero hurts and saves nothing.
       double decay = paramType.getRank() >= 2 ? weightDecay.getValue() : 0.0;
       auto update = AdamWOp::create(
           builder, param.getLoc(), paramType, momentTypes[i], momentTypes[i],
-          param, grad, moment1[i], moment2[i], nextStep, lr,
+          param, grads[i], moment1[i], moment2[i], nextStep, lr,
           builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
           builder.getF32FloatAttr(epsilon), builder.getF32FloatAttr(decay));
       newParams.push_back(update.getNewParam());
@@ -371,14 +422,82 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
       newMoment2.push_back(update.getNewMoment2());
     }
 
-    SmallVector<Value> results{meanLoss};
     results.append(newParams);
     results.append(newMoment1);
     results.append(newMoment2);
     results.push_back(nextStep);
     func::ReturnOp::create(builder, loc, results);
+    return success();
+  }
 
-    forward.erase();
+  /// @eval_step(params, tokens, targets) -> loss: the forward passes of the
+  /// training step's micro-batches and their mean loss, without gradients.
+  LogicalResult buildEvalStep(func::FuncOp forward,
+                              const ForwardSignature &signature) {
+    if (SymbolTable::lookupSymbolIn(getOperation(), kEvalStepName))
+      return forward.emitError() << "symbol @" << kEvalStepName
+                                 << " already exists; the evaluation step "
+                                    "needs that name";
+    OpBuilder builder(forward);
+    Location loc = forward.getLoc();
+    auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
+    auto microTokens = cast<RankedTensorType>(
+        forward.getArgumentTypes()[signature.tokensArg]);
+    int64_t microBatch = microTokens.getDimSize(0);
+    auto stepTokens = RankedTensorType::get(
+        {microBatch * microbatches, microTokens.getDimSize(1)},
+        microTokens.getElementType());
+
+    SmallVector<Type> argTypes;
+    for (unsigned arg : signature.paramArgs)
+      argTypes.push_back(forward.getArgumentTypes()[arg]);
+    size_t numParams = argTypes.size();
+    argTypes.append({stepTokens, stepTokens});
+    auto eval = func::FuncOp::create(
+        builder, loc, kEvalStepName,
+        builder.getFunctionType(argTypes, {scalarF32}));
+    for (NamedAttribute attr : forward->getDiscardableAttrs())
+      eval->setAttr(attr.getName(), attr.getValue());
+    eval->setAttr(XfmrDialect::kEvalStepAttrName,
+                  builder.getDictionaryAttr({builder.getNamedAttr(
+                      "microbatches",
+                      builder.getI64IntegerAttr(microbatches))}));
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+      eval.setArgAttr(index, XfmrDialect::kParamAttrName,
+                      forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
+    eval.setArgAttr(numParams, XfmrDialect::kInputAttrName,
+                    builder.getStringAttr("tokens"));
+    eval.setArgAttr(numParams + 1, XfmrDialect::kInputAttrName,
+                    builder.getStringAttr("targets"));
+    eval.setResultAttr(0, XfmrDialect::kOutputAttrName,
+                       builder.getStringAttr("loss"));
+
+    Block *body = eval.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    Value tokens = body->getArgument(numParams);
+    Value targets = body->getArgument(numParams + 1);
+    Block &forwardBody = forward.getBody().front();
+    Value total;
+    for (int64_t micro = 0; micro < microbatches; ++micro) {
+      IRMapping mapping;
+      for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+        mapping.map(forward.getArgument(arg), body->getArgument(index));
+      mapping.map(forward.getArgument(signature.tokensArg),
+                  sliceBatch(builder, loc, tokens, micro, microBatch));
+      mapping.map(forward.getArgument(signature.targetsArg),
+                  sliceBatch(builder, loc, targets, micro, microBatch));
+      for (Operation &op : forwardBody.without_terminator())
+        builder.clone(op, mapping);
+      Value loss =
+          mapping.lookupOrDefault(forwardBody.getTerminator()->getOperand(0));
+      total = total ? AddOp::create(builder, loc, scalarF32, total, loss)
+                          .getResult()
+                    : loss;
+    }
+    if (microbatches > 1)
+      total = ScaleOp::create(builder, loc, scalarF32, total,
+                              builder.getF32FloatAttr(1.0 / microbatches));
+    func::ReturnOp::create(builder, loc, total);
     return success();
   }
 
@@ -401,6 +520,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
 
   DictionaryAttr hyperParameters(OpBuilder &builder) {
     return builder.getDictionaryAttr({
+        builder.getNamedAttr("optimizer", builder.getStringAttr(optimizer)),
         builder.getNamedAttr("microbatches",
                              builder.getI64IntegerAttr(microbatches)),
         builder.getNamedAttr("beta1", builder.getF32FloatAttr(beta1)),
@@ -411,30 +531,6 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     });
   }
 
-  /// Names every argument and result of the training step by its role.
-  static void annotateSignature(func::FuncOp step,
-                                ArrayRef<StringAttr> paramNames) {
-    size_t n = paramNames.size();
-    auto role = [&](StringRef value) {
-      return StringAttr::get(step.getContext(), value);
-    };
-    for (size_t i = 0; i < n; ++i) {
-      step.setArgAttr(i, XfmrDialect::kParamAttrName, paramNames[i]);
-      step.setArgAttr(n + i, XfmrDialect::kMoment1AttrName, paramNames[i]);
-      step.setArgAttr(2 * n + i, XfmrDialect::kMoment2AttrName, paramNames[i]);
-      step.setResultAttr(1 + i, XfmrDialect::kParamAttrName, paramNames[i]);
-      step.setResultAttr(1 + n + i, XfmrDialect::kMoment1AttrName,
-                         paramNames[i]);
-      step.setResultAttr(1 + 2 * n + i, XfmrDialect::kMoment2AttrName,
-                         paramNames[i]);
-    }
-    step.setArgAttr(3 * n, XfmrDialect::kInputAttrName, role("step"));
-    step.setArgAttr(3 * n + 1, XfmrDialect::kInputAttrName, role("lr"));
-    step.setArgAttr(3 * n + 2, XfmrDialect::kInputAttrName, role("tokens"));
-    step.setArgAttr(3 * n + 3, XfmrDialect::kInputAttrName, role("targets"));
-    step.setResultAttr(0, XfmrDialect::kOutputAttrName, role("loss"));
-    step.setResultAttr(3 * n + 1, XfmrDialect::kOutputAttrName, role("step"));
-  }
 };
 
 } // namespace

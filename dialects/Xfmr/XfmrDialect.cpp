@@ -36,6 +36,7 @@ LogicalResult verifyValueAttribute(Operation *op, Site site, unsigned index,
   const char *siteName = site == Site::Argument ? "argument" : "result";
   bool known =
       isTensorRole(name) ||
+      (site == Site::Result && name == XfmrDialect::kGradientAttrName) ||
       (site == Site::Argument && name == XfmrDialect::kInputAttrName) ||
       (site == Site::Result && name == XfmrDialect::kOutputAttrName);
   if (!known)
@@ -45,7 +46,7 @@ LogicalResult verifyValueAttribute(Operation *op, Site site, unsigned index,
   if (!text || text.getValue().empty())
     return op->emitError() << "'" << name << "' on " << siteName << " #"
                            << index << " must be a non-empty string";
-  if (isTensorRole(name)) {
+  if (isTensorRole(name) || name == XfmrDialect::kGradientAttrName) {
     auto tensor = dyn_cast_if_present<RankedTensorType>(type);
     if (!tensor || !isa<FloatType>(tensor.getElementType()))
       return op->emitError() << "'" << name << "' on " << siteName << " #"
@@ -97,7 +98,8 @@ LogicalResult XfmrDialect::verifyRegionResultAttribute(Operation *op,
 LogicalResult XfmrDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name != kModelAttrName && name != kTrainStepAttrName)
+  if (name != kModelAttrName && name != kTrainStepAttrName &&
+      name != kEvalStepAttrName)
     return op->emitError() << "unknown attribute '" << name << "'";
   if (!isa<DictionaryAttr>(attr.getValue()))
     return op->emitError() << "'" << name << "' must be a dictionary";

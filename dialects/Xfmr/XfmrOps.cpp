@@ -478,7 +478,26 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult AdamWOp::verify() {
-  if (failed(verifyStaticShapes(*this)) ||
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  ArrayRef<int64_t> shape = tensorType(getParam()).getShape();
+  for (auto [name, value] :
+       {std::pair<StringRef, Value>{"grad", getGrad()},
+        {"moment1", getMoment1()},
+        {"moment2", getMoment2()},
+        {"new_param", getNewParam()},
+        {"new_moment1", getNewMoment1()},
+        {"new_moment2", getNewMoment2()}}) {
+    ArrayRef<int64_t> actual = tensorType(value).getShape();
+    if (actual != shape) {
+      InFlightDiagnostic diag = emitOpError() << name << " has shape [";
+      llvm::interleaveComma(actual, diag);
+      diag << "] but the parameter has shape [";
+      llvm::interleaveComma(shape, diag);
+      return diag << "]";
+    }
+  }
+  if (
       failed(expectSameType(*this, "grad", getGrad(), "the parameter",
                             getParam())) ||
       failed(expectSameType(*this, "new_param", getNewParam(),

@@ -38,6 +38,9 @@ def Xfmr_Dialect : Dialect {
     /// On optimizer-state arguments and results: the parameter they belong to.
     static constexpr ::llvm::StringLiteral kMoment1AttrName = "xfmr.moment1";
     static constexpr ::llvm::StringLiteral kMoment2AttrName = "xfmr.moment2";
+    /// On a result of a step built without optimizer: the gradient of the
+    /// named parameter.
+    static constexpr ::llvm::StringLiteral kGradientAttrName = "xfmr.gradient";
     /// On an argument: "tokens", "targets", "step" or "lr".
     static constexpr ::llvm::StringLiteral kInputAttrName = "xfmr.input";
     /// On a result: "loss" or "step".
@@ -46,6 +49,8 @@ def Xfmr_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kModelAttrName = "xfmr.model";
     /// On a training-step function: its hyper-parameters (a dictionary).
     static constexpr ::llvm::StringLiteral kTrainStepAttrName = "xfmr.train_step";
+    /// On an evaluation-step function: its micro-batch count (a dictionary).
+    static constexpr ::llvm::StringLiteral kEvalStepAttrName = "xfmr.eval_step";
   }];
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
@@ -563,9 +568,7 @@ def Xfmr_SoftmaxCrossEntropyGradOp
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-def Xfmr_AdamWOp : Xfmr_Op<"adamw", [
-    AllShapesMatch<["param", "grad", "moment1", "moment2",
-                    "new_param", "new_moment1", "new_moment2"]>]> {
+def Xfmr_AdamWOp : Xfmr_Op<"adamw"> {
   let summary = "one AdamW step with bias correction and decoupled decay";
   let description = [{
     With t = `step` (the 1-based number of this update) and lr = `lr`:

@@ -34,7 +34,7 @@
 // The AdamW hyper-parameters come from the pass options; 1-D parameters are
 // never decayed.
 // OPT-LABEL: func.func @train_step(
-// OPT-SAME:    xfmr.train_step = {beta1 = 8.000000e-01 : f32, beta2 = 9.900000e-01 : f32, epsilon = 9.99999997E-7 : f32, microbatches = 1 : i64, weight_decay = 0.00999999977 : f32}
+// OPT-SAME:    xfmr.train_step = {beta1 = 8.000000e-01 : f32, beta2 = 9.900000e-01 : f32, epsilon = 9.99999997E-7 : f32, microbatches = 1 : i64, optimizer = "adamw", weight_decay = 0.00999999977 : f32}
 // OPT:         xfmr.adamw {{.*}} {beta1 = 8.000000e-01 : f32, beta2 = 9.900000e-01 : f32, epsilon = 9.99999997E-7 : f32, weight_decay = 0.00999999977 : f32} : (tensor<4x8xf32>,
 // OPT:         xfmr.adamw {{.*}} {beta1 = 8.000000e-01 : f32, beta2 = 9.900000e-01 : f32, epsilon = 9.99999997E-7 : f32} : (tensor<4xf32>,
 
@@ -159,8 +159,8 @@ func.func @residual(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
 
 // CHECK-LABEL: func.func @train_step(
 // CHECK-SAME:    %[[WTE:[a-z0-9_]+]]: tensor<16x8xf32> {xfmr.param = "wte"}, %[[SPARE:[a-z0-9_]+]]: tensor<3x5xf32> {xfmr.param = "spare"}
-// CHECK:       xfmr.adamw %[[WTE]],
 // CHECK:       %[[ZERO:[a-z0-9_]+]] = arith.constant dense<0.000000e+00> : tensor<3x5xf32>
+// CHECK:       xfmr.adamw %[[WTE]],
 // CHECK:       xfmr.adamw %[[SPARE]], %[[ZERO]], {{.*}} {beta2 = 0.949999988 : f32, weight_decay = 1.000000e-01 : f32} : (tensor<3x5xf32>,
 
 func.func @unused(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
@@ -216,7 +216,7 @@ func.func @constant_loss(%w: tensor<4x4xf32> {xfmr.param = "w"},
 // CHECK-SAME:    tensor<8xf32> {xfmr.moment2 = "ln.weight"}, tensor<16x8xf32> {xfmr.moment2 = "wte"},
 // CHECK-SAME:    tensor<i32> {xfmr.output = "step"})
 // CHECK-SAME:    attributes {xfmr.model = {arch = "gpt2", layers = 0 : i64},
-// CHECK-SAME:    xfmr.train_step = {beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, epsilon = 9.99999993E-9 : f32, microbatches = 1 : i64, weight_decay = 1.000000e-01 : f32}}
+// CHECK-SAME:    xfmr.train_step = {beta1 = 0.899999976 : f32, beta2 = 0.949999988 : f32, epsilon = 9.99999993E-9 : f32, microbatches = 1 : i64, optimizer = "adamw", weight_decay = 1.000000e-01 : f32}}
 // CHECK:         xfmr.rmsnorm_grad
 // CHECK-NOT:   func.func @signature
 
