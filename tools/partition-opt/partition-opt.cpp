@@ -1,10 +1,13 @@
 //===- partition-opt.cpp - run partition passes on model IR ---------------===//
 
+#include "dialects/Rt/RtDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"
+#include "lowering/Passes.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -12,9 +15,11 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<partition::xfmr::XfmrDialect, mlir::arith::ArithDialect,
-                  mlir::func::FuncDialect, mlir::tensor::TensorDialect>();
+  registry.insert<partition::xfmr::XfmrDialect, partition::rt::RtDialect,
+                  mlir::arith::ArithDialect, mlir::func::FuncDialect,
+                  mlir::memref::MemRefDialect, mlir::tensor::TensorDialect>();
   partition::registerPartitionPasses();
+  partition::registerLoweringPasses();
   // Generic clean-ups (canonicalize, cse, ...) compose with our passes.
   mlir::registerTransformsPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(

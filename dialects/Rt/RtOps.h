@@ -1,0 +1,13 @@
+//===- RtOps.h - ops of the runtime-level dialect ---------------*- C++ -*-===//
+
+#ifndef PARTITION_DIALECTS_RT_RTOPS_H
+#define PARTITION_DIALECTS_RT_RTOPS_H
+
+#include "dialects/Rt/RtDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+
+#define GET_OP_CLASSES
+#include "dialects/Rt/RtOps.h.inc"
+
+#endif // PARTITION_DIALECTS_RT_RTOPS_H

@@ -1,0 +1,371 @@
+//===- LowerToRt.cpp - bufferize a training step into kernel calls --------===//
+//
+// The training step is straight-line code on statically shaped tensors, so
+// bufferization is a 1:1 map from tensor values to buffers: no aliasing
+// analysis is needed beyond the in-place updates of the state, which are
+// decided here from the position of each state tensor's last use. (MLIR's
+// one-shot bufferization would need a BufferizableOpInterface model for every
+// xfmr op and memref-level twins of each of them, to reach the same result.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/Passes.h"
+
+#include "dialects/Rt/RtOps.h"
+#include "dialects/Xfmr/XfmrOps.h"
+#include "runtime/KernelTable.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace partition {
+#define GEN_PASS_DEF_LOWERTORTPASS
+#include "lowering/Passes.h.inc"
+} // namespace partition
+
+using namespace mlir;
+using namespace partition::xfmr;
+using partition::rt::KernelOp;
+using partition::rt::RtDialect;
+
+namespace partition {
+namespace {
+
+/// Which runtime kernel an op becomes, with its parameter lists.
+struct KernelCall {
+  std::string name;
+  SmallVector<int64_t> ints;
+  SmallVector<float> floats;
+};
+
+float f32(APFloat value) { return value.convertToFloat(); }
+
+/// The kernel of each xfmr op: operands map to inputs and results to outputs
+/// in order, so only the name and parameters differ.
+FailureOr<KernelCall> kernelFor(Operation *op) {
+  auto attention = [](auto op) {
+    return KernelCall{
+        "",
+        {static_cast<int64_t>(op.getNumHeads()),
+         static_cast<int64_t>(op.getNumKvHeads()), op.getCausal() ? 1 : 0},
+        {op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f}};
+  };
+  auto named = [](StringRef name, SmallVector<float> floats = {}) {
+    return KernelCall{name.str(), {}, floats};
+  };
+  std::optional<KernelCall> call =
+      llvm::TypeSwitch<Operation *, std::optional<KernelCall>>(op)
+          .Case([&](EmbeddingOp) { return named("embedding"); })
+          .Case([&](EmbeddingGradOp) { return named("embedding_grad"); })
+          .Case([&](PositionEmbeddingOp) { return named("position_embedding"); })
+          .Case([&](PositionEmbeddingGradOp) {
+            return named("position_embedding_grad");
+          })
+          .Case([&](LayerNormOp op) {
+            return named("layernorm", {f32(op.getEpsilon())});
+          })
+          .Case([&](LayerNormGradOp op) {
+            return named("layernorm_grad", {f32(op.getEpsilon())});
+          })
+          .Case([&](RMSNormOp op) {
+            return named("rmsnorm", {f32(op.getEpsilon())});
+          })
+          .Case([&](RMSNormGradOp op) {
+            return named("rmsnorm_grad", {f32(op.getEpsilon())});
+          })
+          .Case([&](LinearOp op) {
+            return named(op.getBias() ? "linear_bias" : "linear");
+          })
+          .Case([&](LinearGradInputOp) { return named("linear_grad_input"); })
+          .Case([&](LinearGradWeightOp op) {
+            return named(op.getBiasGrad() ? "linear_grad_weight_bias"
+                                          : "linear_grad_weight");
+          })
+          .Case([&](GeluOp) { return named("gelu"); })
+          .Case([&](GeluGradOp) { return named("gelu_grad"); })
+          .Case([&](SwigluOp) { return named("swiglu"); })
+          .Case([&](SwigluGradOp) { return named("swiglu_grad"); })
+          .Case([&](AddOp) { return named("add"); })
+          .Case([&](ScaleOp op) {
+            return named("scale", {f32(op.getFactor())});
+          })
+          .Case([&](AttentionOp op) {
+            KernelCall call = attention(op);
+            call.name = "attention";
+            return call;
+          })
+          .Case([&](AttentionGradOp op) {
+            KernelCall call = attention(op);
+            call.name = "attention_grad";
+            return call;
+          })
+          .Case([&](SoftmaxCrossEntropyOp) {
+            return named("softmax_cross_entropy");
+          })
+          .Case([&](SoftmaxCrossEntropyGradOp) {
+            return named("softmax_cross_entropy_grad");
+          })
+          .Case([&](AdamWOp op) {
+            return named("adamw",
+                         {f32(op.getBeta1()), f32(op.getBeta2()),
+                          f32(op.getEpsilon()), f32(op.getWeightDecay())});
+          })
+          .Case([&](arith::AddIOp) { return named("add_i32"); })
+          .Default([](Operation *) { return std::nullopt; });
+  if (!call)
+    return op->emitOpError("has no runtime kernel");
+  return *call;
+}
+
+bool runsInPlace(StringRef kernel) {
+  const runtime::KernelInfo *info =
+      runtime::lookupKernel(std::string_view(kernel.data(), kernel.size()));
+  using runtime::KernelId;
+  return info && (info->id == KernelId::Add || info->id == KernelId::Scale ||
+                  info->id == KernelId::AdamW || info->id == KernelId::AddI32);
+}
+
+MemRefType bufferType(Type tensorType) {
+  auto tensor = cast<RankedTensorType>(tensorType);
+  return MemRefType::get(tensor.getShape(), tensor.getElementType());
+}
+
+/// Lowers one training-step function in place of itself.
+class StepLowering {
+public:
+  explicit StepLowering(func::FuncOp step) : step(step) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult buildSignature();
+  LogicalResult lowerOp(OpBuilder &builder, Operation *op, unsigned position);
+  /// The buffer `result` is written to: the state buffer it updates when
+  /// that buffer's old value is dead, else a fresh allocation.
+  Value destinationFor(OpBuilder &builder, Value result, unsigned position,
+                       bool inPlace);
+
+  func::FuncOp step;
+  func::FuncOp lowered;
+  IRMapping buffers;
+  /// Return operand index -> argument of `lowered` that receives it.
+  SmallVector<Value> resultTargets;
+  /// Tensor value returned by the old function -> its target buffer.
+  DenseMap<Value, Value> tiedTargets;
+  /// Last position at which each old argument is read.
+  DenseMap<Value, unsigned> lastUse;
+  /// Old argument tied to each target buffer (for the liveness check).
+  DenseMap<Value, Value> targetToOldArg;
+};
+
+LogicalResult StepLowering::buildSignature() {
+  MLIRContext *context = step.getContext();
+  auto stringAttr = [&](StringRef s) { return StringAttr::get(context, s); };
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  // (role, name) of each old argument, to tie results to them.
+  SmallVector<std::pair<std::string, std::string>> argKeys;
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    std::string role, name;
+    for (auto [attrName, roleName] :
+         {std::pair<StringRef, StringRef>{XfmrDialect::kParamAttrName, "param"},
+          {XfmrDialect::kMoment1AttrName, "moment1"},
+          {XfmrDialect::kMoment2AttrName, "moment2"}})
+      if (auto value = step.getArgAttrOfType<StringAttr>(i, attrName)) {
+        role = roleName.str();
+        name = value.getValue().str();
+      }
+    if (auto input =
+            step.getArgAttrOfType<StringAttr>(i, XfmrDialect::kInputAttrName))
+      role = input.getValue().str();
+    if (role.empty())
+      return step.emitError() << "argument #" << i
+                              << " has no xfmr.param, xfmr.moment1, "
+                                 "xfmr.moment2 or xfmr.input role";
+    argTypes.push_back(bufferType(step.getArgumentTypes()[i]));
+    SmallVector<NamedAttribute> attrs{
+        NamedAttribute(stringAttr(RtDialect::kRoleAttrName), stringAttr(role))};
+    if (!name.empty())
+      attrs.push_back(NamedAttribute(stringAttr(RtDialect::kNameAttrName),
+                                     stringAttr(name)));
+    argAttrs.push_back(DictionaryAttr::get(context, attrs));
+    argKeys.push_back({role, name});
+  }
+
+  // Each result updates the argument with the same role and name, except the
+  // loss and gradients, which get buffers of their own (new arguments).
+  SmallVector<int> resultArg;
+  bool haveLoss = false;
+  for (unsigned r = 0, e = step.getNumResults(); r < e; ++r) {
+    std::string role, name;
+    for (auto [attrName, roleName] :
+         {std::pair<StringRef, StringRef>{XfmrDialect::kParamAttrName, "param"},
+          {XfmrDialect::kMoment1AttrName, "moment1"},
+          {XfmrDialect::kMoment2AttrName, "moment2"},
+          {XfmrDialect::kGradientAttrName, "gradient"}})
+      if (auto value = step.getResultAttrOfType<StringAttr>(r, attrName)) {
+        role = roleName.str();
+        name = value.getValue().str();
+      }
+    if (auto output = step.getResultAttrOfType<StringAttr>(
+            r, XfmrDialect::kOutputAttrName))
+      role = output.getValue().str();
+    if (role == "loss" || role == "gradient") {
+      haveLoss |= role == "loss";
+      resultArg.push_back(argTypes.size());
+      argTypes.push_back(bufferType(step.getResultTypes()[r]));
+      SmallVector<NamedAttribute> attrs{NamedAttribute(
+          stringAttr(RtDialect::kRoleAttrName), stringAttr(role))};
+      if (!name.empty())
+        attrs.push_back(NamedAttribute(stringAttr(RtDialect::kNameAttrName),
+                                       stringAttr(name)));
+      argAttrs.push_back(DictionaryAttr::get(context, attrs));
+      continue;
+    }
+    auto match = llvm::find(argKeys, std::make_pair(role, name));
+    if (role.empty() || match == argKeys.end())
+      return step.emitError() << "result #" << r
+                              << " updates no argument (no argument has the "
+                                 "same role and name)";
+    resultArg.push_back(match - argKeys.begin());
+  }
+  if (!haveLoss)
+    return step.emitError("training step has no result with "
+                          "xfmr.output = \"loss\"");
+
+  OpBuilder builder(step);
+  lowered = func::FuncOp::create(builder, step.getLoc(), step.getSymName(),
+                                 builder.getFunctionType(argTypes, {}));
+  for (NamedAttribute attr : step->getDiscardableAttrs())
+    lowered->setAttr(attr.getName(), attr.getValue());
+  lowered.setAllArgAttrs(argAttrs);
+  Block *body = lowered.addEntryBlock();
+  for (auto [oldArg, newArg] :
+       llvm::zip(step.getArguments(), body->getArguments()))
+    buffers.map(oldArg, newArg);
+
+  Operation *terminator = step.getBody().front().getTerminator();
+  for (auto [r, operand] : llvm::enumerate(terminator->getOperands())) {
+    Value target = body->getArgument(resultArg[r]);
+    resultTargets.push_back(target);
+    if (resultArg[r] < static_cast<int>(step.getNumArguments()))
+      targetToOldArg[target] = step.getArgument(resultArg[r]);
+    // A value returned twice is written once, then copied.
+    tiedTargets.try_emplace(operand, target);
+  }
+  return success();
+}
+
+Value StepLowering::destinationFor(OpBuilder &builder, Value result,
+                                   unsigned position, bool inPlace) {
+  auto tied = tiedTargets.find(result);
+  if (tied != tiedTargets.end()) {
+    Value target = tied->second;
+    Value oldArg = targetToOldArg.lookup(target);
+    unsigned last = oldArg ? lastUse.lookup(oldArg) : 0;
+    bool oldValueDead = !oldArg || oldArg.use_empty() || last < position ||
+                        (last == position && inPlace);
+    if (oldValueDead)
+      return target;
+  }
+  return memref::AllocOp::create(builder, result.getLoc(),
+                                 bufferType(result.getType()));
+}
+
+LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
+                                    unsigned position) {
+  Location loc = op->getLoc();
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    Value view = memref::SubViewOp::create(
+        builder, loc, buffers.lookup(slice.getSource()),
+        slice.getMixedOffsets(), slice.getMixedSizes(),
+        slice.getMixedStrides());
+    buffers.map(slice.getResult(), view);
+    return success();
+  }
+  if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+    auto splat = dyn_cast<SplatElementsAttr>(constant.getValue());
+    if (!splat)
+      return op->emitOpError("only splat constants can be lowered");
+    Type element = splat.getElementType();
+    float value = isa<FloatType>(element)
+                      ? splat.getSplatValue<APFloat>().convertToFloat()
+                      : static_cast<float>(
+                            splat.getSplatValue<APInt>().getSExtValue());
+    Value buffer = destinationFor(builder, constant, position, false);
+    KernelOp::create(builder, loc, "fill", ValueRange{}, ValueRange{buffer},
+                     ArrayRef<int64_t>{}, ArrayRef<float>{value});
+    buffers.map(constant.getResult(), buffer);
+    return success();
+  }
+
+  FailureOr<KernelCall> call = kernelFor(op);
+  if (failed(call))
+    return failure();
+  bool inPlace = runsInPlace(call->name);
+  SmallVector<Value> inputs;
+  for (Value operand : op->getOperands())
+    inputs.push_back(buffers.lookup(operand));
+  SmallVector<Value> outputs;
+  for (Value result : op->getResults()) {
+    Value buffer = destinationFor(builder, result, position, inPlace);
+    outputs.push_back(buffer);
+    buffers.map(result, buffer);
+  }
+  KernelOp::create(builder, loc, call->name, inputs, outputs, call->ints,
+                   call->floats);
+  return success();
+}
+
+LogicalResult StepLowering::run() {
+  Block &oldBody = step.getBody().front();
+  DenseMap<Operation *, unsigned> positions;
+  for (auto [index, op] : llvm::enumerate(oldBody))
+    positions[&op] = index;
+  for (BlockArgument arg : oldBody.getArguments())
+    for (Operation *user : arg.getUsers())
+      lastUse[arg] = std::max(lastUse.lookup(arg), positions[user]);
+
+  if (failed(buildSignature()))
+    return failure();
+  OpBuilder builder = OpBuilder::atBlockBegin(&lowered.getBody().front());
+  for (Operation &op : oldBody.without_terminator())
+    if (failed(lowerOp(builder, &op, positions[&op]))) {
+      lowered.erase();
+      return failure();
+    }
+  Operation *terminator = oldBody.getTerminator();
+  for (auto [operand, target] :
+       llvm::zip(terminator->getOperands(), resultTargets)) {
+    Value buffer = buffers.lookup(operand);
+    if (buffer != target)
+      KernelOp::create(builder, terminator->getLoc(), "copy",
+                       ValueRange{buffer}, ValueRange{target},
+                       ArrayRef<int64_t>{}, ArrayRef<float>{});
+  }
+  func::ReturnOp::create(builder, terminator->getLoc());
+  step.erase();
+  return success();
+}
+
+struct LowerToRtPass : impl::LowerToRtPassBase<LowerToRtPass> {
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> steps;
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (function->hasAttr(XfmrDialect::kTrainStepAttrName) ||
+          function->hasAttr(XfmrDialect::kEvalStepAttrName))
+        steps.push_back(function);
+    if (steps.empty()) {
+      getOperation().emitError(
+          "no training step to lower (run --xfmr-train-step first)");
+      return signalPassFailure();
+    }
+    for (func::FuncOp step : steps)
+      if (failed(StepLowering(step).run()))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace partition

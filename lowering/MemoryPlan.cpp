@@ -1,0 +1,283 @@
+//===- MemoryPlan.cpp - liveness-based arena placement --------------------===//
+
+#include "lowering/Passes.h"
+
+#include "dialects/Rt/RtOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace partition {
+#define GEN_PASS_DEF_MEMORYPLANPASS
+#include "lowering/Passes.h.inc"
+} // namespace partition
+
+using namespace mlir;
+using partition::rt::KernelOp;
+using partition::rt::RtDialect;
+
+namespace partition {
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t alignUp(int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+int64_t byteSize(MemRefType type) {
+  return type.getNumElements() *
+         static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
+}
+
+/// A temporary buffer and the op positions during which it holds data.
+struct Interval {
+  memref::AllocOp alloc;
+  int64_t bytes = 0;
+  unsigned first = 0, last = 0;
+  int64_t offset = -1;
+  bool isGradient = false;
+};
+
+/// Kernels whose outputs are parameter gradients (weight-side backward).
+bool writesGradient(KernelOp kernel, Value output) {
+  StringRef name = kernel.getKernel();
+  if (name == "embedding_grad" || name == "position_embedding_grad" ||
+      name == "linear_grad_weight" || name == "linear_grad_weight_bias")
+    return true;
+  // layernorm_grad / rmsnorm_grad: every output but the input gradient.
+  if (name == "layernorm_grad" || name == "rmsnorm_grad")
+    return output != kernel.getOutputs().front();
+  return false;
+}
+
+struct Report {
+  int64_t parameters = 0, optimizerState = 0, inputs = 0;
+  int64_t gradients = 0, activations = 0;
+  int64_t temporariesPeak = 0, arena = 0;
+};
+
+/// State buffers (function arguments) keyed by role and name, so that every
+/// function of the module (train_step, eval_step) sees the same parameters at
+/// the same offsets. They live for the whole run.
+class StateLayout {
+public:
+  LogicalResult add(func::FuncOp function, Report &report);
+  int64_t offsetOf(func::FuncOp function, unsigned arg) const {
+    return offsets.lookup(keyOf(function, arg)).first;
+  }
+  int64_t bytes() const { return end; }
+
+private:
+  using Key = std::pair<StringRef, StringRef>;
+  static Key keyOf(func::FuncOp function, unsigned arg) {
+    auto get = [&](StringRef attr) {
+      auto value = function.getArgAttrOfType<StringAttr>(arg, attr);
+      return value ? value.getValue() : StringRef();
+    };
+    return {get(RtDialect::kRoleAttrName), get(RtDialect::kNameAttrName)};
+  }
+  llvm::DenseMap<Key, std::pair<int64_t, Type>> offsets;
+  int64_t end = 0;
+};
+
+LogicalResult StateLayout::add(func::FuncOp function, Report &report) {
+  for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
+    auto type = dyn_cast<MemRefType>(function.getArgumentTypes()[i]);
+    if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
+      return function.emitError() << "argument #" << i
+                                  << " must be a statically shaped memref "
+                                     "with the identity layout";
+    Key key = keyOf(function, i);
+    if (key.first.empty())
+      return function.emitError() << "argument #" << i << " has no rt.role";
+    auto [it, inserted] = offsets.try_emplace(key, end, type);
+    if (!inserted) {
+      if (it->second.second != type)
+        return function.emitError()
+               << "argument #" << i << " (" << key.first << " " << key.second
+               << ") is " << type << " here but " << it->second.second
+               << " in another function";
+      continue;
+    }
+    int64_t bytes = byteSize(type);
+    end = alignUp(end + bytes);
+    if (key.first == "param")
+      report.parameters += bytes;
+    else if (key.first == "moment1" || key.first == "moment2" ||
+             key.first == "step")
+      report.optimizerState += bytes;
+    else
+      report.inputs += bytes;
+  }
+  return success();
+}
+
+/// The temporaries of one function, placed relative to the end of the state.
+struct TemporaryPlan {
+  SmallVector<Interval> intervals;
+  int64_t peak = 0;
+};
+
+FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
+                                         Report &report) {
+  Block &body = function.getBody().front();
+  DenseMap<Operation *, unsigned> positions;
+  for (auto [index, op] : llvm::enumerate(body))
+    positions[&op] = index;
+
+  // --- Live ranges (views extend their base's range). --------------------
+  TemporaryPlan plan;
+  SmallVector<Interval> &intervals = plan.intervals;
+  DenseMap<Value, unsigned> intervalOf;
+  for (Operation &op : body) {
+    if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+      if (!alloc.getType().hasStaticShape())
+        return alloc.emitOpError("needs a static shape to be planned");
+      intervalOf[alloc.getResult()] = intervals.size();
+      unsigned position = positions[&op];
+      intervals.push_back(
+          {alloc, byteSize(alloc.getType()), position, position});
+      continue;
+    }
+    for (Value operand : op.getOperands()) {
+      Value base = operand;
+      while (auto view = base.getDefiningOp<memref::SubViewOp>())
+        base = view.getSource();
+      auto it = intervalOf.find(base);
+      if (it != intervalOf.end())
+        intervals[it->second].last =
+            std::max(intervals[it->second].last, positions[&op]);
+    }
+    if (auto kernel = dyn_cast<KernelOp>(op))
+      for (Value output : kernel.getOutputs())
+        if (auto it = intervalOf.find(output);
+            it != intervalOf.end() && writesGradient(kernel, output))
+          intervals[it->second].isGradient = true;
+  }
+
+  // --- Greedy by size: largest first, lowest offset that fits. ----------
+  SmallVector<Interval *> order;
+  for (Interval &interval : intervals)
+    order.push_back(&interval);
+  llvm::stable_sort(order, [](const Interval *a, const Interval *b) {
+    return a->bytes > b->bytes;
+  });
+  SmallVector<Interval *> placed;
+  for (Interval *interval : order) {
+    // Placed buffers whose lifetime overlaps, by increasing offset.
+    SmallVector<Interval *> conflicts;
+    for (Interval *other : placed)
+      if (other->first <= interval->last && interval->first <= other->last)
+        conflicts.push_back(other);
+    llvm::sort(conflicts, [](const Interval *a, const Interval *b) {
+      return a->offset < b->offset;
+    });
+    int64_t offset = 0;
+    for (Interval *other : conflicts) {
+      if (offset + interval->bytes <= other->offset)
+        break;
+      offset = std::max(offset, alignUp(other->offset + other->bytes));
+    }
+    interval->offset = offset;
+    plan.peak = std::max(plan.peak, offset + interval->bytes);
+    placed.push_back(interval);
+    (interval->isGradient ? report.gradients : report.activations) +=
+        interval->bytes;
+  }
+  report.temporariesPeak = std::max(report.temporariesPeak, plan.peak);
+  return plan;
+}
+
+/// Gives `function` one arena argument and makes every buffer a view of it.
+LogicalResult rewriteWithArena(func::FuncOp function, const StateLayout &state,
+                               TemporaryPlan &plan, int64_t arenaBytes) {
+  Block &body = function.getBody().front();
+  OpBuilder builder = OpBuilder::atBlockBegin(&body);
+  Location loc = function.getLoc();
+  auto arenaType = MemRefType::get({arenaBytes}, builder.getI8Type());
+  unsigned numState = function.getNumArguments();
+  if (failed(function.insertArgument(numState, arenaType, DictionaryAttr(),
+                                     loc)))
+    return failure();
+  BlockArgument arena = body.getArgument(numState);
+  auto makeView = [&](Location viewLoc, int64_t offset, MemRefType type) {
+    Value offsetValue = arith::ConstantIndexOp::create(builder, viewLoc, offset);
+    return memref::ViewOp::create(builder, viewLoc, type, arena, offsetValue,
+                                  ValueRange{});
+  };
+  for (unsigned i = 0; i < numState; ++i) {
+    BlockArgument arg = body.getArgument(i);
+    auto view = makeView(arg.getLoc(), state.offsetOf(function, i),
+                         cast<MemRefType>(arg.getType()));
+    if (DictionaryAttr attrs = function.getArgAttrDict(i))
+      for (NamedAttribute attr : attrs)
+        view->setAttr(attr.getName(), attr.getValue());
+    arg.replaceAllUsesWith(view);
+  }
+  for (Interval &interval : plan.intervals) {
+    builder.setInsertionPoint(interval.alloc);
+    auto view = makeView(interval.alloc.getLoc(),
+                         state.bytes() + interval.offset,
+                         interval.alloc.getType());
+    interval.alloc.replaceAllUsesWith(view.getResult());
+    interval.alloc.erase();
+  }
+  llvm::BitVector stateArgs(numState + 1, true);
+  stateArgs.reset(numState);
+  if (failed(function.eraseArguments(stateArgs)))
+    return failure();
+  function->setAttr(RtDialect::kArenaBytesAttrName,
+                    builder.getI64IntegerAttr(arenaBytes));
+  return success();
+}
+
+struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> functions;
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (!function.isExternal() &&
+          !function.getBody().getOps<KernelOp>().empty())
+        functions.push_back(function);
+    if (functions.empty()) {
+      getOperation().emitError(
+          "no function with rt.kernel ops to plan (run --lower-to-rt first)");
+      return signalPassFailure();
+    }
+
+    // Functions never run at the same time: they share the state and reuse
+    // one temporary region.
+    Report totals;
+    StateLayout state;
+    SmallVector<TemporaryPlan> plans;
+    for (func::FuncOp function : functions) {
+      if (failed(state.add(function, totals)))
+        return signalPassFailure();
+      FailureOr<TemporaryPlan> plan = planTemporaries(function, totals);
+      if (failed(plan))
+        return signalPassFailure();
+      plans.push_back(std::move(*plan));
+    }
+    totals.arena = alignUp(state.bytes() + totals.temporariesPeak);
+    for (auto [function, plan] : llvm::zip(functions, plans))
+      if (failed(rewriteWithArena(function, state, plan, totals.arena)))
+        return signalPassFailure();
+
+    if (!report)
+      return;
+    llvm::outs() << "memory: parameters " << totals.parameters << "\n"
+                 << "memory: optimizer_state " << totals.optimizerState << "\n"
+                 << "memory: inputs " << totals.inputs << "\n"
+                 << "memory: gradients " << totals.gradients << "\n"
+                 << "memory: activations " << totals.activations << "\n"
+                 << "memory: temporaries_peak " << totals.temporariesPeak
+                 << "\n"
+                 << "memory: arena_peak " << totals.arena << "\n";
+    llvm::outs().flush();
+  }
+};
+
+} // namespace
+} // namespace partition

@@ -1,0 +1,81 @@
+//===- Passes.td - lowering of a training step to the runtime --*- tablegen -*-===//
+
+#ifndef PARTITION_LOWERING_PASSES
+#define PARTITION_LOWERING_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def LowerToRtPass : Pass<"lower-to-rt", "::mlir::ModuleOp"> {
+  let summary = "Bufferize a training step into rt.kernel calls on memrefs";
+  let description = [{
+    Gives every tensor value of a training step (the function built by
+    `--xfmr-train-step`) a buffer and every op a kernel call: tensors become
+    memrefs, each xfmr op an `rt.kernel` of the runtime's kernel table that
+    writes a fresh `memref.alloc`, token slices `memref.subview`s (views, not
+    copies), splat constants `fill` kernels.
+
+    Results become in-place updates: the new parameters, moments and step are
+    written into the buffers of the old ones (directly when the old value is
+    dead by then, else through a `copy`), and the loss into a new argument
+    with `rt.role = "loss"`. The function returns nothing.
+
+    Input:
+    ```mlir
+    func.func @train_step(%w: tensor<8x8xf32> {xfmr.param = "w"}, ...)
+        -> (tensor<f32> {xfmr.output = "loss"}, tensor<8x8xf32> {xfmr.param = "w"}, ...)
+    ```
+    Output:
+    ```mlir
+    func.func @train_step(%w: memref<8x8xf32> {rt.role = "param", rt.name = "w"}, ...,
+                          %loss: memref<f32> {rt.role = "loss"}) {
+      %0 = memref.alloc() : memref<2x8x8xf32>
+      rt.kernel "linear" ins(%x, %w : ...) outs(%0 : memref<2x8x8xf32>)
+      ...
+      rt.kernel "adamw" ins(%w, %g, %m, %v, %t, %lr : ...) outs(%w, %m, %v : ...) floats = array<f32: ...>
+      return
+    }
+    ```
+  }];
+  let dependentDialects = ["::partition::rt::RtDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def MemoryPlanPass : Pass<"lower-memory-plan", "::mlir::ModuleOp"> {
+  let summary = "Place every buffer at an offset in one arena, reusing dead space";
+  let description = [{
+    Computes the live range of every `memref.alloc` in straight-line code
+    (from its definition to its last use, views included) and assigns
+    offsets greedily, largest buffer first, each at the lowest 64-byte
+    aligned offset that overlaps no buffer live at the same time (the
+    greedy-by-size planner of TensorFlow Lite's arena). State buffers (the
+    function's arguments) are laid out first and live for the whole step.
+
+    The function then takes a single `memref<Nxi8>` arena; every buffer is a
+    `memref.view` of it carrying its `rt.role` / `rt.name`, and the function
+    carries `rt.arena_bytes = N`. With `report`, prints the bytes of each
+    category (parameters, optimizer state, gradients, activations, inputs)
+    and the arena's peak.
+
+    Input:
+    ```mlir
+    func.func @train_step(%w: memref<8x8xf32> {rt.role = "param", rt.name = "w"}, ...) {
+      %0 = memref.alloc() : memref<2x8x8xf32>
+    ```
+    Output:
+    ```mlir
+    func.func @train_step(%arena: memref<4096xi8>) attributes {rt.arena_bytes = 4096 : i64} {
+      %w = memref.view %arena[%c0][] {rt.role = "param", rt.name = "w"} : memref<4096xi8> to memref<8x8xf32>
+      %0 = memref.view %arena[%c1024][] : memref<4096xi8> to memref<2x8x8xf32>
+    ```
+  }];
+  let dependentDialects = ["::partition::rt::RtDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"report", "report", "bool", "false",
+           "Print the bytes of each buffer category and the arena peak">,
+  ];
+}
+
+#endif // PARTITION_LOWERING_PASSES

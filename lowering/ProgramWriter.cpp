@@ -1,0 +1,249 @@
+//===- ProgramWriter.cpp - rt IR to the .ptp FlatBuffer -------------------===//
+
+#include "lowering/ProgramWriter.h"
+
+#include "dialects/Rt/RtOps.h"
+#include "dialects/Xfmr/XfmrDialect.h"
+#include "runtime/KernelTable.h"
+#include "runtime/program/ProgramFormat.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+
+using namespace mlir;
+using partition::rt::KernelOp;
+using partition::rt::RtDialect;
+
+namespace partition {
+namespace {
+
+/// A dictionary attribute of scalars as a JSON object.
+std::string toJson(DictionaryAttr dict) {
+  llvm::json::Object object;
+  if (dict)
+    for (NamedAttribute attr : dict) {
+      Attribute value = attr.getValue();
+      if (auto i = dyn_cast<IntegerAttr>(value))
+        object[attr.getName().getValue()] = i.getInt();
+      else if (auto f = dyn_cast<FloatAttr>(value))
+        object[attr.getName().getValue()] = f.getValueAsDouble();
+      else if (auto b = dyn_cast<BoolAttr>(value))
+        object[attr.getName().getValue()] = b.getValue();
+      else if (auto s = dyn_cast<StringAttr>(value))
+        object[attr.getName().getValue()] = s.getValue().str();
+    }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(object));
+  return text;
+}
+
+std::optional<ptp::Role> parseRole(StringRef role) {
+  return llvm::StringSwitch<std::optional<ptp::Role>>(role)
+      .Case("param", ptp::Role::Param)
+      .Case("moment1", ptp::Role::Moment1)
+      .Case("moment2", ptp::Role::Moment2)
+      .Case("step", ptp::Role::Step)
+      .Case("lr", ptp::Role::LearningRate)
+      .Case("tokens", ptp::Role::Tokens)
+      .Case("targets", ptp::Role::Targets)
+      .Case("loss", ptp::Role::Loss)
+      .Case("gradient", ptp::Role::Gradient)
+      .Default(std::nullopt);
+}
+
+class Writer {
+public:
+  explicit Writer(int64_t arenaBytes) : arenaBytes(arenaBytes) {}
+  /// Adds `function`'s buffers and instructions to the program.
+  LogicalResult addFunction(func::FuncOp function);
+  void finish(ModuleOp module, func::FuncOp trainStep, llvm::raw_ostream &os);
+
+private:
+  LogicalResult addBuffer(Value value, int64_t offset, ptp::Role role,
+                          StringRef name, Operation *op);
+
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<ptp::Buffer>> buffers;
+  std::vector<flatbuffers::Offset<ptp::Function>> functions;
+  DenseMap<Value, uint32_t> bufferIndex;
+  /// State buffers are shared by all functions: one entry per role and name.
+  std::map<std::pair<std::string, std::string>, uint32_t> stateIndex;
+  /// Byte offset of each buffer, for views of views.
+  DenseMap<Value, int64_t> bufferOffset;
+  int64_t arenaBytes;
+};
+
+LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
+                                StringRef name, Operation *op) {
+  auto type = cast<MemRefType>(value.getType());
+  ptp::DType dtype;
+  if (type.getElementType().isF32())
+    dtype = ptp::DType::F32;
+  else if (type.getElementType().isInteger(32))
+    dtype = ptp::DType::I32;
+  else
+    return op->emitOpError() << "buffer element type " << type.getElementType()
+                             << " is not supported by the runtime (f32, i32)";
+  int64_t bytes = type.getNumElements() * 4;
+  if (offset < 0 || offset + bytes > arenaBytes)
+    return op->emitOpError() << "buffer [" << offset << ", " << offset + bytes
+                             << ") lies outside the arena of " << arenaBytes
+                             << " bytes";
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  buffers.push_back(ptp::CreateBufferDirect(
+      fbb, role, name.empty() ? nullptr : name.str().c_str(), dtype, &shape,
+      static_cast<uint64_t>(offset)));
+  bufferIndex[value] = buffers.size() - 1;
+  bufferOffset[value] = offset;
+  return success();
+}
+
+LogicalResult Writer::addFunction(func::FuncOp function) {
+  if (function.getNumArguments() != 1)
+    return function.emitError("a planned step takes exactly one argument, "
+                              "the arena");
+  Value arena = function.getArgument(0);
+  std::vector<flatbuffers::Offset<ptp::Instruction>> instructions;
+
+  for (Operation &op : function.getBody().front()) {
+    if (isa<arith::ConstantIndexOp, func::ReturnOp>(op))
+      continue;
+    if (auto view = dyn_cast<memref::ViewOp>(op)) {
+      if (view.getSource() != arena)
+        return view.emitOpError("must view the arena argument");
+      std::optional<int64_t> offset =
+          getConstantIntValue(view.getByteShift());
+      if (!offset)
+        return view.emitOpError("needs a constant byte offset");
+      ptp::Role role = ptp::Role::Temporary;
+      StringRef name;
+      auto roleAttr = view->getAttrOfType<StringAttr>(RtDialect::kRoleAttrName);
+      if (roleAttr) {
+        std::optional<ptp::Role> parsed = parseRole(roleAttr.getValue());
+        if (!parsed)
+          return view.emitOpError() << "unknown role " << roleAttr;
+        role = *parsed;
+      }
+      if (auto nameAttr = view->getAttrOfType<StringAttr>(RtDialect::kNameAttrName))
+        name = nameAttr.getValue();
+      if (roleAttr) {
+        auto key = std::make_pair(roleAttr.getValue().str(), name.str());
+        if (auto it = stateIndex.find(key); it != stateIndex.end()) {
+          bufferIndex[view.getResult()] = it->second;
+          bufferOffset[view.getResult()] = *offset;
+          continue;
+        }
+        stateIndex[key] = buffers.size();
+      }
+      if (failed(addBuffer(view.getResult(), *offset, role, name, view)))
+        return failure();
+      continue;
+    }
+    if (auto subview = dyn_cast<memref::SubViewOp>(op)) {
+      auto base = bufferOffset.find(subview.getSource());
+      if (base == bufferOffset.end())
+        return subview.emitOpError("must view a planned buffer");
+      auto resultType = subview.getType();
+      int64_t elementOffset;
+      SmallVector<int64_t> strides;
+      if (failed(resultType.getStridesAndOffset(strides, elementOffset)) ||
+          ShapedType::isDynamic(elementOffset))
+        return subview.emitOpError("needs a static offset");
+      if (failed(addBuffer(subview.getResult(),
+                           base->second + elementOffset * 4,
+                           ptp::Role::Temporary, "", subview)))
+        return failure();
+      continue;
+    }
+    auto kernel = dyn_cast<KernelOp>(op);
+    if (!kernel)
+      return op.emitOpError("cannot be written to a program: the runtime "
+                            "executes rt.kernel ops only");
+    StringRef name = kernel.getKernel();
+    const runtime::KernelInfo *info =
+        runtime::lookupKernel(std::string_view(name.data(), name.size()));
+    std::vector<uint32_t> args;
+    for (Value operand : kernel->getOperands()) {
+      auto it = bufferIndex.find(operand);
+      if (it == bufferIndex.end())
+        return kernel.emitOpError("operand is not a planned buffer (run "
+                                  "--lower-memory-plan first)");
+      args.push_back(it->second);
+    }
+    std::vector<int64_t> ints(kernel.getInts().begin(), kernel.getInts().end());
+    std::vector<float> floats(kernel.getFloats().begin(),
+                              kernel.getFloats().end());
+    instructions.push_back(ptp::CreateInstructionDirect(
+        fbb, static_cast<uint16_t>(info->id), &args, &ints, &floats));
+  }
+  functions.push_back(ptp::CreateFunctionDirect(
+      fbb, function.getSymName().str().c_str(), &instructions));
+  return success();
+}
+
+void Writer::finish(ModuleOp module, func::FuncOp trainStep,
+                    llvm::raw_ostream &os) {
+  std::string model = toJson(trainStep->getAttrOfType<DictionaryAttr>(
+      xfmr::XfmrDialect::kModelAttrName));
+  std::string train = toJson(trainStep->getAttrOfType<DictionaryAttr>(
+      xfmr::XfmrDialect::kTrainStepAttrName));
+  auto program = ptp::CreateProgramDirect(
+      fbb, ptp::kSchemaVersion, static_cast<uint64_t>(arenaBytes), &buffers,
+      &functions, model.c_str(), train.c_str());
+  ptp::FinishProgramBuffer(fbb, program);
+  os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+           fbb.GetSize());
+}
+
+} // namespace
+
+LogicalResult writeProgram(ModuleOp module, llvm::raw_ostream &os) {
+  SmallVector<func::FuncOp> planned;
+  for (auto function : module.getOps<func::FuncOp>())
+    if (function->hasAttr(RtDialect::kArenaBytesAttrName))
+      planned.push_back(function);
+  if (planned.empty())
+    return module.emitError("no memory-planned function (rt.arena_bytes); "
+                            "run --lower-to-rt --lower-memory-plan first");
+  // The training step comes first; the model description is taken from it.
+  std::stable_partition(planned.begin(), planned.end(), [](func::FuncOp function) {
+    return function->hasAttr(xfmr::XfmrDialect::kTrainStepAttrName);
+  });
+  auto arenaBytes = [](func::FuncOp function) {
+    return cast<IntegerAttr>(function->getAttr(RtDialect::kArenaBytesAttrName))
+        .getInt();
+  };
+  Writer writer(arenaBytes(planned.front()));
+  for (func::FuncOp function : planned) {
+    if (arenaBytes(function) != arenaBytes(planned.front()))
+      return function.emitError("all planned functions must share one arena");
+    if (failed(writer.addFunction(function)))
+      return failure();
+  }
+  writer.finish(module, planned.front(), os);
+  return success();
+}
+
+void registerProgramTranslation() {
+  TranslateFromMLIRRegistration registration(
+      "rt-to-program", "write a memory-planned training step as a .ptp program",
+      [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module)
+          return op->emitError("expected a module");
+        return writeProgram(module, os);
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<rt::RtDialect, xfmr::XfmrDialect, arith::ArithDialect,
+                        func::FuncDialect, memref::MemRefDialect>();
+      });
+}
+
+} // namespace partition

@@ -1,0 +1,15 @@
+//===- ProgramFormat.h - the .ptp FlatBuffer and its version ----*- C++ -*-===//
+
+#ifndef PARTITION_RUNTIME_PROGRAM_PROGRAMFORMAT_H
+#define PARTITION_RUNTIME_PROGRAM_PROGRAMFORMAT_H
+
+#include "runtime/program/Program_generated.h"
+
+namespace partition::ptp {
+
+/// Version of Program.fbs together with the kernel table's order.
+inline constexpr uint32_t kSchemaVersion = 1;
+
+} // namespace partition::ptp
+
+#endif // PARTITION_RUNTIME_PROGRAM_PROGRAMFORMAT_H

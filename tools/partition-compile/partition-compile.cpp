@@ -1,0 +1,123 @@
+//===- partition-compile.cpp - a model to a runnable .ptp program ---------===//
+//
+//   partition-gen --preset gpt2-tiny -o model.mlir
+//   partition-compile model.mlir -o model.ptp --microbatches 2 --memory-report
+//
+// The whole pipeline in one call: --xfmr-train-step (with an eval step),
+// --lower-to-rt, --lower-memory-plan, then the .ptp writer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Rt/RtDialect.h"
+#include "dialects/Xfmr/XfmrDialect.h"
+#include "lowering/Passes.h"
+#include "lowering/ProgramWriter.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace cl = llvm::cl;
+using namespace mlir;
+
+namespace {
+
+cl::OptionCategory category("partition-compile options");
+cl::opt<std::string> input(cl::Positional, cl::desc("<model.mlir>"),
+                           cl::init("-"), cl::cat(category));
+cl::opt<std::string> output("o", cl::desc("Output program"),
+                            cl::value_desc("file.ptp"), cl::Required,
+                            cl::cat(category));
+cl::opt<int64_t> microbatches("microbatches",
+                              cl::desc("Micro-batches per step (gradient "
+                                       "accumulation)"),
+                              cl::init(1), cl::cat(category));
+cl::opt<std::string> optimizer("optimizer",
+                               cl::desc("adamw, or none to output gradients "
+                                        "(gradient checks)"),
+                               cl::init("adamw"), cl::cat(category));
+cl::opt<double> beta1("beta1", cl::init(0.9), cl::cat(category));
+cl::opt<double> beta2("beta2", cl::init(0.95), cl::cat(category));
+cl::opt<double> epsilon("epsilon", cl::init(1e-8), cl::cat(category));
+cl::opt<double> weightDecay("weight-decay", cl::init(0.1), cl::cat(category));
+cl::opt<bool> memoryReport("memory-report",
+                           cl::desc("Print bytes per buffer category and the "
+                                    "arena peak"),
+                           cl::cat(category));
+cl::opt<std::string> emitMlir("emit-mlir",
+                              cl::desc("Also write the planned rt IR here"),
+                              cl::value_desc("file.mlir"), cl::cat(category));
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "partition-compile: error: " << message << "\n";
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "partition-compile: compiles a model (partition-gen output) into a "
+      ".ptp program for partition-run\n");
+
+  DialectRegistry registry;
+  registry.insert<partition::xfmr::XfmrDialect, partition::rt::RtDialect,
+                  arith::ArithDialect, func::FuncDialect,
+                  memref::MemRefDialect, tensor::TensorDialect>();
+  MLIRContext context(registry);
+
+  std::string error;
+  auto file = openInputFile(input, &error);
+  if (!file)
+    return fail(error);
+  llvm::SourceMgr sources;
+  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &context);
+  if (!module)
+    return fail("cannot parse '" + input + "' (see the diagnostic above)");
+
+  PassManager pm(&context);
+  partition::TrainStepPassOptions step;
+  step.microbatches = microbatches;
+  step.optimizer = optimizer;
+  step.beta1 = beta1;
+  step.beta2 = beta2;
+  step.epsilon = epsilon;
+  step.weightDecay = weightDecay;
+  step.withEval = optimizer == "adamw";
+  pm.addPass(partition::createTrainStepPass(step));
+  pm.addPass(partition::createLowerToRtPass());
+  partition::MemoryPlanPassOptions plan;
+  plan.report = memoryReport;
+  pm.addPass(partition::createMemoryPlanPass(plan));
+  if (failed(pm.run(*module)))
+    return fail("compilation failed (see the diagnostic above)");
+
+  if (!emitMlir.empty()) {
+    auto planned = openOutputFile(emitMlir, &error);
+    if (!planned)
+      return fail(error);
+    module->print(planned->os());
+    planned->keep();
+  }
+  auto program = openOutputFile(output, &error);
+  if (!program)
+    return fail(error);
+  if (failed(partition::writeProgram(*module, program->os())))
+    return fail("cannot write the program (see the diagnostic above)");
+  program->keep();
+  return 0;
+}
