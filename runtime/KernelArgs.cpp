@@ -1,0 +1,339 @@
+//===- KernelArgs.cpp - shape checks of every kernel ----------------------===//
+
+#include "runtime/KernelArgs.h"
+
+#include <sstream>
+
+namespace partition::runtime {
+namespace {
+
+std::string shapeString(const BufferInfo &buffer) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < buffer.shape.size(); ++i)
+    os << (i ? "," : "") << buffer.shape[i];
+  os << "]";
+  return os.str();
+}
+
+class Checker {
+public:
+  Checker(const Program &program, const Instruction &instruction,
+          const std::string &where)
+      : where(where), instruction(instruction),
+        info(*lookupKernel(static_cast<uint32_t>(instruction.kernel))) {
+    args.kernel = instruction.kernel;
+    for (uint32_t arg : instruction.args)
+      args.buffers.push_back(&program.buffers[arg]);
+  }
+
+  KernelArgs run();
+
+private:
+  [[noreturn]] void fail(const std::string &what) const {
+    throw ProgramError(where + " (" + std::string(info.name) + "): " + what);
+  }
+  const BufferInfo &in(int i) const { return *args.buffers[i]; }
+  const BufferInfo &out(int i) const {
+    return *args.buffers[info.inputs + i];
+  }
+  void require(bool condition, const std::string &what) const {
+    if (!condition)
+      fail(what);
+  }
+  void dtype(const BufferInfo &buffer, DType expected,
+             const char *what) const {
+    require(buffer.dtype == expected,
+            std::string(what) + " must hold " +
+                (expected == DType::F32 ? "f32" : "i32"));
+  }
+  void allF32(std::initializer_list<int> inputs) const {
+    for (int i : inputs)
+      dtype(in(i), DType::F32, "every float operand");
+    for (int o = 0; o < info.outputs; ++o)
+      dtype(out(o), DType::F32, "every output");
+  }
+  void rank(const BufferInfo &buffer, size_t expected,
+            const char *what) const {
+    require(buffer.shape.size() == expected,
+            std::string(what) + " " + shapeString(buffer) + " must have rank " +
+                std::to_string(expected));
+  }
+  void sameElements(const BufferInfo &a, const BufferInfo &b,
+                    const char *what) const {
+    require(a.elements == b.elements,
+            std::string(what) + ": " + shapeString(a) + " and " +
+                shapeString(b) + " differ in size");
+  }
+  /// [..., C]: rows and channels of an activation.
+  void rowsAndChannels(const BufferInfo &buffer) {
+    require(!buffer.shape.empty() && buffer.shape.back() > 0,
+            "activation " + shapeString(buffer) + " has no feature dimension");
+    args.channels = buffer.shape.back();
+    args.rows = buffer.elements / args.channels;
+  }
+  void vector(const BufferInfo &buffer, int64_t length, const char *what) {
+    require(buffer.shape.size() == 1 && buffer.shape[0] == length,
+            std::string(what) + " " + shapeString(buffer) + " must be [" +
+                std::to_string(length) + "]");
+  }
+  void attention();
+
+  const std::string &where;
+  const Instruction &instruction;
+  const KernelInfo &info;
+  KernelArgs args;
+};
+
+void Checker::attention() {
+  bool isGrad = instruction.kernel == KernelId::AttentionGrad;
+  int q = isGrad ? 1 : 0;
+  allF32({0, 1, 2});
+  if (isGrad)
+    dtype(in(3), DType::F32, "value");
+  const BufferInfo &query = in(q), &key = in(q + 1), &value = in(q + 2);
+  rank(query, 3, "query");
+  rank(key, 3, "key");
+  args.heads = instruction.ints[0];
+  args.kvHeads = instruction.ints[1];
+  args.causal = instruction.ints[2] != 0;
+  args.ropeTheta = instruction.floats[0];
+  require(args.heads > 0 && args.kvHeads > 0 &&
+              args.heads % args.kvHeads == 0,
+          "heads " + std::to_string(args.heads) + " and kv heads " +
+              std::to_string(args.kvHeads) + " are inconsistent");
+  args.batch = query.shape[0];
+  args.seq = query.shape[1];
+  require(query.shape[2] % args.heads == 0,
+          "query features are not divisible by the heads");
+  args.headDim = query.shape[2] / args.heads;
+  require(args.headDim > 0, "head dimension is zero");
+  require(args.ropeTheta >= 0 && (args.ropeTheta == 0 || args.headDim % 2 == 0),
+          "rotary embedding needs an even head dimension");
+  require(key.shape == std::vector<int64_t>{args.batch, args.seq,
+                                            args.kvHeads * args.headDim} &&
+              value.shape == key.shape,
+          "key " + shapeString(key) + " / value " + shapeString(value) +
+              " do not match query " + shapeString(query));
+  if (isGrad) {
+    require(in(0).shape == query.shape, "grad must be shaped like the query");
+    require(out(0).shape == query.shape && out(1).shape == key.shape &&
+                out(2).shape == key.shape,
+            "gradients must be shaped like query, key and value");
+  } else {
+    require(out(0).shape == query.shape, "result must be shaped like the query");
+  }
+}
+
+KernelArgs Checker::run() {
+  switch (instruction.kernel) {
+  case KernelId::Embedding:
+  case KernelId::EmbeddingGrad: {
+    bool isGrad = instruction.kernel == KernelId::EmbeddingGrad;
+    const BufferInfo &tokens = in(isGrad ? 1 : 0);
+    const BufferInfo &table = isGrad ? out(0) : in(1);
+    dtype(tokens, DType::I32, "tokens");
+    dtype(table, DType::F32, "table");
+    rank(table, 2, "table");
+    args.vocab = table.shape[0];
+    args.channels = table.shape[1];
+    args.rows = tokens.elements;
+    const BufferInfo &activation = isGrad ? in(0) : out(0);
+    dtype(activation, DType::F32, "activation");
+    require(activation.elements == args.rows * args.channels,
+            "activation " + shapeString(activation) + " does not hold " +
+                std::to_string(args.rows) + " rows of " +
+                std::to_string(args.channels));
+    break;
+  }
+  case KernelId::PositionEmbedding:
+  case KernelId::PositionEmbeddingGrad: {
+    bool isGrad = instruction.kernel == KernelId::PositionEmbeddingGrad;
+    allF32(isGrad ? std::initializer_list<int>{0}
+                  : std::initializer_list<int>{0, 1});
+    const BufferInfo &x = in(0);
+    const BufferInfo &table = isGrad ? out(0) : in(1);
+    rank(x, 3, "activation");
+    rank(table, 2, "table");
+    args.batch = x.shape[0];
+    args.seq = x.shape[1];
+    args.channels = x.shape[2];
+    args.positions = table.shape[0];
+    require(table.shape[1] == args.channels && args.positions >= args.seq,
+            "table " + shapeString(table) + " does not fit activation " +
+                shapeString(x));
+    if (!isGrad)
+      sameElements(x, out(0), "result");
+    break;
+  }
+  case KernelId::LayerNorm:
+  case KernelId::RMSNorm: {
+    bool hasBeta = instruction.kernel == KernelId::LayerNorm;
+    allF32(hasBeta ? std::initializer_list<int>{0, 1, 2}
+                   : std::initializer_list<int>{0, 1});
+    rowsAndChannels(in(0));
+    vector(in(1), args.channels, "gamma");
+    if (hasBeta)
+      vector(in(2), args.channels, "beta");
+    sameElements(in(0), out(0), "result");
+    require(instruction.floats[0] > 0, "epsilon must be positive");
+    break;
+  }
+  case KernelId::LayerNormGrad:
+  case KernelId::RMSNormGrad: {
+    allF32({0, 1, 2});
+    rowsAndChannels(in(1));
+    sameElements(in(0), in(1), "grad");
+    vector(in(2), args.channels, "gamma");
+    sameElements(in(1), out(0), "input gradient");
+    for (int o = 1; o < info.outputs; ++o)
+      vector(out(o), args.channels, "parameter gradient");
+    require(instruction.floats[0] > 0, "epsilon must be positive");
+    break;
+  }
+  case KernelId::Linear:
+  case KernelId::LinearBias: {
+    allF32(instruction.kernel == KernelId::LinearBias
+               ? std::initializer_list<int>{0, 1, 2}
+               : std::initializer_list<int>{0, 1});
+    rowsAndChannels(in(0));
+    rank(in(1), 2, "weight");
+    args.outFeatures = in(1).shape[0];
+    args.inFeatures = in(1).shape[1];
+    require(args.inFeatures == args.channels,
+            "weight " + shapeString(in(1)) + " does not match input " +
+                shapeString(in(0)));
+    if (instruction.kernel == KernelId::LinearBias)
+      vector(in(2), args.outFeatures, "bias");
+    require(out(0).elements == args.rows * args.outFeatures,
+            "result " + shapeString(out(0)) + " has the wrong size");
+    break;
+  }
+  case KernelId::LinearGradInput: {
+    allF32({0, 1});
+    rowsAndChannels(in(0));
+    rank(in(1), 2, "weight");
+    args.outFeatures = in(1).shape[0];
+    args.inFeatures = in(1).shape[1];
+    require(args.outFeatures == args.channels,
+            "weight " + shapeString(in(1)) + " does not match grad " +
+                shapeString(in(0)));
+    require(out(0).elements == args.rows * args.inFeatures,
+            "input gradient " + shapeString(out(0)) + " has the wrong size");
+    break;
+  }
+  case KernelId::LinearGradWeight:
+  case KernelId::LinearGradWeightBias: {
+    allF32({0, 1});
+    rowsAndChannels(in(0));
+    args.outFeatures = args.channels;
+    require(!in(1).shape.empty() && in(1).shape.back() > 0,
+            "input has no feature dimension");
+    args.inFeatures = in(1).shape.back();
+    require(in(1).elements / args.inFeatures == args.rows,
+            "grad " + shapeString(in(0)) + " and input " +
+                shapeString(in(1)) + " have different rows");
+    require(out(0).shape ==
+                std::vector<int64_t>{args.outFeatures, args.inFeatures},
+            "weight gradient " + shapeString(out(0)) + " has the wrong shape");
+    if (instruction.kernel == KernelId::LinearGradWeightBias)
+      vector(out(1), args.outFeatures, "bias gradient");
+    break;
+  }
+  case KernelId::Gelu:
+  case KernelId::GeluGrad:
+  case KernelId::Swiglu:
+  case KernelId::SwigluGrad:
+  case KernelId::Add:
+  case KernelId::Scale:
+  case KernelId::Copy: {
+    std::initializer_list<int> none = {};
+    allF32(none);
+    args.size = out(0).elements;
+    for (int i = 0; i < info.inputs; ++i) {
+      dtype(in(i), DType::F32, "every operand");
+      sameElements(in(i), out(0), "operand");
+    }
+    for (int o = 1; o < info.outputs; ++o)
+      sameElements(out(o), out(0), "output");
+    break;
+  }
+  case KernelId::Attention:
+  case KernelId::AttentionGrad:
+    attention();
+    break;
+  case KernelId::SoftmaxCrossEntropy:
+  case KernelId::SoftmaxCrossEntropyGrad: {
+    bool isGrad = instruction.kernel == KernelId::SoftmaxCrossEntropyGrad;
+    int logitsIndex = isGrad ? 1 : 0;
+    const BufferInfo &logits = in(logitsIndex);
+    const BufferInfo &targets = in(logitsIndex + 1);
+    dtype(logits, DType::F32, "logits");
+    dtype(targets, DType::I32, "targets");
+    rowsAndChannels(logits);
+    args.vocab = args.channels;
+    require(targets.elements == args.rows,
+            "targets " + shapeString(targets) + " do not match logits " +
+                shapeString(logits));
+    if (isGrad) {
+      dtype(in(0), DType::F32, "loss gradient");
+      require(in(0).elements == 1, "loss gradient must be a scalar");
+      sameElements(logits, out(0), "logits gradient");
+    } else {
+      dtype(out(0), DType::F32, "loss");
+      require(out(0).elements == 1, "loss must be a scalar");
+    }
+    break;
+  }
+  case KernelId::AdamW: {
+    allF32({0, 1, 2, 3, 5});
+    dtype(in(4), DType::I32, "step");
+    require(in(4).elements == 1 && in(5).elements == 1,
+            "step and learning rate must be scalars");
+    args.size = in(0).elements;
+    for (int i : {1, 2, 3})
+      sameElements(in(i), in(0), "gradient and moments");
+    for (int o : {0, 1, 2})
+      sameElements(out(o), in(0), "updated state");
+    break;
+  }
+  case KernelId::Fill:
+    args.size = out(0).elements;
+    break;
+  case KernelId::AddI32:
+    for (int i : {0, 1})
+      dtype(in(i), DType::I32, "operand");
+    dtype(out(0), DType::I32, "result");
+    sameElements(in(0), out(0), "operand");
+    sameElements(in(1), out(0), "operand");
+    args.size = out(0).elements;
+    break;
+  case KernelId::NumKernels:
+    fail("invalid kernel");
+  }
+  // Outputs never overlap inputs, except exactly (in-place kernels).
+  for (int o = 0; o < info.outputs; ++o)
+    for (int i = 0; i < info.inputs; ++i) {
+      const BufferInfo &a = out(o), &b = in(i);
+      bool overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+      bool exact = a.offset == b.offset && a.bytes == b.bytes;
+      bool inPlace = instruction.kernel == KernelId::Add ||
+                     instruction.kernel == KernelId::Scale ||
+                     instruction.kernel == KernelId::AdamW ||
+                     instruction.kernel == KernelId::AddI32 ||
+                     instruction.kernel == KernelId::Copy;
+      require(!overlap || (exact && inPlace),
+              "an output overlaps an input");
+    }
+  return args;
+}
+
+} // namespace
+
+KernelArgs checkInstruction(const Program &program,
+                            const Instruction &instruction,
+                            const std::string &where) {
+  return Checker(program, instruction, where).run();
+}
+
+} // namespace partition::runtime

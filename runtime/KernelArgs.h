@@ -1,0 +1,45 @@
+//===- KernelArgs.h - the checked sizes of one instruction ------*- C++ -*-===//
+//
+// Every backend runs an instruction from the same sizes, derived here from
+// its buffers' shapes and checked against each other, so a program whose
+// shapes disagree is rejected at load time instead of reading or writing
+// out of bounds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_KERNELARGS_H
+#define PARTITION_RUNTIME_KERNELARGS_H
+
+#include "runtime/Program.h"
+
+namespace partition::runtime {
+
+struct KernelArgs {
+  KernelId kernel;
+  /// The instruction's buffers: inputs, then outputs.
+  std::vector<const BufferInfo *> buffers;
+
+  /// Rows (product of leading dimensions) and the last dimension.
+  int64_t rows = 0, channels = 0;
+  /// linear: [rows, inFeatures] x [outFeatures, inFeatures]^T.
+  int64_t inFeatures = 0, outFeatures = 0;
+  /// Embedding tables and logits.
+  int64_t vocab = 0, positions = 0;
+  int64_t batch = 0, seq = 0;
+  /// Attention.
+  int64_t heads = 0, kvHeads = 0, headDim = 0;
+  bool causal = true;
+  float ropeTheta = 0.0f;
+  /// Elementwise kernels: elements of the output.
+  int64_t size = 0;
+};
+
+/// Checks `instruction` of `program`; throws ProgramError naming it (as
+/// `where`), its kernel and the sizes that disagree.
+KernelArgs checkInstruction(const Program &program,
+                            const Instruction &instruction,
+                            const std::string &where);
+
+} // namespace partition::runtime
+
+#endif // PARTITION_RUNTIME_KERNELARGS_H

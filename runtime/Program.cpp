@@ -1,0 +1,208 @@
+//===- Program.cpp - loading and validating .ptp programs -----------------===//
+
+#include "runtime/Program.h"
+
+#include "runtime/program/ProgramFormat.h"
+
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <set>
+
+namespace partition::runtime {
+
+const char *roleName(Role role) {
+  static const char *names[] = {"temporary", "param",   "moment1",
+                                "moment2",   "step",    "lr",
+                                "tokens",    "targets", "loss",
+                                "gradient"};
+  return names[static_cast<int>(role)];
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string &origin, const std::string &what) {
+  throw ProgramError(origin + ": " + what);
+}
+
+/// Program files are never this large; a corrupt size must not become an
+/// allocation attempt of exabytes.
+constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 40;
+
+} // namespace
+
+Program Program::load(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    fail(path, "cannot open the program file (compile one with "
+               "partition-compile)");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
+                             std::istreambuf_iterator<char>());
+  return parse(bytes.data(), bytes.size(), path);
+}
+
+Program Program::parse(const uint8_t *data, size_t size,
+                       const std::string &origin) {
+  if (size < 8 || !ptp::ProgramBufferHasIdentifier(data))
+    fail(origin, "not a partition program (no PTP1 identifier); compile one "
+                 "with partition-compile");
+  flatbuffers::Verifier verifier(data, size);
+  if (!ptp::VerifyProgramBuffer(verifier))
+    fail(origin, "corrupt or truncated program file (the FlatBuffer does not "
+                 "verify); recompile it");
+  const ptp::Program *file = ptp::GetProgram(data);
+  if (file->schema_version() != ptp::kSchemaVersion)
+    fail(origin, "program schema version " +
+                     std::to_string(file->schema_version()) +
+                     ", but this runtime reads version " +
+                     std::to_string(ptp::kSchemaVersion) +
+                     "; recompile it with this partition-compile");
+
+  Program program;
+  program.arenaBytes = file->arena_bytes();
+  if (program.arenaBytes == 0 || program.arenaBytes > kMaxArenaBytes)
+    fail(origin, "arena size " + std::to_string(program.arenaBytes) +
+                     " bytes is out of range");
+  if (!file->buffers() || !file->functions())
+    fail(origin, "program has no buffer or function table");
+
+  for (const ptp::Buffer *buffer : *file->buffers()) {
+    BufferInfo info;
+    std::string where = "buffer #" + std::to_string(program.buffers.size());
+    auto role = static_cast<uint8_t>(buffer->role());
+    if (role > static_cast<uint8_t>(Role::Gradient))
+      fail(origin, where + " has an unknown role " + std::to_string(role));
+    info.role = static_cast<Role>(role);
+    if (buffer->name())
+      info.name = buffer->name()->str();
+    auto dtype = static_cast<uint8_t>(buffer->dtype());
+    if (dtype > static_cast<uint8_t>(DType::I32))
+      fail(origin, where + " has an unknown dtype " + std::to_string(dtype));
+    info.dtype = static_cast<DType>(dtype);
+    int64_t elements = 1;
+    if (buffer->shape())
+      for (int64_t dim : *buffer->shape()) {
+        if (dim < 0 || (dim > 0 && elements > std::numeric_limits<int64_t>::max() / 4 / dim))
+          fail(origin, where + " has an invalid shape");
+        info.shape.push_back(dim);
+        elements *= dim;
+      }
+    info.elements = elements;
+    info.bytes = static_cast<uint64_t>(elements) * 4;
+    info.offset = buffer->offset();
+    if (info.offset % 4 != 0 || info.offset > program.arenaBytes ||
+        info.bytes > program.arenaBytes - info.offset)
+      fail(origin, where + " [" + std::to_string(info.offset) + ", +" +
+                       std::to_string(info.bytes) +
+                       ") lies outside the arena of " +
+                       std::to_string(program.arenaBytes) + " bytes");
+    program.buffers.push_back(std::move(info));
+  }
+
+  for (const ptp::Function *function : *file->functions()) {
+    Function decodedFunction;
+    if (function->name())
+      decodedFunction.name = function->name()->str();
+    if (!function->instructions())
+      fail(origin, "function '" + decodedFunction.name +
+                       "' has no instruction list");
+    for (const ptp::Instruction *instruction : *function->instructions()) {
+      std::string where =
+          decodedFunction.name + " instruction #" +
+          std::to_string(decodedFunction.instructions.size());
+      const KernelInfo *info = lookupKernel(instruction->kernel());
+      if (!info)
+        fail(origin, where + " names unknown kernel " +
+                         std::to_string(instruction->kernel()));
+      Instruction decoded{info->id, {}, {}, {}};
+      if (instruction->args())
+        decoded.args.assign(instruction->args()->begin(),
+                            instruction->args()->end());
+      if (instruction->ints())
+        decoded.ints.assign(instruction->ints()->begin(),
+                            instruction->ints()->end());
+      if (instruction->floats())
+        decoded.floats.assign(instruction->floats()->begin(),
+                              instruction->floats()->end());
+      std::string kernel(info->name);
+      if (decoded.args.size() != size_t(info->inputs + info->outputs))
+        fail(origin, where + " (" + kernel + ") has " +
+                         std::to_string(decoded.args.size()) +
+                         " arguments, the kernel takes " +
+                         std::to_string(info->inputs + info->outputs));
+      if (decoded.ints.size() != size_t(info->ints) ||
+          decoded.floats.size() != size_t(info->floats))
+        fail(origin, where + " (" + kernel +
+                         ") has the wrong number of parameters");
+      for (uint32_t arg : decoded.args)
+        if (arg >= program.buffers.size())
+          fail(origin, where + " (" + kernel + ") refers to buffer #" +
+                           std::to_string(arg) + " of " +
+                           std::to_string(program.buffers.size()));
+      decodedFunction.instructions.push_back(std::move(decoded));
+    }
+    if (program.function(decodedFunction.name))
+      fail(origin, "function '" + decodedFunction.name + "' appears twice");
+    program.functions.push_back(std::move(decodedFunction));
+  }
+  if (!program.function("train_step"))
+    fail(origin, "program has no train_step function");
+
+  for (auto [json, text] :
+       {std::pair<nlohmann::json *, const flatbuffers::String *>{
+            &program.model, file->model_json()},
+        {&program.train, file->train_json()}}) {
+    *json = nlohmann::json::parse(text ? text->str() : std::string("{}"),
+                                  nullptr, /*allow_exceptions=*/false);
+    if (!json->is_object())
+      fail(origin, "the program's model or training description is not a "
+                   "JSON object");
+  }
+
+  // The roles the trainer relies on.
+  for (Role role : {Role::Tokens, Role::Targets, Role::Loss})
+    if (program.withRole(role).size() != 1)
+      fail(origin, std::string("program needs exactly one ") +
+                       roleName(role) + " buffer");
+  std::set<std::string> names;
+  for (size_t index : program.withRole(Role::Param))
+    if (!names.insert(program.buffers[index].name).second)
+      fail(origin, "parameter '" + program.buffers[index].name +
+                       "' appears twice");
+  return program;
+}
+
+const BufferInfo &Program::single(Role role) const {
+  std::vector<size_t> found = withRole(role);
+  if (found.size() != 1)
+    throw ProgramError(std::string("program has ") +
+                       std::to_string(found.size()) + " " + roleName(role) +
+                       " buffers, expected one");
+  return buffers[found.front()];
+}
+
+std::vector<size_t> Program::withRole(Role role) const {
+  std::vector<size_t> result;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].role == role)
+      result.push_back(i);
+  return result;
+}
+
+const Function *Program::function(const std::string &name) const {
+  for (const Function &candidate : functions)
+    if (candidate.name == name)
+      return &candidate;
+  return nullptr;
+}
+
+int64_t Program::modelInt(const char *field) const {
+  auto it = model.find(field);
+  if (it == model.end() || !it->is_number_integer())
+    throw ProgramError(std::string("the program's model description has no "
+                                   "integer '") +
+                       field + "'");
+  return it->get<int64_t>();
+}
+
+} // namespace partition::runtime

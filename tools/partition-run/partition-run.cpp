@@ -1,0 +1,166 @@
+//===- partition-run.cpp - train with a compiled .ptp program -------------===//
+//
+//   partition-run model.ptp --steps 200 --lr 1e-3 --metrics-out m.jsonl
+//
+// Hand-parsed options: the runtime links no LLVM, so that it can be carried
+// to machines that have none.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Trainer.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+using partition::runtime::TrainOptions;
+
+namespace {
+
+const char *kUsage = R"(usage: partition-run PROGRAM.ptp [options]
+
+Trains the model of a program compiled by partition-compile.
+
+  --steps N            optimizer steps (default 20)
+  --lr X               peak learning rate (default 1e-3)
+  --warmup N           linear warm-up steps (default: 10% of the steps),
+                       then cosine decay
+  --min-lr-ratio X     final learning rate / peak (default 0.1)
+  --seed S             parameter initialisation seed (default 1337)
+  --data FILE          uint16 tokens: an llm.c shard (header of 256 int32,
+                       magic 20240520) or a raw nanoGPT .bin
+  --data-format F      auto | llmc | raw (default auto)
+  --text FILE          train on a text file, one token per byte
+                       (default data: a built-in synthetic language whose
+                       entropy rate, the loss floor, is known)
+  --eval-every N       held-out loss every N steps, 0 = never (default 10)
+  --eval-batches N     batches per evaluation (default 2)
+  --eval-fraction X    held-out share of --data / --text (default 0.1)
+  --metrics-out FILE   one JSON object per step (step, loss, lr, step_ms,
+                       tokens_per_s, eval_loss), then a summary
+  --save DIR           write a checkpoint at the end (and every
+                       --save-every N steps)
+  --resume DIR         continue from a checkpoint
+  --quiet              no progress lines
+)";
+
+[[noreturn]] void usageError(const std::string &message) {
+  std::fprintf(stderr, "partition-run: error: %s\n(run partition-run --help)\n",
+               message.c_str());
+  std::exit(2);
+}
+
+int64_t parseInt(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0')
+    usageError(flag + " expects an integer, got '" + text + "'");
+  return value;
+}
+
+double parseDouble(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0')
+    usageError(flag + " expects a number, got '" + text + "'");
+  return value;
+}
+
+TrainOptions parse(int argc, char **argv) {
+  TrainOptions options;
+  using Setter = std::function<void(const std::string &)>;
+  auto integer = [](int64_t &field, const char *flag) -> Setter {
+    return [&field, flag](const std::string &v) { field = parseInt(flag, v); };
+  };
+  auto number = [](double &field, const char *flag) -> Setter {
+    return [&field, flag](const std::string &v) {
+      field = parseDouble(flag, v);
+    };
+  };
+  auto text = [](std::string &field) -> Setter {
+    return [&field](const std::string &v) { field = v; };
+  };
+  std::map<std::string, Setter> withValue = {
+      {"--steps", integer(options.steps, "--steps")},
+      {"--lr", number(options.lr, "--lr")},
+      {"--warmup", integer(options.warmup, "--warmup")},
+      {"--min-lr-ratio", number(options.minLrRatio, "--min-lr-ratio")},
+      {"--seed",
+       [&](const std::string &v) {
+         options.seed = static_cast<uint64_t>(parseInt("--seed", v));
+       }},
+      {"--data", text(options.data)},
+      {"--data-format", text(options.dataFormat)},
+      {"--text", text(options.text)},
+      {"--eval-every", integer(options.evalEvery, "--eval-every")},
+      {"--eval-batches", integer(options.evalBatches, "--eval-batches")},
+      {"--eval-fraction", number(options.evalFraction, "--eval-fraction")},
+      {"--metrics-out", text(options.metricsOut)},
+      {"--save", text(options.save)},
+      {"--save-every", integer(options.saveEvery, "--save-every")},
+      {"--resume", text(options.resume)},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (arg == "--quiet") {
+      options.quiet = true;
+      continue;
+    }
+    std::string value;
+    bool inlineValue = false;
+    if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inlineValue = true;
+    }
+    auto setter = withValue.find(arg);
+    if (setter != withValue.end()) {
+      if (!inlineValue) {
+        if (i + 1 >= argc)
+          usageError(arg + " expects a value");
+        value = argv[++i];
+      }
+      setter->second(value);
+      continue;
+    }
+    if (arg.rfind("-", 0) == 0)
+      usageError("unknown option " + arg);
+    if (!options.program.empty())
+      usageError("more than one program given ('" + options.program +
+                 "' and '" + arg + "')");
+    options.program = arg;
+  }
+  if (options.program.empty())
+    usageError("no program given");
+  if (options.steps < 1)
+    usageError("--steps must be at least 1");
+  if (!(options.lr > 0))
+    usageError("--lr must be positive");
+  if (options.evalEvery < 0 || options.evalBatches < 0 || options.saveEvery < 0)
+    usageError("--eval-every, --eval-batches and --save-every cannot be "
+               "negative");
+  if (!(options.evalFraction > 0 && options.evalFraction < 1))
+    usageError("--eval-fraction must be in (0, 1)");
+  return options;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  TrainOptions options = parse(argc, argv);
+  try {
+    partition::runtime::train(options);
+  } catch (const std::exception &error) {
+    std::fprintf(stderr, "partition-run: error: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,247 @@
+//===- AttentionTest.cpp - attention forward and backward -----------------===//
+//
+// Against a double-precision reference written from the op description
+// (rotate-half RoPE with frequency theta^(-2i/D) at position t, GQA head
+// h / (H / Hkv), scores / sqrt(D), optional causal mask), and its central
+// finite differences. Each case runs with 1 and with 2 OpenMP threads, which
+// between them exercise both threading modes of the kernels (units in
+// parallel with serial sgemm; units in sequence with threaded sgemm and
+// parallel row loops).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Kernels.h"
+#include "unittests/runtime/cpu/KernelTestUtils.h"
+
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+
+using namespace partition::runtime::cpu;
+using namespace partition::runtime::cpu::testing;
+
+namespace {
+
+struct Case {
+  Index batch, seq, heads, kvHeads, dim;
+  bool causal;
+  double theta;          // 0: no RoPE
+  std::size_t fdSamples; // FD entries checked per tensor (0 = all)
+};
+
+std::string describe(const Case &c) {
+  std::ostringstream os;
+  os << "B=" << c.batch << " T=" << c.seq << " H=" << c.heads
+     << " Hkv=" << c.kvHeads << " D=" << c.dim
+     << (c.causal ? " causal" : " full") << " theta=" << c.theta;
+  return os.str();
+}
+
+AttentionConfig config(const Case &c) {
+  AttentionConfig cfg;
+  cfg.batch = c.batch;
+  cfg.seq = c.seq;
+  cfg.numHeads = c.heads;
+  cfg.numKvHeads = c.kvHeads;
+  cfg.headDim = c.dim;
+  cfg.causal = c.causal;
+  cfg.ropeTheta = float(c.theta);
+  return cfg;
+}
+
+/// Rotate-half RoPE of x [B, T, heads * D] in double.
+DVec ropeRef(const DVec &x, const Case &c, Index heads) {
+  if (c.theta == 0.0)
+    return x;
+  DVec y = x;
+  const Index half = c.dim / 2;
+  for (Index b = 0; b < c.batch; ++b)
+    for (Index t = 0; t < c.seq; ++t)
+      for (Index h = 0; h < heads; ++h) {
+        const Index base = ((b * c.seq + t) * heads + h) * c.dim;
+        for (Index i = 0; i < half; ++i) {
+          const double freq = std::pow(c.theta, -2.0 * double(i) / c.dim);
+          const double angle = double(t) * freq;
+          const double x1 = x[base + i], x2 = x[base + i + half];
+          y[base + i] = x1 * std::cos(angle) - x2 * std::sin(angle);
+          y[base + i + half] = x2 * std::cos(angle) + x1 * std::sin(angle);
+        }
+      }
+  return y;
+}
+
+DVec attentionRef(const DVec &q, const DVec &k, const DVec &v, const Case &c) {
+  const DVec qr = ropeRef(q, c, c.heads), kr = ropeRef(k, c, c.kvHeads);
+  const Index T = c.seq, D = c.dim, group = c.heads / c.kvHeads;
+  const Index ldq = c.heads * D, ldk = c.kvHeads * D;
+  DVec out(q.size(), 0.0), p(T);
+  for (Index b = 0; b < c.batch; ++b)
+    for (Index h = 0; h < c.heads; ++h) {
+      const Index kvh = h / group;
+      for (Index t = 0; t < T; ++t) {
+        const Index visible = c.causal ? t + 1 : T;
+        const double *qt = &qr[(b * T + t) * ldq + h * D];
+        double m = -1e300;
+        for (Index s = 0; s < visible; ++s) {
+          const double *ks = &kr[(b * T + s) * ldk + kvh * D];
+          double score = 0;
+          for (Index d = 0; d < D; ++d)
+            score += qt[d] * ks[d];
+          p[s] = score / std::sqrt(double(D));
+          m = std::max(m, p[s]);
+        }
+        double sum = 0;
+        for (Index s = 0; s < visible; ++s)
+          sum += (p[s] = std::exp(p[s] - m));
+        double *o = &out[(b * T + t) * ldq + h * D];
+        for (Index s = 0; s < visible; ++s) {
+          const double *vs = &v[(b * T + s) * ldk + kvh * D];
+          for (Index d = 0; d < D; ++d)
+            o[d] += p[s] / sum * vs[d];
+        }
+      }
+    }
+  return out;
+}
+
+const Case kCases[] = {
+    // GQA + RoPE + causal, every entry by FD.
+    {2, 5, 4, 2, 6, true, 10000.0, 0},
+    // Plain multi-head, no mask, no RoPE.
+    {2, 6, 3, 3, 4, false, 0.0, 0},
+    // GQA + RoPE, no mask.
+    {3, 9, 6, 2, 8, false, 100.0, 0},
+    // Longer than the 64-row causal block (two blocks, a ragged one); one kv
+    // unit, so the backward runs its units in sequence.
+    {1, 70, 2, 1, 4, true, 500.0, 40},
+    // One head: the forward runs its single unit in sequence too.
+    {1, 67, 1, 1, 8, false, 10000.0, 40},
+};
+
+// Forward vs double reference: rtol 1e-5, atol 1e-5 (outputs are convex
+// combinations of values in [-1, 1]). Gradients vs FD: rtol 2e-5, atol
+// 2e-5 * max|grad| (fp32 softmax backward over up to 70 positions; the
+// worst error seen is ~15x below that).
+TEST(AttentionTest, ForwardAndGradMatchReferenceAndFiniteDifferences) {
+  std::mt19937 rng(60);
+  for (const Case &c : kCases) {
+    SCOPED_TRACE(describe(c));
+    const Index qSize = c.batch * c.seq * c.heads * c.dim;
+    const Index kSize = c.batch * c.seq * c.kvHeads * c.dim;
+    FVec qF = randomFloats(qSize, rng, -2.0f, 2.0f);
+    FVec kF = randomFloats(kSize, rng, -2.0f, 2.0f);
+    FVec vF = randomFloats(kSize, rng);
+    FVec r = randomFloats(qSize, rng);
+    DVec q = toDouble(qF), k = toDouble(kF), v = toDouble(vF),
+         rd = toDouble(r);
+    const DVec outRef = attentionRef(q, k, v, c);
+
+    auto objective = [&] { return dot(attentionRef(q, k, v, c), rd); };
+    auto qIdx = sampleIndices(q.size(), c.fdSamples ? c.fdSamples : q.size(), rng);
+    auto kIdx = sampleIndices(k.size(), c.fdSamples ? c.fdSamples : k.size(), rng);
+    auto vIdx = sampleIndices(v.size(), c.fdSamples ? c.fdSamples : v.size(), rng);
+    const DVec fdq = finiteDifference(q, objective, qIdx);
+    const DVec fdk = finiteDifference(k, objective, kIdx);
+    const DVec fdv = finiteDifference(v, objective, vIdx);
+
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("threads " + std::to_string(threads));
+      ScopedOmpThreads pin(threads);
+      FVec out(qSize, 42.0f);
+      attention(qF.data(), kF.data(), vF.data(), out.data(), config(c));
+      EXPECT_TRUE(allClose(out, outRef, 1e-5, 1e-5));
+
+      FVec dq(qSize, 42.0f), dk(kSize, 42.0f), dv(kSize, 42.0f);
+      attentionGrad(r.data(), qF.data(), kF.data(), vF.data(), dq.data(),
+                    dk.data(), dv.data(), config(c));
+      EXPECT_TRUE(allCloseAt(dq, qIdx, fdq, 2e-5, 2e-5 * maxAbs(fdq)));
+      EXPECT_TRUE(allCloseAt(dk, kIdx, fdk, 2e-5, 2e-5 * maxAbs(fdk)));
+      EXPECT_TRUE(allCloseAt(dv, vIdx, fdv, 2e-5, 2e-5 * maxAbs(fdv)));
+    }
+  }
+}
+
+// The causal mask is real: with it, output row t must not change when
+// keys/values at positions > t change.
+TEST(AttentionTest, CausalOutputIgnoresTheFuture) {
+  std::mt19937 rng(61);
+  const Case c{1, 80, 2, 2, 8, true, 10000.0, 0};
+  const Index size = c.seq * c.heads * c.dim;
+  FVec q = randomFloats(size, rng), k = randomFloats(size, rng),
+       v = randomFloats(size, rng);
+  FVec out1(size), out2(size);
+  attention(q.data(), k.data(), v.data(), out1.data(), config(c));
+  const Index cut = 40, row = c.heads * c.dim;
+  for (Index i = (cut + 1) * row; i < size; ++i) {
+    k[i] += 1.0f;
+    v[i] -= 3.0f;
+  }
+  attention(q.data(), k.data(), v.data(), out2.data(), config(c));
+  for (Index i = 0; i < (cut + 1) * row; ++i)
+    ASSERT_EQ(out1[i], out2[i]) << "position " << i / row;
+  EXPECT_NE(out1[size - 1], out2[size - 1]);
+}
+
+struct FreeDeleter {
+  void operator()(void *p) const { std::free(p); }
+};
+
+// A caller-provided workspace of the advertised size gives the same bits as
+// the thread-local one; one thread's slice still works (fewer threads); less
+// than that throws.
+TEST(AttentionTest, CallerWorkspace) {
+  std::mt19937 rng(62);
+  ScopedOmpThreads pin(2);
+  const Case c{2, 33, 4, 2, 8, true, 10000.0, 0};
+  const AttentionConfig cfg = config(c);
+  const Index qSize = c.batch * c.seq * c.heads * c.dim;
+  const Index kSize = c.batch * c.seq * c.kvHeads * c.dim;
+  FVec q = randomFloats(qSize, rng), k = randomFloats(kSize, rng),
+       v = randomFloats(kSize, rng), g = randomFloats(qSize, rng);
+  FVec out(qSize), dq(qSize), dk(kSize), dv(kSize);
+  attention(q.data(), k.data(), v.data(), out.data(), cfg);
+  attentionGrad(g.data(), q.data(), k.data(), v.data(), dq.data(), dk.data(),
+                dv.data(), cfg);
+
+  const std::size_t bytes = attentionGradWorkspaceSize(cfg);
+  ASSERT_GE(bytes, attentionWorkspaceSize(cfg));
+  std::unique_ptr<void, FreeDeleter> ws(
+      std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  FVec out2(qSize), dq2(qSize), dk2(kSize), dv2(kSize);
+  attention(q.data(), k.data(), v.data(), out2.data(), cfg, ws.get(),
+            attentionWorkspaceSize(cfg));
+  attentionGrad(g.data(), q.data(), k.data(), v.data(), dq2.data(),
+                dk2.data(), dv2.data(), cfg, ws.get(), bytes);
+  EXPECT_EQ(out, out2);
+  EXPECT_EQ(dq, dq2);
+  EXPECT_EQ(dk, dk2);
+  EXPECT_EQ(dv, dv2);
+
+  // Half the size: one thread's slice.
+  attentionGrad(g.data(), q.data(), k.data(), v.data(), dq2.data(),
+                dk2.data(), dv2.data(), cfg, ws.get(), bytes / 2);
+  EXPECT_TRUE(allClose(dq2, DVec(dq.begin(), dq.end()), 1e-5, 1e-6));
+  EXPECT_TRUE(allClose(dk2, DVec(dk.begin(), dk.end()), 1e-5, 1e-6));
+  EXPECT_TRUE(allClose(dv2, DVec(dv.begin(), dv.end()), 1e-5, 1e-6));
+
+  EXPECT_THROW(attentionGrad(g.data(), q.data(), k.data(), v.data(),
+                             dq2.data(), dk2.data(), dv2.data(), cfg, ws.get(),
+                             64),
+               std::invalid_argument);
+}
+
+TEST(AttentionTest, RejectsBadHeadCounts) {
+  AttentionConfig cfg;
+  cfg.batch = 1;
+  cfg.seq = 4;
+  cfg.numHeads = 6;
+  cfg.numKvHeads = 4;
+  cfg.headDim = 8;
+  EXPECT_THROW(attentionWorkspaceSize(cfg), std::invalid_argument);
+  cfg.numKvHeads = 3;
+  cfg.headDim = 7;
+  cfg.ropeTheta = 10000.0f;
+  EXPECT_THROW(attentionWorkspaceSize(cfg), std::invalid_argument);
+}
+
+} // namespace
