@@ -119,7 +119,7 @@ private:
     Value wte = param("wte", {config.vocab, c});
     Value x = xfmr::EmbeddingOp::create(builder, named("wte"), activation(c),
                                         tokens, wte);
-    Value wpe = param("wpe", {config.seqLen, c});
+    Value wpe = param("wpe", {config.positions, c});
     x = xfmr::PositionEmbeddingOp::create(builder, named("wpe"), x.getType(),
                                           x, wpe);
     for (int64_t layer = 0; layer < config.layers; ++layer) {
@@ -183,6 +183,7 @@ private:
         builder.getNamedAttr("ffn", i64(config.ffn)),
         builder.getNamedAttr("vocab", i64(config.vocab)),
         builder.getNamedAttr("seq_len", i64(config.seqLen)),
+        builder.getNamedAttr("positions", i64(config.positions)),
         builder.getNamedAttr("batch", i64(config.batch)),
         builder.getNamedAttr("tied_embedding",
                              builder.getBoolAttr(config.tiedEmbedding())),

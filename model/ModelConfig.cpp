@@ -38,6 +38,7 @@ ModelConfig gpt2(int64_t layers, int64_t hidden, int64_t heads, int64_t vocab,
   c.ffn = 4 * hidden;
   c.vocab = vocab;
   c.seqLen = seqLen;
+  c.positions = seqLen;
   c.batch = batch;
   return c;
 }
@@ -104,6 +105,9 @@ std::string validate(const ModelConfig &c) {
   for (const auto &[name, value] : sizes)
     if (value <= 0)
       problems.push_back(field(name, value) + " must be positive");
+  if (c.arch == Arch::GPT2 && c.seqLen > 0 && c.positions < c.seqLen)
+    problems.push_back(field("positions", c.positions) +
+                       " must be at least " + field("seq-len", c.seqLen));
   if (c.heads > 0 && c.hidden > 0 && c.hidden % c.heads != 0)
     problems.push_back(field("hidden", c.hidden) +
                        " is not divisible by " + field("heads", c.heads));

@@ -37,6 +37,10 @@ struct ModelConfig {
   int64_t ffn = 0;
   int64_t vocab = 0;
   int64_t seqLen = 0;
+  /// Rows of GPT-2's learned position table (n_positions): at least seqLen,
+  /// so a model trained on short sequences keeps its full table. Unused by
+  /// Llama (rotary positions).
+  int64_t positions = 0;
   /// Sequences per forward pass: the micro-batch. Gradient accumulation over
   /// several micro-batches is an option of the training-step pass.
   int64_t batch = 0;

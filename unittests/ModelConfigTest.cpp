@@ -75,3 +75,11 @@ TEST(ModelConfig, RotaryNeedsEvenHeadDim) {
   EXPECT_NE(validate(c).find("must be even for rotary embedding"),
             std::string::npos);
 }
+
+TEST(ModelConfig, PositionTableMustCoverTheSequence) {
+  ModelConfig c = *getPreset("gpt2-tiny");
+  c.positions = 32;
+  EXPECT_EQ(validate(c), "positions (32) must be at least seq-len (64)");
+  c.positions = 1024; // A longer table than the sequence is GPT-2's case.
+  EXPECT_EQ(validate(c), "");
+}

@@ -39,7 +39,7 @@ ClosedForm closedForm(const ModelConfig &c) {
                        + 2 * C               // ln_2
                        + (C * F + F)         // c_fc
                        + (F * C + C);        // c_proj
-    int64_t params = V * C + c.seqLen * C + L * perLayer + 2 * C;
+    int64_t params = V * C + c.positions * C + L * perLayer + 2 * C;
     return {params, L * (4 * C * C + 2 * C * F) + V * C};
   }
   int64_t attention = C * qWidth + 2 * C * kvWidth + qWidth * C;

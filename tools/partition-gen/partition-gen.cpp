@@ -41,6 +41,11 @@ cl::opt<int64_t> vocab("vocab", cl::desc("Vocabulary size"),
                        cl::cat(category));
 cl::opt<int64_t> seqLen("seq-len", cl::desc("Sequence length T"),
                         cl::cat(category));
+cl::opt<int64_t> positions(
+    "positions",
+    cl::desc("Rows of the learned position table (gpt2; default: the "
+             "preset's, raised to --seq-len)"),
+    cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per forward pass "
                                          "(the micro-batch)"),
                        cl::cat(category));
@@ -96,6 +101,10 @@ int main(int argc, char **argv) {
     config->vocab = vocab;
   if (seqLen.getNumOccurrences())
     config->seqLen = seqLen;
+  if (positions.getNumOccurrences())
+    config->positions = positions;
+  else
+    config->positions = std::max(config->positions, config->seqLen);
   if (batch.getNumOccurrences())
     config->batch = batch;
 
