@@ -16,8 +16,10 @@
 //   the elementwise activations and adamw allow exact, same-index aliasing).
 // - Work is parallelised with OpenMP over the calling thread's team
 //   (omp_get_max_threads()); matrix products go through OpenBLAS
-//   cblas_sgemm. Every reduction uses a fixed static partition, so results
-//   are bitwise reproducible for a fixed thread count.
+//   cblas_sgemm. Every sum runs in a fixed order that does not depend on
+//   the thread count (no atomics, no omp reductions across threads), so
+//   results are bitwise reproducible, whatever OMP_NUM_THREADS is, as far
+//   as OpenBLAS's own sgemm is.
 // - The library assumes one calling thread per process (the runtime's
 //   executor): attention temporarily sets OpenBLAS's thread count to 1 around
 //   its parallel region when OpenBLAS is the pthreads build.

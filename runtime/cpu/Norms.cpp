@@ -2,16 +2,16 @@
 //
 // Rows are independent, so the forward kernels and the input gradients run
 // one row per iteration over the OpenMP team. The gamma/beta gradients are
-// sums over rows: each thread accumulates its own contiguous block of rows
-// into a private [C] partial, and the partials are then added in thread order
-// (fixed order: reproducible, unlike atomics or an omp reduction).
+// sums over rows: each chunk of 32 rows accumulates into its own [C] partial
+// and the partials are then added in chunk order -- a fixed order, so the
+// sums are reproducible and independent of the thread count, unlike atomics
+// or an omp reduction.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelSupport.h"
 
-#include <omp.h>
-
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -27,35 +27,45 @@ void checkNorm(const char *kernel, Index rows, Index channels, float epsilon) {
     fail(kernel, "epsilon must be positive");
 }
 
-/// Runs rowFn(row, partials) for every row, where `partials` is the calling
-/// thread's zeroed [numSums * channels] accumulator, then writes
-/// sums[s][c] = the sum over threads of partial s at column c.
+/// Runs rowFn(row, partials) for every row, where `partials` is the zeroed
+/// [numSums * channels] accumulator of the row's chunk (kChunkRows
+/// consecutive rows), then writes sums[s][c] = the sum over chunks, in chunk
+/// order, of partial s at column c. The chunking does not depend on the
+/// thread count, so neither do the results (bit for bit).
 template <typename RowFn>
 void forRowsWithColumnSums(Index rows, Index channels, int numSums,
                            float *const *sums, RowFn rowFn) {
+  constexpr Index kChunkRows = 32;
+  constexpr Index kBand = 64;
+  const Index chunks = std::max<Index>(1, (rows + kChunkRows - 1) / kChunkRows);
   const Index stride = (numSums * channels + 15) / 16 * 16;
-  const int maxThreads = omp_get_max_threads();
-  auto *partials = static_cast<float *>(
-      threadScratch(sizeof(float) * stride * maxThreads, 0));
+  auto *partials =
+      static_cast<float *>(threadScratch(sizeof(float) * stride * chunks, 0));
+  const Index bandsPerSum = (channels + kBand - 1) / kBand;
 #pragma omp parallel if (rows * channels > kParallelThreshold)
   {
-    const Index threads = omp_get_num_threads();
-    const Index thread = omp_get_thread_num();
-    float *mine = partials + thread * stride;
-    std::memset(mine, 0, sizeof(float) * numSums * channels);
-    const Index begin = rows * thread / threads;
-    const Index end = rows * (thread + 1) / threads;
-    for (Index r = begin; r < end; ++r)
-      rowFn(r, mine);
-#pragma omp barrier
-    for (int s = 0; s < numSums; ++s) {
-#pragma omp for schedule(static) nowait
-      for (Index c = 0; c < channels; ++c) {
-        float total = 0.0f;
-        for (Index t = 0; t < threads; ++t)
-          total += partials[t * stride + s * channels + c];
-        sums[s][c] = total;
+#pragma omp for schedule(static)
+    for (Index chunk = 0; chunk < chunks; ++chunk) {
+      float *acc = partials + chunk * stride;
+      std::memset(acc, 0, sizeof(float) * numSums * channels);
+      for (Index r = chunk * kChunkRows,
+                 end = std::min(rows, (chunk + 1) * kChunkRows);
+           r < end; ++r)
+        rowFn(r, acc);
+    }
+#pragma omp for schedule(static)
+    for (Index task = 0; task < numSums * bandsPerSum; ++task) {
+      const Index s = task / bandsPerSum;
+      const Index begin = (task % bandsPerSum) * kBand;
+      const Index width = std::min(kBand, channels - begin);
+      float total[kBand] = {};
+      for (Index chunk = 0; chunk < chunks; ++chunk) {
+        const float *part = partials + chunk * stride + s * channels + begin;
+#pragma omp simd
+        for (Index c = 0; c < width; ++c)
+          total[c] += part[c];
       }
+      std::memcpy(sums[s] + begin, total, sizeof(float) * width);
     }
   }
 }

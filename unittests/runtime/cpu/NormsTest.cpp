@@ -143,4 +143,28 @@ TEST(LayerNormTest, ConstantRowsGiveBetaAndRMSNormZeroRowsGiveZero) {
   EXPECT_EQ(y, zero);
 }
 
+// The gamma/beta sums are chunked independently of the thread count: the
+// gradients are the same bits with 1 and with 3 threads.
+TEST(LayerNormTest, GradIsIndependentOfTheThreadCount) {
+  std::mt19937 rng(12);
+  const Index rows = 301, channels = 130;
+  FVec x = randomFloats(rows * channels, rng), g = randomFloats(channels, rng),
+       dy = randomFloats(rows * channels, rng);
+  FVec dx1(x.size()), dg1(channels), db1(channels);
+  FVec dx3(x.size()), dg3(channels), db3(channels);
+  {
+    ScopedOmpThreads pin(1);
+    layerNormGrad(dy.data(), x.data(), g.data(), dx1.data(), dg1.data(),
+                  db1.data(), rows, channels, 1e-5f);
+  }
+  {
+    ScopedOmpThreads pin(3);
+    layerNormGrad(dy.data(), x.data(), g.data(), dx3.data(), dg3.data(),
+                  db3.data(), rows, channels, 1e-5f);
+  }
+  EXPECT_EQ(dx1, dx3);
+  EXPECT_EQ(dg1, dg3);
+  EXPECT_EQ(db1, db3);
+}
+
 } // namespace
