@@ -19,6 +19,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <functional>
+
 namespace partition {
 #define GEN_PASS_DEF_LOWERTORTPASS
 #include "lowering/Passes.h.inc"
@@ -126,6 +128,11 @@ bool runsInPlace(StringRef kernel) {
                   info->id == KernelId::AdamW || info->id == KernelId::AddI32);
 }
 
+bool isStaticTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.hasStaticShape();
+}
+
 MemRefType bufferType(Type tensorType) {
   auto tensor = cast<RankedTensorType>(tensorType);
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
@@ -183,6 +190,10 @@ LogicalResult StepLowering::buildSignature() {
       return step.emitError() << "argument #" << i
                               << " has no xfmr.param, xfmr.moment1, "
                                  "xfmr.moment2 or xfmr.input role";
+    if (!isStaticTensor(step.getArgumentTypes()[i]))
+      return step.emitError() << "argument #" << i
+                              << " must be a statically shaped tensor, but is "
+                              << step.getArgumentTypes()[i];
     argTypes.push_back(bufferType(step.getArgumentTypes()[i]));
     SmallVector<NamedAttribute> attrs{
         NamedAttribute(stringAttr(RtDialect::kRoleAttrName), stringAttr(role))};
@@ -211,6 +222,10 @@ LogicalResult StepLowering::buildSignature() {
     if (auto output = step.getResultAttrOfType<StringAttr>(
             r, XfmrDialect::kOutputAttrName))
       role = output.getValue().str();
+    if (!isStaticTensor(step.getResultTypes()[r]))
+      return step.emitError() << "result #" << r
+                              << " must be a statically shaped tensor, but is "
+                              << step.getResultTypes()[r];
     if (role == "loss" || role == "gradient") {
       haveLoss |= role == "loss";
       resultArg.push_back(argTypes.size());
@@ -277,10 +292,16 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
                                     unsigned position) {
   Location loc = op->getLoc();
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
-    Value view = memref::SubViewOp::create(
-        builder, loc, buffers.lookup(slice.getSource()),
+    // The slice's own shape, not the source's rank: a rank-reducing slice
+    // must give its users a buffer of the rank they were typed for.
+    Value source = buffers.lookup(slice.getSource());
+    MemRefType type = memref::SubViewOp::inferRankReducedResultType(
+        slice.getType().getShape(), cast<MemRefType>(source.getType()),
         slice.getMixedOffsets(), slice.getMixedSizes(),
         slice.getMixedStrides());
+    Value view = memref::SubViewOp::create(
+        builder, loc, type, source, slice.getMixedOffsets(),
+        slice.getMixedSizes(), slice.getMixedStrides());
     buffers.map(slice.getResult(), view);
     return success();
   }
@@ -319,13 +340,26 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
 }
 
 LogicalResult StepLowering::run() {
+  if (!step.getBody().hasOneBlock())
+    return step.emitError("a training step to lower must have a body of "
+                          "exactly one block");
   Block &oldBody = step.getBody().front();
   DenseMap<Operation *, unsigned> positions;
   for (auto [index, op] : llvm::enumerate(oldBody))
     positions[&op] = index;
+  // A slice is a view of its source's buffer, so reads of the slice are
+  // reads of the argument: the old value stays live until the last of them.
+  std::function<unsigned(Value)> lastRead = [&](Value value) {
+    unsigned last = 0;
+    for (Operation *user : value.getUsers()) {
+      last = std::max(last, positions[user]);
+      if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user))
+        last = std::max(last, lastRead(slice.getResult()));
+    }
+    return last;
+  };
   for (BlockArgument arg : oldBody.getArguments())
-    for (Operation *user : arg.getUsers())
-      lastUse[arg] = std::max(lastUse.lookup(arg), positions[user]);
+    lastUse[arg] = lastRead(arg);
 
   if (failed(buildSignature()))
     return failure();

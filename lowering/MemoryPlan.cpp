@@ -25,6 +25,18 @@ int64_t alignUp(int64_t bytes) {
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
+/// What `type` lacks to be placed in the arena, or "" when nothing.
+StringRef missingForPlacement(MemRefType type) {
+  if (!type.hasStaticShape())
+    return "a static shape";
+  if (!type.getLayout().isIdentity())
+    return "the identity layout";
+  Type element = type.getElementType();
+  if (!element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 != 0)
+    return "a whole-byte integer or float element type";
+  return "";
+}
+
 int64_t byteSize(MemRefType type) {
   return type.getNumElements() *
          static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
@@ -51,9 +63,13 @@ bool writesGradient(KernelOp kernel, Value output) {
   return false;
 }
 
+/// Bytes per category. State counts once; temporaries count for the function
+/// that has the most of them.
 struct Report {
   int64_t parameters = 0, optimizerState = 0, inputs = 0;
-  int64_t gradients = 0, activations = 0;
+  /// Gradient arguments (steps without an optimizer), then temporaries.
+  int64_t gradients = 0, temporaryGradients = 0;
+  int64_t activations = 0;
   int64_t temporariesPeak = 0, arena = 0;
 };
 
@@ -82,21 +98,32 @@ private:
 };
 
 LogicalResult StateLayout::add(func::FuncOp function, Report &report) {
+  // Within one function two arguments with one key would share a buffer.
+  llvm::DenseMap<Key, unsigned> seen;
   for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
-    auto type = dyn_cast<MemRefType>(function.getArgumentTypes()[i]);
-    if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
-      return function.emitError() << "argument #" << i
-                                  << " must be a statically shaped memref "
-                                     "with the identity layout";
+    Type argType = function.getArgumentTypes()[i];
+    auto type = dyn_cast<MemRefType>(argType);
+    if (!type)
+      return function.emitError()
+             << "argument #" << i << " must be a memref, but is " << argType;
+    if (StringRef missing = missingForPlacement(type); !missing.empty())
+      return function.emitError() << "argument #" << i << " needs " << missing
+                                  << " to be planned, but is " << type;
     Key key = keyOf(function, i);
     if (key.first.empty())
       return function.emitError() << "argument #" << i << " has no rt.role";
+    if (auto [it, inserted] = seen.try_emplace(key, i); !inserted)
+      return function.emitError()
+             << "arguments #" << it->second << " and #" << i
+             << " are both the " << key.first
+             << (key.second.empty() ? "" : " of ") << key.second;
     auto [it, inserted] = offsets.try_emplace(key, end, type);
     if (!inserted) {
       if (it->second.second != type)
         return function.emitError()
-               << "argument #" << i << " (" << key.first << " " << key.second
-               << ") is " << type << " here but " << it->second.second
+               << "argument #" << i << " (" << key.first
+               << (key.second.empty() ? "" : " ") << key.second << ") is "
+               << type << " here but " << it->second.second
                << " in another function";
       continue;
     }
@@ -107,6 +134,8 @@ LogicalResult StateLayout::add(func::FuncOp function, Report &report) {
     else if (key.first == "moment1" || key.first == "moment2" ||
              key.first == "step")
       report.optimizerState += bytes;
+    else if (key.first == "gradient")
+      report.gradients += bytes;
     else
       report.inputs += bytes;
   }
@@ -132,8 +161,11 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
   DenseMap<Value, unsigned> intervalOf;
   for (Operation &op : body) {
     if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
-      if (!alloc.getType().hasStaticShape())
-        return alloc.emitOpError("needs a static shape to be planned");
+      if (StringRef missing = missingForPlacement(alloc.getType());
+          !missing.empty())
+        return alloc.emitOpError() << "needs " << missing
+                                   << " to be planned, but is "
+                                   << alloc.getType();
       intervalOf[alloc.getResult()] = intervals.size();
       unsigned position = positions[&op];
       intervals.push_back(
@@ -164,6 +196,7 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
     return a->bytes > b->bytes;
   });
   SmallVector<Interval *> placed;
+  int64_t gradients = 0, activations = 0;
   for (Interval *interval : order) {
     // Placed buffers whose lifetime overlaps, by increasing offset.
     SmallVector<Interval *> conflicts;
@@ -182,9 +215,11 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
     interval->offset = offset;
     plan.peak = std::max(plan.peak, offset + interval->bytes);
     placed.push_back(interval);
-    (interval->isGradient ? report.gradients : report.activations) +=
-        interval->bytes;
+    (interval->isGradient ? gradients : activations) += interval->bytes;
   }
+  // Functions never run at the same time: report the largest, not the sum.
+  report.temporaryGradients = std::max(report.temporaryGradients, gradients);
+  report.activations = std::max(report.activations, activations);
   report.temporariesPeak = std::max(report.temporariesPeak, plan.peak);
   return plan;
 }
@@ -270,7 +305,8 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
     llvm::outs() << "memory: parameters " << totals.parameters << "\n"
                  << "memory: optimizer_state " << totals.optimizerState << "\n"
                  << "memory: inputs " << totals.inputs << "\n"
-                 << "memory: gradients " << totals.gradients << "\n"
+                 << "memory: gradients "
+                 << totals.gradients + totals.temporaryGradients << "\n"
                  << "memory: activations " << totals.activations << "\n"
                  << "memory: temporaries_peak " << totals.temporariesPeak
                  << "\n"

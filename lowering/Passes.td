@@ -55,7 +55,8 @@ def MemoryPlanPass : Pass<"lower-memory-plan", "::mlir::ModuleOp"> {
     `memref.view` of it carrying its `rt.role` / `rt.name`, and the function
     carries `rt.arena_bytes = N`. With `report`, prints the bytes of each
     category (parameters, optimizer state, gradients, activations, inputs)
-    and the arena's peak.
+    and the arena's peak: the state once, and the temporaries of the
+    function that has the most (the functions never run at the same time).
 
     Input:
     ```mlir

@@ -29,12 +29,14 @@ std::string toJson(DictionaryAttr dict) {
   if (dict)
     for (NamedAttribute attr : dict) {
       Attribute value = attr.getValue();
-      if (auto i = dyn_cast<IntegerAttr>(value))
+      // Before IntegerAttr: a BoolAttr is an i1 IntegerAttr, whose getInt()
+      // would write `true` as -1.
+      if (auto b = dyn_cast<BoolAttr>(value))
+        object[attr.getName().getValue()] = b.getValue();
+      else if (auto i = dyn_cast<IntegerAttr>(value))
         object[attr.getName().getValue()] = i.getInt();
       else if (auto f = dyn_cast<FloatAttr>(value))
         object[attr.getName().getValue()] = f.getValueAsDouble();
-      else if (auto b = dyn_cast<BoolAttr>(value))
-        object[attr.getName().getValue()] = b.getValue();
       else if (auto s = dyn_cast<StringAttr>(value))
         object[attr.getName().getValue()] = s.getValue().str();
     }
@@ -150,14 +152,20 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
       auto base = bufferOffset.find(subview.getSource());
       if (base == bufferOffset.end())
         return subview.emitOpError("must view a planned buffer");
-      auto resultType = subview.getType();
-      int64_t elementOffset;
+      // Layout offsets count from the start of the underlying allocation, so
+      // for a view of a view only the difference to the source's offset is
+      // new.
+      int64_t elementOffset, sourceOffset;
       SmallVector<int64_t> strides;
-      if (failed(resultType.getStridesAndOffset(strides, elementOffset)) ||
-          ShapedType::isDynamic(elementOffset))
+      if (failed(subview.getType().getStridesAndOffset(strides,
+                                                       elementOffset)) ||
+          failed(subview.getSourceType().getStridesAndOffset(strides,
+                                                             sourceOffset)) ||
+          ShapedType::isDynamic(elementOffset) ||
+          ShapedType::isDynamic(sourceOffset))
         return subview.emitOpError("needs a static offset");
       if (failed(addBuffer(subview.getResult(),
-                           base->second + elementOffset * 4,
+                           base->second + (elementOffset - sourceOffset) * 4,
                            ptp::Role::Temporary, "", subview)))
         return failure();
       continue;

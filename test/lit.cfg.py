@@ -16,6 +16,8 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.partition_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["partition-opt", "partition-gen"], tool_dirs)
+llvm_config.add_tool_substitutions(
+    ["partition-opt", "partition-gen", "partition-translate", "partition-compile"],
+    tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.partition_tools_dir, append_path=True)

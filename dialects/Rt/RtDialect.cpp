@@ -15,7 +15,9 @@ void RtDialect::initialize() {
       >();
 }
 
-static LogicalResult verifyBufferAttribute(Operation *op, NamedAttribute attr) {
+/// `site` says where the attribute is ("" on an op, " on argument #N").
+static LogicalResult verifyBufferAttribute(Operation *op, NamedAttribute attr,
+                                           const Twine &site) {
   StringRef name = attr.getName().getValue();
   if (name == RtDialect::kRoleAttrName) {
     auto role = dyn_cast<StringAttr>(attr.getValue());
@@ -23,17 +25,20 @@ static LogicalResult verifyBufferAttribute(Operation *op, NamedAttribute attr) {
                                     "tokens", "targets", "loss", "gradient"},
                                    role.getValue()))
       return success();
-    return op->emitError() << "'" << name
-                           << "' must be one of param, moment1, moment2, "
-                              "step, lr, tokens, targets, loss, gradient";
+    return op->emitError() << "'" << name << "'" << site
+                           << " must be one of param, moment1, moment2, "
+                              "step, lr, tokens, targets, loss, gradient, "
+                              "but is "
+                           << attr.getValue();
   }
   if (name == RtDialect::kNameAttrName) {
     auto text = dyn_cast<StringAttr>(attr.getValue());
     if (text && !text.getValue().empty())
       return success();
-    return op->emitError() << "'" << name << "' must be a non-empty string";
+    return op->emitError() << "'" << name << "'" << site
+                           << " must be a non-empty string";
   }
-  return op->emitError() << "unknown attribute '" << name << "'";
+  return op->emitError() << "unknown attribute '" << name << "'" << site;
 }
 
 LogicalResult RtDialect::verifyOperationAttribute(Operation *op,
@@ -43,12 +48,24 @@ LogicalResult RtDialect::verifyOperationAttribute(Operation *op,
     if (bytes && bytes.getInt() >= 0)
       return success();
     return op->emitError() << "'" << kArenaBytesAttrName
-                           << "' must be a non-negative integer";
+                           << "' must be a non-negative integer, but is "
+                           << attr.getValue();
   }
-  return verifyBufferAttribute(op, attr);
+  return verifyBufferAttribute(op, attr, "");
 }
 
 LogicalResult RtDialect::verifyRegionArgAttribute(Operation *op, unsigned,
-                                                  unsigned, NamedAttribute attr) {
-  return verifyBufferAttribute(op, attr);
+                                                  unsigned index,
+                                                  NamedAttribute attr) {
+  return verifyBufferAttribute(op, attr, " on argument #" + Twine(index));
+}
+
+// Buffers are arguments or views: a lowered step returns nothing, so an rt
+// attribute on a result is a mistake, not something to ignore.
+LogicalResult RtDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                     unsigned index,
+                                                     NamedAttribute attr) {
+  return op->emitError() << "'" << attr.getName().getValue() << "' on result #"
+                         << index
+                         << ": rt attributes belong on arguments and views";
 }

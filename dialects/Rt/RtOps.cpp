@@ -35,6 +35,15 @@ LogicalResult KernelOp::verify() {
                            << " must have a static shape and a contiguous "
                               "row-major layout";
   }
+  // Two outputs on one buffer would make the result depend on the order in
+  // which the kernel writes them, even for kernels that run in place.
+  OperandRange outputs = getOutputs();
+  for (unsigned i = 0, e = outputs.size(); i < e; ++i)
+    for (unsigned j = 0; j < i; ++j)
+      if (outputs[i] == outputs[j])
+        return emitOpError() << "kernel \"" << getKernel() << "\" writes one "
+                             << "buffer twice: output #" << i
+                             << " is output #" << j;
   using runtime::KernelId;
   bool inPlace = info->id == KernelId::Add || info->id == KernelId::Scale ||
                  info->id == KernelId::AdamW || info->id == KernelId::AddI32;

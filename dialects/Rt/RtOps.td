@@ -35,6 +35,7 @@ def Rt_Dialect : Dialect {
   }];
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 }
 
 def Rt_KernelOp : Op<Rt_Dialect, "kernel", [AttrSizedOperandSegments]> {
@@ -55,7 +56,8 @@ def Rt_KernelOp : Op<Rt_Dialect, "kernel", [AttrSizedOperandSegments]> {
     - `kernel` names an entry of the kernel table;
     - the numbers of inputs, outputs, ints and floats are the entry's;
     - every operand has a static shape and a contiguous row-major layout;
-    - an output is not an input, except for kernels that run in place.
+    - an output is not an input, except for kernels that run in place;
+    - no two outputs are the same buffer.
   }];
   let arguments = (ins StrAttr:$kernel,
                        Variadic<AnyMemRef>:$inputs,

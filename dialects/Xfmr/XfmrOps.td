@@ -497,8 +497,9 @@ def Xfmr_AttentionGradOp : Xfmr_BackwardOp<"attention_grad", [Xfmr_Matmul]> {
   let summary = "backward of attention: query, key and value gradients";
   let description = [{
     Recomputes the attention probabilities from `query` and `key` and returns
-    the gradients of the three inputs (before RoPE is undone, i.e. with
-    respect to the un-rotated query and key).
+    the gradients of the three inputs as the forward op received them: with
+    `rope_theta`, the query and key gradients are with respect to the query
+    and key before rotation.
 
     Example:
     ```mlir

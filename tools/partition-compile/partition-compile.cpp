@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -85,6 +86,10 @@ int main(int argc, char **argv) {
     return fail(error);
   llvm::SourceMgr sources;
   sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  // Diagnostics as file:line:col with the source line, without a dump of
+  // the (possibly whole-model) operation they are attached to.
+  SourceMgrDiagnosticHandler diagnostics(sources, &context);
+  context.printOpOnDiagnostic(false);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &context);
   if (!module)
     return fail("cannot parse '" + input + "' (see the diagnostic above)");

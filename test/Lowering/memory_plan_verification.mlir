@@ -1,0 +1,153 @@
+// RUN: partition-opt %s --split-input-file --lower-memory-plan -verify-diagnostics
+
+// One case per error of --lower-memory-plan (MemoryPlan.cpp).
+
+// expected-error @+1 {{no function with rt.kernel ops to plan (run --lower-to-rt first)}}
+module {
+  func.func @train_step(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+    return
+  }
+}
+
+// -----
+
+// Still tensors: --lower-to-rt has not run.
+// expected-error @+1 {{no function with rt.kernel ops to plan (run --lower-to-rt first)}}
+module {
+  func.func @train_step(%w: tensor<4xf32> {xfmr.param = "w"}) -> tensor<4xf32> attributes {xfmr.train_step = {}} {
+    %y = xfmr.gelu %w : (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+func.func @dynamic_alloc(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+  %n = arith.constant 4 : index
+  // expected-error @+1 {{'memref.alloc' op needs a static shape to be planned, but is 'memref<?xf32>'}}
+  %a = memref.alloc(%n) : memref<?xf32>
+  rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+func.func @strided_alloc(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+  // expected-error @+1 {{'memref.alloc' op needs the identity layout to be planned, but is 'memref<4xf32, strided<[2]>>'}}
+  %a = memref.alloc() : memref<4xf32, strided<[2]>>
+  rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+func.func @index_alloc(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+  // expected-error @+1 {{'memref.alloc' op needs a whole-byte integer or float element type to be planned, but is 'memref<4xindex>'}}
+  %a = memref.alloc() : memref<4xindex>
+  rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+func.func @i1_alloc(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+  // expected-error @+1 {{'memref.alloc' op needs a whole-byte integer or float element type to be planned, but is 'memref<4xi1>'}}
+  %a = memref.alloc() : memref<4xi1>
+  rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #1 must be a memref, but is 'index'}}
+func.func @scalar_argument(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}, %n: index) {
+  rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 needs a static shape to be planned, but is 'memref<?xf32>'}}
+func.func @dynamic_argument(%w: memref<?xf32> {rt.role = "param", rt.name = "w"}, %v: memref<4xf32> {rt.role = "param", rt.name = "v"}) {
+  rt.kernel "fill" outs(%v : memref<4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 needs the identity layout to be planned, but is 'memref<4xf32, strided<[1], offset: 4>>'}}
+func.func @offset_argument(%w: memref<4xf32, strided<[1], offset: 4>> {rt.role = "param", rt.name = "w"}) {
+  rt.kernel "fill" outs(%w : memref<4xf32, strided<[1], offset: 4>>) floats = [0.0]
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #1 has no rt.role}}
+func.func @argument_without_role(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}, %v: memref<4xf32>) {
+  rt.kernel "copy" ins(%w : memref<4xf32>) outs(%v : memref<4xf32>)
+  return
+}
+
+// -----
+
+// A name without a role is not enough.
+// expected-error @+1 {{argument #0 has no rt.role}}
+func.func @name_without_role(%w: memref<4xf32> {rt.name = "w"}) {
+  rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+// An already planned function: its arena has no role.
+// expected-error @+1 {{argument #0 has no rt.role}}
+func.func @planned_twice(%arena: memref<64xi8>) attributes {rt.arena_bytes = 64 : i64} {
+  %c0 = arith.constant 0 : index
+  %w = memref.view %arena[%c0][] {rt.role = "param", rt.name = "w"} : memref<64xi8> to memref<4xf32>
+  rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+// Two arguments of one function with one role and name would share a buffer.
+// expected-error @+1 {{arguments #0 and #2 are both the param of w}}
+func.func @same_state_twice(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}, %m: memref<4xf32> {rt.role = "moment1", rt.name = "w"},
+                            %w2: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+  rt.kernel "copy" ins(%w : memref<4xf32>) outs(%w2 : memref<4xf32>)
+  return
+}
+
+// -----
+
+// expected-error @+1 {{arguments #0 and #1 are both the loss}}
+func.func @two_losses(%a: memref<f32> {rt.role = "loss"}, %b: memref<f32> {rt.role = "loss"}) {
+  rt.kernel "copy" ins(%a : memref<f32>) outs(%b : memref<f32>)
+  return
+}
+
+// -----
+
+func.func @train_step(%w: memref<4x8xf32> {rt.role = "param", rt.name = "w"}) {
+  rt.kernel "fill" outs(%w : memref<4x8xf32>) floats = [0.0]
+  return
+}
+// expected-error @+1 {{argument #0 (param w) is 'memref<8x4xf32>' here but 'memref<4x8xf32>' in another function}}
+func.func @eval_step(%w: memref<8x4xf32> {rt.role = "param", rt.name = "w"}) {
+  rt.kernel "fill" outs(%w : memref<8x4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+// The same for an input without a name, here the element type differs.
+func.func @train_step(%t: memref<2x3xi32> {rt.role = "tokens"}, %w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+  rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
+  return
+}
+// expected-error @+1 {{argument #1 (tokens) is 'memref<2x3xf32>' here but 'memref<2x3xi32>' in another function}}
+func.func @eval_step(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}, %t: memref<2x3xf32> {rt.role = "tokens"}) {
+  rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
+  return
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Prints a .ptp program one fact per line, for FileCheck.
+
+    ptp-dump.py REPO_ROOT PROGRAM.ptp
+
+A small FlatBuffer reader for runtime/program/Program.fbs (field ids in
+schema order), independent of the C++ writer and of flatc; kernels are named
+by their row of runtime/Kernels.def. Floats are printed in the shortest form
+that reads back as the same float32.
+"""
+
+import os
+import re
+import struct
+import sys
+
+ROLES = ["Temporary", "Param", "Moment1", "Moment2", "Step", "LearningRate",
+         "Tokens", "Targets", "Loss", "Gradient"]
+DTYPES = ["F32", "I32"]
+
+
+class Table:
+    def __init__(self, data, pos):
+        self.data, self.pos = data, pos
+        vtable = pos - struct.unpack_from("<i", data, pos)[0]
+        size = struct.unpack_from("<H", data, vtable)[0]
+        self.fields = [struct.unpack_from("<H", data, vtable + 4 + 2 * i)[0]
+                       for i in range((size - 4) // 2)]
+
+    def _at(self, field):
+        if field < len(self.fields) and self.fields[field]:
+            return self.pos + self.fields[field]
+        return None
+
+    def scalar(self, field, fmt, default=0):
+        at = self._at(field)
+        return default if at is None else struct.unpack_from("<" + fmt, self.data, at)[0]
+
+    def _target(self, field):
+        at = self._at(field)
+        return None if at is None else at + struct.unpack_from("<I", self.data, at)[0]
+
+    def string(self, field):
+        at = self._target(field)
+        if at is None:
+            return None
+        n = struct.unpack_from("<I", self.data, at)[0]
+        return self.data[at + 4:at + 4 + n].decode()
+
+    def vector(self, field, fmt):
+        at = self._target(field)
+        if at is None:
+            return []
+        n = struct.unpack_from("<I", self.data, at)[0]
+        return list(struct.unpack_from("<%d%s" % (n, fmt), self.data, at + 4))
+
+    def tables(self, field):
+        at = self._target(field)
+        if at is None:
+            return []
+        n = struct.unpack_from("<I", self.data, at)[0]
+        result = []
+        for i in range(n):
+            element = at + 4 + 4 * i
+            result.append(Table(self.data, element + struct.unpack_from("<I", self.data, element)[0]))
+        return result
+
+
+def f32(value):
+    for digits in range(1, 10):
+        text = "%.*g" % (digits, value)
+        if struct.unpack("<f", struct.pack("<f", float(text)))[0] == value:
+            return text
+    return repr(value)
+
+
+def main():
+    root, path = sys.argv[1], sys.argv[2]
+    data = open(path, "rb").read()
+    kernels = re.findall(r'^KERNEL\(\w+, "(\w+)"',
+                         open(os.path.join(root, "runtime", "Kernels.def")).read(), re.M)
+    print("identifier", data[4:8].decode("ascii", "replace"))
+    program = Table(data, struct.unpack_from("<I", data, 0)[0])
+    print("schema_version", program.scalar(0, "I"))
+    print("arena_bytes", program.scalar(1, "Q"))
+    for i, b in enumerate(program.tables(2)):
+        shape = "x".join(str(d) for d in b.vector(3, "q")) or "scalar"
+        name = b.string(1)
+        print("buffer #%d %s %s %s @%d%s" % (
+            i, ROLES[b.scalar(0, "B")], DTYPES[b.scalar(2, "B")], shape,
+            b.scalar(4, "Q"), ' "%s"' % name if name else ""))
+    for function in program.tables(3):
+        print("function", function.string(0))
+        for ins in function.tables(1):
+            kernel = ins.scalar(0, "H")
+            line = "  %s %s" % (kernels[kernel] if kernel < len(kernels) else "#%d" % kernel,
+                                ins.vector(1, "I"))
+            ints, floats = ins.vector(2, "q"), ins.vector(3, "f")
+            if ints:
+                line += " ints %s" % ints
+            if floats:
+                line += " floats [%s]" % ", ".join(f32(f) for f in floats)
+            print(line)
+    print("model", program.string(4))
+    print("train", program.string(5))
+
+
+if __name__ == "__main__":
+    main()
