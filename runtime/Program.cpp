@@ -4,6 +4,8 @@
 
 #include "runtime/program/ProgramFormat.h"
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -28,6 +30,22 @@ namespace {
 /// Program files are never this large; a corrupt size must not become an
 /// allocation attempt of exabytes.
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 40;
+/// The arena may exceed the end of its last buffer by alignment padding,
+/// up to one page.
+constexpr uint64_t kArenaSlack = 4096;
+
+/// The elements of a [long] vector. The verifier checks the alignment of
+/// scalar fields and of a vector's 4-byte length, not of its 8-byte
+/// elements: in a corrupt file they can be misaligned, and reading them
+/// through Vector<int64_t> would be a misaligned load (undefined behaviour;
+/// found by fuzz/ProgramLoaderFuzzer.cpp under UBSan). Copy the bytes.
+std::vector<int64_t> readLongs(const flatbuffers::Vector<int64_t> *vector) {
+  static_assert(FLATBUFFERS_LITTLEENDIAN, "the .ptp format is little-endian");
+  std::vector<int64_t> values(vector ? vector->size() : 0);
+  if (!values.empty())
+    std::memcpy(values.data(), vector->Data(), values.size() * sizeof(int64_t));
+  return values;
+}
 
 } // namespace
 
@@ -80,8 +98,7 @@ Program Program::parse(const uint8_t *data, size_t size,
       fail(origin, where + " has an unknown dtype " + std::to_string(dtype));
     info.dtype = static_cast<DType>(dtype);
     int64_t elements = 1;
-    if (buffer->shape())
-      for (int64_t dim : *buffer->shape()) {
+    for (int64_t dim : readLongs(buffer->shape())) {
         if (dim < 0 || (dim > 0 && elements > std::numeric_limits<int64_t>::max() / 4 / dim))
           fail(origin, where + " has an invalid shape");
         info.shape.push_back(dim);
@@ -98,6 +115,16 @@ Program Program::parse(const uint8_t *data, size_t size,
                        std::to_string(program.arenaBytes) + " bytes");
     program.buffers.push_back(std::move(info));
   }
+  // The memory planner makes the arena exactly as large as its buffers
+  // (aligned). Anything beyond a page of slack is a corrupt size, which must
+  // not become a request to allocate and zero up to kMaxArenaBytes.
+  uint64_t extent = 0;
+  for (const BufferInfo &buffer : program.buffers)
+    extent = std::max(extent, buffer.offset + buffer.bytes);
+  if (program.arenaBytes > (extent + kArenaSlack - 1) / kArenaSlack * kArenaSlack)
+    fail(origin, "arena size " + std::to_string(program.arenaBytes) +
+                     " bytes is larger than its buffers need (" +
+                     std::to_string(extent) + " bytes)");
 
   for (const ptp::Function *function : *file->functions()) {
     Function decodedFunction;
@@ -118,9 +145,7 @@ Program Program::parse(const uint8_t *data, size_t size,
       if (instruction->args())
         decoded.args.assign(instruction->args()->begin(),
                             instruction->args()->end());
-      if (instruction->ints())
-        decoded.ints.assign(instruction->ints()->begin(),
-                            instruction->ints()->end());
+      decoded.ints = readLongs(instruction->ints());
       if (instruction->floats())
         decoded.floats.assign(instruction->floats()->begin(),
                               instruction->floats()->end());

@@ -82,6 +82,14 @@ public:
         loss(program.single(Role::Loss)) {
     if (tokens.shape.size() != 2)
       throw ProgramError(options.program + ": the tokens buffer is not [B, T]");
+    // A step without an optimizer outputs gradients and never changes the
+    // parameters: training with it would print a flat loss curve.
+    if (!program.withRole(Role::Gradient).empty() ||
+        program.withRole(Role::LearningRate).empty())
+      throw ProgramError(options.program +
+                         ": the program has no optimizer (compiled with "
+                         "--optimizer none, it outputs gradients); compile "
+                         "it with --optimizer adamw to train");
     batch = tokens.shape[0];
     seq = tokens.shape[1];
     vocab = program.modelInt("vocab");

@@ -1,5 +1,6 @@
 # -*- Python -*-
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -17,7 +18,10 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.partition_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    ["partition-opt", "partition-gen", "partition-translate", "partition-compile"],
+    ["partition-opt", "partition-gen", "partition-translate", "partition-compile",
+     "partition-run"],
     tool_dirs)
+# Helper scripts (test/*/Inputs/*.py) run with the interpreter running lit.
+config.substitutions.append(("%python", '"' + sys.executable + '"'))
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.partition_tools_dir, append_path=True)

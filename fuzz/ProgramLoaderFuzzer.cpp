@@ -1,0 +1,68 @@
+//===- ProgramLoaderFuzzer.cpp - the .ptp loader on arbitrary bytes -------===//
+//
+// A libFuzzer target: Program::parse, then checkInstruction on every
+// instruction of every function, then the lookups partition-run makes
+// (single roles, modelInt) -- everything the runtime does with a file before
+// it allocates the arena. Any input may be rejected with a ProgramError;
+// any other exception, a crash, or a sanitizer report is a bug.
+//
+// Built with clang's -fsanitize=fuzzer,address,undefined when available
+// (fuzz/CMakeLists.txt), and always with StandaloneFuzzDriver.cpp, a
+// deterministic replay-and-mutate driver for compilers without libFuzzer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/KernelArgs.h"
+#include "runtime/Program.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+using namespace partition::runtime;
+
+namespace {
+
+[[noreturn]] void bug(const char *what, const std::string &message) {
+  std::fprintf(stderr, "ProgramLoaderFuzzer: %s: %s\n", what,
+               message.c_str());
+  std::abort();
+}
+
+void exercise(const uint8_t *data, size_t size) {
+  Program program = Program::parse(data, size, "<fuzz>");
+  for (const Function &function : program.functions)
+    for (size_t i = 0; i < function.instructions.size(); ++i) {
+      KernelArgs args =
+          checkInstruction(program, function.instructions[i],
+                           function.name + " instruction #" +
+                               std::to_string(i));
+      // The checked sizes index the arena: they must describe buffers that
+      // lie inside it.
+      for (const BufferInfo *buffer : args.buffers)
+        if (buffer->offset + buffer->bytes > program.arenaBytes)
+          bug("checked buffer outside the arena", buffer->name);
+    }
+  // What partition-run asks next; each may throw ProgramError.
+  for (Role role : {Role::Tokens, Role::Targets, Role::Loss})
+    (void)program.single(role);
+  (void)program.modelInt("vocab");
+  (void)program.modelInt("layers");
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  try {
+    exercise(data, size);
+  } catch (const ProgramError &) {
+    // A clean rejection.
+  } catch (const std::exception &error) {
+    bug("an exception other than ProgramError", error.what());
+  } catch (...) {
+    bug("a non-standard exception", "");
+  }
+  return 0;
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""A short, deterministic fuzz run of the .ptp loader (a ctest test).
+
+  run_fuzz.py FUZZER --bin DIR [--runs N] [--seed S] [--libfuzzer]
+
+Builds a seed corpus in a temporary directory -- real programs compiled by
+DIR/partition-gen and DIR/partition-compile (gpt2-tiny; a small llama with
+grouped-query attention; gpt2-tiny with two micro-batches; gpt2-tiny
+without an optimizer), plus truncations of the first -- then runs FUZZER
+for N mutated inputs (libFuzzer flags when --libfuzzer, else the
+StandaloneFuzzDriver's). Fails if the fuzzer reports a crash, a sanitizer
+error or an exception other than ProgramError; libFuzzer then leaves the
+input as program-loader-crash-* in the working directory.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(command):
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"run_fuzz.py: {' '.join(command)} failed:\n"
+                 f"{result.stdout}{result.stderr}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("fuzzer")
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--runs", type=int, default=20000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--libfuzzer", action="store_true")
+    args = parser.parse_args()
+    gen = os.path.join(args.bin, "partition-gen")
+    compile_ = os.path.join(args.bin, "partition-compile")
+
+    with tempfile.TemporaryDirectory(prefix="ptp-fuzz-") as scratch:
+        seeds = os.path.join(scratch, "seeds")
+        work = os.path.join(scratch, "work")
+        os.makedirs(seeds)
+        os.makedirs(work)
+        models = {
+            "gpt2": ["--preset", "gpt2-tiny"],
+            "llama": ["--preset", "llama-tiny", "--layers", "1", "--hidden",
+                      "32", "--heads", "4", "--kv-heads", "2", "--vocab", "64",
+                      "--seq-len", "16", "--batch", "2"],
+        }
+        for name, flags in models.items():
+            run([gen, *flags, "-o", os.path.join(scratch, name + ".mlir")])
+        variants = {
+            "gpt2": ("gpt2", []),
+            "llama": ("llama", []),
+            "gpt2-mb2": ("gpt2", ["--microbatches", "2"]),
+            "gpt2-gradients": ("gpt2", ["--optimizer", "none"]),
+        }
+        for name, (model, flags) in variants.items():
+            run([compile_, os.path.join(scratch, model + ".mlir"), "-o",
+                 os.path.join(seeds, name + ".ptp"), *flags])
+        program = open(os.path.join(seeds, "gpt2.ptp"), "rb").read()
+        for fraction in (0.0005, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99):
+            keep = max(1, int(len(program) * fraction))
+            with open(os.path.join(seeds, f"gpt2-truncated-{keep}.ptp"),
+                      "wb") as f:
+                f.write(program[:keep])
+
+        if args.libfuzzer:
+            command = [args.fuzzer, f"-runs={args.runs}",
+                       f"-seed={args.seed}", "-rss_limit_mb=2048",
+                       "-timeout=60", "-print_final_stats=1",
+                       f"-artifact_prefix={os.getcwd()}/program-loader-", work, seeds]
+        else:
+            command = [args.fuzzer, f"-runs={args.runs}",
+                       f"-seed={args.seed}", seeds]
+        print(" ".join(command), flush=True)
+        result = subprocess.run(command, capture_output=True, text=True)
+        output = result.stdout + result.stderr
+        # libFuzzer's log is long; its tail says what happened.
+        print("\n".join(output.splitlines()[-25:]))
+        if result.returncode != 0:
+            sys.exit(f"run_fuzz.py: the fuzzer failed (exit "
+                     f"{result.returncode}); see above")
+
+
+if __name__ == "__main__":
+    main()
