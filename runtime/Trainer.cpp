@@ -245,7 +245,10 @@ void Run::execute() {
                 static_cast<long long>(batch), static_cast<long long>(seq),
                 program.withRole(Role::Param).size());
 
-  for (int64_t s = startStep; s < options.steps; ++s) {
+  int64_t end = options.stopAfter > 0
+                    ? std::min(options.steps, options.stopAfter)
+                    : options.steps;
+  for (int64_t s = startStep; s < end; ++s) {
     float lr = static_cast<float>(scheduledLearningRate(options, s));
     feed(trainLoader->nextBatch());
     if (lrBuffer)
@@ -267,7 +270,7 @@ void Run::execute() {
                              {"lr", lr},
                              {"step_ms", ms},
                              {"tokens_per_s", tokensPerSecond}};
-    bool last = s + 1 == options.steps;
+    bool last = s + 1 == end;
     if (canEvaluate && ((s + 1) % options.evalEvery == 0 || last))
       record["eval_loss"] = evaluate();
     if (metrics)
@@ -288,7 +291,7 @@ void Run::execute() {
       save(options.save, s + 1);
   }
   if (!options.save.empty())
-    save(options.save, std::max(options.steps, startStep));
+    save(options.save, std::max(end, startStep));
 
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);

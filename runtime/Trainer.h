@@ -31,6 +31,10 @@ struct TrainOptions {
   std::string save;
   int64_t saveEvery = 0; // 0: only at the end
   std::string resume;
+  /// Stop (and save, with `save`) once this many steps are done, leaving
+  /// the schedule of `steps` intact, as Megatron-LM's --exit-interval: the
+  /// job resumes later with --resume. 0: run all `steps`.
+  int64_t stopAfter = 0;
   bool quiet = false;
 };
 

@@ -45,6 +45,8 @@ Trains the model of a program compiled by partition-compile.
   --save DIR           write a checkpoint at the end (and every
                        --save-every N steps)
   --resume DIR         continue from a checkpoint
+  --stop-after N       stop after step N (saving with --save), keeping the
+                       learning-rate schedule of --steps, to resume later
   --quiet              no progress lines
 )";
 
@@ -103,6 +105,7 @@ TrainOptions parse(int argc, char **argv) {
       {"--save", text(options.save)},
       {"--save-every", integer(options.saveEvery, "--save-every")},
       {"--resume", text(options.resume)},
+      {"--stop-after", integer(options.stopAfter, "--stop-after")},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -144,9 +147,10 @@ TrainOptions parse(int argc, char **argv) {
     usageError("--steps must be at least 1");
   if (!(options.lr > 0))
     usageError("--lr must be positive");
-  if (options.evalEvery < 0 || options.evalBatches < 0 || options.saveEvery < 0)
-    usageError("--eval-every, --eval-batches and --save-every cannot be "
-               "negative");
+  if (options.evalEvery < 0 || options.evalBatches < 0 || options.saveEvery < 0 ||
+      options.stopAfter < 0)
+    usageError("--eval-every, --eval-batches, --save-every and --stop-after "
+               "cannot be negative");
   if (!(options.evalFraction > 0 && options.evalFraction < 1))
     usageError("--eval-fraction must be in (0, 1)");
   return options;
