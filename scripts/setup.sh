@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ lld ccache python3
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools  # MLIR, FileCheck, lit
-  libgtest-dev libopenblas-dev libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev
+  libgtest-dev libopenblas-openmp-dev libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev
   clang libclang-rt-dev  # libFuzzer for fuzz/ (optional: without it only the replay driver runs)
 )
 
