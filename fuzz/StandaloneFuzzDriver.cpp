@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Random.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -27,16 +29,7 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  size_t below(size_t n) { return n ? size_t(next() % n) : 0; }
-};
+using partition::runtime::SplitMix64;
 
 void mutate(Bytes &bytes, SplitMix64 &rng) {
   static const uint64_t kInteresting[] = {

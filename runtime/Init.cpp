@@ -2,24 +2,13 @@
 
 #include "runtime/Init.h"
 
+#include "runtime/Random.h"
+
 #include <cmath>
 
 namespace partition::runtime {
 namespace {
 
-/// splitmix64: tiny, fast and the same on every platform (unlike the
-/// distributions of <random>, whose outputs are implementation-defined).
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in (0, 1].
-  double uniform() { return (double((next() >> 11) + 1)) * 0x1.0p-53; }
-};
 
 uint64_t hashName(const std::string &name) {
   uint64_t hash = 0xcbf29ce484222325ULL; // FNV-1a

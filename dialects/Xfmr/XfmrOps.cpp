@@ -183,60 +183,58 @@ LogicalResult PositionEmbeddingGradOp::verify() {
 // Normalisation
 //===----------------------------------------------------------------------===//
 
-LogicalResult LayerNormOp::verify() {
-  if (failed(verifyStaticShapes(*this)) ||
-      failed(expectAtLeastRank1(*this, "input", getInput())) ||
-      failed(expectFeatureVector(*this, "gamma", getGamma().getType(),
-                                 getInput())) ||
-      failed(expectFeatureVector(*this, "beta", getBeta().getType(),
-                                 getInput())) ||
-      failed(expectSameType(*this, "result", getResult(), "the input",
-                            getInput())))
+namespace {
+/// An operand or result of a norm op: shaped like the input, or a [C]
+/// vector of the input's features (gamma, beta and their gradients).
+struct NormValue {
+  StringRef name;
+  Value value;
+  bool isFeatureVector;
+};
+} // namespace
+
+/// The checks shared by the norm ops and their gradients, in order.
+static LogicalResult verifyNorm(Operation *op, Value input, APFloat epsilon,
+                                ArrayRef<NormValue> values) {
+  if (failed(verifyStaticShapes(op)) ||
+      failed(expectAtLeastRank1(op, "input", input)))
     return failure();
-  return expectPositive(*this, "epsilon", getEpsilon());
+  for (const NormValue &v : values)
+    if (failed(v.isFeatureVector
+                   ? expectFeatureVector(op, v.name, v.value.getType(), input)
+                   : expectSameType(op, v.name, v.value, "the input", input)))
+      return failure();
+  return expectPositive(op, "epsilon", epsilon);
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNorm(*this, getInput(), getEpsilon(),
+                    {{"gamma", getGamma(), true},
+                     {"beta", getBeta(), true},
+                     {"result", getResult(), false}});
 }
 
 LogicalResult LayerNormGradOp::verify() {
-  if (failed(verifyStaticShapes(*this)) ||
-      failed(expectAtLeastRank1(*this, "input", getInput())) ||
-      failed(expectSameType(*this, "grad", getGrad(), "the input",
-                            getInput())) ||
-      failed(expectFeatureVector(*this, "gamma", getGamma().getType(),
-                                 getInput())) ||
-      failed(expectSameType(*this, "input_grad", getInputGrad(), "the input",
-                            getInput())) ||
-      failed(expectFeatureVector(*this, "gamma_grad",
-                                 getGammaGrad().getType(), getInput())) ||
-      failed(expectFeatureVector(*this, "beta_grad", getBetaGrad().getType(),
-                                 getInput())))
-    return failure();
-  return expectPositive(*this, "epsilon", getEpsilon());
+  return verifyNorm(*this, getInput(), getEpsilon(),
+                    {{"grad", getGrad(), false},
+                     {"gamma", getGamma(), true},
+                     {"input_grad", getInputGrad(), false},
+                     {"gamma_grad", getGammaGrad(), true},
+                     {"beta_grad", getBetaGrad(), true}});
 }
 
 LogicalResult RMSNormOp::verify() {
-  if (failed(verifyStaticShapes(*this)) ||
-      failed(expectAtLeastRank1(*this, "input", getInput())) ||
-      failed(expectFeatureVector(*this, "gamma", getGamma().getType(),
-                                 getInput())) ||
-      failed(expectSameType(*this, "result", getResult(), "the input",
-                            getInput())))
-    return failure();
-  return expectPositive(*this, "epsilon", getEpsilon());
+  return verifyNorm(*this, getInput(), getEpsilon(),
+                    {{"gamma", getGamma(), true},
+                     {"result", getResult(), false}});
 }
 
 LogicalResult RMSNormGradOp::verify() {
-  if (failed(verifyStaticShapes(*this)) ||
-      failed(expectAtLeastRank1(*this, "input", getInput())) ||
-      failed(expectSameType(*this, "grad", getGrad(), "the input",
-                            getInput())) ||
-      failed(expectFeatureVector(*this, "gamma", getGamma().getType(),
-                                 getInput())) ||
-      failed(expectSameType(*this, "input_grad", getInputGrad(), "the input",
-                            getInput())) ||
-      failed(expectFeatureVector(*this, "gamma_grad",
-                                 getGammaGrad().getType(), getInput())))
-    return failure();
-  return expectPositive(*this, "epsilon", getEpsilon());
+  return verifyNorm(*this, getInput(), getEpsilon(),
+                    {{"grad", getGrad(), false},
+                     {"gamma", getGamma(), true},
+                     {"input_grad", getInputGrad(), false},
+                     {"gamma_grad", getGammaGrad(), true}});
 }
 
 //===----------------------------------------------------------------------===//

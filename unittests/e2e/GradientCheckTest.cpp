@@ -30,6 +30,7 @@
 #include "runtime/Backend.h"
 #include "runtime/Init.h"
 #include "runtime/Program.h"
+#include "runtime/Random.h"
 #include "unittests/e2e/TestPrograms.h"
 
 #include <gtest/gtest.h>
@@ -115,21 +116,8 @@ constexpr double kMatrixScale = 5;
 constexpr double kGainNoise = 0.2;
 constexpr double kBiasNoise = 0.1;
 
-/// splitmix64 + Box-Muller: reproducible directions on every platform.
-struct Rng {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double((next() >> 11) + 1) * 0x1.0p-53; }
-  double normal() {
-    return std::sqrt(-2.0 * std::log(uniform())) *
-           std::cos(2.0 * M_PI * uniform());
-  }
-};
+/// Reproducible directions on every platform.
+using Rng = partition::runtime::SplitMix64;
 
 /// The .ptp bytes of `config`'s training step without an optimizer.
 std::string compileGradientProgram(const ModelConfig &config,
