@@ -239,7 +239,7 @@ void Run::execute() {
 
   if (!options.quiet)
     std::printf("partition-run: %s on %s, %lld steps of %lld x %lld tokens, "
-                "%zu parameters tensors\n",
+                "%zu parameter tensors\n",
                 options.program.c_str(), backend->name(),
                 static_cast<long long>(options.steps),
                 static_cast<long long>(batch), static_cast<long long>(seq),
