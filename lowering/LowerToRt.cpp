@@ -123,9 +123,7 @@ FailureOr<KernelCall> kernelFor(Operation *op) {
 bool runsInPlace(StringRef kernel) {
   const runtime::KernelInfo *info =
       runtime::lookupKernel(std::string_view(kernel.data(), kernel.size()));
-  using runtime::KernelId;
-  return info && (info->id == KernelId::Add || info->id == KernelId::Scale ||
-                  info->id == KernelId::AdamW || info->id == KernelId::AddI32);
+  return info && info->inPlace;
 }
 
 bool isStaticTensor(Type type) {
@@ -164,7 +162,51 @@ private:
   DenseMap<Value, unsigned> lastUse;
   /// Old argument tied to each target buffer (for the liveness check).
   DenseMap<Value, Value> targetToOldArg;
+  /// Tied embeddings: an xfmr.add of an embedding gradient (used only
+  /// there) and another gradient becomes one embedding_grad_add that
+  /// scatters onto the other gradient, saving the zeroed table and the sum
+  /// of two [V, C] tensors. Maps each such add to its embedding_grad.
+  DenseMap<Operation *, EmbeddingGradOp> fusedAdds;
+  llvm::SmallPtrSet<Operation *, 2> fusedEmbeddingGrads;
+
+  void findTiedEmbeddingSums(Block &body);
+  LogicalResult lowerTiedEmbeddingSum(OpBuilder &builder, AddOp add,
+                                      EmbeddingGradOp scatter,
+                                      unsigned position);
 };
+
+void StepLowering::findTiedEmbeddingSums(Block &body) {
+  for (auto add : body.getOps<AddOp>())
+    for (Value operand : {add.getLhs(), add.getRhs()}) {
+      auto scatter = operand.getDefiningOp<EmbeddingGradOp>();
+      if (!scatter || !operand.hasOneUse() || add.getLhs() == add.getRhs())
+        continue;
+      fusedAdds[add] = scatter;
+      fusedEmbeddingGrads.insert(scatter);
+      break;
+    }
+}
+
+LogicalResult StepLowering::lowerTiedEmbeddingSum(OpBuilder &builder, AddOp add,
+                                                  EmbeddingGradOp scatter,
+                                                  unsigned position) {
+  Value other = add.getLhs() == scatter.getResult() ? add.getRhs()
+                                                    : add.getLhs();
+  Value base = buffers.lookup(other);
+  // Scatter onto the other gradient itself when nothing else reads it and
+  // the sum is not a result that has a buffer of its own.
+  bool reuseBase = other.hasOneUse() && !tiedTargets.count(add.getResult()) &&
+                   base.getDefiningOp<memref::AllocOp>();
+  Value output =
+      reuseBase ? base : destinationFor(builder, add.getResult(), position,
+                                        /*inPlace=*/true);
+  KernelOp::create(builder, add.getLoc(), "embedding_grad_add",
+                   ValueRange{buffers.lookup(scatter.getGrad()),
+                              buffers.lookup(scatter.getTokens()), base},
+                   ValueRange{output}, ArrayRef<int64_t>{}, ArrayRef<float>{});
+  buffers.map(add.getResult(), output);
+  return success();
+}
 
 LogicalResult StepLowering::buildSignature() {
   MLIRContext *context = step.getContext();
@@ -291,6 +333,10 @@ Value StepLowering::destinationFor(OpBuilder &builder, Value result,
 LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
                                     unsigned position) {
   Location loc = op->getLoc();
+  if (fusedEmbeddingGrads.contains(op))
+    return success(); // Emitted by the add that consumes it.
+  if (auto add = dyn_cast<AddOp>(op); add && fusedAdds.count(op))
+    return lowerTiedEmbeddingSum(builder, add, fusedAdds.lookup(op), position);
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
     // The slice's own shape, not the source's rank: a rank-reducing slice
     // must give its users a buffer of the rank they were typed for.
@@ -363,6 +409,7 @@ LogicalResult StepLowering::run() {
 
   if (failed(buildSignature()))
     return failure();
+  findTiedEmbeddingSums(oldBody);
   OpBuilder builder = OpBuilder::atBlockBegin(&lowered.getBody().front());
   for (Operation &op : oldBody.without_terminator())
     if (failed(lowerOp(builder, &op, positions[&op]))) {

@@ -54,7 +54,8 @@ struct Interval {
 /// Kernels whose outputs are parameter gradients (weight-side backward).
 bool writesGradient(KernelOp kernel, Value output) {
   StringRef name = kernel.getKernel();
-  if (name == "embedding_grad" || name == "position_embedding_grad" ||
+  if (name == "embedding_grad" || name == "embedding_grad_add" ||
+      name == "position_embedding_grad" ||
       name == "linear_grad_weight" || name == "linear_grad_weight_bias")
     return true;
   // layernorm_grad / rmsnorm_grad: every output but the input gradient.

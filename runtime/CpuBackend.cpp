@@ -335,6 +335,15 @@ std::function<void()> CpuBackend::compile(const KernelArgs &a,
   switch (a.kernel) {
   case KernelId::Embedding:
     return [=] { cpu::embedding(i32(0), f(1), f(2), a.rows, a.vocab, a.channels); };
+  case KernelId::EmbeddingGradAdd: {
+    size_t bytes = a.buffers[3]->bytes;
+    return [=] {
+      if (f(2) != f(3))
+        std::memcpy(f(3), f(2), bytes);
+      cpu::embeddingGrad(f(0), i32(1), f(3), a.rows, a.vocab, a.channels,
+                         /*accumulate=*/true);
+    };
+  }
   case KernelId::EmbeddingGrad:
     return [=] {
       cpu::embeddingGrad(f(0), i32(1), f(2), a.rows, a.vocab, a.channels);
@@ -446,10 +455,7 @@ std::function<void()> CpuBackend::compile(const KernelArgs &a,
     };
   case KernelId::Copy: {
     size_t bytes = a.buffers[1]->bytes;
-    return [=] {
-      if (f(0) != f(1))
-        std::memcpy(f(1), f(0), bytes);
-    };
+    return [=] { std::memcpy(f(1), f(0), bytes); };
   }
   case KernelId::NumKernels:
     break;

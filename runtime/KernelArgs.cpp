@@ -128,8 +128,15 @@ void Checker::attention() {
 KernelArgs Checker::run() {
   switch (instruction.kernel) {
   case KernelId::Embedding:
-  case KernelId::EmbeddingGrad: {
-    bool isGrad = instruction.kernel == KernelId::EmbeddingGrad;
+  case KernelId::EmbeddingGrad:
+  case KernelId::EmbeddingGradAdd: {
+    bool isGrad = instruction.kernel != KernelId::Embedding;
+    if (instruction.kernel == KernelId::EmbeddingGradAdd) {
+      dtype(in(2), DType::F32, "base");
+      require(in(2).shape == out(0).shape,
+              "base " + shapeString(in(2)) + " and result " +
+                  shapeString(out(0)) + " differ");
+    }
     const BufferInfo &tokens = in(isGrad ? 1 : 0);
     const BufferInfo &table = isGrad ? out(0) : in(1);
     dtype(tokens, DType::I32, "tokens");
@@ -317,12 +324,7 @@ KernelArgs Checker::run() {
       const BufferInfo &a = out(o), &b = in(i);
       bool overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
       bool exact = a.offset == b.offset && a.bytes == b.bytes;
-      bool inPlace = instruction.kernel == KernelId::Add ||
-                     instruction.kernel == KernelId::Scale ||
-                     instruction.kernel == KernelId::AdamW ||
-                     instruction.kernel == KernelId::AddI32 ||
-                     instruction.kernel == KernelId::Copy;
-      require(!overlap || (exact && inPlace),
+      require(!overlap || (exact && info.inPlace),
               "an output overlaps an input");
     }
   return args;

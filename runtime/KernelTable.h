@@ -10,7 +10,7 @@
 namespace partition::runtime {
 
 enum class KernelId : uint16_t {
-#define KERNEL(Id, Name, Inputs, Outputs, Ints, Floats) Id,
+#define KERNEL(Id, Name, Inputs, Outputs, Ints, Floats, InPlace) Id,
 #include "runtime/Kernels.def"
   NumKernels
 };
@@ -19,11 +19,13 @@ struct KernelInfo {
   KernelId id;
   std::string_view name;
   int inputs, outputs, ints, floats;
+  /// An output may be exactly one of the inputs.
+  bool inPlace;
 };
 
 inline constexpr KernelInfo kKernels[] = {
-#define KERNEL(Id, Name, Inputs, Outputs, Ints, Floats)                        \
-  {KernelId::Id, Name, Inputs, Outputs, Ints, Floats},
+#define KERNEL(Id, Name, Inputs, Outputs, Ints, Floats, InPlace)               \
+  {KernelId::Id, Name, Inputs, Outputs, Ints, Floats, InPlace != 0},
 #include "runtime/Kernels.def"
 };
 

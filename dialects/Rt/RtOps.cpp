@@ -44,10 +44,7 @@ LogicalResult KernelOp::verify() {
         return emitOpError() << "kernel \"" << getKernel() << "\" writes one "
                              << "buffer twice: output #" << i
                              << " is output #" << j;
-  using runtime::KernelId;
-  bool inPlace = info->id == KernelId::Add || info->id == KernelId::Scale ||
-                 info->id == KernelId::AdamW || info->id == KernelId::AddI32;
-  if (!inPlace)
+  if (!info->inPlace)
     for (Value output : getOutputs())
       if (llvm::is_contained(getInputs(), output))
         return emitOpError() << "kernel \"" << getKernel()

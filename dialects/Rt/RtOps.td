@@ -44,7 +44,8 @@ def Rt_KernelOp : Op<Rt_Dialect, "kernel", [AttrSizedOperandSegments]> {
     Reads `inputs` and writes `outputs` with the kernel named `kernel` (an
     entry of runtime/Kernels.def), passing it the integer and float
     parameters `ints` and `floats`. An output may be one of the inputs only
-    for kernels that run in place (add, scale, adamw, add_i32).
+    for kernels that run in place (the table's inPlace column: add, scale,
+    adamw, add_i32, embedding_grad_add).
 
     Example:
     ```mlir
