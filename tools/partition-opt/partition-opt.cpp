@@ -1,5 +1,6 @@
 //===- partition-opt.cpp - run partition passes on model IR ---------------===//
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "lowering/Passes.h"
@@ -16,6 +17,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<partition::xfmr::XfmrDialect, partition::rt::RtDialect,
+                  partition::dist::DistDialect,
                   mlir::arith::ArithDialect, mlir::func::FuncDialect,
                   mlir::memref::MemRefDialect, mlir::tensor::TensorDialect>();
   partition::registerPartitionPasses();

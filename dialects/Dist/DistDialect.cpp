@@ -1,0 +1,252 @@
+//===- DistDialect.cpp - registration, attributes and attribute checks ----===//
+
+#include "dialects/Dist/DistDialect.h"
+#include "dialects/Dist/DistOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace partition::dist;
+
+#include "dialects/Dist/DistDialect.cpp.inc"
+#include "dialects/Dist/DistEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Dist/DistAttrs.cpp.inc"
+
+void DistDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Dist/DistOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Dist/DistAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// #dist.sharding
+//===----------------------------------------------------------------------===//
+
+static SmallVector<StringRef> axisNames(ArrayAttr axes) {
+  SmallVector<StringRef> names;
+  for (Attribute axis : axes)
+    if (auto name = dyn_cast<StringAttr>(axis))
+      names.push_back(name.getValue());
+  return names;
+}
+
+SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
+  if (dim >= getDims().size())
+    return {};
+  return axisNames(dyn_cast<ArrayAttr>(getDims()[dim]));
+}
+
+SmallVector<StringRef> ShardingAttr::getPartialAxes() const {
+  return axisNames(getPartial());
+}
+
+static ArrayAttr axisArray(MLIRContext *context, ArrayRef<StringRef> names) {
+  SmallVector<Attribute> attrs;
+  for (StringRef name : names)
+    attrs.push_back(StringAttr::get(context, name));
+  return ArrayAttr::get(context, attrs);
+}
+
+ShardingAttr ShardingAttr::get(MLIRContext *context, StringRef mesh,
+                               ArrayRef<SmallVector<StringRef>> dims,
+                               ArrayRef<StringRef> partial) {
+  SmallVector<Attribute> dimAttrs;
+  for (const SmallVector<StringRef> &axes : dims)
+    dimAttrs.push_back(axisArray(context, axes));
+  return get(context, FlatSymbolRefAttr::get(context, mesh),
+             ArrayAttr::get(context, dimAttrs), axisArray(context, partial));
+}
+
+LogicalResult
+ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     FlatSymbolRefAttr mesh, ArrayAttr dims,
+                     ArrayAttr partial) {
+  // Where each axis was first used, to name both places of a repeat.
+  llvm::StringMap<std::string> used;
+  auto use = [&](Attribute axis, const std::string &where) -> LogicalResult {
+    auto name = dyn_cast<StringAttr>(axis);
+    if (!name)
+      return emitError() << "axis names must be strings, but " << where
+                         << " has " << axis;
+    auto [it, inserted] = used.try_emplace(name.getValue(), where);
+    if (inserted)
+      return success();
+    return emitError() << "axis '" << name.getValue() << "' is used twice: by "
+                       << it->second << " and by " << where;
+  };
+  for (auto [index, dim] : llvm::enumerate(dims)) {
+    auto axes = dyn_cast<ArrayAttr>(dim);
+    if (!axes)
+      return emitError() << "dimension " << index
+                         << " must have an array of axes, but has " << dim;
+    for (Attribute axis : axes)
+      if (failed(use(axis, "dimension " + std::to_string(index))))
+        return failure();
+  }
+  for (Attribute axis : partial)
+    if (failed(use(axis, "partial")))
+      return failure();
+  return success();
+}
+
+static ParseResult parseAxisList(AsmParser &parser, ArrayAttr &result) {
+  SmallVector<Attribute> axes;
+  if (parser.parseCommaSeparatedList(
+          AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            std::string name;
+            if (parser.parseKeywordOrString(&name))
+              return failure();
+            axes.push_back(parser.getBuilder().getStringAttr(name));
+            return success();
+          }))
+    return failure();
+  result = parser.getBuilder().getArrayAttr(axes);
+  return success();
+}
+
+static void printAxisList(AsmPrinter &printer, ArrayAttr axes) {
+  printer << '[';
+  llvm::interleaveComma(axes, printer, [&](Attribute axis) {
+    printer.printKeywordOrString(cast<StringAttr>(axis).getValue());
+  });
+  printer << ']';
+}
+
+/// `<@mesh, [[axis, ...], ...] (, partial = [axis, ...])?>`
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  FlatSymbolRefAttr mesh;
+  SmallVector<Attribute> dims;
+  ArrayAttr partial = parser.getBuilder().getArrayAttr({});
+  if (parser.parseLess() || parser.parseAttribute(mesh) || parser.parseComma())
+    return {};
+  if (parser.parseCommaSeparatedList(
+          AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            ArrayAttr axes;
+            if (parseAxisList(parser, axes))
+              return failure();
+            dims.push_back(axes);
+            return success();
+          }))
+    return {};
+  if (succeeded(parser.parseOptionalComma()) &&
+      (parser.parseKeyword("partial") || parser.parseEqual() ||
+       parseAxisList(parser, partial)))
+    return {};
+  if (parser.parseGreater())
+    return {};
+  return getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                    parser.getContext(), mesh,
+                    parser.getBuilder().getArrayAttr(dims), partial);
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << '<';
+  printer.printAttributeWithoutType(getMesh());
+  printer << ", [";
+  llvm::interleaveComma(getDims(), printer, [&](Attribute dim) {
+    printAxisList(printer, cast<ArrayAttr>(dim));
+  });
+  printer << ']';
+  if (!getPartial().empty()) {
+    printer << ", partial = ";
+    printAxisList(printer, getPartial());
+  }
+  printer << '>';
+}
+
+//===----------------------------------------------------------------------===//
+// The discardable `dist.sharding` attribute
+//===----------------------------------------------------------------------===//
+
+/// Checks that `value` is a sharding that fits a value of type `type`;
+/// `site` names the value ("result #0", "argument #1").
+static LogicalResult verifyShardingOf(Operation *op, Attribute value,
+                                      Type type, const Twine &site) {
+  std::string where = ("'" + DistDialect::kShardingAttrName + "' of " + site)
+                          .str();
+  auto emitError = [&]() {
+    InFlightDiagnostic diag = op->emitError();
+    diag << where << ": ";
+    return diag;
+  };
+  auto sharding = dyn_cast<ShardingAttr>(value);
+  if (!sharding)
+    return emitError() << "must be a #dist.sharding, but is " << value;
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return emitError() << "the value must be a statically shaped tensor, "
+                          "but is "
+                       << type;
+  return verifyShardingFor(sharding, tensor, op, emitError);
+}
+
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  if (attr.getName() != kShardingAttrName)
+    return op->emitError() << "unknown attribute '"
+                           << attr.getName().getValue() << "'";
+  unsigned numResults = op->getNumResults();
+  if (auto shardings = dyn_cast<ArrayAttr>(attr.getValue())) {
+    if (shardings.size() != numResults)
+      return op->emitError()
+             << "'" << kShardingAttrName << "' must have one sharding per "
+             << "result, " << numResults << ", but has " << shardings.size();
+    for (auto [index, sharding] : llvm::enumerate(shardings))
+      if (failed(verifyShardingOf(op, sharding, op->getResult(index).getType(),
+                                  "result #" + Twine(index))))
+        return failure();
+    return success();
+  }
+  if (numResults != 1)
+    return op->emitError() << "'" << kShardingAttrName << "' on an op with "
+                           << numResults
+                           << " results must be an array of shardings, one "
+                              "per result";
+  return verifyShardingOf(op, attr.getValue(), op->getResult(0).getType(),
+                          "result #0");
+}
+
+LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  if (attr.getName() != kShardingAttrName)
+    return op->emitError() << "unknown attribute '"
+                           << attr.getName().getValue() << "' on argument #"
+                           << argIndex;
+  Type type;
+  if (auto function = dyn_cast<FunctionOpInterface>(op))
+    type = function.getArgumentTypes()[argIndex];
+  else
+    type = op->getRegion(regionIndex).getArgument(argIndex).getType();
+  return verifyShardingOf(op, attr.getValue(), type,
+                          "argument #" + Twine(argIndex));
+}
+
+LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  if (attr.getName() != kShardingAttrName)
+    return op->emitError() << "unknown attribute '"
+                           << attr.getName().getValue() << "' on result #"
+                           << resultIndex;
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitError() << "'" << kShardingAttrName
+                           << "' on a region result needs a function";
+  return verifyShardingOf(op, attr.getValue(),
+                          function.getResultTypes()[resultIndex],
+                          "result #" + Twine(resultIndex));
+}

@@ -1,0 +1,656 @@
+//===- DistOps.cpp - verifiers and helpers of the dist ops ----------------===//
+//
+// Checks that need no mesh (distinct axes, dimensions in range, ranks and
+// element types) are in the verifiers; checks that need the mesh's axes and
+// sizes are in verifySymbolUses, and their messages name the axes and sizes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Dist/DistOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
+
+using namespace mlir;
+using namespace partition::dist;
+
+//===----------------------------------------------------------------------===//
+// MeshShape and mesh lookup
+//===----------------------------------------------------------------------===//
+
+int64_t MeshShape::find(StringRef name) const {
+  for (auto [index, axis] : llvm::enumerate(names))
+    if (axis == name)
+      return index;
+  return -1;
+}
+
+int64_t MeshShape::numDevices() const {
+  int64_t product = 1;
+  for (int64_t size : sizes)
+    product *= size;
+  return product;
+}
+
+namespace {
+
+using EmitErrorFn = function_ref<InFlightDiagnostic()>;
+
+SmallVector<StringRef> strings(ArrayAttr attr) {
+  SmallVector<StringRef> result;
+  for (Attribute element : attr)
+    result.push_back(cast<StringAttr>(element).getValue());
+  return result;
+}
+
+std::string formatAxes(ArrayRef<StringRef> axes) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(axes, os);
+  os << "]";
+  return text;
+}
+
+std::string formatMesh(const MeshShape &mesh) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(llvm::zip(mesh.names, mesh.sizes), os, [&](auto axis) {
+    os << std::get<0>(axis) << " = " << std::get<1>(axis);
+  });
+  os << "]";
+  return text;
+}
+
+/// Fails with an error naming the repeated axis.
+LogicalResult verifyDistinct(ArrayRef<StringRef> axes, StringRef what,
+                             EmitErrorFn emitError) {
+  for (unsigned i = 0, e = axes.size(); i < e; ++i)
+    for (unsigned j = 0; j < i; ++j)
+      if (axes[i] == axes[j])
+        return emitError() << "axis '" << axes[i] << "' is listed twice in "
+                           << what << " " << formatAxes(axes);
+  return success();
+}
+
+/// The product of the sizes of `axes`; fails if one is not an axis of `mesh`.
+FailureOr<int64_t> groupSize(const MeshShape &mesh, FlatSymbolRefAttr meshName,
+                             ArrayRef<StringRef> axes, EmitErrorFn emitError) {
+  int64_t product = 1;
+  for (StringRef axis : axes) {
+    int64_t index = mesh.find(axis);
+    if (index < 0) {
+      if (emitError)
+        emitError() << "axis '" << axis << "' is not an axis of " << meshName
+                    << ", whose axes are " << formatMesh(mesh);
+      return failure();
+    }
+    product *= mesh.sizes[index];
+  }
+  return product;
+}
+
+Operation *lookupSymbol(Operation *from, FlatSymbolRefAttr symbol,
+                        SymbolTableCollection *tables) {
+  if (tables)
+    return tables->lookupNearestSymbolFrom(from, symbol);
+  return SymbolTable::lookupNearestSymbolFrom(from, symbol);
+}
+
+/// The shape of a mesh op, or failure if the op is invalid (it reports that
+/// itself).
+FailureOr<MeshShape> meshOpShape(MeshOp mesh) {
+  MeshShape shape;
+  for (Attribute name : mesh.getAxisNames()) {
+    auto text = dyn_cast<StringAttr>(name);
+    if (!text)
+      return failure();
+    shape.names.push_back(text.getValue());
+  }
+  llvm::append_range(shape.sizes, mesh.getAxisSizes());
+  if (shape.names.size() != shape.sizes.size() ||
+      llvm::any_of(shape.sizes, [](int64_t size) { return size <= 0; }))
+    return failure();
+  return shape;
+}
+
+/// The shape of sub-mesh `submesh` given its parent's: the parent's axes
+/// that it does not fix. Reports with `emitError` when given.
+FailureOr<MeshShape> applySubmesh(SubmeshOp submesh, const MeshShape &parent,
+                                  EmitErrorFn emitError) {
+  ArrayAttr fixedAxes = submesh.getFixedAxes();
+  ArrayRef<int64_t> coords = submesh.getFixedCoords();
+  if (fixedAxes.size() != coords.size())
+    return failure();
+  SmallVector<bool> fixed(parent.names.size(), false);
+  for (auto [axisAttr, coord] : llvm::zip(fixedAxes, coords)) {
+    auto axis = dyn_cast<StringAttr>(axisAttr);
+    if (!axis)
+      return failure();
+    int64_t index = parent.find(axis.getValue());
+    if (index < 0) {
+      if (emitError)
+        emitError() << "fixes axis '" << axis.getValue()
+                    << "', which is not an axis of " << submesh.getParentAttr()
+                    << ", whose axes are " << formatMesh(parent);
+      return failure();
+    }
+    if (coord < 0 || coord >= parent.sizes[index]) {
+      if (emitError)
+        emitError() << "coordinate " << coord << " of axis '"
+                    << axis.getValue() << "' is out of range: the axis has size "
+                    << parent.sizes[index];
+      return failure();
+    }
+    if (fixed[index])
+      return failure(); // The verifier reports repeated axes.
+    fixed[index] = true;
+  }
+  MeshShape shape;
+  for (auto [index, name] : llvm::enumerate(parent.names))
+    if (!fixed[index]) {
+      shape.names.push_back(name);
+      shape.sizes.push_back(parent.sizes[index]);
+    }
+  if (shape.names.empty()) {
+    if (emitError)
+      emitError() << "fixes every axis of " << submesh.getParentAttr()
+                  << ", whose axes are " << formatMesh(parent)
+                  << "; at least one axis must be left";
+    return failure();
+  }
+  return shape;
+}
+
+} // namespace
+
+FailureOr<MeshShape>
+partition::dist::lookupMeshShape(Operation *from, FlatSymbolRefAttr mesh,
+                                 SymbolTableCollection *tables,
+                                 EmitErrorFn emitError) {
+  // Follow the parents up to a mesh, then apply the sub-meshes top down.
+  // Only a wrong direct reference or a cycle is reported: a sub-mesh that
+  // does not fit its parent reports that itself.
+  SmallVector<SubmeshOp> chain;
+  llvm::SmallPtrSet<Operation *, 4> seen;
+  FlatSymbolRefAttr symbol = mesh;
+  Operation *current = from;
+  MeshShape shape;
+  while (true) {
+    Operation *target = lookupSymbol(current, symbol, tables);
+    if (auto meshOp = dyn_cast_if_present<MeshOp>(target)) {
+      FailureOr<MeshShape> base = meshOpShape(meshOp);
+      if (failed(base))
+        return failure();
+      shape = *base;
+      break;
+    }
+    auto submesh = dyn_cast_if_present<SubmeshOp>(target);
+    if (!submesh) {
+      if (emitError && chain.empty())
+        emitError() << symbol << " does not name a dist.mesh or dist.submesh";
+      return failure();
+    }
+    if (!seen.insert(submesh).second) {
+      if (emitError) {
+        InFlightDiagnostic diag = emitError();
+        diag << "sub-meshes form a cycle: " << mesh;
+        for (SubmeshOp link : chain)
+          diag << " -> " << link.getParentAttr();
+      }
+      return failure();
+    }
+    chain.push_back(submesh);
+    symbol = submesh.getParentAttr();
+    current = submesh;
+  }
+  for (SubmeshOp submesh : llvm::reverse(chain)) {
+    FailureOr<MeshShape> next = applySubmesh(submesh, shape, {});
+    if (failed(next))
+      return failure();
+    shape = *next;
+  }
+  return shape;
+}
+
+//===----------------------------------------------------------------------===//
+// Sharding helpers
+//===----------------------------------------------------------------------===//
+
+LogicalResult partition::dist::verifyShardingFor(ShardingAttr sharding,
+                                                 RankedTensorType type,
+                                                 Operation *user,
+                                                 EmitErrorFn emitError,
+                                                 SymbolTableCollection *tables) {
+  FailureOr<MeshShape> mesh =
+      lookupMeshShape(user, sharding.getMesh(), tables, emitError);
+  if (failed(mesh))
+    return failure();
+  if (sharding.getDims().size() != static_cast<size_t>(type.getRank()))
+    return emitError() << "the sharding has " << sharding.getDims().size()
+                       << " dimensions, but the value " << type << " has rank "
+                       << type.getRank();
+  if (failed(groupSize(*mesh, sharding.getMesh(), sharding.getPartialAxes(),
+                       emitError)))
+    return failure();
+  for (int64_t dim = 0, rank = type.getRank(); dim < rank; ++dim) {
+    SmallVector<StringRef> axes = sharding.getDimAxes(dim);
+    FailureOr<int64_t> shards =
+        groupSize(*mesh, sharding.getMesh(), axes, emitError);
+    if (failed(shards))
+      return failure();
+    int64_t size = type.getDimSize(dim);
+    if (!ShapedType::isDynamic(size) && size % *shards != 0)
+      return emitError() << "dimension " << dim << " of size " << size
+                         << " is not divisible by " << *shards
+                         << ", the size of axes " << formatAxes(axes);
+  }
+  return success();
+}
+
+FailureOr<SmallVector<int64_t>>
+partition::dist::getLocalShape(ShardingAttr sharding,
+                               ArrayRef<int64_t> globalShape,
+                               const MeshShape &mesh) {
+  if (sharding.getDims().size() != globalShape.size())
+    return failure();
+  SmallVector<int64_t> local(globalShape);
+  for (auto [dim, size] : llvm::enumerate(local)) {
+    FailureOr<int64_t> shards = groupSize(mesh, sharding.getMesh(),
+                                          sharding.getDimAxes(dim), {});
+    if (failed(shards))
+      return failure();
+    if (ShapedType::isDynamic(size))
+      continue;
+    if (size % *shards != 0)
+      return failure();
+    size /= *shards;
+  }
+  return local;
+}
+
+FailureOr<SmallVector<int64_t>>
+partition::dist::getLocalShape(ShardingAttr sharding,
+                               ArrayRef<int64_t> globalShape, Operation *user) {
+  FailureOr<MeshShape> mesh = lookupMeshShape(user, sharding.getMesh());
+  if (failed(mesh))
+    return failure();
+  return getLocalShape(sharding, globalShape, *mesh);
+}
+
+//===----------------------------------------------------------------------===//
+// Custom directives
+//===----------------------------------------------------------------------===//
+
+/// `[name, ...]`
+static ParseResult parseAxisNames(OpAsmParser &parser, ArrayAttr &axes) {
+  SmallVector<Attribute> names;
+  if (parser.parseCommaSeparatedList(
+          OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
+            std::string name;
+            if (parser.parseKeywordOrString(&name))
+              return failure();
+            names.push_back(parser.getBuilder().getStringAttr(name));
+            return success();
+          }))
+    return failure();
+  axes = parser.getBuilder().getArrayAttr(names);
+  return success();
+}
+
+static void printAxisNames(OpAsmPrinter &printer, Operation *,
+                           ArrayAttr axes) {
+  printer << '[';
+  llvm::interleaveComma(axes, printer, [&](Attribute axis) {
+    printer.printKeywordOrString(cast<StringAttr>(axis).getValue());
+  });
+  printer << ']';
+}
+
+/// `[name = value, ...]`
+static ParseResult parseAxisValues(OpAsmParser &parser, ArrayAttr &axes,
+                                   DenseI64ArrayAttr &values) {
+  SmallVector<Attribute> names;
+  SmallVector<int64_t> numbers;
+  if (parser.parseCommaSeparatedList(
+          OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
+            std::string name;
+            int64_t value;
+            if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
+                parser.parseInteger(value))
+              return failure();
+            names.push_back(parser.getBuilder().getStringAttr(name));
+            numbers.push_back(value);
+            return success();
+          }))
+    return failure();
+  axes = parser.getBuilder().getArrayAttr(names);
+  values = parser.getBuilder().getDenseI64ArrayAttr(numbers);
+  return success();
+}
+
+static void printAxisValues(OpAsmPrinter &printer, Operation *, ArrayAttr axes,
+                            DenseI64ArrayAttr values) {
+  printer << '[';
+  llvm::interleaveComma(llvm::zip(axes, values.asArrayRef()), printer,
+                        [&](auto axis) {
+                          printer.printKeywordOrString(
+                              cast<StringAttr>(std::get<0>(axis)).getValue());
+                          printer << " = " << std::get<1>(axis);
+                        });
+  printer << ']';
+}
+
+/// The bare keyword `sum`, `avg` or `max`.
+static ParseResult parseReduceKind(OpAsmParser &parser, ReduceKindAttr &kind) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<ReduceKind> value = symbolizeReduceKind(keyword);
+  if (!value)
+    return parser.emitError(loc) << "expected sum, avg or max, but got '"
+                                 << keyword << "'";
+  kind = ReduceKindAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+static void printReduceKind(OpAsmPrinter &printer, Operation *,
+                            ReduceKindAttr kind) {
+  printer << stringifyReduceKind(kind.getValue());
+}
+
+//===----------------------------------------------------------------------===//
+// Meshes
+//===----------------------------------------------------------------------===//
+
+LogicalResult MeshOp::verify() {
+  SmallVector<StringRef> names = strings(getAxisNames());
+  ArrayRef<int64_t> sizes = getAxisSizes();
+  if (names.size() != sizes.size())
+    return emitOpError() << "has " << names.size() << " axis names but "
+                         << sizes.size() << " sizes";
+  if (names.empty())
+    return emitOpError() << "must have at least one axis";
+  for (auto [name, size] : llvm::zip(names, sizes)) {
+    if (name.empty())
+      return emitOpError() << "axis names must not be empty";
+    if (size <= 0)
+      return emitOpError() << "axis '" << name << "' has size " << size
+                           << ", but sizes must be positive";
+  }
+  return verifyDistinct(names, "axes", [&] { return emitOpError(); });
+}
+
+LogicalResult SubmeshOp::verify() {
+  SmallVector<StringRef> names = strings(getFixedAxes());
+  ArrayRef<int64_t> coords = getFixedCoords();
+  if (names.size() != coords.size())
+    return emitOpError() << "has " << names.size() << " fixed axes but "
+                         << coords.size() << " coordinates";
+  for (auto [name, coord] : llvm::zip(names, coords))
+    if (coord < 0)
+      return emitOpError() << "coordinate " << coord << " of axis '" << name
+                           << "' is negative";
+  return verifyDistinct(names, "fixed axes", [&] { return emitOpError(); });
+}
+
+LogicalResult SubmeshOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto emitError = [&] { return emitOpError(); };
+  FailureOr<MeshShape> parent =
+      lookupMeshShape(*this, getParentAttr(), &tables, emitError);
+  if (failed(parent))
+    return failure();
+  return applySubmesh(*this, *parent, emitError);
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Mesh-independent checks of a collective: at least one axis, distinct.
+LogicalResult verifyCollectiveAxes(Operation *op, ArrayAttr axesAttr) {
+  SmallVector<StringRef> axes = strings(axesAttr);
+  if (axes.empty())
+    return op->emitOpError() << "must name at least one mesh axis";
+  return verifyDistinct(axes, "axes", [&] { return op->emitOpError(); });
+}
+
+/// `dim` must be a dimension of `type`; `what` names the attribute.
+LogicalResult verifyDimInRange(Operation *op, StringRef what, int64_t dim,
+                               RankedTensorType type) {
+  if (dim < type.getRank())
+    return success();
+  return op->emitOpError() << what << " " << dim
+                           << " is not a dimension of the input " << type
+                           << " of rank " << type.getRank();
+}
+
+/// The result must have the input's rank and element type.
+LogicalResult verifyRankAndElementType(Operation *op, RankedTensorType input,
+                                       RankedTensorType result) {
+  if (input.getRank() == result.getRank() &&
+      input.getElementType() == result.getElementType())
+    return success();
+  return op->emitOpError() << "result " << result
+                           << " must have the rank and element type of the "
+                              "input "
+                           << input;
+}
+
+/// The mesh of a collective and the size of its group.
+FailureOr<int64_t> resolveGroup(Operation *op, FlatSymbolRefAttr meshName,
+                                ArrayAttr axes, SymbolTableCollection &tables) {
+  auto emitError = [&] { return op->emitOpError(); };
+  FailureOr<MeshShape> mesh =
+      lookupMeshShape(op, meshName, &tables, emitError);
+  if (failed(mesh))
+    return failure();
+  return groupSize(*mesh, meshName, strings(axes), emitError);
+}
+
+LogicalResult verifyDivisible(Operation *op, StringRef what, int64_t dim,
+                              RankedTensorType input, int64_t shards,
+                              ArrayAttr axes) {
+  int64_t size = input.getDimSize(dim);
+  if (size % shards == 0)
+    return success();
+  return op->emitOpError() << what << " " << dim << " of size " << size
+                           << " is not divisible by " << shards
+                           << ", the size of axes "
+                           << formatAxes(strings(axes));
+}
+
+/// The result must be `expected`; `origin` says how it was derived.
+LogicalResult verifyResultType(Operation *op, RankedTensorType actual,
+                               ArrayRef<int64_t> shape, Type elementType,
+                               const Twine &origin) {
+  auto expected = RankedTensorType::get(shape, elementType);
+  if (actual == expected)
+    return success();
+  return op->emitOpError() << "result must be " << expected << " (" << origin
+                           << "), but is " << actual;
+}
+
+RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+} // namespace
+
+LogicalResult AllReduceOp::verify() {
+  return verifyCollectiveAxes(*this, getAxes());
+}
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return resolveGroup(*this, getMeshAttr(), getAxes(), tables);
+}
+
+LogicalResult AllGatherOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyCollectiveAxes(*this, getAxes())) ||
+      failed(verifyDimInRange(*this, "dim", getDim(), input)))
+    return failure();
+  return verifyRankAndElementType(*this, input, tensorType(getResult()));
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> shards =
+      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(shards))
+    return failure();
+  RankedTensorType input = tensorType(getInput());
+  int64_t dim = getDim();
+  SmallVector<int64_t> shape(input.getShape());
+  shape[dim] *= *shards;
+  return verifyResultType(*this, tensorType(getResult()), shape,
+                          input.getElementType(),
+                          "dimension " + Twine(dim) + " of size " +
+                              Twine(input.getDimSize(dim)) + " times " +
+                              Twine(*shards) + ", the size of axes " +
+                              formatAxes(strings(getAxes())));
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyCollectiveAxes(*this, getAxes())) ||
+      failed(verifyDimInRange(*this, "dim", getDim(), input)))
+    return failure();
+  return verifyRankAndElementType(*this, input, tensorType(getResult()));
+}
+
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> shards =
+      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(shards))
+    return failure();
+  RankedTensorType input = tensorType(getInput());
+  int64_t dim = getDim();
+  if (failed(verifyDivisible(*this, "dimension", dim, input, *shards,
+                             getAxes())))
+    return failure();
+  SmallVector<int64_t> shape(input.getShape());
+  shape[dim] /= *shards;
+  return verifyResultType(*this, tensorType(getResult()), shape,
+                          input.getElementType(),
+                          "dimension " + Twine(dim) + " of size " +
+                              Twine(input.getDimSize(dim)) + " divided by " +
+                              Twine(*shards) + ", the size of axes " +
+                              formatAxes(strings(getAxes())));
+}
+
+LogicalResult AllToAllOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyCollectiveAxes(*this, getAxes())) ||
+      failed(verifyDimInRange(*this, "split_dim", getSplitDim(), input)) ||
+      failed(verifyDimInRange(*this, "concat_dim", getConcatDim(), input)))
+    return failure();
+  return verifyRankAndElementType(*this, input, tensorType(getResult()));
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> shards =
+      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(shards))
+    return failure();
+  RankedTensorType input = tensorType(getInput());
+  int64_t split = getSplitDim(), concat = getConcatDim();
+  if (failed(verifyDivisible(*this, "split dimension", split, input, *shards,
+                             getAxes())))
+    return failure();
+  SmallVector<int64_t> shape(input.getShape());
+  shape[split] /= *shards;
+  shape[concat] *= *shards;
+  return verifyResultType(*this, tensorType(getResult()), shape,
+                          input.getElementType(),
+                          "split dimension " + Twine(split) +
+                              " divided and concat dimension " + Twine(concat) +
+                              " multiplied by " + Twine(*shards) +
+                              ", the size of axes " +
+                              formatAxes(strings(getAxes())));
+}
+
+LogicalResult BroadcastOp::verify() {
+  return verifyCollectiveAxes(*this, getAxes());
+}
+
+LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> shards =
+      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(shards))
+    return failure();
+  if (static_cast<int64_t>(getRoot()) < *shards)
+    return success();
+  return emitOpError() << "root " << getRoot() << " is out of range: axes "
+                       << formatAxes(strings(getAxes())) << " have "
+                       << *shards << " devices";
+}
+
+//===----------------------------------------------------------------------===//
+// Point to point
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+LogicalResult verifyPeer(Operation *op, ArrayAttr axesAttr,
+                         ArrayRef<int64_t> coords) {
+  SmallVector<StringRef> axes = strings(axesAttr);
+  if (axes.size() != coords.size())
+    return op->emitOpError() << "has " << axes.size() << " peer axes but "
+                             << coords.size() << " coordinates";
+  if (axes.empty())
+    return op->emitOpError() << "must give the peer's coordinate on at least "
+                                "one mesh axis";
+  for (auto [axis, coord] : llvm::zip(axes, coords))
+    if (coord < 0)
+      return op->emitOpError() << "coordinate " << coord << " of axis '"
+                               << axis << "' is negative";
+  return verifyDistinct(axes, "peer axes", [&] { return op->emitOpError(); });
+}
+
+LogicalResult verifyPeerUses(Operation *op, FlatSymbolRefAttr meshName,
+                             ArrayAttr axesAttr, ArrayRef<int64_t> coords,
+                             SymbolTableCollection &tables) {
+  auto emitError = [&] { return op->emitOpError(); };
+  FailureOr<MeshShape> mesh = lookupMeshShape(op, meshName, &tables, emitError);
+  if (failed(mesh))
+    return failure();
+  SmallVector<StringRef> axes = strings(axesAttr);
+  if (failed(groupSize(*mesh, meshName, axes, emitError)))
+    return failure();
+  for (auto [axis, coord] : llvm::zip(axes, coords)) {
+    int64_t size = mesh->sizes[mesh->find(axis)];
+    if (coord >= size)
+      return op->emitOpError() << "coordinate " << coord << " of axis '"
+                               << axis << "' is out of range: the axis has "
+                               << "size " << size;
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult SendOp::verify() {
+  return verifyPeer(*this, getPeerAxes(), getPeerCoords());
+}
+
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyPeerUses(*this, getMeshAttr(), getPeerAxes(), getPeerCoords(),
+                        tables);
+}
+
+LogicalResult RecvOp::verify() {
+  return verifyPeer(*this, getPeerAxes(), getPeerCoords());
+}
+
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyPeerUses(*this, getMeshAttr(), getPeerAxes(), getPeerCoords(),
+                        tables);
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Dist/DistOps.cpp.inc"

@@ -1,0 +1,339 @@
+//===- DistOps.td - the distribution dialect ---------------*- tablegen -*-===//
+//
+// Distribution: named device meshes and sub-meshes, the sharding attribute
+// of values, collectives over mesh axes and point-to-point transfers.
+//
+// Every op that names a mesh accepts a `dist.mesh` or a `dist.submesh`; the
+// axes of a sub-mesh are the axes of its parent that it does not fix. Sizes
+// are checked once the mesh is known (SymbolUserOpInterface), so the error
+// names the mesh axes and their sizes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_DIST_OPS
+#define PARTITION_DIST_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let summary = "Distribution: device meshes, shardings and collectives";
+  let description = [{
+    The distribution level of the partition compiler: a named device mesh
+    with named axes (`dist.mesh`), sub-meshes that fix the coordinates of
+    some axes (`dist.submesh`, so that parts of a model or DP replicas may
+    use different meshes), the `#dist.sharding` attribute that says how a
+    tensor is split over mesh axes, collectives over mesh axes and
+    point-to-point send/recv. Results of collectives are local (per-device)
+    tensors.
+  }];
+  let cppNamespace = "::partition::dist";
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    /// On an op: the sharding of its result(s), a #dist.sharding (one
+    /// result) or an array of them (one per result); on a function argument
+    /// or result: the sharding of that value.
+    static constexpr ::llvm::StringLiteral kShardingAttrName = "dist.sharding";
+  }];
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+}
+
+include "dialects/Dist/DistAttrs.td"
+
+//===----------------------------------------------------------------------===//
+// Meshes
+//===----------------------------------------------------------------------===//
+
+def Dist_MeshOp : Op<Dist_Dialect, "mesh", [
+    Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "a named device mesh";
+  let description = [{
+    Declares a mesh of devices with named axes; the number of devices is the
+    product of the axis sizes, and a device is identified by its coordinate
+    on every axis (the first axis is the major one when devices are
+    numbered).
+
+    Example:
+    ```mlir
+    dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
+    ```
+
+    Constraints:
+    - at least one axis;
+    - every size is positive;
+    - axis names are unique.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       StrArrayAttr:$axis_names,
+                       DenseI64ArrayAttr:$axis_sizes);
+  let assemblyFormat = [{
+    $sym_name `axes` `=` custom<AxisValues>($axis_names, $axis_sizes) attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_SubmeshOp : Op<Dist_Dialect, "submesh", [
+    Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the devices of a mesh with some coordinates fixed";
+  let description = [{
+    The devices of `parent` (a `dist.mesh` or another `dist.submesh`) whose
+    coordinates on the listed axes are the given ones. The axes of the
+    sub-mesh are the remaining axes of the parent, in the parent's order,
+    with the parent's sizes.
+
+    Example:
+    ```mlir
+    dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
+    // DP replica 0: a [pp = 2, tp = 2] mesh.
+    dist.submesh @r0 of @m where [dp = 0]
+    // Its first pipeline stage: a [tp = 2] mesh.
+    dist.submesh @r0s0 of @r0 where [pp = 0]
+    ```
+
+    Constraints:
+    - coordinates are non-negative and no axis is fixed twice;
+    - `parent` names a mesh or sub-mesh, and sub-meshes form no cycle;
+    - every fixed axis is an axis of the parent, and its coordinate is less
+      than the axis size;
+    - at least one axis of the parent is left.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       FlatSymbolRefAttr:$parent,
+                       StrArrayAttr:$fixed_axes,
+                       DenseI64ArrayAttr:$fixed_coords);
+  let assemblyFormat = [{
+    $sym_name `of` $parent `where` custom<AxisValues>($fixed_axes, $fixed_coords)
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+def Dist_StaticTensor : StaticShapeTensorOf<[AnyType]>;
+
+// A collective over the devices that share all coordinates except those on
+// `axes`; the group has the product of the axes' sizes devices. Operands and
+// results are local tensors.
+class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, !listconcat(traits, [
+        Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  let hasVerifier = 1;
+}
+
+def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "reduces a tensor over a group of devices";
+  let description = [{
+    Every device of the group gets the reduction (`sum`, `avg` or `max`) of
+    the group's inputs.
+
+    Example:
+    ```mlir
+    %y = dist.all_reduce %x on @m axes [tp] reduce = sum : tensor<4x16xf32>
+    ```
+
+    Constraints:
+    - the mesh exists, and `axes` are distinct axes of it (at least one);
+    - the result has the input's type.
+  }];
+  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, Dist_ReduceKindAttr:$reduce);
+  let results = (outs Dist_StaticTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` custom<AxisNames>($axes)
+    `reduce` `=` custom<ReduceKind>($reduce) attr-dict `:` type($result)
+  }];
+}
+
+def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather"> {
+  let summary = "concatenates the group's tensors along one dimension";
+  let description = [{
+    Every device gets the concatenation along `dim` of the inputs of the
+    group, in the order of the devices in the group (first axis major).
+
+    Example:
+    ```mlir
+    %y = dist.all_gather %x on @m axes [tp] dim = 1
+        : tensor<4x8xf32> -> tensor<4x16xf32>
+    ```
+
+    Constraints:
+    - the mesh exists, and `axes` are distinct axes of it (at least one);
+    - `dim` is a dimension of the input;
+    - the result is the input with dimension `dim` multiplied by the
+      product of the sizes of `axes`.
+  }];
+  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim);
+  let results = (outs Dist_StaticTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` custom<AxisNames>($axes) `dim` `=` $dim
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
+  let summary = "reduces over a group and leaves each device one block";
+  let description = [{
+    Reduces the group's inputs and splits the reduction along `dim` into as
+    many blocks as the group has devices; device i of the group gets block i.
+
+    Example:
+    ```mlir
+    %y = dist.reduce_scatter %x on @m axes [tp] dim = 1 reduce = sum
+        : tensor<4x16xf32> -> tensor<4x8xf32>
+    ```
+
+    Constraints:
+    - the mesh exists, and `axes` are distinct axes of it (at least one);
+    - `dim` is a dimension of the input, divisible by the product of the
+      sizes of `axes`;
+    - the result is the input with dimension `dim` divided by that product.
+  }];
+  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
+                       Dist_ReduceKindAttr:$reduce);
+  let results = (outs Dist_StaticTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` custom<AxisNames>($axes) `dim` `=` $dim
+    `reduce` `=` custom<ReduceKind>($reduce)
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
+  let summary = "splits along one dimension and concatenates along another";
+  let description = [{
+    Every device splits its input along `split_dim` into as many blocks as
+    the group has devices and sends block j to device j of the group; the
+    blocks it receives are concatenated along `concat_dim` in the order of
+    the group.
+
+    Example:
+    ```mlir
+    %y = dist.all_to_all %x on @m axes [tp] split_dim = 1 concat_dim = 2
+        : tensor<4x16x8xf32> -> tensor<4x8x16xf32>
+    ```
+
+    Constraints:
+    - the mesh exists, and `axes` are distinct axes of it (at least one);
+    - `split_dim` and `concat_dim` are dimensions of the input;
+    - `split_dim` is divisible by the product of the sizes of `axes`;
+    - the result is the input with `split_dim` divided and `concat_dim`
+      multiplied by that product.
+  }];
+  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$split_dim,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$concat_dim);
+  let results = (outs Dist_StaticTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` custom<AxisNames>($axes)
+    `split_dim` `=` $split_dim `concat_dim` `=` $concat_dim
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dist_BroadcastOp : Dist_CollectiveOp<"broadcast",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "copies one device's tensor to its whole group";
+  let description = [{
+    Every device of the group gets the input of device `root` of the group
+    (devices of a group are numbered with the first axis major).
+
+    Example:
+    ```mlir
+    %y = dist.broadcast %x on @m axes [dp] root = 0 : tensor<4x16xf32>
+    ```
+
+    Constraints:
+    - the mesh exists, and `axes` are distinct axes of it (at least one);
+    - `root` is less than the product of the sizes of `axes`;
+    - the result has the input's type.
+  }];
+  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$root);
+  let results = (outs Dist_StaticTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` custom<AxisNames>($axes) `root` `=` $root
+    attr-dict `:` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Point to point
+//===----------------------------------------------------------------------===//
+
+def Dist_SendOp : Op<Dist_Dialect, "send", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "sends a tensor to another device of the mesh";
+  let description = [{
+    Sends `input` to the peer device. The peer is given by absolute
+    coordinates on some axes of the mesh; on every axis that is not listed
+    the peer has the sender's own coordinate. So `[pp = 1]` is "the device
+    of pipeline stage 1 with my dp and tp coordinates". The peer must run a
+    matching `dist.recv`.
+
+    Example:
+    ```mlir
+    dist.send %x to @m [pp = 1] : tensor<4x16xf32>
+    ```
+
+    Constraints:
+    - at least one coordinate; coordinates are non-negative and no axis is
+      listed twice;
+    - the mesh exists, every listed axis is one of its axes and every
+      coordinate is less than that axis' size.
+  }];
+  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$peer_axes,
+                       DenseI64ArrayAttr:$peer_coords);
+  let assemblyFormat = [{
+    $input `to` $mesh custom<AxisValues>($peer_axes, $peer_coords)
+    attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_RecvOp : Op<Dist_Dialect, "recv", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "receives a tensor from another device of the mesh";
+  let description = [{
+    Receives the tensor the peer device sends with a matching `dist.send`.
+    The peer is given as for `dist.send`: absolute coordinates on the listed
+    axes, the receiver's own coordinates on the others.
+
+    Example:
+    ```mlir
+    %y = dist.recv from @m [pp = 0] : tensor<4x16xf32>
+    ```
+
+    Constraints:
+    - at least one coordinate; coordinates are non-negative and no axis is
+      listed twice;
+    - the mesh exists, every listed axis is one of its axes and every
+      coordinate is less than that axis' size.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$peer_axes,
+                       DenseI64ArrayAttr:$peer_coords);
+  let results = (outs Dist_StaticTensor:$result);
+  let assemblyFormat = [{
+    `from` $mesh custom<AxisValues>($peer_axes, $peer_coords)
+    attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // PARTITION_DIST_OPS
