@@ -6,6 +6,7 @@ packages=(
   cmake ninja-build g++ lld ccache python3
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools  # MLIR, FileCheck, lit
   libgtest-dev libopenblas-openmp-dev libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev
+  openmpi-bin libopenmpi-dev  # MPI: runtime/comm and its tests (skipped without it)
   clang libclang-rt-dev  # libFuzzer for fuzz/ (optional: without it only the replay driver runs)
 )
 

@@ -1,0 +1,111 @@
+//===- Communicator.h - Collectives over a group of ranks -------*- C++ -*-===//
+//
+// The runtime's communicator layer: one abstract interface for the collective
+// and point-to-point operations a partitioned training step needs, with one
+// implementation per transport (MPI on CPU, runtime/comm/MpiCommunicator.h;
+// NCCL on GPU, later).
+//
+// Design
+//  - A Communicator is a group of `size()` ranks numbered 0..size()-1; this
+//    process is `rank()`. The world communicator holds every process; split()
+//    derives one communicator per mesh axis (e.g. on a dp x tp mesh, split by
+//    the dp coordinate gives the tp groups and vice versa), like
+//    MPI_Comm_split: ranks passing the same color share a group, ordered by
+//    key (ties by rank in the parent).
+//  - All operations are blocking from the caller's view and must be called by
+//    every rank of the group in the same order (send/recv: by the two peers).
+//    Buffers are float32 (host memory for MPI; device memory for NCCL) and
+//    counts are element counts. Collectives over blocks (allGather,
+//    reduceScatter, allToAll) lay blocks out by rank: block r of a buffer is
+//    elements [r * countPerRank, (r + 1) * countPerRank).
+//  - Avg is sum divided by size() (each element x / size, not x * (1/size)).
+//
+// Error contract
+//  - Every operation takes a Context (what, step) that names it in messages:
+//    `comm.allReduce(buf, n, ReduceOp::Sum, {"grads bucket 3", 12})`.
+//  - A failure never hangs silently and is never returned to the caller: an
+//    operation that does not complete within the implementation's timeout, a
+//    transport error, or an invalid argument (peer out of range, ...) prints
+//    ONE line to stderr naming this process's rank, the operation, the
+//    context and the step, e.g.
+//      rank 1: all_reduce 'grads bucket 3' at step 12 timed out after 300 s;
+//      a peer is missing or stuck
+//    (on one line), then aborts the whole job so every rank exits non-zero.
+//    A distributed step cannot be resumed once a rank is lost, so there is
+//    nothing useful a caller could do with an error code.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTITION_RUNTIME_COMM_COMMUNICATOR_H
+#define PARTITION_RUNTIME_COMM_COMMUNICATOR_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace partition::runtime::comm {
+
+enum class ReduceOp { Sum, Avg, Max };
+
+/// Returns "sum", "avg" or "max".
+const char *reduceOpName(ReduceOp op);
+
+/// Names an operation for error messages: what it is for and the training
+/// step (negative: no step, e.g. during start-up). `what` must stay valid for
+/// the duration of the call only.
+struct Context {
+  Context(const char *what = "", int64_t step = -1) : what(what), step(step) {}
+  const char *what;
+  int64_t step;
+};
+
+class Communicator {
+public:
+  /// Pass as split()'s color to take part in the split without joining any
+  /// group; split() then returns null.
+  static constexpr int kNoColor = -1;
+
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// In place: data[i] = op over ranks of data[i].
+  virtual void allReduce(float *data, size_t count, ReduceOp op,
+                         const Context &ctx) = 0;
+  /// Out of place: recv[i] = op over ranks of send[i]. send and recv must not
+  /// overlap (pass the same pointer for the in-place form).
+  virtual void allReduce(const float *send, float *recv, size_t count,
+                         ReduceOp op, const Context &ctx) = 0;
+  /// recv (size() * countPerRank) = every rank's send, block r from rank r.
+  virtual void allGather(const float *send, float *recv, size_t countPerRank,
+                         const Context &ctx) = 0;
+  /// send holds size() blocks; recv (countPerRank) = op over ranks of block
+  /// rank() of their send.
+  virtual void reduceScatter(const float *send, float *recv,
+                             size_t countPerRank, ReduceOp op,
+                             const Context &ctx) = 0;
+  /// send and recv hold size() blocks; block j of rank i's send arrives as
+  /// block i of rank j's recv.
+  virtual void allToAll(const float *send, float *recv, size_t countPerRank,
+                        const Context &ctx) = 0;
+  /// data on every rank = data on root.
+  virtual void broadcast(float *data, size_t count, int root,
+                         const Context &ctx) = 0;
+  /// Point to point; a send matches the recv with the same peer pair and tag
+  /// (tag >= 0), in order.
+  virtual void send(const float *data, size_t count, int peer, int tag,
+                    const Context &ctx) = 0;
+  virtual void recv(float *data, size_t count, int peer, int tag,
+                    const Context &ctx) = 0;
+  virtual void barrier(const Context &ctx) = 0;
+  /// Collective over this communicator: returns the group of the ranks that
+  /// passed the same color (>= 0), ranked by key then by rank(); null for
+  /// kNoColor. ctx.what names the new group in its error messages (e.g.
+  /// "tp"). The result is independent of this communicator's lifetime.
+  virtual std::unique_ptr<Communicator> split(int color, int key,
+                                              const Context &ctx) = 0;
+};
+
+} // namespace partition::runtime::comm
+
+#endif // PARTITION_RUNTIME_COMM_COMMUNICATOR_H

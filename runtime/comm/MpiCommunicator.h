@@ -1,0 +1,94 @@
+//===- MpiCommunicator.h - Communicator over MPI ----------------*- C++ -*-===//
+//
+// The CPU implementation of Communicator: MPI's C API, non-blocking calls
+// polled with MPI_Test against a deadline (see the error contract in
+// Communicator.h). Communicators use MPI_ERRORS_RETURN; an MPI error, a
+// timeout or an invalid argument prints one line and calls MPI_Abort on
+// MPI_COMM_WORLD.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTITION_RUNTIME_COMM_MPICOMMUNICATOR_H
+#define PARTITION_RUNTIME_COMM_MPICOMMUNICATOR_H
+
+#include "runtime/comm/Communicator.h"
+
+#include <mpi.h>
+
+#include <string>
+
+namespace partition::runtime::comm {
+
+struct MpiOptions {
+  /// Longest time any blocking operation may take before the job is aborted.
+  double timeoutSeconds = 300.0;
+};
+
+class MpiCommunicator final : public Communicator {
+public:
+  /// Initialises MPI once (MPI_Init_thread, MPI_THREAD_FUNNELED; MPI_Finalize
+  /// runs at exit) and returns a communicator over all processes (a duplicate
+  /// of MPI_COMM_WORLD). May be called again; later calls return new
+  /// duplicates and ignore argc/argv.
+  static std::unique_ptr<MpiCommunicator> world(int *argc, char ***argv,
+                                                MpiOptions options = {});
+
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator &) = delete;
+  MpiCommunicator &operator=(const MpiCommunicator &) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  /// The rank of this process in MPI_COMM_WORLD (named in messages).
+  int worldRank() const { return worldRank_; }
+  MPI_Comm handle() const { return comm_; }
+
+  double timeoutSeconds() const { return options_.timeoutSeconds; }
+  void setTimeoutSeconds(double seconds) { options_.timeoutSeconds = seconds; }
+
+  void allReduce(float *data, size_t count, ReduceOp op,
+                 const Context &ctx) override;
+  void allReduce(const float *send, float *recv, size_t count, ReduceOp op,
+                 const Context &ctx) override;
+  void allGather(const float *send, float *recv, size_t countPerRank,
+                 const Context &ctx) override;
+  void reduceScatter(const float *send, float *recv, size_t countPerRank,
+                     ReduceOp op, const Context &ctx) override;
+  void allToAll(const float *send, float *recv, size_t countPerRank,
+                const Context &ctx) override;
+  void broadcast(float *data, size_t count, int root,
+                 const Context &ctx) override;
+  void send(const float *data, size_t count, int peer, int tag,
+            const Context &ctx) override;
+  void recv(float *data, size_t count, int peer, int tag,
+            const Context &ctx) override;
+  void barrier(const Context &ctx) override;
+  std::unique_ptr<Communicator> split(int color, int key,
+                                      const Context &ctx) override;
+
+private:
+  MpiCommunicator(MPI_Comm comm, std::string group, MpiOptions options);
+
+  /// Prints "rank R[ (group r of n)]: OP 'what'[ at step S] DETAIL" and
+  /// aborts the job.
+  [[noreturn]] void fail(const char *op, const Context &ctx,
+                         const std::string &detail) const;
+  /// Fails with the MPI error string unless rc is MPI_SUCCESS.
+  void check(int rc, const char *op, const Context &ctx) const;
+  /// Waits for request until the deadline; fails on timeout or error.
+  void wait(MPI_Request &request, const char *op, const Context &ctx) const;
+  /// Checks count fits MPI's int counts.
+  int toInt(size_t count, const char *op, const Context &ctx) const;
+  void checkPeer(int peer, const char *what, const char *op,
+                 const Context &ctx) const;
+
+  MPI_Comm comm_;
+  std::string group_; // empty for the world communicator
+  MpiOptions options_;
+  int rank_ = 0;
+  int size_ = 1;
+  int worldRank_ = 0;
+};
+
+} // namespace partition::runtime::comm
+
+#endif // PARTITION_RUNTIME_COMM_MPICOMMUNICATOR_H

@@ -1,0 +1,265 @@
+//===- CommTest.cpp - MpiCommunicator under mpirun ------------------------===//
+//
+// A plain program run by ctest under mpirun with 2 and 4 ranks:
+//   comm-test collectives  every collective's exact values, split into a
+//                          mesh of 2 columns; exits non-zero if any rank
+//                          saw a wrong value.
+//   comm-test fault        the last rank skips an all-reduce; the others
+//                          must abort within the 2 s timeout with the
+//                          one-line message (checked by RunFaultTest.cmake).
+//   comm-test mpi-error    rank 0 sends with an invalid tag: the MPI error
+//                          becomes the one-line message and an abort.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/MpiCommunicator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace partition::runtime::comm;
+
+namespace {
+
+int failures = 0;
+int worldRank = 0;
+
+#define EXPECT_EQ_F(actual, expected, what)                                    \
+  do {                                                                         \
+    float a_ = (actual), e_ = (expected);                                      \
+    if (a_ != e_) {                                                            \
+      ++failures;                                                              \
+      std::fprintf(stderr, "rank %d: %s:%d: %s: got %g, expected %g\n",        \
+                   worldRank, __FILE__, __LINE__, std::string(what).c_str(),   \
+                   a_, e_);                                                    \
+    }                                                                          \
+  } while (0)
+
+#define EXPECT_TRUE(cond)                                                      \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      ++failures;                                                              \
+      std::fprintf(stderr, "rank %d: %s:%d: expected %s\n", worldRank,         \
+                   __FILE__, __LINE__, #cond);                                 \
+    }                                                                          \
+  } while (0)
+
+// A value every rank can compute: rank r's element i.
+float value(int r, size_t i) { return static_cast<float>(r * 100 + i); }
+
+// Checks every collective on `comm`, whose rank r is world rank members[r].
+void testCollectives(Communicator &comm, const std::vector<int> &members,
+                     const std::string &label) {
+  const int n = comm.size(), me = comm.rank();
+  EXPECT_TRUE(static_cast<size_t>(n) == members.size());
+  EXPECT_TRUE(members[me] == worldRank);
+  const size_t count = 5;
+  auto v = [&](int r, size_t i) { return value(members[r], i); };
+
+  // all-reduce, in place and out of place, sum / avg / max.
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+    std::vector<float> in(count), out(count), inPlace(count);
+    for (size_t i = 0; i < count; ++i)
+      in[i] = inPlace[i] = v(me, i);
+    comm.allReduce(in.data(), out.data(), count, op, {"out of place", 1});
+    comm.allReduce(inPlace.data(), count, op, {"in place", 1});
+    for (size_t i = 0; i < count; ++i) {
+      float sum = 0, max = v(0, i);
+      for (int r = 0; r < n; ++r) {
+        sum += v(r, i);
+        max = std::max(max, v(r, i));
+      }
+      float expected = op == ReduceOp::Sum   ? sum
+                       : op == ReduceOp::Avg ? sum / static_cast<float>(n)
+                                             : max;
+      std::string what = label + " all_reduce " + reduceOpName(op);
+      EXPECT_EQ_F(out[i], expected, what);
+      EXPECT_EQ_F(inPlace[i], expected, what + " in place");
+      EXPECT_EQ_F(in[i], v(me, i), what + " input kept");
+    }
+  }
+
+  // all-gather: block r from rank r.
+  {
+    std::vector<float> send(count), recv(count * n, -1);
+    for (size_t i = 0; i < count; ++i)
+      send[i] = v(me, i);
+    comm.allGather(send.data(), recv.data(), count, {"gather", 2});
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        EXPECT_EQ_F(recv[r * count + i], v(r, i), label + " all_gather");
+  }
+
+  // reduce-scatter: block me of the sum / avg / max over ranks.
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+    std::vector<float> send(count * n), recv(count, -1);
+    for (size_t i = 0; i < count * n; ++i)
+      send[i] = v(me, i);
+    comm.reduceScatter(send.data(), recv.data(), count, op, {"scatter", 3});
+    for (size_t i = 0; i < count; ++i) {
+      size_t j = me * count + i;
+      float sum = 0, max = v(0, j);
+      for (int r = 0; r < n; ++r) {
+        sum += v(r, j);
+        max = std::max(max, v(r, j));
+      }
+      float expected = op == ReduceOp::Sum   ? sum
+                       : op == ReduceOp::Avg ? sum / static_cast<float>(n)
+                                             : max;
+      EXPECT_EQ_F(recv[i], expected,
+                  label + " reduce_scatter " + reduceOpName(op));
+    }
+  }
+
+  // all-to-all: block j of rank i's send is block i of rank j's recv.
+  {
+    auto block = [&](int from, int to, size_t i) {
+      return static_cast<float>(members[from] * 1000 + members[to] * 10 + i);
+    };
+    std::vector<float> send(count * n), recv(count * n, -1);
+    for (int to = 0; to < n; ++to)
+      for (size_t i = 0; i < count; ++i)
+        send[to * count + i] = block(me, to, i);
+    comm.allToAll(send.data(), recv.data(), count, {"all to all", 4});
+    for (int from = 0; from < n; ++from)
+      for (size_t i = 0; i < count; ++i)
+        EXPECT_EQ_F(recv[from * count + i], block(from, me, i),
+                    label + " all_to_all");
+  }
+
+  // broadcast from the last (non-zero) rank and from rank 0.
+  for (int root : {n - 1, 0}) {
+    std::vector<float> data(count);
+    for (size_t i = 0; i < count; ++i)
+      data[i] = me == root ? v(root, i) + 0.5f : -1;
+    comm.broadcast(data.data(), count, root, {"broadcast", 5});
+    for (size_t i = 0; i < count; ++i)
+      EXPECT_EQ_F(data[i], v(root, i) + 0.5f,
+                  label + " broadcast root " + std::to_string(root));
+  }
+
+  // ring: send to the right, receive from the left; even ranks send first
+  // so the blocking calls cannot deadlock.
+  if (n > 1) {
+    int right = (me + 1) % n, left = (me + n - 1) % n;
+    std::vector<float> out(count), in(count, -1);
+    for (size_t i = 0; i < count; ++i)
+      out[i] = v(me, i);
+    if (me % 2 == 0) {
+      comm.send(out.data(), count, right, 7, {"ring", 6});
+      comm.recv(in.data(), count, left, 7, {"ring", 6});
+    } else {
+      comm.recv(in.data(), count, left, 7, {"ring", 6});
+      comm.send(out.data(), count, right, 7, {"ring", 6});
+    }
+    for (size_t i = 0; i < count; ++i)
+      EXPECT_EQ_F(in[i], v(left, i), label + " ring recv");
+  }
+
+  comm.barrier({"end of collectives", 7});
+}
+
+int runCollectives(int argc, char **argv) {
+  auto world = MpiCommunicator::world(&argc, &argv, {30.0});
+  worldRank = world->rank();
+  const int n = world->size();
+  std::vector<int> all(n);
+  for (int r = 0; r < n; ++r)
+    all[r] = r;
+  testCollectives(*world, all, "world");
+
+  if (n % 2 != 0) {
+    std::fprintf(stderr, "rank %d: the mesh test needs an even size\n",
+                 worldRank);
+    ++failures;
+  } else {
+    // A (n/2) x 2 mesh: rank = row * 2 + col.
+    int row = worldRank / 2, col = worldRank % 2;
+    auto rowComm = world->split(row, col, {"row"});
+    auto colComm = world->split(col, row, {"col"});
+    EXPECT_TRUE(rowComm && rowComm->size() == 2 && rowComm->rank() == col);
+    EXPECT_TRUE(colComm && colComm->size() == n / 2 &&
+                colComm->rank() == row);
+    if (rowComm && colComm) {
+      testCollectives(*rowComm, {row * 2, row * 2 + 1}, "row");
+      std::vector<int> colMembers;
+      for (int r = 0; r < n / 2; ++r)
+        colMembers.push_back(r * 2 + col);
+      testCollectives(*colComm, colMembers, "col");
+    }
+
+    // The key orders the group: reversed keys reverse the ranks.
+    auto reversed = world->split(0, -worldRank, {"reversed"});
+    EXPECT_TRUE(reversed && reversed->rank() == n - 1 - worldRank);
+    if (reversed) {
+      std::vector<int> members(n);
+      for (int r = 0; r < n; ++r)
+        members[r] = n - 1 - r;
+      testCollectives(*reversed, members, "reversed");
+    }
+
+    // kNoColor: rank 0 stays out and gets no communicator.
+    auto partial = world->split(worldRank == 0 ? Communicator::kNoColor : 1,
+                                worldRank, {"partial"});
+    EXPECT_TRUE((worldRank == 0) == (partial == nullptr));
+    if (partial) {
+      std::vector<int> members;
+      for (int r = 1; r < n; ++r)
+        members.push_back(r);
+      testCollectives(*partial, members, "partial");
+    }
+  }
+
+  // Every rank reports; the job fails if any rank failed.
+  float mine = static_cast<float>(failures), total = 0;
+  world->allReduce(&mine, &total, 1, ReduceOp::Sum, {"failure count"});
+  if (worldRank == 0)
+    std::printf("comm-test: %d ranks, %g failure(s)\n", n, total);
+  return total == 0 ? 0 : 1;
+}
+
+int runFault(int argc, char **argv) {
+  auto world = MpiCommunicator::world(&argc, &argv, {2.0});
+  worldRank = world->rank();
+  float x = 1;
+  world->allReduce(&x, 1, ReduceOp::Sum, {"warm up", 6});
+  if (worldRank == world->size() - 1) {
+    // The missing peer: never joins; the others' abort ends this process.
+    std::this_thread::sleep_for(std::chrono::seconds(20));
+    std::fprintf(stderr, "rank %d: was not aborted\n", worldRank);
+    return 0;
+  }
+  world->allReduce(&x, 1, ReduceOp::Sum, {"grads bucket 3", 7});
+  std::fprintf(stderr, "rank %d: all_reduce returned without its peer\n",
+               worldRank);
+  return 0;
+}
+
+int runMpiError(int argc, char **argv) {
+  auto world = MpiCommunicator::world(&argc, &argv, {2.0});
+  worldRank = world->rank();
+  float x = 1;
+  if (worldRank == 0)
+    world->send(&x, 1, 1 % world->size(), -5, {"bad tag", 3});
+  std::this_thread::sleep_for(std::chrono::seconds(20));
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "collectives")
+    return runCollectives(argc, argv);
+  if (mode == "fault")
+    return runFault(argc, argv);
+  if (mode == "mpi-error")
+    return runMpiError(argc, argv);
+  std::fprintf(stderr, "usage: %s collectives|fault|mpi-error\n", argv[0]);
+  return 2;
+}
