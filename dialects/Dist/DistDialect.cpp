@@ -192,8 +192,22 @@ static LogicalResult verifyShardingOf(Operation *op, Attribute value,
   return verifyShardingFor(sharding, tensor, op, emitError);
 }
 
+/// The plan recorded by --dist-apply-plan (plan.json, defaults filled in).
+static constexpr StringLiteral kPlanAttrName = "dist.plan";
+
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
+  if (attr.getName() == kPlanAttrName) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << kPlanAttrName
+                             << "' belongs on a module, not on '"
+                             << op->getName() << "'";
+    if (!isa<DictionaryAttr>(attr.getValue()))
+      return op->emitError() << "'" << kPlanAttrName
+                             << "' must be a dictionary, but is "
+                             << attr.getValue();
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitError() << "unknown attribute '"
                            << attr.getName().getValue() << "'";

@@ -2,12 +2,15 @@
 //
 //   partition-gen --preset gpt2-tiny -o model.mlir
 //   partition-compile model.mlir -o model.ptp --microbatches 2 --memory-report
+//   partition-compile model.mlir -o model.ptp --plan plan.json
 //
-// The whole pipeline in one call: --xfmr-train-step (with an eval step),
-// --lower-to-rt, --lower-memory-plan, then the .ptp writer.
+// The whole pipeline in one call: --dist-apply-plan (with --plan),
+// --xfmr-train-step (with an eval step), --lower-to-rt, --lower-memory-plan,
+// then the .ptp writer.
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "lowering/Passes.h"
@@ -43,6 +46,11 @@ cl::opt<int64_t> microbatches("microbatches",
                               cl::desc("Micro-batches per step (gradient "
                                        "accumulation)"),
                               cl::init(1), cl::cat(category));
+cl::opt<std::string> planFile("plan",
+                              cl::desc("The parallelization plan (plan.json); "
+                                       "its pipeline.microbatches is the "
+                                       "default of --microbatches"),
+                              cl::value_desc("plan.json"), cl::cat(category));
 cl::opt<std::string> optimizer("optimizer",
                                cl::desc("adamw, or none to output gradients "
                                         "(gradient checks)"),
@@ -64,6 +72,34 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// The passes that split a model over a mesh axis; none exists yet, so a
+/// plan must be on one device. Remove an axis here once its pass lands (and
+/// add the pass to the pipeline).
+std::string missingPartitioningPasses(DictionaryAttr plan) {
+  auto mesh = plan.getAs<DictionaryAttr>("mesh");
+  auto size = [&](StringRef axis) {
+    return mesh.getAs<IntegerAttr>(axis).getInt();
+  };
+  SmallVector<std::string> missing;
+  if (size("dp") > 1)
+    missing.push_back("data-parallel");
+  if (size("tp") > 1)
+    missing.push_back("tensor-parallel");
+  if (size("pp") > 1)
+    missing.push_back("pipeline-parallel");
+  if (missing.empty())
+    return "";
+  std::string passes = missing.front();
+  for (size_t i = 1; i < missing.size(); ++i)
+    passes += (i + 1 == missing.size() ? " and " : ", ") + missing[i];
+  bool one = missing.size() == 1;
+  return ("plan.json: mesh dp=" + Twine(size("dp")) + " tp=" +
+          Twine(size("tp")) + " pp=" + Twine(size("pp")) + " needs the " +
+          passes + (one ? " pass, which is" : " passes, which are") +
+          " not implemented yet; only a 1-device mesh compiles today")
+      .str();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -76,6 +112,7 @@ int main(int argc, char **argv) {
 
   DialectRegistry registry;
   registry.insert<partition::xfmr::XfmrDialect, partition::rt::RtDialect,
+                  partition::dist::DistDialect,
                   arith::ArithDialect, func::FuncDialect,
                   memref::MemRefDialect, tensor::TensorDialect>();
   MLIRContext context(registry);
@@ -94,9 +131,27 @@ int main(int argc, char **argv) {
   if (!module)
     return fail("cannot parse '" + input + "' (see the diagnostic above)");
 
+  int64_t stepMicrobatches = microbatches;
+  if (!planFile.empty()) {
+    PassManager planning(&context);
+    partition::ApplyPlanPassOptions apply;
+    apply.planPath = planFile;
+    planning.addPass(partition::createApplyPlanPass(apply));
+    if (failed(planning.run(*module)))
+      return fail("the plan cannot be applied (see the diagnostic above)");
+    auto plan = (*module)->getAttrOfType<DictionaryAttr>("dist.plan");
+    std::string missing = missingPartitioningPasses(plan);
+    if (!missing.empty())
+      return fail(missing);
+    if (microbatches.getNumOccurrences() == 0)
+      stepMicrobatches = plan.getAs<DictionaryAttr>("pipeline")
+                             .getAs<IntegerAttr>("microbatches")
+                             .getInt();
+  }
+
   PassManager pm(&context);
   partition::TrainStepPassOptions step;
-  step.microbatches = microbatches;
+  step.microbatches = stepMicrobatches;
   step.optimizer = optimizer;
   step.beta1 = beta1;
   step.beta2 = beta2;
