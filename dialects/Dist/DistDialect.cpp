@@ -208,6 +208,13 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (attr.getName() == kLabelAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << kLabelAttrName
+                             << "' must be a string, but is "
+                             << attr.getValue();
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitError() << "unknown attribute '"
                            << attr.getName().getValue() << "'";
@@ -236,6 +243,13 @@ LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned regionIndex,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
+  if (attr.getName() == kLabelAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << kLabelAttrName
+                             << "' must be a string, but is "
+                             << attr.getValue();
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitError() << "unknown attribute '"
                            << attr.getName().getValue() << "' on argument #"
@@ -252,6 +266,13 @@ LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
 LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        unsigned resultIndex,
                                                        NamedAttribute attr) {
+  if (attr.getName() == kLabelAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << kLabelAttrName
+                             << "' must be a string, but is "
+                             << attr.getValue();
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitError() << "unknown attribute '"
                            << attr.getName().getValue() << "' on result #"

@@ -483,6 +483,8 @@ RankedTensorType tensorType(Value value) {
 } // namespace
 
 LogicalResult AllReduceOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("must reduce at least one tensor");
   return verifyCollectiveAxes(*this, getAxes());
 }
 

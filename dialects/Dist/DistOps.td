@@ -36,6 +36,9 @@ def Dist_Dialect : Dialect {
     /// result) or an array of them (one per result); on a function argument
     /// or result: the sharding of that value.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "dist.sharding";
+    /// On a collective: a string that names it in the runtime's error
+    /// messages ("gradient bucket 3").
+    static constexpr ::llvm::StringLiteral kLabelAttrName = "dist.label";
   }];
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
@@ -129,27 +132,31 @@ class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
 }
 
 def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce",
-    [AllTypesMatch<["input", "result"]>]> {
-  let summary = "reduces a tensor over a group of devices";
+    [AllTypesMatch<["inputs", "results"]>]> {
+  let summary = "reduces a bucket of tensors over a group of devices";
   let description = [{
     Every device of the group gets the reduction (`sum`, `avg` or `max`) of
-    the group's inputs.
-
+    the group's inputs, element by element, for each input. Several inputs
+    form one bucket: they are reduced together, as one message, the way
+    data-parallel training all-reduces gradients (PyTorch DDP's buckets), so
+    that many small tensors do not each pay a collective's latency.
     Example:
     ```mlir
     %y = dist.all_reduce %x on @m axes [tp] reduce = sum : tensor<4x16xf32>
+    %gw, %gb = dist.all_reduce %w, %b on @m axes [dp] reduce = avg
+        {dist.label = "gradient bucket 0"} : tensor<16x16xf32>, tensor<16xf32>
     ```
-
     Constraints:
     - the mesh exists, and `axes` are distinct axes of it (at least one);
-    - the result has the input's type.
+    - at least one input; result i has the type of input i.
   }];
-  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+  let arguments = (ins Variadic<Dist_StaticTensor>:$inputs,
+                       FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$axes, Dist_ReduceKindAttr:$reduce);
-  let results = (outs Dist_StaticTensor:$result);
+  let results = (outs Variadic<Dist_StaticTensor>:$results);
   let assemblyFormat = [{
-    $input `on` $mesh `axes` custom<AxisNames>($axes)
-    `reduce` `=` custom<ReduceKind>($reduce) attr-dict `:` type($result)
+    $inputs `on` $mesh `axes` custom<AxisNames>($axes)
+    `reduce` `=` custom<ReduceKind>($reduce) attr-dict `:` type($inputs)
   }];
 }
 

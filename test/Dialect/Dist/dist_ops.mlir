@@ -228,3 +228,14 @@ func.func @pure(%x: tensor<4xf32>) {
   %y = dist.recv from @m [pp = 0] : tensor<4xf32>
   return
 }
+
+// -----
+
+dist.mesh @m axes = [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @all_reduce_bucket
+// CHECK-SAME: (%[[W:.*]]: tensor<16x16xf32>, %[[B:.*]]: tensor<16xf32>)
+func.func @all_reduce_bucket(%w: tensor<16x16xf32>, %b: tensor<16xf32>) -> (tensor<16x16xf32>, tensor<16xf32>) {
+  // CHECK: %{{.*}}:2 = dist.all_reduce %[[W]], %[[B]] on @m axes [dp] reduce = avg {dist.label = "gradient bucket 0"} : tensor<16x16xf32>, tensor<16xf32>
+  %gw, %gb = dist.all_reduce %w, %b on @m axes [dp] reduce = avg {dist.label = "gradient bucket 0"} : tensor<16x16xf32>, tensor<16xf32>
+  return %gw, %gb : tensor<16x16xf32>, tensor<16xf32>
+}

@@ -257,7 +257,7 @@ func.func @reduce_kind(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 
 dist.mesh @m axes = [dp = 2, tp = 2]
 func.func @all_reduce_type(%x: tensor<8x16xf32>) -> tensor<8x8xf32> {
-  // expected-error @+1 {{'dist.all_reduce' op failed to verify that all of {input, result} have same type}}
+  // expected-error @+1 {{'dist.all_reduce' op failed to verify that all of {inputs, results} have same type}}
   %y = "dist.all_reduce"(%x) <{axes = ["tp"], mesh = @m, reduce = #dist.reduce<sum>}> : (tensor<8x16xf32>) -> tensor<8x8xf32>
   return %y : tensor<8x8xf32>
 }
@@ -266,7 +266,7 @@ func.func @all_reduce_type(%x: tensor<8x16xf32>) -> tensor<8x8xf32> {
 
 dist.mesh @m axes = [dp = 2, tp = 2]
 func.func @dynamic_input(%x: tensor<?x16xf32>) -> tensor<?x16xf32> {
-  // expected-error @+1 {{'dist.all_reduce' op operand #0 must be statically shaped tensor of any type values, but got 'tensor<?x16xf32>'}}
+  // expected-error @+1 {{'dist.all_reduce' op operand #0 must be variadic of statically shaped tensor of any type values, but got 'tensor<?x16xf32>'}}
   %y = dist.all_reduce %x on @m axes [tp] reduce = max : tensor<?x16xf32>
   return %y : tensor<?x16xf32>
 }
@@ -474,4 +474,31 @@ func.func @peer_out_of_range(%x: tensor<8x16xf32>) {
   // expected-error @+1 {{'dist.send' op coordinate 4 of axis 'pp' is out of range: the axis has size 4}}
   dist.send %x to @m [pp = 4] : tensor<8x16xf32>
   return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, tp = 2]
+func.func @all_reduce_nothing() {
+  // expected-error @+1 {{'dist.all_reduce' op must reduce at least one tensor}}
+  "dist.all_reduce"() <{axes = ["dp"], mesh = @m, reduce = #dist.reduce<avg>}> : () -> ()
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, tp = 2]
+func.func @bucket_types(%x: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{'dist.all_reduce' op failed to verify that all of {inputs, results} have same type}}
+  %y:2 = "dist.all_reduce"(%x, %b) <{axes = ["dp"], mesh = @m, reduce = #dist.reduce<avg>}> : (tensor<8x16xf32>, tensor<16xf32>) -> (tensor<16xf32>, tensor<8x16xf32>)
+  return %y#0 : tensor<16xf32>
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, tp = 2]
+func.func @label_type(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{'dist.label' must be a string, but is 3 : i64}}
+  %y = dist.all_reduce %x on @m axes [dp] reduce = avg {dist.label = 3} : tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
 }
