@@ -128,4 +128,54 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
   ];
 }
 
+def DataParallelPass : Pass<"dist-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "Split the training and evaluation steps' batch over the dp axis";
+  let description = [{
+    SPMD data parallelism over the `dp` axis of the plan's mesh `@mesh`
+    (run `--dist-apply-plan` first; with dp = 1 the pass changes nothing).
+    Works on `@train_step` and `@eval_step` (after `--xfmr-train-step`):
+
+    - the tokens and targets become the local rows: dp rank r holds rows
+      [r B/dp, (r+1) B/dp) of the global batch B, and every activation
+      shrinks to the local batch (shapes follow the ops' sharding rules,
+      ShardingRuleOpInterface);
+    - the loss, a mean over the global batch, becomes each rank's share of a
+      sum (the local mean scaled by 1/dp), and the cross-entropy gradient
+      likewise;
+    - values that sum over the batch (weight gradients, the loss) are
+      all-reduced (sum) over dp where first needed in full, in buckets of at
+      most `bucket-bytes` (default 25 MiB, as PyTorch DDP), in backward
+      order, each right after its last gradient is computed, so that
+      communication can overlap the rest of the backward pass. Gradients
+      accumulated over micro-batches are reduced once, after the last one.
+      The loss has an all_reduce of its own, labelled "loss".
+
+    Errors name the value and sizes, e.g. when a micro-batch's rows do not
+    split over dp.
+
+    Input (dp = 2, global batch 4):
+    ```mlir
+    dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+    func.func @train_step(..., %tokens: tensor<4x8xi32> {xfmr.input = "tokens"}, ...) {
+      ...
+      %dw = xfmr.linear_grad_weight %dy, %x : (tensor<4x8x16xf32>, tensor<4x8x32xf32>) -> tensor<16x32xf32>
+      %w2, %m2, %v2 = xfmr.adamw %w, %dw, ...
+    ```
+    Output:
+    ```mlir
+    func.func @train_step(..., %tokens: tensor<2x8xi32> {xfmr.input = "tokens"}, ...) {
+      ...
+      %dw = xfmr.linear_grad_weight %dy, %x : (tensor<2x8x16xf32>, tensor<2x8x32xf32>) -> tensor<16x32xf32>
+      %sum = dist.all_reduce %dw on @mesh axes [dp] reduce = sum {dist.label = "gradient bucket 0"} : tensor<16x32xf32>
+      %w2, %m2, %v2 = xfmr.adamw %w, %sum, ...
+    ```
+  }];
+  let dependentDialects = ["::partition::dist::DistDialect",
+                           "::partition::xfmr::XfmrDialect"];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+           "Largest gradient bucket all-reduced at once, in bytes">,
+  ];
+}
+
 #endif // PARTITION_PASSES

@@ -5,6 +5,8 @@
 //    autodiff never walks a hard-coded model.
 //  * MatmulFlopsOpInterface: each op reports the matmul FLOPs it performs,
 //    so statistics and the cost model never switch on op names.
+//  * ShardingRuleOpInterface: each op states how it splits over its
+//    iteration space, so the partitioning passes never switch on op names.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +51,22 @@ def MatmulFlopsOpInterface : OpInterface<"MatmulFlopsOpInterface"> {
   let methods = [
     InterfaceMethod<"Returns the matmul FLOPs of one execution of the op.",
       "int64_t", "getMatmulFlops", (ins)>
+  ];
+}
+
+def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let description = [{
+    An op that can run on shards of its operands: it maps every dimension of
+    its operands and results to a factor of its iteration space
+    (dialects/Xfmr/ShardingRule.h). The partitioning passes shard factors and
+    derive local shapes, partial results and the collectives to insert from
+    the rule alone.
+  }];
+  let cppNamespace = "::partition::xfmr";
+
+  let methods = [
+    InterfaceMethod<"Returns the op's sharding rule for its current types.",
+      "::partition::xfmr::ShardingRule", "getShardingRule", (ins)>
   ];
 }
 

@@ -70,8 +70,10 @@ def Xfmr_ScalarI32 : 0DTensorOf<[I32]>;
 // Base classes
 //===----------------------------------------------------------------------===//
 
+// Every op has a sharding rule (dialects/Xfmr/XfmrSharding.cpp).
 class Xfmr_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Xfmr_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+    : Op<Xfmr_Dialect, mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<ShardingRuleOpInterface>])> {
   let assemblyFormat = [{
     operands attr-dict `:` functional-type(operands, results)
   }];

@@ -1,0 +1,97 @@
+//===- ShardingRule.h - how an op splits over its iteration space -*- C++ -*-//
+//
+// The sharding rule of an op, after Shardy's OpShardingRule: the op's
+// iteration space is a list of factors (batch, sequence, features, ...), and
+// every dimension of every operand and result is one factor, or none. The
+// partitioner shards factors, not dimensions: sharding a factor over mesh
+// axes shards every dimension it maps to, so the rule is all a pass needs to
+// know about an op to run it on local shards.
+//
+//  - A factor that some operand has but a result does not is summed over for
+//    that result: sharding it leaves the result partial, each device holding
+//    a part of a sum that an all_reduce completes (the weight gradient of a
+//    linear sharded on batch, the output of a row-parallel linear).
+//  - An opaque factor must stay whole: the op mixes values along it in a way
+//    that is not a sum (a softmax's normaliser, a causal mask's positions).
+//  - A mean divides by the global size of its factors: when those are
+//    sharded, the local op divides by the local size, and scaling one operand
+//    or result (the op is linear in it) by local / global size makes the
+//    local value that share of the global one.
+//
+// Example, xfmr.linear (%x: [B, T, K], %w: [N, K]) -> [B, T, N]:
+//   factors b = B, t = T, k = K, n = N
+//   operands ([b, t, k], [n, k]), result ([b, t, n])
+//   k is summed over: sharding it on tp makes the result partial over tp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_DIALECTS_XFMR_SHARDINGRULE_H
+#define PARTITION_DIALECTS_XFMR_SHARDINGRULE_H
+
+#include "mlir/IR/Value.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace partition::xfmr {
+
+class ShardingRule {
+public:
+  /// A dimension that belongs to no factor (its size is fixed).
+  static constexpr int kNoFactor = -1;
+
+  struct Factor {
+    int64_t size = 0;
+    bool opaque = false;
+  };
+  /// Where a mean's correction applies: an operand or a result.
+  struct ScaledValue {
+    bool isResult = false;
+    unsigned index = 0;
+  };
+
+  /// A new factor of `size`.
+  int addFactor(int64_t size, bool opaque = false) {
+    factors.push_back({size, opaque});
+    return static_cast<int>(factors.size()) - 1;
+  }
+  /// Factors for the dimensions of the next operand / result, in order.
+  void addOperand(llvm::ArrayRef<int> dims) { operands.emplace_back(dims); }
+  void addResult(llvm::ArrayRef<int> dims) { results.emplace_back(dims); }
+  /// One new factor per dimension of `value`'s shape.
+  llvm::SmallVector<int> addFactorsFor(mlir::Value value, bool opaque = false);
+  /// The op divides by the product of the sizes of `factors`; it is linear
+  /// in `value`.
+  void setMean(llvm::ArrayRef<int> factors, ScaledValue value) {
+    meanFactors.assign(factors.begin(), factors.end());
+    meanScaled = value;
+  }
+
+  llvm::ArrayRef<Factor> getFactors() const { return factors; }
+  llvm::ArrayRef<int> getOperand(unsigned i) const { return operands[i]; }
+  llvm::ArrayRef<int> getResult(unsigned i) const { return results[i]; }
+  unsigned getNumOperands() const { return operands.size(); }
+  unsigned getNumResults() const { return results.size(); }
+  llvm::ArrayRef<int> getMeanFactors() const { return meanFactors; }
+  std::optional<ScaledValue> getMeanScaled() const { return meanScaled; }
+
+  /// Whether result `resultIndex` sums over `factor` (an operand has it, the
+  /// result does not).
+  bool isSummedOver(int factor, unsigned resultIndex) const;
+
+  /// Results are sums of (scaled) operands: partial operands, all over the
+  /// same axes, give a result partial over them. (add, scale.)
+  bool linear = false;
+
+private:
+  llvm::SmallVector<Factor> factors;
+  llvm::SmallVector<llvm::SmallVector<int, 4>> operands, results;
+  llvm::SmallVector<int> meanFactors;
+  std::optional<ScaledValue> meanScaled;
+};
+
+} // namespace partition::xfmr
+
+#endif // PARTITION_DIALECTS_XFMR_SHARDINGRULE_H
