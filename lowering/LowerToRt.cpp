@@ -11,6 +11,7 @@
 
 #include "lowering/Passes.h"
 
+#include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
 #include "runtime/KernelTable.h"
@@ -146,6 +147,7 @@ public:
 private:
   LogicalResult buildSignature();
   LogicalResult lowerOp(OpBuilder &builder, Operation *op, unsigned position);
+  LogicalResult lowerAllReduce(OpBuilder &builder, dist::AllReduceOp op);
   /// The buffer `result` is written to: the state buffer it updates when
   /// that buffer's old value is dead, else a fresh allocation.
   Value destinationFor(OpBuilder &builder, Value result, unsigned position,
@@ -330,9 +332,55 @@ Value StepLowering::destinationFor(OpBuilder &builder, Value result,
                                  bufferType(result.getType()));
 }
 
+/// The label of a collective whose dist op has no dist.label.
+constexpr StringLiteral kDefaultCollectiveLabel = "all_reduce";
+
+LogicalResult StepLowering::lowerAllReduce(OpBuilder &builder,
+                                           dist::AllReduceOp op) {
+  Location loc = op.getLoc();
+  SmallVector<Value> bucket;
+  for (Value input : op.getInputs()) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (!type.getElementType().isF32())
+      return op.emitOpError() << "reduces " << type
+                              << ", but the runtime reduces f32 buffers only";
+    // The runtime reduces in place. The input's buffer may take the result
+    // only when nothing reads the input afterwards and the buffer is a
+    // temporary of its own: an argument holds state (or the step's input)
+    // that other code, or the next step, reads, and a view aliases its
+    // source.
+    Value buffer = buffers.lookup(input);
+    bool overwritable = input.hasOneUse() &&
+                        buffer.getDefiningOp<memref::AllocOp>() &&
+                        !llvm::is_contained(bucket, buffer);
+    if (!overwritable) {
+      Value copy = memref::AllocOp::create(builder, input.getLoc(),
+                                           bufferType(type));
+      KernelOp::create(builder, loc, "copy", ValueRange{buffer},
+                       ValueRange{copy}, ArrayRef<int64_t>{},
+                       ArrayRef<float>{});
+      buffer = copy;
+    }
+    bucket.push_back(buffer);
+  }
+  auto label = op->getAttrOfType<StringAttr>(dist::DistDialect::kLabelAttrName);
+  rt::AllReduceOp::create(
+      builder, loc, bucket, op.getMeshAttr(), op.getAxes(), op.getReduceAttr(),
+      builder.getStringAttr(label && !label.getValue().empty()
+                                ? label.getValue()
+                                : StringRef(kDefaultCollectiveLabel)));
+  // A returned result is copied into its target at the return, like any
+  // other value whose buffer is not the target.
+  for (auto [result, buffer] : llvm::zip(op.getResults(), bucket))
+    buffers.map(result, buffer);
+  return success();
+}
+
 LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
                                     unsigned position) {
   Location loc = op->getLoc();
+  if (auto allReduce = dyn_cast<dist::AllReduceOp>(op))
+    return lowerAllReduce(builder, allReduce);
   if (fusedEmbeddingGrads.contains(op))
     return success(); // Emitted by the add that consumes it.
   if (auto add = dyn_cast<AddOp>(op); add && fusedAdds.count(op))

@@ -2,6 +2,7 @@
 
 #include "lowering/Passes.h"
 
+#include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -13,6 +14,7 @@ namespace partition {
 } // namespace partition
 
 using namespace mlir;
+using partition::rt::AllReduceOp;
 using partition::rt::KernelOp;
 using partition::rt::RtDialect;
 
@@ -173,6 +175,8 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
           {alloc, byteSize(alloc.getType()), position, position});
       continue;
     }
+    // Every operand is live at its op: kernel inputs and outputs alike, and
+    // the buffers of an rt.all_reduce, which it reads and writes in place.
     for (Value operand : op.getOperands()) {
       Value base = operand;
       while (auto view = base.getDefiningOp<memref::SubViewOp>())
@@ -182,11 +186,21 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
         intervals[it->second].last =
             std::max(intervals[it->second].last, positions[&op]);
     }
-    if (auto kernel = dyn_cast<KernelOp>(op))
+    if (auto kernel = dyn_cast<KernelOp>(op)) {
       for (Value output : kernel.getOutputs())
         if (auto it = intervalOf.find(output);
             it != intervalOf.end() && writesGradient(kernel, output))
           intervals[it->second].isGradient = true;
+      // A gradient copied into a buffer of its own (so that an all-reduce
+      // can overwrite it) is still a gradient.
+      if (kernel.getKernel() == "copy") {
+        auto from = intervalOf.find(kernel.getInputs().front());
+        auto to = intervalOf.find(kernel.getOutputs().front());
+        if (from != intervalOf.end() && to != intervalOf.end() &&
+            intervals[from->second].isGradient)
+          intervals[to->second].isGradient = true;
+      }
+    }
   }
 
   // --- Greedy by size: largest first, lowest offset that fits. ----------
@@ -223,6 +237,77 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
   report.activations = std::max(report.activations, activations);
   report.temporariesPeak = std::max(report.temporariesPeak, plan.peak);
   return plan;
+}
+
+/// The bytes one rank sends in the collectives of one function.
+struct Communication {
+  StringRef function;
+  int64_t sentBytes = 0;
+  unsigned buckets = 0;
+  /// Bytes reduced over each group of axes ("dp=2", "dp=2,tp=2"), in order
+  /// of first use.
+  SmallVector<std::pair<std::string, int64_t>> reducedBytes;
+};
+
+/// Counts the all-reduces of `function`: a ring all-reduce of S bytes over
+/// N ranks sends 2 (N - 1) / N * S bytes from every rank (a reduce-scatter
+/// and an all-gather, each N - 1 steps of S / N bytes), rounded down per
+/// collective.
+FailureOr<Communication> countCommunication(func::FuncOp function) {
+  Communication result;
+  result.function = function.getSymName();
+  SymbolTableCollection tables;
+  WalkResult walk = function.walk([&](AllReduceOp op) {
+    FailureOr<dist::MeshShape> mesh = dist::lookupMeshShape(
+        op, op.getMeshAttr(), &tables, [&] { return op.emitOpError(); });
+    if (failed(mesh))
+      return WalkResult::interrupt();
+    int64_t ranks = 1;
+    std::string group;
+    llvm::raw_string_ostream os(group);
+    for (auto [index, axis] : llvm::enumerate(op.getAxes())) {
+      StringRef name = cast<StringAttr>(axis).getValue();
+      int64_t at = mesh->find(name);
+      if (at < 0) {
+        op.emitOpError() << "axis '" << name << "' is not an axis of "
+                         << op.getMeshAttr();
+        return WalkResult::interrupt();
+      }
+      ranks *= mesh->sizes[at];
+      os << (index ? "," : "") << name << "=" << mesh->sizes[at];
+    }
+    int64_t bytes = 0;
+    for (Value buffer : op.getBuffers())
+      bytes += byteSize(cast<MemRefType>(buffer.getType()));
+    result.sentBytes += 2 * (ranks - 1) * bytes / ranks;
+    auto entry = llvm::find_if(result.reducedBytes,
+                               [&](const auto &e) { return e.first == group; });
+    if (entry == result.reducedBytes.end())
+      result.reducedBytes.push_back({group, bytes});
+    else
+      entry->second += bytes;
+    ++result.buckets;
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return result;
+}
+
+/// One line per function, for instance
+///   communication: train_step sends 1536 bytes per rank per step (2
+///   all-reduce buckets, 1536 bytes reduced over dp=2)
+void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
+  os << "communication: " << comm.function << " sends " << comm.sentBytes
+     << " bytes per rank per step (";
+  if (comm.buckets == 0) {
+    os << "no collectives)\n";
+    return;
+  }
+  os << comm.buckets << " all-reduce bucket" << (comm.buckets == 1 ? "" : "s");
+  for (const auto &[group, bytes] : comm.reducedBytes)
+    os << ", " << bytes << " bytes reduced over " << group;
+  os << ")\n";
 }
 
 /// Gives `function` one arena argument and makes every buffer a view of it.
@@ -275,11 +360,12 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
     SmallVector<func::FuncOp> functions;
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() &&
-          !function.getBody().getOps<KernelOp>().empty())
+          (!function.getBody().getOps<KernelOp>().empty() ||
+           !function.getBody().getOps<AllReduceOp>().empty()))
         functions.push_back(function);
     if (functions.empty()) {
-      getOperation().emitError(
-          "no function with rt.kernel ops to plan (run --lower-to-rt first)");
+      getOperation().emitError("no function with rt.kernel or rt.all_reduce "
+                               "ops to plan (run --lower-to-rt first)");
       return signalPassFailure();
     }
 
@@ -288,9 +374,14 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
     Report totals;
     StateLayout state;
     SmallVector<TemporaryPlan> plans;
+    SmallVector<Communication> communication;
     for (func::FuncOp function : functions) {
       if (failed(state.add(function, totals)))
         return signalPassFailure();
+      FailureOr<Communication> comm = countCommunication(function);
+      if (failed(comm))
+        return signalPassFailure();
+      communication.push_back(*comm);
       FailureOr<TemporaryPlan> plan = planTemporaries(function, totals);
       if (failed(plan))
         return signalPassFailure();
@@ -312,6 +403,8 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
                  << "memory: temporaries_peak " << totals.temporariesPeak
                  << "\n"
                  << "memory: arena_peak " << totals.arena << "\n";
+    for (const Communication &comm : communication)
+      printCommunication(comm, llvm::outs());
     llvm::outs().flush();
   }
 };

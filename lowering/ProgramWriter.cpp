@@ -2,6 +2,7 @@
 
 #include "lowering/ProgramWriter.h"
 
+#include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "runtime/KernelTable.h"
@@ -17,6 +18,7 @@
 #include <map>
 
 using namespace mlir;
+using partition::rt::AllReduceOp;
 using partition::rt::KernelOp;
 using partition::rt::RtDialect;
 
@@ -60,9 +62,23 @@ std::optional<ptp::Role> parseRole(StringRef role) {
       .Default(std::nullopt);
 }
 
+ptp::ReduceKind toProgram(dist::ReduceKind kind) {
+  switch (kind) {
+  case dist::ReduceKind::Sum:
+    return ptp::ReduceKind::Sum;
+  case dist::ReduceKind::Avg:
+    return ptp::ReduceKind::Avg;
+  case dist::ReduceKind::Max:
+    return ptp::ReduceKind::Max;
+  }
+  llvm_unreachable("unknown reduce kind");
+}
+
 class Writer {
 public:
-  explicit Writer(int64_t arenaBytes) : arenaBytes(arenaBytes) {}
+  /// `mesh` is the module's device mesh, or null for one device.
+  Writer(int64_t arenaBytes, dist::MeshOp mesh)
+      : arenaBytes(arenaBytes), mesh(mesh) {}
   /// Adds `function`'s buffers and instructions to the program.
   LogicalResult addFunction(func::FuncOp function);
   void finish(ModuleOp module, func::FuncOp trainStep, llvm::raw_ostream &os);
@@ -70,6 +86,11 @@ public:
 private:
   LogicalResult addBuffer(Value value, int64_t offset, ptp::Role role,
                           StringRef name, Operation *op);
+  /// The buffer indices of `operands`, which must all be planned buffers.
+  FailureOr<std::vector<uint32_t>> bufferArgs(Operation *op,
+                                              ValueRange operands);
+  FailureOr<flatbuffers::Offset<ptp::Instruction>>
+  addAllReduce(AllReduceOp allReduce);
 
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<ptp::Buffer>> buffers;
@@ -80,7 +101,70 @@ private:
   /// Byte offset of each buffer, for views of views.
   DenseMap<Value, int64_t> bufferOffset;
   int64_t arenaBytes;
+  dist::MeshOp mesh;
 };
+
+FailureOr<std::vector<uint32_t>> Writer::bufferArgs(Operation *op,
+                                                    ValueRange operands) {
+  std::vector<uint32_t> args;
+  for (Value operand : operands) {
+    auto it = bufferIndex.find(operand);
+    if (it == bufferIndex.end())
+      return op->emitOpError("operand is not a planned buffer (run "
+                             "--lower-memory-plan first)");
+    args.push_back(it->second);
+  }
+  return args;
+}
+
+FailureOr<flatbuffers::Offset<ptp::Instruction>>
+Writer::addAllReduce(AllReduceOp allReduce) {
+  // The runtime builds its communicators from Program.mesh alone, so a
+  // collective must span axes of that mesh, not of a sub-mesh. (Verified IR
+  // has a dist.mesh whenever it has a collective: sub-meshes end in one.)
+  if (!mesh || allReduce.getMesh() != mesh.getSymName())
+    return allReduce.emitOpError()
+           << "runs on " << allReduce.getMeshAttr()
+           << ", but a program runs on one mesh, the module's dist.mesh"
+           << (mesh ? " @" + mesh.getSymName().str() : std::string())
+           << ": collectives over sub-meshes are not supported yet";
+  // The verifier has checked that every axis is one of the mesh's.
+  ArrayAttr names = mesh.getAxisNames();
+  std::vector<uint8_t> axes;
+  for (Attribute axis : allReduce.getAxes())
+    axes.push_back(
+        static_cast<uint8_t>(llvm::find(names, axis) - names.begin()));
+  // A group is a set of axes; the schema lists them increasing.
+  llvm::sort(axes);
+  FailureOr<std::vector<uint32_t>> args =
+      bufferArgs(allReduce, allReduce.getBuffers());
+  if (failed(args))
+    return failure();
+  // Distinct values may still be views of the same bytes; reduced twice in
+  // one bucket, those bytes would be reduced twice (the loader rejects it).
+  auto range = [&](Value buffer) {
+    int64_t begin = bufferOffset.lookup(buffer);
+    int64_t bytes = cast<MemRefType>(buffer.getType()).getNumElements() * 4;
+    return std::make_pair(begin, begin + bytes);
+  };
+  OperandRange buffers = allReduce.getBuffers();
+  for (unsigned i = 0, e = buffers.size(); i < e; ++i)
+    for (unsigned j = 0; j < i; ++j) {
+      auto [beginI, endI] = range(buffers[i]);
+      auto [beginJ, endJ] = range(buffers[j]);
+      if (beginI < endJ && beginJ < endI)
+        return allReduce.emitOpError()
+               << "reduces buffers #" << j << " [" << beginJ << ", " << endJ
+               << ") and #" << i << " [" << beginI << ", " << endI
+               << "), which overlap in the arena";
+    }
+  auto collective = ptp::CreateCollectiveDirect(
+      fbb, ptp::CollectiveKind::AllReduce, toProgram(allReduce.getReduce()),
+      &axes, allReduce.getLabel().str().c_str());
+  return ptp::CreateInstructionDirect(fbb, /*kernel=*/0, &*args,
+                                      /*ints=*/nullptr, /*floats=*/nullptr,
+                                      collective);
+}
 
 LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
                                 StringRef name, Operation *op) {
@@ -170,26 +254,30 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
         return failure();
       continue;
     }
+    if (auto allReduce = dyn_cast<AllReduceOp>(op)) {
+      FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
+          addAllReduce(allReduce);
+      if (failed(instruction))
+        return failure();
+      instructions.push_back(*instruction);
+      continue;
+    }
     auto kernel = dyn_cast<KernelOp>(op);
     if (!kernel)
       return op.emitOpError("cannot be written to a program: the runtime "
-                            "executes rt.kernel ops only");
+                            "executes rt.kernel and rt.all_reduce ops only");
     StringRef name = kernel.getKernel();
     const runtime::KernelInfo *info =
         runtime::lookupKernel(std::string_view(name.data(), name.size()));
-    std::vector<uint32_t> args;
-    for (Value operand : kernel->getOperands()) {
-      auto it = bufferIndex.find(operand);
-      if (it == bufferIndex.end())
-        return kernel.emitOpError("operand is not a planned buffer (run "
-                                  "--lower-memory-plan first)");
-      args.push_back(it->second);
-    }
+    FailureOr<std::vector<uint32_t>> args =
+        bufferArgs(kernel, kernel->getOperands());
+    if (failed(args))
+      return failure();
     std::vector<int64_t> ints(kernel.getInts().begin(), kernel.getInts().end());
     std::vector<float> floats(kernel.getFloats().begin(),
                               kernel.getFloats().end());
     instructions.push_back(ptp::CreateInstructionDirect(
-        fbb, static_cast<uint16_t>(info->id), &args, &ints, &floats));
+        fbb, static_cast<uint16_t>(info->id), &*args, &ints, &floats));
   }
   functions.push_back(ptp::CreateFunctionDirect(
       fbb, function.getSymName().str().c_str(), &instructions));
@@ -202,9 +290,16 @@ void Writer::finish(ModuleOp module, func::FuncOp trainStep,
       xfmr::XfmrDialect::kModelAttrName));
   std::string train = toJson(trainStep->getAttrOfType<DictionaryAttr>(
       xfmr::XfmrDialect::kTrainStepAttrName));
+  // Without a mesh the field stays absent: one device.
+  std::vector<flatbuffers::Offset<ptp::MeshAxis>> meshAxes;
+  if (mesh)
+    for (auto [name, size] :
+         llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
+      meshAxes.push_back(ptp::CreateMeshAxisDirect(
+          fbb, cast<StringAttr>(name).getValue().str().c_str(), size));
   auto program = ptp::CreateProgramDirect(
       fbb, ptp::kSchemaVersion, static_cast<uint64_t>(arenaBytes), &buffers,
-      &functions, model.c_str(), train.c_str());
+      &functions, model.c_str(), train.c_str(), mesh ? &meshAxes : nullptr);
   ptp::FinishProgramBuffer(fbb, program);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());
@@ -228,7 +323,20 @@ LogicalResult writeProgram(ModuleOp module, llvm::raw_ostream &os) {
     return cast<IntegerAttr>(function->getAttr(RtDialect::kArenaBytesAttrName))
         .getInt();
   };
-  Writer writer(arenaBytes(planned.front()));
+  // The program runs on one mesh (Program.mesh); sub-meshes may exist, but
+  // no collective of a program may use them yet.
+  dist::MeshOp mesh;
+  for (auto candidate : module.getOps<dist::MeshOp>()) {
+    if (mesh)
+      return candidate.emitOpError()
+             << "is a second device mesh: a program runs on one mesh, and "
+             << "this module already declares @" << mesh.getSymName();
+    mesh = candidate;
+  }
+  if (mesh && mesh.getAxisNames().size() > 255)
+    return mesh.emitOpError("has more than 255 axes, more than a program can "
+                            "index");
+  Writer writer(arenaBytes(planned.front()), mesh);
   for (func::FuncOp function : planned) {
     if (arenaBytes(function) != arenaBytes(planned.front()))
       return function.emitError("all planned functions must share one arena");
@@ -249,8 +357,9 @@ void registerProgramTranslation() {
         return writeProgram(module, os);
       },
       [](DialectRegistry &registry) {
-        registry.insert<rt::RtDialect, xfmr::XfmrDialect, arith::ArithDialect,
-                        func::FuncDialect, memref::MemRefDialect>();
+        registry.insert<rt::RtDialect, dist::DistDialect, xfmr::XfmrDialect,
+                        arith::ArithDialect, func::FuncDialect,
+                        memref::MemRefDialect>();
       });
 }
 

@@ -1,6 +1,7 @@
 //===- RtDialect.cpp - registration and attribute checks ------------------===//
 
 #include "dialects/Rt/RtDialect.h"
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtOps.h"
 
 using namespace mlir;

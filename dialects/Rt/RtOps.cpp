@@ -1,7 +1,8 @@
-//===- RtOps.cpp - verifier of rt.kernel ----------------------------------===//
+//===- RtOps.cpp - verifiers and custom syntax of the rt ops --------------===//
 
 #include "dialects/Rt/RtOps.h"
 
+#include "dialects/Dist/DistOps.h"
 #include "runtime/KernelTable.h"
 
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
@@ -9,6 +10,60 @@
 
 using namespace mlir;
 using namespace partition::rt;
+
+//===----------------------------------------------------------------------===//
+// Custom directives (the spelling of the dist collectives)
+//===----------------------------------------------------------------------===//
+
+/// `[name, ...]`
+static ParseResult parseAxisNames(OpAsmParser &parser, ArrayAttr &axes) {
+  SmallVector<Attribute> names;
+  if (parser.parseCommaSeparatedList(
+          OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
+            std::string name;
+            if (parser.parseKeywordOrString(&name))
+              return failure();
+            names.push_back(parser.getBuilder().getStringAttr(name));
+            return success();
+          }))
+    return failure();
+  axes = parser.getBuilder().getArrayAttr(names);
+  return success();
+}
+
+static void printAxisNames(OpAsmPrinter &printer, Operation *,
+                           ArrayAttr axes) {
+  printer << '[';
+  llvm::interleaveComma(axes, printer, [&](Attribute axis) {
+    printer.printKeywordOrString(cast<StringAttr>(axis).getValue());
+  });
+  printer << ']';
+}
+
+/// The bare keyword `sum`, `avg` or `max`.
+static ParseResult parseReduceKind(OpAsmParser &parser,
+                                   partition::dist::ReduceKindAttr &kind) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<partition::dist::ReduceKind> value =
+      partition::dist::symbolizeReduceKind(keyword);
+  if (!value)
+    return parser.emitError(loc) << "expected sum, avg or max, but got '"
+                                 << keyword << "'";
+  kind = partition::dist::ReduceKindAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+static void printReduceKind(OpAsmPrinter &printer, Operation *,
+                            partition::dist::ReduceKindAttr kind) {
+  printer << partition::dist::stringifyReduceKind(kind.getValue());
+}
+
+//===----------------------------------------------------------------------===//
+// rt.kernel
+//===----------------------------------------------------------------------===//
 
 LogicalResult KernelOp::verify() {
   const runtime::KernelInfo *info = runtime::lookupKernel(
@@ -49,6 +104,65 @@ LogicalResult KernelOp::verify() {
       if (llvm::is_contained(getInputs(), output))
         return emitOpError() << "kernel \"" << getKernel()
                              << "\" cannot write one of its inputs";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// rt.all_reduce
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::verify() {
+  OperandRange buffers = getBuffers();
+  if (buffers.empty())
+    return emitOpError("must reduce at least one buffer");
+  for (auto [index, buffer] : llvm::enumerate(buffers)) {
+    auto type = cast<MemRefType>(buffer.getType());
+    // The runtime reduces f32 arena buffers as flat arrays (NCCL / MPI on
+    // the whole byte range), so a strided view would reduce the wrong bytes.
+    if (!type.getElementType().isF32() || !type.hasStaticShape() ||
+        !type.getLayout().isIdentity())
+      return emitOpError() << "buffer #" << index << " " << type
+                           << " must be f32 with a static shape and the "
+                              "identity layout";
+    // Reducing one buffer twice in a bucket would add it to itself.
+    for (unsigned j = 0; j < index; ++j)
+      if (buffers[j] == buffer)
+        return emitOpError() << "reduces one buffer twice: buffer #" << index
+                             << " is buffer #" << j;
+  }
+  if (getLabel().empty())
+    return emitOpError("must have a non-empty label");
+  ArrayAttr axes = getAxes();
+  if (axes.empty())
+    return emitOpError("must name at least one mesh axis");
+  for (unsigned i = 0, e = axes.size(); i < e; ++i)
+    for (unsigned j = 0; j < i; ++j)
+      if (axes[i] == axes[j])
+        return emitOpError()
+               << "axis '" << cast<StringAttr>(axes[i]).getValue()
+               << "' is listed twice in axes " << axes;
+  return success();
+}
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<partition::dist::MeshShape> mesh = partition::dist::lookupMeshShape(
+      *this, getMeshAttr(), &tables, [&] { return emitOpError(); });
+  if (failed(mesh))
+    return failure();
+  for (Attribute axis : getAxes()) {
+    StringRef name = cast<StringAttr>(axis).getValue();
+    if (mesh->find(name) >= 0)
+      continue;
+    InFlightDiagnostic diag = emitOpError()
+                              << "axis '" << name << "' is not an axis of "
+                              << getMeshAttr() << ", whose axes are [";
+    llvm::interleaveComma(llvm::zip(mesh->names, mesh->sizes), diag,
+                          [&](auto entry) {
+                            diag << std::get<0>(entry) << " = "
+                                 << std::get<1>(entry);
+                          });
+    return diag << "]";
+  }
   return success();
 }
 

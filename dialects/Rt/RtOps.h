@@ -3,9 +3,13 @@
 #ifndef PARTITION_DIALECTS_RT_RTOPS_H
 #define PARTITION_DIALECTS_RT_RTOPS_H
 
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #define GET_OP_CLASSES
 #include "dialects/Rt/RtOps.h.inc"

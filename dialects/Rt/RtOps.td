@@ -1,8 +1,9 @@
 //===- RtOps.td - what the runtime executes ----------------*- tablegen -*-===//
 //
 // The runtime level: buffers are memrefs (views of one arena once the memory
-// plan has run) and every computation is an `rt.kernel`, a call of one entry
-// of the runtime's kernel table (runtime/Kernels.def).
+// plan has run), every computation is an `rt.kernel`, a call of one entry of
+// the runtime's kernel table (runtime/Kernels.def), and every communication
+// an `rt.all_reduce` over the axes of the module's `dist.mesh`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,18 +12,22 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Rt_Dialect : Dialect {
   let name = "rt";
-  let summary = "Runtime level: kernel calls on arena buffers";
+  let summary = "Runtime level: kernel calls and collectives on arena buffers";
   let description = [{
     The last IR level before a `.ptp` program. A training step is a function
-    over memrefs whose ops are kernel calls; after `--lower-memory-plan`
-    every buffer is a `memref.view` of one arena at a fixed offset.
+    over memrefs whose ops are kernel calls and collectives over the axes of
+    the module's `dist.mesh`; after `--lower-memory-plan` every buffer is a
+    `memref.view` of one arena at a fixed offset.
   }];
   let cppNamespace = "::partition::rt";
-  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  // Collectives name a dist.mesh and carry a #dist.reduce kind.
+  let dependentDialects = ["::mlir::memref::MemRefDialect",
+                           "::partition::dist::DistDialect"];
   let extraClassDeclaration = [{
     /// On a buffer (a function argument or a memref.view): what it holds,
     /// one of param, moment1, moment2, step, lr, tokens, targets, loss,
@@ -69,6 +74,65 @@ def Rt_KernelOp : Op<Rt_Dialect, "kernel", [AttrSizedOperandSegments]> {
     $kernel (`ins` `(` $inputs^ `:` type($inputs) `)`)?
     `outs` `(` $outputs `:` type($outputs) `)`
     (`ints` `=` $ints^)? (`floats` `=` $floats^)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+// The dist dialect's reduction kind, used as is: the reduction a collective
+// performs does not change when it is lowered. Declared by its C++ class so
+// that this file does not pull in (and generate) the dist ops.
+def Rt_ReduceKindAttr : Attr<
+    CPred<"::llvm::isa<::partition::dist::ReduceKindAttr>($_self)">,
+    "reduction kind (#dist.reduce)"> {
+  let storageType = "::partition::dist::ReduceKindAttr";
+  let returnType = "::partition::dist::ReduceKind";
+  let convertFromStorage = "$_self.getValue()";
+  let constBuilderCall =
+      "::partition::dist::ReduceKindAttr::get($_builder.getContext(), $0)";
+}
+
+def Rt_AllReduceOp : Op<Rt_Dialect, "all_reduce", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reduces a bucket of buffers in place over a group of ranks";
+  let description = [{
+    Replaces every element of every buffer with its reduction (`sum`, `avg`
+    or `max`) over the ranks that share this rank's coordinates on every
+    axis of `mesh` except `axes`. The buffers form one bucket: the runtime
+    reduces them as one message, so that many small gradients pay one
+    collective's latency. `label` names the collective in the runtime's
+    error messages (a timeout says which collective hung).
+
+    Every rank of a group must execute the same all-reduces, on buffers of
+    the same shapes, in the same order.
+
+    Example:
+    ```mlir
+    dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+    ...
+    rt.all_reduce %gw, %gb on @mesh axes [dp] reduce = avg
+        label = "gradient bucket 0" : memref<64x64xf32>, memref<64xf32>
+    ```
+
+    Constraints:
+    - at least one buffer, and no buffer twice;
+    - every buffer is f32 with a static shape and the identity layout (the
+      runtime reduces whole arena buffers, not strided views);
+    - `label` is not empty;
+    - `axes` are distinct (at least one);
+    - `mesh` names a `dist.mesh` or `dist.submesh`, and every axis is one of
+      its axes.
+  }];
+  let arguments = (ins
+    Arg<Variadic<AnyMemRef>, "the bucket, reduced in place",
+        [MemRead, MemWrite]>:$buffers,
+    FlatSymbolRefAttr:$mesh,
+    StrArrayAttr:$axes,
+    Rt_ReduceKindAttr:$reduce,
+    StrAttr:$label);
+  let assemblyFormat = [{
+    $buffers `on` $mesh `axes` custom<AxisNames>($axes)
+    `reduce` `=` custom<ReduceKind>($reduce) `label` `=` $label
+    attr-dict `:` type($buffers)
   }];
   let hasVerifier = 1;
 }

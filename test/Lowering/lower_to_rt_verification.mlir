@@ -114,6 +114,30 @@ func.func @op_without_kernel(%w: tensor<4xf32> {xfmr.param = "w"})
 
 // -----
 
+// The runtime reduces f32 buffers only.
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_i32(%w: tensor<4xf32> {xfmr.param = "w"}, %t: tensor<2x3xi32> {xfmr.input = "tokens"})
+    -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {}} {
+  // expected-error @+1 {{'dist.all_reduce' op reduces 'tensor<2x3xi32>', but the runtime reduces f32 buffers only}}
+  %w2, %t2 = dist.all_reduce %w, %t on @m axes [dp] reduce = sum : tensor<4xf32>, tensor<2x3xi32>
+  %loss = arith.constant dense<0.0> : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Collectives other than all_reduce have no runtime entry yet.
+dist.mesh @m axes = [tp = 2]
+func.func @all_gather(%w: tensor<4xf32> {xfmr.param = "w"})
+    -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {}} {
+  // expected-error @+1 {{'dist.all_gather' op has no runtime kernel}}
+  %g = dist.all_gather %w on @m axes [tp] dim = 0 : tensor<4xf32> -> tensor<8xf32>
+  %loss = arith.constant dense<0.0> : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 func.func @tensor_op_without_kernel(%w: tensor<4xf32> {xfmr.param = "w"})
     -> (tensor<f32> {xfmr.output = "loss"}, tensor<4xf32> {xfmr.param = "w"}) attributes {xfmr.train_step = {}} {
   %loss = arith.constant dense<0.0> : tensor<f32>

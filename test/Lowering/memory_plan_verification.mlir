@@ -2,7 +2,7 @@
 
 // One case per error of --lower-memory-plan (MemoryPlan.cpp).
 
-// expected-error @+1 {{no function with rt.kernel ops to plan (run --lower-to-rt first)}}
+// expected-error @+1 {{no function with rt.kernel or rt.all_reduce ops to plan (run --lower-to-rt first)}}
 module {
   func.func @train_step(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
     return
@@ -12,7 +12,7 @@ module {
 // -----
 
 // Still tensors: --lower-to-rt has not run.
-// expected-error @+1 {{no function with rt.kernel ops to plan (run --lower-to-rt first)}}
+// expected-error @+1 {{no function with rt.kernel or rt.all_reduce ops to plan (run --lower-to-rt first)}}
 module {
   func.func @train_step(%w: tensor<4xf32> {xfmr.param = "w"}) -> tensor<4xf32> attributes {xfmr.train_step = {}} {
     %y = xfmr.gelu %w : (tensor<4xf32>) -> tensor<4xf32>

@@ -72,17 +72,22 @@ int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// The passes that split a model over a mesh axis; none exists yet, so a
-/// plan must be on one device. Remove an axis here once its pass lands (and
-/// add the pass to the pipeline).
+cl::opt<double> bucketMb("bucket-mb",
+                         cl::desc("Data parallelism: the largest gradient "
+                                  "bucket all-reduced at once, in MiB "
+                                  "(PyTorch DDP's bucket_cap_mb)"),
+                         cl::init(25.0), cl::cat(category));
+
+int64_t meshSize(DictionaryAttr plan, StringRef axis) {
+  return plan.getAs<DictionaryAttr>("mesh").getAs<IntegerAttr>(axis).getInt();
+}
+
+/// The passes that split a model over a mesh axis and do not exist yet: a
+/// plan that needs them is refused. Remove an axis here once its pass lands
+/// (and add the pass to the pipeline).
 std::string missingPartitioningPasses(DictionaryAttr plan) {
-  auto mesh = plan.getAs<DictionaryAttr>("mesh");
-  auto size = [&](StringRef axis) {
-    return mesh.getAs<IntegerAttr>(axis).getInt();
-  };
+  auto size = [&](StringRef axis) { return meshSize(plan, axis); };
   SmallVector<std::string> missing;
-  if (size("dp") > 1)
-    missing.push_back("data-parallel");
   if (size("tp") > 1)
     missing.push_back("tensor-parallel");
   if (size("pp") > 1)
@@ -96,7 +101,7 @@ std::string missingPartitioningPasses(DictionaryAttr plan) {
   return ("plan.json: mesh dp=" + Twine(size("dp")) + " tp=" +
           Twine(size("tp")) + " pp=" + Twine(size("pp")) + " needs the " +
           passes + (one ? " pass, which is" : " passes, which are") +
-          " not implemented yet; only a 1-device mesh compiles today")
+          " not implemented yet; only data parallelism (mesh.dp) compiles today")
       .str();
 }
 
@@ -132,6 +137,9 @@ int main(int argc, char **argv) {
     return fail("cannot parse '" + input + "' (see the diagnostic above)");
 
   int64_t stepMicrobatches = microbatches;
+  int64_t dataParallel = 1;
+  if (!(bucketMb > 0))
+    return fail("--bucket-mb must be positive");
   if (!planFile.empty()) {
     PassManager planning(&context);
     partition::ApplyPlanPassOptions apply;
@@ -143,6 +151,7 @@ int main(int argc, char **argv) {
     std::string missing = missingPartitioningPasses(plan);
     if (!missing.empty())
       return fail(missing);
+    dataParallel = meshSize(plan, "dp");
     if (microbatches.getNumOccurrences() == 0)
       stepMicrobatches = plan.getAs<DictionaryAttr>("pipeline")
                              .getAs<IntegerAttr>("microbatches")
@@ -159,6 +168,11 @@ int main(int argc, char **argv) {
   step.weightDecay = weightDecay;
   step.withEval = optimizer == "adamw";
   pm.addPass(partition::createTrainStepPass(step));
+  if (dataParallel > 1) {
+    partition::DataParallelPassOptions dp;
+    dp.bucketBytes = static_cast<int64_t>(bucketMb * 1024 * 1024);
+    pm.addPass(partition::createDataParallelPass(dp));
+  }
   pm.addPass(partition::createLowerToRtPass());
   partition::MemoryPlanPassOptions plan;
   plan.report = memoryReport;

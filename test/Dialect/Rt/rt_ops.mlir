@@ -4,8 +4,9 @@
 
 // Round trip of rt.kernel in each of its forms (with and without inputs, ints
 // and floats; in place; on subviews with a contiguous strided layout), in the
-// custom and in the generic form, and of the discardable rt attributes on
-// functions, their arguments and memref.view ops.
+// custom and in the generic form, of the discardable rt attributes on
+// functions, their arguments and memref.view ops, and of rt.all_reduce
+// (buckets, reduction kinds, labels, meshes and sub-meshes).
 
 // CHECK-LABEL: func.func @inputs_and_output
 // CHECK-SAME:    (%[[X:.*]]: memref<2x4x8xf32>, %[[W:.*]]: memref<16x8xf32>, %[[Y:.*]]: memref<2x4x16xf32>)
@@ -135,5 +136,65 @@ func.func @planned(%arena: memref<256xi8>) attributes {rt.arena_bytes = 256 : i6
 // CHECK-LABEL: func.func @empty_arena
 // CHECK-SAME:    attributes {rt.arena_bytes = 0 : i64}
 func.func @empty_arena() attributes {rt.arena_bytes = 0 : i64} {
+  return
+}
+
+// -----
+
+// rt.all_reduce: a bucket of two buffers with a label, on the module's mesh.
+// CHECK:       dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+// CHECK-LABEL: func.func @all_reduce_bucket
+// CHECK-SAME:    (%[[W:.*]]: memref<64x64xf32>, %[[B:.*]]: memref<64xf32>)
+// CHECK:         rt.all_reduce %[[W]], %[[B]] on @mesh axes [dp] reduce = avg label = "gradient bucket 0" : memref<64x64xf32>, memref<64xf32>{{$}}
+dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+func.func @all_reduce_bucket(%w: memref<64x64xf32>, %b: memref<64xf32>) {
+  rt.all_reduce %w, %b on @mesh axes [dp] reduce = avg label = "gradient bucket 0" : memref<64x64xf32>, memref<64xf32>
+  return
+}
+// GENERIC-LABEL: sym_name = "all_reduce_bucket"
+// GENERIC: "rt.all_reduce"(%{{.*}}, %{{.*}}) <{axes = ["dp"], label = "gradient bucket 0", mesh = @mesh, reduce = #dist.reduce<avg>}> : (memref<64x64xf32>, memref<64xf32>) -> ()
+
+// -----
+
+// One scalar buffer, every reduction kind, several axes in any order.
+// CHECK-LABEL: func.func @all_reduce_kinds
+// CHECK-SAME:    (%[[L:.*]]: memref<f32>, %[[X:.*]]: memref<2x3xf32>)
+// CHECK:         rt.all_reduce %[[L]] on @m axes [dp] reduce = sum label = "loss" : memref<f32>{{$}}
+// CHECK-NEXT:    rt.all_reduce %[[X]] on @m axes [tp, dp] reduce = max label = "all_reduce" : memref<2x3xf32>{{$}}
+// CHECK-NEXT:    rt.all_reduce %[[X]], %[[L]] on @m axes [dp, pp, tp] reduce = avg label = "with \22quotes\22" : memref<2x3xf32>, memref<f32>{{$}}
+dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
+func.func @all_reduce_kinds(%loss: memref<f32>, %x: memref<2x3xf32>) {
+  rt.all_reduce %loss on @m axes [dp] reduce = sum label = "loss" : memref<f32>
+  rt.all_reduce %x on @m axes [tp, dp] reduce = max label = "all_reduce" : memref<2x3xf32>
+  rt.all_reduce %x, %loss on @m axes [dp, pp, tp] reduce = avg label = "with \"quotes\"" : memref<2x3xf32>, memref<f32>
+  return
+}
+// GENERIC-LABEL: sym_name = "all_reduce_kinds"
+// GENERIC: "rt.all_reduce"(%{{.*}}) <{axes = ["dp"], label = "loss", mesh = @m, reduce = #dist.reduce<sum>}> : (memref<f32>) -> ()
+// GENERIC: "rt.all_reduce"(%{{.*}}) <{axes = ["tp", "dp"], label = "all_reduce", mesh = @m, reduce = #dist.reduce<max>}> : (memref<2x3xf32>) -> ()
+
+// -----
+
+// On a sub-mesh: its axes are the parent's axes it does not fix.
+// CHECK-LABEL: func.func @all_reduce_submesh
+// CHECK:         rt.all_reduce %{{.*}} on @replica0 axes [tp] reduce = sum label = "tp partial sums" : memref<4x16xf32>{{$}}
+dist.mesh @m axes = [dp = 2, tp = 2]
+dist.submesh @replica0 of @m where [dp = 0]
+func.func @all_reduce_submesh(%x: memref<4x16xf32>) {
+  rt.all_reduce %x on @replica0 axes [tp] reduce = sum label = "tp partial sums" : memref<4x16xf32>
+  return
+}
+
+// -----
+
+// Views of the arena are buffers too.
+// CHECK-LABEL: func.func @all_reduce_views
+// CHECK:         %[[G:.*]] = memref.view
+// CHECK:         rt.all_reduce %[[G]] on @m axes [dp] reduce = avg label = "gradient bucket 1" : memref<4x8xf32>{{$}}
+dist.mesh @m axes = [dp = 4]
+func.func @all_reduce_views(%arena: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64} {
+  %c128 = arith.constant 128 : index
+  %g = memref.view %arena[%c128][] : memref<256xi8> to memref<4x8xf32>
+  rt.all_reduce %g on @m axes [dp] reduce = avg label = "gradient bucket 1" : memref<4x8xf32>
   return
 }

@@ -1,7 +1,7 @@
 // RUN: partition-opt %s -split-input-file -verify-diagnostics
 
-// One case per error of the rt.kernel verifier (RtOps.cpp) and of the rt
-// attribute checks (RtDialect.cpp).
+// One case per error of the rt.kernel and rt.all_reduce verifiers (RtOps.cpp)
+// and of the rt attribute checks (RtDialect.cpp).
 
 //===----------------------------------------------------------------------===//
 // rt.kernel: the kernel table
@@ -325,4 +325,147 @@ func.func @role_on_alloc() {
 // expected-error @+1 {{'rt.role' on result #1: rt attributes belong on arguments and views}}
 func.func @role_on_result(%x: memref<f32>) -> (memref<f32>, memref<f32> {rt.role = "loss"}) {
   return %x, %x : memref<f32>, memref<f32>
+}
+
+//===----------------------------------------------------------------------===//
+// rt.all_reduce: buffers
+//===----------------------------------------------------------------------===//
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_no_buffers() {
+  // expected-error @+1 {{'rt.all_reduce' op must reduce at least one buffer}}
+  "rt.all_reduce"() <{axes = ["dp"], label = "empty", mesh = @m, reduce = #dist.reduce<sum>}> : () -> ()
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_i32(%x: memref<4xf32>, %s: memref<i32>) {
+  // expected-error @+1 {{'rt.all_reduce' op buffer #1 'memref<i32>' must be f32 with a static shape and the identity layout}}
+  rt.all_reduce %x, %s on @m axes [dp] reduce = sum label = "step" : memref<4xf32>, memref<i32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_dynamic(%x: memref<?x8xf32>) {
+  // expected-error @+1 {{'rt.all_reduce' op buffer #0 'memref<?x8xf32>' must be f32 with a static shape and the identity layout}}
+  rt.all_reduce %x on @m axes [dp] reduce = sum label = "g" : memref<?x8xf32>
+  return
+}
+
+// -----
+
+// Even a contiguous view with an offset: the runtime reduces whole buffers.
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_strided(%x: memref<4x8xf32>) {
+  %row = memref.subview %x[1, 0] [1, 8] [1, 1] : memref<4x8xf32> to memref<1x8xf32, strided<[8, 1], offset: 8>>
+  // expected-error @+1 {{'rt.all_reduce' op buffer #0 'memref<1x8xf32, strided<[8, 1], offset: 8>>' must be f32 with a static shape and the identity layout}}
+  rt.all_reduce %row on @m axes [dp] reduce = sum label = "g" : memref<1x8xf32, strided<[8, 1], offset: 8>>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_buffer_twice(%a: memref<4xf32>, %b: memref<8xf32>) {
+  // expected-error @+1 {{'rt.all_reduce' op reduces one buffer twice: buffer #2 is buffer #0}}
+  rt.all_reduce %a, %b, %a on @m axes [dp] reduce = sum label = "g" : memref<4xf32>, memref<8xf32>, memref<4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// rt.all_reduce: label, reduction and axes
+//===----------------------------------------------------------------------===//
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_empty_label(%x: memref<4xf32>) {
+  // expected-error @+1 {{'rt.all_reduce' op must have a non-empty label}}
+  rt.all_reduce %x on @m axes [dp] reduce = sum label = "" : memref<4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_unknown_reduction(%x: memref<4xf32>) {
+  // expected-error @+1 {{expected sum, avg or max, but got 'min'}}
+  rt.all_reduce %x on @m axes [dp] reduce = min label = "g" : memref<4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_reduction_not_a_kind(%x: memref<4xf32>) {
+  // expected-error @+1 {{Invalid attribute `reduce` in property conversion: 1 : i32}}
+  "rt.all_reduce"(%x) <{axes = ["dp"], label = "g", mesh = @m, reduce = 1 : i32}> : (memref<4xf32>) -> ()
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @all_reduce_no_axes(%x: memref<4xf32>) {
+  // expected-error @+1 {{'rt.all_reduce' op must name at least one mesh axis}}
+  rt.all_reduce %x on @m axes [] reduce = sum label = "g" : memref<4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, tp = 2]
+func.func @all_reduce_axis_twice(%x: memref<4xf32>) {
+  // expected-error @+1 {{'rt.all_reduce' op axis 'dp' is listed twice in axes ["dp", "tp", "dp"]}}
+  rt.all_reduce %x on @m axes [dp, tp, dp] reduce = sum label = "g" : memref<4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// rt.all_reduce: the mesh (verifySymbolUses)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @all_reduce_no_mesh(%x: memref<4xf32>) {
+  // expected-error @+1 {{'rt.all_reduce' op @m does not name a dist.mesh or dist.submesh}}
+  rt.all_reduce %x on @m axes [dp] reduce = sum label = "g" : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @m() {
+  return
+}
+func.func @all_reduce_mesh_is_a_function(%x: memref<4xf32>) {
+  // expected-error @+1 {{'rt.all_reduce' op @m does not name a dist.mesh or dist.submesh}}
+  rt.all_reduce %x on @m axes [dp] reduce = sum label = "g" : memref<4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, pp = 2]
+func.func @all_reduce_unknown_axis(%x: memref<4xf32>) {
+  // expected-error @+1 {{'rt.all_reduce' op axis 'tp' is not an axis of @m, whose axes are [dp = 2, pp = 2]}}
+  rt.all_reduce %x on @m axes [dp, tp] reduce = sum label = "g" : memref<4xf32>
+  return
+}
+
+// -----
+
+// A sub-mesh has only the axes its parent does not fix.
+dist.mesh @m axes = [dp = 2, tp = 2]
+dist.submesh @r0 of @m where [dp = 0]
+func.func @all_reduce_axis_fixed_by_submesh(%x: memref<4xf32>) {
+  // expected-error @+1 {{'rt.all_reduce' op axis 'dp' is not an axis of @r0, whose axes are [tp = 2]}}
+  rt.all_reduce %x on @r0 axes [dp] reduce = sum label = "g" : memref<4xf32>
+  return
 }

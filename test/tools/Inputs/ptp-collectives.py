@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Prints the device mesh and the collectives of a .ptp program, for FileCheck.
+
+    ptp-collectives.py PROGRAM.ptp
+
+The schema version 2 additions (Program.mesh, Instruction.collective), read
+with the FlatBuffer reader of ptp-dump.py, which prints the rest. One line for
+the mesh, then per function one line per collective with its position in the
+function's instruction list:
+
+    mesh dp=2 pp=1 tp=1                 ("mesh none" when the field is empty)
+    function train_step
+      #3 all_reduce avg axes [0] (dp) buffers [5, 6] label "gradient bucket 0"
+"""
+
+import importlib.util
+import os
+import sys
+
+KINDS = ["all_reduce"]
+REDUCES = ["sum", "avg", "max"]
+
+
+def load_reader():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptp-dump.py")
+    spec = importlib.util.spec_from_file_location("ptp_dump", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main():
+    reader = load_reader()
+    data = open(sys.argv[1], "rb").read()
+    program = reader.Table(data, int.from_bytes(data[0:4], "little"))
+    # Program: schema_version, arena_bytes, buffers, functions, model_json,
+    # train_json, mesh. MeshAxis: name, size.
+    mesh = [(axis.string(0), axis.scalar(1, "q")) for axis in program.tables(6)]
+    print("mesh", " ".join("%s=%d" % axis for axis in mesh) or "none")
+    for function in program.tables(3):
+        print("function", function.string(0))
+        # Instruction: kernel, args, ints, floats, collective.
+        for index, ins in enumerate(function.tables(1)):
+            at = ins._target(4)
+            if at is None:
+                continue
+            # Collective: kind, reduce, axes, label.
+            collective = reader.Table(data, at)
+            axes = collective.vector(2, "B")
+            names = ", ".join(mesh[a][0] if a < len(mesh) else "?%d" % a for a in axes)
+            print('  #%d %s %s axes %s (%s) buffers %s label "%s"' % (
+                index, KINDS[collective.scalar(0, "B")],
+                REDUCES[collective.scalar(1, "B")], axes, names,
+                ins.vector(1, "I"), collective.string(3)))
+
+
+if __name__ == "__main__":
+    main()
