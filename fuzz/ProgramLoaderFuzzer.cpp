@@ -1,7 +1,8 @@
 //===- ProgramLoaderFuzzer.cpp - the .ptp loader on arbitrary bytes -------===//
 //
-// A libFuzzer target: Program::parse, then checkInstruction on every
-// instruction of every function, then the lookups partition-run makes
+// A libFuzzer target: Program::parse, then checkInstruction on every kernel
+// instruction of every function (collectives: their checked buffers and
+// axes), then the lookups partition-run makes
 // (single roles, modelInt) -- everything the runtime does with a file before
 // it allocates the arena. Any input may be rejected with a ProgramError;
 // any other exception, a crash, or a sanitizer report is a bug.
@@ -35,6 +36,18 @@ void exercise(const uint8_t *data, size_t size) {
   Program program = Program::parse(data, size, "<fuzz>");
   for (const Function &function : program.functions)
     for (size_t i = 0; i < function.instructions.size(); ++i) {
+      // The loader checks collectives completely (mesh axes, f32 buffers
+      // inside the arena, no overlaps); they have no shapes to check.
+      if (const auto &collective = function.instructions[i].collective) {
+        for (uint32_t arg : function.instructions[i].args)
+          if (arg >= program.buffers.size() ||
+              program.buffers[arg].dtype != DType::F32)
+            bug("collective with an unchecked buffer", collective->label);
+        for (uint32_t axis : collective->axes)
+          if (axis >= program.mesh.size())
+            bug("collective over an unknown axis", collective->label);
+        continue;
+      }
       KernelArgs args =
           checkInstruction(program, function.instructions[i],
                            function.name + " instruction #" +
@@ -48,6 +61,8 @@ void exercise(const uint8_t *data, size_t size) {
   // What partition-run asks next; each may throw ProgramError.
   for (Role role : {Role::Tokens, Role::Targets, Role::Loss})
     (void)program.single(role);
+  (void)program.describeMesh();
+  (void)program.devices();
   (void)program.modelInt("vocab");
   (void)program.modelInt("layers");
 }

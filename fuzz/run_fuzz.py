@@ -6,7 +6,8 @@
 Builds a seed corpus in a temporary directory -- real programs compiled by
 DIR/partition-gen and DIR/partition-compile (gpt2-tiny; a small llama with
 grouped-query attention; gpt2-tiny with two micro-batches; gpt2-tiny
-without an optimizer), plus truncations of the first -- then runs FUZZER
+without an optimizer; data-parallel ones with collectives), plus
+truncations of the first -- then runs FUZZER
 for N mutated inputs (libFuzzer flags when --libfuzzer, else the
 StandaloneFuzzDriver's). Fails if the fuzzer reports a crash, a sanitizer
 error or an exception other than ProgramError; libFuzzer then leaves the
@@ -60,6 +61,20 @@ def main():
         for name, (model, flags) in variants.items():
             run([compile_, os.path.join(scratch, model + ".mlir"), "-o",
                  os.path.join(seeds, name + ".ptp"), *flags])
+        # A data-parallel program (a mesh, gradient buckets and the loss
+        # all-reduced), made by hand from the llama one while the compiler's
+        # own are not there; then also the compiler's, when it writes them.
+        make_dp = os.path.join(args.bin, "partition-test-dp-program")
+        if os.path.exists(make_dp):
+            run([make_dp, os.path.join(seeds, "llama.ptp"),
+                 os.path.join(seeds, "llama-dp2.ptp"), "--dp", "2",
+                 "--bucket-bytes", "20000"])
+        plan = os.path.join(scratch, "dp2.json")
+        with open(plan, "w") as f:
+            f.write('{"mesh": {"dp": 2}}')
+        subprocess.run([compile_, os.path.join(scratch, "gpt2.mlir"), "-o",
+                        os.path.join(seeds, "gpt2-dp2.ptp"), "--plan", plan],
+                       capture_output=True)
         program = open(os.path.join(seeds, "gpt2.ptp"), "rb").read()
         for fraction in (0.0005, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99):
             keep = max(1, int(len(program) * fraction))

@@ -9,6 +9,10 @@
 
 namespace partition::runtime {
 
+namespace comm {
+class MeshCommunicators;
+} // namespace comm
+
 /// Executes one program on one device. The arena and all buffers belong to
 /// the backend; the host moves data in and out through read / write.
 class Backend {
@@ -19,15 +23,22 @@ public:
   virtual void write(const BufferInfo &buffer, const void *source) = 0;
   /// Copies `buffer`'s contents to host memory.
   virtual void read(const BufferInfo &buffer, void *destination) = 0;
-  /// Runs every instruction of function `index` of the program once.
-  virtual void run(size_t index) = 0;
+  /// Runs every instruction of function `index` of the program once;
+  /// `step` (the 1-based training step, or -1) names the step in the
+  /// messages of a collective that fails or times out.
+  virtual void run(size_t index, int64_t step) = 0;
+  void run(size_t index) { run(index, -1); }
   /// Bytes the backend holds beyond the arena (kernel workspaces).
   virtual uint64_t workspaceBytes() const = 0;
 };
 
-/// The CPU backend: OpenBLAS and OpenMP kernels on a host arena. Checks every
-/// instruction's shapes first; throws ProgramError.
-std::unique_ptr<Backend> createCpuBackend(const Program &program);
+/// The CPU backend: OpenBLAS and OpenMP kernels on a host arena, collectives
+/// through `communicators` (the groups of the program's mesh; required when
+/// the program has collectives, and must outlive the backend). Checks every
+/// instruction first; throws ProgramError.
+std::unique_ptr<Backend>
+createCpuBackend(const Program &program,
+                 const comm::MeshCommunicators *communicators = nullptr);
 
 } // namespace partition::runtime
 

@@ -3,6 +3,7 @@
 #include "runtime/Backend.h"
 
 #include "runtime/KernelArgs.h"
+#include "runtime/comm/MeshCommunicators.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
@@ -103,9 +104,22 @@ InstructionCost describe(const KernelArgs &a) {
   return cost;
 }
 
+comm::ReduceOp reduceOp(ReduceKind reduce) {
+  switch (reduce) {
+  case ReduceKind::Sum:
+    return comm::ReduceOp::Sum;
+  case ReduceKind::Avg:
+    return comm::ReduceOp::Avg;
+  case ReduceKind::Max:
+    return comm::ReduceOp::Max;
+  }
+  return comm::ReduceOp::Sum;
+}
+
 class CpuBackend final : public Backend {
 public:
-  explicit CpuBackend(const Program &program);
+  CpuBackend(const Program &program,
+             const comm::MeshCommunicators *communicators);
   ~CpuBackend() override;
 
   const char *name() const override { return "cpu"; }
@@ -115,13 +129,20 @@ public:
   void read(const BufferInfo &buffer, void *destination) override {
     std::memcpy(destination, arena.get() + buffer.offset, buffer.bytes);
   }
-  void run(size_t index) override;
-  uint64_t workspaceBytes() const override { return workspace.size; }
+  using Backend::run;
+  void run(size_t index, int64_t step) override;
+  uint64_t workspaceBytes() const override {
+    return workspace.size + staging.size() * sizeof(float);
+  }
 
 private:
   /// One instruction, bound to its buffers and sizes.
   std::function<void()> compile(const KernelArgs &args,
                                 const Instruction &instruction);
+  /// One all-reduce, bound to its buffers and its group's communicator.
+  std::function<void()> compileCollective(const Program &program,
+                                          const Instruction &instruction,
+                                          const std::string &where);
 
   std::unique_ptr<uint8_t[], AlignedFree> arena;
   /// Attention scratch, sized for the largest attention of the program.
@@ -145,6 +166,13 @@ private:
 
   std::vector<CompiledFunction> functions;
   ProfileSettings profile = ProfileSettings::fromEnvironment();
+  const comm::MeshCommunicators *communicators;
+  /// A bucket of several buffers is packed here and reduced in one call (one
+  /// message per bucket, as PyTorch DDP's flat bucket buffers); sized for
+  /// the largest such bucket.
+  std::vector<float> staging;
+  /// The step run() was given, for the collectives' error messages.
+  int64_t currentStep = -1;
 };
 
 uint8_t *allocateAligned(size_t bytes) {
@@ -156,14 +184,20 @@ uint8_t *allocateAligned(size_t bytes) {
   return static_cast<uint8_t *>(memory);
 }
 
-CpuBackend::CpuBackend(const Program &program)
-    : arena(allocateAligned(program.arenaBytes)) {
+CpuBackend::CpuBackend(const Program &program,
+                       const comm::MeshCommunicators *communicators)
+    : arena(allocateAligned(program.arenaBytes)),
+      communicators(communicators) {
   // Zero so that uninitialised state (moments, the step) starts at zero.
   std::memset(arena.get(), 0, program.arenaBytes);
   std::vector<std::vector<KernelArgs>> checked;
   for (const Function &function : program.functions) {
     checked.emplace_back();
     for (size_t i = 0; i < function.instructions.size(); ++i) {
+      if (function.instructions[i].collective) {
+        checked.back().emplace_back(); // unused: collectives have no shapes
+        continue;
+      }
       checked.back().push_back(checkInstruction(
           program, function.instructions[i],
           function.name + " instruction #" + std::to_string(i)));
@@ -186,6 +220,22 @@ CpuBackend::CpuBackend(const Program &program)
     CompiledFunction compiled;
     compiled.name = function.name;
     for (size_t i = 0; i < function.instructions.size(); ++i) {
+      const Instruction &instruction = function.instructions[i];
+      std::string where = function.name + " instruction #" + std::to_string(i);
+      if (instruction.collective) {
+        compiled.calls.push_back(
+            compileCollective(program, instruction, where));
+        compiled.names.push_back(where + " (all_reduce '" +
+                                 instruction.collective->label + "')");
+        if (profile.enabled) {
+          InstructionCost cost{"all_reduce", "", 0, 0};
+          for (uint32_t arg : instruction.args)
+            cost.bytes += double(program.buffers[arg].bytes);
+          cost.shape = "bytes=" + std::to_string(int64_t(cost.bytes));
+          compiled.costs.push_back(cost);
+        }
+        continue;
+      }
       compiled.calls.push_back(
           compile(checked[f][i], function.instructions[i]));
       compiled.names.push_back(
@@ -300,7 +350,8 @@ void CpuBackend::printProfile(const CompiledFunction &function) const {
   std::fflush(out);
 }
 
-void CpuBackend::run(size_t index) {
+void CpuBackend::run(size_t index, int64_t step) {
+  currentStep = step;
   CompiledFunction &function = functions.at(index);
   if (profile.enabled) {
     runProfiled(function);
@@ -313,6 +364,56 @@ void CpuBackend::run(size_t index) {
       throw ProgramError(function.names[i] + ": " + error.what());
     }
   }
+}
+
+std::function<void()>
+CpuBackend::compileCollective(const Program &program,
+                              const Instruction &instruction,
+                              const std::string &where) {
+  const Collective &collective = *instruction.collective;
+  std::string what = where + " (all_reduce '" + collective.label + "')";
+  if (!communicators)
+    throw ProgramError(what + " needs the communicators of the program's " +
+                       program.describeMesh() +
+                       ", but the backend has none; run it with partition-run");
+  comm::Communicator *group = communicators->group(collective.axes);
+  if (!group)
+    throw ProgramError(what + " runs over mesh axes '" +
+                       communicators->groupName(collective.axes) +
+                       "', which have no communicator");
+  comm::ReduceOp op = reduceOp(collective.reduce);
+  std::string label = collective.label;
+  struct Part {
+    float *data;
+    size_t count;
+  };
+  std::vector<Part> parts;
+  size_t total = 0;
+  for (uint32_t arg : instruction.args) {
+    const BufferInfo &buffer = program.buffers[arg];
+    parts.push_back({reinterpret_cast<float *>(arena.get() + buffer.offset),
+                     size_t(buffer.elements)});
+    total += size_t(buffer.elements);
+  }
+  if (parts.size() == 1)
+    return [this, group, op, label, part = parts[0]] {
+      group->allReduce(part.data, part.count, op, {label.c_str(), currentStep});
+    };
+  if (staging.size() < total)
+    staging.resize(total);
+  return [this, group, op, label, parts, total] {
+    float *packed = staging.data();
+    for (const Part &part : parts) {
+      std::memcpy(packed, part.data, part.count * sizeof(float));
+      packed += part.count;
+    }
+    group->allReduce(staging.data(), total, op, {label.c_str(), currentStep});
+    const float *unpacked = staging.data();
+    for (const Part &part : parts) {
+      std::memcpy(part.data, unpacked, part.count * sizeof(float));
+      unpacked += part.count;
+    }
+  };
 }
 
 std::function<void()> CpuBackend::compile(const KernelArgs &a,
@@ -465,8 +566,10 @@ std::function<void()> CpuBackend::compile(const KernelArgs &a,
 
 } // namespace
 
-std::unique_ptr<Backend> createCpuBackend(const Program &program) {
-  return std::make_unique<CpuBackend>(program);
+std::unique_ptr<Backend>
+createCpuBackend(const Program &program,
+                 const comm::MeshCommunicators *communicators) {
+  return std::make_unique<CpuBackend>(program, communicators);
 }
 
 } // namespace partition::runtime

@@ -21,6 +21,11 @@ const char *roleName(Role role) {
   return names[static_cast<int>(role)];
 }
 
+const char *reduceKindName(ReduceKind reduce) {
+  static const char *names[] = {"sum", "avg", "max"};
+  return names[static_cast<int>(reduce)];
+}
+
 namespace {
 
 [[noreturn]] void fail(const std::string &origin, const std::string &what) {
@@ -33,6 +38,9 @@ constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 40;
 /// The arena may exceed the end of its last buffer by alignment padding,
 /// up to one page.
 constexpr uint64_t kArenaSlack = 4096;
+/// A corrupt mesh must not ask for more ranks than any launcher could give
+/// (and its product must not overflow).
+constexpr int64_t kMaxDevices = int64_t(1) << 20;
 
 /// The elements of a [long] vector. The verifier checks the alignment of
 /// scalar fields and of a vector's 4-byte length, not of its 8-byte
@@ -45,6 +53,112 @@ std::vector<int64_t> readLongs(const flatbuffers::Vector<int64_t> *vector) {
   if (!values.empty())
     std::memcpy(values.data(), vector->Data(), values.size() * sizeof(int64_t));
   return values;
+}
+
+std::vector<MeshAxis> readMesh(const ptp::Program &file,
+                               const std::string &origin) {
+  std::vector<MeshAxis> mesh;
+  if (!file.mesh())
+    return mesh;
+  int64_t devices = 1;
+  for (const ptp::MeshAxis *axis : *file.mesh()) {
+    MeshAxis decoded{axis->name() ? axis->name()->str() : "", axis->size()};
+    std::string where = "mesh axis #" + std::to_string(mesh.size());
+    if (decoded.name.empty())
+      fail(origin, where + " has no name");
+    for (const MeshAxis &other : mesh)
+      if (other.name == decoded.name)
+        fail(origin, "mesh axis '" + decoded.name + "' appears twice");
+    if (decoded.size < 1)
+      fail(origin, "mesh axis '" + decoded.name + "' has size " +
+                       std::to_string(decoded.size) +
+                       "; sizes must be positive");
+    if (decoded.size > kMaxDevices / devices)
+      fail(origin, "the mesh has more than " + std::to_string(kMaxDevices) +
+                       " devices; the file is corrupt");
+    devices *= decoded.size;
+    mesh.push_back(std::move(decoded));
+  }
+  return mesh;
+}
+
+/// Decodes and checks a collective instruction's own fields and its buffers.
+Collective readCollective(const ptp::Collective &collective,
+                          const Instruction &decoded, const Program &program,
+                          const std::string &origin, const std::string &where) {
+  Collective result;
+  auto kind = static_cast<uint8_t>(collective.kind());
+  if (kind > static_cast<uint8_t>(CollectiveKind::AllReduce))
+    fail(origin, where + " has an unknown collective kind " +
+                     std::to_string(kind));
+  result.kind = static_cast<CollectiveKind>(kind);
+  auto reduce = static_cast<uint8_t>(collective.reduce());
+  if (reduce > static_cast<uint8_t>(ReduceKind::Max))
+    fail(origin, where + " has an unknown reduction " + std::to_string(reduce));
+  result.reduce = static_cast<ReduceKind>(reduce);
+  result.label = collective.label() && collective.label()->size()
+                     ? collective.label()->str()
+                     : where;
+  std::string what = where + " (all_reduce '" + result.label + "')";
+  if (program.mesh.empty())
+    fail(origin, what + " needs a device mesh, but the program has none");
+  if (collective.axes())
+    result.axes.assign(collective.axes()->begin(), collective.axes()->end());
+  if (result.axes.empty())
+    fail(origin, what + " names no mesh axis");
+  for (size_t i = 0; i < result.axes.size(); ++i) {
+    if (result.axes[i] >= program.mesh.size())
+      fail(origin, what + " names mesh axis #" +
+                       std::to_string(result.axes[i]) + " of " +
+                       std::to_string(program.mesh.size()));
+    if (i > 0 && result.axes[i] <= result.axes[i - 1])
+      fail(origin, what + " has mesh axes out of order or repeated; they "
+                          "must be strictly increasing");
+  }
+  if (!decoded.ints.empty() || !decoded.floats.empty())
+    fail(origin, what + " has integer or float parameters; collectives take "
+                        "none");
+  if (decoded.args.empty())
+    fail(origin, what + " has no buffers");
+  std::vector<const BufferInfo *> buffers;
+  for (uint32_t arg : decoded.args) {
+    if (arg >= program.buffers.size())
+      fail(origin, what + " refers to buffer #" + std::to_string(arg) +
+                       " of " + std::to_string(program.buffers.size()));
+    const BufferInfo &buffer = program.buffers[arg];
+    if (buffer.dtype != DType::F32)
+      fail(origin, what + " reduces buffer #" + std::to_string(arg) + " ('" +
+                       buffer.name + "'), which is not f32");
+    buffers.push_back(&buffer);
+  }
+  // Each buffer is reduced once: no index twice, no two sharing bytes.
+  std::vector<std::pair<const BufferInfo *, uint32_t>> sorted;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    sorted.push_back({buffers[i], decoded.args[i]});
+  std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
+    return std::make_pair(a.first->offset, a.second) <
+           std::make_pair(b.first->offset, b.second);
+  });
+  // Sorted by offset, a buffer overlaps an earlier one exactly when it
+  // starts before the furthest end so far.
+  const std::pair<const BufferInfo *, uint32_t> *furthest = nullptr;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const auto &[buffer, index] = sorted[i];
+    if (i > 0 && sorted[i - 1].second == index)
+      fail(origin, what + " lists buffer #" + std::to_string(index) +
+                       " twice");
+    if (buffer->bytes == 0)
+      continue;
+    if (furthest &&
+        furthest->first->offset + furthest->first->bytes > buffer->offset)
+      fail(origin, what + " reduces buffers #" +
+                       std::to_string(furthest->second) + " and #" +
+                       std::to_string(index) + ", which overlap in the arena");
+    if (!furthest || buffer->offset + buffer->bytes >
+                         furthest->first->offset + furthest->first->bytes)
+      furthest = &sorted[i];
+  }
+  return result;
 }
 
 } // namespace
@@ -126,6 +240,8 @@ Program Program::parse(const uint8_t *data, size_t size,
                      " bytes is larger than its buffers need (" +
                      std::to_string(extent) + " bytes)");
 
+  program.mesh = readMesh(*file, origin);
+
   for (const ptp::Function *function : *file->functions()) {
     Function decodedFunction;
     if (function->name())
@@ -137,11 +253,7 @@ Program Program::parse(const uint8_t *data, size_t size,
       std::string where =
           decodedFunction.name + " instruction #" +
           std::to_string(decodedFunction.instructions.size());
-      const KernelInfo *info = lookupKernel(instruction->kernel());
-      if (!info)
-        fail(origin, where + " names unknown kernel " +
-                         std::to_string(instruction->kernel()));
-      Instruction decoded{info->id, {}, {}, {}};
+      Instruction decoded;
       if (instruction->args())
         decoded.args.assign(instruction->args()->begin(),
                             instruction->args()->end());
@@ -149,6 +261,17 @@ Program Program::parse(const uint8_t *data, size_t size,
       if (instruction->floats())
         decoded.floats.assign(instruction->floats()->begin(),
                               instruction->floats()->end());
+      if (const ptp::Collective *collective = instruction->collective()) {
+        decoded.collective =
+            readCollective(*collective, decoded, program, origin, where);
+        decodedFunction.instructions.push_back(std::move(decoded));
+        continue;
+      }
+      const KernelInfo *info = lookupKernel(instruction->kernel());
+      if (!info)
+        fail(origin, where + " names unknown kernel " +
+                         std::to_string(instruction->kernel()));
+      decoded.kernel = info->id;
       std::string kernel(info->name);
       if (decoded.args.size() != size_t(info->inputs + info->outputs))
         fail(origin, where + " (" + kernel + ") has " +
@@ -219,6 +342,37 @@ const Function *Program::function(const std::string &name) const {
     if (candidate.name == name)
       return &candidate;
   return nullptr;
+}
+
+int64_t Program::devices() const {
+  int64_t product = 1;
+  for (const MeshAxis &axis : mesh)
+    product *= axis.size;
+  return product;
+}
+
+std::string Program::describeMesh() const {
+  if (mesh.empty())
+    return "no mesh";
+  std::string text = "mesh";
+  for (const MeshAxis &axis : mesh)
+    text += " " + axis.name + "=" + std::to_string(axis.size);
+  return text;
+}
+
+int Program::axisIndex(const std::string &name) const {
+  for (size_t i = 0; i < mesh.size(); ++i)
+    if (mesh[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+bool Program::hasCollectives() const {
+  for (const Function &function : functions)
+    for (const Instruction &instruction : function.instructions)
+      if (instruction.collective)
+        return true;
+  return false;
 }
 
 int64_t Program::modelInt(const char *field) const {

@@ -2,7 +2,8 @@
 //
 // Everything in a program file is checked before anything runs: the
 // FlatBuffer itself, the schema version, every buffer against the arena,
-// every instruction against the kernel table. The backends then check each
+// every instruction against the kernel table, the device mesh and every
+// collective against the mesh. The backends then check each kernel
 // instruction's shapes when they compile it, so no file can make the
 // runtime read or write outside the arena.
 //
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,11 +58,39 @@ struct BufferInfo {
   uint64_t bytes = 0;
 };
 
+/// Mirrors ptp::CollectiveKind and ptp::ReduceKind.
+enum class CollectiveKind : uint8_t { AllReduce };
+enum class ReduceKind : uint8_t { Sum, Avg, Max };
+
+const char *reduceKindName(ReduceKind reduce);
+
+/// A collective over the ranks that share every mesh coordinate except
+/// those on `axes`.
+struct Collective {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  ReduceKind reduce = ReduceKind::Sum;
+  /// Indices into Program::mesh: non-empty, strictly increasing.
+  std::vector<uint32_t> axes;
+  /// Names it in error messages; never empty (the loader fills in
+  /// "<function> instruction #i" when the file has none).
+  std::string label;
+};
+
 struct Instruction {
-  KernelId kernel;
-  std::vector<uint32_t> args; // inputs, then outputs
+  /// Meaningless when `collective` is set.
+  KernelId kernel = KernelId::NumKernels;
+  /// Kernel: inputs, then outputs. AllReduce: the F32 buffers it reduces in
+  /// place as one bucket (distinct, not overlapping in the arena).
+  std::vector<uint32_t> args;
   std::vector<int64_t> ints;
   std::vector<float> floats;
+  std::optional<Collective> collective;
+};
+
+/// One named axis of the device mesh.
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
 };
 
 /// An entry point of the program: "train_step" or "eval_step".
@@ -84,6 +114,17 @@ public:
   nlohmann::json model;
   /// The step's hyper-parameters (microbatches, beta1, ...).
   nlohmann::json train;
+  /// The device mesh, first axis major in rank numbering; empty: one device.
+  std::vector<MeshAxis> mesh;
+
+  /// Ranks the program runs on: the product of the mesh's sizes.
+  int64_t devices() const;
+  /// "dp=2 pp=1 tp=1", or "no mesh".
+  std::string describeMesh() const;
+  /// Index into `mesh` of the axis called `name`, or -1.
+  int axisIndex(const std::string &name) const;
+  /// True when any function has a collective instruction.
+  bool hasCollectives() const;
 
   /// The one buffer with `role`; throws when there is none or several.
   const BufferInfo &single(Role role) const;

@@ -6,6 +6,8 @@
 #include "runtime/Init.h"
 #include "runtime/Program.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/comm/MeshCommunicators.h"
+#include "runtime/comm/SelfCommunicator.h"
 #include "runtime/data/BatchLoader.h"
 #include "runtime/data/DataError.h"
 #include "runtime/data/SyntheticLanguage.h"
@@ -72,14 +74,36 @@ std::unique_ptr<std::ofstream> openMetrics(const std::string &path) {
   return file;
 }
 
+/// The groups of mesh axes the run needs: those of the program's
+/// collectives, and the dp axis's, over which the replicas are compared.
+std::vector<std::vector<uint32_t>> neededGroups(const Program &program) {
+  std::vector<std::vector<uint32_t>> groups;
+  for (const Function &function : program.functions)
+    for (const Instruction &instruction : function.instructions)
+      if (instruction.collective)
+        groups.push_back(instruction.collective->axes);
+  if (int dp = program.axisIndex("dp"); dp >= 0)
+    groups.push_back({static_cast<uint32_t>(dp)});
+  return groups;
+}
+
+std::vector<comm::MeshAxisSize> meshSizes(const Program &program) {
+  std::vector<comm::MeshAxisSize> sizes;
+  for (const MeshAxis &axis : program.mesh)
+    sizes.push_back({axis.name, axis.size});
+  return sizes;
+}
+
 class Run {
 public:
-  explicit Run(const TrainOptions &options)
-      : options(options), program(Program::load(options.program)),
-        backend(createCpuBackend(program)),
+  Run(const TrainOptions &options, const Program &program,
+      comm::Communicator &world)
+      : options(options), program(program), world(world),
+        leader(world.rank() == 0), quiet(options.quiet || !leader),
         tokens(program.single(Role::Tokens)),
         targets(program.single(Role::Targets)),
         loss(program.single(Role::Loss)) {
+    checkWorldSize(program, options.program, world.size());
     if (tokens.shape.size() != 2)
       throw ProgramError(options.program + ": the tokens buffer is not [B, T]");
     // A step without an optimizer outputs gradients and never changes the
@@ -90,12 +114,24 @@ public:
                          ": the program has no optimizer (compiled with "
                          "--optimizer none, it outputs gradients); compile "
                          "it with --optimizer adamw to train");
-    batch = tokens.shape[0];
+    if (!program.mesh.empty())
+      mesh = std::make_unique<comm::MeshCommunicators>(
+          world, meshSizes(program), neededGroups(program));
+    backend = createCpuBackend(program, mesh.get());
+    if (mesh) {
+      dpRank = mesh->coordinate("dp");
+      dpSize = mesh->axisSize("dp");
+      if (int dp = program.axisIndex("dp"); dp >= 0)
+        dpGroup = mesh->group({static_cast<uint32_t>(dp)});
+    }
+    // The tokens buffer holds this rank's rows; the loader yields the
+    // global batch every data-parallel rank slices.
+    localBatch = tokens.shape[0];
+    batch = localBatch * dpSize;
     seq = tokens.shape[1];
     vocab = program.modelInt("vocab");
     layers = program.modelInt("layers");
-    if (!program.function("eval_step") && options.evalEvery > 0 &&
-        !options.quiet)
+    if (!program.function("eval_step") && options.evalEvery > 0 && !quiet)
       std::fprintf(stderr, "partition-run: the program has no eval_step; "
                            "no evaluation\n");
   }
@@ -106,13 +142,17 @@ private:
   void initialise();
   void restore(const std::string &dir);
   void save(const std::string &dir, int64_t completed);
-  void feed(const data::Batch &batch);
+  /// Throws unless every data-parallel replica holds the same state.
+  void checkReplicas(const char *after);
+  void feed(const data::Batch &global);
   float readLoss() {
     float value;
     backend->read(loss, &value);
     return value;
   }
-  double evaluate();
+  double evaluate(int64_t step);
+  /// Every rank's peak RSS, gathered on all ranks.
+  std::vector<int64_t> gatherPeakRss(int64_t own);
   size_t functionIndex(const char *name) const {
     for (size_t i = 0; i < program.functions.size(); ++i)
       if (program.functions[i].name == name)
@@ -121,10 +161,17 @@ private:
   }
 
   const TrainOptions &options;
-  Program program;
-  std::unique_ptr<Backend> backend;
+  const Program &program;
+  comm::Communicator &world;
+  /// Rank 0 prints, writes metrics and checkpoints.
+  bool leader;
+  bool quiet;
   const BufferInfo &tokens, &targets, &loss;
-  int64_t batch = 0, seq = 0, vocab = 0, layers = 0;
+  std::unique_ptr<comm::MeshCommunicators> mesh;
+  std::unique_ptr<Backend> backend;
+  int64_t dpRank = 0, dpSize = 1;
+  comm::Communicator *dpGroup = nullptr;
+  int64_t localBatch = 0, batch = 0, seq = 0, vocab = 0, layers = 0;
   std::unique_ptr<data::BatchLoader> trainLoader;
   data::TokenRange evalRange;
   int64_t startStep = 0;
@@ -168,7 +215,7 @@ void Run::restore(const std::string &dir) {
   auto epoch = metadata.find("data_epoch");
   trainLoader->seek(checkpoint.state.dataPosition,
                     epoch == metadata.end() ? 0 : std::stoll(epoch->second));
-  if (!options.quiet)
+  if (!quiet)
     std::printf("resumed from %s at step %lld\n", dir.c_str(),
                 static_cast<long long>(startStep));
 }
@@ -200,21 +247,76 @@ void Run::save(const std::string &dir, int64_t completed) {
   ckpt::saveCheckpoint(dir, tensors, state, extra);
 }
 
-void Run::feed(const data::Batch &next) {
+/// FNV-1a over the bytes of a buffer, continuing from `hash`.
+uint64_t fnv1a(const std::vector<uint8_t> &bytes, uint64_t hash) {
+  for (uint8_t byte : bytes)
+    hash = (hash ^ byte) * 0x100000001b3ull;
+  return hash;
+}
+
+void Run::checkReplicas(const char *after) {
+  // Initialisation depends only on (seed, name, shape), so replicas agree by
+  // construction; a difference means ranks were given other seeds,
+  // checkpoints or binaries. Comparing a hash (one all-reduce of 8 floats)
+  // finds that, where broadcasting rank 0's state, as PyTorch DDP does,
+  // would cost a copy of the whole state and hide the mistake.
+  if (!dpGroup || dpGroup->size() == 1)
+    return;
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (Role role : {Role::Param, Role::Moment1, Role::Moment2, Role::Step})
+    for (size_t index : program.withRole(role)) {
+      const BufferInfo &buffer = program.buffers[index];
+      std::vector<uint8_t> bytes(buffer.bytes);
+      backend->read(buffer, bytes.data());
+      hash = fnv1a(bytes, hash);
+    }
+  // 16-bit pieces are exact in a float; max of x and of -x give the
+  // largest and the smallest value over the group.
+  float pieces[8];
+  for (int i = 0; i < 4; ++i) {
+    pieces[i] = float((hash >> (16 * i)) & 0xffff);
+    pieces[4 + i] = -pieces[i];
+  }
+  dpGroup->allReduce(pieces, 8, comm::ReduceOp::Max,
+                     {"replica check", startStep});
+  for (int i = 0; i < 4; ++i)
+    if (pieces[i] != -pieces[4 + i])
+      throw ProgramError(
+          std::string("the data-parallel replicas hold different parameters "
+                      "after ") +
+          after +
+          "; start every rank with the same --seed, --resume checkpoint and "
+          "partition-run binary");
+}
+
+void Run::feed(const data::Batch &global) {
+  data::Batch next =
+      dpSize == 1 ? global : data::rankSlice(global, dpRank, dpSize);
   backend->write(tokens, next.inputs.data());
   backend->write(targets, next.targets.data());
 }
 
-double Run::evaluate() {
+double Run::evaluate(int64_t step) {
   size_t eval = functionIndex("eval_step");
   data::BatchLoader loader(evalRange, batch, seq);
   double total = 0;
   for (int64_t i = 0; i < options.evalBatches; ++i) {
     feed(loader.nextBatch());
-    backend->run(eval);
+    backend->run(eval, step);
     total += readLoss();
   }
   return total / double(options.evalBatches);
+}
+
+std::vector<int64_t> Run::gatherPeakRss(int64_t own) {
+  // Two 24-bit halves per rank: exact in floats up to 256 TiB.
+  float mine[2] = {float(own >> 24), float(own & 0xffffff)};
+  std::vector<float> all(2 * size_t(world.size()));
+  world.allGather(mine, all.data(), 2, {"peak memory", -1});
+  std::vector<int64_t> result;
+  for (int r = 0; r < world.size(); ++r)
+    result.push_back((int64_t(all[2 * r]) << 24) + int64_t(all[2 * r + 1]));
+  return result;
 }
 
 void Run::execute() {
@@ -230,17 +332,24 @@ void Run::execute() {
     initialise();
   else
     restore(options.resume);
+  checkReplicas(options.resume.empty() ? "initialisation" : "--resume");
 
-  std::unique_ptr<std::ofstream> metrics = openMetrics(options.metricsOut);
+  std::unique_ptr<std::ofstream> metrics =
+      leader ? openMetrics(options.metricsOut) : nullptr;
   size_t step = functionIndex("train_step");
   const BufferInfo *lrBuffer = nullptr;
   if (!program.withRole(Role::LearningRate).empty())
     lrBuffer = &program.single(Role::LearningRate);
 
-  if (!options.quiet)
+  std::string where = backend->name();
+  if (world.size() > 1 || !program.mesh.empty())
+    where += " x " + std::to_string(world.size()) +
+             (world.size() == 1 ? " rank (" : " ranks (") +
+             program.describeMesh() + ")";
+  if (!quiet)
     std::printf("partition-run: %s on %s, %lld steps of %lld x %lld tokens, "
                 "%zu parameter tensors\n",
-                options.program.c_str(), backend->name(),
+                options.program.c_str(), where.c_str(),
                 static_cast<long long>(options.steps),
                 static_cast<long long>(batch), static_cast<long long>(seq),
                 program.withRole(Role::Param).size());
@@ -254,7 +363,7 @@ void Run::execute() {
     if (lrBuffer)
       backend->write(*lrBuffer, &lr);
     auto start = std::chrono::steady_clock::now();
-    backend->run(step);
+    backend->run(step, s + 1);
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
@@ -272,10 +381,10 @@ void Run::execute() {
                              {"tokens_per_s", tokensPerSecond}};
     bool last = s + 1 == end;
     if (canEvaluate && ((s + 1) % options.evalEvery == 0 || last))
-      record["eval_loss"] = evaluate();
+      record["eval_loss"] = evaluate(s + 1);
     if (metrics)
       *metrics << record.dump() << "\n" << std::flush;
-    if (!options.quiet) {
+    if (!quiet) {
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.1f ms | %9.0f "
                   "tok/s",
                   static_cast<long long>(s + 1),
@@ -286,33 +395,81 @@ void Run::execute() {
       std::printf("\n");
       std::fflush(stdout);
     }
-    if (!options.save.empty() && options.saveEvery > 0 &&
+    // Parameters are replicated under data parallelism: rank 0's are
+    // everyone's. The others wait for it at the next collective.
+    if (leader && !options.save.empty() && options.saveEvery > 0 &&
         (s + 1) % options.saveEvery == 0 && !last)
       save(options.save, s + 1);
   }
-  if (!options.save.empty())
+  if (leader && !options.save.empty())
     save(options.save, std::max(end, startStep));
 
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
-  nlohmann::json summary = {
-      {"summary", true},
-      {"rank", 0},
-      {"arena_bytes", program.arenaBytes},
-      {"workspace_bytes", backend->workspaceBytes()},
-      {"peak_rss_bytes", static_cast<int64_t>(usage.ru_maxrss) * 1024}};
+  int64_t peakRss = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  std::vector<int64_t> peaks = gatherPeakRss(peakRss);
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < peaks.size(); ++r)
+    ranks.push_back({{"rank", r}, {"peak_rss_bytes", peaks[r]}});
+  nlohmann::json summary = {{"summary", true},
+                            {"rank", 0},
+                            {"world_size", world.size()},
+                            {"arena_bytes", program.arenaBytes},
+                            {"workspace_bytes", backend->workspaceBytes()},
+                            {"peak_rss_bytes", peakRss},
+                            {"ranks", ranks}};
   if (metrics)
     *metrics << summary.dump() << "\n";
-  if (!options.quiet)
+  if (!quiet) {
     std::printf("peak memory: arena %llu B, workspace %llu B, process RSS "
-                "%lld B\n",
+                "%lld B",
                 static_cast<unsigned long long>(program.arenaBytes),
                 static_cast<unsigned long long>(backend->workspaceBytes()),
-                static_cast<long long>(usage.ru_maxrss) * 1024);
+                static_cast<long long>(peakRss));
+    if (peaks.size() == 2)
+      std::printf(" (rank 0); rank 1:");
+    else if (peaks.size() > 2)
+      std::printf(" (rank 0); ranks 1-%zu:", peaks.size() - 1);
+    if (peaks.size() > 1) {
+      for (size_t r = 1; r < peaks.size(); ++r)
+        std::printf(" %lld", static_cast<long long>(peaks[r]));
+      std::printf(" B");
+    }
+    std::printf("\n");
+  }
 }
 
 } // namespace
 
-void train(const TrainOptions &options) { Run(options).execute(); }
+void checkWorldSize(const Program &program, const std::string &path,
+                    int worldSize) {
+  int64_t devices = program.devices();
+  if (devices == worldSize)
+    return;
+  auto count = [](int64_t n, const char *one) {
+    return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
+  };
+  std::string message = path + " was compiled for " + count(devices, "device") +
+                        " (" + program.describeMesh() + ") but runs on " +
+                        count(worldSize, "rank") + "; ";
+  if (devices == 1)
+    message += "run it without a launcher, or compile it with --plan for " +
+               count(worldSize, "device");
+  else
+    message += "launch it with mpirun -n " + std::to_string(devices) +
+               " or partition-run --nproc " + std::to_string(devices);
+  throw ProgramError(message);
+}
+
+void train(const TrainOptions &options, const Program &program,
+           comm::Communicator &world) {
+  Run(options, program, world).execute();
+}
+
+void train(const TrainOptions &options) {
+  Program program = Program::load(options.program);
+  comm::SelfCommunicator self;
+  train(options, program, self);
+}
 
 } // namespace partition::runtime

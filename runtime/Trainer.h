@@ -8,6 +8,11 @@
 
 namespace partition::runtime {
 
+class Program;
+namespace comm {
+class Communicator;
+} // namespace comm
+
 struct TrainOptions {
   std::string program;
   /// Token file (llm.c shard or raw uint16); empty: --text or the built-in
@@ -36,11 +41,29 @@ struct TrainOptions {
   /// job resumes later with --resume. 0: run all `steps`.
   int64_t stopAfter = 0;
   bool quiet = false;
+  /// Longest wait of any collective before the job is aborted (the world
+  /// communicator's timeout; set by partition-run when it creates it).
+  double commTimeoutSeconds = 300;
 };
 
-/// Runs the training; throws std::runtime_error subclasses with one-line
-/// messages on bad input.
+/// Runs the training on one process: loads options.program; throws
+/// std::runtime_error subclasses with one-line messages on bad input.
 void train(const TrainOptions &options);
+
+/// Runs `program` (loaded from options.program) as rank world.rank() of
+/// world.size(), which must be its device count (checkWorldSize). Every
+/// rank initialises the same parameters and checks that its replicas agree;
+/// data-parallel rank r feeds rows [r*B/dp, (r+1)*B/dp) of each global
+/// batch; rank 0 alone prints, writes metrics and checkpoints. Throws like
+/// train(options); the caller aborts the job when world.size() > 1, since
+/// the other ranks would wait for this one.
+void train(const TrainOptions &options, const Program &program,
+           comm::Communicator &world);
+
+/// Throws ProgramError, saying how to launch it, unless `program` was
+/// compiled for `worldSize` devices.
+void checkWorldSize(const Program &program, const std::string &path,
+                    int worldSize);
 
 /// The learning rate of (0-based) step `step` of `steps`.
 double scheduledLearningRate(const TrainOptions &options, int64_t step);

@@ -1,13 +1,16 @@
 //===- partition-run.cpp - train with a compiled .ptp program -------------===//
 //
 //   partition-run model.ptp --steps 200 --lr 1e-3 --metrics-out m.jsonl
+//   mpirun -n 2 partition-run dp2.ptp ...     (or: partition-run --nproc 2 ...)
 //
 // Hand-parsed options: the runtime links no LLVM, so that it can be carried
 // to machines that have none.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Program.h"
 #include "runtime/Trainer.h"
+#include "tools/partition-run/Launch.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +19,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 using partition::runtime::TrainOptions;
 
@@ -48,6 +52,19 @@ Trains the model of a program compiled by partition-compile.
   --stop-after N       stop after step N (saving with --save), keeping the
                        learning-rate schedule of --steps, to resume later
   --quiet              no progress lines
+
+Many ranks (a program compiled with --plan for a mesh of N devices):
+  --nproc N            launch the N ranks on this machine: re-runs this
+                       command as mpirun -n N partition-run ... (mpirun
+                       from $PARTITION_MPIRUN or PATH; --oversubscribe
+                       when N exceeds the cores; OMP_NUM_THREADS = cores/N
+                       unless set) and exits with mpirun's status
+  --comm-timeout S     abort the job when a collective waits more than S
+                       seconds for a peer (default 300)
+  Or start it with a launcher: mpirun -n N partition-run PROGRAM.ptp ...,
+  srun -n N --mpi=pmix partition-run PROGRAM.ptp ... Rank 0 alone prints,
+  writes --metrics-out and --save; every rank reads --resume. An error on
+  one rank, or a lost rank, ends every rank with a non-zero exit code.
 )";
 
 [[noreturn]] void usageError(const std::string &message) {
@@ -72,8 +89,18 @@ double parseDouble(const std::string &flag, const std::string &text) {
   return value;
 }
 
-TrainOptions parse(int argc, char **argv) {
+struct CommandLine {
   TrainOptions options;
+  /// --nproc; 0: not given.
+  int64_t nproc = 0;
+  bool nprocGiven = false;
+  /// The arguments without --nproc, for the relaunched ranks.
+  std::vector<std::string> forwarded;
+};
+
+CommandLine parse(int argc, char **argv) {
+  CommandLine line;
+  TrainOptions &options = line.options;
   using Setter = std::function<void(const std::string &)>;
   auto integer = [](int64_t &field, const char *flag) -> Setter {
     return [&field, flag](const std::string &v) { field = parseInt(flag, v); };
@@ -106,6 +133,9 @@ TrainOptions parse(int argc, char **argv) {
       {"--save-every", integer(options.saveEvery, "--save-every")},
       {"--resume", text(options.resume)},
       {"--stop-after", integer(options.stopAfter, "--stop-after")},
+      {"--nproc", integer(line.nproc, "--nproc")},
+      {"--comm-timeout",
+       number(options.commTimeoutSeconds, "--comm-timeout")},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -115,6 +145,7 @@ TrainOptions parse(int argc, char **argv) {
     }
     if (arg == "--quiet") {
       options.quiet = true;
+      line.forwarded.push_back(argv[i]);
       continue;
     }
     std::string value;
@@ -126,12 +157,18 @@ TrainOptions parse(int argc, char **argv) {
     }
     auto setter = withValue.find(arg);
     if (setter != withValue.end()) {
+      int first = i;
       if (!inlineValue) {
         if (i + 1 >= argc)
           usageError(arg + " expects a value");
         value = argv[++i];
       }
       setter->second(value);
+      if (arg == "--nproc")
+        line.nprocGiven = true;
+      else
+        line.forwarded.insert(line.forwarded.end(), argv + first,
+                              argv + i + 1);
       continue;
     }
     if (arg.rfind("-", 0) == 0)
@@ -140,6 +177,7 @@ TrainOptions parse(int argc, char **argv) {
       usageError("more than one program given ('" + options.program +
                  "' and '" + arg + "')");
     options.program = arg;
+    line.forwarded.push_back(arg);
   }
   if (options.program.empty())
     usageError("no program given");
@@ -153,18 +191,67 @@ TrainOptions parse(int argc, char **argv) {
                "cannot be negative");
   if (!(options.evalFraction > 0 && options.evalFraction < 1))
     usageError("--eval-fraction must be in (0, 1)");
-  return options;
+  if (!(options.commTimeoutSeconds > 0))
+    usageError("--comm-timeout must be positive");
+  if (line.nprocGiven && (line.nproc < 1 || line.nproc > (1 << 20)))
+    usageError("--nproc must be between 1 and 1048576");
+  if (line.nproc > 0 && partition::run::launchedByLauncher())
+    usageError("--nproc launches the ranks itself; under mpirun or srun "
+               "leave it out");
+  return line;
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "partition-run: error: %s\n", message.c_str());
+  return 1;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  TrainOptions options = parse(argc, argv);
+  namespace rt = partition::runtime;
+  CommandLine line = parse(argc, argv);
+  const TrainOptions &options = line.options;
+
+  // The program says how many ranks it needs: check before launching them.
+  rt::Program program;
   try {
-    partition::runtime::train(options);
+    program = rt::Program::load(options.program);
+    if (line.nproc > 0)
+      rt::checkWorldSize(program, options.program, int(line.nproc));
   } catch (const std::exception &error) {
-    std::fprintf(stderr, "partition-run: error: %s\n", error.what());
+    return fail(error.what());
+  }
+  if (line.nproc > 1)
+    return fail(partition::run::relaunchUnderMpirun(int(line.nproc),
+                                                    line.forwarded));
+
+  std::unique_ptr<rt::comm::Communicator> world;
+  try {
+    world = partition::run::openWorld(partition::run::launchedByLauncher(),
+                                      options.commTimeoutSeconds, &argc,
+                                      &argv);
+  } catch (const std::exception &error) {
+    return fail(error.what());
+  }
+  try {
+    rt::checkWorldSize(program, options.program, world->size());
+  } catch (const std::exception &error) {
+    // Every rank reaches the same verdict and says so; the barrier keeps
+    // mpirun from killing a rank (at the first non-zero exit) before it has.
+    fail(error.what());
+    std::fflush(stderr);
+    world->barrier({"world size check"});
     return 1;
+  }
+  try {
+    rt::train(options, program, *world);
+  } catch (const std::exception &error) {
+    if (world->size() == 1)
+      return fail(error.what());
+    // The other ranks would wait for this one at its next collective.
+    fail("rank " + std::to_string(world->rank()) + ": " + error.what());
+    partition::run::abortJob(1);
   }
   return 0;
 }

@@ -1,0 +1,247 @@
+//===- ProgramLoaderTest.cpp - the loader's mesh and collective checks ----===//
+//
+// Programs built field by field (SerializeProgram.h), each with one thing
+// wrong, must be rejected before anything runs with one line naming it; and
+// every single-byte corruption of a program with a mesh and collectives is
+// rejected or runs, never crashes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Backend.h"
+#include "runtime/Program.h"
+#include "runtime/comm/MeshCommunicators.h"
+#include "runtime/comm/SelfCommunicator.h"
+#include "unittests/runtime/SerializeProgram.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <stdexcept>
+
+using namespace partition;
+using runtime::Collective;
+using runtime::Instruction;
+using runtime::Program;
+using runtime::ReduceKind;
+
+namespace {
+
+Program roundTrip(const Program &program) {
+  std::string bytes = testprograms::serializeProgram(program);
+  return Program::parse(reinterpret_cast<const uint8_t *>(bytes.data()),
+                        bytes.size(), "p.ptp");
+}
+
+/// The loader's message for `program`, or "" when it loads.
+std::string rejection(const Program &program) {
+  try {
+    roundTrip(program);
+  } catch (const runtime::ProgramError &error) {
+    std::string message = error.what();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    return message;
+  }
+  return "";
+}
+
+Instruction allReduce(std::vector<uint32_t> args, std::vector<uint32_t> axes,
+                      std::string label = "grads bucket 0",
+                      ReduceKind reduce = ReduceKind::Avg) {
+  Instruction instruction;
+  instruction.args = std::move(args);
+  instruction.collective =
+      Collective{runtime::CollectiveKind::AllReduce, reduce, std::move(axes),
+                 std::move(label)};
+  return instruction;
+}
+
+/// minimalProgram on a dp=2 x tp=2 mesh with one valid bucket.
+Program meshProgram() {
+  Program program = testprograms::minimalProgram();
+  program.mesh = {{"dp", 2}, {"pp", 1}, {"tp", 2}};
+  program.functions[0].instructions.push_back(allReduce({0, 1}, {0}));
+  return program;
+}
+
+TEST(ProgramLoader, MeshAndCollectivesRoundTrip) {
+  Program program = meshProgram();
+  program.functions[0].instructions.push_back(
+      allReduce({2}, {0, 2}, "loss", ReduceKind::Max));
+  Program loaded = roundTrip(program);
+  ASSERT_EQ(loaded.mesh.size(), 3u);
+  EXPECT_EQ(loaded.mesh[2].name, "tp");
+  EXPECT_EQ(loaded.devices(), 4);
+  EXPECT_EQ(loaded.describeMesh(), "mesh dp=2 pp=1 tp=2");
+  EXPECT_EQ(loaded.axisIndex("tp"), 2);
+  EXPECT_EQ(loaded.axisIndex("ep"), -1);
+  EXPECT_TRUE(loaded.hasCollectives());
+  const auto &instructions = loaded.functions[0].instructions;
+  ASSERT_EQ(instructions.size(), 2u);
+  ASSERT_TRUE(instructions[1].collective);
+  EXPECT_EQ(instructions[1].collective->reduce, ReduceKind::Max);
+  EXPECT_EQ(instructions[1].collective->axes, (std::vector<uint32_t>{0, 2}));
+  EXPECT_EQ(instructions[1].collective->label, "loss");
+  EXPECT_EQ(instructions[0].args, (std::vector<uint32_t>{0, 1}));
+}
+
+TEST(ProgramLoader, NoMeshIsOneDevice) {
+  Program loaded = roundTrip(testprograms::minimalProgram());
+  EXPECT_TRUE(loaded.mesh.empty());
+  EXPECT_EQ(loaded.devices(), 1);
+  EXPECT_EQ(loaded.describeMesh(), "no mesh");
+  EXPECT_FALSE(loaded.hasCollectives());
+}
+
+TEST(ProgramLoader, UnlabelledCollectiveIsNamedByPosition) {
+  Program program = meshProgram();
+  program.functions[0].instructions[0].collective->label = "";
+  EXPECT_EQ(roundTrip(program).functions[0].instructions[0].collective->label,
+            "train_step instruction #0");
+}
+
+TEST(ProgramLoader, RejectsBadMeshes) {
+  Program program = meshProgram();
+  program.mesh[1].size = 0;
+  EXPECT_EQ(rejection(program),
+            "p.ptp: mesh axis 'pp' has size 0; sizes must be positive");
+  program = meshProgram();
+  program.mesh[2].size = -3;
+  EXPECT_EQ(rejection(program),
+            "p.ptp: mesh axis 'tp' has size -3; sizes must be positive");
+  program = meshProgram();
+  program.mesh[2].name = "dp";
+  EXPECT_EQ(rejection(program), "p.ptp: mesh axis 'dp' appears twice");
+  program = meshProgram();
+  program.mesh[1].name = "";
+  EXPECT_EQ(rejection(program), "p.ptp: mesh axis #1 has no name");
+  program = meshProgram();
+  program.mesh = {{"dp", 1 << 11}, {"pp", 1 << 11}};
+  EXPECT_EQ(rejection(program), "p.ptp: the mesh has more than 1048576 "
+                                "devices; the file is corrupt");
+  program.mesh = {{"dp", int64_t(1) << 62}, {"pp", int64_t(1) << 62}};
+  EXPECT_NE(rejection(program).find("more than 1048576 devices"),
+            std::string::npos);
+}
+
+TEST(ProgramLoader, RejectsBadCollectives) {
+  const std::string what =
+      "p.ptp: train_step instruction #0 (all_reduce 'grads bucket 0') ";
+  auto broken = [](auto change) {
+    Program program = meshProgram();
+    change(program, program.functions[0].instructions[0]);
+    return rejection(program);
+  };
+  EXPECT_EQ(broken([](Program &p, Instruction &) { p.mesh.clear(); }),
+            what + "needs a device mesh, but the program has none");
+  EXPECT_EQ(broken([](Program &, Instruction &i) { i.collective->axes = {}; }),
+            what + "names no mesh axis");
+  EXPECT_EQ(broken([](Program &, Instruction &i) { i.collective->axes = {3}; }),
+            what + "names mesh axis #3 of 3");
+  EXPECT_EQ(broken([](Program &, Instruction &i) {
+              i.collective->axes = {2, 0};
+            }),
+            what +
+                "has mesh axes out of order or repeated; they must be strictly "
+                "increasing");
+  EXPECT_EQ(broken([](Program &, Instruction &i) {
+              i.collective->axes = {0, 0};
+            }),
+            what +
+                "has mesh axes out of order or repeated; they must be strictly "
+                "increasing");
+  EXPECT_EQ(broken([](Program &, Instruction &i) { i.args = {}; }),
+            what + "has no buffers");
+  EXPECT_EQ(broken([](Program &, Instruction &i) {
+              i.args = {0, 9};
+            }),
+            what + "refers to buffer #9 of 6");
+  EXPECT_EQ(broken([](Program &, Instruction &i) {
+              i.args = {0, 3};
+            }),
+            what + "reduces buffer #3 ('tokens'), which is not f32");
+  EXPECT_EQ(broken([](Program &, Instruction &i) {
+              i.args = {1, 0, 1};
+            }),
+            what + "lists buffer #1 twice");
+  EXPECT_EQ(broken([](Program &p, Instruction &) {
+              p.buffers[2].offset = p.buffers[1].offset + 4;
+            }),
+            "");
+  EXPECT_EQ(broken([](Program &p, Instruction &i) {
+              i.args = {0, 2};
+              p.buffers[2].offset = 8; // inside buffer #0
+            }),
+            what + "reduces buffers #0 and #2, which overlap in the arena");
+  EXPECT_EQ(broken([](Program &, Instruction &i) { i.floats = {1.0f}; }),
+            what + "has integer or float parameters; collectives take none");
+  EXPECT_EQ(broken([](Program &, Instruction &i) {
+              i.collective->reduce = static_cast<ReduceKind>(3);
+            }),
+            "p.ptp: train_step instruction #0 has an unknown reduction 3");
+  EXPECT_EQ(
+      broken([](Program &, Instruction &i) {
+        i.collective->kind = static_cast<runtime::CollectiveKind>(1);
+      }),
+      "p.ptp: train_step instruction #0 has an unknown collective kind 1");
+}
+
+/// One device (dp=1 x pp=1 x tp=1) so that the collectives run on a world
+/// of one, as partition-run runs a one-device mesh without MPI.
+enum class Outcome { Rejected, Ran };
+
+Outcome loadAndRun(const std::string &bytes) {
+  Program program;
+  try {
+    program = Program::parse(reinterpret_cast<const uint8_t *>(bytes.data()),
+                             bytes.size(), "<corrupted>");
+  } catch (const runtime::ProgramError &) {
+    return Outcome::Rejected;
+  }
+  if (program.devices() != 1)
+    return Outcome::Rejected; // partition-run's world-size check
+  runtime::comm::SelfCommunicator self;
+  std::vector<runtime::comm::MeshAxisSize> sizes;
+  for (const runtime::MeshAxis &axis : program.mesh)
+    sizes.push_back({axis.name, axis.size});
+  std::vector<std::vector<uint32_t>> groups;
+  for (const runtime::Function &function : program.functions)
+    for (const Instruction &instruction : function.instructions)
+      if (instruction.collective)
+        groups.push_back(instruction.collective->axes);
+  std::unique_ptr<runtime::comm::MeshCommunicators> mesh;
+  if (!program.mesh.empty())
+    mesh =
+        std::make_unique<runtime::comm::MeshCommunicators>(self, sizes, groups);
+  try {
+    auto backend = runtime::createCpuBackend(program, mesh.get());
+    for (size_t f = 0; f < program.functions.size(); ++f)
+      backend->run(f, 1);
+  } catch (const runtime::ProgramError &) {
+    return Outcome::Rejected;
+  }
+  return Outcome::Ran;
+}
+
+TEST(ProgramLoader, EverySingleByteOfACollectiveProgram) {
+  Program program = testprograms::minimalProgram();
+  program.mesh = {{"dp", 1}, {"pp", 1}, {"tp", 1}};
+  program.functions[0].instructions = {allReduce({0, 1}, {0}),
+                                       allReduce({2}, {0, 2}, "loss")};
+  std::string original = testprograms::serializeProgram(program);
+  ASSERT_EQ(loadAndRun(original), Outcome::Ran);
+  std::map<Outcome, size_t> outcomes;
+  for (uint8_t mask : {uint8_t(0xff), uint8_t(0x01)})
+    for (size_t offset = 0; offset < original.size(); ++offset) {
+      std::string bytes = original;
+      bytes[offset] = char(uint8_t(bytes[offset]) ^ mask);
+      try {
+        ++outcomes[loadAndRun(bytes)];
+      } catch (const std::exception &error) {
+        ADD_FAILURE() << "byte " << offset
+                      << ": not a ProgramError: " << error.what();
+      }
+    }
+  EXPECT_GT(outcomes[Outcome::Rejected], outcomes[Outcome::Ran]);
+}
+
+} // namespace

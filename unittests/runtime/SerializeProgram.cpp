@@ -1,0 +1,88 @@
+//===- SerializeProgram.cpp - a decoded Program back to .ptp bytes --------===//
+
+#include "unittests/runtime/SerializeProgram.h"
+
+#include "runtime/program/ProgramFormat.h"
+
+namespace partition::testprograms {
+
+std::string serializeProgram(const runtime::Program &program) {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<ptp::Buffer>> buffers;
+  for (const runtime::BufferInfo &buffer : program.buffers)
+    buffers.push_back(ptp::CreateBufferDirect(
+        fbb, static_cast<ptp::Role>(buffer.role), buffer.name.c_str(),
+        static_cast<ptp::DType>(buffer.dtype), &buffer.shape, buffer.offset));
+  std::vector<flatbuffers::Offset<ptp::Function>> functions;
+  for (const runtime::Function &function : program.functions) {
+    std::vector<flatbuffers::Offset<ptp::Instruction>> instructions;
+    for (const runtime::Instruction &instruction : function.instructions) {
+      flatbuffers::Offset<ptp::Collective> collective = 0;
+      if (instruction.collective) {
+        std::vector<uint8_t> axes(instruction.collective->axes.begin(),
+                                  instruction.collective->axes.end());
+        collective = ptp::CreateCollectiveDirect(
+            fbb, static_cast<ptp::CollectiveKind>(instruction.collective->kind),
+            static_cast<ptp::ReduceKind>(instruction.collective->reduce), &axes,
+            instruction.collective->label.c_str());
+      }
+      instructions.push_back(ptp::CreateInstructionDirect(
+          fbb,
+          instruction.collective ? 0
+                                 : static_cast<uint16_t>(instruction.kernel),
+          &instruction.args, &instruction.ints, &instruction.floats,
+          collective));
+    }
+    functions.push_back(
+        ptp::CreateFunctionDirect(fbb, function.name.c_str(), &instructions));
+  }
+  std::vector<flatbuffers::Offset<ptp::MeshAxis>> mesh;
+  for (const runtime::MeshAxis &axis : program.mesh)
+    mesh.push_back(
+        ptp::CreateMeshAxisDirect(fbb, axis.name.c_str(), axis.size));
+  std::string model = program.model.dump(), train = program.train.dump();
+  auto root =
+      ptp::CreateProgram(fbb, ptp::kSchemaVersion, program.arenaBytes,
+                         fbb.CreateVector(buffers), fbb.CreateVector(functions),
+                         fbb.CreateString(model), fbb.CreateString(train),
+                         program.mesh.empty() ? 0 : fbb.CreateVector(mesh));
+  ptp::FinishProgramBuffer(fbb, root);
+  return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+                     fbb.GetSize());
+}
+
+runtime::Program minimalProgram() {
+  using runtime::BufferInfo;
+  using runtime::DType;
+  using runtime::Role;
+  runtime::Program program;
+  uint64_t offset = 0;
+  auto add = [&](Role role, const char *name, DType dtype,
+                 std::vector<int64_t> shape) {
+    BufferInfo buffer;
+    buffer.role = role;
+    buffer.name = name;
+    buffer.dtype = dtype;
+    buffer.shape = shape;
+    buffer.elements = 1;
+    for (int64_t dim : shape)
+      buffer.elements *= dim;
+    buffer.bytes = uint64_t(buffer.elements) * 4;
+    buffer.offset = offset;
+    offset += buffer.bytes;
+    program.buffers.push_back(buffer);
+  };
+  add(Role::Temporary, "a", DType::F32, {4});
+  add(Role::Temporary, "b", DType::F32, {2, 3});
+  add(Role::Temporary, "c", DType::F32, {5});
+  add(Role::Tokens, "tokens", DType::I32, {1, 2});
+  add(Role::Targets, "targets", DType::I32, {1, 2});
+  add(Role::Loss, "loss", DType::F32, {});
+  program.arenaBytes = offset;
+  program.functions.push_back({"train_step", {}});
+  program.model = nlohmann::json::object();
+  program.train = nlohmann::json::object();
+  return program;
+}
+
+} // namespace partition::testprograms

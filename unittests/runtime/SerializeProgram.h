@@ -1,0 +1,27 @@
+//===- SerializeProgram.h - a Program back to .ptp bytes --------*- C++ -*-===//
+//
+// Tests only: builds the FlatBuffer of a runtime::Program field by field, so
+// that tests can start from a loaded (or hand-made) program, change it --
+// add a mesh and collectives, or break them on purpose -- and load it again.
+// Values are written as given, valid or not.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTITION_UNITTESTS_RUNTIME_SERIALIZEPROGRAM_H
+#define PARTITION_UNITTESTS_RUNTIME_SERIALIZEPROGRAM_H
+
+#include "runtime/Program.h"
+
+#include <string>
+
+namespace partition::testprograms {
+
+/// The .ptp bytes of `program` (schema version: the current one).
+std::string serializeProgram(const runtime::Program &program);
+
+/// A minimal valid program: f32 buffers "a" [4], "b" [2, 3], "c" [5], and
+/// the tokens, targets and loss buffers; a train_step with no instructions.
+runtime::Program minimalProgram();
+
+} // namespace partition::testprograms
+
+#endif // PARTITION_UNITTESTS_RUNTIME_SERIALIZEPROGRAM_H
