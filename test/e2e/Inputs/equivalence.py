@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""The equivalence harness: every plan reproduces the single-device run.
+
+  equivalence.py --model MODEL.mlir --workdir DIR [--steps 20] [--lr 3e-3]
+                 [--tolerance 1e-4] [--lr-scale X]
+                 --plan NAME=PLAN_JSON [--plan ...]
+
+For each plan: compiles the model with `partition-compile --plan` and, for
+reference, without a plan but with the plan's micro-batch count (so both
+take the same global batch); trains the reference on one process and the
+partitioned program on as many MPI ranks as its mesh has devices, from the
+same seed on the same data, each saving its final checkpoint; then compares
+
+  - the loss of every step: |a - b| / |a|, and
+  - every parameter and AdamW moment, gathered to its logical tensor (the
+    checkpoint holds logical tensors whatever the plan): ||a - b|| / ||a||
+    per tensor (L2 norms). Not element by element: AdamW's first steps move
+    every weight by about the learning rate in the direction of its
+    gradient's sign, so a weight whose gradient is near zero at step 1 takes
+    a step whose sign rounding decides, in any two correct runs that sum in
+    different orders; the norm sees such a weight as the 1e-5 it is,
+
+against --tolerance (DESIGN.md: fp32, relative 1e-4 over 20 steps).
+
+One exception: a parameter whose gradient is rounding noise (its AdamW
+second moment in the reference run is below 1e-12 of the largest one) is
+listed but not compared, nor are its moments. The loss does not depend on
+such a parameter (GPT-2's key bias: softmax is invariant to adding the same
+q.b to every key's score), and AdamW divides its noise by the noise's own
+size, taking full-size steps in directions set by rounding, so two correct
+runs disagree there by O(learning rate). Prints
+one line per plan and fails if any plan differs. `--lr-scale` trains the
+partitioned programs with a learning rate scaled by X: a control that the
+harness does detect a wrong run (the lit test expects it to fail).
+
+Tools come from PATH (lit puts the build's bin/ there); mpirun from PATH.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from array import array
+
+
+def run(command, **kwargs):
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        sys.stderr.write(result.stdout + result.stderr)
+        sys.exit(f"equivalence: failed ({result.returncode}): "
+                 + " ".join(command))
+    return result
+
+
+def mesh_devices(plan):
+    mesh = plan.get("mesh", {})
+    devices = 1
+    for axis in ("dp", "tp", "pp"):
+        devices *= int(mesh.get(axis, 1))
+    return devices
+
+
+def launcher(ranks):
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        sys.exit("equivalence: mpirun is not on PATH (install openmpi-bin)")
+    # Root in containers, more ranks than cores.
+    return [mpirun, "-n", str(ranks), "--oversubscribe"]
+
+
+def mpi_environment():
+    env = dict(os.environ)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env.setdefault("OMPI_MCA_btl", "self,vader")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def losses(path):
+    result = {}
+    with open(path) as f:
+        for line in f:
+            record = json.loads(line)
+            if "step" in record and "loss" in record:
+                result[record["step"]] = record["loss"]
+    return result
+
+
+def read_safetensors(path):
+    """{name: array of float32} for every F32 tensor of the file."""
+    data = open(path, "rb").read()
+    (length,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + length])
+    base = 8 + length
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__" or entry["dtype"] != "F32":
+            continue
+        begin, end = entry["data_offsets"]
+        values = array("f")
+        values.frombytes(data[base + begin:base + end])
+        if sys.byteorder != "little":
+            values.byteswap()
+        tensors[name] = values
+    return tensors
+
+
+def train(command_prefix, program, args, workdir, name, lr):
+    metrics = os.path.join(workdir, name + ".jsonl")
+    checkpoint = os.path.join(workdir, name + ".ckpt")
+    run(command_prefix + [
+        "partition-run", program, "--steps", str(args.steps), "--lr", repr(lr),
+        "--seed", "1234", "--eval-every", "0", "--quiet", "--metrics-out",
+        metrics, "--save", checkpoint
+    ], env=mpi_environment())
+    return losses(metrics), read_safetensors(
+        os.path.join(checkpoint, "checkpoint.safetensors"))
+
+
+def compare_losses(reference, candidate, steps):
+    worst = 0.0
+    for step in range(1, steps + 1):
+        if step not in reference or step not in candidate:
+            sys.exit(f"equivalence: step {step} is missing from a loss curve")
+        a, b = reference[step], candidate[step]
+        worst = max(worst, abs(a - b) / max(abs(a), 1e-30))
+    return worst
+
+
+def noise_driven(reference):
+    """Parameters whose gradients are at rounding level in the reference."""
+    second = {name[:-len(".adam_v")]: max(values, default=0.0)
+              for name, values in reference.items()
+              if name.endswith(".adam_v")}
+    largest = max(second.values(), default=0.0)
+    return {name for name, v in second.items() if v <= 1e-12 * largest}
+
+
+def compare_parameters(reference, candidate):
+    if set(reference) != set(candidate):
+        missing = sorted(set(reference) ^ set(candidate))
+        sys.exit(f"equivalence: the checkpoints hold different tensors: "
+                 f"{missing[:5]}")
+    skipped = noise_driven(reference)
+    worst, worst_name, compared = 0.0, "", 0
+    for name, a in reference.items():
+        if name.split(".adam_")[0] in skipped:
+            continue
+        compared += 1
+        b = candidate[name]
+        if len(a) != len(b):
+            sys.exit(f"equivalence: tensor {name} has {len(a)} elements in "
+                     f"the reference and {len(b)} in the plan's checkpoint")
+        scale = math.sqrt(sum(x * x for x in a))
+        diff = math.sqrt(sum((x - y) * (x - y) for x, y in zip(a, b)))
+        relative = diff / scale if scale > 0 else diff
+        if relative > worst:
+            worst, worst_name = relative, name
+    return worst, worst_name, compared, sorted(skipped)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--plan", action="append", required=True,
+                        metavar="NAME=PLAN_JSON")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--lr-scale", type=float, default=1.0)
+    args = parser.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+
+    references = {}
+    failed = False
+    for spec in args.plan:
+        name, _, plan_path = spec.partition("=")
+        plan = json.load(open(plan_path))
+        microbatches = int(plan.get("pipeline", {}).get("microbatches", 1))
+        if microbatches not in references:
+            program = os.path.join(args.workdir, f"single-mb{microbatches}.ptp")
+            run(["partition-compile", args.model, "-o", program,
+                 "--microbatches", str(microbatches)])
+            references[microbatches] = train([], program, args, args.workdir,
+                                             f"single-mb{microbatches}",
+                                             args.lr)
+        ref_losses, ref_params = references[microbatches]
+
+        program = os.path.join(args.workdir, name + ".ptp")
+        run(["partition-compile", args.model, "-o", program, "--plan",
+             plan_path])
+        ranks = mesh_devices(plan)
+        plan_losses, plan_params = train(launcher(ranks), program, args,
+                                         args.workdir, name,
+                                         args.lr * args.lr_scale)
+        loss_diff = compare_losses(ref_losses, plan_losses, args.steps)
+        param_diff, param_name, compared, skipped = compare_parameters(
+            ref_params, plan_params)
+        ok = loss_diff <= args.tolerance and param_diff <= args.tolerance
+        failed |= not ok
+        print(f"{name} ({ranks} ranks, {microbatches} micro-batches): "
+              f"loss max rel diff {loss_diff:.2e} over {args.steps} steps "
+              f"(final {plan_losses[args.steps]:.6f}); parameters max rel "
+              f"diff {param_diff:.2e} over {compared} tensors "
+              f"(worst {param_name}): {'OK' if ok else 'MISMATCH'}")
+        if skipped:
+            print(f"  not compared, gradient at rounding level: "
+                  f"{', '.join(skipped)}")
+    if failed:
+        print(f"equivalence: some plans differ from the single-device run by "
+              f"more than {args.tolerance:g}")
+        return 1
+    print("equivalence: all plans reproduce the single-device run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
