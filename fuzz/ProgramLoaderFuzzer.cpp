@@ -43,9 +43,25 @@ void exercise(const uint8_t *data, size_t size) {
           if (arg >= program.buffers.size() ||
               program.buffers[arg].dtype != DType::F32)
             bug("collective with an unchecked buffer", collective->label);
-        for (uint32_t axis : collective->axes)
+        int64_t group = 1;
+        for (uint32_t axis : collective->axes) {
           if (axis >= program.mesh.size())
             bug("collective over an unknown axis", collective->label);
+          group *= program.mesh[axis].size;
+        }
+        // The backend copies blocks of the input and output by their sizes.
+        if (collective->kind != CollectiveKind::AllReduce) {
+          const std::vector<uint32_t> &a = function.instructions[i].args;
+          if (a.size() != 2)
+            bug("block collective without input and output",
+                collective->label);
+          int64_t in = program.buffers[a[0]].elements,
+                  out = program.buffers[a[1]].elements;
+          bool gather = collective->kind == CollectiveKind::AllGather;
+          if ((gather ? in * group != out : out * group != in) ||
+              collective->dim >= program.buffers[a[0]].shape.size())
+            bug("block collective with unchecked shapes", collective->label);
+        }
         continue;
       }
       KernelArgs args =
@@ -58,6 +74,15 @@ void exercise(const uint8_t *data, size_t size) {
         if (buffer->offset + buffer->bytes > program.arenaBytes)
           bug("checked buffer outside the arena", buffer->name);
     }
+  // The backend writes every axis index from its axes; the loader checked
+  // them, so this must not throw.
+  for (size_t index : program.withRole(Role::AxisIndex)) {
+    try {
+      (void)program.axisIndexAxes(program.buffers[index]);
+    } catch (const ProgramError &error) {
+      bug("unchecked axis index buffer", error.what());
+    }
+  }
   // What partition-run asks next; each may throw ProgramError.
   for (Role role : {Role::Tokens, Role::Targets, Role::Loss})
     (void)program.single(role);

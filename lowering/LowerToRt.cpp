@@ -109,6 +109,25 @@ FailureOr<KernelCall> kernelFor(Operation *op) {
           .Case([&](SoftmaxCrossEntropyGradOp) {
             return named("softmax_cross_entropy_grad");
           })
+          .Case([&](VocabParallelEmbeddingOp) {
+            return named("vocab_parallel_embedding");
+          })
+          .Case([&](VocabParallelEmbeddingGradOp) {
+            return named("vocab_parallel_embedding_grad");
+          })
+          .Case([&](VocabParallelMaxOp) { return named("vocab_parallel_max"); })
+          .Case([&](VocabParallelTargetLogitOp) {
+            return named("vocab_parallel_target_logit");
+          })
+          .Case([&](VocabParallelSumExpOp) {
+            return named("vocab_parallel_sum_exp");
+          })
+          .Case([&](VocabParallelLossOp) {
+            return named("vocab_parallel_loss");
+          })
+          .Case([&](VocabParallelCrossEntropyGradOp) {
+            return named("vocab_parallel_cross_entropy_grad");
+          })
           .Case([&](AdamWOp op) {
             return named("adamw",
                          {f32(op.getBeta1()), f32(op.getBeta2()),
@@ -148,6 +167,14 @@ private:
   LogicalResult buildSignature();
   LogicalResult lowerOp(OpBuilder &builder, Operation *op, unsigned position);
   LogicalResult lowerAllReduce(OpBuilder &builder, dist::AllReduceOp op);
+  LogicalResult lowerBlockCollective(OpBuilder &builder, Operation *op,
+                                     unsigned position);
+  LogicalResult lowerAllSlice(OpBuilder &builder, dist::AllSliceOp op,
+                              unsigned position);
+  /// Adds one `axis_index` argument per distinct axes list of the
+  /// dist.axis_index and dist.all_slice ops of the step.
+  void addAxisIndexArguments(SmallVectorImpl<Type> &argTypes,
+                             SmallVectorImpl<DictionaryAttr> &argAttrs);
   /// The buffer `result` is written to: the state buffer it updates when
   /// that buffer's old value is dead, else a fresh allocation.
   Value destinationFor(OpBuilder &builder, Value result, unsigned position,
@@ -170,6 +197,9 @@ private:
   /// of two [V, C] tensors. Maps each such add to its embedding_grad.
   DenseMap<Operation *, EmbeddingGradOp> fusedAdds;
   llvm::SmallPtrSet<Operation *, 2> fusedEmbeddingGrads;
+  /// Axes joined by "," -> index of the step's argument holding this rank's
+  /// index in that group, then (once the body exists) the argument itself.
+  llvm::StringMap<unsigned> axisIndexArgs;
 
   void findTiedEmbeddingSums(Block &body);
   LogicalResult lowerTiedEmbeddingSum(OpBuilder &builder, AddOp add,
@@ -244,6 +274,12 @@ LogicalResult StepLowering::buildSignature() {
     if (!name.empty())
       attrs.push_back(NamedAttribute(stringAttr(RtDialect::kNameAttrName),
                                      stringAttr(name)));
+    // A block of a sharded logical tensor: the runtime initialises, saves
+    // and restores it as the whole tensor, so the program must say how.
+    if (Attribute sharding =
+            step.getArgAttr(i, dist::DistDialect::kLocalShardingAttrName))
+      attrs.push_back(NamedAttribute(
+          stringAttr(dist::DistDialect::kLocalShardingAttrName), sharding));
     argAttrs.push_back(DictionaryAttr::get(context, attrs));
     argKeys.push_back({role, name});
   }
@@ -287,11 +323,21 @@ LogicalResult StepLowering::buildSignature() {
       return step.emitError() << "result #" << r
                               << " updates no argument (no argument has the "
                                  "same role and name)";
-    resultArg.push_back(match - argKeys.begin());
+    // The result is written into the argument's buffer, which holds the
+    // block the argument's sharding says.
+    unsigned arg = match - argKeys.begin();
+    StringRef shardingName = dist::DistDialect::kLocalShardingAttrName;
+    if (step.getResultAttr(r, shardingName) !=
+        step.getArgAttr(arg, shardingName))
+      return step.emitError() << "result #" << r << " updates argument #" << arg
+                              << " but its " << shardingName
+                              << " differs from the argument's";
+    resultArg.push_back(arg);
   }
   if (!haveLoss)
     return step.emitError("training step has no result with "
                           "xfmr.output = \"loss\"");
+  addAxisIndexArguments(argTypes, argAttrs);
 
   OpBuilder builder(step);
   lowered = func::FuncOp::create(builder, step.getLoc(), step.getSymName(),
@@ -314,6 +360,42 @@ LogicalResult StepLowering::buildSignature() {
     tiedTargets.try_emplace(operand, target);
   }
   return success();
+}
+
+/// "tp", "dp,tp": how an axis-index buffer is named (rt.name), in the
+/// listed order, since the first listed axis is the major one.
+std::string joinAxes(ArrayAttr axes) {
+  std::string joined;
+  for (Attribute axis : axes)
+    joined += (joined.empty() ? "" : ",") +
+              cast<StringAttr>(axis).getValue().str();
+  return joined;
+}
+
+void StepLowering::addAxisIndexArguments(
+    SmallVectorImpl<Type> &argTypes, SmallVectorImpl<DictionaryAttr> &argAttrs) {
+  // The index is constant for the run: the runtime writes it once into a
+  // state buffer, which every op over the same axes reads.
+  MLIRContext *context = step.getContext();
+  auto add = [&](ArrayAttr axes) {
+    std::string name = joinAxes(axes);
+    if (axisIndexArgs.count(name))
+      return;
+    axisIndexArgs[name] = argTypes.size();
+    argTypes.push_back(MemRefType::get({}, IntegerType::get(context, 32)));
+    argAttrs.push_back(DictionaryAttr::get(
+        context,
+        {NamedAttribute(StringAttr::get(context, RtDialect::kRoleAttrName),
+                        StringAttr::get(context, "axis_index")),
+         NamedAttribute(StringAttr::get(context, RtDialect::kNameAttrName),
+                        StringAttr::get(context, name))}));
+  };
+  for (Operation &op : step.getBody().front()) {
+    if (auto index = dyn_cast<dist::AxisIndexOp>(op))
+      add(index.getAxes());
+    else if (auto slice = dyn_cast<dist::AllSliceOp>(op))
+      add(slice.getAxes());
+  }
 }
 
 Value StepLowering::destinationFor(OpBuilder &builder, Value result,
@@ -376,11 +458,116 @@ LogicalResult StepLowering::lowerAllReduce(OpBuilder &builder,
   return success();
 }
 
+/// The size of the group of `axes` of `mesh`, and fails (reporting on
+/// `op`) unless `axes` are listed in the mesh's order when `ordered`: the
+/// runtime ranks a group by mesh coordinates, in the mesh's axis order.
+FailureOr<int64_t> groupOf(Operation *op, FlatSymbolRefAttr meshName,
+                           ArrayAttr axes, bool ordered) {
+  FailureOr<dist::MeshShape> mesh = dist::lookupMeshShape(
+      op, meshName, nullptr, [&] { return op->emitOpError(); });
+  if (failed(mesh))
+    return failure();
+  int64_t group = 1, previous = -1;
+  for (Attribute axis : axes) {
+    int64_t index = mesh->find(cast<StringAttr>(axis).getValue());
+    if (index < 0)
+      return op->emitOpError() << "axis " << axis << " is not an axis of "
+                               << meshName;
+    if (ordered && index < previous)
+      return op->emitOpError()
+             << "runs over axes " << axes << ", which are not in the order "
+             << "of the axes of " << meshName
+             << ": the runtime orders a group by mesh coordinates";
+    previous = index;
+    group *= mesh->sizes[index];
+  }
+  return group;
+}
+
+/// A buffer the runtime can move as whole blocks: `buffer` itself when it
+/// has the identity layout, else a copy (a micro-batch view is strided).
+Value wholeBuffer(OpBuilder &builder, Location loc, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (type.getLayout().isIdentity())
+    return buffer;
+  Value copy = memref::AllocOp::create(
+      builder, loc, MemRefType::get(type.getShape(), type.getElementType()));
+  KernelOp::create(builder, loc, "copy", ValueRange{buffer}, ValueRange{copy},
+                   ArrayRef<int64_t>{}, ArrayRef<float>{});
+  return copy;
+}
+
+LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
+                                                 Operation *op,
+                                                 unsigned position) {
+  Location loc = op->getLoc();
+  Value input = op->getOperand(0), result = op->getResult(0);
+  auto type = cast<RankedTensorType>(input.getType());
+  bool gather = isa<dist::AllGatherOp>(op);
+  StringRef kind = gather ? "all_gather" : "reduce_scatter";
+  if (!type.getElementType().isF32())
+    return op->emitOpError() << "moves " << type << ", but the runtime's "
+                             << kind << " moves f32 buffers only";
+  auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
+  auto axes = op->getAttrOfType<ArrayAttr>("axes");
+  if (failed(groupOf(op, meshName, axes, /*ordered=*/true)))
+    return failure();
+  Value in = wholeBuffer(builder, loc, buffers.lookup(input));
+  Value out = destinationFor(builder, result, position, /*inPlace=*/false);
+  auto label = op->getAttrOfType<StringAttr>(dist::DistDialect::kLabelAttrName);
+  StringAttr labelAttr = builder.getStringAttr(
+      label && !label.getValue().empty() ? label.getValue() : kind);
+  auto dim = op->getAttrOfType<IntegerAttr>("dim");
+  if (gather)
+    rt::AllGatherOp::create(builder, loc, in, out, meshName, axes, dim,
+                            labelAttr);
+  else
+    rt::ReduceScatterOp::create(
+        builder, loc, in, out, meshName, axes, dim,
+        cast<dist::ReduceScatterOp>(op).getReduceAttr(), labelAttr);
+  buffers.map(result, out);
+  return success();
+}
+
+LogicalResult StepLowering::lowerAllSlice(OpBuilder &builder,
+                                          dist::AllSliceOp op,
+                                          unsigned position) {
+  auto type = cast<RankedTensorType>(op.getInput().getType());
+  if (!type.getElementType().isF32())
+    return op.emitOpError() << "slices " << type
+                            << ", but the runtime's slice_block slices f32 "
+                               "buffers only";
+  // The first listed axis is major in the index, as in the group order of
+  // dist.all_gather, so any order of axes is fine here.
+  FailureOr<int64_t> blocks =
+      groupOf(op, op.getMeshAttr(), op.getAxes(), /*ordered=*/false);
+  if (failed(blocks))
+    return failure();
+  Value index = lowered.getArgument(axisIndexArgs.lookup(joinAxes(op.getAxes())));
+  Value out = destinationFor(builder, op.getResult(), position, false);
+  KernelOp::create(builder, op.getLoc(), "slice_block",
+                   ValueRange{buffers.lookup(op.getInput()), index},
+                   ValueRange{out},
+                   ArrayRef<int64_t>{static_cast<int64_t>(op.getDim()), *blocks},
+                   ArrayRef<float>{});
+  buffers.map(op.getResult(), out);
+  return success();
+}
+
 LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
                                     unsigned position) {
   Location loc = op->getLoc();
   if (auto allReduce = dyn_cast<dist::AllReduceOp>(op))
     return lowerAllReduce(builder, allReduce);
+  if (isa<dist::AllGatherOp, dist::ReduceScatterOp>(op))
+    return lowerBlockCollective(builder, op, position);
+  if (auto slice = dyn_cast<dist::AllSliceOp>(op))
+    return lowerAllSlice(builder, slice, position);
+  if (auto index = dyn_cast<dist::AxisIndexOp>(op)) {
+    buffers.map(index.getResult(), lowered.getArgument(axisIndexArgs.lookup(
+                                       joinAxes(index.getAxes()))));
+    return success();
+  }
   if (fusedEmbeddingGrads.contains(op))
     return success(); // Emitted by the add that consumes it.
   if (auto add = dyn_cast<AddOp>(op); add && fusedAdds.count(op))

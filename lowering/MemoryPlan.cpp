@@ -14,7 +14,9 @@ namespace partition {
 } // namespace partition
 
 using namespace mlir;
+using partition::rt::AllGatherOp;
 using partition::rt::AllReduceOp;
+using partition::rt::ReduceScatterOp;
 using partition::rt::KernelOp;
 using partition::rt::RtDialect;
 
@@ -186,6 +188,14 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
         intervals[it->second].last =
             std::max(intervals[it->second].last, positions[&op]);
     }
+    // A gradient gathered or reduce-scattered (ZeRO) is still a gradient.
+    if (isa<AllGatherOp, ReduceScatterOp>(op)) {
+      auto from = intervalOf.find(op.getOperand(0));
+      auto to = intervalOf.find(op.getOperand(1));
+      if (from != intervalOf.end() && to != intervalOf.end() &&
+          intervals[from->second].isGradient)
+        intervals[to->second].isGradient = true;
+    }
     if (auto kernel = dyn_cast<KernelOp>(op)) {
       for (Value output : kernel.getOutputs())
         if (auto it = intervalOf.find(output);
@@ -239,54 +249,80 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
   return plan;
 }
 
+/// Bytes per group of axes ("dp=2", "dp=2,tp=2"), in order of first use.
+using BytesByGroup = SmallVector<std::pair<std::string, int64_t>>;
+
 /// The bytes one rank sends in the collectives of one function.
 struct Communication {
   StringRef function;
   int64_t sentBytes = 0;
-  unsigned buckets = 0;
-  /// Bytes reduced over each group of axes ("dp=2", "dp=2,tp=2"), in order
-  /// of first use.
-  SmallVector<std::pair<std::string, int64_t>> reducedBytes;
+  unsigned buckets = 0, gathers = 0, scatters = 0;
+  /// All-reduce: the bytes reduced; all-gather: the bytes of its output;
+  /// reduce-scatter: the bytes of its input.
+  BytesByGroup reducedBytes, gatheredBytes, scatteredBytes;
 };
 
-/// Counts the all-reduces of `function`: a ring all-reduce of S bytes over
-/// N ranks sends 2 (N - 1) / N * S bytes from every rank (a reduce-scatter
-/// and an all-gather, each N - 1 steps of S / N bytes), rounded down per
-/// collective.
+void addBytes(BytesByGroup &byGroup, const std::string &group, int64_t bytes) {
+  auto entry = llvm::find_if(byGroup,
+                             [&](const auto &e) { return e.first == group; });
+  if (entry == byGroup.end())
+    byGroup.push_back({group, bytes});
+  else
+    entry->second += bytes;
+}
+
+/// Counts the collectives of `function`, as ring algorithms over N ranks
+/// send them from every rank, rounded down per collective: an all-reduce
+/// of S bytes 2 (N - 1) / N * S (a reduce-scatter and an all-gather, each
+/// N - 1 steps of S / N bytes); an all-gather (N - 1) / N of its output
+/// (every rank forwards the N - 1 blocks it does not own); a
+/// reduce-scatter (N - 1) / N of its input.
 FailureOr<Communication> countCommunication(func::FuncOp function) {
   Communication result;
   result.function = function.getSymName();
   SymbolTableCollection tables;
-  WalkResult walk = function.walk([&](AllReduceOp op) {
+  WalkResult walk = function.walk([&](Operation *op) {
+    if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op))
+      return WalkResult::advance();
+    auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
     FailureOr<dist::MeshShape> mesh = dist::lookupMeshShape(
-        op, op.getMeshAttr(), &tables, [&] { return op.emitOpError(); });
+        op, meshName, &tables, [&] { return op->emitOpError(); });
     if (failed(mesh))
       return WalkResult::interrupt();
     int64_t ranks = 1;
     std::string group;
     llvm::raw_string_ostream os(group);
-    for (auto [index, axis] : llvm::enumerate(op.getAxes())) {
+    for (auto [index, axis] :
+         llvm::enumerate(op->getAttrOfType<ArrayAttr>("axes"))) {
       StringRef name = cast<StringAttr>(axis).getValue();
       int64_t at = mesh->find(name);
       if (at < 0) {
-        op.emitOpError() << "axis '" << name << "' is not an axis of "
-                         << op.getMeshAttr();
+        op->emitOpError() << "axis '" << name << "' is not an axis of "
+                          << meshName;
         return WalkResult::interrupt();
       }
       ranks *= mesh->sizes[at];
       os << (index ? "," : "") << name << "=" << mesh->sizes[at];
     }
-    int64_t bytes = 0;
-    for (Value buffer : op.getBuffers())
-      bytes += byteSize(cast<MemRefType>(buffer.getType()));
-    result.sentBytes += 2 * (ranks - 1) * bytes / ranks;
-    auto entry = llvm::find_if(result.reducedBytes,
-                               [&](const auto &e) { return e.first == group; });
-    if (entry == result.reducedBytes.end())
-      result.reducedBytes.push_back({group, bytes});
-    else
-      entry->second += bytes;
-    ++result.buckets;
+    if (auto allReduce = dyn_cast<AllReduceOp>(op)) {
+      int64_t bytes = 0;
+      for (Value buffer : allReduce.getBuffers())
+        bytes += byteSize(cast<MemRefType>(buffer.getType()));
+      result.sentBytes += 2 * (ranks - 1) * bytes / ranks;
+      addBytes(result.reducedBytes, group, bytes);
+      ++result.buckets;
+    } else if (auto allGather = dyn_cast<AllGatherOp>(op)) {
+      int64_t bytes = byteSize(cast<MemRefType>(allGather.getOutput().getType()));
+      result.sentBytes += (ranks - 1) * bytes / ranks;
+      addBytes(result.gatheredBytes, group, bytes);
+      ++result.gathers;
+    } else {
+      int64_t bytes =
+          byteSize(cast<MemRefType>(cast<ReduceScatterOp>(op).getInput().getType()));
+      result.sentBytes += (ranks - 1) * bytes / ranks;
+      addBytes(result.scatteredBytes, group, bytes);
+      ++result.scatters;
+    }
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
@@ -296,17 +332,31 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
 
 /// One line per function, for instance
 ///   communication: train_step sends 1536 bytes per rank per step (2
-///   all-reduce buckets, 1536 bytes reduced over dp=2)
+///   all-reduce buckets, 1536 bytes reduced over dp=2; 1 all-gather, 512
+///   bytes gathered over tp=2)
 void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
   os << "communication: " << comm.function << " sends " << comm.sentBytes
      << " bytes per rank per step (";
-  if (comm.buckets == 0) {
+  if (comm.buckets + comm.gathers + comm.scatters == 0) {
     os << "no collectives)\n";
     return;
   }
-  os << comm.buckets << " all-reduce bucket" << (comm.buckets == 1 ? "" : "s");
-  for (const auto &[group, bytes] : comm.reducedBytes)
-    os << ", " << bytes << " bytes reduced over " << group;
+  StringRef separator = "";
+  auto part = [&](unsigned count, StringRef singular, StringRef plural,
+                  const BytesByGroup &byGroup, StringRef verb) {
+    if (count == 0)
+      return;
+    os << separator << count << " " << (count == 1 ? singular : plural);
+    for (const auto &[group, bytes] : byGroup)
+      os << ", " << bytes << " bytes " << verb << " over " << group;
+    separator = "; ";
+  };
+  part(comm.buckets, "all-reduce bucket", "all-reduce buckets",
+       comm.reducedBytes, "reduced");
+  part(comm.gathers, "all-gather", "all-gathers", comm.gatheredBytes,
+       "gathered");
+  part(comm.scatters, "reduce-scatter", "reduce-scatters",
+       comm.scatteredBytes, "scattered");
   os << ")\n";
 }
 
@@ -360,8 +410,10 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
     SmallVector<func::FuncOp> functions;
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() &&
-          (!function.getBody().getOps<KernelOp>().empty() ||
-           !function.getBody().getOps<AllReduceOp>().empty()))
+          llvm::any_of(function.getBody().getOps(), [](Operation &op) {
+            return isa<KernelOp, AllReduceOp, AllGatherOp, ReduceScatterOp>(
+                op);
+          }))
         functions.push_back(function);
     if (functions.empty()) {
       getOperation().emitError("no function with rt.kernel or rt.all_reduce "

@@ -18,7 +18,9 @@
 #include <map>
 
 using namespace mlir;
+using partition::rt::AllGatherOp;
 using partition::rt::AllReduceOp;
+using partition::rt::ReduceScatterOp;
 using partition::rt::KernelOp;
 using partition::rt::RtDialect;
 
@@ -59,6 +61,7 @@ std::optional<ptp::Role> parseRole(StringRef role) {
       .Case("targets", ptp::Role::Targets)
       .Case("loss", ptp::Role::Loss)
       .Case("gradient", ptp::Role::Gradient)
+      .Case("axis_index", ptp::Role::AxisIndex)
       .Default(std::nullopt);
 }
 
@@ -74,6 +77,27 @@ ptp::ReduceKind toProgram(dist::ReduceKind kind) {
   llvm_unreachable("unknown reduce kind");
 }
 
+/// An axis-index buffer names axes of the program's mesh, which the runtime
+/// looks up by name ("dp,tp"), and holds one i32.
+LogicalResult checkAxisIndex(memref::ViewOp view, StringRef name,
+                             dist::MeshOp mesh) {
+  auto type = cast<MemRefType>(view.getType());
+  if (type.getRank() != 0 || !type.getElementType().isInteger(32))
+    return view.emitOpError() << "is an axis index, which must be memref<i32>";
+  if (!mesh)
+    return view.emitOpError() << "is the index on axes '" << name
+                              << "', but the module has no dist.mesh";
+  SmallVector<StringRef> axes;
+  name.split(axes, ',');
+  for (StringRef axis : axes)
+    if (!llvm::is_contained(mesh.getAxisNames(),
+                            StringAttr::get(view.getContext(), axis)))
+      return view.emitOpError() << "is the index on axes '" << name << "', but '"
+                                << axis << "' is not an axis of @"
+                                << mesh.getSymName();
+  return success();
+}
+
 class Writer {
 public:
   /// `mesh` is the module's device mesh, or null for one device.
@@ -85,12 +109,25 @@ public:
 
 private:
   LogicalResult addBuffer(Value value, int64_t offset, ptp::Role role,
-                          StringRef name, Operation *op);
+                          StringRef name, Operation *op,
+                          dist::ShardingAttr sharding = {});
+  /// Per dimension, the indices into the mesh of the axes `sharding` splits
+  /// it over.
+  FailureOr<std::vector<std::vector<uint8_t>>>
+  shardingAxes(dist::ShardingAttr sharding, MemRefType type, Operation *op);
   /// The buffer indices of `operands`, which must all be planned buffers.
   FailureOr<std::vector<uint32_t>> bufferArgs(Operation *op,
                                               ValueRange operands);
   FailureOr<flatbuffers::Offset<ptp::Instruction>>
   addAllReduce(AllReduceOp allReduce);
+  /// An rt.all_gather or rt.reduce_scatter: args [input, output].
+  FailureOr<flatbuffers::Offset<ptp::Instruction>>
+  addBlockCollective(Operation *op);
+  /// The indices into Program.mesh of `axes`, increasing; fails unless `op`
+  /// runs on the module's mesh.
+  FailureOr<std::vector<uint8_t>> collectiveAxes(Operation *op,
+                                                 FlatSymbolRefAttr meshName,
+                                                 ArrayAttr axes);
 
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<ptp::Buffer>> buffers;
@@ -100,6 +137,9 @@ private:
   std::map<std::pair<std::string, std::string>, uint32_t> stateIndex;
   /// Byte offset of each buffer, for views of views.
   DenseMap<Value, int64_t> bufferOffset;
+  /// The dist.local_sharding of each state buffer (null: replicated), so
+  /// that every function sees it sharded alike.
+  DenseMap<uint32_t, Attribute> stateSharding;
   int64_t arenaBytes;
   dist::MeshOp mesh;
 };
@@ -115,6 +155,66 @@ FailureOr<std::vector<uint32_t>> Writer::bufferArgs(Operation *op,
     args.push_back(it->second);
   }
   return args;
+}
+
+FailureOr<std::vector<uint8_t>>
+Writer::collectiveAxes(Operation *op, FlatSymbolRefAttr meshName,
+                       ArrayAttr axesAttr) {
+  // As for rt.all_reduce: Program.mesh is the module's one mesh.
+  if (!mesh || meshName.getValue() != mesh.getSymName())
+    return op->emitOpError()
+           << "runs on " << meshName
+           << ", but a program runs on one mesh, the module's dist.mesh"
+           << (mesh ? " @" + mesh.getSymName().str() : std::string())
+           << ": collectives over sub-meshes are not supported yet";
+  ArrayAttr names = mesh.getAxisNames();
+  std::vector<uint8_t> axes;
+  for (Attribute axis : axesAttr)
+    axes.push_back(
+        static_cast<uint8_t>(llvm::find(names, axis) - names.begin()));
+  // The rt verifier has checked that the axes are in the mesh's order, the
+  // order in which the runtime ranks a group; the schema lists them so.
+  llvm::sort(axes);
+  return axes;
+}
+
+FailureOr<flatbuffers::Offset<ptp::Instruction>>
+Writer::addBlockCollective(Operation *op) {
+  bool gather = isa<AllGatherOp>(op);
+  auto axes = collectiveAxes(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"),
+                             op->getAttrOfType<ArrayAttr>("axes"));
+  if (failed(axes))
+    return failure();
+  FailureOr<std::vector<uint32_t>> args = bufferArgs(op, op->getOperands());
+  if (failed(args))
+    return failure();
+  // Distinct values may still be views of overlapping bytes; the runtime
+  // would read blocks it has already overwritten (the loader rejects it).
+  auto range = [&](Value buffer) {
+    int64_t begin = bufferOffset.lookup(buffer);
+    int64_t bytes = cast<MemRefType>(buffer.getType()).getNumElements() * 4;
+    return std::make_pair(begin, begin + bytes);
+  };
+  auto [inBegin, inEnd] = range(op->getOperand(0));
+  auto [outBegin, outEnd] = range(op->getOperand(1));
+  if (inBegin < outEnd && outBegin < inEnd)
+    return op->emitOpError() << "reads [" << inBegin << ", " << inEnd
+                             << ") and writes [" << outBegin << ", " << outEnd
+                             << "), which overlap in the arena";
+  ptp::ReduceKind reduce = ptp::ReduceKind::Sum;
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    reduce = toProgram(scatter.getReduce());
+  auto label = op->getAttrOfType<StringAttr>("label");
+  auto dim = op->getAttrOfType<IntegerAttr>("dim").getInt();
+  auto collective = ptp::CreateCollectiveDirect(
+      fbb,
+      gather ? ptp::CollectiveKind::AllGather
+             : ptp::CollectiveKind::ReduceScatter,
+      reduce, &*axes, label.getValue().str().c_str(),
+      static_cast<uint32_t>(dim));
+  return ptp::CreateInstructionDirect(fbb, /*kernel=*/0, &*args,
+                                      /*ints=*/nullptr, /*floats=*/nullptr,
+                                      collective);
 }
 
 FailureOr<flatbuffers::Offset<ptp::Instruction>>
@@ -166,8 +266,46 @@ Writer::addAllReduce(AllReduceOp allReduce) {
                                       collective);
 }
 
+FailureOr<std::vector<std::vector<uint8_t>>>
+Writer::shardingAxes(dist::ShardingAttr sharding, MemRefType type,
+                     Operation *op) {
+  StringRef attrName = dist::DistDialect::kLocalShardingAttrName;
+  // Axes are recorded as indices into Program.mesh, the module's one mesh.
+  if (!mesh || sharding.getMesh().getValue() != mesh.getSymName())
+    return op->emitOpError()
+           << attrName << " is on " << sharding.getMesh()
+           << ", but a program runs on one mesh, the module's dist.mesh"
+           << (mesh ? " @" + mesh.getSymName().str() : std::string());
+  if (!sharding.getPartialAxes().empty())
+    return op->emitOpError() << attrName << " " << sharding
+                             << " is a partial sum; state must be whole";
+  if (sharding.getDims().size() != static_cast<size_t>(type.getRank()))
+    return op->emitOpError() << attrName << " has "
+                             << sharding.getDims().size()
+                             << " dimensions, but the buffer has rank "
+                             << type.getRank();
+  ArrayAttr names = mesh.getAxisNames();
+  std::vector<std::vector<uint8_t>> dims;
+  for (unsigned dim = 0, e = type.getRank(); dim < e; ++dim) {
+    std::vector<uint8_t> axes;
+    for (StringRef axis : sharding.getDimAxes(dim)) {
+      auto found = llvm::find_if(names, [&](Attribute name) {
+        return cast<StringAttr>(name).getValue() == axis;
+      });
+      if (found == names.end())
+        return op->emitOpError() << attrName << " uses axis '" << axis
+                                 << "', which @" << mesh.getSymName()
+                                 << " does not have";
+      axes.push_back(static_cast<uint8_t>(found - names.begin()));
+    }
+    dims.push_back(std::move(axes));
+  }
+  return dims;
+}
+
 LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
-                                StringRef name, Operation *op) {
+                                StringRef name, Operation *op,
+                                dist::ShardingAttr sharding) {
   auto type = cast<MemRefType>(value.getType());
   ptp::DType dtype;
   if (type.getElementType().isF32())
@@ -183,9 +321,18 @@ LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
                              << ") lies outside the arena of " << arenaBytes
                              << " bytes";
   std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  std::vector<flatbuffers::Offset<ptp::DimSharding>> dims;
+  if (sharding) {
+    FailureOr<std::vector<std::vector<uint8_t>>> axes =
+        shardingAxes(sharding, type, op);
+    if (failed(axes))
+      return failure();
+    for (std::vector<uint8_t> &dim : *axes)
+      dims.push_back(ptp::CreateDimShardingDirect(fbb, &dim));
+  }
   buffers.push_back(ptp::CreateBufferDirect(
       fbb, role, name.empty() ? nullptr : name.str().c_str(), dtype, &shape,
-      static_cast<uint64_t>(offset)));
+      static_cast<uint64_t>(offset), sharding ? &dims : nullptr));
   bufferIndex[value] = buffers.size() - 1;
   bufferOffset[value] = offset;
   return success();
@@ -219,16 +366,39 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
       }
       if (auto nameAttr = view->getAttrOfType<StringAttr>(RtDialect::kNameAttrName))
         name = nameAttr.getValue();
+      if (role == ptp::Role::AxisIndex &&
+          failed(checkAxisIndex(view, name, mesh)))
+        return failure();
+      Attribute shardingAttr =
+          view->getAttr(dist::DistDialect::kLocalShardingAttrName);
+      auto sharding = dyn_cast_or_null<dist::ShardingAttr>(shardingAttr);
+      if (shardingAttr && !sharding)
+        return view.emitOpError()
+               << dist::DistDialect::kLocalShardingAttrName
+               << " must be a #dist.sharding, but is " << shardingAttr;
+      if (sharding && !roleAttr)
+        return view.emitOpError()
+               << "is a temporary with "
+               << dist::DistDialect::kLocalShardingAttrName
+               << "; only state buffers are sharded";
       if (roleAttr) {
         auto key = std::make_pair(roleAttr.getValue().str(), name.str());
         if (auto it = stateIndex.find(key); it != stateIndex.end()) {
+          if (stateSharding.lookup(it->second) != shardingAttr)
+            return view.emitOpError()
+                   << "is the " << key.first << " " << key.second
+                   << " with another "
+                   << dist::DistDialect::kLocalShardingAttrName
+                   << " than in an earlier function";
           bufferIndex[view.getResult()] = it->second;
           bufferOffset[view.getResult()] = *offset;
           continue;
         }
         stateIndex[key] = buffers.size();
+        stateSharding[buffers.size()] = shardingAttr;
       }
-      if (failed(addBuffer(view.getResult(), *offset, role, name, view)))
+      if (failed(addBuffer(view.getResult(), *offset, role, name, view,
+                           sharding)))
         return failure();
       continue;
     }
@@ -252,6 +422,14 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
                            base->second + (elementOffset - sourceOffset) * 4,
                            ptp::Role::Temporary, "", subview)))
         return failure();
+      continue;
+    }
+    if (isa<AllGatherOp, ReduceScatterOp>(op)) {
+      FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
+          addBlockCollective(&op);
+      if (failed(instruction))
+        return failure();
+      instructions.push_back(*instruction);
       continue;
     }
     if (auto allReduce = dyn_cast<AllReduceOp>(op)) {

@@ -139,10 +139,18 @@ private:
   /// One instruction, bound to its buffers and sizes.
   std::function<void()> compile(const KernelArgs &args,
                                 const Instruction &instruction);
-  /// One all-reduce, bound to its buffers and its group's communicator.
+  /// One collective, bound to its buffers and its group's communicator.
   std::function<void()> compileCollective(const Program &program,
                                           const Instruction &instruction,
                                           const std::string &where);
+  /// An all-gather or reduce-scatter along `dim`, through `group`.
+  std::function<void()> compileBlockCollective(const Program &program,
+                                               const Instruction &instruction,
+                                               comm::Communicator &group);
+
+  /// Writes this rank's index in each AxisIndex buffer's group: constant
+  /// for the run, so once, before any step.
+  void writeAxisIndices(const Program &program);
 
   std::unique_ptr<uint8_t[], AlignedFree> arena;
   /// Attention scratch, sized for the largest attention of the program.
@@ -168,8 +176,9 @@ private:
   ProfileSettings profile = ProfileSettings::fromEnvironment();
   const comm::MeshCommunicators *communicators;
   /// A bucket of several buffers is packed here and reduced in one call (one
-  /// message per bucket, as PyTorch DDP's flat bucket buffers); sized for
-  /// the largest such bucket.
+  /// message per bucket, as PyTorch DDP's flat bucket buffers), and blocks
+  /// along a dimension other than the first are packed here for an
+  /// all-gather or reduce-scatter; sized for the largest such use.
   std::vector<float> staging;
   /// The step run() was given, for the collectives' error messages.
   int64_t currentStep = -1;
@@ -190,6 +199,7 @@ CpuBackend::CpuBackend(const Program &program,
       communicators(communicators) {
   // Zero so that uninitialised state (moments, the step) starts at zero.
   std::memset(arena.get(), 0, program.arenaBytes);
+  writeAxisIndices(program);
   std::vector<std::vector<KernelArgs>> checked;
   for (const Function &function : program.functions) {
     checked.emplace_back();
@@ -225,10 +235,11 @@ CpuBackend::CpuBackend(const Program &program,
       if (instruction.collective) {
         compiled.calls.push_back(
             compileCollective(program, instruction, where));
-        compiled.names.push_back(where + " (all_reduce '" +
+        const char *kind = collectiveKindName(instruction.collective->kind);
+        compiled.names.push_back(where + " (" + kind + " '" +
                                  instruction.collective->label + "')");
         if (profile.enabled) {
-          InstructionCost cost{"all_reduce", "", 0, 0};
+          InstructionCost cost{kind, "", 0, 0};
           for (uint32_t arg : instruction.args)
             cost.bytes += double(program.buffers[arg].bytes);
           cost.shape = "bytes=" + std::to_string(int64_t(cost.bytes));
@@ -350,6 +361,26 @@ void CpuBackend::printProfile(const CompiledFunction &function) const {
   std::fflush(out);
 }
 
+void CpuBackend::writeAxisIndices(const Program &program) {
+  for (size_t index : program.withRole(Role::AxisIndex)) {
+    const BufferInfo &buffer = program.buffers[index];
+    std::vector<uint32_t> axes = program.axisIndexAxes(buffer);
+    if (!communicators && program.devices() > 1)
+      throw ProgramError("axis index '" + buffer.name + "' needs this rank's "
+                         "coordinates on the program's " +
+                         program.describeMesh() +
+                         ", but the backend has no communicators; run it "
+                         "with partition-run");
+    // The first listed axis is the major one, as in dist.axis_index.
+    int64_t value = 0;
+    for (uint32_t axis : axes)
+      value = value * program.mesh[axis].size +
+              (communicators ? communicators->coordinates().at(axis) : 0);
+    int32_t narrowed = static_cast<int32_t>(value);
+    std::memcpy(arena.get() + buffer.offset, &narrowed, sizeof(narrowed));
+  }
+}
+
 void CpuBackend::run(size_t index, int64_t step) {
   currentStep = step;
   CompiledFunction &function = functions.at(index);
@@ -371,7 +402,8 @@ CpuBackend::compileCollective(const Program &program,
                               const Instruction &instruction,
                               const std::string &where) {
   const Collective &collective = *instruction.collective;
-  std::string what = where + " (all_reduce '" + collective.label + "')";
+  std::string what = where + " (" + collectiveKindName(collective.kind) +
+                     " '" + collective.label + "')";
   if (!communicators)
     throw ProgramError(what + " needs the communicators of the program's " +
                        program.describeMesh() +
@@ -383,6 +415,8 @@ CpuBackend::compileCollective(const Program &program,
                        "', which have no communicator");
   comm::ReduceOp op = reduceOp(collective.reduce);
   std::string label = collective.label;
+  if (collective.kind != CollectiveKind::AllReduce)
+    return compileBlockCollective(program, instruction, *group);
   struct Part {
     float *data;
     size_t count;
@@ -413,6 +447,59 @@ CpuBackend::compileCollective(const Program &program,
       std::memcpy(part.data, unpacked, part.count * sizeof(float));
       unpacked += part.count;
     }
+  };
+}
+
+std::function<void()>
+CpuBackend::compileBlockCollective(const Program &program,
+                                   const Instruction &instruction,
+                                   comm::Communicator &group) {
+  const Collective &collective = *instruction.collective;
+  const BufferInfo &input = program.buffers[instruction.args[0]];
+  const BufferInfo &output = program.buffers[instruction.args[1]];
+  float *in = reinterpret_cast<float *>(arena.get() + input.offset);
+  float *out = reinterpret_cast<float *>(arena.get() + output.offset);
+  bool gather = collective.kind == CollectiveKind::AllGather;
+  // The local block (the input of a gather, the output of a scatter) as
+  // [outer, blockDim, inner]; the loader checked the shapes.
+  const BufferInfo &block = gather ? input : output;
+  int64_t outer = 1, inner = 1;
+  for (uint32_t d = 0; d < collective.dim; ++d)
+    outer *= block.shape[d];
+  for (size_t d = collective.dim + 1; d < block.shape.size(); ++d)
+    inner *= block.shape[d];
+  int64_t blockDim = block.shape[collective.dim];
+  int64_t blocks = group.size();
+  size_t count = size_t(block.elements);
+  comm::Communicator *communicator = &group;
+  std::string label = collective.label;
+  comm::ReduceOp op = reduceOp(collective.reduce);
+  // Along the first dimension (or below size-1 ones) each block is
+  // contiguous and the communicator's block layout is the tensor's.
+  if (outer == 1) {
+    if (gather)
+      return [this, communicator, in, out, count, label] {
+        communicator->allGather(in, out, count, {label.c_str(), currentStep});
+      };
+    return [this, communicator, in, out, count, op, label] {
+      communicator->reduceScatter(in, out, count, op,
+                                  {label.c_str(), currentStep});
+    };
+  }
+  if (staging.size() < count * size_t(blocks))
+    staging.resize(count * size_t(blocks));
+  if (gather)
+    return [this, communicator, in, out, count, label, outer, blockDim, inner,
+            blocks] {
+      communicator->allGather(in, staging.data(), count,
+                              {label.c_str(), currentStep});
+      cpu::unpackBlocks(staging.data(), out, outer, blockDim, inner, blocks);
+    };
+  return [this, communicator, in, out, count, op, label, outer, blockDim,
+          inner, blocks] {
+    cpu::packBlocks(in, staging.data(), outer, blockDim, inner, blocks);
+    communicator->reduceScatter(staging.data(), out, count, op,
+                                {label.c_str(), currentStep});
   };
 }
 
@@ -558,6 +645,37 @@ std::function<void()> CpuBackend::compile(const KernelArgs &a,
     size_t bytes = a.buffers[1]->bytes;
     return [=] { std::memcpy(f(1), f(0), bytes); };
   }
+  case KernelId::SliceBlock:
+    return [=] {
+      cpu::sliceBlock(f(0), i32(1), f(2), a.outer, a.blockDim, a.inner,
+                      a.blocks);
+    };
+  case KernelId::VocabParallelEmbedding:
+    return [=] {
+      cpu::vocabParallelEmbedding(i32(0), f(1), i32(2), f(3), a.rows, a.vocab,
+                                  a.channels);
+    };
+  case KernelId::VocabParallelEmbeddingGrad:
+    return [=] {
+      cpu::vocabParallelEmbeddingGrad(f(0), i32(1), i32(2), f(3), a.rows,
+                                      a.vocab, a.channels);
+    };
+  case KernelId::VocabParallelMax:
+    return [=] { cpu::vocabParallelMax(f(0), f(1), a.rows, a.vocab); };
+  case KernelId::VocabParallelTargetLogit:
+    return [=] {
+      cpu::vocabParallelTargetLogit(f(0), i32(1), i32(2), f(3), a.rows,
+                                    a.vocab);
+    };
+  case KernelId::VocabParallelSumExp:
+    return [=] { cpu::vocabParallelSumExp(f(0), f(1), f(2), a.rows, a.vocab); };
+  case KernelId::VocabParallelLoss:
+    return [=] { cpu::vocabParallelLoss(f(0), f(1), f(2), f(3), a.rows); };
+  case KernelId::VocabParallelCrossEntropyGrad:
+    return [=] {
+      cpu::vocabParallelCrossEntropyGrad(f(0), f(1), i32(2), i32(3), f(4),
+                                         f(5), f(6), a.rows, a.vocab);
+    };
   case KernelId::NumKernels:
     break;
   }

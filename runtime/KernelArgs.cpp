@@ -315,6 +315,111 @@ KernelArgs Checker::run() {
     sameElements(in(1), out(0), "operand");
     args.size = out(0).elements;
     break;
+  case KernelId::SliceBlock: {
+    dtype(in(0), DType::F32, "input");
+    dtype(in(1), DType::I32, "index");
+    dtype(out(0), DType::F32, "result");
+    require(in(1).elements == 1 && in(1).shape.empty(),
+            "index " + shapeString(in(1)) + " must be a scalar");
+    int64_t dim = instruction.ints[0];
+    args.blocks = instruction.ints[1];
+    const std::vector<int64_t> &shape = in(0).shape;
+    require(dim >= 0 && dim < int64_t(shape.size()),
+            "dim " + std::to_string(dim) + " is not a dimension of " +
+                shapeString(in(0)));
+    require(args.blocks > 0 && shape[dim] % args.blocks == 0,
+            "dimension " + std::to_string(dim) + " of " + shapeString(in(0)) +
+                " does not split into " + std::to_string(args.blocks) +
+                " blocks");
+    std::vector<int64_t> expected = shape;
+    expected[dim] /= args.blocks;
+    require(out(0).shape == expected,
+            "result " + shapeString(out(0)) + " must be one block of " +
+                shapeString(in(0)));
+    args.outer = 1;
+    for (int64_t d = 0; d < dim; ++d)
+      args.outer *= shape[d];
+    args.blockDim = expected[dim];
+    args.size = out(0).elements;
+    args.inner = 1;
+    for (size_t d = dim + 1; d < shape.size(); ++d)
+      args.inner *= shape[d];
+    break;
+  }
+  case KernelId::VocabParallelEmbedding:
+  case KernelId::VocabParallelEmbeddingGrad: {
+    bool isGrad = instruction.kernel == KernelId::VocabParallelEmbeddingGrad;
+    const BufferInfo &tokens = in(isGrad ? 1 : 0);
+    const BufferInfo &table = isGrad ? out(0) : in(1);
+    const BufferInfo &activation = isGrad ? in(0) : out(0);
+    dtype(tokens, DType::I32, "tokens");
+    dtype(in(2), DType::I32, "shard");
+    require(in(2).elements == 1,
+            "shard " + shapeString(in(2)) + " must be a scalar");
+    dtype(table, DType::F32, "table");
+    rank(table, 2, "table");
+    dtype(activation, DType::F32, "activation");
+    args.vocab = table.shape[0];
+    args.channels = table.shape[1];
+    args.rows = tokens.elements;
+    require(activation.elements == args.rows * args.channels,
+            "activation " + shapeString(activation) + " does not hold " +
+                std::to_string(args.rows) + " rows of " +
+                std::to_string(args.channels));
+    break;
+  }
+  case KernelId::VocabParallelMax:
+  case KernelId::VocabParallelTargetLogit:
+  case KernelId::VocabParallelSumExp:
+  case KernelId::VocabParallelCrossEntropyGrad: {
+    // Local logits [rows, Vl]; every statistic holds one f32 per row.
+    bool isGrad =
+        instruction.kernel == KernelId::VocabParallelCrossEntropyGrad;
+    const BufferInfo &logits = in(isGrad ? 1 : 0);
+    dtype(logits, DType::F32, "logits");
+    rowsAndChannels(logits);
+    args.vocab = args.channels;
+    auto perRow = [&](const BufferInfo &buffer, const std::string &what) {
+      dtype(buffer, DType::F32, what.c_str());
+      require(buffer.elements == args.rows,
+              what + " " + shapeString(buffer) + " does not hold one value "
+                  "per row of logits " + shapeString(logits));
+    };
+    auto targetsAndShard = [&](int targets, int shard) {
+      dtype(in(targets), DType::I32, "targets");
+      require(in(targets).elements == args.rows,
+              "targets " + shapeString(in(targets)) +
+                  " do not match logits " + shapeString(logits));
+      dtype(in(shard), DType::I32, "shard");
+      require(in(shard).elements == 1,
+              "shard " + shapeString(in(shard)) + " must be a scalar");
+    };
+    if (instruction.kernel == KernelId::VocabParallelMax) {
+      perRow(out(0), "max");
+    } else if (instruction.kernel == KernelId::VocabParallelTargetLogit) {
+      targetsAndShard(1, 2);
+      perRow(out(0), "target logit");
+    } else if (instruction.kernel == KernelId::VocabParallelSumExp) {
+      perRow(in(1), "max");
+      perRow(out(0), "sum_exp");
+    } else {
+      dtype(in(0), DType::F32, "loss gradient");
+      require(in(0).elements == 1, "loss gradient must be a scalar");
+      targetsAndShard(2, 3);
+      perRow(in(4), "max");
+      perRow(in(5), "sum_exp");
+      dtype(out(0), DType::F32, "logits gradient");
+      sameElements(logits, out(0), "logits gradient");
+    }
+    break;
+  }
+  case KernelId::VocabParallelLoss:
+    allF32({0, 1, 2});
+    args.rows = in(0).elements;
+    sameElements(in(1), in(0), "sum_exp and max");
+    sameElements(in(2), in(0), "target logit and max");
+    require(out(0).elements == 1, "loss must be a scalar");
+    break;
   case KernelId::NumKernels:
     fail("invalid kernel");
   }

@@ -32,6 +32,8 @@ struct KernelArgs {
   float ropeTheta = 0.0f;
   /// Elementwise kernels: elements of the output.
   int64_t size = 0;
+  /// slice_block: the input as [outer, blocks * blockDim, inner].
+  int64_t outer = 0, blockDim = 0, inner = 0, blocks = 0;
 };
 
 /// Checks `instruction` of `program`; throws ProgramError naming it (as

@@ -17,8 +17,13 @@ const char *roleName(Role role) {
   static const char *names[] = {"temporary", "param",   "moment1",
                                 "moment2",   "step",    "lr",
                                 "tokens",    "targets", "loss",
-                                "gradient"};
+                                "gradient",  "axis_index"};
   return names[static_cast<int>(role)];
+}
+
+const char *collectiveKindName(CollectiveKind kind) {
+  static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  return names[static_cast<int>(kind)];
 }
 
 const char *reduceKindName(ReduceKind reduce) {
@@ -82,13 +87,140 @@ std::vector<MeshAxis> readMesh(const ptp::Program &file,
   return mesh;
 }
 
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// An AllGather or ReduceScatter: [input, output], f32, disjoint, and the
+/// output is the input with `dim` multiplied (gather) or divided (scatter)
+/// by the group's size, so the backend's block copies stay inside both.
+void checkBlockCollective(const Collective &collective,
+                          const Instruction &decoded, const Program &program,
+                          const std::string &origin, const std::string &what) {
+  if (decoded.args.size() != 2)
+    fail(origin, what + " has " + std::to_string(decoded.args.size()) +
+                     " buffers; it takes an input and an output");
+  for (uint32_t arg : decoded.args) {
+    if (arg >= program.buffers.size())
+      fail(origin, what + " refers to buffer #" + std::to_string(arg) +
+                       " of " + std::to_string(program.buffers.size()));
+    if (program.buffers[arg].dtype != DType::F32)
+      fail(origin, what + " uses buffer #" + std::to_string(arg) + " ('" +
+                       program.buffers[arg].name + "'), which is not f32");
+  }
+  const BufferInfo &input = program.buffers[decoded.args[0]];
+  const BufferInfo &output = program.buffers[decoded.args[1]];
+  if (input.offset < output.offset + output.bytes &&
+      output.offset < input.offset + input.bytes)
+    fail(origin, what + " has an input and an output that overlap in the "
+                        "arena");
+  if (collective.dim >= input.shape.size())
+    fail(origin, what + " has dim " + std::to_string(collective.dim) +
+                     ", but its input " + shapeText(input.shape) +
+                     " has rank " + std::to_string(input.shape.size()));
+  int64_t group = 1;
+  for (uint32_t axis : collective.axes)
+    group *= program.mesh[axis].size;
+  std::vector<int64_t> expected = input.shape;
+  bool gather = collective.kind == CollectiveKind::AllGather;
+  if (!gather && expected[collective.dim] % group != 0)
+    fail(origin, what + " splits dimension " + std::to_string(collective.dim) +
+                     " of " + shapeText(input.shape) + " into " +
+                     std::to_string(group) + " blocks, which does not divide");
+  if (gather)
+    expected[collective.dim] *= group;
+  else
+    expected[collective.dim] /= group;
+  if (output.shape != expected)
+    fail(origin, what + " output " + shapeText(output.shape) + " must be " +
+                     shapeText(expected) + " (input " +
+                     shapeText(input.shape) + ", group of " +
+                     std::to_string(group) + ")");
+}
+
+/// Each AxisIndex buffer is an i32 scalar whose name lists distinct axes of
+/// the mesh, and no two share a name (one buffer per group of axes).
+void checkAxisIndexBuffers(const Program &program, const std::string &origin) {
+  std::set<std::string> names;
+  for (size_t index : program.withRole(Role::AxisIndex)) {
+    const BufferInfo &buffer = program.buffers[index];
+    std::string what = "axis index buffer #" + std::to_string(index) + " ('" +
+                       buffer.name + "')";
+    if (program.mesh.empty())
+      fail(origin, what + " needs a device mesh, but the program has none");
+    if (buffer.dtype != DType::I32 || buffer.elements != 1 ||
+        !buffer.shape.empty())
+      fail(origin, what + " must be an i32 scalar");
+    try {
+      (void)program.axisIndexAxes(buffer);
+    } catch (const ProgramError &error) {
+      fail(origin, what + ": " + error.what());
+    }
+    if (!names.insert(buffer.name).second)
+      fail(origin, what + " appears twice");
+  }
+}
+
+/// A sharded buffer is f32 state (a parameter or a moment: what is
+/// initialised and checkpointed as a logical tensor), has one entry per
+/// dimension, and uses each mesh axis at most once; fills in its logical
+/// shape.
+void checkShardedBuffers(Program &program, const std::string &origin) {
+  for (size_t index = 0; index < program.buffers.size(); ++index) {
+    BufferInfo &buffer = program.buffers[index];
+    if (!buffer.sharded())
+      continue;
+    std::string what = "sharded buffer #" + std::to_string(index) + " ('" +
+                       buffer.name + "')";
+    if (buffer.role != Role::Param && buffer.role != Role::Moment1 &&
+        buffer.role != Role::Moment2)
+      fail(origin, what + " has role " + roleName(buffer.role) +
+                       "; only parameters and moments can be sharded");
+    if (buffer.dtype != DType::F32)
+      fail(origin, what + " is not f32");
+    if (program.mesh.empty())
+      fail(origin, what + " needs a device mesh, but the program has none");
+    if (buffer.sharding.size() != buffer.shape.size())
+      fail(origin, what + " has a sharding of " +
+                       std::to_string(buffer.sharding.size()) +
+                       " dimensions, but its shape " + shapeText(buffer.shape) +
+                       " has rank " + std::to_string(buffer.shape.size()));
+    std::set<uint32_t> used;
+    buffer.logical = buffer.shape;
+    int64_t elements = 1;
+    for (size_t dim = 0; dim < buffer.shape.size(); ++dim) {
+      for (uint32_t axis : buffer.sharding[dim]) {
+        if (axis >= program.mesh.size())
+          fail(origin, what + " splits dimension " + std::to_string(dim) +
+                           " over axis #" + std::to_string(axis) +
+                           ", but the mesh has " +
+                           std::to_string(program.mesh.size()) + " axes");
+        if (!used.insert(axis).second)
+          fail(origin, what + " uses mesh axis '" + program.mesh[axis].name +
+                           "' twice");
+        if (buffer.logical[dim] >
+            std::numeric_limits<int64_t>::max() / 4 / program.mesh[axis].size)
+          fail(origin, what + " has a logical shape too large to hold");
+        buffer.logical[dim] *= program.mesh[axis].size;
+      }
+      int64_t size = buffer.logical[dim];
+      if (size > 0 && elements > std::numeric_limits<int64_t>::max() / 4 / size)
+        fail(origin, what + " has a logical shape too large to hold");
+      elements *= size;
+    }
+  }
+}
+
 /// Decodes and checks a collective instruction's own fields and its buffers.
 Collective readCollective(const ptp::Collective &collective,
                           const Instruction &decoded, const Program &program,
                           const std::string &origin, const std::string &where) {
   Collective result;
   auto kind = static_cast<uint8_t>(collective.kind());
-  if (kind > static_cast<uint8_t>(CollectiveKind::AllReduce))
+  if (kind > static_cast<uint8_t>(CollectiveKind::ReduceScatter))
     fail(origin, where + " has an unknown collective kind " +
                      std::to_string(kind));
   result.kind = static_cast<CollectiveKind>(kind);
@@ -99,7 +231,9 @@ Collective readCollective(const ptp::Collective &collective,
   result.label = collective.label() && collective.label()->size()
                      ? collective.label()->str()
                      : where;
-  std::string what = where + " (all_reduce '" + result.label + "')";
+  result.dim = collective.dim();
+  std::string what = where + " (" + collectiveKindName(result.kind) + " '" +
+                     result.label + "')";
   if (program.mesh.empty())
     fail(origin, what + " needs a device mesh, but the program has none");
   if (collective.axes())
@@ -118,6 +252,10 @@ Collective readCollective(const ptp::Collective &collective,
   if (!decoded.ints.empty() || !decoded.floats.empty())
     fail(origin, what + " has integer or float parameters; collectives take "
                         "none");
+  if (result.kind != CollectiveKind::AllReduce) {
+    checkBlockCollective(result, decoded, program, origin, what);
+    return result;
+  }
   if (decoded.args.empty())
     fail(origin, what + " has no buffers");
   std::vector<const BufferInfo *> buffers;
@@ -202,7 +340,7 @@ Program Program::parse(const uint8_t *data, size_t size,
     BufferInfo info;
     std::string where = "buffer #" + std::to_string(program.buffers.size());
     auto role = static_cast<uint8_t>(buffer->role());
-    if (role > static_cast<uint8_t>(Role::Gradient))
+    if (role > static_cast<uint8_t>(Role::AxisIndex))
       fail(origin, where + " has an unknown role " + std::to_string(role));
     info.role = static_cast<Role>(role);
     if (buffer->name())
@@ -227,6 +365,18 @@ Program Program::parse(const uint8_t *data, size_t size,
                        std::to_string(info.bytes) +
                        ") lies outside the arena of " +
                        std::to_string(program.arenaBytes) + " bytes");
+    if (buffer->sharding()) {
+      for (const ptp::DimSharding *dim : *buffer->sharding()) {
+        std::vector<uint32_t> axes;
+        if (dim && dim->axes())
+          axes.assign(dim->axes()->begin(), dim->axes()->end());
+        info.sharding.push_back(std::move(axes));
+      }
+      // Every dimension whole is the same as no sharding.
+      if (std::all_of(info.sharding.begin(), info.sharding.end(),
+                      [](const auto &axes) { return axes.empty(); }))
+        info.sharding.clear();
+    }
     program.buffers.push_back(std::move(info));
   }
   // The memory planner makes the arena exactly as large as its buffers
@@ -241,6 +391,8 @@ Program Program::parse(const uint8_t *data, size_t size,
                      std::to_string(extent) + " bytes)");
 
   program.mesh = readMesh(*file, origin);
+  checkAxisIndexBuffers(program, origin);
+  checkShardedBuffers(program, origin);
 
   for (const ptp::Function *function : *file->functions()) {
     Function decodedFunction;
@@ -373,6 +525,27 @@ bool Program::hasCollectives() const {
       if (instruction.collective)
         return true;
   return false;
+}
+
+std::vector<uint32_t>
+Program::axisIndexAxes(const BufferInfo &buffer) const {
+  std::vector<uint32_t> axes;
+  size_t begin = 0;
+  while (true) {
+    size_t end = buffer.name.find(',', begin);
+    std::string axis = buffer.name.substr(
+        begin, end == std::string::npos ? std::string::npos : end - begin);
+    int index = axisIndex(axis);
+    if (index < 0)
+      throw ProgramError("'" + axis + "' is not an axis of the " +
+                         describeMesh());
+    if (std::find(axes.begin(), axes.end(), uint32_t(index)) != axes.end())
+      throw ProgramError("axis '" + axis + "' is listed twice");
+    axes.push_back(static_cast<uint32_t>(index));
+    if (end == std::string::npos)
+      return axes;
+    begin = end + 1;
+  }
 }
 
 int64_t Program::modelInt(const char *field) const {

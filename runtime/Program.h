@@ -44,6 +44,8 @@ enum class Role : uint8_t {
   Targets,
   Loss,
   Gradient,
+  /// i32 scalar: this rank's index in the group of the axes `name` lists.
+  AxisIndex,
 };
 
 const char *roleName(Role role);
@@ -56,13 +58,28 @@ struct BufferInfo {
   uint64_t offset = 0;
   int64_t elements = 0;
   uint64_t bytes = 0;
+  /// Sharded state (params, moments): per dimension, the mesh axes (indices
+  /// into Program::mesh, major first) that dimension of the logical tensor
+  /// is split over; the buffer holds this device's block. Empty: replicated.
+  std::vector<std::vector<uint32_t>> sharding;
+  /// Set by the loader for sharded buffers: `shape` with each dimension
+  /// times the sizes of its axes.
+  std::vector<int64_t> logical;
+
+  bool sharded() const { return !sharding.empty(); }
+  /// The whole tensor's shape: what initialisation and checkpoints see.
+  const std::vector<int64_t> &logicalShape() const {
+    return sharded() ? logical : shape;
+  }
 };
 
 /// Mirrors ptp::CollectiveKind and ptp::ReduceKind.
-enum class CollectiveKind : uint8_t { AllReduce };
+enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter };
 enum class ReduceKind : uint8_t { Sum, Avg, Max };
 
 const char *reduceKindName(ReduceKind reduce);
+/// "all_reduce", "all_gather", "reduce_scatter".
+const char *collectiveKindName(CollectiveKind kind);
 
 /// A collective over the ranks that share every mesh coordinate except
 /// those on `axes`.
@@ -74,6 +91,8 @@ struct Collective {
   /// Names it in error messages; never empty (the loader fills in
   /// "<function> instruction #i" when the file has none).
   std::string label;
+  /// AllGather / ReduceScatter: the dimension blocks are taken along.
+  uint32_t dim = 0;
 };
 
 struct Instruction {
@@ -81,6 +100,8 @@ struct Instruction {
   KernelId kernel = KernelId::NumKernels;
   /// Kernel: inputs, then outputs. AllReduce: the F32 buffers it reduces in
   /// place as one bucket (distinct, not overlapping in the arena).
+  /// AllGather / ReduceScatter: input, output (f32, not overlapping; the
+  /// output is the input with `dim` multiplied / divided by the group size).
   std::vector<uint32_t> args;
   std::vector<int64_t> ints;
   std::vector<float> floats;
@@ -125,6 +146,9 @@ public:
   int axisIndex(const std::string &name) const;
   /// True when any function has a collective instruction.
   bool hasCollectives() const;
+  /// The mesh axes an AxisIndex buffer's name lists ("dp,tp" -> {0, 2}), in
+  /// the listed order; throws when one is not an axis of the mesh.
+  std::vector<uint32_t> axisIndexAxes(const BufferInfo &buffer) const;
 
   /// The one buffer with `role`; throws when there is none or several.
   const BufferInfo &single(Role role) const;

@@ -5,6 +5,7 @@
 #include "runtime/Backend.h"
 #include "runtime/Init.h"
 #include "runtime/Program.h"
+#include "runtime/Sharding.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/comm/SelfCommunicator.h"
@@ -16,6 +17,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -75,13 +77,17 @@ std::unique_ptr<std::ofstream> openMetrics(const std::string &path) {
 }
 
 /// The groups of mesh axes the run needs: those of the program's
-/// collectives, and the dp axis's, over which the replicas are compared.
+/// collectives, those that hold the blocks of a sharded buffer (gathered
+/// for --save), and the dp axis's, over which the replicas are compared.
 std::vector<std::vector<uint32_t>> neededGroups(const Program &program) {
   std::vector<std::vector<uint32_t>> groups;
   for (const Function &function : program.functions)
     for (const Instruction &instruction : function.instructions)
       if (instruction.collective)
         groups.push_back(instruction.collective->axes);
+  for (const BufferInfo &buffer : program.buffers)
+    if (buffer.sharded())
+      groups.push_back(shardingGroup(buffer.sharding));
   if (int dp = program.axisIndex("dp"); dp >= 0)
     groups.push_back({static_cast<uint32_t>(dp)});
   return groups;
@@ -119,6 +125,8 @@ public:
           world, meshSizes(program), neededGroups(program));
     backend = createCpuBackend(program, mesh.get());
     if (mesh) {
+      for (const comm::MeshAxisSize &axis : mesh->mesh())
+        meshShape.push_back(axis.size);
       dpRank = mesh->coordinate("dp");
       dpSize = mesh->axisSize("dp");
       if (int dp = program.axisIndex("dp"); dp >= 0)
@@ -144,6 +152,14 @@ private:
   void save(const std::string &dir, int64_t completed);
   /// Throws unless every data-parallel replica holds the same state.
   void checkReplicas(const char *after);
+  /// This rank's block of `logical`, the whole of `buffer`'s tensor.
+  std::vector<float> ownBlock(const BufferInfo &buffer,
+                              std::vector<float> logical) const;
+  /// The whole tensor of a sharded `buffer`, gathered from the ranks that
+  /// hold its blocks (collective over them).
+  std::vector<float> gatherLogical(const BufferInfo &buffer,
+                                   const std::vector<float> &block,
+                                   int64_t step);
   void feed(const data::Batch &global);
   float readLoss() {
     float value;
@@ -168,6 +184,8 @@ private:
   bool quiet;
   const BufferInfo &tokens, &targets, &loss;
   std::unique_ptr<comm::MeshCommunicators> mesh;
+  /// The sizes of the mesh's axes; empty without a mesh.
+  std::vector<int64_t> meshShape;
   std::unique_ptr<Backend> backend;
   int64_t dpRank = 0, dpSize = 1;
   comm::Communicator *dpGroup = nullptr;
@@ -177,11 +195,48 @@ private:
   int64_t startStep = 0;
 };
 
+std::vector<float> Run::ownBlock(const BufferInfo &buffer,
+                                 std::vector<float> logical) const {
+  if (!buffer.sharded())
+    return logical;
+  std::vector<float> block(buffer.elements);
+  extractBlock(logical.data(), buffer.logicalShape(), buffer.shape,
+               blockIndices(buffer.sharding, mesh->coordinates(), meshShape),
+               block.data());
+  return block;
+}
+
+std::vector<float> Run::gatherLogical(const BufferInfo &buffer,
+                                      const std::vector<float> &block,
+                                      int64_t step) {
+  std::vector<uint32_t> axes = shardingGroup(buffer.sharding);
+  comm::Communicator &group = *mesh->group(axes);
+  std::vector<float> blocks(size_t(buffer.elements) * group.size());
+  std::string what = "gather '" + buffer.name + "' for --save";
+  group.allGather(block.data(), blocks.data(), buffer.elements,
+                  {what.c_str(), step});
+  int64_t logicalElements = 1;
+  for (int64_t dim : buffer.logicalShape())
+    logicalElements *= dim;
+  std::vector<float> logical(logicalElements);
+  for (int member = 0; member < group.size(); ++member) {
+    std::vector<int64_t> coordinates = groupMemberCoordinates(
+        mesh->coordinates(), axes, meshShape, member);
+    insertBlock(blocks.data() + size_t(member) * buffer.elements, buffer.shape,
+                blockIndices(buffer.sharding, coordinates, meshShape),
+                buffer.logicalShape(), logical.data());
+  }
+  return logical;
+}
+
 void Run::initialise() {
+  // Every rank computes the whole tensor, as one device does, and keeps its
+  // block: every plan starts from the single-device parameters.
   for (size_t index : program.withRole(Role::Param)) {
     const BufferInfo &param = program.buffers[index];
-    std::vector<float> values =
-        initialParameter(param.name, param.shape, layers, options.seed);
+    std::vector<float> values = ownBlock(
+        param, initialParameter(param.name, param.logicalShape(), layers,
+                                options.seed));
     backend->write(param, values.data());
   }
   // Moments and the step start at zero: the backend zeroes its arena.
@@ -195,10 +250,14 @@ void Run::restore(const std::string &dir) {
                                   ": has no tensor '" + name +
                                   "' that this program needs; was it saved "
                                   "from another model?");
-    std::vector<float> values(buffer.elements);
-    checkpoint.tensors.read(name, ckpt::DType::F32, buffer.shape,
-                            values.data(), buffer.bytes);
-    backend->write(buffer, values.data());
+    // The checkpoint holds the whole tensor whatever the plan that saved it.
+    int64_t elements = 1;
+    for (int64_t dim : buffer.logicalShape())
+      elements *= dim;
+    std::vector<float> values(elements);
+    checkpoint.tensors.read(name, ckpt::DType::F32, buffer.logicalShape(),
+                            values.data(), values.size() * sizeof(float));
+    backend->write(buffer, ownBlock(buffer, std::move(values)).data());
   };
   for (size_t index : program.withRole(Role::Param))
     readInto(program.buffers[index], program.buffers[index].name);
@@ -232,15 +291,27 @@ void Run::save(const std::string &dir, int64_t completed) {
   for (size_t index : program.withRole(Role::Moment2))
     entries.push_back({&program.buffers[index],
                        ckpt::adamVName(program.buffers[index].name)});
+  // Every rank takes part in the gathers of sharded buffers, in this order;
+  // rank 0 alone writes.
   std::vector<std::vector<float>> storage(entries.size());
   std::vector<ckpt::TensorRef> tensors;
   for (size_t i = 0; i < entries.size(); ++i) {
     const BufferInfo &buffer = *entries[i].first;
+    if (!leader && !buffer.sharded())
+      continue;
     storage[i].resize(buffer.elements);
     backend->read(buffer, storage[i].data());
-    tensors.push_back({entries[i].second, ckpt::DType::F32, buffer.shape,
-                       storage[i].data(), buffer.bytes});
+    if (buffer.sharded())
+      storage[i] = gatherLogical(buffer, storage[i], completed);
+    if (leader)
+      tensors.push_back({entries[i].second, ckpt::DType::F32,
+                         buffer.logicalShape(), storage[i].data(),
+                         storage[i].size() * sizeof(float)});
+    else
+      storage[i] = {};
   }
+  if (!leader)
+    return;
   ckpt::TrainingState state{completed, trainLoader->position(), options.seed};
   ckpt::Metadata extra{{"data_epoch", std::to_string(trainLoader->epoch())},
                        {"model", program.model.dump()}};
@@ -263,9 +334,15 @@ void Run::checkReplicas(const char *after) {
   if (!dpGroup || dpGroup->size() == 1)
     return;
   uint64_t hash = 0xcbf29ce484222325ull;
+  // A block split over dp differs between replicas by design: leave it out.
+  // Blocks split over other axes are the same block on every replica.
+  int dpAxis = program.axisIndex("dp");
   for (Role role : {Role::Param, Role::Moment1, Role::Moment2, Role::Step})
     for (size_t index : program.withRole(role)) {
       const BufferInfo &buffer = program.buffers[index];
+      std::vector<uint32_t> axes = shardingGroup(buffer.sharding);
+      if (std::find(axes.begin(), axes.end(), uint32_t(dpAxis)) != axes.end())
+        continue;
       std::vector<uint8_t> bytes(buffer.bytes);
       backend->read(buffer, bytes.data());
       hash = fnv1a(bytes, hash);
@@ -395,13 +472,13 @@ void Run::execute() {
       std::printf("\n");
       std::fflush(stdout);
     }
-    // Parameters are replicated under data parallelism: rank 0's are
-    // everyone's. The others wait for it at the next collective.
-    if (leader && !options.save.empty() && options.saveEvery > 0 &&
+    // Every rank saves: sharded buffers are gathered from their holders.
+    // Rank 0 writes; the others wait for it at the next collective.
+    if (!options.save.empty() && options.saveEvery > 0 &&
         (s + 1) % options.saveEvery == 0 && !last)
       save(options.save, s + 1);
   }
-  if (leader && !options.save.empty())
+  if (!options.save.empty())
     save(options.save, std::max(end, startStep));
 
   struct rusage usage;

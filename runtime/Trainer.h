@@ -52,9 +52,11 @@ void train(const TrainOptions &options);
 
 /// Runs `program` (loaded from options.program) as rank world.rank() of
 /// world.size(), which must be its device count (checkWorldSize). Every
-/// rank initialises the same parameters and checks that its replicas agree;
-/// data-parallel rank r feeds rows [r*B/dp, (r+1)*B/dp) of each global
-/// batch; rank 0 alone prints, writes metrics and checkpoints. Throws like
+/// rank initialises the same logical parameters (keeping its block of
+/// sharded ones) and checks that its replicas agree; data-parallel rank r
+/// feeds rows [r*B/dp, (r+1)*B/dp) of each global batch; rank 0 alone
+/// prints, writes metrics and writes checkpoints of logical tensors (every
+/// rank takes part in gathering the sharded ones). Throws like
 /// train(options); the caller aborts the job when world.size() > 1, since
 /// the other ranks would wait for this one.
 void train(const TrainOptions &options, const Program &program,

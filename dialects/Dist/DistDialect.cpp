@@ -173,8 +173,12 @@ void ShardingAttr::print(AsmPrinter &printer) const {
 /// Checks that `value` is a sharding that fits a value of type `type`;
 /// `site` names the value ("result #0", "argument #1").
 static LogicalResult verifyShardingOf(Operation *op, Attribute value,
-                                      Type type, const Twine &site) {
-  std::string where = ("'" + DistDialect::kShardingAttrName + "' of " + site)
+                                      Type type, const Twine &site,
+                                      bool local = false) {
+  std::string where = ("'" +
+                       (local ? DistDialect::kLocalShardingAttrName
+                              : DistDialect::kShardingAttrName) +
+                       "' of " + site)
                           .str();
   auto emitError = [&]() {
     InFlightDiagnostic diag = op->emitError();
@@ -184,11 +188,29 @@ static LogicalResult verifyShardingOf(Operation *op, Attribute value,
   auto sharding = dyn_cast<ShardingAttr>(value);
   if (!sharding)
     return emitError() << "must be a #dist.sharding, but is " << value;
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
+  // After bufferization (rt level) state lives in memrefs of the same shape.
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape() ||
+      (!isa<RankedTensorType>(type) && !(local && isa<MemRefType>(type))))
     return emitError() << "the value must be a statically shaped tensor, "
                           "but is "
                        << type;
+  auto tensor =
+      RankedTensorType::get(shaped.getShape(), shaped.getElementType());
+  if (local) {
+    // A block of the logical tensor: check the sharding against the logical
+    // shape (every dimension times its axes' sizes).
+    FailureOr<MeshShape> mesh = lookupMeshShape(op, sharding.getMesh());
+    if (succeeded(mesh) &&
+        static_cast<int64_t>(sharding.getDims().size()) == tensor.getRank()) {
+      SmallVector<int64_t> shape(tensor.getShape());
+      for (auto [dim, size] : llvm::enumerate(shape))
+        for (StringRef axis : sharding.getDimAxes(dim))
+          if (int64_t index = mesh->find(axis); index >= 0)
+            size *= mesh->sizes[index];
+      tensor = tensor.clone(shape);
+    }
+  }
   return verifyShardingFor(sharding, tensor, op, emitError);
 }
 
@@ -214,6 +236,15 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                              << "' must be a string, but is "
                              << attr.getValue();
     return success();
+  }
+  if (attr.getName() == kLocalShardingAttrName) {
+    // On the one-result op that defines a state buffer after memory
+    // planning (a memref.view of the arena).
+    if (op->getNumResults() != 1)
+      return op->emitError() << "'" << kLocalShardingAttrName
+                             << "' belongs on an op with one result";
+    return verifyShardingOf(op, attr.getValue(), op->getResult(0).getType(),
+                            "result #0", /*local=*/true);
   }
   if (attr.getName() != kShardingAttrName)
     return op->emitError() << "unknown attribute '"
@@ -250,7 +281,8 @@ LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
-  if (attr.getName() != kShardingAttrName)
+  bool local = attr.getName() == kLocalShardingAttrName;
+  if (attr.getName() != kShardingAttrName && !local)
     return op->emitError() << "unknown attribute '"
                            << attr.getName().getValue() << "' on argument #"
                            << argIndex;
@@ -260,7 +292,7 @@ LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
   else
     type = op->getRegion(regionIndex).getArgument(argIndex).getType();
   return verifyShardingOf(op, attr.getValue(), type,
-                          "argument #" + Twine(argIndex));
+                          "argument #" + Twine(argIndex), local);
 }
 
 LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
@@ -273,15 +305,16 @@ LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                              << attr.getValue();
     return success();
   }
-  if (attr.getName() != kShardingAttrName)
+  bool local = attr.getName() == kLocalShardingAttrName;
+  if (attr.getName() != kShardingAttrName && !local)
     return op->emitError() << "unknown attribute '"
                            << attr.getName().getValue() << "' on result #"
                            << resultIndex;
   auto function = dyn_cast<FunctionOpInterface>(op);
   if (!function)
-    return op->emitError() << "'" << kShardingAttrName
+    return op->emitError() << "'" << attr.getName().getValue()
                            << "' on a region result needs a function";
   return verifyShardingOf(op, attr.getValue(),
                           function.getResultTypes()[resultIndex],
-                          "result #" + Twine(resultIndex));
+                          "result #" + Twine(resultIndex), local);
 }

@@ -592,6 +592,42 @@ LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &tables) {
                        << *shards << " devices";
 }
 
+LogicalResult AxisIndexOp::verify() {
+  return verifyCollectiveAxes(*this, getAxes());
+}
+
+LogicalResult AxisIndexOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return resolveGroup(*this, getMeshAttr(), getAxes(), tables);
+}
+
+LogicalResult AllSliceOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyCollectiveAxes(*this, getAxes())) ||
+      failed(verifyDimInRange(*this, "dim", getDim(), input)))
+    return failure();
+  return verifyRankAndElementType(*this, input, tensorType(getResult()));
+}
+
+LogicalResult AllSliceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> shards =
+      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(shards))
+    return failure();
+  RankedTensorType input = tensorType(getInput());
+  int64_t dim = getDim();
+  if (failed(verifyDivisible(*this, "dimension", dim, input, *shards,
+                             getAxes())))
+    return failure();
+  SmallVector<int64_t> shape(input.getShape());
+  shape[dim] /= *shards;
+  return verifyResultType(*this, tensorType(getResult()), shape,
+                          input.getElementType(),
+                          "dimension " + Twine(dim) + " of size " +
+                              Twine(input.getDimSize(dim)) + " divided by " +
+                              Twine(*shards) + ", the size of axes " +
+                              formatAxes(strings(getAxes())));
+}
+
 //===----------------------------------------------------------------------===//
 // Point to point
 //===----------------------------------------------------------------------===//

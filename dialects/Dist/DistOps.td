@@ -36,6 +36,11 @@ def Dist_Dialect : Dialect {
     /// result) or an array of them (one per result); on a function argument
     /// or result: the sharding of that value.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "dist.sharding";
+    /// On a function argument or result whose type is LOCAL (after SPMD
+    /// partitioning): the sharding of the logical tensor this value is the
+    /// device's block of. The runtime gathers such state to logical tensors.
+    static constexpr ::llvm::StringLiteral kLocalShardingAttrName =
+        "dist.local_sharding";
     /// On a collective: a string that names it in the runtime's error
     /// messages ("gradient bucket 3").
     static constexpr ::llvm::StringLiteral kLabelAttrName = "dist.label";
@@ -276,6 +281,66 @@ def Dist_BroadcastOp : Dist_CollectiveOp<"broadcast",
     $input `on` $mesh `axes` custom<AxisNames>($axes) `root` `=` $root
     attr-dict `:` type($result)
   }];
+}
+
+def Dist_AxisIndexOp : Op<Dist_Dialect, "axis_index", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "this device's index in the group spanned by mesh axes";
+  let description = [{
+    The index of this device among the devices that share its coordinates
+    on every axis except `axes`, the first listed axis major: on axes
+    [dp, tp], index = dp coordinate * size(tp) + tp coordinate. The only
+    rank-dependent value of a partitioned program (tensor parallelism uses it
+    to pick a device's block of a tensor). No communication.
+
+    Example:
+    ```mlir
+    %i = dist.axis_index on @m axes [tp] : tensor<i32>
+    ```
+
+    Constraints:
+    - the mesh exists, and `axes` are distinct axes of it (at least one);
+    - the result is `tensor<i32>`.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs 0DTensorOf<[I32]>:$result);
+  let assemblyFormat = [{
+    `on` $mesh `axes` custom<AxisNames>($axes) attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_AllSliceOp : Op<Dist_Dialect, "all_slice", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "keeps this device's block of a tensor along one dimension";
+  let description = [{
+    The inverse of `dist.all_gather`, without communication: the input,
+    the same on every device of the group, is split along `dim` into as
+    many blocks as the group has devices, and each device keeps block i,
+    its index in the group (as `dist.axis_index` on the same axes: the first
+    listed axis major).
+
+    Example:
+    ```mlir
+    %y = dist.all_slice %x on @m axes [tp] dim = 0
+        : tensor<256x64xf32> -> tensor<128x64xf32>
+    ```
+
+    Constraints:
+    - the mesh exists, and `axes` are distinct axes of it (at least one);
+    - `dim` is a dimension of the input, divisible by the product of the
+      sizes of `axes`;
+    - the result is the input with dimension `dim` divided by that product.
+  }];
+  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$dim);
+  let results = (outs Dist_StaticTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` custom<AxisNames>($axes) `dim` `=` $dim
+    attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -23,13 +23,14 @@ static LogicalResult verifyBufferAttribute(Operation *op, NamedAttribute attr,
   if (name == RtDialect::kRoleAttrName) {
     auto role = dyn_cast<StringAttr>(attr.getValue());
     if (role && llvm::is_contained({"param", "moment1", "moment2", "step", "lr",
-                                    "tokens", "targets", "loss", "gradient"},
+                                    "tokens", "targets", "loss", "gradient",
+                                    "axis_index"},
                                    role.getValue()))
       return success();
     return op->emitError() << "'" << name << "'" << site
                            << " must be one of param, moment1, moment2, "
                               "step, lr, tokens, targets, loss, gradient, "
-                              "but is "
+                              "axis_index, but is "
                            << attr.getValue();
   }
   if (name == RtDialect::kNameAttrName) {

@@ -166,5 +166,118 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// rt.all_gather, rt.reduce_scatter
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The mesh-independent checks of an out-of-place block collective.
+LogicalResult verifyBlockCollective(Operation *op, Value input, Value output,
+                                    int64_t dim, StringRef label,
+                                    ArrayAttr axes) {
+  for (auto [what, value] : {std::pair<StringRef, Value>{"input", input},
+                             {"output", output}}) {
+    auto type = cast<MemRefType>(value.getType());
+    // The runtime moves whole arena buffers (and blocks of them), not
+    // strided views.
+    if (!type.getElementType().isF32() || !type.hasStaticShape() ||
+        !type.getLayout().isIdentity())
+      return op->emitOpError() << what << " " << type
+                               << " must be f32 with a static shape and the "
+                                  "identity layout";
+  }
+  if (input == output)
+    return op->emitOpError("cannot write its input: it runs out of place");
+  auto inputType = cast<MemRefType>(input.getType());
+  auto outputType = cast<MemRefType>(output.getType());
+  if (dim >= inputType.getRank())
+    return op->emitOpError() << "dim " << dim << " is not a dimension of the "
+                             << "input " << inputType;
+  if (inputType.getRank() != outputType.getRank())
+    return op->emitOpError() << "output " << outputType
+                             << " must have the rank of the input "
+                             << inputType;
+  if (label.empty())
+    return op->emitOpError("must have a non-empty label");
+  if (axes.empty())
+    return op->emitOpError("must name at least one mesh axis");
+  for (unsigned i = 0, e = axes.size(); i < e; ++i)
+    for (unsigned j = 0; j < i; ++j)
+      if (axes[i] == axes[j])
+        return op->emitOpError()
+               << "axis '" << cast<StringAttr>(axes[i]).getValue()
+               << "' is listed twice in axes " << axes;
+  return success();
+}
+
+/// Checks the mesh, the axes and their order, and that the output is the
+/// input with `dim` multiplied (gather) or divided (scatter) by the group's
+/// size.
+LogicalResult verifyBlockCollectiveUses(Operation *op, FlatSymbolRefAttr meshName,
+                                        ArrayAttr axes, Value input,
+                                        Value output, int64_t dim, bool gather,
+                                        SymbolTableCollection &tables) {
+  FailureOr<partition::dist::MeshShape> mesh = partition::dist::lookupMeshShape(
+      op, meshName, &tables, [&] { return op->emitOpError(); });
+  if (failed(mesh))
+    return failure();
+  int64_t group = 1, previous = -1;
+  for (Attribute axis : axes) {
+    StringRef name = cast<StringAttr>(axis).getValue();
+    int64_t index = mesh->find(name);
+    if (index < 0)
+      return op->emitOpError() << "axis '" << name << "' is not an axis of "
+                               << meshName;
+    // The runtime ranks a group by mesh coordinates in the mesh's order, so
+    // any other order would put the blocks in another order.
+    if (index < previous)
+      return op->emitOpError() << "axes " << axes
+                               << " must be listed in the order of the axes "
+                                  "of "
+                               << meshName;
+    previous = index;
+    group *= mesh->sizes[index];
+  }
+  auto inputType = cast<MemRefType>(input.getType());
+  SmallVector<int64_t> shape(inputType.getShape());
+  if (!gather && shape[dim] % group != 0)
+    return op->emitOpError() << "dimension " << dim << " of size "
+                             << shape[dim] << " is not divisible by " << group
+                             << ", the size of axes " << axes;
+  shape[dim] = gather ? shape[dim] * group : shape[dim] / group;
+  auto expected = MemRefType::get(shape, inputType.getElementType());
+  if (output.getType() != expected)
+    return op->emitOpError() << "output must be " << expected << " (the input "
+                             << (gather ? "times " : "divided by ") << group
+                             << " along dimension " << dim << "), but is "
+                             << output.getType();
+  return success();
+}
+
+} // namespace
+
+LogicalResult AllGatherOp::verify() {
+  return verifyBlockCollective(*this, getInput(), getOutput(), getDim(),
+                               getLabel(), getAxes());
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyBlockCollectiveUses(*this, getMeshAttr(), getAxes(), getInput(),
+                                   getOutput(), getDim(), /*gather=*/true,
+                                   tables);
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  return verifyBlockCollective(*this, getInput(), getOutput(), getDim(),
+                               getLabel(), getAxes());
+}
+
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyBlockCollectiveUses(*this, getMeshAttr(), getAxes(), getInput(),
+                                   getOutput(), getDim(), /*gather=*/false,
+                                   tables);
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Rt/RtOps.cpp.inc"

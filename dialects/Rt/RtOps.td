@@ -3,7 +3,8 @@
 // The runtime level: buffers are memrefs (views of one arena once the memory
 // plan has run), every computation is an `rt.kernel`, a call of one entry of
 // the runtime's kernel table (runtime/Kernels.def), and every communication
-// an `rt.all_reduce` over the axes of the module's `dist.mesh`.
+// a collective (`rt.all_reduce`, `rt.all_gather`, `rt.reduce_scatter`) over
+// the axes of the module's `dist.mesh`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,7 +32,8 @@ def Rt_Dialect : Dialect {
   let extraClassDeclaration = [{
     /// On a buffer (a function argument or a memref.view): what it holds,
     /// one of param, moment1, moment2, step, lr, tokens, targets, loss,
-    /// gradient.
+    /// gradient, axis_index (an i32 scalar: this rank's index in the group
+    /// of the mesh axes that rt.name lists, comma-separated).
     static constexpr ::llvm::StringLiteral kRoleAttrName = "rt.role";
     /// On a state buffer: the parameter it belongs to.
     static constexpr ::llvm::StringLiteral kNameAttrName = "rt.name";
@@ -135,6 +137,92 @@ def Rt_AllReduceOp : Op<Rt_Dialect, "all_reduce", [
     attr-dict `:` type($buffers)
   }];
   let hasVerifier = 1;
+}
+
+// An out-of-place collective over blocks along `dim`: args are the input
+// and the output buffer.
+class Rt_BlockCollectiveOp<string mnemonic>
+    : Op<Rt_Dialect, mnemonic, [
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let hasVerifier = 1;
+}
+
+def Rt_AllGatherOp : Rt_BlockCollectiveOp<"all_gather"> {
+  let summary = "concatenates the group's buffers along one dimension";
+  let description = [{
+    Writes into `output` the concatenation along `dim` of the `input`
+    buffers of the ranks that share this rank's coordinates on every axis of
+    `mesh` except `axes`, in group order: the first listed axis major, as
+    `dist.all_gather`. `label` names it in the runtime's error messages.
+    Every rank of a group must execute the same collectives in the same
+    order.
+
+    Example:
+    ```mlir
+    rt.all_gather %x, %y on @mesh axes [tp] dim = 1 label = "gather h"
+        : memref<4x8xf32>, memref<4x16xf32>
+    ```
+
+    Constraints:
+    - both buffers are f32 with static shapes and the identity layout, and
+      the output is not the input;
+    - `dim` is a dimension of the input; `label` is not empty;
+    - `axes` are distinct (at least one), axes of `mesh`, listed in the
+      mesh's order (the runtime orders a group by mesh coordinates);
+    - the output is the input with `dim` multiplied by the product of the
+      sizes of `axes`.
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "the local block", [MemRead]>:$input,
+    Arg<AnyMemRef, "the gathered buffer", [MemWrite]>:$output,
+    FlatSymbolRefAttr:$mesh,
+    StrArrayAttr:$axes,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
+    StrAttr:$label);
+  let assemblyFormat = [{
+    $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
+    `dim` `=` $dim `label` `=` $label attr-dict
+    `:` type($input) `,` type($output)
+  }];
+}
+
+def Rt_ReduceScatterOp : Rt_BlockCollectiveOp<"reduce_scatter"> {
+  let summary = "reduces over a group and keeps this rank's block";
+  let description = [{
+    Reduces (`sum`, `avg` or `max`) the `input` buffers of the ranks that
+    share this rank's coordinates on every axis of `mesh` except `axes`,
+    splits the reduction along `dim` into as many blocks as the group has
+    ranks and writes block i, this rank's index in the group (the first
+    listed axis major), into `output`, as `dist.reduce_scatter`.
+
+    Example:
+    ```mlir
+    rt.reduce_scatter %x, %y on @mesh axes [tp] dim = 0 reduce = sum
+        label = "scatter h" : memref<8x16xf32>, memref<4x16xf32>
+    ```
+
+    Constraints:
+    - both buffers are f32 with static shapes and the identity layout, and
+      the output is not the input;
+    - `dim` is a dimension of the input; `label` is not empty;
+    - `axes` are distinct (at least one), axes of `mesh`, listed in the
+      mesh's order;
+    - `dim` is divisible by the product of the sizes of `axes`, and the
+      output is the input with `dim` divided by it.
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "the buffer to reduce", [MemRead]>:$input,
+    Arg<AnyMemRef, "this rank's block of the reduction", [MemWrite]>:$output,
+    FlatSymbolRefAttr:$mesh,
+    StrArrayAttr:$axes,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
+    Rt_ReduceKindAttr:$reduce,
+    StrAttr:$label);
+  let assemblyFormat = [{
+    $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
+    `dim` `=` $dim `reduce` `=` custom<ReduceKind>($reduce)
+    `label` `=` $label attr-dict `:` type($input) `,` type($output)
+  }];
 }
 
 #endif // PARTITION_RT_OPS

@@ -187,6 +187,59 @@ void adamw(const float *param, const float *grad, const float *moment1,
            float *newParam, float *newMoment1, float *newMoment2, Index size,
            const AdamWConfig &config);
 
+//===----------------------------------------------------------------------===//
+// Blocks along one dimension: a tensor viewed as [outer, blocks * blockDim,
+// inner] (runtime/cpu/Blocks.cpp)
+//===----------------------------------------------------------------------===//
+
+/// result [outer, blockDim, inner] = block *index of input; throws
+/// std::invalid_argument unless 0 <= *index < blocks.
+void sliceBlock(const float *input, const std::int32_t *index, float *result,
+                Index outer, Index blockDim, Index inner, Index blocks);
+/// packed = the blocks of input one after the other, each contiguous.
+void packBlocks(const float *input, float *packed, Index outer, Index blockDim,
+                Index inner, Index blocks);
+/// The inverse of packBlocks.
+void unpackBlocks(const float *packed, float *result, Index outer,
+                  Index blockDim, Index inner, Index blocks);
+
+//===----------------------------------------------------------------------===//
+// Vocabulary parallelism (runtime/cpu/VocabParallel.cpp): the local shard
+// holds global ids [*shard * localVocab, (*shard + 1) * localVocab); tokens
+// and targets are global ids (non-negative, else std::invalid_argument), and
+// ids of other shards contribute zeros. Per-position results are [rows].
+//===----------------------------------------------------------------------===//
+
+/// result[r, :] = table[tokens[r] - begin, :] when local, else zeros.
+void vocabParallelEmbedding(const std::int32_t *tokens, const float *table,
+                            const std::int32_t *shard, float *result,
+                            Index rows, Index localVocab, Index channels);
+/// result [localVocab, channels] = the scatter-add of the rows of grad whose
+/// token is local (zeros elsewhere); deterministic as embeddingGrad.
+void vocabParallelEmbeddingGrad(const float *grad, const std::int32_t *tokens,
+                                const std::int32_t *shard, float *result,
+                                Index rows, Index localVocab, Index channels);
+/// result[r] = max of logits[r, :].
+void vocabParallelMax(const float *logits, float *result, Index rows,
+                      Index localVocab);
+/// result[r] = logits[r, targets[r] - begin] when local, else 0.
+void vocabParallelTargetLogit(const float *logits, const std::int32_t *targets,
+                              const std::int32_t *shard, float *result,
+                              Index rows, Index localVocab);
+/// result[r] = sum over the local columns of exp(logits[r, v] - max[r]).
+void vocabParallelSumExp(const float *logits, const float *max, float *result,
+                         Index rows, Index localVocab);
+/// *loss = mean over rows of log(sumExp[r]) + max[r] - targetLogit[r].
+void vocabParallelLoss(const float *max, const float *sumExp,
+                       const float *targetLogit, float *loss, Index rows);
+/// result[r, v] = *lossGrad * (exp(logits[r, v] - max[r]) / sumExp[r]
+/// - onehot(targets[r] - begin)[v]) / rows.
+void vocabParallelCrossEntropyGrad(const float *lossGrad, const float *logits,
+                                   const std::int32_t *targets,
+                                   const std::int32_t *shard, const float *max,
+                                   const float *sumExp, float *result,
+                                   Index rows, Index localVocab);
+
 } // namespace partition::runtime::cpu
 
 #endif // PARTITION_RUNTIME_CPU_KERNELS_H

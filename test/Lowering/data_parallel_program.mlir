@@ -37,7 +37,7 @@
 // PLANNED:      rt.all_reduce %{{.*}} on @mesh axes [dp] reduce = avg label = "eval loss" : memref<f32>
 // PLANNED-NOT:  memref.alloc
 
-// PROGRAM:      schema_version 2
+// PROGRAM:      schema_version 3
 // PROGRAM:      buffer #[[WTE:[0-9]+]] Param F32 16x8 @0 "wte"
 // PROGRAM:      buffer #[[DW:[0-9]+]] Temporary F32 4x8
 // PROGRAM-NEXT: buffer #[[DB:[0-9]+]] Temporary F32 4 @

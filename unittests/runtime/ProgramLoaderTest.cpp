@@ -180,9 +180,200 @@ TEST(ProgramLoader, RejectsBadCollectives) {
             "p.ptp: train_step instruction #0 has an unknown reduction 3");
   EXPECT_EQ(
       broken([](Program &, Instruction &i) {
-        i.collective->kind = static_cast<runtime::CollectiveKind>(1);
+        i.collective->kind = static_cast<runtime::CollectiveKind>(3);
       }),
-      "p.ptp: train_step instruction #0 has an unknown collective kind 1");
+      "p.ptp: train_step instruction #0 has an unknown collective kind 3");
+}
+
+/// minimalProgram on a dp=2 x tp=2 mesh, plus f32 buffers #6 "x" [2, 3, 4]
+/// and #7 "y" [2, 6, 4] and an i32 scalar #8, with one collective over tp
+/// along dimension 1: x -> y for a gather, y -> x for a scatter.
+Program blockProgram(runtime::CollectiveKind kind) {
+  Program program = testprograms::minimalProgram();
+  program.mesh = {{"dp", 2}, {"pp", 1}, {"tp", 2}};
+  auto add = [&](const char *name, runtime::DType dtype,
+                 std::vector<int64_t> shape) {
+    runtime::BufferInfo buffer;
+    buffer.name = name;
+    buffer.dtype = dtype;
+    buffer.shape = shape;
+    buffer.elements = 1;
+    for (int64_t dim : shape)
+      buffer.elements *= dim;
+    buffer.bytes = uint64_t(buffer.elements) * 4;
+    buffer.offset = program.arenaBytes;
+    program.arenaBytes += buffer.bytes;
+    program.buffers.push_back(buffer);
+  };
+  add("x", runtime::DType::F32, {2, 3, 4});
+  add("y", runtime::DType::F32, {2, 6, 4});
+  add("i", runtime::DType::I32, {});
+  bool gather = kind == runtime::CollectiveKind::AllGather;
+  Instruction instruction;
+  instruction.args = gather ? std::vector<uint32_t>{6, 7}
+                            : std::vector<uint32_t>{7, 6};
+  instruction.collective =
+      Collective{kind, ReduceKind::Sum, {2}, "block", /*dim=*/1};
+  program.functions[0].instructions.push_back(instruction);
+  return program;
+}
+
+TEST(ProgramLoader, BlockCollectivesRoundTrip) {
+  for (auto kind : {runtime::CollectiveKind::AllGather,
+                    runtime::CollectiveKind::ReduceScatter}) {
+    Program loaded = roundTrip(blockProgram(kind));
+    const Instruction &instruction = loaded.functions[0].instructions[0];
+    ASSERT_TRUE(instruction.collective);
+    EXPECT_EQ(instruction.collective->kind, kind);
+    EXPECT_EQ(instruction.collective->dim, 1u);
+    EXPECT_EQ(instruction.collective->axes, std::vector<uint32_t>{2});
+    EXPECT_EQ(instruction.args, (std::vector<uint32_t>{
+                                    kind == runtime::CollectiveKind::AllGather
+                                        ? 6u
+                                        : 7u,
+                                    kind == runtime::CollectiveKind::AllGather
+                                        ? 7u
+                                        : 6u}));
+  }
+}
+
+TEST(ProgramLoader, RejectsBadBlockCollectives) {
+  auto broken = [](runtime::CollectiveKind kind, auto change) {
+    Program program = blockProgram(kind);
+    change(program, program.functions[0].instructions[0]);
+    return rejection(program);
+  };
+  const auto gather = runtime::CollectiveKind::AllGather;
+  const auto scatter = runtime::CollectiveKind::ReduceScatter;
+  const std::string what =
+      "p.ptp: train_step instruction #0 (all_gather 'block') ";
+  const std::string scatterWhat =
+      "p.ptp: train_step instruction #0 (reduce_scatter 'block') ";
+  EXPECT_EQ(broken(gather, [](Program &, Instruction &i) { i.args = {6}; }),
+            what + "has 1 buffers; it takes an input and an output");
+  EXPECT_EQ(broken(gather, [](Program &, Instruction &i) {
+              i.args = {6, 7, 0};
+            }),
+            what + "has 3 buffers; it takes an input and an output");
+  EXPECT_EQ(broken(gather, [](Program &, Instruction &i) { i.args = {6, 9}; }),
+            what + "refers to buffer #9 of 9");
+  EXPECT_EQ(broken(gather, [](Program &, Instruction &i) { i.args = {8, 7}; }),
+            what + "uses buffer #8 ('i'), which is not f32");
+  EXPECT_EQ(broken(gather, [](Program &p, Instruction &) {
+              p.buffers[7].offset = p.buffers[6].offset + 4;
+            }),
+            what + "has an input and an output that overlap in the arena");
+  EXPECT_EQ(broken(gather, [](Program &, Instruction &i) {
+              i.collective->dim = 3;
+            }),
+            what + "has dim 3, but its input [2,3,4] has rank 3");
+  EXPECT_EQ(broken(gather, [](Program &, Instruction &i) {
+              i.collective->dim = 0;
+            }),
+            what + "output [2,6,4] must be [4,3,4] (input [2,3,4], group of "
+                   "2)");
+  EXPECT_EQ(broken(gather, [](Program &, Instruction &i) {
+              i.collective->axes = {0, 2};
+            }),
+            what + "output [2,6,4] must be [2,12,4] (input [2,3,4], group of "
+                   "4)");
+  EXPECT_EQ(broken(scatter, [](Program &, Instruction &i) {
+              i.collective->dim = 2;
+            }),
+            scatterWhat + "output [2,3,4] must be [2,6,2] (input [2,6,4], "
+                          "group of 2)");
+  EXPECT_EQ(broken(scatter, [](Program &p, Instruction &) {
+              p.buffers[7].shape = {2, 5, 4};
+              p.buffers[7].elements = 40;
+              p.buffers[7].bytes = 160;
+            }),
+            scatterWhat + "splits dimension 1 of [2,5,4] into 2 blocks, which "
+                          "does not divide");
+  EXPECT_EQ(broken(scatter, [](Program &p, Instruction &) { p.mesh.clear(); }),
+            scatterWhat + "needs a device mesh, but the program has none");
+}
+
+/// minimalProgram on a dp=2 x tp=2 mesh with an AxisIndex buffer #6.
+Program axisIndexProgram(const std::string &name) {
+  Program program = testprograms::minimalProgram();
+  program.mesh = {{"dp", 2}, {"pp", 1}, {"tp", 2}};
+  runtime::BufferInfo buffer;
+  buffer.role = runtime::Role::AxisIndex;
+  buffer.name = name;
+  buffer.dtype = runtime::DType::I32;
+  buffer.elements = 1;
+  buffer.bytes = 4;
+  buffer.offset = program.arenaBytes;
+  program.arenaBytes += 4;
+  program.buffers.push_back(buffer);
+  return program;
+}
+
+TEST(ProgramLoader, AxisIndexBuffers) {
+  Program loaded = roundTrip(axisIndexProgram("tp,dp"));
+  ASSERT_EQ(loaded.withRole(runtime::Role::AxisIndex).size(), 1u);
+  EXPECT_EQ(loaded.axisIndexAxes(loaded.buffers[6]),
+            (std::vector<uint32_t>{2, 0}));
+  EXPECT_STREQ(runtime::roleName(runtime::Role::AxisIndex), "axis_index");
+}
+
+TEST(ProgramLoader, RejectsBadAxisIndexBuffers) {
+  const std::string what = "p.ptp: axis index buffer #6 ";
+  auto broken = [](const std::string &name, auto change) {
+    Program program = axisIndexProgram(name);
+    change(program, program.buffers[6]);
+    return rejection(program);
+  };
+  auto same = [](Program &, runtime::BufferInfo &) {};
+  EXPECT_EQ(broken("tp", [](Program &p, runtime::BufferInfo &) {
+              p.mesh.clear();
+            }),
+            what + "('tp') needs a device mesh, but the program has none");
+  EXPECT_EQ(broken("tp", [](Program &, runtime::BufferInfo &b) {
+              b.dtype = runtime::DType::F32;
+            }),
+            what + "('tp') must be an i32 scalar");
+  EXPECT_EQ(broken("tp", [](Program &, runtime::BufferInfo &b) {
+              b.shape = {1};
+            }),
+            what + "('tp') must be an i32 scalar");
+  EXPECT_EQ(broken("ep", same),
+            what + "('ep'): 'ep' is not an axis of the mesh dp=2 pp=1 tp=2");
+  EXPECT_EQ(broken("", same),
+            what + "(''): '' is not an axis of the mesh dp=2 pp=1 tp=2");
+  EXPECT_EQ(broken("dp,", same),
+            what + "('dp,'): '' is not an axis of the mesh dp=2 pp=1 tp=2");
+  EXPECT_EQ(broken("tp,tp", same),
+            what + "('tp,tp'): axis 'tp' is listed twice");
+  EXPECT_EQ(broken("tp", [](Program &p, runtime::BufferInfo &b) {
+              runtime::BufferInfo copy = b;
+              copy.offset = p.arenaBytes;
+              p.arenaBytes += 4;
+              p.buffers.push_back(copy);
+            }),
+            "p.ptp: axis index buffer #7 ('tp') appears twice");
+}
+
+/// One device: the backend writes index 0 without communicators; with a
+/// mesh of several devices it needs them.
+TEST(ProgramLoader, AxisIndexWithoutCommunicators) {
+  Program one = axisIndexProgram("dp,tp");
+  one.mesh = {{"dp", 1}, {"pp", 1}, {"tp", 1}};
+  Program loaded = roundTrip(one);
+  auto backend = runtime::createCpuBackend(loaded);
+  int32_t value = -1;
+  backend->read(loaded.buffers[6], &value);
+  EXPECT_EQ(value, 0);
+  Program many = roundTrip(axisIndexProgram("tp"));
+  try {
+    runtime::createCpuBackend(many);
+    ADD_FAILURE() << "a backend without communicators wrote an axis index";
+  } catch (const runtime::ProgramError &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "axis index 'tp' needs this rank's coordinates on the "
+              "program's mesh dp=2 pp=1 tp=2, but the backend has no "
+              "communicators; run it with partition-run");
+  }
 }
 
 /// One device (dp=1 x pp=1 x tp=1) so that the collectives run on a world

@@ -9,10 +9,17 @@ namespace partition::testprograms {
 std::string serializeProgram(const runtime::Program &program) {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<ptp::Buffer>> buffers;
-  for (const runtime::BufferInfo &buffer : program.buffers)
+  for (const runtime::BufferInfo &buffer : program.buffers) {
+    std::vector<flatbuffers::Offset<ptp::DimSharding>> sharding;
+    for (const std::vector<uint32_t> &dim : buffer.sharding) {
+      std::vector<uint8_t> axes(dim.begin(), dim.end());
+      sharding.push_back(ptp::CreateDimShardingDirect(fbb, &axes));
+    }
     buffers.push_back(ptp::CreateBufferDirect(
         fbb, static_cast<ptp::Role>(buffer.role), buffer.name.c_str(),
-        static_cast<ptp::DType>(buffer.dtype), &buffer.shape, buffer.offset));
+        static_cast<ptp::DType>(buffer.dtype), &buffer.shape, buffer.offset,
+        buffer.sharding.empty() ? nullptr : &sharding));
+  }
   std::vector<flatbuffers::Offset<ptp::Function>> functions;
   for (const runtime::Function &function : program.functions) {
     std::vector<flatbuffers::Offset<ptp::Instruction>> instructions;
@@ -24,7 +31,8 @@ std::string serializeProgram(const runtime::Program &program) {
         collective = ptp::CreateCollectiveDirect(
             fbb, static_cast<ptp::CollectiveKind>(instruction.collective->kind),
             static_cast<ptp::ReduceKind>(instruction.collective->reduce), &axes,
-            instruction.collective->label.c_str());
+            instruction.collective->label.c_str(),
+            instruction.collective->dim);
       }
       instructions.push_back(ptp::CreateInstructionDirect(
           fbb,

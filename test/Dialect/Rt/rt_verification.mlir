@@ -207,21 +207,21 @@ func.func @missing_kernel_name(%x: memref<4xf32>, %y: memref<4xf32>) {
 
 // -----
 
-// expected-error @+1 {{'rt.role' on argument #0 must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, but is "weights"}}
+// expected-error @+1 {{'rt.role' on argument #0 must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, axis_index, but is "weights"}}
 func.func @unknown_role(%x: memref<4xf32> {rt.role = "weights"}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'rt.role' on argument #0 must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, but is 1 : i64}}
+// expected-error @+1 {{'rt.role' on argument #0 must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, axis_index, but is 1 : i64}}
 func.func @role_not_a_string(%x: memref<4xf32> {rt.role = 1 : i64}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{'rt.role' on argument #1 must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, but is "temporary"}}
+// expected-error @+1 {{'rt.role' on argument #1 must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, axis_index, but is "temporary"}}
 func.func @role_temporary(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}, %x: memref<4xf32> {rt.role = "temporary"}) {
   return
 }
@@ -263,7 +263,7 @@ func.func @arena_bytes_on_argument(%arena: memref<64xi8> {rt.arena_bytes = 64 : 
 
 func.func @view_unknown_role(%arena: memref<64xi8>) {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'rt.role' must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, but is "Param"}}
+  // expected-error @+1 {{'rt.role' must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, axis_index, but is "Param"}}
   %w = memref.view %arena[%c0][] {rt.role = "Param"} : memref<64xi8> to memref<4xf32>
   return
 }
@@ -311,7 +311,7 @@ func.func @arena_bytes_float(%arena: memref<64xi8>) attributes {rt.arena_bytes =
 
 // rt.role on an unknown op is checked like on a view.
 func.func @role_on_alloc() {
-  // expected-error @+1 {{'rt.role' must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, but is "activation"}}
+  // expected-error @+1 {{'rt.role' must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, axis_index, but is "activation"}}
   %a = memref.alloc() {rt.role = "activation"} : memref<4xf32>
   return
 }

@@ -3,7 +3,7 @@
 
     ptp-collectives.py PROGRAM.ptp
 
-The schema version 2 additions (Program.mesh, Instruction.collective), read
+The schema version 2 and 3 additions (Program.mesh, Instruction.collective), read
 with the FlatBuffer reader of ptp-dump.py, which prints the rest. One line for
 the mesh, then per function one line per collective with its position in the
 function's instruction list:
@@ -11,13 +11,15 @@ function's instruction list:
     mesh dp=2 pp=1 tp=1                 ("mesh none" when the field is empty)
     function train_step
       #3 all_reduce avg axes [0] (dp) buffers [5, 6] label "gradient bucket 0"
+      #4 all_gather dim 1 axes [2] (tp) buffers [7, 8] label "all_gather"
+      #5 reduce_scatter dim 0 sum axes [2] (tp) buffers [8, 9] label "x"
 """
 
 import importlib.util
 import os
 import sys
 
-KINDS = ["all_reduce"]
+KINDS = ["all_reduce", "all_gather", "reduce_scatter"]
 REDUCES = ["sum", "avg", "max"]
 
 
@@ -44,14 +46,18 @@ def main():
             at = ins._target(4)
             if at is None:
                 continue
-            # Collective: kind, reduce, axes, label.
+            # Collective: kind, reduce, axes, label, dim.
             collective = reader.Table(data, at)
             axes = collective.vector(2, "B")
             names = ", ".join(mesh[a][0] if a < len(mesh) else "?%d" % a for a in axes)
-            print('  #%d %s %s axes %s (%s) buffers %s label "%s"' % (
-                index, KINDS[collective.scalar(0, "B")],
-                REDUCES[collective.scalar(1, "B")], axes, names,
-                ins.vector(1, "I"), collective.string(3)))
+            kind = collective.scalar(0, "B")
+            # all_gather and reduce_scatter take blocks along a dimension;
+            # an all_gather's reduction is meaningless.
+            what = "%s dim %d" % (KINDS[kind], collective.scalar(4, "I")) if kind else KINDS[kind]
+            if kind != 1:
+                what += " " + REDUCES[collective.scalar(1, "B")]
+            print('  #%d %s axes %s (%s) buffers %s label "%s"' % (
+                index, what, axes, names, ins.vector(1, "I"), collective.string(3)))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import struct
 import sys
 
 ROLES = ["Temporary", "Param", "Moment1", "Moment2", "Step", "LearningRate",
-         "Tokens", "Targets", "Loss", "Gradient"]
+         "Tokens", "Targets", "Loss", "Gradient", "AxisIndex"]
 DTYPES = ["F32", "I32"]
 
 
@@ -86,9 +86,12 @@ def main():
     for i, b in enumerate(program.tables(2)):
         shape = "x".join(str(d) for d in b.vector(3, "q")) or "scalar"
         name = b.string(1)
-        print("buffer #%d %s %s %s @%d%s" % (
+        # Buffer.sharding: per dimension, mesh axis indices; absent: whole.
+        sharding = [d.vector(0, "B") for d in b.tables(5)]
+        print("buffer #%d %s %s %s @%d%s%s" % (
             i, ROLES[b.scalar(0, "B")], DTYPES[b.scalar(2, "B")], shape,
-            b.scalar(4, "Q"), ' "%s"' % name if name else ""))
+            b.scalar(4, "Q"), ' "%s"' % name if name else "",
+            " sharding %s" % sharding if sharding else ""))
     for function in program.tables(3):
         print("function", function.string(0))
         for ins in function.tables(1):
