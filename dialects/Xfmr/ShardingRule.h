@@ -28,7 +28,9 @@
 #ifndef PARTITION_DIALECTS_XFMR_SHARDINGRULE_H
 #define PARTITION_DIALECTS_XFMR_SHARDINGRULE_H
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
+#include "mlir/IR/ValueRange.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -45,6 +47,10 @@ public:
   struct Factor {
     int64_t size = 0;
     bool opaque = false;
+    /// The op's partitionLocally() computes the op with this (opaque)
+    /// factor sharded, with collectives of its own (a vocabulary-parallel
+    /// cross-entropy); the results are then complete along it.
+    bool partitionedByOp = false;
   };
   /// Where a mean's correction applies: an operand or a result.
   struct ScaledValue {
@@ -54,7 +60,12 @@ public:
 
   /// A new factor of `size`.
   int addFactor(int64_t size, bool opaque = false) {
-    factors.push_back({size, opaque});
+    factors.push_back({size, opaque, false});
+    return static_cast<int>(factors.size()) - 1;
+  }
+  /// An opaque factor that the op's partitionLocally() knows how to shard.
+  int addOpFactor(int64_t size) {
+    factors.push_back({size, true, true});
     return static_cast<int>(factors.size()) - 1;
   }
   /// Factors for the dimensions of the next operand / result, in order.
@@ -62,6 +73,25 @@ public:
   void addResult(llvm::ArrayRef<int> dims) { results.emplace_back(dims); }
   /// One new factor per dimension of `value`'s shape.
   llvm::SmallVector<int> addFactorsFor(mlir::Value value, bool opaque = false);
+  /// Result `result` is computed from the listed operands only (a linear's
+  /// bias gradient does not read its input): it sums over no factor that
+  /// only the other operands have. By default a result reads every operand.
+  void setResultReads(unsigned result, llvm::ArrayRef<unsigned> operands) {
+    if (resultReads.size() <= result)
+      resultReads.resize(result + 1);
+    resultReads[result].assign(operands.begin(), operands.end());
+  }
+  /// Factors `a` and `b` index the same thing at different granularity
+  /// (query heads and the key-value heads of their GQA groups): they are
+  /// split alike, and a result that has one is not a sum over the other.
+  void tie(int a, int b) { ties.push_back({a, b}); }
+  /// The factor tied to `factor`, or kNoFactor.
+  int tiedWith(int factor) const {
+    for (auto [a, b] : ties)
+      if (a == factor || b == factor)
+        return a == factor ? b : a;
+    return kNoFactor;
+  }
   /// The op divides by the product of the sizes of `factors`; it is linear
   /// in `value`.
   void setMean(llvm::ArrayRef<int> factors, ScaledValue value) {
@@ -90,6 +120,35 @@ private:
   llvm::SmallVector<llvm::SmallVector<int, 4>> operands, results;
   llvm::SmallVector<int> meanFactors;
   std::optional<ScaledValue> meanScaled;
+  llvm::SmallVector<std::pair<int, int>> ties;
+  /// Per result: the operands it reads (empty: all).
+  llvm::SmallVector<llvm::SmallVector<unsigned, 2>> resultReads;
+};
+
+/// What an op's partitionLocally() gets from the partitioning pass: the op,
+/// whose operands are already local values (and whose results already have
+/// their local types), how its factors are sharded, and the means to emit
+/// rank-dependent values and collectives. An op that rewrites itself
+/// replaces its results with replaceOp().
+class LocalPartition {
+public:
+  /// Mesh axes, major first.
+  using Axes = llvm::SmallVector<llvm::StringRef, 2>;
+
+  virtual ~LocalPartition() = default;
+
+  /// The axes factor `factor` is split over (empty: whole).
+  virtual llvm::ArrayRef<llvm::StringRef> axes(int factor) const = 0;
+  /// Into how many blocks factor `factor` is split.
+  virtual int64_t shards(int factor) const = 0;
+  /// A tensor<i32>: this device's block index along `factor`.
+  virtual mlir::Value shardIndex(mlir::OpBuilder &builder, int factor) = 0;
+  /// The reduction (sum or max) of `value` over the devices that hold the
+  /// blocks of `factor`; emitted at once.
+  virtual mlir::Value allReduce(mlir::OpBuilder &builder, mlir::Value value,
+                                int factor, bool max) = 0;
+  /// Replaces the op's results by `values` (same types) and erases it.
+  virtual void replaceOp(mlir::ValueRange values) = 0;
 };
 
 } // namespace partition::xfmr

@@ -66,7 +66,19 @@ def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
 
   let methods = [
     InterfaceMethod<"Returns the op's sharding rule for its current types.",
-      "::partition::xfmr::ShardingRule", "getShardingRule", (ins)>
+      "::partition::xfmr::ShardingRule", "getShardingRule", (ins)>,
+    InterfaceMethod<[{
+        Makes the op compute its local part, once its operands are local
+        values and its results have local types, given how its factors are
+        sharded: adjusts attributes that count along a sharded factor (the
+        heads of an attention), or rewrites the op (a vocabulary-parallel
+        embedding or cross-entropy, with collectives of its own). The
+        default keeps the op as it is, which is right for every op whose
+        computation is the same on each block.
+      }],
+      "::mlir::LogicalResult", "partitionLocally",
+      (ins "::partition::xfmr::LocalPartition &":$partition), [{}],
+      [{ return ::mlir::success(); }]>
   ];
 }
 

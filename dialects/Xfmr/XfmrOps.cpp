@@ -528,5 +528,95 @@ LogicalResult AdamWOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel embedding and loss
+//===----------------------------------------------------------------------===//
+
+// The local table / logits have Vl rows / columns: every check is the one
+// of the unsharded op with V replaced by Vl, plus the shard's per-position
+// statistics ([B, T] of the logits' element type).
+
+LogicalResult VocabParallelEmbeddingOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "table", getTable(), 2,
+                        "[local vocab, hidden]")))
+    return failure();
+  auto tokens = getTokens().getType().getShape();
+  RankedTensorType table = tensorType(getTable());
+  return expectType(*this, "result", getType(),
+                    {tokens[0], tokens[1], table.getDimSize(1)},
+                    table.getElementType(),
+                    "[B, T] of the tokens, C of the table");
+}
+
+LogicalResult VocabParallelEmbeddingGradOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "grad", getGrad(), 3, "[batch, seq, hidden]")))
+    return failure();
+  RankedTensorType grad = tensorType(getGrad());
+  if (failed(expectType(*this, "tokens", getTokens().getType(),
+                        grad.getShape().take_front(2),
+                        getTokens().getType().getElementType(),
+                        "[B, T] of the gradient")) ||
+      failed(expectRank(*this, "result", getResult(), 2,
+                        "[local vocab, hidden]")))
+    return failure();
+  int64_t localVocab = getType().getDimSize(0);
+  return expectType(*this, "result", getType(),
+                    {localVocab, grad.getDimSize(2)}, grad.getElementType(),
+                    "C of the gradient");
+}
+
+/// `what` is a per-position statistic of `logits` [B, T, Vl]: [B, T] of the
+/// logits' element type.
+static LogicalResult expectPerPosition(Operation *op, StringRef what,
+                                       Value value, Value logits) {
+  RankedTensorType logitsType = tensorType(logits);
+  return expectType(op, what, value.getType(),
+                    logitsType.getShape().take_front(2),
+                    logitsType.getElementType(), "[B, T] of the logits");
+}
+
+LogicalResult VocabParallelMaxOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "logits", getLogits(), 3,
+                        "[batch, seq, local vocab]")))
+    return failure();
+  return expectPerPosition(*this, "result", getResult(), getLogits());
+}
+
+LogicalResult VocabParallelTargetLogitOp::verify() {
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+    return failure();
+  return expectPerPosition(*this, "result", getResult(), getLogits());
+}
+
+LogicalResult VocabParallelSumExpOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "logits", getLogits(), 3,
+                        "[batch, seq, local vocab]")) ||
+      failed(expectPerPosition(*this, "max", getMax(), getLogits())))
+    return failure();
+  return expectPerPosition(*this, "result", getResult(), getLogits());
+}
+
+LogicalResult VocabParallelLossOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "max", getMax(), 2, "[batch, seq]")) ||
+      failed(expectSameType(*this, "sum_exp", getSumExp(), "max", getMax())))
+    return failure();
+  return expectSameType(*this, "target_logit", getTargetLogit(), "max",
+                        getMax());
+}
+
+LogicalResult VocabParallelCrossEntropyGradOp::verify() {
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())) ||
+      failed(expectPerPosition(*this, "max", getMax(), getLogits())) ||
+      failed(expectPerPosition(*this, "sum_exp", getSumExp(), getLogits())))
+    return failure();
+  return expectSameType(*this, "result", getResult(), "the logits",
+                        getLogits());
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Xfmr/XfmrOps.cpp.inc"

@@ -71,9 +71,12 @@ def Xfmr_ScalarI32 : 0DTensorOf<[I32]>;
 //===----------------------------------------------------------------------===//
 
 // Every op has a sharding rule (dialects/Xfmr/XfmrSharding.cpp).
-class Xfmr_Op<string mnemonic, list<Trait> traits = []>
+// Every op has a sharding rule; ops listing "partitionLocally" in
+// `sharding` also adapt themselves to sharded factors.
+class Xfmr_Op<string mnemonic, list<Trait> traits = [],
+              list<string> sharding = []>
     : Op<Xfmr_Dialect, mnemonic, !listconcat(traits, [Pure,
-        DeclareOpInterfaceMethods<ShardingRuleOpInterface>])> {
+        DeclareOpInterfaceMethods<ShardingRuleOpInterface, sharding>])> {
   let assemblyFormat = [{
     operands attr-dict `:` functional-type(operands, results)
   }];
@@ -81,13 +84,18 @@ class Xfmr_Op<string mnemonic, list<Trait> traits = []>
 }
 
 // A forward op: differentiable.
-class Xfmr_ForwardOp<string mnemonic, list<Trait> traits = []>
+class Xfmr_ForwardOp<string mnemonic, list<Trait> traits = [],
+                     list<string> sharding = []>
     : Xfmr_Op<mnemonic, !listconcat(traits, [
-        DeclareOpInterfaceMethods<AutodiffOpInterface>])>;
+        DeclareOpInterfaceMethods<AutodiffOpInterface>]), sharding>;
 
 // A backward op: emitted by autodiff.
-class Xfmr_BackwardOp<string mnemonic, list<Trait> traits = []>
-    : Xfmr_Op<mnemonic, traits>;
+class Xfmr_BackwardOp<string mnemonic, list<Trait> traits = [],
+                      list<string> sharding = []>
+    : Xfmr_Op<mnemonic, traits, sharding>;
+
+// The ops that adapt themselves to sharded factors.
+defvar Xfmr_PartitionsLocally = ["partitionLocally"];
 
 // Ops that multiply matrices report their FLOPs; the others count as zero.
 defvar Xfmr_Matmul = DeclareOpInterfaceMethods<MatmulFlopsOpInterface>;
@@ -96,7 +104,7 @@ defvar Xfmr_Matmul = DeclareOpInterfaceMethods<MatmulFlopsOpInterface>;
 // Embeddings
 //===----------------------------------------------------------------------===//
 
-def Xfmr_EmbeddingOp : Xfmr_ForwardOp<"embedding"> {
+def Xfmr_EmbeddingOp : Xfmr_ForwardOp<"embedding", [], Xfmr_PartitionsLocally> {
   let summary = "token embedding lookup";
   let description = [{
     Gathers row `tokens[b, t]` of `table` for every position:
@@ -116,7 +124,8 @@ def Xfmr_EmbeddingOp : Xfmr_ForwardOp<"embedding"> {
   let results = (outs Xfmr_FloatTensor:$result);
 }
 
-def Xfmr_EmbeddingGradOp : Xfmr_BackwardOp<"embedding_grad"> {
+def Xfmr_EmbeddingGradOp
+    : Xfmr_BackwardOp<"embedding_grad", [], Xfmr_PartitionsLocally> {
   let summary = "gradient of the embedding table (scatter-add)";
   let description = [{
     `result[v, :] = sum of grad[b, t, :] over all (b, t) with tokens[b, t] = v`.
@@ -276,7 +285,8 @@ def Xfmr_RMSNormGradOp : Xfmr_BackwardOp<"rmsnorm_grad"> {
 // Linear layers
 //===----------------------------------------------------------------------===//
 
-def Xfmr_LinearOp : Xfmr_ForwardOp<"linear", [Xfmr_Matmul]> {
+def Xfmr_LinearOp
+    : Xfmr_ForwardOp<"linear", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
   let summary = "affine map over the last dimension: x W^T + b";
   let description = [{
     `result[..., n] = sum_k input[..., k] * weight[n, k] + bias[n]`; the bias
@@ -458,7 +468,8 @@ def Xfmr_ScaleOp : Xfmr_ForwardOp<"scale"> {
 // Attention
 //===----------------------------------------------------------------------===//
 
-def Xfmr_AttentionOp : Xfmr_ForwardOp<"attention", [Xfmr_Matmul]> {
+def Xfmr_AttentionOp
+    : Xfmr_ForwardOp<"attention", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
   let summary = "multi-head scaled dot-product attention (causal, GQA, RoPE)";
   let description = [{
     Heads are packed in the feature dimension: `query` is [B, T, H*D], `key`
@@ -495,7 +506,8 @@ def Xfmr_AttentionOp : Xfmr_ForwardOp<"attention", [Xfmr_Matmul]> {
   }];
 }
 
-def Xfmr_AttentionGradOp : Xfmr_BackwardOp<"attention_grad", [Xfmr_Matmul]> {
+def Xfmr_AttentionGradOp
+    : Xfmr_BackwardOp<"attention_grad", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
   let summary = "backward of attention: query, key and value gradients";
   let description = [{
     Recomputes the attention probabilities from `query` and `key` and returns
@@ -527,7 +539,8 @@ def Xfmr_AttentionGradOp : Xfmr_BackwardOp<"attention_grad", [Xfmr_Matmul]> {
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Xfmr_SoftmaxCrossEntropyOp : Xfmr_ForwardOp<"softmax_cross_entropy"> {
+def Xfmr_SoftmaxCrossEntropyOp
+    : Xfmr_ForwardOp<"softmax_cross_entropy", [], Xfmr_PartitionsLocally> {
   let summary = "mean softmax cross-entropy of next-token logits";
   let description = [{
     `-mean over (b, t) of log softmax(logits[b, t, :])[targets[b, t]]`.
@@ -547,7 +560,7 @@ def Xfmr_SoftmaxCrossEntropyOp : Xfmr_ForwardOp<"softmax_cross_entropy"> {
 }
 
 def Xfmr_SoftmaxCrossEntropyGradOp
-    : Xfmr_BackwardOp<"softmax_cross_entropy_grad"> {
+    : Xfmr_BackwardOp<"softmax_cross_entropy_grad", [], Xfmr_PartitionsLocally> {
   let summary = "gradient of the mean cross-entropy with respect to the logits";
   let description = [{
     `result[b, t, :] = loss_grad * (softmax(logits[b, t, :]) - onehot(targets[b, t])) / (B*T)`.
@@ -608,6 +621,185 @@ def Xfmr_AdamWOp : Xfmr_Op<"adamw"> {
   let results = (outs Xfmr_FloatTensor:$new_param,
                       Xfmr_FloatTensor:$new_moment1,
                       Xfmr_FloatTensor:$new_moment2);
+}
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel embedding and loss (Megatron-LM's tensor parallelism)
+//===----------------------------------------------------------------------===//
+
+// With the vocabulary split over `tp` ranks, rank s holds rows
+// [s*Vl, (s+1)*Vl) of the embedding table / LM head (Vl = V / tp) and the
+// last dimension of its logits is local, [B, T, Vl]; `shard` is s (from
+// dist.axis_index). The tensor-parallel pass emits these ops after autodiff
+// with dist.all_reduce between them, so they have no backward of their own,
+// and the cross-entropy never gathers the logits:
+//   max = all_reduce(max, vocab_parallel_max(logits))
+//   target = all_reduce(sum, vocab_parallel_target_logit(logits, targets, s))
+//   sum_exp = all_reduce(sum, vocab_parallel_sum_exp(logits, max))
+//   loss = vocab_parallel_loss(max, sum_exp, target)
+
+def Xfmr_VocabParallelEmbeddingOp : Xfmr_Op<"vocab_parallel_embedding"> {
+  let summary = "token embedding lookup in one shard of the vocabulary";
+  let description = [{
+    With Vl the table's rows and `l = tokens[b, t] - shard * Vl`:
+    `result[b, t, :] = table[l, :]` when `0 <= l < Vl`, else zeros. The sum
+    of the results of all shards (an all_reduce over the vocabulary's mesh
+    axes) is the lookup in the whole table.
+
+    Example:
+    ```mlir
+    %x = xfmr.vocab_parallel_embedding %tokens, %wte, %shard
+        : (tensor<4x64xi32>, tensor<128x64xf32>, tensor<i32>) -> tensor<4x64x64xf32>
+    ```
+
+    Constraints:
+    - `tokens` is [B, T], `table` is [Vl, C] and the result is [B, T, C];
+    - the result has the table's element type;
+    - `shard` is a rank-0 i32 tensor.
+  }];
+  let arguments = (ins Xfmr_TokenTensor:$tokens, Xfmr_FloatTensor:$table,
+                       Xfmr_ScalarI32:$shard);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_VocabParallelEmbeddingGradOp
+    : Xfmr_Op<"vocab_parallel_embedding_grad"> {
+  let summary = "gradient of one shard of the embedding table (scatter-add)";
+  let description = [{
+    With Vl the result's rows: `result[l, :] = sum of grad[b, t, :] over all
+    (b, t) with tokens[b, t] - shard * Vl = l`, for 0 <= l < Vl; rows whose
+    token falls in no (b, t) are zero.
+
+    Example:
+    ```mlir
+    %dwte = xfmr.vocab_parallel_embedding_grad %dx, %tokens, %shard
+        : (tensor<4x64x64xf32>, tensor<4x64xi32>, tensor<i32>) -> tensor<128x64xf32>
+    ```
+
+    Constraints:
+    - `grad` is [B, T, C], `tokens` is [B, T] and the result is [Vl, C];
+    - the result has the gradient's element type;
+    - `shard` is a rank-0 i32 tensor.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_TokenTensor:$tokens,
+                       Xfmr_ScalarI32:$shard);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_VocabParallelMaxOp : Xfmr_Op<"vocab_parallel_max"> {
+  let summary = "maximum logit of each position in one shard of the vocabulary";
+  let description = [{
+    `result[b, t] = max over v < Vl of logits[b, t, v]`. The maximum over
+    all shards (an all_reduce max) is the row maximum that the other
+    vocabulary-parallel loss ops subtract before exponentiating.
+
+    Example:
+    ```mlir
+    %max = xfmr.vocab_parallel_max %logits
+        : (tensor<4x64x128xf32>) -> tensor<4x64xf32>
+    ```
+
+    Constraints:
+    - `logits` is [B, T, Vl] and the result is [B, T] of its element type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$logits);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_VocabParallelTargetLogitOp
+    : Xfmr_Op<"vocab_parallel_target_logit"> {
+  let summary = "the target's logit, where this shard holds the target";
+  let description = [{
+    With `l = targets[b, t] - shard * Vl`: `result[b, t] = logits[b, t, l]`
+    when `0 <= l < Vl`, else 0. Exactly one shard holds each target, so the
+    sum over all shards is the target's logit.
+
+    Example:
+    ```mlir
+    %target = xfmr.vocab_parallel_target_logit %logits, %targets, %shard
+        : (tensor<4x64x128xf32>, tensor<4x64xi32>, tensor<i32>) -> tensor<4x64xf32>
+    ```
+
+    Constraints:
+    - `logits` is [B, T, Vl] and `targets` is [B, T];
+    - the result is [B, T] of the logits' element type;
+    - `shard` is a rank-0 i32 tensor.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$logits, Xfmr_TokenTensor:$targets,
+                       Xfmr_ScalarI32:$shard);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_VocabParallelSumExpOp : Xfmr_Op<"vocab_parallel_sum_exp"> {
+  let summary = "softmax normaliser of one shard of the vocabulary";
+  let description = [{
+    `result[b, t] = sum over v < Vl of exp(logits[b, t, v] - max[b, t])`.
+    With `max` the maximum over all shards, every term is at most 1 and the
+    sum over all shards is the softmax's normaliser.
+
+    Example:
+    ```mlir
+    %sum_exp = xfmr.vocab_parallel_sum_exp %logits, %max
+        : (tensor<4x64x128xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+    ```
+
+    Constraints:
+    - `logits` is [B, T, Vl];
+    - `max` and the result are [B, T] of the logits' element type.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$logits, Xfmr_FloatTensor:$max);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
+def Xfmr_VocabParallelLossOp : Xfmr_Op<"vocab_parallel_loss"> {
+  let summary = "mean cross-entropy from the all-reduced softmax statistics";
+  let description = [{
+    `loss = mean over (b, t) of log(sum_exp[b, t]) + max[b, t] - target_logit[b, t]`,
+    which is `-log softmax(logits[b, t, :])[targets[b, t]]` when the inputs
+    are the all-reduced statistics of every shard, so every rank computes
+    the same loss as `xfmr.softmax_cross_entropy` on the whole logits.
+
+    Example:
+    ```mlir
+    %loss = xfmr.vocab_parallel_loss %max, %sum_exp, %target
+        : (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<f32>
+    ```
+
+    Constraints:
+    - `max`, `sum_exp` and `target_logit` have one type, [B, T];
+    - the result is a rank-0 f32 tensor.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$max, Xfmr_FloatTensor:$sum_exp,
+                       Xfmr_FloatTensor:$target_logit);
+  let results = (outs Xfmr_ScalarF32:$loss);
+}
+
+def Xfmr_VocabParallelCrossEntropyGradOp
+    : Xfmr_Op<"vocab_parallel_cross_entropy_grad"> {
+  let summary = "gradient of the mean cross-entropy for one shard of the logits";
+  let description = [{
+    With `l = targets[b, t] - shard * Vl`:
+    `result[b, t, v] = loss_grad * (exp(logits[b, t, v] - max[b, t]) / sum_exp[b, t] - (v == l ? 1 : 0)) / (B*T)`,
+    the shard's slice of `xfmr.softmax_cross_entropy_grad` when `max` and
+    `sum_exp` are the all-reduced statistics of every shard.
+
+    Example:
+    ```mlir
+    %dlogits = xfmr.vocab_parallel_cross_entropy_grad %dloss, %logits, %targets, %shard, %max, %sum_exp
+        : (tensor<f32>, tensor<4x64x128xf32>, tensor<4x64xi32>, tensor<i32>, tensor<4x64xf32>, tensor<4x64xf32>)
+        -> tensor<4x64x128xf32>
+    ```
+
+    Constraints:
+    - `loss_grad` is a rank-0 f32 tensor and `shard` a rank-0 i32 tensor;
+    - `logits` and the result have one type, [B, T, Vl]; `targets` is
+      [B, T];
+    - `max` and `sum_exp` are [B, T] of the logits' element type.
+  }];
+  let arguments = (ins Xfmr_ScalarF32:$loss_grad, Xfmr_FloatTensor:$logits,
+                       Xfmr_TokenTensor:$targets, Xfmr_ScalarI32:$shard,
+                       Xfmr_FloatTensor:$max, Xfmr_FloatTensor:$sum_exp);
+  let results = (outs Xfmr_FloatTensor:$result);
 }
 
 #endif // PARTITION_XFMR_OPS

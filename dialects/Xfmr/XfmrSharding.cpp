@@ -24,9 +24,17 @@ SmallVector<int> ShardingRule::addFactorsFor(Value value, bool opaque) {
 bool ShardingRule::isSummedOver(int factor, unsigned resultIndex) const {
   if (llvm::is_contained(results[resultIndex], factor))
     return false;
-  return llvm::any_of(operands, [&](const SmallVector<int, 4> &dims) {
-    return llvm::is_contained(dims, factor);
-  });
+  int tied = tiedWith(factor);
+  if (tied != kNoFactor && llvm::is_contained(results[resultIndex], tied))
+    return false;
+  for (auto [index, dims] : llvm::enumerate(operands)) {
+    bool read = resultIndex >= resultReads.size() ||
+                resultReads[resultIndex].empty() ||
+                llvm::is_contained(resultReads[resultIndex], index);
+    if (read && llvm::is_contained(dims, factor))
+      return true;
+  }
+  return false;
 }
 
 namespace {
@@ -97,16 +105,47 @@ ShardingRule normalisationGrad(Value input, unsigned numGainGrads) {
 }
 
 /// Attention operands: query-like values are [b, t, hq], key-like values
-/// [b, s, hkv]. Only the batch is shardable today.
+/// [b, s, hkv], the heads packed head-major in the last dimension, so a
+/// block of hq holds whole heads when the heads divide (partitionLocally
+/// checks and divides the head counts). Positions are opaque: the causal
+/// mask and RoPE need global positions.
 struct AttentionFactors {
   int b, t, s, hq, hkv;
 };
 AttentionFactors attentionFactors(ShardingRule &rule, Value query, Value key) {
-  return {rule.addFactor(dimOf(query, 0)),
-          rule.addFactor(dimOf(query, 1), /*opaque=*/true),
-          rule.addFactor(dimOf(key, 1), /*opaque=*/true),
-          rule.addFactor(dimOf(query, 2), /*opaque=*/true),
-          rule.addFactor(dimOf(key, 2), /*opaque=*/true)};
+  AttentionFactors factors{rule.addFactor(dimOf(query, 0)),
+                           rule.addFactor(dimOf(query, 1), /*opaque=*/true),
+                           rule.addFactor(dimOf(key, 1), /*opaque=*/true),
+                           rule.addFactor(dimOf(query, 2)),
+                           rule.addFactor(dimOf(key, 2))};
+  rule.tie(factors.hq, factors.hkv);
+  return factors;
+}
+
+/// Heads split into blocks: each device runs num_heads / shards query heads
+/// with their num_kv_heads / shards key-value heads (GQA groups stay whole).
+template <typename AttentionLike>
+LogicalResult localizeHeads(AttentionLike op, LocalPartition &partition) {
+  constexpr int kQueryHeads = 3, kKeyValueHeads = 4;
+  int64_t queryShards = partition.shards(kQueryHeads);
+  int64_t keyValueShards = partition.shards(kKeyValueHeads);
+  if (queryShards == 1 && keyValueShards == 1)
+    return success();
+  int64_t heads = op.getNumHeads(), kvHeads = op.getNumKvHeads();
+  if (queryShards != keyValueShards)
+    return op.emitOpError()
+           << "splits the query heads into " << queryShards
+           << " blocks but the key-value heads into " << keyValueShards
+           << "; both must be split alike (replicating key-value heads is "
+              "not supported)";
+  if (heads % queryShards || kvHeads % queryShards)
+    return op.emitOpError() << "cannot split " << heads << " query heads and "
+                            << kvHeads << " key-value heads into "
+                            << queryShards << " blocks of whole heads";
+  OpBuilder builder(op);
+  op.setNumHeadsAttr(builder.getI64IntegerAttr(heads / queryShards));
+  op.setNumKvHeadsAttr(builder.getI64IntegerAttr(kvHeads / queryShards));
+  return success();
 }
 
 } // namespace
@@ -219,8 +258,10 @@ ShardingRule LinearGradWeightOp::getShardingRule() {
   rule.addOperand(leadingThen(leading, n));
   rule.addOperand(leadingThen(leading, k));
   rule.addResult({n, k});
-  if (getBiasGrad())
+  if (getBiasGrad()) {
     rule.addResult({n});
+    rule.setResultReads(1, {0}); // The bias gradient sums dy alone.
+  }
   return rule;
 }
 
@@ -281,12 +322,14 @@ ShardingRule AttentionGradOp::getShardingRule() {
 
 // --- Loss --------------------------------------------------------------------
 
-// (logits [b, t, v], targets [b, t]) -> loss []: the mean over b and t.
+// (logits [b, t, v], targets [b, t]) -> loss []: the mean over b and t. The
+// vocabulary is opaque (a softmax normalises along it) but the op shards it
+// itself: see partitionLocally.
 ShardingRule SoftmaxCrossEntropyOp::getShardingRule() {
   ShardingRule rule;
   int b = rule.addFactor(dimOf(getTargets(), 0));
   int t = rule.addFactor(dimOf(getTargets(), 1));
-  int v = rule.addFactor(dimOf(getLogits(), 2), /*opaque=*/true);
+  int v = rule.addOpFactor(dimOf(getLogits(), 2));
   rule.addOperand({b, t, v});
   rule.addOperand({b, t});
   rule.addResult({});
@@ -300,11 +343,242 @@ ShardingRule SoftmaxCrossEntropyGradOp::getShardingRule() {
   ShardingRule rule;
   int b = rule.addFactor(dimOf(getTargets(), 0));
   int t = rule.addFactor(dimOf(getTargets(), 1));
-  int v = rule.addFactor(dimOf(getLogits(), 2), /*opaque=*/true);
+  int v = rule.addOpFactor(dimOf(getLogits(), 2));
   rule.addOperand({});
   rule.addOperand({b, t, v});
   rule.addOperand({b, t});
   rule.addResult({b, t, v});
   rule.setMean({b, t}, {/*isResult=*/false, 0});
   return rule;
+}
+
+// --- Vocabulary-parallel embedding and loss ----------------------------------
+//
+// vl, the local vocabulary, is opaque in every rule: `shard` places the
+// local rows at shard * Vl of the global vocabulary, so splitting vl again
+// would need another offset that the operands cannot express, and the loss
+// statistics combine values along it (max, sum of exponentials, the
+// target's column). b and t are shardable (data parallelism); c as in
+// the embedding ops.
+
+// (tokens [b, t], table [vl, c], shard []) -> [b, t, c].
+ShardingRule VocabParallelEmbeddingOp::getShardingRule() {
+  ShardingRule rule;
+  int b = rule.addFactor(dimOf(getTokens(), 0));
+  int t = rule.addFactor(dimOf(getTokens(), 1));
+  int vl = rule.addFactor(dimOf(getTable(), 0), /*opaque=*/true);
+  int c = rule.addFactor(dimOf(getTable(), 1));
+  rule.addOperand({b, t});
+  rule.addOperand({vl, c});
+  rule.addOperand({});
+  rule.addResult({b, t, c});
+  return rule;
+}
+
+// (grad [b, t, c], tokens [b, t], shard []) -> [vl, c], summed over b and t.
+ShardingRule VocabParallelEmbeddingGradOp::getShardingRule() {
+  ShardingRule rule;
+  int b = rule.addFactor(dimOf(getTokens(), 0));
+  int t = rule.addFactor(dimOf(getTokens(), 1));
+  int vl = rule.addFactor(dimOf(getResult(), 0), /*opaque=*/true);
+  int c = rule.addFactor(dimOf(getResult(), 1));
+  rule.addOperand({b, t, c});
+  rule.addOperand({b, t});
+  rule.addOperand({});
+  rule.addResult({vl, c});
+  return rule;
+}
+
+namespace {
+/// The factors of local logits [b, t, vl].
+struct LocalLogitsFactors {
+  int b, t, vl;
+};
+LocalLogitsFactors localLogitsFactors(ShardingRule &rule, Value logits) {
+  return {rule.addFactor(dimOf(logits, 0)), rule.addFactor(dimOf(logits, 1)),
+          rule.addFactor(dimOf(logits, 2), /*opaque=*/true)};
+}
+} // namespace
+
+// (logits [b, t, vl]) -> [b, t].
+ShardingRule VocabParallelMaxOp::getShardingRule() {
+  ShardingRule rule;
+  LocalLogitsFactors f = localLogitsFactors(rule, getLogits());
+  rule.addOperand({f.b, f.t, f.vl});
+  rule.addResult({f.b, f.t});
+  return rule;
+}
+
+// (logits [b, t, vl], targets [b, t], shard []) -> [b, t].
+ShardingRule VocabParallelTargetLogitOp::getShardingRule() {
+  ShardingRule rule;
+  LocalLogitsFactors f = localLogitsFactors(rule, getLogits());
+  rule.addOperand({f.b, f.t, f.vl});
+  rule.addOperand({f.b, f.t});
+  rule.addOperand({});
+  rule.addResult({f.b, f.t});
+  return rule;
+}
+
+// (logits [b, t, vl], max [b, t]) -> [b, t].
+ShardingRule VocabParallelSumExpOp::getShardingRule() {
+  ShardingRule rule;
+  LocalLogitsFactors f = localLogitsFactors(rule, getLogits());
+  rule.addOperand({f.b, f.t, f.vl});
+  rule.addOperand({f.b, f.t});
+  rule.addResult({f.b, f.t});
+  return rule;
+}
+
+// (max, sum_exp, target_logit [b, t]) -> loss []: the mean over b and t.
+ShardingRule VocabParallelLossOp::getShardingRule() {
+  ShardingRule rule;
+  int b = rule.addFactor(dimOf(getMax(), 0));
+  int t = rule.addFactor(dimOf(getMax(), 1));
+  rule.addOperand({b, t});
+  rule.addOperand({b, t});
+  rule.addOperand({b, t});
+  rule.addResult({});
+  rule.setMean({b, t}, {/*isResult=*/true, 0});
+  return rule;
+}
+
+// (dloss [], logits [b, t, vl], targets [b, t], shard [], max [b, t],
+// sum_exp [b, t]) -> [b, t, vl], divided by the number of tokens (b x t)
+// and linear in dloss.
+ShardingRule VocabParallelCrossEntropyGradOp::getShardingRule() {
+  ShardingRule rule;
+  LocalLogitsFactors f = localLogitsFactors(rule, getLogits());
+  rule.addOperand({});
+  rule.addOperand({f.b, f.t, f.vl});
+  rule.addOperand({f.b, f.t});
+  rule.addOperand({});
+  rule.addOperand({f.b, f.t});
+  rule.addOperand({f.b, f.t});
+  rule.addResult({f.b, f.t, f.vl});
+  rule.setMean({f.b, f.t}, {/*isResult=*/false, 0});
+  return rule;
+}
+
+// --- Local partitioning -------------------------------------------------------
+//
+// The ops whose local computation differs from the whole one. Factor
+// numbers are the order in which each rule above adds them.
+
+// A vocabulary-sharded table (Megatron's vocab-parallel embedding): each
+// device looks up the tokens of its rows and contributes zeros for the
+// others, so the result is a partial sum (v is summed over in the rule).
+LogicalResult EmbeddingOp::partitionLocally(LocalPartition &partition) {
+  constexpr int kVocab = 2;
+  if (partition.shards(kVocab) == 1)
+    return success();
+  OpBuilder builder(*this);
+  Value shard = partition.shardIndex(builder, kVocab);
+  auto local = VocabParallelEmbeddingOp::create(
+      builder, getLoc(), getResult().getType(), getTokens(), getTable(), shard);
+  partition.replaceOp(local->getResults());
+  return success();
+}
+
+// The gradient of a vocabulary-sharded table: each device scatters the
+// rows of its own tokens only.
+LogicalResult EmbeddingGradOp::partitionLocally(LocalPartition &partition) {
+  constexpr int kVocab = 2;
+  if (partition.shards(kVocab) == 1)
+    return success();
+  OpBuilder builder(*this);
+  Value shard = partition.shardIndex(builder, kVocab);
+  auto local = VocabParallelEmbeddingGradOp::create(
+      builder, getLoc(), getResult().getType(), getGrad(), getTokens(), shard);
+  partition.replaceOp(local->getResults());
+  return success();
+}
+
+// A row-parallel linear (input features split, the result a partial sum):
+// every device would add the whole bias to its part, so each adds
+// bias / shards, and the sum holds it once.
+LogicalResult LinearOp::partitionLocally(LocalPartition &partition) {
+  int inFeatures = cast<RankedTensorType>(getInput().getType()).getRank() - 1;
+  int64_t shards = partition.shards(inFeatures);
+  if (!getBias() || shards == 1)
+    return success();
+  OpBuilder builder(*this);
+  Value bias = getBias();
+  auto share = ScaleOp::create(builder, getLoc(), bias.getType(), bias,
+                               builder.getF32FloatAttr(1.0 / double(shards)));
+  getBiasMutable().assign(share.getResult());
+  return success();
+}
+
+LogicalResult AttentionOp::partitionLocally(LocalPartition &partition) {
+  return localizeHeads(*this, partition);
+}
+
+LogicalResult AttentionGradOp::partitionLocally(LocalPartition &partition) {
+  return localizeHeads(*this, partition);
+}
+
+namespace {
+
+/// The global statistics of a vocabulary-sharded softmax over logits
+/// [b, t, v/shards]: the max over the whole vocabulary and the sum of
+/// exp(logit - max), each a [b, t] all-reduce over the vocabulary's axes.
+struct VocabStatistics {
+  Value max, sumExp;
+};
+VocabStatistics vocabStatistics(OpBuilder &builder, Location loc,
+                                Value logits, int vocabFactor,
+                                LocalPartition &partition) {
+  auto type = cast<RankedTensorType>(logits.getType());
+  auto rows = RankedTensorType::get(type.getShape().drop_back(),
+                                    type.getElementType());
+  Value localMax = VocabParallelMaxOp::create(builder, loc, rows, logits);
+  Value max = partition.allReduce(builder, localMax, vocabFactor, true);
+  Value localSum =
+      VocabParallelSumExpOp::create(builder, loc, rows, logits, max);
+  Value sumExp = partition.allReduce(builder, localSum, vocabFactor, false);
+  return {max, sumExp};
+}
+
+} // namespace
+
+// Megatron's vocab-parallel cross-entropy: never gathers the logits; three
+// [b, t] all-reduces (max, sum of exponentials, target logit).
+LogicalResult SoftmaxCrossEntropyOp::partitionLocally(
+    LocalPartition &partition) {
+  constexpr int kVocab = 2;
+  if (partition.shards(kVocab) == 1)
+    return success();
+  OpBuilder builder(*this);
+  Location loc = getLoc();
+  VocabStatistics stats =
+      vocabStatistics(builder, loc, getLogits(), kVocab, partition);
+  Value shard = partition.shardIndex(builder, kVocab);
+  Value localTarget = VocabParallelTargetLogitOp::create(
+      builder, loc, stats.max.getType(), getLogits(), getTargets(), shard);
+  Value target = partition.allReduce(builder, localTarget, kVocab, false);
+  auto loss = VocabParallelLossOp::create(builder, loc, getLoss().getType(),
+                                          stats.max, stats.sumExp, target);
+  partition.replaceOp(loss->getResults());
+  return success();
+}
+
+// Its gradient: softmax from the global statistics (recomputed: two [b, t]
+// all-reduces, instead of keeping them alive from the forward pass) minus
+// the one-hot of the targets in this block.
+LogicalResult SoftmaxCrossEntropyGradOp::partitionLocally(
+    LocalPartition &partition) {
+  constexpr int kVocab = 2;
+  if (partition.shards(kVocab) == 1)
+    return success();
+  OpBuilder builder(*this);
+  Location loc = getLoc();
+  VocabStatistics stats =
+      vocabStatistics(builder, loc, getLogits(), kVocab, partition);
+  Value shard = partition.shardIndex(builder, kVocab);
+  auto grad = VocabParallelCrossEntropyGradOp::create(
+      builder, loc, getResult().getType(), getLossGrad(), getLogits(),
+      getTargets(), shard, stats.max, stats.sumExp);
+  partition.replaceOp(grad->getResults());
+  return success();
 }
