@@ -178,4 +178,48 @@ def DataParallelPass : Pass<"dist-data-parallel", "::mlir::ModuleOp"> {
   ];
 }
 
+def ShardPass : Pass<"dist-shard", "::mlir::ModuleOp"> {
+  let summary = "SPMD partitioning over the plan's mesh: data and tensor parallelism";
+  let description = [{
+    Turns the single-device `@train_step` and `@eval_step` into the program
+    each device of the plan's mesh `@mesh` runs (run `--dist-apply-plan` and
+    `--xfmr-train-step` first). Everything `--dist-data-parallel` does over
+    `dp`, and over `tp` the Megatron-LM layout, derived by propagation from
+    the ops' sharding rules, not written per model:
+
+    - each weight's layout is decided at its first use: a linear whose input
+      is whole is column-parallel (output features and bias split over tp;
+      not when that would split attention heads), one whose input features
+      are split is row-parallel (its partial sums are all-reduced where they
+      meet the residual stream, and each device adds bias / tp); embedding
+      tables are split by vocabulary (vocab-parallel embedding, all-reduce);
+      AdamW moments follow their parameter;
+    - attention runs on the local heads (heads and key-value heads divided
+      by tp; GQA groups stay whole);
+    - the LM head's logits stay split by vocabulary: the cross-entropy and
+      its gradient become the vocab-parallel forms (all-reduces of a max and
+      two sums per token; the logits are never gathered);
+    - the backward ops follow the same rules: column-parallel input
+      gradients are partial sums all-reduced over tp, weight gradients are
+      split like their weights.
+
+    State arguments and results keep local types and carry
+    `dist.local_sharding`, which the runtime uses to initialise, save and
+    restore whole tensors.
+
+    Input (tp = 2): `%y = xfmr.linear %x, %w : (tensor<4x8x64xf32>,
+    tensor<256x64xf32>) -> tensor<4x8x256xf32>` with `%w` a parameter.
+    Output: `%w : tensor<128x64xf32> {dist.local_sharding =
+    #dist.sharding<@mesh, [[tp], []]>}` and `%y = xfmr.linear %x, %w :
+    (tensor<4x8x64xf32>, tensor<128x64xf32>) -> tensor<4x8x128xf32>`.
+  }];
+  let dependentDialects = ["::partition::dist::DistDialect",
+                           "::partition::xfmr::XfmrDialect"];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+           "Largest data-parallel gradient bucket all-reduced at once, in "
+           "bytes">,
+  ];
+}
+
 #endif // PARTITION_PASSES

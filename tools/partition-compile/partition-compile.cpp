@@ -88,8 +88,9 @@ int64_t meshSize(DictionaryAttr plan, StringRef axis) {
 std::string missingPartitioningPasses(DictionaryAttr plan) {
   auto size = [&](StringRef axis) { return meshSize(plan, axis); };
   SmallVector<std::string> missing;
-  if (size("tp") > 1)
-    missing.push_back("tensor-parallel");
+  auto tensorParallel = plan.getAs<DictionaryAttr>("tensor_parallel");
+  if (tensorParallel.getAs<BoolAttr>("sequence_parallel").getValue())
+    missing.push_back("sequence-parallel");
   if (size("pp") > 1)
     missing.push_back("pipeline-parallel");
   if (missing.empty())
@@ -101,7 +102,7 @@ std::string missingPartitioningPasses(DictionaryAttr plan) {
   return ("plan.json: mesh dp=" + Twine(size("dp")) + " tp=" +
           Twine(size("tp")) + " pp=" + Twine(size("pp")) + " needs the " +
           passes + (one ? " pass, which is" : " passes, which are") +
-          " not implemented yet; only data parallelism (mesh.dp) compiles today")
+          " not implemented yet; only data and tensor parallelism (mesh.dp, mesh.tp) compile today")
       .str();
 }
 
@@ -137,7 +138,7 @@ int main(int argc, char **argv) {
     return fail("cannot parse '" + input + "' (see the diagnostic above)");
 
   int64_t stepMicrobatches = microbatches;
-  int64_t dataParallel = 1;
+  bool partitioned = false;
   if (!(bucketMb > 0))
     return fail("--bucket-mb must be positive");
   if (!planFile.empty()) {
@@ -151,7 +152,7 @@ int main(int argc, char **argv) {
     std::string missing = missingPartitioningPasses(plan);
     if (!missing.empty())
       return fail(missing);
-    dataParallel = meshSize(plan, "dp");
+    partitioned = meshSize(plan, "dp") > 1 || meshSize(plan, "tp") > 1;
     if (microbatches.getNumOccurrences() == 0)
       stepMicrobatches = plan.getAs<DictionaryAttr>("pipeline")
                              .getAs<IntegerAttr>("microbatches")
@@ -168,10 +169,10 @@ int main(int argc, char **argv) {
   step.weightDecay = weightDecay;
   step.withEval = optimizer == "adamw";
   pm.addPass(partition::createTrainStepPass(step));
-  if (dataParallel > 1) {
-    partition::DataParallelPassOptions dp;
-    dp.bucketBytes = static_cast<int64_t>(bucketMb * 1024 * 1024);
-    pm.addPass(partition::createDataParallelPass(dp));
+  if (partitioned) {
+    partition::ShardPassOptions shard;
+    shard.bucketBytes = static_cast<int64_t>(bucketMb * 1024 * 1024);
+    pm.addPass(partition::createShardPass(shard));
   }
   pm.addPass(partition::createLowerToRtPass());
   partition::MemoryPlanPassOptions plan;
