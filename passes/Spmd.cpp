@@ -54,6 +54,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -146,6 +147,12 @@ private:
   LogicalResult applyKnownStateLayouts();
   /// Sets the layout of state `name` (and of its moments) everywhere.
   LogicalResult decideState(StringRef name, ArrayRef<Axes> dims);
+  /// Whether `value` is a parameter or moment argument of the step.
+  bool isStateArgument(Value value) const {
+    auto arg = dyn_cast<BlockArgument>(value);
+    return arg && arg.getOwner()->getParentOp() == step &&
+           !stateOf(step, arg.getArgNumber()).first.empty();
+  }
   /// The state name of `value` when it is an undecided state argument.
   std::optional<StringRef> undecidedState(Value value) const;
   LogicalResult decideTensorParallel(Operation *op);
@@ -159,6 +166,10 @@ private:
   /// axes, in a bucket later for dp alone.
   void needReduced(OpOperand &use);
   Value reduceNow(Value value);
+  /// With sequence parallelism: whether `use` may take its value (partial
+  /// over tp) as sequence blocks, and the reduce-scatter that makes them.
+  bool canScatterSequence(OpOperand &use) const;
+  Value scatterSequenceNow(Value value);
   /// The layout a gradient must have: that of the parameter whose AdamW
   /// update it feeds (through sums and scalings), if any.
   std::optional<SmallVector<Axes>> requiredDims(Value value) const;
@@ -173,6 +184,11 @@ private:
   DenseMap<Value, Layout> layouts;
   /// Partial values already reduced at once -> their sums.
   DenseMap<Value, Value> reduced;
+  /// Values resharded -> (layout, resharded value).
+  DenseMap<Value, SmallVector<std::pair<SmallVector<Axes>, Value>>>
+      reshardCache;
+  /// Partial values reduce-scattered along the sequence -> their blocks.
+  DenseMap<Value, Value> sequenceScattered;
   /// Values partial over dp alone, to reduce in buckets, in order of need.
   llvm::SetVector<Value> deferred;
   /// The users that take a value as a partial sum (linear ops).
@@ -423,10 +439,56 @@ Value StepPartitioner::reduceNow(Value value) {
   return sum;
 }
 
+bool StepPartitioner::canScatterSequence(OpOperand &use) const {
+  constexpr unsigned kSequence = 1;
+  Layout layout = layoutOf(use.get());
+  auto type = cast<RankedTensorType>(use.get().getType());
+  auto ruled = dyn_cast<ShardingRuleOpInterface>(use.getOwner());
+  if (!options.sequenceParallel || layout.partial != Axes{kTensorAxis} ||
+      type.getRank() != 3 || !layout.dims[kSequence].empty() || !ruled ||
+      type.getDimSize(kSequence) % axisSize(kTensorAxis) != 0)
+    return false;
+  ShardingRule rule = ruled.getShardingRule();
+  int factor = rule.getOperand(use.getOperandNumber())[kSequence];
+  return factor != ShardingRule::kNoFactor &&
+         !rule.getFactors()[factor].opaque;
+}
+
+Value StepPartitioner::scatterSequenceNow(Value value) {
+  constexpr unsigned kSequence = 1;
+  Value &scattered = sequenceScattered[value];
+  if (scattered)
+    return scattered;
+  OpBuilder builder(step.getContext());
+  builder.setInsertionPointAfterValue(value);
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[kSequence] /= axisSize(kTensorAxis);
+  auto scatter = dist::ReduceScatterOp::create(
+      builder, value.getLoc(), type.clone(shape), value,
+      meshRef(step.getContext()), builder.getStrArrayAttr({kTensorAxis}),
+      builder.getI64IntegerAttr(kSequence),
+      dist::ReduceKindAttr::get(step.getContext(), dist::ReduceKind::Sum));
+  scatter->setAttr(dist::DistDialect::kLabelAttrName,
+                   builder.getStringAttr(
+                       "sequence scatter " +
+                       std::to_string(tensorReductions++)));
+  scattered = scatter.getResult();
+  Layout layout = layoutOf(value);
+  layout.partial.clear();
+  layout.dims[kSequence] = {kTensorAxis};
+  layouts[scattered] = layout;
+  return scattered;
+}
+
 void StepPartitioner::needReduced(OpOperand &use) {
   Layout layout = layoutOf(use.get());
   if (layout.partial == Axes{kDataAxis}) {
     deferred.insert(use.get());
+    return;
+  }
+  if (canScatterSequence(use)) {
+    use.set(scatterSequenceNow(use.get()));
     return;
   }
   use.set(reduceNow(use.get()));
@@ -448,6 +510,15 @@ StepPartitioner::requiredDims(Value value) const {
 
 FailureOr<Value> StepPartitioner::reshard(Value value, ArrayRef<Axes> dims,
                                           Operation *user) {
+  // The same value resharded the same way once (a gradient gathered for
+  // both the input and the weight gradient).
+  auto &cached = reshardCache[value];
+  for (auto &[dimsDone, resharded] : cached)
+    if (dimsDone == dims &&
+        (!isa<OpResult>(resharded) ||
+         resharded.getDefiningOp()->isBeforeInBlock(user)))
+      return resharded;
+  Value original = value;
   // Gathering and slicing commute with sums: a partial value stays partial.
   Layout from = layoutOf(value);
   OpBuilder builder(user);
@@ -495,6 +566,7 @@ FailureOr<Value> StepPartitioner::reshard(Value value, ArrayRef<Axes> dims,
     from.dims[dim] = want;
   }
   layouts[value] = from;
+  reshardCache[original].push_back({SmallVector<Axes>(dims), value});
   return value;
 }
 
@@ -602,11 +674,41 @@ LogicalResult StepPartitioner::partitionOp(Operation *op) {
       }
   }
 
-  // Each factor is split like the first operand dimension that maps to it;
-  // opaque factors stay whole unless the op splits them itself.
-  SmallVector<Axes> factorAxes(rule.getFactors().size());
-  SmallVector<bool> decided(rule.getFactors().size(), false);
-  for (auto [index, layout] : llvm::enumerate(operandLayouts))
+  // Which factors are split, and over which axes: every split operand
+  // dimension proposes its factor's axes. An axis can split one factor
+  // only, so proposals are taken in priority order and those that reuse a
+  // taken axis are dropped (their operands are gathered below):
+  //  0. the layouts of state (weights are placed once, activations follow)
+  //     and of the state a result is the gradient of;
+  //  1. factors the results keep (a sequence-split input meeting a
+  //     column-parallel weight keeps the weight's split: the input is
+  //     gathered, as Megatron's sequence parallelism does);
+  //  2. factors summed over (a weight gradient gathers the sequence).
+  // Opaque factors stay whole unless the op splits them itself.
+  struct Proposal {
+    int factor;
+    Axes axes;
+    int priority;
+  };
+  SmallVector<Proposal> proposals;
+  auto keptByResults = [&](int factor) {
+    for (unsigned r = 0; r < rule.getNumResults(); ++r)
+      if (llvm::is_contained(rule.getResult(r), factor))
+        return true;
+    return false;
+  };
+  for (OpResult result : op->getResults()) {
+    std::optional<SmallVector<Axes>> required = requiredDims(result);
+    if (!required)
+      continue;
+    for (auto [dim, factor] :
+         llvm::enumerate(rule.getResult(result.getResultNumber())))
+      if (factor != ShardingRule::kNoFactor && !(*required)[dim].empty() &&
+          !rule.getFactors()[factor].opaque)
+        proposals.push_back({factor, (*required)[dim], 0});
+  }
+  for (auto [index, layout] : llvm::enumerate(operandLayouts)) {
+    bool state = isStateArgument(op->getOperand(index));
     for (auto [dim, axes] : llvm::enumerate(layout.dims)) {
       int factor = rule.getOperand(index)[dim];
       if (factor == ShardingRule::kNoFactor) {
@@ -619,35 +721,36 @@ LogicalResult StepPartitioner::partitionOp(Operation *op) {
         continue;
       }
       const ShardingRule::Factor &info = rule.getFactors()[factor];
-      if (decided[factor] || axes.empty() ||
-          (info.opaque && !info.partitionedByOp))
+      if (axes.empty() || (info.opaque && !info.partitionedByOp))
         continue;
-      factorAxes[factor] = axes;
-      decided[factor] = true;
-    }
-  // Tied factors are split alike.
-  for (unsigned factor = 0; factor < factorAxes.size(); ++factor) {
-    int tied = rule.tiedWith(factor);
-    if (tied != ShardingRule::kNoFactor && decided[factor] && !decided[tied]) {
-      factorAxes[tied] = factorAxes[factor];
-      decided[tied] = true;
+      proposals.push_back(
+          {factor, axes, state ? 0 : keptByResults(factor) ? 1 : 2});
     }
   }
-  // Factors only results have (the vocabulary of an embedding gradient)
-  // are split like the state the result is the gradient of.
-  for (OpResult result : op->getResults()) {
-    std::optional<SmallVector<Axes>> required = requiredDims(result);
-    if (!required)
-      continue;
-    for (auto [dim, factor] :
-         llvm::enumerate(rule.getResult(result.getResultNumber()))) {
-      if (factor == ShardingRule::kNoFactor || decided[factor] ||
-          (*required)[dim].empty() || rule.getFactors()[factor].opaque)
-        continue;
-      factorAxes[factor] = (*required)[dim];
-      decided[factor] = true;
+  llvm::stable_sort(proposals, [](const Proposal &a, const Proposal &b) {
+    return a.priority < b.priority;
+  });
+  SmallVector<Axes> factorAxes(rule.getFactors().size());
+  SmallVector<bool> decided(rule.getFactors().size(), false);
+  llvm::SmallSet<StringRef, 4> usedAxes;
+  auto take = [&](int factor, const Axes &axes) {
+    if (decided[factor] ||
+        llvm::any_of(axes, [&](StringRef axis) { return usedAxes.count(axis); }))
+      return false;
+    factorAxes[factor] = axes;
+    decided[factor] = true;
+    usedAxes.insert(axes.begin(), axes.end());
+    return true;
+  };
+  for (const Proposal &proposal : proposals)
+    if (take(proposal.factor, proposal.axes)) {
+      // Tied factors are split alike.
+      int tied = rule.tiedWith(proposal.factor);
+      if (tied != ShardingRule::kNoFactor && !decided[tied]) {
+        factorAxes[tied] = proposal.axes;
+        decided[tied] = true;
+      }
     }
-  }
   // Operands that disagree are resharded to the factors' layouts.
   for (OpOperand &use : op->getOpOperands()) {
     unsigned index = use.getOperandNumber();

@@ -24,6 +24,12 @@ struct SpmdOptions {
   /// column-parallel linears (and the vocabulary of embeddings and of the
   /// LM head) where the input is whole, row-parallel where it is split.
   bool tensorParallel = false;
+  /// Megatron-LM's sequence parallelism (with tensorParallel): partial sums
+  /// over tp that feed the residual stream's norms and adds are
+  /// reduce-scattered along the sequence instead of all-reduced, so those
+  /// regions run on sequence blocks; a column-parallel linear all-gathers
+  /// its input first.
+  bool sequenceParallel = false;
   /// The largest data-parallel gradient bucket, in bytes.
   int64_t bucketBytes = 25 * 1024 * 1024;
 };

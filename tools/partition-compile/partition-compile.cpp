@@ -88,9 +88,6 @@ int64_t meshSize(DictionaryAttr plan, StringRef axis) {
 std::string missingPartitioningPasses(DictionaryAttr plan) {
   auto size = [&](StringRef axis) { return meshSize(plan, axis); };
   SmallVector<std::string> missing;
-  auto tensorParallel = plan.getAs<DictionaryAttr>("tensor_parallel");
-  if (tensorParallel.getAs<BoolAttr>("sequence_parallel").getValue())
-    missing.push_back("sequence-parallel");
   if (size("pp") > 1)
     missing.push_back("pipeline-parallel");
   if (missing.empty())
@@ -102,7 +99,7 @@ std::string missingPartitioningPasses(DictionaryAttr plan) {
   return ("plan.json: mesh dp=" + Twine(size("dp")) + " tp=" +
           Twine(size("tp")) + " pp=" + Twine(size("pp")) + " needs the " +
           passes + (one ? " pass, which is" : " passes, which are") +
-          " not implemented yet; only data and tensor parallelism (mesh.dp, mesh.tp) compile today")
+          " not implemented yet; only data, tensor and sequence parallelism compile today")
       .str();
 }
 
