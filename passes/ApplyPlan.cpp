@@ -65,8 +65,27 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
     if (model && failed(checkPlanAgainstModel(*plan, model, emitError)))
       return signalPassFailure();
 
+    // A model annotated with shardings declares the mesh they name: it must
+    // be the plan's.
+    bool haveMesh = false;
+    if (auto mesh = dyn_cast_or_null<dist::MeshOp>(
+            SymbolTable::lookupSymbolIn(module, kMeshName))) {
+      SmallVector<int64_t> want{plan->mesh.dp, plan->mesh.pp, plan->mesh.tp};
+      SmallVector<StringRef> names;
+      for (Attribute name : mesh.getAxisNames())
+        names.push_back(cast<StringAttr>(name).getValue());
+      if (names != SmallVector<StringRef>{"dp", "pp", "tp"} ||
+          SmallVector<int64_t>(mesh.getAxisSizes()) != want) {
+        mesh.emitError() << "plan.json: the model's mesh @" << kMeshName
+                         << " is not the plan's [dp = " << plan->mesh.dp
+                         << ", pp = " << plan->mesh.pp
+                         << ", tp = " << plan->mesh.tp << "]";
+        return signalPassFailure();
+      }
+      haveMesh = true;
+    }
     if (module->hasAttr(kPlanAttrName) ||
-        SymbolTable::lookupSymbolIn(module, kMeshName)) {
+        (!haveMesh && SymbolTable::lookupSymbolIn(module, kMeshName))) {
       module.emitError() << "plan.json: the module already has a plan ('"
                          << kPlanAttrName << "' or a symbol @" << kMeshName
                          << "); apply a plan once";
@@ -74,11 +93,12 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
     }
 
     OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-    dist::MeshOp::create(
-        builder, module.getLoc(), kMeshName,
-        builder.getStrArrayAttr({"dp", "pp", "tp"}),
-        builder.getDenseI64ArrayAttr(
-            {plan->mesh.dp, plan->mesh.pp, plan->mesh.tp}));
+    if (!haveMesh)
+      dist::MeshOp::create(
+          builder, module.getLoc(), kMeshName,
+          builder.getStrArrayAttr({"dp", "pp", "tp"}),
+          builder.getDenseI64ArrayAttr(
+              {plan->mesh.dp, plan->mesh.pp, plan->mesh.tp}));
     module->setAttr(kPlanAttrName, plan->toAttr(&getContext()));
   }
 };

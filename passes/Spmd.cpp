@@ -145,6 +145,9 @@ private:
   // Seeds.
   LogicalResult partitionInputs();
   LogicalResult applyKnownStateLayouts();
+  /// Seeds the layouts of arguments annotated with dist.sharding (global
+  /// types) and drops the annotations (the types become local).
+  LogicalResult applyAnnotations();
   /// Sets the layout of state `name` (and of its moments) everywhere.
   LogicalResult decideState(StringRef name, ArrayRef<Axes> dims);
   /// Whether `value` is a parameter or moment argument of the step.
@@ -262,6 +265,51 @@ LogicalResult StepPartitioner::applyKnownStateLayouts() {
     auto known = stateLayouts.find(name);
     if (!name.empty() && known != stateLayouts.end() &&
         failed(decideState(name, known->second)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult StepPartitioner::applyAnnotations() {
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned index = arg.getArgNumber();
+    auto sharding = step.getArgAttrOfType<dist::ShardingAttr>(
+        index, dist::DistDialect::kShardingAttrName);
+    if (!sharding)
+      continue;
+    if (sharding.getMesh().getValue() != kMeshName)
+      return step.emitError()
+             << "argument #" << index << " is annotated on @"
+             << sharding.getMesh().getValue() << "; the plan's mesh is @"
+             << kMeshName;
+    if (!sharding.getPartialAxes().empty())
+      return step.emitError() << "argument #" << index
+                              << " is annotated as a partial sum; an input "
+                                 "must be whole or split";
+    SmallVector<Axes> dims;
+    for (unsigned dim = 0, e = cast<RankedTensorType>(arg.getType()).getRank();
+         dim < e; ++dim) {
+      SmallVector<StringRef> axes = sharding.getDimAxes(dim);
+      dims.emplace_back(axes.begin(), axes.end());
+    }
+    step.removeArgAttr(index, dist::DistDialect::kShardingAttrName);
+    StringRef name = stateOf(step, index).second;
+    if (name.empty()) {
+      Layout layout;
+      layout.dims = dims;
+      if (failed(localize(arg, layout, step, "argument #" + Twine(index))))
+        return failure();
+      continue;
+    }
+    auto known = stateLayouts.find(name);
+    if (known != stateLayouts.end()) {
+      if (known->second != dims)
+        return step.emitError() << "argument #" << index << " ('" << name
+                                << "') is annotated unlike in the training "
+                                   "step";
+      continue; // Applied with the training step's layouts.
+    }
+    if (failed(decideState(name, dims)))
       return failure();
   }
   return success();
@@ -523,48 +571,57 @@ FailureOr<Value> StepPartitioner::reshard(Value value, ArrayRef<Axes> dims,
   Layout from = layoutOf(value);
   OpBuilder builder(user);
   MLIRContext *context = step.getContext();
-  for (unsigned dim = 0; dim < dims.size(); ++dim) {
+  // Every gather before any slice: an axis may move from one dimension to
+  // another, and a block must be whole along the axis before it is cut
+  // along it elsewhere. Per dimension the common major axes stay.
+  auto commonPrefix = [&](unsigned dim) {
     const Axes &have = from.dims[dim];
     const Axes &want = dims[dim];
-    if (have == want)
-      continue;
-    // Keep the common major axes; gather the rest, then slice the new ones.
     unsigned common = 0;
     while (common < have.size() && common < want.size() &&
            have[common] == want[common])
       ++common;
+    return common;
+  };
+  SmallVector<unsigned> common;
+  for (unsigned dim = 0; dim < dims.size(); ++dim)
+    common.push_back(commonPrefix(dim));
+  for (unsigned dim = 0; dim < dims.size(); ++dim) {
+    const Axes &have = from.dims[dim];
+    if (common[dim] == have.size())
+      continue;
     auto type = cast<RankedTensorType>(value.getType());
-    if (common < have.size()) {
-      SmallVector<StringRef> gathered(have.begin() + common, have.end());
-      SmallVector<int64_t> shape(type.getShape());
-      shape[dim] *= shardsOf(gathered);
-      value = dist::AllGatherOp::create(
-          builder, user->getLoc(), type.clone(shape), value,
-          meshRef(context), builder.getStrArrayAttr(gathered),
-          builder.getI64IntegerAttr(dim));
-      type = cast<RankedTensorType>(value.getType());
-    }
-    if (common < want.size()) {
-      SmallVector<StringRef> sliced(want.begin() + common, want.end());
-      int64_t shards = shardsOf(sliced);
-      if (type.getDimSize(dim) % shards != 0)
-        return user->emitOpError()
-               << "needs operand dimension " << dim << " of size "
-               << type.getDimSize(dim) << " split over "
-               << describe(sliced) << " (" << shards
-               << " blocks), which does not divide it";
-      SmallVector<int64_t> shape(type.getShape());
-      shape[dim] /= shards;
-      OperationState state(user->getLoc(), "dist.all_slice");
-      state.addOperands(value);
-      state.addAttribute("mesh", meshRef(context));
-      state.addAttribute("axes", builder.getStrArrayAttr(sliced));
-      state.addAttribute("dim", builder.getI64IntegerAttr(dim));
-      state.addTypes(type.clone(shape));
-      value = builder.create(state)->getResult(0);
-    }
-    from.dims[dim] = want;
+    SmallVector<StringRef> gathered(have.begin() + common[dim], have.end());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] *= shardsOf(gathered);
+    value = dist::AllGatherOp::create(
+        builder, user->getLoc(), type.clone(shape), value, meshRef(context),
+        builder.getStrArrayAttr(gathered), builder.getI64IntegerAttr(dim));
   }
+  for (unsigned dim = 0; dim < dims.size(); ++dim) {
+    const Axes &want = dims[dim];
+    if (common[dim] == want.size())
+      continue;
+    auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<StringRef> sliced(want.begin() + common[dim], want.end());
+    int64_t shards = shardsOf(sliced);
+    if (type.getDimSize(dim) % shards != 0)
+      return user->emitOpError()
+             << "needs operand dimension " << dim << " of size "
+             << type.getDimSize(dim) << " split over " << describe(sliced)
+             << " (" << shards << " blocks), which does not divide it";
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] /= shards;
+    OperationState state(user->getLoc(), "dist.all_slice");
+    state.addOperands(value);
+    state.addAttribute("mesh", meshRef(context));
+    state.addAttribute("axes", builder.getStrArrayAttr(sliced));
+    state.addAttribute("dim", builder.getI64IntegerAttr(dim));
+    state.addTypes(type.clone(shape));
+    value = builder.create(state)->getResult(0);
+  }
+  for (unsigned dim = 0; dim < dims.size(); ++dim)
+    from.dims[dim] = dims[dim];
   layouts[value] = from;
   reshardCache[original].push_back({SmallVector<Axes>(dims), value});
   return value;
@@ -708,7 +765,13 @@ LogicalResult StepPartitioner::partitionOp(Operation *op) {
         proposals.push_back({factor, (*required)[dim], 0});
   }
   for (auto [index, layout] : llvm::enumerate(operandLayouts)) {
-    bool state = isStateArgument(op->getOperand(index));
+    Value operand = op->getOperand(index);
+    bool state = isStateArgument(operand);
+    // Undecided state takes the layout of its first use (below); placed
+    // state claims its factors, whole ones too: a whole parameter's
+    // update is computed whole even if its gradient came split.
+    if (state && undecidedState(operand))
+      continue;
     for (auto [dim, axes] : llvm::enumerate(layout.dims)) {
       int factor = rule.getOperand(index)[dim];
       if (factor == ShardingRule::kNoFactor) {
@@ -721,7 +784,7 @@ LogicalResult StepPartitioner::partitionOp(Operation *op) {
         continue;
       }
       const ShardingRule::Factor &info = rule.getFactors()[factor];
-      if (axes.empty() || (info.opaque && !info.partitionedByOp))
+      if ((axes.empty() && !state) || (info.opaque && !info.partitionedByOp))
         continue;
       proposals.push_back(
           {factor, axes, state ? 0 : keptByResults(factor) ? 1 : 2});
@@ -751,7 +814,8 @@ LogicalResult StepPartitioner::partitionOp(Operation *op) {
         decided[tied] = true;
       }
     }
-  // Operands that disagree are resharded to the factors' layouts.
+  // Operands that disagree are resharded to the factors' layouts; state
+  // seen for the first time is placed that way.
   for (OpOperand &use : op->getOpOperands()) {
     unsigned index = use.getOperandNumber();
     SmallVector<Axes> want;
@@ -760,6 +824,11 @@ LogicalResult StepPartitioner::partitionOp(Operation *op) {
                                                        : factorAxes[factor]);
     if (want == operandLayouts[index].dims)
       continue;
+    if (std::optional<StringRef> name = undecidedState(use.get())) {
+      if (failed(decideState(*name, want)))
+        return failure();
+      continue;
+    }
     FailureOr<Value> resharded = reshard(use.get(), want, op);
     if (failed(resharded))
       return failure();
@@ -963,7 +1032,8 @@ LogicalResult StepPartitioner::annotateState() {
 
 LogicalResult StepPartitioner::run() {
   Block &body = step.getBody().front();
-  if (failed(partitionInputs()) || failed(applyKnownStateLayouts()))
+  if (failed(partitionInputs()) || failed(applyKnownStateLayouts()) ||
+      failed(applyAnnotations()))
     return failure();
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())

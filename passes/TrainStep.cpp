@@ -28,6 +28,11 @@ using namespace partition::xfmr;
 
 namespace partition {
 namespace {
+/// A weight's sharding annotation (the dist dialect's dist.sharding).
+constexpr llvm::StringLiteral kShardingAttrName = "dist.sharding";
+} // namespace
+
+namespace {
 
 constexpr StringLiteral kTrainStepName = "train_step";
 constexpr StringLiteral kEvalStepName = "eval_step";
@@ -328,6 +333,11 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     step->setAttr(XfmrDialect::kTrainStepAttrName, hyperParameters(builder));
     for (auto [index, slot] : llvm::enumerate(argSlots))
       step.setArgAttr(index, slot.attr, slot.value);
+    // Sharding annotations on the weights travel with them (the moments
+    // follow their parameter when the step is partitioned).
+    for (auto [index, arg] : llvm::enumerate(signature->paramArgs))
+      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
+        step.setArgAttr(index, kShardingAttrName, sharding);
     for (auto [index, slot] : llvm::enumerate(resultSlots))
       step.setResultAttr(index, slot.attr, slot.value);
 
@@ -462,9 +472,12 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
                   builder.getDictionaryAttr({builder.getNamedAttr(
                       "microbatches",
                       builder.getI64IntegerAttr(microbatches))}));
-    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
       eval.setArgAttr(index, XfmrDialect::kParamAttrName,
                       forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
+      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
+        eval.setArgAttr(index, kShardingAttrName, sharding);
+    }
     eval.setArgAttr(numParams, XfmrDialect::kInputAttrName,
                     builder.getStringAttr("tokens"));
     eval.setArgAttr(numParams + 1, XfmrDialect::kInputAttrName,

@@ -2,7 +2,7 @@
 """The equivalence harness: every plan reproduces the single-device run.
 
   equivalence.py --model MODEL.mlir --workdir DIR [--steps 20] [--lr 3e-3]
-                 [--tolerance 1e-4] [--lr-scale X]
+                 [--tolerance 1e-4] [--lr-scale X] [--reference-model M.mlir]
                  --plan NAME=PLAN_JSON [--plan ...]
 
 For each plan: compiles the model with `partition-compile --plan` and, for
@@ -167,6 +167,10 @@ def compare_parameters(reference, candidate):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", required=True)
+    parser.add_argument("--reference-model",
+                        help="the model for the single-device run (default: "
+                        "--model; give the unannotated model when --model "
+                        "carries sharding annotations and its mesh)")
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--plan", action="append", required=True,
                         metavar="NAME=PLAN_JSON")
@@ -185,8 +189,8 @@ def main():
         microbatches = int(plan.get("pipeline", {}).get("microbatches", 1))
         if microbatches not in references:
             program = os.path.join(args.workdir, f"single-mb{microbatches}.ptp")
-            run(["partition-compile", args.model, "-o", program,
-                 "--microbatches", str(microbatches)])
+            run(["partition-compile", args.reference_model or args.model,
+                 "-o", program, "--microbatches", str(microbatches)])
             references[microbatches] = train([], program, args, args.workdir,
                                              f"single-mb{microbatches}",
                                              args.lr)
