@@ -187,8 +187,8 @@ private:
   DenseMap<Value, Layout> layouts;
   /// Partial values already reduced at once -> their sums.
   DenseMap<Value, Value> reduced;
-  /// Values resharded -> (layout, resharded value).
-  DenseMap<Value, SmallVector<std::pair<SmallVector<Axes>, Value>>>
+  /// Values resharded -> (layout, resharded value, for a backward op).
+  DenseMap<Value, SmallVector<std::tuple<SmallVector<Axes>, Value, bool>>>
       reshardCache;
   /// Partial values reduce-scattered along the sequence -> their blocks.
   DenseMap<Value, Value> sequenceScattered;
@@ -560,9 +560,14 @@ FailureOr<Value> StepPartitioner::reshard(Value value, ArrayRef<Axes> dims,
                                           Operation *user) {
   // The same value resharded the same way once (a gradient gathered for
   // both the input and the weight gradient).
+  // Not from the forward pass into the backward: keeping a gathered
+  // tensor alive until its gradient would undo what splitting it saves
+  // (sequence parallelism keeps the split input and gathers it again).
+  bool forBackward = isa<XfmrDialect>(user->getDialect()) &&
+                     !isa<AutodiffOpInterface>(user);
   auto &cached = reshardCache[value];
-  for (auto &[dimsDone, resharded] : cached)
-    if (dimsDone == dims &&
+  for (auto &[dimsDone, resharded, backward] : cached)
+    if (dimsDone == dims && backward == forBackward &&
         (!isa<OpResult>(resharded) ||
          resharded.getDefiningOp()->isBeforeInBlock(user)))
       return resharded;
@@ -623,7 +628,8 @@ FailureOr<Value> StepPartitioner::reshard(Value value, ArrayRef<Axes> dims,
   for (unsigned dim = 0; dim < dims.size(); ++dim)
     from.dims[dim] = dims[dim];
   layouts[value] = from;
-  reshardCache[original].push_back({SmallVector<Axes>(dims), value});
+  reshardCache[original].push_back(
+      {SmallVector<Axes>(dims), value, forBackward});
   return value;
 }
 

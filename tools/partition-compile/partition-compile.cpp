@@ -15,6 +15,7 @@
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "lowering/Passes.h"
 #include "lowering/ProgramWriter.h"
+#include "passes/ActivationMemory.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -103,6 +104,22 @@ std::string missingPartitioningPasses(DictionaryAttr plan) {
       .str();
 }
 
+/// Per transformer layer of the training step: the activations kept for
+/// the backward pass (16-bit, as Korthikanti et al. count them) and the
+/// tensor-parallel traffic, per rank.
+void printLayerReport(ModuleOp module) {
+  for (auto function : module.getOps<func::FuncOp>()) {
+    if (function.getSymName() != "train_step")
+      continue;
+    for (auto &[layer, memory] : partition::analyzeLayerMemory(function))
+      llvm::outs() << "layer " << layer << ": activations "
+                   << memory.activationBytes
+                   << " bytes per rank (16-bit), tensor-parallel traffic "
+                   << memory.tensorParallelBytes
+                   << " bytes per rank per step\n";
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -171,6 +188,12 @@ int main(int argc, char **argv) {
     shard.bucketBytes = static_cast<int64_t>(bucketMb * 1024 * 1024);
     pm.addPass(partition::createShardPass(shard));
   }
+  if (failed(pm.run(*module)))
+    return fail("compilation failed (see the diagnostic above)");
+  if (memoryReport)
+    printLayerReport(*module);
+
+  pm.clear();
   pm.addPass(partition::createLowerToRtPass());
   partition::MemoryPlanPassOptions plan;
   plan.report = memoryReport;

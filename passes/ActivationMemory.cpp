@@ -1,0 +1,166 @@
+//===- ActivationMemory.cpp - per-layer activation and TP traffic ---------===//
+
+#include "passes/ActivationMemory.h"
+
+#include "dialects/Dist/DistOps.h"
+#include "dialects/Xfmr/XfmrOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Regex.h"
+
+using namespace mlir;
+using namespace partition::xfmr;
+
+namespace partition {
+namespace {
+
+constexpr StringLiteral kTensorAxis = "tp";
+
+/// The layer index in a parameter name ("h.3.attn.q.weight" -> 3), or -1.
+int64_t layerOfName(StringRef name) {
+  static const llvm::Regex pattern("^(h|layers)\\.([0-9]+)\\.");
+  SmallVector<StringRef, 3> groups;
+  if (!pattern.match(name, &groups))
+    return -1;
+  int64_t layer = -1;
+  groups[2].getAsInteger(10, layer);
+  return layer;
+}
+
+/// The layer of the parameters an op reads directly: -1 for parameters
+/// outside the layers (embeddings, final norm, LM head), nullopt when it
+/// reads none.
+std::optional<int64_t> layerOfParams(Operation *op, func::FuncOp step) {
+  for (Value operand : op->getOperands()) {
+    auto arg = dyn_cast<BlockArgument>(operand);
+    if (!arg || arg.getOwner()->getParentOp() != step)
+      continue;
+    for (StringRef attr :
+         {XfmrDialect::kParamAttrName, XfmrDialect::kMoment1AttrName,
+          XfmrDialect::kMoment2AttrName})
+      if (auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                         attr))
+        return layerOfName(name.getValue());
+  }
+  return std::nullopt;
+}
+
+int64_t bytesOf(Value value, int64_t bytesPerElement) {
+  return cast<RankedTensorType>(value.getType()).getNumElements() *
+         bytesPerElement;
+}
+
+int64_t elementBytes(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return type.getNumElements() *
+         std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
+}
+
+} // namespace
+
+std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
+  Block &body = step.getBody().front();
+
+  // Gradient computations: everything downstream of the loss gradient.
+  llvm::DenseSet<Operation *> backward;
+  for (Operation &op : body) {
+    bool seed = isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(
+        op);
+    bool fed = llvm::any_of(op.getOperands(), [&](Value operand) {
+      Operation *def = operand.getDefiningOp();
+      return def && backward.contains(def);
+    });
+    if (seed || fed)
+      backward.insert(&op);
+  }
+
+  // Each op's layer is that of the parameters it reads; an op that reads
+  // none takes it from its neighbours, in the direction that matters:
+  //  - for what it reads (activations): from the ops it feeds, since a
+  //    backward op serves the layer whose gradients it computes (a weight
+  //    gradient reads the residual stream's gradient from the layer above);
+  //  - for what it completes (a collective): from the ops that computed its
+  //    operands, the deepest one (a residual add belongs to the layer whose
+  //    output it adds).
+  llvm::DenseMap<Operation *, int64_t> readerLayers, writerLayers;
+  for (Operation &op : llvm::reverse(body)) {
+    std::optional<int64_t> direct = layerOfParams(&op, step);
+    int64_t layer = direct.value_or(-1);
+    for (Value result : op.getResults())
+      for (Operation *user : result.getUsers())
+        if (!direct && layer < 0)
+          layer = readerLayers.lookup_or(user, -1);
+    readerLayers[&op] = layer;
+  }
+  for (Operation &op : body) {
+    std::optional<int64_t> direct = layerOfParams(&op, step);
+    int64_t layer = direct.value_or(-1);
+    if (!direct)
+      for (Value operand : op.getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          layer = std::max(layer, writerLayers.lookup_or(def, -1));
+    writerLayers[&op] = layer;
+  }
+
+  std::map<int64_t, LayerMemory> report;
+  // Saved activations, each counted once, in the layer that reads it.
+  llvm::DenseSet<Value> saved;
+  for (Operation &op : body) {
+    if (!backward.contains(&op))
+      continue;
+    int64_t layer = readerLayers.lookup(&op);
+    for (Value value : op.getOperands()) {
+      // A gather or slice only the backward reads recomputes its source.
+      while (Operation *def = value.getDefiningOp()) {
+        bool recompute =
+            (isa<dist::AllGatherOp>(def) ||
+             def->getName().getStringRef() == "dist.all_slice") &&
+            llvm::all_of(def->getUsers(), [&](Operation *user) {
+              return backward.contains(user);
+            });
+        if (!recompute)
+          break;
+        value = def->getOperand(0);
+      }
+      Operation *def = value.getDefiningOp();
+      if (!def || backward.contains(def) || isa<arith::ConstantOp>(def) ||
+          !isa<RankedTensorType>(value.getType()) ||
+          !saved.insert(value).second || layer < 0)
+        continue;
+      report[layer].activationBytes += bytesOf(value, 2);
+    }
+  }
+
+  // Tensor-parallel traffic.
+  FailureOr<dist::MeshShape> mesh;
+  for (Operation &op : body) {
+    auto axes = op.getAttrOfType<ArrayAttr>("axes");
+    auto meshRef = op.getAttrOfType<FlatSymbolRefAttr>("mesh");
+    if (!axes || !meshRef || axes.size() != 1 ||
+        cast<StringAttr>(axes[0]).getValue() != kTensorAxis)
+      continue;
+    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp>(op))
+      continue;
+    FailureOr<dist::MeshShape> shape = dist::lookupMeshShape(&op, meshRef);
+    if (failed(shape))
+      continue;
+    int64_t n = shape->sizes[shape->find(kTensorAxis)];
+    int64_t layer = writerLayers.lookup(&op);
+    if (layer < 0)
+      continue;
+    int64_t sent = 0;
+    if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
+      for (Value input : reduce.getInputs())
+        sent += 2 * (n - 1) * elementBytes(input) / n;
+    } else if (auto gather = dyn_cast<dist::AllGatherOp>(op)) {
+      sent = (n - 1) * elementBytes(gather.getResult()) / n;
+    } else if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op)) {
+      sent = (n - 1) * elementBytes(scatter.getInput()) / n;
+    }
+    report[layer].tensorParallelBytes += sent;
+  }
+  return report;
+}
+
+} // namespace partition
