@@ -222,4 +222,19 @@ def ShardPass : Pass<"dist-shard", "::mlir::ModuleOp"> {
   ];
 }
 
+def TestShardingRulesPass : Pass<"xfmr-test-sharding-rules", "::mlir::ModuleOp"> {
+  let summary = "Print every op's sharding rule (for tests)";
+  let description = [{
+    For each op with a sharding rule, prints one line: the factors with
+    their sizes (`(opaque)`: must stay whole; `(op)`: the op splits it
+    itself), each operand's and result's dimensions as factors (`_`: no
+    factor), the factors each result sums over, a mean's factors and the
+    value it scales, tied factors and whether partial sums pass through:
+    ```
+    xfmr.linear: f0=2 f1=8 f2=16 f3=32 | [f0, f1, f2] [f3, f2] -> [f0, f1, f3]{sum f2}
+    ```
+    The IR is left unchanged.
+  }];
+}
+
 #endif // PARTITION_PASSES
