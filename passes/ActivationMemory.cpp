@@ -146,7 +146,10 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
     if (failed(shape))
       continue;
     int64_t n = shape->sizes[shape->find(kTensorAxis)];
-    int64_t layer = writerLayers.lookup(&op);
+    // A reduction completes the op that produced its operand; a gather
+    // prepares the input of the op that reads it.
+    int64_t layer = isa<dist::AllGatherOp>(op) ? readerLayers.lookup(&op)
+                                               : writerLayers.lookup(&op);
     if (layer < 0)
       continue;
     int64_t sent = 0;

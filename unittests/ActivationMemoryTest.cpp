@@ -127,6 +127,18 @@ TEST(ActivationMemory, TensorAndSequenceParallel) {
          ++layer)
       EXPECT_EQ(layers[layer].activationBytes, korthikanti - neverStored)
           << "t = " << t << ", layer " << layer;
+    // Megatron's SP traffic: forward two all-gathers and two
+    // reduce-scatters of [s, b, h]; backward two reduce-scatters and four
+    // all-gathers (the output gradients of the row-parallel linears, and
+    // the split norm outputs again for the weight gradients): ten, each
+    // (t-1)/t of 4sbh fp32 bytes; plus the all-reduce of the two norms'
+    // weight and bias gradients (4h fp32), summed over the sequence blocks.
+    int64_t expected = 10 * (t - 1) * 4 * s * b * h / t +
+                       4 * 2 * (t - 1) * 4 * h / t;
+    for (int64_t layer = 1; layer < static_cast<int64_t>(layers.size());
+         ++layer)
+      EXPECT_EQ(layers[layer].tensorParallelBytes, expected)
+          << "t = " << t << ", layer " << layer;
   }
 }
 
