@@ -9,6 +9,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Regex.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace partition::xfmr;
 
@@ -84,13 +86,25 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
   //    operands, the deepest one (a residual add belongs to the layer whose
   //    output it adds).
   llvm::DenseMap<Operation *, int64_t> readerLayers, writerLayers;
+  // The layer a use serves: a bucketed all-reduce carries many layers'
+  // gradients, so look through it to the users of the matching result.
+  std::function<int64_t(OpOperand &)> layerOfUse = [&](OpOperand &use) {
+    auto bucket = dyn_cast<dist::AllReduceOp>(use.getOwner());
+    if (!bucket || bucket.getInputs().size() < 2)
+      return readerLayers.lookup_or(use.getOwner(), -1);
+    for (OpOperand &next :
+         bucket.getResult(use.getOperandNumber()).getUses())
+      if (int64_t layer = layerOfUse(next); layer >= 0)
+        return layer;
+    return int64_t(-1);
+  };
   for (Operation &op : llvm::reverse(body)) {
     std::optional<int64_t> direct = layerOfParams(&op, step);
     int64_t layer = direct.value_or(-1);
     for (Value result : op.getResults())
-      for (Operation *user : result.getUsers())
+      for (OpOperand &use : result.getUses())
         if (!direct && layer < 0)
-          layer = readerLayers.lookup_or(user, -1);
+          layer = layerOfUse(use);
     readerLayers[&op] = layer;
   }
   for (Operation &op : body) {

@@ -56,14 +56,15 @@ ModelConfig gpt3Like(const Shape &shape) {
 }
 
 std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,
-                                       bool sequenceParallel) {
+                                       bool sequenceParallel,
+                                       int64_t dp = 1) {
   mlir::MLIRContext context;
   context.loadDialect<dist::DistDialect>();
   auto module = buildForwardModule(context, gpt3Like(shape));
   mlir::OpBuilder builder = mlir::OpBuilder::atBlockBegin(module->getBody());
   dist::MeshOp::create(builder, module->getLoc(), "mesh",
                        builder.getStrArrayAttr({"dp", "pp", "tp"}),
-                       builder.getDenseI64ArrayAttr({1, 1, tp}));
+                       builder.getDenseI64ArrayAttr({dp, 1, tp}));
   mlir::PassManager pm(&context);
   pm.addPass(createTrainStepPass());
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
@@ -140,6 +141,22 @@ TEST(ActivationMemory, TensorAndSequenceParallel) {
       EXPECT_EQ(layers[layer].tensorParallelBytes, expected)
           << "t = " << t << ", layer " << layer;
   }
+}
+
+// With dp the batch halves per rank, and the gradient buckets (one
+// all-reduce for many layers' gradients) must not blur which layer reads
+// what.
+TEST(ActivationMemory, DataTensorAndSequenceParallel) {
+  Shape shape = kGpt3;
+  shape.b = 2;
+  auto [s, b, h, a] = shape;
+  int64_t t = 2, dp = 2;
+  int64_t local = s * (b / dp) * h;
+  auto layers = analyze(shape, t, true, dp);
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[1].activationBytes, 32 * local / t);
+  EXPECT_EQ(layers[1].tensorParallelBytes,
+            10 * (t - 1) * 4 * local / t);
 }
 
 } // namespace
