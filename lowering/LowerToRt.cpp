@@ -505,9 +505,14 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
   auto type = cast<RankedTensorType>(input.getType());
   bool gather = isa<dist::AllGatherOp>(op);
   StringRef kind = gather ? "all_gather" : "reduce_scatter";
-  if (!type.getElementType().isF32())
+  // A gather moves words (token ids too); a reduction adds floats.
+  bool word = type.getElementType().isF32() ||
+              (gather && type.getElementType().isInteger(32));
+  if (!word)
     return op->emitOpError() << "moves " << type << ", but the runtime's "
-                             << kind << " moves f32 buffers only";
+                             << kind << " moves "
+                             << (gather ? "f32 and i32" : "f32")
+                             << " buffers only";
   auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
   auto axes = op->getAttrOfType<ArrayAttr>("axes");
   if (failed(groupOf(op, meshName, axes, /*ordered=*/true)))
@@ -533,10 +538,11 @@ LogicalResult StepLowering::lowerAllSlice(OpBuilder &builder,
                                           dist::AllSliceOp op,
                                           unsigned position) {
   auto type = cast<RankedTensorType>(op.getInput().getType());
-  if (!type.getElementType().isF32())
+  if (!type.getElementType().isF32() &&
+      !type.getElementType().isInteger(32))
     return op.emitOpError() << "slices " << type
                             << ", but the runtime's slice_block slices f32 "
-                               "buffers only";
+                               "and i32 buffers only";
   // The first listed axis is major in the index, as in the group order of
   // dist.all_gather, so any order of axes is fine here.
   FailureOr<int64_t> blocks =

@@ -233,6 +233,10 @@ LogicalResult StepPartitioner::partitionInputs() {
     if (!input ||
         (input.getValue() != "tokens" && input.getValue() != "targets"))
       continue;
+    // An annotated input is laid out as annotated (applyAnnotations).
+    if (step.getArgAttr(arg.getArgNumber(),
+                        dist::DistDialect::kShardingAttrName))
+      continue;
     Layout rows = Layout::replicated(arg.getType());
     rows.dims[0] = {kDataAxis};
     if (failed(localize(arg, rows, step,
@@ -471,7 +475,11 @@ Value StepPartitioner::reduceNow(Value value) {
     builder.setInsertionPointToStart(&step.getBody().front());
   else
     builder.setInsertionPointAfter(value.getDefiningOp());
+  // The group is a set; the runtime wants its axes in mesh order.
   SmallVector<StringRef> axes(layout.partial.begin(), layout.partial.end());
+  llvm::sort(axes, [&](StringRef a, StringRef b) {
+    return mesh.find(a) < mesh.find(b);
+  });
   auto reduce = dist::AllReduceOp::create(
       builder, value.getLoc(), TypeRange{value.getType()}, ValueRange{value},
       meshRef(step.getContext()), builder.getStrArrayAttr(axes),
@@ -1006,9 +1014,15 @@ LogicalResult StepPartitioner::annotateState() {
       dims.emplace_back(axes.begin(), axes.end());
     return dist::ShardingAttr::get(context, kMeshName, dims);
   };
+  // State, and the token inputs: the runtime feeds each rank its block.
   for (BlockArgument arg : step.getArguments()) {
     Layout layout = layoutOf(arg);
-    if (layout.isSharded() && !stateOf(step, arg.getArgNumber()).first.empty())
+    auto input = step.getArgAttrOfType<StringAttr>(
+        arg.getArgNumber(), XfmrDialect::kInputAttrName);
+    bool tokens = input && (input.getValue() == "tokens" ||
+                            input.getValue() == "targets");
+    if (layout.isSharded() &&
+        (tokens || !stateOf(step, arg.getArgNumber()).first.empty()))
       step.setArgAttr(arg.getArgNumber(),
                       dist::DistDialect::kLocalShardingAttrName,
                       attrFor(layout));

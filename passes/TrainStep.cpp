@@ -338,6 +338,13 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     for (auto [index, arg] : llvm::enumerate(signature->paramArgs))
       if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
         step.setArgAttr(index, kShardingAttrName, sharding);
+    // So do annotations of the tokens and targets (the last two arguments).
+    unsigned numArgs = argSlots.size();
+    for (auto [index, arg] :
+         {std::pair<unsigned, unsigned>{numArgs - 2, signature->tokensArg},
+          {numArgs - 1, signature->targetsArg}})
+      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
+        step.setArgAttr(index, kShardingAttrName, sharding);
     for (auto [index, slot] : llvm::enumerate(resultSlots))
       step.setResultAttr(index, slot.attr, slot.value);
 
@@ -478,6 +485,11 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
       if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
         eval.setArgAttr(index, kShardingAttrName, sharding);
     }
+    for (auto [index, arg] :
+         {std::pair<unsigned, unsigned>{numParams, signature.tokensArg},
+          {numParams + 1, signature.targetsArg}})
+      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
+        eval.setArgAttr(index, kShardingAttrName, sharding);
     eval.setArgAttr(numParams, XfmrDialect::kInputAttrName,
                     builder.getStringAttr("tokens"));
     eval.setArgAttr(numParams + 1, XfmrDialect::kInputAttrName,

@@ -316,9 +316,10 @@ KernelArgs Checker::run() {
     args.size = out(0).elements;
     break;
   case KernelId::SliceBlock: {
-    dtype(in(0), DType::F32, "input");
+    // Moves 32-bit words: floats or token ids.
+    dtype(in(0), in(0).dtype == DType::I32 ? DType::I32 : DType::F32, "input");
     dtype(in(1), DType::I32, "index");
-    dtype(out(0), DType::F32, "result");
+    dtype(out(0), in(0).dtype, "result");
     require(in(1).elements == 1 && in(1).shape.empty(),
             "index " + shapeString(in(1)) + " must be a scalar");
     int64_t dim = instruction.ints[0];

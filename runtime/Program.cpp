@@ -107,10 +107,16 @@ void checkBlockCollective(const Collective &collective,
     if (arg >= program.buffers.size())
       fail(origin, what + " refers to buffer #" + std::to_string(arg) +
                        " of " + std::to_string(program.buffers.size()));
-    if (program.buffers[arg].dtype != DType::F32)
+    // A gather moves 32-bit words (token ids too); a reduction adds floats.
+    bool words = collective.kind == CollectiveKind::AllGather &&
+                 program.buffers[arg].dtype == DType::I32;
+    if (program.buffers[arg].dtype != DType::F32 && !words)
       fail(origin, what + " uses buffer #" + std::to_string(arg) + " ('" +
                        program.buffers[arg].name + "'), which is not f32");
   }
+  if (program.buffers[decoded.args[0]].dtype !=
+      program.buffers[decoded.args[1]].dtype)
+    fail(origin, what + " has an input and an output of different types");
   const BufferInfo &input = program.buffers[decoded.args[0]];
   const BufferInfo &output = program.buffers[decoded.args[1]];
   if (input.offset < output.offset + output.bytes &&
@@ -175,12 +181,15 @@ void checkShardedBuffers(Program &program, const std::string &origin) {
       continue;
     std::string what = "sharded buffer #" + std::to_string(index) + " ('" +
                        buffer.name + "')";
-    if (buffer.role != Role::Param && buffer.role != Role::Moment1 &&
-        buffer.role != Role::Moment2)
+    bool state = buffer.role == Role::Param || buffer.role == Role::Moment1 ||
+                 buffer.role == Role::Moment2;
+    bool tokens = buffer.role == Role::Tokens || buffer.role == Role::Targets;
+    if (!state && !tokens)
       fail(origin, what + " has role " + roleName(buffer.role) +
-                       "; only parameters and moments can be sharded");
-    if (buffer.dtype != DType::F32)
-      fail(origin, what + " is not f32");
+                       "; only parameters, moments, tokens and targets can "
+                       "be sharded");
+    if (buffer.dtype != (state ? DType::F32 : DType::I32))
+      fail(origin, what + (state ? " is not f32" : " is not i32"));
     if (program.mesh.empty())
       fail(origin, what + " needs a device mesh, but the program has none");
     if (buffer.sharding.size() != buffer.shape.size())

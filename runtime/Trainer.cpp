@@ -132,11 +132,12 @@ public:
       if (int dp = program.axisIndex("dp"); dp >= 0)
         dpGroup = mesh->group({static_cast<uint32_t>(dp)});
     }
-    // The tokens buffer holds this rank's rows; the loader yields the
-    // global batch every data-parallel rank slices.
+    // The tokens buffer holds this rank's block of the global batch the
+    // loader yields: its rows for data parallelism (by the program's
+    // recorded layout, which may split the sequence too).
     localBatch = tokens.shape[0];
-    batch = localBatch * dpSize;
-    seq = tokens.shape[1];
+    batch = tokens.sharded() ? tokens.logicalShape()[0] : localBatch * dpSize;
+    seq = tokens.sharded() ? tokens.logicalShape()[1] : tokens.shape[1];
     vocab = program.modelInt("vocab");
     layers = program.modelInt("layers");
     if (!program.function("eval_step") && options.evalEvery > 0 && !quiet)
@@ -367,10 +368,28 @@ void Run::checkReplicas(const char *after) {
 }
 
 void Run::feed(const data::Batch &global) {
-  data::Batch next =
-      dpSize == 1 ? global : data::rankSlice(global, dpRank, dpSize);
-  backend->write(tokens, next.inputs.data());
-  backend->write(targets, next.targets.data());
+  if (!tokens.sharded()) {
+    data::Batch next =
+        dpSize == 1 ? global : data::rankSlice(global, dpRank, dpSize);
+    backend->write(tokens, next.inputs.data());
+    backend->write(targets, next.targets.data());
+    return;
+  }
+  // This rank's [rows, positions] block, as the program lays it out.
+  auto block = [&](const BufferInfo &buffer,
+                   const std::vector<int32_t> &whole) {
+    std::vector<int64_t> index =
+        blockIndices(buffer.sharding, mesh->coordinates(), meshShape);
+    int64_t rows = buffer.shape[0], columns = buffer.shape[1];
+    std::vector<int32_t> local(rows * columns);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(whole.begin() + (index[0] * rows + r) * global.seq +
+                      index[1] * columns,
+                  columns, local.begin() + r * columns);
+    return local;
+  };
+  backend->write(tokens, block(tokens, global.inputs).data());
+  backend->write(targets, block(targets, global.targets).data());
 }
 
 double Run::evaluate(int64_t step) {

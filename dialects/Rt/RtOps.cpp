@@ -181,12 +181,18 @@ LogicalResult verifyBlockCollective(Operation *op, Value input, Value output,
     auto type = cast<MemRefType>(value.getType());
     // The runtime moves whole arena buffers (and blocks of them), not
     // strided views.
-    if (!type.getElementType().isF32() || !type.hasStaticShape() ||
-        !type.getLayout().isIdentity())
+    // A gather moves 32-bit words (token ids too); a reduction adds floats.
+    bool words = isa<AllGatherOp>(op) && type.getElementType().isInteger(32);
+    if ((!type.getElementType().isF32() && !words) ||
+        !type.hasStaticShape() || !type.getLayout().isIdentity())
       return op->emitOpError() << what << " " << type
-                               << " must be f32 with a static shape and the "
-                                  "identity layout";
+                               << " must be f32 (or i32 for an all_gather) "
+                                  "with a static shape and the identity "
+                                  "layout";
   }
+  if (cast<MemRefType>(input.getType()).getElementType() !=
+      cast<MemRefType>(output.getType()).getElementType())
+    return op->emitOpError("input and output must have one element type");
   if (input == output)
     return op->emitOpError("cannot write its input: it runs out of place");
   auto inputType = cast<MemRefType>(input.getType());

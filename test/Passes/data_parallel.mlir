@@ -12,8 +12,8 @@
 
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: %[[TOKENS:[^:]*]]: tensor<2x8xi32> {xfmr.input = "tokens"}
-// CHECK-SAME: %[[TARGETS:[^:]*]]: tensor<2x8xi32> {xfmr.input = "targets"}
+// CHECK-SAME: %[[TOKENS:[^:]*]]: tensor<2x8xi32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, xfmr.input = "tokens"}
+// CHECK-SAME: %[[TARGETS:[^:]*]]: tensor<2x8xi32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, xfmr.input = "targets"}
 // CHECK: %[[X:.*]] = xfmr.embedding %[[TOKENS]], %{{.*}} : (tensor<2x8xi32>, tensor<16x8xf32>) -> tensor<2x8x8xf32>
 // CHECK: %[[LOGITS:.*]] = xfmr.linear %[[X]], %{{.*}} : (tensor<2x8x8xf32>, tensor<16x8xf32>) -> tensor<2x8x16xf32>
 // CHECK: %[[MEAN:.*]] = xfmr.softmax_cross_entropy %[[LOGITS]], %[[TARGETS]] : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<f32>
@@ -55,7 +55,7 @@ func.func @train_step(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
 
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: %[[TOKENS:[^:]*]]: tensor<4x8xi32> {xfmr.input = "tokens"}
+// CHECK-SAME: %[[TOKENS:[^:]*]]: tensor<4x8xi32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, xfmr.input = "tokens"}
 // CHECK: tensor.extract_slice %[[TOKENS]][0, 0] [2, 8] [1, 1] : tensor<4x8xi32> to tensor<2x8xi32>
 // CHECK: tensor.extract_slice %[[TOKENS]][2, 0] [2, 8] [1, 1] : tensor<4x8xi32> to tensor<2x8xi32>
 // CHECK-NOT: dist.all_reduce
@@ -97,7 +97,7 @@ func.func @train_step(%a: tensor<16x8xf32> {xfmr.param = "a"},
 
 dist.mesh @mesh axes = [dp = 4, pp = 1, tp = 1]
 // CHECK-LABEL: func.func @eval_step
-// CHECK-SAME: tensor<1x8xi32> {xfmr.input = "tokens"}
+// CHECK-SAME: tensor<1x8xi32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, xfmr.input = "tokens"}
 // CHECK: %[[SHARE:.*]] = xfmr.scale %{{.*}} {factor = 2.500000e-01 : f32}
 // CHECK-NEXT: %[[LOSS:.*]] = dist.all_reduce %[[SHARE]] on @mesh axes [dp] reduce = sum {dist.label = "loss"} : tensor<f32>
 // CHECK-NEXT: return %[[LOSS]]

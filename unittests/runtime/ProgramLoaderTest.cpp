@@ -257,8 +257,9 @@ TEST(ProgramLoader, RejectsBadBlockCollectives) {
             what + "has 3 buffers; it takes an input and an output");
   EXPECT_EQ(broken(gather, [](Program &, Instruction &i) { i.args = {6, 9}; }),
             what + "refers to buffer #9 of 9");
+  // A gather moves i32 words too, but input and output must agree.
   EXPECT_EQ(broken(gather, [](Program &, Instruction &i) { i.args = {8, 7}; }),
-            what + "uses buffer #8 ('i'), which is not f32");
+            what + "has an input and an output of different types");
   EXPECT_EQ(broken(gather, [](Program &p, Instruction &) {
               p.buffers[7].offset = p.buffers[6].offset + 4;
             }),

@@ -176,7 +176,7 @@ TEST(ShardedBuffers, Rejections) {
   };
   EXPECT_EQ(with([](Program &p) { p.buffers[1].role = Role::Temporary; }),
             "p.ptp: sharded buffer #1 ('w') has role temporary; only "
-            "parameters and moments can be sharded");
+            "parameters, moments, tokens and targets can be sharded");
   EXPECT_EQ(with([](Program &p) { p.buffers[1].sharding = {{1}}; }),
             "p.ptp: sharded buffer #1 ('w') has a sharding of 1 dimensions, "
             "but its shape [2,3] has rank 2");
@@ -198,8 +198,8 @@ TEST(ShardedBuffers, Rejections) {
   EXPECT_EQ(with([](Program &p) {
               p.buffers[1].role = Role::Step;
             }),
-            "p.ptp: sharded buffer #1 ('w') has role step; only parameters "
-            "and moments can be sharded");
+            "p.ptp: sharded buffer #1 ('w') has role step; only parameters, "
+            "moments, tokens and targets can be sharded");
 }
 
 } // namespace

@@ -6,7 +6,8 @@
 
 Declares `dist.mesh @mesh axes = [MESH]` (it must be the plan's) and puts
 `dist.sharding = #dist.sharding<@mesh, LAYOUT>` on each named parameter of
-the forward function. Fails if a name is not a parameter.
+the forward function (or input: tokens, targets). Fails if a name is not
+one.
 """
 
 import argparse
@@ -28,12 +29,17 @@ def main():
                         % args.mesh, 1)
     for spec in args.shard:
         name, _, layout = spec.partition("=")
-        tag = '{xfmr.param = "%s"}' % name
-        if text.count(tag) != 1:
-            sys.exit(f"annotate: '{name}' is not a parameter of the model")
+        # A parameter, or an input (tokens, targets).
+        for role in ("param", "input"):
+            tag = '{xfmr.%s = "%s"}' % (role, name)
+            if text.count(tag) == 1:
+                break
+        else:
+            sys.exit(f"annotate: '{name}' is not a parameter or input of "
+                     "the model")
         text = text.replace(
             tag, '{dist.sharding = #dist.sharding<@mesh, %s>, '
-            'xfmr.param = "%s"}' % (layout, name))
+            'xfmr.%s = "%s"}' % (layout, role, name))
     open(args.output, "w").write(text)
 
 
