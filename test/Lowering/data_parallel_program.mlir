@@ -1,11 +1,11 @@
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: partition-opt %s --lower-to-rt --lower-memory-plan="report=true" -o %t/planned.mlir > %t/report.txt
-// RUN: FileCheck %s --check-prefix=REPORT < %t/report.txt
-// RUN: FileCheck %s --check-prefix=PLANNED < %t/planned.mlir
+// RUN: FileCheck %s --check-prefix=CHECK-REPORT < %t/report.txt
+// RUN: FileCheck %s --check-prefix=CHECK-PLANNED < %t/planned.mlir
 // RUN: partition-translate --rt-to-program %t/planned.mlir -o %t/program.ptp
 // RUN: %python %S/../tools/Inputs/ptp-dump.py %S/../.. %t/program.ptp > %t/program.txt
 // RUN: %python %S/../tools/Inputs/ptp-collectives.py %t/program.ptp >> %t/program.txt
-// RUN: FileCheck %s --check-prefix=PROGRAM < %t/program.txt
+// RUN: FileCheck %s --check-prefix=CHECK-PROGRAM < %t/program.txt
 
 // A hand-written data-parallel training step (what the data-parallel pass
 // makes of a step after --xfmr-train-step: gradients averaged over dp in
@@ -15,44 +15,44 @@
 // Bytes reduced per step: bucket 0 (w 4x8 and b 4: 144 bytes), bucket 1
 // (wte 16x8: 512 bytes) and the loss (4 bytes); over two ranks a ring
 // all-reduce sends as many bytes as it reduces.
-// REPORT:      memory: gradients 656{{$}}
-// REPORT:      memory: arena_peak {{[0-9]+$}}
-// REPORT-NEXT: communication: train_step sends 660 bytes per rank per step (3 all-reduce buckets, 660 bytes reduced over dp=2){{$}}
-// REPORT-NEXT: communication: eval_step sends 4 bytes per rank per step (1 all-reduce bucket, 4 bytes reduced over dp=2){{$}}
+// CHECK-REPORT:      memory: gradients 656{{$}}
+// CHECK-REPORT:      memory: arena_peak {{[0-9]+$}}
+// CHECK-REPORT-NEXT: communication: train_step sends 660 bytes per rank per step (3 all-reduce buckets, 660 bytes reduced over dp=2){{$}}
+// CHECK-REPORT-NEXT: communication: eval_step sends 4 bytes per rank per step (1 all-reduce bucket, 4 bytes reduced over dp=2){{$}}
 
 // The mesh survives; each bucket is reduced in place where its gradients
 // were computed, and AdamW reads the reduced buffers.
-// PLANNED:      dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
-// PLANNED-LABEL: func.func @train_step
-// PLANNED:      rt.kernel "linear_grad_weight_bias" ins({{.*}}) outs(%[[DW:.*]], %[[DB:.*]] : memref<4x8xf32>, memref<4xf32>)
-// PLANNED:      rt.kernel "embedding_grad" ins({{.*}}) outs(%[[DWTE:.*]] : memref<16x8xf32>)
-// PLANNED-NEXT: rt.all_reduce %[[DW]], %[[DB]] on @mesh axes [dp] reduce = avg label = "gradient bucket 0" : memref<4x8xf32>, memref<4xf32>
-// PLANNED-NEXT: rt.all_reduce %[[DWTE]] on @mesh axes [dp] reduce = avg label = "gradient bucket 1" : memref<16x8xf32>
-// PLANNED:      rt.kernel "adamw" ins(%{{[a-z0-9_]+}}, %[[DWTE]],
-// PLANNED:      rt.kernel "adamw" ins(%{{[a-z0-9_]+}}, %[[DW]],
-// PLANNED:      rt.kernel "adamw" ins(%{{[a-z0-9_]+}}, %[[DB]],
-// PLANNED:      rt.all_reduce %[[LOSS:.*]] on @mesh axes [dp] reduce = avg label = "loss" : memref<f32>
-// PLANNED-NEXT: rt.kernel "copy" ins(%[[LOSS]] : memref<f32>)
-// PLANNED-LABEL: func.func @eval_step
-// PLANNED:      rt.all_reduce %{{.*}} on @mesh axes [dp] reduce = avg label = "eval loss" : memref<f32>
-// PLANNED-NOT:  memref.alloc
+// CHECK-PLANNED:      dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+// CHECK-PLANNED-LABEL: func.func @train_step
+// CHECK-PLANNED:      rt.kernel "linear_grad_weight_bias" ins({{.*}}) outs(%[[DW:.*]], %[[DB:.*]] : memref<4x8xf32>, memref<4xf32>)
+// CHECK-PLANNED:      rt.kernel "embedding_grad" ins({{.*}}) outs(%[[DWTE:.*]] : memref<16x8xf32>)
+// CHECK-PLANNED-NEXT: rt.all_reduce %[[DW]], %[[DB]] on @mesh axes [dp] reduce = avg label = "gradient bucket 0" : memref<4x8xf32>, memref<4xf32>
+// CHECK-PLANNED-NEXT: rt.all_reduce %[[DWTE]] on @mesh axes [dp] reduce = avg label = "gradient bucket 1" : memref<16x8xf32>
+// CHECK-PLANNED:      rt.kernel "adamw" ins(%{{[a-z0-9_]+}}, %[[DWTE]],
+// CHECK-PLANNED:      rt.kernel "adamw" ins(%{{[a-z0-9_]+}}, %[[DW]],
+// CHECK-PLANNED:      rt.kernel "adamw" ins(%{{[a-z0-9_]+}}, %[[DB]],
+// CHECK-PLANNED:      rt.all_reduce %[[LOSS:.*]] on @mesh axes [dp] reduce = avg label = "loss" : memref<f32>
+// CHECK-PLANNED-NEXT: rt.kernel "copy" ins(%[[LOSS]] : memref<f32>)
+// CHECK-PLANNED-LABEL: func.func @eval_step
+// CHECK-PLANNED:      rt.all_reduce %{{.*}} on @mesh axes [dp] reduce = avg label = "eval loss" : memref<f32>
+// CHECK-PLANNED-NOT:  memref.alloc
 
-// PROGRAM:      schema_version 3
-// PROGRAM:      buffer #[[WTE:[0-9]+]] Param F32 16x8 @0 "wte"
-// PROGRAM:      buffer #[[DW:[0-9]+]] Temporary F32 4x8
-// PROGRAM-NEXT: buffer #[[DB:[0-9]+]] Temporary F32 4 @
-// PROGRAM:      buffer #[[DWTE:[0-9]+]] Temporary F32 16x8
-// PROGRAM:      function train_step
-// PROGRAM:        linear_grad_weight_bias [{{[0-9]+}}, {{[0-9]+}}, [[DW]], [[DB]]]
-// PROGRAM:        adamw [[[WTE]], [[DWTE]], {{.*}}]
-// PROGRAM:      function eval_step
-// PROGRAM:      mesh dp=2 pp=1 tp=1
-// PROGRAM-NEXT: function train_step
-// PROGRAM-NEXT:   #5 all_reduce avg axes [0] (dp) buffers [[[DW]], [[DB]]] label "gradient bucket 0"
-// PROGRAM-NEXT:   #6 all_reduce avg axes [0] (dp) buffers [[[DWTE]]] label "gradient bucket 1"
-// PROGRAM-NEXT:   #13 all_reduce avg axes [0] (dp) buffers [{{[0-9]+}}] label "loss"
-// PROGRAM-NEXT: function eval_step
-// PROGRAM-NEXT:   #3 all_reduce avg axes [0] (dp) buffers [{{[0-9]+}}] label "eval loss"
+// CHECK-PROGRAM:      schema_version 3
+// CHECK-PROGRAM:      buffer #[[WTE:[0-9]+]] Param F32 16x8 @0 "wte"
+// CHECK-PROGRAM:      buffer #[[DW:[0-9]+]] Temporary F32 4x8
+// CHECK-PROGRAM-NEXT: buffer #[[DB:[0-9]+]] Temporary F32 4 @
+// CHECK-PROGRAM:      buffer #[[DWTE:[0-9]+]] Temporary F32 16x8
+// CHECK-PROGRAM:      function train_step
+// CHECK-PROGRAM:        linear_grad_weight_bias [{{[0-9]+}}, {{[0-9]+}}, [[DW]], [[DB]]]
+// CHECK-PROGRAM:        adamw [[[WTE]], [[DWTE]], {{.*}}]
+// CHECK-PROGRAM:      function eval_step
+// CHECK-PROGRAM:      mesh dp=2 pp=1 tp=1
+// CHECK-PROGRAM-NEXT: function train_step
+// CHECK-PROGRAM-NEXT:   #5 all_reduce avg axes [0] (dp) buffers [[[DW]], [[DB]]] label "gradient bucket 0"
+// CHECK-PROGRAM-NEXT:   #6 all_reduce avg axes [0] (dp) buffers [[[DWTE]]] label "gradient bucket 1"
+// CHECK-PROGRAM-NEXT:   #13 all_reduce avg axes [0] (dp) buffers [{{[0-9]+}}] label "loss"
+// CHECK-PROGRAM-NEXT: function eval_step
+// CHECK-PROGRAM-NEXT:   #3 all_reduce avg axes [0] (dp) buffers [{{[0-9]+}}] label "eval loss"
 
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 

@@ -1,8 +1,8 @@
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: partition-opt %s --lower-to-rt | FileCheck %s --check-prefix=RT
-// RUN: partition-opt %s --lower-to-rt --lower-memory-plan | FileCheck %s --check-prefix=PLAN
+// RUN: partition-opt %s --lower-to-rt | FileCheck %s --check-prefix=CHECK-RT
+// RUN: partition-opt %s --lower-to-rt --lower-memory-plan | FileCheck %s --check-prefix=CHECK-PLAN
 // RUN: partition-opt %s --lower-to-rt --lower-memory-plan | partition-translate --rt-to-program -o %t/sharded.ptp
-// RUN: %python %S/../tools/Inputs/ptp-dump.py %S/../.. %t/sharded.ptp | FileCheck %s --check-prefix=DUMP
+// RUN: %python %S/../tools/Inputs/ptp-dump.py %S/../.. %t/sharded.ptp | FileCheck %s --check-prefix=CHECK-DUMP
 // Needs the dist dialect to accept dist.local_sharding on memref arguments
 // and views (lowered state); remove this line once it does.
 
@@ -12,22 +12,22 @@
 // indices into the mesh of the axes that dimension is split over. The
 // eval step shares the train step's (sharded) parameter buffer.
 
-// RT-LABEL: func.func @train_step
-// RT-SAME:    memref<2x8xf32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, rt.name = "w", rt.role = "param"}
-// RT-SAME:    memref<2x8xf32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, rt.name = "w", rt.role = "moment1"}
-// RT-SAME:    memref<8x2xf32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}], [dp, tp]]>, rt.name = "u", rt.role = "param"}
-// RT-SAME:    memref<4xf32> {rt.name = "b", rt.role = "param"}
+// CHECK-RT-LABEL: func.func @train_step
+// CHECK-RT-SAME:    memref<2x8xf32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, rt.name = "w", rt.role = "param"}
+// CHECK-RT-SAME:    memref<2x8xf32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, rt.name = "w", rt.role = "moment1"}
+// CHECK-RT-SAME:    memref<8x2xf32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}], [dp, tp]]>, rt.name = "u", rt.role = "param"}
+// CHECK-RT-SAME:    memref<4xf32> {rt.name = "b", rt.role = "param"}
 
-// PLAN-LABEL: func.func @train_step
-// PLAN: memref.view {{.*}} {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, rt.name = "w", rt.role = "param"}
+// CHECK-PLAN-LABEL: func.func @train_step
+// CHECK-PLAN: memref.view {{.*}} {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, rt.name = "w", rt.role = "param"}
 
-// DUMP: buffer #0 Param F32 2x8 @0 "w" sharding {{\[\[}}2], []]
-// DUMP-NEXT: buffer #1 Moment1 F32 2x8 @64 "w" sharding {{\[\[}}2], []]
-// DUMP-NEXT: buffer #2 Moment2 F32 2x8 @128 "w" sharding {{\[\[}}2], []]
-// DUMP-NEXT: buffer #3 Param F32 8x2 @192 "u" sharding {{\[\[}}], [0, 2]]
-// DUMP-NEXT: buffer #4 Param F32 4 @256 "b"{{$}}
-// DUMP: function eval_step
-// DUMP-NEXT: scale [0, {{[0-9]+}}]
+// CHECK-DUMP: buffer #0 Param F32 2x8 @0 "w" sharding {{\[\[}}2], []]
+// CHECK-DUMP-NEXT: buffer #1 Moment1 F32 2x8 @64 "w" sharding {{\[\[}}2], []]
+// CHECK-DUMP-NEXT: buffer #2 Moment2 F32 2x8 @128 "w" sharding {{\[\[}}2], []]
+// CHECK-DUMP-NEXT: buffer #3 Param F32 8x2 @192 "u" sharding {{\[\[}}], [0, 2]]
+// CHECK-DUMP-NEXT: buffer #4 Param F32 4 @256 "b"{{$}}
+// CHECK-DUMP: function eval_step
+// CHECK-DUMP-NEXT: scale [0, {{[0-9]+}}]
 
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
 func.func @train_step(
