@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Dist/DistOps.h"
+#include "dialects/Dist/DistSyntax.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -285,7 +286,8 @@ partition::dist::getLocalShape(ShardingAttr sharding,
 //===----------------------------------------------------------------------===//
 
 /// `[name, ...]`
-static ParseResult parseAxisNames(OpAsmParser &parser, ArrayAttr &axes) {
+ParseResult partition::dist::parseAxisNames(OpAsmParser &parser,
+                                            ArrayAttr &axes) {
   SmallVector<Attribute> names;
   if (parser.parseCommaSeparatedList(
           OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
@@ -300,8 +302,8 @@ static ParseResult parseAxisNames(OpAsmParser &parser, ArrayAttr &axes) {
   return success();
 }
 
-static void printAxisNames(OpAsmPrinter &printer, Operation *,
-                           ArrayAttr axes) {
+void partition::dist::printAxisNames(OpAsmPrinter &printer, Operation *,
+                                     ArrayAttr axes) {
   printer << '[';
   llvm::interleaveComma(axes, printer, [&](Attribute axis) {
     printer.printKeywordOrString(cast<StringAttr>(axis).getValue());
@@ -317,7 +319,7 @@ static ParseResult parseAxisValues(OpAsmParser &parser, ArrayAttr &axes,
   if (parser.parseCommaSeparatedList(
           OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
             std::string name;
-            int64_t value;
+            int64_t value = 0;
             if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
                 parser.parseInteger(value))
               return failure();
@@ -344,7 +346,8 @@ static void printAxisValues(OpAsmPrinter &printer, Operation *, ArrayAttr axes,
 }
 
 /// The bare keyword `sum`, `avg` or `max`.
-static ParseResult parseReduceKind(OpAsmParser &parser, ReduceKindAttr &kind) {
+ParseResult partition::dist::parseReduceKind(OpAsmParser &parser,
+                                             ReduceKindAttr &kind) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef keyword;
   if (parser.parseKeyword(&keyword))
@@ -357,8 +360,8 @@ static ParseResult parseReduceKind(OpAsmParser &parser, ReduceKindAttr &kind) {
   return success();
 }
 
-static void printReduceKind(OpAsmPrinter &printer, Operation *,
-                            ReduceKindAttr kind) {
+void partition::dist::printReduceKind(OpAsmPrinter &printer, Operation *,
+                                      ReduceKindAttr kind) {
   printer << stringifyReduceKind(kind.getValue());
 }
 

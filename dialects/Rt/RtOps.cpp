@@ -3,6 +3,7 @@
 #include "dialects/Rt/RtOps.h"
 
 #include "dialects/Dist/DistOps.h"
+#include "dialects/Dist/DistSyntax.h"
 #include "runtime/KernelTable.h"
 
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
@@ -11,55 +12,11 @@
 using namespace mlir;
 using namespace partition::rt;
 
-//===----------------------------------------------------------------------===//
-// Custom directives (the spelling of the dist collectives)
-//===----------------------------------------------------------------------===//
-
-/// `[name, ...]`
-static ParseResult parseAxisNames(OpAsmParser &parser, ArrayAttr &axes) {
-  SmallVector<Attribute> names;
-  if (parser.parseCommaSeparatedList(
-          OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
-            std::string name;
-            if (parser.parseKeywordOrString(&name))
-              return failure();
-            names.push_back(parser.getBuilder().getStringAttr(name));
-            return success();
-          }))
-    return failure();
-  axes = parser.getBuilder().getArrayAttr(names);
-  return success();
-}
-
-static void printAxisNames(OpAsmPrinter &printer, Operation *,
-                           ArrayAttr axes) {
-  printer << '[';
-  llvm::interleaveComma(axes, printer, [&](Attribute axis) {
-    printer.printKeywordOrString(cast<StringAttr>(axis).getValue());
-  });
-  printer << ']';
-}
-
-/// The bare keyword `sum`, `avg` or `max`.
-static ParseResult parseReduceKind(OpAsmParser &parser,
-                                   partition::dist::ReduceKindAttr &kind) {
-  SMLoc loc = parser.getCurrentLocation();
-  StringRef keyword;
-  if (parser.parseKeyword(&keyword))
-    return failure();
-  std::optional<partition::dist::ReduceKind> value =
-      partition::dist::symbolizeReduceKind(keyword);
-  if (!value)
-    return parser.emitError(loc) << "expected sum, avg or max, but got '"
-                                 << keyword << "'";
-  kind = partition::dist::ReduceKindAttr::get(parser.getContext(), *value);
-  return success();
-}
-
-static void printReduceKind(OpAsmPrinter &printer, Operation *,
-                            partition::dist::ReduceKindAttr kind) {
-  printer << partition::dist::stringifyReduceKind(kind.getValue());
-}
+// The rt collectives spell axes and reductions as the dist ones do.
+using partition::dist::parseAxisNames;
+using partition::dist::parseReduceKind;
+using partition::dist::printAxisNames;
+using partition::dist::printReduceKind;
 
 //===----------------------------------------------------------------------===//
 // rt.kernel
