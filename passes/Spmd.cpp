@@ -52,7 +52,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringMap.h"
@@ -437,9 +436,6 @@ LogicalResult StepPartitioner::partitionSlice(tensor::ExtractSliceOp slice) {
   slice.setStaticOffsets(offsets);
   slice.setStaticSizes(sizes);
   // The result type is recomputed from the new sizes.
-  Layout whole = result;
-  for (Axes &axes : whole.dims)
-    axes.clear();
   auto sourceType = cast<RankedTensorType>(slice.getSource().getType());
   SmallVector<int64_t> shape;
   for (auto [dim, size] : llvm::enumerate(sizes))
