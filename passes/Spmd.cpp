@@ -503,7 +503,8 @@ bool StepPartitioner::canScatterSequence(OpOperand &use) const {
   ShardingRule rule = ruled.getShardingRule();
   int factor = rule.getOperand(use.getOperandNumber())[kSequence];
   return factor != ShardingRule::kNoFactor &&
-         !rule.getFactors()[factor].opaque;
+         (!rule.getFactors()[factor].opaque ||
+          rule.getFactors()[factor].partitionedByOp);
 }
 
 Value StepPartitioner::scatterSequenceNow(Value value) {
@@ -670,6 +671,21 @@ public:
                          (max ? "max" : "sum") + " over " + describe(axes))
                             .str()));
     return reduce.getResult(0);
+  }
+  Value sliceBlock(OpBuilder &builder, Value value, int64_t dim,
+                   int factor) override {
+    auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] /= shards(factor);
+    SmallVector<StringRef> axes(factorAxes[factor].begin(),
+                                factorAxes[factor].end());
+    OperationState state(value.getLoc(), "dist.all_slice");
+    state.addOperands(value);
+    state.addAttribute("mesh", meshRef(op->getContext()));
+    state.addAttribute("axes", builder.getStrArrayAttr(axes));
+    state.addAttribute("dim", builder.getI64IntegerAttr(dim));
+    state.addTypes(type.clone(shape));
+    return builder.create(state)->getResult(0);
   }
   void replaceOp(ValueRange values) override {
     replacement.assign(values.begin(), values.end());

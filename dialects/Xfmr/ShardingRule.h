@@ -147,6 +147,10 @@ public:
   /// blocks of `factor`; emitted at once.
   virtual mlir::Value allReduce(mlir::OpBuilder &builder, mlir::Value value,
                                 int factor, bool max) = 0;
+  /// This device's block of `value` along dimension `dim`, split like
+  /// `factor` (an all_slice: no communication).
+  virtual mlir::Value sliceBlock(mlir::OpBuilder &builder, mlir::Value value,
+                                 int64_t dim, int factor) = 0;
   /// Replaces the op's results by `values` (same types) and erases it.
   virtual void replaceOp(mlir::ValueRange values) = 0;
 };

@@ -144,7 +144,8 @@ def Xfmr_EmbeddingGradOp
   let results = (outs Xfmr_FloatTensor:$result);
 }
 
-def Xfmr_PositionEmbeddingOp : Xfmr_ForwardOp<"position_embedding"> {
+def Xfmr_PositionEmbeddingOp
+    : Xfmr_ForwardOp<"position_embedding", [], Xfmr_PartitionsLocally> {
   let summary = "adds a learned position embedding";
   let description = [{
     `result[b, t, :] = input[b, t, :] + table[t, :]` for a table of P >= T

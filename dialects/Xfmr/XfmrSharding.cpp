@@ -11,6 +11,8 @@
 
 #include "dialects/Xfmr/XfmrOps.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
 using namespace mlir;
 using namespace partition::xfmr;
 
@@ -180,11 +182,12 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
 }
 
 // (input [b, t, c], table [p, c]) -> [b, t, c]; row t of the table is added
-// at position t, so p is opaque.
+// at position t, so p is opaque, and a split t needs the rows of its block
+// (partitionLocally).
 ShardingRule PositionEmbeddingOp::getShardingRule() {
   ShardingRule rule;
   int b = rule.addFactor(dimOf(getInput(), 0));
-  int t = rule.addFactor(dimOf(getInput(), 1), /*opaque=*/true);
+  int t = rule.addOpFactor(dimOf(getInput(), 1));
   int c = rule.addFactor(dimOf(getInput(), 2));
   int p = rule.addFactor(dimOf(getTable(), 0), /*opaque=*/true);
   rule.addOperand({b, t, c});
@@ -580,5 +583,31 @@ LogicalResult SoftmaxCrossEntropyGradOp::partitionLocally(
       builder, loc, getResult().getType(), getLossGrad(), getLogits(),
       getTargets(), shard, stats.max, stats.sumExp);
   partition.replaceOp(grad->getResults());
+  return success();
+}
+
+// Positions split into blocks (sequence parallelism): each device adds the
+// table rows of its own positions, the block of the first T rows.
+LogicalResult PositionEmbeddingOp::partitionLocally(
+    LocalPartition &partition) {
+  constexpr int kPositions = 1;
+  int64_t shards = partition.shards(kPositions);
+  if (shards == 1)
+    return success();
+  OpBuilder builder(*this);
+  Location loc = getLoc();
+  RankedTensorType table = getTable().getType();
+  int64_t positions = dimOf(getInput(), 1) * shards;
+  Value rows = getTable();
+  if (table.getDimSize(0) != positions)
+    rows = tensor::ExtractSliceOp::create(
+        builder, loc, getTable(), ArrayRef<OpFoldResult>{
+            builder.getIndexAttr(0), builder.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(positions),
+                               builder.getIndexAttr(table.getDimSize(1))},
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(1),
+                               builder.getIndexAttr(1)});
+  Value block = partition.sliceBlock(builder, rows, /*dim=*/0, kPositions);
+  getTableMutable().assign(block);
   return success();
 }
