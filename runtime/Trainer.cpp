@@ -9,6 +9,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/comm/SelfCommunicator.h"
+#include "runtime/device/CudaProbe.h"
 #include "runtime/data/BatchLoader.h"
 #include "runtime/data/DataError.h"
 #include "runtime/data/SyntheticLanguage.h"
@@ -25,6 +26,26 @@
 #include <memory>
 
 namespace partition::runtime {
+
+std::string chooseBackend(const std::string &requested, bool quiet) {
+  if (requested == "cpu")
+    return "cpu";
+  device::CudaDevices cuda = device::probeCudaDevices();
+  if (requested == "cuda") {
+    if (cuda.count == 0)
+      throw ProgramError("--backend cuda: no usable CUDA device (" +
+                         cuda.reason + "); run with --backend cpu");
+    throw ProgramError("--backend cuda: " + std::to_string(cuda.count) +
+                       " CUDA device(s) visible, but the CUDA backend is not "
+                       "implemented yet; run with --backend cpu");
+  }
+  if (cuda.count > 0 && !quiet)
+    std::fprintf(stderr, "partition-run: %d CUDA device(s) visible, but the "
+                         "CUDA backend is not implemented yet; running on "
+                         "the CPU\n",
+                 cuda.count);
+  return "cpu";
+}
 
 double scheduledLearningRate(const TrainOptions &options, int64_t step) {
   int64_t warmup = options.warmup >= 0 ? options.warmup : options.steps / 10;
@@ -123,6 +144,7 @@ public:
     if (!program.mesh.empty())
       mesh = std::make_unique<comm::MeshCommunicators>(
           world, meshSizes(program), neededGroups(program));
+    chooseBackend(options.backend, quiet);
     backend = createCpuBackend(program, mesh.get());
     if (mesh) {
       for (const comm::MeshAxisSize &axis : mesh->mesh())

@@ -44,6 +44,8 @@ struct TrainOptions {
   /// Longest wait of any collective before the job is aborted (the world
   /// communicator's timeout; set by partition-run when it creates it).
   double commTimeoutSeconds = 300;
+  /// auto, cpu or cuda (see chooseBackend).
+  std::string backend = "auto";
 };
 
 /// Runs the training on one process: loads options.program; throws
@@ -66,6 +68,13 @@ void train(const TrainOptions &options, const Program &program,
 /// compiled for `worldSize` devices.
 void checkWorldSize(const Program &program, const std::string &path,
                     int worldSize);
+
+/// The backend a run uses for `requested` (auto, cpu or cuda): auto is the
+/// CPU backend, saying so when a CUDA device is visible, because the CUDA
+/// backend does not exist yet; cuda is a one-line error either way (no
+/// device, with the CUDA runtime's reason; or no CUDA backend). Throws
+/// ProgramError; returns "cpu".
+std::string chooseBackend(const std::string &requested, bool quiet);
 
 /// The learning rate of (0-based) step `step` of `steps`.
 double scheduledLearningRate(const TrainOptions &options, int64_t step);

@@ -51,6 +51,10 @@ Trains the model of a program compiled by partition-compile.
   --resume DIR         continue from a checkpoint
   --stop-after N       stop after step N (saving with --save), keeping the
                        learning-rate schedule of --steps, to resume later
+  --backend B          auto (default): the CPU backend (the CUDA backend
+                       does not exist yet; auto says so when a GPU is
+                       visible); cpu; cuda: an error naming why (no device,
+                       or no CUDA backend)
   --quiet              no progress lines
 
 Many ranks (a program compiled with --plan for a mesh of N devices):
@@ -124,6 +128,7 @@ CommandLine parse(int argc, char **argv) {
        }},
       {"--data", text(options.data)},
       {"--data-format", text(options.dataFormat)},
+      {"--backend", text(options.backend)},
       {"--text", text(options.text)},
       {"--eval-every", integer(options.evalEvery, "--eval-every")},
       {"--eval-batches", integer(options.evalBatches, "--eval-batches")},
@@ -189,6 +194,10 @@ CommandLine parse(int argc, char **argv) {
       options.stopAfter < 0)
     usageError("--eval-every, --eval-batches, --save-every and --stop-after "
                "cannot be negative");
+  if (options.backend != "auto" && options.backend != "cpu" &&
+      options.backend != "cuda")
+    usageError("--backend must be auto, cpu or cuda, got '" +
+               options.backend + "'");
   if (!(options.evalFraction > 0 && options.evalFraction < 1))
     usageError("--eval-fraction must be in (0, 1)");
   if (!(options.commTimeoutSeconds > 0))
