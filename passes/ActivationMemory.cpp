@@ -128,8 +128,7 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
       // A gather or slice only the backward reads recomputes its source.
       while (Operation *def = value.getDefiningOp()) {
         bool recompute =
-            (isa<dist::AllGatherOp>(def) ||
-             def->getName().getStringRef() == "dist.all_slice") &&
+            isa<dist::AllGatherOp, dist::AllSliceOp>(def) &&
             llvm::all_of(def->getUsers(), [&](Operation *user) {
               return backward.contains(user);
             });

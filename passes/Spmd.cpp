@@ -203,6 +203,20 @@ FlatSymbolRefAttr meshRef(MLIRContext *context) {
   return FlatSymbolRefAttr::get(context, kMeshName);
 }
 
+/// This device's block of `value` along `dim`, split over `axes` into
+/// `shards` blocks (the caller checked that they divide it).
+Value allSlice(OpBuilder &builder, Value value, ArrayRef<StringRef> axes,
+               int64_t dim, int64_t shards) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] /= shards;
+  SmallVector<StringRef> names(axes);
+  return dist::AllSliceOp::create(builder, value.getLoc(), type.clone(shape),
+                                  value, meshRef(builder.getContext()),
+                                  builder.getStrArrayAttr(names),
+                                  builder.getI64IntegerAttr(dim));
+}
+
 LogicalResult StepPartitioner::localize(Value value, const Layout &layout,
                                         Operation *where, const Twine &what) {
   auto type = cast<RankedTensorType>(value.getType());
@@ -452,12 +466,10 @@ Value StepPartitioner::shardIndex(ArrayRef<StringRef> axes) {
   if (index)
     return index;
   OpBuilder builder = OpBuilder::atBlockBegin(&step.getBody().front());
-  OperationState state(step.getLoc(), "dist.axis_index");
-  state.addAttribute("mesh", meshRef(step.getContext()));
   SmallVector<StringRef> names(axes);
-  state.addAttribute("axes", builder.getStrArrayAttr(names));
-  state.addTypes(RankedTensorType::get({}, builder.getI32Type()));
-  index = builder.create(state)->getResult(0);
+  index = dist::AxisIndexOp::create(
+      builder, step.getLoc(), RankedTensorType::get({}, builder.getI32Type()),
+      meshRef(step.getContext()), builder.getStrArrayAttr(names));
   return index;
 }
 
@@ -620,15 +632,7 @@ FailureOr<Value> StepPartitioner::reshard(Value value, ArrayRef<Axes> dims,
              << "needs operand dimension " << dim << " of size "
              << type.getDimSize(dim) << " split over " << describe(sliced)
              << " (" << shards << " blocks), which does not divide it";
-    SmallVector<int64_t> shape(type.getShape());
-    shape[dim] /= shards;
-    OperationState state(user->getLoc(), "dist.all_slice");
-    state.addOperands(value);
-    state.addAttribute("mesh", meshRef(context));
-    state.addAttribute("axes", builder.getStrArrayAttr(sliced));
-    state.addAttribute("dim", builder.getI64IntegerAttr(dim));
-    state.addTypes(type.clone(shape));
-    value = builder.create(state)->getResult(0);
+    value = allSlice(builder, value, sliced, dim, shards);
   }
   for (unsigned dim = 0; dim < dims.size(); ++dim)
     from.dims[dim] = dims[dim];
@@ -674,18 +678,7 @@ public:
   }
   Value sliceBlock(OpBuilder &builder, Value value, int64_t dim,
                    int factor) override {
-    auto type = cast<RankedTensorType>(value.getType());
-    SmallVector<int64_t> shape(type.getShape());
-    shape[dim] /= shards(factor);
-    SmallVector<StringRef> axes(factorAxes[factor].begin(),
-                                factorAxes[factor].end());
-    OperationState state(value.getLoc(), "dist.all_slice");
-    state.addOperands(value);
-    state.addAttribute("mesh", meshRef(op->getContext()));
-    state.addAttribute("axes", builder.getStrArrayAttr(axes));
-    state.addAttribute("dim", builder.getI64IntegerAttr(dim));
-    state.addTypes(type.clone(shape));
-    return builder.create(state)->getResult(0);
+    return allSlice(builder, value, factorAxes[factor], dim, shards(factor));
   }
   void replaceOp(ValueRange values) override {
     replacement.assign(values.begin(), values.end());

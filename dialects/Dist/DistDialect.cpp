@@ -270,51 +270,43 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                           "result #0");
 }
 
-LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
-                                                    unsigned regionIndex,
-                                                    unsigned argIndex,
-                                                    NamedAttribute attr) {
-  if (attr.getName() == kLabelAttrName) {
+/// dist.label, dist.sharding or dist.local_sharding on the value of `type`
+/// named `site` ("argument #0", "result #1").
+static LogicalResult verifyValueAttribute(Operation *op, NamedAttribute attr,
+                                          Type type, const Twine &site) {
+  if (attr.getName() == DistDialect::kLabelAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
-      return op->emitError() << "'" << kLabelAttrName
+      return op->emitError() << "'" << DistDialect::kLabelAttrName
                              << "' must be a string, but is "
                              << attr.getValue();
     return success();
   }
-  bool local = attr.getName() == kLocalShardingAttrName;
-  if (attr.getName() != kShardingAttrName && !local)
+  bool local = attr.getName() == DistDialect::kLocalShardingAttrName;
+  if (attr.getName() != DistDialect::kShardingAttrName && !local)
     return op->emitError() << "unknown attribute '"
-                           << attr.getName().getValue() << "' on argument #"
-                           << argIndex;
+                           << attr.getName().getValue() << "' on " << site;
+  return verifyShardingOf(op, attr.getValue(), type, site, local);
+}
+
+LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
   Type type;
   if (auto function = dyn_cast<FunctionOpInterface>(op))
     type = function.getArgumentTypes()[argIndex];
   else
     type = op->getRegion(regionIndex).getArgument(argIndex).getType();
-  return verifyShardingOf(op, attr.getValue(), type,
-                          "argument #" + Twine(argIndex), local);
+  return verifyValueAttribute(op, attr, type, "argument #" + Twine(argIndex));
 }
 
 LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        unsigned resultIndex,
                                                        NamedAttribute attr) {
-  if (attr.getName() == kLabelAttrName) {
-    if (!isa<StringAttr>(attr.getValue()))
-      return op->emitError() << "'" << kLabelAttrName
-                             << "' must be a string, but is "
-                             << attr.getValue();
-    return success();
-  }
-  bool local = attr.getName() == kLocalShardingAttrName;
-  if (attr.getName() != kShardingAttrName && !local)
-    return op->emitError() << "unknown attribute '"
-                           << attr.getName().getValue() << "' on result #"
-                           << resultIndex;
   auto function = dyn_cast<FunctionOpInterface>(op);
   if (!function)
     return op->emitError() << "'" << attr.getName().getValue()
                            << "' on a region result needs a function";
-  return verifyShardingOf(op, attr.getValue(),
-                          function.getResultTypes()[resultIndex],
-                          "result #" + Twine(resultIndex), local);
+  return verifyValueAttribute(op, attr, function.getResultTypes()[resultIndex],
+                              "result #" + Twine(resultIndex));
 }

@@ -520,32 +520,44 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
                               formatAxes(strings(getAxes())));
 }
 
-LogicalResult ReduceScatterOp::verify() {
-  RankedTensorType input = tensorType(getInput());
-  if (failed(verifyCollectiveAxes(*this, getAxes())) ||
-      failed(verifyDimInRange(*this, "dim", getDim(), input)))
+/// An op whose result is its input with dimension `dim` split into as many
+/// blocks as the group of `axes` has devices (reduce_scatter, all_slice):
+/// the checks that need no mesh, then those that do.
+template <typename BlockSplitOp>
+static LogicalResult verifyBlockSplit(BlockSplitOp op) {
+  RankedTensorType input = tensorType(op.getInput());
+  if (failed(verifyCollectiveAxes(op, op.getAxes())) ||
+      failed(verifyDimInRange(op, "dim", op.getDim(), input)))
     return failure();
-  return verifyRankAndElementType(*this, input, tensorType(getResult()));
+  return verifyRankAndElementType(op, input, tensorType(op.getResult()));
 }
 
-LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+template <typename BlockSplitOp>
+static LogicalResult verifyBlockSplitSymbols(BlockSplitOp op,
+                                             SymbolTableCollection &tables) {
   FailureOr<int64_t> shards =
-      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
+      resolveGroup(op, op.getMeshAttr(), op.getAxes(), tables);
   if (failed(shards))
     return failure();
-  RankedTensorType input = tensorType(getInput());
-  int64_t dim = getDim();
-  if (failed(verifyDivisible(*this, "dimension", dim, input, *shards,
-                             getAxes())))
+  RankedTensorType input = tensorType(op.getInput());
+  int64_t dim = op.getDim();
+  if (failed(verifyDivisible(op, "dimension", dim, input, *shards,
+                             op.getAxes())))
     return failure();
   SmallVector<int64_t> shape(input.getShape());
   shape[dim] /= *shards;
-  return verifyResultType(*this, tensorType(getResult()), shape,
+  return verifyResultType(op, tensorType(op.getResult()), shape,
                           input.getElementType(),
                           "dimension " + Twine(dim) + " of size " +
                               Twine(input.getDimSize(dim)) + " divided by " +
                               Twine(*shards) + ", the size of axes " +
-                              formatAxes(strings(getAxes())));
+                              formatAxes(strings(op.getAxes())));
+}
+
+LogicalResult ReduceScatterOp::verify() { return verifyBlockSplit(*this); }
+
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyBlockSplitSymbols(*this, tables);
 }
 
 LogicalResult AllToAllOp::verify() {
@@ -603,32 +615,10 @@ LogicalResult AxisIndexOp::verifySymbolUses(SymbolTableCollection &tables) {
   return resolveGroup(*this, getMeshAttr(), getAxes(), tables);
 }
 
-LogicalResult AllSliceOp::verify() {
-  RankedTensorType input = tensorType(getInput());
-  if (failed(verifyCollectiveAxes(*this, getAxes())) ||
-      failed(verifyDimInRange(*this, "dim", getDim(), input)))
-    return failure();
-  return verifyRankAndElementType(*this, input, tensorType(getResult()));
-}
+LogicalResult AllSliceOp::verify() { return verifyBlockSplit(*this); }
 
 LogicalResult AllSliceOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> shards =
-      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(shards))
-    return failure();
-  RankedTensorType input = tensorType(getInput());
-  int64_t dim = getDim();
-  if (failed(verifyDivisible(*this, "dimension", dim, input, *shards,
-                             getAxes())))
-    return failure();
-  SmallVector<int64_t> shape(input.getShape());
-  shape[dim] /= *shards;
-  return verifyResultType(*this, tensorType(getResult()), shape,
-                          input.getElementType(),
-                          "dimension " + Twine(dim) + " of size " +
-                              Twine(input.getDimSize(dim)) + " divided by " +
-                              Twine(*shards) + ", the size of axes " +
-                              formatAxes(strings(getAxes())));
+  return verifyBlockSplitSymbols(*this, tables);
 }
 
 //===----------------------------------------------------------------------===//
