@@ -41,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace partition::runtime::comm {
 
@@ -48,6 +49,7 @@ enum class ReduceOp { Sum, Avg, Max };
 
 /// Returns "sum", "avg" or "max".
 const char *reduceOpName(ReduceOp op);
+
 
 /// Names an operation for error messages: what it is for and the training
 /// step (negative: no step, e.g. during start-up). `what` must stay valid for
@@ -57,6 +59,13 @@ struct Context {
   const char *what;
   int64_t step;
 };
+
+/// The one line a failing operation prints (see the error contract above):
+/// "rank W[ (GROUP rank R of N)]: OP 'what'[ at step S] DETAIL\n". `group`
+/// is empty for the world communicator.
+std::string failureLine(int worldRank, const std::string &group, int rank,
+                        int size, const char *op, const Context &ctx,
+                        const std::string &detail);
 
 class Communicator {
 public:

@@ -10,6 +10,23 @@
 
 namespace partition::runtime::comm {
 
+std::string failureLine(int worldRank, const std::string &group, int rank,
+                        int size, const char *op, const Context &ctx,
+                        const std::string &detail) {
+  std::string line = "rank " + std::to_string(worldRank);
+  if (!group.empty())
+    line += " (" + group + " rank " + std::to_string(rank) + " of " +
+            std::to_string(size) + ")";
+  line += ": ";
+  line += op;
+  line += " '";
+  line += ctx.what ? ctx.what : "";
+  line += "'";
+  if (ctx.step >= 0)
+    line += " at step " + std::to_string(ctx.step);
+  return line + " " + detail + "\n";
+}
+
 const char *reduceOpName(ReduceOp op) {
   switch (op) {
   case ReduceOp::Sum:
@@ -98,18 +115,8 @@ MpiCommunicator::~MpiCommunicator() {
 
 void MpiCommunicator::fail(const char *op, const Context &ctx,
                            const std::string &detail) const {
-  std::string line = "rank " + std::to_string(worldRank_);
-  if (!group_.empty())
-    line += " (" + group_ + " rank " + std::to_string(rank_) + " of " +
-            std::to_string(size_) + ")";
-  line += ": ";
-  line += op;
-  line += " '";
-  line += ctx.what ? ctx.what : "";
-  line += "'";
-  if (ctx.step >= 0)
-    line += " at step " + std::to_string(ctx.step);
-  line += " " + detail + "\n";
+  std::string line =
+      failureLine(worldRank_, group_, rank_, size_, op, ctx, detail);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);

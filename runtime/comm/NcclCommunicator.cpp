@@ -228,18 +228,8 @@ NcclCommunicator::Clock::time_point NcclCommunicator::deadline() const {
 
 void NcclCommunicator::fail(const char *op, const Context &ctx,
                             const std::string &detail) const {
-  std::string line = "rank " + std::to_string(worldRank_);
-  if (!group_.empty())
-    line += " (" + group_ + " rank " + std::to_string(rank_) + " of " +
-            std::to_string(size_) + ")";
-  line += ": ";
-  line += op;
-  line += " '";
-  line += ctx.what ? ctx.what : "";
-  line += "'";
-  if (ctx.step >= 0)
-    line += " at step " + std::to_string(ctx.step);
-  line += " " + oneLine(detail.c_str()) + "\n";
+  std::string line = failureLine(worldRank_, group_, rank_, size_, op, ctx,
+                                 oneLine(detail.c_str()));
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
   // Unblocks this rank's NCCL kernels and proxy threads, so nothing of ours
