@@ -90,6 +90,7 @@ FailureOr<KernelCall> kernelFor(Operation *op) {
           .Case([&](SwigluOp) { return named("swiglu"); })
           .Case([&](SwigluGradOp) { return named("swiglu_grad"); })
           .Case([&](AddOp) { return named("add"); })
+          .Case([&](CastOp) { return named("cast"); })
           .Case([&](ScaleOp op) {
             return named("scale", {f32(op.getFactor())});
           })
@@ -423,9 +424,10 @@ LogicalResult StepLowering::lowerAllReduce(OpBuilder &builder,
   SmallVector<Value> bucket;
   for (Value input : op.getInputs()) {
     auto type = cast<RankedTensorType>(input.getType());
-    if (!type.getElementType().isF32())
+    if (!type.getElementType().isF32() && !type.getElementType().isBF16())
       return op.emitOpError() << "reduces " << type
-                              << ", but the runtime reduces f32 buffers only";
+                              << ", but the runtime reduces f32 and bf16 "
+                                 "buffers only";
     // The runtime reduces in place. The input's buffer may take the result
     // only when nothing reads the input afterwards and the buffer is a
     // temporary of its own: an argument holds state (or the step's input)
@@ -505,13 +507,14 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
   auto type = cast<RankedTensorType>(input.getType());
   bool gather = isa<dist::AllGatherOp>(op);
   StringRef kind = gather ? "all_gather" : "reduce_scatter";
-  // A gather moves words (token ids too); a reduction adds floats.
-  bool word = type.getElementType().isF32() ||
-              (gather && type.getElementType().isInteger(32));
-  if (!word)
+  // A gather moves elements (token ids too); a reduction adds floats.
+  Type element = type.getElementType();
+  bool supported = element.isF32() || element.isBF16() ||
+                   (gather && element.isInteger(32));
+  if (!supported)
     return op->emitOpError() << "moves " << type << ", but the runtime's "
                              << kind << " moves "
-                             << (gather ? "f32 and i32" : "f32")
+                             << (gather ? "f32, bf16 and i32" : "f32 and bf16")
                              << " buffers only";
   auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
   auto axes = op->getAttrOfType<ArrayAttr>("axes");
@@ -538,11 +541,11 @@ LogicalResult StepLowering::lowerAllSlice(OpBuilder &builder,
                                           dist::AllSliceOp op,
                                           unsigned position) {
   auto type = cast<RankedTensorType>(op.getInput().getType());
-  if (!type.getElementType().isF32() &&
+  if (!type.getElementType().isF32() && !type.getElementType().isBF16() &&
       !type.getElementType().isInteger(32))
     return op.emitOpError() << "slices " << type
-                            << ", but the runtime's slice_block slices f32 "
-                               "and i32 buffers only";
+                            << ", but the runtime's slice_block slices f32, "
+                               "bf16 and i32 buffers only";
   // The first listed axis is major in the index, as in the group order of
   // dist.all_gather, so any order of axes is fine here.
   FailureOr<int64_t> blocks =

@@ -192,7 +192,9 @@ Writer::addBlockCollective(Operation *op) {
   // would read blocks it has already overwritten (the loader rejects it).
   auto range = [&](Value buffer) {
     int64_t begin = bufferOffset.lookup(buffer);
-    int64_t bytes = cast<MemRefType>(buffer.getType()).getNumElements() * 4;
+    auto type = cast<MemRefType>(buffer.getType());
+    int64_t bytes =
+        type.getNumElements() * (type.getElementTypeBitWidth() / 8);
     return std::make_pair(begin, begin + bytes);
   };
   auto [inBegin, inEnd] = range(op->getOperand(0));
@@ -244,7 +246,9 @@ Writer::addAllReduce(AllReduceOp allReduce) {
   // one bucket, those bytes would be reduced twice (the loader rejects it).
   auto range = [&](Value buffer) {
     int64_t begin = bufferOffset.lookup(buffer);
-    int64_t bytes = cast<MemRefType>(buffer.getType()).getNumElements() * 4;
+    auto type = cast<MemRefType>(buffer.getType());
+    int64_t bytes =
+        type.getNumElements() * (type.getElementTypeBitWidth() / 8);
     return std::make_pair(begin, begin + bytes);
   };
   OperandRange buffers = allReduce.getBuffers();
@@ -308,14 +312,20 @@ LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
                                 dist::ShardingAttr sharding) {
   auto type = cast<MemRefType>(value.getType());
   ptp::DType dtype;
-  if (type.getElementType().isF32())
+  int64_t elementBytes = 4;
+  if (type.getElementType().isF32()) {
     dtype = ptp::DType::F32;
-  else if (type.getElementType().isInteger(32))
+  } else if (type.getElementType().isInteger(32)) {
     dtype = ptp::DType::I32;
-  else
+  } else if (type.getElementType().isBF16()) {
+    dtype = ptp::DType::BF16;
+    elementBytes = 2;
+  } else {
     return op->emitOpError() << "buffer element type " << type.getElementType()
-                             << " is not supported by the runtime (f32, i32)";
-  int64_t bytes = type.getNumElements() * 4;
+                             << " is not supported by the runtime (f32, "
+                                "bf16, i32)";
+  }
+  int64_t bytes = type.getNumElements() * elementBytes;
   if (offset < 0 || offset + bytes > arenaBytes)
     return op->emitOpError() << "buffer [" << offset << ", " << offset + bytes
                              << ") lies outside the arena of " << arenaBytes
@@ -419,7 +429,10 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
           ShapedType::isDynamic(sourceOffset))
         return subview.emitOpError("needs a static offset");
       if (failed(addBuffer(subview.getResult(),
-                           base->second + (elementOffset - sourceOffset) * 4,
+                           base->second + (elementOffset - sourceOffset) *
+                                              (subview.getType()
+                                                   .getElementTypeBitWidth() /
+                                               8),
                            ptp::Role::Temporary, "", subview)))
         return failure();
       continue;

@@ -65,6 +65,40 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def MixedPrecisionPass : Pass<"xfmr-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Compute the forward pass in bf16 from fp32 master weights";
+  let description = [{
+    The plan's `"precision": "bf16"` (partition-compile runs this pass
+    before `--xfmr-train-step` when the plan asks for it). In the forward
+    function (the one with `xfmr.param` arguments), every use of a
+    parameter reads an `xfmr.cast` of it to bf16, and every floating-point
+    result of rank one or more (activations, logits) becomes bf16; scalar
+    results (the loss) stay f32. The kernels load bf16 and compute in fp32.
+
+    Autodiff then makes the backward pass bf16 too, and the backward of each
+    cast is a cast back: parameter gradients reach AdamW (and the
+    data-parallel all-reduce, and micro-batch accumulation) in fp32, next to
+    the fp32 master weights and moments, as PyTorch autocast with fp32
+    parameters does. One cast per use, not per parameter, so that a tied
+    weight's two gradients are summed in fp32.
+
+    Input:
+    ```mlir
+    func.func @forward(%w: tensor<16x8xf32> {xfmr.param = "w"}, ...) {
+      %y = xfmr.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>)
+          -> tensor<2x4x16xf32>
+    ```
+    Output:
+    ```mlir
+      %w16 = xfmr.cast %w : (tensor<16x8xf32>) -> tensor<16x8xbf16>
+      %y = xfmr.linear %x, %w16 : (tensor<2x4x8xbf16>, tensor<16x8xbf16>)
+          -> tensor<2x4x16xbf16>
+    ```
+    A module already in bf16 is an error (the pass runs once).
+  }];
+  let dependentDialects = ["::partition::xfmr::XfmrDialect"];
+}
+
 def StatsPass : Pass<"xfmr-stats", "::mlir::ModuleOp"> {
   let summary = "Print parameter, token and FLOP counts of each model function";
   let description = [{

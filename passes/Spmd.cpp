@@ -333,6 +333,10 @@ LogicalResult StepPartitioner::applyAnnotations() {
 }
 
 std::optional<StringRef> StepPartitioner::undecidedState(Value value) const {
+  // A mixed-precision step reads each parameter through a cast at every use
+  // (--xfmr-mixed-precision): the layout decided is the parameter's.
+  if (auto cast = value.getDefiningOp<CastOp>())
+    value = cast.getInput();
   auto arg = dyn_cast<BlockArgument>(value);
   if (!arg || arg.getOwner()->getParentOp() != step)
     return std::nullopt;
@@ -366,6 +370,18 @@ LogicalResult StepPartitioner::decideTensorParallel(Operation *op) {
   int64_t tp = axisSize(kTensorAxis);
   if (!options.tensorParallel || tp == 1)
     return success();
+  // A cast of an undecided parameter comes right before the op that reads
+  // it, after every other operand of that op: decide for that op now, so
+  // that the cast already produces the chosen blocks.
+  if (auto cast = dyn_cast<CastOp>(op)) {
+    if (!undecidedState(cast.getResult()))
+      return success();
+    for (Operation *user = cast->getNextNode(); user;
+         user = user->getNextNode())
+      if (llvm::is_contained(user->getOperands(), cast.getResult()))
+        return decideTensorParallel(user);
+    return success();
+  }
   if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
     std::optional<StringRef> table = undecidedState(embedding.getTable());
     if (!table)
@@ -566,7 +582,7 @@ StepPartitioner::requiredDims(Value value) const {
     if (auto adamw = dyn_cast<AdamWOp>(user);
         adamw && use.getOperandNumber() == 1)
       return layoutOf(adamw.getParam()).dims;
-    if (isa<AddOp, ScaleOp>(user))
+    if (isa<AddOp, ScaleOp, CastOp>(user))
       if (auto dims = requiredDims(user->getResult(0)))
         return dims;
   }

@@ -116,6 +116,34 @@ comm::ReduceOp reduceOp(ReduceKind reduce) {
   return comm::ReduceOp::Sum;
 }
 
+/// Kernels that move bf16 bits themselves instead of computing on fp32
+/// copies.
+bool movesBits(KernelId kernel) {
+  return kernel == KernelId::Cast || kernel == KernelId::Copy;
+}
+
+/// Distinct bf16 buffers of an instruction, by arena offset: an in-place
+/// output shares its input's copy.
+std::vector<const BufferInfo *> stagedBuffers(const KernelArgs &args) {
+  std::vector<const BufferInfo *> staged;
+  if (movesBits(args.kernel))
+    return staged;
+  for (const BufferInfo *buffer : args.buffers)
+    if (buffer->dtype == DType::BF16 &&
+        std::none_of(staged.begin(), staged.end(), [&](const BufferInfo *b) {
+          return b->offset == buffer->offset;
+        }))
+      staged.push_back(buffer);
+  return staged;
+}
+
+size_t stagedElements(const KernelArgs &args) {
+  size_t elements = 0;
+  for (const BufferInfo *buffer : stagedBuffers(args))
+    elements += size_t(buffer->elements);
+  return elements;
+}
+
 class CpuBackend final : public Backend {
 public:
   CpuBackend(const Program &program,
@@ -132,21 +160,38 @@ public:
   using Backend::run;
   void run(size_t index, int64_t step) override;
   uint64_t workspaceBytes() const override {
-    return workspace.size + staging.size() * sizeof(float);
+    return workspace.size +
+           (staging.size() + bf16Staging.size() + collectiveCopyElements) *
+               sizeof(float);
   }
 
 private:
-  /// One instruction, bound to its buffers and sizes.
+  /// One instruction, bound to its buffers and sizes. Kernels with bf16
+  /// operands run the fp32 kernel on fp32 copies (bf16 storage, fp32
+  /// arithmetic: the copies of the inputs are exact, the results are
+  /// rounded once, to nearest even, as a GPU kernel that loads bf16 and
+  /// computes in fp32 stores them).
   std::function<void()> compile(const KernelArgs &args,
                                 const Instruction &instruction);
-  /// One collective, bound to its buffers and its group's communicator.
+  /// The fp32 kernel of `args` on the buffers at `pointers`.
+  std::function<void()> compileKernel(const KernelArgs &args,
+                                      const Instruction &instruction,
+                                      const std::vector<uint8_t *> &pointers);
+  /// One collective, bound to its buffers and its group's communicator;
+  /// bf16 buffers are reduced or moved as fp32 copies.
   std::function<void()> compileCollective(const Program &program,
                                           const Instruction &instruction,
                                           const std::string &where);
+  /// The collective on fp32 data at `addresses` (one per argument).
+  std::function<void()>
+  compileF32Collective(const Program &program, const Instruction &instruction,
+                       comm::Communicator &group,
+                       const std::vector<float *> &addresses);
   /// An all-gather or reduce-scatter along `dim`, through `group`.
   std::function<void()> compileBlockCollective(const Program &program,
                                                const Instruction &instruction,
-                                               comm::Communicator &group);
+                                               comm::Communicator &group,
+                                               float *in, float *out);
 
   /// Writes this rank's index in each AxisIndex buffer's group: constant
   /// for the run, so once, before any step.
@@ -180,6 +225,12 @@ private:
   /// along a dimension other than the first are packed here for an
   /// all-gather or reduce-scatter; sized for the largest such use.
   std::vector<float> staging;
+  /// fp32 copies of one kernel instruction's bf16 operands, sized for the
+  /// instruction with the most (instructions run one at a time).
+  std::vector<float> bf16Staging;
+  /// fp32 copies of each bf16 collective's buffers.
+  std::vector<std::unique_ptr<float[]>> collectiveCopies;
+  size_t collectiveCopyElements = 0;
   /// The step run() was given, for the collectives' error messages.
   int64_t currentStep = -1;
 };
@@ -201,6 +252,7 @@ CpuBackend::CpuBackend(const Program &program,
   std::memset(arena.get(), 0, program.arenaBytes);
   writeAxisIndices(program);
   std::vector<std::vector<KernelArgs>> checked;
+  size_t bf16StagingElements = 0;
   for (const Function &function : program.functions) {
     checked.emplace_back();
     for (size_t i = 0; i < function.instructions.size(); ++i) {
@@ -212,6 +264,8 @@ CpuBackend::CpuBackend(const Program &program,
           program, function.instructions[i],
           function.name + " instruction #" + std::to_string(i)));
       const KernelArgs &args = checked.back().back();
+      bf16StagingElements = std::max(bf16StagingElements,
+                                     stagedElements(args));
       if (args.kernel == KernelId::Attention ||
           args.kernel == KernelId::AttentionGrad) {
         cpu::AttentionConfig config{args.batch,   args.seq,     args.heads,
@@ -225,6 +279,7 @@ CpuBackend::CpuBackend(const Program &program,
   }
   if (workspace.size)
     workspace.data.reset(allocateAligned(workspace.size));
+  bf16Staging.resize(bf16StagingElements);
   for (size_t f = 0; f < program.functions.size(); ++f) {
     const Function &function = program.functions[f];
     CompiledFunction compiled;
@@ -413,20 +468,67 @@ CpuBackend::compileCollective(const Program &program,
     throw ProgramError(what + " runs over mesh axes '" +
                        communicators->groupName(collective.axes) +
                        "', which have no communicator");
+  std::vector<float *> addresses;
+  for (uint32_t arg : instruction.args)
+    addresses.push_back(
+        reinterpret_cast<float *>(arena.get() + program.buffers[arg].offset));
+  // The loader checked that a collective's buffers share one type.
+  if (program.buffers[instruction.args[0]].dtype != DType::BF16)
+    return compileF32Collective(program, instruction, *group, addresses);
+
+  // bf16: reduce fp32 copies (every rank's contributions summed in fp32,
+  // rounded once); a gather's copies round-trip exactly.
+  struct Copy {
+    uint16_t *bf16;
+    float *f32;
+    size_t elements;
+  };
+  std::vector<Copy> copies;
+  for (size_t i = 0; i < instruction.args.size(); ++i) {
+    size_t elements = size_t(program.buffers[instruction.args[i]].elements);
+    collectiveCopies.emplace_back(new float[elements]);
+    collectiveCopyElements += elements;
+    copies.push_back({reinterpret_cast<uint16_t *>(addresses[i]),
+                      collectiveCopies.back().get(), elements});
+    addresses[i] = copies.back().f32;
+  }
+  // An all-reduce reads and writes every buffer; a gather or scatter reads
+  // its input and writes its output.
+  bool allReduce = collective.kind == CollectiveKind::AllReduce;
+  std::function<void()> f32 =
+      compileF32Collective(program, instruction, *group, addresses);
+  return [copies, allReduce, f32] {
+    for (size_t i = 0; i < copies.size(); ++i)
+      if (allReduce || i == 0)
+        cpu::widenBFloat16(copies[i].bf16, copies[i].f32, copies[i].elements);
+    f32();
+    for (size_t i = 0; i < copies.size(); ++i)
+      if (allReduce || i == 1)
+        cpu::roundToBFloat16(copies[i].f32, copies[i].bf16, copies[i].elements);
+  };
+}
+
+std::function<void()>
+CpuBackend::compileF32Collective(const Program &program,
+                                 const Instruction &instruction,
+                                 comm::Communicator &groupRef,
+                                 const std::vector<float *> &addresses) {
+  const Collective &collective = *instruction.collective;
+  comm::Communicator *group = &groupRef;
   comm::ReduceOp op = reduceOp(collective.reduce);
   std::string label = collective.label;
   if (collective.kind != CollectiveKind::AllReduce)
-    return compileBlockCollective(program, instruction, *group);
+    return compileBlockCollective(program, instruction, *group, addresses[0],
+                                  addresses[1]);
   struct Part {
     float *data;
     size_t count;
   };
   std::vector<Part> parts;
   size_t total = 0;
-  for (uint32_t arg : instruction.args) {
-    const BufferInfo &buffer = program.buffers[arg];
-    parts.push_back({reinterpret_cast<float *>(arena.get() + buffer.offset),
-                     size_t(buffer.elements)});
+  for (size_t i = 0; i < instruction.args.size(); ++i) {
+    const BufferInfo &buffer = program.buffers[instruction.args[i]];
+    parts.push_back({addresses[i], size_t(buffer.elements)});
     total += size_t(buffer.elements);
   }
   if (parts.size() == 1)
@@ -453,12 +555,11 @@ CpuBackend::compileCollective(const Program &program,
 std::function<void()>
 CpuBackend::compileBlockCollective(const Program &program,
                                    const Instruction &instruction,
-                                   comm::Communicator &group) {
+                                   comm::Communicator &group, float *in,
+                                   float *out) {
   const Collective &collective = *instruction.collective;
   const BufferInfo &input = program.buffers[instruction.args[0]];
   const BufferInfo &output = program.buffers[instruction.args[1]];
-  float *in = reinterpret_cast<float *>(arena.get() + input.offset);
-  float *out = reinterpret_cast<float *>(arena.get() + output.offset);
   bool gather = collective.kind == CollectiveKind::AllGather;
   // The local block (the input of a gather, the output of a scatter) as
   // [outer, blockDim, inner]; the loader checked the shapes.
@@ -505,10 +606,53 @@ CpuBackend::compileBlockCollective(const Program &program,
 
 std::function<void()> CpuBackend::compile(const KernelArgs &a,
                                           const Instruction &instruction) {
-  // Each call captures plain pointers and sizes by value: it outlives `a`.
   std::vector<uint8_t *> pointers;
   for (const BufferInfo *buffer : a.buffers)
     pointers.push_back(arena.get() + buffer->offset);
+  std::vector<const BufferInfo *> staged = stagedBuffers(a);
+  if (staged.empty())
+    return compileKernel(a, instruction, pointers);
+
+  // Point the kernel at fp32 copies; widen the copies of inputs before it
+  // runs and round those of outputs after.
+  struct Copy {
+    uint16_t *bf16;
+    float *f32;
+    size_t elements;
+  };
+  std::vector<Copy> widen, narrow;
+  const int inputs = lookupKernel(static_cast<uint32_t>(a.kernel))->inputs;
+  float *next = bf16Staging.data();
+  for (const BufferInfo *buffer : staged) {
+    Copy copy{reinterpret_cast<uint16_t *>(arena.get() + buffer->offset), next,
+              size_t(buffer->elements)};
+    next += buffer->elements;
+    bool read = false, written = false;
+    for (size_t i = 0; i < a.buffers.size(); ++i) {
+      if (a.buffers[i]->offset != buffer->offset)
+        continue;
+      pointers[i] = reinterpret_cast<uint8_t *>(copy.f32);
+      (int(i) < inputs ? read : written) = true;
+    }
+    if (read)
+      widen.push_back(copy);
+    if (written)
+      narrow.push_back(copy);
+  }
+  std::function<void()> kernel = compileKernel(a, instruction, pointers);
+  return [widen, narrow, kernel] {
+    for (const Copy &copy : widen)
+      cpu::widenBFloat16(copy.bf16, copy.f32, copy.elements);
+    kernel();
+    for (const Copy &copy : narrow)
+      cpu::roundToBFloat16(copy.f32, copy.bf16, copy.elements);
+  };
+}
+
+std::function<void()>
+CpuBackend::compileKernel(const KernelArgs &a, const Instruction &instruction,
+                          const std::vector<uint8_t *> &pointers) {
+  // Each call captures plain pointers and sizes by value: it outlives `a`.
   auto f = [pointers](int i) { return reinterpret_cast<float *>(pointers[i]); };
   auto i32 = [pointers](int i) {
     return reinterpret_cast<int32_t *>(pointers[i]);
@@ -676,6 +820,23 @@ std::function<void()> CpuBackend::compile(const KernelArgs &a,
       cpu::vocabParallelCrossEntropyGrad(f(0), f(1), i32(2), i32(3), f(4),
                                          f(5), f(6), a.rows, a.vocab);
     };
+  case KernelId::Cast: {
+    DType from = a.buffers[0]->dtype, to = a.buffers[1]->dtype;
+    int64_t size = a.size;
+    if (from == to) {
+      size_t bytes = a.buffers[1]->bytes;
+      return [=] { std::memcpy(pointers[1], pointers[0], bytes); };
+    }
+    if (from == DType::F32)
+      return [=] {
+        cpu::roundToBFloat16(f(0), reinterpret_cast<uint16_t *>(pointers[1]),
+                             size);
+      };
+    return [=] {
+      cpu::widenBFloat16(reinterpret_cast<const uint16_t *>(pointers[0]), f(1),
+                         size);
+    };
+  }
   case KernelId::NumKernels:
     break;
   }

@@ -44,14 +44,33 @@ private:
   void dtype(const BufferInfo &buffer, DType expected,
              const char *what) const {
     require(buffer.dtype == expected,
-            std::string(what) + " must hold " +
-                (expected == DType::F32 ? "f32" : "i32"));
+            std::string(what) + " must hold " + dtypeName(expected) +
+                ", not " + dtypeName(buffer.dtype));
   }
-  void allF32(std::initializer_list<int> inputs) const {
+  /// The listed inputs and every output hold the instruction's storage type.
+  void allFloat(std::initializer_list<int> inputs) const {
     for (int i : inputs)
-      dtype(in(i), DType::F32, "every float operand");
+      dtype(in(i), args.floatType, "every float operand");
     for (int o = 0; o < info.outputs; ++o)
-      dtype(out(o), DType::F32, "every output");
+      dtype(out(o), args.floatType, "every output");
+  }
+  /// The storage type: that of the first float buffer that is not one of
+  /// the kernel's fixed-f32 operands (loss gradients; adamw and
+  /// vocab_parallel_loss are f32 throughout).
+  DType storageType() const {
+    switch (instruction.kernel) {
+    case KernelId::AdamW:
+    case KernelId::VocabParallelLoss:
+      return DType::F32;
+    case KernelId::SoftmaxCrossEntropyGrad:
+    case KernelId::VocabParallelCrossEntropyGrad:
+      return in(1).dtype;
+    default:
+      for (const BufferInfo *buffer : args.buffers)
+        if (isFloat(buffer->dtype))
+          return buffer->dtype;
+      return DType::F32;
+    }
   }
   void rank(const BufferInfo &buffer, size_t expected,
             const char *what) const {
@@ -88,9 +107,9 @@ private:
 void Checker::attention() {
   bool isGrad = instruction.kernel == KernelId::AttentionGrad;
   int q = isGrad ? 1 : 0;
-  allF32({0, 1, 2});
+  allFloat({0, 1, 2});
   if (isGrad)
-    dtype(in(3), DType::F32, "value");
+    dtype(in(3), args.floatType, "value");
   const BufferInfo &query = in(q), &key = in(q + 1), &value = in(q + 2);
   rank(query, 3, "query");
   rank(key, 3, "key");
@@ -126,13 +145,14 @@ void Checker::attention() {
 }
 
 KernelArgs Checker::run() {
+  args.floatType = storageType();
   switch (instruction.kernel) {
   case KernelId::Embedding:
   case KernelId::EmbeddingGrad:
   case KernelId::EmbeddingGradAdd: {
     bool isGrad = instruction.kernel != KernelId::Embedding;
     if (instruction.kernel == KernelId::EmbeddingGradAdd) {
-      dtype(in(2), DType::F32, "base");
+      dtype(in(2), args.floatType, "base");
       require(in(2).shape == out(0).shape,
               "base " + shapeString(in(2)) + " and result " +
                   shapeString(out(0)) + " differ");
@@ -140,13 +160,13 @@ KernelArgs Checker::run() {
     const BufferInfo &tokens = in(isGrad ? 1 : 0);
     const BufferInfo &table = isGrad ? out(0) : in(1);
     dtype(tokens, DType::I32, "tokens");
-    dtype(table, DType::F32, "table");
+    dtype(table, args.floatType, "table");
     rank(table, 2, "table");
     args.vocab = table.shape[0];
     args.channels = table.shape[1];
     args.rows = tokens.elements;
     const BufferInfo &activation = isGrad ? in(0) : out(0);
-    dtype(activation, DType::F32, "activation");
+    dtype(activation, args.floatType, "activation");
     require(activation.elements == args.rows * args.channels,
             "activation " + shapeString(activation) + " does not hold " +
                 std::to_string(args.rows) + " rows of " +
@@ -156,7 +176,7 @@ KernelArgs Checker::run() {
   case KernelId::PositionEmbedding:
   case KernelId::PositionEmbeddingGrad: {
     bool isGrad = instruction.kernel == KernelId::PositionEmbeddingGrad;
-    allF32(isGrad ? std::initializer_list<int>{0}
+    allFloat(isGrad ? std::initializer_list<int>{0}
                   : std::initializer_list<int>{0, 1});
     const BufferInfo &x = in(0);
     const BufferInfo &table = isGrad ? out(0) : in(1);
@@ -176,7 +196,7 @@ KernelArgs Checker::run() {
   case KernelId::LayerNorm:
   case KernelId::RMSNorm: {
     bool hasBeta = instruction.kernel == KernelId::LayerNorm;
-    allF32(hasBeta ? std::initializer_list<int>{0, 1, 2}
+    allFloat(hasBeta ? std::initializer_list<int>{0, 1, 2}
                    : std::initializer_list<int>{0, 1});
     rowsAndChannels(in(0));
     vector(in(1), args.channels, "gamma");
@@ -188,7 +208,7 @@ KernelArgs Checker::run() {
   }
   case KernelId::LayerNormGrad:
   case KernelId::RMSNormGrad: {
-    allF32({0, 1, 2});
+    allFloat({0, 1, 2});
     rowsAndChannels(in(1));
     sameElements(in(0), in(1), "grad");
     vector(in(2), args.channels, "gamma");
@@ -200,7 +220,7 @@ KernelArgs Checker::run() {
   }
   case KernelId::Linear:
   case KernelId::LinearBias: {
-    allF32(instruction.kernel == KernelId::LinearBias
+    allFloat(instruction.kernel == KernelId::LinearBias
                ? std::initializer_list<int>{0, 1, 2}
                : std::initializer_list<int>{0, 1});
     rowsAndChannels(in(0));
@@ -217,7 +237,7 @@ KernelArgs Checker::run() {
     break;
   }
   case KernelId::LinearGradInput: {
-    allF32({0, 1});
+    allFloat({0, 1});
     rowsAndChannels(in(0));
     rank(in(1), 2, "weight");
     args.outFeatures = in(1).shape[0];
@@ -231,7 +251,7 @@ KernelArgs Checker::run() {
   }
   case KernelId::LinearGradWeight:
   case KernelId::LinearGradWeightBias: {
-    allF32({0, 1});
+    allFloat({0, 1});
     rowsAndChannels(in(0));
     args.outFeatures = args.channels;
     require(!in(1).shape.empty() && in(1).shape.back() > 0,
@@ -255,10 +275,10 @@ KernelArgs Checker::run() {
   case KernelId::Scale:
   case KernelId::Copy: {
     std::initializer_list<int> none = {};
-    allF32(none);
+    allFloat(none);
     args.size = out(0).elements;
     for (int i = 0; i < info.inputs; ++i) {
-      dtype(in(i), DType::F32, "every operand");
+      dtype(in(i), args.floatType, "every operand");
       sameElements(in(i), out(0), "operand");
     }
     for (int o = 1; o < info.outputs; ++o)
@@ -275,7 +295,7 @@ KernelArgs Checker::run() {
     int logitsIndex = isGrad ? 1 : 0;
     const BufferInfo &logits = in(logitsIndex);
     const BufferInfo &targets = in(logitsIndex + 1);
-    dtype(logits, DType::F32, "logits");
+    dtype(logits, args.floatType, "logits");
     dtype(targets, DType::I32, "targets");
     rowsAndChannels(logits);
     args.vocab = args.channels;
@@ -293,7 +313,7 @@ KernelArgs Checker::run() {
     break;
   }
   case KernelId::AdamW: {
-    allF32({0, 1, 2, 3, 5});
+    allFloat({0, 1, 2, 3, 5});
     dtype(in(4), DType::I32, "step");
     require(in(4).elements == 1 && in(5).elements == 1,
             "step and learning rate must be scalars");
@@ -307,6 +327,13 @@ KernelArgs Checker::run() {
   case KernelId::Fill:
     args.size = out(0).elements;
     break;
+  case KernelId::Cast:
+    require(isFloat(in(0).dtype) && isFloat(out(0).dtype),
+            std::string("cast converts between f32 and bf16, not ") +
+                dtypeName(in(0).dtype) + " to " + dtypeName(out(0).dtype));
+    sameElements(in(0), out(0), "result");
+    args.size = out(0).elements;
+    break;
   case KernelId::AddI32:
     for (int i : {0, 1})
       dtype(in(i), DType::I32, "operand");
@@ -316,8 +343,7 @@ KernelArgs Checker::run() {
     args.size = out(0).elements;
     break;
   case KernelId::SliceBlock: {
-    // Moves 32-bit words: floats or token ids.
-    dtype(in(0), in(0).dtype == DType::I32 ? DType::I32 : DType::F32, "input");
+    // Moves elements of any type: floats or token ids.
     dtype(in(1), DType::I32, "index");
     dtype(out(0), in(0).dtype, "result");
     require(in(1).elements == 1 && in(1).shape.empty(),
@@ -357,9 +383,9 @@ KernelArgs Checker::run() {
     dtype(in(2), DType::I32, "shard");
     require(in(2).elements == 1,
             "shard " + shapeString(in(2)) + " must be a scalar");
-    dtype(table, DType::F32, "table");
+    dtype(table, args.floatType, "table");
     rank(table, 2, "table");
-    dtype(activation, DType::F32, "activation");
+    dtype(activation, args.floatType, "activation");
     args.vocab = table.shape[0];
     args.channels = table.shape[1];
     args.rows = tokens.elements;
@@ -377,7 +403,7 @@ KernelArgs Checker::run() {
     bool isGrad =
         instruction.kernel == KernelId::VocabParallelCrossEntropyGrad;
     const BufferInfo &logits = in(isGrad ? 1 : 0);
-    dtype(logits, DType::F32, "logits");
+    dtype(logits, args.floatType, "logits");
     rowsAndChannels(logits);
     args.vocab = args.channels;
     auto perRow = [&](const BufferInfo &buffer, const std::string &what) {
@@ -409,13 +435,13 @@ KernelArgs Checker::run() {
       targetsAndShard(2, 3);
       perRow(in(4), "max");
       perRow(in(5), "sum_exp");
-      dtype(out(0), DType::F32, "logits gradient");
+      dtype(out(0), args.floatType, "logits gradient");
       sameElements(logits, out(0), "logits gradient");
     }
     break;
   }
   case KernelId::VocabParallelLoss:
-    allF32({0, 1, 2});
+    allFloat({0, 1, 2});
     args.rows = in(0).elements;
     sameElements(in(1), in(0), "sum_exp and max");
     sameElements(in(2), in(0), "target logit and max");

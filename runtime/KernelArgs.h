@@ -18,6 +18,10 @@ struct KernelArgs {
   KernelId kernel;
   /// The instruction's buffers: inputs, then outputs.
   std::vector<const BufferInfo *> buffers;
+  /// The storage type (F32 or BF16) of the activation operands. Always F32
+  /// whatever it is: losses and loss gradients, the vocabulary-parallel
+  /// per-row statistics, and every adamw operand.
+  DType floatType = DType::F32;
 
   /// Rows (product of leading dimensions) and the last dimension.
   int64_t rows = 0, channels = 0;

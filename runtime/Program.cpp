@@ -21,6 +21,11 @@ const char *roleName(Role role) {
   return names[static_cast<int>(role)];
 }
 
+const char *dtypeName(DType dtype) {
+  static const char *names[] = {"f32", "i32", "bf16"};
+  return names[static_cast<int>(dtype)];
+}
+
 const char *collectiveKindName(CollectiveKind kind) {
   static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter"};
   return names[static_cast<int>(kind)];
@@ -94,7 +99,8 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-/// An AllGather or ReduceScatter: [input, output], f32, disjoint, and the
+/// An AllGather or ReduceScatter: [input, output], f32 or bf16 (an
+/// all-gather also i32), of one type, disjoint, and the
 /// output is the input with `dim` multiplied (gather) or divided (scatter)
 /// by the group's size, so the backend's block copies stay inside both.
 void checkBlockCollective(const Collective &collective,
@@ -107,12 +113,13 @@ void checkBlockCollective(const Collective &collective,
     if (arg >= program.buffers.size())
       fail(origin, what + " refers to buffer #" + std::to_string(arg) +
                        " of " + std::to_string(program.buffers.size()));
-    // A gather moves 32-bit words (token ids too); a reduction adds floats.
+    // A gather moves words (token ids too); a reduction adds floats.
     bool words = collective.kind == CollectiveKind::AllGather &&
                  program.buffers[arg].dtype == DType::I32;
-    if (program.buffers[arg].dtype != DType::F32 && !words)
+    if (!isFloat(program.buffers[arg].dtype) && !words)
       fail(origin, what + " uses buffer #" + std::to_string(arg) + " ('" +
-                       program.buffers[arg].name + "'), which is not f32");
+                       program.buffers[arg].name +
+                       "'), which is neither f32 nor bf16");
   }
   if (program.buffers[decoded.args[0]].dtype !=
       program.buffers[decoded.args[1]].dtype)
@@ -273,9 +280,11 @@ Collective readCollective(const ptp::Collective &collective,
       fail(origin, what + " refers to buffer #" + std::to_string(arg) +
                        " of " + std::to_string(program.buffers.size()));
     const BufferInfo &buffer = program.buffers[arg];
-    if (buffer.dtype != DType::F32)
+    if (!isFloat(buffer.dtype))
       fail(origin, what + " reduces buffer #" + std::to_string(arg) + " ('" +
-                       buffer.name + "'), which is not f32");
+                       buffer.name + "'), which is neither f32 nor bf16");
+    if (buffer.dtype != program.buffers[decoded.args[0]].dtype)
+      fail(origin, what + " mixes f32 and bf16 buffers in one bucket");
     buffers.push_back(&buffer);
   }
   // Each buffer is reduced once: no index twice, no two sharing bytes.
@@ -355,20 +364,21 @@ Program Program::parse(const uint8_t *data, size_t size,
     if (buffer->name())
       info.name = buffer->name()->str();
     auto dtype = static_cast<uint8_t>(buffer->dtype());
-    if (dtype > static_cast<uint8_t>(DType::I32))
+    if (dtype > static_cast<uint8_t>(DType::BF16))
       fail(origin, where + " has an unknown dtype " + std::to_string(dtype));
     info.dtype = static_cast<DType>(dtype);
     int64_t elements = 1;
     for (int64_t dim : readLongs(buffer->shape())) {
-        if (dim < 0 || (dim > 0 && elements > std::numeric_limits<int64_t>::max() / 4 / dim))
+        if (dim < 0 ||
+            (dim > 0 && elements > std::numeric_limits<int64_t>::max() / 4 / dim))
           fail(origin, where + " has an invalid shape");
         info.shape.push_back(dim);
         elements *= dim;
       }
     info.elements = elements;
-    info.bytes = static_cast<uint64_t>(elements) * 4;
+    info.bytes = static_cast<uint64_t>(elements) * dtypeBytes(info.dtype);
     info.offset = buffer->offset();
-    if (info.offset % 4 != 0 || info.offset > program.arenaBytes ||
+    if (info.offset % dtypeBytes(info.dtype) != 0 || info.offset > program.arenaBytes ||
         info.bytes > program.arenaBytes - info.offset)
       fail(origin, where + " [" + std::to_string(info.offset) + ", +" +
                        std::to_string(info.bytes) +

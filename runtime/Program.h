@@ -30,7 +30,16 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-enum class DType : uint8_t { F32, I32 };
+/// Mirrors ptp::DType. BF16 (bfloat16, the upper half of an fp32) holds the
+/// activations of mixed-precision programs; state is always F32.
+enum class DType : uint8_t { F32, I32, BF16 };
+
+/// Bytes per element: 4, 4, 2.
+inline uint64_t dtypeBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
+/// "f32", "i32", "bf16".
+const char *dtypeName(DType dtype);
+/// F32 or BF16.
+inline bool isFloat(DType dtype) { return dtype != DType::I32; }
 
 /// Mirrors ptp::Role (runtime/program/Program.fbs).
 enum class Role : uint8_t {

@@ -74,13 +74,19 @@ LogicalResult AllReduceOp::verify() {
     return emitOpError("must reduce at least one buffer");
   for (auto [index, buffer] : llvm::enumerate(buffers)) {
     auto type = cast<MemRefType>(buffer.getType());
-    // The runtime reduces f32 arena buffers as flat arrays (NCCL / MPI on
-    // the whole byte range), so a strided view would reduce the wrong bytes.
-    if (!type.getElementType().isF32() || !type.hasStaticShape() ||
+    // The runtime reduces f32 / bf16 arena buffers as flat arrays (NCCL /
+    // MPI on the whole byte range), so a strided view would reduce the wrong
+    // bytes.
+    Type element = type.getElementType();
+    if (!(element.isF32() || element.isBF16()) || !type.hasStaticShape() ||
         !type.getLayout().isIdentity())
       return emitOpError() << "buffer #" << index << " " << type
-                           << " must be f32 with a static shape and the "
-                              "identity layout";
+                           << " must be f32 or bf16 with a static shape and "
+                              "the identity layout";
+    if (element != cast<MemRefType>(buffers[0].getType()).getElementType())
+      return emitOpError() << "buffer #" << index << " " << type
+                           << " has another element type than buffer #0 (a "
+                              "bucket is reduced as one array)";
     // Reducing one buffer twice in a bucket would add it to itself.
     for (unsigned j = 0; j < index; ++j)
       if (buffers[j] == buffer)
@@ -138,14 +144,15 @@ LogicalResult verifyBlockCollective(Operation *op, Value input, Value output,
     auto type = cast<MemRefType>(value.getType());
     // The runtime moves whole arena buffers (and blocks of them), not
     // strided views.
-    // A gather moves 32-bit words (token ids too); a reduction adds floats.
-    bool words = isa<AllGatherOp>(op) && type.getElementType().isInteger(32);
-    if ((!type.getElementType().isF32() && !words) ||
+    // A gather moves elements (token ids too); a reduction adds floats.
+    Type element = type.getElementType();
+    bool words = isa<AllGatherOp>(op) && element.isInteger(32);
+    if ((!element.isF32() && !element.isBF16() && !words) ||
         !type.hasStaticShape() || !type.getLayout().isIdentity())
       return op->emitOpError() << what << " " << type
-                               << " must be f32 (or i32 for an all_gather) "
-                                  "with a static shape and the identity "
-                                  "layout";
+                               << " must be f32 or bf16 (or i32 for an "
+                                  "all_gather) with a static shape and the "
+                                  "identity layout";
   }
   if (cast<MemRefType>(input.getType()).getElementType() !=
       cast<MemRefType>(output.getType()).getElementType())

@@ -124,6 +124,15 @@ Grads SwigluOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
   return grads;
 }
 
+Grads CastOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                            ArrayRef<bool> needOperandGrad) {
+  SmallVector<Value> grads = noGrads(*this);
+  if (resultGrads[0] && needOperandGrad[0])
+    grads[0] = CastOp::create(builder, getLoc(), getInput().getType(),
+                              resultGrads[0]);
+  return grads;
+}
+
 Grads AddOp::buildBackward(OpBuilder &, ValueRange resultGrads,
                            ArrayRef<bool> needOperandGrad) {
   SmallVector<Value> grads = noGrads(*this);

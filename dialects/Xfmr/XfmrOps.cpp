@@ -358,6 +358,19 @@ LogicalResult SwigluGradOp::verify() {
   return expectSameType(*this, "up_grad", getUpGrad(), "the gate", getGate());
 }
 
+LogicalResult CastOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  RankedTensorType input = tensorType(getInput());
+  if (failed(expectType(*this, "result", getType(), input.getShape(),
+                        getType().getElementType(), "the input's shape")))
+    return failure();
+  if (getType().getElementType() == input.getElementType())
+    return emitOpError() << "casts " << input.getElementType()
+                         << " to itself; remove it";
+  return success();
+}
+
 LogicalResult AddOp::verify() {
   if (failed(verifyStaticShapes(*this)) ||
       failed(expectSameType(*this, "rhs", getRhs(), "lhs", getLhs())))
@@ -534,7 +547,7 @@ LogicalResult AdamWOp::verify() {
 
 // The local table / logits have Vl rows / columns: every check is the one
 // of the unsharded op with V replaced by Vl, plus the shard's per-position
-// statistics ([B, T] of the logits' element type).
+// statistics ([B, T] f32, whatever the logits' element type).
 
 LogicalResult VocabParallelEmbeddingOp::verify() {
   if (failed(verifyStaticShapes(*this)) ||
@@ -567,14 +580,14 @@ LogicalResult VocabParallelEmbeddingGradOp::verify() {
                     "C of the gradient");
 }
 
-/// `what` is a per-position statistic of `logits` [B, T, Vl]: [B, T] of the
-/// logits' element type.
+/// `what` is a per-position statistic of `logits` [B, T, Vl]: [B, T] f32.
 static LogicalResult expectPerPosition(Operation *op, StringRef what,
                                        Value value, Value logits) {
   RankedTensorType logitsType = tensorType(logits);
   return expectType(op, what, value.getType(),
                     logitsType.getShape().take_front(2),
-                    logitsType.getElementType(), "[B, T] of the logits");
+                    Float32Type::get(op->getContext()),
+                    "[B, T] of the logits, f32");
 }
 
 LogicalResult VocabParallelMaxOp::verify() {

@@ -426,6 +426,27 @@ def Xfmr_SwigluGradOp : Xfmr_BackwardOp<"swiglu_grad"> {
   let results = (outs Xfmr_FloatTensor:$gate_grad, Xfmr_FloatTensor:$up_grad);
 }
 
+def Xfmr_CastOp : Xfmr_ForwardOp<"cast"> {
+  let summary = "converts a tensor's element type (mixed precision)";
+  let description = [{
+    `result = input` in the result's element type; narrowing rounds to
+    nearest, ties to even. `--xfmr-mixed-precision` casts each fp32
+    parameter to bf16 at every use; the backward of a cast is the cast
+    back, which makes the parameters' gradients fp32 again for the optimizer.
+
+    Example:
+    ```mlir
+    %w16 = xfmr.cast %w : (tensor<256x64xf32>) -> tensor<256x64xbf16>
+    ```
+
+    Constraints:
+    - the input and the result have one shape;
+    - their element types differ (a cast to the same type is a no-op).
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$input);
+  let results = (outs Xfmr_FloatTensor:$result);
+}
+
 def Xfmr_AddOp : Xfmr_ForwardOp<"add", [Commutative]> {
   let summary = "elementwise sum (residual connections, gradient fan-in)";
   let description = [{

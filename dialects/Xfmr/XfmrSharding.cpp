@@ -282,6 +282,12 @@ ShardingRule SwigluOp::getShardingRule() {
 ShardingRule SwigluGradOp::getShardingRule() {
   return elementwise(getGate(), getOperation()->getOperands(), 2);
 }
+// Linear: a partial sum may pass through (so a gradient's all-reduce can
+// run after the cast back to fp32, in fp32).
+ShardingRule CastOp::getShardingRule() {
+  return elementwise(getInput(), getOperation()->getOperands(), 1,
+                     /*linear=*/true);
+}
 ShardingRule AddOp::getShardingRule() {
   return elementwise(getLhs(), getOperation()->getOperands(), 1,
                      /*linear=*/true);
@@ -532,9 +538,11 @@ struct VocabStatistics {
 VocabStatistics vocabStatistics(OpBuilder &builder, Location loc,
                                 Value logits, int vocabFactor,
                                 LocalPartition &partition) {
+  // The statistics stay fp32 whatever the logits' type (a bf16 sum of
+  // exponentials would lose the loss's precision).
   auto type = cast<RankedTensorType>(logits.getType());
   auto rows = RankedTensorType::get(type.getShape().drop_back(),
-                                    type.getElementType());
+                                    builder.getF32Type());
   Value localMax = VocabParallelMaxOp::create(builder, loc, rows, logits);
   Value max = partition.allReduce(builder, localMax, vocabFactor, true);
   Value localSum =

@@ -188,6 +188,17 @@ void adamw(const float *param, const float *grad, const float *moment1,
            const AdamWConfig &config);
 
 //===----------------------------------------------------------------------===//
+// bf16 storage (runtime/cpu/BFloat16.cpp): a bf16 is the upper 16 bits of an
+// fp32, held as std::uint16_t
+//===----------------------------------------------------------------------===//
+
+/// result[i] = input[i] rounded to bf16, to nearest with ties to even; NaNs
+/// stay NaN.
+void roundToBFloat16(const float *input, std::uint16_t *result, Index size);
+/// result[i] = input[i] as fp32 (exact).
+void widenBFloat16(const std::uint16_t *input, float *result, Index size);
+
+//===----------------------------------------------------------------------===//
 // Blocks along one dimension: a tensor viewed as [outer, blocks * blockDim,
 // inner] (runtime/cpu/Blocks.cpp)
 //===----------------------------------------------------------------------===//

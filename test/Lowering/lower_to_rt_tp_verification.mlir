@@ -4,10 +4,10 @@
 // dist.reduce_scatter and dist.all_slice (LowerToRt.cpp).
 
 dist.mesh @mesh axes = [dp = 2, tp = 2]
-func.func @gather_bf16(%x: tensor<4x8xbf16> {xfmr.param = "x"})
+func.func @gather_f16(%x: tensor<4x8xf16> {xfmr.param = "x"})
     -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {optimizer = "none"}} {
-  // expected-error @+1 {{'dist.all_gather' op moves 'tensor<4x8xbf16>', but the runtime's all_gather moves f32 and i32 buffers only}}
-  %g = dist.all_gather %x on @mesh axes [tp] dim = 1 : tensor<4x8xbf16> -> tensor<4x16xbf16>
+  // expected-error @+1 {{'dist.all_gather' op moves 'tensor<4x8xf16>', but the runtime's all_gather moves f32, bf16 and i32 buffers only}}
+  %g = dist.all_gather %x on @mesh axes [tp] dim = 1 : tensor<4x8xf16> -> tensor<4x16xf16>
   %loss = arith.constant dense<0.0> : tensor<f32>
   return %loss : tensor<f32>
 }
@@ -26,10 +26,10 @@ func.func @scatter_axes_order(%x: tensor<8x8xf32> {xfmr.param = "x"})
 // -----
 
 dist.mesh @mesh axes = [dp = 2, tp = 2]
-func.func @slice_bf16(%t: tensor<4x8xbf16> {xfmr.input = "tokens"})
+func.func @slice_f16(%t: tensor<4x8xf16> {xfmr.input = "tokens"})
     -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {optimizer = "none"}} {
-  // expected-error @+1 {{'dist.all_slice' op slices 'tensor<4x8xbf16>', but the runtime's slice_block slices f32 and i32 buffers only}}
-  %s = dist.all_slice %t on @mesh axes [tp] dim = 0 : tensor<4x8xbf16> -> tensor<2x8xbf16>
+  // expected-error @+1 {{'dist.all_slice' op slices 'tensor<4x8xf16>', but the runtime's slice_block slices f32, bf16 and i32 buffers only}}
+  %s = dist.all_slice %t on @mesh axes [tp] dim = 0 : tensor<4x8xf16> -> tensor<2x8xf16>
   %loss = arith.constant dense<0.0> : tensor<f32>
   return %loss : tensor<f32>
 }

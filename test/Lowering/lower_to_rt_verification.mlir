@@ -118,7 +118,7 @@ func.func @op_without_kernel(%w: tensor<4xf32> {xfmr.param = "w"})
 dist.mesh @m axes = [dp = 2]
 func.func @all_reduce_i32(%w: tensor<4xf32> {xfmr.param = "w"}, %t: tensor<2x3xi32> {xfmr.input = "tokens"})
     -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {}} {
-  // expected-error @+1 {{'dist.all_reduce' op reduces 'tensor<2x3xi32>', but the runtime reduces f32 buffers only}}
+  // expected-error @+1 {{'dist.all_reduce' op reduces 'tensor<2x3xi32>', but the runtime reduces f32 and bf16 buffers only}}
   %w2, %t2 = dist.all_reduce %w, %t on @m axes [dp] reduce = sum : tensor<4xf32>, tensor<2x3xi32>
   %loss = arith.constant dense<0.0> : tensor<f32>
   return %loss : tensor<f32>

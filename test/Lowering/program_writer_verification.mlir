@@ -65,8 +65,8 @@ func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 :
 
 func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 : i64} {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'memref.view' op buffer element type 'bf16' is not supported by the runtime (f32, i32)}}
-  %w = memref.view %arena[%c0][] : memref<128xi8> to memref<4xbf16>
+  // expected-error @+1 {{'memref.view' op buffer element type 'f16' is not supported by the runtime (f32, bf16, i32)}}
+  %w = memref.view %arena[%c0][] : memref<128xi8> to memref<4xf16>
   return
 }
 

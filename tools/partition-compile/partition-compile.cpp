@@ -5,6 +5,7 @@
 //   partition-compile model.mlir -o model.ptp --plan plan.json
 //
 // The whole pipeline in one call: --dist-apply-plan (with --plan),
+// --xfmr-mixed-precision (when the plan says "precision": "bf16"),
 // --xfmr-train-step (with an eval step), --lower-to-rt, --lower-memory-plan,
 // then the .ptp writer.
 //
@@ -153,6 +154,7 @@ int main(int argc, char **argv) {
 
   int64_t stepMicrobatches = microbatches;
   bool partitioned = false;
+  bool bf16 = false;
   if (!(bucketMb > 0))
     return fail("--bucket-mb must be positive");
   if (!planFile.empty()) {
@@ -167,6 +169,7 @@ int main(int argc, char **argv) {
     if (!missing.empty())
       return fail(missing);
     partitioned = meshSize(plan, "dp") > 1 || meshSize(plan, "tp") > 1;
+    bf16 = plan.getAs<StringAttr>("precision").getValue() == "bf16";
     if (microbatches.getNumOccurrences() == 0)
       stepMicrobatches = plan.getAs<DictionaryAttr>("pipeline")
                              .getAs<IntegerAttr>("microbatches")
@@ -174,6 +177,8 @@ int main(int argc, char **argv) {
   }
 
   PassManager pm(&context);
+  if (bf16)
+    pm.addPass(partition::createMixedPrecisionPass());
   partition::TrainStepPassOptions step;
   step.microbatches = stepMicrobatches;
   step.optimizer = optimizer;

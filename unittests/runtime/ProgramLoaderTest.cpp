@@ -158,7 +158,13 @@ TEST(ProgramLoader, RejectsBadCollectives) {
   EXPECT_EQ(broken([](Program &, Instruction &i) {
               i.args = {0, 3};
             }),
-            what + "reduces buffer #3 ('tokens'), which is not f32");
+            what + "reduces buffer #3 ('tokens'), which is neither f32 nor "
+                   "bf16");
+  // A bucket is reduced as one array of one type.
+  EXPECT_EQ(broken([](Program &p, Instruction &) {
+              p.buffers[1].dtype = runtime::DType::BF16;
+            }),
+            what + "mixes f32 and bf16 buffers in one bucket");
   EXPECT_EQ(broken([](Program &, Instruction &i) {
               i.args = {1, 0, 1};
             }),

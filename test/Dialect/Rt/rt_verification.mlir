@@ -344,7 +344,7 @@ func.func @all_reduce_no_buffers() {
 
 dist.mesh @m axes = [dp = 2]
 func.func @all_reduce_i32(%x: memref<4xf32>, %s: memref<i32>) {
-  // expected-error @+1 {{'rt.all_reduce' op buffer #1 'memref<i32>' must be f32 with a static shape and the identity layout}}
+  // expected-error @+1 {{'rt.all_reduce' op buffer #1 'memref<i32>' must be f32 or bf16 with a static shape and the identity layout}}
   rt.all_reduce %x, %s on @m axes [dp] reduce = sum label = "step" : memref<4xf32>, memref<i32>
   return
 }
@@ -353,7 +353,7 @@ func.func @all_reduce_i32(%x: memref<4xf32>, %s: memref<i32>) {
 
 dist.mesh @m axes = [dp = 2]
 func.func @all_reduce_dynamic(%x: memref<?x8xf32>) {
-  // expected-error @+1 {{'rt.all_reduce' op buffer #0 'memref<?x8xf32>' must be f32 with a static shape and the identity layout}}
+  // expected-error @+1 {{'rt.all_reduce' op buffer #0 'memref<?x8xf32>' must be f32 or bf16 with a static shape and the identity layout}}
   rt.all_reduce %x on @m axes [dp] reduce = sum label = "g" : memref<?x8xf32>
   return
 }
@@ -364,7 +364,7 @@ func.func @all_reduce_dynamic(%x: memref<?x8xf32>) {
 dist.mesh @m axes = [dp = 2]
 func.func @all_reduce_strided(%x: memref<4x8xf32>) {
   %row = memref.subview %x[1, 0] [1, 8] [1, 1] : memref<4x8xf32> to memref<1x8xf32, strided<[8, 1], offset: 8>>
-  // expected-error @+1 {{'rt.all_reduce' op buffer #0 'memref<1x8xf32, strided<[8, 1], offset: 8>>' must be f32 with a static shape and the identity layout}}
+  // expected-error @+1 {{'rt.all_reduce' op buffer #0 'memref<1x8xf32, strided<[8, 1], offset: 8>>' must be f32 or bf16 with a static shape and the identity layout}}
   rt.all_reduce %row on @m axes [dp] reduce = sum label = "g" : memref<1x8xf32, strided<[8, 1], offset: 8>>
   return
 }

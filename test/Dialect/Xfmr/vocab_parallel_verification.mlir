@@ -146,7 +146,7 @@ func.func @vpm_logits_rank(%l: tensor<8x16xf32>) -> tensor<2x4xf32> {
 // -----
 
 func.func @vpm_result_shape(%l: tensor<2x4x16xf32>) -> tensor<2x4x1xf32> {
-  // expected-error @+1 {{'xfmr.vocab_parallel_max' op result must be 'tensor<2x4xf32>' ([B, T] of the logits), but is 'tensor<2x4x1xf32>'}}
+  // expected-error @+1 {{'xfmr.vocab_parallel_max' op result must be 'tensor<2x4xf32>' ([B, T] of the logits, f32), but is 'tensor<2x4x1xf32>'}}
   %m = xfmr.vocab_parallel_max %l : (tensor<2x4x16xf32>) -> tensor<2x4x1xf32>
   return %m : tensor<2x4x1xf32>
 }
@@ -154,7 +154,7 @@ func.func @vpm_result_shape(%l: tensor<2x4x16xf32>) -> tensor<2x4x1xf32> {
 // -----
 
 func.func @vpm_result_element(%l: tensor<2x4x16xf32>) -> tensor<2x4xbf16> {
-  // expected-error @+1 {{'xfmr.vocab_parallel_max' op result must be 'tensor<2x4xf32>' ([B, T] of the logits), but is 'tensor<2x4xbf16>'}}
+  // expected-error @+1 {{'xfmr.vocab_parallel_max' op result must be 'tensor<2x4xf32>' ([B, T] of the logits, f32), but is 'tensor<2x4xbf16>'}}
   %m = xfmr.vocab_parallel_max %l : (tensor<2x4x16xf32>) -> tensor<2x4xbf16>
   return %m : tensor<2x4xbf16>
 }
@@ -190,7 +190,7 @@ func.func @vpt_shard(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %s: tensor<2xi
 // -----
 
 func.func @vpt_result(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %s: tensor<i32>) -> tensor<2x5xf32> {
-  // expected-error @+1 {{'xfmr.vocab_parallel_target_logit' op result must be 'tensor<2x4xf32>' ([B, T] of the logits), but is 'tensor<2x5xf32>'}}
+  // expected-error @+1 {{'xfmr.vocab_parallel_target_logit' op result must be 'tensor<2x4xf32>' ([B, T] of the logits, f32), but is 'tensor<2x5xf32>'}}
   %r = xfmr.vocab_parallel_target_logit %l, %t, %s : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<i32>) -> tensor<2x5xf32>
   return %r : tensor<2x5xf32>
 }
@@ -210,7 +210,7 @@ func.func @vps_logits_rank(%l: tensor<2x4xf32>, %m: tensor<2x4xf32>) -> tensor<2
 // -----
 
 func.func @vps_max(%l: tensor<2x4x16xf32>, %m: tensor<2x3xf32>) -> tensor<2x4xf32> {
-  // expected-error @+1 {{'xfmr.vocab_parallel_sum_exp' op max must be 'tensor<2x4xf32>' ([B, T] of the logits), but is 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{'xfmr.vocab_parallel_sum_exp' op max must be 'tensor<2x4xf32>' ([B, T] of the logits, f32), but is 'tensor<2x3xf32>'}}
   %r = xfmr.vocab_parallel_sum_exp %l, %m : (tensor<2x4x16xf32>, tensor<2x3xf32>) -> tensor<2x4xf32>
   return %r : tensor<2x4xf32>
 }
@@ -218,7 +218,7 @@ func.func @vps_max(%l: tensor<2x4x16xf32>, %m: tensor<2x3xf32>) -> tensor<2x4xf3
 // -----
 
 func.func @vps_result(%l: tensor<2x4x16xf32>, %m: tensor<2x4xf32>) -> tensor<2x4x16xf32> {
-  // expected-error @+1 {{'xfmr.vocab_parallel_sum_exp' op result must be 'tensor<2x4xf32>' ([B, T] of the logits), but is 'tensor<2x4x16xf32>'}}
+  // expected-error @+1 {{'xfmr.vocab_parallel_sum_exp' op result must be 'tensor<2x4xf32>' ([B, T] of the logits, f32), but is 'tensor<2x4x16xf32>'}}
   %r = xfmr.vocab_parallel_sum_exp %l, %m : (tensor<2x4x16xf32>, tensor<2x4xf32>) -> tensor<2x4x16xf32>
   return %r : tensor<2x4x16xf32>
 }
@@ -306,7 +306,7 @@ func.func @vpceg_shard(%dl: tensor<f32>, %l: tensor<2x4x16xf32>, %t: tensor<2x4x
 // -----
 
 func.func @vpceg_max(%dl: tensor<f32>, %l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %sh: tensor<i32>, %m: tensor<4x2xf32>, %s: tensor<2x4xf32>) -> tensor<2x4x16xf32> {
-  // expected-error @+1 {{'xfmr.vocab_parallel_cross_entropy_grad' op max must be 'tensor<2x4xf32>' ([B, T] of the logits), but is 'tensor<4x2xf32>'}}
+  // expected-error @+1 {{'xfmr.vocab_parallel_cross_entropy_grad' op max must be 'tensor<2x4xf32>' ([B, T] of the logits, f32), but is 'tensor<4x2xf32>'}}
   %g = xfmr.vocab_parallel_cross_entropy_grad %dl, %l, %t, %sh, %m, %s : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<i32>, tensor<4x2xf32>, tensor<2x4xf32>) -> tensor<2x4x16xf32>
   return %g : tensor<2x4x16xf32>
 }
@@ -314,7 +314,7 @@ func.func @vpceg_max(%dl: tensor<f32>, %l: tensor<2x4x16xf32>, %t: tensor<2x4xi3
 // -----
 
 func.func @vpceg_sum_exp(%dl: tensor<f32>, %l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %sh: tensor<i32>, %m: tensor<2x4xf32>, %s: tensor<2x4xf16>) -> tensor<2x4x16xf32> {
-  // expected-error @+1 {{'xfmr.vocab_parallel_cross_entropy_grad' op sum_exp must be 'tensor<2x4xf32>' ([B, T] of the logits), but is 'tensor<2x4xf16>'}}
+  // expected-error @+1 {{'xfmr.vocab_parallel_cross_entropy_grad' op sum_exp must be 'tensor<2x4xf32>' ([B, T] of the logits, f32), but is 'tensor<2x4xf16>'}}
   %g = xfmr.vocab_parallel_cross_entropy_grad %dl, %l, %t, %sh, %m, %s : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<i32>, tensor<2x4xf32>, tensor<2x4xf16>) -> tensor<2x4x16xf32>
   return %g : tensor<2x4x16xf32>
 }

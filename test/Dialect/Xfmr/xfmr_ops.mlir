@@ -214,6 +214,19 @@ func.func @swiglu_grad(%dh: tensor<2x4x12xf32>, %g: tensor<2x4x12xf32>, %u: tens
 
 // -----
 
+// CHECK-LABEL: func.func @cast
+// CHECK-SAME:    (%[[W:.*]]: tensor<16x8xf32>)
+func.func @cast(%w: tensor<16x8xf32>) -> tensor<16x8xf32> {
+  // CHECK: %[[H:.*]] = xfmr.cast %[[W]] : (tensor<16x8xf32>) -> tensor<16x8xbf16>
+  %h = xfmr.cast %w : (tensor<16x8xf32>) -> tensor<16x8xbf16>
+  // CHECK: %[[F:.*]] = xfmr.cast %[[H]] : (tensor<16x8xbf16>) -> tensor<16x8xf32>
+  %f = xfmr.cast %h : (tensor<16x8xbf16>) -> tensor<16x8xf32>
+  // CHECK: return %[[F]]
+  return %f : tensor<16x8xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @add
 // CHECK-SAME:    (%[[A:.*]]: tensor<2x4x8xf32>, %[[B:.*]]: tensor<2x4x8xf32>)
 func.func @add(%a: tensor<2x4x8xf32>, %b: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {

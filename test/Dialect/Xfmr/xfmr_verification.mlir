@@ -1278,3 +1278,29 @@ func.func @model_not_dictionary() attributes {xfmr.model = "gpt2"} {
 func.func @train_step_not_dictionary() attributes {xfmr.train_step = [0.9 : f32, 0.95 : f32]} {
   return
 }
+
+// -----
+
+// xfmr.cast
+
+func.func @cast_shape(%w: tensor<16x8xf32>) -> tensor<8x16xbf16> {
+  // expected-error @+1 {{'xfmr.cast' op result must be 'tensor<16x8xbf16>' (the input's shape), but is 'tensor<8x16xbf16>'}}
+  %h = xfmr.cast %w : (tensor<16x8xf32>) -> tensor<8x16xbf16>
+  return %h : tensor<8x16xbf16>
+}
+
+// -----
+
+func.func @cast_same_type(%w: tensor<16x8xf32>) -> tensor<16x8xf32> {
+  // expected-error @+1 {{'xfmr.cast' op casts 'f32' to itself; remove it}}
+  %h = xfmr.cast %w : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %h : tensor<16x8xf32>
+}
+
+// -----
+
+func.func @cast_integer(%t: tensor<16x8xi32>) -> tensor<16x8xbf16> {
+  // expected-error @+1 {{'xfmr.cast' op operand #0 must be ranked tensor of floating-point values}}
+  %h = xfmr.cast %t : (tensor<16x8xi32>) -> tensor<16x8xbf16>
+  return %h : tensor<16x8xbf16>
+}

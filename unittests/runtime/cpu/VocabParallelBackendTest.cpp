@@ -207,7 +207,7 @@ TEST(VocabParallelBackend, RejectsShapesThatDisagree) {
               p.functions[0].instructions[0].args[2] = Loss; // f32 shard
             }),
             "train_step instruction #0 (vocab_parallel_embedding): shard "
-            "must hold i32");
+            "must hold i32, not f32");
   EXPECT_EQ(rejection([](Program &p) {
               p.functions[0].instructions[1].args[2] = Tokens; // [2,3] shard
             }),
