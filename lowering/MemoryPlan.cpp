@@ -65,6 +65,10 @@ bool writesGradient(KernelOp kernel, Value output) {
   // layernorm_grad / rmsnorm_grad: every output but the input gradient.
   if (name == "layernorm_grad" || name == "rmsnorm_grad")
     return output != kernel.getOutputs().front();
+  // Mixed precision: a cast to f32 is the backward of a parameter's cast,
+  // a parameter gradient (the forward casts go the other way).
+  if (name == "cast")
+    return cast<MemRefType>(output.getType()).getElementType().isF32();
   return false;
 }
 
