@@ -28,6 +28,18 @@ ncclRedOp_t ncclOp(ReduceOp op) {
   return ncclSum;
 }
 
+ncclDataType_t ncclType(DataType type) {
+  switch (type) {
+  case DataType::F32:
+    return ncclFloat32;
+  case DataType::BF16:
+    return ncclBfloat16;
+  case DataType::I32:
+    return ncclInt32;
+  }
+  return ncclFloat32;
+}
+
 // Prints "%g" without a trailing ".0": 300 -> "300", 2.5 -> "2.5".
 std::string formatSeconds(double seconds) {
   char buffer[32];
@@ -71,6 +83,20 @@ static_assert(sizeof(ncclUniqueId) % sizeof(float) == 0,
               "ncclUniqueId must be a whole number of floats");
 
 } // namespace
+
+size_t dataTypeBytes(DataType type) { return type == DataType::BF16 ? 2 : 4; }
+
+const char *dataTypeName(DataType type) {
+  switch (type) {
+  case DataType::F32:
+    return "f32";
+  case DataType::BF16:
+    return "bf16";
+  case DataType::I32:
+    return "i32";
+  }
+  return "?";
+}
 
 class NcclCommunicator::DeviceScope {
 public:
@@ -121,6 +147,31 @@ NcclCommunicator::world(MpiCommunicator &mpi, int device,
   std::memcpy(&id, words, sizeof(id));
   comm->init(id, mpi.rank(), mpi.size(), ctx);
   return comm;
+}
+
+int NcclCommunicator::nodeLocalRank(MpiCommunicator &mpi) {
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split_type(mpi.handle(), MPI_COMM_TYPE_SHARED, mpi.rank(),
+                      MPI_INFO_NULL, &local);
+  int rank = 0;
+  MPI_Comm_rank(local, &rank);
+  MPI_Comm_free(&local);
+  return rank;
+}
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::single(int device,
+                                                           NcclOptions options) {
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  ncclResult_t rc = ncclGetUniqueId(&id);
+  if (rc != ncclSuccess) {
+    std::unique_ptr<NcclCommunicator> comm(
+        new NcclCommunicator(0, "", device, options));
+    comm->fail("init", {"nccl world", -1},
+               std::string("failed: ncclGetUniqueId: ") +
+                   ncclErrorText(rc, nullptr));
+  }
+  return create(id, 0, 1, device, options);
 }
 
 std::unique_ptr<NcclCommunicator>
@@ -344,30 +395,30 @@ void NcclCommunicator::checkTag(int tag, const char *op,
 // Enqueueing
 //===----------------------------------------------------------------------===//
 
-void NcclCommunicator::allReduceOn(const char *name, const float *send,
-                                   float *recv, size_t count, ReduceOp op,
+void NcclCommunicator::allReduceOn(const char *name, const void *send,
+                                   void *recv, size_t count,
+                                   ncclDataType_t type, ReduceOp op,
                                    const Context &ctx,
                                    Clock::time_point until) {
-  checkNccl(ncclAllReduce(send, recv, count, ncclFloat32, ncclOp(op), comm_,
-                          stream_),
+  checkNccl(ncclAllReduce(send, recv, count, type, ncclOp(op), comm_, stream_),
             comm_, name, ctx, until);
 }
 
-void NcclCommunicator::allGatherOn(const char *name, const float *send,
-                                   float *recv, size_t countPerRank,
-                                   const Context &ctx,
+void NcclCommunicator::allGatherOn(const char *name, const void *send,
+                                   void *recv, size_t countPerRank,
+                                   ncclDataType_t type, const Context &ctx,
                                    Clock::time_point until) {
-  checkNccl(ncclAllGather(send, recv, countPerRank, ncclFloat32, comm_,
-                          stream_),
+  checkNccl(ncclAllGather(send, recv, countPerRank, type, comm_, stream_),
             comm_, name, ctx, until);
 }
 
-void NcclCommunicator::reduceScatterOn(const char *name, const float *send,
-                                       float *recv, size_t countPerRank,
-                                       ReduceOp op, const Context &ctx,
+void NcclCommunicator::reduceScatterOn(const char *name, const void *send,
+                                       void *recv, size_t countPerRank,
+                                       ncclDataType_t type, ReduceOp op,
+                                       const Context &ctx,
                                        Clock::time_point until) {
-  checkNccl(ncclReduceScatter(send, recv, countPerRank, ncclFloat32,
-                              ncclOp(op), comm_, stream_),
+  checkNccl(ncclReduceScatter(send, recv, countPerRank, type, ncclOp(op),
+                              comm_, stream_),
             comm_, name, ctx, until);
 }
 
@@ -446,7 +497,7 @@ void NcclCommunicator::allReduce(const float *send, float *recv, size_t count,
   const char *name = "all_reduce";
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
-  allReduceOn(name, send, recv, count, op, ctx, until);
+  allReduceOn(name, send, recv, count, ncclFloat32, op, ctx, until);
   waitStream(name, ctx, until);
 }
 
@@ -455,7 +506,7 @@ void NcclCommunicator::allGather(const float *send, float *recv,
   const char *name = "all_gather";
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
-  allGatherOn(name, send, recv, countPerRank, ctx, until);
+  allGatherOn(name, send, recv, countPerRank, ncclFloat32, ctx, until);
   waitStream(name, ctx, until);
 }
 
@@ -465,7 +516,8 @@ void NcclCommunicator::reduceScatter(const float *send, float *recv,
   const char *name = "reduce_scatter";
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
-  reduceScatterOn(name, send, recv, countPerRank, op, ctx, until);
+  reduceScatterOn(name, send, recv, countPerRank, ncclFloat32, op, ctx,
+                  until);
   waitStream(name, ctx, until);
 }
 
@@ -520,7 +572,8 @@ void NcclCommunicator::barrier(const Context &ctx) {
   const char *name = "barrier";
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
-  allReduceOn(name, scratch_, scratch_, 1, ReduceOp::Sum, ctx, until);
+  allReduceOn(name, scratch_, scratch_, 1, ncclFloat32, ReduceOp::Sum, ctx,
+              until);
   waitStream(name, ctx, until);
 }
 
@@ -563,7 +616,7 @@ void NcclCommunicator::enqueueAllReduce(const float *send, float *recv,
                                         const Context &ctx) {
   const char *name = "all_reduce";
   DeviceScope scope(*this, name, ctx);
-  allReduceOn(name, send, recv, count, op, ctx, deadline());
+  allReduceOn(name, send, recv, count, ncclFloat32, op, ctx, deadline());
 }
 
 void NcclCommunicator::enqueueAllGather(const float *send, float *recv,
@@ -571,7 +624,7 @@ void NcclCommunicator::enqueueAllGather(const float *send, float *recv,
                                         const Context &ctx) {
   const char *name = "all_gather";
   DeviceScope scope(*this, name, ctx);
-  allGatherOn(name, send, recv, countPerRank, ctx, deadline());
+  allGatherOn(name, send, recv, countPerRank, ncclFloat32, ctx, deadline());
 }
 
 void NcclCommunicator::enqueueReduceScatter(const float *send, float *recv,
@@ -579,7 +632,56 @@ void NcclCommunicator::enqueueReduceScatter(const float *send, float *recv,
                                             const Context &ctx) {
   const char *name = "reduce_scatter";
   DeviceScope scope(*this, name, ctx);
-  reduceScatterOn(name, send, recv, countPerRank, op, ctx, deadline());
+  reduceScatterOn(name, send, recv, countPerRank, ncclFloat32, op, ctx,
+                  deadline());
+}
+
+void NcclCommunicator::enqueueAllReduce(const void *send, void *recv,
+                                        size_t count, DataType type,
+                                        ReduceOp op, const Context &ctx) {
+  const char *name = "all_reduce";
+  DeviceScope scope(*this, name, ctx);
+  allReduceOn(name, send, recv, count, ncclType(type), op, ctx, deadline());
+}
+
+void NcclCommunicator::enqueueAllGather(const void *send, void *recv,
+                                        size_t countPerRank, DataType type,
+                                        const Context &ctx) {
+  const char *name = "all_gather";
+  DeviceScope scope(*this, name, ctx);
+  allGatherOn(name, send, recv, countPerRank, ncclType(type), ctx,
+              deadline());
+}
+
+void NcclCommunicator::enqueueReduceScatter(const void *send, void *recv,
+                                            size_t countPerRank, DataType type,
+                                            ReduceOp op, const Context &ctx) {
+  const char *name = "reduce_scatter";
+  DeviceScope scope(*this, name, ctx);
+  reduceScatterOn(name, send, recv, countPerRank, ncclType(type), op, ctx,
+                  deadline());
+}
+
+void NcclCommunicator::enqueueAllReduceBucket(const Span *spans,
+                                              size_t numSpans, DataType type,
+                                              ReduceOp op,
+                                              const Context &ctx) {
+  const char *name = "all_reduce";
+  DeviceScope scope(*this, name, ctx);
+  Clock::time_point until = deadline();
+  if (numSpans == 1) {
+    allReduceOn(name, spans[0].data, spans[0].data, spans[0].count,
+                ncclType(type), op, ctx, until);
+    return;
+  }
+  // Inside a group NCCL only records the operations; ncclGroupEnd launches
+  // them together (and may leave the communicator in progress).
+  checkNccl(ncclGroupStart(), comm_, name, ctx, until);
+  for (size_t i = 0; i < numSpans; ++i)
+    checkNccl(ncclAllReduce(spans[i].data, spans[i].data, spans[i].count,
+                            ncclType(type), ncclOp(op), comm_, stream_),
+              comm_, name, ctx, until);
+  checkNccl(ncclGroupEnd(), comm_, name, ctx, until);
 }
 
 void NcclCommunicator::enqueueAllToAll(const float *send, float *recv,

@@ -1,8 +1,9 @@
 //===- NcclCommunicator.h - Communicator over NCCL --------------*- C++ -*-===//
 //
 // The GPU implementation of Communicator: NCCL collectives on device buffers
-// (float32, device memory of this communicator's device), bootstrapped over
-// MPI. Built only where the CUDA toolkit and NCCL >= 2.18 are found
+// (float32 through the Communicator interface; the enqueue forms also take
+// bfloat16 and int32, see DataType; device memory of this communicator's
+// device), bootstrapped over MPI. Built only where the CUDA toolkit and NCCL >= 2.18 are found
 // (cmake/CUDA.cmake: PARTITION_HAVE_NCCL, target PartitionCommNccl).
 //
 // Communicators are non-blocking NCCL communicators (ncclConfig_t.blocking =
@@ -47,6 +48,13 @@ namespace partition::runtime::comm {
 
 class MpiCommunicator;
 
+/// Element types of the typed enqueue forms (the CUDA backend's buffers).
+enum class DataType { F32, BF16, I32 };
+/// Bytes per element: 4, 2, 4.
+size_t dataTypeBytes(DataType type);
+/// "f32", "bf16", "i32".
+const char *dataTypeName(DataType type);
+
 struct NcclOptions {
   /// Longest time any operation (initialisation and split included) may take
   /// before the job is aborted.
@@ -62,6 +70,16 @@ public:
   /// timeout and error contract).
   static std::unique_ptr<NcclCommunicator>
   world(MpiCommunicator &mpi, int device, NcclOptions options = {});
+
+  /// This process's rank among the ranks of `mpi` on the same node
+  /// (MPI_Comm_split_type shared); collective over mpi. The CUDA backend
+  /// takes device (local rank % device count).
+  static int nodeLocalRank(MpiCommunicator &mpi);
+
+  /// One rank alone, without MPI (a single-device program that still has
+  /// collectives, e.g. over a mesh of size 1).
+  static std::unique_ptr<NcclCommunicator> single(int device,
+                                                   NcclOptions options = {});
 
   /// Lower-level bootstrap without MPI: rank `rank` of `size` ranks that
   /// share `id` (from ncclGetUniqueId on one of them). Error messages name
@@ -131,6 +149,23 @@ public:
   void enqueueReduceScatter(const float *send, float *recv,
                             size_t countPerRank, ReduceOp op,
                             const Context &ctx);
+  // Typed forms: counts are elements of `type` (Max and Avg on I32 are
+  // NCCL's integer max / truncating average).
+  void enqueueAllReduce(const void *send, void *recv, size_t count,
+                        DataType type, ReduceOp op, const Context &ctx);
+  void enqueueAllGather(const void *send, void *recv, size_t countPerRank,
+                        DataType type, const Context &ctx);
+  void enqueueReduceScatter(const void *send, void *recv,
+                            size_t countPerRank, DataType type, ReduceOp op,
+                            const Context &ctx);
+  /// A bucket of buffers of one type, each all-reduced in place, as one
+  /// NCCL group (one launch, no packing copy).
+  struct Span {
+    void *data;
+    size_t count;
+  };
+  void enqueueAllReduceBucket(const Span *spans, size_t numSpans,
+                              DataType type, ReduceOp op, const Context &ctx);
   void enqueueAllToAll(const float *send, float *recv, size_t countPerRank,
                        const Context &ctx);
   void enqueueBroadcast(float *data, size_t count, int root,
@@ -180,15 +215,15 @@ private:
   /// Takes over an initialised comm (from ncclCommSplit) and makes a stream.
   void adopt(ncclComm_t comm, const Context &ctx);
 
-  void allReduceOn(const char *name, const float *send, float *recv,
-                   size_t count, ReduceOp op, const Context &ctx,
-                   Clock::time_point until);
-  void allGatherOn(const char *name, const float *send, float *recv,
-                   size_t countPerRank, const Context &ctx,
-                   Clock::time_point until);
-  void reduceScatterOn(const char *name, const float *send, float *recv,
-                       size_t countPerRank, ReduceOp op, const Context &ctx,
-                       Clock::time_point until);
+  void allReduceOn(const char *name, const void *send, void *recv,
+                   size_t count, ncclDataType_t type, ReduceOp op,
+                   const Context &ctx, Clock::time_point until);
+  void allGatherOn(const char *name, const void *send, void *recv,
+                   size_t countPerRank, ncclDataType_t type,
+                   const Context &ctx, Clock::time_point until);
+  void reduceScatterOn(const char *name, const void *send, void *recv,
+                       size_t countPerRank, ncclDataType_t type, ReduceOp op,
+                       const Context &ctx, Clock::time_point until);
   void allToAllOn(const char *name, const float *send, float *recv,
                   size_t countPerRank, const Context &ctx,
                   Clock::time_point until);
