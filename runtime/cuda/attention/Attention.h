@@ -1,0 +1,63 @@
+//===- Attention.h - flash attention forward and backward -------*- C++ -*-===//
+//
+// Causal (or full) multi-head attention with grouped-query heads and rotary
+// position embeddings, the CUDA counterpart of cpu::attention /
+// cpu::attentionGrad (same layouts and semantics: query and result are
+// [batch, seq, numHeads * headDim], key and value [batch, seq,
+// numKvHeads * headDim]; gradients are with respect to the un-rotated query
+// and key). Flash-attention style: tiles of queries against tiles of keys
+// with an online softmax, never a seq x seq matrix in memory; the backward
+// recomputes the probabilities from the per-row log-sum-exp the forward
+// saves. T is float or __nv_bfloat16 storage; arithmetic is fp32.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTION_H
+#define PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTION_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace partition::runtime::cuda {
+
+struct AttentionShape {
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t numHeads = 0;
+  std::int64_t numKvHeads = 0;
+  std::int64_t headDim = 0;
+  bool causal = true;
+  /// RoPE base; 0 means no rotary embedding.
+  float ropeTheta = 0.0f;
+};
+
+/// Device scratch bytes the kernels want: the RoPE cos/sin table (RoPE
+/// only) and, for the backward, the per-row log-sum-exp and rowsum(dO * O)
+/// in fp32. 0 for a forward without RoPE (the workspace may then be null).
+/// The backend allocates max(forward, backward) once and passes it to both.
+/// The workspace must be at least 16-byte aligned (cudaMalloc's is).
+std::size_t attentionWorkspaceSize(const AttentionShape &shape, bool bf16);
+std::size_t attentionGradWorkspaceSize(const AttentionShape &shape, bool bf16);
+
+/// Throws std::invalid_argument for shapes the kernels do not support (the
+/// message names the limit, e.g. a head dimension above 128 or odd with
+/// RoPE) before launching anything.
+template <typename T>
+void attention(const T *query, const T *key, const T *value, T *result,
+               const AttentionShape &shape, void *workspace,
+               std::size_t workspaceBytes, cudaStream_t stream);
+
+/// The forward's log-sum-exp is not kept between instructions (the program
+/// has no buffer for it): the backward recomputes it in a first pass.
+template <typename T>
+void attentionGrad(const T *grad, const T *query, const T *key,
+                   const T *value, T *queryGrad, T *keyGrad, T *valueGrad,
+                   const AttentionShape &shape, void *workspace,
+                   std::size_t workspaceBytes, cudaStream_t stream);
+
+} // namespace partition::runtime::cuda
+
+#endif // PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTION_H

@@ -1,0 +1,415 @@
+//===- AttentionTest.cpp - CUDA attention against the CPU kernels ---------===//
+//
+// The CUDA flash attention (runtime/cuda/attention) against cpu::attention /
+// cpu::attentionGrad on the same random inputs: forward and the three
+// gradients, for plain multi-head and GQA heads, with and without RoPE,
+// causal and full, sequence lengths that are not multiples of the 64-row
+// tiles, head dimensions from 16 to 128 (padded ones included), in fp32 and
+// bf16 storage. Also: two runs give the same bits, and unsupported shapes
+// throw before any launch.
+//
+// Tolerances (|gpu - cpu| <= rtol |cpu| + atol, every element):
+// - fp32: rtol 1e-4, atol 1e-5. Both sides compute in fp32 with different
+//   summation orders and exp implementations; their difference is ~1e-6
+//   relative.
+// - bf16: inputs rounded to bf16 first, the CPU reference runs on the
+//   rounded values in fp32; rtol 2e-2, atol 1e-3. The GPU computes in fp32
+//   too, so the difference is dominated by rounding its outputs to bf16
+//   (2^-9 relative).
+//
+// Without a usable GPU the executable prints
+// "partition-cuda-attention-tests: skipped: <reason>" and exits 0 (ctest
+// reports the test as skipped).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/attention/Attention.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace cpu = partition::runtime::cpu;
+namespace gpu = partition::runtime::cuda;
+
+namespace {
+
+using FVec = std::vector<float>;
+using bf16 = __nv_bfloat16;
+
+struct Case {
+  std::int64_t batch, seq, heads, kvHeads, dim;
+  bool causal;
+  float theta; // 0: no RoPE
+};
+
+std::string describe(const Case &c) {
+  std::ostringstream os;
+  os << "B=" << c.batch << " T=" << c.seq << " H=" << c.heads
+     << " Hkv=" << c.kvHeads << " D=" << c.dim
+     << (c.causal ? " causal" : " full") << " theta=" << c.theta;
+  return os.str();
+}
+
+gpu::AttentionShape shapeOf(const Case &c) {
+  gpu::AttentionShape s;
+  s.batch = c.batch;
+  s.seq = c.seq;
+  s.numHeads = c.heads;
+  s.numKvHeads = c.kvHeads;
+  s.headDim = c.dim;
+  s.causal = c.causal;
+  s.ropeTheta = c.theta;
+  return s;
+}
+
+cpu::AttentionConfig configOf(const Case &c) {
+  cpu::AttentionConfig cfg;
+  cfg.batch = c.batch;
+  cfg.seq = c.seq;
+  cfg.numHeads = c.heads;
+  cfg.numKvHeads = c.kvHeads;
+  cfg.headDim = c.dim;
+  cfg.causal = c.causal;
+  cfg.ropeTheta = c.theta;
+  return cfg;
+}
+
+void check(cudaError_t error, const char *what) {
+  if (error != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " +
+                             cudaGetErrorString(error));
+}
+
+/// Owns one cudaMalloc'd buffer.
+class DeviceBuffer {
+public:
+  explicit DeviceBuffer(std::size_t bytes) : bytes(bytes) {
+    if (bytes)
+      check(cudaMalloc(&ptr, bytes), "cudaMalloc");
+  }
+  ~DeviceBuffer() {
+    if (ptr)
+      cudaFree(ptr);
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  template <typename T> T *as() const { return static_cast<T *>(ptr); }
+  std::size_t size() const { return bytes; }
+
+private:
+  void *ptr = nullptr;
+  std::size_t bytes;
+};
+
+/// float -> bf16 bits, round to nearest even (what __float2bfloat16_rn
+/// does), without relying on cuda_bf16.h's host paths.
+std::uint16_t toBf16Bits(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if (std::isnan(x))
+    return 0x7FC0;
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return std::uint16_t(bits >> 16);
+}
+
+float fromBf16Bits(std::uint16_t b) {
+  const std::uint32_t bits = std::uint32_t(b) << 16;
+  float x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
+FVec roundToBf16(const FVec &v) {
+  FVec r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    r[i] = fromBf16Bits(toBf16Bits(v[i]));
+  return r;
+}
+
+FVec randomFloats(std::size_t n, std::mt19937 &rng, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  FVec v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+/// Host storage of T as raw bits (float or bf16's uint16).
+template <typename T>
+using Raw = std::conditional_t<std::is_same_v<T, float>, float, std::uint16_t>;
+
+template <typename T> std::vector<Raw<T>> encode(const FVec &v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    std::vector<std::uint16_t> r(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i)
+      r[i] = toBf16Bits(v[i]);
+    return r;
+  }
+}
+
+template <typename T> FVec decode(const std::vector<Raw<T>> &v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    FVec r(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i)
+      r[i] = fromBf16Bits(v[i]);
+    return r;
+  }
+}
+
+struct Inputs {
+  FVec q, k, v, g;
+};
+
+struct Outputs {
+  FVec out, dq, dk, dv;
+};
+
+Inputs randomInputs(const Case &c, unsigned seed) {
+  std::mt19937 rng(seed);
+  const std::size_t qSize = c.batch * c.seq * c.heads * c.dim;
+  const std::size_t kSize = c.batch * c.seq * c.kvHeads * c.dim;
+  Inputs in;
+  // Wider q and k than v: sharper softmax rows.
+  in.q = randomFloats(qSize, rng, -2.0f, 2.0f);
+  in.k = randomFloats(kSize, rng, -2.0f, 2.0f);
+  in.v = randomFloats(kSize, rng, -1.0f, 1.0f);
+  in.g = randomFloats(qSize, rng, -1.0f, 1.0f);
+  return in;
+}
+
+Outputs runCpu(const Case &c, const Inputs &in) {
+  const cpu::AttentionConfig cfg = configOf(c);
+  Outputs o;
+  o.out.assign(in.q.size(), 0.0f);
+  o.dq.assign(in.q.size(), 0.0f);
+  o.dk.assign(in.k.size(), 0.0f);
+  o.dv.assign(in.k.size(), 0.0f);
+  cpu::attention(in.q.data(), in.k.data(), in.v.data(), o.out.data(), cfg);
+  cpu::attentionGrad(in.g.data(), in.q.data(), in.k.data(), in.v.data(),
+                     o.dq.data(), o.dk.data(), o.dv.data(), cfg);
+  return o;
+}
+
+template <typename T>
+void upload(const DeviceBuffer &dst, const std::vector<Raw<T>> &src) {
+  check(cudaMemcpy(dst.as<void>(), src.data(), src.size() * sizeof(Raw<T>),
+                   cudaMemcpyHostToDevice),
+        "cudaMemcpy to device");
+}
+
+template <typename T> FVec download(const DeviceBuffer &src, std::size_t n) {
+  std::vector<Raw<T>> raw(n);
+  check(cudaMemcpy(raw.data(), src.as<void>(), n * sizeof(Raw<T>),
+                   cudaMemcpyDeviceToHost),
+        "cudaMemcpy to host");
+  return decode<T>(raw);
+}
+
+/// Forward and backward on the GPU with storage T; outputs start as NaN
+/// bit patterns (0xFF bytes) so that an element never written fails.
+template <typename T> Outputs runGpu(const Case &c, const Inputs &in) {
+  const gpu::AttentionShape shape = shapeOf(c);
+  const bool isBf16 = std::is_same_v<T, bf16>;
+  const std::size_t qBytes = in.q.size() * sizeof(T);
+  const std::size_t kBytes = in.k.size() * sizeof(T);
+  DeviceBuffer q(qBytes), k(kBytes), v(kBytes), g(qBytes);
+  DeviceBuffer out(qBytes), dq(qBytes), dk(kBytes), dv(kBytes);
+  upload<T>(q, encode<T>(in.q));
+  upload<T>(k, encode<T>(in.k));
+  upload<T>(v, encode<T>(in.v));
+  upload<T>(g, encode<T>(in.g));
+  for (const DeviceBuffer *b : {&out, &dq, &dk, &dv})
+    check(cudaMemset(b->as<void>(), 0xFF, b->size()), "cudaMemset");
+  const std::size_t wsBytes =
+      std::max(gpu::attentionWorkspaceSize(shape, isBf16),
+               gpu::attentionGradWorkspaceSize(shape, isBf16));
+  DeviceBuffer ws(wsBytes);
+
+  gpu::attention<T>(q.as<T>(), k.as<T>(), v.as<T>(), out.as<T>(), shape,
+                    ws.as<void>(), wsBytes, nullptr);
+  gpu::attentionGrad<T>(g.as<T>(), q.as<T>(), k.as<T>(), v.as<T>(), dq.as<T>(),
+                        dk.as<T>(), dv.as<T>(), shape, ws.as<void>(), wsBytes,
+                        nullptr);
+  check(cudaDeviceSynchronize(), "attention kernels");
+
+  Outputs o;
+  o.out = download<T>(out, in.q.size());
+  o.dq = download<T>(dq, in.q.size());
+  o.dk = download<T>(dk, in.k.size());
+  o.dv = download<T>(dv, in.k.size());
+  return o;
+}
+
+/// |actual - expected| <= rtol |expected| + atol everywhere; on failure,
+/// names how many elements fail and the worst one.
+::testing::AssertionResult allClose(const char *what, const FVec &actual,
+                                    const FVec &expected, double rtol,
+                                    double atol) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure()
+           << what << ": size " << actual.size() << " vs " << expected.size();
+  std::size_t failures = 0, worst = 0;
+  double worstExcess = -1.0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double err = std::abs(double(actual[i]) - double(expected[i]));
+    const double bound = atol + rtol * std::abs(double(expected[i]));
+    const bool bad = !(err <= bound); // NaN fails
+    failures += bad;
+    const double excess = std::isnan(err) ? 1e300 : err - bound;
+    if (excess > worstExcess) {
+      worstExcess = excess;
+      worst = i;
+    }
+  }
+  if (failures == 0)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": " << failures << " of " << actual.size()
+         << " elements off; worst at " << worst << ": " << actual[worst]
+         << " vs " << expected[worst];
+}
+
+const Case kCases[] = {
+    // Plain multi-head, no RoPE, causal and full; 77 = 64 + a ragged tile.
+    {2, 77, 4, 4, 64, true, 0.0f},
+    {2, 77, 4, 4, 64, false, 0.0f},
+    // GQA 8/2 with RoPE, causal and full, head dims 64 and 128.
+    {2, 77, 8, 2, 64, true, 10000.0f},
+    {2, 77, 8, 2, 128, false, 10000.0f},
+    {2, 77, 8, 2, 128, true, 500.0f},
+    // A small head (padded to 32).
+    {2, 77, 4, 2, 16, true, 10000.0f},
+    // Several tiles each way, a padded head with RoPE, one kv head.
+    {1, 200, 4, 1, 96, true, 10000.0f},
+    // Odd-sized head without RoPE, full attention over 3 tiles.
+    {2, 130, 2, 2, 40, false, 0.0f},
+    // One position.
+    {2, 1, 2, 1, 32, true, 10000.0f},
+};
+
+template <typename T> void compareWithCpu(double rtol, double atol) {
+  unsigned seed = 100;
+  for (const Case &c : kCases) {
+    SCOPED_TRACE(describe(c));
+    Inputs in = randomInputs(c, seed++);
+    if (std::is_same_v<T, bf16>) {
+      in.q = roundToBf16(in.q);
+      in.k = roundToBf16(in.k);
+      in.v = roundToBf16(in.v);
+      in.g = roundToBf16(in.g);
+    }
+    const Outputs expected = runCpu(c, in);
+    const Outputs actual = runGpu<T>(c, in);
+    EXPECT_TRUE(allClose("result", actual.out, expected.out, rtol, atol));
+    EXPECT_TRUE(allClose("query grad", actual.dq, expected.dq, rtol, atol));
+    EXPECT_TRUE(allClose("key grad", actual.dk, expected.dk, rtol, atol));
+    EXPECT_TRUE(allClose("value grad", actual.dv, expected.dv, rtol, atol));
+  }
+}
+
+TEST(CudaAttentionTest, Fp32MatchesCpu) { compareWithCpu<float>(1e-4, 1e-5); }
+
+TEST(CudaAttentionTest, Bf16MatchesCpu) { compareWithCpu<bf16>(2e-2, 1e-3); }
+
+bool sameBits(const FVec &a, const FVec &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// No atomics anywhere: two runs give the same bits, GQA groups included.
+TEST(CudaAttentionTest, Deterministic) {
+  const Case c{2, 200, 8, 2, 64, true, 10000.0f};
+  const Inputs in = randomInputs(c, 7);
+  for (bool isBf16 : {false, true}) {
+    SCOPED_TRACE(isBf16 ? "bf16" : "fp32");
+    const Outputs a = isBf16 ? runGpu<bf16>(c, in) : runGpu<float>(c, in);
+    const Outputs b = isBf16 ? runGpu<bf16>(c, in) : runGpu<float>(c, in);
+    EXPECT_TRUE(sameBits(a.out, b.out));
+    EXPECT_TRUE(sameBits(a.dq, b.dq));
+    EXPECT_TRUE(sameBits(a.dk, b.dk));
+    EXPECT_TRUE(sameBits(a.dv, b.dv));
+  }
+}
+
+template <typename F> std::string invalidArgumentMessage(F &&f) {
+  try {
+    f();
+  } catch (const std::invalid_argument &e) {
+    return e.what();
+  }
+  return "(no std::invalid_argument thrown)";
+}
+
+// Unsupported shapes throw std::invalid_argument naming the limit, before
+// anything is launched (null pointers are never touched).
+TEST(CudaAttentionTest, RejectsUnsupportedShapes) {
+  gpu::AttentionShape big = shapeOf({1, 8, 2, 1, 160, true, 10000.0f});
+  EXPECT_EQ(invalidArgumentMessage([&] {
+              gpu::attention<float>(nullptr, nullptr, nullptr, nullptr, big,
+                                    nullptr, 0, nullptr);
+            }),
+            "attention: head dimension 160 is above the CUDA kernel's limit "
+            "of 128");
+  EXPECT_NE(invalidArgumentMessage([&] {
+              gpu::attentionGrad<bf16>(nullptr, nullptr, nullptr, nullptr,
+                                       nullptr, nullptr, nullptr, big, nullptr,
+                                       0, nullptr);
+            }).find("limit of 128"),
+            std::string::npos);
+  EXPECT_THROW(gpu::attentionWorkspaceSize(big, false), std::invalid_argument);
+
+  const gpu::AttentionShape odd = shapeOf({1, 8, 2, 1, 17, true, 10000.0f});
+  EXPECT_NE(invalidArgumentMessage([&] {
+              gpu::attention<float>(nullptr, nullptr, nullptr, nullptr, odd,
+                                    nullptr, 0, nullptr);
+            }).find("even head dimension"),
+            std::string::npos);
+
+  const gpu::AttentionShape groups = shapeOf({1, 8, 6, 4, 32, true, 0.0f});
+  EXPECT_THROW(gpu::attentionGradWorkspaceSize(groups, false),
+               std::invalid_argument);
+
+  // Too small a workspace (the backward always needs lse and delta).
+  const gpu::AttentionShape ok = shapeOf({1, 8, 2, 1, 32, true, 0.0f});
+  EXPECT_EQ(gpu::attentionWorkspaceSize(ok, false), 0u);
+  EXPECT_GT(gpu::attentionGradWorkspaceSize(ok, false), 0u);
+  EXPECT_NE(invalidArgumentMessage([&] {
+              gpu::attentionGrad<float>(nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr, nullptr, ok, nullptr,
+                                        0, nullptr);
+            }).find("workspace"),
+            std::string::npos);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    std::printf("partition-cuda-attention-tests: skipped: %s\n",
+                error != cudaSuccess ? cudaGetErrorString(error)
+                                     : "no CUDA device");
+    return 0;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
