@@ -30,6 +30,8 @@ public:
   void run(size_t index) { run(index, -1); }
   /// Bytes the backend holds beyond the arena (kernel workspaces).
   virtual uint64_t workspaceBytes() const = 0;
+  /// Device memory the backend holds (arena and workspaces); 0 on the CPU.
+  virtual uint64_t deviceBytes() const { return 0; }
 };
 
 /// The CPU backend: OpenBLAS and OpenMP kernels on a host arena, collectives
@@ -39,6 +41,12 @@ public:
 std::unique_ptr<Backend>
 createCpuBackend(const Program &program,
                  const comm::MeshCommunicators *communicators = nullptr);
+
+/// The CUDA backend (runtime/cuda/CudaBackend.h, built with CUDA only):
+/// the arena on `device`, collectives through NCCL communicators.
+std::unique_ptr<Backend>
+createCudaBackend(const Program &program,
+                  const comm::MeshCommunicators *communicators, int device);
 
 } // namespace partition::runtime
 

@@ -3,6 +3,7 @@
 #include "runtime/Backend.h"
 
 #include "runtime/KernelArgs.h"
+#include "runtime/Profile.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -26,83 +27,6 @@ namespace cpu = partition::runtime::cpu;
 struct AlignedFree {
   void operator()(void *p) const { std::free(p); }
 };
-
-/// PARTITION_PROFILE=1 times every kernel call (wall clock, so a GEMM's
-/// time includes waking OpenBLAS's threads) and prints, when the backend is
-/// destroyed, per function: the time per run by kernel name (calls, ms,
-/// share, GFLOP/s of the matmuls, GB/s of the operands) and the costliest
-/// instructions grouped by kernel and shape. PARTITION_PROFILE_SKIP=K leaves
-/// out each function's first K runs (warm-up). Unset, the run loop is the
-/// plain one: a single test of a bool per function call.
-struct ProfileSettings {
-  bool enabled = false;
-  int64_t skip = 0;
-  static ProfileSettings fromEnvironment() {
-    ProfileSettings settings;
-    const char *value = std::getenv("PARTITION_PROFILE");
-    settings.enabled = value && *value && std::strcmp(value, "0") != 0;
-    if (const char *skip = std::getenv("PARTITION_PROFILE_SKIP"))
-      settings.skip = std::max<int64_t>(0, std::atoll(skip));
-    return settings;
-  }
-};
-
-/// What the profile needs to know of one instruction.
-struct InstructionCost {
-  std::string kernel;
-  std::string shape;
-  /// Matmul FLOPs (2·M·N·K; attention at full T×T, its backward at twice
-  /// the forward), 0 for the other kernels.
-  double flops = 0;
-  /// Bytes of all operands, read or written once each.
-  double bytes = 0;
-};
-
-InstructionCost describe(const KernelArgs &a) {
-  InstructionCost cost;
-  cost.kernel = std::string(lookupKernel(static_cast<uint32_t>(a.kernel))->name);
-  for (const BufferInfo *buffer : a.buffers)
-    cost.bytes += double(buffer->bytes);
-  auto dims = [](std::initializer_list<int64_t> values) {
-    std::string text;
-    for (int64_t v : values)
-      text += (text.empty() ? "" : "x") + std::to_string(v);
-    return text;
-  };
-  switch (a.kernel) {
-  case KernelId::Linear:
-  case KernelId::LinearBias:
-  case KernelId::LinearGradInput:
-  case KernelId::LinearGradWeight:
-  case KernelId::LinearGradWeightBias:
-    cost.shape = "M,K,N=" + dims({a.rows, a.inFeatures, a.outFeatures});
-    cost.flops = 2.0 * double(a.rows) * double(a.inFeatures) *
-                 double(a.outFeatures);
-    break;
-  case KernelId::Attention:
-  case KernelId::AttentionGrad:
-    cost.shape = "B,T,H,D=" + dims({a.batch, a.seq, a.heads, a.headDim});
-    cost.flops = 4.0 * double(a.batch) * double(a.heads) * double(a.seq) *
-                 double(a.seq) * double(a.headDim) *
-                 (a.kernel == KernelId::AttentionGrad ? 2.0 : 1.0);
-    break;
-  case KernelId::SoftmaxCrossEntropy:
-  case KernelId::SoftmaxCrossEntropyGrad:
-    cost.shape = "N,V=" + dims({a.rows, a.vocab});
-    break;
-  default:
-    if (a.vocab && a.rows)
-      cost.shape = "N,V,C=" + dims({a.rows, a.vocab, a.channels});
-    else if (a.batch && a.seq)
-      cost.shape = "B,T,C=" + dims({a.batch, a.seq, a.channels});
-    else if (a.rows && a.channels)
-      cost.shape = "R,C=" + dims({a.rows, a.channels});
-    else
-      cost.shape = "n=" + std::to_string(a.size);
-    break;
-  }
-  return cost;
-}
 
 comm::ReduceOp reduceOp(ReduceKind reduce) {
   switch (reduce) {
@@ -218,6 +142,8 @@ private:
   void printProfile(const CompiledFunction &function) const;
 
   std::vector<CompiledFunction> functions;
+  /// PARTITION_PROFILE (runtime/Profile.h): wall clock around every call (a
+  /// GEMM's time includes waking OpenBLAS's threads).
   ProfileSettings profile = ProfileSettings::fromEnvironment();
   const comm::MeshCommunicators *communicators;
   /// A bucket of several buffers is packed here and reduced in one call (one
@@ -293,13 +219,8 @@ CpuBackend::CpuBackend(const Program &program,
         const char *kind = collectiveKindName(instruction.collective->kind);
         compiled.names.push_back(where + " (" + kind + " '" +
                                  instruction.collective->label + "')");
-        if (profile.enabled) {
-          InstructionCost cost{kind, "", 0, 0};
-          for (uint32_t arg : instruction.args)
-            cost.bytes += double(program.buffers[arg].bytes);
-          cost.shape = "bytes=" + std::to_string(int64_t(cost.bytes));
-          compiled.costs.push_back(cost);
-        }
+        if (profile.enabled)
+          compiled.costs.push_back(describeCollective(program, instruction));
         continue;
       }
       compiled.calls.push_back(
@@ -310,7 +231,7 @@ CpuBackend::CpuBackend(const Program &program,
               lookupKernel(static_cast<uint32_t>(checked[f][i].kernel))->name) +
           ")");
       if (profile.enabled)
-        compiled.costs.push_back(describe(checked[f][i]));
+        compiled.costs.push_back(describeKernel(checked[f][i]));
     }
     compiled.seconds.assign(profile.enabled ? compiled.calls.size() : 0, 0.0);
     functions.push_back(std::move(compiled));
@@ -344,76 +265,21 @@ void CpuBackend::runProfiled(CompiledFunction &function) {
 }
 
 void CpuBackend::printProfile(const CompiledFunction &function) const {
-  struct Row {
-    std::string kernel, shape;
-    int64_t calls = 0;
-    double seconds = 0, flops = 0, bytes = 0;
-  };
-  auto table = [&](bool byShape) {
-    std::map<std::string, Row> rows;
-    for (size_t i = 0; i < function.calls.size(); ++i) {
-      const InstructionCost &cost = function.costs[i];
-      Row &row = rows[byShape ? cost.kernel + " " + cost.shape : cost.kernel];
-      row.kernel = cost.kernel;
-      row.shape = byShape ? cost.shape : "";
-      ++row.calls;
-      row.seconds += function.seconds[i];
-      row.flops += cost.flops;
-      row.bytes += cost.bytes;
-    }
-    std::vector<Row> sorted;
-    for (auto &entry : rows)
-      sorted.push_back(entry.second);
-    std::sort(sorted.begin(), sorted.end(), [](const Row &a, const Row &b) {
-      return a.seconds > b.seconds;
-    });
-    return sorted;
-  };
-  double runs = double(function.profiledRuns);
   double total = 0, flops = 0;
   for (size_t i = 0; i < function.calls.size(); ++i) {
     total += function.seconds[i];
     flops += function.costs[i].flops;
   }
-  std::FILE *out = stderr;
-  std::fprintf(out,
+  double runs = double(function.profiledRuns);
+  std::fprintf(stderr,
                "\nPARTITION_PROFILE %s: %lld runs profiled (%lld skipped), "
                "%.1f ms per run in kernels, matmuls %.1f GFLOP per run\n",
                function.name.c_str(),
                static_cast<long long>(function.profiledRuns),
                static_cast<long long>(function.runs - function.profiledRuns),
                1e3 * total / runs, flops / 1e9);
-  auto print = [&](const std::vector<Row> &rows, size_t limit, bool byShape) {
-    std::fprintf(out, "  %-26s %-22s %9s %10s %7s %8s %8s\n", "kernel",
-                 byShape ? "shape" : "", "calls/run", "ms/run", "share",
-                 "GFLOP/s", "GB/s");
-    double shown = 0;
-    for (size_t r = 0; r < rows.size() && r < limit; ++r) {
-      const Row &row = rows[r];
-      shown += row.seconds;
-      double seconds = row.seconds / runs;
-      std::fprintf(out, "  %-26s %-22s %9lld %10.2f %6.1f%%", row.kernel.c_str(),
-                   row.shape.c_str(), static_cast<long long>(row.calls),
-                   1e3 * seconds, total > 0 ? 100.0 * row.seconds / total : 0.0);
-      if (row.flops > 0 && seconds > 0)
-        std::fprintf(out, " %8.1f", row.flops / seconds / 1e9);
-      else
-        std::fprintf(out, " %8s", "-");
-      std::fprintf(out, " %8.1f\n",
-                   seconds > 0 ? row.bytes / seconds / 1e9 : 0.0);
-    }
-    if (rows.size() > limit)
-      std::fprintf(out, "  (%zu more, %.1f%%)\n", rows.size() - limit,
-                   total > 0 ? 100.0 * (total - shown) / total : 0.0);
-  };
-  std::vector<Row> byKernel = table(false);
-  print(byKernel, byKernel.size(), false);
-  std::fprintf(out, "  %-26s %-22s %9zu %10.2f %6.1f%% %8.1f\n", "total", "",
-               function.calls.size(), 1e3 * total / runs, 100.0,
-               total > 0 ? flops * runs / total / 1e9 : 0.0);
-  std::fprintf(out, "\n  by kernel and shape:\n");
-  print(table(true), 30, true);
-  std::fflush(out);
+  printProfileTables(stderr, function.costs, function.seconds, runs,
+                     /*tera=*/false);
 }
 
 void CpuBackend::writeAxisIndices(const Program &program) {

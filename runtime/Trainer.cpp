@@ -13,6 +13,14 @@
 #include "runtime/data/BatchLoader.h"
 #include "runtime/data/DataError.h"
 #include "runtime/data/SyntheticLanguage.h"
+#ifdef PARTITION_HAVE_CUDA_BACKEND
+#include "runtime/cuda/CudaBackend.h"
+#include <cuda_runtime_api.h>
+#ifdef PARTITION_HAVE_NCCL
+#include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/NcclCommunicator.h"
+#endif
+#endif
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +35,14 @@
 
 namespace partition::runtime {
 
+bool haveCudaBackend() {
+#ifdef PARTITION_HAVE_CUDA_BACKEND
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::string chooseBackend(const std::string &requested, bool quiet) {
   if (requested == "cpu")
     return "cpu";
@@ -35,14 +51,19 @@ std::string chooseBackend(const std::string &requested, bool quiet) {
     if (cuda.count == 0)
       throw ProgramError("--backend cuda: no usable CUDA device (" +
                          cuda.reason + "); run with --backend cpu");
-    throw ProgramError("--backend cuda: " + std::to_string(cuda.count) +
-                       " CUDA device(s) visible, but the CUDA backend is not "
-                       "implemented yet; run with --backend cpu");
+    if (!haveCudaBackend())
+      throw ProgramError("--backend cuda: " + std::to_string(cuda.count) +
+                         " CUDA device(s) visible, but this partition-run "
+                         "was built without the CUDA backend (no CUDA "
+                         "toolkit at build time); run with --backend cpu");
+    return "cuda";
   }
+  if (cuda.count > 0 && haveCudaBackend())
+    return "cuda";
   if (cuda.count > 0 && !quiet)
-    std::fprintf(stderr, "partition-run: %d CUDA device(s) visible, but the "
-                         "CUDA backend is not implemented yet; running on "
-                         "the CPU\n",
+    std::fprintf(stderr, "partition-run: %d CUDA device(s) visible, but this "
+                         "partition-run was built without the CUDA backend; "
+                         "running on the CPU\n",
                  cuda.count);
   return "cpu";
 }
@@ -114,6 +135,17 @@ std::vector<std::vector<uint32_t>> neededGroups(const Program &program) {
   return groups;
 }
 
+/// The groups the program's collectives run over (the device
+/// communicators' splits).
+std::vector<std::vector<uint32_t>> collectiveGroups(const Program &program) {
+  std::vector<std::vector<uint32_t>> groups;
+  for (const Function &function : program.functions)
+    for (const Instruction &instruction : function.instructions)
+      if (instruction.collective)
+        groups.push_back(instruction.collective->axes);
+  return groups;
+}
+
 std::vector<comm::MeshAxisSize> meshSizes(const Program &program) {
   std::vector<comm::MeshAxisSize> sizes;
   for (const MeshAxis &axis : program.mesh)
@@ -144,8 +176,10 @@ public:
     if (!program.mesh.empty())
       mesh = std::make_unique<comm::MeshCommunicators>(
           world, meshSizes(program), neededGroups(program));
-    chooseBackend(options.backend, quiet);
-    backend = createCpuBackend(program, mesh.get());
+    if (chooseBackend(options.backend, quiet) == "cuda")
+      createCuda();
+    else
+      backend = createCpuBackend(program, mesh.get());
     if (mesh) {
       for (const comm::MeshAxisSize &axis : mesh->mesh())
         meshShape.push_back(axis.size);
@@ -170,6 +204,9 @@ public:
   void execute();
 
 private:
+  /// The CUDA backend on device (node-local rank % devices), with NCCL
+  /// communicators for the program's collectives.
+  void createCuda();
   void initialise();
   void restore(const std::string &dir);
   void save(const std::string &dir, int64_t completed);
@@ -190,8 +227,9 @@ private:
     return value;
   }
   double evaluate(int64_t step);
-  /// Every rank's peak RSS, gathered on all ranks.
-  std::vector<int64_t> gatherPeakRss(int64_t own);
+  /// Every rank's (peak RSS, device bytes), gathered on all ranks.
+  std::vector<std::pair<int64_t, int64_t>> gatherPeaks(int64_t rss,
+                                                       int64_t device);
   size_t functionIndex(const char *name) const {
     for (size_t i = 0; i < program.functions.size(); ++i)
       if (program.functions[i].name == name)
@@ -207,6 +245,13 @@ private:
   bool quiet;
   const BufferInfo &tokens, &targets, &loss;
   std::unique_ptr<comm::MeshCommunicators> mesh;
+  /// CUDA backend: the NCCL world and its groups for the program's
+  /// collectives (host-side checks keep using `mesh`); declared before
+  /// `backend`, which uses them, so they outlive it.
+  std::unique_ptr<comm::Communicator> deviceWorld;
+  std::unique_ptr<comm::MeshCommunicators> deviceMesh;
+  /// "cpu", or "cuda device D (NAME)".
+  std::string backendDescription = "cpu";
   /// The sizes of the mesh's axes; empty without a mesh.
   std::vector<int64_t> meshShape;
   std::unique_ptr<Backend> backend;
@@ -217,6 +262,54 @@ private:
   data::TokenRange evalRange;
   int64_t startStep = 0;
 };
+
+void Run::createCuda() {
+#ifdef PARTITION_HAVE_CUDA_BACKEND
+  device::CudaDevices devices = device::probeCudaDevices();
+  int localRank = 0;
+#ifdef PARTITION_HAVE_NCCL
+  if (auto *mpi = dynamic_cast<comm::MpiCommunicator *>(&world))
+    localRank = comm::NcclCommunicator::nodeLocalRank(*mpi);
+  else
+    localRank = world.rank();
+#else
+  localRank = world.rank();
+#endif
+  int device = localRank % std::max(devices.count, 1);
+  if (program.hasCollectives()) {
+#ifdef PARTITION_HAVE_NCCL
+    comm::NcclOptions ncclOptions;
+    ncclOptions.timeoutSeconds = options.commTimeoutSeconds;
+    if (auto *mpi = dynamic_cast<comm::MpiCommunicator *>(&world))
+      deviceWorld = comm::NcclCommunicator::world(*mpi, device, ncclOptions);
+    else if (world.size() == 1)
+      deviceWorld = comm::NcclCommunicator::single(device, ncclOptions);
+    else
+      throw ProgramError("the CUDA backend needs an MPI world for NCCL");
+    deviceMesh = std::make_unique<comm::MeshCommunicators>(
+        *deviceWorld, meshSizes(program), collectiveGroups(program));
+#else
+    throw ProgramError(options.program + " has collectives, but this "
+                       "partition-run was built without NCCL; run it with "
+                       "--backend cpu");
+#endif
+  }
+  backend = createCudaBackend(program, deviceMesh.get(), device);
+  cudaDeviceProp properties{};
+  std::string name = "?";
+  if (cudaGetDeviceProperties(&properties, device) == cudaSuccess)
+    name = properties.name;
+  backendDescription = "cuda device " + std::to_string(device) + " (" + name +
+                       ")";
+  if (world.size() > 1)
+    backendDescription = "cuda (rank 0 on device " + std::to_string(device) +
+                         ", " + name + "; each rank on its node-local rank "
+                         "% " + std::to_string(devices.count) + ")";
+#else
+  throw ProgramError("--backend cuda: this partition-run was built without "
+                     "the CUDA backend");
+#endif
+}
 
 std::vector<float> Run::ownBlock(const BufferInfo &buffer,
                                  std::vector<float> logical) const {
@@ -426,14 +519,18 @@ double Run::evaluate(int64_t step) {
   return total / double(options.evalBatches);
 }
 
-std::vector<int64_t> Run::gatherPeakRss(int64_t own) {
-  // Two 24-bit halves per rank: exact in floats up to 256 TiB.
-  float mine[2] = {float(own >> 24), float(own & 0xffffff)};
-  std::vector<float> all(2 * size_t(world.size()));
-  world.allGather(mine, all.data(), 2, {"peak memory", -1});
-  std::vector<int64_t> result;
+std::vector<std::pair<int64_t, int64_t>> Run::gatherPeaks(int64_t rss,
+                                                          int64_t device) {
+  // Two 24-bit halves per value: exact in floats up to 256 TiB.
+  float mine[4] = {float(rss >> 24), float(rss & 0xffffff),
+                   float(device >> 24), float(device & 0xffffff)};
+  std::vector<float> all(4 * size_t(world.size()));
+  world.allGather(mine, all.data(), 4, {"peak memory", -1});
+  std::vector<std::pair<int64_t, int64_t>> result;
   for (int r = 0; r < world.size(); ++r)
-    result.push_back((int64_t(all[2 * r]) << 24) + int64_t(all[2 * r + 1]));
+    result.push_back(
+        {(int64_t(all[4 * r]) << 24) + int64_t(all[4 * r + 1]),
+         (int64_t(all[4 * r + 2]) << 24) + int64_t(all[4 * r + 3])});
   return result;
 }
 
@@ -459,7 +556,7 @@ void Run::execute() {
   if (!program.withRole(Role::LearningRate).empty())
     lrBuffer = &program.single(Role::LearningRate);
 
-  std::string where = backend->name();
+  std::string where = backendDescription;
   if (world.size() > 1 || !program.mesh.empty())
     where += " x " + std::to_string(world.size()) +
              (world.size() == 1 ? " rank (" : " ranks (") +
@@ -525,17 +622,26 @@ void Run::execute() {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   int64_t peakRss = static_cast<int64_t>(usage.ru_maxrss) * 1024;
-  std::vector<int64_t> peaks = gatherPeakRss(peakRss);
+  int64_t deviceBytes = static_cast<int64_t>(backend->deviceBytes());
+  std::vector<std::pair<int64_t, int64_t>> peaks =
+      gatherPeaks(peakRss, deviceBytes);
   nlohmann::json ranks = nlohmann::json::array();
-  for (size_t r = 0; r < peaks.size(); ++r)
-    ranks.push_back({{"rank", r}, {"peak_rss_bytes", peaks[r]}});
+  for (size_t r = 0; r < peaks.size(); ++r) {
+    nlohmann::json entry = {{"rank", r}, {"peak_rss_bytes", peaks[r].first}};
+    if (deviceBytes > 0)
+      entry["device_bytes"] = peaks[r].second;
+    ranks.push_back(entry);
+  }
   nlohmann::json summary = {{"summary", true},
                             {"rank", 0},
                             {"world_size", world.size()},
+                            {"backend", backend->name()},
                             {"arena_bytes", program.arenaBytes},
                             {"workspace_bytes", backend->workspaceBytes()},
                             {"peak_rss_bytes", peakRss},
                             {"ranks", ranks}};
+  if (deviceBytes > 0)
+    summary["device_bytes"] = deviceBytes;
   if (metrics)
     *metrics << summary.dump() << "\n";
   if (!quiet) {
@@ -544,14 +650,20 @@ void Run::execute() {
                 static_cast<unsigned long long>(program.arenaBytes),
                 static_cast<unsigned long long>(backend->workspaceBytes()),
                 static_cast<long long>(peakRss));
+    if (deviceBytes > 0)
+      std::printf(", device %lld B (arena + workspaces)",
+                  static_cast<long long>(deviceBytes));
     if (peaks.size() == 2)
       std::printf(" (rank 0); rank 1:");
     else if (peaks.size() > 2)
       std::printf(" (rank 0); ranks 1-%zu:", peaks.size() - 1);
     if (peaks.size() > 1) {
-      for (size_t r = 1; r < peaks.size(); ++r)
-        std::printf(" %lld", static_cast<long long>(peaks[r]));
-      std::printf(" B");
+      for (size_t r = 1; r < peaks.size(); ++r) {
+        std::printf(" %lld", static_cast<long long>(peaks[r].first));
+        if (deviceBytes > 0)
+          std::printf("/%lld", static_cast<long long>(peaks[r].second));
+      }
+      std::printf(deviceBytes > 0 ? " B (RSS/device)" : " B");
     }
     std::printf("\n");
   }

@@ -70,11 +70,15 @@ void checkWorldSize(const Program &program, const std::string &path,
                     int worldSize);
 
 /// The backend a run uses for `requested` (auto, cpu or cuda): auto is the
-/// CPU backend, saying so when a CUDA device is visible, because the CUDA
-/// backend does not exist yet; cuda is a one-line error either way (no
-/// device, with the CUDA runtime's reason; or no CUDA backend). Throws
-/// ProgramError; returns "cpu".
+/// CUDA backend when this build has it and a CUDA device is visible, else
+/// the CPU backend (saying so when a device is visible but the build has
+/// no CUDA backend); cuda is the CUDA backend, or a one-line error naming
+/// why not (no usable device, with the CUDA runtime's reason; or a build
+/// without the CUDA backend). Throws ProgramError; returns "cpu" or "cuda".
 std::string chooseBackend(const std::string &requested, bool quiet);
+
+/// True when this build has the CUDA backend (runtime/cuda).
+bool haveCudaBackend();
 
 /// The learning rate of (0-based) step `step` of `steps`.
 double scheduledLearningRate(const TrainOptions &options, int64_t step);

@@ -51,10 +51,12 @@ Trains the model of a program compiled by partition-compile.
   --resume DIR         continue from a checkpoint
   --stop-after N       stop after step N (saving with --save), keeping the
                        learning-rate schedule of --steps, to resume later
-  --backend B          auto (default): the CPU backend (the CUDA backend
-                       does not exist yet; auto says so when a GPU is
-                       visible); cpu; cuda: an error naming why (no device,
-                       or no CUDA backend)
+  --backend B          auto (default): CUDA when this build has the CUDA
+                       backend and a GPU is visible, else the CPU; cpu;
+                       cuda: the CUDA backend or an error naming why not
+                       (no usable device, or a build without CUDA). With
+                       CUDA each rank uses device (node-local rank % GPUs)
+                       and NCCL for the program's collectives
   --quiet              no progress lines
 
 Many ranks (a program compiled with --plan for a mesh of N devices):

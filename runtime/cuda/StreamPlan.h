@@ -1,0 +1,115 @@
+//===- StreamPlan.h - which launch waits for which collective ---*- C++ -*-===//
+//
+// The CUDA backend runs kernels in program order on one compute stream and
+// each collective on its communicator's stream. Ordering is decided once
+// per function, by walking it in order, from the BYTE RANGES each
+// instruction touches in the arena (not buffer ids: the memory planner
+// gives a dead buffer's bytes to a later one):
+//  - a collective starts after everything enqueued before it on the compute
+//    stream (an event recorded when it is reached), and after any earlier
+//    collective on another stream, still in flight, whose ranges overlap its
+//    own;
+//  - a kernel first makes the compute stream wait for the completion of
+//    every in-flight collective whose ranges overlap its own; once waited
+//    for, a collective is no longer in flight for the compute stream;
+//  - at the end of the function the compute stream waits for the rest.
+// Pure host logic, tested without a GPU (unittests/runtime/cuda).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_CUDA_STREAMPLAN_H
+#define PARTITION_RUNTIME_CUDA_STREAMPLAN_H
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace partition::runtime::cuda {
+
+/// Bytes [begin, end) of the arena (staging memory is numbered past the
+/// arena's end, so it takes part like any buffer).
+struct ByteRange {
+  uint64_t begin = 0, end = 0;
+  bool overlaps(const ByteRange &other) const {
+    return begin < other.end && other.begin < end;
+  }
+};
+
+inline bool overlapsAny(const std::vector<ByteRange> &a,
+                        const std::vector<ByteRange> &b) {
+  for (const ByteRange &x : a)
+    for (const ByteRange &y : b)
+      if (x.overlaps(y))
+        return true;
+  return false;
+}
+
+struct PlannedInstruction {
+  bool collective = false;
+  /// Collectives: the communication stream (any id; equal ids are one
+  /// stream, which orders its own work).
+  int stream = 0;
+  /// Every byte the instruction reads or writes.
+  std::vector<ByteRange> ranges;
+  /// Collectives: what the compute stream touches for it before it starts
+  /// (packing a reduce-scatter's blocks into staging).
+  std::vector<ByteRange> computeRanges;
+};
+
+struct StreamPlan {
+  static constexpr size_t kNoEvent = ~size_t(0);
+  /// Per instruction: completion events (collective ordinals) the compute
+  /// stream waits for before the instruction.
+  std::vector<std::vector<size_t>> computeWaits;
+  /// Per collective instruction: completion events its stream waits for.
+  std::vector<std::vector<size_t>> streamWaits;
+  /// Per instruction: its completion event (collectives), else kNoEvent.
+  std::vector<size_t> event;
+  /// Events the compute stream waits for at the end of the function.
+  std::vector<size_t> finalWaits;
+  size_t events = 0;
+};
+
+inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
+  StreamPlan plan;
+  plan.computeWaits.resize(code.size());
+  plan.streamWaits.resize(code.size());
+  plan.event.assign(code.size(), StreamPlan::kNoEvent);
+  struct InFlight {
+    size_t event;
+    const PlannedInstruction *instruction;
+  };
+  std::vector<InFlight> inFlight;
+  auto computeWaitsFor = [&](const std::vector<ByteRange> &ranges,
+                             std::vector<size_t> &waits) {
+    for (size_t j = 0; j < inFlight.size();) {
+      if (overlapsAny(inFlight[j].instruction->ranges, ranges)) {
+        waits.push_back(inFlight[j].event);
+        inFlight.erase(inFlight.begin() + j);
+      } else {
+        ++j;
+      }
+    }
+  };
+  for (size_t i = 0; i < code.size(); ++i) {
+    const PlannedInstruction &instruction = code[i];
+    if (!instruction.collective) {
+      computeWaitsFor(instruction.ranges, plan.computeWaits[i]);
+      continue;
+    }
+    computeWaitsFor(instruction.computeRanges, plan.computeWaits[i]);
+    for (const InFlight &other : inFlight)
+      if (other.instruction->stream != instruction.stream &&
+          overlapsAny(other.instruction->ranges, instruction.ranges))
+        plan.streamWaits[i].push_back(other.event);
+    plan.event[i] = plan.events++;
+    inFlight.push_back({plan.event[i], &instruction});
+  }
+  for (const InFlight &remaining : inFlight)
+    plan.finalWaits.push_back(remaining.event);
+  return plan;
+}
+
+} // namespace partition::runtime::cuda
+
+#endif // PARTITION_RUNTIME_CUDA_STREAMPLAN_H

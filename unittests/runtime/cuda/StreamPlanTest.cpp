@@ -1,0 +1,108 @@
+//===- StreamPlanTest.cpp - the CUDA backend's ordering, without a GPU ----===//
+//
+// Which kernel waits for which collective (runtime/cuda/StreamPlan.h): by
+// overlapping byte ranges, so a reused range is ordered too, and only once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/StreamPlan.h"
+
+#include <gtest/gtest.h>
+
+using namespace partition::runtime::cuda;
+
+namespace {
+
+PlannedInstruction kernel(std::vector<ByteRange> ranges) {
+  PlannedInstruction instruction;
+  instruction.ranges = std::move(ranges);
+  return instruction;
+}
+
+PlannedInstruction collective(int stream, std::vector<ByteRange> ranges,
+                              std::vector<ByteRange> computeRanges = {}) {
+  PlannedInstruction instruction;
+  instruction.collective = true;
+  instruction.stream = stream;
+  instruction.ranges = std::move(ranges);
+  instruction.computeRanges = std::move(computeRanges);
+  return instruction;
+}
+
+using Waits = std::vector<size_t>;
+
+TEST(StreamPlan, KernelsElsewhereRunWhileABucketIsInFlight) {
+  StreamPlan plan = planStreams({
+      kernel({{0, 64}, {64, 128}}),    // 0: writes the gradient [64, 128)
+      collective(0, {{64, 128}}),      // 1: all-reduce it (event 0)
+      kernel({{128, 256}}),            // 2: elsewhere: no wait
+      kernel({{256, 320}, {0, 64}}),   // 3: elsewhere: no wait
+      kernel({{100, 104}, {0, 64}}),   // 4: reads the gradient: waits
+      kernel({{64, 128}}),             // 5: already ordered: no wait
+  });
+  EXPECT_EQ(plan.events, 1u);
+  EXPECT_EQ(plan.event[1], 0u);
+  EXPECT_EQ(plan.event[0], StreamPlan::kNoEvent);
+  EXPECT_EQ(plan.computeWaits[2], Waits{});
+  EXPECT_EQ(plan.computeWaits[3], Waits{});
+  EXPECT_EQ(plan.computeWaits[4], Waits{0});
+  EXPECT_EQ(plan.computeWaits[5], Waits{});
+  EXPECT_EQ(plan.finalWaits, Waits{});
+}
+
+TEST(StreamPlan, AReusedRangeWaitsThoughTheBufferDiffers) {
+  // The planner gives the all-reduced bytes to a later temporary: writing it
+  // must wait for the collective to have read them.
+  StreamPlan plan = planStreams({
+      collective(0, {{1000, 2000}}),
+      kernel({{0, 100}, {1500, 1600}}),
+  });
+  EXPECT_EQ(plan.computeWaits[1], Waits{0});
+}
+
+TEST(StreamPlan, TouchingRangesDoNotOverlap) {
+  StreamPlan plan = planStreams({
+      collective(0, {{64, 128}}),
+      kernel({{0, 64}, {128, 192}}),
+  });
+  EXPECT_EQ(plan.computeWaits[1], Waits{});
+  EXPECT_EQ(plan.finalWaits, Waits{0});
+}
+
+TEST(StreamPlan, CollectivesOnOtherStreamsWaitForOverlappingOnes) {
+  StreamPlan plan = planStreams({
+      collective(0, {{0, 100}}),    // event 0, stream 0
+      collective(0, {{50, 150}}),   // event 1: same stream, ordered by it
+      collective(1, {{120, 130}}),  // event 2: other stream, overlaps 1
+      collective(1, {{500, 600}}),  // event 3: overlaps nothing
+  });
+  EXPECT_EQ(plan.streamWaits[1], Waits{});
+  EXPECT_EQ(plan.streamWaits[2], Waits{1});
+  EXPECT_EQ(plan.streamWaits[3], Waits{});
+  EXPECT_EQ(plan.finalWaits, (Waits{0, 1, 2, 3}));
+}
+
+TEST(StreamPlan, PackingIntoStagingWaitsForItsLastUser) {
+  // A gather unpacks from staging [S, S+64) on its stream; a later
+  // reduce-scatter packs into the same staging on the compute stream first.
+  uint64_t S = 1 << 20;
+  StreamPlan plan = planStreams({
+      collective(0, {{0, 16}, {16, 64}, {S, S + 64}}),
+      collective(1, {{64, 128}, {128, 144}, {S, S + 64}},
+                 {{64, 128}, {S, S + 64}}),
+  });
+  EXPECT_EQ(plan.computeWaits[1], Waits{0});
+  // The compute stream has waited: the second needs no stream wait.
+  EXPECT_EQ(plan.streamWaits[1], Waits{});
+  EXPECT_EQ(plan.finalWaits, Waits{1});
+}
+
+TEST(StreamPlan, WhatNobodyWaitedForIsJoinedAtTheEnd) {
+  StreamPlan plan = planStreams({
+      collective(0, {{0, 4}}),   // the loss
+      kernel({{8, 16}}),
+  });
+  EXPECT_EQ(plan.finalWaits, Waits{0});
+}
+
+} // namespace
