@@ -9,6 +9,8 @@
 
 #include "passes/Passes.h"
 
+#include "passes/ForwardFunction.h"
+
 #include "dialects/Xfmr/XfmrOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -41,22 +43,10 @@ bool holdsBF16(Type type) {
 struct MixedPrecisionPass
     : impl::MixedPrecisionPassBase<MixedPrecisionPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> forwards;
-    for (auto function : module.getOps<func::FuncOp>())
-      for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
-        if (function.getArgAttr(i, XfmrDialect::kParamAttrName)) {
-          forwards.push_back(function);
-          break;
-        }
-    if (forwards.size() != 1) {
-      module.emitError() << "--xfmr-mixed-precision expects exactly one "
-                            "function with xfmr.param arguments (the forward "
-                            "pass, before --xfmr-train-step), found "
-                         << forwards.size();
-      return signalPassFailure();
-    }
-    if (failed(convert(forwards.front())))
+    FailureOr<func::FuncOp> forward =
+        findForwardFunction(getOperation(), "--xfmr-mixed-precision",
+                            "the forward pass, before --xfmr-train-step");
+    if (failed(forward) || failed(convert(*forward)))
       return signalPassFailure();
   }
 

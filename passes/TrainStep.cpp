@@ -9,6 +9,8 @@
 
 #include "passes/Passes.h"
 
+#include "passes/ForwardFunction.h"
+
 #include "dialects/Xfmr/XfmrOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -212,21 +214,11 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> forwards;
-    for (auto function : module.getOps<func::FuncOp>())
-      for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
-        if (function.getArgAttr(i, XfmrDialect::kParamAttrName)) {
-          forwards.push_back(function);
-          break;
-        }
-    if (forwards.size() != 1) {
-      module.emitError() << "expected exactly one function with xfmr.param "
-                            "arguments (the forward pass), found "
-                         << forwards.size();
+    FailureOr<func::FuncOp> found = findForwardFunction(
+        getOperation(), "--xfmr-train-step", "the forward pass");
+    if (failed(found))
       return signalPassFailure();
-    }
-    func::FuncOp forward = forwards.front();
+    func::FuncOp forward = *found;
     if (failed(buildTrainStep(forward)))
       return signalPassFailure();
     if (withEval) {

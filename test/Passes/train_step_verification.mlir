@@ -178,7 +178,7 @@ func.func @forward(%w: tensor<f32> {xfmr.param = "w"},
 // -----
 
 // No function has parameters: there is no forward pass to differentiate.
-// expected-error@+1 {{expected exactly one function with xfmr.param arguments (the forward pass), found 0}}
+// expected-error@+1 {{--xfmr-train-step expects exactly one function with xfmr.param arguments (the forward pass), found 0}}
 module {
   func.func @forward(%tokens: tensor<2x3xi32> {xfmr.input = "tokens"},
                      %targets: tensor<2x3xi32> {xfmr.input = "targets"}) -> tensor<f32> {
@@ -189,7 +189,7 @@ module {
 
 // -----
 
-// expected-error@+1 {{expected exactly one function with xfmr.param arguments (the forward pass), found 2}}
+// expected-error@+1 {{--xfmr-train-step expects exactly one function with xfmr.param arguments (the forward pass), found 2}}
 module {
   func.func @forward(%w: tensor<f32> {xfmr.param = "w"},
                      %tokens: tensor<2x3xi32> {xfmr.input = "tokens"},
