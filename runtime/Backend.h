@@ -34,6 +34,14 @@ public:
   virtual uint64_t deviceBytes() const { return 0; }
 };
 
+/// This rank's index in the group of the axes `buffer` (an AxisIndex
+/// buffer) names, the first listed axis major, as in dist.axis_index: what
+/// every backend writes into the buffer before the first step. Throws
+/// ProgramError when the program needs a mesh position and `communicators`
+/// is null.
+int32_t axisIndexValue(const Program &program, const BufferInfo &buffer,
+                       const comm::MeshCommunicators *communicators);
+
 /// The CPU backend: OpenBLAS and OpenMP kernels on a host arena, collectives
 /// through `communicators` (the groups of the program's mesh; required when
 /// the program has collectives, and must outlive the backend). Checks every

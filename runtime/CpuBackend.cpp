@@ -18,8 +18,6 @@
 
 namespace partition::runtime {
 
-Backend::~Backend() = default;
-
 namespace {
 
 namespace cpu = partition::runtime::cpu;
@@ -285,20 +283,8 @@ void CpuBackend::printProfile(const CompiledFunction &function) const {
 void CpuBackend::writeAxisIndices(const Program &program) {
   for (size_t index : program.withRole(Role::AxisIndex)) {
     const BufferInfo &buffer = program.buffers[index];
-    std::vector<uint32_t> axes = program.axisIndexAxes(buffer);
-    if (!communicators && program.devices() > 1)
-      throw ProgramError("axis index '" + buffer.name + "' needs this rank's "
-                         "coordinates on the program's " +
-                         program.describeMesh() +
-                         ", but the backend has no communicators; run it "
-                         "with partition-run");
-    // The first listed axis is the major one, as in dist.axis_index.
-    int64_t value = 0;
-    for (uint32_t axis : axes)
-      value = value * program.mesh[axis].size +
-              (communicators ? communicators->coordinates().at(axis) : 0);
-    int32_t narrowed = static_cast<int32_t>(value);
-    std::memcpy(arena.get() + buffer.offset, &narrowed, sizeof(narrowed));
+    int32_t value = axisIndexValue(program, buffer, communicators);
+    std::memcpy(arena.get() + buffer.offset, &value, sizeof(value));
   }
 }
 

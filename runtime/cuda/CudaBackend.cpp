@@ -511,19 +511,8 @@ CudaBackend::~CudaBackend() {
 void CudaBackend::writeAxisIndices(const Program &program) {
   for (size_t index : program.withRole(Role::AxisIndex)) {
     const BufferInfo &buffer = program.buffers[index];
-    std::vector<uint32_t> axes = program.axisIndexAxes(buffer);
-    if (!communicators && program.devices() > 1)
-      throw ProgramError("axis index '" + buffer.name + "' needs this rank's "
-                         "coordinates on the program's " +
-                         program.describeMesh() +
-                         ", but the backend has no communicators; run it "
-                         "with partition-run");
-    int64_t value = 0;
-    for (uint32_t axis : axes)
-      value = value * program.mesh[axis].size +
-              (communicators ? communicators->coordinates().at(axis) : 0);
-    int32_t narrowed = static_cast<int32_t>(value);
-    checkCuda(cudaMemcpy(arena + buffer.offset, &narrowed, sizeof(narrowed),
+    int32_t value = axisIndexValue(program, buffer, communicators);
+    checkCuda(cudaMemcpy(arena + buffer.offset, &value, sizeof(value),
                          cudaMemcpyHostToDevice),
               "cudaMemcpy", "axis index '" + buffer.name + "'");
   }

@@ -1,0 +1,27 @@
+//===- Backend.cpp - what every backend shares ----------------------------===//
+
+#include "runtime/Backend.h"
+
+#include "runtime/comm/MeshCommunicators.h"
+
+namespace partition::runtime {
+
+Backend::~Backend() = default;
+
+int32_t axisIndexValue(const Program &program, const BufferInfo &buffer,
+                       const comm::MeshCommunicators *communicators) {
+  std::vector<uint32_t> axes = program.axisIndexAxes(buffer);
+  if (!communicators && program.devices() > 1)
+    throw ProgramError("axis index '" + buffer.name + "' needs this rank's "
+                       "coordinates on the program's " +
+                       program.describeMesh() +
+                       ", but the backend has no communicators; run it "
+                       "with partition-run");
+  int64_t value = 0;
+  for (uint32_t axis : axes)
+    value = value * program.mesh[axis].size +
+            (communicators ? communicators->coordinates().at(axis) : 0);
+  return static_cast<int32_t>(value);
+}
+
+} // namespace partition::runtime
