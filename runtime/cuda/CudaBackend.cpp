@@ -160,9 +160,15 @@ public:
   const char *name() const override { return "cuda"; }
   void write(const BufferInfo &buffer, const void *source) override {
     checkCuda(cudaSetDevice(device), "cudaSetDevice", "write");
-    checkCuda(cudaMemcpy(arena + buffer.offset, source, buffer.bytes,
-                         cudaMemcpyHostToDevice),
-              "cudaMemcpy", "writing '" + buffer.name + "'");
+    // On the compute stream, joined: a cudaMemcpy from pageable memory on
+    // the legacy default stream may return before its DMA has landed, and
+    // the (non-blocking) compute and communication streams would not wait
+    // for it.
+    std::string where = "writing '" + buffer.name + "'";
+    checkCuda(cudaMemcpyAsync(arena + buffer.offset, source, buffer.bytes,
+                              cudaMemcpyHostToDevice, compute),
+              "cudaMemcpyAsync", where);
+    checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize", where);
   }
   void read(const BufferInfo &buffer, void *destination) override {
     checkCuda(cudaSetDevice(device), "cudaSetDevice", "read");
@@ -298,41 +304,50 @@ CudaBackend::CudaBackend(const Program &program,
       const KernelArgs &a = checked.back().back();
       bool bf = a.floatType == DType::BF16;
       size_t need = 0;
-      switch (a.kernel) {
-      case KernelId::EmbeddingGrad:
-      case KernelId::EmbeddingGradAdd:
-        need = cuda::embeddingGradWorkspaceSize(a.rows, a.vocab, a.channels);
-        break;
-      case KernelId::VocabParallelEmbeddingGrad:
-        need = cuda::vocabParallelEmbeddingGradWorkspaceSize(a.rows, a.vocab,
-                                                             a.channels);
-        break;
-      case KernelId::LayerNormGrad:
-        need = cuda::layerNormGradWorkspaceSize(a.rows, a.channels);
-        break;
-      case KernelId::RMSNormGrad:
-        need = cuda::rmsNormGradWorkspaceSize(a.rows, a.channels);
-        break;
-      case KernelId::LinearGradWeightBias:
-        need = cuda::biasGradWorkspaceSize(a.rows, a.outFeatures);
-        break;
-      case KernelId::SoftmaxCrossEntropy:
-        need = cuda::softmaxCrossEntropyWorkspaceSize(a.rows);
-        break;
-      case KernelId::VocabParallelLoss:
-        need = cuda::vocabParallelLossWorkspaceSize(a.rows);
-        break;
-      case KernelId::Attention:
-      case KernelId::AttentionGrad: {
-        cuda::AttentionShape shape{a.batch,   a.seq,     a.heads,
-                                   a.kvHeads, a.headDim, a.causal,
-                                   a.ropeTheta};
-        need = std::max(cuda::attentionWorkspaceSize(shape, bf),
-                        cuda::attentionGradWorkspaceSize(shape, bf));
-        break;
-      }
-      default:
-        break;
+      // The size functions check the shapes (invalid_argument) and may
+      // query CUB (runtime_error): name the instruction.
+      try {
+        switch (a.kernel) {
+        case KernelId::EmbeddingGrad:
+        case KernelId::EmbeddingGradAdd:
+          need = cuda::embeddingGradWorkspaceSize(a.rows, a.vocab, a.channels);
+          break;
+        case KernelId::VocabParallelEmbeddingGrad:
+          need = cuda::vocabParallelEmbeddingGradWorkspaceSize(a.rows, a.vocab,
+                                                               a.channels);
+          break;
+        case KernelId::LayerNormGrad:
+          need = cuda::layerNormGradWorkspaceSize(a.rows, a.channels);
+          break;
+        case KernelId::RMSNormGrad:
+          need = cuda::rmsNormGradWorkspaceSize(a.rows, a.channels);
+          break;
+        case KernelId::LinearGradWeightBias:
+          need = cuda::biasGradWorkspaceSize(a.rows, a.outFeatures);
+          break;
+        case KernelId::SoftmaxCrossEntropy:
+          need = cuda::softmaxCrossEntropyWorkspaceSize(a.rows);
+          break;
+        case KernelId::VocabParallelLoss:
+          need = cuda::vocabParallelLossWorkspaceSize(a.rows);
+          break;
+        case KernelId::Attention:
+        case KernelId::AttentionGrad: {
+          cuda::AttentionShape shape{a.batch,   a.seq,     a.heads,
+                                     a.kvHeads, a.headDim, a.causal,
+                                     a.ropeTheta};
+          need = std::max(cuda::attentionWorkspaceSize(shape, bf),
+                          cuda::attentionGradWorkspaceSize(shape, bf));
+          break;
+        }
+        default:
+          break;
+        }
+      } catch (const ProgramError &) {
+        throw;
+      } catch (const std::exception &error) {
+        throw ProgramError(function.name + " instruction #" +
+                           std::to_string(i) + ": " + error.what());
       }
       workspaceSize = std::max(workspaceSize, need);
     }
@@ -569,7 +584,12 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
   checkCuda(cudaMemcpy(&bad, badId, sizeof(int), cudaMemcpyDeviceToHost),
             "cudaMemcpy", function.name);
   if (bad) {
-    checkCuda(cudaMemset(badId, 0, sizeof(int)), "cudaMemset", function.name);
+    // On the compute stream: the next run's kernels must see the reset (a
+    // cudaMemset on the legacy stream is not ordered with them).
+    checkCuda(cudaMemsetAsync(badId, 0, sizeof(int), compute),
+              "cudaMemsetAsync", function.name);
+    checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize",
+              function.name);
     throw ProgramError(function.name +
                        ": a token id out of range of the vocabulary (or an "
                        "axis index out of range) reached a kernel; the "

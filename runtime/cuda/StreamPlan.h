@@ -6,9 +6,11 @@
 // instruction touches in the arena (not buffer ids: the memory planner
 // gives a dead buffer's bytes to a later one):
 //  - a collective starts after everything enqueued before it on the compute
-//    stream (an event recorded when it is reached), and after any earlier
-//    collective on another stream, still in flight, whose ranges overlap its
-//    own;
+//    stream (an event recorded when it is reached), and after every earlier
+//    collective on another stream still in flight: collectives of different
+//    communicators never run at once (NCCL may deadlock when two
+//    communicators' kernels wait for each other on a GPU that cannot run
+//    both), while each still overlaps the compute stream;
 //  - a kernel first makes the compute stream wait for the completion of
 //    every in-flight collective whose ranges overlap its own; once waited
 //    for, a collective is no longer in flight for the compute stream;
@@ -99,8 +101,7 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
     }
     computeWaitsFor(instruction.computeRanges, plan.computeWaits[i]);
     for (const InFlight &other : inFlight)
-      if (other.instruction->stream != instruction.stream &&
-          overlapsAny(other.instruction->ranges, instruction.ranges))
+      if (other.instruction->stream != instruction.stream)
         plan.streamWaits[i].push_back(other.event);
     plan.event[i] = plan.events++;
     inFlight.push_back({plan.event[i], &instruction});

@@ -69,7 +69,9 @@ TEST(StreamPlan, TouchingRangesDoNotOverlap) {
   EXPECT_EQ(plan.finalWaits, Waits{0});
 }
 
-TEST(StreamPlan, CollectivesOnOtherStreamsWaitForOverlappingOnes) {
+TEST(StreamPlan, CollectivesOfDifferentCommunicatorsNeverOverlap) {
+  // Overlapping bytes or not: two communicators' NCCL kernels in flight at
+  // once may deadlock.
   StreamPlan plan = planStreams({
       collective(0, {{0, 100}}),    // event 0, stream 0
       collective(0, {{50, 150}}),   // event 1: same stream, ordered by it
@@ -77,8 +79,8 @@ TEST(StreamPlan, CollectivesOnOtherStreamsWaitForOverlappingOnes) {
       collective(1, {{500, 600}}),  // event 3: overlaps nothing
   });
   EXPECT_EQ(plan.streamWaits[1], Waits{});
-  EXPECT_EQ(plan.streamWaits[2], Waits{1});
-  EXPECT_EQ(plan.streamWaits[3], Waits{});
+  EXPECT_EQ(plan.streamWaits[2], (Waits{0, 1}));
+  EXPECT_EQ(plan.streamWaits[3], (Waits{0, 1}));
   EXPECT_EQ(plan.finalWaits, (Waits{0, 1, 2, 3}));
 }
 
@@ -95,6 +97,25 @@ TEST(StreamPlan, PackingIntoStagingWaitsForItsLastUser) {
   // The compute stream has waited: the second needs no stream wait.
   EXPECT_EQ(plan.streamWaits[1], Waits{});
   EXPECT_EQ(plan.finalWaits, Waits{1});
+}
+
+TEST(StreamPlan, AComputeWaitOrdersLaterCollectivesOnOtherStreams) {
+  // Once the compute stream has waited for a collective, a later collective
+  // on another stream is ordered after it through the compute stream's
+  // ready event; one that is still in flight needs a stream wait.
+  StreamPlan plan = planStreams({
+      collective(0, {{0, 64}}),      // event 0
+      collective(0, {{256, 320}}),   // event 1
+      kernel({{0, 16}}),             // waits for event 0
+      collective(1, {{32, 48}}),     // 0 waited for; 1 on stream 0 in flight
+      collective(1, {{300, 310}}),   // 1 still in flight: stream wait
+      kernel({{300, 304}}),          // waits for 1 and 3
+  });
+  EXPECT_EQ(plan.computeWaits[2], Waits{0});
+  EXPECT_EQ(plan.streamWaits[3], Waits{1});
+  EXPECT_EQ(plan.streamWaits[4], Waits{1});
+  EXPECT_EQ(plan.computeWaits[5], (Waits{1, 3}));
+  EXPECT_EQ(plan.finalWaits, Waits{2});
 }
 
 TEST(StreamPlan, WhatNobodyWaitedForIsJoinedAtTheEnd) {
