@@ -43,10 +43,15 @@ bool haveCudaBackend() {
 #endif
 }
 
-std::string chooseBackend(const std::string &requested, bool quiet) {
+std::string chooseBackend(const std::string &requested, bool quiet,
+                          int nodeRanks) {
   if (requested == "cpu")
     return "cpu";
   device::CudaDevices cuda = device::probeCudaDevices();
+  std::string tooFew =
+      std::to_string(nodeRanks) + " ranks on this node but " +
+      std::to_string(cuda.count) +
+      " CUDA device(s): NCCL needs a device per rank";
   if (requested == "cuda") {
     if (cuda.count == 0)
       throw ProgramError("--backend cuda: no usable CUDA device (" +
@@ -56,15 +61,24 @@ std::string chooseBackend(const std::string &requested, bool quiet) {
                          " CUDA device(s) visible, but this partition-run "
                          "was built without the CUDA backend (no CUDA "
                          "toolkit at build time); run with --backend cpu");
+    if (cuda.count < nodeRanks)
+      throw ProgramError("--backend cuda: " + tooFew + "; launch at most " +
+                         std::to_string(cuda.count) +
+                         " ranks per node, or run with --backend cpu");
     return "cuda";
   }
-  if (cuda.count > 0 && haveCudaBackend())
+  if (cuda.count == 0)
+    return "cpu";
+  if (haveCudaBackend() && cuda.count >= nodeRanks)
     return "cuda";
-  if (cuda.count > 0 && !quiet)
-    std::fprintf(stderr, "partition-run: %d CUDA device(s) visible, but this "
-                         "partition-run was built without the CUDA backend; "
-                         "running on the CPU\n",
-                 cuda.count);
+  if (!quiet)
+    std::fprintf(stderr, "partition-run: %s; running on the CPU\n",
+                 haveCudaBackend()
+                     ? tooFew.c_str()
+                     : (std::to_string(cuda.count) +
+                        " CUDA device(s) visible, but this partition-run "
+                        "was built without the CUDA backend")
+                           .c_str());
   return "cpu";
 }
 
@@ -176,7 +190,7 @@ public:
     if (!program.mesh.empty())
       mesh = std::make_unique<comm::MeshCommunicators>(
           world, meshSizes(program), neededGroups(program));
-    if (chooseBackend(options.backend, quiet) == "cuda")
+    if (agreeOnBackend() == "cuda")
       createCuda();
     else
       backend = createCpuBackend(program, mesh.get());
@@ -204,8 +218,11 @@ public:
   void execute();
 
 private:
-  /// The CUDA backend on device (node-local rank % devices), with NCCL
-  /// communicators for the program's collectives.
+  /// chooseBackend on every rank, then the same answer everywhere: the CPU
+  /// when any rank's auto chose it (a node with too few devices).
+  std::string agreeOnBackend();
+  /// The CUDA backend on device options.nodeRank, with NCCL communicators
+  /// for the program's collectives.
   void createCuda();
   void initialise();
   void restore(const std::string &dir);
@@ -263,19 +280,24 @@ private:
   int64_t startStep = 0;
 };
 
+std::string Run::agreeOnBackend() {
+  std::string choice = chooseBackend(options.backend, quiet, options.nodeRanks);
+  if (world.size() == 1 || options.backend != "auto")
+    return choice;
+  float cpu = choice == "cpu" ? 1.0f : 0.0f;
+  world.allReduce(&cpu, 1, comm::ReduceOp::Max, {"backend choice", -1});
+  if (cpu > 0 && choice == "cuda" && leader && !options.quiet)
+    std::fprintf(stderr, "partition-run: another node has too few CUDA "
+                         "devices for its ranks; every rank runs on the "
+                         "CPU\n");
+  return cpu > 0 ? "cpu" : "cuda";
+}
+
 void Run::createCuda() {
 #ifdef PARTITION_HAVE_CUDA_BACKEND
   device::CudaDevices devices = device::probeCudaDevices();
-  int localRank = 0;
-#ifdef PARTITION_HAVE_NCCL
-  if (auto *mpi = dynamic_cast<comm::MpiCommunicator *>(&world))
-    localRank = comm::NcclCommunicator::nodeLocalRank(*mpi);
-  else
-    localRank = world.rank();
-#else
-  localRank = world.rank();
-#endif
-  int device = localRank % std::max(devices.count, 1);
+  // chooseBackend checked that the node has a device per rank.
+  int device = options.nodeRank % std::max(devices.count, 1);
   if (program.hasCollectives()) {
 #ifdef PARTITION_HAVE_NCCL
     comm::NcclOptions ncclOptions;
@@ -303,8 +325,8 @@ void Run::createCuda() {
                        ")";
   if (world.size() > 1)
     backendDescription = "cuda (rank 0 on device " + std::to_string(device) +
-                         ", " + name + "; each rank on its node-local rank "
-                         "% " + std::to_string(devices.count) + ")";
+                         ", " + name + "; each rank on the device of its "
+                         "rank within its node)";
 #else
   throw ProgramError("--backend cuda: this partition-run was built without "
                      "the CUDA backend");

@@ -46,6 +46,11 @@ struct TrainOptions {
   double commTimeoutSeconds = 300;
   /// auto, cpu or cuda (see chooseBackend).
   std::string backend = "auto";
+  /// This rank's index among the job's ranks on its node, and their number
+  /// (set by partition-run from MPI): the CUDA backend gives each its own
+  /// device, node rank r taking device r.
+  int nodeRank = 0;
+  int nodeRanks = 1;
 };
 
 /// Runs the training on one process: loads options.program; throws
@@ -69,13 +74,17 @@ void train(const TrainOptions &options, const Program &program,
 void checkWorldSize(const Program &program, const std::string &path,
                     int worldSize);
 
-/// The backend a run uses for `requested` (auto, cpu or cuda): auto is the
-/// CUDA backend when this build has it and a CUDA device is visible, else
-/// the CPU backend (saying so when a device is visible but the build has
-/// no CUDA backend); cuda is the CUDA backend, or a one-line error naming
-/// why not (no usable device, with the CUDA runtime's reason; or a build
+/// The backend this rank would use for `requested` (auto, cpu or cuda),
+/// with `nodeRanks` ranks of the job on its node: auto is the CUDA backend
+/// when this build has it and the node has a CUDA device for each of those
+/// ranks (NCCL refuses two ranks on one device), else the CPU backend
+/// (saying why when devices are visible); cuda is the CUDA backend, or a
+/// one-line error naming why not (no usable device, with the CUDA
+/// runtime's reason; fewer devices than ranks on the node; or a build
 /// without the CUDA backend). Throws ProgramError; returns "cpu" or "cuda".
-std::string chooseBackend(const std::string &requested, bool quiet);
+/// train() makes every rank agree (CPU if any rank's auto chose it).
+std::string chooseBackend(const std::string &requested, bool quiet,
+                          int nodeRanks = 1);
 
 /// True when this build has the CUDA backend (runtime/cuda).
 bool haveCudaBackend();

@@ -25,3 +25,7 @@ llvm_config.add_tool_substitutions(
 config.substitutions.append(("%python", '"' + sys.executable + '"'))
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.partition_tools_dir, append_path=True)
+# These tests check the CPU backend, the reference (correctness is defined
+# on CPU ranks): hide GPUs so that partition-run --backend auto means the
+# same on every machine. The CUDA backend has its own tests (ctest -L gpu).
+config.environment["CUDA_VISIBLE_DEVICES"] = ""

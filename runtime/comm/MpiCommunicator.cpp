@@ -106,6 +106,17 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string group,
   MPI_Comm_rank(MPI_COMM_WORLD, &worldRank_);
 }
 
+MpiCommunicator::NodeRanks MpiCommunicator::nodeRanks() const {
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
+                      &local);
+  NodeRanks ranks;
+  MPI_Comm_rank(local, &ranks.rank);
+  MPI_Comm_size(local, &ranks.size);
+  MPI_Comm_free(&local);
+  return ranks;
+}
+
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);

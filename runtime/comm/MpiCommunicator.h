@@ -42,6 +42,15 @@ public:
   int worldRank() const { return worldRank_; }
   MPI_Comm handle() const { return comm_; }
 
+  /// This process's rank among the ranks of this communicator on the same
+  /// node, and their number (MPI_Comm_split_type SHARED); collective. The
+  /// CUDA backend gives each of them a device of its own.
+  struct NodeRanks {
+    int rank = 0;
+    int size = 1;
+  };
+  NodeRanks nodeRanks() const;
+
   double timeoutSeconds() const { return options_.timeoutSeconds; }
   void setTimeoutSeconds(double seconds) { options_.timeoutSeconds = seconds; }
 

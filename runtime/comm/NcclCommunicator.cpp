@@ -149,16 +149,6 @@ NcclCommunicator::world(MpiCommunicator &mpi, int device,
   return comm;
 }
 
-int NcclCommunicator::nodeLocalRank(MpiCommunicator &mpi) {
-  MPI_Comm local = MPI_COMM_NULL;
-  MPI_Comm_split_type(mpi.handle(), MPI_COMM_TYPE_SHARED, mpi.rank(),
-                      MPI_INFO_NULL, &local);
-  int rank = 0;
-  MPI_Comm_rank(local, &rank);
-  MPI_Comm_free(&local);
-  return rank;
-}
-
 std::unique_ptr<NcclCommunicator> NcclCommunicator::single(int device,
                                                            NcclOptions options) {
   ncclUniqueId id;

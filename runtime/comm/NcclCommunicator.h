@@ -71,11 +71,6 @@ public:
   static std::unique_ptr<NcclCommunicator>
   world(MpiCommunicator &mpi, int device, NcclOptions options = {});
 
-  /// This process's rank among the ranks of `mpi` on the same node
-  /// (MPI_Comm_split_type shared); collective over mpi. The CUDA backend
-  /// takes device (local rank % device count).
-  static int nodeLocalRank(MpiCommunicator &mpi);
-
   /// One rank alone, without MPI (a single-device program that still has
   /// collectives, e.g. over a mesh of size 1).
   static std::unique_ptr<NcclCommunicator> single(int device,

@@ -43,6 +43,17 @@ openWorld(bool useMpi, double timeoutSeconds, int *argc, char ***argv) {
 #endif
 }
 
+NodeRanks nodeRanks(runtime::comm::Communicator &world) {
+#ifdef PARTITION_HAVE_MPI
+  if (auto *mpi = dynamic_cast<runtime::comm::MpiCommunicator *>(&world)) {
+    runtime::comm::MpiCommunicator::NodeRanks node = mpi->nodeRanks();
+    return {node.rank, node.size};
+  }
+#endif
+  (void)world;
+  return {};
+}
+
 void abortJob(int code) {
   std::fflush(stdout);
   std::fflush(stderr);

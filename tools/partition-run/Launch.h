@@ -28,6 +28,15 @@ bool launchedByLauncher();
 std::unique_ptr<runtime::comm::Communicator>
 openWorld(bool useMpi, double timeoutSeconds, int *argc, char ***argv);
 
+/// `world`'s ranks on this process's node: this one's index among them and
+/// their number (MPI_Comm_split_type SHARED; {0, 1} without MPI).
+/// Collective over `world`.
+struct NodeRanks {
+  int rank = 0;
+  int size = 1;
+};
+NodeRanks nodeRanks(runtime::comm::Communicator &world);
+
 /// Ends every rank of an MPI job with `code` (MPI_Abort): the other ranks
 /// would otherwise wait for this one until their timeout.
 [[noreturn]] void abortJob(int code);

@@ -256,7 +256,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   try {
-    rt::train(options, program, *world);
+    TrainOptions placed = options;
+    partition::run::NodeRanks node = partition::run::nodeRanks(*world);
+    placed.nodeRank = node.rank;
+    placed.nodeRanks = node.size;
+    rt::train(placed, program, *world);
   } catch (const std::exception &error) {
     if (world->size() == 1)
       return fail(error.what());
