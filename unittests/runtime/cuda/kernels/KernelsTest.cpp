@@ -529,6 +529,15 @@ TYPED_TEST(CudaTyped, LayerNorm) {
     const FVec gamma = rounded<T>(randomFloats(s.channels, rng));
     const FVec beta = rounded<T>(randomFloats(s.channels, rng));
     const FVec grad = rounded<T>(randomFloats(n, rng));
+    // Each side's row mean of `channels` values near 3 carries its fp32
+    // summation error (the CPU's, measured against a double reference, is
+    // up to 6e-6 of the output scale at 8192-12288 channels; the CUDA
+    // tree's 3e-6), and (x - mean) rstd passes it on to every element:
+    // allow it on top of rtol for the wide rows (y, dx and dgamma, which
+    // all go through xhat).
+    const double rtol =
+        Storage<T>::rtol +
+        kFp32Rtol * std::max(0.0, std::sqrt(double(s.channels) / 1024.0) - 1.0);
     FVec expected(n), expectedDx(n), expectedDgamma(s.channels),
         expectedDbeta(s.channels);
     cpu::layerNorm(input.data(), gamma.data(), beta.data(), expected.data(),
@@ -544,8 +553,7 @@ TYPED_TEST(CudaTyped, LayerNorm) {
     cuda::layerNorm<T>(dInput->get(), dGamma->get(), dBeta->get(), result.get(),
                        s.rows, s.channels, epsilon, this->stream);
     this->sync();
-    EXPECT_TRUE(
-        close(result.download(), expected, Storage<T>::rtol, kCancelFloor))
+    EXPECT_TRUE(close(result.download(), expected, rtol, kCancelFloor))
         << "rows " << s.rows << " channels " << s.channels;
 
     auto ws =
@@ -560,11 +568,10 @@ TYPED_TEST(CudaTyped, LayerNorm) {
         firstDx = dx.bytes();
         firstDgamma = dgamma.bytes();
         firstDbeta = dbeta.bytes();
-        EXPECT_TRUE(
-            close(dx.download(), expectedDx, Storage<T>::rtol, kCancelFloor))
+        EXPECT_TRUE(close(dx.download(), expectedDx, rtol, kCancelFloor))
             << "dx, rows " << s.rows << " channels " << s.channels;
-        EXPECT_TRUE(close(dgamma.download(), expectedDgamma, Storage<T>::rtol,
-                          kCancelFloor))
+        EXPECT_TRUE(
+            close(dgamma.download(), expectedDgamma, rtol, kCancelFloor))
             << "dgamma, rows " << s.rows << " channels " << s.channels;
         EXPECT_TRUE(close(dbeta.download(), expectedDbeta, Storage<T>::rtol,
                           kCancelFloor))
