@@ -8,6 +8,18 @@ namespace partition::runtime {
 
 Backend::~Backend() = default;
 
+comm::ReduceOp reduceOpOf(ReduceKind reduce) {
+  switch (reduce) {
+  case ReduceKind::Sum:
+    return comm::ReduceOp::Sum;
+  case ReduceKind::Avg:
+    return comm::ReduceOp::Avg;
+  case ReduceKind::Max:
+    return comm::ReduceOp::Max;
+  }
+  return comm::ReduceOp::Sum;
+}
+
 int32_t axisIndexValue(const Program &program, const BufferInfo &buffer,
                        const comm::MeshCommunicators *communicators) {
   std::vector<uint32_t> axes = program.axisIndexAxes(buffer);

@@ -4,6 +4,7 @@
 #define PARTITION_RUNTIME_BACKEND_H
 
 #include "runtime/Program.h"
+#include "runtime/comm/Communicator.h"
 
 #include <memory>
 
@@ -33,6 +34,9 @@ public:
   /// Device memory the backend holds (arena and workspaces); 0 on the CPU.
   virtual uint64_t deviceBytes() const { return 0; }
 };
+
+/// The communicator's reduction for a program's.
+comm::ReduceOp reduceOpOf(ReduceKind reduce);
 
 /// This rank's index in the group of the axes `buffer` (an AxisIndex
 /// buffer) names, the first listed axis major, as in dist.axis_index: what

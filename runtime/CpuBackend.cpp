@@ -26,18 +26,6 @@ struct AlignedFree {
   void operator()(void *p) const { std::free(p); }
 };
 
-comm::ReduceOp reduceOp(ReduceKind reduce) {
-  switch (reduce) {
-  case ReduceKind::Sum:
-    return comm::ReduceOp::Sum;
-  case ReduceKind::Avg:
-    return comm::ReduceOp::Avg;
-  case ReduceKind::Max:
-    return comm::ReduceOp::Max;
-  }
-  return comm::ReduceOp::Sum;
-}
-
 /// Kernels that move bf16 bits themselves instead of computing on fp32
 /// copies.
 bool movesBits(KernelId kernel) {
@@ -367,7 +355,7 @@ CpuBackend::compileF32Collective(const Program &program,
                                  const std::vector<float *> &addresses) {
   const Collective &collective = *instruction.collective;
   comm::Communicator *group = &groupRef;
-  comm::ReduceOp op = reduceOp(collective.reduce);
+  comm::ReduceOp op = reduceOpOf(collective.reduce);
   std::string label = collective.label;
   if (collective.kind != CollectiveKind::AllReduce)
     return compileBlockCollective(program, instruction, *group, addresses[0],
@@ -426,7 +414,7 @@ CpuBackend::compileBlockCollective(const Program &program,
   size_t count = size_t(block.elements);
   comm::Communicator *communicator = &group;
   std::string label = collective.label;
-  comm::ReduceOp op = reduceOp(collective.reduce);
+  comm::ReduceOp op = reduceOpOf(collective.reduce);
   // Along the first dimension (or below size-1 ones) each block is
   // contiguous and the communicator's block layout is the tensor's.
   if (outer == 1) {

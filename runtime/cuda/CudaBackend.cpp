@@ -77,18 +77,6 @@ ByteRange rangeOf(const BufferInfo &buffer) {
 }
 
 #ifdef PARTITION_HAVE_NCCL
-comm::ReduceOp reduceOp(ReduceKind reduce) {
-  switch (reduce) {
-  case ReduceKind::Sum:
-    return comm::ReduceOp::Sum;
-  case ReduceKind::Avg:
-    return comm::ReduceOp::Avg;
-  case ReduceKind::Max:
-    return comm::ReduceOp::Max;
-  }
-  return comm::ReduceOp::Sum;
-}
-
 comm::DataType commType(DType dtype) {
   switch (dtype) {
   case DType::F32:
@@ -1124,7 +1112,7 @@ CudaBackend::compileCollective(const Program &program,
   cudaStream_t commStream = nccl->stream();
   cudaStream_t computeStream = compute;
   cudaEvent_t ready = computeReady;
-  comm::ReduceOp op = reduceOp(collective.reduce);
+  comm::ReduceOp op = reduceOpOf(collective.reduce);
   std::string label = collective.label;
   // The communication stream starts after everything enqueued so far on
   // the compute stream, and after overlapping collectives of other groups.
