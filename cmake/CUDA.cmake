@@ -1,13 +1,15 @@
-# Optional CUDA parts: the CUDA language (for the future CUDA backend's
-# kernels), the CUDA runtime and cuBLAS (CUDAToolkit), and NCCL.
+# Optional CUDA parts: the CUDA language (for the CUDA backend's kernels,
+# runtime/cuda), the CUDA runtime and cuBLAS (CUDAToolkit), and NCCL.
 #
 # Sets, for the rest of the build:
 #   PARTITION_HAVE_CUDA  ON when the CUDA compiler and toolkit were found and
-#                        the CUDA language is enabled (targets CUDA::cudart,
-#                        CUDA::cublas, CUDA::cublasLt exist).
+#                        the CUDA language is enabled (targets
+#                        CUDA::cudart_static, CUDA::cublas, CUDA::cublasLt
+#                        exist).
 #   PARTITION_HAVE_NCCL  ON when, in addition, NCCL >= 2.18 was found
 #                        (imported target partition::nccl, which brings
-#                        CUDA::cudart with it).
+#                        CUDA::cudart_static with it: one CUDA runtime in
+#                        every binary, linked statically).
 # A machine without CUDA or NCCL configures and builds everything else; the
 # CUDA parts are then skipped with one status line saying why.
 #
@@ -107,7 +109,7 @@ if(NOT TARGET partition::nccl)
   set_target_properties(partition::nccl PROPERTIES
     IMPORTED_LOCATION "${NCCL_LIBRARY}"
     INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}"
-    INTERFACE_LINK_LIBRARIES CUDA::cudart)
+    INTERFACE_LINK_LIBRARIES CUDA::cudart_static)
 endif()
 set(PARTITION_HAVE_NCCL ON)
 partition_cuda_status("built (${_partition_cuda_what}, NCCL "
