@@ -8,6 +8,30 @@ namespace partition::runtime {
 
 Backend::~Backend() = default;
 
+std::string collectiveName(const Instruction &instruction,
+                           const std::string &where) {
+  return where + " (" + collectiveKindName(instruction.collective->kind) +
+         " '" + instruction.collective->label + "')";
+}
+
+comm::Communicator &collectiveGroup(const Program &program,
+                                    const Instruction &instruction,
+                                    const comm::MeshCommunicators *communicators,
+                                    const std::string &where) {
+  std::string what = collectiveName(instruction, where);
+  if (!communicators)
+    throw ProgramError(what + " needs the communicators of the program's " +
+                       program.describeMesh() +
+                       ", but the backend has none; run it with partition-run");
+  const std::vector<uint32_t> &axes = instruction.collective->axes;
+  comm::Communicator *group = communicators->group(axes);
+  if (!group)
+    throw ProgramError(what + " runs over mesh axes '" +
+                       communicators->groupName(axes) +
+                       "', which have no communicator");
+  return *group;
+}
+
 comm::ReduceOp reduceOpOf(ReduceKind reduce) {
   switch (reduce) {
   case ReduceKind::Sum:

@@ -35,6 +35,18 @@ public:
   virtual uint64_t deviceBytes() const { return 0; }
 };
 
+/// "WHERE (KIND 'LABEL')": how errors name a collective instruction.
+std::string collectiveName(const Instruction &instruction,
+                           const std::string &where);
+
+/// The communicator of the group a collective instruction runs over; throws
+/// ProgramError naming the instruction when there are no communicators (a
+/// program with collectives run outside partition-run) or none for its axes.
+comm::Communicator &collectiveGroup(const Program &program,
+                                    const Instruction &instruction,
+                                    const comm::MeshCommunicators *communicators,
+                                    const std::string &where);
+
 /// The communicator's reduction for a program's.
 comm::ReduceOp reduceOpOf(ReduceKind reduce);
 

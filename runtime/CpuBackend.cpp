@@ -202,9 +202,7 @@ CpuBackend::CpuBackend(const Program &program,
       if (instruction.collective) {
         compiled.calls.push_back(
             compileCollective(program, instruction, where));
-        const char *kind = collectiveKindName(instruction.collective->kind);
-        compiled.names.push_back(where + " (" + kind + " '" +
-                                 instruction.collective->label + "')");
+        compiled.names.push_back(collectiveName(instruction, where));
         if (profile.enabled)
           compiled.costs.push_back(describeCollective(program, instruction));
         continue;
@@ -297,17 +295,8 @@ CpuBackend::compileCollective(const Program &program,
                               const Instruction &instruction,
                               const std::string &where) {
   const Collective &collective = *instruction.collective;
-  std::string what = where + " (" + collectiveKindName(collective.kind) +
-                     " '" + collective.label + "')";
-  if (!communicators)
-    throw ProgramError(what + " needs the communicators of the program's " +
-                       program.describeMesh() +
-                       ", but the backend has none; run it with partition-run");
-  comm::Communicator *group = communicators->group(collective.axes);
-  if (!group)
-    throw ProgramError(what + " runs over mesh axes '" +
-                       communicators->groupName(collective.axes) +
-                       "', which have no communicator");
+  comm::Communicator *group =
+      &collectiveGroup(program, instruction, communicators, where);
   std::vector<float *> addresses;
   for (uint32_t arg : instruction.args)
     addresses.push_back(

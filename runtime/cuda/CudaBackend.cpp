@@ -417,9 +417,7 @@ CudaBackend::CudaBackend(const Program &program,
                       plan.communicator) == compiled->communicators.end())
           compiled->communicators.push_back(plan.communicator);
 #endif
-        const char *kind = collectiveKindName(instruction.collective->kind);
-        compiled->names.push_back(where + " (" + kind + " '" +
-                                  instruction.collective->label + "')");
+        compiled->names.push_back(collectiveName(instruction, where));
         if (profile.enabled)
           compiled->costs.push_back(describeCollective(program, instruction));
       } else {
@@ -1082,21 +1080,14 @@ CudaBackend::compileCollective(const Program &program,
                                const Instruction &instruction,
                                const std::string &where) {
   const Collective &collective = *instruction.collective;
-  std::string what = where + " (" + collectiveKindName(collective.kind) +
-                     " '" + collective.label + "')";
-  if (!communicators)
-    throw ProgramError(what + " needs the communicators of the program's " +
-                       program.describeMesh() +
-                       ", but the backend has none; run it with partition-run");
+  std::string what = collectiveName(instruction, where);
+  comm::Communicator *group =
+      &collectiveGroup(program, instruction, communicators, where);
 #ifndef PARTITION_HAVE_NCCL
+  (void)group;
   throw ProgramError(what + " needs NCCL, but this CUDA backend was built "
                             "without it");
 #else
-  comm::Communicator *group = communicators->group(collective.axes);
-  if (!group)
-    throw ProgramError(what + " runs over mesh axes '" +
-                       communicators->groupName(collective.axes) +
-                       "', which have no communicator");
   auto *nccl = dynamic_cast<comm::NcclCommunicator *>(group);
   if (!nccl)
     throw ProgramError(what + ": the CUDA backend needs NCCL communicators "
