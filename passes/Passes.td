@@ -162,97 +162,144 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
   ];
 }
 
-def DataParallelPass : Pass<"dist-data-parallel", "::mlir::ModuleOp"> {
-  let summary = "Split the training and evaluation steps' batch over the dp axis";
+// --- The partitioner, in phases (passes/partition/) ------------------------
+//
+// --dist-seed-layouts, --dist-propagate, --dist-partition and
+// --dist-bucket-gradients, in this order, turn the single-device steps into
+// the program every device of the plan's mesh runs; --dist-shard runs all
+// four (the pipeline partition-compile uses), --dist-data-parallel the same
+// without tensor parallelism.
+
+def SeedLayoutsPass : Pass<"dist-seed-layouts", "::mlir::ModuleOp"> {
+  let summary = "Seed the partitioner: split the batch inputs over the plan's data axis";
   let description = [{
-    SPMD data parallelism over the `dp` axis of the plan's mesh `@mesh`
-    (run `--dist-apply-plan` first; with dp = 1 the pass changes nothing).
-    Works on `@train_step` and `@eval_step` (after `--xfmr-train-step`):
+    The first phase of the partitioner (run `--dist-apply-plan` and
+    `--xfmr-train-step` first). Every input of `@train_step` and
+    `@eval_step` with a batch dimension (an `xfmr.input` argument of rank one
+    or more: the tokens and targets) is annotated `dist.sharding` split on
+    dimension 0 over the axis whose role is `data`, so that data-parallel
+    rank r holds rows [r B/dp, (r+1) B/dp). Arguments the user already
+    annotated keep their annotation (annotations win); they must name the
+    plan's mesh and be whole or split, never partial.
 
-    - the tokens and targets become the local rows: dp rank r holds rows
-      [r B/dp, (r+1) B/dp) of the global batch B, and every activation
-      shrinks to the local batch (shapes follow the ops' sharding rules,
-      ShardingRuleOpInterface);
-    - the loss, a mean over the global batch, becomes each rank's share of a
-      sum (the local mean scaled by 1/dp), and the cross-entropy gradient
-      likewise;
-    - values that sum over the batch (weight gradients, the loss) are
-      all-reduced (sum) over dp where first needed in full, in buckets of at
-      most `bucket-bytes` (default 25 MiB, as PyTorch DDP), in backward
-      order, each right after its last gradient is computed, so that
-      communication can overlap the rest of the backward pass. Gradients
-      accumulated over micro-batches are reduced once, after the last one.
-      The loss has an all_reduce of its own, labelled "loss".
-
-    Errors name the value and sizes, e.g. when a micro-batch's rows do not
-    split over dp.
-
-    Input (dp = 2, global batch 4):
+    Input (dp = 2):
     ```mlir
-    dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
-    func.func @train_step(..., %tokens: tensor<4x8xi32> {xfmr.input = "tokens"}, ...) {
-      ...
-      %dw = xfmr.linear_grad_weight %dy, %x : (tensor<4x8x16xf32>, tensor<4x8x32xf32>) -> tensor<16x32xf32>
-      %w2, %m2, %v2 = xfmr.adamw %w, %dw, ...
+    func.func @train_step(..., %tokens: tensor<4x8xi32> {xfmr.input = "tokens"}, ...)
     ```
     Output:
     ```mlir
-    func.func @train_step(..., %tokens: tensor<2x8xi32> {xfmr.input = "tokens"}, ...) {
-      ...
-      %dw = xfmr.linear_grad_weight %dy, %x : (tensor<2x8x16xf32>, tensor<2x8x32xf32>) -> tensor<16x32xf32>
-      %sum = dist.all_reduce %dw on @mesh axes [dp] reduce = sum {dist.label = "gradient bucket 0"} : tensor<16x32xf32>
-      %w2, %m2, %v2 = xfmr.adamw %w, %sum, ...
+    func.func @train_step(..., %tokens: tensor<4x8xi32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>, xfmr.input = "tokens"}, ...)
+    ```
+  }];
+  let dependentDialects = ["::partition::dist::DistDialect"];
+  let options = [
+    Option<"dataParallel", "data-parallel", "bool", "true",
+           "Split the batch over the data axis">,
+  ];
+}
+
+def PropagatePass : Pass<"dist-propagate", "::mlir::ModuleOp"> {
+  let summary = "Decide and record the layout of every value over the mesh";
+  let description = [{
+    The second phase: from the seeds and the ops' sharding rules
+    (ShardingRuleOpInterface) alone, decides how every value of the steps
+    is laid out, in program order, and records it; types stay global.
+
+    - Parameters are placed at their first use: as annotated; else by the
+      tensor-parallel policy (Megatron-LM's layout, read from the rules:
+      a weight whose factors another operand splits over the tensor axis
+      follows it (row-parallel), else the rule's preferred weight factor is
+      split: a linear's output features (column-parallel), an embedding's
+      vocabulary (vocab-parallel)); else as the op's factors give. Moments
+      follow their parameter; `@eval_step` reuses `@train_step`'s choices.
+    - A factor is split like the operand dimensions that map to it; placed
+      state wins over activations, kept factors over summed ones; an
+      operand that disagrees is consumed resharded.
+    - A result summing over a split factor is partial over its axes.
+      Partial sums pass through linear ops (add, scale, cast); other uses
+      consume the whole sum, or with sequence parallelism sequence blocks.
+
+    Recorded: `dist.sharding` on arguments (the seeds among them) and per
+    result on ops, and `dist.operand_shardings` (one sharding per operand)
+    on ops that consume an operand other than replicated. Errors name the
+    value and sizes.
+
+    Input (tp = 2, after the seeds):
+    ```mlir
+    %y = xfmr.linear %x, %w : (tensor<4x8x64xf32>, tensor<256x64xf32>) -> tensor<4x8x256xf32>
+    ```
+    Output:
+    ```mlir
+    %w: tensor<256x64xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>, xfmr.param = "fc.weight"}
+    %y = xfmr.linear %x, %w {dist.operand_shardings = [#dist.sharding<@mesh, [[], [], []]>, #dist.sharding<@mesh, [[tp], []]>],
+                             dist.sharding = #dist.sharding<@mesh, [[], [], [tp]]>} : ...
     ```
   }];
   let dependentDialects = ["::partition::dist::DistDialect",
                            "::partition::xfmr::XfmrDialect"];
   let options = [
-    Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
-           "Largest gradient bucket all-reduced at once, in bytes">,
+    Option<"tensorParallel", "tensor-parallel", "bool", "true",
+           "Place unplaced weights over the tensor axis in Megatron-LM's "
+           "layout (off: weights stay whole unless annotated)">,
   ];
 }
 
-def ShardPass : Pass<"dist-shard", "::mlir::ModuleOp"> {
-  let summary = "SPMD partitioning over the plan's mesh: data and tensor parallelism";
+def PartitionPass : Pass<"dist-partition", "::mlir::ModuleOp"> {
+  let summary = "Give every value its local type and insert the resharding collectives";
   let description = [{
-    Turns the single-device `@train_step` and `@eval_step` into the program
-    each device of the plan's mesh `@mesh` runs (run `--dist-apply-plan` and
-    `--xfmr-train-step` first). Everything `--dist-data-parallel` does over
-    `dp`, and over `tp` the Megatron-LM layout, derived by propagation from
-    the ops' sharding rules, not written per model:
+    The third phase: makes the layouts `--dist-propagate` recorded real.
+    Values take their local types; where an op consumes an operand in a
+    layout other than the one it was made in, collectives convert it: a
+    partial sum is all-reduced right after it is made (reduce-scattered
+    along the sequence with sequence parallelism; a sum over the data axis
+    alone gets an all_reduce labelled "data-parallel sum (to bucket)" for
+    `--dist-bucket-gradients`); split dimensions are all-gathered and
+    sliced, every gather before any slice. Ops whose local computation
+    differs adapt themselves (`partitionLocally`: attention heads,
+    row-parallel bias, vocab-parallel embedding and cross-entropy); a mean
+    over split factors (the loss) becomes each device's share of a sum.
+    State and token arguments (and state results) get
+    `dist.local_sharding`; the recorded layouts are dropped.
 
-    - each weight's layout is decided at its first use: a linear whose input
-      is whole is column-parallel (output features and bias split over tp;
-      not when that would split attention heads), one whose input features
-      are split is row-parallel (its partial sums are all-reduced where they
-      meet the residual stream, and each device adds bias / tp); embedding
-      tables are split by vocabulary (vocab-parallel embedding, all-reduce);
-      AdamW moments follow their parameter;
-    - attention runs on the local heads (heads and key-value heads divided
-      by tp; GQA groups stay whole);
-    - the LM head's logits stay split by vocabulary: the cross-entropy and
-      its gradient become the vocab-parallel forms (all-reduces of a max and
-      two sums per token; the logits are never gathered);
-    - the backward ops follow the same rules: column-parallel input
-      gradients are partial sums all-reduced over tp, weight gradients are
-      split like their weights.
-
-    State arguments and results keep local types and carry
-    `dist.local_sharding`, which the runtime uses to initialise, save and
-    restore whole tensors.
-
-    Input (tp = 2): `%y = xfmr.linear %x, %w : (tensor<4x8x64xf32>,
-    tensor<256x64xf32>) -> tensor<4x8x256xf32>` with `%w` a parameter.
-    Output: `%w : tensor<128x64xf32> {dist.local_sharding =
-    #dist.sharding<@mesh, [[tp], []]>}` and `%y = xfmr.linear %x, %w :
-    (tensor<4x8x64xf32>, tensor<128x64xf32>) -> tensor<4x8x128xf32>`.
+    Input: the output of `--dist-propagate` above.
+    Output:
+    ```mlir
+    %w: tensor<128x64xf32> {dist.local_sharding = #dist.sharding<@mesh, [[tp], []]>, xfmr.param = "fc.weight"}
+    %y = xfmr.linear %x, %w : (tensor<4x8x64xf32>, tensor<128x64xf32>) -> tensor<4x8x128xf32>
+    ```
   }];
   let dependentDialects = ["::partition::dist::DistDialect",
                            "::partition::xfmr::XfmrDialect"];
+}
+
+def BucketGradientsPass : Pass<"dist-bucket-gradients", "::mlir::ModuleOp"> {
+  let summary = "Group the data-parallel gradient reductions into buckets";
+  let description = [{
+    The last phase: the one-value all_reduces over the data axis that
+    `--dist-partition` labelled "data-parallel sum (to bucket)" become
+    buckets of at most `bucket-bytes` (default 25 MiB, as PyTorch DDP), in
+    backward order, each placed right after its last gradient is computed
+    so that communication can overlap the rest of the backward pass; a
+    bucket closes before a gradient it cannot wait for. Gradients
+    accumulated over micro-batches are reduced once. The loss has an
+    all_reduce of its own, labelled "loss".
+
+    Input:
+    ```mlir
+    %dw = xfmr.linear_grad_weight %dy, %x : ... -> tensor<16x32xf32>
+    %s0 = dist.all_reduce %dw on @mesh axes [dp] reduce = sum {dist.label = "data-parallel sum (to bucket)"} : tensor<16x32xf32>
+    %db = ...
+    %s1 = dist.all_reduce %db on @mesh axes [dp] reduce = sum {dist.label = "data-parallel sum (to bucket)"} : tensor<16xf32>
+    ```
+    Output:
+    ```mlir
+    %s:2 = dist.all_reduce %dw, %db on @mesh axes [dp] reduce = sum {dist.label = "gradient bucket 0"} : tensor<16x32xf32>, tensor<16xf32>
+    ```
+  }];
+  let dependentDialects = ["::partition::dist::DistDialect"];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
-           "Largest data-parallel gradient bucket all-reduced at once, in "
-           "bytes">,
+           "Largest gradient bucket all-reduced at once, in bytes">,
   ];
 }
 

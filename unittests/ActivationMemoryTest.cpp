@@ -21,12 +21,14 @@
 #include "model/ModelConfig.h"
 #include "passes/ActivationMemory.h"
 #include "passes/Passes.h"
-#include "passes/Spmd.h"
+#include "passes/partition/ShardPipeline.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Dist/DistOps.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
@@ -61,17 +63,24 @@ std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,
   mlir::MLIRContext context;
   context.loadDialect<dist::DistDialect>();
   auto module = buildForwardModule(context, gpt3Like(shape));
-  mlir::OpBuilder builder = mlir::OpBuilder::atBlockBegin(module->getBody());
-  dist::MeshOp::create(builder, module->getLoc(), "mesh",
-                       builder.getStrArrayAttr({"dp", "pp", "tp"}),
-                       builder.getDenseI64ArrayAttr({dp, 1, tp}));
+  // The plan, as a user writes it.
+  llvm::SmallString<128> planPath;
+  int fd;
+  EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("plan", "json", fd, planPath));
+  {
+    llvm::raw_fd_ostream plan(fd, /*shouldClose=*/true);
+    plan << "{\"mesh\": {\"dp\": " << dp << ", \"tp\": " << tp
+         << "}, \"tensor_parallel\": {\"sequence_parallel\": "
+         << (sequenceParallel ? "true" : "false") << "}}";
+  }
   mlir::PassManager pm(&context);
+  ApplyPlanPassOptions apply;
+  apply.planPath = planPath.str().str();
+  pm.addPass(createApplyPlanPass(apply));
   pm.addPass(createTrainStepPass());
+  buildShardPipeline(pm, ShardPipelineOptions());
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
-  SpmdOptions options;
-  options.tensorParallel = tp > 1;
-  options.sequenceParallel = sequenceParallel;
-  EXPECT_TRUE(mlir::succeeded(partitionSteps(*module, options)));
+  llvm::sys::fs::remove(planPath);
   mlir::func::FuncOp step;
   module->walk([&](mlir::func::FuncOp function) {
     if (function.getSymName() == "train_step")

@@ -246,6 +246,19 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return verifyShardingOf(op, attr.getValue(), op->getResult(0).getType(),
                             "result #0", /*local=*/true);
   }
+  if (attr.getName() == kOperandShardingsAttrName) {
+    auto shardings = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!shardings || shardings.size() != op->getNumOperands())
+      return op->emitError()
+             << "'" << kOperandShardingsAttrName
+             << "' must be an array of shardings, one per operand, "
+             << op->getNumOperands() << ", but is " << attr.getValue();
+    for (auto [index, sharding] : llvm::enumerate(shardings))
+      if (failed(verifyShardingOf(op, sharding, op->getOperand(index).getType(),
+                                  "operand #" + Twine(index))))
+        return failure();
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitError() << "unknown attribute '"
                            << attr.getName().getValue() << "'";

@@ -36,6 +36,10 @@ def Dist_Dialect : Dialect {
     /// result) or an array of them (one per result); on a function argument
     /// or result: the sharding of that value.
     static constexpr ::llvm::StringLiteral kShardingAttrName = "dist.sharding";
+    /// On an op, recorded by --dist-propagate: the layout it consumes each
+    /// operand in, an array of #dist.sharding (one per operand).
+    static constexpr ::llvm::StringLiteral kOperandShardingsAttrName =
+        "dist.operand_shardings";
     /// On a function argument or result whose type is LOCAL (after SPMD
     /// partitioning): the sharding of the logical tensor this value is the
     /// device's block of. The runtime gathers such state to logical tensors.

@@ -111,6 +111,13 @@ public:
   /// result does not).
   bool isSummedOver(int factor, unsigned resultIndex) const;
 
+  /// Megatron-LM's choice for the op's weights: the factor a tensor-parallel
+  /// policy splits when this op is the first to read a parameter that no
+  /// other operand splits already (a linear's output features: column-
+  /// parallel; an embedding's vocabulary: vocab-parallel).
+  void setWeightSplitFactor(int factor) { weightSplitFactor = factor; }
+  int getWeightSplitFactor() const { return weightSplitFactor; }
+
   /// Results are sums of (scaled) operands: partial operands, all over the
   /// same axes, give a result partial over them. (add, scale.)
   bool linear = false;
@@ -121,6 +128,7 @@ private:
   llvm::SmallVector<int> meanFactors;
   std::optional<ScaledValue> meanScaled;
   llvm::SmallVector<std::pair<int, int>> ties;
+  int weightSplitFactor = kNoFactor;
   /// Per result: the operands it reads (empty: all).
   llvm::SmallVector<llvm::SmallVector<unsigned, 2>> resultReads;
 };

@@ -12,6 +12,7 @@
 #include "dialects/Xfmr/XfmrOps.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace partition::xfmr;
@@ -140,10 +141,18 @@ LogicalResult localizeHeads(AttentionLike op, LocalPartition &partition) {
            << " blocks but the key-value heads into " << keyValueShards
            << "; both must be split alike (replicating key-value heads is "
               "not supported)";
-  if (heads % queryShards || kvHeads % queryShards)
-    return op.emitOpError() << "cannot split " << heads << " query heads and "
-                            << kvHeads << " key-value heads into "
-                            << queryShards << " blocks of whole heads";
+  ArrayRef<StringRef> axes = partition.axes(kQueryHeads);
+  std::string split = axes.size() == 1
+                          ? axes.front().str()
+                          : "[" + llvm::join(axes, ", ") + "]";
+  for (auto [count, kind] : {std::pair<int64_t, StringRef>{heads, "query"},
+                             {kvHeads, "key-value"}})
+    if (count % queryShards)
+      return op.emitOpError()
+             << "has " << count << " " << kind << " heads, which " << split
+             << " = " << queryShards
+             << " does not divide; choose a " << split
+             << " that divides the heads";
   OpBuilder builder(op);
   op.setNumHeadsAttr(builder.getI64IntegerAttr(heads / queryShards));
   op.setNumKvHeadsAttr(builder.getI64IntegerAttr(kvHeads / queryShards));
@@ -165,6 +174,7 @@ ShardingRule EmbeddingOp::getShardingRule() {
   rule.addOperand({b, t});
   rule.addOperand({v, c});
   rule.addResult({b, t, c});
+  rule.setWeightSplitFactor(v);
   return rule;
 }
 
@@ -236,6 +246,7 @@ ShardingRule LinearOp::getShardingRule() {
   if (getBias())
     rule.addOperand({n});
   rule.addResult(leadingThen(leading, n));
+  rule.setWeightSplitFactor(n);
   return rule;
 }
 

@@ -18,6 +18,7 @@
 #include "lowering/ProgramWriter.h"
 #include "passes/ActivationMemory.h"
 #include "passes/Passes.h"
+#include "passes/partition/ShardPipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -189,9 +190,9 @@ int main(int argc, char **argv) {
   step.withEval = optimizer == "adamw";
   pm.addPass(partition::createTrainStepPass(step));
   if (partitioned) {
-    partition::ShardPassOptions shard;
+    partition::ShardPipelineOptions shard;
     shard.bucketBytes = static_cast<int64_t>(bucketMb * 1024 * 1024);
-    pm.addPass(partition::createShardPass(shard));
+    partition::buildShardPipeline(pm, shard);
   }
   if (failed(pm.run(*module)))
     return fail("compilation failed (see the diagnostic above)");

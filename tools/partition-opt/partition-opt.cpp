@@ -5,6 +5,7 @@
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
+#include "passes/partition/ShardPipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,6 +22,7 @@ int main(int argc, char **argv) {
                   mlir::arith::ArithDialect, mlir::func::FuncDialect,
                   mlir::memref::MemRefDialect, mlir::tensor::TensorDialect>();
   partition::registerPartitionPasses();
+  partition::registerShardPipelines();
   partition::registerLoweringPasses();
   // Generic clean-ups (canonicalize, cse, ...) compose with our passes.
   mlir::registerTransformsPasses();

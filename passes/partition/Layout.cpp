@@ -1,0 +1,165 @@
+//===- Layout.cpp - what the partitioning phases share --------------------===//
+
+#include "passes/partition/Layout.h"
+
+#include "dialects/Xfmr/XfmrDialect.h"
+#include "dialects/Xfmr/XfmrOps.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+
+namespace partition {
+
+Layout Layout::replicated(Type type) {
+  Layout layout;
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    layout.dims.resize(tensor.getRank());
+  return layout;
+}
+
+Layout Layout::fromAttr(dist::ShardingAttr sharding, Type type) {
+  Layout layout = replicated(type);
+  if (!sharding)
+    return layout;
+  for (unsigned dim = 0; dim < layout.dims.size(); ++dim)
+    for (StringRef axis : sharding.getDimAxes(dim))
+      layout.dims[dim].push_back(axis);
+  for (StringRef axis : sharding.getPartialAxes())
+    layout.partial.push_back(axis);
+  return layout;
+}
+
+dist::ShardingAttr Layout::toAttr(MLIRContext *context, StringRef mesh) const {
+  SmallVector<SmallVector<StringRef>> axes;
+  for (const Axes &dim : dims)
+    axes.emplace_back(dim.begin(), dim.end());
+  SmallVector<StringRef> partialAxes(partial.begin(), partial.end());
+  return dist::ShardingAttr::get(context, mesh, axes, partialAxes);
+}
+
+bool Layout::isSharded() const {
+  return llvm::any_of(dims, [](const Axes &axes) { return !axes.empty(); });
+}
+
+int64_t PartitionMesh::sizeOf(StringRef axis) const {
+  int64_t index = shape.find(axis);
+  return index < 0 ? 1 : shape.sizes[index];
+}
+
+int64_t PartitionMesh::shardsOf(ArrayRef<StringRef> axes) const {
+  int64_t shards = 1;
+  for (StringRef axis : axes)
+    shards *= sizeOf(axis);
+  return shards;
+}
+
+Axes PartitionMesh::inMeshOrder(ArrayRef<StringRef> axes) const {
+  Axes ordered(axes.begin(), axes.end());
+  llvm::sort(ordered, [&](StringRef a, StringRef b) {
+    return shape.find(a) < shape.find(b);
+  });
+  return ordered;
+}
+
+FailureOr<PartitionMesh> lookupPartitionMesh(ModuleOp module) {
+  // Interim: the untyped plan dictionary (replaced by #dist.plan).
+  auto plan = module->getAttrOfType<DictionaryAttr>("dist.plan");
+  if (!plan)
+    return module.emitError()
+           << "partitioning needs the plan (run --dist-apply-plan first)";
+  PartitionMesh mesh;
+  mesh.symbol = FlatSymbolRefAttr::get(module.getContext(), "mesh");
+  FailureOr<dist::MeshShape> shape = dist::lookupMeshShape(
+      module, mesh.symbol, nullptr, [&] { return module.emitError(); });
+  if (failed(shape))
+    return failure();
+  mesh.shape = *shape;
+  auto axisFor = [&](StringRef name) -> StringRef {
+    int64_t index = mesh.shape.find(name);
+    return index >= 0 ? StringRef(mesh.shape.names[index]) : StringRef();
+  };
+  mesh.dataAxis = axisFor("dp");
+  mesh.tensorAxis = axisFor("tp");
+  if (auto tp = plan.getAs<DictionaryAttr>("tensor_parallel"))
+    if (auto sp = tp.getAs<BoolAttr>("sequence_parallel"))
+      mesh.sequenceParallel = sp.getValue();
+  return mesh;
+}
+
+std::string describe(ArrayRef<StringRef> axes) {
+  return "[" + llvm::join(axes, ", ") + "]";
+}
+
+int64_t byteSize(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return tensor.getNumElements() *
+         static_cast<int64_t>(
+             std::max<unsigned>(tensor.getElementTypeBitWidth() / 8, 1));
+}
+
+std::pair<StringRef, StringRef> stateOf(func::FuncOp step, unsigned index) {
+  using xfmr::XfmrDialect;
+  for (auto [attr, role] :
+       {std::pair<StringRef, StringRef>{XfmrDialect::kParamAttrName, "param"},
+        {XfmrDialect::kMoment1AttrName, "moment1"},
+        {XfmrDialect::kMoment2AttrName, "moment2"}})
+    if (auto name = step.getArgAttrOfType<StringAttr>(index, attr))
+      return {role, name.getValue()};
+  return {"", ""};
+}
+
+SmallVector<func::FuncOp> stepsToPartition(ModuleOp module) {
+  using xfmr::XfmrDialect;
+  SmallVector<func::FuncOp> steps;
+  for (auto function : module.getOps<func::FuncOp>())
+    if (function->hasAttr(XfmrDialect::kTrainStepAttrName))
+      steps.push_back(function);
+  for (auto function : module.getOps<func::FuncOp>())
+    if (function->hasAttr(XfmrDialect::kEvalStepAttrName))
+      steps.push_back(function);
+  return steps;
+}
+
+Layout recordedResultLayout(OpResult result) {
+  Operation *op = result.getOwner();
+  Attribute recorded = op->getAttr(dist::DistDialect::kShardingAttrName);
+  if (auto array = dyn_cast_or_null<ArrayAttr>(recorded))
+    recorded = array[result.getResultNumber()];
+  return Layout::fromAttr(dyn_cast_or_null<dist::ShardingAttr>(recorded),
+                          result.getType());
+}
+
+Layout recordedOperandLayout(OpOperand &operand) {
+  auto recorded = operand.getOwner()->getAttrOfType<ArrayAttr>(
+      kOperandShardingsAttrName);
+  dist::ShardingAttr sharding;
+  if (recorded)
+    sharding = dyn_cast<dist::ShardingAttr>(
+        recorded[operand.getOperandNumber()]);
+  return Layout::fromAttr(sharding, operand.get().getType());
+}
+
+Layout recordedArgumentLayout(func::FuncOp step, unsigned index) {
+  return Layout::fromAttr(step.getArgAttrOfType<dist::ShardingAttr>(
+                              index, dist::DistDialect::kShardingAttrName),
+                          step.getArgument(index).getType());
+}
+
+bool scattersSequence(const PartitionMesh &mesh, const Layout &layout,
+                      OpOperand &use) {
+  auto type = cast<RankedTensorType>(use.get().getType());
+  auto ruled = dyn_cast<xfmr::ShardingRuleOpInterface>(use.getOwner());
+  if (!mesh.sequenceParallel || !mesh.hasTensor() ||
+      layout.partial != Axes{mesh.tensorAxis} || type.getRank() != 3 ||
+      !layout.dims[kSequenceDim].empty() || !ruled ||
+      type.getDimSize(kSequenceDim) % mesh.sizeOf(mesh.tensorAxis) != 0)
+    return false;
+  xfmr::ShardingRule rule = ruled.getShardingRule();
+  int factor = rule.getOperand(use.getOperandNumber())[kSequenceDim];
+  return factor != xfmr::ShardingRule::kNoFactor &&
+         (!rule.getFactors()[factor].opaque ||
+          rule.getFactors()[factor].partitionedByOp);
+}
+
+} // namespace partition

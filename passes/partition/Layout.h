@@ -1,0 +1,121 @@
+//===- Layout.h - what the partitioning phases share ------------*- C++ -*-===//
+//
+// The partitioner runs in four passes (Passes.td): --dist-seed-layouts,
+// --dist-propagate, --dist-partition and --dist-bucket-gradients. They talk
+// through the IR only: a value's layout is a `#dist.sharding` (on function
+// arguments, and per result on ops), and the layout an op consumes each
+// operand in is `dist.operand_shardings`. This header holds the vocabulary
+// they share: the Layout of a value, the mesh with the roles of its axes,
+// and the few decisions that two phases must take identically.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_PASSES_PARTITION_LAYOUT_H
+#define PARTITION_PASSES_PARTITION_LAYOUT_H
+
+#include "dialects/Dist/DistDialect.h"
+#include "dialects/Dist/DistOps.h"
+#include "dialects/Xfmr/ShardingRule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LLVM.h"
+
+#include <optional>
+#include <string>
+
+namespace partition {
+
+using Axes = xfmr::LocalPartition::Axes;
+
+/// How a value is laid out over the mesh: the axes each dimension is split
+/// over (major first), and the axes over which each device holds one term of
+/// a pending sum.
+struct Layout {
+  llvm::SmallVector<Axes> dims;
+  Axes partial;
+
+  /// Whole on every device.
+  static Layout replicated(mlir::Type type);
+  static Layout fromAttr(dist::ShardingAttr sharding, mlir::Type type);
+  dist::ShardingAttr toAttr(mlir::MLIRContext *context,
+                            llvm::StringRef mesh) const;
+
+  bool isSharded() const;
+  bool isReplicated() const { return !isSharded() && partial.empty(); }
+  bool operator==(const Layout &other) const {
+    return dims == other.dims && partial == other.partial;
+  }
+  bool operator!=(const Layout &other) const { return !(*this == other); }
+};
+
+/// The mesh the plan partitions over and the role of each of its axes, read
+/// from the module's plan; no pass names an axis.
+struct PartitionMesh {
+  mlir::FlatSymbolRefAttr symbol;
+  dist::MeshShape shape;
+  /// The axis the batch is split over (empty: none).
+  llvm::StringRef dataAxis;
+  /// The axis Megatron-style tensor parallelism splits weights over.
+  llvm::StringRef tensorAxis;
+  /// Megatron-LM's sequence parallelism over the tensor axis.
+  bool sequenceParallel = false;
+
+  int64_t sizeOf(llvm::StringRef axis) const;
+  int64_t shardsOf(llvm::ArrayRef<llvm::StringRef> axes) const;
+  /// Axes in mesh order (a collective's group is a set).
+  Axes inMeshOrder(llvm::ArrayRef<llvm::StringRef> axes) const;
+  bool hasData() const { return !dataAxis.empty() && sizeOf(dataAxis) > 1; }
+  bool hasTensor() const {
+    return !tensorAxis.empty() && sizeOf(tensorAxis) > 1;
+  }
+};
+
+/// The plan's mesh and axis roles; an error (on the module) when the plan or
+/// its mesh is missing.
+mlir::FailureOr<PartitionMesh> lookupPartitionMesh(mlir::ModuleOp module);
+
+/// `[dp, tp]`, for messages and labels.
+std::string describe(llvm::ArrayRef<llvm::StringRef> axes);
+
+/// The bytes of a ranked tensor type.
+int64_t byteSize(mlir::Type type);
+
+/// The role and name of a state argument ("param", "moment1", "moment2"),
+/// or {"", ""}.
+std::pair<llvm::StringRef, llvm::StringRef> stateOf(mlir::func::FuncOp step,
+                                                    unsigned index);
+
+/// The functions the partitioner works on: the training step first (the
+/// evaluation step reuses its state layouts), then the evaluation step.
+llvm::SmallVector<mlir::func::FuncOp> stepsToPartition(mlir::ModuleOp module);
+
+/// The layout an op records for each of its results (`dist.sharding`), and
+/// for each of its operands (`dist.operand_shardings`); replicated where
+/// nothing is recorded.
+Layout recordedResultLayout(mlir::OpResult result);
+Layout recordedOperandLayout(mlir::OpOperand &operand);
+Layout recordedArgumentLayout(mlir::func::FuncOp step, unsigned index);
+
+/// The attribute holding the layouts an op consumes its operands in.
+inline constexpr llvm::StringLiteral kOperandShardingsAttrName =
+    dist::DistDialect::kOperandShardingsAttrName;
+
+/// With sequence parallelism: whether `use` takes its value, a partial sum
+/// over the tensor axis laid out as `layout`, as sequence blocks (a
+/// reduce_scatter along the sequence) rather than whole (an all_reduce).
+/// Propagation and partitioning must agree on it, so both ask here.
+bool scattersSequence(const PartitionMesh &mesh, const Layout &layout,
+                      mlir::OpOperand &use);
+
+/// The label of the all_reduce --dist-partition gives each sum over the data
+/// axis alone (a gradient, the loss); --dist-bucket-gradients groups them.
+inline constexpr llvm::StringLiteral kUnbucketedLabel =
+    "data-parallel sum (to bucket)";
+
+/// The dimension sequence parallelism splits: [batch, sequence, features].
+inline constexpr unsigned kSequenceDim = 1;
+
+} // namespace partition
+
+#endif // PARTITION_PASSES_PARTITION_LAYOUT_H

@@ -1,0 +1,90 @@
+//===- SeedLayouts.cpp - --dist-seed-layouts: where propagation starts ----===//
+//
+// The first phase of the partitioner. The plan's data axis splits the batch:
+// every input of the training and evaluation steps that has a batch
+// dimension (the tokens and targets) is annotated `dist.sharding` split on
+// dimension 0 over it, so that data-parallel rank r holds rows
+// [r B/dp, (r+1) B/dp). Arguments the user annotated keep their annotation
+// (annotations win); annotations are checked here: on the plan's mesh, and
+// whole or split, never partial.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/partition/Layout.h"
+
+#include "dialects/Xfmr/XfmrDialect.h"
+
+namespace partition {
+#define GEN_PASS_DEF_SEEDLAYOUTSPASS
+#include "passes/Passes.h.inc"
+} // namespace partition
+
+using namespace mlir;
+
+namespace partition {
+namespace {
+
+LogicalResult seedStep(func::FuncOp step, const PartitionMesh &mesh) {
+  StringRef meshName = mesh.symbol.getValue();
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned index = arg.getArgNumber();
+    if (auto sharding = step.getArgAttrOfType<dist::ShardingAttr>(
+            index, dist::DistDialect::kShardingAttrName)) {
+      if (sharding.getMesh() != mesh.symbol)
+        return step.emitError()
+               << "argument #" << index << " is annotated on @"
+               << sharding.getMesh().getValue() << "; the plan's mesh is @"
+               << meshName;
+      if (!sharding.getPartialAxes().empty())
+        return step.emitError() << "argument #" << index
+                                << " is annotated as a partial sum; an input "
+                                   "must be whole or split";
+      continue;
+    }
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!mesh.hasData() || !type || type.getRank() == 0 ||
+        !step.getArgAttr(index, xfmr::XfmrDialect::kInputAttrName))
+      continue;
+    Layout rows = Layout::replicated(type);
+    rows.dims[0] = {mesh.dataAxis};
+    if (type.getDimSize(0) % mesh.sizeOf(mesh.dataAxis) != 0)
+      return step.emitError()
+             << "the "
+             << step.getArgAttrOfType<StringAttr>(
+                        index, xfmr::XfmrDialect::kInputAttrName)
+                    .getValue()
+             << " batch has " << type.getDimSize(0)
+             << " elements in dimension 0, which do not split evenly over "
+             << describe({mesh.dataAxis}) << " ("
+             << mesh.sizeOf(mesh.dataAxis) << " blocks)";
+    step.setArgAttr(index, dist::DistDialect::kShardingAttrName,
+                    rows.toAttr(step.getContext(), meshName));
+  }
+  return success();
+}
+
+struct SeedLayoutsPass : impl::SeedLayoutsPassBase<SeedLayoutsPass> {
+  using SeedLayoutsPassBase::SeedLayoutsPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<PartitionMesh> mesh = lookupPartitionMesh(module);
+    if (failed(mesh))
+      return signalPassFailure();
+    if (!dataParallel)
+      mesh->dataAxis = "";
+    SmallVector<func::FuncOp> steps = stepsToPartition(module);
+    if (steps.empty()) {
+      module.emitError(
+          "no training step to partition (run --xfmr-train-step first)");
+      return signalPassFailure();
+    }
+    for (func::FuncOp step : steps)
+      if (failed(seedStep(step, *mesh)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace partition

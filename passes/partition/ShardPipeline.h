@@ -1,0 +1,35 @@
+//===- ShardPipeline.h - the partitioner's phases as one step ---*- C++ -*-===//
+//
+// --dist-shard (data and tensor parallelism: the pipeline partition-compile
+// runs) and --dist-data-parallel (the batch only) run the four phases of the
+// partitioner in order; each phase is also a pass of its own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_PASSES_PARTITION_SHARDPIPELINE_H
+#define PARTITION_PASSES_PARTITION_SHARDPIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+
+#include <cstdint>
+
+namespace partition {
+
+struct ShardPipelineOptions {
+  /// Place weights over the tensor axis (Megatron-LM's layout).
+  bool tensorParallel = true;
+  /// The largest data-parallel gradient bucket, in bytes.
+  int64_t bucketBytes = 25 * 1024 * 1024;
+};
+
+/// Adds seed -> propagate -> partition -> bucket to `pm` (a module pass
+/// manager).
+void buildShardPipeline(mlir::OpPassManager &pm,
+                        const ShardPipelineOptions &options);
+
+/// Registers --dist-shard and --dist-data-parallel.
+void registerShardPipelines();
+
+} // namespace partition
+
+#endif // PARTITION_PASSES_PARTITION_SHARDPIPELINE_H

@@ -1,0 +1,126 @@
+//===- WeightPolicy.cpp - Megatron-LM's placement of weights --------------===//
+
+#include "passes/partition/WeightPolicy.h"
+
+#include "dialects/Xfmr/XfmrOps.h"
+
+using namespace mlir;
+using namespace partition::xfmr;
+
+namespace partition {
+
+bool isLayoutPreserving(Operation *op) {
+  auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+  if (!ruled || op->getNumOperands() != 1 || op->getNumResults() != 1)
+    return false;
+  ShardingRule rule = ruled.getShardingRule();
+  return rule.getNumOperands() == 1 && rule.getNumResults() == 1 &&
+         rule.getOperand(0) == rule.getResult(0);
+}
+
+LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
+                              WeightPlacement &placement) {
+  auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+  if (!ruled)
+    return success();
+  // A parameter read through a layout-preserving op (the cast of mixed
+  // precision) comes right before the op that uses it, after every other
+  // operand of that op: decide for that op now, so that the cast already
+  // produces the chosen blocks.
+  if (isLayoutPreserving(op)) {
+    if (!placement.undecidedState(op->getResult(0)))
+      return success();
+    for (Operation *user = op->getNextNode(); user; user = user->getNextNode())
+      if (llvm::is_contained(user->getOperands(), op->getResult(0)))
+        return placeWeightsFor(user, mesh, placement);
+    return success();
+  }
+
+  // Only ops that name a weight factor (matrix products and lookups) have
+  // a policy; the parameters of the others (norm gains, position tables)
+  // are placed by the op's factors at its turn.
+  ShardingRule rule = ruled.getShardingRule();
+  int split = rule.getWeightSplitFactor();
+  if (split == ShardingRule::kNoFactor)
+    return success();
+  SmallVector<std::pair<unsigned, StringRef>> weights;
+  llvm::SmallSetVector<int, 4> weightFactors;
+  for (OpOperand &use : op->getOpOperands())
+    if (std::optional<StringRef> name = placement.undecidedState(use.get())) {
+      weights.push_back({use.getOperandNumber(), *name});
+      for (int factor : rule.getOperand(use.getOperandNumber()))
+        if (factor != ShardingRule::kNoFactor)
+          weightFactors.insert(factor);
+    }
+  if (weights.empty())
+    return success();
+
+  // Row-parallel: an activation already splits a factor of the op's
+  // parameters over the tensor axis; the unplaced ones take that split,
+  // whole elsewhere. Decided now, not at the op's turn, so that a cast of
+  // a weight before the op already produces its blocks.
+  StringRef tensorAxis = mesh.tensorAxis;
+  llvm::SmallDenseSet<int> parameterFactors;
+  for (OpOperand &use : op->getOpOperands())
+    if (placement.undecidedState(use.get()) ||
+        placement.isPlacedState(use.get()))
+      for (int factor : rule.getOperand(use.getOperandNumber()))
+        parameterFactors.insert(factor);
+  llvm::SmallDenseSet<int> followed;
+  bool besidePlacedState = false;
+  for (OpOperand &use : op->getOpOperands()) {
+    if (placement.undecidedState(use.get()))
+      continue;
+    bool state = placement.isPlacedState(use.get());
+    Layout layout = placement.layoutOf(use.get());
+    for (auto [dim, factor] :
+         llvm::enumerate(rule.getOperand(use.getOperandNumber()))) {
+      if (factor == ShardingRule::kNoFactor)
+        continue;
+      besidePlacedState |= state && weightFactors.contains(factor);
+      if (!state && parameterFactors.contains(factor) &&
+          llvm::is_contained(layout.dims[dim], tensorAxis))
+        followed.insert(factor);
+    }
+  }
+  if (!followed.empty()) {
+    for (auto [index, name] : weights) {
+      SmallVector<Axes> dims;
+      for (int factor : rule.getOperand(index))
+        dims.push_back(followed.contains(factor) ? Axes{tensorAxis} : Axes{});
+      if (failed(placement.decideState(name, dims)))
+        return failure();
+    }
+    return success();
+  }
+  // Beside a placed weight (a bias whose weight is tied or annotated), the
+  // op's factors place the rest at its turn.
+  if (besidePlacedState)
+    return success();
+
+  // Column-parallel (vocab-parallel): the op's preferred weight factor.
+  int64_t shards = mesh.sizeOf(tensorAxis);
+  for (auto [index, name] : weights) {
+    ArrayRef<int> factors = rule.getOperand(index);
+    if (!llvm::is_contained(factors, split))
+      continue;
+    SmallVector<Axes> dims(factors.size());
+    for (auto [dim, factor] : llvm::enumerate(factors)) {
+      if (factor != split)
+        continue;
+      int64_t size = rule.getFactors()[factor].size;
+      if (size % shards != 0)
+        return op->emitOpError()
+               << "cannot split the " << size << " rows of dimension " << dim
+               << " of '" << name << "' over " << tensorAxis << " = " << shards
+               << " for tensor parallelism; choose a " << tensorAxis
+               << " that divides " << size;
+      dims[dim] = {tensorAxis};
+    }
+    if (failed(placement.decideState(name, dims)))
+      return failure();
+  }
+  return success();
+}
+
+} // namespace partition

@@ -1,0 +1,54 @@
+//===- WeightPolicy.h - Megatron-LM's placement of weights ------*- C++ -*-===//
+//
+// The tensor-parallel policy of --dist-propagate: where a parameter is read
+// for the first time and nothing has placed it yet, decide how it is split
+// over the tensor axis, as Megatron-LM does, from the op's sharding rule
+// alone (no op classes). Only ops whose rule names a weight factor
+// (ShardingRule::getWeightSplitFactor: matrix products, lookups) have a
+// policy; the parameters of others (norm gains) follow the op's factors.
+//
+//  - if a factor of the parameter is already split over the tensor axis by
+//    another operand (a linear whose input features come split), or shared
+//    with state already placed (a bias beside a placed weight), the
+//    parameter follows the op's factors: row-parallel;
+//  - otherwise the op's preferred weight factor (ShardingRule::
+//    getWeightSplitFactor: a linear's output features, an embedding's
+//    vocabulary) is split over the tensor axis: column-parallel,
+//    vocab-parallel.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_PASSES_PARTITION_WEIGHTPOLICY_H
+#define PARTITION_PASSES_PARTITION_WEIGHTPOLICY_H
+
+#include "passes/partition/Layout.h"
+
+namespace partition {
+
+/// What the policy needs from the propagation that runs it.
+class WeightPlacement {
+public:
+  virtual ~WeightPlacement() = default;
+  virtual Layout layoutOf(mlir::Value value) const = 0;
+  /// The state name of `value` (or of the state a layout-preserving op
+  /// reads) when it is not placed yet.
+  virtual std::optional<llvm::StringRef>
+  undecidedState(mlir::Value value) const = 0;
+  virtual bool isPlacedState(mlir::Value value) const = 0;
+  /// Places state `name` (and its moments).
+  virtual mlir::LogicalResult decideState(llvm::StringRef name,
+                                          llvm::ArrayRef<Axes> dims) = 0;
+};
+
+/// Whether `op` is a one-operand op whose result is laid out as its
+/// operand (its rule maps both to the same factors): a cast.
+bool isLayoutPreserving(mlir::Operation *op);
+
+/// Places the unplaced parameters `op` reads (see above).
+mlir::LogicalResult placeWeightsFor(mlir::Operation *op,
+                                    const PartitionMesh &mesh,
+                                    WeightPlacement &placement);
+
+} // namespace partition
+
+#endif // PARTITION_PASSES_PARTITION_WEIGHTPOLICY_H
