@@ -10,7 +10,6 @@
 
 #include "dialects/Dist/DistDialect.h"
 
-#include "mlir/IR/BuiltinAttributes.h"
 
 namespace partition {
 #define GEN_PASS_DEF_SHARDPASS
@@ -29,13 +28,8 @@ struct ShardPass : impl::ShardPassBase<ShardPass> {
     options.tensorParallel = true;
     options.bucketBytes = bucketBytes;
     // The plan's tensor_parallel.sequence_parallel (--dist-apply-plan).
-    if (auto plan = getOperation()->getAttrOfType<mlir::DictionaryAttr>(
-            "dist.plan"))
-      if (auto tensorParallel =
-              plan.getAs<mlir::DictionaryAttr>("tensor_parallel"))
-        if (auto sequence =
-                tensorParallel.getAs<mlir::BoolAttr>("sequence_parallel"))
-          options.sequenceParallel = sequence.getValue();
+    if (dist::PlanAttr plan = dist::getPlan(getOperation()))
+      options.sequenceParallel = plan.getSequenceParallel();
     if (mlir::failed(partitionSteps(getOperation(), options)))
       signalPassFailure();
   }

@@ -55,9 +55,26 @@ ModelConfig gpt3Like(const Shape &shape) {
   return config;
 }
 
+/// The plan --dist-apply-plan would record: dp, pp, tp with their roles;
+/// `tensorRole` false leaves tp without the tensor role.
+dist::PlanAttr planFor(mlir::MLIRContext &context, bool sequenceParallel,
+                       bool tensorRole) {
+  using dist::AxisRole;
+  llvm::SmallVector<dist::PlanAxisAttr> axes = {
+      dist::PlanAxisAttr::get(&context, "dp", AxisRole::Data),
+      dist::PlanAxisAttr::get(&context, "pp", AxisRole::Pipeline)};
+  if (tensorRole)
+    axes.push_back(dist::PlanAxisAttr::get(&context, "tp", AxisRole::Tensor));
+  return dist::PlanAttr::get(
+      &context, mlir::FlatSymbolRefAttr::get(&context, "mesh"), axes,
+      sequenceParallel, "1f1b", 1, 0, dist::RecomputePolicy::None, 0,
+      "fp32");
+}
+
 std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,
                                        bool sequenceParallel,
-                                       int64_t dp = 1) {
+                                       int64_t dp = 1,
+                                       bool tensorRole = true) {
   mlir::MLIRContext context;
   context.loadDialect<dist::DistDialect>();
   auto module = buildForwardModule(context, gpt3Like(shape));
@@ -65,6 +82,8 @@ std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,
   dist::MeshOp::create(builder, module->getLoc(), "mesh",
                        builder.getStrArrayAttr({"dp", "pp", "tp"}),
                        builder.getDenseI64ArrayAttr({dp, 1, tp}));
+  (*module)->setAttr(dist::DistDialect::kPlanAttrName,
+                     planFor(context, sequenceParallel, tensorRole));
   mlir::PassManager pm(&context);
   pm.addPass(createTrainStepPass());
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
@@ -136,6 +155,14 @@ TEST(ActivationMemory, TensorAndSequenceParallel) {
       EXPECT_EQ(layers[layer].tensorParallelBytes, expected)
           << "t = " << t << ", layer " << layer;
   }
+}
+
+// The tensor-parallel axis is the one the plan gives the tensor role: a
+// plan without one counts no tensor-parallel traffic.
+TEST(ActivationMemory, TensorAxisFromThePlan) {
+  for (auto &[layer, memory] :
+       analyze(kGpt3, 2, false, /*dp=*/1, /*tensorRole=*/false))
+    EXPECT_EQ(memory.tensorParallelBytes, 0) << "layer " << layer;
 }
 
 // With dp the batch halves per rank, and the gradient buckets (one

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Dist/DistDialect.h"
+#include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "lowering/Passes.h"
@@ -80,31 +81,6 @@ cl::opt<double> bucketMb("bucket-mb",
                                   "(PyTorch DDP's bucket_cap_mb)"),
                          cl::init(25.0), cl::cat(category));
 
-int64_t meshSize(DictionaryAttr plan, StringRef axis) {
-  return plan.getAs<DictionaryAttr>("mesh").getAs<IntegerAttr>(axis).getInt();
-}
-
-/// The passes that split a model over a mesh axis and do not exist yet: a
-/// plan that needs them is refused. Remove an axis here once its pass lands
-/// (and add the pass to the pipeline).
-std::string missingPartitioningPasses(DictionaryAttr plan) {
-  auto size = [&](StringRef axis) { return meshSize(plan, axis); };
-  SmallVector<std::string> missing;
-  if (size("pp") > 1)
-    missing.push_back("pipeline-parallel");
-  if (missing.empty())
-    return "";
-  std::string passes = missing.front();
-  for (size_t i = 1; i < missing.size(); ++i)
-    passes += (i + 1 == missing.size() ? " and " : ", ") + missing[i];
-  bool one = missing.size() == 1;
-  return ("plan.json: mesh dp=" + Twine(size("dp")) + " tp=" +
-          Twine(size("tp")) + " pp=" + Twine(size("pp")) + " needs the " +
-          passes + (one ? " pass, which is" : " passes, which are") +
-          " not implemented yet; only data, tensor and sequence parallelism compile today")
-      .str();
-}
-
 /// Per transformer layer of the training step: the activations kept for
 /// the backward pass (16-bit, as Korthikanti et al. count them) and the
 /// tensor-parallel traffic, per rank.
@@ -164,16 +140,20 @@ int main(int argc, char **argv) {
     planning.addPass(partition::createApplyPlanPass(apply));
     if (failed(planning.run(*module)))
       return fail("the plan cannot be applied (see the diagnostic above)");
-    auto plan = (*module)->getAttrOfType<DictionaryAttr>("dist.plan");
-    std::string missing = missingPartitioningPasses(plan);
-    if (!missing.empty())
-      return fail(missing);
-    partitioned = meshSize(plan, "dp") > 1 || meshSize(plan, "tp") > 1;
-    bf16 = plan.getAs<StringAttr>("precision").getValue() == "bf16";
+    // --dist-apply-plan refused the fields no pass implements yet.
+    partition::dist::PlanAttr plan = partition::dist::getPlan(*module);
+    FailureOr<partition::dist::MeshShape> mesh =
+        partition::dist::lookupMeshShape(*module, plan.getMesh());
+    if (failed(mesh))
+      return fail("the plan's mesh is missing");
+    for (auto role : {partition::dist::AxisRole::Data,
+                      partition::dist::AxisRole::Tensor})
+      if (std::optional<StringRef> axis = plan.getAxis(role))
+        if (int64_t index = mesh->find(*axis); index >= 0)
+          partitioned |= mesh->sizes[index] > 1;
+    bf16 = plan.getPrecision() == "bf16";
     if (microbatches.getNumOccurrences() == 0)
-      stepMicrobatches = plan.getAs<DictionaryAttr>("pipeline")
-                             .getAs<IntegerAttr>("microbatches")
-                             .getInt();
+      stepMicrobatches = plan.getMicrobatches();
   }
 
   PassManager pm(&context);
