@@ -4,21 +4,22 @@
 //   partition-compile model.mlir -o model.ptp --microbatches 2 --memory-report
 //   partition-compile model.mlir -o model.ptp --plan plan.json
 //
-// The whole pipeline in one call: --dist-apply-plan (with --plan),
-// --xfmr-mixed-precision (when the plan says "precision": "bf16"),
-// --xfmr-train-step (with an eval step), --lower-to-rt, --lower-memory-plan,
-// then the .ptp writer.
+// The whole pipeline in one call (passes/Pipeline.h, the same as
+// `partition-opt --partition-compile-pipeline`): --dist-apply-plan (with
+// --plan), --xfmr-mixed-precision (when the plan says "precision": "bf16"),
+// --xfmr-train-step (with an eval step), the partitioner, --lower-to-rt,
+// --lower-memory-plan, then the .ptp writer.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Dist/DistDialect.h"
-#include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "lowering/Passes.h"
 #include "lowering/ProgramWriter.h"
 #include "passes/ActivationMemory.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -128,69 +129,45 @@ int main(int argc, char **argv) {
   if (!module)
     return fail("cannot parse '" + input + "' (see the diagnostic above)");
 
-  int64_t stepMicrobatches = microbatches;
-  bool partitioned = false;
-  bool bf16 = false;
   if (!(bucketMb > 0))
     return fail("--bucket-mb must be positive");
-  if (!planFile.empty()) {
-    PassManager planning(&context);
-    partition::ApplyPlanPassOptions apply;
-    apply.planPath = planFile;
-    planning.addPass(partition::createApplyPlanPass(apply));
-    if (failed(planning.run(*module)))
-      return fail("the plan cannot be applied (see the diagnostic above)");
-    // --dist-apply-plan refused the fields no pass implements yet.
-    partition::dist::PlanAttr plan = partition::dist::getPlan(*module);
-    FailureOr<partition::dist::MeshShape> mesh =
-        partition::dist::lookupMeshShape(*module, plan.getMesh());
-    if (failed(mesh))
-      return fail("the plan's mesh is missing");
-    for (auto role : {partition::dist::AxisRole::Data,
-                      partition::dist::AxisRole::Tensor})
-      if (std::optional<StringRef> axis = plan.getAxis(role))
-        if (int64_t index = mesh->find(*axis); index >= 0)
-          partitioned |= mesh->sizes[index] > 1;
-    bf16 = plan.getPrecision() == "bf16";
-    if (microbatches.getNumOccurrences() == 0)
-      stepMicrobatches = plan.getMicrobatches();
-  }
+  partition::CompilePipelineOptions options;
+  options.plan = planFile;
+  // Unset, the plan's pipeline.microbatches (else 1) applies.
+  if (microbatches.getNumOccurrences() > 0)
+    options.microbatches = microbatches;
+  options.optimizer = optimizer;
+  options.beta1 = beta1;
+  options.beta2 = beta2;
+  options.epsilon = epsilon;
+  options.weightDecay = weightDecay;
+  options.bucketMb = bucketMb;
+  options.memoryReport = memoryReport;
 
+  // The registered --partition-compile-pipeline, in two halves so that the
+  // layer report sees the partitioned step before lowering.
   PassManager pm(&context);
-  if (bf16)
-    pm.addPass(partition::createMixedPrecisionPass());
-  partition::TrainStepPassOptions step;
-  step.microbatches = stepMicrobatches;
-  step.optimizer = optimizer;
-  step.beta1 = beta1;
-  step.beta2 = beta2;
-  step.epsilon = epsilon;
-  step.weightDecay = weightDecay;
-  step.withEval = optimizer == "adamw";
-  pm.addPass(partition::createTrainStepPass(step));
-  if (partitioned) {
-    partition::ShardPassOptions shard;
-    shard.bucketBytes = static_cast<int64_t>(bucketMb * 1024 * 1024);
-    pm.addPass(partition::createShardPass(shard));
-  }
-  if (failed(pm.run(*module)))
+  partition::buildPartitionPipeline(pm, options);
+  if (failed(pm.run(*module))) {
+    if (!planFile.empty() && !partition::dist::getPlan(*module))
+      return fail("the plan cannot be applied (see the diagnostic above)");
     return fail("compilation failed (see the diagnostic above)");
+  }
   if (memoryReport)
     printLayerReport(*module);
 
-  pm.clear();
-  pm.addPass(partition::createLowerToRtPass());
-  partition::MemoryPlanPassOptions plan;
-  plan.report = memoryReport;
-  pm.addPass(partition::createMemoryPlanPass(plan));
-  if (failed(pm.run(*module)))
+  PassManager lowering(&context);
+  partition::buildLoweringPipeline(lowering, options);
+  if (failed(lowering.run(*module)))
     return fail("compilation failed (see the diagnostic above)");
 
   if (!emitMlir.empty()) {
     auto planned = openOutputFile(emitMlir, &error);
     if (!planned)
       return fail(error);
+    // As partition-opt prints it (a final newline), so the two compare.
     module->print(planned->os());
+    planned->os() << "\n";
     planned->keep();
   }
   auto program = openOutputFile(output, &error);

@@ -5,6 +5,7 @@
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
                   mlir::memref::MemRefDialect, mlir::tensor::TensorDialect>();
   partition::registerPartitionPasses();
   partition::registerLoweringPasses();
+  partition::registerCompilePipeline();
   // Generic clean-ups (canonicalize, cse, ...) compose with our passes.
   mlir::registerTransformsPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
