@@ -98,6 +98,14 @@
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_deep.json 2>&1 | FileCheck %s --check-prefix=CHECK-DEEP
 // CHECK-DEEP: error: {{.*}}plan_deep.json: 'mesh[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]' is nested more than 16 levels deep
 
+// No size computed from the mesh may overflow: at most 2^24 devices.
+// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_mesh_huge.json 2>&1 | FileCheck %s --check-prefix=CHECK-HUGE
+// CHECK-HUGE: error: {{.*}}plan_mesh_huge.json: the mesh of dp 4611686018427387904 x tp 4 x pp 1 devices is larger than the 16777216 supported
+
+// A message is one line: control characters in keys are escaped.
+// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_key_newline.json 2>&1 | FileCheck %s --check-prefix=CHECK-KEY-NEWLINE
+// CHECK-KEY-NEWLINE: error: {{.*}}plan_key_newline.json: unknown field 'mesh.d\0Ap' (known: dp, tp, pp){{$}}
+
 // Every error is reported, not only the first.
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_many.json 2>&1 | FileCheck %s --check-prefix=CHECK-MANY
 // CHECK-MANY: error: {{.*}}plan_many.json: mesh.dp must be a positive integer, got 0
