@@ -363,7 +363,7 @@ LogicalResult StepLowering::buildSignature() {
   return success();
 }
 
-/// "tp", "dp,tp": how an axis-index buffer is named (rt.name), in the
+/// `tp`, `dp,tp`: how an axis-index buffer is named (rt.name), in the
 /// listed order, since the first listed axis is the major one.
 std::string joinAxes(ArrayAttr axes) {
   std::string joined;

@@ -17,8 +17,6 @@ using namespace partition::xfmr;
 namespace partition {
 namespace {
 
-constexpr StringLiteral kTensorAxis = "tp";
-
 /// The layer index in a parameter name ("h.3.attn.q.weight" -> 3), or -1.
 int64_t layerOfName(StringRef name) {
   static const llvm::Regex pattern("^(h|layers)\\.([0-9]+)\\.");
@@ -145,20 +143,29 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
     }
   }
 
-  // Tensor-parallel traffic.
-  FailureOr<dist::MeshShape> mesh;
+  // Tensor-parallel traffic: collectives over the axis the plan gives the
+  // tensor role (none without a plan or without such an axis).
+  auto module = step->getParentOfType<ModuleOp>();
+  dist::PlanAttr plan = module ? dist::getPlan(module) : nullptr;
+  std::optional<StringRef> tensorAxis =
+      plan ? plan.getAxis(dist::AxisRole::Tensor) : std::nullopt;
   for (Operation &op : body) {
+    if (!tensorAxis)
+      break;
     auto axes = op.getAttrOfType<ArrayAttr>("axes");
     auto meshRef = op.getAttrOfType<FlatSymbolRefAttr>("mesh");
     if (!axes || !meshRef || axes.size() != 1 ||
-        cast<StringAttr>(axes[0]).getValue() != kTensorAxis)
+        cast<StringAttr>(axes[0]).getValue() != *tensorAxis)
       continue;
     if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp>(op))
       continue;
     FailureOr<dist::MeshShape> shape = dist::lookupMeshShape(&op, meshRef);
     if (failed(shape))
       continue;
-    int64_t n = shape->sizes[shape->find(kTensorAxis)];
+    int64_t index = shape->find(*tensorAxis);
+    if (index < 0)
+      continue;
+    int64_t n = shape->sizes[index];
     // A reduction completes the op that produced its operand; a gather
     // prepares the input of the op that reads it.
     int64_t layer = isa<dist::AllGatherOp>(op) ? readerLayers.lookup(&op)

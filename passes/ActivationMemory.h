@@ -14,8 +14,9 @@
 //    per element, the convention of Korthikanti et al. 2022 ("Reducing
 //    Activation Recomputation in Large Transformer Models");
 //  - tensor-parallel traffic is what each rank sends per step in the
-//    collectives over tp that complete the layer's ops (reductions) or feed
-//    them (gathers): a ring all-reduce of S
+//    collectives over the plan's tensor axis (the mesh axis #dist.plan gives
+//    role tensor; none without a plan) that complete the layer's ops
+//    (reductions) or feed them (gathers): a ring all-reduce of S
 //    bytes over N ranks sends 2(N-1)/N S, an all-gather (N-1)/N of its
 //    output, a reduce-scatter (N-1)/N of its input (at the tensors' own
 //    element size).

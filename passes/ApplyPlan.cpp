@@ -2,7 +2,7 @@
 //
 // Reads plan.json, checks it against the model's configuration and records
 // it in the IR: `dist.mesh @mesh axes = [dp, pp, tp]` and the module's
-// `dist.plan` dictionary. See Passes.td for the contract.
+// typed `dist.plan` (#dist.plan, each axis with its role). See Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +27,33 @@ using namespace mlir;
 namespace partition {
 namespace {
 
-constexpr StringLiteral kPlanAttrName = "dist.plan";
 constexpr StringLiteral kMeshName = "mesh";
+
+/// The model configuration checkPlanAgainstModel needs, from `xfmr.model`.
+PlanModel planModel(DictionaryAttr config) {
+  auto field = [&](StringRef name) -> std::optional<int64_t> {
+    if (auto value = config.getAs<IntegerAttr>(name))
+      return value.getInt();
+    return std::nullopt;
+  };
+  return {field("batch"), field("heads"), field("kv_heads"),
+          field("layers"), field("vocab"), field("seq_len")};
+}
+
+/// The typed plan, every field filled in.
+dist::PlanAttr toAttr(const Plan &plan, MLIRContext *context) {
+  SmallVector<dist::PlanAxisAttr> axes;
+  for (const Plan::Axis &axis : plan.axes())
+    axes.push_back(dist::PlanAxisAttr::get(
+        context, axis.name, *dist::symbolizeAxisRole(axis.role)));
+  return dist::PlanAttr::get(
+      context, FlatSymbolRefAttr::get(context, kMeshName), axes,
+      plan.tensorParallel.sequenceParallel,
+      plan.pipeline.scheduleOrDefault(), plan.pipeline.microbatches,
+      plan.zero.stage,
+      *dist::symbolizeRecomputePolicy(plan.recompute.policy),
+      plan.recompute.budgetBytes, plan.precision);
+}
 
 struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
   using ApplyPlanPassBase::ApplyPlanPassBase;
@@ -39,20 +64,25 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
       module.emitError() << message;
     };
 
-    std::string text;
+    // Without a file, the default plan; with one, the file must hold a plan
+    // (an empty file is an error, not the default).
+    Plan plan;
+    StringRef fileName = planPath.empty() ? StringRef("plan.json")
+                                          : StringRef(planPath);
     if (!planPath.empty()) {
       llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
           llvm::MemoryBuffer::getFile(planPath, /*IsText=*/true);
       if (!file) {
-        emitError("plan.json: cannot read the plan '" + planPath +
-                  "': " + file.getError().message());
+        emitError(fileName + ": cannot read the plan: " +
+                  file.getError().message());
         return signalPassFailure();
       }
-      text = (*file)->getBuffer().str();
+      FailureOr<Plan> parsed =
+          parsePlan((*file)->getBuffer(), fileName, emitError);
+      if (failed(parsed))
+        return signalPassFailure();
+      plan = *parsed;
     }
-    FailureOr<Plan> plan = parsePlan(text, emitError);
-    if (failed(plan))
-      return signalPassFailure();
 
     // The model function: the forward function or the training step.
     DictionaryAttr model;
@@ -62,44 +92,56 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
         model = config;
         break;
       }
-    if (model && failed(checkPlanAgainstModel(*plan, model, emitError)))
+    if (model && failed(checkPlanAgainstModel(plan, planModel(model),
+                                              fileName, emitError)))
+      return signalPassFailure();
+    if (failed(checkPlanImplemented(plan, fileName, emitError)))
       return signalPassFailure();
 
+    SmallVector<StringRef> axisNames;
+    SmallVector<int64_t> axisSizes;
+    for (const Plan::Axis &axis : plan.axes()) {
+      axisNames.push_back(axis.name);
+      axisSizes.push_back(axis.size);
+    }
     // A model annotated with shardings declares the mesh they name: it must
     // be the plan's.
     bool haveMesh = false;
     if (auto mesh = dyn_cast_or_null<dist::MeshOp>(
             SymbolTable::lookupSymbolIn(module, kMeshName))) {
-      SmallVector<int64_t> want{plan->mesh.dp, plan->mesh.pp, plan->mesh.tp};
       SmallVector<StringRef> names;
       for (Attribute name : mesh.getAxisNames())
         names.push_back(cast<StringAttr>(name).getValue());
-      if (names != SmallVector<StringRef>{"dp", "pp", "tp"} ||
-          SmallVector<int64_t>(mesh.getAxisSizes()) != want) {
-        mesh.emitError() << "plan.json: the model's mesh @" << kMeshName
-                         << " is not the plan's [dp = " << plan->mesh.dp
-                         << ", pp = " << plan->mesh.pp
-                         << ", tp = " << plan->mesh.tp << "]";
+      if (names != axisNames ||
+          SmallVector<int64_t>(mesh.getAxisSizes()) != axisSizes) {
+        InFlightDiagnostic diag = mesh.emitError();
+        diag << fileName << ": the model's mesh @" << kMeshName
+             << " is not the plan's [";
+        llvm::interleaveComma(plan.axes(), diag, [&](const Plan::Axis &axis) {
+          diag << axis.name << " = " << axis.size;
+        });
+        diag << "]";
         return signalPassFailure();
       }
       haveMesh = true;
     }
-    if (module->hasAttr(kPlanAttrName) ||
+    if (dist::getPlan(module) ||
+        module->hasAttr(dist::DistDialect::kPlanAttrName) ||
         (!haveMesh && SymbolTable::lookupSymbolIn(module, kMeshName))) {
-      module.emitError() << "plan.json: the module already has a plan ('"
-                         << kPlanAttrName << "' or a symbol @" << kMeshName
+      module.emitError() << fileName << ": the module already has a plan ('"
+                         << dist::DistDialect::kPlanAttrName
+                         << "' or a symbol @" << kMeshName
                          << "); apply a plan once";
       return signalPassFailure();
     }
 
     OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
     if (!haveMesh)
-      dist::MeshOp::create(
-          builder, module.getLoc(), kMeshName,
-          builder.getStrArrayAttr({"dp", "pp", "tp"}),
-          builder.getDenseI64ArrayAttr(
-              {plan->mesh.dp, plan->mesh.pp, plan->mesh.tp}));
-    module->setAttr(kPlanAttrName, plan->toAttr(&getContext()));
+      dist::MeshOp::create(builder, module.getLoc(), kMeshName,
+                           builder.getStrArrayAttr(axisNames),
+                           builder.getDenseI64ArrayAttr(axisSizes));
+    module->setAttr(dist::DistDialect::kPlanAttrName,
+                    toAttr(plan, &getContext()));
   }
 };
 

@@ -121,22 +121,26 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
   let summary = "Read plan.json, check it against the model and record it";
   let description = [{
     Reads the parallelization plan (`plan=<path to plan.json>`; without a
-    path, the default plan), checks it against the `xfmr.model`
-    configuration of the module's model function (the forward function or
-    the training step), and records it: a `dist.mesh @mesh` with all three
-    axes (size-1 axes included, so later passes can rely on them) at the top
-    of the module, and the whole plan, defaults filled in, as the module's
-    `dist.plan` dictionary.
+    path, the default plan) with passes/Plan.h, checks it against the
+    `xfmr.model` configuration of the module's model function (the forward
+    function or the training step), and records it: a `dist.mesh @mesh`
+    with all three axes (size-1 axes included, so later passes can rely on
+    them) at the top of the module, and the whole plan, defaults filled in,
+    as the module's typed `dist.plan` (#dist.plan; passes read it with
+    `dist::getPlan`), each mesh axis with its role.
 
     Every plan.json field is optional (defaults: mesh 1x1x1, no sequence
-    parallelism, schedule 1f1b, 1 micro-batch, ZeRO stage 0, no recompute,
-    fp32). Unknown fields, wrong types, out-of-range values and plans the
-    model cannot follow are errors on the module that name the field and the
-    values, e.g.
-    `plan.json: mesh.dp must be a positive integer, got 0` or
-    `plan.json: the batch of 6 sequences is not divisible by mesh.dp = 4`.
+    parallelism, 1 micro-batch, ZeRO stage 0, no recompute, fp32). An empty
+    file, invalid JSON, a key given twice, unknown fields, wrong types,
+    out-of-range values and plans the model cannot follow are errors on the
+    module that start with the file's name and name the field and the
+    values, e.g. `p.json: mesh.dp must be a positive integer, got 0` or
+    `p.json: the batch of 6 sequences is not divisible by mesh.dp = 4`.
+    Fields whose pass does not exist yet (pp > 1, a pipeline schedule, ZeRO,
+    recomputation) are refused, one error each, e.g. `p.json: zero.stage = 1
+    needs the ZeRO pass, which is not implemented yet; use stage 0`.
 
-    Input (plan.json `{"mesh": {"dp": 2}, "zero": {"stage": 1}}`):
+    Input (plan.json `{"mesh": {"dp": 2}, "pipeline": {"microbatches": 2}}`):
     ```mlir
     module {
       func.func @forward(...) -> tensor<f32> attributes {xfmr.model = {...}}
@@ -144,12 +148,10 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
     ```
     Output:
     ```mlir
-    module attributes {dist.plan = {mesh = {dp = 2 : i64, pp = 1 : i64,
-        tp = 1 : i64}, pipeline = {microbatches = 1 : i64,
-        schedule = "1f1b"}, precision = "fp32",
-        recompute = {policy = "none"},
-        tensor_parallel = {sequence_parallel = false},
-        zero = {stage = 1 : i64}}} {
+    module attributes {dist.plan = #dist.plan<mesh = @mesh,
+        axes = [dp = data, pp = pipeline, tp = tensor],
+        sequence_parallel = false, schedule = "1f1b", microbatches = 2,
+        zero_stage = 0, recompute = none, precision = "fp32">} {
       dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
       func.func @forward(...) -> tensor<f32> attributes {xfmr.model = {...}}
     }

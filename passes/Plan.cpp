@@ -2,17 +2,38 @@
 
 #include "passes/Plan.h"
 
-#include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
-using namespace mlir;
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <vector>
+
 using namespace partition;
+using llvm::ArrayRef;
+using llvm::FailureOr;
+using llvm::LogicalResult;
+using llvm::StringRef;
+using llvm::Twine;
 namespace json = llvm::json;
 
 namespace {
+
+/// A key as messages show it: control characters escaped (a message is one
+/// line), long keys cut.
+std::string showKey(StringRef key) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::printEscapedString(key.size() > 60 ? key.take_front(57) : key, os);
+  if (key.size() > 60)
+    os << "...";
+  return text;
+}
 
 /// The value as plan.json wrote it, for messages: 0, "x", true, {...}.
 std::string show(const json::Value &value) {
@@ -29,9 +50,10 @@ std::string show(const json::Value &value) {
 class ObjectReader {
 public:
   ObjectReader(const json::Object &object, StringRef path,
-               ArrayRef<StringRef> known, PlanErrorFn emitError, bool &failed)
-      : object(object), path(path.str()), emitError(emitError),
-        failed(failed) {
+               ArrayRef<StringRef> known, StringRef fileName,
+               PlanErrorFn emitError, bool &failed)
+      : object(object), path(path.str()), fileName(fileName),
+        emitError(emitError), failed(failed) {
     for (const auto &[key, value] : object) {
       if (llvm::is_contained(known, StringRef(key)))
         continue;
@@ -41,11 +63,11 @@ public:
   }
 
   std::string fieldPath(StringRef key) const {
-    return path.empty() ? key.str() : path + "." + key.str();
+    return path.empty() ? showKey(key) : path + "." + showKey(key);
   }
 
   void error(const Twine &message) {
-    emitError("plan.json: " + message);
+    emitError(fileName + ": " + message);
     failed = true;
   }
 
@@ -87,7 +109,8 @@ public:
   }
 
   /// A string field, one of `choices`.
-  void choice(StringRef key, std::string &out, ArrayRef<StringRef> choices) {
+  template <typename Out>
+  void choice(StringRef key, Out &out, ArrayRef<StringRef> choices) {
     const json::Value *value = get(key);
     if (!value)
       return;
@@ -115,116 +138,208 @@ public:
 private:
   const json::Object &object;
   std::string path;
+  StringRef fileName;
   PlanErrorFn emitError;
   bool &failed;
 };
 
+
+/// Deeper nesting than any plan has: refused before llvm::json::parse,
+/// which recurses once per level.
+constexpr size_t kMaxDepth = 16;
+
+/// A pass over the JSON text (nlohmann-json's SAX parser, which does not
+/// recurse) for what llvm::json::parse would accept silently or could not
+/// survive: a key given twice in one object (llvm::json keeps the last) and
+/// nesting beyond kMaxDepth. `problem` says what it found first.
+class JsonScan {
+public:
+  std::string problem;
+
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(nlohmann::json::number_integer_t) { return value(); }
+  bool number_unsigned(nlohmann::json::number_unsigned_t) { return value(); }
+  bool number_float(nlohmann::json::number_float_t, const std::string &) {
+    return value();
+  }
+  bool string(std::string &) { return value(); }
+  bool binary(nlohmann::json::binary_t &) { return value(); }
+  bool start_object(std::size_t) { return open(/*object=*/true); }
+  bool end_object() { return close(); }
+  bool start_array(std::size_t) { return open(/*object=*/false); }
+  bool end_array() { return close(); }
+  bool key(std::string &key) {
+    Level &level = levels.back();
+    if (!level.keys.insert(key).second) {
+      problem = "the key '" + join(level.path, key) +
+                "' is given twice; give each key once";
+      return false;
+    }
+    level.key = key;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &error) {
+    problem = std::string("invalid JSON: ") + error.what();
+    return false;
+  }
+
+private:
+  struct Level {
+    bool object;
+    std::string path;
+    llvm::StringSet<> keys;
+    std::string key;
+    size_t elements = 0;
+  };
+  std::vector<Level> levels;
+
+  static std::string join(const std::string &path, StringRef key) {
+    return path.empty() ? showKey(key) : path + "." + showKey(key);
+  }
+  /// The path of the value that starts now: "mesh.dp", "mesh[2]".
+  std::string child() {
+    if (levels.empty())
+      return "";
+    Level &level = levels.back();
+    if (level.object)
+      return join(level.path, level.key);
+    return level.path + "[" + std::to_string(level.elements++) + "]";
+  }
+  bool value() {
+    (void)child();
+    return true;
+  }
+  bool open(bool object) {
+    std::string path = child();
+    if (levels.size() >= kMaxDepth) {
+      problem = "'" + path + "' is nested more than " +
+                std::to_string(kMaxDepth) + " levels deep";
+      return false;
+    }
+    levels.push_back(Level{object, std::move(path), {}, {}, 0});
+    return true;
+  }
+  bool close() {
+    levels.pop_back();
+    return true;
+  }
+};
+
 } // namespace
 
-FailureOr<Plan> partition::parsePlan(StringRef text, PlanErrorFn emitError) {
-  Plan plan;
+FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
+                                     PlanErrorFn emitError) {
+  auto fail = [&](const Twine &message) {
+    emitError(fileName + ": " + message);
+    return llvm::failure();
+  };
   if (text.trim().empty())
-    return plan;
+    return fail("the plan is empty; write {} for the default plan, or leave "
+                "out the plan");
+  JsonScan scan;
+  if (!nlohmann::json::sax_parse(text.begin(), text.end(), &scan))
+    return fail(scan.problem.empty() ? "invalid JSON" : scan.problem);
   llvm::Expected<json::Value> parsed = json::parse(text);
-  if (!parsed) {
-    emitError("plan.json: invalid JSON: " +
-              llvm::toString(parsed.takeError()));
-    return failure();
-  }
+  if (!parsed)
+    return fail("invalid JSON: " + llvm::toString(parsed.takeError()));
   const json::Object *root = parsed->getAsObject();
-  if (!root) {
-    emitError("plan.json: the plan must be a JSON object, got " +
-              show(*parsed));
-    return failure();
-  }
+  if (!root)
+    return fail("the plan must be a JSON object, got " + show(*parsed));
 
+  Plan plan;
   bool failed = false;
   ObjectReader top(*root, "",
                    {"mesh", "tensor_parallel", "pipeline", "zero",
                     "recompute", "precision"},
-                   emitError, failed);
-  if (const json::Object *mesh = top.object_("mesh")) {
-    ObjectReader reader(*mesh, "mesh", {"dp", "tp", "pp"}, emitError, failed);
-    reader.positive("dp", plan.mesh.dp);
-    reader.positive("tp", plan.mesh.tp);
-    reader.positive("pp", plan.mesh.pp);
+                   fileName, emitError, failed);
+  auto reader = [&](StringRef key, ArrayRef<StringRef> known)
+      -> std::optional<ObjectReader> {
+    if (const json::Object *object = top.object_(key))
+      return ObjectReader(*object, key, known, fileName, emitError, failed);
+    return std::nullopt;
+  };
+  if (auto mesh = reader("mesh", {"dp", "tp", "pp"})) {
+    mesh->positive("dp", plan.mesh.dp);
+    mesh->positive("tp", plan.mesh.tp);
+    mesh->positive("pp", plan.mesh.pp);
+    int64_t devices = 0;
+    if (llvm::MulOverflow(plan.mesh.dp, plan.mesh.tp, devices) ||
+        llvm::MulOverflow(devices, plan.mesh.pp, devices) ||
+        devices > Plan::kMaxDevices)
+      mesh->error("the mesh of dp " + Twine(plan.mesh.dp) + " x tp " +
+                  Twine(plan.mesh.tp) + " x pp " + Twine(plan.mesh.pp) +
+                  " devices is larger than the " + Twine(Plan::kMaxDevices) +
+                  " supported");
   }
-  if (const json::Object *tp = top.object_("tensor_parallel")) {
-    ObjectReader reader(*tp, "tensor_parallel", {"sequence_parallel"},
-                        emitError, failed);
-    reader.boolean("sequence_parallel", plan.tensorParallel.sequenceParallel);
+  if (auto tp = reader("tensor_parallel", {"sequence_parallel"}))
+    tp->boolean("sequence_parallel", plan.tensorParallel.sequenceParallel);
+  if (auto pipeline = reader("pipeline", {"schedule", "microbatches"})) {
+    pipeline->choice("schedule", plan.pipeline.schedule,
+                     {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"});
+    pipeline->positive("microbatches", plan.pipeline.microbatches);
   }
-  if (const json::Object *pipeline = top.object_("pipeline")) {
-    ObjectReader reader(*pipeline, "pipeline", {"schedule", "microbatches"},
-                        emitError, failed);
-    reader.choice("schedule", plan.pipeline.schedule,
-                  {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"});
-    reader.positive("microbatches", plan.pipeline.microbatches);
-  }
-  if (const json::Object *zero = top.object_("zero")) {
-    ObjectReader reader(*zero, "zero", {"stage"}, emitError, failed);
-    reader.integer("stage", plan.zero.stage, 0, 3, "0, 1, 2 or 3");
-  }
-  if (const json::Object *recompute = top.object_("recompute")) {
-    ObjectReader reader(*recompute, "recompute", {"policy", "budget_bytes"},
-                        emitError, failed);
-    reader.choice("policy", plan.recompute.policy,
-                  {"none", "full", "selective", "budget"});
-    bool hasBudget = reader.positive("budget_bytes", plan.recompute.budgetBytes);
+  if (auto zero = reader("zero", {"stage"}))
+    zero->integer("stage", plan.zero.stage, 0, 3, "0, 1, 2 or 3");
+  if (auto recompute = reader("recompute", {"policy", "budget_bytes"})) {
+    recompute->choice("policy", plan.recompute.policy,
+                      {"none", "full", "selective", "budget"});
+    bool hasBudget =
+        recompute->positive("budget_bytes", plan.recompute.budgetBytes);
     if (plan.recompute.policy == "budget" && !hasBudget)
-      reader.error("recompute.budget_bytes is required with recompute.policy "
-                   "\"budget\"");
+      recompute->error("recompute.budget_bytes is required with "
+                       "recompute.policy \"budget\"");
     else if (plan.recompute.policy != "budget" && hasBudget)
-      reader.error("recompute.budget_bytes is only meaningful with "
-                   "recompute.policy \"budget\", got policy \"" +
-                   plan.recompute.policy + "\"");
+      recompute->error("recompute.budget_bytes is only meaningful with "
+                       "recompute.policy \"budget\", got policy \"" +
+                       plan.recompute.policy + "\"");
   }
   top.choice("precision", plan.precision, {"fp32", "bf16"});
   if (failed)
-    return failure();
+    return llvm::failure();
   return plan;
 }
 
+llvm::SmallVector<Plan::Axis, 3> Plan::axes() const {
+  return {{"dp", "data", mesh.dp},
+          {"pp", "pipeline", mesh.pp},
+          {"tp", "tensor", mesh.tp}};
+}
+
 LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
-                                               DictionaryAttr model,
+                                               const PlanModel &model,
+                                               StringRef fileName,
                                                PlanErrorFn emitError) {
   bool failed = false;
   auto error = [&](const Twine &message) {
-    emitError("plan.json: " + message);
+    emitError(fileName + ": " + message);
     failed = true;
-  };
-  // A field of the model configuration, when present.
-  auto field = [&](StringRef name) -> std::optional<int64_t> {
-    if (!model)
-      return std::nullopt;
-    if (auto value = model.getAs<IntegerAttr>(name))
-      return value.getInt();
-    return std::nullopt;
   };
   const Plan::Mesh &mesh = plan.mesh;
 
-  if (auto batch = field("batch"); batch && *batch % mesh.dp != 0)
+  if (auto batch = model.batch; batch && *batch % mesh.dp != 0)
     error("the batch of " + Twine(*batch) +
           " sequences is not divisible by mesh.dp = " + Twine(mesh.dp));
-  if (auto heads = field("heads"); heads && *heads % mesh.tp != 0)
+  if (auto heads = model.heads; heads && *heads % mesh.tp != 0)
     error("heads " + Twine(*heads) + " is not divisible by mesh.tp = " +
           Twine(mesh.tp));
-  if (auto kvHeads = field("kv_heads"); kvHeads && *kvHeads % mesh.tp != 0)
+  if (auto kvHeads = model.kvHeads; kvHeads && *kvHeads % mesh.tp != 0)
     error("kv_heads " + Twine(*kvHeads) + " is not divisible by mesh.tp = " +
           Twine(mesh.tp));
   // Vocabulary-parallel embedding and loss split the vocabulary evenly;
   // padding the vocabulary (as Megatron-LM does) is not implemented.
-  if (auto vocab = field("vocab"); vocab && *vocab % mesh.tp != 0)
+  if (auto vocab = model.vocab; vocab && *vocab % mesh.tp != 0)
     error("vocab " + Twine(*vocab) + " is not divisible by mesh.tp = " +
           Twine(mesh.tp));
-  if (auto layers = field("layers"); layers && *layers < mesh.pp)
+  if (auto layers = model.layers; layers && *layers < mesh.pp)
     error("layers " + Twine(*layers) + " is fewer than mesh.pp = " +
           Twine(mesh.pp) + " pipeline stages");
   if (plan.tensorParallel.sequenceParallel) {
     if (mesh.tp == 1)
       error("tensor_parallel.sequence_parallel needs mesh.tp > 1, got "
             "mesh.tp = 1");
-    else if (auto seqLen = field("seq_len"); seqLen && *seqLen % mesh.tp != 0)
+    else if (auto seqLen = model.seqLen; seqLen && *seqLen % mesh.tp != 0)
       error("tensor_parallel.sequence_parallel: seq_len " + Twine(*seqLen) +
             " is not divisible by mesh.tp = " + Twine(mesh.tp));
   }
@@ -232,37 +347,71 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
     error("pipeline.microbatches = " + Twine(plan.pipeline.microbatches) +
           " is fewer than mesh.pp = " + Twine(mesh.pp) +
           " (a pipeline needs at least one micro-batch per stage)");
-  return failure(failed);
+  return llvm::failure(failed);
 }
 
-DictionaryAttr Plan::toAttr(MLIRContext *context) const {
-  Builder b(context);
-  auto i64 = [&](int64_t value) { return b.getI64IntegerAttr(value); };
-  SmallVector<NamedAttribute> recomputeFields = {
-      b.getNamedAttr("policy", b.getStringAttr(recompute.policy))};
-  if (recompute.policy == "budget")
-    recomputeFields.push_back(
-        b.getNamedAttr("budget_bytes", i64(recompute.budgetBytes)));
-  return b.getDictionaryAttr({
-      b.getNamedAttr("mesh", b.getDictionaryAttr({
-                                 b.getNamedAttr("dp", i64(mesh.dp)),
-                                 b.getNamedAttr("tp", i64(mesh.tp)),
-                                 b.getNamedAttr("pp", i64(mesh.pp)),
-                             })),
-      b.getNamedAttr("tensor_parallel",
-                     b.getDictionaryAttr({b.getNamedAttr(
-                         "sequence_parallel",
-                         b.getBoolAttr(tensorParallel.sequenceParallel))})),
-      b.getNamedAttr("pipeline",
-                     b.getDictionaryAttr({
-                         b.getNamedAttr("schedule",
-                                        b.getStringAttr(pipeline.schedule)),
-                         b.getNamedAttr("microbatches",
-                                        i64(pipeline.microbatches)),
-                     })),
-      b.getNamedAttr("zero", b.getDictionaryAttr({b.getNamedAttr(
-                                 "stage", i64(zero.stage))})),
-      b.getNamedAttr("recompute", b.getDictionaryAttr(recomputeFields)),
-      b.getNamedAttr("precision", b.getStringAttr(precision)),
-  });
+namespace {
+
+/// A plan field that no pass implements yet.
+struct NotImplemented {
+  /// The plan.json field, as messages name it.
+  const char *field;
+  /// The field's value when the plan asks for the missing pass, else
+  /// nullopt.
+  std::optional<std::string> (*asks)(const Plan &);
+  /// The pass that would implement it.
+  const char *pass;
+  /// What the user can write instead.
+  const char *instead;
+};
+
+/// The plan fields refused until their pass exists. A pass that implements
+/// one removes its line (and adds itself to passes/Pipeline.cpp).
+/// pipeline.microbatches is not here: without pipeline parallelism it is
+/// gradient accumulation, which --xfmr-train-step implements.
+const NotImplemented kNotImplemented[] = {
+    {"mesh.pp",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.mesh.pp > 1)
+         return std::to_string(plan.mesh.pp);
+       return std::nullopt;
+     },
+     "the pipeline-parallel pass", "use pp 1"},
+    {"pipeline.schedule",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.pipeline.schedule)
+         return "\"" + *plan.pipeline.schedule + "\"";
+       return std::nullopt;
+     },
+     "the pipeline-parallel pass", "leave it out"},
+    {"zero.stage",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.zero.stage > 0)
+         return std::to_string(plan.zero.stage);
+       return std::nullopt;
+     },
+     "the ZeRO pass", "use stage 0"},
+    {"recompute.policy",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.recompute.policy != "none")
+         return "\"" + plan.recompute.policy + "\"";
+       return std::nullopt;
+     },
+     "the recompute pass", "use \"none\""},
+};
+
+} // namespace
+
+LogicalResult partition::checkPlanImplemented(const Plan &plan,
+                                              StringRef fileName,
+                                              PlanErrorFn emitError) {
+  bool failed = false;
+  for (const NotImplemented &missing : kNotImplemented)
+    if (std::optional<std::string> value = missing.asks(plan)) {
+      emitError(fileName + ": " + missing.field + " = " + *value +
+                " needs " + missing.pass +
+                ", which is not implemented yet; " + missing.instead);
+      failed = true;
+    }
+  return llvm::failure(failed);
 }

@@ -2,22 +2,30 @@
 //
 // The parallelization plan of a training run (plan.json, see DESIGN.md,
 // "Contracts"): the device mesh, tensor/pipeline/ZeRO options, recompute and
-// precision. Every field is optional; parsing rejects unknown fields, wrong
-// types and out-of-range values with a message that names the field path and
-// the value, and checkPlanAgainstModel rejects plans a model cannot follow.
+// precision. Every field is optional; parsing rejects empty files, invalid
+// JSON, duplicate keys, unknown fields, wrong types and out-of-range values
+// with a message that starts with the file's name and names the field path
+// and the value; checkPlanAgainstModel rejects plans a model cannot follow
+// and checkPlanImplemented plans that need a pass that does not exist yet.
+//
+// This is the one place plan.json is read. It depends on LLVMSupport and
+// nlohmann-json only (not MLIR), so that fuzz/PlanFuzzer.cpp links it
+// alone; --dist-apply-plan (ApplyPlan.cpp) turns a Plan into the typed
+// #dist.plan attribute that passes read.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITION_PASSES_PLAN_H
 #define PARTITION_PASSES_PLAN_H
 
-#include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/LogicalResult.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace partition {
@@ -25,15 +33,21 @@ namespace partition {
 struct Plan {
   struct Mesh {
     int64_t dp = 1, tp = 1, pp = 1;
-    int64_t devices() const { return dp * tp * pp; }
   } mesh;
+  /// The most devices a mesh may have (dp x tp x pp), far beyond any
+  /// cluster, so that no size computed from the mesh overflows.
+  static constexpr int64_t kMaxDevices = int64_t(1) << 24;
   struct TensorParallel {
     bool sequenceParallel = false;
   } tensorParallel;
   struct Pipeline {
-    /// gpipe, 1f1b, interleaved-1f1b or zero-bubble.
-    std::string schedule = "1f1b";
+    /// gpipe, 1f1b, interleaved-1f1b or zero-bubble; unset when plan.json
+    /// does not name one (then "1f1b").
+    std::optional<std::string> schedule;
     int64_t microbatches = 1;
+    llvm::StringRef scheduleOrDefault() const {
+      return schedule ? llvm::StringRef(*schedule) : "1f1b";
+    }
   } pipeline;
   struct Zero {
     int64_t stage = 0;
@@ -47,26 +61,46 @@ struct Plan {
   /// fp32 or bf16.
   std::string precision = "fp32";
 
-  /// The plan as a dictionary with every field, defaults included:
-  /// {mesh = {dp, tp, pp}, tensor_parallel = {sequence_parallel},
-  ///  pipeline = {schedule, microbatches}, zero = {stage},
-  ///  recompute = {policy (, budget_bytes)}, precision}.
-  mlir::DictionaryAttr toAttr(mlir::MLIRContext *context) const;
+  /// A mesh axis: its name (plan.json's field under "mesh"), its role (a
+  /// keyword of dist::AxisRole: data, tensor, pipeline) and its size.
+  struct Axis {
+    llvm::StringRef name;
+    llvm::StringRef role;
+    int64_t size;
+  };
+  /// The mesh's axes in mesh order (dp, pp, tp), size-1 axes included.
+  llvm::SmallVector<Axis, 3> axes() const;
 };
 
-/// Reports one error; the message starts with "plan.json: ".
+/// Reports one error; the message starts with the plan's file name.
 using PlanErrorFn = llvm::function_ref<void(const llvm::Twine &)>;
 
-/// Parses plan.json text. An empty or whitespace-only text is the default
-/// plan.
-llvm::FailureOr<Plan> parsePlan(llvm::StringRef json, PlanErrorFn emitError);
+/// Parses plan.json text; `fileName` (as the user gave it) starts every
+/// message. An empty or whitespace-only text is an error (leave out the
+/// plan for the default plan), and so is a key given twice in one object.
+llvm::FailureOr<Plan> parsePlan(llvm::StringRef json, llvm::StringRef fileName,
+                                PlanErrorFn emitError);
 
-/// Checks that the model (the `xfmr.model` dictionary: batch, heads,
-/// kv_heads, layers, vocab, seq_len) can follow the plan; every problem is
-/// reported (not only the first).
+/// What checkPlanAgainstModel needs to know of a model (its `xfmr.model`
+/// configuration); absent fields are not checked.
+struct PlanModel {
+  std::optional<int64_t> batch, heads, kvHeads, layers, vocab, seqLen;
+};
+
+/// Checks that the model can follow the plan; every problem is reported
+/// (not only the first).
 llvm::LogicalResult checkPlanAgainstModel(const Plan &plan,
-                                          mlir::DictionaryAttr model,
+                                          const PlanModel &model,
+                                          llvm::StringRef fileName,
                                           PlanErrorFn emitError);
+
+/// Refuses the plan fields whose pass does not exist yet (pp > 1, ZeRO,
+/// recomputation, a pipeline schedule), one message per field, so that no
+/// field is silently ignored. The list lives in Plan.cpp
+/// (kNotImplemented): a pass that implements a field removes its line.
+llvm::LogicalResult checkPlanImplemented(const Plan &plan,
+                                         llvm::StringRef fileName,
+                                         PlanErrorFn emitError);
 
 } // namespace partition
 

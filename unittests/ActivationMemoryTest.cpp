@@ -27,8 +27,6 @@
 #include "dialects/Dist/DistOps.h"
 
 #include "mlir/Pass/PassManager.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
@@ -57,30 +55,39 @@ ModelConfig gpt3Like(const Shape &shape) {
   return config;
 }
 
+/// The plan --dist-apply-plan would record: dp, pp, tp with their roles;
+/// `tensorRole` false leaves tp without the tensor role.
+dist::PlanAttr planFor(mlir::MLIRContext &context, bool sequenceParallel,
+                       bool tensorRole) {
+  using dist::AxisRole;
+  llvm::SmallVector<dist::PlanAxisAttr> axes = {
+      dist::PlanAxisAttr::get(&context, "dp", AxisRole::Data),
+      dist::PlanAxisAttr::get(&context, "pp", AxisRole::Pipeline)};
+  if (tensorRole)
+    axes.push_back(dist::PlanAxisAttr::get(&context, "tp", AxisRole::Tensor));
+  return dist::PlanAttr::get(
+      &context, mlir::FlatSymbolRefAttr::get(&context, "mesh"), axes,
+      sequenceParallel, "1f1b", 1, 0, dist::RecomputePolicy::None, 0,
+      "fp32");
+}
+
 std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,
                                        bool sequenceParallel,
-                                       int64_t dp = 1) {
+                                       int64_t dp = 1,
+                                       bool tensorRole = true) {
   mlir::MLIRContext context;
   context.loadDialect<dist::DistDialect>();
   auto module = buildForwardModule(context, gpt3Like(shape));
-  // The plan, as a user writes it.
-  llvm::SmallString<128> planPath;
-  int fd;
-  EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("plan", "json", fd, planPath));
-  {
-    llvm::raw_fd_ostream plan(fd, /*shouldClose=*/true);
-    plan << "{\"mesh\": {\"dp\": " << dp << ", \"tp\": " << tp
-         << "}, \"tensor_parallel\": {\"sequence_parallel\": "
-         << (sequenceParallel ? "true" : "false") << "}}";
-  }
+  mlir::OpBuilder builder = mlir::OpBuilder::atBlockBegin(module->getBody());
+  dist::MeshOp::create(builder, module->getLoc(), "mesh",
+                       builder.getStrArrayAttr({"dp", "pp", "tp"}),
+                       builder.getDenseI64ArrayAttr({dp, 1, tp}));
+  (*module)->setAttr(dist::DistDialect::kPlanAttrName,
+                     planFor(context, sequenceParallel, tensorRole));
   mlir::PassManager pm(&context);
-  ApplyPlanPassOptions apply;
-  apply.planPath = planPath.str().str();
-  pm.addPass(createApplyPlanPass(apply));
   pm.addPass(createTrainStepPass());
   buildShardPipeline(pm, ShardPipelineOptions());
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
-  llvm::sys::fs::remove(planPath);
   mlir::func::FuncOp step;
   module->walk([&](mlir::func::FuncOp function) {
     if (function.getSymName() == "train_step")
@@ -145,6 +152,14 @@ TEST(ActivationMemory, TensorAndSequenceParallel) {
       EXPECT_EQ(layers[layer].tensorParallelBytes, expected)
           << "t = " << t << ", layer " << layer;
   }
+}
+
+// The tensor-parallel axis is the one the plan gives the tensor role: a
+// plan without one counts no tensor-parallel traffic.
+TEST(ActivationMemory, TensorAxisFromThePlan) {
+  for (auto &[layer, memory] :
+       analyze(kGpt3, 2, false, /*dp=*/1, /*tensorRole=*/false))
+    EXPECT_EQ(memory.tensorParallelBytes, 0) << "layer " << layer;
 }
 
 // With dp the batch halves per rank, and the gradient buckets (one

@@ -1,7 +1,7 @@
 //===- DistAttrs.td - attributes of the dist dialect -------*- tablegen -*-===//
 //
-// The reduction kinds of the collectives and the sharding attribute, which
-// says how a tensor value is laid out over a device mesh.
+// The reduction kinds of the collectives, the sharding attribute, which
+// says how a tensor value is laid out over a device mesh, and the plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,6 +88,108 @@ def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
                             ::llvm::StringRef mesh,
                             ::llvm::ArrayRef<::llvm::SmallVector<::llvm::StringRef>> dims,
                             ::llvm::ArrayRef<::llvm::StringRef> partial = {});
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// The plan
+//===----------------------------------------------------------------------===//
+
+def Dist_AxisRole : I32EnumAttr<"AxisRole",
+    "what a mesh axis splits", [
+  I32EnumAttrCase<"Data", 0, "data">,
+  I32EnumAttrCase<"Tensor", 1, "tensor">,
+  I32EnumAttrCase<"Pipeline", 2, "pipeline">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::partition::dist";
+}
+
+def Dist_RecomputePolicy : I32EnumAttr<"RecomputePolicy",
+    "which activations the backward pass recomputes", [
+  I32EnumAttrCase<"None", 0, "none">,
+  I32EnumAttrCase<"Full", 1, "full">,
+  I32EnumAttrCase<"Selective", 2, "selective">,
+  I32EnumAttrCase<"Budget", 3, "budget">
+]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::partition::dist";
+}
+
+def Dist_PlanAxisAttr : AttrDef<Dist_Dialect, "PlanAxis"> {
+  let mnemonic = "axis";
+  let summary = "a mesh axis and the role the plan gives it";
+  let description = [{
+    Written `dp = data` inside a `#dist.plan` (`#dist.axis<"dp", data>`
+    alone): the mesh axis `dp` splits the batch.
+  }];
+  let parameters = (ins
+    StringRefParameter<"the axis name">:$name,
+    EnumParameter<Dist_AxisRole>:$role
+  );
+  let assemblyFormat = "`<` $name `,` $role `>`";
+}
+
+// `true` / `false`.
+def Dist_BoolParameter : AttrParameter<"bool", "true or false"> {
+  let parser = "::partition::dist::parseBoolKeyword($_parser)";
+  let printer = "$_printer << ($_self ? \"true\" : \"false\")";
+}
+
+def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
+  let mnemonic = "plan";
+  let summary = "how a model is distributed: plan.json, typed";
+  let description = [{
+    The parallelization plan of a training run, as --dist-apply-plan reads
+    it from plan.json (passes/Plan.h) and records it on the module
+    (`dist.plan`), every field filled in. Passes read it with
+    `dist::getPlan(module)` and its accessors; no pass names a mesh axis:
+    `getAxis(AxisRole::Tensor)` says which axis of the mesh splits the
+    weights.
+
+    Example:
+    ```mlir
+    module attributes {dist.plan = #dist.plan<mesh = @mesh,
+        axes = [dp = data, pp = pipeline, tp = tensor],
+        sequence_parallel = false, schedule = "1f1b", microbatches = 2,
+        zero_stage = 0, recompute = none, precision = "fp32">} {
+      dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+    }
+    ```
+    `budget_bytes = N` follows `recompute = budget`, and only it.
+
+    Constraints (the attribute's verifier):
+    - axis names are unique and non-empty, and each role has one axis at
+      most;
+    - microbatches >= 1; zero_stage is 0, 1, 2 or 3;
+    - schedule is gpipe, 1f1b, interleaved-1f1b or zero-bubble; precision is
+      fp32 or bf16;
+    - budget_bytes > 0 with recompute = budget, absent (0) otherwise.
+
+    Constraints (on the module that carries it): the mesh symbol names a
+    `dist.mesh` of the module, and every plan axis is an axis of it.
+  }];
+  let parameters = (ins
+    "::mlir::FlatSymbolRefAttr":$mesh,
+    ArrayRefParameter<"PlanAxisAttr", "the mesh axes and their roles">:$axes,
+    Dist_BoolParameter:$sequence_parallel,
+    StringRefParameter<"the pipeline schedule">:$schedule,
+    "int64_t":$microbatches,
+    "int64_t":$zero_stage,
+    EnumParameter<Dist_RecomputePolicy>:$recompute,
+    DefaultValuedParameter<"int64_t", "0",
+                           "with recompute = budget: the byte budget">:$budget_bytes,
+    StringRefParameter<"fp32 or bf16">:$precision
+  );
+  let assemblyFormat = [{
+    `<` `mesh` `=` $mesh `,` `axes` `=` custom<PlanAxes>($axes) `,`
+    struct($sequence_parallel, $schedule, $microbatches, $zero_stage,
+           $recompute, $budget_bytes, $precision) `>`
+  }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The mesh axis with that role, if the plan has one.
+    std::optional<::llvm::StringRef> getAxis(AxisRole role) const;
   }];
 }
 

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -15,6 +16,50 @@ using namespace partition::dist;
 
 #include "dialects/Dist/DistDialect.cpp.inc"
 #include "dialects/Dist/DistEnums.cpp.inc"
+
+namespace partition::dist {
+
+/// `true` or `false` (#dist.plan's sequence_parallel).
+static FailureOr<bool> parseBoolKeyword(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  if (succeeded(parser.parseOptionalKeyword("true")))
+    return true;
+  if (succeeded(parser.parseOptionalKeyword("false")))
+    return false;
+  return parser.emitError(loc, "expected true or false");
+}
+
+/// `[dp = data, pp = pipeline, tp = tensor]` (#dist.plan's axes).
+static ParseResult parsePlanAxes(AsmParser &parser,
+                                 SmallVector<PlanAxisAttr> &axes) {
+  return parser.parseCommaSeparatedList(
+      AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        std::string name, role;
+        SMLoc roleLoc;
+        if (parser.parseKeywordOrString(&name) || parser.parseEqual())
+          return failure();
+        roleLoc = parser.getCurrentLocation();
+        if (parser.parseKeywordOrString(&role))
+          return failure();
+        std::optional<AxisRole> symbol = symbolizeAxisRole(role);
+        if (!symbol)
+          return parser.emitError(roleLoc, "unknown axis role '")
+                 << role << "' (known: data, tensor, pipeline)";
+        axes.push_back(PlanAxisAttr::get(parser.getContext(), name, *symbol));
+        return success();
+      });
+}
+
+static void printPlanAxes(AsmPrinter &printer, ArrayRef<PlanAxisAttr> axes) {
+  printer << '[';
+  llvm::interleaveComma(axes, printer, [&](PlanAxisAttr axis) {
+    printer.printKeywordOrString(axis.getName());
+    printer << " = " << stringifyAxisRole(axis.getRole());
+  });
+  printer << ']';
+}
+
+} // namespace partition::dist
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Dist/DistAttrs.cpp.inc"
@@ -214,22 +259,108 @@ static LogicalResult verifyShardingOf(Operation *op, Attribute value,
   return verifyShardingFor(sharding, tensor, op, emitError);
 }
 
-/// The plan recorded by --dist-apply-plan (plan.json, defaults filled in).
-static constexpr StringLiteral kPlanAttrName = "dist.plan";
+//===----------------------------------------------------------------------===//
+// #dist.plan
+//===----------------------------------------------------------------------===//
+
+/// The schedules and precisions a plan may name (plan.json's choices).
+static constexpr StringLiteral kSchedules[] = {"gpipe", "1f1b",
+                                              "interleaved-1f1b",
+                                              "zero-bubble"};
+static constexpr StringLiteral kPrecisions[] = {"fp32", "bf16"};
+
+LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               FlatSymbolRefAttr mesh,
+                               ArrayRef<PlanAxisAttr> axes, bool,
+                               StringRef schedule, int64_t microbatches,
+                               int64_t zeroStage, RecomputePolicy recompute,
+                               int64_t budgetBytes, StringRef precision) {
+  if (!mesh)
+    return emitError() << "the plan needs a mesh symbol";
+  llvm::StringSet<> names;
+  std::optional<PlanAxisAttr> byRole[3];
+  for (PlanAxisAttr axis : axes) {
+    if (!axis)
+      return emitError() << "the plan's axes must be #dist.axis attributes";
+    if (axis.getName().empty())
+      return emitError() << "a plan axis has an empty name";
+    if (!names.insert(axis.getName()).second)
+      return emitError() << "axis '" << axis.getName()
+                         << "' is listed twice in the plan";
+    auto &slot = byRole[static_cast<unsigned>(axis.getRole())];
+    if (slot)
+      return emitError() << "axes '" << slot->getName() << "' and '"
+                         << axis.getName() << "' both have role "
+                         << stringifyAxisRole(axis.getRole())
+                         << "; give each role one axis";
+    slot = axis;
+  }
+  if (!llvm::is_contained(kSchedules, schedule))
+    return emitError() << "schedule must be one of gpipe, 1f1b, "
+                          "interleaved-1f1b, zero-bubble, got \""
+                       << schedule << "\"";
+  if (microbatches < 1)
+    return emitError() << "microbatches must be positive, got "
+                       << microbatches;
+  if (zeroStage < 0 || zeroStage > 3)
+    return emitError() << "zero_stage must be 0, 1, 2 or 3, got "
+                       << zeroStage;
+  if (recompute == RecomputePolicy::Budget && budgetBytes <= 0)
+    return emitError() << "recompute = budget needs budget_bytes > 0, got "
+                       << budgetBytes;
+  if (recompute != RecomputePolicy::Budget && budgetBytes != 0)
+    return emitError() << "budget_bytes is only meaningful with recompute = "
+                          "budget, got recompute = "
+                       << stringifyRecomputePolicy(recompute);
+  if (!llvm::is_contained(kPrecisions, precision))
+    return emitError() << "precision must be fp32 or bf16, got \""
+                       << precision << "\"";
+  return success();
+}
+
+std::optional<StringRef> PlanAttr::getAxis(AxisRole role) const {
+  for (PlanAxisAttr axis : getAxes())
+    if (axis.getRole() == role)
+      return axis.getName();
+  return std::nullopt;
+}
+
+PlanAttr partition::dist::getPlan(ModuleOp module) {
+  return module->getAttrOfType<PlanAttr>(DistDialect::kPlanAttrName);
+}
+
+/// The plan on `module`: its mesh is a `dist.mesh` of the module that has
+/// every axis the plan gives a role.
+static LogicalResult verifyPlanOn(Operation *op, Attribute value) {
+  StringRef name = DistDialect::kPlanAttrName;
+  if (!isa<ModuleOp>(op))
+    return op->emitError() << "'" << name << "' belongs on a module, not on '"
+                           << op->getName() << "'";
+  auto plan = dyn_cast<PlanAttr>(value);
+  if (!plan)
+    return op->emitError() << "'" << name << "' must be a #dist.plan, but is "
+                           << value;
+  auto mesh = dyn_cast_or_null<MeshOp>(
+      SymbolTable::lookupSymbolIn(op, plan.getMesh().getAttr()));
+  if (!mesh)
+    return op->emitError() << "'" << name << "': the mesh "
+                           << plan.getMesh()
+                           << " is not a dist.mesh of this module";
+  for (PlanAxisAttr axis : plan.getAxes())
+    if (!llvm::is_contained(mesh.getAxisNames(),
+                            StringAttr::get(op->getContext(), axis.getName())))
+      return op->emitError() << "'" << name << "': axis '" << axis.getName()
+                             << "' (role "
+                             << stringifyAxisRole(axis.getRole())
+                             << ") is not an axis of the mesh "
+                             << plan.getMesh();
+  return success();
+}
 
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
-  if (attr.getName() == kPlanAttrName) {
-    if (!isa<ModuleOp>(op))
-      return op->emitError() << "'" << kPlanAttrName
-                             << "' belongs on a module, not on '"
-                             << op->getName() << "'";
-    if (!isa<DictionaryAttr>(attr.getValue()))
-      return op->emitError() << "'" << kPlanAttrName
-                             << "' must be a dictionary, but is "
-                             << attr.getValue();
-    return success();
-  }
+  if (attr.getName() == kPlanAttrName)
+    return verifyPlanOn(op, attr.getValue());
   if (attr.getName() == kLabelAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << kLabelAttrName

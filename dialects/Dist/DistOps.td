@@ -48,6 +48,8 @@ def Dist_Dialect : Dialect {
     /// On a collective: a string that names it in the runtime's error
     /// messages ("gradient bucket 3").
     static constexpr ::llvm::StringLiteral kLabelAttrName = "dist.label";
+    /// On the module: the plan (#dist.plan), recorded by --dist-apply-plan.
+    static constexpr ::llvm::StringLiteral kPlanAttrName = "dist.plan";
   }];
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

@@ -63,27 +63,24 @@ Axes PartitionMesh::inMeshOrder(ArrayRef<StringRef> axes) const {
 }
 
 FailureOr<PartitionMesh> lookupPartitionMesh(ModuleOp module) {
-  // Interim: the untyped plan dictionary (replaced by #dist.plan).
-  auto plan = module->getAttrOfType<DictionaryAttr>("dist.plan");
+  dist::PlanAttr plan = dist::getPlan(module);
   if (!plan)
     return module.emitError()
            << "partitioning needs the plan (run --dist-apply-plan first)";
   PartitionMesh mesh;
-  mesh.symbol = FlatSymbolRefAttr::get(module.getContext(), "mesh");
+  mesh.symbol = plan.getMesh();
   FailureOr<dist::MeshShape> shape = dist::lookupMeshShape(
       module, mesh.symbol, nullptr, [&] { return module.emitError(); });
   if (failed(shape))
     return failure();
   mesh.shape = *shape;
-  auto axisFor = [&](StringRef name) -> StringRef {
-    int64_t index = mesh.shape.find(name);
-    return index >= 0 ? StringRef(mesh.shape.names[index]) : StringRef();
+  auto axisFor = [&](dist::AxisRole role) -> StringRef {
+    std::optional<StringRef> axis = plan.getAxis(role);
+    return axis && mesh.shape.find(*axis) >= 0 ? *axis : StringRef();
   };
-  mesh.dataAxis = axisFor("dp");
-  mesh.tensorAxis = axisFor("tp");
-  if (auto tp = plan.getAs<DictionaryAttr>("tensor_parallel"))
-    if (auto sp = tp.getAs<BoolAttr>("sequence_parallel"))
-      mesh.sequenceParallel = sp.getValue();
+  mesh.dataAxis = axisFor(dist::AxisRole::Data);
+  mesh.tensorAxis = axisFor(dist::AxisRole::Tensor);
+  mesh.sequenceParallel = plan.getSequenceParallel();
   return mesh;
 }
 

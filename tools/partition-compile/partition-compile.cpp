@@ -4,10 +4,11 @@
 //   partition-compile model.mlir -o model.ptp --microbatches 2 --memory-report
 //   partition-compile model.mlir -o model.ptp --plan plan.json
 //
-// The whole pipeline in one call: --dist-apply-plan (with --plan),
-// --xfmr-mixed-precision (when the plan says "precision": "bf16"),
-// --xfmr-train-step (with an eval step), --lower-to-rt, --lower-memory-plan,
-// then the .ptp writer.
+// The whole pipeline in one call (passes/Pipeline.h, the same as
+// `partition-opt --partition-compile-pipeline`): --dist-apply-plan (with
+// --plan), --xfmr-mixed-precision (when the plan says "precision": "bf16"),
+// --xfmr-train-step (with an eval step), the partitioner, --lower-to-rt,
+// --lower-memory-plan, then the .ptp writer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +19,7 @@
 #include "lowering/ProgramWriter.h"
 #include "passes/ActivationMemory.h"
 #include "passes/Passes.h"
-#include "passes/partition/ShardPipeline.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -81,31 +82,6 @@ cl::opt<double> bucketMb("bucket-mb",
                                   "(PyTorch DDP's bucket_cap_mb)"),
                          cl::init(25.0), cl::cat(category));
 
-int64_t meshSize(DictionaryAttr plan, StringRef axis) {
-  return plan.getAs<DictionaryAttr>("mesh").getAs<IntegerAttr>(axis).getInt();
-}
-
-/// The passes that split a model over a mesh axis and do not exist yet: a
-/// plan that needs them is refused. Remove an axis here once its pass lands
-/// (and add the pass to the pipeline).
-std::string missingPartitioningPasses(DictionaryAttr plan) {
-  auto size = [&](StringRef axis) { return meshSize(plan, axis); };
-  SmallVector<std::string> missing;
-  if (size("pp") > 1)
-    missing.push_back("pipeline-parallel");
-  if (missing.empty())
-    return "";
-  std::string passes = missing.front();
-  for (size_t i = 1; i < missing.size(); ++i)
-    passes += (i + 1 == missing.size() ? " and " : ", ") + missing[i];
-  bool one = missing.size() == 1;
-  return ("plan.json: mesh dp=" + Twine(size("dp")) + " tp=" +
-          Twine(size("tp")) + " pp=" + Twine(size("pp")) + " needs the " +
-          passes + (one ? " pass, which is" : " passes, which are") +
-          " not implemented yet; only data, tensor and sequence parallelism compile today")
-      .str();
-}
-
 /// Per transformer layer of the training step: the activations kept for
 /// the backward pass (16-bit, as Korthikanti et al. count them) and the
 /// tensor-parallel traffic, per rank.
@@ -153,65 +129,45 @@ int main(int argc, char **argv) {
   if (!module)
     return fail("cannot parse '" + input + "' (see the diagnostic above)");
 
-  int64_t stepMicrobatches = microbatches;
-  bool partitioned = false;
-  bool bf16 = false;
   if (!(bucketMb > 0))
     return fail("--bucket-mb must be positive");
-  if (!planFile.empty()) {
-    PassManager planning(&context);
-    partition::ApplyPlanPassOptions apply;
-    apply.planPath = planFile;
-    planning.addPass(partition::createApplyPlanPass(apply));
-    if (failed(planning.run(*module)))
-      return fail("the plan cannot be applied (see the diagnostic above)");
-    auto plan = (*module)->getAttrOfType<DictionaryAttr>("dist.plan");
-    std::string missing = missingPartitioningPasses(plan);
-    if (!missing.empty())
-      return fail(missing);
-    partitioned = meshSize(plan, "dp") > 1 || meshSize(plan, "tp") > 1;
-    bf16 = plan.getAs<StringAttr>("precision").getValue() == "bf16";
-    if (microbatches.getNumOccurrences() == 0)
-      stepMicrobatches = plan.getAs<DictionaryAttr>("pipeline")
-                             .getAs<IntegerAttr>("microbatches")
-                             .getInt();
-  }
+  partition::CompilePipelineOptions options;
+  options.plan = planFile;
+  // Unset, the plan's pipeline.microbatches (else 1) applies.
+  if (microbatches.getNumOccurrences() > 0)
+    options.microbatches = microbatches;
+  options.optimizer = optimizer;
+  options.beta1 = beta1;
+  options.beta2 = beta2;
+  options.epsilon = epsilon;
+  options.weightDecay = weightDecay;
+  options.bucketMb = bucketMb;
+  options.memoryReport = memoryReport;
 
+  // The registered --partition-compile-pipeline, in two halves so that the
+  // layer report sees the partitioned step before lowering.
   PassManager pm(&context);
-  if (bf16)
-    pm.addPass(partition::createMixedPrecisionPass());
-  partition::TrainStepPassOptions step;
-  step.microbatches = stepMicrobatches;
-  step.optimizer = optimizer;
-  step.beta1 = beta1;
-  step.beta2 = beta2;
-  step.epsilon = epsilon;
-  step.weightDecay = weightDecay;
-  step.withEval = optimizer == "adamw";
-  pm.addPass(partition::createTrainStepPass(step));
-  if (partitioned) {
-    partition::ShardPipelineOptions shard;
-    shard.bucketBytes = static_cast<int64_t>(bucketMb * 1024 * 1024);
-    partition::buildShardPipeline(pm, shard);
-  }
-  if (failed(pm.run(*module)))
+  partition::buildPartitionPipeline(pm, options);
+  if (failed(pm.run(*module))) {
+    if (!planFile.empty() && !partition::dist::getPlan(*module))
+      return fail("the plan cannot be applied (see the diagnostic above)");
     return fail("compilation failed (see the diagnostic above)");
+  }
   if (memoryReport)
     printLayerReport(*module);
 
-  pm.clear();
-  pm.addPass(partition::createLowerToRtPass());
-  partition::MemoryPlanPassOptions plan;
-  plan.report = memoryReport;
-  pm.addPass(partition::createMemoryPlanPass(plan));
-  if (failed(pm.run(*module)))
+  PassManager lowering(&context);
+  partition::buildLoweringPipeline(lowering, options);
+  if (failed(lowering.run(*module)))
     return fail("compilation failed (see the diagnostic above)");
 
   if (!emitMlir.empty()) {
     auto planned = openOutputFile(emitMlir, &error);
     if (!planned)
       return fail(error);
+    // As partition-opt prints it (a final newline), so the two compare.
     module->print(planned->os());
+    planned->os() << "\n";
     planned->keep();
   }
   auto program = openOutputFile(output, &error);

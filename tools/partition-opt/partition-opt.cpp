@@ -6,6 +6,7 @@
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
 #include "passes/partition/ShardPipeline.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
   partition::registerPartitionPasses();
   partition::registerShardPipelines();
   partition::registerLoweringPasses();
+  partition::registerCompilePipeline();
   // Generic clean-ups (canonicalize, cse, ...) compose with our passes.
   mlir::registerTransformsPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(

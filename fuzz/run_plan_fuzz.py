@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""A short, deterministic fuzz run of the plan.json reader (a ctest test).
+
+  run_plan_fuzz.py FUZZER --tests DIR [--runs N] [--seed S] [--libfuzzer]
+                   [--keep-corpus DIR]
+
+Seeds: every plan file of the test suite (DIR/**/Inputs/*.json), every plan
+a test writes (`echo '{...}' > %t/NAME.json` in DIR/**/*.test and *.mlir),
+and fuzz/corpus/plan/ (past findings, kept as regression inputs). Runs
+FUZZER for N mutated inputs: libFuzzer with a JSON dictionary
+(fuzz/plan.dict) and memory caps (-rss_limit_mb, -malloc_limit_mb) when
+--libfuzzer, else the StandaloneFuzzDriver under ASan with
+max_allocation_size_mb. Fails if the fuzzer reports a crash, a sanitizer
+error, a leak or an allocation beyond the cap; libFuzzer then leaves the
+input as plan-crash-* in the working directory.
+"""
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WRITTEN = re.compile(r"echo '(\{[^']*\})' > %t/[\w.-]+\.json")
+
+
+def seeds(tests):
+    """Plan files of the test suite and plans its tests write."""
+    found = {}
+    for path in glob.glob(os.path.join(tests, "**", "Inputs", "*.json"),
+                          recursive=True):
+        found[os.path.relpath(path, tests)] = open(path, "rb").read()
+    for pattern in ("*.test", "*.mlir"):
+        for path in glob.glob(os.path.join(tests, "**", pattern),
+                              recursive=True):
+            text = open(path, encoding="utf-8", errors="replace").read()
+            for index, match in enumerate(WRITTEN.finditer(text)):
+                name = f"{os.path.relpath(path, tests)}#{index}"
+                found[name] = match.group(1).encode()
+    for path in glob.glob(os.path.join(HERE, "corpus", "plan", "*")):
+        found["corpus/" + os.path.basename(path)] = open(path, "rb").read()
+    return found
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("fuzzer")
+    parser.add_argument("--tests", required=True)
+    parser.add_argument("--runs", type=int, default=20000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--libfuzzer", action="store_true")
+    args = parser.parse_args()
+
+    found = seeds(args.tests)
+    if len(found) < 20:
+        sys.exit(f"run_plan_fuzz.py: only {len(found)} seed plans under "
+                 f"{args.tests}; is --tests the test directory?")
+    with tempfile.TemporaryDirectory(prefix="plan-fuzz-") as scratch:
+        corpus = os.path.join(scratch, "seeds")
+        work = os.path.join(scratch, "work")
+        os.makedirs(corpus)
+        os.makedirs(work)
+        for index, (name, data) in enumerate(sorted(found.items())):
+            with open(os.path.join(corpus, f"seed-{index:04d}.json"),
+                      "wb") as f:
+                f.write(data)
+        env = dict(os.environ)
+        if args.libfuzzer:
+            command = [args.fuzzer, f"-runs={args.runs}",
+                       f"-seed={args.seed}", "-rss_limit_mb=1024",
+                       "-malloc_limit_mb=256", "-max_len=4096",
+                       "-timeout=10", "-print_final_stats=1",
+                       f"-dict={os.path.join(HERE, 'plan.dict')}",
+                       f"-artifact_prefix={os.getcwd()}/plan-", work, corpus]
+        else:
+            command = [args.fuzzer, f"-runs={args.runs}",
+                       f"-seed={args.seed}", corpus]
+            env["ASAN_OPTIONS"] = ("max_allocation_size_mb=256:"
+                                   "allocator_may_return_null=0:"
+                                   + env.get("ASAN_OPTIONS", ""))
+        print(f"{len(found)} seed plans; " + " ".join(command), flush=True)
+        result = subprocess.run(command, capture_output=True, text=True,
+                                env=env)
+        output = result.stdout + result.stderr
+        print("\n".join(output.splitlines()[-25:]))
+        if result.returncode != 0:
+            sys.exit(f"run_plan_fuzz.py: the fuzzer failed (exit "
+                     f"{result.returncode}); see above")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+//===- Pipeline.cpp - the compile pipeline partition-compile runs ---------===//
+
+#include "passes/Pipeline.h"
+
+#include "lowering/Passes.h"
+#include "passes/Passes.h"
+#include "passes/Plan.h"
+#include "passes/partition/ShardPipeline.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <optional>
+
+using namespace mlir;
+
+namespace partition {
+namespace {
+
+/// The plan as far as it decides which passes run, or nullopt without a
+/// readable, valid plan (--dist-apply-plan then reports the problem).
+std::optional<Plan> readPlan(const std::string &path) {
+  if (path.empty())
+    return std::nullopt;
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!file)
+    return std::nullopt;
+  FailureOr<Plan> plan =
+      parsePlan((*file)->getBuffer(), path, [](const llvm::Twine &) {});
+  if (failed(plan))
+    return std::nullopt;
+  return *plan;
+}
+
+} // namespace
+
+void buildPartitionPipeline(OpPassManager &pm,
+                            const CompilePipelineOptions &options) {
+  std::optional<Plan> plan = readPlan(options.plan);
+  if (!options.plan.empty()) {
+    ApplyPlanPassOptions apply;
+    apply.planPath = options.plan;
+    pm.addPass(createApplyPlanPass(apply));
+  }
+  if (plan && plan->precision == "bf16")
+    pm.addPass(createMixedPrecisionPass());
+
+  TrainStepPassOptions step;
+  step.microbatches = options.microbatches.hasValue() ? options.microbatches
+                      : plan ? plan->pipeline.microbatches
+                             : 1;
+  step.optimizer = options.optimizer;
+  step.beta1 = options.beta1;
+  step.beta2 = options.beta2;
+  step.epsilon = options.epsilon;
+  step.weightDecay = options.weightDecay;
+  step.withEval = options.optimizer == "adamw";
+  pm.addPass(createTrainStepPass(step));
+
+  // The partitioner.
+  if (plan && (plan->mesh.dp > 1 || plan->mesh.tp > 1)) {
+    ShardPipelineOptions shard;
+    shard.bucketBytes = static_cast<int64_t>(options.bucketMb * 1024 * 1024);
+    buildShardPipeline(pm, shard);
+  }
+}
+
+void buildLoweringPipeline(OpPassManager &pm,
+                           const CompilePipelineOptions &options) {
+  pm.addPass(createLowerToRtPass());
+  MemoryPlanPassOptions memory;
+  memory.report = options.memoryReport;
+  pm.addPass(createMemoryPlanPass(memory));
+}
+
+void buildCompilePipeline(OpPassManager &pm,
+                          const CompilePipelineOptions &options) {
+  buildPartitionPipeline(pm, options);
+  buildLoweringPipeline(pm, options);
+}
+
+void registerCompilePipeline() {
+  PassPipelineRegistration<CompilePipelineOptions>(
+      "partition-compile-pipeline",
+      "What partition-compile runs: apply the plan, build the training "
+      "step, partition it, lower it to rt and plan its memory",
+      buildCompilePipeline);
+}
+
+} // namespace partition
