@@ -2,7 +2,6 @@
 """A short, deterministic fuzz run of the plan.json reader (a ctest test).
 
   run_plan_fuzz.py FUZZER --tests DIR [--runs N] [--seed S] [--libfuzzer]
-                   [--keep-corpus DIR]
 
 Seeds: every plan file of the test suite (DIR/**/Inputs/*.json), every plan
 a test writes (`echo '{...}' > %t/NAME.json` in DIR/**/*.test and *.mlir),
