@@ -4,6 +4,7 @@
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
+#include "runtime/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -55,20 +56,64 @@ struct Interval {
   bool isGradient = false;
 };
 
-/// Kernels whose outputs are parameter gradients (weight-side backward).
-bool writesGradient(KernelOp kernel, Value output) {
+/// The table's id of an rt.kernel (its verifier rejects unknown names).
+runtime::KernelId kernelId(KernelOp kernel) {
   StringRef name = kernel.getKernel();
-  if (name == "embedding_grad" || name == "embedding_grad_add" ||
-      name == "position_embedding_grad" ||
-      name == "linear_grad_weight" || name == "linear_grad_weight_bias")
+  return runtime::lookupKernel(std::string_view(name.data(), name.size()))->id;
+}
+
+/// Kernels whose outputs are parameter gradients (weight-side backward).
+/// Every kernel is listed (no default, -Werror=switch): a kernel added to
+/// runtime/Kernels.def fails to build here until the report classifies it.
+bool writesGradient(KernelOp kernel, Value output) {
+  using runtime::KernelId;
+  switch (kernelId(kernel)) {
+  case KernelId::EmbeddingGrad:
+  case KernelId::EmbeddingGradAdd:
+  case KernelId::PositionEmbeddingGrad:
+  case KernelId::LinearGradWeight:
+  case KernelId::LinearGradWeightBias:
+  case KernelId::VocabParallelEmbeddingGrad:
     return true;
-  // layernorm_grad / rmsnorm_grad: every output but the input gradient.
-  if (name == "layernorm_grad" || name == "rmsnorm_grad")
+  // Every output but the input gradient.
+  case KernelId::LayerNormGrad:
+  case KernelId::RMSNormGrad:
     return output != kernel.getOutputs().front();
   // Mixed precision: a cast to f32 is the backward of a parameter's cast,
   // a parameter gradient (the forward casts go the other way).
-  if (name == "cast")
+  case KernelId::Cast:
     return cast<MemRefType>(output.getType()).getElementType().isF32();
+  case KernelId::Embedding:
+  case KernelId::PositionEmbedding:
+  case KernelId::LayerNorm:
+  case KernelId::RMSNorm:
+  case KernelId::Linear:
+  case KernelId::LinearBias:
+  case KernelId::LinearGradInput:
+  case KernelId::Gelu:
+  case KernelId::GeluGrad:
+  case KernelId::Swiglu:
+  case KernelId::SwigluGrad:
+  case KernelId::Add:
+  case KernelId::Scale:
+  case KernelId::Attention:
+  case KernelId::AttentionGrad:
+  case KernelId::SoftmaxCrossEntropy:
+  case KernelId::SoftmaxCrossEntropyGrad:
+  case KernelId::AdamW:
+  case KernelId::Fill:
+  case KernelId::AddI32:
+  case KernelId::Copy:
+  case KernelId::SliceBlock:
+  case KernelId::VocabParallelEmbedding:
+  case KernelId::VocabParallelMax:
+  case KernelId::VocabParallelTargetLogit:
+  case KernelId::VocabParallelSumExp:
+  case KernelId::VocabParallelLoss:
+  case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::NumKernels:
+    return false;
+  }
   return false;
 }
 
@@ -207,7 +252,7 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
           intervals[it->second].isGradient = true;
       // A gradient copied into a buffer of its own (so that an all-reduce
       // can overwrite it) is still a gradient.
-      if (kernel.getKernel() == "copy") {
+      if (kernelId(kernel) == runtime::KernelId::Copy) {
         auto from = intervalOf.find(kernel.getInputs().front());
         auto to = intervalOf.find(kernel.getOutputs().front());
         if (from != intervalOf.end() && to != intervalOf.end() &&
