@@ -2,11 +2,13 @@
 
 #include "lowering/Passes.h"
 
+#include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "runtime/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace partition {
@@ -42,10 +44,30 @@ StringRef missingForPlacement(MemRefType type) {
   return "";
 }
 
-int64_t byteSize(MemRefType type) {
-  return type.getNumElements() *
-         static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
+/// What a machine can address, and what to do, for messages.
+constexpr StringLiteral kAddressable = "the 2^48 bytes a machine can address";
+constexpr StringLiteral kAdvice =
+    "; partition the model over more ranks or make it smaller";
+
+/// The bytes of a buffer to place: refused when they do not fit int64 or
+/// exceed kMaxAddressableBytes, so that no offset or sum of the plan can
+/// overflow.
+FailureOr<int64_t> placeableBytes(MemRefType type,
+                                  function_ref<InFlightDiagnostic()> emitError) {
+  std::optional<int64_t> bytes = checkedByteSize(type);
+  if (!bytes)
+    return emitError() << "buffer " << type << " needs about "
+                       << llvm::formatv("{0:e2}", approximateByteSize(type))
+                       << " bytes, more than 64-bit sizes can count"
+                       << kAdvice;
+  if (*bytes > kMaxAddressableBytes)
+    return emitError() << "buffer " << type << " needs " << *bytes
+                       << " bytes, more than " << kAddressable << kAdvice;
+  return *bytes;
 }
+
+/// The bytes of a buffer already placed (and so checked).
+int64_t byteSize(MemRefType type) { return *checkedByteSize(type); }
 
 /// A temporary buffer and the op positions during which it holds data.
 struct Interval {
@@ -171,6 +193,10 @@ LogicalResult StateLayout::add(func::FuncOp function, Report &report) {
              << "arguments #" << it->second << " and #" << i
              << " are both the " << key.first
              << (key.second.empty() ? "" : " of ") << key.second;
+    FailureOr<int64_t> bytes =
+        placeableBytes(type, [&] { return function.emitError(); });
+    if (failed(bytes))
+      return failure();
     auto [it, inserted] = offsets.try_emplace(key, end, type);
     if (!inserted) {
       if (it->second.second != type)
@@ -181,17 +207,23 @@ LogicalResult StateLayout::add(func::FuncOp function, Report &report) {
                << " in another function";
       continue;
     }
-    int64_t bytes = byteSize(type);
-    end = alignUp(end + bytes);
+    // Both terms are at most 2^48: the sum cannot overflow.
+    end = alignUp(end + *bytes);
+    if (end > kMaxAddressableBytes)
+      return function.emitError()
+             << "the parameters, optimizer state and inputs need more than "
+             << kAddressable << " (reached at argument #" << i << ", "
+             << key.first << (key.second.empty() ? "" : " ") << key.second
+             << ")" << kAdvice;
     if (key.first == "param")
-      report.parameters += bytes;
+      report.parameters += *bytes;
     else if (key.first == "moment1" || key.first == "moment2" ||
              key.first == "step")
-      report.optimizerState += bytes;
+      report.optimizerState += *bytes;
     else if (key.first == "gradient")
-      report.gradients += bytes;
+      report.gradients += *bytes;
     else
-      report.inputs += bytes;
+      report.inputs += *bytes;
   }
   return success();
 }
@@ -220,10 +252,13 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
         return alloc.emitOpError() << "needs " << missing
                                    << " to be planned, but is "
                                    << alloc.getType();
+      FailureOr<int64_t> bytes = placeableBytes(
+          alloc.getType(), [&] { return alloc.emitOpError(); });
+      if (failed(bytes))
+        return failure();
       intervalOf[alloc.getResult()] = intervals.size();
       unsigned position = positions[&op];
-      intervals.push_back(
-          {alloc, byteSize(alloc.getType()), position, position});
+      intervals.push_back({alloc, *bytes, position, position});
       continue;
     }
     // Every operand is live at its op: kernel inputs and outputs alike, and
@@ -286,6 +321,14 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
         break;
       offset = std::max(offset, alignUp(other->offset + other->bytes));
     }
+    // Offsets and sizes are at most 2^48 (checked here as each buffer is
+    // placed), so these sums cannot overflow.
+    if (offset + interval->bytes > kMaxAddressableBytes)
+      return function.emitError()
+             << "the temporaries of @" << function.getSymName()
+             << " need more than " << kAddressable
+             << " (reached placing buffer " << interval->alloc.getType()
+             << ")" << kAdvice;
     interval->offset = offset;
     plan.peak = std::max(plan.peak, offset + interval->bytes);
     placed.push_back(interval);
@@ -320,6 +363,18 @@ void addBytes(BytesByGroup &byGroup, const std::string &group, int64_t bytes) {
     entry->second += bytes;
 }
 
+/// `total` plus what one rank sends for a collective of `bytes` over `ranks`
+/// ranks: (ranks - 1) / ranks of them, twice for an all-reduce; nullopt once
+/// anything overflows.
+std::optional<int64_t> sendBytes(std::optional<int64_t> total, int64_t bytes,
+                                 int64_t ranks, bool twice) {
+  std::optional<int64_t> sent =
+      llvm::checkedMul(bytes, (twice ? 2 : 1) * (ranks - 1));
+  if (!total || !sent)
+    return std::nullopt;
+  return llvm::checkedAdd(*total, *sent / ranks);
+}
+
 /// Counts the collectives of `function`, as ring algorithms over N ranks
 /// send them from every rank, rounded down per collective: an all-reduce
 /// of S bytes 2 (N - 1) / N * S (a reduce-scatter and an all-gather, each
@@ -339,6 +394,7 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
     if (failed(mesh))
       return WalkResult::interrupt();
     int64_t ranks = 1;
+    std::optional<int64_t> sent = result.sentBytes;
     std::string group;
     llvm::raw_string_ostream os(group);
     for (auto [index, axis] :
@@ -350,28 +406,34 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
                           << meshName;
         return WalkResult::interrupt();
       }
-      ranks *= mesh->sizes[at];
+      ranks *= mesh->sizes[at]; // The mesh verifier bounds its size.
       os << (index ? "," : "") << name << "=" << mesh->sizes[at];
     }
     if (auto allReduce = dyn_cast<AllReduceOp>(op)) {
       int64_t bytes = 0;
       for (Value buffer : allReduce.getBuffers())
         bytes += byteSize(cast<MemRefType>(buffer.getType()));
-      result.sentBytes += 2 * (ranks - 1) * bytes / ranks;
+      sent = sendBytes(sent, bytes, ranks, /*twice=*/true);
       addBytes(result.reducedBytes, group, bytes);
       ++result.buckets;
     } else if (auto allGather = dyn_cast<AllGatherOp>(op)) {
       int64_t bytes = byteSize(cast<MemRefType>(allGather.getOutput().getType()));
-      result.sentBytes += (ranks - 1) * bytes / ranks;
+      sent = sendBytes(sent, bytes, ranks, /*twice=*/false);
       addBytes(result.gatheredBytes, group, bytes);
       ++result.gathers;
     } else {
       int64_t bytes =
           byteSize(cast<MemRefType>(cast<ReduceScatterOp>(op).getInput().getType()));
-      result.sentBytes += (ranks - 1) * bytes / ranks;
+      sent = sendBytes(sent, bytes, ranks, /*twice=*/false);
       addBytes(result.scatteredBytes, group, bytes);
       ++result.scatters;
     }
+    if (!sent) {
+      op->emitOpError() << "the bytes " << function.getSymName()
+                        << " sends per step overflow 64 bits";
+      return WalkResult::interrupt();
+    }
+    result.sentBytes = *sent;
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
@@ -479,16 +541,25 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
     for (func::FuncOp function : functions) {
       if (failed(state.add(function, totals)))
         return signalPassFailure();
-      FailureOr<Communication> comm = countCommunication(function);
-      if (failed(comm))
-        return signalPassFailure();
-      communication.push_back(*comm);
+      // Temporaries first: placing them checks every buffer's size.
       FailureOr<TemporaryPlan> plan = planTemporaries(function, totals);
       if (failed(plan))
         return signalPassFailure();
       plans.push_back(std::move(*plan));
+      FailureOr<Communication> comm = countCommunication(function);
+      if (failed(comm))
+        return signalPassFailure();
+      communication.push_back(*comm);
     }
+    // Each term is at most 2^48 (checked as it was laid out).
     totals.arena = alignUp(state.bytes() + totals.temporariesPeak);
+    if (totals.arena > kMaxAddressableBytes) {
+      getOperation().emitError()
+          << "the arena needs " << totals.arena << " bytes (state "
+          << state.bytes() << ", temporaries " << totals.temporariesPeak
+          << "), more than " << kAddressable << kAdvice;
+      return signalPassFailure();
+    }
     for (auto [function, plan] : llvm::zip(functions, plans))
       if (failed(rewriteWithArena(function, state, plan, totals.arena)))
         return signalPassFailure();
