@@ -35,9 +35,21 @@ using partition::rt::RtDialect;
 namespace partition {
 namespace {
 
+using runtime::KernelId;
+
+/// Emits an rt.kernel. The lowering names kernels only by id and takes the
+/// name from the table (runtime/Kernels.def), so a typo cannot compile.
+KernelOp createKernel(OpBuilder &builder, Location loc, KernelId kernel,
+                      ValueRange inputs, ValueRange outputs,
+                      ArrayRef<int64_t> ints = {}, ArrayRef<float> floats = {}) {
+  std::string_view name = runtime::kernelName(kernel);
+  return KernelOp::create(builder, loc, StringRef(name.data(), name.size()),
+                          inputs, outputs, ints, floats);
+}
+
 /// Which runtime kernel an op becomes, with its parameter lists.
 struct KernelCall {
-  std::string name;
+  KernelId kernel;
   SmallVector<int64_t> ints;
   SmallVector<float> floats;
 };
@@ -45,106 +57,139 @@ struct KernelCall {
 float f32(APFloat value) { return value.convertToFloat(); }
 
 /// The kernel of each xfmr op: operands map to inputs and results to outputs
-/// in order, so only the name and parameters differ.
-FailureOr<KernelCall> kernelFor(Operation *op) {
-  auto attention = [](auto op) {
-    return KernelCall{
-        "",
-        {static_cast<int64_t>(op.getNumHeads()),
-         static_cast<int64_t>(op.getNumKvHeads()), op.getCausal() ? 1 : 0},
-        {op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f}};
-  };
-  auto named = [](StringRef name, SmallVector<float> floats = {}) {
-    return KernelCall{name.str(), {}, floats};
-  };
-  std::optional<KernelCall> call =
-      llvm::TypeSwitch<Operation *, std::optional<KernelCall>>(op)
-          .Case([&](EmbeddingOp) { return named("embedding"); })
-          .Case([&](EmbeddingGradOp) { return named("embedding_grad"); })
-          .Case([&](PositionEmbeddingOp) { return named("position_embedding"); })
-          .Case([&](PositionEmbeddingGradOp) {
-            return named("position_embedding_grad");
-          })
-          .Case([&](LayerNormOp op) {
-            return named("layernorm", {f32(op.getEpsilon())});
-          })
-          .Case([&](LayerNormGradOp op) {
-            return named("layernorm_grad", {f32(op.getEpsilon())});
-          })
-          .Case([&](RMSNormOp op) {
-            return named("rmsnorm", {f32(op.getEpsilon())});
-          })
-          .Case([&](RMSNormGradOp op) {
-            return named("rmsnorm_grad", {f32(op.getEpsilon())});
-          })
-          .Case([&](LinearOp op) {
-            return named(op.getBias() ? "linear_bias" : "linear");
-          })
-          .Case([&](LinearGradInputOp) { return named("linear_grad_input"); })
-          .Case([&](LinearGradWeightOp op) {
-            return named(op.getBiasGrad() ? "linear_grad_weight_bias"
-                                          : "linear_grad_weight");
-          })
-          .Case([&](GeluOp) { return named("gelu"); })
-          .Case([&](GeluGradOp) { return named("gelu_grad"); })
-          .Case([&](SwigluOp) { return named("swiglu"); })
-          .Case([&](SwigluGradOp) { return named("swiglu_grad"); })
-          .Case([&](AddOp) { return named("add"); })
-          .Case([&](CastOp) { return named("cast"); })
-          .Case([&](ScaleOp op) {
-            return named("scale", {f32(op.getFactor())});
-          })
-          .Case([&](AttentionOp op) {
-            KernelCall call = attention(op);
-            call.name = "attention";
-            return call;
-          })
-          .Case([&](AttentionGradOp op) {
-            KernelCall call = attention(op);
-            call.name = "attention_grad";
-            return call;
-          })
-          .Case([&](SoftmaxCrossEntropyOp) {
-            return named("softmax_cross_entropy");
-          })
-          .Case([&](SoftmaxCrossEntropyGradOp) {
-            return named("softmax_cross_entropy_grad");
-          })
-          .Case([&](VocabParallelEmbeddingOp) {
-            return named("vocab_parallel_embedding");
-          })
-          .Case([&](VocabParallelEmbeddingGradOp) {
-            return named("vocab_parallel_embedding_grad");
-          })
-          .Case([&](VocabParallelMaxOp) { return named("vocab_parallel_max"); })
-          .Case([&](VocabParallelTargetLogitOp) {
-            return named("vocab_parallel_target_logit");
-          })
-          .Case([&](VocabParallelSumExpOp) {
-            return named("vocab_parallel_sum_exp");
-          })
-          .Case([&](VocabParallelLossOp) {
-            return named("vocab_parallel_loss");
-          })
-          .Case([&](VocabParallelCrossEntropyGradOp) {
-            return named("vocab_parallel_cross_entropy_grad");
-          })
-          .Case([&](AdamWOp op) {
-            return named("adamw",
-                         {f32(op.getBeta1()), f32(op.getBeta2()),
-                          f32(op.getEpsilon()), f32(op.getWeightDecay())});
-          })
-          .Case([&](arith::AddIOp) { return named("add_i32"); })
-          .Default([](Operation *) { return std::nullopt; });
-  if (!call)
-    return op->emitOpError("has no runtime kernel");
-  return *call;
+/// in order, so only the kernel and its parameters differ.
+std::optional<KernelId> kernelOf(Operation *op) {
+  using K = KernelId;
+  return llvm::TypeSwitch<Operation *, std::optional<KernelId>>(op)
+      .Case([](EmbeddingOp) { return K::Embedding; })
+      .Case([](EmbeddingGradOp) { return K::EmbeddingGrad; })
+      .Case([](PositionEmbeddingOp) { return K::PositionEmbedding; })
+      .Case([](PositionEmbeddingGradOp) { return K::PositionEmbeddingGrad; })
+      .Case([](LayerNormOp) { return K::LayerNorm; })
+      .Case([](LayerNormGradOp) { return K::LayerNormGrad; })
+      .Case([](RMSNormOp) { return K::RMSNorm; })
+      .Case([](RMSNormGradOp) { return K::RMSNormGrad; })
+      .Case([](LinearOp op) {
+        return op.getBias() ? K::LinearBias : K::Linear;
+      })
+      .Case([](LinearGradInputOp) { return K::LinearGradInput; })
+      .Case([](LinearGradWeightOp op) {
+        return op.getBiasGrad() ? K::LinearGradWeightBias
+                                : K::LinearGradWeight;
+      })
+      .Case([](GeluOp) { return K::Gelu; })
+      .Case([](GeluGradOp) { return K::GeluGrad; })
+      .Case([](SwigluOp) { return K::Swiglu; })
+      .Case([](SwigluGradOp) { return K::SwigluGrad; })
+      .Case([](AddOp) { return K::Add; })
+      .Case([](CastOp) { return K::Cast; })
+      .Case([](ScaleOp) { return K::Scale; })
+      .Case([](AttentionOp) { return K::Attention; })
+      .Case([](AttentionGradOp) { return K::AttentionGrad; })
+      .Case([](SoftmaxCrossEntropyOp) { return K::SoftmaxCrossEntropy; })
+      .Case([](SoftmaxCrossEntropyGradOp) {
+        return K::SoftmaxCrossEntropyGrad;
+      })
+      .Case([](VocabParallelEmbeddingOp) { return K::VocabParallelEmbedding; })
+      .Case([](VocabParallelEmbeddingGradOp) {
+        return K::VocabParallelEmbeddingGrad;
+      })
+      .Case([](VocabParallelMaxOp) { return K::VocabParallelMax; })
+      .Case([](VocabParallelTargetLogitOp) {
+        return K::VocabParallelTargetLogit;
+      })
+      .Case([](VocabParallelSumExpOp) { return K::VocabParallelSumExp; })
+      .Case([](VocabParallelLossOp) { return K::VocabParallelLoss; })
+      .Case([](VocabParallelCrossEntropyGradOp) {
+        return K::VocabParallelCrossEntropyGrad;
+      })
+      .Case([](AdamWOp) { return K::AdamW; })
+      .Case([](arith::AddIOp) { return K::AddI32; })
+      .Default([](Operation *) { return std::nullopt; });
 }
 
-bool runsInPlace(StringRef kernel) {
-  const runtime::KernelInfo *info =
-      runtime::lookupKernel(std::string_view(kernel.data(), kernel.size()));
-  return info && info->inPlace;
+template <typename AttentionLike>
+KernelCall attentionCall(KernelId kernel, AttentionLike op) {
+  return KernelCall{kernel,
+                    {static_cast<int64_t>(op.getNumHeads()),
+                     static_cast<int64_t>(op.getNumKvHeads()),
+                     op.getCausal() ? 1 : 0},
+                    {op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f}};
+}
+
+/// The kernel `op` becomes and the parameters it passes. The switch lists
+/// every kernel of the table (no default, -Werror=switch): a kernel added to
+/// Kernels.def fails to build here until the lowering says where its
+/// parameters come from.
+FailureOr<KernelCall> kernelFor(Operation *op) {
+  std::optional<KernelId> kernel = kernelOf(op);
+  if (!kernel)
+    return op->emitOpError("has no runtime kernel");
+  KernelCall call{*kernel, {}, {}};
+  switch (*kernel) {
+  case KernelId::LayerNorm:
+    call.floats = {f32(cast<LayerNormOp>(op).getEpsilon())};
+    break;
+  case KernelId::LayerNormGrad:
+    call.floats = {f32(cast<LayerNormGradOp>(op).getEpsilon())};
+    break;
+  case KernelId::RMSNorm:
+    call.floats = {f32(cast<RMSNormOp>(op).getEpsilon())};
+    break;
+  case KernelId::RMSNormGrad:
+    call.floats = {f32(cast<RMSNormGradOp>(op).getEpsilon())};
+    break;
+  case KernelId::Scale:
+    call.floats = {f32(cast<ScaleOp>(op).getFactor())};
+    break;
+  case KernelId::Attention:
+    return attentionCall(*kernel, cast<AttentionOp>(op));
+  case KernelId::AttentionGrad:
+    return attentionCall(*kernel, cast<AttentionGradOp>(op));
+  case KernelId::AdamW: {
+    auto adamw = cast<AdamWOp>(op);
+    call.floats = {f32(adamw.getBeta1()), f32(adamw.getBeta2()),
+                   f32(adamw.getEpsilon()), f32(adamw.getWeightDecay())};
+    break;
+  }
+  // No parameters.
+  case KernelId::Embedding:
+  case KernelId::EmbeddingGrad:
+  case KernelId::PositionEmbedding:
+  case KernelId::PositionEmbeddingGrad:
+  case KernelId::Linear:
+  case KernelId::LinearBias:
+  case KernelId::LinearGradInput:
+  case KernelId::LinearGradWeight:
+  case KernelId::LinearGradWeightBias:
+  case KernelId::Gelu:
+  case KernelId::GeluGrad:
+  case KernelId::Swiglu:
+  case KernelId::SwigluGrad:
+  case KernelId::Add:
+  case KernelId::SoftmaxCrossEntropy:
+  case KernelId::SoftmaxCrossEntropyGrad:
+  case KernelId::AddI32:
+  case KernelId::VocabParallelEmbedding:
+  case KernelId::VocabParallelEmbeddingGrad:
+  case KernelId::VocabParallelMax:
+  case KernelId::VocabParallelTargetLogit:
+  case KernelId::VocabParallelSumExp:
+  case KernelId::VocabParallelLoss:
+  case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::Cast:
+    break;
+  // Emitted by StepLowering itself, never one op's kernel: copies of
+  // buffers, splat constants (fill), dist.all_slice (slice_block) and a tied
+  // embedding's fused gradient sum (embedding_grad_add).
+  case KernelId::Copy:
+  case KernelId::Fill:
+  case KernelId::SliceBlock:
+  case KernelId::EmbeddingGradAdd:
+  case KernelId::NumKernels:
+    llvm_unreachable("kernelOf never chooses this kernel");
+  }
+  return call;
 }
 
 bool isStaticTensor(Type type) {
@@ -233,10 +278,10 @@ LogicalResult StepLowering::lowerTiedEmbeddingSum(OpBuilder &builder, AddOp add,
   Value output =
       reuseBase ? base : destinationFor(builder, add.getResult(), position,
                                         /*inPlace=*/true);
-  KernelOp::create(builder, add.getLoc(), "embedding_grad_add",
-                   ValueRange{buffers.lookup(scatter.getGrad()),
-                              buffers.lookup(scatter.getTokens()), base},
-                   ValueRange{output}, ArrayRef<int64_t>{}, ArrayRef<float>{});
+  createKernel(builder, add.getLoc(), KernelId::EmbeddingGradAdd,
+               ValueRange{buffers.lookup(scatter.getGrad()),
+                          buffers.lookup(scatter.getTokens()), base},
+               ValueRange{output});
   buffers.map(add.getResult(), output);
   return success();
 }
@@ -440,9 +485,8 @@ LogicalResult StepLowering::lowerAllReduce(OpBuilder &builder,
     if (!overwritable) {
       Value copy = memref::AllocOp::create(builder, input.getLoc(),
                                            bufferType(type));
-      KernelOp::create(builder, loc, "copy", ValueRange{buffer},
-                       ValueRange{copy}, ArrayRef<int64_t>{},
-                       ArrayRef<float>{});
+      createKernel(builder, loc, KernelId::Copy, ValueRange{buffer},
+                   ValueRange{copy});
       buffer = copy;
     }
     bucket.push_back(buffer);
@@ -494,8 +538,8 @@ Value wholeBuffer(OpBuilder &builder, Location loc, Value buffer) {
     return buffer;
   Value copy = memref::AllocOp::create(
       builder, loc, MemRefType::get(type.getShape(), type.getElementType()));
-  KernelOp::create(builder, loc, "copy", ValueRange{buffer}, ValueRange{copy},
-                   ArrayRef<int64_t>{}, ArrayRef<float>{});
+  createKernel(builder, loc, KernelId::Copy, ValueRange{buffer},
+               ValueRange{copy});
   return copy;
 }
 
@@ -554,11 +598,10 @@ LogicalResult StepLowering::lowerAllSlice(OpBuilder &builder,
     return failure();
   Value index = lowered.getArgument(axisIndexArgs.lookup(joinAxes(op.getAxes())));
   Value out = destinationFor(builder, op.getResult(), position, false);
-  KernelOp::create(builder, op.getLoc(), "slice_block",
-                   ValueRange{buffers.lookup(op.getInput()), index},
-                   ValueRange{out},
-                   ArrayRef<int64_t>{static_cast<int64_t>(op.getDim()), *blocks},
-                   ArrayRef<float>{});
+  createKernel(builder, op.getLoc(), KernelId::SliceBlock,
+               ValueRange{buffers.lookup(op.getInput()), index},
+               ValueRange{out},
+               ArrayRef<int64_t>{static_cast<int64_t>(op.getDim()), *blocks});
   buffers.map(op.getResult(), out);
   return success();
 }
@@ -605,8 +648,8 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
                       : static_cast<float>(
                             splat.getSplatValue<APInt>().getSExtValue());
     Value buffer = destinationFor(builder, constant, position, false);
-    KernelOp::create(builder, loc, "fill", ValueRange{}, ValueRange{buffer},
-                     ArrayRef<int64_t>{}, ArrayRef<float>{value});
+    createKernel(builder, loc, KernelId::Fill, ValueRange{}, ValueRange{buffer},
+                 ArrayRef<int64_t>{}, ArrayRef<float>{value});
     buffers.map(constant.getResult(), buffer);
     return success();
   }
@@ -614,7 +657,7 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
   FailureOr<KernelCall> call = kernelFor(op);
   if (failed(call))
     return failure();
-  bool inPlace = runsInPlace(call->name);
+  bool inPlace = runtime::kernelInfo(call->kernel).inPlace;
   SmallVector<Value> inputs;
   for (Value operand : op->getOperands())
     inputs.push_back(buffers.lookup(operand));
@@ -624,8 +667,8 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
     outputs.push_back(buffer);
     buffers.map(result, buffer);
   }
-  KernelOp::create(builder, loc, call->name, inputs, outputs, call->ints,
-                   call->floats);
+  createKernel(builder, loc, call->kernel, inputs, outputs, call->ints,
+               call->floats);
   return success();
 }
 
@@ -665,9 +708,8 @@ LogicalResult StepLowering::run() {
        llvm::zip(terminator->getOperands(), resultTargets)) {
     Value buffer = buffers.lookup(operand);
     if (buffer != target)
-      KernelOp::create(builder, terminator->getLoc(), "copy",
-                       ValueRange{buffer}, ValueRange{target},
-                       ArrayRef<int64_t>{}, ArrayRef<float>{});
+      createKernel(builder, terminator->getLoc(), KernelId::Copy,
+                   ValueRange{buffer}, ValueRange{target});
   }
   func::ReturnOp::create(builder, terminator->getLoc());
   step.erase();

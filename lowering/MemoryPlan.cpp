@@ -2,10 +2,13 @@
 
 #include "lowering/Passes.h"
 
+#include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
+#include "runtime/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace partition {
@@ -41,10 +44,30 @@ StringRef missingForPlacement(MemRefType type) {
   return "";
 }
 
-int64_t byteSize(MemRefType type) {
-  return type.getNumElements() *
-         static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
+/// What a machine can address, and what to do, for messages.
+constexpr StringLiteral kAddressable = "the 2^48 bytes a machine can address";
+constexpr StringLiteral kAdvice =
+    "; partition the model over more ranks or make it smaller";
+
+/// The bytes of a buffer to place: refused when they do not fit int64 or
+/// exceed kMaxAddressableBytes, so that no offset or sum of the plan can
+/// overflow.
+FailureOr<int64_t> placeableBytes(MemRefType type,
+                                  function_ref<InFlightDiagnostic()> emitError) {
+  std::optional<int64_t> bytes = checkedByteSize(type);
+  if (!bytes)
+    return emitError() << "buffer " << type << " needs about "
+                       << llvm::formatv("{0:e2}", approximateByteSize(type))
+                       << " bytes, more than 64-bit sizes can count"
+                       << kAdvice;
+  if (*bytes > kMaxAddressableBytes)
+    return emitError() << "buffer " << type << " needs " << *bytes
+                       << " bytes, more than " << kAddressable << kAdvice;
+  return *bytes;
 }
+
+/// The bytes of a buffer already placed (and so checked).
+int64_t byteSize(MemRefType type) { return *checkedByteSize(type); }
 
 /// A temporary buffer and the op positions during which it holds data.
 struct Interval {
@@ -55,20 +78,64 @@ struct Interval {
   bool isGradient = false;
 };
 
-/// Kernels whose outputs are parameter gradients (weight-side backward).
-bool writesGradient(KernelOp kernel, Value output) {
+/// The table's id of an rt.kernel (its verifier rejects unknown names).
+runtime::KernelId kernelId(KernelOp kernel) {
   StringRef name = kernel.getKernel();
-  if (name == "embedding_grad" || name == "embedding_grad_add" ||
-      name == "position_embedding_grad" ||
-      name == "linear_grad_weight" || name == "linear_grad_weight_bias")
+  return runtime::lookupKernel(std::string_view(name.data(), name.size()))->id;
+}
+
+/// Kernels whose outputs are parameter gradients (weight-side backward).
+/// Every kernel is listed (no default, -Werror=switch): a kernel added to
+/// runtime/Kernels.def fails to build here until the report classifies it.
+bool writesGradient(KernelOp kernel, Value output) {
+  using runtime::KernelId;
+  switch (kernelId(kernel)) {
+  case KernelId::EmbeddingGrad:
+  case KernelId::EmbeddingGradAdd:
+  case KernelId::PositionEmbeddingGrad:
+  case KernelId::LinearGradWeight:
+  case KernelId::LinearGradWeightBias:
+  case KernelId::VocabParallelEmbeddingGrad:
     return true;
-  // layernorm_grad / rmsnorm_grad: every output but the input gradient.
-  if (name == "layernorm_grad" || name == "rmsnorm_grad")
+  // Every output but the input gradient.
+  case KernelId::LayerNormGrad:
+  case KernelId::RMSNormGrad:
     return output != kernel.getOutputs().front();
   // Mixed precision: a cast to f32 is the backward of a parameter's cast,
   // a parameter gradient (the forward casts go the other way).
-  if (name == "cast")
+  case KernelId::Cast:
     return cast<MemRefType>(output.getType()).getElementType().isF32();
+  case KernelId::Embedding:
+  case KernelId::PositionEmbedding:
+  case KernelId::LayerNorm:
+  case KernelId::RMSNorm:
+  case KernelId::Linear:
+  case KernelId::LinearBias:
+  case KernelId::LinearGradInput:
+  case KernelId::Gelu:
+  case KernelId::GeluGrad:
+  case KernelId::Swiglu:
+  case KernelId::SwigluGrad:
+  case KernelId::Add:
+  case KernelId::Scale:
+  case KernelId::Attention:
+  case KernelId::AttentionGrad:
+  case KernelId::SoftmaxCrossEntropy:
+  case KernelId::SoftmaxCrossEntropyGrad:
+  case KernelId::AdamW:
+  case KernelId::Fill:
+  case KernelId::AddI32:
+  case KernelId::Copy:
+  case KernelId::SliceBlock:
+  case KernelId::VocabParallelEmbedding:
+  case KernelId::VocabParallelMax:
+  case KernelId::VocabParallelTargetLogit:
+  case KernelId::VocabParallelSumExp:
+  case KernelId::VocabParallelLoss:
+  case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::NumKernels:
+    return false;
+  }
   return false;
 }
 
@@ -126,6 +193,10 @@ LogicalResult StateLayout::add(func::FuncOp function, Report &report) {
              << "arguments #" << it->second << " and #" << i
              << " are both the " << key.first
              << (key.second.empty() ? "" : " of ") << key.second;
+    FailureOr<int64_t> bytes =
+        placeableBytes(type, [&] { return function.emitError(); });
+    if (failed(bytes))
+      return failure();
     auto [it, inserted] = offsets.try_emplace(key, end, type);
     if (!inserted) {
       if (it->second.second != type)
@@ -136,17 +207,23 @@ LogicalResult StateLayout::add(func::FuncOp function, Report &report) {
                << " in another function";
       continue;
     }
-    int64_t bytes = byteSize(type);
-    end = alignUp(end + bytes);
+    // Both terms are at most 2^48: the sum cannot overflow.
+    end = alignUp(end + *bytes);
+    if (end > kMaxAddressableBytes)
+      return function.emitError()
+             << "the parameters, optimizer state and inputs need more than "
+             << kAddressable << " (reached at argument #" << i << ", "
+             << key.first << (key.second.empty() ? "" : " ") << key.second
+             << ")" << kAdvice;
     if (key.first == "param")
-      report.parameters += bytes;
+      report.parameters += *bytes;
     else if (key.first == "moment1" || key.first == "moment2" ||
              key.first == "step")
-      report.optimizerState += bytes;
+      report.optimizerState += *bytes;
     else if (key.first == "gradient")
-      report.gradients += bytes;
+      report.gradients += *bytes;
     else
-      report.inputs += bytes;
+      report.inputs += *bytes;
   }
   return success();
 }
@@ -175,10 +252,13 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
         return alloc.emitOpError() << "needs " << missing
                                    << " to be planned, but is "
                                    << alloc.getType();
+      FailureOr<int64_t> bytes = placeableBytes(
+          alloc.getType(), [&] { return alloc.emitOpError(); });
+      if (failed(bytes))
+        return failure();
       intervalOf[alloc.getResult()] = intervals.size();
       unsigned position = positions[&op];
-      intervals.push_back(
-          {alloc, byteSize(alloc.getType()), position, position});
+      intervals.push_back({alloc, *bytes, position, position});
       continue;
     }
     // Every operand is live at its op: kernel inputs and outputs alike, and
@@ -207,7 +287,7 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
           intervals[it->second].isGradient = true;
       // A gradient copied into a buffer of its own (so that an all-reduce
       // can overwrite it) is still a gradient.
-      if (kernel.getKernel() == "copy") {
+      if (kernelId(kernel) == runtime::KernelId::Copy) {
         auto from = intervalOf.find(kernel.getInputs().front());
         auto to = intervalOf.find(kernel.getOutputs().front());
         if (from != intervalOf.end() && to != intervalOf.end() &&
@@ -241,6 +321,14 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
         break;
       offset = std::max(offset, alignUp(other->offset + other->bytes));
     }
+    // Offsets and sizes are at most 2^48 (checked here as each buffer is
+    // placed), so these sums cannot overflow.
+    if (offset + interval->bytes > kMaxAddressableBytes)
+      return function.emitError()
+             << "the temporaries of @" << function.getSymName()
+             << " need more than " << kAddressable
+             << " (reached placing buffer " << interval->alloc.getType()
+             << ")" << kAdvice;
     interval->offset = offset;
     plan.peak = std::max(plan.peak, offset + interval->bytes);
     placed.push_back(interval);
@@ -275,6 +363,18 @@ void addBytes(BytesByGroup &byGroup, const std::string &group, int64_t bytes) {
     entry->second += bytes;
 }
 
+/// `total` plus what one rank sends for a collective of `bytes` over `ranks`
+/// ranks: (ranks - 1) / ranks of them, twice for an all-reduce; nullopt once
+/// anything overflows.
+std::optional<int64_t> sendBytes(std::optional<int64_t> total, int64_t bytes,
+                                 int64_t ranks, bool twice) {
+  std::optional<int64_t> sent =
+      llvm::checkedMul(bytes, (twice ? 2 : 1) * (ranks - 1));
+  if (!total || !sent)
+    return std::nullopt;
+  return llvm::checkedAdd(*total, *sent / ranks);
+}
+
 /// Counts the collectives of `function`, as ring algorithms over N ranks
 /// send them from every rank, rounded down per collective: an all-reduce
 /// of S bytes 2 (N - 1) / N * S (a reduce-scatter and an all-gather, each
@@ -294,6 +394,7 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
     if (failed(mesh))
       return WalkResult::interrupt();
     int64_t ranks = 1;
+    std::optional<int64_t> sent = result.sentBytes;
     std::string group;
     llvm::raw_string_ostream os(group);
     for (auto [index, axis] :
@@ -305,28 +406,34 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
                           << meshName;
         return WalkResult::interrupt();
       }
-      ranks *= mesh->sizes[at];
+      ranks *= mesh->sizes[at]; // The mesh verifier bounds its size.
       os << (index ? "," : "") << name << "=" << mesh->sizes[at];
     }
     if (auto allReduce = dyn_cast<AllReduceOp>(op)) {
       int64_t bytes = 0;
       for (Value buffer : allReduce.getBuffers())
         bytes += byteSize(cast<MemRefType>(buffer.getType()));
-      result.sentBytes += 2 * (ranks - 1) * bytes / ranks;
+      sent = sendBytes(sent, bytes, ranks, /*twice=*/true);
       addBytes(result.reducedBytes, group, bytes);
       ++result.buckets;
     } else if (auto allGather = dyn_cast<AllGatherOp>(op)) {
       int64_t bytes = byteSize(cast<MemRefType>(allGather.getOutput().getType()));
-      result.sentBytes += (ranks - 1) * bytes / ranks;
+      sent = sendBytes(sent, bytes, ranks, /*twice=*/false);
       addBytes(result.gatheredBytes, group, bytes);
       ++result.gathers;
     } else {
       int64_t bytes =
           byteSize(cast<MemRefType>(cast<ReduceScatterOp>(op).getInput().getType()));
-      result.sentBytes += (ranks - 1) * bytes / ranks;
+      sent = sendBytes(sent, bytes, ranks, /*twice=*/false);
       addBytes(result.scatteredBytes, group, bytes);
       ++result.scatters;
     }
+    if (!sent) {
+      op->emitOpError() << "the bytes " << function.getSymName()
+                        << " sends per step overflow 64 bits";
+      return WalkResult::interrupt();
+    }
+    result.sentBytes = *sent;
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
@@ -434,16 +541,25 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
     for (func::FuncOp function : functions) {
       if (failed(state.add(function, totals)))
         return signalPassFailure();
-      FailureOr<Communication> comm = countCommunication(function);
-      if (failed(comm))
-        return signalPassFailure();
-      communication.push_back(*comm);
+      // Temporaries first: placing them checks every buffer's size.
       FailureOr<TemporaryPlan> plan = planTemporaries(function, totals);
       if (failed(plan))
         return signalPassFailure();
       plans.push_back(std::move(*plan));
+      FailureOr<Communication> comm = countCommunication(function);
+      if (failed(comm))
+        return signalPassFailure();
+      communication.push_back(*comm);
     }
+    // Each term is at most 2^48 (checked as it was laid out).
     totals.arena = alignUp(state.bytes() + totals.temporariesPeak);
+    if (totals.arena > kMaxAddressableBytes) {
+      getOperation().emitError()
+          << "the arena needs " << totals.arena << " bytes (state "
+          << state.bytes() << ", temporaries " << totals.temporariesPeak
+          << "), more than " << kAddressable << kAdvice;
+      return signalPassFailure();
+    }
     for (auto [function, plan] : llvm::zip(functions, plans))
       if (failed(rewriteWithArena(function, state, plan, totals.arena)))
         return signalPassFailure();

@@ -2,6 +2,7 @@
 
 #include "lowering/ProgramWriter.h"
 
+#include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrDialect.h"
@@ -192,9 +193,8 @@ Writer::addBlockCollective(Operation *op) {
   // would read blocks it has already overwritten (the loader rejects it).
   auto range = [&](Value buffer) {
     int64_t begin = bufferOffset.lookup(buffer);
-    auto type = cast<MemRefType>(buffer.getType());
-    int64_t bytes =
-        type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+    // addBuffer has checked that the buffer lies inside the arena.
+    int64_t bytes = *checkedByteSize(cast<MemRefType>(buffer.getType()));
     return std::make_pair(begin, begin + bytes);
   };
   auto [inBegin, inEnd] = range(op->getOperand(0));
@@ -246,9 +246,8 @@ Writer::addAllReduce(AllReduceOp allReduce) {
   // one bucket, those bytes would be reduced twice (the loader rejects it).
   auto range = [&](Value buffer) {
     int64_t begin = bufferOffset.lookup(buffer);
-    auto type = cast<MemRefType>(buffer.getType());
-    int64_t bytes =
-        type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+    // addBuffer has checked that the buffer lies inside the arena.
+    int64_t bytes = *checkedByteSize(cast<MemRefType>(buffer.getType()));
     return std::make_pair(begin, begin + bytes);
   };
   OperandRange buffers = allReduce.getBuffers();
@@ -312,24 +311,30 @@ LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
                                 dist::ShardingAttr sharding) {
   auto type = cast<MemRefType>(value.getType());
   ptp::DType dtype;
-  int64_t elementBytes = 4;
   if (type.getElementType().isF32()) {
     dtype = ptp::DType::F32;
   } else if (type.getElementType().isInteger(32)) {
     dtype = ptp::DType::I32;
   } else if (type.getElementType().isBF16()) {
     dtype = ptp::DType::BF16;
-    elementBytes = 2;
   } else {
     return op->emitOpError() << "buffer element type " << type.getElementType()
                              << " is not supported by the runtime (f32, "
                                 "bf16, i32)";
   }
-  int64_t bytes = type.getNumElements() * elementBytes;
-  if (offset < 0 || offset + bytes > arenaBytes)
-    return op->emitOpError() << "buffer [" << offset << ", " << offset + bytes
-                             << ") lies outside the arena of " << arenaBytes
-                             << " bytes";
+  std::optional<int64_t> bytes = checkedByteSize(type);
+  if (!bytes)
+    return op->emitOpError() << "buffer " << type
+                             << " has more bytes than 64-bit sizes can count";
+  // offset + bytes could overflow: compare with what is left instead.
+  if (offset < 0 || offset > arenaBytes || *bytes > arenaBytes - offset) {
+    InFlightDiagnostic error = op->emitOpError();
+    if (std::optional<int64_t> end = llvm::checkedAdd(offset, *bytes))
+      error << "buffer [" << offset << ", " << *end << ")";
+    else
+      error << "buffer of " << *bytes << " bytes at offset " << offset;
+    return error << " lies outside the arena of " << arenaBytes << " bytes";
+  }
   std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
   std::vector<flatbuffers::Offset<ptp::DimSharding>> dims;
   if (sharding) {
@@ -527,7 +532,13 @@ LogicalResult writeProgram(ModuleOp module, llvm::raw_ostream &os) {
   if (mesh && mesh.getAxisNames().size() > 255)
     return mesh.emitOpError("has more than 255 axes, more than a program can "
                             "index");
-  Writer writer(arenaBytes(planned.front()), mesh);
+  int64_t arena = arenaBytes(planned.front());
+  if (arena < 0 || arena > kMaxAddressableBytes)
+    return planned.front().emitError()
+           << "arena of " << arena << " bytes: it must be between 0 and "
+           << kMaxAddressableBytes << " bytes (2^48, what a machine can "
+           << "address)";
+  Writer writer(arena, mesh);
   for (func::FuncOp function : planned) {
     if (arenaBytes(function) != arenaBytes(planned.front()))
       return function.emitError("all planned functions must share one arena");

@@ -2,6 +2,8 @@
 
 #include "model/ModelConfig.h"
 
+#include "llvm/Support/CheckedArithmetic.h"
+
 #include <sstream>
 
 namespace partition::model {
@@ -18,11 +20,16 @@ std::optional<Arch> parseArch(const std::string &name) {
   return std::nullopt;
 }
 
-int64_t defaultFfn(Arch arch, int64_t hidden) {
+std::optional<int64_t> defaultFfn(Arch arch, int64_t hidden) {
   if (arch == Arch::GPT2)
-    return 4 * hidden;
-  int64_t twoThirds = (8 * hidden + 2) / 3;
-  return (twoThirds + 255) / 256 * 256;
+    return llvm::checkedMul(hidden, int64_t(4));
+  std::optional<int64_t> eight = llvm::checkedMul(hidden, int64_t(8));
+  std::optional<int64_t> twoThirds =
+      eight ? llvm::checkedAdd(*eight, int64_t(2 + 3 * 255)) : std::nullopt;
+  if (!twoThirds)
+    return std::nullopt;
+  // ((8C + 2) / 3 + 255) / 256 * 256, as (8C + 2 + 3 * 255) / 3 / 256 * 256.
+  return *twoThirds / 3 / 256 * 256;
 }
 
 namespace {

@@ -57,8 +57,9 @@ std::optional<ModelConfig> getPreset(const std::string &name);
 
 /// The feed-forward width a model of this arch and hidden size gets when
 /// none is given: 4C for GPT-2; for Llama 2/3 of 4C rounded up to a multiple
-/// of 256 (Llama's rule, which gives 11008 for C = 4096).
-int64_t defaultFfn(Arch arch, int64_t hidden);
+/// of 256 (Llama's rule, which gives 11008 for C = 4096). nullopt when it
+/// does not fit 64 bits.
+std::optional<int64_t> defaultFfn(Arch arch, int64_t hidden);
 
 /// Returns an empty string for a valid configuration, else one line naming
 /// every offending field with its value.

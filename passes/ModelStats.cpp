@@ -2,6 +2,7 @@
 
 #include "passes/ModelStats.h"
 
+#include "dialects/CheckedSize.h"
 #include "dialects/Xfmr/XfmrOps.h"
 
 using namespace mlir;
@@ -35,10 +36,19 @@ FailureOr<ModelStats> computeModelStats(func::FuncOp function) {
                                                       : "the tokens")
              << ") must have a static shape to be counted, but is "
              << argType;
+    std::optional<int64_t> elements =
+        checkedElementCount(type.getShape());
+    std::optional<int64_t> total =
+        elements && isParam ? llvm::checkedAdd(stats.parameters, *elements)
+                            : elements;
+    if (!total)
+      return function.emitError()
+             << "the parameter count overflows 64 bits (at argument #" << i
+             << ", " << argType << ")";
     if (isParam)
-      stats.parameters += type.getNumElements();
+      stats.parameters = *total;
     if (isTokens) {
-      stats.tokensPerStep = type.getNumElements();
+      stats.tokensPerStep = *elements;
       haveTokens = true;
     }
   }
@@ -46,14 +56,27 @@ FailureOr<ModelStats> computeModelStats(func::FuncOp function) {
     return function.emitError()
            << "has no argument with xfmr.input = \"tokens\"";
 
-  int64_t flops = 0;
-  function.walk([&](xfmr::MatmulFlopsOpInterface op) {
-    flops += op.getMatmulFlops();
+  std::optional<int64_t> flops = 0;
+  WalkResult walk = function.walk([&](xfmr::MatmulFlopsOpInterface op) {
+    std::optional<int64_t> opFlops = op.getMatmulFlops();
+    flops = opFlops ? llvm::checkedAdd(*flops, *opFlops) : std::nullopt;
+    if (flops)
+      return WalkResult::advance();
+    op->emitOpError("makes the matmul FLOPs of the step overflow 64 bits");
+    return WalkResult::interrupt();
   });
+  if (walk.wasInterrupted())
+    return failure();
   // A forward function predicts its training step: backward = 2 x forward.
   bool isTrainStep =
       function->hasAttr(xfmr::XfmrDialect::kTrainStepAttrName);
-  stats.flopsPerStep = isTrainStep ? flops : 3 * flops;
+  std::optional<int64_t> perStep =
+      isTrainStep ? flops : llvm::checkedMul(*flops, int64_t(3));
+  if (!perStep)
+    return function.emitError()
+           << "the matmul FLOPs of a training step (3 x " << *flops
+           << " of the forward pass) overflow 64 bits";
+  stats.flopsPerStep = *perStep;
   return stats;
 }
 

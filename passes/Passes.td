@@ -14,7 +14,10 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
 
     Autodiff is generic: each op builds its own backward through the
     `AutodiffOpInterface`; values that do not depend on a parameter get no
-    gradient, and a value used several times sums its gradients.
+    gradient, and a value used several times sums its gradients. A loss
+    that depends on no parameter (a constant, or one computed from the
+    inputs alone) is an error, since training could never change it; a
+    parameter the loss does not depend on is a warning (zero gradient).
 
     With `microbatches=k` the forward function is one micro-batch: the step
     takes k times as many sequences, runs forward and backward on each slice

@@ -123,6 +123,57 @@ FailureOr<ForwardSignature> analyzeForward(func::FuncOp forward) {
   return signature;
 }
 
+/// Training can only change a loss that depends on a parameter: a loss that
+/// does not (a constant, or one computed from the inputs alone) is an error,
+/// as it would "train" at the same loss forever. A parameter the loss does
+/// not depend on is a warning, not an error: its gradient is zero, which is
+/// legitimate for a frozen or not-yet-used weight (PyTorch DDP refuses it
+/// only because its reducer would wait for the gradient forever). Dependence
+/// is followed through floating-point values, as autodiff follows it, so
+/// "depends" means "receives a gradient".
+LogicalResult checkLossDependsOnParameters(func::FuncOp forward,
+                                           const ForwardSignature &signature) {
+  Block &body = forward.getBody().front();
+  Value loss = body.getTerminator()->getOperand(0);
+  auto isFloatTensor = [](Value value) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    return type && isa<FloatType>(type.getElementType());
+  };
+  llvm::DenseSet<Value> reachesLoss{loss};
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (llvm::none_of(op.getResults(),
+                      [&](Value v) { return reachesLoss.contains(v); }))
+      continue;
+    for (Value operand : op.getOperands())
+      if (isFloatTensor(operand))
+        reachesLoss.insert(operand);
+  }
+  SmallVector<unsigned> unused;
+  for (unsigned arg : signature.paramArgs)
+    if (!reachesLoss.contains(forward.getArgument(arg)))
+      unused.push_back(arg);
+  auto paramName = [&](unsigned arg) {
+    return forward.getArgAttrOfType<StringAttr>(arg,
+                                                XfmrDialect::kParamAttrName);
+  };
+  if (unused.size() == signature.paramArgs.size()) {
+    Operation *where = loss.getDefiningOp();
+    InFlightDiagnostic error =
+        where ? where->emitError() : body.getTerminator()->emitError();
+    error << "the loss returned by @" << forward.getSymName()
+          << " does not depend on any parameter (xfmr.param), so training "
+             "cannot change it: compute the loss from the parameters";
+    return error;
+  }
+  for (unsigned arg : unused)
+    forward.emitWarning()
+        << "the loss does not depend on parameter " << paramName(arg)
+        << " (argument #" << arg
+        << "): its gradient is always zero, so only weight decay changes "
+           "it; remove it unless it is meant to stay unused";
+  return success();
+}
+
 /// One argument or result of the training step and the attribute that says
 /// what it is.
 struct Slot {
@@ -255,7 +306,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     if (failed(checkOptions(forward)))
       return failure();
     FailureOr<ForwardSignature> signature = analyzeForward(forward);
-    if (failed(signature))
+    if (failed(signature) ||
+        failed(checkLossDependsOnParameters(forward, *signature)))
       return failure();
     if (auto existing = SymbolTable::lookupSymbolIn(getOperation(),
                                                     kTrainStepName);

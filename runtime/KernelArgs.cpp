@@ -65,12 +65,48 @@ private:
     case KernelId::SoftmaxCrossEntropyGrad:
     case KernelId::VocabParallelCrossEntropyGrad:
       return in(1).dtype;
-    default:
-      for (const BufferInfo *buffer : args.buffers)
-        if (isFloat(buffer->dtype))
-          return buffer->dtype;
-      return DType::F32;
+    // Every other kernel is listed (no default): a kernel added to
+    // Kernels.def fails to build here until it says its storage type.
+    case KernelId::Embedding:
+    case KernelId::EmbeddingGrad:
+    case KernelId::PositionEmbedding:
+    case KernelId::PositionEmbeddingGrad:
+    case KernelId::LayerNorm:
+    case KernelId::LayerNormGrad:
+    case KernelId::RMSNorm:
+    case KernelId::RMSNormGrad:
+    case KernelId::Linear:
+    case KernelId::LinearBias:
+    case KernelId::LinearGradInput:
+    case KernelId::LinearGradWeight:
+    case KernelId::LinearGradWeightBias:
+    case KernelId::Gelu:
+    case KernelId::GeluGrad:
+    case KernelId::Swiglu:
+    case KernelId::SwigluGrad:
+    case KernelId::Add:
+    case KernelId::Scale:
+    case KernelId::Attention:
+    case KernelId::AttentionGrad:
+    case KernelId::SoftmaxCrossEntropy:
+    case KernelId::Fill:
+    case KernelId::AddI32:
+    case KernelId::Copy:
+    case KernelId::EmbeddingGradAdd:
+    case KernelId::SliceBlock:
+    case KernelId::VocabParallelEmbedding:
+    case KernelId::VocabParallelEmbeddingGrad:
+    case KernelId::VocabParallelMax:
+    case KernelId::VocabParallelTargetLogit:
+    case KernelId::VocabParallelSumExp:
+    case KernelId::Cast:
+    case KernelId::NumKernels:
+      break;
     }
+    for (const BufferInfo *buffer : args.buffers)
+      if (isFloat(buffer->dtype))
+        return buffer->dtype;
+    return DType::F32;
   }
   void rank(const BufferInfo &buffer, size_t expected,
             const char *what) const {

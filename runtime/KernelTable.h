@@ -3,6 +3,7 @@
 #ifndef PARTITION_RUNTIME_KERNELTABLE_H
 #define PARTITION_RUNTIME_KERNELTABLE_H
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -40,6 +41,17 @@ inline const KernelInfo *lookupKernel(std::string_view name) {
 
 inline const KernelInfo *lookupKernel(uint32_t id) {
   return id < static_cast<uint32_t>(kNumKernels) ? &kKernels[id] : nullptr;
+}
+
+/// The row of a kernel the code names by id (never NumKernels).
+inline constexpr const KernelInfo &kernelInfo(KernelId id) {
+  return kKernels[static_cast<size_t>(id)];
+}
+
+/// The name in .ptp files and `rt.kernel` ops: code that emits a kernel
+/// names it by id and takes its name from here, so a typo cannot compile.
+inline constexpr std::string_view kernelName(KernelId id) {
+  return kernelInfo(id).name;
 }
 
 } // namespace partition::runtime

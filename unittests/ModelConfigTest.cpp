@@ -2,6 +2,8 @@
 
 #include "model/ModelConfig.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 using namespace partition::model;
@@ -38,6 +40,18 @@ TEST(ModelConfig, PresetShapes) {
 TEST(ModelConfig, LlamaFeedForwardRule) {
   EXPECT_EQ(defaultFfn(Arch::Llama, 4096), 11008);
   EXPECT_EQ(defaultFfn(Arch::GPT2, 768), 3072);
+}
+
+// The derived width is computed in checked arithmetic: no wrapped-around
+// (negative) width for a huge --hidden.
+TEST(ModelConfig, DefaultFeedForwardOverflow) {
+  int64_t max = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(defaultFfn(Arch::GPT2, max / 4), max / 4 * 4);
+  EXPECT_FALSE(defaultFfn(Arch::GPT2, max / 4 + 1).has_value());
+  EXPECT_FALSE(defaultFfn(Arch::Llama, max / 8 + 1).has_value());
+  EXPECT_FALSE(defaultFfn(Arch::Llama, max / 8).has_value()); // 8C + 767
+  EXPECT_EQ(defaultFfn(Arch::Llama, max / 16),
+            ((max / 16 * 8 + 2) / 3 + 255) / 256 * 256);
 }
 
 TEST(ModelConfig, HiddenNotDivisibleByHeads) {

@@ -12,6 +12,7 @@
 #include "passes/ModelStats.h"
 #include "passes/Passes.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -118,6 +119,25 @@ TEST(ModelStats, Llama2SeventyBHasTheKnownParameterCount) {
   mlir::MLIRContext context;
   auto module = buildForwardModule(context, *getPreset("llama-70b"));
   EXPECT_EQ(statsOf(*module).parameters, 68976648192);
+}
+
+// Counts are checked: a model whose FLOPs overflow 64 bits is an error
+// naming the op, not a wrapped-around count (issue 17).
+TEST(ModelStats, FlopsOverflowIsAnError) {
+  mlir::MLIRContext context;
+  ModelConfig config = *getPreset("gpt2-tiny");
+  config.hidden = 30000000;
+  config.ffn = 4 * config.hidden;
+  auto module = buildForwardModule(context, config);
+  std::string message;
+  mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &d) {
+    message = d.str();
+    return mlir::success();
+  });
+  auto functions = module->getOps<mlir::func::FuncOp>();
+  EXPECT_TRUE(mlir::failed(computeModelStats(*functions.begin())));
+  EXPECT_EQ(message, "'xfmr.linear' op makes the matmul FLOPs of the step "
+                     "overflow 64 bits");
 }
 
 } // namespace

@@ -560,53 +560,6 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyBlockSplitSymbols(*this, tables);
 }
 
-LogicalResult AllToAllOp::verify() {
-  RankedTensorType input = tensorType(getInput());
-  if (failed(verifyCollectiveAxes(*this, getAxes())) ||
-      failed(verifyDimInRange(*this, "split_dim", getSplitDim(), input)) ||
-      failed(verifyDimInRange(*this, "concat_dim", getConcatDim(), input)))
-    return failure();
-  return verifyRankAndElementType(*this, input, tensorType(getResult()));
-}
-
-LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> shards =
-      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(shards))
-    return failure();
-  RankedTensorType input = tensorType(getInput());
-  int64_t split = getSplitDim(), concat = getConcatDim();
-  if (failed(verifyDivisible(*this, "split dimension", split, input, *shards,
-                             getAxes())))
-    return failure();
-  SmallVector<int64_t> shape(input.getShape());
-  shape[split] /= *shards;
-  shape[concat] *= *shards;
-  return verifyResultType(*this, tensorType(getResult()), shape,
-                          input.getElementType(),
-                          "split dimension " + Twine(split) +
-                              " divided and concat dimension " + Twine(concat) +
-                              " multiplied by " + Twine(*shards) +
-                              ", the size of axes " +
-                              formatAxes(strings(getAxes())));
-}
-
-LogicalResult BroadcastOp::verify() {
-  return verifyCollectiveAxes(*this, getAxes());
-}
-
-LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> shards =
-      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(shards))
-    return failure();
-  if (static_cast<int64_t>(getRoot()) < *shards)
-    return success();
-  return emitOpError() << "root " << getRoot() << " is out of range: axes "
-                       << formatAxes(strings(getAxes())) << " have "
-                       << *shards << " devices";
-}
-
 LogicalResult AxisIndexOp::verify() {
   return verifyCollectiveAxes(*this, getAxes());
 }

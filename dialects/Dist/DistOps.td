@@ -229,66 +229,6 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
   }];
 }
 
-def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
-  let summary = "splits along one dimension and concatenates along another";
-  let description = [{
-    Every device splits its input along `split_dim` into as many blocks as
-    the group has devices and sends block j to device j of the group; the
-    blocks it receives are concatenated along `concat_dim` in the order of
-    the group.
-
-    Example:
-    ```mlir
-    %y = dist.all_to_all %x on @m axes [tp] split_dim = 1 concat_dim = 2
-        : tensor<4x16x8xf32> -> tensor<4x8x16xf32>
-    ```
-
-    Constraints:
-    - the mesh exists, and `axes` are distinct axes of it (at least one);
-    - `split_dim` and `concat_dim` are dimensions of the input;
-    - `split_dim` is divisible by the product of the sizes of `axes`;
-    - the result is the input with `split_dim` divided and `concat_dim`
-      multiplied by that product.
-  }];
-  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
-                       StrArrayAttr:$axes,
-                       ConfinedAttr<I64Attr, [IntNonNegative]>:$split_dim,
-                       ConfinedAttr<I64Attr, [IntNonNegative]>:$concat_dim);
-  let results = (outs Dist_StaticTensor:$result);
-  let assemblyFormat = [{
-    $input `on` $mesh `axes` custom<AxisNames>($axes)
-    `split_dim` `=` $split_dim `concat_dim` `=` $concat_dim
-    attr-dict `:` type($input) `->` type($result)
-  }];
-}
-
-def Dist_BroadcastOp : Dist_CollectiveOp<"broadcast",
-    [AllTypesMatch<["input", "result"]>]> {
-  let summary = "copies one device's tensor to its whole group";
-  let description = [{
-    Every device of the group gets the input of device `root` of the group
-    (devices of a group are numbered with the first axis major).
-
-    Example:
-    ```mlir
-    %y = dist.broadcast %x on @m axes [dp] root = 0 : tensor<4x16xf32>
-    ```
-
-    Constraints:
-    - the mesh exists, and `axes` are distinct axes of it (at least one);
-    - `root` is less than the product of the sizes of `axes`;
-    - the result has the input's type.
-  }];
-  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
-                       StrArrayAttr:$axes,
-                       ConfinedAttr<I64Attr, [IntNonNegative]>:$root);
-  let results = (outs Dist_StaticTensor:$result);
-  let assemblyFormat = [{
-    $input `on` $mesh `axes` custom<AxisNames>($axes) `root` `=` $root
-    attr-dict `:` type($result)
-  }];
-}
-
 def Dist_AxisIndexOp : Op<Dist_Dialect, "axis_index", [
     Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "this device's index in the group spanned by mesh axes";

@@ -8,44 +8,61 @@
 
 #include "dialects/Xfmr/XfmrOps.h"
 
+#include "dialects/CheckedSize.h"
+
 using namespace mlir;
 using namespace partition::xfmr;
 
-static int64_t numElements(Value value) {
-  return cast<RankedTensorType>(value.getType()).getNumElements();
+// Counted in checked arithmetic: a model large enough to overflow gives
+// nullopt, never a wrapped-around count.
+
+static std::optional<int64_t> numElements(Value value) {
+  return partition::checkedElementCount(
+      cast<RankedTensorType>(value.getType()).getShape());
 }
 
 static int64_t lastDim(Value value) {
   return cast<RankedTensorType>(value.getType()).getShape().back();
 }
 
-int64_t LinearOp::getMatmulFlops() {
+/// 2 * elements * k, or nullopt on overflow.
+static std::optional<int64_t> twice(std::optional<int64_t> elements,
+                                    int64_t k) {
+  if (!elements)
+    return std::nullopt;
+  std::optional<int64_t> product = llvm::checkedMul(*elements, k);
+  return product ? llvm::checkedMul(*product, int64_t(2)) : std::nullopt;
+}
+
+std::optional<int64_t> LinearOp::getMatmulFlops() {
   // M*K input elements, each multiplied into N outputs.
-  return 2 * numElements(getInput()) * getWeight().getType().getDimSize(0);
+  return twice(numElements(getInput()), getWeight().getType().getDimSize(0));
 }
 
-int64_t LinearGradInputOp::getMatmulFlops() {
-  return 2 * numElements(getGrad()) * getWeight().getType().getDimSize(1);
+std::optional<int64_t> LinearGradInputOp::getMatmulFlops() {
+  return twice(numElements(getGrad()), getWeight().getType().getDimSize(1));
 }
 
-int64_t LinearGradWeightOp::getMatmulFlops() {
-  return 2 * numElements(getGrad()) * lastDim(getInput());
+std::optional<int64_t> LinearGradWeightOp::getMatmulFlops() {
+  return twice(numElements(getGrad()), lastDim(getInput()));
 }
 
 /// Q K^T and P V: each B*H products of [T, D] by [D, T] sized matrices, at
 /// full T x T whether or not the mask is causal.
-static int64_t attentionForwardFlops(Value query) {
+static std::optional<int64_t> attentionForwardFlops(Value query) {
   auto type = cast<RankedTensorType>(query.getType());
   int64_t batch = type.getDimSize(0), seq = type.getDimSize(1);
   int64_t features = type.getDimSize(2); // heads * head_dim
-  return 2 * (2 * batch * seq * seq * features);
+  // 2 * (2 * batch * seq * seq * features)
+  return partition::checkedElementCount({4, batch, seq, seq, features});
 }
 
-int64_t AttentionOp::getMatmulFlops() {
+std::optional<int64_t> AttentionOp::getMatmulFlops() {
   return attentionForwardFlops(getQuery());
 }
 
-int64_t AttentionGradOp::getMatmulFlops() {
+std::optional<int64_t> AttentionGradOp::getMatmulFlops() {
   // dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q.
-  return 2 * attentionForwardFlops(getQuery());
+  std::optional<int64_t> forward = attentionForwardFlops(getQuery());
+  return forward ? llvm::checkedMul(*forward, int64_t(2)) : std::nullopt;
 }

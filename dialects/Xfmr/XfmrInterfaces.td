@@ -49,8 +49,9 @@ def MatmulFlopsOpInterface : OpInterface<"MatmulFlopsOpInterface"> {
   let cppNamespace = "::partition::xfmr";
 
   let methods = [
-    InterfaceMethod<"Returns the matmul FLOPs of one execution of the op.",
-      "int64_t", "getMatmulFlops", (ins)>
+    InterfaceMethod<"Returns the matmul FLOPs of one execution of the op, "
+      "or nullopt when the count overflows 64 bits.",
+      "std::optional<int64_t>", "getMatmulFlops", (ins)>
   ];
 }
 

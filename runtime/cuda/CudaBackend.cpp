@@ -328,7 +328,36 @@ CudaBackend::CudaBackend(const Program &program,
                           cuda::attentionGradWorkspaceSize(shape, bf));
           break;
         }
-        default:
+        // No workspace. Every kernel is listed (no default): a kernel added
+        // to Kernels.def fails to build here until it says what it needs.
+        case KernelId::Embedding:
+        case KernelId::PositionEmbedding:
+        case KernelId::PositionEmbeddingGrad:
+        case KernelId::LayerNorm:
+        case KernelId::RMSNorm:
+        case KernelId::Linear:
+        case KernelId::LinearBias:
+        case KernelId::LinearGradInput:
+        case KernelId::LinearGradWeight:
+        case KernelId::Gelu:
+        case KernelId::GeluGrad:
+        case KernelId::Swiglu:
+        case KernelId::SwigluGrad:
+        case KernelId::Add:
+        case KernelId::Scale:
+        case KernelId::SoftmaxCrossEntropyGrad:
+        case KernelId::AdamW:
+        case KernelId::Fill:
+        case KernelId::AddI32:
+        case KernelId::Copy:
+        case KernelId::SliceBlock:
+        case KernelId::VocabParallelEmbedding:
+        case KernelId::VocabParallelMax:
+        case KernelId::VocabParallelTargetLogit:
+        case KernelId::VocabParallelSumExp:
+        case KernelId::VocabParallelCrossEntropyGrad:
+        case KernelId::Cast:
+        case KernelId::NumKernels:
           break;
         }
       } catch (const ProgramError &) {
@@ -782,9 +811,8 @@ std::function<void()> CudaBackend::compileLinear(const KernelArgs &a,
   cudaStream_t s = compute;
   void *ws = workspace;
   bool bf = a.floatType == DType::BF16;
-  switch (a.kernel) {
-  case KernelId::Linear:
-  case KernelId::LinearBias: {
+  // Only the linear kernels reach here (compileKernel's switch dispatches).
+  if (a.kernel == KernelId::Linear || a.kernel == KernelId::LinearBias) {
     bool bias = a.kernel == KernelId::LinearBias;
     shape.transA = true;
     shape.m = N, shape.n = M, shape.k = K;
@@ -805,15 +833,15 @@ std::function<void()> CudaBackend::compileLinear(const KernelArgs &a,
       }
     };
   }
-  case KernelId::LinearGradInput: {
+  if (a.kernel == KernelId::LinearGradInput) {
     shape.m = K, shape.n = M, shape.k = N;
     shape.lda = K, shape.ldb = N, shape.ldc = K;
     GemmPlan *plan = planGemm(shape, where);
     uint8_t *dy = p[0], *w = p[1], *dx = p[2];
     return [=] { gemm(*plan, w, dy, dx, nullptr, where); };
   }
-  case KernelId::LinearGradWeight:
-  case KernelId::LinearGradWeightBias: {
+  if (a.kernel == KernelId::LinearGradWeight ||
+      a.kernel == KernelId::LinearGradWeightBias) {
     bool bias = a.kernel == KernelId::LinearGradWeightBias;
     shape.transB = true;
     shape.m = K, shape.n = N, shape.k = M;
@@ -833,9 +861,6 @@ std::function<void()> CudaBackend::compileLinear(const KernelArgs &a,
                               reinterpret_cast<float *>(db), M, N, ws, s);
     };
   }
-  default:
-    break;
-  }
   throw ProgramError(where + ": not a linear kernel");
 }
 
@@ -846,16 +871,6 @@ std::function<void()> CudaBackend::compileLinear(const KernelArgs &a,
 std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
                                                  const Instruction &instruction,
                                                  const std::string &where) {
-  switch (a.kernel) {
-  case KernelId::Linear:
-  case KernelId::LinearBias:
-  case KernelId::LinearGradInput:
-  case KernelId::LinearGradWeight:
-  case KernelId::LinearGradWeightBias:
-    return compileLinear(a, where);
-  default:
-    break;
-  }
   // Each call captures plain pointers and sizes by value: it outlives `a`.
   std::vector<uint8_t *> p;
   for (const BufferInfo *buffer : a.buffers)
@@ -871,77 +886,81 @@ std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
           size = a.size, batch = a.batch, seq = a.seq,
           positions = a.positions;
 
-  // Kernels without a storage type of their own.
-  switch (a.kernel) {
-  case KernelId::AdamW: {
-    cuda::AdamWConfig config{floats[0], floats[1], floats[2], floats[3]};
-    return [=] {
-      cuda::adamw(f(0), f(1), f(2), f(3), i32(4), f(5), f(6), f(7), f(8),
-                  size, config, s);
-    };
-  }
-  case KernelId::Fill: {
-    float value = floats[0];
-    switch (a.buffers[0]->dtype) {
-    case DType::I32:
-      return [=] {
-        cuda::fillI32(i32(0), static_cast<int32_t>(value), size, s);
-      };
-    case DType::BF16:
-      return [=] {
-        cuda::fill<bf16>(reinterpret_cast<bf16 *>(p[0]), value, size, s);
-      };
-    case DType::F32:
-      break;
-    }
-    return [=] { cuda::fill<float>(f(0), value, size, s); };
-  }
-  case KernelId::AddI32:
-    return [=] { cuda::addI32(i32(0), i32(1), i32(2), size, s); };
-  case KernelId::Copy: {
-    size_t bytes = a.buffers[1]->bytes;
-    return [=] { cuda::copyBytes(p[0], p[1], bytes, s); };
-  }
-  case KernelId::Cast: {
-    DType from = a.buffers[0]->dtype, to = a.buffers[1]->dtype;
-    int64_t elements = a.buffers[1]->elements;
-    if (from == DType::F32 && to == DType::BF16)
-      return [=] {
-        cuda::cast<float, bf16>(f(0), reinterpret_cast<bf16 *>(p[1]),
-                                elements, s);
-      };
-    if (from == DType::BF16 && to == DType::F32)
-      return [=] {
-        cuda::cast<bf16, float>(reinterpret_cast<const bf16 *>(p[0]), f(1),
-                                elements, s);
-      };
-    size_t bytes = a.buffers[1]->bytes;
-    return [=] { cuda::copyBytes(p[0], p[1], bytes, s); };
-  }
-  case KernelId::SliceBlock: {
-    int elementBytes = int(dtypeBytes(a.buffers[0]->dtype));
-    int64_t outer = a.outer, blockDim = a.blockDim, inner = a.inner,
-            blocks = a.blocks;
-    return [=] {
-      cuda::sliceBlock(p[0], i32(1), p[2], outer, blockDim, inner, blocks,
-                       elementBytes, bad, s);
-    };
-  }
-  case KernelId::VocabParallelLoss:
-    return [=] {
-      cuda::vocabParallelLoss(f(0), f(1), f(2), f(3), rows, ws, s);
-    };
-  default:
-    break;
-  }
-
   auto typed = [&](auto tag) -> std::function<void()> {
     using T = typename decltype(tag)::type;
     auto t = [p](int i) { return reinterpret_cast<T *>(p[i]); };
     cuda::AttentionShape attention{a.batch,   a.seq,     a.heads,
                                    a.kvHeads, a.headDim, a.causal,
                                    a.ropeTheta};
+    // Every kernel is listed (no default): a kernel added to Kernels.def
+    // fails to build here until the CUDA backend runs it.
     switch (a.kernel) {
+    case KernelId::Linear:
+    case KernelId::LinearBias:
+    case KernelId::LinearGradInput:
+    case KernelId::LinearGradWeight:
+    case KernelId::LinearGradWeightBias:
+      return compileLinear(a, where);
+    // Kernels without a storage type of their own.
+    case KernelId::AdamW: {
+      cuda::AdamWConfig config{floats[0], floats[1], floats[2], floats[3]};
+      return [=] {
+        cuda::adamw(f(0), f(1), f(2), f(3), i32(4), f(5), f(6), f(7), f(8),
+                    size, config, s);
+      };
+    }
+    case KernelId::Fill: {
+      float value = floats[0];
+      switch (a.buffers[0]->dtype) {
+      case DType::I32:
+        return [=] {
+          cuda::fillI32(i32(0), static_cast<int32_t>(value), size, s);
+        };
+      case DType::BF16:
+        return [=] {
+          cuda::fill<bf16>(reinterpret_cast<bf16 *>(p[0]), value, size, s);
+        };
+      case DType::F32:
+        break;
+      }
+      return [=] { cuda::fill<float>(f(0), value, size, s); };
+    }
+    case KernelId::AddI32:
+      return [=] { cuda::addI32(i32(0), i32(1), i32(2), size, s); };
+    case KernelId::Copy: {
+      size_t bytes = a.buffers[1]->bytes;
+      return [=] { cuda::copyBytes(p[0], p[1], bytes, s); };
+    }
+    case KernelId::Cast: {
+      DType from = a.buffers[0]->dtype, to = a.buffers[1]->dtype;
+      int64_t elements = a.buffers[1]->elements;
+      if (from == DType::F32 && to == DType::BF16)
+        return [=] {
+          cuda::cast<float, bf16>(f(0), reinterpret_cast<bf16 *>(p[1]),
+                                  elements, s);
+        };
+      if (from == DType::BF16 && to == DType::F32)
+        return [=] {
+          cuda::cast<bf16, float>(reinterpret_cast<const bf16 *>(p[0]), f(1),
+                                  elements, s);
+        };
+      size_t bytes = a.buffers[1]->bytes;
+      return [=] { cuda::copyBytes(p[0], p[1], bytes, s); };
+    }
+    case KernelId::SliceBlock: {
+      int elementBytes = int(dtypeBytes(a.buffers[0]->dtype));
+      int64_t outer = a.outer, blockDim = a.blockDim, inner = a.inner,
+              blocks = a.blocks;
+      return [=] {
+        cuda::sliceBlock(p[0], i32(1), p[2], outer, blockDim, inner, blocks,
+                         elementBytes, bad, s);
+      };
+    }
+    case KernelId::VocabParallelLoss:
+      return [=] {
+        cuda::vocabParallelLoss(f(0), f(1), f(2), f(3), rows, ws, s);
+      };
+    // Kernels of the storage type T.
     case KernelId::Embedding:
       return [=] {
         cuda::embedding<T>(i32(0), t(1), t(2), rows, vocab, channels, bad, s);
@@ -1057,14 +1076,10 @@ std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
                                                f(4), f(5), t(6), rows, vocab,
                                                bad, s);
       };
-    default:
+    case KernelId::NumKernels:
       break;
     }
-    throw ProgramError(where + ": kernel '" +
-                       std::string(lookupKernel(
-                                       static_cast<uint32_t>(a.kernel))
-                                       ->name) +
-                       "' has no CUDA implementation");
+    throw ProgramError(where + ": invalid kernel id");
   };
   if (a.floatType == DType::BF16)
     return typed(Tag<bf16>{});

@@ -151,3 +151,70 @@ func.func @eval_step(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}, %t: m
   rt.kernel "fill" outs(%w : memref<4xf32>) floats = [0.0]
   return
 }
+
+// -----
+
+// Sizes are checked (issue 17): a buffer beyond what a machine can address
+// (2^48 bytes) or beyond 64-bit sizes is refused, never planned with a
+// wrapped-around size.
+func.func @huge_alloc(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+  // expected-error @+1 {{'memref.alloc' op buffer 'memref<100000000x100000000xf32>' needs 40000000000000000 bytes, more than the 2^48 bytes a machine can address; partition the model over more ranks or make it smaller}}
+  %a = memref.alloc() : memref<100000000x100000000xf32>
+  rt.kernel "fill" outs(%a : memref<100000000x100000000xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+func.func @overflowing_alloc(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+  // expected-error @+1 {{'memref.alloc' op buffer 'memref<4000000000x4000000000xf32>' needs about 6.40e+19 bytes, more than 64-bit sizes can count; partition the model over more ranks or make it smaller}}
+  %a = memref.alloc() : memref<4000000000x4000000000xf32>
+  rt.kernel "fill" outs(%a : memref<4000000000x4000000000xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+// expected-error @+1 {{buffer 'memref<4000000000x4000000000xf32>' needs about 6.40e+19 bytes, more than 64-bit sizes can count}}
+func.func @overflowing_state(%w: memref<4000000000x4000000000xf32> {rt.role = "param", rt.name = "w"}) {
+  rt.kernel "fill" outs(%w : memref<4000000000x4000000000xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+// Two parameters of 2^47 bytes fill the 2^48; one more byte does not fit.
+// expected-error @+1 {{the parameters, optimizer state and inputs need more than the 2^48 bytes a machine can address (reached at argument #2, param c); partition the model over more ranks or make it smaller}}
+func.func @state_beyond_2_48(%a: memref<35184372088832xf32> {rt.role = "param", rt.name = "a"},
+                             %b: memref<35184372088832xf32> {rt.role = "param", rt.name = "b"},
+                             %c: memref<4xf32> {rt.role = "param", rt.name = "c"}) {
+  rt.kernel "fill" outs(%c : memref<4xf32>) floats = [0.0]
+  return
+}
+
+// -----
+
+// Three temporaries of 2^47 bytes live at once.
+// expected-error @+1 {{the temporaries of @temporaries_beyond_2_48 need more than the 2^48 bytes a machine can address (reached placing buffer 'memref<35184372088832xf32>'); partition the model over more ranks or make it smaller}}
+func.func @temporaries_beyond_2_48(%w: memref<4xf32> {rt.role = "param", rt.name = "w"}) {
+  %a = memref.alloc() : memref<35184372088832xf32>
+  %b = memref.alloc() : memref<35184372088832xf32>
+  %c = memref.alloc() : memref<35184372088832xf32>
+  rt.kernel "fill" outs(%a : memref<35184372088832xf32>) floats = [0.0]
+  rt.kernel "fill" outs(%b : memref<35184372088832xf32>) floats = [0.0]
+  rt.kernel "add" ins(%a, %b : memref<35184372088832xf32>, memref<35184372088832xf32>) outs(%c : memref<35184372088832xf32>)
+  return
+}
+
+// -----
+
+// State and temporaries each fit, their sum does not.
+// expected-error @+1 {{the arena needs 281474976710720 bytes (state 140737488355392, temporaries 140737488355328), more than the 2^48 bytes a machine can address; partition the model over more ranks or make it smaller}}
+module {
+  func.func @arena_beyond_2_48(%w: memref<35184372088832xf32> {rt.role = "param", rt.name = "w"},
+                               %x: memref<4xf32> {rt.role = "param", rt.name = "x"}) {
+    %a = memref.alloc() : memref<35184372088832xf32>
+    rt.kernel "fill" outs(%a : memref<35184372088832xf32>) floats = [0.0]
+    return
+  }
+}

@@ -151,3 +151,21 @@ func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 :
   rt.all_reduce %a, %b on @m axes [dp] reduce = sum label = "g" : memref<8xf32>, memref<4xf32>
   return
 }
+
+// -----
+
+// Sizes are checked (issue 17): an arena beyond 2^48 bytes, or a buffer
+// whose size does not fit 64 bits, is refused by name.
+// expected-error @+1 {{arena of 562949953421312 bytes: it must be between 0 and 281474976710656 bytes (2^48, what a machine can address)}}
+func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 562949953421312 : i64} {
+  return
+}
+
+// -----
+
+func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 : i64} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'memref.view' op buffer 'memref<4000000000x4000000000xf32>' has more bytes than 64-bit sizes can count}}
+  %w = memref.view %arena[%c0][] {rt.role = "param", rt.name = "w"} : memref<128xi8> to memref<4000000000x4000000000xf32>
+  return
+}

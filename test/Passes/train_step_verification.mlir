@@ -228,3 +228,46 @@ func.func @forward(%w: tensor<4x8xf32> {xfmr.param = "w"},
   %loss = xfmr.softmax_cross_entropy %z, %targets : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A loss that does not depend on any parameter would "train" at the same
+// value forever (issue 17): a constant loss...
+func.func @forward(%w: tensor<4x4xf32> {xfmr.param = "w"},
+                   %tokens: tensor<2x3xi32> {xfmr.input = "tokens"},
+                   %targets: tensor<2x3xi32> {xfmr.input = "targets"}) -> tensor<f32> {
+  // expected-error@+1 {{the loss returned by @forward does not depend on any parameter (xfmr.param), so training cannot change it: compute the loss from the parameters}}
+  %loss = arith.constant dense<2.0> : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// ... or one computed from the inputs alone, while the parameters feed
+// values the loss does not read.
+func.func @forward(%w: tensor<4x8xf32> {xfmr.param = "w"},
+                   %tokens: tensor<2x3xi32> {xfmr.input = "tokens"},
+                   %targets: tensor<2x3xi32> {xfmr.input = "targets"}) -> tensor<f32> {
+  %table = arith.constant dense<1.0> : tensor<16x8xf32>
+  %x = xfmr.embedding %tokens, %table : (tensor<2x3xi32>, tensor<16x8xf32>) -> tensor<2x3x8xf32>
+  %unused = xfmr.linear %x, %w : (tensor<2x3x8xf32>, tensor<4x8xf32>) -> tensor<2x3x4xf32>
+  %logits = xfmr.scale %x {factor = 2.5e-01 : f32} : (tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  // expected-error@+1 {{the loss returned by @forward does not depend on any parameter}}
+  %loss = xfmr.softmax_cross_entropy %logits, %targets : (tensor<2x3x8xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// One parameter the loss does not depend on is a warning, not an error (a
+// weight kept unused on purpose is legitimate): the step is still built.
+// expected-warning@+1 {{the loss does not depend on parameter "spare" (argument #1): its gradient is always zero, so only weight decay changes it; remove it unless it is meant to stay unused}}
+func.func @forward(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
+                   %spare: tensor<3x5xf32> {xfmr.param = "spare"},
+                   %tokens: tensor<2x3xi32> {xfmr.input = "tokens"},
+                   %targets: tensor<2x3xi32> {xfmr.input = "targets"}) -> tensor<f32> {
+  %x = xfmr.embedding %tokens, %wte : (tensor<2x3xi32>, tensor<16x8xf32>) -> tensor<2x3x8xf32>
+  %logits = xfmr.linear %x, %wte : (tensor<2x3x8xf32>, tensor<16x8xf32>) -> tensor<2x3x16xf32>
+  %loss = xfmr.softmax_cross_entropy %logits, %targets : (tensor<2x3x16xf32>, tensor<2x3xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -20,6 +20,7 @@
 #include "passes/ActivationMemory.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
+#include "tools/OneLineDiagnostics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -121,9 +122,10 @@ int main(int argc, char **argv) {
     return fail(error);
   llvm::SourceMgr sources;
   sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  // Diagnostics as file:line:col with the source line, without a dump of
-  // the (possibly whole-model) operation they are attached to.
-  SourceMgrDiagnosticHandler diagnostics(sources, &context);
+  // Diagnostics as file:line:col, one line each: neither the source line
+  // (a model's signature line holds kilobytes of IR) nor a dump of the
+  // (possibly whole-model) operation they are attached to.
+  partition::OneLineDiagnostics diagnostics(&context);
   context.printOpOnDiagnostic(false);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &context);
   if (!module)

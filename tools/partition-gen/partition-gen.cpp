@@ -8,6 +8,7 @@
 
 #include "model/ModelBuilder.h"
 #include "model/ModelConfig.h"
+#include "model/ModelSizes.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -91,10 +92,16 @@ int main(int argc, char **argv) {
                        config->arch == Arch::GPT2)
                         ? config->heads
                         : config->kvHeads;
-  if (ffn.getNumOccurrences())
+  if (ffn.getNumOccurrences()) {
     config->ffn = ffn;
-  else if (hidden.getNumOccurrences() || arch.getNumOccurrences())
-    config->ffn = defaultFfn(config->arch, config->hidden);
+  } else if (hidden.getNumOccurrences() || arch.getNumOccurrences()) {
+    std::optional<int64_t> derived = defaultFfn(config->arch, config->hidden);
+    if (!derived)
+      return fail("model too large: the default ffn for hidden " +
+                  llvm::Twine(config->hidden) +
+                  " does not fit 64 bits; give a smaller --hidden");
+    config->ffn = *derived;
+  }
   if (layers.getNumOccurrences())
     config->layers = layers;
   if (vocab.getNumOccurrences())
@@ -114,6 +121,12 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       buildForwardModule(context, *config);
+  // Sizes first: a model too large for 64-bit sizes is the user's, not a
+  // verifier failure.
+  if (std::string problem = checkModelSizes(*module); !problem.empty())
+    return fail("model too large: " + problem +
+                "; give a smaller --hidden, --ffn, --vocab, --layers, "
+                "--seq-len or --batch");
   if (failed(mlir::verify(*module)))
     return fail("generated IR does not verify (a bug in partition-gen)");
 

@@ -15,6 +15,9 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <vector>
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
@@ -28,7 +31,19 @@ int main(int argc, char **argv) {
   partition::registerCompilePipeline();
   // Generic clean-ups (canonicalize, cse, ...) compose with our passes.
   mlir::registerTransformsPasses();
+  // An error on the module (or a whole-model function) would otherwise be
+  // followed by a dump of it ("see current operation: ..."), kilobytes of
+  // IR for a real model: off unless asked for with
+  // --mlir-print-op-on-diagnostic.
+  std::vector<char *> args(argv, argv + argc);
+  bool asked = llvm::any_of(args, [](char *arg) {
+    return llvm::StringRef(arg).ltrim('-').starts_with(
+        "mlir-print-op-on-diagnostic");
+  });
+  static char quiet[] = "--mlir-print-op-on-diagnostic=false";
+  if (!asked)
+    args.insert(args.begin() + 1, quiet);
   return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "partition optimizer: passes over transformer model IR\n",
-      registry));
+      static_cast<int>(args.size()), args.data(),
+      "partition optimizer: passes over transformer model IR\n", registry));
 }

@@ -135,39 +135,6 @@ func.func @reduce_scatter(%x: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<1x16
 
 // -----
 
-dist.mesh @m axes = [dp = 2, tp = 2]
-// CHECK-LABEL: func.func @all_to_all
-// CHECK-SAME:    (%[[X:.*]]: tensor<4x16x8xf32>)
-func.func @all_to_all(%x: tensor<4x16x8xf32>) -> (tensor<4x8x16xf32>, tensor<4x16x8xf32>) {
-  // CHECK: dist.all_to_all %[[X]] on @m axes [tp] split_dim = 1 concat_dim = 2 : tensor<4x16x8xf32> -> tensor<4x8x16xf32>{{$}}
-  %a = dist.all_to_all %x on @m axes [tp] split_dim = 1 concat_dim = 2 : tensor<4x16x8xf32> -> tensor<4x8x16xf32>
-  // Splitting and concatenating one dimension keeps the shape.
-  // CHECK: dist.all_to_all %[[X]] on @m axes [dp, tp] split_dim = 1 concat_dim = 1 : tensor<4x16x8xf32> -> tensor<4x16x8xf32>{{$}}
-  %b = dist.all_to_all %x on @m axes [dp, tp] split_dim = 1 concat_dim = 1 : tensor<4x16x8xf32> -> tensor<4x16x8xf32>
-  return %a, %b : tensor<4x8x16xf32>, tensor<4x16x8xf32>
-}
-// GENERIC-LABEL: sym_name = "all_to_all"
-// GENERIC: "dist.all_to_all"(%{{.*}}) <{axes = ["tp"], concat_dim = 2 : i64, mesh = @m, split_dim = 1 : i64}> : (tensor<4x16x8xf32>) -> tensor<4x8x16xf32>
-// GENERIC: "dist.all_to_all"(%{{.*}}) <{axes = ["dp", "tp"], concat_dim = 1 : i64, mesh = @m, split_dim = 1 : i64}> : (tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-// CHECK-LABEL: func.func @broadcast
-// CHECK-SAME:    (%[[X:.*]]: tensor<4x16xf32>)
-func.func @broadcast(%x: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
-  // CHECK: dist.broadcast %[[X]] on @m axes [dp] root = 0 : tensor<4x16xf32>{{$}}
-  %a = dist.broadcast %x on @m axes [dp] root = 0 : tensor<4x16xf32>
-  // CHECK: dist.broadcast %[[X]] on @m axes [dp, tp] root = 3 : tensor<4x16xf32>{{$}}
-  %b = dist.broadcast %x on @m axes [dp, tp] root = 3 : tensor<4x16xf32>
-  return %a, %b : tensor<4x16xf32>, tensor<4x16xf32>
-}
-// GENERIC-LABEL: sym_name = "broadcast"
-// GENERIC: "dist.broadcast"(%{{.*}}) <{axes = ["dp"], mesh = @m, root = 0 : i64}> : (tensor<4x16xf32>) -> tensor<4x16xf32>
-// GENERIC: "dist.broadcast"(%{{.*}}) <{axes = ["dp", "tp"], mesh = @m, root = 3 : i64}> : (tensor<4x16xf32>) -> tensor<4x16xf32>
-
-// -----
-
 // Send and receive between pipeline stages: the peer has the listed
 // coordinates and the sender's own on the other axes.
 dist.mesh @m axes = [dp = 2, pp = 4, tp = 2]

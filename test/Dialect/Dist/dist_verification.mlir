@@ -239,8 +239,8 @@ func.func @no_axes(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 
 dist.mesh @m axes = [dp = 2, tp = 2]
 func.func @axis_twice(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // expected-error @+1 {{'dist.broadcast' op axis 'tp' is listed twice in axes [tp, dp, tp]}}
-  %y = dist.broadcast %x on @m axes [tp, dp, tp] root = 0 : tensor<8x16xf32>
+  // expected-error @+1 {{'dist.all_reduce' op axis 'tp' is listed twice in axes [tp, dp, tp]}}
+  %y = dist.all_reduce %x on @m axes [tp, dp, tp] reduce = sum : tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
 
@@ -286,24 +286,6 @@ dist.mesh @m axes = [dp = 2, tp = 2]
 func.func @gather_dim_out_of_range(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   // expected-error @+1 {{'dist.all_gather' op dim 2 is not a dimension of the input 'tensor<8x16xf32>' of rank 2}}
   %y = dist.all_gather %x on @m axes [tp] dim = 2 : tensor<8x16xf32> -> tensor<8x16xf32>
-  return %y : tensor<8x16xf32>
-}
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-func.func @split_dim_out_of_range(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // expected-error @+1 {{'dist.all_to_all' op split_dim 3 is not a dimension of the input 'tensor<8x16xf32>' of rank 2}}
-  %y = dist.all_to_all %x on @m axes [tp] split_dim = 3 concat_dim = 0 : tensor<8x16xf32> -> tensor<8x16xf32>
-  return %y : tensor<8x16xf32>
-}
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-func.func @concat_dim_out_of_range(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // expected-error @+1 {{'dist.all_to_all' op concat_dim 2 is not a dimension of the input 'tensor<8x16xf32>' of rank 2}}
-  %y = dist.all_to_all %x on @m axes [tp] split_dim = 0 concat_dim = 2 : tensor<8x16xf32> -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
 
@@ -381,33 +363,6 @@ func.func @scatter_result(%x: tensor<8x16xf32>) -> tensor<8x8xf32> {
   // expected-error @+1 {{'dist.reduce_scatter' op result must be 'tensor<8x4xf32>' (dimension 1 of size 16 divided by 4, the size of axes [tp]), but is 'tensor<8x8xf32>'}}
   %y = dist.reduce_scatter %x on @m axes [tp] dim = 1 reduce = sum : tensor<8x16xf32> -> tensor<8x8xf32>
   return %y : tensor<8x8xf32>
-}
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 4]
-func.func @all_to_all_not_divisible(%x: tensor<8x6xf32>) -> tensor<16x3xf32> {
-  // expected-error @+1 {{'dist.all_to_all' op split dimension 1 of size 6 is not divisible by 4, the size of axes [tp]}}
-  %y = dist.all_to_all %x on @m axes [tp] split_dim = 1 concat_dim = 0 : tensor<8x6xf32> -> tensor<16x3xf32>
-  return %y : tensor<16x3xf32>
-}
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 4]
-func.func @all_to_all_result(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // expected-error @+1 {{'dist.all_to_all' op result must be 'tensor<32x4xf32>' (split dimension 1 divided and concat dimension 0 multiplied by 4, the size of axes [tp]), but is 'tensor<8x16xf32>'}}
-  %y = dist.all_to_all %x on @m axes [tp] split_dim = 1 concat_dim = 0 : tensor<8x16xf32> -> tensor<8x16xf32>
-  return %y : tensor<8x16xf32>
-}
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-func.func @root(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // expected-error @+1 {{'dist.broadcast' op root 4 is out of range: axes [dp, tp] have 4 devices}}
-  %y = dist.broadcast %x on @m axes [dp, tp] root = 4 : tensor<8x16xf32>
-  return %y : tensor<8x16xf32>
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Runs a command that must fail cleanly, and prints its stderr.
 
-  expect_error.py --exit CODE [--lines N] -- COMMAND...
+  expect_error.py --exit CODE [--lines N] [--first PREFIX] -- COMMAND...
 
 Fails unless COMMAND exits with CODE (a clean exit: a signal, such as the
 SIGABRT of an uncaught exception, is a failure), writes nothing to stdout,
 and writes exactly N lines (default 1) to stderr, the first starting with
-"<tool>: error: " and none saying "terminate called". The caller checks the
+PREFIX (default "<tool>: error: "; a compiler's first line is the located
+diagnostic) and none saying "terminate called". The caller checks the
 text with FileCheck.
 """
 
@@ -20,6 +21,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--exit", type=int, required=True)
     parser.add_argument("--lines", type=int, default=1)
+    parser.add_argument("--first", default=None)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -39,8 +41,9 @@ def main():
     lines = result.stderr.splitlines()
     if len(lines) != args.lines:
         problems.append(f"{len(lines)} lines on stderr, expected {args.lines}")
-    if not lines or not lines[0].startswith(f"{tool}: error: "):
-        problems.append(f"stderr does not start with '{tool}: error: '")
+    first = args.first if args.first is not None else f"{tool}: error: "
+    if not lines or not lines[0].startswith(first):
+        problems.append(f"stderr does not start with '{first}'")
     if "terminate called" in result.stderr:
         problems.append("an uncaught exception")
     if problems:
