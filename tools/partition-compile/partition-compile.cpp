@@ -18,6 +18,7 @@
 #include "lowering/ProgramWriter.h"
 #include "passes/ActivationMemory.h"
 #include "passes/Passes.h"
+#include "tools/common/CommandLine.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -126,10 +127,19 @@ void printLayerReport(ModuleOp module) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
+  partition::tools::parseCommandLine(
       argc, argv,
       "partition-compile: compiles a model (partition-gen output) into a "
       ".ptp program for partition-run\n");
+  // MiB, converted to a byte count that must fit an int64.
+  if (!(bucketMb > 0 && bucketMb <= 1 << 20)) {
+    char value[32];
+    std::snprintf(value, sizeof(value), "%g", bucketMb.getValue());
+    partition::tools::usageError(
+        "partition-compile",
+        Twine("--bucket-mb must be a finite number in (0, 1048576], got ") +
+            value);
+  }
 
   DialectRegistry registry;
   registry.insert<partition::xfmr::XfmrDialect, partition::rt::RtDialect,
@@ -155,8 +165,6 @@ int main(int argc, char **argv) {
   int64_t stepMicrobatches = microbatches;
   bool partitioned = false;
   bool bf16 = false;
-  if (!(bucketMb > 0))
-    return fail("--bucket-mb must be positive");
   if (!planFile.empty()) {
     PassManager planning(&context);
     partition::ApplyPlanPassOptions apply;
