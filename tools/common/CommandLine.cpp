@@ -61,6 +61,8 @@ public:
     if (file) {
       saved = dup(STDERR_FILENO);
       if (saved < 0 || dup2(fileno(file), STDERR_FILENO) < 0) {
+        if (saved >= 0)
+          close(saved);
         std::fclose(file);
         file = nullptr;
       }
