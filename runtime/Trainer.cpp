@@ -581,7 +581,7 @@ TrainResult Run::execute() {
   int64_t end = options.stopAfter > 0
                     ? std::min(options.steps, options.stopAfter)
                     : options.steps;
-  if (startStep >= end) {
+  if (!options.resume.empty() && startStep >= end) {
     // A finished job started again (a scheduler retrying a script): there
     // is nothing to do, and saving or truncating --metrics-out would only
     // lose what the earlier run wrote.
