@@ -549,6 +549,12 @@ LogicalResult writeProgram(ModuleOp module, llvm::raw_ostream &os) {
   return success();
 }
 
+void registerProgramDialects(DialectRegistry &registry) {
+  registry.insert<rt::RtDialect, dist::DistDialect, xfmr::XfmrDialect,
+                  arith::ArithDialect, func::FuncDialect,
+                  memref::MemRefDialect>();
+}
+
 void registerProgramTranslation() {
   TranslateFromMLIRRegistration registration(
       "rt-to-program", "write a memory-planned training step as a .ptp program",
@@ -558,11 +564,7 @@ void registerProgramTranslation() {
           return op->emitError("expected a module");
         return writeProgram(module, os);
       },
-      [](DialectRegistry &registry) {
-        registry.insert<rt::RtDialect, dist::DistDialect, xfmr::XfmrDialect,
-                        arith::ArithDialect, func::FuncDialect,
-                        memref::MemRefDialect>();
-      });
+      registerProgramDialects);
 }
 
 } // namespace partition

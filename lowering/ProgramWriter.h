@@ -4,6 +4,7 @@
 #define PARTITION_LOWERING_PROGRAMWRITER_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace partition {
@@ -13,7 +14,10 @@ namespace partition {
 /// anything the runtime could not execute.
 mlir::LogicalResult writeProgram(mlir::ModuleOp module, llvm::raw_ostream &os);
 
-/// Registers the `--rt-to-program` translation.
+/// The dialects of a planned module (what writeProgram reads).
+void registerProgramDialects(mlir::DialectRegistry &registry);
+
+/// Registers the `--rt-to-program` translation (mlir-translate style).
 void registerProgramTranslation();
 
 } // namespace partition

@@ -4,6 +4,8 @@
 
 #include "runtime/Backend.h"
 #include "runtime/Init.h"
+#include "runtime/Interrupt.h"
+#include "runtime/MetricsFile.h"
 #include "runtime/Program.h"
 #include "runtime/Sharding.h"
 #include "runtime/checkpoint/Checkpoint.h"
@@ -30,7 +32,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 namespace partition::runtime {
@@ -122,15 +123,9 @@ data::Split loadData(const TrainOptions &options, int64_t vocab,
   return data::splitTrainEval(stream, options.evalFraction);
 }
 
-/// Opens the metrics file, one JSON object per line, or nothing.
-std::unique_ptr<std::ofstream> openMetrics(const std::string &path) {
-  if (path.empty())
-    return nullptr;
-  auto file = std::make_unique<std::ofstream>(path, std::ios::trunc);
-  if (!*file)
-    throw ProgramError(path + ": cannot write the metrics file");
-  return file;
-}
+/// The stop flag of a failed --metrics-out write: above every signal
+/// number, so that it wins the all-reduce (max) over an interruption.
+constexpr int kStopForMetrics = 1000;
 
 /// The groups of mesh axes the run needs: those of the program's
 /// collectives, those that hold the blocks of a sharded buffer (gathered
@@ -215,7 +210,7 @@ public:
                            "no evaluation\n");
   }
 
-  void execute();
+  TrainResult execute();
 
 private:
   /// chooseBackend on every rank, then the same answer everywhere: the CPU
@@ -244,6 +239,10 @@ private:
     return value;
   }
   double evaluate(int64_t step);
+  /// After step `step`: the largest of every rank's `local` stop flag (0:
+  /// carry on; a signal number; kStopForMetrics), so that all ranks stop
+  /// after the same step. One all-reduce of one float on many ranks.
+  int agreeToStop(int local, int64_t step);
   /// Every rank's (peak RSS, device bytes), gathered on all ranks.
   std::vector<std::pair<int64_t, int64_t>> gatherPeaks(int64_t rss,
                                                        int64_t device);
@@ -556,7 +555,15 @@ std::vector<std::pair<int64_t, int64_t>> Run::gatherPeaks(int64_t rss,
   return result;
 }
 
-void Run::execute() {
+int Run::agreeToStop(int local, int64_t step) {
+  if (world.size() == 1)
+    return local;
+  float flag = float(local);
+  world.allReduce(&flag, 1, comm::ReduceOp::Max, {"stop flag", step});
+  return int(flag);
+}
+
+TrainResult Run::execute() {
   data::Split split = loadData(options, vocab, batch * seq + 1);
   trainLoader = std::make_unique<data::BatchLoader>(split.train, batch, seq);
   evalRange = split.eval;
@@ -571,8 +578,30 @@ void Run::execute() {
     restore(options.resume);
   checkReplicas(options.resume.empty() ? "initialisation" : "--resume");
 
-  std::unique_ptr<std::ofstream> metrics =
-      leader ? openMetrics(options.metricsOut) : nullptr;
+  int64_t end = options.stopAfter > 0
+                    ? std::min(options.steps, options.stopAfter)
+                    : options.steps;
+  if (!options.resume.empty() && startStep >= end) {
+    // A finished job started again (a scheduler retrying a script): there
+    // is nothing to do, and saving or truncating --metrics-out would only
+    // lose what the earlier run wrote.
+    bool byStopAfter = options.stopAfter > 0 && options.stopAfter < options.steps;
+    std::fflush(stdout);
+    if (leader)
+      std::fprintf(stderr,
+                   "partition-run: nothing to train: the checkpoint in %s is "
+                   "at step %lld and %s is %lld; raise %s to train further\n",
+                   options.resume.c_str(), static_cast<long long>(startStep),
+                   byStopAfter ? "--stop-after" : "--steps",
+                   static_cast<long long>(end),
+                   byStopAfter ? "--stop-after" : "--steps");
+    return {};
+  }
+
+  std::unique_ptr<MetricsFile> metrics =
+      leader && !options.metricsOut.empty()
+          ? std::make_unique<MetricsFile>(options.metricsOut)
+          : nullptr;
   size_t step = functionIndex("train_step");
   const BufferInfo *lrBuffer = nullptr;
   if (!program.withRole(Role::LearningRate).empty())
@@ -591,9 +620,11 @@ void Run::execute() {
                 static_cast<long long>(batch), static_cast<long long>(seq),
                 program.withRole(Role::Param).size());
 
-  int64_t end = options.stopAfter > 0
-                    ? std::min(options.steps, options.stopAfter)
-                    : options.steps;
+  int64_t completed = startStep;
+  // The agreed stop flag (agreeToStop) and, on rank 0, why its metrics
+  // file failed.
+  int stop = 0;
+  std::string metricsFailure;
   for (int64_t s = startStep; s < end; ++s) {
     float lr = static_cast<float>(scheduledLearningRate(options, s));
     feed(trainLoader->nextBatch());
@@ -619,8 +650,13 @@ void Run::execute() {
     bool last = s + 1 == end;
     if (canEvaluate && ((s + 1) % options.evalEvery == 0 || last))
       record["eval_loss"] = evaluate(s + 1);
-    if (metrics)
-      *metrics << record.dump() << "\n" << std::flush;
+    if (metrics && metricsFailure.empty()) {
+      try {
+        metrics->writeLine(record.dump());
+      } catch (const MetricsError &error) {
+        metricsFailure = error.what();
+      }
+    }
     if (!quiet) {
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.1f ms | %9.0f "
                   "tok/s",
@@ -632,6 +668,12 @@ void Run::execute() {
       std::printf("\n");
       std::fflush(stdout);
     }
+    completed = s + 1;
+    stop = agreeToStop(metricsFailure.empty() ? pendingInterrupt()
+                                              : kStopForMetrics,
+                       completed);
+    if (stop)
+      break;
     // Every rank saves: sharded buffers are gathered from their holders.
     // Rank 0 writes; the others wait for it at the next collective.
     if (!options.save.empty() && options.saveEvery > 0 &&
@@ -639,7 +681,19 @@ void Run::execute() {
       save(options.save, s + 1);
   }
   if (!options.save.empty())
-    save(options.save, std::max(end, startStep));
+    save(options.save, completed);
+  std::string saved = options.save.empty()
+                          ? std::string("no checkpoint (no --save)")
+                          : "the checkpoint of step " +
+                                std::to_string(completed) + " is in " +
+                                options.save;
+  if (stop == kStopForMetrics) {
+    // Only rank 0 knows the reason; the others end quietly, non-zero.
+    if (leader)
+      throw MetricsError(metricsFailure + "; stopped after step " +
+                         std::to_string(completed) + ", " + saved);
+    return {0, true};
+  }
 
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
@@ -664,8 +718,14 @@ void Run::execute() {
                             {"ranks", ranks}};
   if (deviceBytes > 0)
     summary["device_bytes"] = deviceBytes;
-  if (metrics)
-    *metrics << summary.dump() << "\n";
+  if (stop) {
+    summary["interrupted"] = interruptName(stop);
+    summary["steps_done"] = completed;
+  }
+  if (metrics) {
+    metrics->writeLine(summary.dump());
+    metrics->close();
+  }
   if (!quiet) {
     std::printf("peak memory: arena %llu B, workspace %llu B, process RSS "
                 "%lld B",
@@ -689,6 +749,25 @@ void Run::execute() {
     }
     std::printf("\n");
   }
+  if (stop && leader) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "partition-run: interrupted by %s: stopped after step %lld "
+                 "of %lld, %s%s%s%s\n",
+                 interruptName(stop), static_cast<long long>(completed),
+                 static_cast<long long>(options.steps), saved.c_str(),
+                 metrics ? ", metrics in " : "",
+                 metrics ? options.metricsOut.c_str() : "",
+                 options.save.empty()
+                     ? ""
+                     : ("; continue with --resume " + options.save).c_str());
+    std::fflush(stderr);
+  }
+  // mpirun ends the job at the first non-zero exit: no rank exits 128 + N
+  // before rank 0 has written its summary and its line.
+  if (stop && world.size() > 1)
+    world.barrier({"interrupted", completed});
+  return {stop, false};
 }
 
 } // namespace
@@ -713,15 +792,15 @@ void checkWorldSize(const Program &program, const std::string &path,
   throw ProgramError(message);
 }
 
-void train(const TrainOptions &options, const Program &program,
-           comm::Communicator &world) {
-  Run(options, program, world).execute();
+TrainResult train(const TrainOptions &options, const Program &program,
+                  comm::Communicator &world) {
+  return Run(options, program, world).execute();
 }
 
-void train(const TrainOptions &options) {
+TrainResult train(const TrainOptions &options) {
   Program program = Program::load(options.program);
   comm::SelfCommunicator self;
-  train(options, program, self);
+  return train(options, program, self);
 }
 
 } // namespace partition::runtime

@@ -53,9 +53,19 @@ struct TrainOptions {
   int nodeRanks = 1;
 };
 
+/// How a run ended when it did not throw.
+struct TrainResult {
+  /// The SIGINT / SIGTERM (runtime/Interrupt.h) that stopped the run at a
+  /// step boundary, on any rank; 0 when it ran to its end.
+  int interruptedBy = 0;
+  /// This rank stopped because rank 0 could not write --metrics-out (rank
+  /// 0 throws the MetricsError): exit non-zero without a message.
+  bool failedOnLeader = false;
+};
+
 /// Runs the training on one process: loads options.program; throws
 /// std::runtime_error subclasses with one-line messages on bad input.
-void train(const TrainOptions &options);
+TrainResult train(const TrainOptions &options);
 
 /// Runs `program` (loaded from options.program) as rank world.rank() of
 /// world.size(), which must be its device count (checkWorldSize). Every
@@ -66,8 +76,14 @@ void train(const TrainOptions &options);
 /// rank takes part in gathering the sharded ones). Throws like
 /// train(options); the caller aborts the job when world.size() > 1, since
 /// the other ranks would wait for this one.
-void train(const TrainOptions &options, const Program &program,
-           comm::Communicator &world);
+///
+/// After every step the ranks agree (one all-reduce of a flag) whether to
+/// stop: a pending SIGINT / SIGTERM on any rank (pendingInterrupt()) or a
+/// failed --metrics-out write on rank 0. Every rank then stops after that
+/// same step, the checkpoint is saved (with --save) and the metrics summary
+/// written; an interruption returns, a metrics failure throws MetricsError.
+TrainResult train(const TrainOptions &options, const Program &program,
+                  comm::Communicator &world);
 
 /// Throws ProgramError, saying how to launch it, unless `program` was
 /// compiled for `worldSize` devices.

@@ -198,6 +198,21 @@ TokenStream readLlmc(File &file, const std::string &path, int64_t size,
   return stream;
 }
 
+/// Whether the first kLlmcHeaderBytes of a `size`-byte file are laid out
+/// as an llm.c header, whatever its magic and version say: the 253 reserved
+/// int32 are zero and the token count accounts for the file's size exactly.
+/// Raw uint16 tokens would need 506 zero tokens at positions 6-511 and a
+/// pair at 4-5 spelling the file's length: no real data looks like that.
+bool hasLlmcLayout(const unsigned char *head, int64_t size) {
+  if (size < kLlmcHeaderBytes)
+    return false;
+  for (int64_t i = 12; i < kLlmcHeaderBytes; ++i)
+    if (head[i] != 0)
+      return false;
+  const int64_t count = littleEndianInt32(head + 8);
+  return count > 0 && kLlmcHeaderBytes + 2 * count == size;
+}
+
 TokenStream readRaw(File &file, const std::string &path, int64_t size) {
   const std::string name = "raw uint16 token file " + quotePath(path);
   if (size == 0)
@@ -261,6 +276,17 @@ TokenStream readTokenFile(const std::string &path, Format format) {
                      littleEndianInt32(head) == kLlmcMagic);
   if (llmc)
     return readLlmc(file, path, size, head, format == Format::LlmC);
+  // Auto mode and a header with the wrong magic: a shard of another version
+  // or a damaged one. Reading it as raw tokens would train on its header.
+  if (format == Format::Auto && hasLlmcLayout(head, size))
+    throw DataError("token file " + quotePath(path) +
+                    " has the layout of an llm.c shard (a 1024-byte header "
+                    "whose token count matches the file size) but its magic "
+                    "is " + std::to_string(littleEndianInt32(head)) +
+                    ", expected " + std::to_string(kLlmcMagic) +
+                    " (version " + std::to_string(littleEndianInt32(head + 4)) +
+                    "); regenerate it, or pass format raw to read it as "
+                    "headerless uint16 tokens");
   return readRaw(file, path, size);
 }
 

@@ -8,8 +8,11 @@
 //   * raw headerless little-endian uint16 files (nanoGPT's train.bin);
 //   * any text file, tokenized as bytes (vocabulary 256).
 //
-// Format::Auto picks llm.c when the file starts with the llm.c magic and raw
-// uint16 otherwise; it never guesses text (pass Format::Text / --text).
+// Format::Auto picks llm.c when the file starts with the llm.c magic; a file
+// laid out as an llm.c shard with another magic (the 253 reserved header
+// int32 zero, the token count matching the file size) is an error naming
+// the magic; anything else is raw uint16. Auto never guesses text (pass
+// Format::Text / --text).
 // Every failure throws DataError.
 //
 //===----------------------------------------------------------------------===//
@@ -27,7 +30,8 @@
 namespace partition::runtime::data {
 
 enum class Format {
-  Auto, ///< llm.c if the file starts with its magic, else raw uint16.
+  Auto, ///< llm.c if the file starts with its magic, an error if it is laid
+        ///< out as an llm.c shard with another magic, else raw uint16.
   LlmC, ///< llm.c shard (header + uint16); a bad magic is an error.
   Raw,  ///< headerless uint16.
   Text, ///< bytes of any file, vocabulary 256.

@@ -21,6 +21,7 @@
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
 #include "tools/OneLineDiagnostics.h"
+#include "tools/common/CommandLine.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -104,10 +105,19 @@ void printLayerReport(ModuleOp module) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
+  partition::tools::parseCommandLine(
       argc, argv,
       "partition-compile: compiles a model (partition-gen output) into a "
       ".ptp program for partition-run\n");
+  // MiB, converted to a byte count that must fit an int64.
+  if (!(bucketMb > 0 && bucketMb <= 1 << 20)) {
+    char value[32];
+    std::snprintf(value, sizeof(value), "%g", bucketMb.getValue());
+    partition::tools::usageError(
+        "partition-compile",
+        Twine("--bucket-mb must be a finite number in (0, 1048576], got ") +
+            value);
+  }
 
   DialectRegistry registry;
   registry.insert<partition::xfmr::XfmrDialect, partition::rt::RtDialect,
@@ -131,8 +141,6 @@ int main(int argc, char **argv) {
   if (!module)
     return fail("cannot parse '" + input + "' (see the diagnostic above)");
 
-  if (!(bucketMb > 0))
-    return fail("--bucket-mb must be positive");
   partition::CompilePipelineOptions options;
   options.plan = planFile;
   // Unset, the plan's pipeline.microbatches (else 1) applies.

@@ -9,6 +9,7 @@
 #include "model/ModelBuilder.h"
 #include "model/ModelConfig.h"
 #include "model/ModelSizes.h"
+#include "tools/common/CommandLine.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -67,7 +68,7 @@ int main(int argc, char **argv) {
   std::string presets;
   for (const std::string &name : presetNames())
     presets += (presets.empty() ? "" : ", ") + name;
-  cl::ParseCommandLineOptions(
+  partition::tools::parseCommandLine(
       argc, argv,
       "partition-gen: emits the forward-plus-loss function of a GPT-2 or "
       "Llama style model in the xfmr dialect.\nPresets: " +
@@ -75,11 +76,15 @@ int main(int argc, char **argv) {
 
   std::optional<ModelConfig> config = getPreset(preset);
   if (!config)
-    return fail("unknown preset '" + preset + "'; known presets: " + presets);
+    partition::tools::usageError("partition-gen", "unknown preset '" + preset +
+                                                      "'; known presets: " +
+                                                      presets);
   if (arch.getNumOccurrences()) {
     std::optional<Arch> parsed = parseArch(arch);
     if (!parsed)
-      return fail("unknown arch '" + arch + "'; expected gpt2 or llama");
+      partition::tools::usageError("partition-gen",
+                                   "unknown arch '" + arch +
+                                       "'; expected gpt2 or llama");
     config->arch = *parsed;
   }
   // A new width or arch re-derives the dependent sizes unless they are given.

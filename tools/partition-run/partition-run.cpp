@@ -8,14 +8,20 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Interrupt.h"
 #include "runtime/Program.h"
 #include "runtime/Trainer.h"
+#include "runtime/data/TokenData.h"
 #include "tools/partition-run/Launch.h"
 
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -59,6 +65,13 @@ Trains the model of a program compiled by partition-compile.
                        and NCCL for the program's collectives
   --quiet              no progress lines
 
+SIGINT or SIGTERM (Ctrl-C, a scheduler's preemption) ends the run after its
+current step: the checkpoint is saved (with --save), the metrics summary
+written, one line says so, and the exit code is 130 / 143; a second signal
+exits at once. Exit codes: 0 done (also when a --resume checkpoint has
+already reached --steps: one line says so), 1 a bad input file or a failed
+run, 2 a bad command line (one line naming the option and its range).
+
 Many ranks (a program compiled with --plan for a mesh of N devices):
   --nproc N            launch the N ranks on this machine: re-runs this
                        command as mpirun -n N partition-run ... (mpirun
@@ -73,27 +86,82 @@ Many ranks (a program compiled with --plan for a mesh of N devices):
   one rank, or a lost rank, ends every rank with a non-zero exit code.
 )";
 
+/// A usage error: one line, exit code 2 (bad files and failed runs exit 1),
+/// the convention of every partition tool.
 [[noreturn]] void usageError(const std::string &message) {
-  std::fprintf(stderr, "partition-run: error: %s\n(run partition-run --help)\n",
+  std::fprintf(stderr, "partition-run: error: %s (see partition-run --help)\n",
                message.c_str());
   std::exit(2);
 }
 
-int64_t parseInt(const std::string &flag, const std::string &text) {
+/// Step counts (--steps, --warmup, --eval-every, --save-every,
+/// --stop-after): the program counts steps in an int32 (AdamW's bias
+/// correction), so a larger one could never run.
+constexpr int64_t kMaxSteps = std::numeric_limits<int32_t>::max();
+
+/// strto* accept leading blanks and, for unsigned, a minus sign that wraps
+/// around: neither is a number on a command line.
+bool startsLikeANumber(const std::string &text, bool allowSign) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])))
+    return false;
+  return allowSign || text[0] != '-';
+}
+
+int64_t parseInt(const std::string &flag, const std::string &text,
+                 int64_t min, int64_t max) {
+  std::string range =
+      "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
   char *end = nullptr;
+  errno = 0;
   long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0')
-    usageError(flag + " expects an integer, got '" + text + "'");
+  if (!startsLikeANumber(text, true) || *end != '\0')
+    usageError(flag + " expects an integer in " + range + ", got '" + text +
+               "'");
+  if (errno == ERANGE || value < min || value > max)
+    usageError(flag + " must be an integer in " + range + ", got " + text);
   return value;
 }
 
-double parseDouble(const std::string &flag, const std::string &text) {
+uint64_t parseUnsigned(const std::string &flag, const std::string &text) {
+  std::string range =
+      "[0, " + std::to_string(std::numeric_limits<uint64_t>::max()) + "]";
   char *end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0')
-    usageError(flag + " expects a number, got '" + text + "'");
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (!startsLikeANumber(text, false) || *end != '\0')
+    usageError(flag + " expects an integer in " + range + ", got '" + text +
+               "'");
+  if (errno == ERANGE)
+    usageError(flag + " must be an integer in " + range + ", got " + text);
   return value;
 }
+
+/// A finite number in the interval `range` describes (low and high, each
+/// open or closed); inf, nan and overflowing values are refused.
+struct Interval {
+  double low, high;
+  bool lowOpen, highOpen;
+  std::string text;
+};
+
+double parseDouble(const std::string &flag, const std::string &text,
+                   const Interval &range) {
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  if (!startsLikeANumber(text, true) || *end != '\0')
+    usageError(flag + " expects a number in " + range.text + ", got '" + text +
+               "'");
+  bool inside = std::isfinite(value) && errno != ERANGE &&
+                (range.lowOpen ? value > range.low : value >= range.low) &&
+                (range.highOpen ? value < range.high : value <= range.high);
+  if (!inside)
+    usageError(flag + " must be a finite number in " + range.text + ", got " +
+               text);
+  return value;
+}
+
+const double kInfinity = std::numeric_limits<double>::infinity();
 
 struct CommandLine {
   TrainOptions options;
@@ -108,41 +176,47 @@ CommandLine parse(int argc, char **argv) {
   CommandLine line;
   TrainOptions &options = line.options;
   using Setter = std::function<void(const std::string &)>;
-  auto integer = [](int64_t &field, const char *flag) -> Setter {
-    return [&field, flag](const std::string &v) { field = parseInt(flag, v); };
+  auto integer = [](int64_t &field, const char *flag, int64_t min,
+                    int64_t max) -> Setter {
+    return [&field, flag, min, max](const std::string &v) {
+      field = parseInt(flag, v, min, max);
+    };
   };
-  auto number = [](double &field, const char *flag) -> Setter {
-    return [&field, flag](const std::string &v) {
-      field = parseDouble(flag, v);
+  auto number = [](double &field, const char *flag,
+                   Interval range) -> Setter {
+    return [&field, flag, range](const std::string &v) {
+      field = parseDouble(flag, v, range);
     };
   };
   auto text = [](std::string &field) -> Setter {
     return [&field](const std::string &v) { field = v; };
   };
   std::map<std::string, Setter> withValue = {
-      {"--steps", integer(options.steps, "--steps")},
-      {"--lr", number(options.lr, "--lr")},
-      {"--warmup", integer(options.warmup, "--warmup")},
-      {"--min-lr-ratio", number(options.minLrRatio, "--min-lr-ratio")},
+      {"--steps", integer(options.steps, "--steps", 1, kMaxSteps)},
+      {"--lr", number(options.lr, "--lr", {0, kInfinity, true, true, "(0, inf)"})},
+      {"--warmup", integer(options.warmup, "--warmup", 0, kMaxSteps)},
+      {"--min-lr-ratio", number(options.minLrRatio, "--min-lr-ratio",
+                                {0, 1, false, false, "[0, 1]"})},
       {"--seed",
-       [&](const std::string &v) {
-         options.seed = static_cast<uint64_t>(parseInt("--seed", v));
-       }},
+       [&](const std::string &v) { options.seed = parseUnsigned("--seed", v); }},
       {"--data", text(options.data)},
       {"--data-format", text(options.dataFormat)},
       {"--backend", text(options.backend)},
       {"--text", text(options.text)},
-      {"--eval-every", integer(options.evalEvery, "--eval-every")},
-      {"--eval-batches", integer(options.evalBatches, "--eval-batches")},
-      {"--eval-fraction", number(options.evalFraction, "--eval-fraction")},
+      {"--eval-every", integer(options.evalEvery, "--eval-every", 0, kMaxSteps)},
+      {"--eval-batches",
+       integer(options.evalBatches, "--eval-batches", 0, 1 << 20)},
+      {"--eval-fraction", number(options.evalFraction, "--eval-fraction",
+                                 {0, 1, true, true, "(0, 1)"})},
       {"--metrics-out", text(options.metricsOut)},
       {"--save", text(options.save)},
-      {"--save-every", integer(options.saveEvery, "--save-every")},
+      {"--save-every", integer(options.saveEvery, "--save-every", 0, kMaxSteps)},
       {"--resume", text(options.resume)},
-      {"--stop-after", integer(options.stopAfter, "--stop-after")},
-      {"--nproc", integer(line.nproc, "--nproc")},
-      {"--comm-timeout",
-       number(options.commTimeoutSeconds, "--comm-timeout")},
+      {"--stop-after", integer(options.stopAfter, "--stop-after", 0, kMaxSteps)},
+      {"--nproc", integer(line.nproc, "--nproc", 1, 1 << 20)},
+      // Seconds; a week bounds what a deadline can hold without overflow.
+      {"--comm-timeout", number(options.commTimeoutSeconds, "--comm-timeout",
+                                {0, 604800, true, false, "(0, 604800]"})},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -188,24 +262,23 @@ CommandLine parse(int argc, char **argv) {
   }
   if (options.program.empty())
     usageError("no program given");
-  if (options.steps < 1)
-    usageError("--steps must be at least 1");
-  if (!(options.lr > 0))
-    usageError("--lr must be positive");
-  if (options.evalEvery < 0 || options.evalBatches < 0 || options.saveEvery < 0 ||
-      options.stopAfter < 0)
-    usageError("--eval-every, --eval-batches, --save-every and --stop-after "
-               "cannot be negative");
+  // Ranges that depend on another option.
+  if (options.evalEvery > 0 && options.evalBatches == 0)
+    usageError("--eval-batches 0 evaluates nothing every " +
+               std::to_string(options.evalEvery) +
+               " steps; give --eval-batches in [1, 1048576], or --eval-every "
+               "0 to turn evaluation off");
   if (options.backend != "auto" && options.backend != "cpu" &&
       options.backend != "cuda")
     usageError("--backend must be auto, cpu or cuda, got '" +
                options.backend + "'");
-  if (!(options.evalFraction > 0 && options.evalFraction < 1))
-    usageError("--eval-fraction must be in (0, 1)");
-  if (!(options.commTimeoutSeconds > 0))
-    usageError("--comm-timeout must be positive");
-  if (line.nprocGiven && (line.nproc < 1 || line.nproc > (1 << 20)))
-    usageError("--nproc must be between 1 and 1048576");
+  try {
+    (void)partition::runtime::data::parseFormat(options.dataFormat);
+  } catch (const std::exception &error) {
+    usageError(std::string("--data-format: ") + error.what());
+  }
+  if (!options.data.empty() && !options.text.empty())
+    usageError("give --data or --text, not both");
   if (line.nproc > 0 && partition::run::launchedByLauncher())
     usageError("--nproc launches the ranks itself; under mpirun or srun "
                "leave it out");
@@ -245,6 +318,9 @@ int main(int argc, char **argv) {
   } catch (const std::exception &error) {
     return fail(error.what());
   }
+  // After MPI_Init, so that these handlers are the ones in place: the first
+  // SIGINT / SIGTERM stops the run after its current step, on every rank.
+  rt::installInterruptHandlers();
   try {
     rt::checkWorldSize(program, options.program, world->size());
   } catch (const std::exception &error) {
@@ -260,7 +336,12 @@ int main(int argc, char **argv) {
     partition::run::NodeRanks node = partition::run::nodeRanks(*world);
     placed.nodeRank = node.rank;
     placed.nodeRanks = node.size;
-    rt::train(placed, program, *world);
+    rt::TrainResult result = rt::train(placed, program, *world);
+    if (result.failedOnLeader)
+      return 1;
+    // As a shell reports a process its signal ended: 130, 143.
+    if (result.interruptedBy)
+      return 128 + result.interruptedBy;
   } catch (const std::exception &error) {
     if (world->size() == 1)
       return fail(error.what());

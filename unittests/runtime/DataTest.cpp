@@ -244,8 +244,32 @@ TEST_F(DataFiles, BadMagicWhenForcedToLlmc) {
       errorOf([&] { readTokenFile(path, Format::LlmC); });
   EXPECT_CONTAINS(message, path);
   EXPECT_CONTAINS(message, "magic is 12345, expected 20240520");
-  // Auto does not see the magic, so it reads the file as raw uint16.
-  EXPECT_EQ(readTokenFile(path, Format::Auto).format, Format::Raw);
+  // Auto sees an llm.c header with another magic: reading it as raw uint16
+  // would train on the header, so it is an error naming the magic.
+  const std::string automatic =
+      errorOf([&] { readTokenFile(path, Format::Auto); });
+  EXPECT_CONTAINS(automatic, path);
+  EXPECT_CONTAINS(automatic, "layout of an llm.c shard");
+  EXPECT_CONTAINS(automatic, "magic is 12345, expected 20240520 (version 1)");
+  EXPECT_CONTAINS(automatic, "pass format raw");
+  // Asked for raw, the user gets the 512 + 3 tokens, header included.
+  EXPECT_EQ(readTokenFile(path, Format::Raw).size(), 515);
+}
+
+TEST_F(DataFiles, AutoReadsRawFilesThatOnlyResembleAHeader) {
+  // A bad magic and version alike, laid out as a shard: an error.
+  const std::string both = write("both.bin", llmcBytes(7, 9, 2, {1, 2}));
+  EXPECT_CONTAINS(errorOf([&] { readTokenFile(both); }), "magic is 7");
+  // The token count does not match the size: raw tokens.
+  const std::string count = write("count.bin", llmcBytes(7, 1, 3, {1, 2}));
+  EXPECT_EQ(readTokenFile(count).format, Format::Raw);
+  // A reserved header word is not zero: raw tokens.
+  std::vector<unsigned char> bytes = llmcBytes(7, 1, 2, {1, 2});
+  bytes[1020] = 1;
+  EXPECT_EQ(readTokenFile(write("reserved.bin", bytes)).format, Format::Raw);
+  // Shorter than a header: raw tokens.
+  EXPECT_EQ(readTokenFile(write("short.bin", {1, 0, 2, 0})).format,
+            Format::Raw);
 }
 
 TEST_F(DataFiles, BadVersion) {

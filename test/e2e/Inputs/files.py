@@ -9,8 +9,11 @@
   files.py replace IN OUT --find TEXT --by TEXT the first occurrence of TEXT,
                                                 same length (fails if absent)
   files.py tokens OUT --count N [--vocab V] [--bad-at I --bad-value X]
+                 [--llmc-magic M [--llmc-version V]]
                                                 raw uint16 tokens 0..V-1
-                                                cycling, token I set to X
+                                                cycling, token I set to X;
+                                                with --llmc-magic, behind an
+                                                llm.c header with that magic
 """
 
 import argparse
@@ -50,7 +53,12 @@ def tokens(args):
     values = [i % args.vocab for i in range(args.count)]
     if args.bad_at is not None:
         values[args.bad_at] = args.bad_value
-    open(args.output, "wb").write(struct.pack(f"<{len(values)}H", *values))
+    header = b""
+    if args.llmc_magic is not None:
+        header = struct.pack("<3i", args.llmc_magic, args.llmc_version,
+                             len(values)) + bytes(1024 - 12)
+    open(args.output, "wb").write(
+        header + struct.pack(f"<{len(values)}H", *values))
 
 
 def main():
@@ -78,6 +86,8 @@ def main():
     k.add_argument("--vocab", type=int, default=256)
     k.add_argument("--bad-at", type=int)
     k.add_argument("--bad-value", type=int, default=65535)
+    k.add_argument("--llmc-magic", type=int)
+    k.add_argument("--llmc-version", type=int, default=1)
     k.set_defaults(run=tokens)
     args = parser.parse_args()
     args.run(args)

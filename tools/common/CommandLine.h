@@ -1,0 +1,42 @@
+//===- CommandLine.h - the usage-error convention of the tools --*- C++ -*-===//
+//
+// Every partition tool reports a bad command line the same way: one line,
+//
+//   TOOL: error: MESSAGE (see TOOL --help)
+//
+// on stderr and exit code 2; a bad input file or a failed compile or run is
+// one "TOOL: error:" line (plus the MLIR diagnostics it refers to) and exit
+// code 1. LLVM's option parser prints several lines and exits 1, so the
+// LLVM-based tools parse through parseCommandLine. partition-run, which
+// links no LLVM, implements the same convention by hand.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_TOOLS_COMMON_COMMANDLINE_H
+#define PARTITION_TOOLS_COMMON_COMMANDLINE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+
+#include <string>
+
+namespace partition::tools {
+
+/// The exit code of a usage error.
+inline constexpr int kUsageExitCode = 2;
+
+/// cl::ParseCommandLineOptions; a rejected command line is reported by
+/// usageError with LLVM's messages joined into one line.
+void parseCommandLine(int argc, char **argv, llvm::StringRef overview);
+
+/// Prints "TOOL: error: MESSAGE (see TOOL --help)" and exits 2. `tool` is
+/// the program's name (argv[0] without its directory).
+[[noreturn]] void usageError(llvm::StringRef tool, const llvm::Twine &message);
+
+/// LLVM's option-parser output (several "TOOL: ..." lines, "Try: ..." and
+/// "See: ..." hints) as one message without the tool prefixes and hints.
+std::string joinParserErrors(llvm::StringRef tool, llvm::StringRef errors);
+
+} // namespace partition::tools
+
+#endif // PARTITION_TOOLS_COMMON_COMMANDLINE_H
