@@ -133,12 +133,16 @@ struct BucketGradientsPass
     : impl::BucketGradientsPassBase<BucketGradientsPass> {
   using BucketGradientsPassBase::BucketGradientsPassBase;
 
+  // Checked before any pass of the pipeline runs.
+  LogicalResult initialize(MLIRContext *context) override {
+    if (bucketBytes > 0)
+      return success();
+    return emitError(UnknownLoc::get(context))
+           << "--dist-bucket-gradients: bucket-bytes must be positive, got "
+           << static_cast<int64_t>(bucketBytes);
+  }
+
   void runOnOperation() override {
-    if (bucketBytes <= 0) {
-      getOperation().emitError()
-          << "bucket-bytes must be positive, got " << bucketBytes;
-      return signalPassFailure();
-    }
     for (func::FuncOp step : stepsToPartition(getOperation()))
       if (failed(bucketStep(step, bucketBytes)))
         return signalPassFailure();

@@ -111,9 +111,9 @@ LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
       int64_t size = rule.getFactors()[factor].size;
       if (size % shards != 0)
         return op->emitOpError()
-               << "cannot split the " << size << " rows of dimension " << dim
-               << " of '" << name << "' over " << tensorAxis << " = " << shards
-               << " for tensor parallelism; choose a " << tensorAxis
+               << "cannot split dimension " << dim << " (" << size
+               << ") of '" << name << "' over " << tensorAxis << " = "
+               << shards << " for tensor parallelism; choose a " << tensorAxis
                << " that divides " << size;
       dims[dim] = {tensorAxis};
     }

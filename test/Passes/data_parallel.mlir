@@ -10,6 +10,7 @@
 // loss (a mean) is scaled by 1/dp into a share of a sum and all-reduced on
 // its own; so is the seed of the cross-entropy gradient.
 
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[TOKENS:[^:]*]]: tensor<2x8xi32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, xfmr.input = "tokens"}
@@ -46,6 +47,7 @@ func.func @train_step(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
   %p, %m2, %v2 = xfmr.adamw %w, %dw, %m, %v, %step, %lr : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<i32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>)
   return %loss, %p : tensor<f32>, tensor<16x8xf32>
 }
+}
 
 // -----
 
@@ -53,6 +55,7 @@ func.func @train_step(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
 // gradients accumulated over them (partial sums, added) are reduced once,
 // after the last micro-batch, together in one bucket.
 
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[TOKENS:[^:]*]]: tensor<4x8xi32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, xfmr.input = "tokens"}
@@ -90,11 +93,13 @@ func.func @train_step(%a: tensor<16x8xf32> {xfmr.param = "a"},
   %ga = xfmr.add %ga0, %ga1 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
   return %ga, %gb : tensor<16x8xf32>, tensor<16x8xf32>
 }
+}
 
 // -----
 
 // The evaluation step: only the loss is reduced.
 
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 dist.mesh @mesh axes = [dp = 4, pp = 1, tp = 1]
 // CHECK-LABEL: func.func @eval_step
 // CHECK-SAME: tensor<1x8xi32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, xfmr.input = "tokens"}
@@ -110,11 +115,13 @@ func.func @eval_step(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
   %loss = xfmr.softmax_cross_entropy %logits, %targets : (tensor<4x8x16xf32>, tensor<4x8xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+}
 
 // -----
 
 // dp = 1: nothing changes.
 
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
 // CHECK-LABEL: func.func @eval_step
 // CHECK-SAME: tensor<4x8xi32> {xfmr.input = "tokens"}
@@ -128,4 +135,5 @@ func.func @eval_step(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
   %logits = xfmr.linear %x, %wte : (tensor<4x8x8xf32>, tensor<16x8xf32>) -> tensor<4x8x16xf32>
   %loss = xfmr.softmax_cross_entropy %logits, %targets : (tensor<4x8x16xf32>, tensor<4x8xi32>) -> tensor<f32>
   return %loss : tensor<f32>
+}
 }

@@ -5,6 +5,7 @@
 
 // One dimension split over two axes: %b, split over dp only, is sliced
 // further over tp to match %a.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
 // CHECK-LABEL: func.func @eval_step
 // CHECK-SAME: %[[A:.*]]: tensor<2x4xf32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}dp, tp], []]>, xfmr.param = "a"}
@@ -17,10 +18,12 @@ func.func @eval_step(%a: tensor<8x4xf32> {xfmr.param = "a", dist.sharding = #dis
   %c = xfmr.add %a, %b : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
   return %c : tensor<8x4xf32>
 }
+}
 
 // -----
 
 // And back: %b, split over dp and tp, is gathered over tp.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
 // CHECK-LABEL: func.func @eval_step
 // CHECK-SAME: %[[A:.*]]: tensor<4x4xf32> {dist.local_sharding
@@ -33,11 +36,13 @@ func.func @eval_step(%a: tensor<8x4xf32> {xfmr.param = "a", dist.sharding = #dis
   %c = xfmr.add %a, %b : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
   return %c : tensor<8x4xf32>
 }
+}
 
 // -----
 
 // Two dimensions swap their axes: every gather before any slice (a block
 // must be whole along an axis before it is cut along it elsewhere).
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
 // CHECK-LABEL: func.func @eval_step
 // CHECK-SAME: %[[A:.*]]: tensor<4x4xf32> {dist.local_sharding = #dist.sharding<@mesh, {{\[\[}}dp], [tp]]>
@@ -53,11 +58,13 @@ func.func @eval_step(%a: tensor<8x8xf32> {xfmr.param = "a", dist.sharding = #dis
   %c = xfmr.add %a, %b : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
   return %c : tensor<8x8xf32>
 }
+}
 
 // -----
 
 // Back to whole: a layernorm needs its features whole (an opaque factor),
 // so a feature-split input is gathered.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
 // CHECK-LABEL: func.func @eval_step
 // CHECK-SAME: %[[X:.*]]: tensor<2x4x4xf32>
@@ -68,4 +75,5 @@ func.func @eval_step(%x: tensor<2x4x8xf32> {dist.sharding = #dist.sharding<@mesh
     -> tensor<2x4x8xf32> attributes {xfmr.eval_step = {}} {
   %y = xfmr.layernorm %x, %g, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
+}
 }
