@@ -372,7 +372,13 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
   }
   for (auto [index, layout] : llvm::enumerate(operandLayouts)) {
     Value operand = op->getOperand(index);
-    bool state = isStateArgument(operand);
+    // State read through a layout-preserving op (the bf16 cast of a
+    // weight) claims its factors as the weight itself would: a cast weight
+    // must not lose to a sequence-split activation and be gathered.
+    bool state = isStateArgument(operand) ||
+                 (operand.getDefiningOp() &&
+                  isLayoutPreserving(operand.getDefiningOp()) &&
+                  isStateArgument(operand.getDefiningOp()->getOperand(0)));
     // Undecided state takes the layout of its first use (below); placed
     // state claims its factors, whole ones too: a whole parameter's
     // update is computed whole even if its gradient came split.
