@@ -88,7 +88,7 @@ LogicalResult bucketStep(func::FuncOp step, int64_t bucketBytes) {
     Bucket *open = buckets.empty() ? nullptr : &buckets.back();
     if (loss || !open || open->isLoss || open->bytes >= bucketBytes ||
         open->bytes + bytes > bucketBytes ||
-        definedAt(reduce) > open->firstUse) {
+        definedAt(reduce) >= open->firstUse) {
       buckets.emplace_back();
       open = &buckets.back();
       open->isLoss = loss;
