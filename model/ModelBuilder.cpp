@@ -36,9 +36,13 @@ public:
     func::ReturnOp::create(builder, named("loss"), loss);
     function.setType(builder.getFunctionType(body->getArgumentTypes(),
                                              {loss.getType()}));
-    for (auto [index, name] : llvm::enumerate(paramNames))
+    for (auto [index, name] : llvm::enumerate(paramNames)) {
       function.setArgAttr(index, xfmr::XfmrDialect::kParamAttrName,
                           builder.getStringAttr(name));
+      if (paramLayers[index] >= 0)
+        function.setArgAttr(index, xfmr::XfmrDialect::kLayerAttrName,
+                            builder.getI64IntegerAttr(paramLayers[index]));
+    }
     unsigned numParams = paramNames.size();
     function.setArgAttr(numParams, xfmr::XfmrDialect::kInputAttrName,
                         builder.getStringAttr("tokens"));
@@ -66,6 +70,7 @@ private:
     Value value =
         body->insertArgument(paramNames.size(), tensor(shape), named(name));
     paramNames.push_back(name.str());
+    paramLayers.push_back(currentLayer);
     return value;
   }
 
@@ -123,6 +128,7 @@ private:
     x = xfmr::PositionEmbeddingOp::create(builder, named("wpe"), x.getType(),
                                           x, wpe);
     for (int64_t layer = 0; layer < config.layers; ++layer) {
+      currentLayer = layer;
       std::string prefix = "h." + std::to_string(layer);
       Value a = layerNorm(prefix + ".ln_1", x);
       Value q = linear(prefix + ".attn.q", a, c, true);
@@ -136,6 +142,7 @@ private:
                                h.getType(), h);
       x = add(x, linear(prefix + ".mlp.c_proj", h, c, true));
     }
+    currentLayer = -1;
     x = layerNorm("ln_f", x);
     // Tied LM head: the token embedding table is the output projection.
     Value logits = xfmr::LinearOp::create(builder, named("lm_head"),
@@ -152,6 +159,7 @@ private:
     Value x = xfmr::EmbeddingOp::create(builder, named("tok_embeddings"),
                                         activation(c), tokens, table);
     for (int64_t layer = 0; layer < config.layers; ++layer) {
+      currentLayer = layer;
       std::string prefix = "layers." + std::to_string(layer);
       Value a = rmsNorm(prefix + ".attention_norm", x);
       Value q = linear(prefix + ".attention.wq", a, qWidth, false);
@@ -167,6 +175,7 @@ private:
           gate, up);
       x = add(x, linear(prefix + ".feed_forward.w2", h, c, false));
     }
+    currentLayer = -1;
     x = rmsNorm("norm", x);
     Value logits = linear("output", x, config.vocab, false);
     return loss(logits);
@@ -198,6 +207,10 @@ private:
   Block *body = nullptr;
   Value tokens, targets;
   SmallVector<std::string> paramNames;
+  /// Per parameter: its transformer layer, -1 outside the layers.
+  SmallVector<int64_t> paramLayers;
+  /// The layer being built, -1 outside the layers.
+  int64_t currentLayer = -1;
 };
 
 } // namespace

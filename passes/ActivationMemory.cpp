@@ -7,7 +7,6 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/Support/Regex.h"
 
 #include <functional>
 
@@ -17,31 +16,22 @@ using namespace partition::xfmr;
 namespace partition {
 namespace {
 
-/// The layer index in a parameter name ("h.3.attn.q.weight" -> 3), or -1.
-int64_t layerOfName(StringRef name) {
-  static const llvm::Regex pattern("^(h|layers)\\.([0-9]+)\\.");
-  SmallVector<StringRef, 3> groups;
-  if (!pattern.match(name, &groups))
-    return -1;
-  int64_t layer = -1;
-  groups[2].getAsInteger(10, layer);
-  return layer;
-}
-
-/// The layer of the parameters an op reads directly: -1 for parameters
-/// outside the layers (embeddings, final norm, LM head), nullopt when it
-/// reads none.
+/// The layer of the parameters an op reads directly (their `xfmr.layer`,
+/// from partition-gen): -1 for parameters outside the layers (embeddings,
+/// final norm, LM head), nullopt when it reads none.
 std::optional<int64_t> layerOfParams(Operation *op, func::FuncOp step) {
   for (Value operand : op->getOperands()) {
     auto arg = dyn_cast<BlockArgument>(operand);
     if (!arg || arg.getOwner()->getParentOp() != step)
       continue;
-    for (StringRef attr :
-         {XfmrDialect::kParamAttrName, XfmrDialect::kMoment1AttrName,
-          XfmrDialect::kMoment2AttrName})
-      if (auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                         attr))
-        return layerOfName(name.getValue());
+    unsigned index = arg.getArgNumber();
+    if (!step.getArgAttr(index, XfmrDialect::kParamAttrName) &&
+        !step.getArgAttr(index, XfmrDialect::kMoment1AttrName) &&
+        !step.getArgAttr(index, XfmrDialect::kMoment2AttrName))
+      continue;
+    auto layer =
+        step.getArgAttrOfType<IntegerAttr>(index, XfmrDialect::kLayerAttrName);
+    return layer ? layer.getInt() : -1;
   }
   return std::nullopt;
 }

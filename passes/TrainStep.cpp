@@ -377,6 +377,12 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     step->setAttr(XfmrDialect::kTrainStepAttrName, hyperParameters(builder));
     for (auto [index, slot] : llvm::enumerate(argSlots))
       step.setArgAttr(index, slot.attr, slot.value);
+    // A parameter's layer goes with it and with its moments.
+    for (auto [index, arg] : llvm::enumerate(signature->paramArgs))
+      if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
+        for (size_t copy = 0; copy < (withOptimizer ? 3u : 1u); ++copy)
+          step.setArgAttr(index + copy * numParams, XfmrDialect::kLayerAttrName,
+                          layer);
     // Sharding annotations on the weights travel with them (the moments
     // follow their parameter when the step is partitioned).
     for (auto [index, arg] : llvm::enumerate(signature->paramArgs))
@@ -526,6 +532,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
       eval.setArgAttr(index, XfmrDialect::kParamAttrName,
                       forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
+      if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
+        eval.setArgAttr(index, XfmrDialect::kLayerAttrName, layer);
       if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
         eval.setArgAttr(index, kShardingAttrName, sharding);
     }

@@ -34,6 +34,14 @@ LogicalResult verifyValueAttribute(Operation *op, Site site, unsigned index,
                                    Type type, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   const char *siteName = site == Site::Argument ? "argument" : "result";
+  if (site == Site::Argument && name == XfmrDialect::kLayerAttrName) {
+    auto layer = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!layer || layer.getValue().isNegative())
+      return op->emitError() << "'" << name << "' on argument #" << index
+                             << " must be a non-negative integer, but is "
+                             << attr.getValue();
+    return success();
+  }
   bool known =
       isTensorRole(name) ||
       (site == Site::Result && name == XfmrDialect::kGradientAttrName) ||

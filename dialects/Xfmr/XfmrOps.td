@@ -41,6 +41,11 @@ def Xfmr_Dialect : Dialect {
     /// On a result of a step built without optimizer: the gradient of the
     /// named parameter.
     static constexpr ::llvm::StringLiteral kGradientAttrName = "xfmr.gradient";
+    /// On a parameter or moment argument: the transformer layer (from 0) it
+    /// belongs to; absent outside the layers (embeddings, final norm, LM
+    /// head). partition-gen writes it, so that no pass reads the layer from
+    /// a parameter's name.
+    static constexpr ::llvm::StringLiteral kLayerAttrName = "xfmr.layer";
     /// On an argument: "tokens", "targets", "step" or "lr".
     static constexpr ::llvm::StringLiteral kInputAttrName = "xfmr.input";
     /// On a result: "loss" or "step".

@@ -1194,6 +1194,20 @@ func.func @param_not_string(%w: tensor<8xf32> {xfmr.param = 3 : i64}) {
 
 // -----
 
+// expected-error @+1 {{'xfmr.layer' on argument #0 must be a non-negative integer, but is -1 : i64}}
+func.func @layer_negative(%w: tensor<8xf32> {xfmr.layer = -1 : i64, xfmr.param = "h.0.w"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'xfmr.layer' on argument #0 must be a non-negative integer, but is "0"}}
+func.func @layer_not_integer(%w: tensor<8xf32> {xfmr.layer = "0", xfmr.param = "h.0.w"}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{'xfmr.moment1' on result #0 must be a non-empty string}}
 func.func @moment1_empty(%m: tensor<8xf32>) -> (tensor<8xf32> {xfmr.moment1 = ""}) {
   return %m : tensor<8xf32>

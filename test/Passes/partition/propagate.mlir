@@ -68,9 +68,9 @@ module attributes {dist.plan = #plan} {
 // - a weight gradient takes its parameter's layout (AdamW updates blocks);
 // - the evaluation step reuses the training step's placements.
 // GPT2-LABEL: func.func @train_step
-// GPT2-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, xfmr.param = "h.0.mlp.c_fc.weight"}
-// GPT2-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]]>, xfmr.param = "h.0.mlp.c_proj.weight"}
-// GPT2-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, xfmr.moment1 = "h.0.mlp.c_fc.weight"}
+// GPT2-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, xfmr.layer = 0 : i64, xfmr.param = "h.0.mlp.c_fc.weight"}
+// GPT2-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]]>, xfmr.layer = 0 : i64, xfmr.param = "h.0.mlp.c_proj.weight"}
+// GPT2-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, xfmr.layer = 0 : i64, xfmr.moment1 = "h.0.mlp.c_fc.weight"}
 // GPT2: xfmr.layernorm {{.*}} {dist.operand_shardings = [#dist.sharding<@mesh, {{\[\[}}dp], [tp], []]>,
 // GPT2: %[[W:.*]] = xfmr.cast %arg14 {dist.operand_shardings = [#dist.sharding<@mesh, {{\[\[}}tp], []]>], dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>} : (tensor<256x64xf32>) -> tensor<256x64xbf16>
 // The cast weight keeps its split; the sequence-split input is gathered
@@ -78,4 +78,4 @@ module attributes {dist.plan = #plan} {
 // GPT2: xfmr.linear %{{.*}}, %[[W]], %{{.*}} {dist.operand_shardings = [#dist.sharding<@mesh, {{\[\[}}dp], [], []]>, #dist.sharding<@mesh, {{\[\[}}tp], []]>, #dist.sharding<@mesh, {{\[\[}}tp]]>], dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], [], [tp]]>}
 // GPT2: xfmr.linear_grad_weight {{.*}} dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []], partial = [dp]>} : ({{.*}}) -> tensor<256x64xbf16>
 // GPT2-LABEL: func.func @eval_step
-// GPT2-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, xfmr.param = "h.0.mlp.c_fc.weight"}
+// GPT2-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, xfmr.layer = 0 : i64, xfmr.param = "h.0.mlp.c_fc.weight"}
