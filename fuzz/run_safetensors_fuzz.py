@@ -128,6 +128,11 @@ def write_variants(seeds):
     with open(os.path.join(seeds, "huge-header-length.safetensors"),
               "wb") as f:
         f.write(struct.pack("<Q", 1 << 62) + b'{"__metadata__":{}}')
+    # Under the format's 100 MB limit, still beyond the file: allocating it
+    # before comparing with the file size trips -malloc_limit_mb.
+    with open(os.path.join(seeds, "large-header-length.safetensors"),
+              "wb") as f:
+        f.write(struct.pack("<Q", 90_000_000) + b'{"__metadata__":{}}   ')
     write(os.path.join(seeds, "overflowing-shape.safetensors"),
           {"x": {"dtype": "F64", "shape": [1 << 61, 16],
                  "data_offsets": [0, 8]}}, b"\0" * 8)
@@ -136,8 +141,7 @@ def write_variants(seeds):
            "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}},
           b"\0" * 12)
     write(os.path.join(seeds, "out-of-order.safetensors"),
-          {"__metadata__": {**metadata, "checkpoint_version": "2",
-                            "crc32c:b": "00000000", "crc32c:a": "00000000"},
+          {"__metadata__": metadata,
            "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
            "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}},
           b"\0" * 8)

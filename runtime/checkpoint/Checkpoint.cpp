@@ -27,6 +27,8 @@ constexpr const char *kDataPositionKey = "data_position";
 constexpr const char *kSeedKey = "seed";
 constexpr const char *kModelKey = "model";
 constexpr const char *kChecksumPrefix = "crc32c:";
+/// A tensor cannot be named "__metadata__": no clash with a tensor's key.
+constexpr const char *kMetadataChecksumKey = "crc32c:__metadata__";
 
 constexpr const char *kCorrupt =
     "the checkpoint is corrupt; restore it or use another checkpoint";
@@ -154,6 +156,20 @@ std::optional<size_t> firstNonFinite(DType dtype, const void *data,
   }
 }
 
+/// The CRC-32C of every metadata entry but its own checksum, in key order,
+/// each as key NUL value NUL: the step, data position, model and the
+/// tensors' checksums are covered, so an edited digit cannot go unnoticed.
+uint32_t metadataChecksum(const Metadata &metadata) {
+  uint32_t crc = 0;
+  for (const auto &[key, value] : metadata) {
+    if (key == kMetadataChecksumKey)
+      continue;
+    crc = crc32c(key.data(), key.size() + 1, crc);
+    crc = crc32c(value.data(), value.size() + 1, crc);
+  }
+  return crc;
+}
+
 /// A JSON value for a message, cut short if long.
 std::string excerpt(const nlohmann::json *value) {
   if (!value)
@@ -204,6 +220,7 @@ void saveCheckpoint(const std::string &dir,
         hex8(tensor.bytes > 0 && tensor.data
                  ? crc32c(tensor.data, tensor.bytes)
                  : 0);
+  metadata[kMetadataChecksumKey] = hex8(metadataChecksum(metadata));
   createDirectories(dir);
   removeStaleTemporaries(checkpointFile(dir));
   writeSafetensors(checkpointFile(dir), tensors, metadata);
@@ -242,7 +259,38 @@ Checkpoint openCheckpointFile(const std::string &path) {
                           std::to_string(kOldestCheckpointVersion) + " to " +
                           std::to_string(kCheckpointVersion) +
                           "; use the runtime that wrote it");
-  if (version >= 2) {
+  const Metadata &metadata = file.metadata();
+  if (version < 2) {
+    // A genuine version 1 file has no checksums: one that has them is a
+    // newer file whose version was damaged into skipping its checks.
+    for (const auto &[key, value] : metadata)
+      if (startsWith(key, kChecksumPrefix))
+        throw CheckpointError(file.path() + ": checkpoint_version is " +
+                              std::to_string(version) +
+                              " but the file has checksums (" + quote(key) +
+                              "), which came with version 2; " + kCorrupt);
+  } else {
+    // The metadata first: then the tensors' checksums in it are trusted.
+    auto it = metadata.find(kMetadataChecksumKey);
+    std::optional<uint32_t> stored;
+    if (it != metadata.end())
+      stored = parseHex8(it->second);
+    if (!stored)
+      throw CheckpointError(
+          file.path() + ": the metadata checksum " +
+          quote(kMetadataChecksumKey) + " is " +
+          (it == metadata.end() ? std::string("missing")
+                                : quote(it->second) +
+                                      ", not 8 lowercase hex digits") +
+          "; " + kCorrupt);
+    uint32_t actual = metadataChecksum(metadata);
+    if (actual != *stored)
+      throw CheckpointError(file.path() + ": the metadata (step, data "
+                            "position, model, checksums) fails its checksum "
+                            "(CRC-32C " +
+                            hex8(actual) + ", stored " + hex8(*stored) +
+                            "): the header changed after it was written; " +
+                            kCorrupt);
     // Every tensor has a well-formed checksum, and every checksum a tensor:
     // a header edited to drop or rename either is corrupt.
     for (const std::string &name : file.names()) {
@@ -256,8 +304,8 @@ Checkpoint openCheckpointFile(const std::string &path) {
                               quote(name) + " is " + quote(it->second) +
                               ", not 8 lowercase hex digits; " + kCorrupt);
     }
-    for (const auto &[key, value] : file.metadata())
-      if (startsWith(key, kChecksumPrefix) &&
+    for (const auto &[key, value] : metadata)
+      if (startsWith(key, kChecksumPrefix) && key != kMetadataChecksumKey &&
           !file.contains(key.substr(std::strlen(kChecksumPrefix))))
         throw CheckpointError(file.path() + ": metadata " + quote(key) +
                               " is the checksum of a tensor the file does "

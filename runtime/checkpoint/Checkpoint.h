@@ -13,12 +13,15 @@
 //                 "seed"                the run's RNG seed, decimal
 //                 "crc32c:<tensor>"     CRC-32C of the tensor's bytes, 8
 //                                       lowercase hex digits, one per tensor
+//                 "crc32c:__metadata__" CRC-32C of every other entry, in key
+//                                       order, each as key NUL value NUL
 //                 plus any extra string pairs the caller adds
 //
 // The checksums live in the metadata (strings), so the file stays a plain
 // safetensors file that other readers load. Version 1 files (written before
 // checksums) are still read, unverified: Checkpoint::checksummed() says so
-// and the caller warns.
+// and the caller warns; a version 1 file with checksums is refused (a
+// damaged version number must not switch the checks off).
 //
 // saveCheckpoint creates DIR (and its parents) if missing, removes the stale
 // temporaries of dead writers (removeStaleTemporaries), and replaces the

@@ -664,7 +664,7 @@ TEST_F(CheckpointTest, CheckpointErrors) {
   expectError([&] { (void)openCheckpoint(ckpt); }, checkpointFile(ckpt),
               "checkpoint_version is 3 but this runtime reads 1 to 2");
   writeSafetensors(checkpointFile(ckpt), {},
-                   {{"checkpoint_version", "2"},
+                   {{"checkpoint_version", "1"},
                     {"step", "-1"},
                     {"data_position", "0"},
                     {"seed", "0"}});
@@ -742,6 +742,19 @@ struct SmallCheckpoint {
   }
 };
 
+/// `metadata` with "crc32c:__metadata__" set as the format defines it
+/// (written out here independently of Checkpoint.cpp).
+Metadata sealed(Metadata metadata) {
+  metadata.erase("crc32c:__metadata__");
+  std::string bytes;
+  for (const auto &[key, value] : metadata)
+    bytes += key + '\0' + value + '\0';
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", crc32c(bytes.data(), bytes.size()));
+  metadata["crc32c:__metadata__"] = hex;
+  return metadata;
+}
+
 /// Reads every tensor of `checkpoint` through Checkpoint::read.
 void readAll(const Checkpoint &checkpoint) {
   for (const std::string &name : checkpoint.tensors.names()) {
@@ -772,6 +785,7 @@ TEST_F(CheckpointTest, StoresACrc32cPerTensorInTheMetadata) {
   EXPECT_EQ(loaded.tensors.metadata("crc32c:wte"), expected);
   EXPECT_EQ(loaded.tensors.metadata().count("crc32c:wte.adam_m"), 1u);
   EXPECT_EQ(loaded.tensors.metadata().count("crc32c:wte.adam_v"), 1u);
+  EXPECT_EQ(sealed(loaded.tensors.metadata()), loaded.tensors.metadata());
   std::vector<float> back(8);
   loaded.read("wte", DType::F32, {4, 2}, back.data(), 32);
   EXPECT_EQ(back, sample.wte);
@@ -816,18 +830,39 @@ TEST_F(CheckpointTest, RejectsMissingMalformedOrOrphanChecksums) {
   std::string ckpt = path("ckpt");
   fs::create_directories(ckpt);
   std::string file = checkpointFile(ckpt);
+  auto hex = [](const std::vector<float> &values) {
+    char text[9];
+    std::snprintf(text, sizeof(text), "%08x",
+                  crc32c(values.data(), values.size() * sizeof(float)));
+    return std::string(text);
+  };
   Metadata base = {{"checkpoint_version", "2"},
                    {"step", "1"},
                    {"data_position", "0"},
                    {"seed", "0"},
-                   {"crc32c:wte", "00000000"},
-                   {"crc32c:wte.adam_m", "00000000"},
-                   {"crc32c:wte.adam_v", "00000000"}};
+                   {"crc32c:wte", hex(sample.wte)},
+                   {"crc32c:wte.adam_m", hex(sample.m)},
+                   {"crc32c:wte.adam_v", hex(sample.v)}};
   struct Case {
     const char *label;
     std::string key, value; // value "": the key is removed
     std::string needle;
+    bool seal = true;
   } cases[] = {
+      {"no metadata checksum", "crc32c:__metadata__", "",
+       "the metadata checksum \"crc32c:__metadata__\" is missing", false},
+      {"malformed metadata checksum", "crc32c:__metadata__", "zz",
+       "the metadata checksum \"crc32c:__metadata__\" is \"zz\", not 8 "
+       "lowercase hex digits",
+       false},
+      {"an edited step", "step", "2",
+       "the metadata (step, data position, model, checksums) fails its "
+       "checksum",
+       false},
+      {"an edited tensor checksum", "crc32c:wte", "12345678",
+       "the metadata (step, data position, model, checksums) fails its "
+       "checksum",
+       false},
       {"missing", "crc32c:wte.adam_m", "",
        "tensor \"wte.adam_m\" has no checksum"},
       {"upper case", "crc32c:wte", "ABCDEF01",
@@ -839,14 +874,24 @@ TEST_F(CheckpointTest, RejectsMissingMalformedOrOrphanChecksums) {
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.label);
-    Metadata metadata = base;
+    Metadata metadata = sealed(base);
     if (c.value.empty())
       metadata.erase(c.key);
     else
       metadata[c.key] = c.value;
+    if (c.seal)
+      metadata = sealed(metadata);
     writeSafetensors(file, sample.tensors(), metadata);
     expectError([&] { (void)openCheckpoint(ckpt); }, file, c.needle);
   }
+  writeSafetensors(file, sample.tensors(), sealed(base));
+  EXPECT_NO_THROW(readAll(openCheckpoint(ckpt)));
+  // A version damaged into 1 would skip every checksum: refused.
+  Metadata damaged = sealed(base);
+  damaged["checkpoint_version"] = "1";
+  writeSafetensors(file, sample.tensors(), damaged);
+  expectError([&] { (void)openCheckpoint(ckpt); }, file,
+              "checkpoint_version is 1 but the file has checksums");
 }
 
 TEST_F(CheckpointTest, ReadsVersion1CheckpointsUnverified) {

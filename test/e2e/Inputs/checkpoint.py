@@ -3,20 +3,26 @@
 
 An independent reader of the format (Python's standard library only): the
 header, the tensors and their CRC-32C checksums ("crc32c:<tensor>" in
-__metadata__).
+__metadata__, and "crc32c:__metadata__" over the other entries in key
+order, each as key NUL value NUL).
 
-  checkpoint.py check DIR             verify every tensor's CRC-32C; prints
-                                      "N tensors, every CRC-32C matches"
+  checkpoint.py check DIR             verify every CRC-32C; prints "N
+                                      tensors and the metadata, every CRC-32C
+                                      matches"
   checkpoint.py names DIR             the tensor names, one a line
   checkpoint.py flip DIR OUT --tensor NAME [--count 16]
                                       COUNT bytes inverted in the middle of
                                       NAME's data (checksums left as they are)
   checkpoint.py nan DIR OUT --tensor NAME [--index I] [--value nan|inf]
                                       element I of an F32 tensor set to VALUE,
-                                      its checksum recomputed: only a check of
-                                      the values can notice
+                                      the checksums recomputed: only a check
+                                      of the values can notice
   checkpoint.py rename DIR OUT --tensor NAME --to NEW
-                                      the tensor (and its checksum) renamed
+                                      the tensor (and its checksum) renamed,
+                                      the metadata checksum recomputed
+  checkpoint.py set DIR OUT --key KEY --value VALUE
+                                      a metadata entry changed, checksums
+                                      left as they are
   checkpoint.py version1 DIR OUT      the layout before checksums: version 1,
                                       no crc32c keys
 
@@ -33,6 +39,7 @@ import sys
 
 FILE = "checkpoint.safetensors"
 PREFIX = "crc32c:"
+METADATA_KEY = "crc32c:__metadata__"
 
 
 def make_table():
@@ -53,6 +60,19 @@ def crc32c(data):
     for byte in data:
         crc = (crc >> 8) ^ TABLE[(crc ^ byte) & 0xFF]
     return crc ^ 0xFFFFFFFF
+
+
+def metadata_crc(metadata):
+    data = b""
+    for key in sorted(metadata, key=lambda k: k.encode()):
+        if key != METADATA_KEY:
+            data += key.encode() + b"\0" + metadata[key].encode() + b"\0"
+    return f"{crc32c(data):08x}"
+
+
+def seal(header):
+    metadata = header["__metadata__"]
+    metadata[METADATA_KEY] = metadata_crc(metadata)
 
 
 def load(directory):
@@ -91,7 +111,12 @@ def check(args):
         if stored != actual:
             sys.exit(f"checkpoint.py: {name}: CRC-32C {actual}, stored "
                      f"{stored}")
-    print(f"{len(tensors(header))} tensors, every CRC-32C matches")
+    actual = metadata_crc(metadata)
+    if metadata.get(METADATA_KEY) != actual:
+        sys.exit(f"checkpoint.py: the metadata: CRC-32C {actual}, stored "
+                 f"{metadata.get(METADATA_KEY)}")
+    print(f"{len(tensors(header))} tensors and the metadata, every CRC-32C "
+          "matches")
 
 
 def names(args):
@@ -118,6 +143,7 @@ def nan(args):
     data[at:at + 4] = struct.pack("<f", value)
     header["__metadata__"][PREFIX + args.tensor] = \
         f"{crc32c(data[begin:end]):08x}"
+    seal(header)
     save(args.out, header, data)
 
 
@@ -129,7 +155,14 @@ def rename(args):
         renamed[args.to if key == args.tensor else key] = value
     metadata = renamed["__metadata__"]
     metadata[PREFIX + args.to] = metadata.pop(PREFIX + args.tensor)
+    seal(renamed)
     save(args.out, renamed, data)
+
+
+def set_metadata(args):
+    header, data = load(args.dir)
+    header["__metadata__"][args.key] = args.value
+    save(args.out, header, data)
 
 
 def version1(args):
@@ -149,13 +182,16 @@ def main():
         sub.add_argument("dir")
         sub.set_defaults(run=function)
     for name, function in (("flip", flip), ("nan", nan), ("rename", rename),
-                           ("version1", version1)):
+                           ("set", set_metadata), ("version1", version1)):
         sub = commands.add_parser(name)
         sub.add_argument("dir")
         sub.add_argument("out")
         sub.set_defaults(run=function)
-        if name != "version1":
+        if name in ("flip", "nan", "rename"):
             sub.add_argument("--tensor", required=True)
+        if name == "set":
+            sub.add_argument("--key", required=True)
+            sub.add_argument("--value", required=True)
         if name == "flip":
             sub.add_argument("--count", type=int, default=16)
         if name == "nan":
