@@ -10,7 +10,8 @@ DIR/partition-run writes after one step of tiny models compiled by
 DIR/partition-gen and DIR/partition-compile under several plans (one device;
 tp2 on two ranks; dp2 with ZeRO-1 on two ranks; a llama with grouped-query
 attention in bf16), a version-1 copy (no checksums), a header-only file --
-adds the kept regression inputs of corpus/safetensors/ beside this script,
+adds the regression inputs kept in corpus/safetensors/ beside this script
+(the input of each fixed finding; none so far),
 then runs FUZZER for N inputs (libFuzzer flags when --libfuzzer, else the
 StandaloneFuzzDriver's). Fails if the fuzzer reports a crash, a sanitizer
 error, an exception other than CheckpointError or a single allocation over

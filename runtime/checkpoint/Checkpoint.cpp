@@ -174,8 +174,9 @@ uint32_t metadataChecksum(const Metadata &metadata) {
 std::string excerpt(const nlohmann::json *value) {
   if (!value)
     return "absent";
+  // ASCII (escaped), so that cutting it cannot split a UTF-8 sequence.
   std::string text =
-      value->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      value->dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
   return text.size() > 60 ? text.substr(0, 57) + "..." : text;
 }
 
