@@ -220,6 +220,10 @@ private:
   /// for the program's collectives.
   void createCuda();
   void initialise();
+  /// The buffers a checkpoint holds and their tensor names: parameters,
+  /// then AdamW moments.
+  std::vector<std::pair<const BufferInfo *, std::string>>
+  checkpointTensors() const;
   void restore(const std::string &dir);
   void save(const std::string &dir, int64_t completed);
   /// Throws unless every data-parallel replica holds the same state.
@@ -379,46 +383,8 @@ void Run::initialise() {
   // Moments and the step start at zero: the backend zeroes its arena.
 }
 
-void Run::restore(const std::string &dir) {
-  ckpt::Checkpoint checkpoint = ckpt::openCheckpoint(dir);
-  auto readInto = [&](const BufferInfo &buffer, const std::string &name) {
-    if (!checkpoint.tensors.contains(name))
-      throw ckpt::CheckpointError(ckpt::checkpointFile(dir) +
-                                  ": has no tensor '" + name +
-                                  "' that this program needs; was it saved "
-                                  "from another model?");
-    // The checkpoint holds the whole tensor whatever the plan that saved it.
-    int64_t elements = 1;
-    for (int64_t dim : buffer.logicalShape())
-      elements *= dim;
-    std::vector<float> values(elements);
-    checkpoint.tensors.read(name, ckpt::DType::F32, buffer.logicalShape(),
-                            values.data(), values.size() * sizeof(float));
-    backend->write(buffer, ownBlock(buffer, std::move(values)).data());
-  };
-  for (size_t index : program.withRole(Role::Param))
-    readInto(program.buffers[index], program.buffers[index].name);
-  for (size_t index : program.withRole(Role::Moment1))
-    readInto(program.buffers[index], ckpt::adamMName(program.buffers[index].name));
-  for (size_t index : program.withRole(Role::Moment2))
-    readInto(program.buffers[index], ckpt::adamVName(program.buffers[index].name));
-  startStep = checkpoint.state.step;
-  for (size_t index : program.withRole(Role::Step)) {
-    int32_t step = static_cast<int32_t>(startStep);
-    backend->write(program.buffers[index], &step);
-  }
-  const ckpt::Metadata &metadata = checkpoint.tensors.metadata();
-  auto epoch = metadata.find("data_epoch");
-  trainLoader->seek(checkpoint.state.dataPosition,
-                    epoch == metadata.end() ? 0 : std::stoll(epoch->second));
-  if (!quiet)
-    std::printf("resumed from %s at step %lld\n", dir.c_str(),
-                static_cast<long long>(startStep));
-}
-
-void Run::save(const std::string &dir, int64_t completed) {
-  // Parameters and moments, each a whole logical tensor named after its
-  // parameter, read to the host and written in one atomic file.
+std::vector<std::pair<const BufferInfo *, std::string>>
+Run::checkpointTensors() const {
   std::vector<std::pair<const BufferInfo *, std::string>> entries;
   for (size_t index : program.withRole(Role::Param))
     entries.push_back({&program.buffers[index], program.buffers[index].name});
@@ -428,6 +394,60 @@ void Run::save(const std::string &dir, int64_t completed) {
   for (size_t index : program.withRole(Role::Moment2))
     entries.push_back({&program.buffers[index],
                        ckpt::adamVName(program.buffers[index].name)});
+  return entries;
+}
+
+void Run::restore(const std::string &dir) {
+  ckpt::Checkpoint checkpoint = ckpt::openCheckpoint(dir);
+  if (!checkpoint.checksummed() && leader)
+    std::fprintf(stderr,
+                 "partition-run: warning: %s is a version %lld checkpoint, "
+                 "written before checksums: its bytes cannot be verified "
+                 "(its values are checked); the next --save writes them\n",
+                 ckpt::checkpointFile(dir).c_str(),
+                 static_cast<long long>(checkpoint.version));
+  // The checkpoint holds each whole (logical) tensor, whatever the plan that
+  // saved it: exactly the parameters and moments of this model, nothing
+  // more (a checkpoint of a deeper model would otherwise lose its extra
+  // layers silently).
+  std::vector<std::pair<const BufferInfo *, std::string>> entries =
+      checkpointTensors();
+  std::vector<ckpt::ExpectedTensor> expected;
+  for (const auto &[buffer, name] : entries)
+    expected.push_back({name, ckpt::DType::F32, buffer->logicalShape()});
+  ckpt::checkSameModel(checkpoint, program.model.dump());
+  ckpt::checkSameTensors(checkpoint, expected);
+  for (const auto &[buffer, name] : entries) {
+    int64_t elements = 1;
+    for (int64_t dim : buffer->logicalShape())
+      elements *= dim;
+    std::vector<float> values(elements);
+    // Verifies the tensor's checksum and that its values are finite.
+    checkpoint.read(name, ckpt::DType::F32, buffer->logicalShape(),
+                    values.data(), values.size() * sizeof(float));
+    backend->write(*buffer, ownBlock(*buffer, std::move(values)).data());
+  }
+  startStep = checkpoint.state.step;
+  for (size_t index : program.withRole(Role::Step)) {
+    int32_t step = static_cast<int32_t>(startStep);
+    backend->write(program.buffers[index], &step);
+  }
+  const ckpt::Metadata &metadata = checkpoint.tensors.metadata();
+  trainLoader->seek(checkpoint.state.dataPosition,
+                    metadata.count("data_epoch")
+                        ? ckpt::integerMetadata(checkpoint.tensors,
+                                                "data_epoch")
+                        : 0);
+  if (!quiet)
+    std::printf("resumed from %s at step %lld\n", dir.c_str(),
+                static_cast<long long>(startStep));
+}
+
+void Run::save(const std::string &dir, int64_t completed) {
+  // Parameters and moments, each a whole logical tensor named after its
+  // parameter, read to the host and written in one atomic file.
+  std::vector<std::pair<const BufferInfo *, std::string>> entries =
+      checkpointTensors();
   // Every rank takes part in the gathers of sharded buffers, in this order;
   // rank 0 alone writes.
   std::vector<std::vector<float>> storage(entries.size());
@@ -564,6 +584,9 @@ int Run::agreeToStop(int local, int64_t step) {
 }
 
 TrainResult Run::execute() {
+  // An unusable --save directory fails now, not after the training.
+  if (leader && !options.save.empty())
+    ckpt::checkSaveDirectory(options.save);
   data::Split split = loadData(options, vocab, batch * seq + 1);
   trainLoader = std::make_unique<data::BatchLoader>(split.train, batch, seq);
   evalRange = split.eval;

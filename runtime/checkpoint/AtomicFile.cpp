@@ -7,7 +7,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <system_error>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -28,7 +35,51 @@ std::string parentDirectory(const std::string &path) {
   return path.substr(0, slash);
 }
 
+/// The decimal number `text` is, whole, or nothing.
+std::optional<uint64_t> decimal(std::string_view text) {
+  uint64_t value = 0;
+  auto [end, error] =
+      std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size())
+    return std::nullopt;
+  return value;
+}
+
+/// Whether process `pid` of this host exists (EPERM: it does, another
+/// user's).
+bool processAlive(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
 } // namespace
+
+std::vector<std::string> removeStaleTemporaries(const std::string &path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  const std::string prefix = fs::path(path).filename().string() + ".tmp.";
+  std::error_code error;
+  fs::directory_iterator it(parentDirectory(path), error), end;
+  for (; !error && it != end; it.increment(error)) {
+    std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    // "<pid>.<n>", both decimal: anything else is not ours to remove.
+    std::string_view rest = std::string_view(name).substr(prefix.size());
+    size_t dot = rest.find('.');
+    if (dot == std::string_view::npos)
+      continue;
+    std::optional<uint64_t> pid = decimal(rest.substr(0, dot));
+    if (!pid || !decimal(rest.substr(dot + 1)) || *pid == 0 ||
+        *pid > uint64_t(std::numeric_limits<pid_t>::max()))
+      continue;
+    if (pid_t(*pid) == ::getpid() || processAlive(pid_t(*pid)))
+      continue;
+    std::error_code ignored;
+    if (fs::remove(it->path(), ignored))
+      removed.push_back(it->path().string());
+  }
+  return removed;
+}
 
 void syncDirectory(const std::string &dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -5,7 +5,8 @@
 // commit(), fsyncs it, renames it over the target and fsyncs the directory.
 // Until commit() returns, the target keeps its previous content (or stays
 // absent); if the process dies first, at most a stray `*.tmp.*` file is left
-// beside it, never a partial file under the final name. Destroying an
+// beside it, never a partial file under the final name (the next
+// removeStaleTemporaries cleans it up). Destroying an
 // AtomicFile that was not committed (an exception while writing, say) removes
 // the temporary file.
 //
@@ -23,6 +24,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace partition::runtime::checkpoint {
 
@@ -52,6 +54,13 @@ private:
   int fd_ = -1;
   bool committed_ = false;
 };
+
+/// Removes the temporary files `<path>.tmp.<pid>.<n>` beside `path` whose
+/// writer, process <pid> of this host, is gone: left by a process killed
+/// mid-write. Those of live processes (perhaps writing right now, this one
+/// included) stay. Returns the paths removed. A file that cannot be removed
+/// is left alone: it does not keep the next write from succeeding.
+std::vector<std::string> removeStaleTemporaries(const std::string &path);
 
 /// fsyncs directory `dir` so that renames and creations inside it are
 /// durable. Filesystems that cannot fsync a directory (EINVAL) are accepted.

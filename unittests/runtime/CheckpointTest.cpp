@@ -2,12 +2,15 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/AtomicFile.h"
+#include "runtime/checkpoint/Crc32c.h"
 #include "runtime/checkpoint/Safetensors.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace partition::runtime::checkpoint;
@@ -610,7 +614,8 @@ TEST_F(CheckpointTest, SavesAndOpensACheckpointDirectory) {
   EXPECT_EQ(loaded.tensors.names(),
             (std::vector<std::string>{"wte", "wte.adam_m", "wte.adam_v"}));
   EXPECT_EQ(loaded.tensors.metadata("plan"), "dp=2");
-  EXPECT_EQ(loaded.tensors.metadata("checkpoint_version"), "1");
+  EXPECT_EQ(loaded.tensors.metadata("checkpoint_version"), "2");
+  EXPECT_TRUE(loaded.checksummed());
   EXPECT_EQ(loaded.tensors.metadata("step"), "1000");
   std::vector<float> back(4);
   loaded.tensors.read("wte.adam_v", DType::F32, {2, 2}, back.data(), 16);
@@ -652,15 +657,446 @@ TEST_F(CheckpointTest, CheckpointErrors) {
   expectError([&] { (void)openCheckpoint(ckpt); }, checkpointFile(ckpt),
               "metadata \"step\" is \"12x\", not a decimal integer");
   writeSafetensors(checkpointFile(ckpt), {},
-                   {{"checkpoint_version", "2"},
+                   {{"checkpoint_version", "3"},
                     {"step", "1"},
                     {"data_position", "0"},
                     {"seed", "0"}});
   expectError([&] { (void)openCheckpoint(ckpt); }, checkpointFile(ckpt),
-              "checkpoint_version is 2");
+              "checkpoint_version is 3 but this runtime reads 1 to 2");
+  writeSafetensors(checkpointFile(ckpt), {},
+                   {{"checkpoint_version", "1"},
+                    {"step", "-1"},
+                    {"data_position", "0"},
+                    {"seed", "0"}});
+  expectError([&] { (void)openCheckpoint(ckpt); }, checkpointFile(ckpt),
+              "metadata \"step\" is negative");
   writeSafetensors(checkpointFile(ckpt), {}, {});
   expectError([&] { (void)openCheckpoint(ckpt); }, checkpointFile(ckpt),
               "no metadata \"checkpoint_version\"");
+}
+
+//===----------------------------------------------------------------------===//
+// Checksums, the model a checkpoint belongs to, non-finite values
+//===----------------------------------------------------------------------===//
+
+TEST(Crc32cTest, MatchesTheStandardCheckValues) {
+  // The CRC catalogue's check value, and RFC 3720's (iSCSI) test vectors.
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c("", 0), 0u);
+  EXPECT_EQ(crc32c(std::string(32, '\0').data(), 32), 0x8A9136AAu);
+  EXPECT_EQ(crc32c(std::string(32, '\xff').data(), 32), 0x62A8AB43u);
+  std::string ascending(32, '\0');
+  for (int i = 0; i < 32; ++i)
+    ascending[i] = static_cast<char>(i);
+  EXPECT_EQ(crc32c(ascending.data(), 32), 0x46DD794Eu);
+}
+
+TEST(Crc32cTest, AgreesWithTheBitwiseDefinitionAtEveryLengthAndSplit) {
+  // The slicing-by-8 loop against the textbook bit-at-a-time CRC, over
+  // lengths and start offsets that leave every remainder mod 8.
+  auto bitwise = [](const unsigned char *p, size_t n) {
+    uint32_t crc = ~0u;
+    for (size_t i = 0; i < n; ++i) {
+      crc ^= p[i];
+      for (int bit = 0; bit < 8; ++bit)
+        crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+  };
+  std::vector<unsigned char> bytes(100);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<unsigned char>(i * 37 + 11);
+  for (size_t start = 0; start < 8; ++start)
+    for (size_t n = 0; start + n <= bytes.size(); ++n) {
+      uint32_t expected = bitwise(bytes.data() + start, n);
+      ASSERT_EQ(crc32c(bytes.data() + start, n), expected) << start << "+" << n;
+      size_t half = n / 3;
+      ASSERT_EQ(crc32c(bytes.data() + start + half, n - half,
+                       crc32c(bytes.data() + start, half)),
+                expected);
+    }
+}
+
+/// A checkpoint of one parameter and its two moments, as partition-run
+/// writes one.
+struct SmallCheckpoint {
+  std::vector<float> wte{0.5f, -1.0f, 2.0f, 0.25f, 3.0f, -4.0f, 8.0f, 1.0f};
+  std::vector<float> m = std::vector<float>(8, 0.125f);
+  std::vector<float> v = std::vector<float>(8, 0.0625f);
+  std::string model = R"({"arch":"gpt2","batch":4,"layers":2,"seq_len":64})";
+
+  std::vector<TensorRef> tensors() const {
+    return {{"wte", DType::F32, {4, 2}, wte.data(), 32},
+            {adamMName("wte"), DType::F32, {4, 2}, m.data(), 32},
+            {adamVName("wte"), DType::F32, {4, 2}, v.data(), 32}};
+  }
+  std::vector<ExpectedTensor> expected() const {
+    return {{"wte", DType::F32, {4, 2}},
+            {"wte.adam_m", DType::F32, {4, 2}},
+            {"wte.adam_v", DType::F32, {4, 2}}};
+  }
+  void save(const std::string &dir) const {
+    TrainingState state;
+    state.step = 3;
+    saveCheckpoint(dir, tensors(), state, {{"model", model}});
+  }
+};
+
+/// `metadata` with "crc32c:__metadata__" set as the format defines it
+/// (written out here independently of Checkpoint.cpp).
+Metadata sealed(Metadata metadata) {
+  metadata.erase("crc32c:__metadata__");
+  std::string bytes;
+  for (const auto &[key, value] : metadata)
+    bytes += key + '\0' + value + '\0';
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", crc32c(bytes.data(), bytes.size()));
+  metadata["crc32c:__metadata__"] = hex;
+  return metadata;
+}
+
+/// Reads every tensor of `checkpoint` through Checkpoint::read.
+void readAll(const Checkpoint &checkpoint) {
+  for (const std::string &name : checkpoint.tensors.names()) {
+    const TensorInfo &info = checkpoint.tensors.info(name);
+    std::vector<char> bytes(info.bytes());
+    checkpoint.read(name, info.dtype, info.shape, bytes.data(), bytes.size());
+  }
+}
+
+/// Where tensor `name`'s bytes start in `file`.
+uint64_t dataOffset(const std::string &file, const std::string &name) {
+  std::string bytes = readFile(file);
+  uint64_t header = 0;
+  for (int i = 0; i < 8; ++i)
+    header |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  return 8 + header + Safetensors::open(file).info(name).begin;
+}
+
+TEST_F(CheckpointTest, StoresACrc32cPerTensorInTheMetadata) {
+  SmallCheckpoint sample;
+  std::string ckpt = path("ckpt");
+  sample.save(ckpt);
+  Checkpoint loaded = openCheckpoint(ckpt);
+  EXPECT_EQ(loaded.version, 2);
+  char expected[9];
+  std::snprintf(expected, sizeof(expected), "%08x",
+                crc32c(sample.wte.data(), 32));
+  EXPECT_EQ(loaded.tensors.metadata("crc32c:wte"), expected);
+  EXPECT_EQ(loaded.tensors.metadata().count("crc32c:wte.adam_m"), 1u);
+  EXPECT_EQ(loaded.tensors.metadata().count("crc32c:wte.adam_v"), 1u);
+  EXPECT_EQ(sealed(loaded.tensors.metadata()), loaded.tensors.metadata());
+  std::vector<float> back(8);
+  loaded.read("wte", DType::F32, {4, 2}, back.data(), 32);
+  EXPECT_EQ(back, sample.wte);
+  readAll(loaded);
+
+  expectError(
+      [&] {
+        saveCheckpoint(ckpt, sample.tensors(), {}, {{"crc32c:x", "0"}});
+      },
+      checkpointFile(ckpt), "reserved prefix \"crc32c:\"");
+}
+
+TEST_F(CheckpointTest, SixteenFlippedBytesInAnyTensorFailItsChecksum) {
+  SmallCheckpoint sample;
+  std::string ckpt = path("ckpt");
+  sample.save(ckpt);
+  std::string file = checkpointFile(ckpt);
+  const std::string good = readFile(file);
+  for (const char *tensor : {"wte", "wte.adam_m", "wte.adam_v"}) {
+    SCOPED_TRACE(tensor);
+    std::string bad = good;
+    uint64_t at = dataOffset(file, tensor) + 8;
+    for (int i = 0; i < 16; ++i)
+      bad[at + i] = static_cast<char>(~bad[at + i]);
+    writeFile(file, bad);
+    // The file is still a well-formed safetensors file: only the checksum
+    // notices.
+    Checkpoint loaded = openCheckpoint(ckpt);
+    expectError([&] { readAll(loaded); }, file,
+                "tensor \"" + std::string(tensor) + "\" fails its checksum");
+  }
+  // A single flipped bit, too.
+  std::string bad = good;
+  bad[dataOffset(file, "wte.adam_v") + 31] ^= 1;
+  writeFile(file, bad);
+  expectError([&] { readAll(openCheckpoint(ckpt)); }, file,
+              "tensor \"wte.adam_v\" fails its checksum");
+}
+
+TEST_F(CheckpointTest, RejectsMissingMalformedOrOrphanChecksums) {
+  SmallCheckpoint sample;
+  std::string ckpt = path("ckpt");
+  fs::create_directories(ckpt);
+  std::string file = checkpointFile(ckpt);
+  auto hex = [](const std::vector<float> &values) {
+    char text[9];
+    std::snprintf(text, sizeof(text), "%08x",
+                  crc32c(values.data(), values.size() * sizeof(float)));
+    return std::string(text);
+  };
+  Metadata base = {{"checkpoint_version", "2"},
+                   {"step", "1"},
+                   {"data_position", "0"},
+                   {"seed", "0"},
+                   {"crc32c:wte", hex(sample.wte)},
+                   {"crc32c:wte.adam_m", hex(sample.m)},
+                   {"crc32c:wte.adam_v", hex(sample.v)}};
+  struct Case {
+    const char *label;
+    std::string key, value; // value "": the key is removed
+    std::string needle;
+    bool seal = true;
+  } cases[] = {
+      {"no metadata checksum", "crc32c:__metadata__", "",
+       "the metadata checksum \"crc32c:__metadata__\" is missing", false},
+      {"malformed metadata checksum", "crc32c:__metadata__", "zz",
+       "the metadata checksum \"crc32c:__metadata__\" is \"zz\", not 8 "
+       "lowercase hex digits",
+       false},
+      {"an edited step", "step", "2",
+       "the metadata (step, data position, model, checksums) fails its "
+       "checksum",
+       false},
+      {"an edited tensor checksum", "crc32c:wte", "12345678",
+       "the metadata (step, data position, model, checksums) fails its "
+       "checksum",
+       false},
+      {"missing", "crc32c:wte.adam_m", "",
+       "tensor \"wte.adam_m\" has no checksum"},
+      {"upper case", "crc32c:wte", "ABCDEF01",
+       "the checksum of tensor \"wte\" is \"ABCDEF01\", not 8 lowercase hex"},
+      {"short", "crc32c:wte", "1234", "not 8 lowercase hex digits"},
+      {"orphan", "crc32c:wpe", "00000000",
+       "metadata \"crc32c:wpe\" is the checksum of a tensor the file does "
+       "not hold"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.label);
+    Metadata metadata = sealed(base);
+    if (c.value.empty())
+      metadata.erase(c.key);
+    else
+      metadata[c.key] = c.value;
+    if (c.seal)
+      metadata = sealed(metadata);
+    writeSafetensors(file, sample.tensors(), metadata);
+    expectError([&] { (void)openCheckpoint(ckpt); }, file, c.needle);
+  }
+  writeSafetensors(file, sample.tensors(), sealed(base));
+  EXPECT_NO_THROW(readAll(openCheckpoint(ckpt)));
+  // A version damaged into 1 would skip every checksum: refused.
+  Metadata damaged = sealed(base);
+  damaged["checkpoint_version"] = "1";
+  writeSafetensors(file, sample.tensors(), damaged);
+  expectError([&] { (void)openCheckpoint(ckpt); }, file,
+              "checkpoint_version is 1 but the file has checksums");
+}
+
+TEST_F(CheckpointTest, ReadsVersion1CheckpointsUnverified) {
+  // Written before checksums: opened, values checked, bytes not.
+  SmallCheckpoint sample;
+  std::string ckpt = path("old");
+  fs::create_directories(ckpt);
+  writeSafetensors(checkpointFile(ckpt), sample.tensors(),
+                   {{"checkpoint_version", "1"},
+                    {"step", "5"},
+                    {"data_position", "7"},
+                    {"seed", "0"},
+                    {"model", sample.model}});
+  Checkpoint loaded = openCheckpoint(ckpt);
+  EXPECT_EQ(loaded.version, 1);
+  EXPECT_FALSE(loaded.checksummed());
+  EXPECT_EQ(loaded.state.step, 5);
+  readAll(loaded);
+  checkSameModel(loaded, sample.model);
+  checkSameTensors(loaded, sample.expected());
+}
+
+TEST_F(CheckpointTest, RejectsNonFiniteValuesNamingTheTensor) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float bad : {nan, inf, -inf}) {
+    SmallCheckpoint sample;
+    sample.m[5] = bad;
+    std::string ckpt = path("nonfinite");
+    sample.save(ckpt);
+    // The checksum is right (the values were saved so): the values are not.
+    Checkpoint loaded = openCheckpoint(ckpt);
+    std::vector<float> back(8);
+    loaded.read("wte", DType::F32, {4, 2}, back.data(), 32);
+    expectError(
+        [&] { loaded.read("wte.adam_m", DType::F32, {4, 2}, back.data(), 32); },
+        checkpointFile(ckpt),
+        "tensor \"wte.adam_m\" holds a non-finite value (NaN or infinity) at "
+        "element 5 of 8");
+  }
+  // Half-precision dtypes too: bf16 +inf, f16 NaN; finite ones pass.
+  std::vector<uint16_t> bf16{0x3f80, 0x7f80}, f16{0x3c00, 0x7e00},
+      fine{0x3f80, 0xff7f};
+  std::string ckpt = path("half");
+  saveCheckpoint(ckpt,
+                 {{"b", DType::BF16, {2}, bf16.data(), 4},
+                  {"h", DType::F16, {2}, f16.data(), 4},
+                  {"ok", DType::BF16, {2}, fine.data(), 4}},
+                 {});
+  Checkpoint loaded = openCheckpoint(ckpt);
+  std::vector<uint16_t> back(2);
+  loaded.read("ok", DType::BF16, {2}, back.data(), 4);
+  expectError([&] { loaded.read("b", DType::BF16, {2}, back.data(), 4); },
+              checkpointFile(ckpt), "tensor \"b\" holds a non-finite value");
+  expectError([&] { loaded.read("h", DType::F16, {2}, back.data(), 4); },
+              checkpointFile(ckpt), "tensor \"h\" holds a non-finite value");
+}
+
+TEST_F(CheckpointTest, AnotherModelConfigurationIsAnError) {
+  SmallCheckpoint sample;
+  std::string ckpt = path("ckpt");
+  sample.save(ckpt);
+  Checkpoint loaded = openCheckpoint(ckpt);
+  std::string file = checkpointFile(ckpt);
+  checkSameModel(loaded, sample.model);
+  // The training shape may change on resume.
+  checkSameModel(loaded,
+                 R"({"arch":"gpt2","batch":8,"layers":2,"seq_len":32})");
+  expectError(
+      [&] {
+        checkSameModel(loaded,
+                       R"({"arch":"gpt2","batch":4,"layers":3,"seq_len":64})");
+      },
+      file,
+      "the model's \"layers\" is 2 in the checkpoint but 3 in the program; "
+      "the checkpoint was written for another model");
+  // The first difference in field order.
+  expectError(
+      [&] {
+        checkSameModel(loaded, R"({"arch":"llama","batch":4,"layers":3})");
+      },
+      file, "the model's \"arch\" is \"gpt2\" in the checkpoint but \"llama\"");
+  expectError(
+      [&] {
+        checkSameModel(
+            loaded,
+            R"({"arch":"gpt2","batch":4,"heads":2,"layers":2,"seq_len":64})");
+      },
+      file, "the model's \"heads\" is absent in the checkpoint but 2");
+
+  // A checkpoint without a model description, or a broken one.
+  saveCheckpoint(ckpt, sample.tensors(), {});
+  expectError([&] { checkSameModel(openCheckpoint(ckpt), sample.model); }, file,
+              "no metadata \"model\"");
+  saveCheckpoint(ckpt, sample.tensors(), {}, {{"model", "[1, 2"}});
+  expectError([&] { checkSameModel(openCheckpoint(ckpt), sample.model); }, file,
+              "metadata \"model\" is not a JSON object");
+}
+
+TEST_F(CheckpointTest, AnotherSetOfTensorsIsAnError) {
+  SmallCheckpoint sample;
+  std::string ckpt = path("ckpt");
+  sample.save(ckpt);
+  Checkpoint loaded = openCheckpoint(ckpt);
+  std::string file = checkpointFile(ckpt);
+  checkSameTensors(loaded, sample.expected());
+
+  std::vector<ExpectedTensor> more = sample.expected();
+  more.push_back({"wpe", DType::F32, {2, 2}});
+  expectError([&] { checkSameTensors(loaded, more); }, file,
+              "the program needs tensor \"wpe\", which the checkpoint does "
+              "not hold");
+  std::vector<ExpectedTensor> fewer = sample.expected();
+  fewer.erase(fewer.begin() + 1);
+  expectError([&] { checkSameTensors(loaded, fewer); }, file,
+              "the checkpoint holds tensor \"wte.adam_m\", which the program "
+              "does not have");
+  std::vector<ExpectedTensor> reshaped = sample.expected();
+  reshaped[2].shape = {2, 4};
+  expectError([&] { checkSameTensors(loaded, reshaped); }, file,
+              "tensor \"wte.adam_v\" is F32[4, 2] in the checkpoint but "
+              "F32[2, 4] in the program");
+}
+
+//===----------------------------------------------------------------------===//
+// The save directory and stale temporaries
+//===----------------------------------------------------------------------===//
+
+TEST_F(CheckpointTest, ChecksTheSaveDirectoryBeforeAnySave) {
+  std::string ckpt = path("runs/new/ckpt");
+  checkSaveDirectory(ckpt);
+  EXPECT_TRUE(fs::is_directory(ckpt));
+  EXPECT_TRUE(fs::is_empty(ckpt)) << "the probe file was not removed";
+  // Again, with a checkpoint there: it stays as it was.
+  SmallCheckpoint sample;
+  sample.save(ckpt);
+  std::string before = readFile(checkpointFile(ckpt));
+  checkSaveDirectory(ckpt);
+  EXPECT_EQ(readFile(checkpointFile(ckpt)), before);
+  EXPECT_TRUE(strayTemporaries().empty());
+
+  // Onto a file, and under /proc (read-only even for root, unlike a
+  // chmod-ed directory).
+  std::string plain = path("plain-file");
+  writeFile(plain, "x");
+  expectError([&] { checkSaveDirectory(plain); }, plain,
+              "cannot create checkpoint directory");
+  expectError([&] { checkSaveDirectory(plain + "/sub"); }, plain,
+              "cannot create checkpoint directory");
+  expectError([&] { checkSaveDirectory("/proc/partition-ckpt"); },
+              "/proc/partition-ckpt", "cannot create checkpoint directory");
+  expectError([&] { checkSaveDirectory("/proc/self"); },
+              "/proc/self/checkpoint.safetensors",
+              "cannot create a temporary file beside it");
+}
+
+/// The pid of a process that has exited and been reaped.
+pid_t deadPid() {
+  pid_t child = ::fork();
+  if (child == 0)
+    ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+TEST_F(CheckpointTest, RemovesTheTemporariesOfDeadWritersOnly) {
+  std::string ckpt = path("ckpt");
+  fs::create_directories(ckpt);
+  auto temporary = [&](pid_t pid, const char *n) {
+    std::string name = checkpointFile(ckpt) + ".tmp." + std::to_string(pid) +
+                       "." + n;
+    writeFile(name, "half a checkpoint");
+    return name;
+  };
+  pid_t dead = deadPid();
+  ASSERT_NE(::kill(dead, 0), 0);
+  std::string stale = temporary(dead, "0");
+  std::string stale2 = temporary(dead, "17");
+  std::string mine = temporary(::getpid(), "99");
+  std::string parents = temporary(::getppid(), "0");
+  // Names of another shape are not ours to remove.
+  std::string other = checkpointFile(ckpt) + ".tmp." + std::to_string(dead);
+  std::string other2 = checkpointFile(ckpt) + ".tmp.x1.0";
+  std::string other3 = path("ckpt/notes.tmp." + std::to_string(dead) + ".0");
+  for (const std::string &name : {other, other2, other3})
+    writeFile(name, "keep");
+
+  std::vector<std::string> removed =
+      removeStaleTemporaries(checkpointFile(ckpt));
+  std::sort(removed.begin(), removed.end());
+  std::vector<std::string> expected{stale, stale2};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(removed, expected);
+  for (const std::string &name : {mine, parents, other, other2, other3})
+    EXPECT_TRUE(fs::exists(name)) << name;
+  EXPECT_FALSE(fs::exists(stale));
+
+  // The next save does the same.
+  std::string stale3 = temporary(dead, "3");
+  SmallCheckpoint().save(ckpt);
+  EXPECT_FALSE(fs::exists(stale3));
+  EXPECT_TRUE(fs::exists(mine));
+  EXPECT_TRUE(fs::exists(parents));
+  EXPECT_NO_THROW(readAll(openCheckpoint(ckpt)));
 }
 
 } // namespace
