@@ -264,3 +264,26 @@ TEST(Timeline, LatencyDelaysTheReceiver) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Timeline, PerStageCosts) {
+  // GPipe, 2 stages, 2 micro-batches; stage 1's forward takes 2, B 1, W 0.
+  SimulationOptions options;
+  options.cost = [](int stage, const Action &a) {
+    if (a.kind == ActionKind::Forward)
+      return stage == 1 ? 2.0 : 1.0;
+    return a.kind == ActionKind::BackwardInput ? 1.0 : 0.0;
+  };
+  auto t = simulate(make(ScheduleKind::GPipe, 2, 2), options);
+  ASSERT_TRUE(bool(t)) << t.error();
+  // Stage 1: F0 [1, 3], F1 [3, 5], B0 [5, 6], B1 [6, 7]; stage 0: B0 [6, 7],
+  // B1 [7, 8].
+  EXPECT_DOUBLE_EQ(t->spans[1][1].end, 5.0);
+  EXPECT_DOUBLE_EQ(t->spans[0][2].start, 6.0);
+  EXPECT_DOUBLE_EQ(t->makespan, 8.0);
+  EXPECT_DOUBLE_EQ(t->busy(1), 6.0);
+  EXPECT_DOUBLE_EQ(t->bubbleFraction(), 1.0 - (4.0 + 6.0) / 16.0);
+}
+
+} // namespace
