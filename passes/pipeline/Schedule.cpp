@@ -17,9 +17,10 @@ constexpr std::pair<ScheduleKind, std::string_view> kNames[] = {
     {ScheduleKind::ZeroBubbleH1, "zero-bubble"},
 };
 
-// Far beyond any real pipeline; keeps the action lists (3 * p * v * m
-// entries) within memory whatever numbers a plan holds.
-constexpr long long kMaxActionsPerKind = 1ll << 24;
+// Beyond any real pipeline (128 stages x 8 chunks x 1024 micro-batches);
+// keeps the action lists (3 p v m entries) and the checker's streams within
+// a few hundred MB whatever numbers a plan holds.
+constexpr long long kMaxActionsPerKind = 1ll << 20;
 
 Action forward(int mb, int chunk) { return {ActionKind::Forward, mb, chunk}; }
 Action backward(int mb, int chunk) {

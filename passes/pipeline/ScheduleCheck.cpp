@@ -3,6 +3,7 @@
 #include "passes/pipeline/ScheduleCheck.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <sstream>
@@ -85,17 +86,24 @@ public:
     for (int s = 0; s < p; ++s)
       streams.push_back(expand(schedule, s));
     next.assign(p, 0);
+    announced.assign(p, SIZE_MAX);
+    queued.assign(p, false);
     now.assign(p, 0.0);
     timeline.spans.resize(p);
   }
 
   OrError<Timeline> run() {
-    bool moved = true;
-    while (moved && error.empty()) {
-      moved = false;
-      for (int s = 0; s < p && error.empty(); ++s)
-        while (next[s] < streams[s].size() && error.empty() && step(s))
-          moved = true;
+    // Each stage runs until it has to wait; a stage that another one may
+    // have unblocked (by sending to it, or by reaching the receive its
+    // rendezvous send waits for) is queued again. Linear in the ops.
+    for (int s = 0; s < p; ++s)
+      wake(s);
+    while (!ready.empty() && error.empty()) {
+      int s = ready.front();
+      ready.pop_front();
+      queued[s] = false;
+      while (next[s] < streams[s].size() && error.empty() && step(s)) {
+      }
     }
     if (!error.empty())
       return OrError<Timeline>::failure(error);
@@ -112,6 +120,12 @@ private:
   using Channel = std::tuple<int, int, Payload>; // from, to, payload
 
   const Op &head(int s) const { return streams[s][next[s]]; }
+  void wake(int s) {
+    if (!queued[s]) {
+      queued[s] = true;
+      ready.push_back(s);
+    }
+  }
   const Action &actionOf(int s, const Op &op) const {
     return schedule.actions[s][op.action];
   }
@@ -148,6 +162,8 @@ private:
         channels[{s, op.peer, op.message.payload}].push_back(
             {op.message, now[s] + options.p2pLatency});
         ++next[s];
+        if (op.peer != s)
+          wake(op.peer);
         return true;
       }
       int r = op.peer;
@@ -166,11 +182,20 @@ private:
       now[r] = met + options.p2pLatency;
       ++next[s];
       ++next[r];
+      wake(r);
       return true;
     }
     case Op::Receive: {
-      if (options.sendMode == SendMode::Rendezvous && op.peer != s)
-        return false; // the sender's step completes both
+      if (options.sendMode == SendMode::Rendezvous && op.peer != s) {
+        // The sender's step completes both. Wake it once per receive, so
+        // that two stages receiving from each other do not wake each
+        // other for ever.
+        if (announced[s] != next[s]) {
+          announced[s] = next[s];
+          wake(op.peer);
+        }
+        return false;
+      }
       auto &queue = channels[{op.peer, s, op.message.payload}];
       if (queue.empty())
         return false;
@@ -211,6 +236,9 @@ private:
   const int p;
   std::vector<std::vector<Op>> streams;
   std::vector<std::size_t> next;
+  std::vector<std::size_t> announced; // the receive whose sender was woken
+  std::deque<int> ready;
+  std::vector<bool> queued;
   std::vector<double> now;
   std::map<Channel, std::deque<InFlight>> channels;
   Timeline timeline;

@@ -133,7 +133,7 @@ TEST(ScheduleErrors, NameTheFieldsAndNumbers) {
             "pipeline.virtual_stages must be at least 1, got -1");
   EXPECT_EQ(error(ScheduleKind::GPipe, 1 << 12, 1 << 13),
             "mesh.pp x pipeline.virtual_stages x pipeline.microbatches = 4096 "
-            "x 1 x 8192 = 33554432 passes, more than the 16777216 a schedule "
+            "x 1 x 8192 = 33554432 passes, more than the 1048576 a schedule "
             "may hold");
   // Layers that suffice, and unknown layers, are accepted.
   make(ScheduleKind::Interleaved1F1B, 4, 8, 2, 8);
