@@ -11,6 +11,7 @@ one.
 """
 
 import argparse
+import re
 import sys
 
 
@@ -29,17 +30,19 @@ def main():
                         % args.mesh, 1)
     for spec in args.shard:
         name, _, layout = spec.partition("=")
-        # A parameter, or an input (tokens, targets).
+        # A parameter (perhaps with its xfmr.layer first), or an input
+        # (tokens, targets).
         for role in ("param", "input"):
-            tag = '{xfmr.%s = "%s"}' % (role, name)
-            if text.count(tag) == 1:
+            pattern = re.compile(r'\{((?:xfmr\.layer = \d+ : i64, )?)xfmr\.%s = "%s"\}'
+                                 % (role, re.escape(name)))
+            if len(pattern.findall(text)) == 1:
                 break
         else:
             sys.exit(f"annotate: '{name}' is not a parameter or input of "
                      "the model")
-        text = text.replace(
-            tag, '{dist.sharding = #dist.sharding<@mesh, %s>, '
-            'xfmr.%s = "%s"}' % (layout, role, name))
+        text = pattern.sub(
+            lambda m: '{dist.sharding = #dist.sharding<@mesh, %s>, %s'
+            'xfmr.%s = "%s"}' % (layout, m.group(1), role, name), text)
     open(args.output, "w").write(text)
 
 
