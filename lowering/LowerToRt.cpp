@@ -94,14 +94,20 @@ std::optional<KernelId> kernelOf(Operation *op) {
       .Case([](VocabParallelEmbeddingGradOp) {
         return K::VocabParallelEmbeddingGrad;
       })
-      .Case([](VocabParallelMaxOp) { return K::VocabParallelMax; })
+      .Case([](VocabParallelMaxOp op) {
+        return op.getVocab() ? K::VocabParallelMaskedMax : K::VocabParallelMax;
+      })
       .Case([](VocabParallelTargetLogitOp) {
         return K::VocabParallelTargetLogit;
       })
-      .Case([](VocabParallelSumExpOp) { return K::VocabParallelSumExp; })
+      .Case([](VocabParallelSumExpOp op) {
+        return op.getVocab() ? K::VocabParallelMaskedSumExp
+                             : K::VocabParallelSumExp;
+      })
       .Case([](VocabParallelLossOp) { return K::VocabParallelLoss; })
-      .Case([](VocabParallelCrossEntropyGradOp) {
-        return K::VocabParallelCrossEntropyGrad;
+      .Case([](VocabParallelCrossEntropyGradOp op) {
+        return op.getVocab() ? K::VocabParallelMaskedCrossEntropyGrad
+                             : K::VocabParallelCrossEntropyGrad;
       })
       .Case([](AdamWOp) { return K::AdamW; })
       .Case([](arith::AddIOp) { return K::AddI32; })
@@ -126,6 +132,23 @@ FailureOr<KernelCall> kernelFor(Operation *op) {
   if (!kernel)
     return op->emitOpError("has no runtime kernel");
   KernelCall call{*kernel, {}, {}};
+  // The whole-vocabulary kernels have no mask: a padded vocabulary runs
+  // vocabulary-parallel (its logits split over the tensor axis) only.
+  auto padded = [](std::optional<int64_t> vocab, Value logits) {
+    return vocab && *vocab < cast<ShapedType>(logits.getType()).getDimSize(2);
+  };
+  if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(op);
+      loss && padded(loss.getVocab(), loss.getLogits()))
+    return op->emitOpError()
+           << "has a padded vocabulary (vocab " << *loss.getVocab()
+           << ") but its logits are whole; only the vocabulary-parallel loss "
+              "masks the padding: split the logits over the tensor axis";
+  if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(op);
+      grad && padded(grad.getVocab(), grad.getLogits()))
+    return op->emitOpError()
+           << "has a padded vocabulary (vocab " << *grad.getVocab()
+           << ") but its logits are whole; only the vocabulary-parallel loss "
+              "masks the padding: split the logits over the tensor axis";
   switch (*kernel) {
   case KernelId::LayerNorm:
     call.floats = {f32(cast<LayerNormOp>(op).getEpsilon())};
@@ -146,6 +169,15 @@ FailureOr<KernelCall> kernelFor(Operation *op) {
     return attentionCall(*kernel, cast<AttentionOp>(op));
   case KernelId::AttentionGrad:
     return attentionCall(*kernel, cast<AttentionGradOp>(op));
+  case KernelId::VocabParallelMaskedMax:
+    call.ints = {*cast<VocabParallelMaxOp>(op).getVocab()};
+    break;
+  case KernelId::VocabParallelMaskedSumExp:
+    call.ints = {*cast<VocabParallelSumExpOp>(op).getVocab()};
+    break;
+  case KernelId::VocabParallelMaskedCrossEntropyGrad:
+    call.ints = {*cast<VocabParallelCrossEntropyGradOp>(op).getVocab()};
+    break;
   case KernelId::AdamW: {
     auto adamw = cast<AdamWOp>(op);
     call.floats = {f32(adamw.getBeta1()), f32(adamw.getBeta2()),

@@ -133,6 +133,9 @@ bool writesGradient(KernelOp kernel, Value output) {
   case KernelId::VocabParallelSumExp:
   case KernelId::VocabParallelLoss:
   case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::VocabParallelMaskedMax:
+  case KernelId::VocabParallelMaskedSumExp:
+  case KernelId::VocabParallelMaskedCrossEntropyGrad:
   case KernelId::NumKernels:
     return false;
   }

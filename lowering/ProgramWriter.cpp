@@ -44,6 +44,14 @@ std::string toJson(DictionaryAttr dict) {
         object[attr.getName().getValue()] = f.getValueAsDouble();
       else if (auto s = dyn_cast<StringAttr>(value))
         object[attr.getName().getValue()] = s.getValue().str();
+      else if (auto list = dyn_cast<ArrayAttr>(value)) {
+        // A list of names (padded_params).
+        llvm::json::Array names;
+        for (Attribute item : list)
+          if (auto name = dyn_cast<StringAttr>(item))
+            names.push_back(name.getValue().str());
+        object[attr.getName().getValue()] = std::move(names);
+      }
     }
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -114,7 +114,7 @@ private:
   Value loss(Value logits) {
     return xfmr::SoftmaxCrossEntropyOp::create(
         builder, named("loss"), RankedTensorType::get({}, f32), logits,
-        targets);
+        targets, /*vocab=*/IntegerAttr());
   }
 
   FloatAttr epsilon() { return builder.getF32FloatAttr(config.normEpsilon); }

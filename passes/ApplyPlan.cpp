@@ -52,7 +52,8 @@ dist::PlanAttr toAttr(const Plan &plan, MLIRContext *context) {
       plan.pipeline.scheduleOrDefault(), plan.pipeline.microbatches,
       plan.zero.stage,
       *dist::symbolizeRecomputePolicy(plan.recompute.policy),
-      plan.recompute.budgetBytes, plan.precision);
+      plan.recompute.budgetBytes, plan.precision,
+      plan.tensorParallel.vocabMultiple);
 }
 
 struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {

@@ -167,6 +167,43 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
   ];
 }
 
+def PadVocabPass : Pass<"dist-pad-vocab", "::mlir::ModuleOp"> {
+  let summary = "Pad the vocabulary to a multiple of tp x vocab_multiple, as Megatron-LM does";
+  let description = [{
+    Runs after `--dist-apply-plan`, on the forward function, when the plan's
+    tensor axis has size tp > 1: the vocabulary-parallel embedding, LM head
+    and loss split the vocabulary V evenly over it, so V is padded to Vp,
+    the next multiple of tp x vocab_multiple (plan.json's
+    `tensor_parallel.vocab_multiple`, Megatron-LM's
+    make-vocab-size-divisible-by, default 128). The parameters that hold
+    one row per id (the embedding tables and the bias-less LM head whose
+    logits feed `xfmr.softmax_cross_entropy`) become [Vp, C], the logits
+    [B, T, Vp], and the loss gets `vocab = V`: the padding logits are left
+    out of the softmax and get a gradient of exactly zero, so the padding
+    rows (zero at initialisation) stay zero and the loss and every gradient
+    are those of the unpadded model. The model configuration records
+    `padded_vocab = Vp` and `padded_params` (their names) for the runtime,
+    which initialises and checkpoints those tensors at their V logical rows.
+
+    Input (tp = 2, vocab_multiple = 128):
+    ```mlir
+    func.func @forward(%wte: tensor<250x16xf32> {xfmr.param = "wte"}, ...)
+      %logits = xfmr.linear %x, %wte : (...) -> tensor<2x8x250xf32>
+      %loss = xfmr.softmax_cross_entropy %logits, %targets : ...
+    ```
+    Output:
+    ```mlir
+    func.func @forward(%wte: tensor<256x16xf32> {xfmr.param = "wte"}, ...)
+      %logits = xfmr.linear %x, %wte : (...) -> tensor<2x8x256xf32>
+      %loss = xfmr.softmax_cross_entropy %logits, %targets {vocab = 250 : i64} : ...
+    ```
+    Errors: a vocabulary-sized parameter used by an op other than an
+    embedding or the LM head, an LM head with a bias, logits that do not
+    come from a parameter's linear.
+  }];
+  let dependentDialects = ["::partition::dist::DistDialect"];
+}
+
 // --- The partitioner, in phases (passes/partition/) ------------------------
 //
 // --dist-seed-layouts, --dist-propagate, --dist-partition and

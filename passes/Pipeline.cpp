@@ -42,6 +42,9 @@ void buildPartitionPipeline(OpPassManager &pm,
     apply.planPath = options.plan;
     pm.addPass(createApplyPlanPass(apply));
   }
+  // Before autodiff, so that every later pass sees the padded shapes.
+  if (plan && plan->mesh.tp > 1)
+    pm.addPass(createPadVocabPass());
   if (plan && plan->precision == "bf16")
     pm.addPass(createMixedPrecisionPass());
 

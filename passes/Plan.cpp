@@ -273,8 +273,13 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
                   " devices is larger than the " + Twine(Plan::kMaxDevices) +
                   " supported");
   }
-  if (auto tp = reader("tensor_parallel", {"sequence_parallel"}))
+  if (auto tp = reader("tensor_parallel",
+                       {"sequence_parallel", "vocab_multiple"})) {
     tp->boolean("sequence_parallel", plan.tensorParallel.sequenceParallel);
+    tp->integer("vocab_multiple", plan.tensorParallel.vocabMultiple, 1,
+                Plan::TensorParallel::kMaxVocabMultiple,
+                "between 1 and 65536");
+  }
   if (auto pipeline = reader("pipeline", {"schedule", "microbatches"})) {
     pipeline->choice("schedule", plan.pipeline.schedule,
                      {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"});
@@ -327,11 +332,16 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
   if (auto kvHeads = model.kvHeads; kvHeads && *kvHeads % mesh.tp != 0)
     error("kv_heads " + Twine(*kvHeads) + " is not divisible by mesh.tp = " +
           Twine(mesh.tp));
-  // Vocabulary-parallel embedding and loss split the vocabulary evenly;
-  // padding the vocabulary (as Megatron-LM does) is not implemented.
-  if (auto vocab = model.vocab; vocab && *vocab % mesh.tp != 0)
-    error("vocab " + Twine(*vocab) + " is not divisible by mesh.tp = " +
-          Twine(mesh.tp));
+  // Vocabulary-parallel embedding and loss split the vocabulary evenly:
+  // --dist-pad-vocab pads it (as Megatron-LM does) to a multiple of
+  // tp x vocab_multiple, which must leave its ids i32 tokens.
+  if (auto vocab = model.vocab; vocab && mesh.tp > 1) {
+    int64_t granule = mesh.tp * plan.tensorParallel.vocabMultiple;
+    if (paddedVocab(*vocab, granule) > int64_t(INT32_MAX) + 1)
+      error("vocab " + Twine(*vocab) + " padded to a multiple of mesh.tp x "
+            "tensor_parallel.vocab_multiple = " + Twine(granule) +
+            " exceeds the 2^31 ids of i32 tokens");
+  }
   if (auto layers = model.layers; layers && *layers < mesh.pp)
     error("layers " + Twine(*layers) + " is fewer than mesh.pp = " +
           Twine(mesh.pp) + " pipeline stages");

@@ -39,6 +39,10 @@ struct Plan {
   static constexpr int64_t kMaxDevices = int64_t(1) << 24;
   struct TensorParallel {
     bool sequenceParallel = false;
+    /// Megatron-LM's make-vocab-size-divisible-by: with tp > 1 the
+    /// vocabulary is padded to a multiple of tp x vocabMultiple.
+    int64_t vocabMultiple = 128;
+    static constexpr int64_t kMaxVocabMultiple = int64_t(1) << 16;
   } tensorParallel;
   struct Pipeline {
     /// gpipe, 1f1b, interleaved-1f1b or zero-bubble; unset when plan.json
@@ -71,6 +75,13 @@ struct Plan {
   /// The mesh's axes in mesh order (dp, pp, tp), size-1 axes included.
   llvm::SmallVector<Axis, 3> axes() const;
 };
+
+/// `vocab` rounded up to a multiple of `granule` (tp x vocab_multiple):
+/// the rows of a vocabulary-parallel embedding table and LM head, as
+/// Megatron-LM pads them so that they split evenly.
+inline int64_t paddedVocab(int64_t vocab, int64_t granule) {
+  return (vocab + granule - 1) / granule * granule;
+}
 
 /// Reports one error; the message starts with the plan's file name.
 using PlanErrorFn = llvm::function_ref<void(const llvm::Twine &)>;

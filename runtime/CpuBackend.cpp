@@ -649,6 +649,22 @@ CpuBackend::compileKernel(const KernelArgs &a, const Instruction &instruction,
       cpu::vocabParallelCrossEntropyGrad(f(0), f(1), i32(2), i32(3), f(4),
                                          f(5), f(6), a.rows, a.vocab);
     };
+  case KernelId::VocabParallelMaskedMax:
+    return [=] {
+      cpu::vocabParallelMax(f(0), f(2), a.rows, a.vocab, i32(1),
+                            a.logicalVocab);
+    };
+  case KernelId::VocabParallelMaskedSumExp:
+    return [=] {
+      cpu::vocabParallelSumExp(f(0), f(1), f(3), a.rows, a.vocab, i32(2),
+                               a.logicalVocab);
+    };
+  case KernelId::VocabParallelMaskedCrossEntropyGrad:
+    return [=] {
+      cpu::vocabParallelCrossEntropyGrad(f(0), f(1), i32(2), i32(3), f(4),
+                                         f(5), f(6), a.rows, a.vocab,
+                                         a.logicalVocab);
+    };
   case KernelId::Cast: {
     DType from = a.buffers[0]->dtype, to = a.buffers[1]->dtype;
     int64_t size = a.size;

@@ -64,6 +64,7 @@ private:
       return DType::F32;
     case KernelId::SoftmaxCrossEntropyGrad:
     case KernelId::VocabParallelCrossEntropyGrad:
+    case KernelId::VocabParallelMaskedCrossEntropyGrad:
       return in(1).dtype;
     // Every other kernel is listed (no default): a kernel added to
     // Kernels.def fails to build here until it says its storage type.
@@ -99,6 +100,8 @@ private:
     case KernelId::VocabParallelMax:
     case KernelId::VocabParallelTargetLogit:
     case KernelId::VocabParallelSumExp:
+    case KernelId::VocabParallelMaskedMax:
+    case KernelId::VocabParallelMaskedSumExp:
     case KernelId::Cast:
     case KernelId::NumKernels:
       break;
@@ -434,10 +437,26 @@ KernelArgs Checker::run() {
   case KernelId::VocabParallelMax:
   case KernelId::VocabParallelTargetLogit:
   case KernelId::VocabParallelSumExp:
-  case KernelId::VocabParallelCrossEntropyGrad: {
+  case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::VocabParallelMaskedMax:
+  case KernelId::VocabParallelMaskedSumExp:
+  case KernelId::VocabParallelMaskedCrossEntropyGrad: {
     // Local logits [rows, Vl]; every statistic holds one f32 per row.
     bool isGrad =
-        instruction.kernel == KernelId::VocabParallelCrossEntropyGrad;
+        instruction.kernel == KernelId::VocabParallelCrossEntropyGrad ||
+        instruction.kernel == KernelId::VocabParallelMaskedCrossEntropyGrad;
+    bool masked =
+        instruction.kernel == KernelId::VocabParallelMaskedMax ||
+        instruction.kernel == KernelId::VocabParallelMaskedSumExp ||
+        instruction.kernel == KernelId::VocabParallelMaskedCrossEntropyGrad;
+    if (masked) {
+      // Global ids are i32 tokens: the logical vocabulary is 1..2^31.
+      args.logicalVocab = instruction.ints[0];
+      require(args.logicalVocab >= 1 &&
+                  args.logicalVocab <= int64_t(INT32_MAX) + 1,
+              "the logical vocabulary " + std::to_string(args.logicalVocab) +
+                  " is not in [1, 2^31]");
+    }
     const BufferInfo &logits = in(isGrad ? 1 : 0);
     dtype(logits, args.floatType, "logits");
     rowsAndChannels(logits);
@@ -457,12 +476,23 @@ KernelArgs Checker::run() {
       require(in(shard).elements == 1,
               "shard " + shapeString(in(shard)) + " must be a scalar");
     };
-    if (instruction.kernel == KernelId::VocabParallelMax) {
+    auto shardAt = [&](int shard) {
+      dtype(in(shard), DType::I32, "shard");
+      require(in(shard).elements == 1,
+              "shard " + shapeString(in(shard)) + " must be a scalar");
+    };
+    if (instruction.kernel == KernelId::VocabParallelMax ||
+        instruction.kernel == KernelId::VocabParallelMaskedMax) {
+      if (masked)
+        shardAt(1);
       perRow(out(0), "max");
     } else if (instruction.kernel == KernelId::VocabParallelTargetLogit) {
       targetsAndShard(1, 2);
       perRow(out(0), "target logit");
-    } else if (instruction.kernel == KernelId::VocabParallelSumExp) {
+    } else if (instruction.kernel == KernelId::VocabParallelSumExp ||
+               instruction.kernel == KernelId::VocabParallelMaskedSumExp) {
+      if (masked)
+        shardAt(2);
       perRow(in(1), "max");
       perRow(out(0), "sum_exp");
     } else {

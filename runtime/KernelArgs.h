@@ -29,6 +29,9 @@ struct KernelArgs {
   int64_t inFeatures = 0, outFeatures = 0;
   /// Embedding tables and logits.
   int64_t vocab = 0, positions = 0;
+  /// The masked vocabulary-parallel kernels: the logical vocabulary (global
+  /// ids at or beyond it are padding); -1 for every other kernel.
+  int64_t logicalVocab = -1;
   int64_t batch = 0, seq = 0;
   /// Attention.
   int64_t heads = 0, kvHeads = 0, headDim = 0;

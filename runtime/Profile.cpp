@@ -90,6 +90,9 @@ InstructionCost describeKernel(const KernelArgs &a) {
   case KernelId::VocabParallelSumExp:
   case KernelId::VocabParallelLoss:
   case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::VocabParallelMaskedMax:
+  case KernelId::VocabParallelMaskedSumExp:
+  case KernelId::VocabParallelMaskedCrossEntropyGrad:
   case KernelId::Cast:
   case KernelId::NumKernels:
     if (a.vocab && a.rows)

@@ -478,6 +478,43 @@ Program Program::parse(const uint8_t *data, size_t size,
                    "JSON object");
   }
 
+  // A padded vocabulary (--dist-pad-vocab): the state of the tables it
+  // names is [padded_vocab, ...], of which the first `vocab` rows are real.
+  if (program.model.contains("padded_params")) {
+    const nlohmann::json &padded = program.model["padded_params"];
+    const nlohmann::json &rows = program.model["padded_vocab"];
+    const nlohmann::json &vocab = program.model["vocab"];
+    if (!padded.is_array() || !rows.is_number_integer() ||
+        !vocab.is_number_integer() || vocab.get<int64_t>() < 1 ||
+        rows.get<int64_t>() < vocab.get<int64_t>())
+      fail(origin, "the model description's padded_params, padded_vocab "
+                   "and vocab are not a list of names and two sizes with "
+                   "1 <= vocab <= padded_vocab");
+    std::set<std::string> tables;
+    for (const nlohmann::json &name : padded)
+      if (name.is_string())
+        tables.insert(name.get<std::string>());
+    std::set<std::string> seen;
+    for (BufferInfo &buffer : program.buffers) {
+      bool state = buffer.role == Role::Param ||
+                   buffer.role == Role::Moment1 || buffer.role == Role::Moment2;
+      if (!state || !tables.count(buffer.name))
+        continue;
+      const std::vector<int64_t> &logical = buffer.logicalShape();
+      if (logical.empty() || logical[0] != rows.get<int64_t>())
+        fail(origin, roleName(buffer.role) + std::string(" '") + buffer.name +
+                         "' is a padded vocabulary table but does not have "
+                         "padded_vocab = " +
+                         std::to_string(rows.get<int64_t>()) + " rows");
+      buffer.unpadded = logical;
+      buffer.unpadded[0] = vocab.get<int64_t>();
+      seen.insert(buffer.name);
+    }
+    if (seen != tables)
+      fail(origin, "the model description's padded_params name tensors the "
+                   "program does not hold");
+  }
+
   // The roles the trainer relies on.
   for (Role role : {Role::Tokens, Role::Targets, Role::Loss})
     if (program.withRole(role).size() != 1)

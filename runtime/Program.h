@@ -75,10 +75,21 @@ struct BufferInfo {
   /// times the sizes of its axes.
   std::vector<int64_t> logical;
 
+  /// Set by the loader for the state of a padded vocabulary (the model
+  /// description's padded_params, --dist-pad-vocab): logicalShape() with
+  /// its padded_vocab rows cut to the model's vocab. The padding rows are
+  /// the last ones, zero, and never initialised, saved or restored.
+  std::vector<int64_t> unpadded;
+
   bool sharded() const { return !sharding.empty(); }
-  /// The whole tensor's shape: what initialisation and checkpoints see.
+  /// The whole tensor's shape, as the program computes on it.
   const std::vector<int64_t> &logicalShape() const {
     return sharded() ? logical : shape;
+  }
+  /// The tensor initialisation and checkpoints see: logicalShape() without
+  /// the padding rows of a padded vocabulary.
+  const std::vector<int64_t> &tensorShape() const {
+    return unpadded.empty() ? logicalShape() : unpadded;
   }
 };
 

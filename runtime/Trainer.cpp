@@ -336,6 +336,30 @@ void Run::createCuda() {
 #endif
 }
 
+/// The model description without what the plan decides (the padding of a
+/// padded vocabulary), as checkpoints record it.
+nlohmann::json planIndependent(nlohmann::json model) {
+  model.erase("padded_vocab");
+  model.erase("padded_params");
+  return model;
+}
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t elements = 1;
+  for (int64_t dim : shape)
+    elements *= dim;
+  return elements;
+}
+
+/// `tensor` (buffer.tensorShape()) with the zero padding rows of a padded
+/// vocabulary appended: buffer.logicalShape(). Rows are the first
+/// dimension, so the padding is a suffix.
+std::vector<float> padded(const BufferInfo &buffer,
+                          std::vector<float> tensor) {
+  tensor.resize(elementsOf(buffer.logicalShape()), 0.0f);
+  return tensor;
+}
+
 std::vector<float> Run::ownBlock(const BufferInfo &buffer,
                                  std::vector<float> logical) const {
   if (!buffer.sharded())
@@ -375,9 +399,11 @@ void Run::initialise() {
   // block: every plan starts from the single-device parameters.
   for (size_t index : program.withRole(Role::Param)) {
     const BufferInfo &param = program.buffers[index];
+    // A padded vocabulary's table: its real rows as one device has them,
+    // then zero rows (which training keeps zero).
     std::vector<float> values = ownBlock(
-        param, initialParameter(param.name, param.logicalShape(), layers,
-                                options.seed));
+        param, padded(param, initialParameter(param.name, param.tensorShape(),
+                                              layers, options.seed)));
     backend->write(param, values.data());
   }
   // Moments and the step start at zero: the backend zeroes its arena.
@@ -412,20 +438,20 @@ void Run::restore(const std::string &dir) {
   // layers silently).
   std::vector<std::pair<const BufferInfo *, std::string>> entries =
       checkpointTensors();
+  // A padded vocabulary's table is saved without its padding rows
+  // (tensorShape), and the model without what the plan decides.
   std::vector<ckpt::ExpectedTensor> expected;
   for (const auto &[buffer, name] : entries)
-    expected.push_back({name, ckpt::DType::F32, buffer->logicalShape()});
-  ckpt::checkSameModel(checkpoint, program.model.dump());
+    expected.push_back({name, ckpt::DType::F32, buffer->tensorShape()});
+  ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump());
   ckpt::checkSameTensors(checkpoint, expected);
   for (const auto &[buffer, name] : entries) {
-    int64_t elements = 1;
-    for (int64_t dim : buffer->logicalShape())
-      elements *= dim;
-    std::vector<float> values(elements);
+    std::vector<float> values(elementsOf(buffer->tensorShape()));
     // Verifies the tensor's checksum and that its values are finite.
-    checkpoint.read(name, ckpt::DType::F32, buffer->logicalShape(),
+    checkpoint.read(name, ckpt::DType::F32, buffer->tensorShape(),
                     values.data(), values.size() * sizeof(float));
-    backend->write(*buffer, ownBlock(*buffer, std::move(values)).data());
+    backend->write(*buffer,
+                   ownBlock(*buffer, padded(*buffer, std::move(values))).data());
   }
   startStep = checkpoint.state.step;
   for (size_t index : program.withRole(Role::Step)) {
@@ -460,9 +486,11 @@ void Run::save(const std::string &dir, int64_t completed) {
     backend->read(buffer, storage[i].data());
     if (buffer.sharded())
       storage[i] = gatherLogical(buffer, storage[i], completed);
+    // The padding rows of a padded vocabulary are the last: cut them.
+    storage[i].resize(elementsOf(buffer.tensorShape()));
     if (leader)
       tensors.push_back({entries[i].second, ckpt::DType::F32,
-                         buffer.logicalShape(), storage[i].data(),
+                         buffer.tensorShape(), storage[i].data(),
                          storage[i].size() * sizeof(float)});
     else
       storage[i] = {};
@@ -471,7 +499,7 @@ void Run::save(const std::string &dir, int64_t completed) {
     return;
   ckpt::TrainingState state{completed, trainLoader->position(), options.seed};
   ckpt::Metadata extra{{"data_epoch", std::to_string(trainLoader->epoch())},
-                       {"model", program.model.dump()}};
+                       {"model", planIndependent(program.model).dump()}};
   ckpt::saveCheckpoint(dir, tensors, state, extra);
 }
 

@@ -122,11 +122,18 @@ TEST_F(VocabParallelRules, EmbeddingsShardTokensAndFeaturesNotTheVocabulary) {
 TEST_F(VocabParallelRules, LossStatisticsKeepTheVocabularyWhole) {
   Location loc = builder.getUnknownLoc();
   Operation *ops[] = {
-      VocabParallelMaxOp::create(builder, loc, perPosition, logitsArg()),
+      VocabParallelMaxOp::create(builder, loc, perPosition, logitsArg(),
+                                 Value(), IntegerAttr()),
       VocabParallelTargetLogitOp::create(builder, loc, perPosition,
                                          logitsArg(), tokensArg(), shardArg()),
       VocabParallelSumExpOp::create(builder, loc, perPosition, logitsArg(),
-                                    perPositionArg())};
+                                    perPositionArg(), Value(), IntegerAttr()),
+      // A padded vocabulary: the shard is one more whole operand.
+      VocabParallelMaxOp::create(builder, loc, perPosition, logitsArg(),
+                                 shardArg(), builder.getI64IntegerAttr(250)),
+      VocabParallelSumExpOp::create(builder, loc, perPosition, logitsArg(),
+                                    perPositionArg(), shardArg(),
+                                    builder.getI64IntegerAttr(250))};
   for (Operation *op : ops) {
     ShardingRule rule = checkedRule(op);
     int b = rule.getOperand(0)[0], t = rule.getOperand(0)[1];
@@ -153,7 +160,7 @@ TEST_F(VocabParallelRules, LossAndGradientAreMeansOverTheTokens) {
 
   auto grad = VocabParallelCrossEntropyGradOp::create(
       builder, loc, logits, scalarArg(), logitsArg(), tokensArg(), shardArg(),
-      perPositionArg(), perPositionArg());
+      perPositionArg(), perPositionArg(), IntegerAttr());
   rule = checkedRule(grad);
   b = rule.getOperand(1)[0];
   t = rule.getOperand(1)[1];

@@ -156,7 +156,11 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
       dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
     }
     ```
-    `budget_bytes = N` follows `recompute = budget`, and only it.
+    `budget_bytes = N` follows `recompute = budget`, and only it;
+    `vocab_multiple = N` (plan.json's tensor_parallel.vocab_multiple,
+    Megatron-LM's make-vocab-size-divisible-by) is printed unless it is the
+    default 128: with a tensor axis of size tp > 1, --dist-pad-vocab pads
+    the vocabulary to a multiple of tp x vocab_multiple.
 
     Constraints (the attribute's verifier):
     - axis names are unique and non-empty, and each role has one axis at
@@ -164,7 +168,8 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     - microbatches >= 1; zero_stage is 0, 1, 2 or 3;
     - schedule is gpipe, 1f1b, interleaved-1f1b or zero-bubble; precision is
       fp32 or bf16;
-    - budget_bytes > 0 with recompute = budget, absent (0) otherwise.
+    - budget_bytes > 0 with recompute = budget, absent (0) otherwise;
+    - vocab_multiple >= 1.
 
     Constraints (on the module that carries it): the mesh symbol names a
     `dist.mesh` of the module, and every plan axis is an axis of it.
@@ -179,12 +184,14 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     EnumParameter<Dist_RecomputePolicy>:$recompute,
     DefaultValuedParameter<"int64_t", "0",
                            "with recompute = budget: the byte budget">:$budget_bytes,
-    StringRefParameter<"fp32 or bf16">:$precision
+    StringRefParameter<"fp32 or bf16">:$precision,
+    DefaultValuedParameter<"int64_t", "128",
+        "the granule the vocabulary is padded to, times tp">:$vocab_multiple
   );
   let assemblyFormat = [{
     `<` `mesh` `=` $mesh `,` `axes` `=` custom<PlanAxes>($axes) `,`
     struct($sequence_parallel, $schedule, $microbatches, $zero_stage,
-           $recompute, $budget_bytes, $precision) `>`
+           $recompute, $budget_bytes, $precision, $vocab_multiple) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

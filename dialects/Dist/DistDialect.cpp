@@ -274,7 +274,11 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                ArrayRef<PlanAxisAttr> axes, bool,
                                StringRef schedule, int64_t microbatches,
                                int64_t zeroStage, RecomputePolicy recompute,
-                               int64_t budgetBytes, StringRef precision) {
+                               int64_t budgetBytes, StringRef precision,
+                               int64_t vocabMultiple) {
+  if (vocabMultiple < 1)
+    return emitError() << "vocab_multiple must be at least 1, got "
+                       << vocabMultiple;
   if (!mesh)
     return emitError() << "the plan needs a mesh symbol";
   llvm::StringSet<> names;

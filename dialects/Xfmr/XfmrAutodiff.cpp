@@ -174,6 +174,6 @@ Grads SoftmaxCrossEntropyOp::buildBackward(OpBuilder &builder,
   if (resultGrads[0] && needOperandGrad[0])
     grads[0] = SoftmaxCrossEntropyGradOp::create(
         builder, getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
-        getTargets());
+        getTargets(), getVocabAttr());
   return grads;
 }

@@ -473,12 +473,34 @@ static LogicalResult verifyLogitsAndTargets(Operation *op, Value logits,
                     "[B, T] of the logits");
 }
 
+/// A padded vocabulary's logical size: between 1 and the logits' columns
+/// (`limit`; 0: no upper bound, the logits being one shard).
+static LogicalResult verifyLogicalVocab(Operation *op,
+                                        std::optional<int64_t> vocab,
+                                        int64_t limit) {
+  if (!vocab)
+    return success();
+  if (limit == 0 && *vocab < 1)
+    return op->emitOpError() << "vocab " << *vocab
+                             << " must be at least 1 (the logical vocabulary)";
+  if (limit > 0 && (*vocab < 1 || *vocab > limit))
+    return op->emitOpError()
+           << "vocab " << *vocab << " must be in [1, " << limit
+           << "] (the logical vocabulary within the padded logits)";
+  return success();
+}
+
 LogicalResult SoftmaxCrossEntropyOp::verify() {
-  return verifyLogitsAndTargets(*this, getLogits(), getTargets());
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+    return failure();
+  return verifyLogicalVocab(*this, getVocab(),
+                            tensorType(getLogits()).getDimSize(2));
 }
 
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {
-  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())) ||
+      failed(verifyLogicalVocab(*this, getVocab(),
+                                tensorType(getLogits()).getDimSize(2))))
     return failure();
   return expectSameType(*this, "result", getResult(), "the logits",
                         getLogits());
@@ -590,10 +612,31 @@ static LogicalResult expectPerPosition(Operation *op, StringRef what,
                     "[B, T] of the logits, f32");
 }
 
+/// The logical vocabulary of a vocabulary-parallel op: global ids are i32.
+static LogicalResult verifyShardVocab(Operation *op,
+                                      std::optional<int64_t> vocab) {
+  if (vocab && *vocab > int64_t(INT32_MAX) + 1)
+    return op->emitOpError() << "vocab " << *vocab
+                             << " must be in [1, 2^31] (i32 token ids)";
+  return verifyLogicalVocab(op, vocab, 0);
+}
+
+/// `shard` and `vocab` of a masked max / sum_exp: both or neither.
+static LogicalResult verifyMask(Operation *op, Value shard,
+                                std::optional<int64_t> vocab) {
+  if (bool(shard) != vocab.has_value())
+    return op->emitOpError()
+           << "takes a shard and a vocab together (a padded vocabulary) or "
+              "neither, but has only the "
+           << (shard ? "shard" : "vocab");
+  return verifyShardVocab(op, vocab);
+}
+
 LogicalResult VocabParallelMaxOp::verify() {
   if (failed(verifyStaticShapes(*this)) ||
       failed(expectRank(*this, "logits", getLogits(), 3,
-                        "[batch, seq, local vocab]")))
+                        "[batch, seq, local vocab]")) ||
+      failed(verifyMask(*this, getShard(), getVocab())))
     return failure();
   return expectPerPosition(*this, "result", getResult(), getLogits());
 }
@@ -608,7 +651,8 @@ LogicalResult VocabParallelSumExpOp::verify() {
   if (failed(verifyStaticShapes(*this)) ||
       failed(expectRank(*this, "logits", getLogits(), 3,
                         "[batch, seq, local vocab]")) ||
-      failed(expectPerPosition(*this, "max", getMax(), getLogits())))
+      failed(expectPerPosition(*this, "max", getMax(), getLogits())) ||
+      failed(verifyMask(*this, getShard(), getVocab())))
     return failure();
   return expectPerPosition(*this, "result", getResult(), getLogits());
 }
@@ -625,7 +669,8 @@ LogicalResult VocabParallelLossOp::verify() {
 LogicalResult VocabParallelCrossEntropyGradOp::verify() {
   if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())) ||
       failed(expectPerPosition(*this, "max", getMax(), getLogits())) ||
-      failed(expectPerPosition(*this, "sum_exp", getSumExp(), getLogits())))
+      failed(expectPerPosition(*this, "sum_exp", getSumExp(), getLogits())) ||
+      failed(verifyShardVocab(*this, getVocab())))
     return failure();
   return expectSameType(*this, "result", getResult(), "the logits",
                         getLogits());

@@ -578,11 +578,17 @@ def Xfmr_SoftmaxCrossEntropyOp
         : (tensor<4x64x256xf32>, tensor<4x64xi32>) -> tensor<f32>
     ```
 
+    With `vocab` (set by --dist-pad-vocab when it pads the vocabulary to
+    split it evenly over the tensor axis), the logits of ids at or beyond
+    `vocab` are padding: the softmax runs over the first `vocab` only.
+
     Constraints:
     - `logits` is [B, T, V] and `targets` is [B, T];
-    - the result is a rank-0 f32 tensor.
+    - the result is a rank-0 f32 tensor;
+    - `vocab`, when set, is in [1, V].
   }];
-  let arguments = (ins Xfmr_FloatTensor:$logits, Xfmr_TokenTensor:$targets);
+  let arguments = (ins Xfmr_FloatTensor:$logits, Xfmr_TokenTensor:$targets,
+                       OptionalAttr<I64Attr>:$vocab);
   let results = (outs Xfmr_ScalarF32:$loss);
 }
 
@@ -598,12 +604,17 @@ def Xfmr_SoftmaxCrossEntropyGradOp
         : (tensor<f32>, tensor<4x64x256xf32>, tensor<4x64xi32>) -> tensor<4x64x256xf32>
     ```
 
+    With `vocab` (the forward op's), the padding ids at or beyond it get a
+    gradient of exactly zero.
+
     Constraints:
     - `loss_grad` is a rank-0 f32 tensor;
-    - `logits` and the result have one type, [B, T, V]; `targets` is [B, T].
+    - `logits` and the result have one type, [B, T, V]; `targets` is [B, T];
+    - `vocab`, when set, is in [1, V].
   }];
   let arguments = (ins Xfmr_ScalarF32:$loss_grad, Xfmr_FloatTensor:$logits,
-                       Xfmr_TokenTensor:$targets);
+                       Xfmr_TokenTensor:$targets,
+                       OptionalAttr<I64Attr>:$vocab);
   let results = (outs Xfmr_FloatTensor:$result);
 }
 
@@ -659,7 +670,9 @@ def Xfmr_AdamWOp : Xfmr_Op<"adamw"> {
 // last dimension of its logits is local, [B, T, Vl]; `shard` is s (from
 // dist.axis_index). The tensor-parallel pass emits these ops after autodiff
 // with dist.all_reduce between them, so they have no backward of their own,
-// and the cross-entropy never gathers the logits:
+// and the cross-entropy never gathers the logits. With a padded vocabulary
+// (--dist-pad-vocab), max, sum_exp and the gradient take the shard and the
+// logical `vocab`, and leave the padding ids out:
 //   max = all_reduce(max, vocab_parallel_max(logits))
 //   target = all_reduce(sum, vocab_parallel_target_logit(logits, targets, s))
 //   sum_exp = all_reduce(sum, vocab_parallel_sum_exp(logits, max))
@@ -726,10 +739,17 @@ def Xfmr_VocabParallelMaxOp : Xfmr_Op<"vocab_parallel_max"> {
         : (tensor<4x64x128xf32>) -> tensor<4x64xf32>
     ```
 
+    With `shard` and `vocab` (a padded vocabulary), only the columns whose
+    global id `shard * Vl + v` is below `vocab` count (-inf when none does).
+
     Constraints:
-    - `logits` is [B, T, Vl] and the result is [B, T] of its element type.
+    - `logits` is [B, T, Vl] and the result is [B, T] of its element type;
+    - `shard` (a rank-0 i32 tensor) and `vocab` (>= 1) are both set or
+      both absent.
   }];
-  let arguments = (ins Xfmr_FloatTensor:$logits);
+  let arguments = (ins Xfmr_FloatTensor:$logits,
+                       Optional<Xfmr_ScalarI32>:$shard,
+                       OptionalAttr<I64Attr>:$vocab);
   let results = (outs Xfmr_FloatTensor:$result);
 }
 
@@ -770,11 +790,18 @@ def Xfmr_VocabParallelSumExpOp : Xfmr_Op<"vocab_parallel_sum_exp"> {
         : (tensor<4x64x128xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
     ```
 
+    With `shard` and `vocab` (a padded vocabulary), only the columns whose
+    global id `shard * Vl + v` is below `vocab` count.
+
     Constraints:
     - `logits` is [B, T, Vl];
-    - `max` and the result are [B, T] of the logits' element type.
+    - `max` and the result are [B, T] of the logits' element type;
+    - `shard` (a rank-0 i32 tensor) and `vocab` (>= 1) are both set or
+      both absent.
   }];
-  let arguments = (ins Xfmr_FloatTensor:$logits, Xfmr_FloatTensor:$max);
+  let arguments = (ins Xfmr_FloatTensor:$logits, Xfmr_FloatTensor:$max,
+                       Optional<Xfmr_ScalarI32>:$shard,
+                       OptionalAttr<I64Attr>:$vocab);
   let results = (outs Xfmr_FloatTensor:$result);
 }
 
@@ -821,11 +848,14 @@ def Xfmr_VocabParallelCrossEntropyGradOp
     - `loss_grad` is a rank-0 f32 tensor and `shard` a rank-0 i32 tensor;
     - `logits` and the result have one type, [B, T, Vl]; `targets` is
       [B, T];
-    - `max` and `sum_exp` are [B, T] of the logits' element type.
+    - `max` and `sum_exp` are [B, T] of the logits' element type;
+    - `vocab`, when set (a padded vocabulary), is at least 1: the columns
+      whose global id is at or beyond it get a gradient of exactly zero.
   }];
   let arguments = (ins Xfmr_ScalarF32:$loss_grad, Xfmr_FloatTensor:$logits,
                        Xfmr_TokenTensor:$targets, Xfmr_ScalarI32:$shard,
-                       Xfmr_FloatTensor:$max, Xfmr_FloatTensor:$sum_exp);
+                       Xfmr_FloatTensor:$max, Xfmr_FloatTensor:$sum_exp,
+                       OptionalAttr<I64Attr>:$vocab);
   let results = (outs Xfmr_FloatTensor:$result);
 }
 

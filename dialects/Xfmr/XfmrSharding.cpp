@@ -420,11 +420,13 @@ LocalLogitsFactors localLogitsFactors(ShardingRule &rule, Value logits) {
 }
 } // namespace
 
-// (logits [b, t, vl]) -> [b, t].
+// (logits [b, t, vl], shard [] when masked) -> [b, t].
 ShardingRule VocabParallelMaxOp::getShardingRule() {
   ShardingRule rule;
   LocalLogitsFactors f = localLogitsFactors(rule, getLogits());
   rule.addOperand({f.b, f.t, f.vl});
+  if (getShard())
+    rule.addOperand({});
   rule.addResult({f.b, f.t});
   return rule;
 }
@@ -440,12 +442,14 @@ ShardingRule VocabParallelTargetLogitOp::getShardingRule() {
   return rule;
 }
 
-// (logits [b, t, vl], max [b, t]) -> [b, t].
+// (logits [b, t, vl], max [b, t], shard [] when masked) -> [b, t].
 ShardingRule VocabParallelSumExpOp::getShardingRule() {
   ShardingRule rule;
   LocalLogitsFactors f = localLogitsFactors(rule, getLogits());
   rule.addOperand({f.b, f.t, f.vl});
   rule.addOperand({f.b, f.t});
+  if (getShard())
+    rule.addOperand({});
   rule.addResult({f.b, f.t});
   return rule;
 }
@@ -546,18 +550,23 @@ namespace {
 struct VocabStatistics {
   Value max, sumExp;
 };
+/// With a padded vocabulary (`vocab`), the padding columns are left out,
+/// which needs the shard's index (`shard`).
 VocabStatistics vocabStatistics(OpBuilder &builder, Location loc,
                                 Value logits, int vocabFactor,
-                                LocalPartition &partition) {
+                                LocalPartition &partition, Value shard,
+                                IntegerAttr vocab) {
   // The statistics stay fp32 whatever the logits' type (a bf16 sum of
   // exponentials would lose the loss's precision).
   auto type = cast<RankedTensorType>(logits.getType());
   auto rows = RankedTensorType::get(type.getShape().drop_back(),
                                     builder.getF32Type());
-  Value localMax = VocabParallelMaxOp::create(builder, loc, rows, logits);
+  Value mask = vocab ? shard : Value();
+  Value localMax =
+      VocabParallelMaxOp::create(builder, loc, rows, logits, mask, vocab);
   Value max = partition.allReduce(builder, localMax, vocabFactor, true);
-  Value localSum =
-      VocabParallelSumExpOp::create(builder, loc, rows, logits, max);
+  Value localSum = VocabParallelSumExpOp::create(builder, loc, rows, logits,
+                                                 max, mask, vocab);
   Value sumExp = partition.allReduce(builder, localSum, vocabFactor, false);
   return {max, sumExp};
 }
@@ -573,9 +582,14 @@ LogicalResult SoftmaxCrossEntropyOp::partitionLocally(
     return success();
   OpBuilder builder(*this);
   Location loc = getLoc();
-  VocabStatistics stats =
-      vocabStatistics(builder, loc, getLogits(), kVocab, partition);
-  Value shard = partition.shardIndex(builder, kVocab);
+  // Unpadded, the shard index comes after the statistics (as it always
+  // has); padded, they need it.
+  Value shard =
+      getVocab() ? partition.shardIndex(builder, kVocab) : Value();
+  VocabStatistics stats = vocabStatistics(builder, loc, getLogits(), kVocab,
+                                          partition, shard, getVocabAttr());
+  if (!shard)
+    shard = partition.shardIndex(builder, kVocab);
   Value localTarget = VocabParallelTargetLogitOp::create(
       builder, loc, stats.max.getType(), getLogits(), getTargets(), shard);
   Value target = partition.allReduce(builder, localTarget, kVocab, false);
@@ -595,12 +609,17 @@ LogicalResult SoftmaxCrossEntropyGradOp::partitionLocally(
     return success();
   OpBuilder builder(*this);
   Location loc = getLoc();
-  VocabStatistics stats =
-      vocabStatistics(builder, loc, getLogits(), kVocab, partition);
-  Value shard = partition.shardIndex(builder, kVocab);
+  // Unpadded, the shard index comes after the statistics (as it always
+  // has); padded, they need it.
+  Value shard =
+      getVocab() ? partition.shardIndex(builder, kVocab) : Value();
+  VocabStatistics stats = vocabStatistics(builder, loc, getLogits(), kVocab,
+                                          partition, shard, getVocabAttr());
+  if (!shard)
+    shard = partition.shardIndex(builder, kVocab);
   auto grad = VocabParallelCrossEntropyGradOp::create(
       builder, loc, getResult().getType(), getLossGrad(), getLogits(),
-      getTargets(), shard, stats.max, stats.sumExp);
+      getTargets(), shard, stats.max, stats.sumExp, getVocabAttr());
   partition.replaceOp(grad->getResults());
   return success();
 }

@@ -230,26 +230,36 @@ void vocabParallelEmbedding(const std::int32_t *tokens, const float *table,
 void vocabParallelEmbeddingGrad(const float *grad, const std::int32_t *tokens,
                                 const std::int32_t *shard, float *result,
                                 Index rows, Index localVocab, Index channels);
-/// result[r] = max of logits[r, :].
+/// With a padded vocabulary (`shard` given and vocab >= 0), the max, sum_exp
+/// and gradient kernels treat the local columns whose global id
+/// *shard * localVocab + v is at or beyond `vocab` as absent: no term of the
+/// statistics, a gradient of exactly zero.
+///
+/// result[r] = max of logits[r, :] (-inf when every column is padding).
 void vocabParallelMax(const float *logits, float *result, Index rows,
-                      Index localVocab);
+                      Index localVocab, const std::int32_t *shard = nullptr,
+                      Index vocab = -1);
 /// result[r] = logits[r, targets[r] - begin] when local, else 0.
 void vocabParallelTargetLogit(const float *logits, const std::int32_t *targets,
                               const std::int32_t *shard, float *result,
                               Index rows, Index localVocab);
 /// result[r] = sum over the local columns of exp(logits[r, v] - max[r]).
 void vocabParallelSumExp(const float *logits, const float *max, float *result,
-                         Index rows, Index localVocab);
+                         Index rows, Index localVocab,
+                         const std::int32_t *shard = nullptr,
+                         Index vocab = -1);
 /// *loss = mean over rows of log(sumExp[r]) + max[r] - targetLogit[r].
 void vocabParallelLoss(const float *max, const float *sumExp,
                        const float *targetLogit, float *loss, Index rows);
 /// result[r, v] = *lossGrad * (exp(logits[r, v] - max[r]) / sumExp[r]
-/// - onehot(targets[r] - begin)[v]) / rows.
+/// - onehot(targets[r] - begin)[v]) / rows; 0 at padding columns (a target
+/// at or beyond a padded `vocab` throws).
 void vocabParallelCrossEntropyGrad(const float *lossGrad, const float *logits,
                                    const std::int32_t *targets,
                                    const std::int32_t *shard, const float *max,
                                    const float *sumExp, float *result,
-                                   Index rows, Index localVocab);
+                                   Index rows, Index localVocab,
+                                   Index vocab = -1);
 
 } // namespace partition::runtime::cpu
 

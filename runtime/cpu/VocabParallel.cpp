@@ -9,6 +9,12 @@
 // with the same fastExp, so that the combined result of all shards equals
 // the unsharded one to rounding.
 //
+// A padded vocabulary (Megatron-LM pads it to a multiple of tp x 128 so that
+// it splits evenly) has global ids at or beyond the logical vocabulary `vocab`
+// in the last shards: the statistics skip those columns and their gradient
+// is exactly zero (not exp(-inf) rounded, which AdamW would turn into a full
+// step), so the loss and every gradient are those of the unpadded model.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/KernelSupport.h"
@@ -53,6 +59,16 @@ void checkNonNegativeIds(const char *kernel, const char *what,
 inline Index localId(std::int32_t id, Index begin, Index localVocab) {
   const Index local = Index(id) - begin;
   return local >= 0 && local < localVocab ? local : -1;
+}
+
+/// How many leading local columns are real ids: all of them without
+/// padding (no shard, or vocab < 0), else those below `vocab`.
+Index realColumns(const char *kernel, const std::int32_t *shard,
+                  Index localVocab, Index vocab) {
+  if (!shard || vocab < 0)
+    return localVocab;
+  const Index begin = shardBegin(kernel, shard, localVocab);
+  return std::clamp<Index>(vocab - begin, 0, localVocab);
 }
 
 float rowMax(const float *x, Index n) {
@@ -117,11 +133,14 @@ void vocabParallelEmbeddingGrad(const float *grad, const std::int32_t *tokens,
 }
 
 void vocabParallelMax(const float *logits, float *result, Index rows,
-                      Index localVocab) {
-  checkNonNegative("vocab_parallel_max", {rows, localVocab});
+                      Index localVocab, const std::int32_t *shard,
+                      Index vocab) {
+  const char *kernel = "vocab_parallel_max";
+  checkNonNegative(kernel, {rows, localVocab});
+  const Index real = realColumns(kernel, shard, localVocab, vocab);
 #pragma omp parallel for schedule(static) if (rows * localVocab > kParallelThreshold)
   for (Index r = 0; r < rows; ++r)
-    result[r] = rowMax(logits + r * localVocab, localVocab);
+    result[r] = rowMax(logits + r * localVocab, real);
 }
 
 void vocabParallelTargetLogit(const float *logits, const std::int32_t *targets,
@@ -138,15 +157,18 @@ void vocabParallelTargetLogit(const float *logits, const std::int32_t *targets,
 }
 
 void vocabParallelSumExp(const float *logits, const float *max, float *result,
-                         Index rows, Index localVocab) {
-  checkNonNegative("vocab_parallel_sum_exp", {rows, localVocab});
+                         Index rows, Index localVocab,
+                         const std::int32_t *shard, Index vocab) {
+  const char *kernel = "vocab_parallel_sum_exp";
+  checkNonNegative(kernel, {rows, localVocab});
+  const Index real = realColumns(kernel, shard, localVocab, vocab);
 #pragma omp parallel for schedule(static) if (rows * localVocab > kParallelThreshold)
   for (Index r = 0; r < rows; ++r) {
     const float *x = logits + r * localVocab;
     const float m = max[r];
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (Index i = 0; i < localVocab; ++i)
+    for (Index i = 0; i < real; ++i)
       sum += fastExp(x[i] - m);
     result[r] = sum;
   }
@@ -170,11 +192,18 @@ void vocabParallelCrossEntropyGrad(const float *lossGrad, const float *logits,
                                    const std::int32_t *targets,
                                    const std::int32_t *shard, const float *max,
                                    const float *sumExp, float *result,
-                                   Index rows, Index localVocab) {
+                                   Index rows, Index localVocab, Index vocab) {
   const char *kernel = "vocab_parallel_cross_entropy_grad";
   checkNonNegative(kernel, {rows, localVocab});
   checkNonNegativeIds(kernel, "targets", targets, rows);
   const Index begin = shardBegin(kernel, shard, localVocab);
+  const Index real = realColumns(kernel, shard, localVocab, vocab);
+  for (Index r = 0; r < rows; ++r)
+    if (vocab >= 0 && targets[r] >= vocab)
+      fail(kernel, "targets[" + std::to_string(r) + "] = " +
+                       std::to_string(targets[r]) +
+                       " is a padding id (the vocabulary is " +
+                       std::to_string(vocab) + ")");
   if (rows == 0)
     return;
   const float factor = *lossGrad / static_cast<float>(rows);
@@ -185,8 +214,9 @@ void vocabParallelCrossEntropyGrad(const float *lossGrad, const float *logits,
     const float m = max[r];
     const float norm = factor / sumExp[r];
 #pragma omp simd
-    for (Index i = 0; i < localVocab; ++i)
+    for (Index i = 0; i < real; ++i)
       y[i] = fastExp(x[i] - m) * norm;
+    std::fill(y + real, y + localVocab, 0.0f);
     const Index local = localId(targets[r], begin, localVocab);
     if (local >= 0)
       y[local] -= factor;

@@ -356,6 +356,9 @@ CudaBackend::CudaBackend(const Program &program,
         case KernelId::VocabParallelTargetLogit:
         case KernelId::VocabParallelSumExp:
         case KernelId::VocabParallelCrossEntropyGrad:
+        case KernelId::VocabParallelMaskedMax:
+        case KernelId::VocabParallelMaskedSumExp:
+        case KernelId::VocabParallelMaskedCrossEntropyGrad:
         case KernelId::Cast:
         case KernelId::NumKernels:
           break;
@@ -1076,6 +1079,28 @@ std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
                                                f(4), f(5), t(6), rows, vocab,
                                                bad, s);
       };
+    case KernelId::VocabParallelMaskedMax: {
+      int64_t logical = a.logicalVocab;
+      return [=] {
+        cuda::vocabParallelMax<T>(t(0), f(2), rows, vocab, s, i32(1),
+                                  logical);
+      };
+    }
+    case KernelId::VocabParallelMaskedSumExp: {
+      int64_t logical = a.logicalVocab;
+      return [=] {
+        cuda::vocabParallelSumExp<T>(t(0), f(1), f(3), rows, vocab, s, i32(2),
+                                     logical);
+      };
+    }
+    case KernelId::VocabParallelMaskedCrossEntropyGrad: {
+      int64_t logical = a.logicalVocab;
+      return [=] {
+        cuda::vocabParallelCrossEntropyGrad<T>(f(0), t(1), i32(2), i32(3),
+                                               f(4), f(5), t(6), rows, vocab,
+                                               bad, s, logical);
+      };
+    }
     case KernelId::NumKernels:
       break;
     }

@@ -443,3 +443,52 @@ TEST(ProgramLoader, EverySingleByteOfACollectiveProgram) {
 }
 
 } // namespace
+
+namespace {
+
+/// minimalProgram whose buffer "b" [2, 3] is the parameter "wte" of a
+/// vocabulary of 1 id padded to 2 rows (--dist-pad-vocab).
+Program paddedProgram() {
+  Program program = testprograms::minimalProgram();
+  program.buffers[1].role = runtime::Role::Param;
+  program.buffers[1].name = "wte";
+  program.model = {{"vocab", 1}, {"padded_vocab", 2},
+                   {"padded_params", {"wte"}}};
+  return program;
+}
+
+} // namespace
+
+// Initialisation and checkpoints see a padded table's logical rows only.
+TEST(ProgramLoader, PaddedVocabularyTables) {
+  Program loaded = roundTrip(paddedProgram());
+  EXPECT_EQ(loaded.buffers[1].logicalShape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(loaded.buffers[1].tensorShape(), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(loaded.buffers[0].tensorShape(), (std::vector<int64_t>{4}));
+  Program unpadded = roundTrip(testprograms::minimalProgram());
+  EXPECT_EQ(unpadded.buffers[1].tensorShape(), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(ProgramLoader, RejectsBadPaddedVocabularies) {
+  const std::string sizes =
+      "p.ptp: the model description's padded_params, padded_vocab and vocab "
+      "are not a list of names and two sizes with 1 <= vocab <= padded_vocab";
+  auto broken = [](auto change) {
+    Program program = paddedProgram();
+    change(program);
+    return rejection(program);
+  };
+  EXPECT_EQ(broken([](Program &p) { p.model["vocab"] = 3; }), sizes);
+  EXPECT_EQ(broken([](Program &p) { p.model["vocab"] = 0; }), sizes);
+  EXPECT_EQ(broken([](Program &p) { p.model.erase("padded_vocab"); }), sizes);
+  EXPECT_EQ(broken([](Program &p) { p.model["padded_params"] = "wte"; }),
+            sizes);
+  EXPECT_EQ(broken([](Program &p) { p.model["padded_vocab"] = 3; }),
+            "p.ptp: param 'wte' is a padded vocabulary table but does not "
+            "have padded_vocab = 3 rows");
+  EXPECT_EQ(broken([](Program &p) {
+              p.model["padded_params"] = {"wte", "lm_head"};
+            }),
+            "p.ptp: the model description's padded_params name tensors the "
+            "program does not hold");
+}

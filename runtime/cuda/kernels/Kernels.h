@@ -245,9 +245,14 @@ void vocabParallelEmbeddingGrad(const T *grad, const std::int32_t *tokens,
                                 Index rows, Index localVocab, Index channels,
                                 void *workspace, int *badId,
                                 cudaStream_t stream);
+/// With a padded vocabulary (`shard` given and vocab >= 0), max, sum_exp
+/// and the gradient treat local columns whose global id is at or beyond
+/// `vocab` as absent (no term; a gradient of exactly zero; a target among
+/// them sets *badId).
 template <typename T>
 void vocabParallelMax(const T *logits, float *result, Index rows,
-                      Index localVocab, cudaStream_t stream);
+                      Index localVocab, cudaStream_t stream,
+                      const std::int32_t *shard = nullptr, Index vocab = -1);
 template <typename T>
 void vocabParallelTargetLogit(const T *logits, const std::int32_t *targets,
                               const std::int32_t *shard, float *result,
@@ -255,7 +260,9 @@ void vocabParallelTargetLogit(const T *logits, const std::int32_t *targets,
                               cudaStream_t stream);
 template <typename T>
 void vocabParallelSumExp(const T *logits, const float *max, float *result,
-                         Index rows, Index localVocab, cudaStream_t stream);
+                         Index rows, Index localVocab, cudaStream_t stream,
+                         const std::int32_t *shard = nullptr,
+                         Index vocab = -1);
 /// vocabParallelLoss needs no workspace: this is 0 (the parameter is kept
 /// for symmetry with softmaxCrossEntropy and may be null).
 std::size_t vocabParallelLossWorkspaceSize(Index rows);
@@ -268,7 +275,7 @@ void vocabParallelCrossEntropyGrad(const float *lossGrad, const T *logits,
                                    const std::int32_t *shard, const float *max,
                                    const float *sumExp, T *result, Index rows,
                                    Index localVocab, int *badId,
-                                   cudaStream_t stream);
+                                   cudaStream_t stream, Index vocab = -1);
 
 } // namespace partition::runtime::cuda
 

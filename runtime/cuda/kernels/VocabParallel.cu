@@ -9,6 +9,11 @@
 // one-hot term); so does a negative shard (or one whose ids do not fit
 // i32), and every id is then treated as another shard's.
 //
+// A padded vocabulary (`vocab` >= 0: global ids at or beyond it are the
+// padding Megatron-LM adds so that the vocabulary splits evenly): max and
+// sum_exp skip those columns and their gradient is exactly zero, as on the
+// CPU, so that the loss and every gradient are the unpadded model's.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/kernels/KernelSupport.cuh"
@@ -19,14 +24,29 @@ using namespace detail;
 
 namespace {
 
+/// The leading local columns that are real ids: all without padding (no
+/// shard, vocab < 0, or a bad shard, which the target-logit and gradient
+/// kernels report), else those below `vocab`.
+__device__ __forceinline__ Index realColumns(const std::int32_t *shard,
+                                             Index localVocab, Index vocab) {
+  if (!shard || vocab < 0)
+    return localVocab;
+  const Index begin = shardBegin(shard, localVocab);
+  if (begin < 0)
+    return localVocab;
+  const Index real = vocab - begin;
+  return real < 0 ? 0 : real > localVocab ? localVocab : real;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kMaxRowThreads)
     rowMaxKernel(const T *logits, float *result, Index localVocab,
-                 bool packed) {
+                 bool packed, const std::int32_t *shard, Index vocab) {
   __shared__ ReduceScratch<float, 1> scratch;
   const Index row = blockIdx.x;
-  const float m =
-      rowMax(logits + row * localVocab, localVocab, packed, scratch);
+  const float m = rowMax(logits + row * localVocab,
+                         realColumns(shard, localVocab, vocab), packed,
+                         scratch);
   if (threadIdx.x == 0)
     result[row] = m;
 }
@@ -34,11 +54,14 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 template <typename T>
 __global__ void __launch_bounds__(kMaxRowThreads)
     rowSumExpKernel(const T *logits, const float *max, float *result,
-                    Index localVocab, bool packed) {
+                    Index localVocab, bool packed, const std::int32_t *shard,
+                    Index vocab) {
   __shared__ ReduceScratch<float, 1> scratch;
   const Index row = blockIdx.x;
-  const float sum = rowSumExp(logits + row * localVocab, localVocab, max[row],
-                              packed, scratch);
+  const float sum =
+      rowSumExp(logits + row * localVocab,
+                realColumns(shard, localVocab, vocab), max[row], packed,
+                scratch);
   if (threadIdx.x == 0)
     result[row] = sum;
 }
@@ -77,12 +100,16 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     vocabGradKernel(const float *lossGrad, const T *logits,
                     const std::int32_t *targets, const std::int32_t *shard,
                     const float *max, const float *sumExp, T *result,
-                    Index rows, Index localVocab, bool packed, int *badId) {
+                    Index rows, Index localVocab, Index vocab, bool packed,
+                    int *badId) {
   const Index row = blockIdx.x;
   const Index begin = shardBegin(shard, localVocab);
   const Index local = localColumn(targets[row], begin, localVocab);
-  if (threadIdx.x == 0 && (local == -2 || (begin < 0 && row == 0)))
+  const bool paddingTarget = vocab >= 0 && targets[row] >= vocab;
+  if (threadIdx.x == 0 &&
+      (local == -2 || paddingTarget || (begin < 0 && row == 0)))
     flagBadId(badId);
+  const Index real = realColumns(shard, localVocab, vocab);
   const bool valid = local != -2;
   const float factor = valid ? *lossGrad / static_cast<float>(rows) : 0.0f;
   const float m = max[row];
@@ -92,7 +119,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     float g = __fmul_rn(expf(v[0] - m), norm);
     if (c == local)
       g -= factor;
-    out[0] = valid ? g : 0.0f;
+    out[0] = valid && c < real ? g : 0.0f;
   };
   mapElements(PtrList<const T *, 1>{{logits + row * localVocab}},
               PtrList<T *, 1>{{result + row * localVocab}}, localVocab, packed,
@@ -133,7 +160,8 @@ void vocabParallelEmbeddingGrad(const T *grad, const std::int32_t *tokens,
 
 template <typename T>
 void vocabParallelMax(const T *logits, float *result, Index rows,
-                      Index localVocab, cudaStream_t stream) {
+                      Index localVocab, cudaStream_t stream,
+                      const std::int32_t *shard, Index vocab) {
   const char *kernel = "vocab_parallel_max";
   checkNonNegative(kernel, {rows, localVocab});
   if (rows == 0)
@@ -141,7 +169,7 @@ void vocabParallelMax(const T *logits, float *result, Index rows,
   const bool packed = rowsAligned16<T>(logits, localVocab);
   rowMaxKernel<T>
       <<<gridCount(kernel, rows), rowThreads(loopWork(localVocab, packed)), 0,
-         stream>>>(logits, result, localVocab, packed);
+         stream>>>(logits, result, localVocab, packed, shard, vocab);
   checkLaunch(kernel);
 }
 
@@ -161,7 +189,8 @@ void vocabParallelTargetLogit(const T *logits, const std::int32_t *targets,
 
 template <typename T>
 void vocabParallelSumExp(const T *logits, const float *max, float *result,
-                         Index rows, Index localVocab, cudaStream_t stream) {
+                         Index rows, Index localVocab, cudaStream_t stream,
+                         const std::int32_t *shard, Index vocab) {
   const char *kernel = "vocab_parallel_sum_exp";
   checkNonNegative(kernel, {rows, localVocab});
   if (rows == 0)
@@ -169,7 +198,7 @@ void vocabParallelSumExp(const T *logits, const float *max, float *result,
   const bool packed = rowsAligned16<T>(logits, localVocab);
   rowSumExpKernel<T>
       <<<gridCount(kernel, rows), rowThreads(loopWork(localVocab, packed)), 0,
-         stream>>>(logits, max, result, localVocab, packed);
+         stream>>>(logits, max, result, localVocab, packed, shard, vocab);
   checkLaunch(kernel);
 }
 
@@ -192,7 +221,7 @@ void vocabParallelCrossEntropyGrad(const float *lossGrad, const T *logits,
                                    const std::int32_t *shard, const float *max,
                                    const float *sumExp, T *result, Index rows,
                                    Index localVocab, int *badId,
-                                   cudaStream_t stream) {
+                                   cudaStream_t stream, Index vocab) {
   const char *kernel = "vocab_parallel_cross_entropy_grad";
   checkNonNegative(kernel, {rows, localVocab});
   if (rows == 0)
@@ -202,7 +231,7 @@ void vocabParallelCrossEntropyGrad(const float *lossGrad, const T *logits,
   vocabGradKernel<T>
       <<<gridCount(kernel, rows), rowThreads(loopWork(localVocab, packed)), 0,
          stream>>>(lossGrad, logits, targets, shard, max, sumExp, result, rows,
-                   localVocab, packed, badId);
+                   localVocab, vocab, packed, badId);
   checkLaunch(kernel);
 }
 
@@ -214,15 +243,18 @@ void vocabParallelCrossEntropyGrad(const float *lossGrad, const T *logits,
       const T *, const std::int32_t *, const std::int32_t *, T *, Index,       \
       Index, Index, void *, int *, cudaStream_t);                              \
   template void vocabParallelMax<T>(const T *, float *, Index, Index,          \
-                                    cudaStream_t);                             \
+                                    cudaStream_t, const std::int32_t *,        \
+                                    Index);                                    \
   template void vocabParallelTargetLogit<T>(                                   \
       const T *, const std::int32_t *, const std::int32_t *, float *, Index,   \
       Index, int *, cudaStream_t);                                             \
   template void vocabParallelSumExp<T>(const T *, const float *, float *,      \
-                                       Index, Index, cudaStream_t);            \
+                                       Index, Index, cudaStream_t,             \
+                                       const std::int32_t *, Index);           \
   template void vocabParallelCrossEntropyGrad<T>(                              \
       const float *, const T *, const std::int32_t *, const std::int32_t *,    \
-      const float *, const float *, T *, Index, Index, int *, cudaStream_t);
+      const float *, const float *, T *, Index, Index, int *, cudaStream_t,    \
+      Index);
 PARTITION_INSTANTIATE(float)
 PARTITION_INSTANTIATE(bf16)
 #undef PARTITION_INSTANTIATE

@@ -106,3 +106,19 @@ func.func @vocab_parallel_chain(%logits: tensor<2x4x16xf32>, %targets: tensor<2x
   %g = xfmr.vocab_parallel_cross_entropy_grad %dloss, %logits, %targets, %shard, %max, %sum_exp : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<i32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4x16xf32>
   return %loss, %g : tensor<f32>, tensor<2x4x16xf32>
 }
+
+// -----
+
+// A padded vocabulary of 20 ids: max, sum_exp and the gradient take the
+// shard and the logical vocabulary.
+// CHECK-LABEL: func.func @vocab_parallel_masked
+// CHECK-SAME:    (%[[DL:.*]]: tensor<f32>, %[[L:.*]]: tensor<2x4x16xf32>, %[[T:.*]]: tensor<2x4xi32>, %[[S:.*]]: tensor<i32>)
+func.func @vocab_parallel_masked(%dloss: tensor<f32>, %logits: tensor<2x4x16xf32>, %targets: tensor<2x4xi32>, %shard: tensor<i32>) -> tensor<2x4x16xf32> {
+  // CHECK: %[[M:.*]] = xfmr.vocab_parallel_max %[[L]], %[[S]] {vocab = 20 : i64} : (tensor<2x4x16xf32>, tensor<i32>) -> tensor<2x4xf32>
+  %max = xfmr.vocab_parallel_max %logits, %shard {vocab = 20 : i64} : (tensor<2x4x16xf32>, tensor<i32>) -> tensor<2x4xf32>
+  // CHECK: %[[E:.*]] = xfmr.vocab_parallel_sum_exp %[[L]], %[[M]], %[[S]] {vocab = 20 : i64} : (tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
+  %sum = xfmr.vocab_parallel_sum_exp %logits, %max, %shard {vocab = 20 : i64} : (tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<i32>) -> tensor<2x4xf32>
+  // CHECK: xfmr.vocab_parallel_cross_entropy_grad %[[DL]], %[[L]], %[[T]], %[[S]], %[[M]], %[[E]] {vocab = 20 : i64}
+  %g = xfmr.vocab_parallel_cross_entropy_grad %dloss, %logits, %targets, %shard, %max, %sum {vocab = 20 : i64} : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<i32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4x16xf32>
+  return %g : tensor<2x4x16xf32>
+}

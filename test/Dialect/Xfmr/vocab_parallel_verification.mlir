@@ -326,3 +326,44 @@ func.func @vpceg_result(%dl: tensor<f32>, %l: tensor<2x4x16xf32>, %t: tensor<2x4
   %g = xfmr.vocab_parallel_cross_entropy_grad %dl, %l, %t, %sh, %m, %s : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<i32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4x8xf32>
   return %g : tensor<2x4x8xf32>
 }
+
+// -----
+
+// A padded vocabulary: the shard and the vocabulary go together.
+func.func @vpmax_shard_alone(%l: tensor<2x4x16xf32>, %sh: tensor<i32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'xfmr.vocab_parallel_max' op takes a shard and a vocab together (a padded vocabulary) or neither, but has only the shard}}
+  %m = xfmr.vocab_parallel_max %l, %sh : (tensor<2x4x16xf32>, tensor<i32>) -> tensor<2x4xf32>
+  return %m : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @vpsumexp_vocab_alone(%l: tensor<2x4x16xf32>, %m: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'xfmr.vocab_parallel_sum_exp' op takes a shard and a vocab together (a padded vocabulary) or neither, but has only the vocab}}
+  %r = xfmr.vocab_parallel_sum_exp %l, %m {vocab = 20 : i64} : (tensor<2x4x16xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %r : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @vpmax_vocab_zero(%l: tensor<2x4x16xf32>, %sh: tensor<i32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'xfmr.vocab_parallel_max' op vocab 0 must be at least 1 (the logical vocabulary)}}
+  %m = xfmr.vocab_parallel_max %l, %sh {vocab = 0 : i64} : (tensor<2x4x16xf32>, tensor<i32>) -> tensor<2x4xf32>
+  return %m : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @vpceg_vocab_huge(%dl: tensor<f32>, %l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>, %sh: tensor<i32>, %m: tensor<2x4xf32>, %s: tensor<2x4xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{'xfmr.vocab_parallel_cross_entropy_grad' op vocab 4294967296 must be in [1, 2^31] (i32 token ids)}}
+  %g = xfmr.vocab_parallel_cross_entropy_grad %dl, %l, %t, %sh, %m, %s {vocab = 4294967296 : i64} : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<i32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4x16xf32>
+  return %g : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @sce_vocab_beyond_logits(%l: tensor<2x4x16xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
+  // expected-error @+1 {{'xfmr.softmax_cross_entropy' op vocab 17 must be in [1, 16] (the logical vocabulary within the padded logits)}}
+  %loss = xfmr.softmax_cross_entropy %l, %t {vocab = 17 : i64} : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

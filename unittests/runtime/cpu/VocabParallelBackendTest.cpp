@@ -245,4 +245,106 @@ TEST(VocabParallelBackend, RejectsShapesThatDisagree) {
             "logits gradient: [2,3,5] and [2,3,4] differ in size");
 }
 
+/// The masked kernels of a padded vocabulary of 8 ids: this shard's ids 5..9
+/// are 5, 6, 7 and two padding ids.
+constexpr int64_t kPaddedVocab = 8;
+
+Program maskedProgram() {
+  Program program = vocabParallelProgram();
+  auto masked = [](KernelId id, std::vector<uint32_t> args) {
+    Instruction instruction = kernel(id, std::move(args));
+    instruction.ints = {kPaddedVocab};
+    return instruction;
+  };
+  program.functions[0].instructions = {
+      masked(KernelId::VocabParallelMaskedMax, {Logits, Shard, LocalMax}),
+      masked(KernelId::VocabParallelMaskedSumExp,
+             {Logits, Max, Shard, LocalSumExp}),
+      masked(KernelId::VocabParallelMaskedCrossEntropyGrad,
+             {LossGrad, Logits, Targets, Shard, Max, SumExp, LogitsGrad}),
+  };
+  return program;
+}
+
+// The padding columns hold the largest logits (a kernel that reads them
+// gives another max); the instructions give what direct masked calls give,
+// and a gradient of exactly zero at the padding.
+TEST(VocabParallelBackend, MaskedInstructionsMatchDirectCalls) {
+  Program program = roundTrip(maskedProgram());
+  auto backend = runtime::createCpuBackend(program);
+  std::mt19937 rng(11);
+  const std::vector<int32_t> targets = {7, 4, 5, 6, 0, 2};
+  const int32_t shard = kShard;
+  auto logits = randomFloats(kRows * kLocalVocab, rng, -4, 4);
+  for (int64_t r = 0; r < kRows; ++r)
+    logits[r * kLocalVocab + 3] = logits[r * kLocalVocab + 4] = 50.0f;
+  auto max = randomFloats(kRows, rng, 4, 5);
+  auto sumExp = randomFloats(kRows, rng, 1, 3);
+  const float lossGrad = 0.7f;
+  auto write = [&](uint32_t index, const void *data) {
+    backend->write(program.buffers[index], data);
+  };
+  write(Targets, targets.data());
+  write(Shard, &shard);
+  write(Logits, logits.data());
+  write(Max, max.data());
+  write(SumExp, sumExp.data());
+  write(LossGrad, &lossGrad);
+  backend->run(0, 1);
+  auto read = [&](uint32_t index) {
+    std::vector<float> values(program.buffers[index].elements);
+    backend->read(program.buffers[index], values.data());
+    return values;
+  };
+
+  std::vector<float> expected(kRows);
+  cpu::vocabParallelMax(logits.data(), expected.data(), kRows, kLocalVocab,
+                        &shard, kPaddedVocab);
+  EXPECT_EQ(read(LocalMax), expected);
+  for (int64_t r = 0; r < kRows; ++r)
+    EXPECT_LT(expected[r], 50.0f) << "row " << r;
+  cpu::vocabParallelSumExp(logits.data(), max.data(), expected.data(), kRows,
+                           kLocalVocab, &shard, kPaddedVocab);
+  EXPECT_EQ(read(LocalSumExp), expected);
+  expected.assign(kRows * kLocalVocab, 1.0f);
+  cpu::vocabParallelCrossEntropyGrad(&lossGrad, logits.data(), targets.data(),
+                                     &shard, max.data(), sumExp.data(),
+                                     expected.data(), kRows, kLocalVocab,
+                                     kPaddedVocab);
+  std::vector<float> grad = read(LogitsGrad);
+  EXPECT_EQ(grad, expected);
+  for (int64_t r = 0; r < kRows; ++r)
+    EXPECT_TRUE(grad[r * kLocalVocab + 3] == 0.0f &&
+                grad[r * kLocalVocab + 4] == 0.0f)
+        << "row " << r;
+}
+
+TEST(VocabParallelBackend, RejectsBadMaskedInstructions) {
+  auto rejected = [](void (*change)(Program &)) -> std::string {
+    Program program = maskedProgram();
+    change(program);
+    try {
+      runtime::createCpuBackend(roundTrip(program));
+    } catch (const runtime::ProgramError &error) {
+      return error.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(rejected([](Program &p) {
+              p.functions[0].instructions[0].ints = {0};
+            }),
+            "train_step instruction #0 (vocab_parallel_masked_max): the "
+            "logical vocabulary 0 is not in [1, 2^31]");
+  EXPECT_EQ(rejected([](Program &p) {
+              p.functions[0].instructions[1].args[2] = Loss; // f32 shard
+            }),
+            "train_step instruction #1 (vocab_parallel_masked_sum_exp): "
+            "shard must hold i32, not f32");
+  EXPECT_EQ(rejected([](Program &p) {
+              p.functions[0].instructions[0].args[1] = Tokens; // [2,3] shard
+            }),
+            "train_step instruction #0 (vocab_parallel_masked_max): shard "
+            "[2,3] must be a scalar");
+}
+
 } // namespace

@@ -430,6 +430,31 @@ template <typename T> static void vocabParallel() {
     close("vp grad", gg.down(), lgg, rtolOf<T>(), kSmall);
     gpu::vocabParallelLoss(Mx->p, Se->p, Tl->p, gl.p, rows, nullptr, 0); close("vp loss", gl.down(), {ls}, kFp32, 0.0);
     expect("vp badId clear", bad->p[0] == 0);
+    // A padded vocabulary of pv ids: this shard's columns from pv on (half
+    // of them, or all) are padding, skipped by max and sum_exp and of zero
+    // gradient.
+    for (Index pv : {Index(shard) * lv + (lv + 1) / 2, Index(shard) * lv}) {
+      if (pv == 0) continue;
+      ctx = S("%s vp padded lv=%ld shard=%d vocab=%ld off=%d", tn, lv, shard, pv, off);
+      IVec idp = id;
+      for (auto &t : idp) t %= std::int32_t(pv);
+      FVec pm(rows), ps(rows), pg(rows * lv);
+      cpu::vocabParallelMax(lg.data(), pm.data(), rows, lv, &shard, pv);
+      cpu::vocabParallelSumExp(lg.data(), mx.data(), ps.data(), rows, lv, &shard, pv);
+      cpu::vocabParallelCrossEntropyGrad(&lgr, lg.data(), idp.data(), &shard, mx.data(), se.data(), pg.data(), rows, lv, pv);
+      auto Idp = devI(idp);
+      gpu::vocabParallelMax<T>(L->p, gm.p, rows, lv, 0, Sh->p, pv); exact("vp max padded", gm.down(), pm);
+      gpu::vocabParallelSumExp<T>(L->p, Mx->p, gs.p, rows, lv, 0, Sh->p, pv); close("vp sumExp padded", gs.down(), ps, kFp32, kSmall);
+      gpu::vocabParallelCrossEntropyGrad<T>(Lg->p, L->p, Idp->p, Sh->p, Mx->p, Se->p, gg.p, rows, lv, bad->p, 0, pv);
+      const FVec got = gg.down();
+      close("vp grad padded", got, pg, rtolOf<T>(), kSmall);
+      bool zero = true;
+      for (Index r = 0; r < rows; ++r)
+        for (Index v = std::max<Index>(0, pv - Index(shard) * lv); v < lv; ++v)
+          zero = zero && got[r * lv + v] == 0.0f;
+      expect("vp grad padding exactly zero", zero);
+      expect("vp padded badId clear", bad->p[0] == 0);
+    }
     // Negative ids and bad shards: badId, zeros, nothing out of bounds.
     IVec idb = id; idb[4] = -1; idb[50] = INT_MIN;
     auto Idb = devI(idb);
