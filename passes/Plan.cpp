@@ -324,21 +324,14 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
   if (auto heads = model.heads; heads && *heads % mesh.tp != 0)
     error("heads " + Twine(*heads) + " is not divisible by mesh.tp = " +
           Twine(mesh.tp));
-  // Fewer key-value heads than tp ranks, tp a multiple of them, is what
-  // Megatron-LM handles by replicating each key-value head over the ranks
-  // whose query heads use it; until the partitioner can lay out such
-  // replicated blocks, that case is refused as not implemented, apart from
-  // the combinations no partitioning can run.
-  if (auto kvHeads = model.kvHeads; kvHeads && *kvHeads % mesh.tp != 0) {
-    if (mesh.tp % *kvHeads == 0)
-      error("kv_heads " + Twine(*kvHeads) + " is fewer than mesh.tp = " +
-            Twine(mesh.tp) +
-            ": replicating key-value heads over tensor-parallel ranks is not "
-            "implemented yet; choose a mesh.tp that divides kv_heads");
-    else
-      error("kv_heads " + Twine(*kvHeads) + " is not divisible by mesh.tp = " +
-            Twine(mesh.tp));
-  }
+  // Fewer key-value heads than tp ranks works when tp is a multiple of
+  // them: each key-value head is replicated on the ranks whose query heads
+  // use it (Megatron-LM; --dist-apply-plan lays tp out as two axes).
+  if (auto kvHeads = model.kvHeads;
+      kvHeads && *kvHeads % mesh.tp != 0 && mesh.tp % *kvHeads != 0)
+    error("kv_heads " + Twine(*kvHeads) + " is not divisible by mesh.tp = " +
+          Twine(mesh.tp) + ", nor mesh.tp by kv_heads; choose a mesh.tp "
+          "that divides kv_heads or is a multiple of it");
   // Vocabulary-parallel embedding and loss split the vocabulary evenly;
   // padding the vocabulary (as Megatron-LM does) is not implemented.
   if (auto vocab = model.vocab; vocab && *vocab % mesh.tp != 0)

@@ -190,7 +190,7 @@ Layout StepPropagation::completedSum(OpOperand &use) const {
   Layout layout = layoutOf(use.get());
   if (layout.partial != Axes{mesh.dataAxis} &&
       scattersSequence(mesh, layout, use))
-    layout.dims[kSequenceDim] = {mesh.tensorAxis};
+    layout.dims[kSequenceDim] = mesh.tensorAxes;
   layout.partial.clear();
   return layout;
 }
@@ -413,10 +413,16 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
   };
   for (const Proposal &proposal : proposals)
     if (take(proposal.factor, proposal.axes)) {
-      // Tied factors are split alike.
+      // Tied factors are split alike, a coarser one (fewer blocks than
+      // the shards) over the major axes whose shards divide its blocks:
+      // replicated over the rest.
       int tied = rule.tiedWith(proposal.factor);
       if (tied != ShardingRule::kNoFactor && !decided[tied]) {
         factorAxes[tied] = proposal.axes;
+        int64_t blocks = rule.getFactors()[tied].blocks;
+        while (blocks > 0 && !factorAxes[tied].empty() &&
+               blocks % mesh.shardsOf(factorAxes[tied]) != 0)
+          factorAxes[tied].pop_back();
         decided[tied] = true;
       }
     }
@@ -467,6 +473,21 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
         continue;
       for (StringRef axis : axes)
         if (!llvm::is_contained(layout.partial, axis))
+          layout.partial.push_back(axis);
+    }
+    // A coarser tied factor replicated over some axes of the finer one
+    // (key-value heads shared by query heads of several devices): each of
+    // those devices holds one term of the coarse blocks' sum.
+    ArrayRef<int> resultFactors = rule.getResult(result.getResultNumber());
+    for (int factor : resultFactors) {
+      int tied = factor == ShardingRule::kNoFactor ? ShardingRule::kNoFactor
+                                                   : rule.tiedWith(factor);
+      if (tied == ShardingRule::kNoFactor ||
+          llvm::is_contained(resultFactors, tied))
+        continue;
+      for (StringRef axis : factorAxes[tied])
+        if (!llvm::is_contained(factorAxes[factor], axis) &&
+            !llvm::is_contained(layout.partial, axis))
           layout.partial.push_back(axis);
     }
     if (failed(setLayout(result, layout, op,
