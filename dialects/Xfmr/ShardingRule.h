@@ -134,6 +134,14 @@ public:
   /// same axes, give a result partial over them. (add, scale.)
   bool linear = false;
 
+  /// Every result is linear in operand `operand` (a matrix product in its
+  /// output gradient): a partial sum there, the only partial operand, gives
+  /// partial results when no factor is split over its axes.
+  void setLinearIn(unsigned operand) { linearIn.push_back(operand); }
+  bool isLinearIn(unsigned operand) const {
+    return llvm::is_contained(linearIn, operand);
+  }
+
 private:
   llvm::SmallVector<Factor> factors;
   llvm::SmallVector<llvm::SmallVector<int, 4>> operands, results;
@@ -141,6 +149,7 @@ private:
   std::optional<ScaledValue> meanScaled;
   llvm::SmallVector<std::pair<int, int>> ties;
   int weightSplitFactor = kNoFactor;
+  llvm::SmallVector<unsigned, 1> linearIn;
   /// Per result: the operands it reads (empty: all).
   llvm::SmallVector<llvm::SmallVector<unsigned, 2>> resultReads;
 };

@@ -289,6 +289,7 @@ ShardingRule LinearGradInputOp::getShardingRule() {
   rule.addOperand(leadingThen(leading, n));
   rule.addOperand({n, k});
   rule.addResult(leadingThen(leading, k));
+  rule.setLinearIn(0);
   return rule;
 }
 
@@ -306,6 +307,7 @@ ShardingRule LinearGradWeightOp::getShardingRule() {
     rule.addResult({n});
     rule.setResultReads(1, {0}); // The bias gradient sums dy alone.
   }
+  rule.setLinearIn(0);
   return rule;
 }
 

@@ -323,14 +323,43 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
   for (Value operand : op->getOperands())
     operandLayouts.push_back(layoutOf(operand));
   Axes passedPartial;
+  bool partialInLinear = false;
   bool partialThrough =
       rule.linear && !operandLayouts.empty() &&
       !operandLayouts.front().partial.empty() &&
       llvm::all_of(operandLayouts, [&](const Layout &layout) {
         return layout.partial == operandLayouts.front().partial;
       });
+  // An op linear in its only partial operand, none of whose axes split
+  // another operand, makes a term of its result from each term of the sum:
+  // the key / value gradients of replicated key-value heads, partial over
+  // tp_kv_rep, reach the weight gradients (summed over the ranks that share
+  // the head with the data-parallel sum) and the input gradient (summed
+  // with the query's) without a sum of their own.
+  if (!partialThrough) {
+    SmallVector<unsigned> partials;
+    for (auto [index, layout] : llvm::enumerate(operandLayouts))
+      if (!layout.partial.empty())
+        partials.push_back(index);
+    auto splitsOver = [&](const Axes &axes) {
+      return llvm::any_of(operandLayouts, [&](const Layout &layout) {
+        return llvm::any_of(layout.dims, [&](const Axes &dim) {
+          return llvm::any_of(dim, [&](StringRef axis) {
+            return llvm::is_contained(axes, axis);
+          });
+        });
+      });
+    };
+    if (partials.size() == 1 && rule.isLinearIn(partials.front()) &&
+        !splitsOver(operandLayouts[partials.front()].partial)) {
+      partialThrough = true;
+      partialInLinear = true;
+    }
+  }
   if (partialThrough) {
-    passedPartial = operandLayouts.front().partial;
+    for (const Layout &layout : operandLayouts)
+      if (!layout.partial.empty())
+        passedPartial = layout.partial;
   } else {
     for (OpOperand &use : op->getOpOperands())
       if (!operandLayouts[use.getOperandNumber()].partial.empty())
@@ -490,6 +519,9 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
             !llvm::is_contained(layout.partial, axis))
           layout.partial.push_back(axis);
     }
+    // In mesh order, so that it meets the other terms of the same sum.
+    if (partialInLinear)
+      layout.partial = mesh.inMeshOrder(layout.partial);
     if (failed(setLayout(result, layout, op,
                          "result #" + Twine(result.getResultNumber()))))
       return failure();
