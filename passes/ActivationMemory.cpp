@@ -133,29 +133,37 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
     }
   }
 
-  // Tensor-parallel traffic: collectives over the axis the plan gives the
-  // tensor role (none without a plan or without such an axis).
+  // Tensor-parallel traffic: collectives over axes the plan gives the
+  // tensor role (none without a plan or without such an axis; with fewer
+  // key-value heads than tp, two axes and their sub-groups).
   auto module = step->getParentOfType<ModuleOp>();
   dist::PlanAttr plan = module ? dist::getPlan(module) : nullptr;
-  std::optional<StringRef> tensorAxis =
-      plan ? plan.getAxis(dist::AxisRole::Tensor) : std::nullopt;
+  llvm::SmallVector<StringRef, 2> tensorAxes;
+  if (plan)
+    for (dist::PlanAxisAttr axis : plan.getAxes())
+      if (axis.getRole() == dist::AxisRole::Tensor)
+        tensorAxes.push_back(axis.getName());
   for (Operation &op : body) {
-    if (!tensorAxis)
+    if (tensorAxes.empty())
       break;
     auto axes = op.getAttrOfType<ArrayAttr>("axes");
     auto meshRef = op.getAttrOfType<FlatSymbolRefAttr>("mesh");
-    if (!axes || !meshRef || axes.size() != 1 ||
-        cast<StringAttr>(axes[0]).getValue() != *tensorAxis)
+    if (!axes || !meshRef || axes.empty() ||
+        llvm::any_of(axes, [&](Attribute axis) {
+          return !llvm::is_contained(tensorAxes,
+                                     cast<StringAttr>(axis).getValue());
+        }))
       continue;
     if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp>(op))
       continue;
     FailureOr<dist::MeshShape> shape = dist::lookupMeshShape(&op, meshRef);
     if (failed(shape))
       continue;
-    int64_t index = shape->find(*tensorAxis);
-    if (index < 0)
-      continue;
-    int64_t n = shape->sizes[index];
+    int64_t n = 1;
+    for (Attribute axis : axes) {
+      int64_t index = shape->find(cast<StringAttr>(axis).getValue());
+      n *= index < 0 ? 1 : shape->sizes[index];
+    }
     // A reduction completes the op that produced its operand; a gather
     // prepares the input of the op that reads it.
     int64_t layer = isa<dist::AllGatherOp>(op) ? readerLayers.lookup(&op)

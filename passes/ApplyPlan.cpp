@@ -40,10 +40,38 @@ PlanModel planModel(DictionaryAttr config) {
           field("layers"), field("vocab"), field("seq_len")};
 }
 
+/// The axis over which a key-value head is replicated when the model has
+/// fewer of them than tp.
+constexpr StringLiteral kKeyValueReplicaAxis = "tp_kv_rep";
+
+/// The mesh's axes. With fewer key-value heads than tp (the plan check
+/// ensures tp is then a multiple of them), tp is laid out as two axes, both
+/// tensor-parallel: tp, as many as the key-value heads, major, and
+/// tp_kv_rep, the ranks that share one key-value head. A rank's coordinate
+/// on the plan's tp is tp * size(tp_kv_rep) + tp_kv_rep, so ranks are
+/// numbered as without the split; the key-value projections are split over
+/// tp alone and the ranks of a tp_kv_rep group hold the same head, as in
+/// Megatron-LM.
+SmallVector<Plan::Axis, 4> meshAxes(const Plan &plan,
+                                    std::optional<int64_t> kvHeads) {
+  SmallVector<Plan::Axis, 4> axes;
+  for (const Plan::Axis &axis : plan.axes()) {
+    if (axis.role == "tensor" && kvHeads && *kvHeads < axis.size &&
+        axis.size % *kvHeads == 0) {
+      axes.push_back({axis.name, axis.role, *kvHeads});
+      axes.push_back({kKeyValueReplicaAxis, axis.role, axis.size / *kvHeads});
+      continue;
+    }
+    axes.push_back(axis);
+  }
+  return axes;
+}
+
 /// The typed plan, every field filled in.
-dist::PlanAttr toAttr(const Plan &plan, MLIRContext *context) {
+dist::PlanAttr toAttr(const Plan &plan, ArrayRef<Plan::Axis> meshAxes,
+                      MLIRContext *context) {
   SmallVector<dist::PlanAxisAttr> axes;
-  for (const Plan::Axis &axis : plan.axes())
+  for (const Plan::Axis &axis : meshAxes)
     axes.push_back(dist::PlanAxisAttr::get(
         context, axis.name, *dist::symbolizeAxisRole(axis.role)));
   return dist::PlanAttr::get(
@@ -99,9 +127,11 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
     if (failed(checkPlanImplemented(plan, fileName, emitError)))
       return signalPassFailure();
 
+    SmallVector<Plan::Axis, 4> axes =
+        meshAxes(plan, model ? planModel(model).kvHeads : std::nullopt);
     SmallVector<StringRef> axisNames;
     SmallVector<int64_t> axisSizes;
-    for (const Plan::Axis &axis : plan.axes()) {
+    for (const Plan::Axis &axis : axes) {
       axisNames.push_back(axis.name);
       axisSizes.push_back(axis.size);
     }
@@ -118,7 +148,7 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
         InFlightDiagnostic diag = mesh.emitError();
         diag << fileName << ": the model's mesh @" << kMeshName
              << " is not the plan's [";
-        llvm::interleaveComma(plan.axes(), diag, [&](const Plan::Axis &axis) {
+        llvm::interleaveComma(axes, diag, [&](const Plan::Axis &axis) {
           diag << axis.name << " = " << axis.size;
         });
         diag << "]";
@@ -142,7 +172,7 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
                            builder.getStrArrayAttr(axisNames),
                            builder.getDenseI64ArrayAttr(axisSizes));
     module->setAttr(dist::DistDialect::kPlanAttrName,
-                    toAttr(plan, &getContext()));
+                    toAttr(plan, axes, &getContext()));
   }
 };
 

@@ -329,9 +329,14 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
   if (auto heads = model.heads; heads && *heads % mesh.tp != 0)
     error("heads " + Twine(*heads) + " is not divisible by mesh.tp = " +
           Twine(mesh.tp));
-  if (auto kvHeads = model.kvHeads; kvHeads && *kvHeads % mesh.tp != 0)
+  // Fewer key-value heads than tp ranks works when tp is a multiple of
+  // them: each key-value head is replicated on the ranks whose query heads
+  // use it (Megatron-LM; --dist-apply-plan lays tp out as two axes).
+  if (auto kvHeads = model.kvHeads;
+      kvHeads && *kvHeads % mesh.tp != 0 && mesh.tp % *kvHeads != 0)
     error("kv_heads " + Twine(*kvHeads) + " is not divisible by mesh.tp = " +
-          Twine(mesh.tp));
+          Twine(mesh.tp) + ", nor mesh.tp by kv_heads; choose a mesh.tp "
+          "that divides kv_heads or is a multiple of it");
   // Vocabulary-parallel embedding and loss split the vocabulary evenly:
   // --dist-pad-vocab pads it (as Megatron-LM does) to a multiple of
   // tp x vocab_multiple, which must leave its ids i32 tokens.

@@ -164,7 +164,9 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
 
     Constraints (the attribute's verifier):
     - axis names are unique and non-empty, and each role has one axis at
-      most;
+      most, but tensor, which may span several (the first major: with
+      fewer key-value heads than tp, --dist-apply-plan's tp and
+      tp_kv_rep);
     - microbatches >= 1; zero_stage is 0, 1, 2 or 3;
     - schedule is gpipe, 1f1b, interleaved-1f1b or zero-bubble; precision is
       fp32 or bf16;

@@ -291,8 +291,10 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (!names.insert(axis.getName()).second)
       return emitError() << "axis '" << axis.getName()
                          << "' is listed twice in the plan";
+    // Tensor parallelism may span several axes (the key-value heads' and
+    // their replicas', ApplyPlan.cpp); every other role has one.
     auto &slot = byRole[static_cast<unsigned>(axis.getRole())];
-    if (slot)
+    if (slot && axis.getRole() != AxisRole::Tensor)
       return emitError() << "axes '" << slot->getName() << "' and '"
                          << axis.getName() << "' both have role "
                          << stringifyAxisRole(axis.getRole())

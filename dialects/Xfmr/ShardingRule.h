@@ -51,6 +51,10 @@ public:
     /// factor sharded, with collectives of its own (a vocabulary-parallel
     /// cross-entropy); the results are then complete along it.
     bool partitionedByOp = false;
+    /// The factor is made of this many indivisible blocks (attention
+    /// heads): it splits only into a number of shards that divides them
+    /// (0: any number that divides its size).
+    int64_t blocks = 0;
   };
   /// Where a mean's correction applies: an operand or a result.
   struct ScaledValue {
@@ -84,7 +88,15 @@ public:
   /// Factors `a` and `b` index the same thing at different granularity
   /// (query heads and the key-value heads of their GQA groups): they are
   /// split alike, and a result that has one is not a sum over the other.
+  /// When the coarser one has fewer blocks than the finer one's shards (2
+  /// key-value heads, query heads over tp = 4), it is split over a major
+  /// part of the finer one's axes only and replicated over the rest; a
+  /// result that has it is then a sum over the rest (Megatron-LM's
+  /// replicated key-value heads).
   void tie(int a, int b) { ties.push_back({a, b}); }
+  void setBlocks(int factor, int64_t blocks) {
+    factors[factor].blocks = blocks;
+  }
   /// The factor tied to `factor`, or kNoFactor.
   int tiedWith(int factor) const {
     for (auto [a, b] : ties)
@@ -122,6 +134,14 @@ public:
   /// same axes, give a result partial over them. (add, scale.)
   bool linear = false;
 
+  /// Every result is linear in operand `operand` (a matrix product in its
+  /// output gradient): a partial sum there, the only partial operand, gives
+  /// partial results when no factor is split over its axes.
+  void setLinearIn(unsigned operand) { linearIn.push_back(operand); }
+  bool isLinearIn(unsigned operand) const {
+    return llvm::is_contained(linearIn, operand);
+  }
+
 private:
   llvm::SmallVector<Factor> factors;
   llvm::SmallVector<llvm::SmallVector<int, 4>> operands, results;
@@ -129,6 +149,7 @@ private:
   std::optional<ScaledValue> meanScaled;
   llvm::SmallVector<std::pair<int, int>> ties;
   int weightSplitFactor = kNoFactor;
+  llvm::SmallVector<unsigned, 1> linearIn;
   /// Per result: the operands it reads (empty: all).
   llvm::SmallVector<llvm::SmallVector<unsigned, 2>> resultReads;
 };

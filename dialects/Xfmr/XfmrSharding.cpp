@@ -125,8 +125,20 @@ AttentionFactors attentionFactors(ShardingRule &rule, Value query, Value key) {
   return factors;
 }
 
+/// The factors of an attention-like op, with its heads as blocks.
+template <typename AttentionLike>
+AttentionFactors attentionFactors(ShardingRule &rule, AttentionLike op) {
+  AttentionFactors factors = attentionFactors(rule, op.getQuery(), op.getKey());
+  rule.setBlocks(factors.hq, op.getNumHeads());
+  rule.setBlocks(factors.hkv, op.getNumKvHeads());
+  return factors;
+}
+
 /// Heads split into blocks: each device runs num_heads / shards query heads
-/// with their num_kv_heads / shards key-value heads (GQA groups stay whole).
+/// with the key-value heads of their GQA groups. With fewer key-value heads
+/// than query shards, the key-value heads are split over a major part of
+/// the query heads' axes only (tie() in ShardingRule.h): each key-value head
+/// is replicated on the devices whose query heads use it, as in Megatron-LM.
 template <typename AttentionLike>
 LogicalResult localizeHeads(AttentionLike op, LocalPartition &partition) {
   constexpr int kQueryHeads = 3, kKeyValueHeads = 4;
@@ -135,27 +147,45 @@ LogicalResult localizeHeads(AttentionLike op, LocalPartition &partition) {
   if (queryShards == 1 && keyValueShards == 1)
     return success();
   int64_t heads = op.getNumHeads(), kvHeads = op.getNumKvHeads();
-  if (queryShards != keyValueShards)
+  ArrayRef<StringRef> queryAxes = partition.axes(kQueryHeads);
+  ArrayRef<StringRef> keyValueAxes = partition.axes(kKeyValueHeads);
+  auto describe = [](ArrayRef<StringRef> axes) {
+    return axes.size() == 1 ? axes.front().str()
+                            : "[" + llvm::join(axes, ", ") + "]";
+  };
+  // The key-value heads of a device are those its query heads use when
+  // their blocks are the query heads' blocks, coarsened: split over a major
+  // prefix of the query heads' axes.
+  if (!llvm::equal(keyValueAxes, queryAxes.take_front(keyValueAxes.size())))
     return op.emitOpError()
-           << "splits the query heads into " << queryShards
-           << " blocks but the key-value heads into " << keyValueShards
-           << "; both must be split alike (replicating key-value heads is "
-              "not supported)";
-  ArrayRef<StringRef> axes = partition.axes(kQueryHeads);
-  std::string split = axes.size() == 1
-                          ? axes.front().str()
-                          : "[" + llvm::join(axes, ", ") + "]";
-  for (auto [count, kind] : {std::pair<int64_t, StringRef>{heads, "query"},
-                             {kvHeads, "key-value"}})
-    if (count % queryShards)
-      return op.emitOpError()
-             << "has " << count << " " << kind << " heads, which " << split
-             << " = " << queryShards
-             << " does not divide; choose a " << split
-             << " that divides the heads";
+           << "splits the query heads over " << describe(queryAxes)
+           << " but the key-value heads over " << describe(keyValueAxes)
+           << "; the key-value heads must be split over a major part of the "
+              "query heads' axes";
+  std::string split = describe(queryAxes);
+  if (heads % queryShards)
+    return op.emitOpError()
+           << "has " << heads << " query heads, which " << split << " = "
+           << queryShards << " does not divide; choose a " << split
+           << " that divides the heads";
+  if (keyValueShards == queryShards && kvHeads % keyValueShards)
+    return op.emitOpError()
+           << "has " << kvHeads << " key-value heads, which " << split
+           << " = " << queryShards << " does not divide; choose a " << split
+           << " that divides the key-value heads or is a multiple of them";
+  // Replicated key-value heads: the devices of one key-value block split
+  // its GQA group's query heads, so the block must be one head.
+  if (keyValueShards != queryShards && kvHeads != keyValueShards)
+    return op.emitOpError()
+           << "has " << kvHeads << " key-value heads in "
+           << keyValueShards << " blocks for " << queryShards
+           << " blocks of query heads; replicated key-value heads need one "
+              "head per block: choose a "
+           << split << " that divides the key-value heads or is a multiple "
+           << "of them";
   OpBuilder builder(op);
   op.setNumHeadsAttr(builder.getI64IntegerAttr(heads / queryShards));
-  op.setNumKvHeadsAttr(builder.getI64IntegerAttr(kvHeads / queryShards));
+  op.setNumKvHeadsAttr(builder.getI64IntegerAttr(kvHeads / keyValueShards));
   return success();
 }
 
@@ -259,6 +289,7 @@ ShardingRule LinearGradInputOp::getShardingRule() {
   rule.addOperand(leadingThen(leading, n));
   rule.addOperand({n, k});
   rule.addResult(leadingThen(leading, k));
+  rule.setLinearIn(0);
   return rule;
 }
 
@@ -276,6 +307,7 @@ ShardingRule LinearGradWeightOp::getShardingRule() {
     rule.addResult({n});
     rule.setResultReads(1, {0}); // The bias gradient sums dy alone.
   }
+  rule.setLinearIn(0);
   return rule;
 }
 
@@ -318,7 +350,7 @@ ShardingRule AdamWOp::getShardingRule() {
 // (q [b, t, hq], k [b, s, hkv], v [b, s, hkv]) -> [b, t, hq].
 ShardingRule AttentionOp::getShardingRule() {
   ShardingRule rule;
-  AttentionFactors f = attentionFactors(rule, getQuery(), getKey());
+  AttentionFactors f = attentionFactors(rule, *this);
   rule.addOperand({f.b, f.t, f.hq});
   rule.addOperand({f.b, f.s, f.hkv});
   rule.addOperand({f.b, f.s, f.hkv});
@@ -329,7 +361,7 @@ ShardingRule AttentionOp::getShardingRule() {
 // (dy [b, t, hq], q, k, v) -> (dq [b, t, hq], dk, dv [b, s, hkv]).
 ShardingRule AttentionGradOp::getShardingRule() {
   ShardingRule rule;
-  AttentionFactors f = attentionFactors(rule, getQuery(), getKey());
+  AttentionFactors f = attentionFactors(rule, *this);
   rule.addOperand({f.b, f.t, f.hq});
   rule.addOperand({f.b, f.t, f.hq});
   rule.addOperand({f.b, f.s, f.hkv});

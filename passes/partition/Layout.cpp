@@ -79,7 +79,10 @@ FailureOr<PartitionMesh> lookupPartitionMesh(ModuleOp module) {
     return axis && mesh.shape.find(*axis) >= 0 ? *axis : StringRef();
   };
   mesh.dataAxis = axisFor(dist::AxisRole::Data);
-  mesh.tensorAxis = axisFor(dist::AxisRole::Tensor);
+  for (dist::PlanAxisAttr axis : plan.getAxes())
+    if (axis.getRole() == dist::AxisRole::Tensor &&
+        mesh.shape.find(axis.getName()) >= 0)
+      mesh.tensorAxes.push_back(axis.getName());
   mesh.sequenceParallel = plan.getSequenceParallel();
   return mesh;
 }
@@ -148,9 +151,9 @@ bool scattersSequence(const PartitionMesh &mesh, const Layout &layout,
   auto type = cast<RankedTensorType>(use.get().getType());
   auto ruled = dyn_cast<xfmr::ShardingRuleOpInterface>(use.getOwner());
   if (!mesh.sequenceParallel || !mesh.hasTensor() ||
-      layout.partial != Axes{mesh.tensorAxis} || type.getRank() != 3 ||
+      layout.partial != mesh.tensorAxes || type.getRank() != 3 ||
       !layout.dims[kSequenceDim].empty() || !ruled ||
-      type.getDimSize(kSequenceDim) % mesh.sizeOf(mesh.tensorAxis) != 0)
+      type.getDimSize(kSequenceDim) % mesh.shardsOf(mesh.tensorAxes) != 0)
     return false;
   xfmr::ShardingRule rule = ruled.getShardingRule();
   int factor = rule.getOperand(use.getOperandNumber())[kSequenceDim];

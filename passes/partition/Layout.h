@@ -56,8 +56,10 @@ struct PartitionMesh {
   dist::MeshShape shape;
   /// The axis the batch is split over (empty: none).
   llvm::StringRef dataAxis;
-  /// The axis Megatron-style tensor parallelism splits weights over.
-  llvm::StringRef tensorAxis;
+  /// The axes Megatron-style tensor parallelism splits weights over, major
+  /// first: the plan's tp, or, with fewer key-value heads than tp, the axis
+  /// of the key-value heads and the one their replicas span (ApplyPlan.cpp).
+  Axes tensorAxes;
   /// Megatron-LM's sequence parallelism over the tensor axis.
   bool sequenceParallel = false;
 
@@ -67,7 +69,7 @@ struct PartitionMesh {
   Axes inMeshOrder(llvm::ArrayRef<llvm::StringRef> axes) const;
   bool hasData() const { return !dataAxis.empty() && sizeOf(dataAxis) > 1; }
   bool hasTensor() const {
-    return !tensorAxis.empty() && sizeOf(tensorAxis) > 1;
+    return shardsOf(tensorAxes) > 1;
   }
 };
 

@@ -164,10 +164,10 @@ Value StepPartition::scatterSequenceNow(Value value) {
   builder.setInsertionPointAfterValue(value);
   auto type = cast<RankedTensorType>(value.getType());
   SmallVector<int64_t> shape(type.getShape());
-  shape[kSequenceDim] /= mesh.sizeOf(mesh.tensorAxis);
+  shape[kSequenceDim] /= mesh.shardsOf(mesh.tensorAxes);
   auto scatter = dist::ReduceScatterOp::create(
       builder, value.getLoc(), type.clone(shape), value, mesh.symbol,
-      builder.getStrArrayAttr({mesh.tensorAxis}),
+      builder.getStrArrayAttr(ArrayRef<StringRef>(mesh.tensorAxes)),
       builder.getI64IntegerAttr(kSequenceDim),
       dist::ReduceKindAttr::get(step.getContext(), dist::ReduceKind::Sum));
   scatter->setAttr(dist::DistDialect::kLabelAttrName,
@@ -176,7 +176,7 @@ Value StepPartition::scatterSequenceNow(Value value) {
   scattered = scatter.getResult();
   Layout layout = layoutOf(value);
   layout.partial.clear();
-  layout.dims[kSequenceDim] = {mesh.tensorAxis};
+  layout.dims[kSequenceDim] = mesh.tensorAxes;
   layouts[scattered] = layout;
   return scattered;
 }

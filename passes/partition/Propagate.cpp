@@ -190,7 +190,7 @@ Layout StepPropagation::completedSum(OpOperand &use) const {
   Layout layout = layoutOf(use.get());
   if (layout.partial != Axes{mesh.dataAxis} &&
       scattersSequence(mesh, layout, use))
-    layout.dims[kSequenceDim] = {mesh.tensorAxis};
+    layout.dims[kSequenceDim] = mesh.tensorAxes;
   layout.partial.clear();
   return layout;
 }
@@ -323,14 +323,43 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
   for (Value operand : op->getOperands())
     operandLayouts.push_back(layoutOf(operand));
   Axes passedPartial;
+  bool partialInLinear = false;
   bool partialThrough =
       rule.linear && !operandLayouts.empty() &&
       !operandLayouts.front().partial.empty() &&
       llvm::all_of(operandLayouts, [&](const Layout &layout) {
         return layout.partial == operandLayouts.front().partial;
       });
+  // An op linear in its only partial operand, none of whose axes split
+  // another operand, makes a term of its result from each term of the sum:
+  // the key / value gradients of replicated key-value heads, partial over
+  // tp_kv_rep, reach the weight gradients (summed over the ranks that share
+  // the head with the data-parallel sum) and the input gradient (summed
+  // with the query's) without a sum of their own.
+  if (!partialThrough) {
+    SmallVector<unsigned> partials;
+    for (auto [index, layout] : llvm::enumerate(operandLayouts))
+      if (!layout.partial.empty())
+        partials.push_back(index);
+    auto splitsOver = [&](const Axes &axes) {
+      return llvm::any_of(operandLayouts, [&](const Layout &layout) {
+        return llvm::any_of(layout.dims, [&](const Axes &dim) {
+          return llvm::any_of(dim, [&](StringRef axis) {
+            return llvm::is_contained(axes, axis);
+          });
+        });
+      });
+    };
+    if (partials.size() == 1 && rule.isLinearIn(partials.front()) &&
+        !splitsOver(operandLayouts[partials.front()].partial)) {
+      partialThrough = true;
+      partialInLinear = true;
+    }
+  }
   if (partialThrough) {
-    passedPartial = operandLayouts.front().partial;
+    for (const Layout &layout : operandLayouts)
+      if (!layout.partial.empty())
+        passedPartial = layout.partial;
   } else {
     for (OpOperand &use : op->getOpOperands())
       if (!operandLayouts[use.getOperandNumber()].partial.empty())
@@ -419,10 +448,16 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
   };
   for (const Proposal &proposal : proposals)
     if (take(proposal.factor, proposal.axes)) {
-      // Tied factors are split alike.
+      // Tied factors are split alike, a coarser one (fewer blocks than
+      // the shards) over the major axes whose shards divide its blocks:
+      // replicated over the rest.
       int tied = rule.tiedWith(proposal.factor);
       if (tied != ShardingRule::kNoFactor && !decided[tied]) {
         factorAxes[tied] = proposal.axes;
+        int64_t blocks = rule.getFactors()[tied].blocks;
+        while (blocks > 0 && !factorAxes[tied].empty() &&
+               blocks % mesh.shardsOf(factorAxes[tied]) != 0)
+          factorAxes[tied].pop_back();
         decided[tied] = true;
       }
     }
@@ -475,6 +510,24 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
         if (!llvm::is_contained(layout.partial, axis))
           layout.partial.push_back(axis);
     }
+    // A coarser tied factor replicated over some axes of the finer one
+    // (key-value heads shared by query heads of several devices): each of
+    // those devices holds one term of the coarse blocks' sum.
+    ArrayRef<int> resultFactors = rule.getResult(result.getResultNumber());
+    for (int factor : resultFactors) {
+      int tied = factor == ShardingRule::kNoFactor ? ShardingRule::kNoFactor
+                                                   : rule.tiedWith(factor);
+      if (tied == ShardingRule::kNoFactor ||
+          llvm::is_contained(resultFactors, tied))
+        continue;
+      for (StringRef axis : factorAxes[tied])
+        if (!llvm::is_contained(factorAxes[factor], axis) &&
+            !llvm::is_contained(layout.partial, axis))
+          layout.partial.push_back(axis);
+    }
+    // In mesh order, so that it meets the other terms of the same sum.
+    if (partialInLinear)
+      layout.partial = mesh.inMeshOrder(layout.partial);
     if (failed(setLayout(result, layout, op,
                          "result #" + Twine(result.getResultNumber()))))
       return failure();

@@ -59,14 +59,17 @@ LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
   // parameters over the tensor axis; the unplaced ones take that split,
   // whole elsewhere. Decided now, not at the op's turn, so that a cast of
   // a weight before the op already produces its blocks.
-  StringRef tensorAxis = mesh.tensorAxis;
+  const Axes &tensorAxes = mesh.tensorAxes;
+  auto isTensorAxis = [&](StringRef axis) {
+    return llvm::is_contained(tensorAxes, axis);
+  };
   llvm::SmallDenseSet<int> parameterFactors;
   for (OpOperand &use : op->getOpOperands())
     if (placement.undecidedState(use.get()) ||
         placement.isPlacedState(use.get()))
       for (int factor : rule.getOperand(use.getOperandNumber()))
         parameterFactors.insert(factor);
-  llvm::SmallDenseSet<int> followed;
+  llvm::SmallDenseMap<int, Axes> followed;
   bool besidePlacedState = false;
   for (OpOperand &use : op->getOpOperands()) {
     if (placement.undecidedState(use.get()))
@@ -79,15 +82,15 @@ LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
         continue;
       besidePlacedState |= state && weightFactors.contains(factor);
       if (!state && parameterFactors.contains(factor) &&
-          llvm::is_contained(layout.dims[dim], tensorAxis))
-        followed.insert(factor);
+          llvm::any_of(layout.dims[dim], isTensorAxis))
+        followed.try_emplace(factor, layout.dims[dim]);
     }
   }
   if (!followed.empty()) {
     for (auto [index, name] : weights) {
       SmallVector<Axes> dims;
       for (int factor : rule.getOperand(index))
-        dims.push_back(followed.contains(factor) ? Axes{tensorAxis} : Axes{});
+        dims.push_back(followed.lookup(factor));
       if (failed(placement.decideState(name, dims)))
         return failure();
     }
@@ -98,8 +101,31 @@ LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
   if (besidePlacedState)
     return success();
 
-  // Column-parallel (vocab-parallel): the op's preferred weight factor.
-  int64_t shards = mesh.sizeOf(tensorAxis);
+  // Column-parallel (vocab-parallel): the op's preferred weight factor,
+  // over the tensor axes whose shards divide the blocks its readers keep
+  // whole (key-value heads fewer than tp: replicated on the ranks whose
+  // query heads use them).
+  Axes axes = tensorAxes;
+  for (OpResult result : op->getResults())
+    for (auto [dim, factor] :
+         llvm::enumerate(rule.getResult(result.getResultNumber()))) {
+      if (factor != split)
+        continue;
+      for (OpOperand &use : result.getUses()) {
+        auto reader = dyn_cast<ShardingRuleOpInterface>(use.getOwner());
+        if (!reader)
+          continue;
+        ShardingRule readerRule = reader.getShardingRule();
+        int read = readerRule.getOperand(use.getOperandNumber())[dim];
+        int64_t blocks = read == ShardingRule::kNoFactor
+                             ? 0
+                             : readerRule.getFactors()[read].blocks;
+        while (blocks > 0 && axes.size() > 1 &&
+               blocks % mesh.shardsOf(axes) != 0)
+          axes.pop_back();
+      }
+    }
+  int64_t shards = mesh.shardsOf(axes);
   for (auto [index, name] : weights) {
     ArrayRef<int> factors = rule.getOperand(index);
     if (!llvm::is_contained(factors, split))
@@ -112,10 +138,13 @@ LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
       if (size % shards != 0)
         return op->emitOpError()
                << "cannot split dimension " << dim << " (" << size
-               << ") of '" << name << "' over " << tensorAxis << " = "
-               << shards << " for tensor parallelism; choose a " << tensorAxis
-               << " that divides " << size;
-      dims[dim] = {tensorAxis};
+               << ") of '" << name << "' over "
+               << (axes.size() == 1 ? axes.front().str() : describe(axes))
+               << " = " << shards
+               << " for tensor parallelism; choose a tensor-parallel degree "
+                  "that divides "
+               << size;
+      dims[dim] = axes;
     }
     if (failed(placement.decideState(name, dims)))
       return failure();

@@ -7,14 +7,16 @@
 // (ShardingRule::getWeightSplitFactor: matrix products, lookups) have a
 // policy; the parameters of others (norm gains) follow the op's factors.
 //
-//  - if a factor of the parameter is already split over the tensor axis by
+//  - if a factor of the parameter is already split over tensor axes by
 //    another operand (a linear whose input features come split), or shared
 //    with state already placed (a bias beside a placed weight), the
 //    parameter follows the op's factors: row-parallel;
 //  - otherwise the op's preferred weight factor (ShardingRule::
 //    getWeightSplitFactor: a linear's output features, an embedding's
-//    vocabulary) is split over the tensor axis: column-parallel,
-//    vocab-parallel.
+//    vocabulary) is split over the tensor axes: column-parallel,
+//    vocab-parallel; over their major part only when a reader of the
+//    result keeps fewer blocks whole (2 key-value heads at tp = 4: the
+//    key / value projections split over tp, replicated over tp_kv_rep).
 //
 //===----------------------------------------------------------------------===//
 

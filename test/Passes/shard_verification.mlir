@@ -8,7 +8,7 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
 dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 3]
 func.func @eval_step(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
                      %tokens: tensor<2x4xi32> {xfmr.input = "tokens"}) -> tensor<2x4x8xf32> attributes {xfmr.eval_step = {}} {
-  // expected-error @+1 {{'xfmr.embedding' op cannot split dimension 0 (16) of 'wte' over tp = 3 for tensor parallelism; choose a tp that divides 16}}
+  // expected-error @+1 {{'xfmr.embedding' op cannot split dimension 0 (16) of 'wte' over tp = 3 for tensor parallelism; choose a tensor-parallel degree that divides 16}}
   %x = xfmr.embedding %tokens, %wte : (tensor<2x4xi32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
   return %x : tensor<2x4x8xf32>
 }
@@ -20,7 +20,7 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
 dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 3]
 func.func @eval_step(%w: tensor<16x8xf32> {xfmr.param = "fc.weight"},
                      %x: tensor<2x4x8xf32>) -> tensor<2x4x16xf32> attributes {xfmr.eval_step = {}} {
-  // expected-error @+1 {{'xfmr.linear' op cannot split dimension 0 (16) of 'fc.weight' over tp = 3 for tensor parallelism; choose a tp that divides 16}}
+  // expected-error @+1 {{'xfmr.linear' op cannot split dimension 0 (16) of 'fc.weight' over tp = 3 for tensor parallelism; choose a tensor-parallel degree that divides 16}}
   %y = xfmr.linear %x, %w : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   return %y : tensor<2x4x16xf32>
 }

@@ -22,6 +22,16 @@ module attributes {dist.plan = #dist.plan<mesh = @m, axes = [model = tensor, bat
 
 // -----
 
+// Tensor parallelism over two axes, the first major (fewer key-value heads
+// than tp: --dist-apply-plan's tp and tp_kv_rep); every other role has one
+// axis (plan_attr_verification.mlir).
+// CHECK-LABEL: module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor, tp_kv_rep = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">}
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor, tp_kv_rep = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2, tp_kv_rep = 2]
+}
+
+// -----
+
 // A plan axis alone.
 // CHECK-LABEL: func.func @axis() attributes {axis = #dist.axis<"tp", tensor>}
 func.func @axis() attributes {axis = #dist.axis<"tp", tensor>} {

@@ -28,7 +28,7 @@ module attributes {dist.plan = #plan} {
 module attributes {dist.plan = #plan} {
   dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 4]
   func.func @eval_step(%w: tensor<6x8xf32> {xfmr.param = "fc.weight"}, %x: tensor<2x4x8xf32>) -> tensor<2x4x6xf32> attributes {xfmr.eval_step = {}} {
-    // expected-error @+1 {{'xfmr.linear' op cannot split dimension 0 (6) of 'fc.weight' over tp = 4 for tensor parallelism; choose a tp that divides 6}}
+    // expected-error @+1 {{'xfmr.linear' op cannot split dimension 0 (6) of 'fc.weight' over tp = 4 for tensor parallelism; choose a tensor-parallel degree that divides 6}}
     %y = xfmr.linear %x, %w : (tensor<2x4x8xf32>, tensor<6x8xf32>) -> tensor<2x4x6xf32>
     return %y : tensor<2x4x6xf32>
   }
