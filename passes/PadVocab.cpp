@@ -152,7 +152,7 @@ struct PadVocabPass : impl::PadVocabPassBase<PadVocabPass> {
     if (!mesh->hasTensor())
       return;
     int64_t granule =
-        mesh->sizeOf(mesh->tensorAxis) * plan.getVocabMultiple();
+        mesh->shardsOf(mesh->tensorAxes) * plan.getVocabMultiple();
     for (auto forward : module.getOps<func::FuncOp>()) {
       auto config =
           forward->getAttrOfType<DictionaryAttr>(XfmrDialect::kModelAttrName);
