@@ -4,9 +4,9 @@
   recompute_memory.py NONE.txt SELECTIVE.txt FULL.txt
 
 Each file is a `partition-compile --memory-report` output. Prints
-`<category>: full < selective < none` for each category that falls
-strictly (arena_peak), and exits non-zero, naming the figures, if the arena
-peak does not.
+`<figure>: full < selective < none (...)` for the activations live at the
+arena's peak, the arena peak and each layer's kept activations, and exits non-zero, naming the figures, if any
+of them does not fall strictly.
 """
 
 import sys
@@ -19,13 +19,17 @@ def report(path):
             name, _, value = line[len("memory: "):].strip().partition(" ")
             if value.split()[0].isdigit():
                 figures[name] = int(value.split()[0])
+        elif line.startswith("layer ") and ": activations " in line:
+            layer, _, rest = line.partition(": activations ")
+            figures[layer + " activations"] = int(rest.split()[0])
     return figures
 
 
 def main():
     none, selective, full = (report(p) for p in sys.argv[1:4])
     failed = False
-    for category in ("arena_peak",):
+    layers = sorted(k for k in none if k.startswith("layer "))
+    for category in ["activations", "arena_peak"] + layers:
         values = (full[category], selective[category], none[category])
         if values[0] < values[1] < values[2]:
             print(f"{category}: full < selective < none ({values[0]} < "
