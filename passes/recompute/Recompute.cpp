@@ -87,10 +87,11 @@ StepStructure analyzeStep(func::FuncOp step) {
   StepStructure structure;
   Block &body = step.getBody().front();
   // Gradient computations: everything downstream of a loss gradient (one
-  // per micro-batch).
+  // per micro-batch), and what an earlier run of this pass rebuilt there.
   for (Operation &op : body) {
     bool seed =
-        isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(op);
+        isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(op) ||
+        op.hasAttr(dist::DistDialect::kRecomputedAttrName);
     bool fed = llvm::any_of(op.getOperands(), [&](Value operand) {
       Operation *def = operand.getDefiningOp();
       return def && structure.backward.contains(def);
