@@ -76,6 +76,9 @@ struct Interval {
   unsigned first = 0, last = 0;
   int64_t offset = -1;
   bool isGradient = false;
+  /// A forward value (computed in the forward pass, or recomputed for the
+  /// backward one): see writesActivation.
+  bool isActivation = false;
 };
 
 /// The table's id of an rt.kernel (its verifier rejects unknown names).
@@ -142,6 +145,58 @@ bool writesGradient(KernelOp kernel, Value output) {
   return false;
 }
 
+/// Kernels whose outputs are forward values (activations): the forward
+/// kernels, and the element-wise ones (add, scale, copy, slice, cast to a
+/// narrower type) when they read an activation (a residual sum, not a sum
+/// of gradients). Every kernel is listed, as in writesGradient.
+bool writesActivation(KernelOp kernel, llvm::function_ref<bool(Value)> isActivation) {
+  using runtime::KernelId;
+  switch (kernelId(kernel)) {
+  case KernelId::Embedding:
+  case KernelId::PositionEmbedding:
+  case KernelId::LayerNorm:
+  case KernelId::RMSNorm:
+  case KernelId::Linear:
+  case KernelId::LinearBias:
+  case KernelId::Gelu:
+  case KernelId::Swiglu:
+  case KernelId::Attention:
+  case KernelId::SoftmaxCrossEntropy:
+  case KernelId::VocabParallelEmbedding:
+  case KernelId::VocabParallelMax:
+  case KernelId::VocabParallelTargetLogit:
+  case KernelId::VocabParallelSumExp:
+  case KernelId::VocabParallelLoss:
+    return true;
+  case KernelId::Add:
+  case KernelId::Scale:
+  case KernelId::Copy:
+  case KernelId::SliceBlock:
+  case KernelId::Cast:
+    return llvm::any_of(kernel.getInputs(), isActivation);
+  case KernelId::EmbeddingGrad:
+  case KernelId::EmbeddingGradAdd:
+  case KernelId::PositionEmbeddingGrad:
+  case KernelId::LinearGradWeight:
+  case KernelId::LinearGradWeightBias:
+  case KernelId::VocabParallelEmbeddingGrad:
+  case KernelId::LayerNormGrad:
+  case KernelId::RMSNormGrad:
+  case KernelId::LinearGradInput:
+  case KernelId::GeluGrad:
+  case KernelId::SwigluGrad:
+  case KernelId::AttentionGrad:
+  case KernelId::SoftmaxCrossEntropyGrad:
+  case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::AdamW:
+  case KernelId::Fill:
+  case KernelId::AddI32:
+  case KernelId::NumKernels:
+    return false;
+  }
+  return false;
+}
+
 /// Bytes per category. State counts once; temporaries count for the function
 /// that has the most of them.
 struct Report {
@@ -149,6 +204,8 @@ struct Report {
   /// Gradient arguments (steps without an optimizer), then temporaries.
   int64_t gradients = 0, temporaryGradients = 0;
   int64_t activations = 0;
+  /// Temporaries that are neither (activation gradients, workspaces).
+  int64_t otherTemporaries = 0;
   int64_t temporariesPeak = 0, arena = 0;
 };
 
@@ -275,15 +332,30 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
         intervals[it->second].last =
             std::max(intervals[it->second].last, positions[&op]);
     }
-    // A gradient gathered or reduce-scattered (ZeRO) is still a gradient.
+    // A gradient gathered or reduce-scattered (ZeRO) is still a gradient,
+    // an activation gathered (sequence parallelism) still an activation.
     if (isa<AllGatherOp, ReduceScatterOp>(op)) {
       auto from = intervalOf.find(op.getOperand(0));
       auto to = intervalOf.find(op.getOperand(1));
-      if (from != intervalOf.end() && to != intervalOf.end() &&
-          intervals[from->second].isGradient)
-        intervals[to->second].isGradient = true;
+      if (from != intervalOf.end() && to != intervalOf.end()) {
+        intervals[to->second].isGradient |= intervals[from->second].isGradient;
+        intervals[to->second].isActivation |=
+            intervals[from->second].isActivation;
+      }
     }
     if (auto kernel = dyn_cast<KernelOp>(op)) {
+      auto isActivation = [&](Value input) {
+        Value base = input;
+        while (auto view = base.getDefiningOp<memref::SubViewOp>())
+          base = view.getSource();
+        auto it = intervalOf.find(base);
+        return it != intervalOf.end() && intervals[it->second].isActivation;
+      };
+      if (writesActivation(kernel, isActivation))
+        for (Value output : kernel.getOutputs())
+          if (auto it = intervalOf.find(output);
+              it != intervalOf.end() && !writesGradient(kernel, output))
+            intervals[it->second].isActivation = true;
       for (Value output : kernel.getOutputs())
         if (auto it = intervalOf.find(output);
             it != intervalOf.end() && writesGradient(kernel, output))
@@ -308,7 +380,6 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
     return a->bytes > b->bytes;
   });
   SmallVector<Interval *> placed;
-  int64_t gradients = 0, activations = 0;
   for (Interval *interval : order) {
     // Placed buffers whose lifetime overlaps, by increasing offset.
     SmallVector<Interval *> conflicts;
@@ -335,12 +406,36 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
     interval->offset = offset;
     plan.peak = std::max(plan.peak, offset + interval->bytes);
     placed.push_back(interval);
-    (interval->isGradient ? gradients : activations) += interval->bytes;
   }
-  // Functions never run at the same time: report the largest, not the sum.
-  report.temporaryGradients = std::max(report.temporaryGradients, gradients);
-  report.activations = std::max(report.activations, activations);
-  report.temporariesPeak = std::max(report.temporariesPeak, plan.peak);
+
+  // --- What is live at the peak: the op at which the most temporary bytes
+  // are live (no placement can need less than that), by category. ---------
+  SmallVector<int64_t> delta(body.getOperations().size() + 1, 0);
+  for (const Interval &interval : intervals) {
+    delta[interval.first] += interval.bytes;
+    delta[interval.last + 1] -= interval.bytes;
+  }
+  unsigned peakAt = 0;
+  for (int64_t live = 0, most = -1, at = 0;
+       at + 1 < static_cast<int64_t>(delta.size()); ++at) {
+    live += delta[at];
+    if (live > most)
+      most = live, peakAt = at;
+  }
+  int64_t gradients = 0, activations = 0, others = 0;
+  for (const Interval &interval : intervals)
+    if (interval.first <= peakAt && peakAt <= interval.last)
+      (interval.isGradient     ? gradients
+       : interval.isActivation ? activations
+                               : others) += interval.bytes;
+  // Functions never run at the same time: report the one whose
+  // temporaries need the most room.
+  if (plan.peak >= report.temporariesPeak) {
+    report.temporaryGradients = gradients;
+    report.activations = activations;
+    report.otherTemporaries = others;
+    report.temporariesPeak = plan.peak;
+  }
   return plan;
 }
 
@@ -578,6 +673,18 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
                  << "memory: temporaries_peak " << totals.temporariesPeak
                  << "\n"
                  << "memory: arena_peak " << totals.arena << "\n";
+    // The arena at its peak, in parts that sum to it exactly; the rest is
+    // alignment and the room the placement leaves between live buffers.
+    int64_t gradients = totals.gradients + totals.temporaryGradients;
+    int64_t unused = totals.arena - totals.parameters -
+                     totals.optimizerState - totals.inputs - gradients -
+                     totals.activations - totals.otherTemporaries;
+    llvm::outs() << "memory: arena_peak = parameters " << totals.parameters
+                 << " + optimizer_state " << totals.optimizerState
+                 << " + inputs " << totals.inputs << " + gradients "
+                 << gradients << " + activations " << totals.activations
+                 << " + other_temporaries " << totals.otherTemporaries
+                 << " + alignment_and_fragmentation " << unused << "\n";
     for (const Communication &comm : communication)
       printCommunication(comm, llvm::outs());
     llvm::outs().flush();

@@ -55,8 +55,11 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
   // Gradient computations: everything downstream of the loss gradient.
   llvm::DenseSet<Operation *> backward;
   for (Operation &op : body) {
+    // A forward op --dist-recompute cloned into the backward runs there:
+    // what it reads is what is kept.
     bool seed = isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(
-        op);
+                    op) ||
+                op.hasAttr(dist::DistDialect::kRecomputedAttrName);
     bool fed = llvm::any_of(op.getOperands(), [&](Value operand) {
       Operation *def = operand.getDefiningOp();
       return def && backward.contains(def);

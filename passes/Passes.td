@@ -345,6 +345,56 @@ def BucketGradientsPass : Pass<"dist-bucket-gradients", "::mlir::ModuleOp"> {
   ];
 }
 
+def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
+  let summary = "Recompute forward values in the backward pass instead of keeping them";
+  let description = [{
+    Activation recomputation on the training step, after autodiff and
+    partitioning (so it composes with dp, tp, SP, micro-batches and bf16).
+    The forward values that backward ops read are kept alive from the
+    forward pass to the backward; the policy (the pass's `policy` option,
+    else the plan's `recompute`, else none) recomputes some of them
+    instead: each backward use reads a clone of the forward ops that
+    computed the value, rebuilt from the nearest kept values right before
+    its first backward use. Clones carry `dist.recomputed`.
+
+    - `none`: nothing changes.
+    - `selective`: keep the outputs of matmuls, attention and the
+      reductions that complete them; recompute the cheap work between them
+      (norms, GELU / SwiGLU, residual sums inside a layer, casts, gathers).
+    - `full`: per transformer layer keep only the layer's input (the
+      residual stream; with SP its sequence-split form) and rebuild the
+      layer's forward, collectives included, in its backward.
+
+    The results are bit-identical to `none`. Collectives in recomputed work
+    are cloned in program order, the same on every rank.
+
+    Input (`policy=full`):
+    ```mlir
+    %h = xfmr.layernorm %x, %g, %b : ...        // %x: the layer's input
+    %y = xfmr.linear %h, %w, %c : ...
+    ...
+    %dx = xfmr.linear_grad_input %dy, %w : ...
+    %dw, %dc = xfmr.linear_grad_weight %dy, %h : ...
+    ```
+    Output:
+    ```mlir
+    %h = xfmr.layernorm %x, %g, %b : ...
+    %y = xfmr.linear %h, %w, %c : ...
+    ...
+    %dx = xfmr.linear_grad_input %dy, %w : ...
+    %h2 = xfmr.layernorm %x, %g, %b {dist.recomputed} : ...
+    %dw, %dc = xfmr.linear_grad_weight %dy, %h2 : ...
+    ```
+  }];
+  let dependentDialects = ["::partition::dist::DistDialect",
+                           "::partition::xfmr::XfmrDialect"];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"\"",
+           "none, selective or full (default: the plan's recompute policy, "
+           "none without a plan)">,
+  ];
+}
+
 def TestShardingRulesPass : Pass<"xfmr-test-sharding-rules", "::mlir::ModuleOp"> {
   let summary = "Print every op's sharding rule (for tests)";
   let description = [{

@@ -66,6 +66,12 @@ void buildPartitionPipeline(OpPassManager &pm,
     shard.bucketBytes = static_cast<int64_t>(options.bucketMb * 1024 * 1024);
     buildShardPipeline(pm, shard);
   }
+  // After partitioning, so that recomputed work includes its collectives.
+  if (plan && plan->recompute.policy != "none") {
+    RecomputePassOptions recompute;
+    recompute.policy = plan->recompute.policy;
+    pm.addPass(createRecomputePass(recompute));
+  }
 }
 
 void buildLoweringPipeline(OpPassManager &pm,

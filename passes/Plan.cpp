@@ -408,11 +408,12 @@ const NotImplemented kNotImplemented[] = {
      "the ZeRO pass", "use stage 0"},
     {"recompute.policy",
      [](const Plan &plan) -> std::optional<std::string> {
-       if (plan.recompute.policy != "none")
+       if (plan.recompute.policy == "budget")
          return "\"" + plan.recompute.policy + "\"";
        return std::nullopt;
      },
-     "the recompute pass", "use \"none\""},
+     "the recompute pass's budget policy",
+     "use \"none\", \"selective\" or \"full\""},
 };
 
 } // namespace

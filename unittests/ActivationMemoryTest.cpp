@@ -15,6 +15,14 @@
 // only. Everything else must match exactly, on GPT-3 shapes, from the
 // partitioned IR (passes/ActivationMemory.h).
 //
+// With --dist-recompute: `full` keeps each layer's input, 2sbh (2sbh/t
+// with SP: the sequence-split stream), Korthikanti's full recomputation;
+// `selective` keeps the layer input, Q, K, V, the attention output, the
+// attention projection's output and the MLP's first matmul output and
+// recomputes the norms, GELU and the residual sum inside the layer:
+// sbh(20) alone, sbh(4 + 16/t) with TP (the input and the all-reduced
+// projection are whole on every rank), sbh(20/t) with TP + SP.
+//
 //===----------------------------------------------------------------------===//
 
 #include "model/ModelBuilder.h"
@@ -74,7 +82,8 @@ dist::PlanAttr planFor(mlir::MLIRContext &context, bool sequenceParallel,
 std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,
                                        bool sequenceParallel,
                                        int64_t dp = 1,
-                                       bool tensorRole = true) {
+                                       bool tensorRole = true,
+                                       llvm::StringRef recompute = "none") {
   mlir::MLIRContext context;
   context.loadDialect<dist::DistDialect>();
   auto module = buildForwardModule(context, gpt3Like(shape));
@@ -87,6 +96,9 @@ std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,
   mlir::PassManager pm(&context);
   pm.addPass(createTrainStepPass());
   buildShardPipeline(pm, ShardPipelineOptions());
+  RecomputePassOptions options;
+  options.policy = recompute.str();
+  pm.addPass(createRecomputePass(options));
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
   mlir::func::FuncOp step;
   module->walk([&](mlir::func::FuncOp function) {
@@ -176,6 +188,36 @@ TEST(ActivationMemory, DataTensorAndSequenceParallel) {
   EXPECT_EQ(layers[1].activationBytes, 32 * local / t);
   EXPECT_EQ(layers[1].tensorParallelBytes,
             10 * (t - 1) * 4 * local / t);
+}
+
+TEST(ActivationMemory, FullRecomputation) {
+  auto [s, b, h, a] = kGpt3;
+  for (int64_t t : {1, 2, 4, 8})
+    for (bool sp : {false, true}) {
+      if (sp && t == 1)
+        continue;
+      auto layers = analyze(kGpt3, t, sp, 1, true, "full");
+      ASSERT_EQ(layers.size(), 2u);
+      for (auto &[layer, memory] : layers)
+        EXPECT_EQ(memory.activationBytes, 2 * s * b * h / (sp ? t : 1))
+            << "t = " << t << (sp ? " + SP" : "") << ", layer " << layer;
+    }
+}
+
+TEST(ActivationMemory, SelectiveRecomputation) {
+  auto [s, b, h, a] = kGpt3;
+  for (int64_t t : {1, 2, 4, 8})
+    for (bool sp : {false, true}) {
+      if (sp && t == 1)
+        continue;
+      int64_t expected = sp ? 20 * s * b * h / t
+                            : 4 * s * b * h + 16 * s * b * h / t;
+      auto layers = analyze(kGpt3, t, sp, 1, true, "selective");
+      ASSERT_EQ(layers.size(), 2u);
+      for (auto &[layer, memory] : layers)
+        EXPECT_EQ(memory.activationBytes, expected)
+            << "t = " << t << (sp ? " + SP" : "") << ", layer " << layer;
+    }
 }
 
 } // namespace

@@ -367,6 +367,13 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   if (attr.getName() == kPlanAttrName)
     return verifyPlanOn(op, attr.getValue());
+  if (attr.getName() == kRecomputedAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << kRecomputedAttrName
+                             << "' must be a unit attribute, but is "
+                             << attr.getValue();
+    return success();
+  }
   if (attr.getName() == kLabelAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << kLabelAttrName

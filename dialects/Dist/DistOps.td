@@ -48,6 +48,10 @@ def Dist_Dialect : Dialect {
     /// On a collective: a string that names it in the runtime's error
     /// messages ("gradient bucket 3").
     static constexpr ::llvm::StringLiteral kLabelAttrName = "dist.label";
+    /// On an op --dist-recompute cloned into the backward pass (a unit
+    /// attribute): analyses count what it reads as kept for the backward.
+    static constexpr ::llvm::StringLiteral kRecomputedAttrName =
+        "dist.recomputed";
     /// On the module: the plan (#dist.plan), recorded by --dist-apply-plan.
     static constexpr ::llvm::StringLiteral kPlanAttrName = "dist.plan";
   }];

@@ -17,6 +17,7 @@
 // all-reduce sends as many bytes as it reduces.
 // CHECK-REPORT:      memory: gradients 656{{$}}
 // CHECK-REPORT:      memory: arena_peak {{[0-9]+$}}
+// CHECK-REPORT-NEXT: memory: arena_peak = parameters 656 + {{.*}} + gradients 656 + activations 0 + {{.*}}{{$}}
 // CHECK-REPORT-NEXT: communication: train_step sends 660 bytes per rank per step (3 all-reduce buckets, 660 bytes reduced over dp=2){{$}}
 // CHECK-REPORT-NEXT: communication: eval_step sends 4 bytes per rank per step (1 all-reduce bucket, 4 bytes reduced over dp=2){{$}}
 

@@ -14,8 +14,11 @@
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_partial.json 2>&1 | FileCheck %s --check-prefix=ZERO
 // ZERO: error: {{.*}}plan_partial.json: zero.stage = 2 needs the ZeRO pass, which is not implemented yet; use stage 0{{$}}
 
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute.json 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
-// RECOMPUTE: error: {{.*}}plan_recompute.json: recompute.policy = "selective" needs the recompute pass, which is not implemented yet; use "none"{{$}}
+// --dist-recompute implements none, selective and full, not yet budget.
+// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute_budget.json 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
+// RECOMPUTE: error: {{.*}}plan_recompute_budget.json: recompute.policy = "budget" needs the recompute pass's budget policy, which is not implemented yet; use "none", "selective" or "full"{{$}}
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute.json | FileCheck %s --check-prefix=SELECTIVE
+// SELECTIVE: recompute = selective
 
 // Every refused field is named.
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_full.json 2>&1 | FileCheck %s --check-prefix=ALL

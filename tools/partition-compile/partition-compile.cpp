@@ -15,6 +15,7 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"
+#include "dialects/Xfmr/XfmrOps.h"
 #include "lowering/Passes.h"
 #include "lowering/ProgramWriter.h"
 #include "passes/ActivationMemory.h"
@@ -33,6 +34,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -97,6 +99,19 @@ void printLayerReport(ModuleOp module) {
                    << " bytes per rank (16-bit), tensor-parallel traffic "
                    << memory.tensorParallelBytes
                    << " bytes per rank per step\n";
+    // What --dist-recompute added: the matmul FLOPs of its clones, against
+    // all the step's matmul FLOPs (clones included), per rank.
+    int64_t extra = 0, total = 0;
+    function.walk([&](partition::xfmr::MatmulFlopsOpInterface op) {
+      int64_t flops = op.getMatmulFlops().value_or(0);
+      total += flops;
+      if (op->hasAttr(partition::dist::DistDialect::kRecomputedAttrName))
+        extra += flops;
+    });
+    llvm::outs() << "recompute: " << extra
+                 << " extra FLOPs per step per rank ("
+                 << llvm::format("%.1f", total ? 100.0 * extra / total : 0.0)
+                 << "% of the step)\n";
   }
 }
 
