@@ -166,6 +166,8 @@ bool writesActivation(KernelOp kernel, llvm::function_ref<bool(Value)> isActivat
   case KernelId::VocabParallelMax:
   case KernelId::VocabParallelTargetLogit:
   case KernelId::VocabParallelSumExp:
+  case KernelId::VocabParallelMaskedMax:
+  case KernelId::VocabParallelMaskedSumExp:
   case KernelId::VocabParallelLoss:
     return true;
   case KernelId::Add:
@@ -188,6 +190,7 @@ bool writesActivation(KernelOp kernel, llvm::function_ref<bool(Value)> isActivat
   case KernelId::AttentionGrad:
   case KernelId::SoftmaxCrossEntropyGrad:
   case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::VocabParallelMaskedCrossEntropyGrad:
   case KernelId::AdamW:
   case KernelId::Fill:
   case KernelId::AddI32:

@@ -33,7 +33,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/Support/Regex.h"
 
 namespace partition {
 #define GEN_PASS_DEF_RECOMPUTEPASS
@@ -45,17 +44,6 @@ using namespace partition::xfmr;
 
 namespace partition {
 namespace {
-
-/// The layer index in a parameter name ("h.3.attn.q.weight" -> 3), or -1.
-int64_t layerOfName(StringRef name) {
-  static const llvm::Regex pattern("^(h|layers)\\.([0-9]+)\\.");
-  SmallVector<StringRef, 3> groups;
-  if (!pattern.match(name, &groups))
-    return -1;
-  int64_t layer = -1;
-  groups[2].getAsInteger(10, layer);
-  return layer;
-}
 
 /// The step's ops split into forward and backward, and each forward op's
 /// layer.
@@ -77,10 +65,13 @@ std::optional<int64_t> parameterLayer(Value value, func::FuncOp step) {
   auto arg = cast<BlockArgument>(value);
   if (arg.getOwner()->getParentOp() != step)
     return std::nullopt;
-  if (auto name = step.getArgAttrOfType<StringAttr>(
-          arg.getArgNumber(), XfmrDialect::kParamAttrName))
-    return layerOfName(name.getValue());
-  return std::nullopt;
+  // The layer partition-gen records on the parameter (-1: outside the
+  // layers).
+  if (!step.getArgAttr(arg.getArgNumber(), XfmrDialect::kParamAttrName))
+    return std::nullopt;
+  auto layer = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                  XfmrDialect::kLayerAttrName);
+  return layer ? layer.getInt() : -1;
 }
 
 StepStructure analyzeStep(func::FuncOp step) {
