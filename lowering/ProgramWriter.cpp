@@ -3,6 +3,7 @@
 #include "lowering/ProgramWriter.h"
 
 #include "dialects/CheckedSize.h"
+#include "dialects/Dist/DistDialect.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrDialect.h"
@@ -495,12 +496,30 @@ void Writer::finish(ModuleOp module, func::FuncOp trainStep,
   std::string train = toJson(trainStep->getAttrOfType<DictionaryAttr>(
       xfmr::XfmrDialect::kTrainStepAttrName));
   // Without a mesh the field stays absent: one device.
+  // Each axis with the role the plan gives it (none without a plan).
+  dist::PlanAttr plan = dist::getPlan(module);
+  auto roleOf = [&](StringRef axis) {
+    if (plan)
+      for (dist::PlanAxisAttr planAxis : plan.getAxes())
+        if (planAxis.getName() == axis)
+          switch (planAxis.getRole()) {
+          case dist::AxisRole::Data:
+            return ptp::AxisRole::Data;
+          case dist::AxisRole::Tensor:
+            return ptp::AxisRole::Tensor;
+          case dist::AxisRole::Pipeline:
+            return ptp::AxisRole::Pipeline;
+          }
+    return ptp::AxisRole::None;
+  };
   std::vector<flatbuffers::Offset<ptp::MeshAxis>> meshAxes;
   if (mesh)
     for (auto [name, size] :
-         llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
-      meshAxes.push_back(ptp::CreateMeshAxisDirect(
-          fbb, cast<StringAttr>(name).getValue().str().c_str(), size));
+         llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
+      StringRef axis = cast<StringAttr>(name).getValue();
+      meshAxes.push_back(ptp::CreateMeshAxisDirect(fbb, axis.str().c_str(),
+                                                   size, roleOf(axis)));
+    }
   auto program = ptp::CreateProgramDirect(
       fbb, ptp::kSchemaVersion, static_cast<uint64_t>(arenaBytes), &buffers,
       &functions, model.c_str(), train.c_str(), mesh ? &meshAxes : nullptr);

@@ -72,7 +72,13 @@ std::vector<MeshAxis> readMesh(const ptp::Program &file,
     return mesh;
   int64_t devices = 1;
   for (const ptp::MeshAxis *axis : *file.mesh()) {
-    MeshAxis decoded{axis->name() ? axis->name()->str() : "", axis->size()};
+    MeshAxis decoded{axis->name() ? axis->name()->str() : "", axis->size(),
+                     static_cast<AxisRole>(axis->role())};
+    if (axis->role() > ptp::AxisRole::MAX)
+      fail(origin, "mesh axis #" + std::to_string(mesh.size()) +
+                       " has an unknown role " +
+                       std::to_string(int(axis->role())) +
+                       "; the file is corrupt");
     std::string where = "mesh axis #" + std::to_string(mesh.size());
     if (decoded.name.empty())
       fail(origin, where + " has no name");
@@ -566,6 +572,13 @@ std::string Program::describeMesh() const {
   for (const MeshAxis &axis : mesh)
     text += " " + axis.name + "=" + std::to_string(axis.size);
   return text;
+}
+
+int Program::dataAxisIndex() const {
+  for (size_t i = 0; i < mesh.size(); ++i)
+    if (mesh[i].role == AxisRole::Data)
+      return static_cast<int>(i);
+  return -1;
 }
 
 int Program::axisIndex(const std::string &name) const {

@@ -128,10 +128,14 @@ struct Instruction {
   std::optional<Collective> collective;
 };
 
+/// What a mesh axis splits (the plan's role for it).
+enum class AxisRole : uint8_t { None = 0, Data, Tensor, Pipeline };
+
 /// One named axis of the device mesh.
 struct MeshAxis {
   std::string name;
   int64_t size = 1;
+  AxisRole role = AxisRole::None;
 };
 
 /// An entry point of the program: "train_step" or "eval_step".
@@ -164,6 +168,9 @@ public:
   std::string describeMesh() const;
   /// Index into `mesh` of the axis called `name`, or -1.
   int axisIndex(const std::string &name) const;
+  /// The index of the mesh axis with the data role (the batch's rows, the
+  /// replicas compared at start-up), or -1.
+  int dataAxisIndex() const;
   /// True when any function has a collective instruction.
   bool hasCollectives() const;
   /// The mesh axes an AxisIndex buffer's name lists ("dp,tp" -> {0, 2}), in

@@ -139,7 +139,7 @@ std::vector<std::vector<uint32_t>> neededGroups(const Program &program) {
   for (const BufferInfo &buffer : program.buffers)
     if (buffer.sharded())
       groups.push_back(shardingGroup(buffer.sharding));
-  if (int dp = program.axisIndex("dp"); dp >= 0)
+  if (int dp = program.dataAxisIndex(); dp >= 0)
     groups.push_back({static_cast<uint32_t>(dp)});
   return groups;
 }
@@ -192,10 +192,13 @@ public:
     if (mesh) {
       for (const comm::MeshAxisSize &axis : mesh->mesh())
         meshShape.push_back(axis.size);
-      dpRank = mesh->coordinate("dp");
-      dpSize = mesh->axisSize("dp");
-      if (int dp = program.axisIndex("dp"); dp >= 0)
+      // The data axis is found by its role (#dist.plan), not its name.
+      if (int dp = program.dataAxisIndex(); dp >= 0) {
+        const std::string &axis = program.mesh[dp].name;
+        dpRank = mesh->coordinate(axis);
+        dpSize = mesh->axisSize(axis);
         dpGroup = mesh->group({static_cast<uint32_t>(dp)});
+      }
     }
     // The tokens buffer holds this rank's block of the global batch the
     // loader yields: its rows for data parallelism (by the program's
@@ -521,7 +524,7 @@ void Run::checkReplicas(const char *after) {
   uint64_t hash = 0xcbf29ce484222325ull;
   // A block split over dp differs between replicas by design: leave it out.
   // Blocks split over other axes are the same block on every replica.
-  int dpAxis = program.axisIndex("dp");
+  int dpAxis = program.dataAxisIndex();
   for (Role role : {Role::Param, Role::Moment1, Role::Moment2, Role::Step})
     for (size_t index : program.withRole(role)) {
       const BufferInfo &buffer = program.buffers[index];

@@ -23,7 +23,7 @@ bool isAdamW(const Instruction &instruction) {
 } // namespace
 
 void makeDataParallel(Program &program, int64_t dp, uint64_t bucketBytes) {
-  program.mesh = {{"dp", dp}, {"pp", 1}, {"tp", 1}};
+  program.mesh = {{"dp", dp, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 1}};
   uint32_t loss = 0;
   for (size_t i = 0; i < program.buffers.size(); ++i)
     if (program.buffers[i].role == Role::Loss)

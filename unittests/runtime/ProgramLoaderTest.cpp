@@ -58,9 +58,23 @@ Instruction allReduce(std::vector<uint32_t> args, std::vector<uint32_t> axes,
 /// minimalProgram on a dp=2 x tp=2 mesh with one valid bucket.
 Program meshProgram() {
   Program program = testprograms::minimalProgram();
-  program.mesh = {{"dp", 2}, {"pp", 1}, {"tp", 2}};
+  program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};
   program.functions[0].instructions.push_back(allReduce({0, 1}, {0}));
   return program;
+}
+
+// The data-parallel axis is the one with the data role, whatever its name.
+TEST(ProgramLoader, AxisRolesRoundTrip) {
+  Program program = testprograms::minimalProgram();
+  program.mesh = {{"model", 2, runtime::AxisRole::Tensor},
+                  {"replica", 2, runtime::AxisRole::Data}};
+  Program loaded = roundTrip(program);
+  ASSERT_EQ(loaded.mesh.size(), 2u);
+  EXPECT_EQ(loaded.mesh[0].role, runtime::AxisRole::Tensor);
+  EXPECT_EQ(loaded.mesh[1].role, runtime::AxisRole::Data);
+  EXPECT_EQ(loaded.dataAxisIndex(), 1);
+  program.mesh = {{"dp", 2}, {"tp", 2}};
+  EXPECT_EQ(roundTrip(program).dataAxisIndex(), -1);
 }
 
 TEST(ProgramLoader, MeshAndCollectivesRoundTrip) {
@@ -115,10 +129,10 @@ TEST(ProgramLoader, RejectsBadMeshes) {
   program.mesh[1].name = "";
   EXPECT_EQ(rejection(program), "p.ptp: mesh axis #1 has no name");
   program = meshProgram();
-  program.mesh = {{"dp", 1 << 11}, {"pp", 1 << 11}};
+  program.mesh = {{"dp", 1 << 11, runtime::AxisRole::Data}, {"pp", 1 << 11}};
   EXPECT_EQ(rejection(program), "p.ptp: the mesh has more than 1048576 "
                                 "devices; the file is corrupt");
-  program.mesh = {{"dp", int64_t(1) << 62}, {"pp", int64_t(1) << 62}};
+  program.mesh = {{"dp", int64_t(1) << 62, runtime::AxisRole::Data}, {"pp", int64_t(1) << 62}};
   EXPECT_NE(rejection(program).find("more than 1048576 devices"),
             std::string::npos);
 }
@@ -196,7 +210,7 @@ TEST(ProgramLoader, RejectsBadCollectives) {
 /// along dimension 1: x -> y for a gather, y -> x for a scatter.
 Program blockProgram(runtime::CollectiveKind kind) {
   Program program = testprograms::minimalProgram();
-  program.mesh = {{"dp", 2}, {"pp", 1}, {"tp", 2}};
+  program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};
   auto add = [&](const char *name, runtime::DType dtype,
                  std::vector<int64_t> shape) {
     runtime::BufferInfo buffer;
@@ -303,7 +317,7 @@ TEST(ProgramLoader, RejectsBadBlockCollectives) {
 /// minimalProgram on a dp=2 x tp=2 mesh with an AxisIndex buffer #6.
 Program axisIndexProgram(const std::string &name) {
   Program program = testprograms::minimalProgram();
-  program.mesh = {{"dp", 2}, {"pp", 1}, {"tp", 2}};
+  program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};
   runtime::BufferInfo buffer;
   buffer.role = runtime::Role::AxisIndex;
   buffer.name = name;
@@ -365,7 +379,7 @@ TEST(ProgramLoader, RejectsBadAxisIndexBuffers) {
 /// mesh of several devices it needs them.
 TEST(ProgramLoader, AxisIndexWithoutCommunicators) {
   Program one = axisIndexProgram("dp,tp");
-  one.mesh = {{"dp", 1}, {"pp", 1}, {"tp", 1}};
+  one.mesh = {{"dp", 1, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 1}};
   Program loaded = roundTrip(one);
   auto backend = runtime::createCpuBackend(loaded);
   int32_t value = -1;
@@ -422,7 +436,7 @@ Outcome loadAndRun(const std::string &bytes) {
 
 TEST(ProgramLoader, EverySingleByteOfACollectiveProgram) {
   Program program = testprograms::minimalProgram();
-  program.mesh = {{"dp", 1}, {"pp", 1}, {"tp", 1}};
+  program.mesh = {{"dp", 1, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 1}};
   program.functions[0].instructions = {allReduce({0, 1}, {0}),
                                        allReduce({2}, {0, 2}, "loss")};
   std::string original = testprograms::serializeProgram(program);

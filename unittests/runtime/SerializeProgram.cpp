@@ -46,8 +46,9 @@ std::string serializeProgram(const runtime::Program &program) {
   }
   std::vector<flatbuffers::Offset<ptp::MeshAxis>> mesh;
   for (const runtime::MeshAxis &axis : program.mesh)
-    mesh.push_back(
-        ptp::CreateMeshAxisDirect(fbb, axis.name.c_str(), axis.size));
+    mesh.push_back(ptp::CreateMeshAxisDirect(
+        fbb, axis.name.c_str(), axis.size,
+        static_cast<ptp::AxisRole>(axis.role)));
   std::string model = program.model.dump(), train = program.train.dump();
   auto root =
       ptp::CreateProgram(fbb, ptp::kSchemaVersion, program.arenaBytes,

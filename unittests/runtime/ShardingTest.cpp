@@ -130,7 +130,7 @@ std::string rejection(const Program &program) {
 /// parameter "w", split [[tp], []]: logical [4, 3].
 Program shardedProgram() {
   Program program = testprograms::minimalProgram();
-  program.mesh = {{"dp", 2}, {"tp", 2}};
+  program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"tp", 2}};
   BufferInfo &b = program.buffers[1];
   b.role = Role::Param;
   b.name = "w";

@@ -100,7 +100,7 @@ float initial(int r, int buffer, size_t i) {
 
 void testBackend(comm::Communicator &world) {
   Program program = testprograms::minimalProgram(); // a [4], b [2,3], c [5]
-  program.mesh = {{"dp", 2}, {"pp", 1}, {"tp", 2}};
+  program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};
   program.functions[0].instructions = {
       allReduce({0, 1}, {0}, ReduceKind::Sum, "bucket a+b"),
       allReduce({2}, {2}, ReduceKind::Max, "c"),

@@ -73,7 +73,7 @@ Program makeProgram(int64_t dp) {
   Program program;
   std::vector<int64_t> sizes;
   if (dp > 0) {
-    program.mesh = {{"dp", dp}, {"tp", 2}};
+    program.mesh = {{"dp", dp, runtime::AxisRole::Data}, {"tp", 2}};
     sizes = {dp, 2};
   }
   uint64_t offset = 0;

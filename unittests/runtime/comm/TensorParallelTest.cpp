@@ -120,7 +120,7 @@ void run(comm::Communicator &world) {
     allGroup.push_back(r);
 
   ProgramBuilder b;
-  b.program.mesh = {{"dp", dpSize}, {"pp", 1}, {"tp", 2}};
+  b.program.mesh = {{"dp", dpSize, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};
   uint32_t idxTp = b.add(Role::AxisIndex, "tp", DType::I32, {});
   uint32_t idxDpTp = b.add(Role::AxisIndex, "dp,tp", DType::I32, {});
   uint32_t idxTpDp = b.add(Role::AxisIndex, "tp,dp", DType::I32, {});
