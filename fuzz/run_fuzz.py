@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+from fuzz_session import run_fuzzer
+
 
 def run(command):
     result = subprocess.run(command, capture_output=True, text=True)
@@ -90,14 +92,7 @@ def main():
         else:
             command = [args.fuzzer, f"-runs={args.runs}",
                        f"-seed={args.seed}", seeds]
-        print(" ".join(command), flush=True)
-        result = subprocess.run(command, capture_output=True, text=True)
-        output = result.stdout + result.stderr
-        # libFuzzer's log is long; its tail says what happened.
-        print("\n".join(output.splitlines()[-25:]))
-        if result.returncode != 0:
-            sys.exit(f"run_fuzz.py: the fuzzer failed (exit "
-                     f"{result.returncode}); see above")
+        run_fuzzer("run_fuzz.py", command)
 
 
 if __name__ == "__main__":

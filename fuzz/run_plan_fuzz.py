@@ -18,9 +18,10 @@ import argparse
 import glob
 import os
 import re
-import subprocess
 import sys
 import tempfile
+
+from fuzz_session import run_fuzzer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WRITTEN = re.compile(r"echo '(\{[^']*\})' > %t/[\w.-]+\.json")
@@ -80,14 +81,8 @@ def main():
             env["ASAN_OPTIONS"] = ("max_allocation_size_mb=256:"
                                    "allocator_may_return_null=0:"
                                    + env.get("ASAN_OPTIONS", ""))
-        print(f"{len(found)} seed plans; " + " ".join(command), flush=True)
-        result = subprocess.run(command, capture_output=True, text=True,
-                                env=env)
-        output = result.stdout + result.stderr
-        print("\n".join(output.splitlines()[-25:]))
-        if result.returncode != 0:
-            sys.exit(f"run_plan_fuzz.py: the fuzzer failed (exit "
-                     f"{result.returncode}); see above")
+        print(f"{len(found)} seed plans", flush=True)
+        run_fuzzer("run_plan_fuzz.py", command, env=env)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 
+from fuzz_session import run_fuzzer
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEPT = os.path.join(HERE, "corpus", "safetensors")
 DICTIONARY = os.path.join(HERE, "safetensors.dict")
@@ -186,14 +188,7 @@ def main():
         else:
             command = [args.fuzzer, f"-runs={args.runs}",
                        f"-seed={args.seed}", *inputs]
-        print(" ".join(command), flush=True)
-        result = subprocess.run(command, capture_output=True, text=True)
-        output = result.stdout + result.stderr
-        # libFuzzer's log is long; its tail says what happened.
-        print("\n".join(output.splitlines()[-25:]))
-        if result.returncode != 0:
-            sys.exit(f"run_safetensors_fuzz.py: the fuzzer failed (exit "
-                     f"{result.returncode}); see above")
+        run_fuzzer("run_safetensors_fuzz.py", command)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 
+from fuzz_session import run_fuzzer
+
 MALLOC_LIMIT_MB = 256
 RSS_LIMIT_MB = 1024
 
@@ -127,14 +129,7 @@ def main():
                 env.get("ASAN_OPTIONS", ""),
                 f"max_allocation_size_mb={MALLOC_LIMIT_MB}",
                 "allocator_may_return_null=0"]))
-        print(" ".join(command), flush=True)
-        result = subprocess.run(command, capture_output=True, text=True,
-                                env=env)
-        output = result.stdout + result.stderr
-        print("\n".join(output.splitlines()[-25:]))
-        if result.returncode != 0:
-            sys.exit(f"run_token_fuzz.py: the fuzzer failed (exit "
-                     f"{result.returncode}); see above")
+        run_fuzzer("run_token_fuzz.py", command, env=env)
 
 
 if __name__ == "__main__":

@@ -3,36 +3,36 @@
 // kNotImplemented in passes/Plan.cpp; a pass that lands removes its line
 // and the RUN lines here that test it).
 
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_pp2.json 2>&1 | FileCheck %s --check-prefix=PP
-// PP: error: {{.*}}plan_pp2.json: mesh.pp = 2 needs the pipeline-parallel pass, which is not implemented yet; use pp 1{{$}}
-// PP-NOT: error
+// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_pp2.json 2>&1 | FileCheck %s --check-prefix=CHECK-PP
+// CHECK-PP: error: {{.*}}plan_pp2.json: mesh.pp = 2 needs the pipeline-parallel pass, which is not implemented yet; use pp 1{{$}}
+// CHECK-PP-NOT: error
 
 // Without pipeline parallelism a schedule would be ignored.
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_schedule_gpipe.json 2>&1 | FileCheck %s --check-prefix=SCHEDULE
-// SCHEDULE: error: {{.*}}plan_schedule_gpipe.json: pipeline.schedule = "gpipe" needs the pipeline-parallel pass, which is not implemented yet; leave it out{{$}}
+// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_schedule_gpipe.json 2>&1 | FileCheck %s --check-prefix=CHECK-SCHEDULE
+// CHECK-SCHEDULE: error: {{.*}}plan_schedule_gpipe.json: pipeline.schedule = "gpipe" needs the pipeline-parallel pass, which is not implemented yet; leave it out{{$}}
 
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_partial.json 2>&1 | FileCheck %s --check-prefix=ZERO
-// ZERO: error: {{.*}}plan_partial.json: zero.stage = 2 needs the ZeRO pass, which is not implemented yet; use stage 0{{$}}
+// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_partial.json 2>&1 | FileCheck %s --check-prefix=CHECK-ZERO
+// CHECK-ZERO: error: {{.*}}plan_partial.json: zero.stage = 2 needs the ZeRO pass, which is not implemented yet; use stage 0{{$}}
 
 // --dist-recompute implements none, selective and full, not yet budget.
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute_budget.json 2>&1 | FileCheck %s --check-prefix=RECOMPUTE
-// RECOMPUTE: error: {{.*}}plan_recompute_budget.json: recompute.policy = "budget" needs the recompute pass's budget policy, which is not implemented yet; use "none", "selective" or "full"{{$}}
-// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute.json | FileCheck %s --check-prefix=SELECTIVE
-// SELECTIVE: recompute = selective
+// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute_budget.json 2>&1 | FileCheck %s --check-prefix=CHECK-RECOMPUTE
+// CHECK-RECOMPUTE: error: {{.*}}plan_recompute_budget.json: recompute.policy = "budget" needs the recompute pass's budget policy, which is not implemented yet; use "none", "selective" or "full"{{$}}
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute.json | FileCheck %s --check-prefix=CHECK-SELECTIVE
+// CHECK-SELECTIVE: recompute = selective
 
 // Every refused field is named.
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_full.json 2>&1 | FileCheck %s --check-prefix=ALL
-// ALL: error: {{.*}}plan_full.json: mesh.pp = 2 needs the pipeline-parallel pass
-// ALL: error: {{.*}}plan_full.json: pipeline.schedule = "interleaved-1f1b" needs the pipeline-parallel pass
-// ALL: error: {{.*}}plan_full.json: zero.stage = 1 needs the ZeRO pass
-// ALL: error: {{.*}}plan_full.json: recompute.policy = "budget" needs the recompute pass
+// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_full.json 2>&1 | FileCheck %s --check-prefix=CHECK-ALL
+// CHECK-ALL: error: {{.*}}plan_full.json: mesh.pp = 2 needs the pipeline-parallel pass
+// CHECK-ALL: error: {{.*}}plan_full.json: pipeline.schedule = "interleaved-1f1b" needs the pipeline-parallel pass
+// CHECK-ALL: error: {{.*}}plan_full.json: zero.stage = 1 needs the ZeRO pass
+// CHECK-ALL: error: {{.*}}plan_full.json: recompute.policy = "budget" needs the recompute pass
 
 // pipeline.microbatches without pipeline parallelism is gradient
 // accumulation (--xfmr-train-step), and the defaults ask for nothing.
-// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_mb2.json | FileCheck %s --check-prefix=MB2
-// MB2: microbatches = 2
-// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_defaults.json | FileCheck %s --check-prefix=DEFAULTS
-// DEFAULTS: dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 1]
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_mb2.json | FileCheck %s --check-prefix=CHECK-MB2
+// CHECK-MB2: microbatches = 2
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_defaults.json | FileCheck %s --check-prefix=CHECK-DEFAULTS
+// CHECK-DEFAULTS: dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 1]
 
 func.func @forward(%tokens: tensor<8x16xi32> {xfmr.input = "tokens"}) -> tensor<8x16xi32>
     attributes {xfmr.model = {arch = "llama", batch = 8 : i64, heads = 4 : i64, kv_heads = 2 : i64, layers = 4 : i64, vocab = 256 : i64, seq_len = 16 : i64}} {
