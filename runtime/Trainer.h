@@ -28,6 +28,9 @@ struct TrainOptions {
   int64_t warmup = -1; // -1: 10% of the steps
   double minLrRatio = 0.1;
   std::string metricsOut;
+  /// --trace: the Chrome / Perfetto trace rank 0 writes (runtime/Trace.h);
+  /// empty: none.
+  std::string trace;
   /// Held-out evaluation every `evalEvery` steps (0: never) over
   /// `evalBatches` batches, and after the last step.
   int64_t evalEvery = 10;

@@ -340,9 +340,14 @@ def Dist_SendOp : Op<Dist_Dialect, "send", [
     of pipeline stage 1 with my dp and tp coordinates". The peer must run a
     matching `dist.recv`.
 
+    `label`, when present, names the transfer in traces and in the
+    runtime's error messages ("F mb1 activations stage0->1"): a receive
+    that times out says which one waited.
+
     Example:
     ```mlir
     dist.send %x to @m [pp = 1] : tensor<4x16xf32>
+    dist.send %x to @m [pp = 1] label "F mb0 stage0->1" : tensor<4x16xf32>
     ```
 
     Constraints:
@@ -353,10 +358,11 @@ def Dist_SendOp : Op<Dist_Dialect, "send", [
   }];
   let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$peer_axes,
-                       DenseI64ArrayAttr:$peer_coords);
+                       DenseI64ArrayAttr:$peer_coords,
+                       OptionalAttr<StrAttr>:$label);
   let assemblyFormat = [{
     $input `to` $mesh custom<AxisValues>($peer_axes, $peer_coords)
-    attr-dict `:` type($input)
+    (`label` $label^)? attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
 }
@@ -369,9 +375,12 @@ def Dist_RecvOp : Op<Dist_Dialect, "recv", [
     The peer is given as for `dist.send`: absolute coordinates on the listed
     axes, the receiver's own coordinates on the others.
 
+    `label` names the transfer, as for `dist.send`.
+
     Example:
     ```mlir
     %y = dist.recv from @m [pp = 0] : tensor<4x16xf32>
+    %z = dist.recv from @m [pp = 0] label "F mb0 stage0->1" : tensor<4x16xf32>
     ```
 
     Constraints:
@@ -382,11 +391,12 @@ def Dist_RecvOp : Op<Dist_Dialect, "recv", [
   }];
   let arguments = (ins FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$peer_axes,
-                       DenseI64ArrayAttr:$peer_coords);
+                       DenseI64ArrayAttr:$peer_coords,
+                       OptionalAttr<StrAttr>:$label);
   let results = (outs Dist_StaticTensor:$result);
   let assemblyFormat = [{
     `from` $mesh custom<AxisValues>($peer_axes, $peer_coords)
-    attr-dict `:` type($result)
+    (`label` $label^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

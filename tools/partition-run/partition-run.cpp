@@ -52,6 +52,11 @@ Trains the model of a program compiled by partition-compile.
   --eval-fraction X    held-out share of --data / --text (default 0.1)
   --metrics-out FILE   one JSON object per step (step, loss, lr, step_ms,
                        tokens_per_s, eval_loss), then a summary
+  --trace FILE         write a Chrome / Perfetto trace of what ran (JSON,
+                       open it in ui.perfetto.dev): one track per rank, a
+                       span per instruction (kernel, or collective / send /
+                       recv with its label and bytes; a recv's span covers
+                       its wait); rank 0 gathers every rank's spans
   --save DIR           write a checkpoint at the end (and every
                        --save-every N steps)
   --resume DIR         continue from a checkpoint
@@ -210,6 +215,7 @@ CommandLine parse(int argc, char **argv) {
                                  {0, 1, true, true, "(0, 1)"})},
       {"--metrics-out", text(options.metricsOut)},
       {"--save", text(options.save)},
+      {"--trace", text(options.trace)},
       {"--save-every", integer(options.saveEvery, "--save-every", 0, kMaxSteps)},
       {"--resume", text(options.resume)},
       {"--stop-after", integer(options.stopAfter, "--stop-after", 0, kMaxSteps)},
