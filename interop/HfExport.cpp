@@ -76,8 +76,15 @@ ExportResult exportHf(const std::string &checkpointDir,
     const Tensor &tensor = hf.back();
     if (bf16) {
       std::vector<uint16_t> &half = halves.emplace_back(tensor.values.size());
-      for (size_t i = 0; i < half.size(); ++i)
+      for (size_t i = 0; i < half.size(); ++i) {
         half[i] = floatToBf16(tensor.values[i]);
+        // Within 2^-8 of FLT_MAX a value rounds to infinity: refuse rather
+        // than write a model that computes inf.
+        if ((half[i] & 0x7fffu) == 0x7f80u)
+          throw InteropError(file + ": parameter values of '" + map.hfName +
+                             "' (" + std::to_string(tensor.values[i]) +
+                             ") overflow bf16; export with --dtype fp32");
+      }
       refs.push_back({map.hfName, ckpt::DType::BF16, tensor.shape, half.data(),
                       half.size() * sizeof(uint16_t)});
     } else {
