@@ -16,6 +16,10 @@ partition-imports it and checks:
       batch within 1e-5. GPT-2's key bias, whose gradient is exactly zero
       (softmax ignores a shift common to a row), is bounded absolutely.
 
+and (c) partition-export's directory of the updated checkpoint loads with
+AutoModelForCausalLM.from_pretrained with no missing, unexpected or
+mismatched weight and gives the same loss within 1e-5.
+
 Every tensor is compared under partition's names: the HF tensors (and the
 optimizer moments, loaded into a copy of the model) go through
 partition-import, the tool under test.
@@ -198,7 +202,21 @@ def check(arch, tools, work, torch, transformers, safetensors):
         partition_after - hf_loss(model, inputs, targets, torch)) / abs(
             partition_after)
 
+    # Export: partition's step-1 checkpoint loads into transformers with no
+    # missing or unexpected weight and computes partition's loss.
+    exported = os.path.join(work, "step1.export")
+    run([tools["partition-export"], step1, "--format", "hf", "-o", exported])
+    loaded, info = transformers.AutoModelForCausalLM.from_pretrained(
+        exported, output_loading_info=True)
+    figures["export_loss"] = abs(partition_after - hf_loss(
+        loaded.float().eval(), inputs, targets, torch)) / abs(partition_after)
+
     failures = list(figures.get("noise", []))
+    for key in ["missing_keys", "unexpected_keys", "mismatched_keys"]:
+        if info.get(key):
+            failures.append(f"export: {key} {sorted(info[key])}")
+    if not figures["export_loss"] <= TOL["loss"]:
+        failures.append(f"export loss {figures['export_loss']:.2e}")
     for kind, tolerance in [("loss", TOL["loss"]),
                             ("loss_after_step", TOL["loss"]),
                             ("param", TOL["param"]),
@@ -210,7 +228,8 @@ def check(arch, tools, work, torch, transformers, safetensors):
           f"loss rel {figures['loss_after_step']:.2e}, params "
           f"{figures['param']:.2e} ({figures['param_tensor']}), adam_m "
           f"{figures['adam_m']:.2e} ({figures['adam_m_tensor']}), adam_v "
-          f"{figures['adam_v']:.2e} ({figures['adam_v_tensor']}) at lr {lr:.3g}")
+          f"{figures['adam_v']:.2e} ({figures['adam_v_tensor']}) at lr {lr:.3g}; "
+          f"exported: loads cleanly, loss rel {figures['export_loss']:.2e}")
     return failures
 
 
@@ -230,9 +249,10 @@ def main():
         return SKIP
     torch.set_num_threads(1)
     transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
     tools = {name: os.path.join(args.bin, name)
              for name in ["partition-import", "partition-compile",
-                          "partition-run"]}
+                          "partition-run", "partition-export"]}
     work = args.work or tempfile.mkdtemp(prefix="hf-oracle-")
     os.makedirs(work, exist_ok=True)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
