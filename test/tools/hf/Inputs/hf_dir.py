@@ -12,6 +12,9 @@ partition-import refusal tests (Python's standard library only).
   hf_dir.py nan SRC DST NAME              NAME's element 0 set to NaN (F32)
   hf_dir.py perturb SRC DST NAME          NAME's element 0 changed (F32)
   hf_dir.py f64 SRC DST NAME              NAME stored as F64
+  hf_dir.py openai SRC DST                GPT-2 as OpenAI uploaded it: no
+                                          "transformer." prefix, plus the
+                                          causal-mask buffers h.N.attn.bias
   hf_dir.py truncate SRC DST              model.safetensors cut short
   hf_dir.py unlisted SRC DST              a shard (of 2) holds a tensor the
                                           index does not list
@@ -96,6 +99,19 @@ def main():
             weight_map.pop(names[0])
         with open(os.path.join(dst, WEIGHTS + ".index.json"), "w") as f:
             json.dump({"metadata": {}, "weight_map": weight_map}, f)
+        return
+    if command == "openai":
+        renamed = {}
+        for name, tensor in tensors.items():
+            renamed[name[len("transformer."):]] = tensor
+            if name.endswith(".ln_1.weight"):
+                n = 4
+                mask = [1.0 if j <= i else 0.0 for i in range(n)
+                        for j in range(n)]
+                layer = name[len("transformer."):-len(".ln_1.weight")]
+                renamed[layer + ".attn.bias"] = (
+                    "F32", [1, 1, n, n], struct.pack(f"<{n * n}f", *mask))
+        save(weights, metadata, renamed)
         return
     name = rest[0]
     dtype, shape, raw = tensors[name]
