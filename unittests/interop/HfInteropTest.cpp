@@ -300,3 +300,31 @@ TEST_F(HfInteropTest, HfConfigReadsBackAsTheSameModel) {
     EXPECT_EQ(bare.batch, 1);
   }
 }
+
+TEST_F(HfInteropTest, EveryPresetMapsEveryParameterAndReadsBack) {
+  for (const std::string &name : partition::model::presetNames()) {
+    SCOPED_TRACE(name);
+    ModelConfig config = *partition::model::getPreset(name);
+    config.positions = std::max(config.positions, config.seqLen);
+    // hfTensorMap checks that every parameter maps exactly once.
+    std::vector<HfTensorMap> maps = hfTensorMap(config);
+    std::map<std::string, Shape> shapes;
+    int64_t partitionElements = 0, hfElements = 0;
+    for (const ParamShape &param : modelParameters(config)) {
+      shapes[param.name] = param.shape;
+      int64_t elements = 1;
+      for (int64_t dim : param.shape)
+        elements *= dim;
+      partitionElements += elements;
+    }
+    for (const HfTensorMap &map : maps) {
+      int64_t elements = 1;
+      for (int64_t dim : hfShape(map, shapes))
+        elements *= dim;
+      hfElements += elements;
+    }
+    EXPECT_EQ(hfElements, partitionElements);
+    expectSameConfig(fromHfConfig(hfConfig(config, "bfloat16"), "config.json"),
+                     config);
+  }
+}
