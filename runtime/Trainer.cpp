@@ -491,7 +491,13 @@ void Run::initialiseFrom(const std::string &dir) {
                  "(its values are checked)\n",
                  ckpt::checkpointFile(dir).c_str(),
                  static_cast<long long>(checkpoint.version));
-  ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump());
+  // What to do differs from --resume's: compile the checkpoint's model.
+  const char *otherModel =
+      "the checkpoint was written for another model; start from it with the "
+      "program of that model (partition-import writes its model.mlir), or "
+      "without --init-from";
+  ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump(),
+                       otherModel);
   // The parameters, and the moments too when the checkpoint has them (a
   // training checkpoint): they are left unread, but anything else means
   // another model.
@@ -508,7 +514,7 @@ void Run::initialiseFrom(const std::string &dir) {
       for (const std::string &moment :
            {ckpt::adamMName(param->name), ckpt::adamVName(param->name)})
         expected.push_back({moment, ckpt::DType::F32, param->tensorShape()});
-  ckpt::checkSameTensors(checkpoint, expected);
+  ckpt::checkSameTensors(checkpoint, expected, otherModel);
   for (const BufferInfo *param : params) {
     std::vector<float> values(elementsOf(param->tensorShape()));
     checkpoint.read(param->name, ckpt::DType::F32, param->tensorShape(),
