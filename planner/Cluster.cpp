@@ -136,6 +136,7 @@ Cluster cpuLocal() {
   c.interNodeBandwidth = 1e9;
   c.interNodeLatency = 50e-6;
   c.overlapsCommunication = false;
+  c.sharedNode = true;
   return c;
 }
 
@@ -179,6 +180,7 @@ const std::vector<Field> &fields() {
       {"inter_node_latency", Field::Number, &Cluster::interNodeLatency},
       {"overlaps_communication", Field::Flag, nullptr, nullptr,
        &Cluster::overlapsCommunication},
+      {"shared_node", Field::Flag, nullptr, nullptr, &Cluster::sharedNode},
       {"attention_kernel", Field::Choice, nullptr, nullptr, nullptr,
        &Cluster::attentionKernel, {"fused", "materialized"}},
   };

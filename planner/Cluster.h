@@ -83,6 +83,11 @@ struct Cluster {
   /// probabilities with a byte mask, the backward reading the saved
   /// probabilities and mask).
   std::string attentionKernel = "fused";
+  /// Whether the devices of a node are processes sharing its cores and
+  /// memory (cpu-local: ranks on one machine): then each of the d devices
+  /// on a node gets 1/d of the node's FLOP/s, bandwidth, compute units and
+  /// memory, which the figures above describe whole.
+  bool sharedNode = false;
 
   double peakFlops(const std::string &precision) const {
     return precision == "bf16" ? peakFlopsBf16 : peakFlopsFp32;

@@ -380,8 +380,23 @@ int64_t peakInFlightFirstStage(const std::string &schedule, int64_t p,
   return std::min(m, p);
 }
 
+Cluster deviceShare(const Cluster &node, int64_t devices) {
+  if (!node.sharedNode)
+    return node;
+  Cluster c = node;
+  double share = double(std::max<int64_t>(
+      1, std::min<int64_t>(devices, node.devicesPerNode)));
+  c.peakFlopsBf16 /= share;
+  c.peakFlopsFp32 /= share;
+  c.memoryBandwidth /= share;
+  c.memoryBytes /= share;
+  c.computeUnits = std::max(1, int(std::lround(c.computeUnits / share)));
+  return c;
+}
+
 Prediction predict(const ModelShape &m, const Candidate &p,
-                   const Cluster &c, bool exactPipeline) {
+                   const Cluster &node, bool exactPipeline) {
+  Cluster c = deviceShare(node, p.devices());
   Prediction out;
   out.plan = p;
   LayerCost layer = layerCost(m, p, c);

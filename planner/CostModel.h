@@ -123,6 +123,9 @@ struct Prediction {
 Prediction predict(const ModelShape &model, const Candidate &plan,
                    const Cluster &cluster, bool exactPipeline = true);
 
+/// What one of `devices` devices gets of a node (Cluster::sharedNode).
+Cluster deviceShare(const Cluster &node, int64_t devices);
+
 /// The most micro-batch chunks pipeline stage 0 holds activations for at
 /// once under `schedule` (p stages, m micro-batches, v chunks per stage):
 /// the closed forms of passes/pipeline's peakInFlight.

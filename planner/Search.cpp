@@ -31,7 +31,7 @@ std::vector<T> either(const std::optional<T> &fixed, std::vector<T> all) {
 
 SearchResult search(const ModelShape &model, const Cluster &cluster,
                     const SearchOptions &options, const Fixed &fixed,
-                    const Validate &validate) {
+                    const Validate &validate, const MemoryOracle &memory) {
   SearchResult result;
   std::vector<Prediction> fitting, unfit;
   std::string defaultPrecision =
@@ -40,13 +40,28 @@ SearchResult search(const ModelShape &model, const Cluster &cluster,
     if (options.devices % tp != 0)
       continue;
     for (int64_t pp : either(fixed.pp, divisors(options.devices / tp))) {
-      if ((options.devices / tp) % pp != 0 || pp > model.layers)
+      if ((options.devices / tp) % pp != 0)
         continue;
+      if (pp > model.layers) {
+        if (result.firstRefusal.empty())
+          result.firstRefusal = "pp = " + std::to_string(pp) +
+                                " is more than the model's " +
+                                std::to_string(model.layers) + " layers";
+        ++result.refused;
+        continue;
+      }
       int64_t dp = options.devices / tp / pp;
       if (fixed.dp && *fixed.dp != dp)
         continue;
-      if (options.globalBatch % dp != 0)
+      if (options.globalBatch % dp != 0) {
+        if (result.firstRefusal.empty())
+          result.firstRefusal = "the global batch of " +
+                                std::to_string(options.globalBatch) +
+                                " sequences is not divisible by dp = " +
+                                std::to_string(dp);
+        ++result.refused;
         continue;
+      }
       int64_t perReplica = options.globalBatch / dp;
       std::vector<int64_t> sizes;
       for (int64_t b : divisors(perReplica))
@@ -116,6 +131,9 @@ SearchResult search(const ModelShape &model, const Cluster &cluster,
                   if (p.fits)
                     fitting.push_back(std::move(p));
                   else {
+                    if (result.unfit == 0 ||
+                        p.memoryPerRank < result.leastUnfitMemory)
+                      result.leastUnfitMemory = p.memoryPerRank;
                     ++result.unfit;
                     if (options.keepUnfit)
                       unfit.push_back(std::move(p));
@@ -149,6 +167,21 @@ SearchResult search(const ModelShape &model, const Cluster &cluster,
     if (!std::isfinite(p.stepSeconds))
       continue;
     p.notCompilable = refusal;
+    if (memory && refusal.empty()) {
+      if (std::optional<double> bytes = memory(p.plan)) {
+        p.memoryPerRank = *bytes;
+        p.memorySource = "compiled";
+        p.fits = *bytes <= deviceShare(cluster, p.plan.devices()).memoryBytes;
+        if (!p.fits) {
+          if (result.unfit == 0 || *bytes < result.leastUnfitMemory)
+            result.leastUnfitMemory = *bytes;
+          ++result.unfit;
+          if (options.keepUnfit)
+            unfit.push_back(p);
+          continue;
+        }
+      }
+    }
     bestTimes.insert(std::upper_bound(bestTimes.begin(), bestTimes.end(),
                                       p.stepSeconds),
                      p.stepSeconds);

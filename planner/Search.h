@@ -62,11 +62,21 @@ struct SearchResult {
   /// refusal, for the error message.
   std::string firstRefusal;
   int64_t refused = 0, unfit = 0;
+  /// The least memory per rank among plans that do not fit (bytes).
+  double leastUnfitMemory = 0;
 };
 
+/// The compiler's memory plan of a plan that compiles: bytes per rank, or
+/// nullopt when it cannot say (then the closed form stands).
+using MemoryOracle = std::function<std::optional<double>(const Candidate &)>;
+
+/// With `memory`, the plans that reach the exact phase and compile get
+/// their memory from it (Prediction::memorySource "compiled") and are
+/// dropped when that does not fit.
 SearchResult search(const ModelShape &model, const Cluster &cluster,
                     const SearchOptions &options, const Fixed &fixed,
-                    const Validate &validate);
+                    const Validate &validate,
+                    const MemoryOracle &memory = nullptr);
 
 } // namespace partition::planner
 
