@@ -492,12 +492,21 @@ int main(int argc, char **argv) {
     shown.resize(top);
   const Prediction &best = result.ranked.front();
 
+  // -o writes the fastest plan partition-compile accepts today (the best
+  // overall when none of them does; a note says so).
+  const Prediction *written = &best;
+  for (const Prediction &p : result.ranked)
+    if (p.notCompilable.empty()) {
+      written = &p;
+      break;
+    }
   if (!output.empty()) {
     std::string outError;
     auto out = mlir::openOutputFile(output, &outError);
     if (!out)
       return fail(outError);
-    out->os() << nlohmann::ordered_json::parse(best.plan.planJson()).dump(2)
+    out->os() << nlohmann::ordered_json::parse(written->plan.planJson())
+                     .dump(2)
               << "\n";
     out->keep();
   }
@@ -545,6 +554,10 @@ int main(int argc, char **argv) {
   if (explain)
     printExplanation(result.ranked, os);
   if (!output.empty())
-    os << "wrote " << output << "\n";
+    os << "wrote " << output << " (" << written->plan.label()
+       << (written->notCompilable.empty()
+               ? ""
+               : "; partition-compile refuses it today")
+       << ")\n";
   return 0;
 }
