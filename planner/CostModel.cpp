@@ -477,7 +477,8 @@ Prediction predict(const ModelShape &m, const Candidate &p,
     pipelineComm = pipe.makespan - pipe.makespanNoLatency;
     bubble = std::max(0.0, pipe.makespanNoLatency - busiest);
   }
-  pipelineSeconds += double(p.microbatches) * accumulate;
+  // Every micro-batch after the first adds into the sum.
+  pipelineSeconds += double(p.microbatches - 1) * accumulate;
 
   // Data parallelism: fp32 gradients (this project reduces them in fp32
   // under bf16 too), dp ranks tp x pp apart.

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 namespace partition::planner {
 namespace {
 
@@ -27,22 +29,26 @@ double now() {
       .count();
 }
 
-/// The fastest of `repeats` runs of `work` (the machine is shared: the
-/// minimum is the least disturbed).
-template <typename F> double fastest(int repeats, F &&work) {
-  double best = 1e30;
+/// The median of `repeats` runs of `work` (after one warm-up run): what a
+/// training step meets, on a quiet machine and on a shared one alike (the
+/// minimum would describe a machine the steps never see).
+template <typename F> double medianTime(int repeats, F &&work) {
+  work();
+  std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     double start = now();
     work();
-    best = std::min(best, now() - start);
+    times.push_back(now() - start);
   }
-  return best;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2,
+                   times.end());
+  return times[times.size() / 2];
 }
 
 double sgemmRate(int M, int N, int K) {
   std::vector<float> a(size_t(M) * K, 0.5f), b(size_t(K) * N, 0.25f),
       c(size_t(M) * N, 0.0f);
-  double t = fastest(5, [&] {
+  double t = medianTime(5, [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f,
                 a.data(), K, b.data(), K, 0.0f, c.data(), N);
   });
@@ -52,7 +58,7 @@ double sgemmRate(int M, int N, int K) {
 double triadBandwidth() {
   size_t n = size_t(32) << 20; // 3 x 128 MiB, beyond any cache
   std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
-  double t = fastest(5, [&] {
+  double t = medianTime(5, [&] {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; ++i)
       c[i] = a[i] + 0.5f * b[i];
@@ -62,7 +68,7 @@ double triadBandwidth() {
 
 double parallelRegionCost() {
   volatile int sink = 0;
-  double t = fastest(5, [&] {
+  double t = medianTime(5, [&] {
     for (int i = 0; i < 1000; ++i) {
 #pragma omp parallel
       {
@@ -84,7 +90,8 @@ int runCollectivesWorker() {
   auto time = [&](size_t bytes, int repeats) {
     std::vector<float> send(std::max<size_t>(1, bytes / 4), 1.0f),
         recv(send.size());
-    double best = 1e30;
+    // The median over repeats of the slowest rank's time.
+    std::vector<double> times;
     for (int i = 0; i < repeats; ++i) {
       MPI_Barrier(MPI_COMM_WORLD);
       double start = MPI_Wtime();
@@ -93,9 +100,11 @@ int runCollectivesWorker() {
       double local = MPI_Wtime() - start, slowest = 0;
       MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX,
                     MPI_COMM_WORLD);
-      best = std::min(best, slowest);
+      times.push_back(slowest);
     }
-    return best;
+    std::nth_element(times.begin(), times.begin() + times.size() / 2,
+                     times.end());
+    return times[times.size() / 2];
   };
   double small = time(8, 200);
   size_t large = size_t(16) << 20;
@@ -131,6 +140,10 @@ int runCalibration(const char *self, int ranks, const std::string &output) {
   c.memoryBandwidth = triadBandwidth();
   c.memoryEfficiency = 1.0;
   c.kernelLatency = parallelRegionCost();
+  // Physical memory (all ranks of the node share it: shared_node).
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && pageSize > 0)
+    c.memoryBytes = double(pages) * double(pageSize);
   std::fprintf(stderr,
                "sgemm %.1f GFLOP/s, triad %.2f GB/s, parallel region %.2f "
                "us\n",

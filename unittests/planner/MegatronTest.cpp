@@ -135,6 +135,7 @@ TEST(Megatron, PlannerChoiceAtLeastAsFast) {
     SearchResult paper = search(m, a100, options, paperPlan(row), check);
     Fixed own;
     own.precision = "bf16";
+    own.maxMicroBatch = 8;
     SearchResult ours = search(m, a100, options, own, check);
     ASSERT_FALSE(paper.ranked.empty());
     ASSERT_FALSE(ours.ranked.empty());
