@@ -112,27 +112,34 @@ Cluster gb200() {
   return c;
 }
 
-/// This machine, as `partition-plan --calibrate` measured it (the command
-/// writes a file of the same fields; pass it with --cluster FILE.json to
-/// use a fresh measurement). Ranks are processes on one node sharing its
-/// cores: see ranksShareNode.
+/// This machine, as `partition-plan --calibrate` measured it on
+/// 2026-12-01 (the 2-core build machine, shared with other builds: load
+/// average near 20, so these are medians under load; see bench/README.md).
+/// The command writes a file of the same fields: pass it with --cluster
+/// FILE.json to use a fresh measurement. Ranks are processes on one node
+/// sharing its cores, bandwidth and memory (sharedNode).
 Cluster cpuLocal() {
   Cluster c;
   c.name = "cpu-local";
-  // Measured here by --calibrate (see docs/planner.md).
-  c.peakFlopsFp32 = 60e9;
-  c.peakFlopsBf16 = 60e9;
+  // OpenBLAS sgemm, the best of four shapes (median of 5 runs), 2 threads.
+  c.peakFlopsFp32 = 7.2e9;
+  // bf16 kernels load bf16 and compute in fp32: the same peak.
+  c.peakFlopsBf16 = 7.2e9;
   c.gemmEfficiency = 1.0;
+  // OpenBLAS's sgemm micro-kernel tile on x86-64 (16 x 6 outputs); the
+  // machine's 2 cores.
   c.gemmTileM = 16;
   c.gemmTileN = 6;
   c.computeUnits = 2;
-  c.memoryBytes = 8 * GiB;
-  c.memoryBandwidth = 10e9;
+  // Physical memory; a streaming triad; an empty OpenMP parallel region.
+  c.memoryBytes = 25276502016.0;
+  c.memoryBandwidth = 2.2e9;
   c.memoryEfficiency = 1.0;
-  c.kernelLatency = 2e-6;
+  c.kernelLatency = 31e-6;
+  // All ranks on this node; MPI_Allreduce of 8 B and 16 MiB on 2 ranks.
   c.devicesPerNode = 64;
-  c.intraNodeBandwidth = 5e9;
-  c.intraNodeLatency = 5e-6;
+  c.intraNodeBandwidth = 0.16e9;
+  c.intraNodeLatency = 0.32e-6;
   c.interNodeBandwidth = 1e9;
   c.interNodeLatency = 50e-6;
   c.overlapsCommunication = false;
