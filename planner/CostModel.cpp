@@ -319,10 +319,8 @@ PipelineTime simulatePipeline(const Candidate &p,
     if (!schedule)
       return OrError<Timeline>::failure(schedule.error());
     SimulationOptions options;
-    int chunks = int(p.virtualStages);
-    options.cost = [&, chunks](int stage, const Action &a) {
+    options.cost = [&](int stage, const Action &a) {
       int modelChunk = a.chunk * int(p.pp) + stage;
-      (void)chunks;
       switch (a.kind) {
       case ActionKind::Forward:
         return forward[modelChunk];
@@ -515,8 +513,6 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   double optimizer = streamTime(28 * optimizerParams, 1, c);
 
   out.stepSeconds = pipelineSeconds + dataComm + optimizer;
-  double perMicrobatchStage = busiest / double(p.microbatches);
-  (void)perMicrobatchStage;
 
   // The breakdown along the busiest stage.
   Breakdown &bd = out.breakdown;
