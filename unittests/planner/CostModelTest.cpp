@@ -158,3 +158,47 @@ TEST(Search, OnlyWhatTheValidatorAcceptsAndEveryPlanFits) {
     EXPECT_LE(result.ranked[i - 1].stepSeconds, result.ranked[i].stepSeconds);
   EXPECT_GT(result.refused, 0);
 }
+
+// The cost model simulates long pipelines at 2p and 4p micro-batches and
+// extends the step linearly (CostModel.cpp, simulatePipeline): that holds
+// when every further micro-batch adds the same time, which this checks
+// against full simulations, with unequal stages (a heavier last stage, as
+// the LM head makes it) and a send latency.
+TEST(CostModel, PipelineStepsGrowLinearlyInMicrobatches) {
+  using namespace partition::pipeline;
+  for (auto [name, v] : {std::pair<std::string, int>{"1f1b", 1},
+                         {"gpipe", 1},
+                         {"zero-bubble", 1},
+                         {"interleaved-1f1b", 2}}) {
+    const int p = 4;
+    auto makespan = [&, name = name, v = v](int m) {
+      ScheduleConfig config;
+      config.kind = *parseScheduleKind(name);
+      config.stages = p;
+      config.microbatches = m;
+      config.chunks = v;
+      OrError<Schedule> schedule = generateSchedule(config);
+      EXPECT_TRUE(bool(schedule)) << schedule.error();
+      SimulationOptions options;
+      options.cost = [&](int stage, const Action &a) {
+        double scale = stage == p - 1 ? 1.5 : 1.0;
+        switch (a.kind) {
+        case ActionKind::Forward:
+          return scale;
+        case ActionKind::BackwardInput:
+          return 1.2 * scale;
+        case ActionKind::BackwardWeight:
+          return name == "zero-bubble" ? 0.8 * scale : 0.0;
+        }
+        return 0.0;
+      };
+      options.p2pLatency = 0.05;
+      OrError<Timeline> timeline = simulate(*schedule, options);
+      EXPECT_TRUE(bool(timeline)) << timeline.error();
+      return timeline->makespan;
+    };
+    double t8 = makespan(2 * p), t16 = makespan(4 * p), t64 = makespan(64);
+    EXPECT_NEAR(t64, t16 + (64 - 4 * p) * (t16 - t8) / (2 * p), 1e-9 * t64)
+        << name;
+  }
+}
