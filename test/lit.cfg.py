@@ -20,7 +20,7 @@ tool_dirs = [config.partition_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
     ["partition-opt", "partition-gen", "partition-translate", "partition-compile",
      "partition-run", "partition-schedule", "partition-export",
-     "partition-import"],
+     "partition-import", "partition-plan"],
     tool_dirs)
 # Helper scripts (test/*/Inputs/*.py) run with the interpreter running lit.
 config.substitutions.append(("%python", '"' + sys.executable + '"'))
