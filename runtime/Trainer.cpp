@@ -623,8 +623,8 @@ void Run::restore(const std::string &dir) {
   ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump());
   // A weights-only checkpoint (partition-import's) has no optimizer state
   // to continue: say how to start from it instead.
-  if (!entries.empty() && checkpoint.tensors.contains(entries.front().second) &&
-      !checkpoint.tensors.contains(ckpt::adamMName(entries.front().second)))
+  if (!entries.empty() && checkpoint.tensors.contains(entries.front().name) &&
+      !checkpoint.tensors.contains(ckpt::adamMName(entries.front().name)))
     throw ProgramError(ckpt::checkpointFile(dir) +
                        " holds weights only, no optimizer state to resume; "
                        "start from it with --init-from " + dir);
@@ -676,20 +676,29 @@ void Run::initialiseFrom(const std::string &dir) {
   // The parameters, and the moments too when the checkpoint has them (a
   // training checkpoint): they are left unread, but anything else means
   // another model.
+  // Every stage's parameters are the model's (a pipeline stage holds only
+  // some); a tensor several stages hold (a tied embedding) is named once.
   std::vector<ckpt::ExpectedTensor> expected;
-  std::vector<const BufferInfo *> params;
-  for (size_t index : program.withRole(Role::Param)) {
-    const BufferInfo &param = program.buffers[index];
-    params.push_back(&param);
+  std::vector<const BufferInfo *> modelParams;
+  std::set<std::string> seen;
+  for (auto [stage, index] : program.withRoleInStreams(Role::Param)) {
+    const BufferInfo &param = program.streams[stage].buffers[index];
+    if (!seen.insert(param.name).second)
+      continue;
+    modelParams.push_back(&param);
     expected.push_back({param.name, ckpt::DType::F32, param.tensorShape()});
   }
-  if (!params.empty() &&
-      checkpoint.tensors.contains(ckpt::adamMName(params.front()->name)))
-    for (const BufferInfo *param : params)
+  if (!modelParams.empty() &&
+      checkpoint.tensors.contains(ckpt::adamMName(modelParams.front()->name)))
+    for (const BufferInfo *param : modelParams)
       for (const std::string &moment :
            {ckpt::adamMName(param->name), ckpt::adamVName(param->name)})
         expected.push_back({moment, ckpt::DType::F32, param->tensorShape()});
   ckpt::checkSameTensors(checkpoint, expected, otherModel);
+  // This rank's stage loads its own parameters.
+  std::vector<const BufferInfo *> params;
+  for (size_t index : program.withRole(Role::Param))
+    params.push_back(&program.buffers[index]);
   for (const BufferInfo *param : params) {
     std::vector<float> values(elementsOf(param->tensorShape()));
     checkpoint.read(param->name, ckpt::DType::F32, param->tensorShape(),
