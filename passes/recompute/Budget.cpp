@@ -31,18 +31,24 @@ struct Point {
 using Cut = std::vector<size_t>;
 
 /// Keeps the Pareto-optimal points: by increasing bytes, strictly
-/// decreasing FLOPs.
-void prune(std::vector<Point> &points) {
+/// decreasing FLOPs. With a `quantum` above 1, of the points whose bytes
+/// fall in one bucket of `quantum` bytes only the cheapest survives.
+void prune(std::vector<Point> &points, int64_t quantum) {
   std::sort(points.begin(), points.end(), [](const Point &a, const Point &b) {
     return a.bytes != b.bytes ? a.bytes < b.bytes : a.flops < b.flops;
   });
   size_t kept = 0;
   int64_t best = INT64_MAX;
-  for (const Point &point : points)
-    if (kept == 0 || point.flops < best) {
-      best = point.flops;
-      points[kept++] = point;
-    }
+  for (const Point &point : points) {
+    if (kept > 0 && point.flops >= best)
+      continue;
+    // A cheaper point in the last kept one's bucket replaces it.
+    if (kept > 0 && quantum > 1 &&
+        point.bytes / quantum == points[kept - 1].bytes / quantum)
+      --kept;
+    best = point.flops;
+    points[kept++] = point;
+  }
   points.resize(kept);
 }
 
@@ -100,7 +106,8 @@ BudgetChoice evaluateChoice(const std::vector<BudgetNode> &nodes,
   return choice;
 }
 
-std::vector<BudgetChoice> budgetFrontier(const std::vector<BudgetNode> &nodes) {
+std::vector<BudgetChoice> budgetFrontier(const std::vector<BudgetNode> &nodes,
+                                         int64_t quantum) {
   std::vector<Record> records;
   std::map<Cut, std::vector<Point>> states;
   states[Cut()].push_back({0, 0, -1});
@@ -140,7 +147,7 @@ std::vector<BudgetChoice> budgetFrontier(const std::vector<BudgetNode> &nodes) {
     }
     size_t live = 0;
     for (auto &entry : next) {
-      prune(entry.second);
+      prune(entry.second, quantum);
       live += entry.second.size();
     }
     states = std::move(next);
@@ -173,42 +180,41 @@ std::optional<size_t> cheapestWithin(const std::vector<BudgetChoice> &frontier,
 }
 
 BudgetSearch searchFrontier(size_t size, int64_t budget,
+                            const std::function<int64_t(size_t)> &lowerBound,
                             const std::function<int64_t(size_t)> &peakOf) {
   BudgetSearch search;
   if (size == 0)
     return search;
-  auto measure = [&](size_t index) {
+  // The first point whose bound fits (bounds do not grow along the
+  // frontier).
+  size_t first = 0, end = size;
+  while (first < end) {
+    size_t middle = first + (end - first) / 2;
+    if (lowerBound(middle) <= budget)
+      end = middle;
+    else
+      first = middle + 1;
+  }
+  std::optional<int64_t> previous;
+  if (first > 0)
+    previous = lowerBound(first - 1); // Does not fit, without measuring.
+  for (size_t index = first; index < size; ++index) {
     ++search.measured;
-    return peakOf(index);
-  };
-  size_t cheaper = 0;
-  int64_t cheaperPeak = measure(0);
-  if (cheaperPeak <= budget) {
-    search.chosen = 0;
-    search.peak = cheaperPeak;
-    return search;
-  }
-  size_t fitting = size - 1;
-  int64_t fittingPeak = fitting == 0 ? cheaperPeak : measure(fitting);
-  if (fittingPeak > budget) {
-    search.peak = fittingPeak;
-    return search;
-  }
-  // Invariant: `cheaper` does not fit, `fitting` does.
-  while (fitting - cheaper > 1) {
-    size_t middle = cheaper + (fitting - cheaper) / 2;
-    int64_t peak = measure(middle);
+    int64_t peak = peakOf(index);
     if (peak <= budget) {
-      fitting = middle;
-      fittingPeak = peak;
-    } else {
-      cheaper = middle;
-      cheaperPeak = peak;
+      search.chosen = index;
+      search.peak = peak;
+      search.cheaperPeak = previous;
+      return search;
     }
+    previous = peak;
   }
-  search.chosen = fitting;
-  search.peak = fittingPeak;
-  search.cheaperPeak = cheaperPeak;
+  if (first == size) {
+    ++search.measured;
+    search.peak = peakOf(size - 1);
+  } else {
+    search.peak = *previous;
+  }
   return search;
 }
 

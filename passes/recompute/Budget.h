@@ -22,12 +22,13 @@
 //
 // Kept bytes are not the arena peak: the memory plan also holds gradients,
 // workspaces and the transient recomputed values, and its placement leaves
-// gaps. searchFrontier therefore decides with a caller's measurement of the
-// real peak (--dist-recompute runs the lowering and memory planner on a copy
-// of the step) and bisects the frontier: the frontier is ordered from
-// cheapest (keep everything) to smallest (rebuild everything), the real peak
-// falls along it, and the bisection returns the cheapest point whose
-// measured peak fits, having measured its cheaper neighbour too.
+// gaps, so the real peak does not even fall monotonically along the
+// frontier. searchFrontier therefore decides with the caller's measurement
+// of the real peak (--dist-recompute runs the lowering and memory planner
+// on a copy of the step) and a lower bound on it (what must be live at the
+// forward/backward boundary): it skips the cheap points whose lower bound
+// exceeds the budget and measures the others, cheapest first, until one
+// fits. That point is the cheapest on the frontier whose real peak fits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,7 +72,16 @@ BudgetChoice evaluateChoice(const std::vector<BudgetNode> &nodes,
 /// Every Pareto-optimal choice, cheapest first: extraFlops strictly
 /// increasing, keptBytes strictly decreasing. The first keeps everything
 /// (0 FLOPs); the last keeps the least. Sums saturate at INT64_MAX.
-std::vector<BudgetChoice> budgetFrontier(const std::vector<BudgetNode> &nodes);
+///
+/// With `quantum` 1 the frontier is exact. Real models need coarser: the
+/// layers' many small values (a bf16 copy of each weight, norm outputs)
+/// make the exact frontier of a 32-layer Llama millions of points apart by
+/// a few bytes. With a larger quantum each partial frontier keeps only the
+/// cheapest point per `quantum` bytes, so a choice may keep up to
+/// (nodes x quantum) bytes more than the exact frontier's at the same
+/// FLOPs; --dist-recompute sets it to 1/4096 of what `none` keeps.
+std::vector<BudgetChoice> budgetFrontier(const std::vector<BudgetNode> &nodes,
+                                         int64_t quantum = 1);
 
 /// The cheapest choice of `frontier` keeping at most `limit` bytes.
 std::optional<size_t> cheapestWithin(const std::vector<BudgetChoice> &frontier,
@@ -83,19 +93,20 @@ struct BudgetSearch {
   std::optional<size_t> chosen;
   /// The measured peak of the chosen point, or of the last when none fits.
   int64_t peak = 0;
-  /// The measured peak of the point just cheaper than the chosen one (it
-  /// does not fit), when there is one.
+  /// The peak (measured, else its lower bound) of the point just cheaper
+  /// than the chosen one, which does not fit; none when the first fits.
   std::optional<int64_t> cheaperPeak;
   /// How many points were measured.
   unsigned measured = 0;
 };
 
-/// Bisects a frontier of `size` points (cheapest first) for the cheapest
-/// whose `peakOf` is at most `budget`: measures the first (fits: done), the
-/// last (does not fit: nothing does), then halves the range between a
-/// point that does not fit and one that does. Exact when the peak does not
-/// grow along the frontier; the chosen point always fits.
+/// The cheapest point of a frontier of `size` points (cheapest first) whose
+/// `peakOf` is at most `budget`. `lowerBound(i)` must not exceed
+/// `peakOf(i)` and must not grow with i (kept bytes fall along the
+/// frontier): the points before the first whose bound fits are skipped,
+/// the rest measured in order. When none fits, `peak` is the last point's.
 BudgetSearch searchFrontier(size_t size, int64_t budget,
+                            const std::function<int64_t(size_t)> &lowerBound,
                             const std::function<int64_t(size_t)> &peakOf);
 
 } // namespace partition::recompute
