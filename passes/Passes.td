@@ -367,9 +367,10 @@ def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
     - `budget` (with `budget-bytes`, else the plan's
       `recompute.budget_bytes`): the least extra compute whose arena peak
       (everything --lower-memory-plan places, measured by running
-      --lower-to-rt and --lower-memory-plan on a copy) fits the budget: an
-      exact Pareto frontier of kept bytes against rebuilt FLOPs
-      (passes/recompute/Budget.h), bisected with the real peak. A budget
+      --lower-to-rt and --lower-memory-plan on a copy) fits the budget: the
+      Pareto frontier of kept bytes against rebuilt FLOPs
+      (passes/recompute/Budget.h), walked cheapest first with the real
+      peak, skipping what a lower bound rules out. A budget
       below what `full` needs is an error naming that peak; one that fits
       `none` recomputes nothing. With `report`, prints the choice and the
       kept bytes per layer.

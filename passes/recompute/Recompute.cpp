@@ -25,13 +25,16 @@
 // ops of one micro-batch become the nodes of passes/recompute/Budget.h
 // (bytes: their results; cost: their matmul FLOPs, else one per output
 // element; recomputable: what `full` would rebuild), budgetFrontier finds
-// the exact Pareto frontier of kept bytes against extra FLOPs, and
-// searchFrontier bisects it with the memory planner's real peak: each
-// measured choice is applied to a copy of the module nested in it, lowered
-// with --lower-to-rt and planned with --lower-memory-plan (the passes
-// partition-compile runs next), and its rt.arena_bytes read back. Every
+// the Pareto frontier of kept bytes against extra FLOPs, and
+// searchFrontier walks it cheapest first with the memory planner's real
+// peak: each measured choice is applied to a copy of the module nested in
+// it, lowered with --lower-to-rt and planned with --lower-memory-plan (the
+// passes partition-compile runs next, as a dynamic pipeline), and its
+// rt.arena_bytes read back; a lower bound (what is live at the
+// forward/backward boundary) skips the points that cannot fit. Every
 // micro-batch gets the same choice (they have the same ops; their kept
-// values are not alive at the same time).
+// values are not alive at the same time). docs/recompute.md has the whole
+// story and the figures.
 //
 //===----------------------------------------------------------------------===//
 
@@ -525,7 +528,8 @@ LogicalResult recomputeWithinBudget(
     if (*search.chosen == 0)
       os << " with nothing recomputed";
     else
-      os << ", the next cheaper choice " << *search.cheaperPeak << " bytes";
+      os << ", the next cheaper choice at least " << *search.cheaperPeak
+         << " bytes";
     os << "; " << llvm::count(chosen.rebuilt, true)
        << " forward ops rebuilt per micro-batch (" << search.measured
        << " of " << frontier.size() << " Pareto-optimal choices measured)\n";

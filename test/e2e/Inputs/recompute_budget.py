@@ -12,7 +12,7 @@ and requires:
 
   full's peak <= the chosen arena peak <= budget < none's peak,
   the memory plan's arena_peak equals the peak the recompute report chose,
-  the next cheaper choice the search measured does not fit the budget,
+  the next cheaper choice on the frontier does not fit the budget,
   some forward ops are rebuilt, and the extra matmul FLOPs are at most
   full's.
 
@@ -45,7 +45,8 @@ def compile_report(model, plan, workdir, label):
                                      re.M).group(1)),
     }
     chosen = re.search(r"^recompute: budget (\d+) bytes: arena peak (\d+) "
-                       r"bytes(?:, the next cheaper choice (\d+) bytes)?; "
+                       r"bytes(?:, the next cheaper choice at least (\d+) "
+                       r"bytes)?; "
                        r"(\d+) forward ops rebuilt",
                        text, re.M)
     if chosen:
