@@ -413,6 +413,9 @@ def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
     Option<"report", "report", "bool", "false",
            "budget: print the arena peak chosen and the bytes each layer "
            "keeps">,
+    Option<"exhaustiveCheck", "exhaustive-check", "bool", "false",
+           "budget, for tests: also measure every frontier point and fail if "
+           "a cheaper one fits or a lower bound exceeds a real peak">,
   ];
 }
 

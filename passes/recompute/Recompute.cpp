@@ -472,9 +472,11 @@ private:
 };
 
 /// Chooses and applies the cheapest recomputation whose arena peak fits
-/// `budget`; prints what it chose with `report`.
+/// `budget`; prints what it chose with `report`; with `exhaustiveCheck`
+/// measures the whole frontier to check the choice.
 LogicalResult recomputeWithinBudget(
     ModuleOp module, func::FuncOp step, int64_t budget, bool report,
+    bool exhaustiveCheck,
     function_ref<LogicalResult(OpPassManager &, Operation *)> run) {
   StepStructure structure = analyzeStep(step);
   FailureOr<BudgetGraph> graph = buildBudgetGraph(step, structure);
@@ -510,6 +512,23 @@ LogicalResult recomputeWithinBudget(
   recompute::BudgetSearch search =
       recompute::searchFrontier(frontier.size(), budget, lowerBound, peakOf);
   search.measured = measured.size();
+  // For tests: measure every point, and refuse a search that missed a
+  // cheaper fitting point or a bound above a real peak.
+  if (exhaustiveCheck && !failedToMeasure) {
+    for (size_t index = 0; index < frontier.size(); ++index) {
+      int64_t peak = peakOf(index);
+      if (lowerBound(index) > peak)
+        return step.emitError()
+               << "recompute budget check: the lower bound "
+               << lowerBound(index) << " of frontier point " << index
+               << " exceeds its arena peak " << peak;
+      if (peak <= budget && (!search.chosen || index < *search.chosen))
+        return step.emitError()
+               << "recompute budget check: frontier point " << index
+               << " fits (arena peak " << peak
+               << ") and is cheaper than the chosen one";
+    }
+  }
   if (failedToMeasure)
     return step.emitError("cannot measure the arena peak of a recompute "
                           "choice (see the diagnostic above)");
@@ -615,6 +634,7 @@ struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
       return runPipeline(pm, op);
     };
     if (failed(recomputeWithinBudget(module, training.front(), budget, report,
+                                     exhaustiveCheck,
                                      run)))
       return signalPassFailure();
   }
