@@ -380,6 +380,16 @@ def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
     - `full`: per transformer layer keep only the layer's input (the
       residual stream; with SP its sequence-split form) and rebuild the
       layer's forward, collectives included, in its backward.
+    - `budget` (with `budget-bytes`, else the plan's
+      `recompute.budget_bytes`): the least extra compute whose arena peak
+      (everything --lower-memory-plan places, measured by running
+      --lower-to-rt and --lower-memory-plan on a copy) fits the budget: the
+      Pareto frontier of kept bytes against rebuilt FLOPs
+      (passes/recompute/Budget.h), walked cheapest first with the real
+      peak, skipping what a lower bound rules out. A budget
+      below what `full` needs is an error naming that peak; one that fits
+      `none` recomputes nothing. With `report`, prints the choice and the
+      kept bytes per layer.
 
     The results are bit-identical to `none`. Collectives in recomputed work
     are cloned in program order, the same on every rank.
@@ -402,12 +412,26 @@ def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
     %dw, %dc = xfmr.linear_grad_weight %dy, %h2 : ...
     ```
   }];
+  // The budget policy lowers and plans copies of the module (dynamic
+  // pipelines), whose dialects must be loaded before it runs.
   let dependentDialects = ["::partition::dist::DistDialect",
-                           "::partition::xfmr::XfmrDialect"];
+                           "::partition::xfmr::XfmrDialect",
+                           "::partition::rt::RtDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
   let options = [
     Option<"policy", "policy", "std::string", "\"\"",
-           "none, selective or full (default: the plan's recompute policy, "
-           "none without a plan)">,
+           "none, selective, full or budget (default: the plan's recompute "
+           "policy, none without a plan)">,
+    Option<"budgetBytes", "budget-bytes", "int64_t", "0",
+           "budget: the most bytes the arena may take per rank (default: the "
+           "plan's recompute.budget_bytes)">,
+    Option<"report", "report", "bool", "false",
+           "budget: print the arena peak chosen and the bytes each layer "
+           "keeps">,
+    Option<"exhaustiveCheck", "exhaustive-check", "bool", "false",
+           "budget, for tests: also measure every frontier point and fail if "
+           "a cheaper one fits or a lower bound exceeds a real peak">,
   ];
 }
 

@@ -70,6 +70,7 @@ void buildPartitionPipeline(OpPassManager &pm,
   if (plan && plan->recompute.policy != "none") {
     RecomputePassOptions recompute;
     recompute.policy = plan->recompute.policy;
+    recompute.report = options.memoryReport;
     pm.addPass(createRecomputePass(recompute));
   }
 }
