@@ -333,8 +333,9 @@ public:
       throw ProgramError(error.what());
     }
     if (!quiet)
-      std::printf("trace: %s (%d ranks, open it in ui.perfetto.dev)\n",
-                  options.trace.c_str(), world.size());
+      std::printf("trace: %s (%d rank%s, open it in ui.perfetto.dev)\n",
+                  options.trace.c_str(), world.size(),
+                  world.size() == 1 ? "" : "s");
   }
 
 private:
