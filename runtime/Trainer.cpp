@@ -347,6 +347,9 @@ private:
   void createCuda();
   void initialise();
   void restore(const std::string &dir);
+  /// --init-from: the parameters of the checkpoint in `dir`; moments and
+  /// step stay zero.
+  void initialiseFrom(const std::string &dir);
   void save(const std::string &dir, int64_t completed);
   /// Throws unless every data-parallel replica holds the same state.
   void checkReplicas(const char *after);
@@ -619,6 +622,13 @@ void Run::restore(const std::string &dir) {
     expected.push_back(
         {entry.name, ckpt::DType::F32, entry.holderBuffer->tensorShape()});
   ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump());
+  // A weights-only checkpoint (partition-import's) has no optimizer state
+  // to continue: say how to start from it instead.
+  if (!entries.empty() && checkpoint.tensors.contains(entries.front().second) &&
+      !checkpoint.tensors.contains(ckpt::adamMName(entries.front().second)))
+    throw ProgramError(ckpt::checkpointFile(dir) +
+                       " holds weights only, no optimizer state to resume; "
+                       "start from it with --init-from " + dir);
   ckpt::checkSameTensors(checkpoint, expected);
   // Every stage that holds a tensor loads it (both copies of a tied one).
   for (const CheckpointEntry &entry : entries) {
@@ -646,6 +656,54 @@ void Run::restore(const std::string &dir) {
   if (!quiet)
     std::printf("resumed from %s at step %lld\n", dir.c_str(),
                 static_cast<long long>(startStep));
+}
+
+void Run::initialiseFrom(const std::string &dir) {
+  ckpt::Checkpoint checkpoint = ckpt::openCheckpoint(dir);
+  if (!checkpoint.checksummed() && leader)
+    std::fprintf(stderr,
+                 "partition-run: warning: %s is a version %lld checkpoint, "
+                 "written before checksums: its bytes cannot be verified "
+                 "(its values are checked)\n",
+                 ckpt::checkpointFile(dir).c_str(),
+                 static_cast<long long>(checkpoint.version));
+  // What to do differs from --resume's: compile the checkpoint's model.
+  const char *otherModel =
+      "the checkpoint was written for another model; start from it with the "
+      "program of that model (partition-import writes its model.mlir), or "
+      "without --init-from";
+  ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump(),
+                       otherModel);
+  // The parameters, and the moments too when the checkpoint has them (a
+  // training checkpoint): they are left unread, but anything else means
+  // another model.
+  std::vector<ckpt::ExpectedTensor> expected;
+  std::vector<const BufferInfo *> params;
+  for (size_t index : program.withRole(Role::Param)) {
+    const BufferInfo &param = program.buffers[index];
+    params.push_back(&param);
+    expected.push_back({param.name, ckpt::DType::F32, param.tensorShape()});
+  }
+  if (!params.empty() &&
+      checkpoint.tensors.contains(ckpt::adamMName(params.front()->name)))
+    for (const BufferInfo *param : params)
+      for (const std::string &moment :
+           {ckpt::adamMName(param->name), ckpt::adamVName(param->name)})
+        expected.push_back({moment, ckpt::DType::F32, param->tensorShape()});
+  ckpt::checkSameTensors(checkpoint, expected, otherModel);
+  for (const BufferInfo *param : params) {
+    std::vector<float> values(elementsOf(param->tensorShape()));
+    checkpoint.read(param->name, ckpt::DType::F32, param->tensorShape(),
+                    values.data(), values.size() * sizeof(float));
+    backend->write(*param,
+                   ownBlock(*param, padded(*param, std::move(values))).data());
+  }
+  // Moments and the step start at zero (the backend zeroes its arena), the
+  // data at its beginning: a fresh run from these weights.
+  if (!quiet)
+    std::printf("initialised from %s (weights of step %lld; fresh optimizer "
+                "state, step 0)\n",
+                dir.c_str(), static_cast<long long>(checkpoint.state.step));
 }
 
 void Run::save(const std::string &dir, int64_t completed) {
@@ -836,11 +894,15 @@ TrainResult Run::execute() {
   if (canEvaluate)
     data::BatchLoader(evalRange, batch, seq); // Fails early if too small.
 
-  if (options.resume.empty())
-    initialise();
-  else
+  if (!options.resume.empty())
     restore(options.resume);
-  checkReplicas(options.resume.empty() ? "initialisation" : "--resume");
+  else if (!options.initFrom.empty())
+    initialiseFrom(options.initFrom);
+  else
+    initialise();
+  checkReplicas(!options.resume.empty()     ? "--resume"
+                : !options.initFrom.empty() ? "--init-from"
+                                            : "initialisation");
 
   int64_t end = options.stopAfter > 0
                     ? std::min(options.steps, options.stopAfter)

@@ -27,7 +27,40 @@ def Dist_Dialect : Dialect {
     use different meshes), the `#dist.sharding` attribute that says how a
     tensor is split over mesh axes, collectives over mesh axes and
     point-to-point send/recv. Results of collectives are local (per-device)
-    tensors.
+    tensors. Every op that names a mesh accepts a `dist.mesh` or a
+    `dist.submesh`; sizes are checked once the mesh is known, so errors name
+    the axes and their sizes (`dimension 2 of size 6 is not divisible by 4,
+    the size of axes [tp, dp]`).
+
+    Discardable attributes:
+    - `dist.sharding`: on an op, the `#dist.sharding` of its result (an
+      array, one per result, when it has several); on a function argument
+      or result, that value's. A user may annotate a forward argument to
+      fix a weight's layout; the rest propagates.
+    - `dist.operand_shardings`: on an op, recorded by `--dist-propagate`:
+      the layout it consumes each operand in.
+    - `dist.local_sharding`: on a function argument or result whose type is
+      local (after `--dist-partition`): the value is this device's block of
+      a logical tensor split that way (checked against the logical shape);
+      the runtime uses it to initialise, save and restore whole tensors.
+    - `dist.label`: on a collective, a string naming it in the runtime's
+      errors ("gradient bucket 3").
+    - `dist.recomputed`: on an op `--dist-recompute` cloned into the
+      backward pass.
+    - `dist.plan`: on the module, the `#dist.plan` `--dist-apply-plan`
+      recorded.
+
+    Example (a module after `--dist-apply-plan` with plan.json
+    `{"mesh": {"dp": 2, "tp": 2}}`, abridged; `--dist-seed-layouts` then
+    splits the tokens over the data axis):
+    ```mlir
+    module attributes {dist.plan = #dist.plan<mesh = @mesh,
+        axes = [dp = data, pp = pipeline, tp = tensor], ...>} {
+      dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+      func.func @train_step(...,
+          %tokens: tensor<8x64xi32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>, xfmr.input = "tokens"}, ...)
+    }
+    ```
   }];
   let cppNamespace = "::partition::dist";
   let useDefaultAttributePrinterParser = 1;

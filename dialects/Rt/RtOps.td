@@ -25,6 +25,33 @@ def Rt_Dialect : Dialect {
     over memrefs whose ops are kernel calls and collectives over the axes of
     the module's `dist.mesh`; after `--lower-memory-plan` every buffer is a
     `memref.view` of one arena at a fixed offset.
+
+    Kernels are named by the runtime's kernel table (`runtime/Kernels.def`,
+    which the compiler, the program writer, the loader and the backends all
+    expand), and `rt.kernel` checks its operand count against it.
+    `partition-translate --rt-to-program` writes such a function as a
+    `.ptp` program.
+
+    Discardable attributes:
+    - `rt.role` (a buffer: a function argument or a `memref.view`): what
+      it holds, one of `param`, `moment1`, `moment2`, `step`, `lr`,
+      `tokens`, `targets`, `loss`, `gradient`, `axis_index` (an i32
+      scalar: this rank's index in the group of the mesh axes `rt.name`
+      lists, comma-separated);
+    - `rt.name` (a state buffer): the parameter it belongs to;
+    - `rt.arena_bytes` (a planned function): the arena's size in bytes.
+
+    Example (a planned step, abridged):
+    ```mlir
+    func.func @train_step(%arena: memref<4267200xi8>) attributes {rt.arena_bytes = 4267200 : i64, ...} {
+      %wte = memref.view %arena[%c0][] {rt.name = "wte", rt.role = "param"}
+          : memref<4267200xi8> to memref<256x64xf32>
+      ...
+      rt.kernel "linear" ins(%x, %wte : memref<4x64x64xf32>, memref<256x64xf32>)
+          outs(%logits : memref<4x64x256xf32>)
+      ...
+    }
+    ```
   }];
   let cppNamespace = "::partition::rt";
   // Collectives name a dist.mesh and carry a #dist.reduce kind.
