@@ -624,8 +624,8 @@ void Run::restore(const std::string &dir) {
   ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump());
   // A weights-only checkpoint (partition-import's) has no optimizer state
   // to continue: say how to start from it instead.
-  if (!entries.empty() && checkpoint.tensors.contains(entries.front().second) &&
-      !checkpoint.tensors.contains(ckpt::adamMName(entries.front().second)))
+  if (!entries.empty() && checkpoint.tensors.contains(entries.front().name) &&
+      !checkpoint.tensors.contains(ckpt::adamMName(entries.front().name)))
     throw ProgramError(ckpt::checkpointFile(dir) +
                        " holds weights only, no optimizer state to resume; "
                        "start from it with --init-from " + dir);
@@ -677,16 +677,21 @@ void Run::initialiseFrom(const std::string &dir) {
   // The parameters, and the moments too when the checkpoint has them (a
   // training checkpoint): they are left unread, but anything else means
   // another model.
+  // With pipeline stages the model's parameters are those of every stage
+  // (checkpointEntries); this rank loads the ones its stage holds.
   std::vector<ckpt::ExpectedTensor> expected;
-  std::vector<const BufferInfo *> params;
-  for (size_t index : program.withRole(Role::Param)) {
-    const BufferInfo &param = program.buffers[index];
-    params.push_back(&param);
-    expected.push_back({param.name, ckpt::DType::F32, param.tensorShape()});
-  }
-  if (!params.empty() &&
-      checkpoint.tensors.contains(ckpt::adamMName(params.front()->name)))
-    for (const BufferInfo *param : params)
+  std::vector<const BufferInfo *> all, params;
+  for (const CheckpointEntry &entry : checkpointEntries())
+    if (entry.holderBuffer->role == Role::Param) {
+      all.push_back(entry.holderBuffer);
+      if (entry.mine)
+        params.push_back(entry.mine);
+      expected.push_back(
+          {entry.name, ckpt::DType::F32, entry.holderBuffer->tensorShape()});
+    }
+  if (!all.empty() &&
+      checkpoint.tensors.contains(ckpt::adamMName(all.front()->name)))
+    for (const BufferInfo *param : all)
       for (const std::string &moment :
            {ckpt::adamMName(param->name), ckpt::adamVName(param->name)})
         expected.push_back({moment, ckpt::DType::F32, param->tensorShape()});
