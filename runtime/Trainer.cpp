@@ -333,8 +333,9 @@ public:
       throw ProgramError(error.what());
     }
     if (!quiet)
-      std::printf("trace: %s (%d ranks, open it in ui.perfetto.dev)\n",
-                  options.trace.c_str(), world.size());
+      std::printf("trace: %s (%d rank%s, open it in ui.perfetto.dev)\n",
+                  options.trace.c_str(), world.size(),
+                  world.size() == 1 ? "" : "s");
   }
 
 private:
@@ -676,29 +677,25 @@ void Run::initialiseFrom(const std::string &dir) {
   // The parameters, and the moments too when the checkpoint has them (a
   // training checkpoint): they are left unread, but anything else means
   // another model.
-  // Every stage's parameters are the model's (a pipeline stage holds only
-  // some); a tensor several stages hold (a tied embedding) is named once.
+  // With pipeline stages the model's parameters are those of every stage
+  // (checkpointEntries); this rank loads the ones its stage holds.
   std::vector<ckpt::ExpectedTensor> expected;
-  std::vector<const BufferInfo *> modelParams;
-  std::set<std::string> seen;
-  for (auto [stage, index] : program.withRoleInStreams(Role::Param)) {
-    const BufferInfo &param = program.streams[stage].buffers[index];
-    if (!seen.insert(param.name).second)
-      continue;
-    modelParams.push_back(&param);
-    expected.push_back({param.name, ckpt::DType::F32, param.tensorShape()});
-  }
-  if (!modelParams.empty() &&
-      checkpoint.tensors.contains(ckpt::adamMName(modelParams.front()->name)))
-    for (const BufferInfo *param : modelParams)
+  std::vector<const BufferInfo *> all, params;
+  for (const CheckpointEntry &entry : checkpointEntries())
+    if (entry.holderBuffer->role == Role::Param) {
+      all.push_back(entry.holderBuffer);
+      if (entry.mine)
+        params.push_back(entry.mine);
+      expected.push_back(
+          {entry.name, ckpt::DType::F32, entry.holderBuffer->tensorShape()});
+    }
+  if (!all.empty() &&
+      checkpoint.tensors.contains(ckpt::adamMName(all.front()->name)))
+    for (const BufferInfo *param : all)
       for (const std::string &moment :
            {ckpt::adamMName(param->name), ckpt::adamVName(param->name)})
         expected.push_back({moment, ckpt::DType::F32, param->tensorShape()});
   ckpt::checkSameTensors(checkpoint, expected, otherModel);
-  // This rank's stage loads its own parameters.
-  std::vector<const BufferInfo *> params;
-  for (size_t index : program.withRole(Role::Param))
-    params.push_back(&program.buffers[index]);
   for (const BufferInfo *param : params) {
     std::vector<float> values(elementsOf(param->tensorShape()));
     checkpoint.read(param->name, ckpt::DType::F32, param->tensorShape(),
