@@ -87,13 +87,13 @@ GoodputPoint goodput(const FailureModel &model, int64_t tpDomain,
   int64_t replicaGpus = tpDomain * model.pp;
   point.replicas = model.gpus / replicaGpus;
   int64_t used = point.replicas * replicaGpus;
-  point.spareGpus = model.gpus - used;
+  point.spareGpus = model.gpus - used + model.standbyGpus;
 
   auto index = [](FailurePolicy p) { return size_t(p); };
   // Wait and restart: the job runs while its failed GPUs do not outnumber
   // the idle ones that can stand in for them.
   point.capacity[index(FailurePolicy::WaitRestart)] =
-      binomialCdf(point.spareGpus, model.gpus, f);
+      binomialCdf(point.spareGpus, model.gpus + model.standbyGpus, f);
   // Drop: a replica runs only with all its GPUs.
   point.capacity[index(FailurePolicy::DropReplica)] =
       std::pow(1 - f, double(replicaGpus));
@@ -119,8 +119,10 @@ GoodputPoint goodput(const FailureModel &model, int64_t tpDomain,
     tau = rate > 0 ? std::sqrt(2 * model.checkpointCostHours / rate)
                    : INFINITY;
   point.checkpointHours = tau;
-  double checkpointing = std::isinf(tau) ? 0 : model.checkpointCostHours / tau;
-  double lostWork = rate > 0 ? rate * tau / 2 : 0;
+  // A free checkpoint (C = 0) makes Young's interval 0: nothing is lost.
+  double checkpointing =
+      std::isinf(tau) || tau == 0 ? 0 : model.checkpointCostHours / tau;
+  double lostWork = rate > 0 && !std::isinf(tau) ? rate * tau / 2 : 0;
   for (int p = 0; p < kFailurePolicies; ++p) {
     // Dropping or shrinking a replica reconfigures the job twice per
     // failure: when the GPU fails and when it returns (at a checkpoint,

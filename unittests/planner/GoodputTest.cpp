@@ -75,6 +75,13 @@ TEST(Goodput, ClosedFormCapacities) {
   // with 32.8 down on average that is almost never.
   EXPECT_NEAR(p.capacity[kWait], binomialCdf(8, 32768, f), 1e-15);
   EXPECT_LT(p.capacity[kWait], 1e-6);
+  // 40 GPUs on standby cover the mean of 32.8 down most of the time.
+  m.standbyGpus = 40;
+  GoodputPoint standby = goodput(m, 72, f);
+  EXPECT_EQ(standby.spareGpus, 48);
+  EXPECT_NEAR(standby.capacity[kWait], binomialCdf(48, 32768 + 40, f), 1e-15);
+  EXPECT_GT(standby.capacity[kWait], 0.99);
+  m.standbyGpus = 0;
   // A boost of T / (T - 1) makes a replica with one failure keep up;
   // those with more run at boost x their share.
   m.boost = 72.0 / 71;
