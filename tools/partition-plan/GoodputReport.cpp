@@ -161,10 +161,12 @@ void printGoodput(const Cluster &cluster,
     os << "tp " << options.tpDomains[d] << ": " << p.replicas
        << " replicas, " << p.spareGpus << " spare GPUs, "
        << llvm::format("%.3g", p.jobFailuresPerHour)
-       << " failures/h, checkpoint every "
-       << (std::isinf(p.checkpointHours)
-               ? std::string("(never)")
-               : std::to_string(int(std::lround(p.checkpointHours * 60))) +
+       << " failures/h, "
+       << (std::isinf(p.checkpointHours) ? std::string("no checkpoints")
+           : p.checkpointHours == 0
+               ? std::string("free checkpoints")
+               : "checkpoint every " +
+                     std::to_string(int(std::lround(p.checkpointHours * 60))) +
                      " min")
        << "; checkpoints and restarts take "
        << percent(p.overhead[size_t(FailurePolicy::WaitRestart)])
