@@ -4,6 +4,7 @@
 //       --global-batch 512 [-o plan.json] [--top K] [--explain] [--json]
 //   partition-plan model.mlir --cluster C --global-batch B --plan plan.json
 //   partition-plan --calibrate -o cpu.json
+//   partition-plan --goodput --cluster C --gpus N [model.mlir]
 //
 // Searches dp x tp x pp, micro-batch size and count, schedule, virtual
 // stages, SP, ZeRO and recompute for the model (its `xfmr.model`
@@ -27,6 +28,7 @@
 #include "tools/common/CommandLine.h"
 #include "tools/partition-plan/Calibrate.h"
 #include "tools/partition-plan/CompiledMemory.h"
+#include "tools/partition-plan/GoodputReport.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"
@@ -113,6 +115,52 @@ cl::opt<bool> calibrate(
 cl::opt<int> calibrateRanks("calibrate-ranks",
                             cl::desc("MPI ranks for --calibrate (2)"),
                             cl::init(2), cl::cat(category));
+cl::opt<bool> goodputMode(
+    "goodput",
+    cl::desc("Throughput loss under GPU failures (wait and restart, drop "
+             "the replica, NTP, NTP with boost) by fraction of failed GPUs, "
+             "for tp domains of 8 and 72; the model, if given, sets the "
+             "degraded replica's speed (docs/goodput.md)"),
+    cl::cat(category));
+// Defaults and their sources: planner/Goodput.h (FailureModel).
+cl::opt<double> failureRate("failure-rate",
+                            cl::desc("--goodput: failures per GPU-hour "
+                                     "(1.97e-5, Llama 3's)"),
+                            cl::init(1.97e-5), cl::cat(category));
+cl::opt<double> repairHours("repair-hours",
+                            cl::desc("--goodput: hours until a failed GPU "
+                                     "is back (48)"),
+                            cl::init(48), cl::cat(category));
+cl::opt<double> checkpointMinutes(
+    "checkpoint-min",
+    cl::desc("--goodput: minutes between checkpoints (0: Young's optimum)"),
+    cl::init(0), cl::cat(category));
+cl::opt<double> checkpointCostSeconds(
+    "checkpoint-cost-s", cl::desc("--goodput: seconds a checkpoint takes (60)"),
+    cl::init(60), cl::cat(category));
+cl::opt<double> restartSeconds(
+    "restart-s", cl::desc("--goodput: seconds a restart takes (300)"),
+    cl::init(300), cl::cat(category));
+cl::opt<int64_t> standbyGpus(
+    "standby-gpus",
+    cl::desc("--goodput: idle GPUs kept to replace failed ones under "
+             "wait-restart (0)"),
+    cl::init(0), cl::cat(category));
+cl::opt<double> boost("boost",
+                      cl::desc("--goodput: speed factor of a boosted "
+                               "degraded replica (1.15, at least 1)"),
+                      cl::init(1.15), cl::cat(category));
+cl::opt<int64_t> goodputPp("pp",
+                           cl::desc("--goodput: pipeline stages per "
+                                    "replica (1)"),
+                           cl::init(1), cl::cat(category));
+cl::list<int64_t> tpDomains("tp-domains",
+                            cl::desc("--goodput: tp domain sizes (8,72)"),
+                            cl::CommaSeparated, cl::cat(category));
+cl::list<double> failedFractions(
+    "failed-fractions",
+    cl::desc("--goodput: fractions of failed GPUs, the table's rows"),
+    cl::CommaSeparated, cl::cat(category));
 cl::opt<bool> calibrateWorker("calibrate-collectives-worker", cl::Hidden,
                               cl::cat(category));
 
@@ -357,6 +405,123 @@ void printExplanation(const std::vector<Prediction> &ranked,
      << " of " << all[worst].first << "\n";
 }
 
+/// The configuration of the model in `path`, or the message why not.
+std::optional<model::ModelConfig> loadModel(const std::string &path,
+                                            std::string &error) {
+  mlir::DialectRegistry registry;
+  registry.insert<xfmr::XfmrDialect, dist::DistDialect,
+                  mlir::func::FuncDialect, mlir::tensor::TensorDialect>();
+  mlir::MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  auto file = mlir::openInputFile(path, &error);
+  if (!file)
+    return std::nullopt;
+  llvm::SourceMgr sources;
+  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  std::string parseError;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    if (parseError.empty())
+      parseError = d.str();
+    return mlir::success();
+  });
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sources, &context);
+  if (!module) {
+    error = "cannot parse '" + path + "': " + parseError;
+    return std::nullopt;
+  }
+  std::optional<model::ModelConfig> config = readModel(*module, error);
+  if (!config)
+    error = path + ": " + error;
+  return config;
+}
+
+/// --goodput: checks the failure flags, then prints the table.
+int runGoodput() {
+  if (clusterArg.empty())
+    tools::usageError(kTool, "give --cluster PROFILE or --cluster FILE.json");
+  if (gpus <= 0)
+    tools::usageError(kTool, "give --gpus N (a positive integer)");
+  GoodputOptions options;
+  FailureModel &fm = options.failures;
+  fm.gpus = gpus;
+  fm.pp = goodputPp;
+  fm.failuresPerGpuHour = failureRate;
+  fm.repairHours = repairHours;
+  fm.checkpointHours = checkpointMinutes / 60;
+  fm.checkpointCostHours = checkpointCostSeconds / 3600;
+  fm.restartHours = restartSeconds / 3600;
+  fm.boost = boost;
+  fm.standbyGpus = standbyGpus;
+  // A bad value is bad input (exit 1, one line naming the flag); a
+  // missing flag is a bad command line (exit 2, above).
+  std::string problem;
+  auto number = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", value);
+    return std::string(text);
+  };
+  auto check = [&](bool ok, const llvm::Twine &message) {
+    if (!ok && problem.empty())
+      problem = message.str();
+  };
+  auto nonNegative = [&](double value, const char *flag) {
+    check(value >= 0 && !std::isinf(value),
+          llvm::Twine("--") + flag + " must be a finite number >= 0, got " +
+              number(value));
+  };
+  nonNegative(failureRate, "failure-rate");
+  nonNegative(repairHours, "repair-hours");
+  nonNegative(checkpointMinutes, "checkpoint-min");
+  nonNegative(checkpointCostSeconds, "checkpoint-cost-s");
+  nonNegative(restartSeconds, "restart-s");
+  check(boost >= 1 && !std::isinf(boost),
+        "--boost must be at least 1 (a speed factor), got " +
+            number(boost));
+  check(standbyGpus >= 0, "--standby-gpus must be >= 0, got " +
+                             llvm::Twine(int64_t(standbyGpus)));
+  check(goodputPp >= 1, "--pp must be at least 1, got " +
+                            llvm::Twine(int64_t(goodputPp)));
+  if (!tpDomains.empty())
+    options.tpDomains.assign(tpDomains.begin(), tpDomains.end());
+  for (int64_t t : options.tpDomains) {
+    check(t >= 1, "--tp-domains must be positive, got " + llvm::Twine(t));
+    check(t < 1 || goodputPp < 1 || t * goodputPp <= gpus,
+          "--gpus " + llvm::Twine(int64_t(gpus)) +
+              " is smaller than one data-parallel replica (tp domain " +
+              llvm::Twine(t) + " x pp " + llvm::Twine(int64_t(goodputPp)) +
+              "); give at least " + llvm::Twine(t * goodputPp) + " GPUs");
+  }
+  if (!failedFractions.empty())
+    options.failedFractions.assign(failedFractions.begin(),
+                                   failedFractions.end());
+  for (double f : options.failedFractions)
+    check(f >= 0 && f < 1,
+          "--failed-fractions must lie in [0, 1), got " + number(f));
+  if (!problem.empty())
+    return fail(problem);
+  options.json = jsonOutput;
+
+  Expected<Cluster> cluster = loadCluster(clusterArg);
+  if (!cluster)
+    return fail(cluster.error());
+  std::optional<ModelShape> shape;
+  if (!input.empty()) {
+    std::string error;
+    std::optional<model::ModelConfig> config = loadModel(input, error);
+    if (!config)
+      return fail(error);
+    shape = shapeOf(*config);
+    for (int64_t t : options.tpDomains) {
+      std::string why = checkHealthyReplicaFits(*shape, *cluster, t);
+      if (!why.empty())
+        return fail(input + ": " + why);
+    }
+  }
+  printGoodput(*cluster, shape, input, options, llvm::outs());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -373,6 +538,8 @@ int main(int argc, char **argv) {
   if (calibrate)
     return runCalibration(argv[0], calibrateRanks, output);
 
+  if (goodputMode)
+    return runGoodput();
   if (input.empty())
     tools::usageError(kTool, "give a model (partition-gen output)");
   if (clusterArg.empty())
@@ -396,31 +563,10 @@ int main(int argc, char **argv) {
   if (!cluster)
     return fail(cluster.error());
 
-  // The model.
-  mlir::DialectRegistry registry;
-  registry.insert<xfmr::XfmrDialect, dist::DistDialect,
-                  mlir::func::FuncDialect, mlir::tensor::TensorDialect>();
-  mlir::MLIRContext context(registry);
-  context.printOpOnDiagnostic(false);
   std::string error;
-  auto file = mlir::openInputFile(input, &error);
-  if (!file)
-    return fail(error);
-  llvm::SourceMgr sources;
-  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  std::string parseError;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (parseError.empty())
-      parseError = d.str();
-    return mlir::success();
-  });
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(sources, &context);
-  if (!module)
-    return fail("cannot parse '" + input + "': " + parseError);
-  std::optional<model::ModelConfig> config = readModel(*module, error);
+  std::optional<model::ModelConfig> config = loadModel(input, error);
   if (!config)
-    return fail(input + ": " + error);
+    return fail(error);
   ModelShape shape = shapeOf(*config);
 
   // What is fixed.
