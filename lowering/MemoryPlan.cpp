@@ -226,6 +226,8 @@ struct Report {
   /// sharding of parameters).
   int64_t gradientsPeak = 0;
   bool hasBuckets = false;
+  /// Elements of the parameters (a flat shard counts its whole tensor).
+  int64_t parameterElements = 0;
   int64_t temporariesPeak = 0, arena = 0;
 };
 
@@ -295,8 +297,19 @@ LogicalResult StateLayout::add(func::FuncOp function, Report &report) {
              << kAddressable << " (reached at argument #" << i << ", "
              << key.first << (key.second.empty() ? "" : " ") << key.second
              << ")" << kAdvice;
-    if (key.first == "param")
+    if (key.first == "param") {
       report.parameters += *bytes;
+      int64_t elements = type.getNumElements();
+      if (Attribute flat =
+              function.getArgAttr(i, dist::DistDialect::kFlatShardAttrName))
+        if (FailureOr<dist::FlatShard> shard = dist::readFlatShard(flat);
+            succeeded(shard)) {
+          elements = 1;
+          for (int64_t dim : shard->shape)
+            elements *= dim;
+        }
+      report.parameterElements += elements;
+    }
     else if (key.first == "moment1" || key.first == "moment2" ||
              key.first == "step")
       report.optimizerState += *bytes;
@@ -648,8 +661,8 @@ void printModelState(ModuleOp module, const Report &totals,
   int64_t ranks = mesh->sizes[mesh->find(*dataAxis)];
   if (ranks < 2)
     return;
-  // The parameters are f32 state, whole per replica below stage 3.
-  double psi = static_cast<double>(totals.parameters) / 4.0;
+  // Whole tensors per replica, whatever ZeRO shards.
+  double psi = static_cast<double>(totals.parameterElements);
   ZeroStateBytes model = zeroStateBytes(plan.getZeroStage(), psi, ranks);
   os << llvm::formatv("memory: zero stage {0} over {1}={2}: parameters {3} + "
                       "gradients {4} + optimizer_state {5} = {6} bytes per "

@@ -346,7 +346,7 @@ def BucketGradientsPass : Pass<"dist-bucket-gradients", "::mlir::ModuleOp"> {
 }
 
 def ZeroPass : Pass<"dist-zero", "::mlir::ModuleOp"> {
-  let summary = "Shard AdamW state over the data-parallel ranks (ZeRO stages 1 and 2)";
+  let summary = "Shard AdamW state, gradients and parameters over the data-parallel ranks (ZeRO stages 1-3)";
   let description = [{
     ZeRO (Rajbhandari et al.) as Megatron-LM's distributed optimizer does
     it, on every function that carries `xfmr.train_step` (so that it works
@@ -380,7 +380,17 @@ def ZeroPass : Pass<"dist-zero", "::mlir::ModuleOp"> {
     reduce-scattered once per step (Megatron's choice): the traffic stays
     2 Psi (dp - 1) / dp per step instead of growing with the micro-batch
     count, at the price of whole accumulated gradients during the
-    micro-batches. Stage 3 is refused by --dist-apply-plan until it lands.
+    micro-batches.
+
+    Stage 3 also shards the parameters (`dist.flat_shard` on them, in the
+    evaluation step too): each layer's parameters (`xfmr.layer`; every
+    other parameter a group of its own) are all-gathered into whole
+    tensors before each run of forward uses and again before each run of
+    backward uses, each gather issued where the gather before it is first
+    used (prefetch, one layer ahead); the memory plan frees the whole
+    copies after their last use. AdamW then updates the rank's chunk in
+    place of the final all-gather: 3 Psi (dp - 1) / dp bytes per rank (less
+    the backward gathers of parameters the backward does not read).
 
     Input (dp = 2):
     ```mlir
@@ -402,7 +412,7 @@ def ZeroPass : Pass<"dist-zero", "::mlir::ModuleOp"> {
   let dependentDialects = ["::partition::dist::DistDialect"];
   let options = [
     Option<"stage", "stage", "int64_t", "-1",
-           "ZeRO stage 0-2 (default -1: the plan's zero.stage)">,
+           "ZeRO stage 0-3 (default -1: the plan's zero.stage)">,
   ];
 }
 

@@ -399,14 +399,6 @@ const NotImplemented kNotImplemented[] = {
        return std::nullopt;
      },
      "the pipeline-parallel pass", "leave it out"},
-    {"zero.stage",
-     [](const Plan &plan) -> std::optional<std::string> {
-       // --dist-zero implements stages 1 and 2.
-       if (plan.zero.stage > 2)
-         return std::to_string(plan.zero.stage);
-       return std::nullopt;
-     },
-     "the ZeRO pass's stage 3", "use stage 0, 1 or 2"},
     {"recompute.policy",
      [](const Plan &plan) -> std::optional<std::string> {
        if (plan.recompute.policy == "budget")

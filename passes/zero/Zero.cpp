@@ -21,6 +21,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <map>
+
 namespace partition {
 #define GEN_PASS_DEF_ZEROPASS
 #include "passes/Passes.h.inc"
@@ -48,6 +50,11 @@ public:
         dp(mesh.sizeOf(mesh.dataAxis)) {}
 
   LogicalResult run();
+  /// Stage 3: every parameter becomes its flat shard; each layer's
+  /// parameters are all-gathered before each run of forward uses and each
+  /// run of backward uses, the gather issued one gather ahead (prefetch).
+  /// Also for the evaluation step, whose state is the training step's.
+  LogicalResult shardParameters();
 
 private:
   /// The members of `reduce` when it is a sum over the data axis whose
@@ -57,6 +64,8 @@ private:
   LogicalResult shard(dist::AllReduceOp reduce, ArrayRef<Member> members);
   /// Makes argument `arg` (a moment) the flat shard of `chunk` elements.
   void shardMoment(BlockArgument arg, int64_t chunk);
+  /// Marks a result that updates a sharded argument (same role and name).
+  void markResults();
 
   dist::ShardingAttr flatSharding() {
     return dist::ShardingAttr::get(step.getContext(),
@@ -74,7 +83,16 @@ private:
   /// Moments already sharded, and the flat_shard each got (for the results
   /// that update them).
   DenseMap<BlockArgument, DictionaryAttr> shardedMoments;
+  /// Stage 3's parameters, sharded the same way.
+  DenseMap<BlockArgument, DictionaryAttr> shardedParams;
 };
+
+/// Backward ops are the *_grad ops autodiff emits (and the vocabulary-
+/// parallel loss's gradient); everything else that reads a parameter is
+/// forward work (recomputed forward work included).
+bool isBackward(Operation *op) {
+  return op->getName().getStringRef().contains("_grad");
+}
 
 FailureOr<SmallVector<Member>>
 StepSharder::membersOf(dist::AllReduceOp reduce) {
@@ -112,7 +130,7 @@ StepSharder::membersOf(dist::AllReduceOp reduce) {
 }
 
 void StepSharder::shardMoment(BlockArgument arg, int64_t chunk) {
-  if (shardedMoments.count(arg))
+  if (shardedMoments.count(arg) || shardedParams.count(arg))
     return;
   unsigned index = arg.getArgNumber();
   auto type = cast<RankedTensorType>(arg.getType());
@@ -189,13 +207,27 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
   SmallVector<Value> params;
   for (const Member &member : members)
     params.push_back(member.update.getParam());
-  auto paramBucket = dist::FlatPackOp::create(
-      builder, loc, RankedTensorType::get({dp, columns}, element), params);
-  auto ownRow = dist::AllSliceOp::create(
-      builder, loc, RankedTensorType::get({1, columns}, element), paramBucket,
-      reduce.getMeshAttr(), dataAxes(builder), builder.getI64IntegerAttr(0));
-  auto paramChunks =
-      dist::FlatUnpackOp::create(builder, loc, chunkTypes, ownRow.getResult());
+  // Stage 3: the parameters are their chunks already.
+  SmallVector<Value> paramChunks;
+  if (stage >= 3) {
+    for (auto [param, type] : llvm::zip(params, chunkTypes))
+      if (param.getType() != type)
+        return members.front().update.emitOpError()
+               << "reads a parameter that is not its own flat shard under "
+                  "stage 3";
+    paramChunks = params;
+  } else {
+    auto paramBucket = dist::FlatPackOp::create(
+        builder, loc, RankedTensorType::get({dp, columns}, element), params);
+    auto ownRow = dist::AllSliceOp::create(
+        builder, loc, RankedTensorType::get({1, columns}, element),
+        paramBucket, reduce.getMeshAttr(), dataAxes(builder),
+        builder.getI64IntegerAttr(0));
+    auto unpacked = dist::FlatUnpackOp::create(builder, loc, chunkTypes,
+                                               ownRow.getResult());
+    paramChunks.assign(unpacked.getResults().begin(),
+                       unpacked.getResults().end());
+  }
 
   SmallVector<Value> updatedChunks;
   for (auto [index, member] : llvm::enumerate(members)) {
@@ -212,7 +244,7 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
         builder, update.getLoc(),
         TypeRange{chunkTypes[index], update.getMoment1().getType(),
                   update.getMoment2().getType()},
-        paramChunks.getResult(index), gradChunks.getResult(index),
+        paramChunks[index], gradChunks.getResult(index),
         update.getMoment1(), update.getMoment2(), update.getStep(),
         update.getLr(), update.getBeta1Attr(), update.getBeta2Attr(),
         update.getEpsilonAttr(), update.getWeightDecayAttr());
@@ -221,6 +253,15 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
     updatedChunks.push_back(chunked.getNewParam());
   }
 
+  // Stage 3: each rank keeps its updated chunk, gathered when next used.
+  if (stage >= 3) {
+    for (auto [member, chunk] : llvm::zip(members, updatedChunks)) {
+      member.update.getNewParam().replaceAllUsesWith(chunk);
+      member.update.erase();
+    }
+    reduce.erase();
+    return success();
+  }
   // Every rank gets every updated parameter back.
   auto ownUpdated = dist::FlatPackOp::create(builder, loc, rowType,
                                              updatedChunks);
@@ -241,8 +282,139 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
   return success();
 }
 
+LogicalResult StepSharder::shardParameters() {
+  Block &body = step.getBody().front();
+  DenseMap<Operation *, unsigned> positions;
+  for (auto [index, op] : llvm::enumerate(body))
+    positions[&op] = index;
+  // Parameters by layer (xfmr.layer; the others, embeddings and the final
+  // norm, each a group of their own), in argument order.
+  std::map<int64_t, SmallVector<BlockArgument>> layers;
+  int64_t ungrouped = -1;
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned index = arg.getArgNumber();
+    if (!step.getArgAttr(index, XfmrDialect::kParamAttrName))
+      continue;
+    auto layer = step.getArgAttrOfType<IntegerAttr>(
+        index, XfmrDialect::kLayerAttrName);
+    layers[layer ? layer.getInt() : ungrouped--].push_back(arg);
+  }
+  // Each run of same-phase uses of a group gets one gather.
+  struct Gather {
+    SmallVector<BlockArgument> params;
+    SmallVector<Type> types;
+    SmallVector<OpOperand *> uses;
+    unsigned first = ~0u;
+  };
+  SmallVector<Gather> gathers;
+  for (auto &[layer, params] : layers) {
+    SmallVector<OpOperand *> uses;
+    for (BlockArgument param : params)
+      for (OpOperand &use : param.getUses()) {
+        if (auto update = dyn_cast<AdamWOp>(use.getOwner());
+            update && update.getParam() == param)
+          continue; // Updates its own chunk.
+        uses.push_back(&use);
+      }
+    llvm::stable_sort(uses, [&](OpOperand *a, OpOperand *b) {
+      return positions.lookup(a->getOwner()) < positions.lookup(b->getOwner());
+    });
+    std::optional<bool> phase;
+    for (OpOperand *use : uses) {
+      bool backward = isBackward(use->getOwner());
+      if (!phase || *phase != backward) {
+        gathers.emplace_back();
+        gathers.back().params = params;
+        for (BlockArgument param : params)
+          gathers.back().types.push_back(param.getType());
+        gathers.back().first = positions.lookup(use->getOwner());
+        phase = backward;
+      }
+      gathers.back().uses.push_back(use);
+    }
+  }
+  llvm::stable_sort(gathers, [](const Gather &a, const Gather &b) {
+    return a.first < b.first;
+  });
+  // Every parameter becomes its chunk.
+  for (auto &[layer, params] : layers)
+    for (BlockArgument param : params) {
+      auto type = cast<RankedTensorType>(param.getType());
+      unsigned index = param.getArgNumber();
+      auto blockOf = step.getArgAttrOfType<dist::ShardingAttr>(
+          index, dist::DistDialect::kLocalShardingAttrName);
+      DictionaryAttr flat =
+          dist::buildFlatShard(flatSharding(), type.getShape(), blockOf);
+      step.removeArgAttr(index, dist::DistDialect::kLocalShardingAttrName);
+      step.setArgAttr(index, dist::DistDialect::kFlatShardAttrName, flat);
+      param.setType(RankedTensorType::get(
+          {dist::flatChunk(type.getNumElements(), dp)},
+          type.getElementType()));
+      shardedParams[param] = flat;
+    }
+  // The gathers, each issued where the one before it is first used, so
+  // that it overlaps the previous layer's work (prefetch).
+  Operation *previousFirst = nullptr;
+  for (Gather &gather : gathers) {
+    Operation *firstUse = gather.uses.front()->getOwner();
+    OpBuilder builder(previousFirst ? previousFirst : firstUse);
+    previousFirst = firstUse;
+    Location loc = firstUse->getLoc();
+    SmallVector<Value> chunks(gather.params.begin(), gather.params.end());
+    int64_t columns = 0;
+    for (BlockArgument param : gather.params)
+      columns += cast<RankedTensorType>(param.getType()).getDimSize(0);
+    Type element =
+        cast<RankedTensorType>(gather.params.front().getType()).getElementType();
+    auto row = dist::FlatPackOp::create(
+        builder, loc, RankedTensorType::get({1, columns}, element), chunks);
+    auto all = dist::AllGatherOp::create(
+        builder, loc, RankedTensorType::get({dp, columns}, element), row,
+        mesh.symbol, dataAxes(builder), builder.getI64IntegerAttr(0));
+    all->setAttr(
+        dist::DistDialect::kLabelAttrName,
+        builder.getStringAttr(
+            "parameters from " +
+            stateOf(step, gather.params.front().getArgNumber()).second.str() +
+            (isBackward(firstUse) ? " (backward)" : " (forward)")));
+    auto whole = dist::FlatUnpackOp::create(builder, loc, gather.types, all);
+    for (OpOperand *use : gather.uses) {
+      auto at = llvm::find(gather.params, cast<BlockArgument>(use->get()));
+      use->set(whole.getResult(at - gather.params.begin()));
+    }
+  }
+  return success();
+}
+
+void StepSharder::markResults() {
+  Block &body = step.getBody().front();
+  for (unsigned r = 0, e = step.getNumResults(); r < e; ++r)
+    for (auto *sharded : {&shardedMoments, &shardedParams})
+      for (StringRef attr :
+           {XfmrDialect::kMoment1AttrName, XfmrDialect::kMoment2AttrName,
+            XfmrDialect::kParamAttrName})
+        if (auto name = step.getResultAttrOfType<StringAttr>(r, attr))
+          for (auto [arg, flat] : *sharded)
+            if (step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr) ==
+                name) {
+              step.removeResultAttr(
+                  r, StringAttr::get(step.getContext(),
+                                     dist::DistDialect::kLocalShardingAttrName));
+              step.setResultAttr(r, dist::DistDialect::kFlatShardAttrName,
+                                 flat);
+            }
+  step.setType(FunctionType::get(step.getContext(), body.getArgumentTypes(),
+                                 body.getTerminator()->getOperandTypes()));
+}
+
 LogicalResult StepSharder::run() {
   Block &body = step.getBody().front();
+  if (stage >= 3 && failed(shardParameters()))
+    return failure();
+  if (!step->hasAttr(XfmrDialect::kTrainStepAttrName)) {
+    markResults();
+    return success();
+  }
   SmallVector<std::pair<dist::AllReduceOp, SmallVector<Member>>> work;
   for (auto reduce : body.getOps<dist::AllReduceOp>()) {
     FailureOr<SmallVector<Member>> members = membersOf(reduce);
@@ -261,24 +433,7 @@ LogicalResult StepSharder::run() {
              << "updates a parameter whose gradient is not summed over the "
                 "data axis '"
              << mesh.dataAxis << "'; ZeRO shards the state over that sum";
-
-  // The results that update a sharded moment are that moment's shard.
-  Operation *terminator = body.getTerminator();
-  for (unsigned r = 0, e = step.getNumResults(); r < e; ++r)
-    for (StringRef attr :
-         {XfmrDialect::kMoment1AttrName, XfmrDialect::kMoment2AttrName})
-      if (auto name = step.getResultAttrOfType<StringAttr>(r, attr))
-        for (auto [arg, flat] : shardedMoments)
-          if (step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr) ==
-              name) {
-            step.removeResultAttr(
-                r, StringAttr::get(step.getContext(),
-                                   dist::DistDialect::kLocalShardingAttrName));
-            step.setResultAttr(r, dist::DistDialect::kFlatShardAttrName,
-                               flat);
-          }
-  step.setType(FunctionType::get(step.getContext(), body.getArgumentTypes(),
-                                 terminator->getOperandTypes()));
+  markResults();
   return success();
 }
 
@@ -291,10 +446,9 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
     int64_t chosen = stage >= 0 ? static_cast<int64_t>(stage)
                      : plan     ? plan.getZeroStage()
                                 : 0;
-    if (chosen > 2) {
+    if (chosen > 3) {
       module.emitError() << "--dist-zero: stage " << chosen
-                         << " is not implemented; stages 1 and 2 are (use "
-                            "zero.stage 1 or 2)";
+                         << " does not exist; use 0, 1, 2 or 3";
       return signalPassFailure();
     }
     if (chosen == 0)
@@ -304,8 +458,10 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
       return signalPassFailure();
     if (!mesh->hasData())
       return;
+    // Stage 3 changes the parameters the evaluation step reads too.
     for (auto step : module.getOps<func::FuncOp>())
-      if (step->hasAttr(XfmrDialect::kTrainStepAttrName) &&
+      if ((step->hasAttr(XfmrDialect::kTrainStepAttrName) ||
+           (chosen >= 3 && step->hasAttr(XfmrDialect::kEvalStepAttrName))) &&
           failed(StepSharder(step, *mesh, chosen).run()))
         return signalPassFailure();
   }

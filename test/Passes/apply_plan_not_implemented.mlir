@@ -11,9 +11,9 @@
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_schedule_gpipe.json 2>&1 | FileCheck %s --check-prefix=CHECK-SCHEDULE
 // CHECK-SCHEDULE: error: {{.*}}plan_schedule_gpipe.json: pipeline.schedule = "gpipe" needs the pipeline-parallel pass, which is not implemented yet; leave it out{{$}}
 
-// --dist-zero implements stages 1 and 2, not yet 3.
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_zero3.json 2>&1 | FileCheck %s --check-prefix=CHECK-ZERO
-// CHECK-ZERO: error: {{.*}}plan_zero3.json: zero.stage = 3 needs the ZeRO pass's stage 3, which is not implemented yet; use stage 0, 1 or 2{{$}}
+// --dist-zero implements every ZeRO stage.
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_zero3.json | FileCheck %s --check-prefix=CHECK-ZERO
+// CHECK-ZERO: zero_stage = 3
 // RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_partial.json | FileCheck %s --check-prefix=CHECK-ZERO2
 // CHECK-ZERO2: zero_stage = 2
 

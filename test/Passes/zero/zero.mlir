@@ -81,3 +81,45 @@ module attributes {dist.plan = #plan} {
     return %g2, %m2, %v2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   }
 }
+
+// -----
+
+// Stage 3: the parameters are flat shards too. Each layer's are gathered
+// before their forward uses and again before their backward uses, the
+// second gather issued where the first is used (one ahead); AdamW updates
+// the shard in place of the all-gather of stages 1 and 2. The pass works on
+// any function carrying xfmr.train_step (a pipeline stage's, say).
+// RUN: partition-opt %s -split-input-file --dist-zero=stage=3 | FileCheck %s --check-prefix=STAGE3
+
+#plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 3, recompute = none, precision = "fp32">
+module attributes {dist.plan = #plan} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+  // STAGE3-LABEL: func.func @pipeline_stage
+  // STAGE3-SAME: %[[W:[^:]*]]: tensor<8xf32> {dist.flat_shard = {flat = #dist.sharding<@mesh, {{\[\[}}dp]]>, shape = array<i64: 3, 5>}, xfmr.layer = 0 : i64, xfmr.param = "w"}
+  // STAGE3:      %[[ROW:.*]] = dist.flat_pack %[[W]] : tensor<8xf32> -> tensor<1x8xf32>
+  // STAGE3-NEXT: %[[ALL:.*]] = dist.all_gather %[[ROW]] on @mesh axes [dp] dim = 0 {dist.label = "parameters from w (forward)"} : tensor<1x8xf32> -> tensor<2x8xf32>
+  // STAGE3-NEXT: %[[FW:.*]] = dist.flat_unpack %[[ALL]] : tensor<2x8xf32> -> tensor<3x5xf32>
+  // STAGE3:      %[[ROW2:.*]] = dist.flat_pack %[[W]] : tensor<8xf32> -> tensor<1x8xf32>
+  // STAGE3-NEXT: %[[ALL2:.*]] = dist.all_gather %[[ROW2]] on @mesh axes [dp] dim = 0 {dist.label = "parameters from w (backward)"}
+  // STAGE3-NEXT: %[[BW:.*]] = dist.flat_unpack %[[ALL2]]
+  // STAGE3-NEXT: %[[Y:.*]] = xfmr.linear %{{.*}}, %[[FW]]
+  // STAGE3:      xfmr.linear_grad_input %{{.*}}, %[[BW]]
+  // STAGE3:      dist.reduce_scatter
+  // STAGE3:      %[[NW:.*]], %{{.*}}, %{{.*}} = xfmr.adamw %[[W]], %{{.*}} : (tensor<8xf32>,
+  // STAGE3-NOT:  dist.all_gather
+  // STAGE3:      return %{{.*}}, %[[NW]],
+  func.func @pipeline_stage(%w: tensor<3x5xf32> {xfmr.param = "w", xfmr.layer = 0 : i64},
+                        %mw: tensor<3x5xf32> {xfmr.moment1 = "w"}, %vw: tensor<3x5xf32> {xfmr.moment2 = "w"},
+                        %x: tensor<4x5xf32> {xfmr.input = "tokens"},
+                        %t: tensor<i32> {xfmr.input = "step"}, %lr: tensor<f32> {xfmr.input = "lr"})
+      -> (tensor<4x3xf32> {xfmr.output = "loss"}, tensor<3x5xf32> {xfmr.param = "w"},
+          tensor<3x5xf32> {xfmr.moment1 = "w"}, tensor<3x5xf32> {xfmr.moment2 = "w"})
+      attributes {xfmr.train_step = {}} {
+    %y = xfmr.linear %x, %w : (tensor<4x5xf32>, tensor<3x5xf32>) -> tensor<4x3xf32>
+    %dx = xfmr.linear_grad_input %y, %w : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+    %dw = xfmr.linear_grad_weight %y, %dx : (tensor<4x3xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+    %g = dist.all_reduce %dw on @mesh axes [dp] reduce = sum {dist.label = "gradient bucket 0"} : tensor<3x5xf32>
+    %w2, %m2, %v2 = xfmr.adamw %w, %g, %mw, %vw, %t, %lr : (tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<i32>, tensor<f32>) -> (tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>)
+    return %y, %w2, %m2, %v2 : tensor<4x3xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>
+  }
+}

@@ -1,5 +1,7 @@
 // Errors of --dist-zero.
 // RUN: partition-opt %s -split-input-file --dist-zero -verify-diagnostics > /dev/null
+// RUN: not partition-opt %s -split-input-file --dist-zero=stage=4 2>&1 | FileCheck %s --check-prefix=STAGE4
+// STAGE4: error: --dist-zero: stage 4 does not exist; use 0, 1, 2 or 3
 
 // A gradient sum that AdamW and another op read: ZeRO would leave the
 // other op only a chunk.
@@ -31,13 +33,4 @@ module attributes {dist.plan = #plan} {
     %w2, %m2, %v2 = xfmr.adamw %w, %w, %m, %v, %t, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
     return %w2, %m2, %v2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   }
-}
-
-// -----
-
-// Stage 3 is not implemented yet.
-// expected-error @+2 {{--dist-zero: stage 3 is not implemented; stages 1 and 2 are (use zero.stage 1 or 2)}}
-#plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 3, recompute = none, precision = "fp32">
-module attributes {dist.plan = #plan} {
-  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 }
