@@ -2,8 +2,10 @@
 //
 // Rewrites each data-parallel gradient reduction that feeds AdamW into a
 // reduce-scatter of a flat, padded bucket, AdamW on each rank's chunk (its
-// moments sharded state) and an all-gather of the updated parameters
-// (passes/Passes.td has the full description). The bucket layout
+// moments sharded state) and an all-gather of the updated parameters;
+// under stage 3 the parameters are chunks too, gathered per layer before
+// their forward and backward uses instead (passes/Passes.td has the full
+// description). The bucket layout
 // (dist.flat_pack) puts chunk r of every tensor in row r, so one
 // reduce-scatter along rows gives every rank its chunk of each tensor and
 // any tensor size works: the chunk is ceil(n / dp), the tail zero padding,
