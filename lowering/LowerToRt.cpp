@@ -219,6 +219,8 @@ FailureOr<KernelCall> kernelFor(Operation *op) {
   case KernelId::Copy:
   case KernelId::Fill:
   case KernelId::SliceBlock:
+  case KernelId::FlatPack:
+  case KernelId::FlatUnpack:
   case KernelId::EmbeddingGradAdd:
   case KernelId::NumKernels:
     llvm_unreachable("kernelOf never chooses this kernel");
@@ -360,10 +362,11 @@ LogicalResult StepLowering::buildSignature() {
                                      stringAttr(name)));
     // A block of a sharded logical tensor: the runtime initialises, saves
     // and restores it as the whole tensor, so the program must say how.
-    if (Attribute sharding =
-            step.getArgAttr(i, dist::DistDialect::kLocalShardingAttrName))
-      attrs.push_back(NamedAttribute(
-          stringAttr(dist::DistDialect::kLocalShardingAttrName), sharding));
+    for (StringRef shardingName : {dist::DistDialect::kLocalShardingAttrName,
+                                   dist::DistDialect::kFlatShardAttrName})
+      if (Attribute sharding = step.getArgAttr(i, shardingName))
+        attrs.push_back(
+            NamedAttribute(stringAttr(shardingName), sharding));
     argAttrs.push_back(DictionaryAttr::get(context, attrs));
     argKeys.push_back({role, name});
   }
@@ -410,12 +413,14 @@ LogicalResult StepLowering::buildSignature() {
     // The result is written into the argument's buffer, which holds the
     // block the argument's sharding says.
     unsigned arg = match - argKeys.begin();
-    StringRef shardingName = dist::DistDialect::kLocalShardingAttrName;
-    if (step.getResultAttr(r, shardingName) !=
-        step.getArgAttr(arg, shardingName))
-      return step.emitError() << "result #" << r << " updates argument #" << arg
-                              << " but its " << shardingName
-                              << " differs from the argument's";
+    for (StringRef shardingName : {dist::DistDialect::kLocalShardingAttrName,
+                                   dist::DistDialect::kFlatShardAttrName})
+      if (step.getResultAttr(r, shardingName) !=
+          step.getArgAttr(arg, shardingName))
+        return step.emitError()
+               << "result #" << r << " updates argument #" << arg
+               << " but its " << shardingName
+               << " differs from the argument's";
     resultArg.push_back(arg);
   }
   // A pipeline stage other than the last hands its activations on instead
@@ -698,6 +703,33 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
     return lowerBlockCollective(builder, op, position);
   if (auto slice = dyn_cast<dist::AllSliceOp>(op))
     return lowerAllSlice(builder, slice, position);
+  if (auto pack = dyn_cast<dist::FlatPackOp>(op)) {
+    // One flat_pack per tensor, each writing its columns of one bucket.
+    Value bucket = destinationFor(builder, pack.getResult(), position, false);
+    int64_t rows = pack.getResult().getType().getDimSize(0), offset = 0;
+    for (Value input : pack.getInputs()) {
+      createKernel(builder, loc, KernelId::FlatPack,
+                   ValueRange{wholeBuffer(builder, loc, buffers.lookup(input))},
+                   ValueRange{bucket}, ArrayRef<int64_t>{offset});
+      offset += dist::flatChunk(
+          cast<RankedTensorType>(input.getType()).getNumElements(), rows);
+    }
+    buffers.map(pack.getResult(), bucket);
+    return success();
+  }
+  if (auto unpack = dyn_cast<dist::FlatUnpackOp>(op)) {
+    Value bucket = wholeBuffer(builder, loc, buffers.lookup(unpack.getInput()));
+    int64_t rows = unpack.getInput().getType().getDimSize(0), offset = 0;
+    for (Value result : unpack.getResults()) {
+      Value out = destinationFor(builder, result, position, false);
+      createKernel(builder, loc, KernelId::FlatUnpack, ValueRange{bucket},
+                   ValueRange{out}, ArrayRef<int64_t>{offset});
+      offset += dist::flatChunk(
+          cast<RankedTensorType>(result.getType()).getNumElements(), rows);
+      buffers.map(result, out);
+    }
+    return success();
+  }
   if (auto index = dyn_cast<dist::AxisIndexOp>(op)) {
     buffers.map(index.getResult(), lowered.getArgument(axisIndexArgs.lookup(
                                        joinAxes(index.getAxes()))));

@@ -7,6 +7,7 @@
 #include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
+#include "lowering/ZeroMemory.h"
 #include "runtime/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -83,6 +84,9 @@ struct Interval {
   /// A forward value (computed in the forward pass, or recomputed for the
   /// backward one): see writesActivation.
   bool isActivation = false;
+  /// A flat bucket (ZeRO): written by flat_pack, or a reduce-scatter or
+  /// all-gather of one. Reported on a line of its own.
+  bool isBucket = false;
 };
 
 /// The table's id of an rt.kernel (its verifier rejects unknown names).
@@ -134,6 +138,8 @@ bool writesGradient(KernelOp kernel, Value output) {
   case KernelId::AddI32:
   case KernelId::Copy:
   case KernelId::SliceBlock:
+  case KernelId::FlatPack:
+  case KernelId::FlatUnpack:
   case KernelId::VocabParallelEmbedding:
   case KernelId::VocabParallelMax:
   case KernelId::VocabParallelTargetLogit:
@@ -180,6 +186,10 @@ bool writesActivation(KernelOp kernel, llvm::function_ref<bool(Value)> isActivat
   case KernelId::SliceBlock:
   case KernelId::Cast:
     return llvm::any_of(kernel.getInputs(), isActivation);
+  // ZeRO's bucket copies: counted on their own line (gather/scatter
+  // buffers), or as the gradients they carry.
+  case KernelId::FlatPack:
+  case KernelId::FlatUnpack:
   case KernelId::EmbeddingGrad:
   case KernelId::EmbeddingGradAdd:
   case KernelId::PositionEmbeddingGrad:
@@ -213,6 +223,15 @@ struct Report {
   int64_t activations = 0;
   /// Temporaries that are neither (activation gradients, workspaces).
   int64_t otherTemporaries = 0;
+  /// ZeRO's flat buckets live at the peak, and the most live at once.
+  int64_t bucketsAtPeak = 0, bucketsPeak = 0;
+  /// The most gradient bytes (temporaries) live at once, and the bytes of
+  /// the parameters' elements (f32 state; per replica, before any ZeRO
+  /// sharding of parameters).
+  int64_t gradientsPeak = 0;
+  bool hasBuckets = false;
+  /// Elements of the parameters (a flat shard counts its whole tensor).
+  int64_t parameterElements = 0;
   int64_t temporariesPeak = 0, arena = 0;
 };
 
@@ -282,8 +301,19 @@ LogicalResult StateLayout::add(func::FuncOp function, Report &report) {
              << kAddressable << " (reached at argument #" << i << ", "
              << key.first << (key.second.empty() ? "" : " ") << key.second
              << ")" << kAdvice;
-    if (key.first == "param")
+    if (key.first == "param") {
       report.parameters += *bytes;
+      int64_t elements = type.getNumElements();
+      if (Attribute flat =
+              function.getArgAttr(i, dist::DistDialect::kFlatShardAttrName))
+        if (FailureOr<dist::FlatShard> shard = dist::readFlatShard(flat);
+            succeeded(shard)) {
+          elements = 1;
+          for (int64_t dim : shard->shape)
+            elements *= dim;
+        }
+      report.parameterElements += elements;
+    }
     else if (key.first == "moment1" || key.first == "moment2" ||
              key.first == "step")
       report.optimizerState += *bytes;
@@ -348,6 +378,7 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
         intervals[to->second].isGradient |= intervals[from->second].isGradient;
         intervals[to->second].isActivation |=
             intervals[from->second].isActivation;
+        intervals[to->second].isBucket |= intervals[from->second].isBucket;
       }
     }
     if (auto kernel = dyn_cast<KernelOp>(op)) {
@@ -367,6 +398,20 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
         if (auto it = intervalOf.find(output);
             it != intervalOf.end() && writesGradient(kernel, output))
           intervals[it->second].isGradient = true;
+      // A bucket of gradients, and the chunks unpacked from it, are still
+      // gradients.
+      runtime::KernelId id = kernelId(kernel);
+      if (id == runtime::KernelId::FlatPack ||
+          id == runtime::KernelId::FlatUnpack) {
+        auto from = intervalOf.find(kernel.getInputs().front());
+        auto to = intervalOf.find(kernel.getOutputs().front());
+        if (to != intervalOf.end()) {
+          intervals[to->second].isBucket |= id == runtime::KernelId::FlatPack;
+          if (from != intervalOf.end())
+            intervals[to->second].isGradient |=
+                intervals[from->second].isGradient;
+        }
+      }
       // A gradient copied into a buffer of its own (so that an all-reduce
       // can overwrite it) is still a gradient.
       if (kernelId(kernel) == runtime::KernelId::Copy) {
@@ -418,9 +463,26 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
   // --- What is live at the peak: the op at which the most temporary bytes
   // are live (no placement can need less than that), by category. ---------
   SmallVector<int64_t> delta(body.getOperations().size() + 1, 0);
+  SmallVector<int64_t> gradientDelta(delta.size(), 0), bucketDelta(delta.size(), 0);
   for (const Interval &interval : intervals) {
     delta[interval.first] += interval.bytes;
     delta[interval.last + 1] -= interval.bytes;
+    if (interval.isBucket) {
+      bucketDelta[interval.first] += interval.bytes;
+      bucketDelta[interval.last + 1] -= interval.bytes;
+    } else if (interval.isGradient) {
+      gradientDelta[interval.first] += interval.bytes;
+      gradientDelta[interval.last + 1] -= interval.bytes;
+    }
+  }
+  // The most gradient bytes and bucket bytes live at once, wherever.
+  int64_t gradientsPeak = 0, bucketsPeak = 0;
+  for (int64_t g = 0, b = 0, at = 0; at + 1 < static_cast<int64_t>(delta.size());
+       ++at) {
+    g += gradientDelta[at];
+    b += bucketDelta[at];
+    gradientsPeak = std::max(gradientsPeak, g);
+    bucketsPeak = std::max(bucketsPeak, b);
   }
   unsigned peakAt = 0;
   for (int64_t live = 0, most = -1, at = 0;
@@ -429,18 +491,24 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
     if (live > most)
       most = live, peakAt = at;
   }
-  int64_t gradients = 0, activations = 0, others = 0;
+  int64_t gradients = 0, activations = 0, others = 0, buckets = 0;
   for (const Interval &interval : intervals)
     if (interval.first <= peakAt && peakAt <= interval.last)
-      (interval.isGradient     ? gradients
+      (interval.isBucket       ? buckets
+       : interval.isGradient   ? gradients
        : interval.isActivation ? activations
                                : others) += interval.bytes;
+  report.gradientsPeak = std::max(report.gradientsPeak, gradientsPeak);
+  report.bucketsPeak = std::max(report.bucketsPeak, bucketsPeak);
+  report.hasBuckets |= llvm::any_of(
+      intervals, [](const Interval &interval) { return interval.isBucket; });
   // Functions never run at the same time: report the one whose
   // temporaries need the most room.
   if (plan.peak >= report.temporariesPeak) {
     report.temporaryGradients = gradients;
     report.activations = activations;
     report.otherTemporaries = others;
+    report.bucketsAtPeak = buckets;
     report.temporariesPeak = plan.peak;
   }
   return plan;
@@ -597,6 +665,42 @@ void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
   os << ")\n";
 }
 
+/// After the communication lines: the gradient bytes live at most at once
+/// (ZeRO shards them), ZeRO's flat buckets, and, for a data-parallel plan,
+/// the model state per rank as ZeRO's closed forms give it for the plan's
+/// stage (lowering/ZeroMemory.h), next to the measured lines above.
+void printModelState(ModuleOp module, const Report &totals,
+                     llvm::raw_ostream &os, const std::string &memory) {
+  os << memory << "gradients_peak " << totals.gradientsPeak << "\n";
+  if (totals.hasBuckets)
+    os << memory << "gather_scatter_buffers " << totals.bucketsAtPeak
+       << " at the arena peak, " << totals.bucketsPeak << " at most\n";
+  dist::PlanAttr plan = dist::getPlan(module);
+  if (!plan)
+    return;
+  std::optional<StringRef> dataAxis = plan.getAxis(dist::AxisRole::Data);
+  FailureOr<dist::MeshShape> mesh =
+      dist::lookupMeshShape(module, plan.getMesh());
+  if (!dataAxis || failed(mesh) || mesh->find(*dataAxis) < 0)
+    return;
+  int64_t ranks = mesh->sizes[mesh->find(*dataAxis)];
+  if (ranks < 2)
+    return;
+  // Whole tensors per replica, whatever ZeRO shards.
+  double psi = static_cast<double>(totals.parameterElements);
+  ZeroStateBytes model = zeroStateBytes(plan.getZeroStage(), psi, ranks);
+  os << memory << llvm::formatv("zero stage {0} over {1}={2}: parameters {3} + "
+                      "gradients {4} + optimizer_state {5} = {6} bytes per "
+                      "rank (closed form, 16 bytes of fp32 AdamW state for "
+                      "each of {7} parameters)\n",
+                      plan.getZeroStage(), *dataAxis, ranks,
+                      static_cast<int64_t>(model.parameters),
+                      static_cast<int64_t>(model.gradients),
+                      static_cast<int64_t>(model.optimizerState),
+                      static_cast<int64_t>(model.total()),
+                      static_cast<int64_t>(psi));
+}
+
 /// Gives `function` one arena argument and makes every buffer a view of it.
 LogicalResult rewriteWithArena(func::FuncOp function, const StateLayout &state,
                                TemporaryPlan &plan, int64_t arenaBytes) {
@@ -723,15 +827,19 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
     int64_t gradients = totals.gradients + totals.temporaryGradients;
     int64_t unused = totals.arena - totals.parameters -
                      totals.optimizerState - totals.inputs - gradients -
-                     totals.activations - totals.otherTemporaries;
+                     totals.activations - totals.otherTemporaries -
+                     totals.bucketsAtPeak;
     os << memory << "arena_peak = parameters " << totals.parameters
        << " + optimizer_state " << totals.optimizerState << " + inputs "
        << totals.inputs << " + gradients " << gradients << " + activations "
        << totals.activations << " + other_temporaries "
-       << totals.otherTemporaries << " + alignment_and_fragmentation "
-       << unused << "\n";
+       << totals.otherTemporaries;
+    if (totals.hasBuckets)
+      os << " + gather_scatter_buffers " << totals.bucketsAtPeak;
+    os << " + alignment_and_fragmentation " << unused << "\n";
     for (const Communication &comm : communication)
       printCommunication(comm, os);
+    printModelState(getOperation(), totals, os, memory);
     os.flush();
     return success();
   }

@@ -129,7 +129,8 @@ public:
 private:
   LogicalResult addBuffer(Value value, int64_t offset, ptp::Role role,
                           StringRef name, Operation *op,
-                          dist::ShardingAttr sharding = {});
+                          dist::ShardingAttr sharding = {},
+                          Attribute flatShard = {});
   /// Per dimension, the indices into the mesh of the axes `sharding` splits
   /// it over.
   FailureOr<std::vector<std::vector<uint8_t>>>
@@ -161,6 +162,8 @@ private:
   /// The dist.local_sharding of each state buffer (null: replicated), so
   /// that every function sees it sharded alike.
   DenseMap<uint32_t, Attribute> stateSharding;
+  /// The dist.flat_shard of each state buffer (null: not a flat shard).
+  DenseMap<uint32_t, Attribute> stateFlatShard;
   int64_t arenaBytes;
   dist::MeshOp mesh;
 };
@@ -355,7 +358,8 @@ Writer::shardingAxes(dist::ShardingAttr sharding, MemRefType type,
 
 LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
                                 StringRef name, Operation *op,
-                                dist::ShardingAttr sharding) {
+                                dist::ShardingAttr sharding,
+                                Attribute flatShard) {
   auto type = cast<MemRefType>(value.getType());
   ptp::DType dtype;
   if (type.getElementType().isF32()) {
@@ -383,10 +387,35 @@ LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
     return error << " lies outside the arena of " << arenaBytes << " bytes";
   }
   std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  // A flat shard (ZeRO): its dimension sharding describes the tensor before
+  // flattening, of the attribute's shape.
+  MemRefType shardedType = type;
+  std::vector<uint8_t> flatAxes;
+  std::vector<int64_t> flatShape;
+  if (flatShard) {
+    FailureOr<dist::FlatShard> flat = dist::readFlatShard(
+        flatShard, [&] { return op->emitOpError(); });
+    if (failed(flat))
+      return failure();
+    if (sharding)
+      return op->emitOpError()
+             << "has both " << dist::DistDialect::kLocalShardingAttrName
+             << " and " << dist::DistDialect::kFlatShardAttrName
+             << "; a flat shard names its block's sharding as block_of";
+    FailureOr<std::vector<std::vector<uint8_t>>> axes = shardingAxes(
+        flat->flat, MemRefType::get({type.getDimSize(0)}, type.getElementType()),
+        op);
+    if (failed(axes))
+      return failure();
+    flatAxes = axes->front();
+    flatShape.assign(flat->shape.begin(), flat->shape.end());
+    sharding = flat->blockOf;
+    shardedType = MemRefType::get(flat->shape, type.getElementType());
+  }
   std::vector<flatbuffers::Offset<ptp::DimSharding>> dims;
   if (sharding) {
     FailureOr<std::vector<std::vector<uint8_t>>> axes =
-        shardingAxes(sharding, type, op);
+        shardingAxes(sharding, shardedType, op);
     if (failed(axes))
       return failure();
     for (std::vector<uint8_t> &dim : *axes)
@@ -394,7 +423,8 @@ LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
   }
   buffers.push_back(ptp::CreateBufferDirect(
       fbb, role, name.empty() ? nullptr : name.str().c_str(), dtype, &shape,
-      static_cast<uint64_t>(offset), sharding ? &dims : nullptr));
+      static_cast<uint64_t>(offset), sharding ? &dims : nullptr,
+      flatShard ? &flatAxes : nullptr, flatShard ? &flatShape : nullptr));
   bufferIndex[value] = buffers.size() - 1;
   bufferOffset[value] = offset;
   return success();
@@ -438,15 +468,19 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
         return view.emitOpError()
                << dist::DistDialect::kLocalShardingAttrName
                << " must be a #dist.sharding, but is " << shardingAttr;
-      if (sharding && !roleAttr)
+      Attribute flatShard =
+          view->getAttr(dist::DistDialect::kFlatShardAttrName);
+      if ((sharding || flatShard) && !roleAttr)
         return view.emitOpError()
                << "is a temporary with "
-               << dist::DistDialect::kLocalShardingAttrName
+               << (sharding ? dist::DistDialect::kLocalShardingAttrName
+                            : dist::DistDialect::kFlatShardAttrName)
                << "; only state buffers are sharded";
       if (roleAttr) {
         auto key = std::make_pair(roleAttr.getValue().str(), name.str());
         if (auto it = stateIndex.find(key); it != stateIndex.end()) {
-          if (stateSharding.lookup(it->second) != shardingAttr)
+          if (stateSharding.lookup(it->second) != shardingAttr ||
+              stateFlatShard.lookup(it->second) != flatShard)
             return view.emitOpError()
                    << "is the " << key.first << " " << key.second
                    << " with another "
@@ -458,9 +492,10 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
         }
         stateIndex[key] = buffers.size();
         stateSharding[buffers.size()] = shardingAttr;
+        stateFlatShard[buffers.size()] = flatShard;
       }
       if (failed(addBuffer(view.getResult(), *offset, role, name, view,
-                           sharding)))
+                           sharding, flatShard)))
         return failure();
       continue;
     }

@@ -361,6 +361,77 @@ def BucketGradientsPass : Pass<"dist-bucket-gradients", "::mlir::ModuleOp"> {
   ];
 }
 
+def ZeroPass : Pass<"dist-zero", "::mlir::ModuleOp"> {
+  let summary = "Shard AdamW state, gradients and parameters over the data-parallel ranks (ZeRO stages 1-3)";
+  let description = [{
+    ZeRO (Rajbhandari et al.) as Megatron-LM's distributed optimizer does
+    it, on every function that carries `xfmr.train_step` (so that it works
+    per pipeline stage too), after partitioning and bucketing. The stage
+    is the plan's `zero.stage` (the `stage` option overrides it); nothing
+    changes at stage 0 or without a data-parallel axis.
+
+    Each gradient reduction over the data axis that feeds AdamW (a
+    "gradient bucket", or a one-gradient sum over the data axis and others,
+    as sequence parallelism makes for norm weights) becomes:
+    - a `dist.flat_pack` of its gradients into a bucket [dp, C]: every
+      tensor flattened, zero-padded to a multiple of dp and cut into dp
+      chunks, row r holding chunk r of each (so no size is refused);
+    - a `dist.reduce_scatter` of the bucket over the data axis: rank r
+      gets row r, its chunk of every gradient (the other axes of a mixed
+      sum are all-reduced first);
+    - AdamW on the chunk: the moments are state of one chunk each
+      (`dist.flat_shard` on the argument and result: 1/dp of every
+      tensor per rank), the parameter's chunk cut out of the replicated
+      parameter (`dist.flat_pack` + `dist.all_slice`);
+    - a `dist.all_gather` of the updated chunks, unpacked into the whole
+      parameters.
+    Per rank and step the traffic is that of the all-reduce it replaces,
+    2 Psi (dp - 1) / dp bytes for Psi bytes of gradients.
+
+    Stage 2 compiles to the same program: every bucket is reduce-scattered
+    right after its last gradient is produced and only the chunk is kept,
+    since the memory plan frees each whole gradient after its bucket's
+    pack (stage 1 keeps nothing more: buffers are planned by liveness).
+    With micro-batches gradients are accumulated whole, then
+    reduce-scattered once per step (Megatron's choice): the traffic stays
+    2 Psi (dp - 1) / dp per step instead of growing with the micro-batch
+    count, at the price of whole accumulated gradients during the
+    micro-batches.
+
+    Stage 3 also shards the parameters (`dist.flat_shard` on them, in the
+    evaluation step too): each layer's parameters (`xfmr.layer`; every
+    other parameter a group of its own) are all-gathered into whole
+    tensors before each run of forward uses and again before each run of
+    backward uses, each gather issued where the gather before it is first
+    used (prefetch, one layer ahead); the memory plan frees the whole
+    copies after their last use. AdamW then updates the rank's chunk in
+    place of the final all-gather: 3 Psi (dp - 1) / dp bytes per rank (less
+    the backward gathers of parameters the backward does not read).
+
+    Input (dp = 2):
+    ```mlir
+    %g:2 = dist.all_reduce %dw, %db on @mesh axes [dp] reduce = sum {dist.label = "gradient bucket 0"} : tensor<3x5xf32>, tensor<5xf32>
+    %w2, %mw2, %vw2 = xfmr.adamw %w, %g#0, %mw, %vw, %t, %lr : ...
+    ```
+    Output:
+    ```mlir
+    %b = dist.flat_pack %dw, %db : tensor<3x5xf32>, tensor<5xf32> -> tensor<2x11xf32>
+    %s = dist.reduce_scatter %b on @mesh axes [dp] dim = 0 reduce = sum : tensor<2x11xf32> -> tensor<1x11xf32>
+    %gw, %gb = dist.flat_unpack %s : tensor<1x11xf32> -> tensor<8xf32>, tensor<3xf32>
+    ...
+    %w2s, %mw2, %vw2 = xfmr.adamw %ws, %gw, %mw, %vw, %t, %lr : (tensor<8xf32>, ...)
+    %p = dist.flat_pack %w2s, %b2s : tensor<8xf32>, tensor<3xf32> -> tensor<1x11xf32>
+    %a = dist.all_gather %p on @mesh axes [dp] dim = 0 : tensor<1x11xf32> -> tensor<2x11xf32>
+    %w2, %b2 = dist.flat_unpack %a : tensor<2x11xf32> -> tensor<3x5xf32>, tensor<5xf32>
+    ```
+  }];
+  let dependentDialects = ["::partition::dist::DistDialect"];
+  let options = [
+    Option<"stage", "stage", "int64_t", "-1",
+           "ZeRO stage 0-3 (default -1: the plan's zero.stage)">,
+  ];
+}
+
 def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
   let summary = "Recompute forward values in the backward pass instead of keeping them";
   let description = [{

@@ -66,6 +66,10 @@ void buildPartitionPipeline(OpPassManager &pm,
     shard.bucketBytes = static_cast<int64_t>(options.bucketMb * 1024 * 1024);
     buildShardPipeline(pm, shard);
   }
+  // After bucketing: ZeRO turns the data-parallel gradient buckets into
+  // reduce-scatters of flat buckets and shards AdamW's state.
+  if (plan && plan->zero.stage > 0 && plan->mesh.dp > 1)
+    pm.addPass(createZeroPass());
   // After partitioning, so that recomputed work includes its collectives.
   if (plan && plan->recompute.policy != "none") {
     RecomputePassOptions recompute;

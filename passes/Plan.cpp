@@ -399,13 +399,6 @@ const NotImplemented kNotImplemented[] = {
        return std::nullopt;
      },
      "the pipeline-parallel pass", "leave it out"},
-    {"zero.stage",
-     [](const Plan &plan) -> std::optional<std::string> {
-       if (plan.zero.stage > 0)
-         return std::to_string(plan.zero.stage);
-       return std::nullopt;
-     },
-     "the ZeRO pass", "use stage 0"},
 };
 
 } // namespace

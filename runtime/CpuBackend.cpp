@@ -30,7 +30,8 @@ struct AlignedFree {
 /// Kernels that move bf16 bits themselves instead of computing on fp32
 /// copies.
 bool movesBits(KernelId kernel) {
-  return kernel == KernelId::Cast || kernel == KernelId::Copy;
+  return kernel == KernelId::Cast || kernel == KernelId::Copy ||
+         kernel == KernelId::FlatPack || kernel == KernelId::FlatUnpack;
 }
 
 /// Distinct bf16 buffers of an instruction, by arena offset: an in-place
@@ -690,6 +691,19 @@ CpuBackend::compileKernel(const KernelArgs &a, const Instruction &instruction,
   case KernelId::Copy: {
     size_t bytes = a.buffers[1]->bytes;
     return [=] { std::memcpy(f(1), f(0), bytes); };
+  }
+  case KernelId::FlatPack:
+  case KernelId::FlatUnpack: {
+    int64_t elementBytes = a.buffers[0]->dtype == DType::BF16 ? 2 : 4;
+    if (a.kernel == KernelId::FlatPack)
+      return [=] {
+        cpu::flatPack(pointers[0], pointers[1], a.size, a.rows, a.channels,
+                      a.inner, elementBytes);
+      };
+    return [=] {
+      cpu::flatUnpack(pointers[0], pointers[1], a.size, a.rows, a.channels,
+                      a.inner, elementBytes);
+    };
   }
   case KernelId::SliceBlock:
     return [=] {

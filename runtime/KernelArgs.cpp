@@ -95,6 +95,8 @@ private:
     case KernelId::Copy:
     case KernelId::EmbeddingGradAdd:
     case KernelId::SliceBlock:
+    case KernelId::FlatPack:
+    case KernelId::FlatUnpack:
     case KernelId::VocabParallelEmbedding:
     case KernelId::VocabParallelEmbeddingGrad:
     case KernelId::VocabParallelMax:
@@ -381,6 +383,28 @@ KernelArgs Checker::run() {
     sameElements(in(1), out(0), "operand");
     args.size = out(0).elements;
     break;
+  case KernelId::FlatPack:
+  case KernelId::FlatUnpack: {
+    bool pack = instruction.kernel == KernelId::FlatPack;
+    const BufferInfo &bucket = pack ? out(0) : in(0);
+    const BufferInfo &tensor = pack ? in(0) : out(0);
+    require(isFloat(bucket.dtype) && tensor.dtype == bucket.dtype,
+            "the tensor and the bucket must hold one float type");
+    require(bucket.shape.size() == 2 && bucket.shape[0] > 0,
+            "bucket " + shapeString(bucket) + " must be [rows, columns]");
+    args.rows = bucket.shape[0];
+    args.channels = bucket.shape[1];
+    args.size = tensor.elements;
+    int64_t offset = instruction.ints[0];
+    args.blockDim = (tensor.elements + args.rows - 1) / args.rows;
+    require(offset >= 0 && args.blockDim <= args.channels - offset,
+            "columns [" + std::to_string(offset) + ", +" +
+                std::to_string(args.blockDim) + ") of a tensor of " +
+                std::to_string(tensor.elements) +
+                " elements are not inside bucket " + shapeString(bucket));
+    args.inner = offset;
+    break;
+  }
   case KernelId::SliceBlock: {
     // Moves elements of any type: floats or token ids.
     dtype(in(1), DType::I32, "index");

@@ -40,6 +40,8 @@ struct KernelArgs {
   /// Elementwise kernels: elements of the output.
   int64_t size = 0;
   /// slice_block: the input as [outer, blocks * blockDim, inner].
+  /// flat_pack / flat_unpack: the bucket is [rows, channels]; the tensor
+  /// (size elements) takes blockDim columns from column inner.
   int64_t outer = 0, blockDim = 0, inner = 0, blocks = 0;
 };
 

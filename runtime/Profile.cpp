@@ -83,6 +83,8 @@ InstructionCost describeKernel(const KernelArgs &a) {
   case KernelId::Copy:
   case KernelId::EmbeddingGradAdd:
   case KernelId::SliceBlock:
+  case KernelId::FlatPack:
+  case KernelId::FlatUnpack:
   case KernelId::VocabParallelEmbedding:
   case KernelId::VocabParallelEmbeddingGrad:
   case KernelId::VocabParallelMax:

@@ -15,6 +15,15 @@
 
 namespace partition::runtime {
 
+std::vector<uint32_t> BufferInfo::stateGroup() const {
+  std::vector<uint32_t> axes = flatAxes;
+  for (const std::vector<uint32_t> &dim : sharding)
+    axes.insert(axes.end(), dim.begin(), dim.end());
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
 const char *roleName(Role role) {
   static const char *names[] = {"temporary", "param",   "moment1",
                                 "moment2",   "step",    "lr",
@@ -207,15 +216,48 @@ void checkShardedBuffers(Program &program, const std::string &origin) {
       fail(origin, what + (state ? " is not f32" : " is not i32"));
     if (program.mesh.empty())
       fail(origin, what + " needs a device mesh, but the program has none");
-    if (buffer.sharding.size() != buffer.shape.size())
+    std::set<uint32_t> used;
+    if (buffer.flat()) {
+      if (!state)
+        fail(origin, what + " is a flat shard; only parameters and moments "
+                            "can be");
+      int64_t group = 1, elements = 1;
+      for (uint32_t axis : buffer.flatAxes) {
+        if (axis >= program.mesh.size())
+          fail(origin, what + " is a flat shard over axis #" +
+                           std::to_string(axis) + ", but the mesh has " +
+                           std::to_string(program.mesh.size()) + " axes");
+        if (!used.insert(axis).second)
+          fail(origin, what + " uses mesh axis '" + program.mesh[axis].name +
+                           "' twice");
+        group *= program.mesh[axis].size;
+      }
+      for (int64_t dim : buffer.flatShape) {
+        if (dim < 1 || elements > std::numeric_limits<int64_t>::max() / 4 / dim)
+          fail(origin, what + " has a flat_shape " +
+                           shapeText(buffer.flatShape) +
+                           " that is empty or too large");
+        elements *= dim;
+      }
+      int64_t chunk = (elements + group - 1) / group;
+      if (buffer.shape != std::vector<int64_t>{chunk})
+        fail(origin, what + " is a flat shard of " + std::to_string(elements) +
+                         " elements over " + std::to_string(group) +
+                         " devices, so its shape must be [" +
+                         std::to_string(chunk) + "], not " +
+                         shapeText(buffer.shape));
+      if (buffer.sharding.empty())
+        buffer.sharding.assign(buffer.flatShape.size(), {});
+    }
+    const std::vector<int64_t> &blockShape = buffer.blockShape();
+    if (buffer.sharding.size() != blockShape.size())
       fail(origin, what + " has a sharding of " +
                        std::to_string(buffer.sharding.size()) +
-                       " dimensions, but its shape " + shapeText(buffer.shape) +
-                       " has rank " + std::to_string(buffer.shape.size()));
-    std::set<uint32_t> used;
-    buffer.logical = buffer.shape;
+                       " dimensions, but its shape " + shapeText(blockShape) +
+                       " has rank " + std::to_string(blockShape.size()));
+    buffer.logical = blockShape;
     int64_t elements = 1;
-    for (size_t dim = 0; dim < buffer.shape.size(); ++dim) {
+    for (size_t dim = 0; dim < blockShape.size(); ++dim) {
       for (uint32_t axis : buffer.sharding[dim]) {
         if (axis >= program.mesh.size())
           fail(origin, what + " splits dimension " + std::to_string(dim) +
@@ -525,6 +567,13 @@ void readStream(Program &program, const ptp::Stream &stream,
       if (std::all_of(info.sharding.begin(), info.sharding.end(),
                       [](const auto &axes) { return axes.empty(); }))
         info.sharding.clear();
+    }
+    if (buffer->flat_axes() && buffer->flat_axes()->size() > 0) {
+      info.flatAxes.assign(buffer->flat_axes()->begin(),
+                           buffer->flat_axes()->end());
+      if (buffer->flat_shape())
+        info.flatShape.assign(buffer->flat_shape()->begin(),
+                              buffer->flat_shape()->end());
     }
     program.buffers.push_back(std::move(info));
   }

@@ -72,9 +72,15 @@ struct BufferInfo {
   /// into Program::mesh, major first) that dimension of the logical tensor
   /// is split over; the buffer holds this device's block. Empty: replicated.
   std::vector<std::vector<uint32_t>> sharding;
-  /// Set by the loader for sharded buffers: `shape` with each dimension
-  /// times the sizes of its axes.
+  /// Set by the loader for sharded buffers: `shape` (flatShape for a flat
+  /// shard) with each dimension times the sizes of its axes.
   std::vector<int64_t> logical;
+  /// ZeRO's flat shards: the mesh axes (major first) whose group holds the
+  /// chunks of the flattened, zero-padded tensor of shape flatShape (the
+  /// block `sharding` describes); the device of index i in that group holds
+  /// chunk i, `shape` is [chunk]. Empty: not a flat shard.
+  std::vector<uint32_t> flatAxes;
+  std::vector<int64_t> flatShape;
 
   /// Set by the loader for the state of a padded vocabulary (the model
   /// description's padded_params, --dist-pad-vocab): logicalShape() with
@@ -82,7 +88,15 @@ struct BufferInfo {
   /// the last ones, zero, and never initialised, saved or restored.
   std::vector<int64_t> unpadded;
 
-  bool sharded() const { return !sharding.empty(); }
+  bool sharded() const { return !sharding.empty() || flat(); }
+  bool flat() const { return !flatAxes.empty(); }
+  /// The tensor `sharding` splits: flatShape for a flat shard, else shape.
+  const std::vector<int64_t> &blockShape() const {
+    return flat() ? flatShape : shape;
+  }
+  /// The axes whose group holds all the pieces of the logical tensor
+  /// between them (those of `sharding` and flatAxes), increasing.
+  std::vector<uint32_t> stateGroup() const;
   /// The whole tensor's shape, as the program computes on it.
   const std::vector<int64_t> &logicalShape() const {
     return sharded() ? logical : shape;

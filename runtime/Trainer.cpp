@@ -146,7 +146,7 @@ std::vector<std::vector<uint32_t>> neededGroups(const Program &program) {
           groups.push_back(instruction.collective->axes);
     for (const BufferInfo &buffer : stream.buffers)
       if (buffer.sharded())
-        groups.push_back(shardingGroup(buffer.sharding));
+        groups.push_back(buffer.stateGroup());
   }
   if (int dp = program.dataAxisIndex(); dp >= 0)
     groups.push_back({static_cast<uint32_t>(dp)});
@@ -532,17 +532,31 @@ std::vector<float> Run::ownBlock(const BufferInfo &buffer,
                                  std::vector<float> logical) const {
   if (!buffer.sharded())
     return logical;
-  std::vector<float> block(buffer.elements);
-  extractBlock(logical.data(), buffer.logicalShape(), buffer.shape,
-               blockIndices(buffer.sharding, mesh->coordinates(), meshShape),
-               block.data());
-  return block;
+  std::vector<float> block = std::move(logical);
+  if (!buffer.sharding.empty()) {
+    std::vector<float> part(elementsOf(buffer.blockShape()));
+    extractBlock(block.data(), buffer.logicalShape(), buffer.blockShape(),
+                 blockIndices(buffer.sharding, mesh->coordinates(), meshShape),
+                 part.data());
+    block = std::move(part);
+  }
+  if (!buffer.flat())
+    return block;
+  // ZeRO: this device's chunk of the flattened block, zero past its end.
+  int64_t chunk = buffer.elements;
+  int64_t index =
+      blockIndices({buffer.flatAxes}, mesh->coordinates(), meshShape)[0];
+  std::vector<float> shard(chunk, 0.0f);
+  for (int64_t i = 0; i < chunk && index * chunk + i < int64_t(block.size());
+       ++i)
+    shard[i] = block[index * chunk + i];
+  return shard;
 }
 
 std::vector<float> Run::gatherLogical(const BufferInfo &buffer,
                                       const std::vector<float> &block,
                                       int64_t step) {
-  std::vector<uint32_t> axes = shardingGroup(buffer.sharding);
+  std::vector<uint32_t> axes = buffer.stateGroup();
   comm::Communicator &group = *mesh->group(axes);
   std::vector<float> blocks(size_t(buffer.elements) * group.size());
   std::string what = "gather '" + buffer.name + "' for --save";
@@ -552,13 +566,30 @@ std::vector<float> Run::gatherLogical(const BufferInfo &buffer,
   for (int64_t dim : buffer.logicalShape())
     logicalElements *= dim;
   std::vector<float> logical(logicalElements);
+  // A flat shard's members first rebuild their blocks from the chunks.
+  int64_t blockElements = elementsOf(buffer.blockShape());
+  std::map<std::vector<int64_t>, std::vector<float>> flatBlocks;
   for (int member = 0; member < group.size(); ++member) {
     std::vector<int64_t> coordinates = groupMemberCoordinates(
         mesh->coordinates(), axes, meshShape, member);
-    insertBlock(blocks.data() + size_t(member) * buffer.elements, buffer.shape,
-                blockIndices(buffer.sharding, coordinates, meshShape),
-                buffer.logicalShape(), logical.data());
+    std::vector<int64_t> index =
+        blockIndices(buffer.sharding, coordinates, meshShape);
+    const float *piece = blocks.data() + size_t(member) * buffer.elements;
+    if (!buffer.flat()) {
+      insertBlock(piece, buffer.shape, index, buffer.logicalShape(),
+                  logical.data());
+      continue;
+    }
+    std::vector<float> &block = flatBlocks[index];
+    block.resize(blockElements);
+    int64_t chunk = buffer.elements;
+    int64_t at = blockIndices({buffer.flatAxes}, coordinates, meshShape)[0];
+    for (int64_t i = 0; i < chunk && at * chunk + i < blockElements; ++i)
+      block[at * chunk + i] = piece[i];
   }
+  for (const auto &[index, block] : flatBlocks)
+    insertBlock(block.data(), buffer.blockShape(), index,
+                buffer.logicalShape(), logical.data());
   return logical;
 }
 
@@ -782,7 +813,7 @@ void Run::checkReplicas(const char *after) {
   for (Role role : {Role::Param, Role::Moment1, Role::Moment2, Role::Step})
     for (size_t index : program.withRole(role)) {
       const BufferInfo &buffer = program.buffers[index];
-      std::vector<uint32_t> axes = shardingGroup(buffer.sharding);
+      std::vector<uint32_t> axes = buffer.stateGroup();
       if (std::find(axes.begin(), axes.end(), uint32_t(dpAxis)) != axes.end())
         continue;
       std::vector<uint8_t> bytes(buffer.bytes);

@@ -363,6 +363,52 @@ static LogicalResult verifyPlanOn(Operation *op, Attribute value) {
   return success();
 }
 
+/// dist.flat_shard on a value of `type` named `site`: the value is the
+/// 1-D shard of ceil(elements / group) elements the attribute describes.
+static LogicalResult verifyFlatShardOf(Operation *op, Attribute value,
+                                       Type type, const Twine &site) {
+  std::string where =
+      ("'" + DistDialect::kFlatShardAttrName + "' of " + site).str();
+  auto emitError = [&]() {
+    InFlightDiagnostic diag = op->emitError();
+    diag << where << ": ";
+    return diag;
+  };
+  FailureOr<FlatShard> shard = readFlatShard(value, emitError);
+  if (failed(shard))
+    return failure();
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape() || shaped.getRank() != 1)
+    return emitError() << "the value must be a static 1-D tensor or memref, "
+                          "but is "
+                       << type;
+  FailureOr<MeshShape> mesh = lookupMeshShape(op, shard->flat.getMesh());
+  if (failed(mesh))
+    return emitError() << "mesh " << shard->flat.getMesh() << " not found";
+  int64_t group = 1;
+  for (StringRef axis : shard->flat.getDimAxes(0)) {
+    int64_t index = mesh->find(axis);
+    if (index < 0)
+      return emitError() << "axis '" << axis << "' is not an axis of "
+                         << shard->flat.getMesh();
+    group *= mesh->sizes[index];
+  }
+  int64_t elements = 1;
+  for (int64_t dim : shard->shape)
+    elements *= dim;
+  int64_t chunk = flatChunk(elements, group);
+  if (shaped.getDimSize(0) != chunk)
+    return emitError() << "a shard of " << elements << " elements over "
+                       << group << " devices has " << chunk
+                       << " elements, but the value is " << type;
+  if (shard->blockOf)
+    return verifyShardingOf(
+        op, shard->blockOf,
+        RankedTensorType::get(shard->shape, shaped.getElementType()), site,
+        /*local=*/true);
+  return success();
+}
+
 LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   if (attr.getName() == kPlanAttrName)
@@ -389,6 +435,13 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                 "non-negative i64, but is "
                              << attr.getValue();
     return success();
+  }
+  if (attr.getName() == kFlatShardAttrName) {
+    if (op->getNumResults() != 1)
+      return op->emitError() << "'" << kFlatShardAttrName
+                             << "' belongs on an op with one result";
+    return verifyFlatShardOf(op, attr.getValue(), op->getResult(0).getType(),
+                             "result #0");
   }
   if (attr.getName() == kLocalShardingAttrName) {
     // On the one-result op that defines a state buffer after memory
@@ -447,6 +500,8 @@ static LogicalResult verifyValueAttribute(Operation *op, NamedAttribute attr,
                              << attr.getValue();
     return success();
   }
+  if (attr.getName() == DistDialect::kFlatShardAttrName)
+    return verifyFlatShardOf(op, attr.getValue(), type, site);
   bool local = attr.getName() == DistDialect::kLocalShardingAttrName;
   if (attr.getName() != DistDialect::kShardingAttrName && !local)
     return op->emitError() << "unknown attribute '"

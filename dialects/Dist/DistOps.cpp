@@ -638,5 +638,102 @@ LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
                         tables);
 }
 
+//===----------------------------------------------------------------------===//
+// Flat buckets
+//===----------------------------------------------------------------------===//
+
+int64_t partition::dist::flatChunk(int64_t elements, int64_t rows) {
+  return (elements + rows - 1) / rows;
+}
+
+namespace {
+
+/// Checks a bucket against the tensors it packs: one element type, and
+/// [R, sum of ceil(n_i / R)] columns.
+LogicalResult verifyFlatBucket(Operation *op, RankedTensorType bucket,
+                               TypeRange tensors, StringRef what) {
+  if (tensors.empty())
+    return op->emitOpError() << "needs at least one " << what;
+  int64_t rows = bucket.getDimSize(0);
+  if (rows < 1)
+    return op->emitOpError() << "bucket " << bucket
+                             << " must have at least one row";
+  int64_t columns = 0;
+  for (auto [index, type] : llvm::enumerate(tensors)) {
+    auto tensor = cast<RankedTensorType>(type);
+    if (tensor.getElementType() != bucket.getElementType())
+      return op->emitOpError()
+             << what << " #" << index << " is " << tensor
+             << " but the bucket holds " << bucket.getElementType();
+    columns += flatChunk(tensor.getNumElements(), rows);
+  }
+  if (bucket.getDimSize(1) != columns)
+    return op->emitOpError() << "bucket " << bucket << " must have " << columns
+                             << " columns: the " << what
+                             << "s take ceil(elements / " << rows
+                             << ") each";
+  return success();
+}
+
+} // namespace
+
+FailureOr<FlatShard>
+partition::dist::readFlatShard(Attribute attr,
+                               function_ref<InFlightDiagnostic()> emitError) {
+  auto fail = [&](const Twine &message) -> FailureOr<FlatShard> {
+    if (emitError)
+      emitError() << "'" << DistDialect::kFlatShardAttrName << "' " << message
+                  << ", but is " << attr;
+    return failure();
+  };
+  auto dict = dyn_cast<DictionaryAttr>(attr);
+  if (!dict)
+    return fail("must be a dictionary {flat, shape[, block_of]}");
+  FlatShard shard;
+  shard.flat = dict.getAs<ShardingAttr>("flat");
+  auto shape = dict.getAs<DenseI64ArrayAttr>("shape");
+  Attribute blockOf = dict.get("block_of");
+  if (!shard.flat || shard.flat.getDims().size() != 1 ||
+      shard.flat.getDimAxes(0).empty() || !shard.flat.getPartialAxes().empty())
+    return fail("needs 'flat', a #dist.sharding of one dimension split over "
+                "at least one axis");
+  if (!shape)
+    return fail("needs 'shape', an array<i64>");
+  if (blockOf && !isa<ShardingAttr>(blockOf))
+    return fail("has a 'block_of' that is not a #dist.sharding");
+  if (dict.size() != 2u + (blockOf ? 1 : 0))
+    return fail("has keys other than flat, shape and block_of");
+  shard.shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+  for (int64_t dim : shard.shape)
+    if (dim < 1)
+      return fail("has a 'shape' with a dimension below 1");
+  shard.blockOf = dyn_cast_or_null<ShardingAttr>(blockOf);
+  return shard;
+}
+
+DictionaryAttr partition::dist::buildFlatShard(ShardingAttr flat,
+                                               ArrayRef<int64_t> shape,
+                                               ShardingAttr blockOf) {
+  MLIRContext *context = flat.getContext();
+  SmallVector<NamedAttribute> entries{
+      NamedAttribute(StringAttr::get(context, "flat"), flat),
+      NamedAttribute(StringAttr::get(context, "shape"),
+                     DenseI64ArrayAttr::get(context, shape))};
+  if (blockOf)
+    entries.push_back(
+        NamedAttribute(StringAttr::get(context, "block_of"), blockOf));
+  return DictionaryAttr::get(context, entries);
+}
+
+LogicalResult FlatPackOp::verify() {
+  return verifyFlatBucket(*this, getResult().getType(),
+                          getInputs().getTypes(), "input");
+}
+
+LogicalResult FlatUnpackOp::verify() {
+  return verifyFlatBucket(*this, getInput().getType(),
+                          getResults().getTypes(), "result");
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Dist/DistOps.cpp.inc"

@@ -60,6 +60,32 @@ mlir::FailureOr<llvm::SmallVector<int64_t>>
 getLocalShape(ShardingAttr sharding, llvm::ArrayRef<int64_t> globalShape,
               mlir::Operation *user);
 
+/// The columns one tensor of `elements` takes in a flat bucket of `rows`
+/// rows (dist.flat_pack): ceil(elements / rows).
+int64_t flatChunk(int64_t elements, int64_t rows);
+
+/// A dist.flat_shard attribute, read: one rank's flat shard of a tensor.
+struct FlatShard {
+  /// The sharding of the flattened, padded tensor (one dimension).
+  ShardingAttr flat;
+  /// The tensor's shape before flattening.
+  llvm::SmallVector<int64_t> shape;
+  /// The sharding of the logical tensor `shape` is a device block of, or
+  /// null when `shape` is the logical tensor's.
+  ShardingAttr blockOf;
+};
+
+/// Reads a dist.flat_shard dictionary; fails (with `emitError`, when given)
+/// if it is not one.
+mlir::FailureOr<FlatShard>
+readFlatShard(mlir::Attribute attr,
+              llvm::function_ref<mlir::InFlightDiagnostic()> emitError = {});
+
+/// Builds the dist.flat_shard dictionary.
+mlir::DictionaryAttr buildFlatShard(ShardingAttr flat,
+                                    llvm::ArrayRef<int64_t> shape,
+                                    ShardingAttr blockOf);
+
 } // namespace partition::dist
 
 #endif // PARTITION_DIALECTS_DIST_DISTOPS_H

@@ -87,6 +87,14 @@ def Dist_Dialect : Dialect {
         "dist.recomputed";
     /// On the module: the plan (#dist.plan), recorded by --dist-apply-plan.
     static constexpr ::llvm::StringLiteral kPlanAttrName = "dist.plan";
+    /// On a state argument or result (ZeRO): the value is one rank's flat
+    /// shard of a tensor. A dictionary: `flat`, the #dist.sharding of the
+    /// flattened, zero-padded tensor (one dimension, the axes that hold the
+    /// shards); `shape`, the tensor's shape before flattening; optional
+    /// `block_of`, the #dist.sharding of the logical tensor that `shape`
+    /// is the device block of (tensor parallelism).
+    static constexpr ::llvm::StringLiteral kFlatShardAttrName =
+        "dist.flat_shard";
   }];
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
@@ -322,6 +330,72 @@ def Dist_AllSliceOp : Op<Dist_Dialect, "all_slice", [
   let assemblyFormat = [{
     $input `on` $mesh `axes` custom<AxisNames>($axes) `dim` `=` $dim
     attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Flat buckets (ZeRO)
+//===----------------------------------------------------------------------===//
+
+def Dist_FlatPackOp : Op<Dist_Dialect, "flat_pack", [Pure]> {
+  let summary = "lays tensors out as the rows of a padded flat bucket";
+  let description = [{
+    The bucket layout of sharded optimizer state (ZeRO, Megatron's
+    distributed optimizer), for any tensor size: each input of n elements is
+    flattened, zero-padded to R * c elements with c = ceil(n / R), and cut
+    into R chunks of c; row r of the result is chunk r of every input, in
+    order. With R the size of a data-parallel group, a reduce-scatter of the
+    result along dimension 0 leaves rank r exactly its chunk of every
+    tensor (its shard), and an all-gather of the rows rebuilds the bucket;
+    with R = 1 the result is the inputs concatenated (a rank's shards, to
+    gather). No communication.
+
+    Example:
+    ```mlir
+    %b = dist.flat_pack %w, %bias : tensor<3x5xf32>, tensor<5xf32>
+        -> tensor<2x11xf32>
+    ```
+
+    Constraints:
+    - at least one input; every input and the result share one element
+      type (f32 or bf16);
+    - the result is [R, sum of ceil(n_i / R)] for R >= 1 its first
+      dimension.
+  }];
+  let arguments = (ins Variadic<Dist_StaticTensor>:$inputs);
+  let results = (outs 2DTensorOf<[F32, BF16]>:$result);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` type($inputs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Dist_FlatUnpackOp : Op<Dist_Dialect, "flat_unpack", [Pure]> {
+  let summary = "takes tensors back out of a padded flat bucket";
+  let description = [{
+    The inverse of `dist.flat_pack`: result i, of n_i elements, is read from
+    its columns of every row of the bucket [R, C] (chunk r from row r), the
+    padding left out. With R = 1 each result is one rank's flat shard of a
+    tensor (a 1-D tensor of c_i elements, padding included); with R the
+    group size, after an all-gather, each result is the whole tensor again,
+    in its own shape.
+
+    Example:
+    ```mlir
+    %w, %bias = dist.flat_unpack %b : tensor<2x11xf32>
+        -> tensor<3x5xf32>, tensor<5xf32>
+    ```
+
+    Constraints:
+    - at least one result; the bucket and every result share one element
+      type;
+    - the bucket is [R, sum of ceil(n_i / R)].
+  }];
+  let arguments = (ins 2DTensorOf<[F32, BF16]>:$input);
+  let results = (outs Variadic<Dist_StaticTensor>:$results);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($results)
   }];
   let hasVerifier = 1;
 }

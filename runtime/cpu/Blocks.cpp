@@ -10,6 +10,7 @@
 
 #include "runtime/cpu/KernelSupport.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -50,6 +51,37 @@ void sliceBlock(const float *input, const std::int32_t *index, float *result,
                                 std::to_string(blocks) + " blocks");
   copyBlock(const_cast<float *>(input), result, outer, blockDim, inner,
             blocks, *index, /*pack=*/true);
+}
+
+void flatPack(const void *tensor, void *bucket, Index size, Index rows,
+              Index columns, Index offset, Index elementBytes) {
+  checkNonNegative("flat_pack", {size, rows, columns, offset, elementBytes});
+  Index chunk = rows ? (size + rows - 1) / rows : 0;
+  const char *in = static_cast<const char *>(tensor);
+  char *out = static_cast<char *>(bucket);
+  for (Index r = 0; r < rows; ++r) {
+    Index begin = std::min(size, r * chunk);
+    Index count = std::min(size, begin + chunk) - begin;
+    char *row = out + (r * columns + offset) * elementBytes;
+    std::memcpy(row, in + begin * elementBytes, count * elementBytes);
+    // Padding is zero in both float types.
+    std::memset(row + count * elementBytes, 0, (chunk - count) * elementBytes);
+  }
+}
+
+void flatUnpack(const void *bucket, void *tensor, Index size, Index rows,
+                Index columns, Index offset, Index elementBytes) {
+  checkNonNegative("flat_unpack", {size, rows, columns, offset, elementBytes});
+  Index chunk = rows ? (size + rows - 1) / rows : 0;
+  const char *in = static_cast<const char *>(bucket);
+  char *out = static_cast<char *>(tensor);
+  for (Index r = 0; r < rows; ++r) {
+    Index begin = std::min(size, r * chunk);
+    Index count = std::min(size, begin + chunk) - begin;
+    std::memcpy(out + begin * elementBytes,
+                in + (r * columns + offset) * elementBytes,
+                count * elementBytes);
+  }
 }
 
 void packBlocks(const float *input, float *packed, Index outer, Index blockDim,

@@ -214,6 +214,15 @@ void packBlocks(const float *input, float *packed, Index outer, Index blockDim,
 void unpackBlocks(const float *packed, float *result, Index outer,
                   Index blockDim, Index inner, Index blocks);
 
+/// Flat buckets (ZeRO): a tensor of `size` elements of `elementBytes` bytes
+/// takes columns [offset, offset + chunk) of a bucket [rows, columns],
+/// chunk = ceil(size / rows); row r holds elements [r chunk, (r + 1) chunk),
+/// zeros past the end. flatPack writes those columns, flatUnpack reads them.
+void flatPack(const void *tensor, void *bucket, Index size, Index rows,
+              Index columns, Index offset, Index elementBytes);
+void flatUnpack(const void *bucket, void *tensor, Index size, Index rows,
+                Index columns, Index offset, Index elementBytes);
+
 //===----------------------------------------------------------------------===//
 // Vocabulary parallelism (runtime/cpu/VocabParallel.cpp): the local shard
 // holds global ids [*shard * localVocab, (*shard + 1) * localVocab); tokens

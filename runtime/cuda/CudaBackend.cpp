@@ -372,6 +372,8 @@ CudaBackend::CudaBackend(const Program &program,
         case KernelId::AddI32:
         case KernelId::Copy:
         case KernelId::SliceBlock:
+        case KernelId::FlatPack:
+        case KernelId::FlatUnpack:
         case KernelId::VocabParallelEmbedding:
         case KernelId::VocabParallelMax:
         case KernelId::VocabParallelTargetLogit:
@@ -993,6 +995,21 @@ std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
         };
       size_t bytes = a.buffers[1]->bytes;
       return [=] { cuda::copyBytes(p[0], p[1], bytes, s); };
+    }
+    case KernelId::FlatPack:
+    case KernelId::FlatUnpack: {
+      int elementBytes = int(dtypeBytes(a.buffers[0]->dtype));
+      int64_t size = a.size, rows = a.rows, columns = a.channels,
+              offset = a.inner;
+      if (a.kernel == KernelId::FlatPack)
+        return [=] {
+          cuda::flatPack(p[0], p[1], size, rows, columns, offset,
+                         elementBytes, s);
+        };
+      return [=] {
+        cuda::flatUnpack(p[0], p[1], size, rows, columns, offset,
+                         elementBytes, s);
+      };
     }
     case KernelId::SliceBlock: {
       int elementBytes = int(dtypeBytes(a.buffers[0]->dtype));

@@ -11,8 +11,11 @@
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_schedule_gpipe.json 2>&1 | FileCheck %s --check-prefix=CHECK-SCHEDULE
 // CHECK-SCHEDULE: error: {{.*}}plan_schedule_gpipe.json: pipeline.schedule = "gpipe" needs the pipeline-parallel pass, which is not implemented yet; leave it out{{$}}
 
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_partial.json 2>&1 | FileCheck %s --check-prefix=CHECK-ZERO
-// CHECK-ZERO: error: {{.*}}plan_partial.json: zero.stage = 2 needs the ZeRO pass, which is not implemented yet; use stage 0{{$}}
+// --dist-zero implements every ZeRO stage.
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_zero3.json | FileCheck %s --check-prefix=CHECK-ZERO
+// CHECK-ZERO: zero_stage = 3
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_partial.json | FileCheck %s --check-prefix=CHECK-ZERO2
+// CHECK-ZERO2: zero_stage = 2
 
 // --dist-recompute implements every policy, budget included.
 // RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute_budget.json | FileCheck %s --check-prefix=CHECK-RECOMPUTE
@@ -24,7 +27,7 @@
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_full.json 2>&1 | FileCheck %s --check-prefix=CHECK-ALL
 // CHECK-ALL: error: {{.*}}plan_full.json: mesh.pp = 2 needs the pipeline-parallel pass
 // CHECK-ALL: error: {{.*}}plan_full.json: pipeline.schedule = "interleaved-1f1b" needs the pipeline-parallel pass
-// CHECK-ALL: error: {{.*}}plan_full.json: zero.stage = 1 needs the ZeRO pass
+// CHECK-ALL-NOT: zero.stage
 // CHECK-ALL-NOT: recompute.policy
 
 // pipeline.microbatches without pipeline parallelism is gradient

@@ -21,10 +21,14 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
       std::vector<uint8_t> axes(dim.begin(), dim.end());
       sharding.push_back(ptp::CreateDimShardingDirect(fbb, &axes));
     }
+    std::vector<uint8_t> flatAxes(buffer.flatAxes.begin(),
+                                  buffer.flatAxes.end());
     buffers.push_back(ptp::CreateBufferDirect(
         fbb, static_cast<ptp::Role>(buffer.role), buffer.name.c_str(),
         static_cast<ptp::DType>(buffer.dtype), &buffer.shape, buffer.offset,
-        buffer.sharding.empty() ? nullptr : &sharding));
+        buffer.sharding.empty() ? nullptr : &sharding,
+        buffer.flat() ? &flatAxes : nullptr,
+        buffer.flat() ? &buffer.flatShape : nullptr));
   }
   std::vector<flatbuffers::Offset<ptp::Function>> functions;
   for (const runtime::Function &function : functionList) {

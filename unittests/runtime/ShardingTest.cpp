@@ -202,4 +202,58 @@ TEST(ShardedBuffers, Rejections) {
             "moments, tokens and targets can be sharded");
 }
 
+/// ZeRO's flat shards: "w" is chunk i of the flattened [2, 5] tensor
+/// (10 elements, chunks of 5 over dp = 2), optionally of a block of it.
+Program flatProgram() {
+  Program program = shardedProgram();
+  BufferInfo &w = program.buffers[1];
+  w.sharding.clear();
+  w.flatAxes = {0};
+  w.flatShape = {2, 5};
+  w.shape = {5};
+  return program;
+}
+
+TEST(FlatShards, RoundTrip) {
+  Program loaded = roundTrip(flatProgram());
+  const BufferInfo &w = loaded.buffers[1];
+  EXPECT_TRUE(w.sharded());
+  EXPECT_TRUE(w.flat());
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{5}));
+  EXPECT_EQ(w.blockShape(), (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(w.logicalShape(), (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(w.stateGroup(), (std::vector<uint32_t>{0}));
+  // A chunk of a tensor-parallel block: the logical tensor is the block's.
+  Program block = flatProgram();
+  block.buffers[1].sharding = {{1}, {}};
+  Program blockLoaded = roundTrip(block);
+  const BufferInfo &b = blockLoaded.buffers[1];
+  EXPECT_EQ(b.logicalShape(), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(b.stateGroup(), (std::vector<uint32_t>{0, 1}));
+}
+
+TEST(FlatShards, Rejections) {
+  auto with = [](auto change) {
+    Program program = flatProgram();
+    change(program);
+    return rejection(program);
+  };
+  EXPECT_EQ(with([](Program &p) { p.buffers[1].shape = {4}; }),
+            "p.ptp: sharded buffer #1 ('w') is a flat shard of 10 elements "
+            "over 2 devices, so its shape must be [5], not [4]");
+  EXPECT_EQ(with([](Program &p) { p.buffers[1].flatAxes = {2}; }),
+            "p.ptp: sharded buffer #1 ('w') is a flat shard over axis #2, "
+            "but the mesh has 2 axes");
+  EXPECT_EQ(with([](Program &p) { p.buffers[1].flatAxes = {0, 0}; }),
+            "p.ptp: sharded buffer #1 ('w') uses mesh axis 'dp' twice");
+  EXPECT_EQ(with([](Program &p) { p.buffers[1].sharding = {{0}, {}}; }),
+            "p.ptp: sharded buffer #1 ('w') uses mesh axis 'dp' twice");
+  EXPECT_EQ(with([](Program &p) { p.buffers[1].flatShape = {2, 0}; }),
+            "p.ptp: sharded buffer #1 ('w') has a flat_shape [2,0] that is "
+            "empty or too large");
+  EXPECT_EQ(with([](Program &p) { p.buffers[1].sharding = {{1}}; }),
+            "p.ptp: sharded buffer #1 ('w') has a sharding of 1 dimensions, "
+            "but its shape [2,5] has rank 2");
+}
+
 } // namespace

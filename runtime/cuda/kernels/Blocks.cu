@@ -105,7 +105,73 @@ void copyRuns(const char *kernel, const void *src, void *dst, Index outer,
                                  count, index, pack, badId, stream);
 }
 
+/// One thread per element of the tensor's columns of the bucket
+/// (rows * chunk of them): pack writes each (zero past the tensor), unpack
+/// reads those inside the tensor.
+template <typename U>
+__global__ void flatKernel(const U *src, U *dst, Index size, Index rows,
+                           Index columns, Index offset, Index chunk,
+                           bool pack) {
+  const Index total = rows * chunk;
+  for (Index i = Index(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += Index(gridDim.x) * blockDim.x) {
+    const Index r = i / chunk;
+    const Index at = r * columns + offset + (i - r * chunk);
+    if (pack)
+      dst[at] = i < size ? src[i] : U{};
+    else if (i < size)
+      dst[i] = src[at];
+  }
+}
+
+template <typename U>
+void launchFlat(const char *kernel, const void *src, void *dst, Index size,
+                Index rows, Index columns, Index offset, bool pack,
+                cudaStream_t stream) {
+  const Index chunk = (size + rows - 1) / rows;
+  const Index total = rows * chunk;
+  if (total == 0)
+    return;
+  const unsigned grid = static_cast<unsigned>(
+      std::min<Index>((total + kCopyThreads - 1) / kCopyThreads, 65535));
+  flatKernel<U><<<grid, kCopyThreads, 0, stream>>>(
+      static_cast<const U *>(src), static_cast<U *>(dst), size, rows, columns,
+      offset, chunk, pack);
+  checkLaunch(kernel);
+}
+
+void flat(const char *kernel, const void *src, void *dst, Index size,
+          Index rows, Index columns, Index offset, int bytesPerElement,
+          bool pack, cudaStream_t stream) {
+  checkNonNegative(kernel, {size, rows, columns, offset});
+  if (rows < 1)
+    fail(kernel, "a bucket needs at least one row");
+  if (bytesPerElement == 4)
+    launchFlat<std::uint32_t>(kernel, src, dst, size, rows, columns, offset,
+                              pack, stream);
+  else if (bytesPerElement == 2)
+    launchFlat<std::uint16_t>(kernel, src, dst, size, rows, columns, offset,
+                              pack, stream);
+  else
+    fail(kernel, "bytesPerElement is " + std::to_string(bytesPerElement) +
+                     ", must be 2 or 4");
+}
+
 } // namespace
+
+void flatPack(const void *tensor, void *bucket, Index size, Index rows,
+              Index columns, Index offset, int bytesPerElement,
+              cudaStream_t stream) {
+  flat("flat_pack", tensor, bucket, size, rows, columns, offset,
+       bytesPerElement, /*pack=*/true, stream);
+}
+
+void flatUnpack(const void *bucket, void *tensor, Index size, Index rows,
+                Index columns, Index offset, int bytesPerElement,
+                cudaStream_t stream) {
+  flat("flat_unpack", bucket, tensor, size, rows, columns, offset,
+       bytesPerElement, /*pack=*/false, stream);
+}
 
 void sliceBlock(const void *input, const std::int32_t *index, void *result,
                 Index outer, Index blockDim, Index inner, Index blocks,

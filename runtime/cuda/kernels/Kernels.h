@@ -219,6 +219,17 @@ void unpackBlocks(const void *packed, void *result, Index outer,
                   Index blockDim, Index inner, Index blocks,
                   int bytesPerElement, cudaStream_t stream);
 
+/// Flat buckets (ZeRO; see runtime/cpu/Kernels.h): a tensor of `size`
+/// elements takes columns [offset, offset + ceil(size / rows)) of the bucket
+/// [rows, columns]; flatPack writes them (zeros past the end), flatUnpack
+/// reads them back. Elements of 2 or 4 bytes.
+void flatPack(const void *tensor, void *bucket, Index size, Index rows,
+              Index columns, Index offset, int bytesPerElement,
+              cudaStream_t stream);
+void flatUnpack(const void *bucket, void *tensor, Index size, Index rows,
+                Index columns, Index offset, int bytesPerElement,
+                cudaStream_t stream);
+
 //===----------------------------------------------------------------------===//
 // Vocabulary parallelism (see runtime/cpu/Kernels.h); the per-row
 // statistics max, sumExp and targetLogit are fp32 [rows]

@@ -77,5 +77,36 @@ TEST(Blocks, SliceRefusesAnIndexOutOfRange) {
   }
 }
 
+// ZeRO's flat buckets: a [3, 5] tensor (15 elements) and a [5] one in a
+// bucket of 2 rows take 8 and 3 columns; row r holds elements
+// [8r, 8r + 8) and [3r, 3r + 3), zeros past the end; unpacking gives the
+// tensors back. Two-byte elements move as well (bf16).
+TEST(Blocks, FlatBucketRoundTrip) {
+  std::vector<float> w = iota(15), b = iota(5);
+  for (float &x : b)
+    x += 100;
+  std::vector<float> bucket(2 * 11, -1.0f);
+  flatPack(w.data(), bucket.data(), 15, 2, 11, 0, 4);
+  flatPack(b.data(), bucket.data(), 5, 2, 11, 8, 4);
+  std::vector<float> expected = {0,  1,  2,  3,  4,  5,  6, 7, 100, 101, 102,
+                                 8,  9,  10, 11, 12, 13, 14, 0, 103, 104, 0};
+  EXPECT_EQ(bucket, expected);
+  std::vector<float> w2(15), b2(5);
+  flatUnpack(bucket.data(), w2.data(), 15, 2, 11, 0, 4);
+  flatUnpack(bucket.data(), b2.data(), 5, 2, 11, 8, 4);
+  EXPECT_EQ(w2, w);
+  EXPECT_EQ(b2, b);
+  // One row: the tensors one after the other.
+  std::vector<float> row(20);
+  flatPack(w.data(), row.data(), 15, 1, 20, 0, 4);
+  flatPack(b.data(), row.data(), 5, 1, 20, 15, 4);
+  EXPECT_EQ(std::vector<float>(row.begin(), row.begin() + 15), w);
+  std::vector<std::uint16_t> h = {1, 2, 3}, hb(4, 7), h2(3);
+  flatPack(h.data(), hb.data(), 3, 2, 2, 0, 2);
+  EXPECT_EQ(hb, (std::vector<std::uint16_t>{1, 2, 3, 0}));
+  flatUnpack(hb.data(), h2.data(), 3, 2, 2, 0, 2);
+  EXPECT_EQ(h2, h);
+}
+
 } // namespace
 } // namespace partition::runtime::cpu
