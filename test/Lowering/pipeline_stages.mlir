@@ -71,10 +71,10 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [pp = pipeline], 
 // PLAN-LABEL: func.func @train_step_stage1(
 // PLAN-SAME:    %{{.*}}: memref<[[A1]]xi8>) attributes {dist.pipeline_stage = 1 : i64, rt.arena_bytes = [[A1]] : i64
 
-// The program (schema 5) holds a stream per stage; each stage's step is its
+// The program (schema 6) holds a stream per stage; each stage's step is its
 // stream's train_step. A send's buffer is free right after it (sends are
 // eager): stage 0 receives into the bytes it has just sent from.
-// PROGRAM:      schema_version 5
+// PROGRAM:      schema_version 6
 // PROGRAM-NEXT: stream 0
 // PROGRAM-NEXT: arena_bytes {{[0-9]+}}
 // PROGRAM:      buffer #4 Temporary F32 2x4x8 @[[SENT:[0-9]+]]
