@@ -93,6 +93,24 @@ std::string phaseName(Phase phase) {
   return "?";
 }
 
+/// A dist.send (operand) or dist.recv (result type) with one peer on the
+/// pipeline axis and a label, built generically so that it does not depend
+/// on how the ops declare `label` (an inherent attribute of both).
+Operation *createPeerOp(OpBuilder &builder, StringRef name, Location loc,
+                        ValueRange operands, TypeRange results,
+                        FlatSymbolRefAttr mesh, StringAttr axis, int peer,
+                        const std::string &label) {
+  OperationState state(loc, name);
+  state.addOperands(operands);
+  state.addTypes(results);
+  state.addAttribute("mesh", mesh);
+  state.addAttribute("peer_axes", builder.getArrayAttr({axis}));
+  state.addAttribute("peer_coords", builder.getDenseI64ArrayAttr({peer}));
+  Operation *op = builder.create(state);
+  op->setAttr("label", builder.getStringAttr(label));
+  return op;
+}
+
 class PipelineBuilder {
 public:
   PipelineBuilder(ModuleOp module, FlatSymbolRefAttr mesh, StringRef axis,
@@ -347,16 +365,13 @@ LogicalResult PipelineBuilder::build(func::FuncOp step,
       const std::vector<Value> &queue = sends[peer][s];
       while (received[peer] < queue.size()) {
         Value next = queue[received[peer]++];
-        auto recv = dist::RecvOp::create(
-            inner, next.getLoc(), next.getType(), mesh,
-            inner.getArrayAttr({axisAttr}),
-            inner.getDenseI64ArrayAttr({peer}));
-        recv->setAttr("label", inner.getStringAttr(label(
-                                   placement, next.getDefiningOp(), peer, s,
-                                   step)));
-        mapping.map(next, recv.getResult());
+        Operation *recv = createPeerOp(
+            inner, dist::RecvOp::getOperationName(), next.getLoc(), {},
+            next.getType(), mesh, axisAttr, peer,
+            label(placement, next.getDefiningOp(), peer, s, step));
+        mapping.map(next, recv->getResult(0));
         if (next == value)
-          return recv.getResult();
+          return recv->getResult(0);
       }
       return user->emitError() << "dist-pipeline: stage " << s
                                << " reads a value stage " << peer
@@ -373,13 +388,10 @@ LogicalResult PipelineBuilder::build(func::FuncOp step,
         if (auto it = readers.find(result);
             it != readers.end() && stagesOf(placement, op).front() == s)
           for (int reader : it->second) {
-            auto send = dist::SendOp::create(
-                inner, op->getLoc(), mapping.lookup(result), mesh,
-                inner.getArrayAttr({axisAttr}),
-                inner.getDenseI64ArrayAttr({reader}));
-            send->setAttr("label",
-                          inner.getStringAttr(label(placement, op, s, reader,
-                                                    step)));
+            createPeerOp(inner, dist::SendOp::getOperationName(),
+                         op->getLoc(), {mapping.lookup(result)}, {}, mesh,
+                         axisAttr, reader,
+                         label(placement, op, s, reader, step));
           }
     }
     llvm::SmallVector<Value> returned;
