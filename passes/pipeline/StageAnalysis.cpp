@@ -8,6 +8,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <algorithm>
+#include <iterator>
+#include <set>
 
 using namespace mlir;
 using namespace partition::xfmr;
@@ -214,8 +216,40 @@ StepAnalysis analyzeStep(func::FuncOp step, int layers,
   // Such an op whose users are all at an earlier place (a sequence-parallel
   // gather of a gradient, the backward of a reduce-scatter) runs there when
   // its result is larger than the operands it would then receive.
+  // Where each parameter is read by forward work.
+  llvm::DenseMap<BlockArgument, std::set<int>> parameterPlaces;
+  for (auto &[op, role] : roles)
+    if (role.phase == Phase::Forward)
+      for (Value operand : op->getOperands())
+        if (BlockArgument param = parameterArgument(operand, step))
+          parameterPlaces[param].insert(role.position);
+  // The parameter whose update a gradient flows into through sums alone.
+  auto updatedParameter = [&](Operation *op) -> BlockArgument {
+    for (int depth = 0; op && depth < 64; ++depth) {
+      if (op->getNumResults() != 1 || !op->getResult(0).hasOneUse())
+        return {};
+      Operation *user = *op->getResult(0).getUsers().begin();
+      if (auto adamw = dyn_cast<AdamWOp>(user))
+        return adamw.getGrad() == op->getResult(0)
+                   ? parameterArgument(adamw.getParam(), step)
+                   : BlockArgument();
+      op = user;
+    }
+    return {};
+  };
   for (Operation *op : llvm::reverse(plumbing)) {
     OpRole &role = roles[op];
+    // The weight gradient of work before the layers (the embeddings' grads
+    // read only the gradient of the layers' input): placed with that work,
+    // so that the gradient it reads counts as the layers' input gradient.
+    if (BlockArgument param = updatedParameter(op)) {
+      const std::set<int> &places = parameterPlaces[param];
+      auto below = places.upper_bound(role.position);
+      if (below != places.begin() && *std::prev(below) < role.position) {
+        role.position = *std::prev(below);
+        continue;
+      }
+    }
     int users = role.position;
     bool positioned = false;
     for (Operation *user : op->getUsers()) {

@@ -12,7 +12,10 @@
 //   latest operand is. A backward op is where the forward op it
 //   differentiates is: that of its layered parameter, else of the latest
 //   forward value it reads, else of its earliest backward operand (the
-//   sums of residual gradients).
+//   sums of residual gradients); a gradient that only flows into a
+//   parameter's update goes where that parameter is read (the embeddings'
+//   weight gradients with the embeddings), and a tensor-parallel gather of
+//   a gradient goes to its readers when that moves fewer bytes.
 // - micro-batch: the `tensor.extract_slice` of the tokens / targets inputs
 //   an op depends on (the latest one; accumulation across micro-batches
 //   belongs to the last).
