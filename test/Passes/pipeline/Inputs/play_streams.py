@@ -14,8 +14,10 @@ import sys
 from collections import defaultdict, deque
 
 FUNC = re.compile(r"func\.func @(\w+)_stage(\d+)\(")
-SEND = re.compile(r'dist\.send %\S+ to @\w+ \[\w+ = (\d+)\] \{label = "([^"]*)"\} : (\S+)')
-RECV = re.compile(r'dist\.recv from @\w+ \[\w+ = (\d+)\] \{label = "([^"]*)"\} : (\S+)')
+# The label printed as an attribute ({label = "..."}) or by the ops' own
+# syntax (label "...").
+SEND = re.compile(r'dist\.send %\S+ to @\w+ \[\w+ = (\d+)\] \{?label(?: =)? "([^"]*)"\}? : (\S+)')
+RECV = re.compile(r'dist\.recv from @\w+ \[\w+ = (\d+)\] \{?label(?: =)? "([^"]*)"\}? : (\S+)')
 
 
 def streams(text):
