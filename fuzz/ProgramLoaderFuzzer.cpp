@@ -32,10 +32,24 @@ namespace {
   std::abort();
 }
 
-void exercise(const uint8_t *data, size_t size) {
-  Program program = Program::parse(data, size, "<fuzz>");
+/// The checks of one stream (pipeline stage), selected in `program`.
+void exerciseStream(const Program &program) {
   for (const Function &function : program.functions)
     for (size_t i = 0; i < function.instructions.size(); ++i) {
+      // A transfer moves one checked buffer to another stage of the
+      // pipeline axis, never to its own.
+      if (const auto &transfer = function.instructions[i].transfer) {
+        const std::vector<uint32_t> &a = function.instructions[i].args;
+        int pipeline = program.pipelineAxisIndex();
+        if (a.size() != 1 || a[0] >= program.buffers.size())
+          bug("transfer with an unchecked buffer", transfer->label);
+        if (pipeline < 0 || transfer->axis != uint32_t(pipeline) ||
+            transfer->peer < 0 ||
+            transfer->peer >= program.mesh[pipeline].size ||
+            transfer->peer == int64_t(program.stream))
+          bug("transfer to an unchecked peer", transfer->label);
+        continue;
+      }
       // The loader checks collectives completely (mesh axes, f32 buffers
       // inside the arena, no overlaps); they have no shapes to check.
       if (const auto &collective = function.instructions[i].collective) {
@@ -83,9 +97,20 @@ void exercise(const uint8_t *data, size_t size) {
       bug("unchecked axis index buffer", error.what());
     }
   }
+}
+
+void exercise(const uint8_t *data, size_t size) {
+  Program program = Program::parse(data, size, "<fuzz>");
+  // Every stream, as the rank of each pipeline stage selects it.
+  for (size_t stream = 0; stream < program.streams.size(); ++stream) {
+    program.selectStream(stream);
+    exerciseStream(program);
+  }
+  program.selectStream(0);
   // What partition-run asks next; each may throw ProgramError.
-  for (Role role : {Role::Tokens, Role::Targets, Role::Loss})
-    (void)program.single(role);
+  if (program.streams.size() == 1)
+    for (Role role : {Role::Tokens, Role::Targets, Role::Loss})
+      (void)program.single(role);
   (void)program.describeMesh();
   (void)program.devices();
   (void)program.modelInt("vocab");

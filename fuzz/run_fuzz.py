@@ -6,7 +6,8 @@
 Builds a seed corpus in a temporary directory -- real programs compiled by
 DIR/partition-gen and DIR/partition-compile (gpt2-tiny; a small llama with
 grouped-query attention; gpt2-tiny with two micro-batches; gpt2-tiny
-without an optimizer; data-parallel ones with collectives), plus
+without an optimizer; data-parallel ones with collectives; a two-stage
+pipeline with sends and receives), plus
 truncations of the first -- then runs FUZZER
 for N mutated inputs (libFuzzer flags when --libfuzzer, else the
 StandaloneFuzzDriver's). Fails if the fuzzer reports a crash, a sanitizer
@@ -77,6 +78,17 @@ def main():
         subprocess.run([compile_, os.path.join(scratch, "gpt2.mlir"), "-o",
                         os.path.join(seeds, "gpt2-dp2.ptp"), "--plan", plan],
                        capture_output=True)
+        # A two-stage pipeline program (schema v5: a stream per stage,
+        # sends and receives), from the hand-written stage module of the
+        # pipeline tests.
+        stages = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              "..", "test", "e2e", "Inputs",
+                              "pipeline-tiny-pp2.mlir")
+        planned = os.path.join(scratch, "pp2-planned.mlir")
+        run([os.path.join(args.bin, "partition-opt"), stages, "--lower-to-rt",
+             "--lower-memory-plan", "-o", planned])
+        run([os.path.join(args.bin, "partition-translate"), "--rt-to-program",
+             planned, "-o", os.path.join(seeds, "tiny-pp2.ptp")])
         program = open(os.path.join(seeds, "gpt2.ptp"), "rb").read()
         for fraction in (0.0005, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99):
             keep = max(1, int(len(program) * fraction))

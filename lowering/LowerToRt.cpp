@@ -11,6 +11,8 @@
 
 #include "lowering/Passes.h"
 
+#include "lowering/PipelineStages.h"
+
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
@@ -249,6 +251,10 @@ private:
                                      unsigned position);
   LogicalResult lowerAllSlice(OpBuilder &builder, dist::AllSliceOp op,
                               unsigned position);
+  /// dist.send / dist.recv: rt.send of the value's buffer, rt.recv into a
+  /// fresh one.
+  LogicalResult lowerTransfer(OpBuilder &builder, Operation *op,
+                              unsigned position);
   /// Adds one `axis_index` argument per distinct axes list of the
   /// dist.axis_index and dist.all_slice ops of the step.
   void addAxisIndexArguments(SmallVectorImpl<Type> &argTypes,
@@ -412,7 +418,10 @@ LogicalResult StepLowering::buildSignature() {
                               << " differs from the argument's";
     resultArg.push_back(arg);
   }
-  if (!haveLoss)
+  // A pipeline stage other than the last hands its activations on instead
+  // of computing the loss (dist.pipeline_stage; the stream check of the
+  // program writer and the loader say which stage must have it).
+  if (!haveLoss && !step->hasAttr(kPipelineStageAttrName))
     return step.emitError("training step has no result with "
                           "xfmr.output = \"loss\"");
   addAxisIndexArguments(argTypes, argAttrs);
@@ -638,9 +647,51 @@ LogicalResult StepLowering::lowerAllSlice(OpBuilder &builder,
   return success();
 }
 
+LogicalResult StepLowering::lowerTransfer(OpBuilder &builder, Operation *op,
+                                          unsigned position) {
+  Location loc = op->getLoc();
+  bool send = isa<dist::SendOp>(op);
+  Value value = send ? op->getOperand(0) : op->getResult(0);
+  auto type = cast<RankedTensorType>(value.getType());
+  Type element = type.getElementType();
+  if (!element.isF32() && !element.isBF16() && !element.isInteger(32))
+    return op->emitOpError() << (send ? "sends " : "receives ") << type
+                             << ", but the runtime moves f32, bf16 and i32 "
+                                "buffers only";
+  auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
+  auto axes = op->getAttrOfType<ArrayAttr>("peer_axes");
+  auto coords = op->getAttrOfType<DenseI64ArrayAttr>("peer_coords");
+  if (axes.size() != 1)
+    return op->emitOpError()
+           << "names its peer by " << axes.size()
+           << " coordinates, but the runtime moves data between pipeline "
+              "stages only: give the peer's coordinate on the pipeline axis "
+              "alone";
+  // Without a label, the peer names the transfer (both sides alike: "pp").
+  auto label = op->getAttrOfType<StringAttr>("label");
+  std::string text =
+      label && !label.getValue().empty()
+          ? label.getValue().str()
+          : (send ? "send to " : "recv from ") +
+                cast<StringAttr>(axes[0]).getValue().str() + "=" +
+                std::to_string(coords[0]);
+  StringAttr labelAttr = builder.getStringAttr(text);
+  if (send) {
+    Value in = wholeBuffer(builder, loc, buffers.lookup(value));
+    rt::SendOp::create(builder, loc, in, meshName, axes, coords, labelAttr);
+    return success();
+  }
+  Value out = destinationFor(builder, value, position, /*inPlace=*/false);
+  rt::RecvOp::create(builder, loc, out, meshName, axes, coords, labelAttr);
+  buffers.map(value, out);
+  return success();
+}
+
 LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
                                     unsigned position) {
   Location loc = op->getLoc();
+  if (isa<dist::SendOp, dist::RecvOp>(op))
+    return lowerTransfer(builder, op, position);
   if (auto allReduce = dyn_cast<dist::AllReduceOp>(op))
     return lowerAllReduce(builder, allReduce);
   if (isa<dist::AllGatherOp, dist::ReduceScatterOp>(op))

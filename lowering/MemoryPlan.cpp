@@ -2,6 +2,8 @@
 
 #include "lowering/Passes.h"
 
+#include "lowering/PipelineStages.h"
+
 #include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
@@ -21,7 +23,9 @@ using partition::rt::AllGatherOp;
 using partition::rt::AllReduceOp;
 using partition::rt::ReduceScatterOp;
 using partition::rt::KernelOp;
+using partition::rt::RecvOp;
 using partition::rt::RtDialect;
+using partition::rt::SendOp;
 
 namespace partition {
 namespace {
@@ -449,10 +453,12 @@ using BytesByGroup = SmallVector<std::pair<std::string, int64_t>>;
 struct Communication {
   StringRef function;
   int64_t sentBytes = 0;
-  unsigned buckets = 0, gathers = 0, scatters = 0;
+  unsigned buckets = 0, gathers = 0, scatters = 0, sends = 0;
   /// All-reduce: the bytes reduced; all-gather: the bytes of its output;
   /// reduce-scatter: the bytes of its input.
   BytesByGroup reducedBytes, gatheredBytes, scatteredBytes;
+  /// rt.send: the bytes sent, by peer ("pp=1").
+  BytesByGroup sentBytesByPeer;
 };
 
 void addBytes(BytesByGroup &byGroup, const std::string &group, int64_t bytes) {
@@ -487,6 +493,23 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
   result.function = function.getSymName();
   SymbolTableCollection tables;
   WalkResult walk = function.walk([&](Operation *op) {
+    // A send moves its buffer once, to one peer.
+    if (auto send = dyn_cast<SendOp>(op)) {
+      int64_t bytes = byteSize(cast<MemRefType>(send.getInput().getType()));
+      std::optional<int64_t> sent = llvm::checkedAdd(result.sentBytes, bytes);
+      if (!sent) {
+        op->emitOpError() << "the bytes " << function.getSymName()
+                          << " sends per step overflow 64 bits";
+        return WalkResult::interrupt();
+      }
+      result.sentBytes = *sent;
+      addBytes(result.sentBytesByPeer,
+               cast<StringAttr>(send.getPeerAxes()[0]).getValue().str() + "=" +
+                   std::to_string(send.getPeerCoords()[0]),
+               bytes);
+      ++result.sends;
+      return WalkResult::advance();
+    }
     if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op))
       return WalkResult::advance();
     auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
@@ -549,7 +572,7 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
 void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
   os << "communication: " << comm.function << " sends " << comm.sentBytes
      << " bytes per rank per step (";
-  if (comm.buckets + comm.gathers + comm.scatters == 0) {
+  if (comm.buckets + comm.gathers + comm.scatters + comm.sends == 0) {
     os << "no collectives)\n";
     return;
   }
@@ -560,7 +583,8 @@ void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
       return;
     os << separator << count << " " << (count == 1 ? singular : plural);
     for (const auto &[group, bytes] : byGroup)
-      os << ", " << bytes << " bytes " << verb << " over " << group;
+      os << ", " << bytes << " bytes " << verb
+         << (verb == "sent to" ? " " : " over ") << group;
     separator = "; ";
   };
   part(comm.buckets, "all-reduce bucket", "all-reduce buckets",
@@ -569,6 +593,7 @@ void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
        "gathered");
   part(comm.scatters, "reduce-scatter", "reduce-scatters",
        comm.scatteredBytes, "scattered");
+  part(comm.sends, "send", "sends", comm.sentBytesByPeer, "sent to");
   os << ")\n";
 }
 
@@ -623,8 +648,8 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() &&
           llvm::any_of(function.getBody().getOps(), [](Operation &op) {
-            return isa<KernelOp, AllReduceOp, AllGatherOp, ReduceScatterOp>(
-                op);
+            return isa<KernelOp, AllReduceOp, AllGatherOp, ReduceScatterOp,
+                       SendOp, RecvOp>(op);
           }))
         functions.push_back(function);
     if (functions.empty()) {
@@ -633,64 +658,82 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
       return signalPassFailure();
     }
 
+    // One arena per pipeline stage (a stream of the program); without a
+    // pipeline, one for all.
+    FailureOr<SmallVector<SmallVector<func::FuncOp>>> stages =
+        groupByPipelineStage(getOperation(), functions);
+    if (failed(stages))
+      return signalPassFailure();
+    for (auto [index, stage] : llvm::enumerate(*stages))
+      if (failed(planStage(stage, stages->size() > 1
+                                      ? "stage " + std::to_string(index) + " "
+                                      : std::string())))
+        return signalPassFailure();
+  }
+
+  /// Plans the functions of one stage into one arena; `prefix` ("stage 1 ")
+  /// qualifies the report's lines when there are several stages.
+  LogicalResult planStage(ArrayRef<func::FuncOp> functions,
+                          const std::string &prefix) {
     // Functions never run at the same time: they share the state and reuse
     // one temporary region.
     Report totals;
     StateLayout state;
     SmallVector<TemporaryPlan> plans;
-    SmallVector<Communication> communication;
+    SmallVector<Communication, 2> communication;
     for (func::FuncOp function : functions) {
       if (failed(state.add(function, totals)))
-        return signalPassFailure();
+        return failure();
       // Temporaries first: placing them checks every buffer's size.
       FailureOr<TemporaryPlan> plan = planTemporaries(function, totals);
       if (failed(plan))
-        return signalPassFailure();
+        return failure();
       plans.push_back(std::move(*plan));
       FailureOr<Communication> comm = countCommunication(function);
       if (failed(comm))
-        return signalPassFailure();
+        return failure();
       communication.push_back(*comm);
     }
     // Each term is at most 2^48 (checked as it was laid out).
     totals.arena = alignUp(state.bytes() + totals.temporariesPeak);
-    if (totals.arena > kMaxAddressableBytes) {
-      getOperation().emitError()
-          << "the arena needs " << totals.arena << " bytes (state "
-          << state.bytes() << ", temporaries " << totals.temporariesPeak
-          << "), more than " << kAddressable << kAdvice;
-      return signalPassFailure();
-    }
+    if (totals.arena > kMaxAddressableBytes)
+      return getOperation().emitError()
+             << "the arena " << (prefix.empty() ? "" : "of " + prefix)
+             << "needs " << totals.arena << " bytes (state "
+             << state.bytes() << ", temporaries " << totals.temporariesPeak
+             << "), more than " << kAddressable << kAdvice;
     for (auto [function, plan] : llvm::zip(functions, plans))
       if (failed(rewriteWithArena(function, state, plan, totals.arena)))
-        return signalPassFailure();
+        return failure();
 
     if (!report)
-      return;
-    llvm::outs() << "memory: parameters " << totals.parameters << "\n"
-                 << "memory: optimizer_state " << totals.optimizerState << "\n"
-                 << "memory: inputs " << totals.inputs << "\n"
-                 << "memory: gradients "
-                 << totals.gradients + totals.temporaryGradients << "\n"
-                 << "memory: activations " << totals.activations << "\n"
-                 << "memory: temporaries_peak " << totals.temporariesPeak
-                 << "\n"
-                 << "memory: arena_peak " << totals.arena << "\n";
+      return success();
+    llvm::raw_ostream &os = llvm::outs();
+    std::string memory = "memory: " + prefix;
+    os << memory << "parameters " << totals.parameters << "\n"
+       << memory << "optimizer_state " << totals.optimizerState << "\n"
+       << memory << "inputs " << totals.inputs << "\n"
+       << memory << "gradients "
+       << totals.gradients + totals.temporaryGradients << "\n"
+       << memory << "activations " << totals.activations << "\n"
+       << memory << "temporaries_peak " << totals.temporariesPeak << "\n"
+       << memory << "arena_peak " << totals.arena << "\n";
     // The arena at its peak, in parts that sum to it exactly; the rest is
     // alignment and the room the placement leaves between live buffers.
     int64_t gradients = totals.gradients + totals.temporaryGradients;
     int64_t unused = totals.arena - totals.parameters -
                      totals.optimizerState - totals.inputs - gradients -
                      totals.activations - totals.otherTemporaries;
-    llvm::outs() << "memory: arena_peak = parameters " << totals.parameters
-                 << " + optimizer_state " << totals.optimizerState
-                 << " + inputs " << totals.inputs << " + gradients "
-                 << gradients << " + activations " << totals.activations
-                 << " + other_temporaries " << totals.otherTemporaries
-                 << " + alignment_and_fragmentation " << unused << "\n";
+    os << memory << "arena_peak = parameters " << totals.parameters
+       << " + optimizer_state " << totals.optimizerState << " + inputs "
+       << totals.inputs << " + gradients " << gradients << " + activations "
+       << totals.activations << " + other_temporaries "
+       << totals.otherTemporaries << " + alignment_and_fragmentation "
+       << unused << "\n";
     for (const Communication &comm : communication)
-      printCommunication(comm, llvm::outs());
-    llvm::outs().flush();
+      printCommunication(comm, os);
+    os.flush();
+    return success();
   }
 };
 

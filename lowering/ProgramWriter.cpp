@@ -2,6 +2,8 @@
 
 #include "lowering/ProgramWriter.h"
 
+#include "lowering/PipelineStages.h"
+
 #include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Dist/DistOps.h"
@@ -24,7 +26,9 @@ using partition::rt::AllGatherOp;
 using partition::rt::AllReduceOp;
 using partition::rt::ReduceScatterOp;
 using partition::rt::KernelOp;
+using partition::rt::RecvOp;
 using partition::rt::RtDialect;
+using partition::rt::SendOp;
 
 namespace partition {
 namespace {
@@ -108,14 +112,19 @@ LogicalResult checkAxisIndex(memref::ViewOp view, StringRef name,
   return success();
 }
 
+/// Writes one stream (a pipeline stage's buffers and functions) into `fbb`.
 class Writer {
 public:
   /// `mesh` is the module's device mesh, or null for one device.
-  Writer(int64_t arenaBytes, dist::MeshOp mesh)
-      : arenaBytes(arenaBytes), mesh(mesh) {}
-  /// Adds `function`'s buffers and instructions to the program.
+  Writer(flatbuffers::FlatBufferBuilder &fbb, int64_t arenaBytes,
+         dist::MeshOp mesh)
+      : fbb(fbb), arenaBytes(arenaBytes), mesh(mesh) {}
+  /// Adds `function`'s buffers and instructions to the stream.
   LogicalResult addFunction(func::FuncOp function);
-  void finish(ModuleOp module, func::FuncOp trainStep, llvm::raw_ostream &os);
+  flatbuffers::Offset<ptp::Stream> finish() {
+    return ptp::CreateStreamDirect(fbb, static_cast<uint64_t>(arenaBytes),
+                                   &buffers, &functions);
+  }
 
 private:
   LogicalResult addBuffer(Value value, int64_t offset, ptp::Role role,
@@ -130,6 +139,8 @@ private:
                                               ValueRange operands);
   FailureOr<flatbuffers::Offset<ptp::Instruction>>
   addAllReduce(AllReduceOp allReduce);
+  /// An rt.send or rt.recv: args [buffer].
+  FailureOr<flatbuffers::Offset<ptp::Instruction>> addTransfer(Operation *op);
   /// An rt.all_gather or rt.reduce_scatter: args [input, output].
   FailureOr<flatbuffers::Offset<ptp::Instruction>>
   addBlockCollective(Operation *op);
@@ -139,7 +150,7 @@ private:
                                                  FlatSymbolRefAttr meshName,
                                                  ArrayAttr axes);
 
-  flatbuffers::FlatBufferBuilder fbb;
+  flatbuffers::FlatBufferBuilder &fbb;
   std::vector<flatbuffers::Offset<ptp::Buffer>> buffers;
   std::vector<flatbuffers::Offset<ptp::Function>> functions;
   DenseMap<Value, uint32_t> bufferIndex;
@@ -226,6 +237,33 @@ Writer::addBlockCollective(Operation *op) {
   return ptp::CreateInstructionDirect(fbb, /*kernel=*/0, &*args,
                                       /*ints=*/nullptr, /*floats=*/nullptr,
                                       collective);
+}
+
+FailureOr<flatbuffers::Offset<ptp::Instruction>>
+Writer::addTransfer(Operation *op) {
+  auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
+  // Program.mesh is the module's one mesh; the peer is a coordinate on it.
+  if (!mesh || meshName.getValue() != mesh.getSymName())
+    return op->emitOpError()
+           << "runs on " << meshName
+           << ", but a program runs on one mesh, the module's dist.mesh"
+           << (mesh ? " @" + mesh.getSymName().str() : std::string());
+  ArrayAttr names = mesh.getAxisNames();
+  // The verifier has checked one peer axis of the mesh.
+  Attribute axis = op->getAttrOfType<ArrayAttr>("peer_axes")[0];
+  auto axisIndex =
+      static_cast<uint8_t>(llvm::find(names, axis) - names.begin());
+  int64_t peer = op->getAttrOfType<DenseI64ArrayAttr>("peer_coords")[0];
+  FailureOr<std::vector<uint32_t>> args = bufferArgs(op, op->getOperands());
+  if (failed(args))
+    return failure();
+  auto label = op->getAttrOfType<StringAttr>("label");
+  auto transfer = ptp::CreateTransferDirect(
+      fbb, isa<SendOp>(op) ? ptp::TransferKind::Send : ptp::TransferKind::Recv,
+      axisIndex, peer, label.getValue().str().c_str());
+  return ptp::CreateInstructionDirect(fbb, /*kernel=*/0, &*args,
+                                      /*ints=*/nullptr, /*floats=*/nullptr,
+                                      /*collective=*/0, transfer);
 }
 
 FailureOr<flatbuffers::Offset<ptp::Instruction>>
@@ -459,6 +497,14 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
       instructions.push_back(*instruction);
       continue;
     }
+    if (isa<SendOp, RecvOp>(op)) {
+      FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
+          addTransfer(&op);
+      if (failed(instruction))
+        return failure();
+      instructions.push_back(*instruction);
+      continue;
+    }
     if (auto allReduce = dyn_cast<AllReduceOp>(op)) {
       FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
           addAllReduce(allReduce);
@@ -470,7 +516,8 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
     auto kernel = dyn_cast<KernelOp>(op);
     if (!kernel)
       return op.emitOpError("cannot be written to a program: the runtime "
-                            "executes rt.kernel and rt.all_reduce ops only");
+                            "executes rt.kernel, collective, rt.send and "
+                            "rt.recv ops only");
     StringRef name = kernel.getKernel();
     const runtime::KernelInfo *info =
         runtime::lookupKernel(std::string_view(name.data(), name.size()));
@@ -484,13 +531,27 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
     instructions.push_back(ptp::CreateInstructionDirect(
         fbb, static_cast<uint16_t>(info->id), &*args, &ints, &floats));
   }
-  functions.push_back(ptp::CreateFunctionDirect(
-      fbb, function.getSymName().str().c_str(), &instructions));
+  // A stage's @train_step_stage<k> / @eval_step_stage<k> is its stream's
+  // "train_step" / "eval_step": the runtime runs the entry points by role.
+  std::string name = function.getSymName().str();
+  if (function->hasAttr(kPipelineStageAttrName)) {
+    if (function->hasAttr(xfmr::XfmrDialect::kTrainStepAttrName))
+      name = "train_step";
+    else if (function->hasAttr(xfmr::XfmrDialect::kEvalStepAttrName))
+      name = "eval_step";
+  }
+  functions.push_back(
+      ptp::CreateFunctionDirect(fbb, name.c_str(), &instructions));
   return success();
 }
 
-void Writer::finish(ModuleOp module, func::FuncOp trainStep,
-                    llvm::raw_ostream &os) {
+/// Writes the program of `streams` (written into `fbb`, in stage order):
+/// the model description from `trainStep`, the module's mesh with each
+/// axis's role.
+void finishProgram(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module,
+                   dist::MeshOp mesh, func::FuncOp trainStep,
+                   std::vector<flatbuffers::Offset<ptp::Stream>> &streams,
+                   llvm::raw_ostream &os) {
   std::string model = toJson(trainStep->getAttrOfType<DictionaryAttr>(
       xfmr::XfmrDialect::kModelAttrName));
   std::string train = toJson(trainStep->getAttrOfType<DictionaryAttr>(
@@ -521,8 +582,8 @@ void Writer::finish(ModuleOp module, func::FuncOp trainStep,
                                                    size, roleOf(axis)));
     }
   auto program = ptp::CreateProgramDirect(
-      fbb, ptp::kSchemaVersion, static_cast<uint64_t>(arenaBytes), &buffers,
-      &functions, model.c_str(), train.c_str(), mesh ? &meshAxes : nullptr);
+      fbb, ptp::kSchemaVersion, model.c_str(), train.c_str(),
+      mesh ? &meshAxes : nullptr, &streams);
   ptp::FinishProgramBuffer(fbb, program);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());
@@ -538,14 +599,6 @@ LogicalResult writeProgram(ModuleOp module, llvm::raw_ostream &os) {
   if (planned.empty())
     return module.emitError("no memory-planned function (rt.arena_bytes); "
                             "run --lower-to-rt --lower-memory-plan first");
-  // The training step comes first; the model description is taken from it.
-  std::stable_partition(planned.begin(), planned.end(), [](func::FuncOp function) {
-    return function->hasAttr(xfmr::XfmrDialect::kTrainStepAttrName);
-  });
-  auto arenaBytes = [](func::FuncOp function) {
-    return cast<IntegerAttr>(function->getAttr(RtDialect::kArenaBytesAttrName))
-        .getInt();
-  };
   // The program runs on one mesh (Program.mesh); sub-meshes may exist, but
   // no collective of a program may use them yet.
   dist::MeshOp mesh;
@@ -559,20 +612,43 @@ LogicalResult writeProgram(ModuleOp module, llvm::raw_ostream &os) {
   if (mesh && mesh.getAxisNames().size() > 255)
     return mesh.emitOpError("has more than 255 axes, more than a program can "
                             "index");
-  int64_t arena = arenaBytes(planned.front());
-  if (arena < 0 || arena > kMaxAddressableBytes)
-    return planned.front().emitError()
-           << "arena of " << arena << " bytes: it must be between 0 and "
-           << kMaxAddressableBytes << " bytes (2^48, what a machine can "
-           << "address)";
-  Writer writer(arena, mesh);
-  for (func::FuncOp function : planned) {
-    if (arenaBytes(function) != arenaBytes(planned.front()))
-      return function.emitError("all planned functions must share one arena");
-    if (failed(writer.addFunction(function)))
-      return failure();
+  // One stream per pipeline stage (dist.pipeline_stage), or one.
+  FailureOr<SmallVector<SmallVector<func::FuncOp>>> stages =
+      groupByPipelineStage(module, planned);
+  if (failed(stages))
+    return failure();
+  auto arenaBytes = [](func::FuncOp function) {
+    return cast<IntegerAttr>(function->getAttr(RtDialect::kArenaBytesAttrName))
+        .getInt();
+  };
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<ptp::Stream>> streams;
+  func::FuncOp firstTrainStep;
+  for (SmallVector<func::FuncOp> &stage : *stages) {
+    // The training step comes first; the model description is taken from
+    // the first stage's.
+    std::stable_partition(stage.begin(), stage.end(), [](func::FuncOp f) {
+      return f->hasAttr(xfmr::XfmrDialect::kTrainStepAttrName);
+    });
+    if (!firstTrainStep)
+      firstTrainStep = stage.front();
+    int64_t arena = arenaBytes(stage.front());
+    if (arena < 0 || arena > kMaxAddressableBytes)
+      return stage.front().emitError()
+             << "arena of " << arena << " bytes: it must be between 0 and "
+             << kMaxAddressableBytes << " bytes (2^48, what a machine can "
+             << "address)";
+    Writer writer(fbb, arena, mesh);
+    for (func::FuncOp function : stage) {
+      if (arenaBytes(function) != arena)
+        return function.emitError("all planned functions of a stage must "
+                                  "share one arena");
+      if (failed(writer.addFunction(function)))
+        return failure();
+    }
+    streams.push_back(writer.finish());
   }
-  writer.finish(module, planned.front(), os);
+  finishProgram(fbb, module, mesh, firstTrainStep, streams, os);
   return success();
 }
 

@@ -14,15 +14,21 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
 
     Autodiff is generic: each op builds its own backward through the
     `AutodiffOpInterface`; values that do not depend on a parameter get no
-    gradient, and a value used several times sums its gradients. A loss
-    that depends on no parameter (a constant, or one computed from the
-    inputs alone) is an error, since training could never change it; a
-    parameter the loss does not depend on is a warning (zero gradient).
+    gradient, and a value used several times (a residual stream, the tied
+    embedding) sums its gradients. A loss that depends on no parameter (a
+    constant, or one computed from the inputs alone) is an error naming the
+    loss, since training could never change it. A parameter the loss does
+    not depend on is a warning, not an error: its gradient is zero and only
+    weight decay moves it, which a deliberately unused weight may want
+    (PyTorch DDP errors there only because its reducer waits for every
+    gradient).
 
     With `microbatches=k` the forward function is one micro-batch: the step
     takes k times as many sequences, runs forward and backward on each slice
-    in turn (gradient accumulation), and averages losses and gradients.
-    Weight decay applies to matrices only (not to biases, norm gains).
+    in turn (gradient accumulation), and averages losses and gradients
+    (Megatron-LM's micro-batch semantics). AdamW keeps fp32 moments, corrects
+    their bias and applies decoupled weight decay to matrices only (not to
+    biases, norm gains).
 
     Input:
     ```mlir
@@ -105,15 +111,20 @@ def MixedPrecisionPass : Pass<"xfmr-mixed-precision", "::mlir::ModuleOp"> {
 def StatsPass : Pass<"xfmr-stats", "::mlir::ModuleOp"> {
   let summary = "Print parameter, token and FLOP counts of each model function";
   let description = [{
-    For every function with `xfmr.param` arguments, prints to stdout:
+    For every function with `xfmr.param` arguments, prints to stdout its
+    parameter count, the tokens of one step and the FLOPs of one step.
+
+    Example (`partition-gen --preset gpt2-124m -o g.mlir`, then
+    `partition-opt g.mlir --xfmr-train-step --xfmr-stats -o /dev/null`):
     ```
     function: train_step
     parameters: 124439808
     tokens_per_step: 8192
-    flops_per_step: 6926927413248
+    flops_per_step: 6999559372800
     ```
     FLOPs count matmuls only, 2*M*N*K each, attention at full TxT (the
-    Megatron-LM / PaLM convention). On a training step the backward ops are
+    Megatron-LM / PaLM convention): per token 6 N_matmul + 12 L C T for the
+    whole step. On a training step the backward ops are
     counted as they are; on a forward function the step is predicted as
     three times the forward (backward = twice forward), so both agree.
     The IR is left unchanged.
@@ -303,8 +314,13 @@ def PartitionPass : Pass<"dist-partition", "::mlir::ModuleOp"> {
     State and token arguments (and state results) get
     `dist.local_sharding`; the recorded layouts are dropped.
 
-    Input: the output of `--dist-propagate` above.
-    Output:
+    Input (the output of `--dist-propagate`, tp = 2):
+    ```mlir
+    %w: tensor<256x64xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>, xfmr.param = "fc.weight"}
+    %y = xfmr.linear %x, %w {dist.operand_shardings = [#dist.sharding<@mesh, [[], [], []]>, #dist.sharding<@mesh, [[tp], []]>],
+                             dist.sharding = #dist.sharding<@mesh, [[], [], [tp]]>} : ...
+    ```
+    Output (each device's block):
     ```mlir
     %w: tensor<128x64xf32> {dist.local_sharding = #dist.sharding<@mesh, [[tp], []]>, xfmr.param = "fc.weight"}
     %y = xfmr.linear %x, %w : (tensor<4x8x64xf32>, tensor<128x64xf32>) -> tensor<4x8x128xf32>
@@ -364,6 +380,16 @@ def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
     - `full`: per transformer layer keep only the layer's input (the
       residual stream; with SP its sequence-split form) and rebuild the
       layer's forward, collectives included, in its backward.
+    - `budget` (with `budget-bytes`, else the plan's
+      `recompute.budget_bytes`): the least extra compute whose arena peak
+      (everything --lower-memory-plan places, measured by running
+      --lower-to-rt and --lower-memory-plan on a copy) fits the budget: the
+      Pareto frontier of kept bytes against rebuilt FLOPs
+      (passes/recompute/Budget.h), walked cheapest first with the real
+      peak, skipping what a lower bound rules out. A budget
+      below what `full` needs is an error naming that peak; one that fits
+      `none` recomputes nothing. With `report`, prints the choice and the
+      kept bytes per layer.
 
     The results are bit-identical to `none`. Collectives in recomputed work
     are cloned in program order, the same on every rank.
@@ -386,12 +412,26 @@ def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
     %dw, %dc = xfmr.linear_grad_weight %dy, %h2 : ...
     ```
   }];
+  // The budget policy lowers and plans copies of the module (dynamic
+  // pipelines), whose dialects must be loaded before it runs.
   let dependentDialects = ["::partition::dist::DistDialect",
-                           "::partition::xfmr::XfmrDialect"];
+                           "::partition::xfmr::XfmrDialect",
+                           "::partition::rt::RtDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
   let options = [
     Option<"policy", "policy", "std::string", "\"\"",
-           "none, selective or full (default: the plan's recompute policy, "
-           "none without a plan)">,
+           "none, selective, full or budget (default: the plan's recompute "
+           "policy, none without a plan)">,
+    Option<"budgetBytes", "budget-bytes", "int64_t", "0",
+           "budget: the most bytes the arena may take per rank (default: the "
+           "plan's recompute.budget_bytes)">,
+    Option<"report", "report", "bool", "false",
+           "budget: print the arena peak chosen and the bytes each layer "
+           "keeps">,
+    Option<"exhaustiveCheck", "exhaustive-check", "bool", "false",
+           "budget, for tests: also measure every frontier point and fail if "
+           "a cheaper one fits or a lower bound exceeds a real peak">,
   ];
 }
 
@@ -402,7 +442,13 @@ def TestShardingRulesPass : Pass<"xfmr-test-sharding-rules", "::mlir::ModuleOp">
     their sizes (`(opaque)`: must stay whole; `(op)`: the op splits it
     itself), each operand's and result's dimensions as factors (`_`: no
     factor), the factors each result sums over, a mean's factors and the
-    value it scales, tied factors and whether partial sums pass through:
+    value it scales, tied factors and whether partial sums pass through.
+
+    Input:
+    ```mlir
+    %y = xfmr.linear %x, %w : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+    ```
+    Output (stdout):
     ```
     xfmr.linear: f0=2 f1=8 f2=16 f3=32 | [f0, f1, f2] [f3, f2] -> [f0, f1, f3]{sum f2}
     ```

@@ -76,6 +76,7 @@ void buildPartitionPipeline(OpPassManager &pm,
   if (plan && plan->recompute.policy != "none") {
     RecomputePassOptions recompute;
     recompute.policy = plan->recompute.policy;
+    recompute.report = options.memoryReport;
     pm.addPass(createRecomputePass(recompute));
   }
   // Pipeline stages on local types (a stage's tp collectives stay inside

@@ -452,14 +452,6 @@ const NotImplemented kNotImplemented[] = {
        return std::nullopt;
      },
      "the ZeRO pass", "use stage 0"},
-    {"recompute.policy",
-     [](const Plan &plan) -> std::optional<std::string> {
-       if (plan.recompute.policy == "budget")
-         return "\"" + plan.recompute.policy + "\"";
-       return std::nullopt;
-     },
-     "the recompute pass's budget policy",
-     "use \"none\", \"selective\" or \"full\""},
 };
 
 } // namespace

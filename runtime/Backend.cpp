@@ -2,6 +2,7 @@
 
 #include "runtime/Backend.h"
 
+#include "runtime/Trace.h"
 #include "runtime/comm/MeshCommunicators.h"
 
 namespace partition::runtime {
@@ -12,6 +13,65 @@ std::string collectiveName(const Instruction &instruction,
                            const std::string &where) {
   return where + " (" + collectiveKindName(instruction.collective->kind) +
          " '" + instruction.collective->label + "')";
+}
+
+TraceSpan traceSpanOf(const Program &program, const Instruction &instruction) {
+  TraceSpan span;
+  if (instruction.transfer) {
+    span.category = transferKindName(*instruction.transfer);
+    span.label = instruction.transfer->label;
+    span.name = span.category + " " + span.label;
+  } else if (instruction.collective) {
+    span.category = "collective";
+    span.label = instruction.collective->label;
+    span.name = std::string(collectiveKindName(instruction.collective->kind)) +
+                " " + span.label;
+  } else {
+    span.category = "kernel";
+    span.name = std::string(kernelName(instruction.kernel));
+    return span;
+  }
+  for (uint32_t arg : instruction.args)
+    span.bytes += program.buffers[arg].bytes;
+  return span;
+}
+
+std::string transferName(const Instruction &instruction,
+                         const std::string &where) {
+  return where + " (" + transferKindName(*instruction.transfer) + " '" +
+         instruction.transfer->label + "')";
+}
+
+TransferRoute transferRoute(const Program &program,
+                            const Instruction &instruction,
+                            const comm::MeshCommunicators *communicators,
+                            const std::string &where) {
+  const Transfer &transfer = *instruction.transfer;
+  std::string what = transferName(instruction, where);
+  if (!communicators)
+    throw ProgramError(what + " needs the communicators of the program's " +
+                       program.describeMesh() +
+                       ", but the backend has none; run it with partition-run");
+  int64_t stage = static_cast<int64_t>(program.stream);
+  int64_t from = transfer.send ? stage : transfer.peer;
+  int64_t to = transfer.send ? transfer.peer : stage;
+  TransferRoute route;
+  route.group = communicators->transferGroup(from, to);
+  if (!route.group)
+    throw ProgramError(what + " moves data from stage " +
+                       std::to_string(from) + " to stage " +
+                       std::to_string(to) + ", which have no communicator");
+  // The sender is rank 0 of the pair's communicator, the receiver rank 1.
+  route.peer = transfer.send ? 1 : 0;
+  std::vector<int64_t> coordinates = communicators->coordinates(), sizes;
+  for (const comm::MeshAxisSize &axis : communicators->mesh())
+    sizes.push_back(axis.size);
+  coordinates[transfer.axis] = transfer.peer;
+  route.peerText = "(stage " + std::to_string(stage) +
+                   (transfer.send ? ", to stage " : ", from stage ") +
+                   std::to_string(transfer.peer) + " = rank " +
+                   std::to_string(comm::meshRank(coordinates, sizes)) + ")";
+  return route;
 }
 
 comm::Communicator &collectiveGroup(const Program &program,

@@ -13,6 +13,8 @@ namespace partition::runtime {
 namespace comm {
 class MeshCommunicators;
 } // namespace comm
+class TraceRecorder;
+struct TraceSpan;
 
 /// Executes one program on one device. The arena and all buffers belong to
 /// the backend; the host moves data in and out through read / write.
@@ -33,7 +35,43 @@ public:
   virtual uint64_t workspaceBytes() const = 0;
   /// Device memory the backend holds (arena and workspaces); 0 on the CPU.
   virtual uint64_t deviceBytes() const { return 0; }
+  /// Records a span per instruction run from now on into `trace` (null:
+  /// stop); the trace must outlive the runs.
+  virtual void setTrace(TraceRecorder *trace) { this->trace = trace; }
+
+protected:
+  TraceRecorder *trace = nullptr;
 };
+
+/// "WHERE (send 'LABEL')" or "WHERE (recv 'LABEL')": how errors name a
+/// transfer instruction.
+std::string transferName(const Instruction &instruction,
+                         const std::string &where);
+
+/// The MPI / NCCL tag of pipeline transfers (each pair of stages has a
+/// communicator of its own, MeshCommunicators::transferGroup).
+inline constexpr int kTransferTag = 11;
+
+/// Where a transfer instruction goes: the communicator of its pair of
+/// stages, the peer's rank in it, and how messages name this rank's stage
+/// and the peer ("(stage 1, from stage 0 = rank 0)").
+struct TransferRoute {
+  comm::Communicator *group = nullptr;
+  int peer = 0;
+  std::string peerText;
+};
+
+/// Throws ProgramError naming the instruction when there are no
+/// communicators or none for its pair of stages.
+TransferRoute transferRoute(const Program &program,
+                            const Instruction &instruction,
+                            const comm::MeshCommunicators *communicators,
+                            const std::string &where);
+
+/// The --trace span of an instruction (times unset): a kernel by its
+/// name; a collective, send or receive by its kind and label, with the
+/// bytes of its buffers.
+TraceSpan traceSpanOf(const Program &program, const Instruction &instruction);
 
 /// "WHERE (KIND 'LABEL')": how errors name a collective instruction.
 std::string collectiveName(const Instruction &instruction,

@@ -4,6 +4,7 @@
 
 #include "runtime/KernelArgs.h"
 #include "runtime/Profile.h"
+#include "runtime/Trace.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -123,7 +124,19 @@ private:
     std::vector<InstructionCost> costs;
     std::vector<double> seconds;
     int64_t runs = 0, profiledRuns = 0;
+    /// Per instruction, the span --trace records for it (times unset).
+    std::vector<TraceSpan> spans;
+    /// The pair communicators its eager sends went through: run() waits
+    /// for their delivery at its end.
+    std::vector<comm::Communicator *> sendGroups;
   };
+  /// A send (eager: the communicator copies the buffer) or a receive (waits
+  /// for the data, under the communicator's timeout).
+  std::function<void()> compileTransfer(const Program &program,
+                                        const Instruction &instruction,
+                                        const std::string &where,
+                                        CompiledFunction &function);
+  void runTraced(CompiledFunction &function);
   void runProfiled(CompiledFunction &function);
   void printProfile(const CompiledFunction &function) const;
 
@@ -168,8 +181,10 @@ CpuBackend::CpuBackend(const Program &program,
   for (const Function &function : program.functions) {
     checked.emplace_back();
     for (size_t i = 0; i < function.instructions.size(); ++i) {
-      if (function.instructions[i].collective) {
-        checked.back().emplace_back(); // unused: collectives have no shapes
+      if (function.instructions[i].collective ||
+          function.instructions[i].transfer) {
+        // Unused: collectives and transfers have no shapes to check.
+        checked.back().emplace_back();
         continue;
       }
       checked.back().push_back(checkInstruction(
@@ -199,10 +214,15 @@ CpuBackend::CpuBackend(const Program &program,
     for (size_t i = 0; i < function.instructions.size(); ++i) {
       const Instruction &instruction = function.instructions[i];
       std::string where = function.name + " instruction #" + std::to_string(i);
-      if (instruction.collective) {
+      if (instruction.collective || instruction.transfer) {
         compiled.calls.push_back(
-            compileCollective(program, instruction, where));
-        compiled.names.push_back(collectiveName(instruction, where));
+            instruction.transfer
+                ? compileTransfer(program, instruction, where, compiled)
+                : compileCollective(program, instruction, where));
+        compiled.names.push_back(instruction.transfer
+                                     ? transferName(instruction, where)
+                                     : collectiveName(instruction, where));
+        compiled.spans.push_back(traceSpanOf(program, instruction));
         if (profile.enabled)
           compiled.costs.push_back(describeCollective(program, instruction));
         continue;
@@ -214,6 +234,7 @@ CpuBackend::CpuBackend(const Program &program,
           std::string(
               lookupKernel(static_cast<uint32_t>(checked[f][i].kernel))->name) +
           ")");
+      compiled.spans.push_back(traceSpanOf(program, instruction));
       if (profile.enabled)
         compiled.costs.push_back(describeKernel(checked[f][i]));
     }
@@ -277,17 +298,69 @@ void CpuBackend::writeAxisIndices(const Program &program) {
 void CpuBackend::run(size_t index, int64_t step) {
   currentStep = step;
   CompiledFunction &function = functions.at(index);
-  if (profile.enabled) {
+  if (profile.enabled)
     runProfiled(function);
-    return;
-  }
+  else if (trace)
+    runTraced(function);
+  else
+    for (size_t i = 0; i < function.calls.size(); ++i) {
+      try {
+        function.calls[i]();
+      } catch (const std::invalid_argument &error) {
+        throw ProgramError(function.names[i] + ": " + error.what());
+      }
+    }
+  // Every send of the step has its receive on a peer that needs nothing
+  // more from this rank in this step: waiting for delivery here cannot
+  // deadlock, and a stuck peer is named by the send that waits.
+  for (comm::Communicator *group : function.sendGroups)
+    group->completeSends({function.name.c_str(), step});
+}
+
+void CpuBackend::runTraced(CompiledFunction &function) {
+  using Clock = TraceRecorder::Clock;
   for (size_t i = 0; i < function.calls.size(); ++i) {
+    Clock::time_point start = Clock::now();
     try {
       function.calls[i]();
     } catch (const std::invalid_argument &error) {
       throw ProgramError(function.names[i] + ": " + error.what());
     }
+    TraceSpan span = function.spans[i];
+    span.startUs = trace->microsecondsSince(start);
+    span.durationUs = trace->microsecondsSince(Clock::now()) - span.startUs;
+    span.step = currentStep;
+    trace->add(std::move(span));
   }
+}
+
+std::function<void()>
+CpuBackend::compileTransfer(const Program &program,
+                            const Instruction &instruction,
+                            const std::string &where,
+                            CompiledFunction &function) {
+  TransferRoute route =
+      transferRoute(program, instruction, communicators, where);
+  const BufferInfo &buffer = program.buffers[instruction.args[0]];
+  uint8_t *data = arena.get() + buffer.offset;
+  size_t bytes = buffer.bytes;
+  std::string label = instruction.transfer->label;
+  comm::Communicator *group = route.group;
+  int peer = route.peer;
+  std::string peerText = route.peerText;
+  if (instruction.transfer->send) {
+    if (std::find(function.sendGroups.begin(), function.sendGroups.end(),
+                  group) == function.sendGroups.end())
+      function.sendGroups.push_back(group);
+    return [this, group, data, bytes, peer, label, peerText] {
+      group->sendEager(data, bytes, peer, kTransferTag,
+                       {label.c_str(), currentStep, peerText.c_str()});
+    };
+  }
+  return [this, group, data, bytes, peer, label, peerText] {
+    group->recvBytes(data, bytes, peer, kTransferTag,
+                     {label.c_str(), currentStep, peerText.c_str()});
+  };
 }
 
 std::function<void()>

@@ -111,7 +111,9 @@ InstructionCost describeKernel(const KernelArgs &a) {
 InstructionCost describeCollective(const Program &program,
                                    const Instruction &instruction) {
   InstructionCost cost;
-  cost.kernel = collectiveKindName(instruction.collective->kind);
+  cost.kernel = instruction.transfer
+                    ? transferKindName(*instruction.transfer)
+                    : collectiveKindName(instruction.collective->kind);
   for (uint32_t arg : instruction.args)
     cost.bytes += double(program.buffers[arg].bytes);
   cost.shape = "bytes=" + std::to_string(int64_t(cost.bytes));

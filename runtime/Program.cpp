@@ -9,7 +9,9 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <set>
+#include <tuple>
 
 namespace partition::runtime {
 
@@ -323,44 +325,166 @@ Collective readCollective(const ptp::Collective &collective,
   return result;
 }
 
-} // namespace
-
-Program Program::load(const std::string &path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    fail(path, "cannot open the program file (compile one with "
-               "partition-compile)");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
-                             std::istreambuf_iterator<char>());
-  return parse(bytes.data(), bytes.size(), path);
+/// Decodes and checks a send or receive of stream `stage`: one buffer, no
+/// parameters, along the pipeline axis to another stage of the mesh.
+Transfer readTransfer(const ptp::Transfer &transfer, const Instruction &decoded,
+                      const Program &program, const std::string &origin,
+                      const std::string &where, size_t stage) {
+  Transfer result;
+  auto kind = static_cast<uint8_t>(transfer.kind());
+  if (kind > static_cast<uint8_t>(ptp::TransferKind::MAX))
+    fail(origin, where + " has an unknown transfer kind " +
+                     std::to_string(kind));
+  result.send = transfer.kind() == ptp::TransferKind::Send;
+  result.axis = transfer.axis();
+  result.peer = transfer.peer();
+  result.label = transfer.label() && transfer.label()->size()
+                     ? transfer.label()->str()
+                     : where;
+  std::string what = where + " (" + transferKindName(result) + " '" +
+                     result.label + "')";
+  int pipeline = program.pipelineAxisIndex();
+  if (pipeline < 0)
+    fail(origin, what + " needs a pipeline axis, but the program's " +
+                     program.describeMesh() +
+                     " has none; recompile it with a plan whose mesh has pp");
+  if (result.axis != uint32_t(pipeline))
+    fail(origin, what + " names mesh axis " +
+                     (result.axis < program.mesh.size()
+                          ? "'" + program.mesh[result.axis].name + "'"
+                          : "#" + std::to_string(result.axis)) +
+                     ", but transfers run between pipeline stages, along '" +
+                     program.mesh[pipeline].name + "'");
+  int64_t stages = program.mesh[pipeline].size;
+  if (result.peer < 0 || result.peer >= stages)
+    fail(origin, what + (result.send ? " sends to" : " receives from") +
+                     " stage " + std::to_string(result.peer) +
+                     ", outside the mesh's " + std::to_string(stages) +
+                     " stages ('" + program.mesh[pipeline].name + "')");
+  if (result.peer == int64_t(stage))
+    fail(origin, what + (result.send ? " sends to" : " receives from") +
+                     " its own stage " + std::to_string(stage));
+  if (decoded.args.size() != 1)
+    fail(origin, what + " has " + std::to_string(decoded.args.size()) +
+                     " buffers; a transfer moves exactly one");
+  if (decoded.args[0] >= program.buffers.size())
+    fail(origin, what + " refers to buffer #" + std::to_string(decoded.args[0]) +
+                     " of " + std::to_string(program.buffers.size()));
+  if (!decoded.ints.empty() || !decoded.floats.empty())
+    fail(origin, what + " has integer or float parameters; transfers take "
+                        "none");
+  return result;
 }
 
-Program Program::parse(const uint8_t *data, size_t size,
-                       const std::string &origin) {
-  if (size < 8 || !ptp::ProgramBufferHasIdentifier(data))
-    fail(origin, "not a partition program (no PTP1 identifier); compile one "
-                 "with partition-compile");
-  flatbuffers::Verifier verifier(data, size);
-  if (!ptp::VerifyProgramBuffer(verifier))
-    fail(origin, "corrupt or truncated program file (the FlatBuffer does not "
-                 "verify); recompile it");
-  const ptp::Program *file = ptp::GetProgram(data);
-  if (file->schema_version() != ptp::kSchemaVersion)
-    fail(origin, "program schema version " +
-                     std::to_string(file->schema_version()) +
-                     ", but this runtime reads version " +
-                     std::to_string(ptp::kSchemaVersion) +
-                     "; recompile it with this partition-compile");
+/// The roles the trainer relies on: one stream has exactly one tokens,
+/// targets and loss buffer; with pipeline stages the first stage holds the
+/// tokens, the last the targets and the loss, and a parameter held by two
+/// stages (a tied embedding) has one shape in both.
+void checkStreamRoles(const Program &program, const std::string &origin) {
+  size_t stages = program.streams.size();
+  for (size_t k = 0; k < stages; ++k) {
+    const Stream &stream = program.streams[k];
+    std::string where =
+        stages > 1 ? origin + " stage " + std::to_string(k) : origin;
+    auto count = [&](Role role) {
+      return std::count_if(stream.buffers.begin(), stream.buffers.end(),
+                           [&](const BufferInfo &b) { return b.role == role; });
+    };
+    for (Role role : {Role::Tokens, Role::Targets, Role::Loss}) {
+      bool needed = stages == 1 || (role == Role::Tokens && k == 0) ||
+                    (role != Role::Tokens && k + 1 == stages);
+      if (needed ? count(role) != 1 : count(role) > 1)
+        fail(where, std::string(needed ? "program needs exactly one "
+                                       : "program has more than one ") +
+                        roleName(role) + " buffer");
+    }
+    std::set<std::string> names;
+    for (const BufferInfo &buffer : stream.buffers)
+      if (buffer.role == Role::Param && !names.insert(buffer.name).second)
+        fail(where, "parameter '" + buffer.name + "' appears twice");
+  }
+  for (Role role : {Role::Param, Role::Moment1, Role::Moment2}) {
+    std::map<std::string, std::pair<size_t, const BufferInfo *>> first;
+    for (size_t k = 0; k < stages; ++k)
+      for (const BufferInfo &buffer : program.streams[k].buffers) {
+        if (buffer.role != role)
+          continue;
+        auto [it, inserted] = first.try_emplace(buffer.name, k, &buffer);
+        if (!inserted && it->second.second->tensorShape() != buffer.tensorShape())
+          fail(origin, std::string(roleName(role)) + " '" + buffer.name +
+                           "' is " + shapeText(it->second.second->tensorShape()) +
+                           " on stage " + std::to_string(it->second.first) +
+                           " but " + shapeText(buffer.tensorShape()) +
+                           " on stage " + std::to_string(k) +
+                           "; a tensor two stages hold must be one tensor");
+      }
+  }
+}
 
-  Program program;
-  program.arenaBytes = file->arena_bytes();
+/// Every send has its receive: per function and per ordered pair of stages,
+/// the sends of one and the receives of the other move the same bytes in
+/// the same order, so no rank waits for a transfer that never comes.
+void checkTransfersMatch(const Program &program, const std::string &origin) {
+  size_t stages = program.streams.size();
+  if (stages < 2)
+    return;
+  // (function, from, to) -> bytes and labels in program order.
+  using Key = std::tuple<std::string, int64_t, int64_t>;
+  std::map<Key, std::vector<std::pair<uint64_t, std::string>>> sends, recvs;
+  for (size_t k = 0; k < stages; ++k)
+    for (const Function &function : program.streams[k].functions)
+      for (const Instruction &instruction : function.instructions) {
+        if (!instruction.transfer)
+          continue;
+        const Transfer &transfer = *instruction.transfer;
+        uint64_t bytes = program.streams[k].buffers[instruction.args[0]].bytes;
+        if (transfer.send)
+          sends[{function.name, int64_t(k), transfer.peer}].push_back(
+              {bytes, transfer.label});
+        else
+          recvs[{function.name, transfer.peer, int64_t(k)}].push_back(
+              {bytes, transfer.label});
+      }
+  auto check = [&](const Key &key, const auto &mine, const auto &theirs) {
+    const auto &[function, from, to] = key;
+    std::string pair = function + ": stage " + std::to_string(from) +
+                       " sends stage " + std::to_string(to) + " ";
+    if (mine.size() != theirs.size())
+      fail(origin, pair + std::to_string(mine.size()) +
+                       " buffers, but stage " + std::to_string(to) +
+                       " receives " + std::to_string(theirs.size()) +
+                       " from it; every send needs its receive");
+    for (size_t i = 0; i < mine.size(); ++i)
+      if (mine[i].first != theirs[i].first)
+        fail(origin, pair + std::to_string(mine[i].first) + " bytes as '" +
+                         mine[i].second + "', but its receive #" +
+                         std::to_string(i) + " ('" + theirs[i].second +
+                         "') expects " + std::to_string(theirs[i].first));
+  };
+  const std::vector<std::pair<uint64_t, std::string>> none;
+  for (const auto &[key, list] : sends) {
+    auto found = recvs.find(key);
+    check(key, list, found == recvs.end() ? none : found->second);
+  }
+  for (const auto &[key, list] : recvs)
+    if (!sends.count(key))
+      check(key, none, list);
+}
+
+/// Decodes and checks stream `index` of the program into program's
+/// arenaBytes, buffers and functions (the mesh and the model description
+/// are already read); adds the padded tables it holds to `paddedSeen`.
+void readStream(Program &program, const ptp::Stream &stream,
+                const std::string &origin, size_t index,
+                std::set<std::string> &paddedSeen) {
+  program.arenaBytes = stream.arena_bytes();
   if (program.arenaBytes == 0 || program.arenaBytes > kMaxArenaBytes)
     fail(origin, "arena size " + std::to_string(program.arenaBytes) +
                      " bytes is out of range");
-  if (!file->buffers() || !file->functions())
+  if (!stream.buffers() || !stream.functions())
     fail(origin, "program has no buffer or function table");
 
-  for (const ptp::Buffer *buffer : *file->buffers()) {
+  for (const ptp::Buffer *buffer : *stream.buffers()) {
     BufferInfo info;
     std::string where = "buffer #" + std::to_string(program.buffers.size());
     auto role = static_cast<uint8_t>(buffer->role());
@@ -415,11 +539,10 @@ Program Program::parse(const uint8_t *data, size_t size,
                      " bytes is larger than its buffers need (" +
                      std::to_string(extent) + " bytes)");
 
-  program.mesh = readMesh(*file, origin);
   checkAxisIndexBuffers(program, origin);
   checkShardedBuffers(program, origin);
 
-  for (const ptp::Function *function : *file->functions()) {
+  for (const ptp::Function *function : *stream.functions()) {
     Function decodedFunction;
     if (function->name())
       decodedFunction.name = function->name()->str();
@@ -441,6 +564,12 @@ Program Program::parse(const uint8_t *data, size_t size,
       if (const ptp::Collective *collective = instruction->collective()) {
         decoded.collective =
             readCollective(*collective, decoded, program, origin, where);
+        decodedFunction.instructions.push_back(std::move(decoded));
+        continue;
+      }
+      if (const ptp::Transfer *transfer = instruction->transfer()) {
+        decoded.transfer =
+            readTransfer(*transfer, decoded, program, origin, where, index);
         decodedFunction.instructions.push_back(std::move(decoded));
         continue;
       }
@@ -472,17 +601,6 @@ Program Program::parse(const uint8_t *data, size_t size,
   }
   if (!program.function("train_step"))
     fail(origin, "program has no train_step function");
-
-  for (auto [json, text] :
-       {std::pair<nlohmann::json *, const flatbuffers::String *>{
-            &program.model, file->model_json()},
-        {&program.train, file->train_json()}}) {
-    *json = nlohmann::json::parse(text ? text->str() : std::string("{}"),
-                                  nullptr, /*allow_exceptions=*/false);
-    if (!json->is_object())
-      fail(origin, "the program's model or training description is not a "
-                   "JSON object");
-  }
 
   // A padded vocabulary (--dist-pad-vocab): the state of the tables it
   // names is [padded_vocab, ...], of which the first `vocab` rows are real.
@@ -516,21 +634,94 @@ Program Program::parse(const uint8_t *data, size_t size,
       buffer.unpadded[0] = vocab.get<int64_t>();
       seen.insert(buffer.name);
     }
-    if (seen != tables)
+    for (const std::string &name : seen)
+      paddedSeen.insert(name);
+  }
+
+}
+
+} // namespace
+
+Program Program::load(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    fail(path, "cannot open the program file (compile one with "
+               "partition-compile)");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
+                             std::istreambuf_iterator<char>());
+  return parse(bytes.data(), bytes.size(), path);
+}
+
+Program Program::parse(const uint8_t *data, size_t size,
+                       const std::string &origin) {
+  if (size < 8 || !ptp::ProgramBufferHasIdentifier(data))
+    fail(origin, "not a partition program (no PTP1 identifier); compile one "
+                 "with partition-compile");
+  flatbuffers::Verifier verifier(data, size);
+  if (!ptp::VerifyProgramBuffer(verifier))
+    fail(origin, "corrupt or truncated program file (the FlatBuffer does not "
+                 "verify); recompile it");
+  const ptp::Program *file = ptp::GetProgram(data);
+  if (file->schema_version() != ptp::kSchemaVersion)
+    fail(origin, "program schema version " +
+                     std::to_string(file->schema_version()) +
+                     ", but this runtime reads version " +
+                     std::to_string(ptp::kSchemaVersion) +
+                     "; recompile it with this partition-compile");
+
+  Program program;
+  program.mesh = readMesh(*file, origin);
+  for (auto [json, text] :
+       {std::pair<nlohmann::json *, const flatbuffers::String *>{
+            &program.model, file->model_json()},
+        {&program.train, file->train_json()}}) {
+    *json = nlohmann::json::parse(text ? text->str() : std::string("{}"),
+                                  nullptr, /*allow_exceptions=*/false);
+    if (!json->is_object())
+      fail(origin, "the program's model or training description is not a "
+                   "JSON object");
+  }
+
+  // One stream per pipeline stage.
+  int pipeline = program.pipelineAxisIndex();
+  int64_t stages = pipeline >= 0 ? program.mesh[pipeline].size : 1;
+  if (!file->streams() || file->streams()->size() == 0)
+    fail(origin, "program has no instruction stream");
+  if (int64_t(file->streams()->size()) != stages)
+    fail(origin, "program has " + std::to_string(file->streams()->size()) +
+                     " instruction streams, but its " + program.describeMesh() +
+                     (pipeline >= 0 ? " has " + std::to_string(stages) +
+                                          " pipeline stages ('" +
+                                          program.mesh[pipeline].name + "')"
+                                    : std::string(" has no pipeline axis")) +
+                     "; it needs one stream per stage: recompile it");
+  std::set<std::string> paddedSeen;
+  for (size_t k = 0; k < file->streams()->size(); ++k) {
+    const ptp::Stream *stream = file->streams()->Get(k);
+    std::string where =
+        stages > 1 ? origin + " stage " + std::to_string(k) : origin;
+    if (!stream)
+      fail(where, "program has no buffer or function table");
+    program.arenaBytes = 0;
+    program.buffers.clear();
+    program.functions.clear();
+    readStream(program, *stream, where, k, paddedSeen);
+    program.streams.push_back(Stream{program.arenaBytes,
+                                     std::move(program.buffers),
+                                     std::move(program.functions)});
+  }
+  if (program.model.contains("padded_params")) {
+    std::set<std::string> tables;
+    for (const nlohmann::json &name : program.model["padded_params"])
+      if (name.is_string())
+        tables.insert(name.get<std::string>());
+    if (paddedSeen != tables)
       fail(origin, "the model description's padded_params name tensors the "
                    "program does not hold");
   }
-
-  // The roles the trainer relies on.
-  for (Role role : {Role::Tokens, Role::Targets, Role::Loss})
-    if (program.withRole(role).size() != 1)
-      fail(origin, std::string("program needs exactly one ") +
-                       roleName(role) + " buffer");
-  std::set<std::string> names;
-  for (size_t index : program.withRole(Role::Param))
-    if (!names.insert(program.buffers[index].name).second)
-      fail(origin, "parameter '" + program.buffers[index].name +
-                       "' appears twice");
+  checkStreamRoles(program, origin);
+  checkTransfersMatch(program, origin);
+  program.selectStream(0);
   return program;
 }
 
@@ -589,11 +780,44 @@ int Program::axisIndex(const std::string &name) const {
 }
 
 bool Program::hasCollectives() const {
+  for (const Stream &each : streams)
+    for (const Function &function : each.functions)
+      for (const Instruction &instruction : function.instructions)
+        if (instruction.collective || instruction.transfer)
+          return true;
   for (const Function &function : functions)
     for (const Instruction &instruction : function.instructions)
-      if (instruction.collective)
+      if (instruction.collective || instruction.transfer)
         return true;
   return false;
+}
+
+int Program::pipelineAxisIndex() const {
+  for (size_t i = 0; i < mesh.size(); ++i)
+    if (mesh[i].role == AxisRole::Pipeline)
+      return static_cast<int>(i);
+  return -1;
+}
+
+void Program::selectStream(size_t index) {
+  if (index >= streams.size())
+    throw ProgramError("the program has " + std::to_string(streams.size()) +
+                       " instruction streams, no stream " +
+                       std::to_string(index));
+  stream = index;
+  arenaBytes = streams[index].arenaBytes;
+  buffers = streams[index].buffers;
+  functions = streams[index].functions;
+}
+
+std::vector<std::pair<size_t, size_t>>
+Program::withRoleInStreams(Role role) const {
+  std::vector<std::pair<size_t, size_t>> result;
+  for (size_t k = 0; k < streams.size(); ++k)
+    for (size_t i = 0; i < streams[k].buffers.size(); ++i)
+      if (streams[k].buffers[i].role == role)
+        result.push_back({k, i});
+  return result;
 }
 
 std::vector<uint32_t>

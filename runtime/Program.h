@@ -3,7 +3,8 @@
 // Everything in a program file is checked before anything runs: the
 // FlatBuffer itself, the schema version, every buffer against the arena,
 // every instruction against the kernel table, the device mesh and every
-// collective against the mesh. The backends then check each kernel
+// collective and transfer against the mesh, each pipeline stage's stream
+// alike. The backends then check each kernel
 // instruction's shapes when they compile it, so no file can make the
 // runtime read or write outside the arena.
 //
@@ -115,8 +116,27 @@ struct Collective {
   uint32_t dim = 0;
 };
 
+/// A send or receive between pipeline stages (ptp::Transfer): the peer is
+/// the rank whose coordinate on mesh axis `axis` is `peer` and whose other
+/// coordinates are this rank's.
+struct Transfer {
+  bool send = true;
+  /// Index into Program::mesh: the axis whose role is Pipeline.
+  uint32_t axis = 0;
+  /// The peer's stage (its coordinate on `axis`), never this rank's own.
+  int64_t peer = 0;
+  /// Names it in traces and error messages; never empty (the loader fills
+  /// in "<function> instruction #i" when the file has none).
+  std::string label;
+};
+
+/// "send" or "recv".
+inline const char *transferKindName(const Transfer &transfer) {
+  return transfer.send ? "send" : "recv";
+}
+
 struct Instruction {
-  /// Meaningless when `collective` is set.
+  /// Meaningless when `collective` or `transfer` is set.
   KernelId kernel = KernelId::NumKernels;
   /// Kernel: inputs, then outputs. AllReduce: the F32 buffers it reduces in
   /// place as one bucket (distinct, not overlapping in the arena).
@@ -126,6 +146,8 @@ struct Instruction {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::optional<Collective> collective;
+  /// Set for a send or receive: args holds its one buffer.
+  std::optional<Transfer> transfer;
 };
 
 /// What a mesh axis splits (the plan's role for it).
@@ -144,6 +166,13 @@ struct Function {
   std::vector<Instruction> instructions;
 };
 
+/// What one rank role (a pipeline stage) runs: ptp::Stream.
+struct Stream {
+  uint64_t arenaBytes = 0;
+  std::vector<BufferInfo> buffers;
+  std::vector<Function> functions;
+};
+
 class Program {
 public:
   /// Reads and validates `path`; throws ProgramError.
@@ -152,9 +181,15 @@ public:
   static Program parse(const uint8_t *data, size_t size,
                        const std::string &origin);
 
+  /// The selected stream (selectStream; stream 0 after loading): what this
+  /// rank runs. Every stream was validated at load.
   uint64_t arenaBytes = 0;
   std::vector<BufferInfo> buffers;
   std::vector<Function> functions;
+  /// Every stream of the program, one per pipeline stage (one without a
+  /// pipeline axis), and the index of the selected one.
+  std::vector<Stream> streams;
+  size_t stream = 0;
   /// The model configuration (arch, layers, hidden, vocab, seq_len, batch...).
   nlohmann::json model;
   /// The step's hyper-parameters (microbatches, beta1, ...).
@@ -171,8 +206,17 @@ public:
   /// The index of the mesh axis with the data role (the batch's rows, the
   /// replicas compared at start-up), or -1.
   int dataAxisIndex() const;
-  /// True when any function has a collective instruction.
+  /// The index of the mesh axis with the pipeline role (a rank's stage is
+  /// its coordinate on it), or -1.
+  int pipelineAxisIndex() const;
+  /// Makes stream `index` the one arenaBytes, buffers and functions show.
+  void selectStream(size_t index);
+  /// True when any function of any stream has a collective or a transfer
+  /// (the run needs communicators).
   bool hasCollectives() const;
+  /// The buffers of `role` in every stream: (stream, buffer index), streams
+  /// in order.
+  std::vector<std::pair<size_t, size_t>> withRoleInStreams(Role role) const;
   /// The mesh axes an AxisIndex buffer's name lists ("dp,tp" -> {0, 2}), in
   /// the listed order; throws when one is not an axis of the mesh.
   std::vector<uint32_t> axisIndexAxes(const BufferInfo &buffer) const;

@@ -8,6 +8,7 @@
 #include "runtime/MetricsFile.h"
 #include "runtime/Program.h"
 #include "runtime/Sharding.h"
+#include "runtime/Trace.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/comm/SelfCommunicator.h"
@@ -32,7 +33,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
 #include <memory>
+#include <set>
 
 namespace partition::runtime {
 
@@ -130,15 +135,19 @@ constexpr int kStopForMetrics = 1000;
 /// The groups of mesh axes the run needs: those of the program's
 /// collectives, those that hold the blocks of a sharded buffer (gathered
 /// for --save), and the dp axis's, over which the replicas are compared.
+/// Communicators are split from the world by every rank alike, so the
+/// groups are those of every stage's stream, not only this rank's.
 std::vector<std::vector<uint32_t>> neededGroups(const Program &program) {
   std::vector<std::vector<uint32_t>> groups;
-  for (const Function &function : program.functions)
-    for (const Instruction &instruction : function.instructions)
-      if (instruction.collective)
-        groups.push_back(instruction.collective->axes);
-  for (const BufferInfo &buffer : program.buffers)
-    if (buffer.sharded())
-      groups.push_back(shardingGroup(buffer.sharding));
+  for (const Stream &stream : program.streams) {
+    for (const Function &function : stream.functions)
+      for (const Instruction &instruction : function.instructions)
+        if (instruction.collective)
+          groups.push_back(instruction.collective->axes);
+    for (const BufferInfo &buffer : stream.buffers)
+      if (buffer.sharded())
+        groups.push_back(shardingGroup(buffer.sharding));
+  }
   if (int dp = program.dataAxisIndex(); dp >= 0)
     groups.push_back({static_cast<uint32_t>(dp)});
   return groups;
@@ -148,12 +157,74 @@ std::vector<std::vector<uint32_t>> neededGroups(const Program &program) {
 /// communicators' splits).
 std::vector<std::vector<uint32_t>> collectiveGroups(const Program &program) {
   std::vector<std::vector<uint32_t>> groups;
-  for (const Function &function : program.functions)
-    for (const Instruction &instruction : function.instructions)
-      if (instruction.collective)
-        groups.push_back(instruction.collective->axes);
+  for (const Stream &stream : program.streams)
+    for (const Function &function : stream.functions)
+      for (const Instruction &instruction : function.instructions)
+        if (instruction.collective)
+          groups.push_back(instruction.collective->axes);
   return groups;
 }
+
+/// The ordered pairs of stages (sender, receiver) that any stream's
+/// transfers connect: each gets a communicator of its own.
+std::vector<std::pair<int64_t, int64_t>> transferPairs(const Program &program) {
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (size_t k = 0; k < program.streams.size(); ++k)
+    for (const Function &function : program.streams[k].functions)
+      for (const Instruction &instruction : function.instructions)
+        if (const auto &transfer = instruction.transfer)
+          pairs.push_back(transfer->send
+                              ? std::make_pair(int64_t(k), transfer->peer)
+                              : std::make_pair(transfer->peer, int64_t(k)));
+  return pairs;
+}
+
+std::vector<comm::MeshAxisSize> meshSizes(const Program &program);
+
+/// The communicators of a program: the groups its collectives and sharded
+/// state need, and a pair per connected pair of stages.
+std::unique_ptr<comm::MeshCommunicators>
+meshCommunicators(comm::Communicator &world, const Program &program,
+                  const std::vector<std::vector<uint32_t>> &groups) {
+  auto mesh = std::make_unique<comm::MeshCommunicators>(
+      world, meshSizes(program), groups);
+  if (int pp = program.pipelineAxisIndex(); pp >= 0)
+    mesh->addTransferPairs(static_cast<uint32_t>(pp), transferPairs(program));
+  return mesh;
+}
+
+/// The program with the stream of `rank`'s pipeline stage selected: its
+/// coordinate on the pipeline axis (stream 0 without one).
+Program stageProgram(const Program &loaded, const std::string &path,
+                     int rank, int worldSize) {
+  checkWorldSize(loaded, path, worldSize);
+  Program program = loaded;
+  if (int pp = program.pipelineAxisIndex(); pp >= 0) {
+    std::vector<int64_t> sizes;
+    for (const MeshAxis &axis : program.mesh)
+      sizes.push_back(axis.size);
+    program.selectStream(size_t(comm::meshCoordinates(rank, sizes)[pp]));
+  }
+  return program;
+}
+
+/// The one buffer of `role` in `buffers`, or null.
+const BufferInfo *findRole(const std::vector<BufferInfo> &buffers, Role role) {
+  for (const BufferInfo &buffer : buffers)
+    if (buffer.role == role)
+      return &buffer;
+  return nullptr;
+}
+
+/// A checkpointed tensor: its name, the first stage that holds it (which
+/// saves it) and its buffer there, and this rank's own buffer of it (null
+/// when this rank's stage does not hold it).
+struct CheckpointEntry {
+  std::string name;
+  size_t holder = 0;
+  const BufferInfo *holderBuffer = nullptr;
+  const BufferInfo *mine = nullptr;
+};
 
 std::vector<comm::MeshAxisSize> meshSizes(const Program &program) {
   std::vector<comm::MeshAxisSize> sizes;
@@ -164,16 +235,20 @@ std::vector<comm::MeshAxisSize> meshSizes(const Program &program) {
 
 class Run {
 public:
-  Run(const TrainOptions &options, const Program &program,
+  Run(const TrainOptions &options, const Program &loaded,
       comm::Communicator &world)
-      : options(options), program(program), world(world),
-        leader(world.rank() == 0), quiet(options.quiet || !leader),
-        tokens(program.single(Role::Tokens)),
-        targets(program.single(Role::Targets)),
-        loss(program.single(Role::Loss)) {
-    checkWorldSize(program, options.program, world.size());
-    if (tokens.shape.size() != 2)
+      : options(options),
+        program(stageProgram(loaded, options.program, world.rank(),
+                             world.size())),
+        world(world), leader(world.rank() == 0),
+        quiet(options.quiet || !leader),
+        tokens(findRole(program.buffers, Role::Tokens)),
+        targets(findRole(program.buffers, Role::Targets)),
+        loss(findRole(program.buffers, Role::Loss)),
+        batchShape(*findRole(program.streams.front().buffers, Role::Tokens)) {
+    if (batchShape.shape.size() != 2)
       throw ProgramError(options.program + ": the tokens buffer is not [B, T]");
+    stageRoot = leader;
     // A step without an optimizer outputs gradients and never changes the
     // parameters: training with it would print a flat loss curve.
     if (!program.withRole(Role::Gradient).empty() ||
@@ -183,8 +258,7 @@ public:
                          "--optimizer none, it outputs gradients); compile "
                          "it with --optimizer adamw to train");
     if (!program.mesh.empty())
-      mesh = std::make_unique<comm::MeshCommunicators>(
-          world, meshSizes(program), neededGroups(program));
+      mesh = meshCommunicators(world, program, neededGroups(program));
     if (agreeOnBackend() == "cuda")
       createCuda();
     else
@@ -199,13 +273,30 @@ public:
         dpSize = mesh->axisSize(axis);
         dpGroup = mesh->group({static_cast<uint32_t>(dp)});
       }
+      // Pipeline stages: the loss comes from the last one. Its rank with
+      // every other coordinate 0 broadcasts it.
+      if (int pp = program.pipelineAxisIndex(); pp >= 0) {
+        std::vector<int64_t> coordinates(meshShape.size(), 0);
+        coordinates[pp] = meshShape[pp] - 1;
+        lossRoot = int(comm::meshRank(coordinates, meshShape));
+        lossPeer = "(stage " + std::to_string(program.stream) +
+                   ", from stage " + std::to_string(meshShape[pp] - 1) +
+                   " = rank " + std::to_string(lossRoot) + ")";
+        std::vector<int64_t> mine = mesh->coordinates();
+        mine[pp] = 0;
+        stageRoot =
+            std::all_of(mine.begin(), mine.end(), [](int64_t c) { return c == 0; });
+      }
     }
-    // The tokens buffer holds this rank's block of the global batch the
-    // loader yields: its rows for data parallelism (by the program's
-    // recorded layout, which may split the sequence too).
-    localBatch = tokens.shape[0];
-    batch = tokens.sharded() ? tokens.logicalShape()[0] : localBatch * dpSize;
-    seq = tokens.sharded() ? tokens.logicalShape()[1] : tokens.shape[1];
+    // The tokens buffer (the first stage's: a later stage may have none)
+    // holds this rank's block of the global batch the loader yields: its
+    // rows for data parallelism (by the program's recorded layout, which
+    // may split the sequence too).
+    localBatch = batchShape.shape[0];
+    batch = batchShape.sharded() ? batchShape.logicalShape()[0]
+                                 : localBatch * dpSize;
+    seq = batchShape.sharded() ? batchShape.logicalShape()[1]
+                               : batchShape.shape[1];
     vocab = program.modelInt("vocab");
     layers = program.modelInt("layers");
     if (!program.function("eval_step") && options.evalEvery > 0 && !quiet)
@@ -215,6 +306,38 @@ public:
 
   TrainResult execute();
 
+  /// --trace: checks (rank 0) that the file can be written, then starts
+  /// every rank's clock after one world barrier and records from now on.
+  void startTrace() {
+    if (leader) {
+      std::ofstream probe(options.trace, std::ios::trunc);
+      if (!probe)
+        throw ProgramError(options.trace +
+                           ": cannot write the trace (--trace); check that "
+                           "its directory exists and is writable");
+    }
+    if (world.size() > 1)
+      world.barrier({"trace start", -1});
+    trace = std::make_unique<TraceRecorder>(TraceRecorder::Clock::now());
+    backend->setTrace(trace.get());
+  }
+  /// Rank 0 gathers every rank's spans and writes the trace.
+  void finishTrace() {
+    backend->setTrace(nullptr);
+    std::string name = "rank " + std::to_string(world.rank());
+    if (program.streams.size() > 1)
+      name += " (stage " + std::to_string(program.stream) + ")";
+    try {
+      writeTrace(options.trace, *trace, name, world);
+    } catch (const std::runtime_error &error) {
+      throw ProgramError(error.what());
+    }
+    if (!quiet)
+      std::printf("trace: %s (%d rank%s, open it in ui.perfetto.dev)\n",
+                  options.trace.c_str(), world.size(),
+                  world.size() == 1 ? "" : "s");
+  }
+
 private:
   /// chooseBackend on every rank, then the same answer everywhere: the CPU
   /// when any rank's auto chose it (a node with too few devices).
@@ -223,11 +346,10 @@ private:
   /// for the program's collectives.
   void createCuda();
   void initialise();
-  /// The buffers a checkpoint holds and their tensor names: parameters,
-  /// then AdamW moments.
-  std::vector<std::pair<const BufferInfo *, std::string>>
-  checkpointTensors() const;
   void restore(const std::string &dir);
+  /// --init-from: the parameters of the checkpoint in `dir`; moments and
+  /// step stay zero.
+  void initialiseFrom(const std::string &dir);
   void save(const std::string &dir, int64_t completed);
   /// Throws unless every data-parallel replica holds the same state.
   void checkReplicas(const char *after);
@@ -240,10 +362,36 @@ private:
                                    const std::vector<float> &block,
                                    int64_t step);
   void feed(const data::Batch &global);
-  float readLoss() {
-    float value;
-    backend->read(loss, &value);
+  /// The loss of the function just run: this rank's loss buffer, or with
+  /// pipeline stages the last stage's, broadcast to every rank.
+  float readLoss(int64_t step) {
+    float value = 0;
+    if (loss)
+      backend->read(*loss, &value);
+    if (program.streams.size() > 1)
+      world.broadcast(&value, 1, lossRoot,
+                      {"loss from the last stage", step, lossPeer.c_str()});
     return value;
+  }
+  /// What a checkpoint holds: every logical tensor once, parameters then
+  /// AdamW moments, over every stage.
+  std::vector<CheckpointEntry> checkpointEntries() const;
+  /// The world rank of stage `stage`'s rank with every other coordinate 0.
+  /// Parameters held by more than one stage, counted once per extra copy.
+  size_t tiedCopies() const {
+    std::set<std::string> names;
+    size_t copies = 0;
+    for (auto [stage, index] : program.withRoleInStreams(Role::Param))
+      copies += !names.insert(program.streams[stage].buffers[index].name).second;
+    return copies;
+  }
+  int stageRootRank(size_t stage) const {
+    int pp = program.pipelineAxisIndex();
+    if (pp < 0)
+      return 0;
+    std::vector<int64_t> coordinates(meshShape.size(), 0);
+    coordinates[pp] = int64_t(stage);
+    return int(comm::meshRank(coordinates, meshShape));
   }
   double evaluate(int64_t step);
   /// After step `step`: the largest of every rank's `local` stop flag (0:
@@ -253,6 +401,8 @@ private:
   /// Every rank's (peak RSS, device bytes), gathered on all ranks.
   std::vector<std::pair<int64_t, int64_t>> gatherPeaks(int64_t rss,
                                                        int64_t device);
+  /// Every rank's arena bytes (its stage's), gathered on all ranks.
+  std::vector<int64_t> gatherArenas();
   size_t functionIndex(const char *name) const {
     for (size_t i = 0; i < program.functions.size(); ++i)
       if (program.functions[i].name == name)
@@ -261,12 +411,27 @@ private:
   }
 
   const TrainOptions &options;
-  const Program &program;
+  /// The loaded program with this rank's stream selected.
+  Program program;
   comm::Communicator &world;
   /// Rank 0 prints, writes metrics and checkpoints.
   bool leader;
   bool quiet;
-  const BufferInfo &tokens, &targets, &loss;
+  /// This stage's buffers of each role; null where its stream has none (a
+  /// later pipeline stage takes no tokens, an earlier one no targets and
+  /// no loss).
+  const BufferInfo *tokens, *targets, *loss;
+  /// The first stage's tokens buffer: the batch's shape and layout.
+  const BufferInfo &batchShape;
+  /// Pipeline: the world rank that broadcasts the last stage's loss, and
+  /// whether this rank is its stage's rank with every other coordinate 0
+  /// (the one that hands its stage's tensors to rank 0 for --save).
+  int lossRoot = 0;
+  bool stageRoot = true;
+  /// Names the last stage in the messages of the loss's collective.
+  std::string lossPeer;
+  /// --trace: every rank's spans (rank 0 writes them at the end).
+  std::unique_ptr<TraceRecorder> trace;
   std::unique_ptr<comm::MeshCommunicators> mesh;
   /// CUDA backend: the NCCL world and its groups for the program's
   /// collectives (host-side checks keep using `mesh`); declared before
@@ -314,8 +479,8 @@ void Run::createCuda() {
       deviceWorld = comm::NcclCommunicator::single(device, ncclOptions);
     else
       throw ProgramError("the CUDA backend needs an MPI world for NCCL");
-    deviceMesh = std::make_unique<comm::MeshCommunicators>(
-        *deviceWorld, meshSizes(program), collectiveGroups(program));
+    deviceMesh =
+        meshCommunicators(*deviceWorld, program, collectiveGroups(program));
 #else
     throw ProgramError(options.program + " has collectives, but this "
                        "partition-run was built without NCCL; run it with "
@@ -412,17 +577,27 @@ void Run::initialise() {
   // Moments and the step start at zero: the backend zeroes its arena.
 }
 
-std::vector<std::pair<const BufferInfo *, std::string>>
-Run::checkpointTensors() const {
-  std::vector<std::pair<const BufferInfo *, std::string>> entries;
-  for (size_t index : program.withRole(Role::Param))
-    entries.push_back({&program.buffers[index], program.buffers[index].name});
-  for (size_t index : program.withRole(Role::Moment1))
-    entries.push_back({&program.buffers[index],
-                       ckpt::adamMName(program.buffers[index].name)});
-  for (size_t index : program.withRole(Role::Moment2))
-    entries.push_back({&program.buffers[index],
-                       ckpt::adamVName(program.buffers[index].name)});
+std::vector<CheckpointEntry> Run::checkpointEntries() const {
+  // Parameters, then AdamW moments, each named as checkpoints name them;
+  // a tensor several stages hold (a tied embedding) once, from the first.
+  std::vector<CheckpointEntry> entries;
+  std::map<std::string, size_t> seen;
+  for (Role role : {Role::Param, Role::Moment1, Role::Moment2}) {
+    auto nameOf = [&](const BufferInfo &buffer) {
+      return role == Role::Param     ? buffer.name
+             : role == Role::Moment1 ? ckpt::adamMName(buffer.name)
+                                     : ckpt::adamVName(buffer.name);
+    };
+    for (auto [stage, index] : program.withRoleInStreams(role)) {
+      const BufferInfo &buffer = program.streams[stage].buffers[index];
+      std::string name = nameOf(buffer);
+      if (seen.emplace(name, entries.size()).second)
+        entries.push_back({name, stage, &buffer, nullptr});
+    }
+    for (size_t index : program.withRole(role))
+      entries[seen.at(nameOf(program.buffers[index]))].mine =
+          &program.buffers[index];
+  }
   return entries;
 }
 
@@ -439,19 +614,30 @@ void Run::restore(const std::string &dir) {
   // saved it: exactly the parameters and moments of this model, nothing
   // more (a checkpoint of a deeper model would otherwise lose its extra
   // layers silently).
-  std::vector<std::pair<const BufferInfo *, std::string>> entries =
-      checkpointTensors();
+  std::vector<CheckpointEntry> entries = checkpointEntries();
   // A padded vocabulary's table is saved without its padding rows
   // (tensorShape), and the model without what the plan decides.
   std::vector<ckpt::ExpectedTensor> expected;
-  for (const auto &[buffer, name] : entries)
-    expected.push_back({name, ckpt::DType::F32, buffer->tensorShape()});
+  for (const CheckpointEntry &entry : entries)
+    expected.push_back(
+        {entry.name, ckpt::DType::F32, entry.holderBuffer->tensorShape()});
   ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump());
+  // A weights-only checkpoint (partition-import's) has no optimizer state
+  // to continue: say how to start from it instead.
+  if (!entries.empty() && checkpoint.tensors.contains(entries.front().name) &&
+      !checkpoint.tensors.contains(ckpt::adamMName(entries.front().name)))
+    throw ProgramError(ckpt::checkpointFile(dir) +
+                       " holds weights only, no optimizer state to resume; "
+                       "start from it with --init-from " + dir);
   ckpt::checkSameTensors(checkpoint, expected);
-  for (const auto &[buffer, name] : entries) {
+  // Every stage that holds a tensor loads it (both copies of a tied one).
+  for (const CheckpointEntry &entry : entries) {
+    const BufferInfo *buffer = entry.mine;
+    if (!buffer)
+      continue;
     std::vector<float> values(elementsOf(buffer->tensorShape()));
     // Verifies the tensor's checksum and that its values are finite.
-    checkpoint.read(name, ckpt::DType::F32, buffer->tensorShape(),
+    checkpoint.read(entry.name, ckpt::DType::F32, buffer->tensorShape(),
                     values.data(), values.size() * sizeof(float));
     backend->write(*buffer,
                    ownBlock(*buffer, padded(*buffer, std::move(values))).data());
@@ -472,28 +658,96 @@ void Run::restore(const std::string &dir) {
                 static_cast<long long>(startStep));
 }
 
+void Run::initialiseFrom(const std::string &dir) {
+  ckpt::Checkpoint checkpoint = ckpt::openCheckpoint(dir);
+  if (!checkpoint.checksummed() && leader)
+    std::fprintf(stderr,
+                 "partition-run: warning: %s is a version %lld checkpoint, "
+                 "written before checksums: its bytes cannot be verified "
+                 "(its values are checked)\n",
+                 ckpt::checkpointFile(dir).c_str(),
+                 static_cast<long long>(checkpoint.version));
+  // What to do differs from --resume's: compile the checkpoint's model.
+  const char *otherModel =
+      "the checkpoint was written for another model; start from it with the "
+      "program of that model (partition-import writes its model.mlir), or "
+      "without --init-from";
+  ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump(),
+                       otherModel);
+  // The parameters, and the moments too when the checkpoint has them (a
+  // training checkpoint): they are left unread, but anything else means
+  // another model.
+  // With pipeline stages the model's parameters are those of every stage
+  // (checkpointEntries); this rank loads the ones its stage holds.
+  std::vector<ckpt::ExpectedTensor> expected;
+  std::vector<const BufferInfo *> all, params;
+  for (const CheckpointEntry &entry : checkpointEntries())
+    if (entry.holderBuffer->role == Role::Param) {
+      all.push_back(entry.holderBuffer);
+      if (entry.mine)
+        params.push_back(entry.mine);
+      expected.push_back(
+          {entry.name, ckpt::DType::F32, entry.holderBuffer->tensorShape()});
+    }
+  if (!all.empty() &&
+      checkpoint.tensors.contains(ckpt::adamMName(all.front()->name)))
+    for (const BufferInfo *param : all)
+      for (const std::string &moment :
+           {ckpt::adamMName(param->name), ckpt::adamVName(param->name)})
+        expected.push_back({moment, ckpt::DType::F32, param->tensorShape()});
+  ckpt::checkSameTensors(checkpoint, expected, otherModel);
+  for (const BufferInfo *param : params) {
+    std::vector<float> values(elementsOf(param->tensorShape()));
+    checkpoint.read(param->name, ckpt::DType::F32, param->tensorShape(),
+                    values.data(), values.size() * sizeof(float));
+    backend->write(*param,
+                   ownBlock(*param, padded(*param, std::move(values))).data());
+  }
+  // Moments and the step start at zero (the backend zeroes its arena), the
+  // data at its beginning: a fresh run from these weights.
+  if (!quiet)
+    std::printf("initialised from %s (weights of step %lld; fresh optimizer "
+                "state, step 0)\n",
+                dir.c_str(), static_cast<long long>(checkpoint.state.step));
+}
+
 void Run::save(const std::string &dir, int64_t completed) {
   // Parameters and moments, each a whole logical tensor named after its
   // parameter, read to the host and written in one atomic file.
-  std::vector<std::pair<const BufferInfo *, std::string>> entries =
-      checkpointTensors();
-  // Every rank takes part in the gathers of sharded buffers, in this order;
-  // rank 0 alone writes.
+  std::vector<CheckpointEntry> entries = checkpointEntries();
+  // Every rank of the stage that holds a tensor takes part in the gathers
+  // of its sharded buffers, in this order; that stage's first rank hands
+  // the whole tensor to rank 0, which alone writes.
   std::vector<std::vector<float>> storage(entries.size());
   std::vector<ckpt::TensorRef> tensors;
+  constexpr int kCheckpointTag = 12;
   for (size_t i = 0; i < entries.size(); ++i) {
-    const BufferInfo &buffer = *entries[i].first;
-    if (!leader && !buffer.sharded())
-      continue;
-    storage[i].resize(buffer.elements);
-    backend->read(buffer, storage[i].data());
-    if (buffer.sharded())
-      storage[i] = gatherLogical(buffer, storage[i], completed);
-    // The padding rows of a padded vocabulary are the last: cut them.
-    storage[i].resize(elementsOf(buffer.tensorShape()));
+    const CheckpointEntry &entry = entries[i];
+    std::string what = "'" + entry.name + "' to rank 0 for --save";
+    if (entry.holder == program.stream) {
+      const BufferInfo &buffer = *entry.mine;
+      if (!stageRoot && !buffer.sharded())
+        continue;
+      storage[i].resize(buffer.elements);
+      backend->read(buffer, storage[i].data());
+      if (buffer.sharded())
+        storage[i] = gatherLogical(buffer, storage[i], completed);
+      // The padding rows of a padded vocabulary are the last: cut them.
+      storage[i].resize(elementsOf(buffer.tensorShape()));
+      if (stageRoot && !leader) {
+        world.sendEager(storage[i].data(), storage[i].size() * sizeof(float),
+                        0, kCheckpointTag, {what.c_str(), completed});
+        world.completeSends({what.c_str(), completed});
+      }
+    } else if (leader) {
+      storage[i].resize(elementsOf(entry.holderBuffer->tensorShape()));
+      world.recvBytes(storage[i].data(), storage[i].size() * sizeof(float),
+                      stageRootRank(entry.holder), kCheckpointTag,
+                      {what.c_str(), completed});
+    }
     if (leader)
-      tensors.push_back({entries[i].second, ckpt::DType::F32,
-                         buffer.tensorShape(), storage[i].data(),
+      tensors.push_back({entry.name, ckpt::DType::F32,
+                         entry.holderBuffer->tensorShape(), storage[i].data(),
                          storage[i].size() * sizeof(float)});
     else
       storage[i] = {};
@@ -555,11 +809,13 @@ void Run::checkReplicas(const char *after) {
 }
 
 void Run::feed(const data::Batch &global) {
-  if (!tokens.sharded()) {
+  if (!batchShape.sharded()) {
     data::Batch next =
         dpSize == 1 ? global : data::rankSlice(global, dpRank, dpSize);
-    backend->write(tokens, next.inputs.data());
-    backend->write(targets, next.targets.data());
+    if (tokens)
+      backend->write(*tokens, next.inputs.data());
+    if (targets)
+      backend->write(*targets, next.targets.data());
     return;
   }
   // This rank's [rows, positions] block, as the program lays it out.
@@ -575,8 +831,10 @@ void Run::feed(const data::Batch &global) {
                   columns, local.begin() + r * columns);
     return local;
   };
-  backend->write(tokens, block(tokens, global.inputs).data());
-  backend->write(targets, block(targets, global.targets).data());
+  if (tokens)
+    backend->write(*tokens, block(*tokens, global.inputs).data());
+  if (targets)
+    backend->write(*targets, block(*targets, global.targets).data());
 }
 
 double Run::evaluate(int64_t step) {
@@ -585,10 +843,25 @@ double Run::evaluate(int64_t step) {
   double total = 0;
   for (int64_t i = 0; i < options.evalBatches; ++i) {
     feed(loader.nextBatch());
+    auto start = TraceRecorder::Clock::now();
     backend->run(eval, step);
-    total += readLoss();
+    if (trace)
+      trace->add("eval_step", "function", start, step, {}, 0, /*tid=*/1);
+    total += readLoss(step);
   }
   return total / double(options.evalBatches);
+}
+
+std::vector<int64_t> Run::gatherArenas() {
+  // Two 24-bit halves: exact in floats up to 256 TiB.
+  int64_t arena = int64_t(program.arenaBytes);
+  float mine[2] = {float(arena >> 24), float(arena & 0xffffff)};
+  std::vector<float> all(2 * size_t(world.size()));
+  world.allGather(mine, all.data(), 2, {"arena bytes", -1});
+  std::vector<int64_t> result;
+  for (int r = 0; r < world.size(); ++r)
+    result.push_back((int64_t(all[2 * r]) << 24) + int64_t(all[2 * r + 1]));
+  return result;
 }
 
 std::vector<std::pair<int64_t, int64_t>> Run::gatherPeaks(int64_t rss,
@@ -626,11 +899,15 @@ TrainResult Run::execute() {
   if (canEvaluate)
     data::BatchLoader(evalRange, batch, seq); // Fails early if too small.
 
-  if (options.resume.empty())
-    initialise();
-  else
+  if (!options.resume.empty())
     restore(options.resume);
-  checkReplicas(options.resume.empty() ? "initialisation" : "--resume");
+  else if (!options.initFrom.empty())
+    initialiseFrom(options.initFrom);
+  else
+    initialise();
+  checkReplicas(!options.resume.empty()     ? "--resume"
+                : !options.initFrom.empty() ? "--init-from"
+                                            : "initialisation");
 
   int64_t end = options.stopAfter > 0
                     ? std::min(options.steps, options.stopAfter)
@@ -656,6 +933,8 @@ TrainResult Run::execute() {
       leader && !options.metricsOut.empty()
           ? std::make_unique<MetricsFile>(options.metricsOut)
           : nullptr;
+  if (!options.trace.empty())
+    startTrace();
   size_t step = functionIndex("train_step");
   const BufferInfo *lrBuffer = nullptr;
   if (!program.withRole(Role::LearningRate).empty())
@@ -672,7 +951,8 @@ TrainResult Run::execute() {
                 options.program.c_str(), where.c_str(),
                 static_cast<long long>(options.steps),
                 static_cast<long long>(batch), static_cast<long long>(seq),
-                program.withRole(Role::Param).size());
+                program.withRoleInStreams(Role::Param).size() -
+                    tiedCopies());
 
   int64_t completed = startStep;
   // The agreed stop flag (agreeToStop) and, on rank 0, why its metrics
@@ -686,10 +966,36 @@ TrainResult Run::execute() {
       backend->write(*lrBuffer, &lr);
     auto start = std::chrono::steady_clock::now();
     backend->run(step, s + 1);
+    if (trace)
+      trace->add("train_step", "function", start, s + 1, {}, 0, /*tid=*/1);
+    // With pipeline stages the step ends when the last stage's loss
+    // arrives: the time includes the pipeline's drain. The same world
+    // collective agrees on stopping (agreeToStop without a pipeline), so
+    // that the only waits of a rank on another stage are its transfers and
+    // this one, each named after the stage it waits for.
+    float value = 0;
+    if (program.streams.size() > 1) {
+      // Max over ranks: the stop flag, the loss (the others give -inf), and
+      // whether it is NaN (which a max would not carry).
+      float agreed[3] = {float(metricsFailure.empty() ? pendingInterrupt()
+                                                      : kStopForMetrics),
+                         -std::numeric_limits<float>::infinity(), 0.0f};
+      if (loss) {
+        backend->read(*loss, &agreed[1]);
+        if (std::isnan(agreed[1]))
+          agreed[1] = -std::numeric_limits<float>::infinity(), agreed[2] = 1;
+      }
+      world.allReduce(agreed, 3, comm::ReduceOp::Max,
+                      {"loss from the last stage", s + 1, lossPeer.c_str()});
+      stop = int(agreed[0]);
+      value = agreed[2] > 0 ? std::numeric_limits<float>::quiet_NaN()
+                            : agreed[1];
+    } else {
+      value = readLoss(s + 1);
+    }
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
-    float value = readLoss();
     if (!std::isfinite(value))
       throw ProgramError("the loss is " + std::to_string(value) +
                          " at step " + std::to_string(s + 1) +
@@ -723,9 +1029,10 @@ TrainResult Run::execute() {
       std::fflush(stdout);
     }
     completed = s + 1;
-    stop = agreeToStop(metricsFailure.empty() ? pendingInterrupt()
-                                              : kStopForMetrics,
-                       completed);
+    if (program.streams.size() == 1)
+      stop = agreeToStop(metricsFailure.empty() ? pendingInterrupt()
+                                                : kStopForMetrics,
+                         completed);
     if (stop)
       break;
     // Every rank saves: sharded buffers are gathered from their holders.
@@ -736,6 +1043,8 @@ TrainResult Run::execute() {
   }
   if (!options.save.empty())
     save(options.save, completed);
+  if (trace)
+    finishTrace();
   std::string saved = options.save.empty()
                           ? std::string("no checkpoint (no --save)")
                           : "the checkpoint of step " +
@@ -755,9 +1064,15 @@ TrainResult Run::execute() {
   int64_t deviceBytes = static_cast<int64_t>(backend->deviceBytes());
   std::vector<std::pair<int64_t, int64_t>> peaks =
       gatherPeaks(peakRss, deviceBytes);
+  // Pipeline stages have arenas of their own sizes.
+  std::vector<int64_t> arenas;
+  if (program.streams.size() > 1)
+    arenas = gatherArenas();
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t r = 0; r < peaks.size(); ++r) {
     nlohmann::json entry = {{"rank", r}, {"peak_rss_bytes", peaks[r].first}};
+    if (!arenas.empty())
+      entry["arena_bytes"] = arenas[r];
     if (deviceBytes > 0)
       entry["device_bytes"] = peaks[r].second;
     ranks.push_back(entry);

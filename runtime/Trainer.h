@@ -28,6 +28,9 @@ struct TrainOptions {
   int64_t warmup = -1; // -1: 10% of the steps
   double minLrRatio = 0.1;
   std::string metricsOut;
+  /// --trace: the Chrome / Perfetto trace rank 0 writes (runtime/Trace.h);
+  /// empty: none.
+  std::string trace;
   /// Held-out evaluation every `evalEvery` steps (0: never) over
   /// `evalBatches` batches, and after the last step.
   int64_t evalEvery = 10;
@@ -36,6 +39,11 @@ struct TrainOptions {
   std::string save;
   int64_t saveEvery = 0; // 0: only at the end
   std::string resume;
+  /// Start from the parameters of this checkpoint (a partition-import
+  /// result, or any checkpoint of the same model): weights only, with a
+  /// fresh optimizer state, step 0 and the data from the start, as
+  /// fine-tuning expects. Exclusive with `resume`.
+  std::string initFrom;
   /// Stop (and save, with `save`) once this many steps are done, leaving
   /// the schedule of `steps` intact, as Megatron-LM's --exit-interval: the
   /// job resumes later with --resume. 0: run all `steps`.

@@ -19,7 +19,8 @@ llvm_config.use_default_substitutions()
 tool_dirs = [config.partition_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
     ["partition-opt", "partition-gen", "partition-translate", "partition-compile",
-     "partition-run", "partition-schedule"],
+     "partition-run", "partition-schedule", "partition-export",
+     "partition-import", "partition-plan"],
     tool_dirs)
 # Helper scripts (test/*/Inputs/*.py) run with the interpreter running lit.
 config.substitutions.append(("%python", '"' + sys.executable + '"'))

@@ -30,6 +30,19 @@ def Dist_ReduceKind : I32EnumAttr<"ReduceKind",
 // (`reduce = sum`) in the custom form of the ops.
 def Dist_ReduceKindAttr : EnumAttr<Dist_Dialect, Dist_ReduceKind, "reduce"> {
   let assemblyFormat = "`<` $value `>`";
+  let description = [{
+    The reduction of `dist.all_reduce`, `dist.reduce_scatter` and their `rt`
+    counterparts: `sum`, `avg` (the sum divided by the group's size) or
+    `max`, element by element.
+
+    Example (the generic form, and the bare keyword of the ops' custom
+    form):
+    ```mlir
+    %y = "dist.all_reduce"(%x) <{axes = ["tp"], mesh = @m, reduce = #dist.reduce<sum>}>
+        : (tensor<4x16xf32>) -> tensor<4x16xf32>
+    %z = dist.all_reduce %x on @m axes [tp] reduce = sum : tensor<4x16xf32>
+    ```
+  }];
 }
 
 //===----------------------------------------------------------------------===//
@@ -121,7 +134,14 @@ def Dist_PlanAxisAttr : AttrDef<Dist_Dialect, "PlanAxis"> {
   let summary = "a mesh axis and the role the plan gives it";
   let description = [{
     Written `dp = data` inside a `#dist.plan` (`#dist.axis<"dp", data>`
-    alone): the mesh axis `dp` splits the batch.
+    alone): the mesh axis `dp` splits the batch. The roles are `data`,
+    `tensor` and `pipeline`; passes find an axis by its role
+    (`getAxis(AxisRole::Tensor)`), never by its name.
+
+    Example:
+    ```mlir
+    #dist.plan<mesh = @cluster, axes = [replica = data, stage = pipeline, model = tensor], ...>
+    ```
   }];
   let parameters = (ins
     StringRefParameter<"the axis name">:$name,

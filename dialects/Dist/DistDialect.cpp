@@ -396,6 +396,15 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  // The stage of a step function after --dist-pipeline (issue 12).
+  if (attr.getName() == "dist.pipeline_stage") {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!stage || !stage.getType().isInteger(64) || stage.getInt() < 0)
+      return op->emitError() << "'dist.pipeline_stage' must be a "
+                                "non-negative i64, but is "
+                             << attr.getValue();
+    return success();
+  }
   if (attr.getName() == kLocalShardingAttrName) {
     // On the one-result op that defines a state buffer after memory
     // planning (a memref.view of the arena).

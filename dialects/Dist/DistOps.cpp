@@ -312,8 +312,9 @@ void partition::dist::printAxisNames(OpAsmPrinter &printer, Operation *,
 }
 
 /// `[name = value, ...]`
-static ParseResult parseAxisValues(OpAsmParser &parser, ArrayAttr &axes,
-                                   DenseI64ArrayAttr &values) {
+ParseResult partition::dist::parseAxisValues(OpAsmParser &parser,
+                                             ArrayAttr &axes,
+                                             DenseI64ArrayAttr &values) {
   SmallVector<Attribute> names;
   SmallVector<int64_t> numbers;
   if (parser.parseCommaSeparatedList(
@@ -333,8 +334,9 @@ static ParseResult parseAxisValues(OpAsmParser &parser, ArrayAttr &axes,
   return success();
 }
 
-static void printAxisValues(OpAsmPrinter &printer, Operation *, ArrayAttr axes,
-                            DenseI64ArrayAttr values) {
+void partition::dist::printAxisValues(OpAsmPrinter &printer, Operation *,
+                                      ArrayAttr axes,
+                                      DenseI64ArrayAttr values) {
   printer << '[';
   llvm::interleaveComma(llvm::zip(axes, values.asArrayRef()), printer,
                         [&](auto axis) {

@@ -27,7 +27,40 @@ def Dist_Dialect : Dialect {
     use different meshes), the `#dist.sharding` attribute that says how a
     tensor is split over mesh axes, collectives over mesh axes and
     point-to-point send/recv. Results of collectives are local (per-device)
-    tensors.
+    tensors. Every op that names a mesh accepts a `dist.mesh` or a
+    `dist.submesh`; sizes are checked once the mesh is known, so errors name
+    the axes and their sizes (`dimension 2 of size 6 is not divisible by 4,
+    the size of axes [tp, dp]`).
+
+    Discardable attributes:
+    - `dist.sharding`: on an op, the `#dist.sharding` of its result (an
+      array, one per result, when it has several); on a function argument
+      or result, that value's. A user may annotate a forward argument to
+      fix a weight's layout; the rest propagates.
+    - `dist.operand_shardings`: on an op, recorded by `--dist-propagate`:
+      the layout it consumes each operand in.
+    - `dist.local_sharding`: on a function argument or result whose type is
+      local (after `--dist-partition`): the value is this device's block of
+      a logical tensor split that way (checked against the logical shape);
+      the runtime uses it to initialise, save and restore whole tensors.
+    - `dist.label`: on a collective, a string naming it in the runtime's
+      errors ("gradient bucket 3").
+    - `dist.recomputed`: on an op `--dist-recompute` cloned into the
+      backward pass.
+    - `dist.plan`: on the module, the `#dist.plan` `--dist-apply-plan`
+      recorded.
+
+    Example (a module after `--dist-apply-plan` with plan.json
+    `{"mesh": {"dp": 2, "tp": 2}}`, abridged; `--dist-seed-layouts` then
+    splits the tokens over the data axis):
+    ```mlir
+    module attributes {dist.plan = #dist.plan<mesh = @mesh,
+        axes = [dp = data, pp = pipeline, tp = tensor], ...>} {
+      dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+      func.func @train_step(...,
+          %tokens: tensor<8x64xi32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>, xfmr.input = "tokens"}, ...)
+    }
+    ```
   }];
   let cppNamespace = "::partition::dist";
   let useDefaultAttributePrinterParser = 1;
@@ -314,9 +347,14 @@ def Dist_SendOp : Op<Dist_Dialect, "send", [
     of pipeline stage 1 with my dp and tp coordinates". The peer must run a
     matching `dist.recv`.
 
+    `label`, when present, names the transfer in traces and in the
+    runtime's error messages ("F mb1 activations stage0->1"): a receive
+    that times out says which one waited.
+
     Example:
     ```mlir
     dist.send %x to @m [pp = 1] : tensor<4x16xf32>
+    dist.send %x to @m [pp = 1] label "F mb0 stage0->1" : tensor<4x16xf32>
     ```
 
     Constraints:
@@ -327,10 +365,11 @@ def Dist_SendOp : Op<Dist_Dialect, "send", [
   }];
   let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$peer_axes,
-                       DenseI64ArrayAttr:$peer_coords);
+                       DenseI64ArrayAttr:$peer_coords,
+                       OptionalAttr<StrAttr>:$label);
   let assemblyFormat = [{
     $input `to` $mesh custom<AxisValues>($peer_axes, $peer_coords)
-    attr-dict `:` type($input)
+    (`label` $label^)? attr-dict `:` type($input)
   }];
   let hasVerifier = 1;
 }
@@ -343,9 +382,12 @@ def Dist_RecvOp : Op<Dist_Dialect, "recv", [
     The peer is given as for `dist.send`: absolute coordinates on the listed
     axes, the receiver's own coordinates on the others.
 
+    `label` names the transfer, as for `dist.send`.
+
     Example:
     ```mlir
     %y = dist.recv from @m [pp = 0] : tensor<4x16xf32>
+    %z = dist.recv from @m [pp = 0] label "F mb0 stage0->1" : tensor<4x16xf32>
     ```
 
     Constraints:
@@ -356,11 +398,12 @@ def Dist_RecvOp : Op<Dist_Dialect, "recv", [
   }];
   let arguments = (ins FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$peer_axes,
-                       DenseI64ArrayAttr:$peer_coords);
+                       DenseI64ArrayAttr:$peer_coords,
+                       OptionalAttr<StrAttr>:$label);
   let results = (outs Dist_StaticTensor:$result);
   let assemblyFormat = [{
     `from` $mesh custom<AxisValues>($peer_axes, $peer_coords)
-    attr-dict `:` type($result)
+    (`label` $label^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -21,6 +21,13 @@ mlir::ParseResult parseAxisNames(mlir::OpAsmParser &parser,
 void printAxisNames(mlir::OpAsmPrinter &printer, mlir::Operation *,
                     mlir::ArrayAttr axes);
 
+/// `[name = value, ...]`: a peer's coordinates (dist.send, rt.send).
+mlir::ParseResult parseAxisValues(mlir::OpAsmParser &parser,
+                                  mlir::ArrayAttr &axes,
+                                  mlir::DenseI64ArrayAttr &values);
+void printAxisValues(mlir::OpAsmPrinter &printer, mlir::Operation *,
+                     mlir::ArrayAttr axes, mlir::DenseI64ArrayAttr values);
+
 /// The bare keyword `sum`, `avg` or `max`.
 mlir::ParseResult parseReduceKind(mlir::OpAsmParser &parser,
                                   ReduceKindAttr &kind);

@@ -14,6 +14,8 @@ using namespace partition::rt;
 
 // The rt collectives spell axes and reductions as the dist ones do.
 using partition::dist::parseAxisNames;
+using partition::dist::parseAxisValues;
+using partition::dist::printAxisValues;
 using partition::dist::parseReduceKind;
 using partition::dist::printAxisNames;
 using partition::dist::printReduceKind;
@@ -247,6 +249,77 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyBlockCollectiveUses(*this, getMeshAttr(), getAxes(), getInput(),
                                    getOutput(), getDim(), /*gather=*/false,
                                    tables);
+}
+
+//===----------------------------------------------------------------------===//
+// rt.send, rt.recv
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The mesh-independent checks of a send or receive of `buffer`.
+LogicalResult verifyPointToPoint(Operation *op, Value buffer, ArrayAttr axes,
+                                 ArrayRef<int64_t> coords, StringRef label) {
+  auto type = cast<MemRefType>(buffer.getType());
+  // The runtime moves whole arena buffers, not strided views.
+  Type element = type.getElementType();
+  if (!(element.isF32() || element.isBF16() || element.isInteger(32)) ||
+      !type.hasStaticShape() || !type.getLayout().isIdentity())
+    return op->emitOpError() << "buffer " << type
+                             << " must be f32, bf16 or i32 with a static "
+                                "shape and the identity layout";
+  if (axes.size() != 1 || coords.size() != 1)
+    return op->emitOpError() << "must give the peer by one coordinate, on "
+                                "the pipeline axis, but has "
+                             << coords.size();
+  if (coords[0] < 0)
+    return op->emitOpError() << "peer coordinate " << coords[0]
+                             << " is negative";
+  if (label.empty())
+    return op->emitOpError("must have a non-empty label");
+  return success();
+}
+
+LogicalResult verifyPointToPointUses(Operation *op, FlatSymbolRefAttr meshName,
+                                     ArrayAttr axes, ArrayRef<int64_t> coords,
+                                     SymbolTableCollection &tables) {
+  FailureOr<partition::dist::MeshShape> mesh = partition::dist::lookupMeshShape(
+      op, meshName, &tables, [&] { return op->emitOpError(); });
+  if (failed(mesh))
+    return failure();
+  StringRef name = cast<StringAttr>(axes[0]).getValue();
+  int64_t index = mesh->find(name);
+  if (index < 0)
+    return op->emitOpError() << "axis '" << name << "' is not an axis of "
+                             << meshName;
+  if (coords[0] >= mesh->sizes[index])
+    return op->emitOpError() << "peer coordinate " << coords[0]
+                             << " of axis '" << name
+                             << "' is out of range: the axis has size "
+                             << mesh->sizes[index];
+  return success();
+}
+
+} // namespace
+
+LogicalResult SendOp::verify() {
+  return verifyPointToPoint(*this, getInput(), getPeerAxes(), getPeerCoords(),
+                            getLabel());
+}
+
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyPointToPointUses(*this, getMeshAttr(), getPeerAxes(),
+                                getPeerCoords(), tables);
+}
+
+LogicalResult RecvOp::verify() {
+  return verifyPointToPoint(*this, getOutput(), getPeerAxes(), getPeerCoords(),
+                            getLabel());
+}
+
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyPointToPointUses(*this, getMeshAttr(), getPeerAxes(),
+                                getPeerCoords(), tables);
 }
 
 #define GET_OP_CLASSES

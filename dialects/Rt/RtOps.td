@@ -4,7 +4,8 @@
 // plan has run), every computation is an `rt.kernel`, a call of one entry of
 // the runtime's kernel table (runtime/Kernels.def), and every communication
 // a collective (`rt.all_reduce`, `rt.all_gather`, `rt.reduce_scatter`) over
-// the axes of the module's `dist.mesh`.
+// the axes of the module's `dist.mesh`, or a transfer between pipeline
+// stages (`rt.send`, `rt.recv`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +25,33 @@ def Rt_Dialect : Dialect {
     over memrefs whose ops are kernel calls and collectives over the axes of
     the module's `dist.mesh`; after `--lower-memory-plan` every buffer is a
     `memref.view` of one arena at a fixed offset.
+
+    Kernels are named by the runtime's kernel table (`runtime/Kernels.def`,
+    which the compiler, the program writer, the loader and the backends all
+    expand), and `rt.kernel` checks its operand count against it.
+    `partition-translate --rt-to-program` writes such a function as a
+    `.ptp` program.
+
+    Discardable attributes:
+    - `rt.role` (a buffer: a function argument or a `memref.view`): what
+      it holds, one of `param`, `moment1`, `moment2`, `step`, `lr`,
+      `tokens`, `targets`, `loss`, `gradient`, `axis_index` (an i32
+      scalar: this rank's index in the group of the mesh axes `rt.name`
+      lists, comma-separated);
+    - `rt.name` (a state buffer): the parameter it belongs to;
+    - `rt.arena_bytes` (a planned function): the arena's size in bytes.
+
+    Example (a planned step, abridged):
+    ```mlir
+    func.func @train_step(%arena: memref<4267200xi8>) attributes {rt.arena_bytes = 4267200 : i64, ...} {
+      %wte = memref.view %arena[%c0][] {rt.name = "wte", rt.role = "param"}
+          : memref<4267200xi8> to memref<256x64xf32>
+      ...
+      rt.kernel "linear" ins(%x, %wte : memref<4x64x64xf32>, memref<256x64xf32>)
+          outs(%logits : memref<4x64x256xf32>)
+      ...
+    }
+    ```
   }];
   let cppNamespace = "::partition::rt";
   // Collectives name a dist.mesh and carry a #dist.reduce kind.
@@ -223,6 +251,81 @@ def Rt_ReduceScatterOp : Rt_BlockCollectiveOp<"reduce_scatter"> {
     `dim` `=` $dim `reduce` `=` custom<ReduceKind>($reduce)
     `label` `=` $label attr-dict `:` type($input) `,` type($output)
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Point to point
+//===----------------------------------------------------------------------===//
+
+def Rt_SendOp : Op<Rt_Dialect, "send", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "sends a buffer to the rank of another pipeline stage";
+  let description = [{
+    Sends the contents of `input` to the peer rank: the one with the
+    coordinate given on the one listed axis of `mesh` (the pipeline axis)
+    and this rank's own coordinates on every other axis, as `dist.send`.
+    The send is eager: it never waits for the receiver, and the buffer may
+    be overwritten as soon as the instruction is done (the runtime owns a
+    copy or a request it completes before the bytes are reused). The peer
+    runs the matching `rt.recv`; sends and receives between one pair of
+    ranks match in program order. `label` names the transfer in traces and
+    error messages.
+
+    Example:
+    ```mlir
+    rt.send %x to @mesh [pp = 1] label = "F mb0 stage0->1"
+        : memref<2x8x16xf32>
+    ```
+
+    Constraints:
+    - the buffer is f32, bf16 or i32 with a static shape and the identity
+      layout (the runtime sends whole arena buffers);
+    - exactly one peer coordinate, non-negative; `label` is not empty;
+    - `mesh` names a `dist.mesh` or `dist.submesh`; the axis is one of its
+      axes and the coordinate is less than its size.
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "the buffer sent", [MemRead]>:$input,
+    FlatSymbolRefAttr:$mesh,
+    StrArrayAttr:$peer_axes,
+    DenseI64ArrayAttr:$peer_coords,
+    StrAttr:$label);
+  let assemblyFormat = [{
+    $input `to` $mesh custom<AxisValues>($peer_axes, $peer_coords)
+    `label` `=` $label attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_RecvOp : Op<Rt_Dialect, "recv", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "receives a buffer from the rank of another pipeline stage";
+  let description = [{
+    Waits until the matching `rt.send` of the peer rank (given as for
+    `rt.send`) has arrived and writes it into `output`, which the receive
+    defines: nothing before it is read from the buffer. A receive that waits
+    longer than the runtime's communication timeout ends the job with one
+    line naming the stage, the peer and `label`.
+
+    Example:
+    ```mlir
+    rt.recv %y from @mesh [pp = 0] label = "F mb0 stage0->1"
+        : memref<2x8x16xf32>
+    ```
+
+    Constraints: as for `rt.send`.
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "the buffer received into", [MemWrite]>:$output,
+    FlatSymbolRefAttr:$mesh,
+    StrArrayAttr:$peer_axes,
+    DenseI64ArrayAttr:$peer_coords,
+    StrAttr:$label);
+  let assemblyFormat = [{
+    $output `from` $mesh custom<AxisValues>($peer_axes, $peer_coords)
+    `label` `=` $label attr-dict `:` type($output)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // PARTITION_RT_OPS

@@ -24,6 +24,47 @@ def Xfmr_Dialect : Dialect {
     The model level of the partition compiler: a transformer's forward pass,
     its loss, the backward op of every forward op and the AdamW update, all
     on builtin ranked tensors. Passes differentiate, shard and lower it.
+
+    Conventions: activations are `[batch, seq, features]`, token ids
+    `[batch, seq]` of `i32`, linear weights `[out_features, in_features]`
+    (PyTorch's layout, so a tied LM head is the token embedding table).
+    Attention takes its heads packed in the feature dimension, so the graph
+    needs no reshapes and a tensor-parallel shard only changes the head
+    counts. Linear's backward is split in two (`linear_grad_input`,
+    `linear_grad_weight`) so that zero-bubble pipeline schedules can delay
+    weight gradients. Every op has a sharding rule
+    (`ShardingRuleOpInterface`) and, if differentiable, its backward
+    (`AutodiffOpInterface`); the `vocab_parallel_*` ops have no backward:
+    the partitioner emits them after autodiff.
+
+    Discardable attributes, written by partition-gen and the passes, read by
+    later passes and the runtime, and verified by the dialect:
+    - `xfmr.param` (argument or result): the parameter's name, after the
+      reference implementations (`wte`, `h.3.attn.q.weight`,
+      `layers.0.attention.wq.weight`);
+    - `xfmr.moment1`, `xfmr.moment2` (optimizer-state arguments and
+      results): the parameter they belong to;
+    - `xfmr.gradient` (a result of a step built without optimizer): the
+      gradient of the named parameter;
+    - `xfmr.layer` (a parameter or moment argument): the transformer layer,
+      from 0, it belongs to (absent for embeddings, final norm, LM head), so
+      no pass reads a layer from a name;
+    - `xfmr.input` (`tokens`, `targets`, `step`, `lr`) and `xfmr.output`
+      (`loss`, `step`);
+    - `xfmr.model` (function): the model configuration; `xfmr.train_step`
+      and `xfmr.eval_step`: the step's hyper-parameters.
+
+    Example (partition-gen's forward function, abridged):
+    ```mlir
+    func.func @forward(%wte: tensor<256x64xf32> {xfmr.param = "wte"}, ...,
+        %ln1: tensor<64xf32> {xfmr.layer = 0 : i64, xfmr.param = "h.0.ln_1.weight"}, ...,
+        %tokens: tensor<4x64xi32> {xfmr.input = "tokens"},
+        %targets: tensor<4x64xi32> {xfmr.input = "targets"}) -> tensor<f32>
+        attributes {xfmr.model = {arch = "gpt2", layers = 2 : i64, ...}} {
+      %x = xfmr.embedding %tokens, %wte : (tensor<4x64xi32>, tensor<256x64xf32>) -> tensor<4x64x64xf32>
+      ...
+    }
+    ```
   }];
   let cppNamespace = "::partition::xfmr";
   let dependentDialects = ["::mlir::arith::ArithDialect",

@@ -20,19 +20,44 @@
 // forward values that ops of another layer read: the residual stream
 // between layers.
 //
+// The budget policy (recompute.policy = "budget", recompute.budget_bytes)
+// picks the cheapest recomputation whose real arena peak fits: the forward
+// ops of one micro-batch become the nodes of passes/recompute/Budget.h
+// (bytes: their results; cost: their matmul FLOPs, else one per output
+// element; recomputable: what `full` would rebuild), budgetFrontier finds
+// the Pareto frontier of kept bytes against extra FLOPs, and
+// searchFrontier walks it cheapest first with the memory planner's real
+// peak: each measured choice is applied to a copy of the module nested in
+// it, lowered with --lower-to-rt and planned with --lower-memory-plan (the
+// passes partition-compile runs next, as a dynamic pipeline), and its
+// rt.arena_bytes read back; a lower bound (what is live at the
+// forward/backward boundary) skips the points that cannot fit. Every
+// micro-batch gets the same choice (they have the same ops; their kept
+// values are not alive at the same time). docs/recompute.md has the whole
+// story and the figures.
+//
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
-
+#include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
+#include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
+#include "lowering/Passes.h"
+#include "passes/Passes.h"
+#include "passes/recompute/Budget.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
 
 namespace partition {
 #define GEN_PASS_DEF_RECOMPUTEPASS
@@ -185,12 +210,9 @@ private:
   llvm::DenseMap<Value, Value> rebuilt;
 };
 
-void recomputeStep(func::FuncOp step, dist::RecomputePolicy policy) {
-  StepStructure structure = analyzeStep(step);
-  if (structure.backward.empty())
-    return;
-  llvm::DenseSet<Value> recomputed =
-      chooseRecomputed(structure, step, policy);
+/// Rebuilds every backward use of the values in `recomputed`.
+void rewriteStep(func::FuncOp step, const StepStructure &structure,
+                 const llvm::DenseSet<Value> &recomputed) {
   if (recomputed.empty())
     return;
   // Forward ops that only the backward read (a gather the partitioner made
@@ -213,34 +235,408 @@ void recomputeStep(func::FuncOp step, dist::RecomputePolicy policy) {
       op->erase();
 }
 
+void recomputeStep(func::FuncOp step, dist::RecomputePolicy policy) {
+  StepStructure structure = analyzeStep(step);
+  if (structure.backward.empty())
+    return;
+  rewriteStep(step, structure, chooseRecomputed(structure, step, policy));
+}
+
+//===----------------------------------------------------------------------===//
+// The budget policy
+//===----------------------------------------------------------------------===//
+
+/// The step's forward ops as Budget.h nodes: one per op of the first
+/// micro-batch, standing for that op in every micro-batch.
+struct BudgetGraph {
+  std::vector<recompute::BudgetNode> nodes;
+  /// Per node: the op in each micro-batch.
+  std::vector<SmallVector<Operation *>> ops;
+  /// Per node: its layer (-1 outside the layers).
+  std::vector<int64_t> layers;
+};
+
+int64_t saturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
+}
+
+/// An op's result bytes (saturating; the memory planner refuses sizes
+/// that do not fit long before).
+int64_t resultBytes(Operation *op) {
+  int64_t bytes = 0;
+  for (Type type : op->getResultTypes())
+    if (auto shaped = dyn_cast<RankedTensorType>(type))
+      bytes = saturatingAdd(bytes,
+                            checkedByteSize(shaped).value_or(INT64_MAX));
+  return bytes;
+}
+
+/// What rebuilding an op costs: its matmul FLOPs, else one per output
+/// element (so that cheap work is not rebuilt for nothing either).
+int64_t rebuildCost(Operation *op) {
+  if (auto matmul = dyn_cast<MatmulFlopsOpInterface>(op))
+    if (int64_t flops = matmul.getMatmulFlops().value_or(0); flops > 0)
+      return flops;
+  int64_t elements = 0;
+  for (Type type : op->getResultTypes())
+    if (auto shaped = dyn_cast<RankedTensorType>(type))
+      elements = saturatingAdd(
+          elements, checkedElementCount(shaped.getShape()).value_or(INT64_MAX));
+  return std::max<int64_t>(elements, 1);
+}
+
+FailureOr<BudgetGraph> buildBudgetGraph(func::FuncOp step,
+                                        const StepStructure &structure) {
+  // A forward op's micro-batch: how many loss gradients come before it.
+  SmallVector<SmallVector<Operation *>> microbatches(1);
+  for (Operation &op : step.getBody().front()) {
+    if (isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(op))
+      microbatches.emplace_back();
+    else if (structure.layer.contains(&op) && op.getNumResults() > 0 &&
+             llvm::all_of(op.getResultTypes(), [](Type type) {
+               return isa<RankedTensorType>(type);
+             }))
+      microbatches.back().push_back(&op);
+  }
+  // After the last loss gradient come the backward pass and the optimizer;
+  // what they read that no gradient computes (a constant) is not a
+  // micro-batch's forward value.
+  microbatches.pop_back();
+  if (microbatches.empty())
+    return step.emitError("recompute policy 'budget' found no loss gradient "
+                          "in the training step");
+  ArrayRef<Operation *> first = microbatches.front();
+  for (auto [index, ops] : llvm::enumerate(microbatches)) {
+    bool same = ops.size() == first.size();
+    for (size_t i = 0; same && i < ops.size(); ++i)
+      same = ops[i]->getName() == first[i]->getName();
+    if (!same)
+      return step.emitError()
+             << "recompute policy 'budget' needs every micro-batch to run "
+                "the same forward ops, but micro-batch "
+             << index << " differs from micro-batch 0";
+  }
+
+  BudgetGraph graph;
+  llvm::DenseMap<Operation *, size_t> nodeOf;
+  for (auto [index, op] : llvm::enumerate(first)) {
+    recompute::BudgetNode node;
+    node.bytes = resultBytes(op);
+    node.flops = rebuildCost(op);
+    node.saved = llvm::any_of(op->getUsers(), [&](Operation *user) {
+      return structure.backward.contains(user);
+    });
+    int64_t layer = structure.layer.lookup(op);
+    node.recomputable =
+        isClonable(op) && layer >= 0 &&
+        llvm::none_of(op->getResults(), [&](Value result) {
+          return structure.layerInputs.contains(result);
+        });
+    for (Value operand : op->getOperands())
+      if (auto it = nodeOf.find(operand.getDefiningOp()); it != nodeOf.end())
+        node.inputs.push_back(it->second);
+    nodeOf[op] = index;
+    graph.nodes.push_back(std::move(node));
+    SmallVector<Operation *> copies;
+    for (ArrayRef<Operation *> ops : microbatches)
+      copies.push_back(ops[index]);
+    graph.ops.push_back(std::move(copies));
+    graph.layers.push_back(layer);
+  }
+  return graph;
+}
+
+/// The values a choice rebuilds, in every micro-batch.
+llvm::DenseSet<Value> recomputedValues(const BudgetGraph &graph,
+                                       const std::vector<bool> &rebuilt,
+                                       const StepStructure &structure) {
+  llvm::DenseSet<Value> values;
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    if (rebuilt[i])
+      for (Operation *op : graph.ops[i])
+        for (Value result : op->getResults())
+          if (!structure.layerInputs.contains(result))
+            values.insert(result);
+  return values;
+}
+
+/// What must be live at the forward/backward boundary of some micro-batch
+/// (its loss gradient op) whatever the choice: the step's arguments
+/// (placed in the arena for the whole step), the loss gradient and every
+/// tensor computed before and read at or after it, except the
+/// micro-batch's saved forward values, which the choice keeps or not.
+int64_t boundaryBytes(func::FuncOp step, const BudgetGraph &graph) {
+  Block &body = step.getBody().front();
+  auto bytesOf = [](Type type) -> int64_t {
+    auto shaped = dyn_cast<ShapedType>(type);
+    return shaped && shaped.hasStaticShape()
+               ? checkedByteSize(shaped).value_or(0)
+               : 0;
+  };
+  int64_t arguments = 0;
+  for (BlockArgument argument : body.getArguments())
+    arguments = saturatingAdd(arguments, bytesOf(argument.getType()));
+  llvm::DenseMap<Operation *, size_t> position;
+  SmallVector<size_t> boundaries;
+  for (auto [index, op] : llvm::enumerate(body)) {
+    position[&op] = index;
+    if (isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(op))
+      boundaries.push_back(index);
+  }
+  // A micro-batch's saved values: kept by `none`, counted by the choice.
+  llvm::DenseSet<Operation *> saved;
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    if (graph.nodes[i].saved)
+      saved.insert(graph.ops[i].begin(), graph.ops[i].end());
+  SmallVector<int64_t> live(boundaries.size(), 0);
+  for (Operation &op : body) {
+    if (saved.contains(&op))
+      continue;
+    size_t defined = position[&op];
+    for (Value result : op.getResults()) {
+      size_t last = defined;
+      for (Operation *user : result.getUsers())
+        last = std::max(last, position.lookup(
+                                  body.findAncestorOpInBlock(*user)));
+      for (auto [k, boundary] : llvm::enumerate(boundaries))
+        if (defined <= boundary && boundary <= last)
+          live[k] = saturatingAdd(live[k], bytesOf(result.getType()));
+    }
+  }
+  return saturatingAdd(arguments, *llvm::max_element(live));
+}
+
+/// How finely the frontier resolves kept bytes (see Budget.h).
+constexpr int64_t kFrontierBuckets = 4096;
+
+/// `bytes` with thousands separators: 4,123,456.
+std::string withSeparators(int64_t bytes) {
+  std::string digits = std::to_string(bytes), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+/// The real arena peak of the module with `rebuilt` applied to the step:
+/// a copy of the module, nested in it so that it can run as a dynamic
+/// pipeline of this pass, lowered and memory-planned as partition-compile
+/// does next.
+class PeakMeter {
+public:
+  PeakMeter(ModuleOp module, func::FuncOp step, const BudgetGraph &graph,
+            function_ref<LogicalResult(OpPassManager &, Operation *)> run)
+      : module(module), step(step), graph(graph), run(run) {
+    for (auto [index, op] : llvm::enumerate(step.getBody().front()))
+      position[&op] = index;
+  }
+
+  FailureOr<int64_t> measure(const std::vector<bool> &rebuilt) {
+    OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
+    auto copy = cast<ModuleOp>(builder.clone(*module));
+    llvm::scope_exit erase([&] { copy->erase(); });
+    auto copyStep = copy.lookupSymbol<func::FuncOp>(step.getSymName());
+    SmallVector<Operation *> ops;
+    for (Operation &op : copyStep.getBody().front())
+      ops.push_back(&op);
+    // The choice, on the copy: the same ops at the same positions.
+    BudgetGraph copyGraph = graph;
+    for (SmallVector<Operation *> &copies : copyGraph.ops)
+      for (Operation *&op : copies)
+        op = ops[position.lookup(op)];
+    StepStructure structure = analyzeStep(copyStep);
+    rewriteStep(copyStep, structure,
+                recomputedValues(copyGraph, rebuilt, structure));
+    OpPassManager pm(ModuleOp::getOperationName());
+    pm.addPass(createLowerToRtPass());
+    pm.addPass(createMemoryPlanPass());
+    if (failed(run(pm, copy)))
+      return failure();
+    auto arena = copy.lookupSymbol<func::FuncOp>(step.getSymName())
+                     ->getAttrOfType<IntegerAttr>(
+                         rt::RtDialect::kArenaBytesAttrName);
+    if (!arena)
+      return step.emitError("the memory plan gave the step no arena size");
+    return arena.getInt();
+  }
+
+private:
+  ModuleOp module;
+  func::FuncOp step;
+  const BudgetGraph &graph;
+  function_ref<LogicalResult(OpPassManager &, Operation *)> run;
+  llvm::DenseMap<Operation *, size_t> position;
+};
+
+/// Chooses and applies the cheapest recomputation whose arena peak fits
+/// `budget`; prints what it chose with `report`; with `exhaustiveCheck`
+/// measures the whole frontier to check the choice.
+LogicalResult recomputeWithinBudget(
+    ModuleOp module, func::FuncOp step, int64_t budget, bool report,
+    bool exhaustiveCheck,
+    function_ref<LogicalResult(OpPassManager &, Operation *)> run) {
+  StepStructure structure = analyzeStep(step);
+  FailureOr<BudgetGraph> graph = buildBudgetGraph(step, structure);
+  if (failed(graph))
+    return failure();
+  // The frontier's resolution: 1/4096 of what `none` keeps (see Budget.h).
+  int64_t noneKept = recompute::evaluateChoice(graph->nodes, {}).keptBytes;
+  std::vector<recompute::BudgetChoice> frontier = recompute::budgetFrontier(
+      graph->nodes, std::max<int64_t>(1, noneKept / kFrontierBuckets));
+  PeakMeter meter(module, step, *graph, run);
+  bool failedToMeasure = false;
+  std::map<size_t, int64_t> measured;
+  auto peakOf = [&](size_t index) {
+    if (auto it = measured.find(index); it != measured.end())
+      return it->second;
+    FailureOr<int64_t> peak = failedToMeasure
+                                  ? FailureOr<int64_t>(failure())
+                                  : meter.measure(frontier[index].rebuilt);
+    failedToMeasure |= failed(peak);
+    return measured[index] = succeeded(peak) ? *peak : INT64_MAX;
+  };
+  // The lower bound: what is live at the forward/backward boundary besides
+  // the kept values, plus the kept values. Tensors the lowering makes views
+  // rather than buffers would make it too high; measuring `none` finds out
+  // by how much, and the bound drops by that much for every choice.
+  int64_t fixed = boundaryBytes(step, *graph);
+  int64_t slack =
+      std::max<int64_t>(0, saturatingAdd(fixed, frontier[0].keptBytes) -
+                               peakOf(0));
+  auto lowerBound = [&](size_t index) {
+    return saturatingAdd(fixed, frontier[index].keptBytes) - slack;
+  };
+  recompute::BudgetSearch search =
+      recompute::searchFrontier(frontier.size(), budget, lowerBound, peakOf);
+  search.measured = measured.size();
+  // For tests: measure every point, and refuse a search that missed a
+  // cheaper fitting point or a bound above a real peak.
+  if (exhaustiveCheck && !failedToMeasure) {
+    for (size_t index = 0; index < frontier.size(); ++index) {
+      int64_t peak = peakOf(index);
+      if (lowerBound(index) > peak)
+        return step.emitError()
+               << "recompute budget check: the lower bound "
+               << lowerBound(index) << " of frontier point " << index
+               << " exceeds its arena peak " << peak;
+      if (peak <= budget && (!search.chosen || index < *search.chosen))
+        return step.emitError()
+               << "recompute budget check: frontier point " << index
+               << " fits (arena peak " << peak
+               << ") and is cheaper than the chosen one";
+    }
+  }
+  if (failedToMeasure)
+    return step.emitError("cannot measure the arena peak of a recompute "
+                          "choice (see the diagnostic above)");
+  if (!search.chosen)
+    return module.emitError()
+           << "recompute budget " << budget
+           << " bytes is below the " << withSeparators(search.peak)
+           << " bytes that full recomputation needs: raise "
+              "recompute.budget_bytes or partition the model over more "
+              "ranks";
+  const recompute::BudgetChoice &chosen = frontier[*search.chosen];
+  if (report) {
+    llvm::raw_ostream &os = llvm::outs();
+    os << "recompute: budget " << budget << " bytes: arena peak "
+       << search.peak << " bytes";
+    if (*search.chosen == 0)
+      os << " with nothing recomputed";
+    else
+      os << ", the next cheaper choice at least " << *search.cheaperPeak
+         << " bytes";
+    os << "; " << llvm::count(chosen.rebuilt, true)
+       << " forward ops rebuilt per micro-batch (" << search.measured
+       << " of " << frontier.size() << " Pareto-optimal choices measured)\n";
+    // Per layer, per micro-batch and rank: what stays kept, against none.
+    std::map<int64_t, std::pair<int64_t, int64_t>> kept;
+    std::vector<bool> read(graph->nodes.size(), false);
+    for (size_t v = graph->nodes.size(); v-- > 0;) {
+      const recompute::BudgetNode &node = graph->nodes[v];
+      int64_t layer = graph->layers[v];
+      if (node.saved)
+        kept[layer].second += node.bytes;
+      if (!node.saved && !read[v])
+        continue;
+      if (chosen.rebuilt[v])
+        for (size_t input : node.inputs)
+          read[input] = true;
+      else
+        kept[layer].first += node.bytes;
+    }
+    for (auto &[layer, bytes] : kept)
+      if (layer >= 0)
+        os << "recompute: layer " << layer << " keeps " << bytes.first
+           << " bytes per micro-batch (none: " << bytes.second << ")\n";
+    os.flush();
+  }
+  rewriteStep(step, structure,
+              recomputedValues(*graph, chosen.rebuilt, structure));
+  return success();
+}
+
 struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
   using Base::Base;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     dist::RecomputePolicy chosen = dist::RecomputePolicy::None;
+    dist::PlanAttr plan = dist::getPlan(module);
     if (!policy.empty()) {
       std::optional<dist::RecomputePolicy> parsed =
           dist::symbolizeRecomputePolicy(policy);
       if (!parsed) {
         module.emitError() << "unknown recompute policy '" << policy
-                           << "': use none, selective or full";
+                           << "': use none, selective, full or budget";
         return signalPassFailure();
       }
       chosen = *parsed;
-    } else if (dist::PlanAttr plan = dist::getPlan(module)) {
+    } else if (plan) {
       chosen = plan.getRecompute();
-    }
-    if (chosen == dist::RecomputePolicy::Budget) {
-      module.emitError("recompute policy 'budget' is not implemented yet: "
-                       "use none, selective or full");
-      return signalPassFailure();
     }
     if (chosen == dist::RecomputePolicy::None)
       return;
+    SmallVector<func::FuncOp> steps;
     for (auto step : module.getOps<func::FuncOp>())
       if (!step.isExternal() && step.getBody().hasOneBlock())
+        steps.push_back(step);
+    if (chosen != dist::RecomputePolicy::Budget) {
+      for (func::FuncOp step : steps)
         recomputeStep(step, chosen);
+      return;
+    }
+
+    int64_t budget = budgetBytes > 0 ? int64_t(budgetBytes)
+                     : plan        ? plan.getBudgetBytes()
+                                   : 0;
+    if (budget <= 0) {
+      module.emitError("recompute policy 'budget' needs a budget: give "
+                       "budget-bytes, or recompute.budget_bytes in the plan");
+      return signalPassFailure();
+    }
+    // The training step: the one function with a backward pass (an eval
+    // step has none and keeps nothing).
+    SmallVector<func::FuncOp> training;
+    for (func::FuncOp step : steps)
+      if (!analyzeStep(step).backward.empty())
+        training.push_back(step);
+    if (training.size() != 1) {
+      module.emitError() << "recompute policy 'budget' needs exactly one "
+                            "training step, found "
+                         << training.size();
+      return signalPassFailure();
+    }
+    auto run = [&](OpPassManager &pm, Operation *op) {
+      return runPipeline(pm, op);
+    };
+    if (failed(recomputeWithinBudget(module, training.front(), budget, report,
+                                     exhaustiveCheck,
+                                     run)))
+      return signalPassFailure();
   }
 };
 

@@ -350,7 +350,7 @@ void Checkpoint::read(const std::string &name, DType dtype, const Shape &shape,
 }
 
 void checkSameModel(const Checkpoint &checkpoint,
-                    const std::string &programModel) {
+                    const std::string &programModel, const char *advice) {
   const std::string &path = checkpoint.tensors.path();
   const std::string &stored = checkpoint.tensors.metadata(kModelKey);
   nlohmann::json mine, theirs;
@@ -385,12 +385,15 @@ void checkSameModel(const Checkpoint &checkpoint,
       continue;
     throw CheckpointError(path + ": the model's " + quote(field) + " is " +
                           excerpt(a) + " in the checkpoint but " + excerpt(b) +
-                          " in the program; " + kOtherModel);
+                          " in the program; " +
+                          (advice ? advice : kOtherModel));
   }
 }
 
 void checkSameTensors(const Checkpoint &checkpoint,
-                      const std::vector<ExpectedTensor> &expected) {
+                      const std::vector<ExpectedTensor> &expected,
+                      const char *advice) {
+  const char *otherModel = advice ? advice : kOtherModel;
   const Safetensors &file = checkpoint.tensors;
   std::set<std::string> names;
   for (const ExpectedTensor &tensor : expected) {
@@ -399,21 +402,21 @@ void checkSameTensors(const Checkpoint &checkpoint,
       throw CheckpointError(file.path() + ": the program needs tensor " +
                             quote(tensor.name) +
                             ", which the checkpoint does not hold; " +
-                            kOtherModel);
+                            otherModel);
     const TensorInfo &info = file.info(tensor.name);
     if (info.dtype != tensor.dtype || info.shape != tensor.shape)
       throw CheckpointError(file.path() + ": tensor " + quote(tensor.name) +
                             " is " + describe(info.dtype, info.shape) +
                             " in the checkpoint but " +
                             describe(tensor.dtype, tensor.shape) +
-                            " in the program; " + kOtherModel);
+                            " in the program; " + otherModel);
   }
   for (const std::string &name : file.names())
     if (!names.count(name))
       throw CheckpointError(file.path() + ": the checkpoint holds tensor " +
                             quote(name) +
                             ", which the program does not have; " +
-                            kOtherModel);
+                            otherModel);
 }
 
 } // namespace partition::runtime::checkpoint

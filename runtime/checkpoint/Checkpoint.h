@@ -116,9 +116,11 @@ inline constexpr const char *kTrainingShapeFields[] = {"batch", "seq_len"};
 /// Throws unless the checkpoint's "model" metadata (a JSON object, as
 /// partition-run writes it) and `programModel` (the same, from the program)
 /// agree on every field but kTrainingShapeFields, naming the first field
-/// (in sorted order) that differs.
+/// (in sorted order) that differs. `advice` ends that message (default:
+/// what to do for --resume).
 void checkSameModel(const Checkpoint &checkpoint,
-                    const std::string &programModel);
+                    const std::string &programModel,
+                    const char *advice = nullptr);
 
 /// A tensor the program expects in a checkpoint.
 struct ExpectedTensor {
@@ -132,7 +134,8 @@ struct ExpectedTensor {
 /// that is missing or of another dtype or shape (in the order given), else
 /// a tensor of the checkpoint that is not expected (in file order).
 void checkSameTensors(const Checkpoint &checkpoint,
-                      const std::vector<ExpectedTensor> &expected);
+                      const std::vector<ExpectedTensor> &expected,
+                      const char *advice = nullptr);
 
 } // namespace partition::runtime::checkpoint
 

@@ -41,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace partition::runtime::comm {
@@ -55,9 +56,13 @@ const char *reduceOpName(ReduceOp op);
 /// step (negative: no step, e.g. during start-up). `what` must stay valid for
 /// the duration of the call only.
 struct Context {
-  Context(const char *what = "", int64_t step = -1) : what(what), step(step) {}
+  Context(const char *what = "", int64_t step = -1, const char *peer = nullptr)
+      : what(what), step(step), peer(peer) {}
   const char *what;
   int64_t step;
+  /// Optional: who the operation waits for, after the step in messages
+  /// ("(stage 1, from stage 0 = rank 0)"); null for none.
+  const char *peer;
 };
 
 /// The one line a failing operation prints (see the error contract above):
@@ -106,6 +111,21 @@ public:
                     const Context &ctx) = 0;
   virtual void recv(float *data, size_t count, int peer, int tag,
                     const Context &ctx) = 0;
+  /// Pipeline transfers, in bytes (any element type). sendEager returns
+  /// without waiting for the receiver: `data` may be overwritten at once
+  /// (the communicator keeps what it needs until the bytes are delivered).
+  /// Sends to one peer arrive in order. completeSends waits (under the
+  /// timeout) until every eager send has been delivered. The defaults send
+  /// and receive whole floats synchronously.
+  virtual void sendEager(const void *data, size_t bytes, int peer, int tag,
+                         const Context &ctx) {
+    send(static_cast<const float *>(data), floatCount(bytes), peer, tag, ctx);
+  }
+  virtual void recvBytes(void *data, size_t bytes, int peer, int tag,
+                         const Context &ctx) {
+    recv(static_cast<float *>(data), floatCount(bytes), peer, tag, ctx);
+  }
+  virtual void completeSends(const Context &) {}
   virtual void barrier(const Context &ctx) = 0;
   /// Collective over this communicator: returns the group of the ranks that
   /// passed the same color (>= 0), ranked by key then by rank(); null for
@@ -113,6 +133,15 @@ public:
   /// "tp"). The result is independent of this communicator's lifetime.
   virtual std::unique_ptr<Communicator> split(int color, int key,
                                               const Context &ctx) = 0;
+
+private:
+  static size_t floatCount(size_t bytes) {
+    if (bytes % sizeof(float) != 0)
+      throw std::invalid_argument("this communicator moves whole floats; " +
+                                  std::to_string(bytes) +
+                                  " bytes are not a multiple of 4");
+    return bytes / sizeof(float);
+  }
 };
 
 } // namespace partition::runtime::comm

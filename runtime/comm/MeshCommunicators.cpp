@@ -69,6 +69,49 @@ MeshCommunicators::MeshCommunicators(
   }
 }
 
+void MeshCommunicators::addTransferPairs(
+    uint32_t axis, const std::vector<std::pair<int64_t, int64_t>> &pairs,
+    int64_t step) {
+  if (axis >= mesh_.size())
+    throw std::invalid_argument("transfer axis #" + std::to_string(axis) +
+                                " is not an axis of the mesh");
+  std::vector<int64_t> sizes;
+  for (const MeshAxisSize &each : mesh_)
+    sizes.push_back(each.size);
+  // The ranks of one pair are told apart by every other coordinate.
+  std::vector<int64_t> outside, outsideSizes;
+  for (size_t i = 0; i < mesh_.size(); ++i)
+    if (i != axis) {
+      outside.push_back(coordinates_[i]);
+      outsideSizes.push_back(sizes[i]);
+    }
+  int color = static_cast<int>(meshRank(outside, outsideSizes));
+  std::set<std::pair<int64_t, int64_t>> unique(pairs.begin(), pairs.end());
+  for (const auto &[from, to] : unique) {
+    if (from == to || from < 0 || to < 0 || from >= sizes[axis] ||
+        to >= sizes[axis])
+      throw std::invalid_argument("transfer pair " + std::to_string(from) +
+                                  "->" + std::to_string(to) +
+                                  " is not two coordinates of axis '" +
+                                  mesh_[axis].name + "'");
+    int64_t mine = coordinates_[axis];
+    bool member = mine == from || mine == to;
+    std::string name = mesh_[axis].name + " " + std::to_string(from) + "->" +
+                       std::to_string(to);
+    std::unique_ptr<Communicator> pair =
+        world_.split(member ? color : Communicator::kNoColor,
+                     mine == from ? 0 : 1, {name.c_str(), step});
+    if (member)
+      transfers_[{from, to}] = std::move(pair);
+  }
+}
+
+Communicator *MeshCommunicators::transferGroup(int64_t from,
+                                               int64_t to) const {
+  auto found = transfers_.find({from, to});
+  return found == transfers_.end() ? nullptr : found->second.get();
+}
+
 int64_t MeshCommunicators::coordinate(const std::string &name) const {
   for (size_t i = 0; i < mesh_.size(); ++i)
     if (mesh_[i].name == name)

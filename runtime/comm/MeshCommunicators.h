@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace partition::runtime::comm {
@@ -62,6 +63,21 @@ public:
   int64_t axisSize(const std::string &name) const;
   /// The communicator over `axes`, or null when it was not created.
   Communicator *group(const std::vector<uint32_t> &axes) const;
+
+  /// Collective over the world (every rank, the same `pairs` in the same
+  /// order): splits one communicator per ordered pair (from, to) of
+  /// coordinates on mesh axis `axis` (the pipeline axis), each holding the
+  /// two ranks with those coordinates that share every other coordinate:
+  /// the sender (coordinate `from`) is its rank 0, the receiver its rank 1.
+  /// A pair's transfers then never share a communicator with any other
+  /// traffic, which NCCL needs to run sends on a stream of their own.
+  void addTransferPairs(uint32_t axis,
+                        const std::vector<std::pair<int64_t, int64_t>> &pairs,
+                        int64_t step = -1);
+  /// The communicator of transfers from coordinate `from` to `to` on the
+  /// transfer axis, or null when this rank is in neither or it was not
+  /// created.
+  Communicator *transferGroup(int64_t from, int64_t to) const;
   /// "dp", "dp+tp": how a group is named in messages.
   std::string groupName(const std::vector<uint32_t> &axes) const;
 
@@ -70,6 +86,8 @@ private:
   std::vector<MeshAxisSize> mesh_;
   std::vector<int64_t> coordinates_;
   std::map<std::vector<uint32_t>, std::unique_ptr<Communicator>> groups_;
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Communicator>>
+      transfers_;
 };
 
 } // namespace partition::runtime::comm

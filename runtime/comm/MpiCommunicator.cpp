@@ -24,6 +24,8 @@ std::string failureLine(int worldRank, const std::string &group, int rank,
   line += "'";
   if (ctx.step >= 0)
     line += " at step " + std::to_string(ctx.step);
+  if (ctx.peer && *ctx.peer)
+    line += std::string(" ") + ctx.peer;
   return line + " " + detail + "\n";
 }
 
@@ -270,6 +272,56 @@ void MpiCommunicator::recv(float *data, size_t count, int peer, int tag,
   MPI_Request request;
   check(MPI_Irecv(data, n, MPI_FLOAT, peer, tag, comm_, &request), name, ctx);
   wait(request, name, ctx);
+}
+
+void MpiCommunicator::sendEager(const void *data, size_t bytes, int peer,
+                                int tag, const Context &ctx) {
+  const char *name = "send";
+  checkPeer(peer, "peer", name, ctx);
+  int n = toInt(bytes, name, ctx);
+  reapSends(ctx);
+  // MPI may read the buffer until the request completes; the caller may
+  // overwrite it now, so MPI gets a copy of its own.
+  PendingSend &pending = pending_.emplace_back();
+  pending.bytes.assign(static_cast<const uint8_t *>(data),
+                       static_cast<const uint8_t *>(data) + bytes);
+  pending.what = ctx.what ? ctx.what : "";
+  pending.peer = ctx.peer ? ctx.peer : "";
+  pending.step = ctx.step;
+  check(MPI_Isend(pending.bytes.data(), n, MPI_BYTE, peer, tag, comm_,
+                  &pending.request),
+        name, ctx);
+}
+
+void MpiCommunicator::reapSends(const Context &ctx) {
+  while (!pending_.empty()) {
+    int done = 0;
+    check(MPI_Test(&pending_.front().request, &done, MPI_STATUS_IGNORE),
+          "send", ctx);
+    if (!done)
+      return;
+    pending_.pop_front();
+  }
+}
+
+void MpiCommunicator::recvBytes(void *data, size_t bytes, int peer, int tag,
+                                const Context &ctx) {
+  const char *name = "recv";
+  checkPeer(peer, "peer", name, ctx);
+  int n = toInt(bytes, name, ctx);
+  MPI_Request request;
+  check(MPI_Irecv(data, n, MPI_BYTE, peer, tag, comm_, &request), name, ctx);
+  wait(request, name, ctx);
+}
+
+void MpiCommunicator::completeSends(const Context &ctx) {
+  (void)ctx;
+  while (!pending_.empty()) {
+    PendingSend &pending = pending_.front();
+    wait(pending.request, "send",
+         {pending.what.c_str(), pending.step, pending.peer.c_str()});
+    pending_.pop_front();
+  }
 }
 
 void MpiCommunicator::barrier(const Context &ctx) {

@@ -14,7 +14,10 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <deque>
 #include <string>
+#include <vector>
 
 namespace partition::runtime::comm {
 
@@ -70,6 +73,13 @@ public:
             const Context &ctx) override;
   void recv(float *data, size_t count, int peer, int tag,
             const Context &ctx) override;
+  /// MPI_Isend of a copy; the request is completed by later sends,
+  /// completeSends(), or at the latest when the communicator is destroyed.
+  void sendEager(const void *data, size_t bytes, int peer, int tag,
+                 const Context &ctx) override;
+  void recvBytes(void *data, size_t bytes, int peer, int tag,
+                 const Context &ctx) override;
+  void completeSends(const Context &ctx) override;
   void barrier(const Context &ctx) override;
   std::unique_ptr<Communicator> split(int color, int key,
                                       const Context &ctx) override;
@@ -89,6 +99,19 @@ private:
   int toInt(size_t count, const char *op, const Context &ctx) const;
   void checkPeer(int peer, const char *what, const char *op,
                  const Context &ctx) const;
+
+  /// Drops the eager sends that have completed, oldest first.
+  void reapSends(const Context &ctx);
+
+  /// An eager send in flight: its request, the copy MPI reads, and what
+  /// names it if it never completes.
+  struct PendingSend {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<uint8_t> bytes;
+    std::string what, peer;
+    int64_t step = -1;
+  };
+  std::deque<PendingSend> pending_;
 
   MPI_Comm comm_;
   std::string group_; // empty for the world communicator

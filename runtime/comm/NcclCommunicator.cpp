@@ -713,6 +713,24 @@ void NcclCommunicator::enqueueSendRecv(const float *send, size_t sendCount,
              deadline());
 }
 
+void NcclCommunicator::enqueueSendBytes(const void *data, size_t bytes,
+                                        int peer, const Context &ctx) {
+  const char *name = "send";
+  DeviceScope scope(*this, name, ctx);
+  checkPeer(peer, "peer", name, ctx);
+  checkNccl(ncclSend(data, bytes, ncclUint8, peer, comm_, stream_), comm_,
+            name, ctx, deadline());
+}
+
+void NcclCommunicator::enqueueRecvBytes(void *data, size_t bytes, int peer,
+                                        const Context &ctx) {
+  const char *name = "recv";
+  DeviceScope scope(*this, name, ctx);
+  checkPeer(peer, "peer", name, ctx);
+  checkNccl(ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_), comm_,
+            name, ctx, deadline());
+}
+
 void NcclCommunicator::synchronize(const Context &ctx) {
   const char *name = "synchronize";
   DeviceScope scope(*this, name, ctx);

@@ -172,6 +172,12 @@ public:
   void enqueueSendRecv(const float *send, size_t sendCount, int sendPeer,
                        float *recv, size_t recvCount, int recvPeer,
                        const Context &ctx);
+  /// Pipeline transfers of raw bytes (any element type), enqueued on
+  /// stream(); the buffer must stay valid until the stream has passed them.
+  void enqueueSendBytes(const void *data, size_t bytes, int peer,
+                        const Context &ctx);
+  void enqueueRecvBytes(void *data, size_t bytes, int peer,
+                        const Context &ctx);
   /// Waits until everything enqueued on stream() has completed, polling
   /// against the timeout ("synchronize" in messages).
   void synchronize(const Context &ctx);

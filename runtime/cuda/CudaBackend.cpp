@@ -11,6 +11,16 @@
 //    first; kernels that touch other ranges run while the collective is in
 //    flight. Which kernel waits for which collective is decided once, at
 //    construction, by walking each function in order.
+//  - A pipeline transfer runs on the stream of its pair of stages' own NCCL
+//    communicator (MeshCommunicators::transferGroup: one per direction, so
+//    each is used from one stream on each rank). A send first copies its
+//    buffer into a staging buffer of its own on the compute stream, then
+//    ncclSend reads the copy: the compute stream never waits for a send,
+//    which may only complete once the receiver gets there, so a send can
+//    never block the receives behind it (1F1B sends activations forward
+//    while it waits for gradients coming back). A receive is a collective
+//    for the stream plan: it starts when the compute stream reaches it, and
+//    kernels that touch its buffer wait for it.
 //  - run() ends joined: the compute stream waits for every collective still
 //    in flight, each communicator is synchronised (polled against its
 //    timeout, so a lost peer becomes the one-line error, not a hang), then
@@ -22,6 +32,7 @@
 
 #include "runtime/KernelArgs.h"
 #include "runtime/Profile.h"
+#include "runtime/Trace.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/cuda/attention/Attention.h"
 #include "runtime/cuda/StreamPlan.h"
@@ -174,7 +185,7 @@ public:
     return workspaceSize + gemmWorkspaceSize + stagingSize + sizeof(int);
   }
   uint64_t deviceBytes() const override {
-    return arenaSize + workspaceBytes();
+    return arenaSize + workspaceBytes() + sendStagingSize;
   }
 
 private:
@@ -201,6 +212,8 @@ private:
 #endif
     // PARTITION_PROFILE only.
     std::vector<InstructionCost> costs;
+    /// --trace: per instruction, its span (times unset).
+    std::vector<TraceSpan> spans;
     std::vector<cudaEvent_t> starts, ends;
     std::vector<double> milliseconds;
     int64_t runs = 0, profiledRuns = 0;
@@ -233,6 +246,13 @@ private:
   CollectivePlan compileCollective(const Program &program,
                                    const Instruction &instruction,
                                    const std::string &where);
+  /// A send (through a staging copy of its own) or a receive.
+  CollectivePlan compileTransfer(const Program &program,
+                                 const Instruction &instruction,
+                                 const std::string &where);
+  /// Device memory of the sends' staging copies (freed with the backend).
+  std::vector<void *> sendStaging;
+  size_t sendStagingSize = 0;
   void writeAxisIndices(const Program &program);
   void runProfiled(CompiledFunction &function, int64_t step);
   void join(CompiledFunction &function, int64_t step);
@@ -282,7 +302,8 @@ CudaBackend::CudaBackend(const Program &program,
   for (const Function &function : program.functions) {
     checked.emplace_back();
     for (size_t i = 0; i < function.instructions.size(); ++i) {
-      if (function.instructions[i].collective) {
+      if (function.instructions[i].collective ||
+          function.instructions[i].transfer) {
         checked.back().emplace_back();
         continue;
       }
@@ -432,11 +453,15 @@ CudaBackend::CudaBackend(const Program &program,
       std::string where = function.name + " instruction #" + std::to_string(i);
       Step step;
       cuda::PlannedInstruction plannedInstruction;
-      if (instruction.collective) {
-        CollectivePlan plan = compileCollective(program, instruction, where);
+      if (instruction.collective || instruction.transfer) {
+        CollectivePlan plan =
+            instruction.transfer
+                ? compileTransfer(program, instruction, where)
+                : compileCollective(program, instruction, where);
         step.collective = true;
         step.stream = plan.stream;
         plannedInstruction.collective = true;
+        plannedInstruction.transfer = instruction.transfer.has_value();
         plannedInstruction.stream =
             streamIds.emplace(plan.stream, int(streamIds.size()))
                 .first->second;
@@ -449,7 +474,10 @@ CudaBackend::CudaBackend(const Program &program,
                       plan.communicator) == compiled->communicators.end())
           compiled->communicators.push_back(plan.communicator);
 #endif
-        compiled->names.push_back(collectiveName(instruction, where));
+        compiled->names.push_back(instruction.transfer
+                                      ? transferName(instruction, where)
+                                      : collectiveName(instruction, where));
+        compiled->spans.push_back(traceSpanOf(program, instruction));
         if (profile.enabled)
           compiled->costs.push_back(describeCollective(program, instruction));
       } else {
@@ -458,6 +486,7 @@ CudaBackend::CudaBackend(const Program &program,
           plannedInstruction.ranges.push_back(rangeOf(*buffer));
         step.stream = compute;
         step.call = compileKernel(args, instruction, where);
+        compiled->spans.push_back(traceSpanOf(program, instruction));
         compiled->names.push_back(
             where + " (" +
             std::string(lookupKernel(static_cast<uint32_t>(args.kernel))->name) +
@@ -534,6 +563,8 @@ CudaBackend::~CudaBackend() {
     cudaEventDestroy(computeReady);
   if (compute)
     cudaStreamDestroy(compute);
+  for (void *memory : sendStaging)
+    cudaFree(memory);
   for (void *memory : {static_cast<void *>(arena), workspace, gemmWorkspace,
                        static_cast<void *>(staging),
                        static_cast<void *>(badId)})
@@ -565,6 +596,7 @@ void CudaBackend::run(size_t index, int64_t step) {
   }
   for (size_t i = 0; i < function.steps.size(); ++i) {
     Step &s = function.steps[i];
+    TraceRecorder::Clock::time_point start = TraceRecorder::Clock::now();
     for (size_t w : s.computeWaits)
       checkCuda(cudaStreamWaitEvent(compute, function.done[w], 0),
                 "cudaStreamWaitEvent", function.names[i]);
@@ -579,6 +611,18 @@ void CudaBackend::run(size_t index, int64_t step) {
     }
     // Launch errors (not sticky) are only visible now.
     checkCuda(cudaPeekAtLastError(), "launch", function.names[i]);
+    if (trace) {
+      // --trace: the instruction's span ends when its stream has finished
+      // it (the run is serialised; PARTITION_PROFILE times with events).
+      checkCuda(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize",
+                function.names[i]);
+      TraceSpan span = function.spans[i];
+      span.startUs = trace->microsecondsSince(start);
+      span.durationUs =
+          trace->microsecondsSince(TraceRecorder::Clock::now()) - span.startUs;
+      span.step = step;
+      trace->add(std::move(span));
+    }
   }
   join(function, step);
 }
@@ -1238,6 +1282,79 @@ CudaBackend::compileCollective(const Program &program,
     startAfter(others);
     nccl->enqueueReduceScatter(packed, out, count, type, op,
                                {label.c_str(), currentStep});
+  };
+  return plan;
+#endif
+}
+
+CudaBackend::CollectivePlan
+CudaBackend::compileTransfer(const Program &program,
+                             const Instruction &instruction,
+                             const std::string &where) {
+  std::string what = transferName(instruction, where);
+  TransferRoute route =
+      transferRoute(program, instruction, communicators, where);
+#ifndef PARTITION_HAVE_NCCL
+  (void)route;
+  throw ProgramError(what + " needs NCCL, but this CUDA backend was built "
+                            "without it");
+#else
+  auto *nccl = dynamic_cast<comm::NcclCommunicator *>(route.group);
+  if (!nccl)
+    throw ProgramError(what + ": the CUDA backend needs an NCCL "
+                              "communicator for its pair of stages");
+  if (nccl->device() != device)
+    throw ProgramError(what + ": the communicator is on device " +
+                       std::to_string(nccl->device()) + ", the backend on " +
+                       std::to_string(device));
+  const BufferInfo &buffer = program.buffers[instruction.args[0]];
+  CollectivePlan plan;
+  plan.communicator = nccl;
+  plan.stream = nccl->stream();
+  cudaStream_t commStream = nccl->stream();
+  cudaStream_t computeStream = compute;
+  cudaEvent_t ready = computeReady;
+  uint8_t *data = arena + buffer.offset;
+  size_t bytes = buffer.bytes;
+  int peer = route.peer;
+  std::string label = instruction.transfer->label;
+  std::string peerText = route.peerText;
+  auto startAfter = [=](const std::vector<cudaEvent_t> &others) {
+    checkCuda(cudaEventRecord(ready, computeStream), "cudaEventRecord", what);
+    checkCuda(cudaStreamWaitEvent(commStream, ready, 0),
+              "cudaStreamWaitEvent", what);
+    for (cudaEvent_t other : others)
+      checkCuda(cudaStreamWaitEvent(commStream, other, 0),
+                "cudaStreamWaitEvent", what);
+  };
+  if (!instruction.transfer->send) {
+    plan.ranges = {rangeOf(buffer)};
+    plan.call = [=](const std::vector<cudaEvent_t> &others) {
+      startAfter(others);
+      nccl->enqueueRecvBytes(data, bytes, peer,
+                             {label.c_str(), currentStep, peerText.c_str()});
+    };
+    return plan;
+  }
+  // The staging copy is this send's alone: only the next run of the same
+  // instruction overwrites it, after run()'s join has waited for the send.
+  void *copy = nullptr;
+  checkCuda(cudaMalloc(&copy, std::max<size_t>(bytes, 1)), "cudaMalloc",
+            what + " (staging copy)");
+  sendStaging.push_back(copy);
+  // A range of its own past the arena and the staging buffer, which no
+  // kernel touches: nothing on the compute stream waits for the send.
+  uint64_t base = arenaSize + stagingSize + sendStagingSize;
+  sendStagingSize += bytes;
+  plan.ranges = {ByteRange{base, base + bytes}};
+  plan.computeRanges = {rangeOf(buffer)};
+  plan.call = [=](const std::vector<cudaEvent_t> &others) {
+    checkCuda(cudaMemcpyAsync(copy, data, bytes, cudaMemcpyDeviceToDevice,
+                              computeStream),
+              "cudaMemcpyAsync", what);
+    startAfter(others);
+    nccl->enqueueSendBytes(copy, bytes, peer,
+                           {label.c_str(), currentStep, peerText.c_str()});
   };
   return plan;
 #endif

@@ -56,6 +56,12 @@ struct PlannedInstruction {
   /// Collectives: what the compute stream touches for it before it starts
   /// (packing a reduce-scatter's blocks into staging).
   std::vector<ByteRange> computeRanges;
+  /// A pipeline send or receive (on its pair of stages' communicator): it
+  /// neither waits for other communicators' collectives nor makes them wait
+  /// for it. A send completes only once its receiver gets there, which may
+  /// need this rank's later receives (1F1B): serialising it with them
+  /// would deadlock the pipeline. Its byte ranges still order the kernels.
+  bool transfer = false;
 };
 
 struct StreamPlan {
@@ -100,9 +106,11 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
       continue;
     }
     computeWaitsFor(instruction.computeRanges, plan.computeWaits[i]);
-    for (const InFlight &other : inFlight)
-      if (other.instruction->stream != instruction.stream)
-        plan.streamWaits[i].push_back(other.event);
+    if (!instruction.transfer)
+      for (const InFlight &other : inFlight)
+        if (other.instruction->stream != instruction.stream &&
+            !other.instruction->transfer)
+          plan.streamWaits[i].push_back(other.event);
     plan.event[i] = plan.events++;
     inFlight.push_back({plan.event[i], &instruction});
   }

@@ -126,13 +126,24 @@ func.func @all_reduce_i32(%w: tensor<4xf32> {xfmr.param = "w"}, %t: tensor<2x3xi
 
 // -----
 
-// Point-to-point transfers (the pipeline's, issue 12) have no runtime entry
-// yet.
+// Point-to-point transfers (the pipeline's) move f32, bf16 and i32 buffers
+// between pipeline stages: the peer is one coordinate, on the pipeline axis.
 dist.mesh @m axes = [pp = 2]
-func.func @send(%w: tensor<4x2xf32> {xfmr.param = "w"})
+func.func @send_f16(%w: tensor<4x2xf16> {xfmr.param = "w"})
     -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {}} {
-  // expected-error @+1 {{'dist.send' op has no runtime kernel}}
-  dist.send %w to @m [pp = 1] : tensor<4x2xf32>
+  // expected-error @+1 {{'dist.send' op sends 'tensor<4x2xf16>', but the runtime moves f32, bf16 and i32 buffers only}}
+  dist.send %w to @m [pp = 1] : tensor<4x2xf16>
+  %loss = arith.constant dense<0.0> : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+dist.mesh @m axes = [pp = 2, tp = 2]
+func.func @recv_two_coordinates(%w: tensor<4x2xf32> {xfmr.param = "w"})
+    -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {}} {
+  // expected-error @+1 {{'dist.recv' op names its peer by 2 coordinates, but the runtime moves data between pipeline stages only: give the peer's coordinate on the pipeline axis alone}}
+  %x = dist.recv from @m [pp = 1, tp = 0] : tensor<4x2xf32>
   %loss = arith.constant dense<0.0> : tensor<f32>
   return %loss : tensor<f32>
 }

@@ -11,9 +11,9 @@
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_partial.json 2>&1 | FileCheck %s --check-prefix=CHECK-ZERO
 // CHECK-ZERO: error: {{.*}}plan_partial.json: zero.stage = 2 needs the ZeRO pass, which is not implemented yet; use stage 0{{$}}
 
-// --dist-recompute implements none, selective and full, not yet budget.
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute_budget.json 2>&1 | FileCheck %s --check-prefix=CHECK-RECOMPUTE
-// CHECK-RECOMPUTE: error: {{.*}}plan_recompute_budget.json: recompute.policy = "budget" needs the recompute pass's budget policy, which is not implemented yet; use "none", "selective" or "full"{{$}}
+// --dist-recompute implements every policy, budget included.
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute_budget.json | FileCheck %s --check-prefix=CHECK-RECOMPUTE
+// CHECK-RECOMPUTE: recompute = budget, budget_bytes = 1000000
 // RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute.json | FileCheck %s --check-prefix=CHECK-SELECTIVE
 // CHECK-SELECTIVE: recompute = selective
 
@@ -21,7 +21,7 @@
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_full.json 2>&1 | FileCheck %s --check-prefix=CHECK-ALL
 // CHECK-ALL-NOT: needs the pipeline-parallel pass
 // CHECK-ALL: error: {{.*}}plan_full.json: zero.stage = 1 needs the ZeRO pass
-// CHECK-ALL: error: {{.*}}plan_full.json: recompute.policy = "budget" needs the recompute pass
+// CHECK-ALL-NOT: recompute.policy
 
 // pipeline.microbatches without pipeline parallelism is gradient
 // accumulation (--xfmr-train-step), and the defaults ask for nothing.

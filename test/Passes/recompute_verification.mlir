@@ -1,8 +1,11 @@
 // RUN: partition-opt %s --split-input-file --dist-recompute=policy=bogus -verify-diagnostics
 // RUN: echo 'module {}' | not partition-opt --dist-recompute=policy=budget 2>&1 | FileCheck %s --check-prefix=BUDGET
-// BUDGET: error: recompute policy 'budget' is not implemented yet: use none, selective or full
+// BUDGET: error: recompute policy 'budget' needs a budget: give budget-bytes, or recompute.budget_bytes in the plan
+// The budget policy needs a training step (a backward pass) to choose in.
+// RUN: echo 'module { func.func @f() { return } }' | not partition-opt --dist-recompute="policy=budget budget-bytes=100" 2>&1 | FileCheck %s --check-prefix=NO-STEP
+// NO-STEP: error: recompute policy 'budget' needs exactly one training step, found 0
 
-// expected-error @below {{unknown recompute policy 'bogus': use none, selective or full}}
+// expected-error @below {{unknown recompute policy 'bogus': use none, selective, full or budget}}
 module {
   func.func @f() {
     return
@@ -19,3 +22,4 @@ module {
     return %y : tensor<4xf32>
   }
 }
+

@@ -52,9 +52,17 @@ Trains the model of a program compiled by partition-compile.
   --eval-fraction X    held-out share of --data / --text (default 0.1)
   --metrics-out FILE   one JSON object per step (step, loss, lr, step_ms,
                        tokens_per_s, eval_loss), then a summary
+  --trace FILE         write a Chrome / Perfetto trace of what ran (JSON,
+                       open it in ui.perfetto.dev): one track per rank, a
+                       span per instruction (kernel, or collective / send /
+                       recv with its label and bytes; a recv's span covers
+                       its wait); rank 0 gathers every rank's spans
   --save DIR           write a checkpoint at the end (and every
                        --save-every N steps)
   --resume DIR         continue from a checkpoint
+  --init-from DIR      start from a checkpoint's weights (partition-import
+                       writes one) with a fresh optimizer, step 0 and the
+                       data from its start: fine-tuning
   --stop-after N       stop after step N (saving with --save), keeping the
                        learning-rate schedule of --steps, to resume later
   --backend B          auto (default): CUDA when this build has the CUDA
@@ -82,8 +90,9 @@ Many ranks (a program compiled with --plan for a mesh of N devices):
                        seconds for a peer (default 300)
   Or start it with a launcher: mpirun -n N partition-run PROGRAM.ptp ...,
   srun -n N --mpi=pmix partition-run PROGRAM.ptp ... Rank 0 alone prints,
-  writes --metrics-out and --save; every rank reads --resume. An error on
-  one rank, or a lost rank, ends every rank with a non-zero exit code.
+  writes --metrics-out and --save; every rank reads --resume and
+  --init-from. An error on one rank, or a lost rank, ends every rank with a
+  non-zero exit code.
 )";
 
 /// A usage error: one line, exit code 2 (bad files and failed runs exit 1),
@@ -210,8 +219,10 @@ CommandLine parse(int argc, char **argv) {
                                  {0, 1, true, true, "(0, 1)"})},
       {"--metrics-out", text(options.metricsOut)},
       {"--save", text(options.save)},
+      {"--trace", text(options.trace)},
       {"--save-every", integer(options.saveEvery, "--save-every", 0, kMaxSteps)},
       {"--resume", text(options.resume)},
+      {"--init-from", text(options.initFrom)},
       {"--stop-after", integer(options.stopAfter, "--stop-after", 0, kMaxSteps)},
       {"--nproc", integer(line.nproc, "--nproc", 1, 1 << 20)},
       // Seconds; a week bounds what a deadline can hold without overflow.
@@ -279,6 +290,9 @@ CommandLine parse(int argc, char **argv) {
   }
   if (!options.data.empty() && !options.text.empty())
     usageError("give --data or --text, not both");
+  if (!options.resume.empty() && !options.initFrom.empty())
+    usageError("give --resume (continue a run) or --init-from (start from "
+               "its weights), not both");
   if (line.nproc > 0 && partition::run::launchedByLauncher())
     usageError("--nproc launches the ranks itself; under mpirun or srun "
                "leave it out");

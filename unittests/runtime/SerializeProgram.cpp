@@ -4,12 +4,18 @@
 
 #include "runtime/program/ProgramFormat.h"
 
+#include <algorithm>
+
 namespace partition::testprograms {
 
-std::string serializeProgram(const runtime::Program &program) {
-  flatbuffers::FlatBufferBuilder fbb;
+namespace {
+
+flatbuffers::Offset<ptp::Stream>
+serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
+                const std::vector<runtime::BufferInfo> &bufferInfos,
+                const std::vector<runtime::Function> &functionList) {
   std::vector<flatbuffers::Offset<ptp::Buffer>> buffers;
-  for (const runtime::BufferInfo &buffer : program.buffers) {
+  for (const runtime::BufferInfo &buffer : bufferInfos) {
     std::vector<flatbuffers::Offset<ptp::DimSharding>> sharding;
     for (const std::vector<uint32_t> &dim : buffer.sharding) {
       std::vector<uint8_t> axes(dim.begin(), dim.end());
@@ -21,7 +27,7 @@ std::string serializeProgram(const runtime::Program &program) {
         buffer.sharding.empty() ? nullptr : &sharding));
   }
   std::vector<flatbuffers::Offset<ptp::Function>> functions;
-  for (const runtime::Function &function : program.functions) {
+  for (const runtime::Function &function : functionList) {
     std::vector<flatbuffers::Offset<ptp::Instruction>> instructions;
     for (const runtime::Instruction &instruction : function.instructions) {
       flatbuffers::Offset<ptp::Collective> collective = 0;
@@ -34,27 +40,51 @@ std::string serializeProgram(const runtime::Program &program) {
             instruction.collective->label.c_str(),
             instruction.collective->dim);
       }
+      flatbuffers::Offset<ptp::Transfer> transfer = 0;
+      if (instruction.transfer)
+        transfer = ptp::CreateTransferDirect(
+            fbb,
+            instruction.transfer->send ? ptp::TransferKind::Send
+                                       : ptp::TransferKind::Recv,
+            static_cast<uint8_t>(instruction.transfer->axis),
+            instruction.transfer->peer, instruction.transfer->label.c_str());
+      bool kernel = !instruction.collective && !instruction.transfer;
       instructions.push_back(ptp::CreateInstructionDirect(
-          fbb,
-          instruction.collective ? 0
-                                 : static_cast<uint16_t>(instruction.kernel),
+          fbb, kernel ? static_cast<uint16_t>(instruction.kernel) : 0,
           &instruction.args, &instruction.ints, &instruction.floats,
-          collective));
+          collective, transfer));
     }
     functions.push_back(
         ptp::CreateFunctionDirect(fbb, function.name.c_str(), &instructions));
   }
+  return ptp::CreateStreamDirect(fbb, arenaBytes, &buffers, &functions);
+}
+
+} // namespace
+
+std::string serializeProgram(const runtime::Program &program) {
+  flatbuffers::FlatBufferBuilder fbb;
+  // The selected stream as its fields hold it now (a test may have changed
+  // them), the others as loaded.
+  std::vector<flatbuffers::Offset<ptp::Stream>> streams;
+  size_t count = std::max<size_t>(program.streams.size(), 1);
+  for (size_t k = 0; k < count; ++k)
+    streams.push_back(
+        k == program.stream || program.streams.empty()
+            ? serializeStream(fbb, program.arenaBytes, program.buffers,
+                              program.functions)
+            : serializeStream(fbb, program.streams[k].arenaBytes,
+                              program.streams[k].buffers,
+                              program.streams[k].functions));
   std::vector<flatbuffers::Offset<ptp::MeshAxis>> mesh;
   for (const runtime::MeshAxis &axis : program.mesh)
     mesh.push_back(ptp::CreateMeshAxisDirect(
         fbb, axis.name.c_str(), axis.size,
         static_cast<ptp::AxisRole>(axis.role)));
   std::string model = program.model.dump(), train = program.train.dump();
-  auto root =
-      ptp::CreateProgram(fbb, ptp::kSchemaVersion, program.arenaBytes,
-                         fbb.CreateVector(buffers), fbb.CreateVector(functions),
-                         fbb.CreateString(model), fbb.CreateString(train),
-                         program.mesh.empty() ? 0 : fbb.CreateVector(mesh));
+  auto root = ptp::CreateProgramDirect(
+      fbb, ptp::kSchemaVersion, model.c_str(), train.c_str(),
+      program.mesh.empty() ? nullptr : &mesh, &streams);
   ptp::FinishProgramBuffer(fbb, root);
   return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                      fbb.GetSize());

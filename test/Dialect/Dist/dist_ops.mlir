@@ -147,13 +147,20 @@ func.func @send_recv(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
   dist.send %x to @m [pp = 1, tp = 0] : tensor<4x16xf32>
   // CHECK: %[[Y:.*]] = dist.recv from @m [pp = 0] : tensor<4x16xf32>{{$}}
   %y = dist.recv from @m [pp = 0] : tensor<4x16xf32>
-  // CHECK: return %[[Y]]
-  return %y : tensor<4x16xf32>
+  // A label names the transfer in traces and error messages.
+  // CHECK: dist.send %[[Y]] to @m [pp = 1] label "F mb1 activations stage0->1" : tensor<4x16xf32>{{$}}
+  dist.send %y to @m [pp = 1] label "F mb1 activations stage0->1" : tensor<4x16xf32>
+  // CHECK: %[[Z:.*]] = dist.recv from @m [pp = 1] label "B mb1 gradients stage1->0" : tensor<4x16xf32>{{$}}
+  %z = dist.recv from @m [pp = 1] label "B mb1 gradients stage1->0" : tensor<4x16xf32>
+  // CHECK: return %[[Z]]
+  return %z : tensor<4x16xf32>
 }
 // GENERIC-LABEL: sym_name = "send_recv"
 // GENERIC: "dist.send"(%{{.*}}) <{mesh = @m, peer_axes = ["pp"], peer_coords = array<i64: 3>}> : (tensor<4x16xf32>) -> ()
 // GENERIC: "dist.send"(%{{.*}}) <{mesh = @m, peer_axes = ["pp", "tp"], peer_coords = array<i64: 1, 0>}> : (tensor<4x16xf32>) -> ()
 // GENERIC: "dist.recv"() <{mesh = @m, peer_axes = ["pp"], peer_coords = array<i64: 0>}> : () -> tensor<4x16xf32>
+// GENERIC: "dist.send"(%{{.*}}) <{label = "F mb1 activations stage0->1", mesh = @m, peer_axes = ["pp"], peer_coords = array<i64: 1>}> : (tensor<4x16xf32>) -> ()
+// GENERIC: "dist.recv"() <{label = "B mb1 gradients stage1->0", mesh = @m, peer_axes = ["pp"], peer_coords = array<i64: 1>}> : () -> tensor<4x16xf32>
 
 // -----
 

@@ -35,11 +35,13 @@ def main():
     reader = load_reader()
     data = open(sys.argv[1], "rb").read()
     program = reader.Table(data, int.from_bytes(data[0:4], "little"))
-    # Program: schema_version, arena_bytes, buffers, functions, model_json,
-    # train_json, mesh. MeshAxis: name, size.
+    # Program: schema_version, (three fields of version 4), model_json,
+    # train_json, mesh, streams. MeshAxis: name, size. Stream: arena_bytes,
+    # buffers, functions.
     mesh = [(axis.string(0), axis.scalar(1, "q")) for axis in program.tables(6)]
     print("mesh", " ".join("%s=%d" % axis for axis in mesh) or "none")
-    for function in program.tables(3):
+    functions = [f for stream in program.tables(7) for f in stream.tables(2)]
+    for function in functions:
         print("function", function.string(0))
         # Instruction: kernel, args, ints, floats, collective.
         for index, ins in enumerate(function.tables(1)):

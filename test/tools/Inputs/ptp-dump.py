@@ -73,17 +73,13 @@ def f32(value):
             return text
     return repr(value)
 
+TRANSFERS = ["send", "recv"]
 
-def main():
-    root, path = sys.argv[1], sys.argv[2]
-    data = open(path, "rb").read()
-    kernels = re.findall(r'^KERNEL\(\w+, "(\w+)"',
-                         open(os.path.join(root, "runtime", "Kernels.def")).read(), re.M)
-    print("identifier", data[4:8].decode("ascii", "replace"))
-    program = Table(data, struct.unpack_from("<I", data, 0)[0])
-    print("schema_version", program.scalar(0, "I"))
-    print("arena_bytes", program.scalar(1, "Q"))
-    for i, b in enumerate(program.tables(2)):
+
+def dump_stream(stream, kernels):
+    # Stream: arena_bytes, buffers, functions.
+    print("arena_bytes", stream.scalar(0, "Q"))
+    for i, b in enumerate(stream.tables(1)):
         shape = "x".join(str(d) for d in b.vector(3, "q")) or "scalar"
         name = b.string(1)
         # Buffer.sharding: per dimension, mesh axis indices; absent: whole.
@@ -92,9 +88,18 @@ def main():
             i, ROLES[b.scalar(0, "B")], DTYPES[b.scalar(2, "B")], shape,
             b.scalar(4, "Q"), ' "%s"' % name if name else "",
             " sharding %s" % sharding if sharding else ""))
-    for function in program.tables(3):
+    for function in stream.tables(2):
         print("function", function.string(0))
         for ins in function.tables(1):
+            # Instruction.transfer (field 5): kind, axis, peer, label.
+            at = ins._target(5)
+            if at is not None:
+                transfer = Table(ins.data, at)
+                print('  %s %s axis %d peer %d label "%s"' % (
+                    TRANSFERS[transfer.scalar(0, "B")], ins.vector(1, "I"),
+                    transfer.scalar(1, "B"), transfer.scalar(2, "q"),
+                    transfer.string(3)))
+                continue
             kernel = ins.scalar(0, "H")
             line = "  %s %s" % (kernels[kernel] if kernel < len(kernels) else "#%d" % kernel,
                                 ins.vector(1, "I"))
@@ -104,6 +109,23 @@ def main():
             if floats:
                 line += " floats [%s]" % ", ".join(f32(f) for f in floats)
             print(line)
+
+
+def main():
+    root, path = sys.argv[1], sys.argv[2]
+    data = open(path, "rb").read()
+    kernels = re.findall(r'^KERNEL\(\w+, "(\w+)"',
+                         open(os.path.join(root, "runtime", "Kernels.def")).read(), re.M)
+    print("identifier", data[4:8].decode("ascii", "replace"))
+    program = Table(data, struct.unpack_from("<I", data, 0)[0])
+    print("schema_version", program.scalar(0, "I"))
+    # Version 5: one stream per pipeline stage (Program.streams, field 7);
+    # a program with one stream prints as version 4 did.
+    streams = program.tables(7)
+    for k, stream in enumerate(streams):
+        if len(streams) > 1:
+            print("stream", k)
+        dump_stream(stream, kernels)
     print("model", program.string(4))
     print("train", program.string(5))
 

@@ -250,6 +250,68 @@ int runMpiError(int argc, char **argv) {
   return 0;
 }
 
+/// Pipeline transfers between ranks 0 and 1: eager sends return before
+/// their receiver has posted anything, so both ranks can send (more than
+/// MPI's eager limit) before either receives, as 1F1B's stages do; the
+/// sender overwrites its buffer at once; any byte count moves.
+int runTransfers(int argc, char **argv) {
+  auto world = MpiCommunicator::world(&argc, &argv, {30.0});
+  worldRank = world->rank();
+  int peer = 1 - worldRank;
+  if (world->size() != 2) {
+    std::fprintf(stderr, "transfers: needs 2 ranks\n");
+    return 1;
+  }
+  const size_t large = size_t(1) << 22; // 4 MiB: past any eager limit
+  std::vector<uint8_t> out(large), in(large);
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < large; ++i)
+      out[i] = uint8_t(i * 7 + round + 13 * worldRank);
+    world->sendEager(out.data(), large, peer, 11, {"F activations", round});
+    // The buffer is the sender's again at once.
+    std::fill(out.begin(), out.end(), uint8_t(0xee));
+  }
+  // An odd byte count (bf16 [3]).
+  uint8_t odd[6] = {1, 2, 3, 4, 5, uint8_t(worldRank)};
+  world->sendEager(odd, sizeof(odd), peer, 11, {"odd"});
+  for (int round = 0; round < 3; ++round) {
+    world->recvBytes(in.data(), large, peer, 11, {"F activations", round});
+    bool intact = true;
+    for (size_t i = 0; i < large && intact; ++i)
+      intact = in[i] == uint8_t(i * 7 + round + 13 * peer);
+    EXPECT_TRUE(intact);
+  }
+  uint8_t got[6] = {};
+  world->recvBytes(got, sizeof(got), peer, 11, {"odd"});
+  EXPECT_TRUE(got[0] == 1 && got[4] == 5 && got[5] == uint8_t(peer));
+  world->completeSends({"end of transfers"});
+  float mine = static_cast<float>(failures), total = 0;
+  world->allReduce(&mine, &total, 1, ReduceOp::Sum, {"failure count"});
+  if (worldRank == 0)
+    std::printf("comm-test: transfers, %g failure(s)\n", total);
+  return total == 0 ? 0 : 1;
+}
+
+/// A stage that stalls: rank 1 never sends; rank 0's receive gives up
+/// after the 2 s timeout with one line naming the transfer, its stage and
+/// its peer.
+int runTransferFault(int argc, char **argv) {
+  auto world = MpiCommunicator::world(&argc, &argv, {2.0});
+  worldRank = world->rank();
+  float x = 1;
+  world->allReduce(&x, 1, ReduceOp::Sum, {"warm up", 3});
+  if (worldRank != 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(20));
+    std::fprintf(stderr, "rank %d: was not aborted\n", worldRank);
+    return 0;
+  }
+  world->recvBytes(&x, sizeof(x), 1, 11,
+                   {"B mb0 gradients stage1->0", 4,
+                    "(stage 0, from stage 1 = rank 1)"});
+  std::fprintf(stderr, "rank 0: recv returned without its peer\n");
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -260,6 +322,13 @@ int main(int argc, char **argv) {
     return runFault(argc, argv);
   if (mode == "mpi-error")
     return runMpiError(argc, argv);
-  std::fprintf(stderr, "usage: %s collectives|fault|mpi-error\n", argv[0]);
+  if (mode == "transfers")
+    return runTransfers(argc, argv);
+  if (mode == "transfer-fault")
+    return runTransferFault(argc, argv);
+  std::fprintf(stderr,
+               "usage: %s collectives|fault|mpi-error|transfers|"
+               "transfer-fault\n",
+               argv[0]);
   return 2;
 }

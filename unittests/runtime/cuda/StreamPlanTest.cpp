@@ -126,4 +126,27 @@ TEST(StreamPlan, WhatNobodyWaitedForIsJoinedAtTheEnd) {
   EXPECT_EQ(plan.finalWaits, Waits{0});
 }
 
+TEST(StreamPlan, TransfersAreNotSerialisedWithOtherCommunicators) {
+  // 1F1B on stage 0: the send of micro-batch 1's activations completes only
+  // once stage 1 receives it, after stage 1 has sent micro-batch 0's
+  // gradients, which stage 0 receives next: the receive must not wait for
+  // the send, nor a collective for either.
+  PlannedInstruction send = collective(0, {{4000, 4100}}, {{0, 100}});
+  send.transfer = true;
+  PlannedInstruction recv = collective(1, {{200, 300}});
+  recv.transfer = true;
+  StreamPlan plan = planStreams({
+      send,                        // event 0, stream 0 (0->1)
+      recv,                        // event 1, stream 1 (1->0)
+      kernel({{200, 300}}),        // reads the receive: waits for it only
+      collective(2, {{500, 600}}), // an all-reduce: waits for no transfer
+      kernel({{0, 100}}),          // overwrites the sent buffer: no wait
+  });
+  EXPECT_EQ(plan.streamWaits[1], Waits{});
+  EXPECT_EQ(plan.computeWaits[2], Waits{1});
+  EXPECT_EQ(plan.streamWaits[3], Waits{});
+  EXPECT_EQ(plan.computeWaits[4], Waits{});
+  EXPECT_EQ(plan.finalWaits, (Waits{0, 2}));
+}
+
 } // namespace

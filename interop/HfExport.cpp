@@ -1,0 +1,114 @@
+//===- HfExport.cpp - a checkpoint as a transformers model directory ------===//
+
+#include "interop/HfExport.h"
+
+#include "interop/HfConfig.h"
+#include "interop/HfWeights.h"
+#include "interop/InteropError.h"
+#include "runtime/checkpoint/AtomicFile.h"
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <system_error>
+
+namespace ckpt = partition::runtime::checkpoint;
+
+namespace partition::interop {
+namespace {
+
+void writeText(const std::string &path, const std::string &text) {
+  ckpt::AtomicFile file(path);
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+} // namespace
+
+ExportResult exportHf(const std::string &checkpointDir,
+                      const std::string &outDir, const std::string &dtype) {
+  if (dtype != "fp32" && dtype != "bf16")
+    throw InteropError("--dtype must be fp32 or bf16, got '" + dtype + "'");
+  ckpt::Checkpoint checkpoint = ckpt::openCheckpoint(checkpointDir);
+  const std::string &file = checkpoint.tensors.path();
+  const ckpt::Metadata &metadata = checkpoint.tensors.metadata();
+  auto model = metadata.find("model");
+  if (model == metadata.end())
+    throw InteropError(file + ": the checkpoint holds no model configuration "
+                              "(\"model\" metadata); it was not written by "
+                              "partition-run or partition-import");
+  nlohmann::json modelJson =
+      nlohmann::json::parse(model->second, nullptr, /*allow_exceptions=*/false);
+  if (modelJson.is_discarded())
+    throw InteropError(file + ": the \"model\" metadata is not valid JSON");
+  ExportResult result;
+  result.config = modelFromJson(modelJson, file);
+  result.step = checkpoint.state.step;
+
+  // Every parameter, verified, before anything is written.
+  std::map<std::string, Tensor> params;
+  for (const ParamShape &param : modelParameters(result.config)) {
+    if (!checkpoint.tensors.contains(param.name))
+      throw InteropError(file + ": the checkpoint lacks parameter '" +
+                         param.name + "' of its own model configuration; "
+                                      "the file is damaged");
+    Tensor &tensor = params[param.name];
+    tensor.shape = param.shape;
+    int64_t elements = 1;
+    for (int64_t dim : param.shape)
+      elements *= dim;
+    tensor.values.resize(size_t(elements));
+    checkpoint.read(param.name, ckpt::DType::F32, param.shape,
+                    tensor.values.data(), tensor.values.size() * sizeof(float));
+  }
+
+  bool bf16 = dtype == "bf16";
+  std::vector<Tensor> hf;
+  std::vector<std::vector<uint16_t>> halves;
+  std::vector<ckpt::TensorRef> refs;
+  std::vector<HfTensorMap> maps = hfTensorMap(result.config);
+  hf.reserve(maps.size());
+  halves.reserve(maps.size());
+  for (const HfTensorMap &map : maps) {
+    hf.push_back(toHf(map, params));
+    const Tensor &tensor = hf.back();
+    if (bf16) {
+      std::vector<uint16_t> &half = halves.emplace_back(tensor.values.size());
+      for (size_t i = 0; i < half.size(); ++i) {
+        half[i] = floatToBf16(tensor.values[i]);
+        // Within 2^-8 of FLT_MAX a value rounds to infinity: refuse rather
+        // than write a model that computes inf.
+        if ((half[i] & 0x7fffu) == 0x7f80u)
+          throw InteropError(file + ": parameter values of '" + map.hfName +
+                             "' (" + std::to_string(tensor.values[i]) +
+                             ") overflow bf16; export with --dtype fp32");
+      }
+      refs.push_back({map.hfName, ckpt::DType::BF16, tensor.shape, half.data(),
+                      half.size() * sizeof(uint16_t)});
+    } else {
+      refs.push_back({map.hfName, ckpt::DType::F32, tensor.shape,
+                      tensor.values.data(),
+                      tensor.values.size() * sizeof(float)});
+    }
+  }
+  result.tensors = refs.size();
+
+  std::error_code error;
+  std::filesystem::create_directories(outDir, error);
+  if (error)
+    throw InteropError(outDir + ": cannot create the output directory (" +
+                       error.message() + ")");
+  // transformers refuses a safetensors file without format "pt".
+  ckpt::writeSafetensors(outDir + "/model.safetensors", refs,
+                         {{"format", "pt"}});
+  writeText(outDir + "/config.json",
+            hfConfig(result.config, bf16 ? "bfloat16" : "float32").dump(2) +
+                "\n");
+  writeText(outDir + "/generation_config.json",
+            hfGenerationConfig(result.config).dump(2) + "\n");
+  return result;
+}
+
+} // namespace partition::interop

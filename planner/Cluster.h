@@ -1,0 +1,116 @@
+//===- Cluster.h - what the cost model knows of a cluster -------*- C++ -*-===//
+//
+// A cluster as the cost model sees it: per device, peak FLOP/s per
+// precision, memory and memory bandwidth; devices per node; per device,
+// the bandwidth and latency of the links inside a node and between nodes.
+// Built-in profiles take their numbers from data sheets (each constant says
+// where it comes from); `cpu-local` is this machine as `partition-plan
+// --calibrate` measured it. A cluster file (JSON) names a profile to start
+// from ("base", default cpu-local ... see parseCluster) and overrides any
+// field; a field of the wrong type or an unknown field is an error.
+//
+// Plain C++ and nlohmann-json (no MLIR): the planner library and its tests
+// use it alone.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_PLANNER_CLUSTER_H
+#define PARTITION_PLANNER_CLUSTER_H
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace partition::planner {
+
+/// A value or the one-line message saying why there is none.
+template <typename T> class Expected {
+public:
+  Expected(T value) : state(std::move(value)) {}
+  static Expected failure(std::string message) {
+    Expected result;
+    result.state = Message{std::move(message)};
+    return result;
+  }
+  explicit operator bool() const { return std::holds_alternative<T>(state); }
+  const T &operator*() const { return std::get<T>(state); }
+  T &operator*() { return std::get<T>(state); }
+  const T *operator->() const { return &std::get<T>(state); }
+  T *operator->() { return &std::get<T>(state); }
+  const std::string &error() const { return std::get<Message>(state).text; }
+
+private:
+  struct Message {
+    std::string text;
+  };
+  Expected() = default;
+  std::variant<Message, T> state;
+};
+
+struct Cluster {
+  std::string name;
+  /// Dense peak FLOP/s of one device: bf16 (tensor cores) and fp32.
+  double peakFlopsBf16 = 0;
+  double peakFlopsFp32 = 0;
+  /// The fraction of peak the best GEMM kernels reach on large,
+  /// well-shaped matrices (cuBLAS, OpenBLAS); the shape terms of the cost
+  /// model (tiles, waves, memory roofline) come on top.
+  double gemmEfficiency = 0;
+  /// GEMM tile (rows x columns of the output one compute unit makes at a
+  /// time) and compute units (SMs, cores): tile and wave quantization.
+  int gemmTileM = 0, gemmTileN = 0, computeUnits = 0;
+  /// Device memory in bytes, and its bandwidth (bytes/s) with the fraction
+  /// of it that streaming kernels reach.
+  double memoryBytes = 0;
+  double memoryBandwidth = 0;
+  double memoryEfficiency = 0;
+  /// Fixed cost of one kernel launch (s).
+  double kernelLatency = 0;
+  /// Devices per node and the links: per device, one direction (bytes/s),
+  /// and the latency of one message (s).
+  int devicesPerNode = 0;
+  double intraNodeBandwidth = 0, intraNodeLatency = 0;
+  double interNodeBandwidth = 0, interNodeLatency = 0;
+  /// Whether the backend runs gradient all-reduces while later layers'
+  /// backward still computes (separate streams on GPUs). The CPU backend
+  /// runs one instruction at a time, so nothing overlaps there.
+  bool overlapsCommunication = false;
+  /// How attention runs: "fused" (flash-style: scores stay on chip, the
+  /// backward recomputes them; this project's CUDA and CPU kernels) or
+  /// "materialized" (Megatron-LM's core attention as of 2021: scores
+  /// written to memory, a fused scale-mask-softmax kernel, dropout on the
+  /// probabilities with a byte mask, the backward reading the saved
+  /// probabilities and mask).
+  std::string attentionKernel = "fused";
+  /// Whether the devices of a node are processes sharing its cores and
+  /// memory (cpu-local: ranks on one machine): then each of the d devices
+  /// on a node gets 1/d of the node's FLOP/s, bandwidth, compute units and
+  /// memory, which the figures above describe whole.
+  bool sharedNode = false;
+
+  double peakFlops(const std::string &precision) const {
+    return precision == "bf16" ? peakFlopsBf16 : peakFlopsFp32;
+  }
+};
+
+/// The built-in profile names, in a stable order.
+const std::vector<std::string> &profileNames();
+/// A built-in profile, or nullopt.
+std::optional<Cluster> getProfile(const std::string &name);
+
+/// A cluster from JSON text: {"base": "a100-80gb-dgx", "devices_per_node":
+/// 4, ...}; every field optional over the base profile (cpu-local when no
+/// base is named). `fileName` starts every message.
+Expected<Cluster> parseCluster(const std::string &text,
+                               const std::string &fileName);
+
+/// `--cluster` as the user gave it: a profile name, else a JSON file.
+Expected<Cluster> loadCluster(const std::string &nameOrFile);
+
+/// The cluster as JSON (every field), as parseCluster reads it back.
+std::string clusterToJson(const Cluster &cluster);
+
+} // namespace partition::planner
+
+#endif // PARTITION_PLANNER_CLUSTER_H

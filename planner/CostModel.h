@@ -1,0 +1,140 @@
+//===- CostModel.h - predicted step time and memory of a plan ---*- C++ -*-===//
+//
+// Predicts one training step of a transformer under a plan on a cluster:
+//
+//  - compute: every GEMM of the step (forward, input and weight gradient,
+//    attention) by a roofline (FLOPs at the cluster's GEMM efficiency times
+//    a tile- and wave-quantization factor of the shape, or bytes at memory
+//    bandwidth, whichever is slower), every elementwise kernel (norms,
+//    activations, residual sums, softmax, loss, AdamW) by its bytes at
+//    memory bandwidth, plus a launch latency per kernel;
+//  - communication: tensor-parallel all-reduces (or SP all-gathers and
+//    reduce-scatters), the data-parallel gradient all-reduce (or ZeRO's
+//    reduce-scatter and all-gathers), pipeline sends, each by the alpha-beta
+//    model on the links its group crosses (Collectives.h);
+//  - the pipeline: each stage's F, B and W costs played through the
+//    schedule simulator (passes/pipeline/ScheduleCheck.h), so the bubble is
+//    the schedule's own, not a closed form;
+//  - recomputation: the forward work the policy repeats in the backward.
+//
+// Memory per rank here is the closed form (parameters, gradients, AdamW
+// state, activations of the micro-batches a stage holds at once, per the
+// schedule); the planner replaces it with the compiler's memory plan where
+// the plan compiles (partition-plan, CompiledMemory).
+//
+// FLOPs are counted as the Megatron-LM paper does (Narayanan et al. 2021,
+// eq. 3): 2 per multiply-add, attention at full T x T, the backward twice
+// the forward, recomputed work included in the hardware FLOPs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_PLANNER_COSTMODEL_H
+#define PARTITION_PLANNER_COSTMODEL_H
+
+#include "planner/Cluster.h"
+
+#include <cstdint>
+#include <string>
+
+namespace partition::planner {
+
+/// A model's shape (its `xfmr.model` configuration).
+struct ModelShape {
+  bool llama = false; // else GPT-2 (biases, LayerNorm, GELU, tied head)
+  int64_t layers = 0, hidden = 0, heads = 0, kvHeads = 0, ffn = 0;
+  int64_t vocab = 0, seqLen = 0;
+  /// Learned position rows (GPT-2), for the parameter count.
+  int64_t positions = 0;
+
+  int64_t headDim() const { return hidden / heads; }
+  /// Parameters of one transformer layer, and of the whole model.
+  int64_t layerParameters() const;
+  int64_t parameters() const;
+};
+
+/// One point of the search space: a plan.json plus what the planner
+/// chooses beyond it (the micro-batch size: the model's `batch`).
+struct Candidate {
+  int64_t dp = 1, tp = 1, pp = 1;
+  /// Virtual stages per pipeline stage (interleaved 1F1B's chunks).
+  int64_t virtualStages = 1;
+  /// Sequences per micro-batch (the model's batch), and micro-batches per
+  /// step per data-parallel replica.
+  int64_t microBatch = 1;
+  int64_t microbatches = 1;
+  std::string schedule = "1f1b";
+  bool sequenceParallel = false;
+  int zeroStage = 0;
+  std::string recompute = "none"; // none, selective, full
+  std::string precision = "fp32"; // fp32, bf16
+
+  int64_t devices() const { return dp * tp * pp; }
+  int64_t globalBatch() const { return dp * microBatch * microbatches; }
+  /// plan.json for this candidate (only the fields that differ from the
+  /// defaults; virtual_stages under "pipeline" when above 1).
+  std::string planJson() const;
+  /// "dp4 tp2 pp1 sp mb2x4 1f1b z0 full bf16", for tables.
+  std::string label() const;
+};
+
+/// Where the time of a step goes, in seconds per step (per rank; the
+/// parts of a pipeline's critical path).
+struct Breakdown {
+  double compute = 0;      // forward and backward kernels
+  double recompute = 0;    // the forward work done again
+  double tensorComm = 0;   // tp / SP collectives (exposed)
+  double pipelineComm = 0; // pipeline sends on the critical path
+  double bubble = 0;       // pipeline idle time
+  double dataComm = 0;     // exposed gradient reduction (and ZeRO gathers)
+  double optimizer = 0;    // AdamW
+};
+
+struct Memory {
+  double parameters = 0, gradients = 0, optimizer = 0, activations = 0,
+         other = 0;
+  double total() const {
+    return parameters + gradients + optimizer + activations + other;
+  }
+};
+
+struct Prediction {
+  Candidate plan;
+  double stepSeconds = 0;
+  Breakdown breakdown;
+  /// Model FLOPs of the step (no recomputation) and what the hardware
+  /// executes (with it), over all devices.
+  double modelFlops = 0, hardwareFlops = 0;
+  /// Hardware FLOPs / step time / devices (the Megatron paper's figure),
+  /// and model FLOPs / step time / devices / peak.
+  double tflopsPerGpu = 0, mfu = 0;
+  /// The most any rank needs (the pipeline's first stage holds most).
+  Memory memory;
+  double memoryPerRank = 0;
+  /// "closed-form" or "compiled" (the compiler's memory plan).
+  std::string memorySource = "closed-form";
+  bool fits = false;
+  /// Empty when partition-compile accepts the plan, else why not.
+  std::string notCompilable;
+};
+
+/// The whole prediction with closed-form memory. Without `exactPipeline`
+/// the pipeline is not simulated and the step time is a lower bound (the
+/// busiest stage's work, no bubble): the search's first, cheap pass.
+Prediction predict(const ModelShape &model, const Candidate &plan,
+                   const Cluster &cluster, bool exactPipeline = true);
+
+/// What one of `devices` devices gets of a node (Cluster::sharedNode).
+Cluster deviceShare(const Cluster &node, int64_t devices);
+
+/// The most micro-batch chunks pipeline stage 0 holds activations for at
+/// once under `schedule` (p stages, m micro-batches, v chunks per stage):
+/// the closed forms of passes/pipeline's peakInFlight.
+int64_t peakInFlightFirstStage(const std::string &schedule, int64_t p,
+                               int64_t m, int64_t v);
+
+/// The model FLOPs of a step of `sequences` sequences (no recompute).
+double modelFlopsPerStep(const ModelShape &model, int64_t sequences);
+
+} // namespace partition::planner
+
+#endif // PARTITION_PLANNER_COSTMODEL_H

@@ -1,0 +1,202 @@
+//===- Search.cpp - every plan of a model on N devices, ranked ------------===//
+
+#include "planner/Search.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace partition::planner {
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      out.push_back(d);
+      if (d != n / d)
+        out.push_back(n / d);
+    }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+template <typename T>
+std::vector<T> either(const std::optional<T> &fixed, std::vector<T> all) {
+  if (fixed)
+    return {*fixed};
+  return all;
+}
+
+} // namespace
+
+SearchResult search(const ModelShape &model, const Cluster &cluster,
+                    const SearchOptions &options, const Fixed &fixed,
+                    const Validate &validate, const MemoryOracle &memory) {
+  SearchResult result;
+  std::vector<Prediction> fitting, unfit;
+  std::string defaultPrecision =
+      cluster.peakFlopsBf16 > cluster.peakFlopsFp32 ? "bf16" : "fp32";
+  for (int64_t tp : either(fixed.tp, divisors(options.devices))) {
+    if (options.devices % tp != 0)
+      continue;
+    for (int64_t pp : either(fixed.pp, divisors(options.devices / tp))) {
+      if ((options.devices / tp) % pp != 0)
+        continue;
+      if (pp > model.layers) {
+        if (result.firstRefusal.empty())
+          result.firstRefusal = "pp = " + std::to_string(pp) +
+                                " is more than the model's " +
+                                std::to_string(model.layers) + " layers";
+        ++result.refused;
+        continue;
+      }
+      int64_t dp = options.devices / tp / pp;
+      if (fixed.dp && *fixed.dp != dp)
+        continue;
+      if (options.globalBatch % dp != 0) {
+        if (result.firstRefusal.empty())
+          result.firstRefusal = "the global batch of " +
+                                std::to_string(options.globalBatch) +
+                                " sequences is not divisible by dp = " +
+                                std::to_string(dp);
+        ++result.refused;
+        continue;
+      }
+      int64_t perReplica = options.globalBatch / dp;
+      std::vector<int64_t> sizes;
+      for (int64_t b : divisors(perReplica))
+        if (b <= fixed.maxMicroBatch)
+          sizes.push_back(b);
+      for (int64_t microBatch : either(fixed.microBatch, sizes)) {
+        if (perReplica % microBatch != 0)
+          continue;
+        int64_t microbatches = perReplica / microBatch;
+        if (fixed.microbatches && *fixed.microbatches != microbatches)
+          continue;
+        std::vector<std::string> schedules = {"1f1b"};
+        if (pp > 1)
+          schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"};
+        for (const std::string &schedule :
+             either(fixed.schedule, schedules)) {
+          std::vector<int64_t> chunkCounts = {1};
+          if (schedule == "interleaved-1f1b")
+            chunkCounts = {1, 2, 3, 4, 6, 8};
+          for (int64_t v : either(fixed.virtualStages, chunkCounts)) {
+            if (v > 1 && (schedule != "interleaved-1f1b" ||
+                          model.layers % (pp * v) != 0))
+              continue;
+            if (schedule == "interleaved-1f1b" && microbatches % pp != 0)
+              continue;
+            if (pp > 1 && microbatches < pp)
+              continue;
+            std::vector<bool> sps = {false};
+            if (tp > 1)
+              sps = {false, true};
+            for (bool sp : either(fixed.sequenceParallel, sps)) {
+              std::vector<int> zeros = {0};
+              if (dp > 1)
+                zeros = {0, 1, 2, 3};
+              for (int zero : either(fixed.zeroStage, zeros)) {
+                for (const std::string &recompute :
+                     either(fixed.recompute,
+                            {std::string("none"), std::string("selective"),
+                             std::string("full")})) {
+                  Candidate c;
+                  c.dp = dp;
+                  c.tp = tp;
+                  c.pp = pp;
+                  c.virtualStages = v;
+                  c.microBatch = microBatch;
+                  c.microbatches = microbatches;
+                  c.schedule = schedule;
+                  c.sequenceParallel = sp;
+                  c.zeroStage = zero;
+                  c.recompute = recompute;
+                  c.precision = fixed.precision.value_or(defaultPrecision);
+                  bool hard = false;
+                  std::string refusal = validate(c, hard);
+                  if (!refusal.empty() &&
+                      (hard || !options.includeUncompilable)) {
+                    if (result.firstRefusal.empty())
+                      result.firstRefusal = refusal;
+                    ++result.refused;
+                    continue;
+                  }
+                  Prediction p = predict(model, c, cluster,
+                                         /*exactPipeline=*/false);
+                  ++result.evaluated;
+                  if (!std::isfinite(p.stepSeconds))
+                    continue;
+                  p.notCompilable = refusal;
+                  if (p.fits)
+                    fitting.push_back(std::move(p));
+                  else {
+                    if (result.unfit == 0 ||
+                        p.memoryPerRank < result.leastUnfitMemory)
+                      result.leastUnfitMemory = p.memoryPerRank;
+                    ++result.unfit;
+                    if (options.keepUnfit)
+                      unfit.push_back(std::move(p));
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  auto faster = [](const Prediction &a, const Prediction &b) {
+    if (a.stepSeconds != b.stepSeconds)
+      return a.stepSeconds < b.stepSeconds;
+    return a.memoryPerRank < b.memoryPerRank;
+  };
+  // Branch and bound: by lower bound, simulate pipelines until the bound
+  // exceeds the K-th best exact time (exact >= bound, so nothing later
+  // can enter the top K).
+  std::stable_sort(fitting.begin(), fitting.end(), faster);
+  std::vector<Prediction> exact;
+  std::vector<double> bestTimes; // sorted exact times, at most `top`
+  size_t keep = size_t(std::max<int64_t>(1, options.top));
+  for (Prediction &bound : fitting) {
+    if (bestTimes.size() >= keep && bound.stepSeconds > bestTimes.back())
+      break;
+    std::string refusal = bound.notCompilable;
+    Prediction p = bound.plan.pp > 1 ? predict(model, bound.plan, cluster)
+                                     : bound;
+    if (!std::isfinite(p.stepSeconds))
+      continue;
+    p.notCompilable = refusal;
+    if (memory && refusal.empty()) {
+      if (std::optional<double> bytes = memory(p.plan)) {
+        p.memoryPerRank = *bytes;
+        p.memorySource = "compiled";
+        p.fits = *bytes <= deviceShare(cluster, p.plan.devices()).memoryBytes;
+        if (!p.fits) {
+          if (result.unfit == 0 || *bytes < result.leastUnfitMemory)
+            result.leastUnfitMemory = *bytes;
+          ++result.unfit;
+          if (options.keepUnfit)
+            unfit.push_back(p);
+          continue;
+        }
+      }
+    }
+    bestTimes.insert(std::upper_bound(bestTimes.begin(), bestTimes.end(),
+                                      p.stepSeconds),
+                     p.stepSeconds);
+    if (bestTimes.size() > keep)
+      bestTimes.pop_back();
+    exact.push_back(std::move(p));
+  }
+  std::stable_sort(exact.begin(), exact.end(), faster);
+  if (exact.size() > keep)
+    exact.resize(keep);
+  std::stable_sort(unfit.begin(), unfit.end(), faster);
+  result.ranked = std::move(exact);
+  for (Prediction &p : unfit)
+    result.ranked.push_back(std::move(p));
+  return result;
+}
+
+} // namespace partition::planner

@@ -1,0 +1,83 @@
+//===- Search.h - every plan of a model on N devices, ranked ----*- C++ -*-===//
+//
+// Enumerates dp x tp x pp meshes of exactly N devices, micro-batch sizes
+// and counts that make the global batch, pipeline schedules and virtual
+// stages, sequence parallelism, ZeRO stages and recompute policies;
+// predicts each (CostModel.h), and ranks the plans that fit by step time.
+//
+// Which plans may be emitted is not decided here: the caller passes a
+// `Validate` that asks the plan.json reader (parsePlan, the model check
+// and checkPlanImplemented in passes/Plan.cpp), so the search space grows
+// by itself as passes land. Plans it refuses are dropped, or with
+// `includeUncompilable` kept and marked (the cost model covers pipeline,
+// ZeRO and interleaving before the compiler does).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_PLANNER_SEARCH_H
+#define PARTITION_PLANNER_SEARCH_H
+
+#include "planner/CostModel.h"
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace partition::planner {
+
+/// "" when the plan is accepted, else the reason (one line). `hard` is set
+/// when the plan is impossible for the model (not only not implemented).
+using Validate =
+    std::function<std::string(const Candidate &, bool &hard)>;
+
+/// What the user fixed (a plan.json given with --plan, or flags); unset
+/// fields are searched.
+struct Fixed {
+  std::optional<int64_t> dp, tp, pp, virtualStages, microBatch, microbatches;
+  std::optional<std::string> schedule, recompute, precision;
+  std::optional<bool> sequenceParallel;
+  std::optional<int> zeroStage;
+  /// The largest micro-batch size tried (sequences per replica).
+  int64_t maxMicroBatch = 32;
+};
+
+struct SearchOptions {
+  int64_t devices = 1;
+  int64_t globalBatch = 1;
+  bool includeUncompilable = false;
+  /// Keep plans that do not fit (ranked after those that do).
+  bool keepUnfit = false;
+  /// How many of the fastest fitting plans to predict exactly (simulating
+  /// their pipelines); the others are ranked by a lower bound and dropped
+  /// once that bound exceeds the K-th best exact step time.
+  int64_t top = 10;
+};
+
+struct SearchResult {
+  /// Fitting plans first, each group by step time.
+  std::vector<Prediction> ranked;
+  /// Candidates predicted (after the validator).
+  int64_t evaluated = 0;
+  /// Why nothing came out, when `ranked` holds no fitting plan: the first
+  /// refusal, for the error message.
+  std::string firstRefusal;
+  int64_t refused = 0, unfit = 0;
+  /// The least memory per rank among plans that do not fit (bytes).
+  double leastUnfitMemory = 0;
+};
+
+/// The compiler's memory plan of a plan that compiles: bytes per rank, or
+/// nullopt when it cannot say (then the closed form stands).
+using MemoryOracle = std::function<std::optional<double>(const Candidate &)>;
+
+/// With `memory`, the plans that reach the exact phase and compile get
+/// their memory from it (Prediction::memorySource "compiled") and are
+/// dropped when that does not fit.
+SearchResult search(const ModelShape &model, const Cluster &cluster,
+                    const SearchOptions &options, const Fixed &fixed,
+                    const Validate &validate,
+                    const MemoryOracle &memory = nullptr);
+
+} // namespace partition::planner
+
+#endif // PARTITION_PLANNER_SEARCH_H

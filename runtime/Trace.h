@@ -1,0 +1,83 @@
+//===- Trace.h - what ran when, as a Chrome / Perfetto trace ----*- C++ -*-===//
+//
+// `partition-run --trace FILE`: every rank records a span per instruction it
+// runs (a kernel by its name; a collective, send or receive by its kind,
+// label and bytes; a receive's span covers its wait for the data), plus one
+// span per step function; at the end rank 0 gathers every rank's spans over
+// the world communicator and writes one JSON file in the Chrome trace event
+// format ({"traceEvents": [...]}, complete events "ph": "X", microseconds),
+// one process per rank (pid = rank) named "rank R (stage S)". Open it in
+// ui.perfetto.dev or chrome://tracing.
+//
+// Times are microseconds since a common origin: every rank takes its clock
+// after one world barrier at start-up, so the tracks line up to the
+// barrier's skew (microseconds on one node).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_TRACE_H
+#define PARTITION_RUNTIME_TRACE_H
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace partition::runtime {
+
+namespace comm {
+class Communicator;
+} // namespace comm
+
+/// One complete event.
+struct TraceSpan {
+  std::string name;
+  /// "kernel", "collective", "send", "recv" or "function".
+  std::string category;
+  double startUs = 0, durationUs = 0;
+  /// Collectives and transfers: their label and bytes (0: none).
+  std::string label;
+  uint64_t bytes = 0;
+  /// The training step (1-based), -1 outside steps.
+  int64_t step = -1;
+  /// 0: instructions; 1: step functions (a track of their own).
+  int tid = 0;
+};
+
+class TraceRecorder {
+public:
+  using Clock = std::chrono::steady_clock;
+  /// Times count from `origin` (taken after a world barrier).
+  explicit TraceRecorder(Clock::time_point origin) : origin(origin) {}
+  double microsecondsSince(Clock::time_point start) const {
+    return std::chrono::duration<double, std::micro>(start - origin).count();
+  }
+  void add(TraceSpan span) { spans_.push_back(std::move(span)); }
+  /// A span from `start` to now.
+  void add(std::string name, std::string category, Clock::time_point start,
+           int64_t step, std::string label = {}, uint64_t bytes = 0,
+           int tid = 0);
+  const std::vector<TraceSpan> &spans() const { return spans_; }
+
+private:
+  Clock::time_point origin;
+  std::vector<TraceSpan> spans_;
+};
+
+/// Every rank's spans as the "traceEvents" of one JSON document: the spans
+/// of rank r (named `names[r]`) under pid r.
+std::string traceJson(const std::vector<std::vector<TraceSpan>> &ranks,
+                      const std::vector<std::string> &names);
+
+/// Collective over `world`: rank 0 receives every rank's spans and name and
+/// writes `path`; throws std::runtime_error (rank 0) when it cannot.
+void writeTrace(const std::string &path, const TraceRecorder &trace,
+                const std::string &name, comm::Communicator &world);
+
+/// Spans as JSON text and back (what writeTrace sends between ranks).
+std::string encodeSpans(const std::vector<TraceSpan> &spans);
+std::vector<TraceSpan> decodeSpans(const std::string &text);
+
+} // namespace partition::runtime
+
+#endif // PARTITION_RUNTIME_TRACE_H

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs torch, transformers and safetensors with pip when they are
+# missing (idempotent: a no-op when `import torch, transformers` works),
+# builds the tools, and runs the transformers oracle test
+# (test/oracle/hf_oracle.py: loss and one AdamW step of GPT-2 and Llama
+# against PyTorch). PYTHON picks the interpreter (default python3).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${PARTITION_BUILD_DIR:-$root/build}
+python=${PYTHON:-python3}
+if ! "$python" -c "import torch, transformers, safetensors" 2>/dev/null; then
+  # Debian's Python is externally managed (PEP 668): install beside it.
+  "$python" -m pip install --break-system-packages torch transformers safetensors ||
+    "$python" -m pip install torch transformers safetensors
+fi
+"$root/scripts/build.sh"
+OMP_NUM_THREADS=1 "$python" "$root/test/oracle/hf_oracle.py" --bin "$build/bin"

@@ -1,0 +1,72 @@
+//===- partition-export.cpp - a checkpoint as a transformers model --------===//
+//
+//   partition-export CHECKPOINT_DIR --format hf -o OUT_DIR [--dtype fp32|bf16]
+//
+// Writes OUT_DIR/config.json, model.safetensors and generation_config.json,
+// which AutoModelForCausalLM.from_pretrained(OUT_DIR) loads. The checkpoint
+// may come from any plan: it holds logical tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "interop/HfExport.h"
+#include "tools/common/CommandLine.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <exception>
+
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::OptionCategory category("partition-export options");
+
+cl::opt<std::string> checkpointDir(cl::Positional, cl::Required,
+                                   cl::desc("<checkpoint directory>"),
+                                   cl::cat(category));
+cl::opt<std::string> format("format",
+                            cl::desc("Output format: hf (transformers)"),
+                            cl::init("hf"), cl::cat(category));
+cl::opt<std::string> output("o", cl::Required,
+                            cl::desc("Output directory (created if missing)"),
+                            cl::value_desc("dir"), cl::cat(category));
+cl::opt<std::string> dtype("dtype",
+                           cl::desc("Weights in model.safetensors: fp32 "
+                                    "(default, exact) or bf16"),
+                           cl::init("fp32"), cl::cat(category));
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  partition::tools::parseCommandLine(
+      argc, argv,
+      "partition-export: writes a partition checkpoint as a Hugging Face "
+      "transformers model directory (config.json, model.safetensors, "
+      "generation_config.json).\n");
+  if (format != "hf")
+    partition::tools::usageError("partition-export",
+                                 "--format must be hf, got '" + format + "'");
+  if (dtype != "fp32" && dtype != "bf16")
+    partition::tools::usageError("partition-export",
+                                 "--dtype must be fp32 or bf16, got '" +
+                                     dtype + "'");
+  try {
+    partition::interop::ExportResult result =
+        partition::interop::exportHf(checkpointDir, output, dtype);
+    llvm::outs() << "partition-export: " << output << ": "
+                 << (result.config.arch == partition::model::Arch::GPT2
+                         ? "GPT2LMHeadModel"
+                         : "LlamaForCausalLM")
+                 << ", " << result.tensors << " tensors (" << dtype
+                 << "), from step " << result.step << " of " << checkpointDir
+                 << "\n";
+  } catch (const std::exception &error) {
+    llvm::errs() << "partition-export: error: " << error.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

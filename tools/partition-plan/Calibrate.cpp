@@ -1,0 +1,197 @@
+//===- Calibrate.cpp - measure this machine into a cluster profile --------===//
+
+#include "tools/partition-plan/Calibrate.h"
+
+#include "planner/Cluster.h"
+
+#include <cblas.h>
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+namespace partition::planner {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The median of `repeats` runs of `work` (after one warm-up run): what a
+/// training step meets, on a quiet machine and on a shared one alike (the
+/// minimum would describe a machine the steps never see).
+template <typename F> double medianTime(int repeats, F &&work) {
+  work();
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    double start = now();
+    work();
+    times.push_back(now() - start);
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2,
+                   times.end());
+  return times[times.size() / 2];
+}
+
+double sgemmRate(int M, int N, int K) {
+  std::vector<float> a(size_t(M) * K, 0.5f), b(size_t(K) * N, 0.25f),
+      c(size_t(M) * N, 0.0f);
+  double t = medianTime(5, [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f,
+                a.data(), K, b.data(), K, 0.0f, c.data(), N);
+  });
+  return 2.0 * M * N * K / t;
+}
+
+double triadBandwidth() {
+  size_t n = size_t(32) << 20; // 3 x 128 MiB, beyond any cache
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
+  double t = medianTime(5, [&] {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i)
+      c[i] = a[i] + 0.5f * b[i];
+  });
+  return 3.0 * sizeof(float) * double(n) / t;
+}
+
+double parallelRegionCost() {
+  volatile int sink = 0;
+  double t = medianTime(5, [&] {
+    for (int i = 0; i < 1000; ++i) {
+#pragma omp parallel
+      {
+        if (omp_get_thread_num() == 0)
+          sink = sink + 1;
+      }
+    }
+  });
+  return t / 1000;
+}
+
+} // namespace
+
+int runCollectivesWorker() {
+  MPI_Init(nullptr, nullptr);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto time = [&](size_t bytes, int repeats) {
+    std::vector<float> send(std::max<size_t>(1, bytes / 4), 1.0f),
+        recv(send.size());
+    // The median over repeats of the slowest rank's time.
+    std::vector<double> times;
+    for (int i = 0; i < repeats; ++i) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      double start = MPI_Wtime();
+      MPI_Allreduce(send.data(), recv.data(), int(send.size()), MPI_FLOAT,
+                    MPI_SUM, MPI_COMM_WORLD);
+      double local = MPI_Wtime() - start, slowest = 0;
+      MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX,
+                    MPI_COMM_WORLD);
+      times.push_back(slowest);
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2,
+                     times.end());
+    return times[times.size() / 2];
+  };
+  double small = time(8, 200);
+  size_t large = size_t(16) << 20;
+  double big = time(large, 10);
+  if (rank == 0) {
+    // Ring: 2(n-1) steps of latency plus bytes/n each.
+    double n = size;
+    double latency = small / (2 * (n - 1));
+    double bandwidth =
+        2 * (n - 1) / n * double(large) / std::max(1e-9, big - small);
+    std::printf("{\"latency\": %.9g, \"bandwidth\": %.9g}\n", latency,
+                bandwidth);
+  }
+  MPI_Finalize();
+  return 0;
+}
+
+int runCalibration(const char *self, int ranks, const std::string &output) {
+  Cluster c = *getProfile("cpu-local");
+  int threads = omp_get_max_threads();
+  std::fprintf(stderr, "calibrating with %d threads...\n", threads);
+  // Large square and transformer-shaped GEMMs; the best is the peak.
+  double peak = 0;
+  for (auto [M, N, K] : {std::tuple{1024, 1024, 1024},
+                         std::tuple{2048, 2048, 2048},
+                         std::tuple{4096, 768, 768},
+                         std::tuple{4096, 3072, 768}})
+    peak = std::max(peak, sgemmRate(M, N, K));
+  c.peakFlopsFp32 = peak;
+  c.peakFlopsBf16 = peak; // bf16 kernels load bf16 and compute in fp32
+  c.gemmEfficiency = 1.0;
+  c.computeUnits = threads;
+  c.memoryBandwidth = triadBandwidth();
+  c.memoryEfficiency = 1.0;
+  c.kernelLatency = parallelRegionCost();
+  // Physical memory (all ranks of the node share it: shared_node).
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && pageSize > 0)
+    c.memoryBytes = double(pages) * double(pageSize);
+  std::fprintf(stderr,
+               "sgemm %.1f GFLOP/s, triad %.2f GB/s, parallel region %.2f "
+               "us\n",
+               peak / 1e9, c.memoryBandwidth / 1e9, c.kernelLatency * 1e6);
+
+  // Collectives under mpirun.
+  std::string command = std::string("mpirun -n ") + std::to_string(ranks) +
+                        " --oversubscribe " + self +
+                        " --calibrate-collectives-worker";
+  if (const char *mpirun = std::getenv("PARTITION_MPIRUN"))
+    command = std::string(mpirun) + command.substr(6);
+  FILE *pipe = popen(command.c_str(), "r");
+  std::string line;
+  if (pipe) {
+    char buffer[512];
+    while (std::fgets(buffer, sizeof(buffer), pipe))
+      line += buffer;
+    if (pclose(pipe) != 0)
+      line.clear();
+  }
+  nlohmann::json measured =
+      nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (measured.is_discarded() || !measured.is_object() ||
+      !measured["latency"].is_number() || !measured["bandwidth"].is_number()) {
+    std::fprintf(stderr, "partition-plan: error: cannot time collectives "
+                         "with '%s'; is MPI installed?\n",
+                 command.c_str());
+    return 1;
+  }
+  c.intraNodeLatency = measured["latency"].get<double>();
+  c.intraNodeBandwidth = measured["bandwidth"].get<double>();
+  std::fprintf(stderr, "MPI_Allreduce on %d ranks: latency %.1f us, "
+                       "bandwidth %.2f GB/s\n",
+               ranks, c.intraNodeLatency * 1e6, c.intraNodeBandwidth / 1e9);
+
+  std::string json = clusterToJson(c);
+  if (output.empty() || output == "-") {
+    std::cout << json;
+    return 0;
+  }
+  std::ofstream out(output);
+  if (!(out << json)) {
+    std::fprintf(stderr, "partition-plan: error: cannot write '%s'\n",
+                 output.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "wrote %s\n", output.c_str());
+  return 0;
+}
+
+} // namespace partition::planner

@@ -1,0 +1,330 @@
+//===- HfInteropTest.cpp - partition <-> transformers, in-process ---------===//
+
+#include "interop/HfConfig.h"
+#include "interop/HfExport.h"
+#include "interop/HfImport.h"
+#include "interop/HfWeights.h"
+#include "interop/InteropError.h"
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+
+namespace ckpt = partition::runtime::checkpoint;
+namespace fs = std::filesystem;
+using namespace partition::interop;
+using partition::model::Arch;
+using partition::model::ModelConfig;
+
+namespace {
+
+class HfInteropTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() /
+          ("partition-interop-" + std::to_string(::getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  std::string path(const std::string &name) const {
+    return (dir / name).string();
+  }
+
+  fs::path dir;
+};
+
+/// Sizes where no two dimensions coincide, so a transposition or a wrong
+/// split cannot go unnoticed; the GPT-2 FFN is not 4C.
+ModelConfig gpt2Config() {
+  ModelConfig c;
+  c.arch = Arch::GPT2;
+  c.layers = 2;
+  c.hidden = 24;
+  c.heads = 3;
+  c.kvHeads = 3;
+  c.ffn = 40;
+  c.vocab = 50;
+  c.seqLen = 16;
+  c.positions = 20;
+  c.batch = 2;
+  return c;
+}
+
+ModelConfig llamaConfig() {
+  ModelConfig c;
+  c.arch = Arch::Llama;
+  c.layers = 2;
+  c.hidden = 24;
+  c.heads = 6;
+  c.kvHeads = 2; // grouped-query attention
+  c.ffn = 36;
+  c.vocab = 52;
+  c.seqLen = 16;
+  c.positions = 16;
+  c.batch = 2;
+  return c;
+}
+
+/// Random bit patterns plus the values a conversion could lose: -0,
+/// subnormals, the largest and smallest finite floats.
+std::vector<float> awkwardValues(size_t count, std::mt19937 &random,
+                                 bool extremes) {
+  std::vector<float> values(count);
+  std::uniform_int_distribution<uint32_t> bits;
+  const float special[] = {-0.0f, std::numeric_limits<float>::denorm_min(),
+                           -std::numeric_limits<float>::denorm_min(),
+                           std::numeric_limits<float>::max(),
+                           std::numeric_limits<float>::lowest(), 1e-40f};
+  for (size_t i = 0; i < count; ++i) {
+    if (extremes && i < std::size(special)) {
+      values[i] = special[i];
+      continue;
+    }
+    uint32_t word;
+    float value;
+    do {
+      word = bits(random);
+      std::memcpy(&value, &word, 4);
+    } while (!std::isfinite(value) ||
+             (!extremes && std::fabs(value) > 1e38f));
+    values[i] = value;
+  }
+  return values;
+}
+
+/// A training checkpoint of `config` (parameters and moments) with awkward
+/// values, as partition-run writes it; returns the parameters.
+std::map<std::string, std::vector<float>>
+writeCheckpoint(const std::string &dir, const ModelConfig &config,
+                bool withModel = true, bool extremes = true) {
+  std::mt19937 random(1);
+  std::map<std::string, std::vector<float>> params;
+  std::vector<std::vector<float>> moments;
+  std::vector<ckpt::TensorRef> tensors;
+  std::vector<ParamShape> shapes = modelParameters(config);
+  for (const ParamShape &param : shapes) {
+    size_t elements = 1;
+    for (int64_t dim : param.shape)
+      elements *= size_t(dim);
+    params[param.name] = awkwardValues(elements, random, extremes);
+  }
+  for (const ParamShape &param : shapes) {
+    const std::vector<float> &values = params[param.name];
+    tensors.push_back({param.name, ckpt::DType::F32, param.shape,
+                       values.data(), values.size() * 4});
+  }
+  moments.reserve(shapes.size());
+  for (const ParamShape &param : shapes) {
+    const std::vector<float> &moment =
+        moments.emplace_back(params[param.name].size(), 0.5f);
+    tensors.push_back({ckpt::adamMName(param.name), ckpt::DType::F32,
+                       param.shape, moment.data(), moment.size() * 4});
+  }
+  ckpt::Metadata extra;
+  if (withModel)
+    extra["model"] = modelToJson(config).dump();
+  ckpt::saveCheckpoint(dir, tensors, {7, 0, 0}, extra);
+  return params;
+}
+
+void expectSameConfig(const ModelConfig &a, const ModelConfig &b) {
+  EXPECT_EQ(modelToJson(a), modelToJson(b));
+}
+
+} // namespace
+
+TEST_F(HfInteropTest, RoundTripIsBitForBitForGpt2AndLlama) {
+  for (const ModelConfig &config : {gpt2Config(), llamaConfig()}) {
+    SCOPED_TRACE(partition::model::archName(config.arch));
+    std::string ckptDir = path("ckpt"), hfDir = path("hf");
+    auto params = writeCheckpoint(ckptDir, config);
+    ExportResult exported = exportHf(ckptDir, hfDir, "fp32");
+    EXPECT_EQ(exported.step, 7);
+    EXPECT_EQ(exported.tensors, hfTensorMap(config).size());
+    HfModel imported = readHfModel(hfDir);
+    expectSameConfig(imported.config, config);
+    ASSERT_EQ(imported.params.size(), params.size());
+    for (const auto &[name, tensor] : imported.params) {
+      const std::vector<float> &original = params.at(name);
+      ASSERT_EQ(tensor.values.size(), original.size()) << name;
+      EXPECT_EQ(std::memcmp(tensor.values.data(), original.data(),
+                            original.size() * 4),
+                0)
+          << name << " changed in the round trip";
+    }
+    // And the weights-only checkpoint holds them, as partition-run reads it.
+    saveWeightsCheckpoint(path("imported"), imported, hfDir);
+    ckpt::Checkpoint back = ckpt::openCheckpoint(path("imported"));
+    EXPECT_EQ(back.state.step, 0);
+    EXPECT_EQ(back.tensors.metadata("model"), modelToJson(config).dump());
+    for (const auto &[name, original] : params) {
+      std::vector<float> values(original.size());
+      back.read(name, ckpt::DType::F32, back.tensors.info(name).shape,
+                values.data(), values.size() * 4);
+      EXPECT_EQ(std::memcmp(values.data(), original.data(),
+                            original.size() * 4),
+                0)
+          << name;
+    }
+    fs::remove_all(ckptDir);
+    fs::remove_all(hfDir);
+    fs::remove_all(path("imported"));
+  }
+}
+
+TEST_F(HfInteropTest, Gpt2ConvOneDLayoutIsTheTransposeOfQkvStacked) {
+  ModelConfig config = gpt2Config();
+  int64_t c = config.hidden;
+  std::map<std::string, Tensor> params;
+  for (const ParamShape &param : modelParameters(config)) {
+    size_t elements = 1;
+    for (int64_t dim : param.shape)
+      elements *= size_t(dim);
+    Tensor &tensor = params[param.name];
+    tensor.shape = param.shape;
+    for (size_t i = 0; i < elements; ++i)
+      tensor.values.push_back(float(i) + 0.25f * float(param.name.size()));
+  }
+  for (const HfTensorMap &map : hfTensorMap(config)) {
+    if (map.hfName == "transformer.h.1.attn.c_attn.weight") {
+      Tensor hf = toHf(map, params);
+      ASSERT_EQ(hf.shape, (Shape{c, 3 * c}));
+      // HF's c_attn.weight[i][j] = W_{q,k,v}[j mod C][i] (Conv1D: [in, out]).
+      const char *parts[] = {"h.1.attn.q.weight", "h.1.attn.k.weight",
+                             "h.1.attn.v.weight"};
+      for (int64_t i = 0; i < c; ++i)
+        for (int64_t j = 0; j < 3 * c; ++j)
+          ASSERT_EQ(hf.values[i * 3 * c + j],
+                    params[parts[j / c]].values[(j % c) * c + i])
+              << i << ", " << j;
+    }
+    if (map.hfName == "transformer.h.0.mlp.c_fc.weight") {
+      Tensor hf = toHf(map, params);
+      ASSERT_EQ(hf.shape, (Shape{c, config.ffn}));
+      EXPECT_EQ(hf.values[1 * config.ffn + 2],
+                params["h.0.mlp.c_fc.weight"].values[2 * c + 1]);
+    }
+  }
+}
+
+TEST_F(HfInteropTest, Bf16ExportRoundsToNearestEvenAndImportsExactly) {
+  EXPECT_EQ(floatToBf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between bf16 1 and 1 + 2^-7: ties to even (1).
+  EXPECT_EQ(floatToBf16(1.00390625f), 0x3f80);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: to even.
+  EXPECT_EQ(floatToBf16(1.01171875f), 0x3f82);
+  EXPECT_EQ(floatToBf16(-2.0f), 0xc000);
+  EXPECT_TRUE(std::isnan(bf16ToFloat(
+      floatToBf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(bf16ToFloat(0x3f82), 1.015625f);
+  EXPECT_EQ(f16ToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(f16ToFloat(0xc000), -2.0f);
+  EXPECT_EQ(f16ToFloat(0x0001), std::ldexp(1.0f, -24)); // subnormal
+  EXPECT_EQ(f16ToFloat(0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(f16ToFloat(0x7bff), 65504.0f);
+  EXPECT_TRUE(std::isinf(f16ToFloat(0x7c00)));
+
+  // FLT_MAX rounds to infinity in bf16: refused, nothing written.
+  ModelConfig config = llamaConfig();
+  writeCheckpoint(path("ckpt"), config);
+  EXPECT_THROW(exportHf(path("ckpt"), path("hf"), "bf16"), InteropError);
+  EXPECT_FALSE(fs::exists(path("hf")));
+
+  auto params = writeCheckpoint(path("ckpt"), config, true,
+                                /*extremes=*/false);
+  exportHf(path("ckpt"), path("hf"), "bf16");
+  ckpt::Safetensors file = ckpt::Safetensors::open(path("hf") +
+                                                   "/model.safetensors");
+  EXPECT_EQ(file.info("model.norm.weight").dtype, ckpt::DType::BF16);
+  EXPECT_EQ(file.metadata("format"), "pt");
+  HfModel imported = readHfModel(path("hf"));
+  for (const auto &[name, tensor] : imported.params) {
+    const std::vector<float> &original = params.at(name);
+    for (size_t i = 0; i < original.size(); ++i) {
+      float expected = bf16ToFloat(floatToBf16(original[i]));
+      ASSERT_EQ(std::memcmp(&tensor.values[i], &expected, 4), 0)
+          << name << "[" << i << "]";
+    }
+  }
+}
+
+TEST_F(HfInteropTest, ModelJsonRoundTripsAndRefusesUnknownFields) {
+  for (const ModelConfig &config : {gpt2Config(), llamaConfig()})
+    expectSameConfig(modelFromJson(modelToJson(config), "f"), config);
+  nlohmann::json model = modelToJson(gpt2Config());
+  model["norm_epsilon"] = 1e-6;
+  try {
+    modelFromJson(model, "ckpt/checkpoint.safetensors");
+    FAIL() << "an unknown model field was accepted";
+  } catch (const InteropError &error) {
+    EXPECT_STREQ(error.what(),
+                 "ckpt/checkpoint.safetensors: model metadata field "
+                 "norm_epsilon is not known to this partition-export; export "
+                 "with the partition build that wrote the checkpoint");
+  }
+}
+
+TEST_F(HfInteropTest, ExportRefusesACheckpointWithoutItsModel) {
+  writeCheckpoint(path("ckpt"), gpt2Config(), /*withModel=*/false);
+  try {
+    exportHf(path("ckpt"), path("hf"), "fp32");
+    FAIL() << "exported without a model configuration";
+  } catch (const InteropError &error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("the checkpoint holds no model configuration "
+                        "(\"model\" metadata); it was not written by "
+                        "partition-run or partition-import"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_FALSE(fs::exists(path("hf")));
+}
+
+TEST_F(HfInteropTest, HfConfigReadsBackAsTheSameModel) {
+  for (const ModelConfig &config : {gpt2Config(), llamaConfig()}) {
+    nlohmann::json hf = hfConfig(config, "float32");
+    expectSameConfig(fromHfConfig(hf, "config.json"), config);
+    // Without partition's training shape: min(context, 1024) and batch 1.
+    hf.erase("partition_training");
+    ModelConfig bare = fromHfConfig(hf, "config.json");
+    EXPECT_EQ(bare.seqLen, config.positions);
+    EXPECT_EQ(bare.batch, 1);
+  }
+}
+
+TEST_F(HfInteropTest, EveryPresetMapsEveryParameterAndReadsBack) {
+  for (const std::string &name : partition::model::presetNames()) {
+    SCOPED_TRACE(name);
+    ModelConfig config = *partition::model::getPreset(name);
+    config.positions = std::max(config.positions, config.seqLen);
+    // hfTensorMap checks that every parameter maps exactly once.
+    std::vector<HfTensorMap> maps = hfTensorMap(config);
+    std::map<std::string, Shape> shapes;
+    int64_t partitionElements = 0, hfElements = 0;
+    for (const ParamShape &param : modelParameters(config)) {
+      shapes[param.name] = param.shape;
+      int64_t elements = 1;
+      for (int64_t dim : param.shape)
+        elements *= dim;
+      partitionElements += elements;
+    }
+    for (const HfTensorMap &map : maps) {
+      int64_t elements = 1;
+      for (int64_t dim : hfShape(map, shapes))
+        elements *= dim;
+      hfElements += elements;
+    }
+    EXPECT_EQ(hfElements, partitionElements);
+    expectSameConfig(fromHfConfig(hfConfig(config, "bfloat16"), "config.json"),
+                     config);
+  }
+}

@@ -1,0 +1,62 @@
+//===- ClusterTest.cpp - profiles and cluster files -----------------------===//
+
+#include "planner/Cluster.h"
+
+#include <gtest/gtest.h>
+
+using namespace partition::planner;
+
+TEST(Cluster, EveryProfileRoundTripsThroughJson) {
+  for (const std::string &name : profileNames()) {
+    std::optional<Cluster> profile = getProfile(name);
+    ASSERT_TRUE(profile) << name;
+    EXPECT_GT(profile->peakFlopsBf16, 0) << name;
+    Expected<Cluster> back = parseCluster(clusterToJson(*profile), "x.json");
+    ASSERT_TRUE(bool(back)) << back.error();
+    EXPECT_EQ(back->name, name);
+    EXPECT_EQ(back->peakFlopsBf16, profile->peakFlopsBf16);
+    EXPECT_EQ(back->devicesPerNode, profile->devicesPerNode);
+    EXPECT_EQ(back->attentionKernel, profile->attentionKernel);
+  }
+}
+
+TEST(Cluster, FileOverridesItsBase) {
+  Expected<Cluster> c = parseCluster(
+      R"({"base": "h100-sxm-dgx", "devices_per_node": 4,
+          "inter_node_bandwidth": 1e10})",
+      "c.json");
+  ASSERT_TRUE(bool(c)) << c.error();
+  EXPECT_EQ(c->devicesPerNode, 4);
+  EXPECT_EQ(c->interNodeBandwidth, 1e10);
+  EXPECT_EQ(c->peakFlopsBf16, getProfile("h100-sxm-dgx")->peakFlopsBf16);
+}
+
+TEST(Cluster, BadFilesSayWhatIsWrong) {
+  auto error = [](const std::string &text) {
+    Expected<Cluster> c = parseCluster(text, "c.json");
+    EXPECT_FALSE(bool(c)) << text;
+    return c ? std::string() : c.error();
+  };
+  EXPECT_EQ(error(R"({"devices_per_node": "eight"})"),
+            "c.json: field 'devices_per_node' must be a positive integer, "
+            "got \"eight\"");
+  EXPECT_EQ(error(R"({"peak_flops_bf16": -1})"),
+            "c.json: field 'peak_flops_bf16' must be a positive number, got -1");
+  EXPECT_EQ(error(R"({"base": "tpu"})").substr(0, 39),
+            "c.json: unknown base profile \"tpu\" (kno");
+  EXPECT_NE(error(R"({"gpus": 8})").find("unknown field 'gpus'"),
+            std::string::npos);
+  EXPECT_NE(error("[1]").find("must be a JSON object"), std::string::npos);
+  EXPECT_NE(error("{").find("invalid JSON"), std::string::npos);
+  EXPECT_NE(error(R"({"attention_kernel": "fast"})")
+                .find("must be one of fused, materialized"),
+            std::string::npos);
+}
+
+TEST(Cluster, UnknownProfileNamesTheKnownOnes) {
+  Expected<Cluster> c = loadCluster("v100");
+  ASSERT_FALSE(bool(c));
+  EXPECT_NE(c.error().find("unknown cluster profile 'v100' (known: "
+                           "a100-80gb-dgx, h100-sxm-dgx"),
+            std::string::npos);
+}
