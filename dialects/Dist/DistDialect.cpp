@@ -374,15 +374,6 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
-  if (attr.getName() == kPipelineStageAttrName) {
-    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!isa<FunctionOpInterface>(op) || !stage || stage.getInt() < 0)
-      return op->emitError() << "'" << kPipelineStageAttrName
-                             << "' must be a non-negative integer on a "
-                                "function, but is "
-                             << attr.getValue();
-    return success();
-  }
   if (attr.getName() == kPipelineAttrName) {
     if (!isa<ModuleOp>(op) || !isa<DictionaryAttr>(attr.getValue()))
       return op->emitError() << "'" << kPipelineAttrName
