@@ -527,4 +527,74 @@ def TestShardingRulesPass : Pass<"xfmr-test-sharding-rules", "::mlir::ModuleOp">
   }];
 }
 
+// --- Pipeline parallelism (passes/pipeline/) --------------------------------
+
+def DistPipelinePass : Pass<"dist-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Cut the training step into pipeline stages, in the schedule's order";
+  let description = [{
+    Pipeline parallelism over the mesh axis whose role is `pipeline` (size
+    p), after `--xfmr-train-step` with `microbatches=m` and after
+    `--dist-partition` (types are local; any tensor-parallel collectives
+    stay inside their stage) and `--dist-recompute`, before
+    `--dist-bucket-gradients` (so that each stage buckets its own
+    gradients). Replaces `@train_step` / `@eval_step` by
+    `@train_step_stage<k>` / `@eval_step_stage<k>` for k in 0..p-1, each
+    with `dist.pipeline_stage = k` and the step's attributes.
+
+    Every op gets a model chunk, a micro-batch and a phase from the IR
+    alone: the chunk from the `xfmr.layer` of the parameters it reads (else
+    from its operands; the embedding belongs to the first chunk, the final
+    norm, LM head and loss to the last), the micro-batch from the
+    `tensor.extract_slice` of tokens / targets it depends on, the phase
+    from the loss-gradient seed (forward F before it; backward after it,
+    split into B, the input gradients, and W, the ops whose results only
+    feed parameter gradients, accumulation and the optimizer). The layers
+    are cut into p x v chunks (v = `virtual-stages`) at the least largest
+    chunk cost (matmul FLOPs plus bytes written), unless `stages` gives the
+    layer count of each chunk; chunk c runs on stage c mod p.
+
+    Each stage's function runs the actions of `passes/pipeline/Schedule.h`
+    for that stage in order (F(mb, chunk), B, W), then the optimizer of the
+    parameters it holds. A value another stage uses is sent right after it
+    is made (`dist.send ... {label = "F mb1 activations stage0->1"}`) and
+    received before its first use; receives from one peer follow that
+    peer's send order. A parameter used on several stages (GPT-2's tied
+    `wte`) is held by each: each sums its own gradient contributions, the
+    partial sums are exchanged and added in stage order, so every copy gets
+    the same update. The eval step runs forwards only.
+
+    Input (p = 2, 2 layers, `microbatches=2`):
+    ```mlir
+    func.func @train_step(%wte: ... {xfmr.param = "wte"}, ...,
+        %h0: ... {xfmr.layer = 0 : i64, xfmr.param = "h.0.ln_1.weight"}, ...)
+    ```
+    Output:
+    ```mlir
+    func.func @train_step_stage0(%wte: ..., %h0: ..., ..., %step, %lr, %tokens)
+        -> (... params, moments, step) attributes {dist.pipeline_stage = 0 : i64, ...} {
+      ...
+      dist.send %x to @mesh [pp = 1] {label = "F mb0 activations stage0->1"} : tensor<4x64x64xf32>
+      ...
+      %g = dist.recv from @mesh [pp = 1] {label = "B mb0 gradients stage1->0"} : tensor<4x64x64xf32>
+    ```
+    The module records `dist.pipeline`: the schedule, micro-batches, chunks,
+    each chunk's layers and its F / B / W costs, for the memory report and
+    the schedule picture. Errors (numbers the schedule does not allow,
+    `stages` that do not sum to the layers, a step that cannot be cut) name
+    the field and the numbers.
+  }];
+  let dependentDialects = ["::partition::dist::DistDialect",
+                           "::partition::xfmr::XfmrDialect"];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"\"",
+           "gpipe, 1f1b, interleaved-1f1b or zero-bubble (default: the "
+           "plan's)">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Chunks per stage (interleaved-1f1b)">,
+    ListOption<"stageLayers", "stages", "int64_t",
+               "Layers of each chunk, in model order (default: balanced by "
+               "cost)">,
+  ];
+}
+
 #endif // PARTITION_PASSES

@@ -61,21 +61,44 @@ void buildPartitionPipeline(OpPassManager &pm,
   pm.addPass(createTrainStepPass(step));
 
   // The partitioner.
-  if (plan && (plan->mesh.dp > 1 || plan->mesh.tp > 1)) {
+  bool sharded = plan && (plan->mesh.dp > 1 || plan->mesh.tp > 1);
+  bool pipelined = plan && plan->mesh.pp > 1;
+  int64_t bucketBytes = static_cast<int64_t>(options.bucketMb * 1024 * 1024);
+  if (sharded) {
     ShardPipelineOptions shard;
-    shard.bucketBytes = static_cast<int64_t>(options.bucketMb * 1024 * 1024);
+    shard.bucketBytes = bucketBytes;
+    shard.bucketGradients = !pipelined;
     buildShardPipeline(pm, shard);
   }
   // After bucketing: ZeRO turns the data-parallel gradient buckets into
-  // reduce-scatters of flat buckets and shards AdamW's state.
-  if (plan && plan->zero.stage > 0 && plan->mesh.dp > 1)
+  // reduce-scatters of flat buckets and shards AdamW's state. With a
+  // pipeline, the buckets are formed per stage after the cut (below).
+  bool zero = plan && plan->zero.stage > 0 && plan->mesh.dp > 1;
+  if (zero && !pipelined)
     pm.addPass(createZeroPass());
-  // After partitioning, so that recomputed work includes its collectives.
+  // After partitioning, so that recomputed work includes its collectives;
+  // before the pipeline cut, which sees recomputed ops as backward work
+  // (and so runs them in B / W, where the recomputation belongs).
   if (plan && plan->recompute.policy != "none") {
     RecomputePassOptions recompute;
     recompute.policy = plan->recompute.policy;
     recompute.report = options.memoryReport;
     pm.addPass(createRecomputePass(recompute));
+  }
+  // Pipeline stages on local types (a stage's tp collectives stay inside
+  // it), then each stage buckets its own data-parallel gradients.
+  if (pipelined) {
+    DistPipelinePassOptions pipeline;
+    pipeline.virtualStages = plan->pipeline.virtualStages;
+    pipeline.stageLayers = llvm::to_vector(plan->pipeline.stages);
+    pm.addPass(createDistPipelinePass(pipeline));
+    if (sharded) {
+      BucketGradientsPassOptions buckets;
+      buckets.bucketBytes = bucketBytes;
+      pm.addPass(createBucketGradientsPass(buckets));
+    }
+    if (zero)
+      pm.addPass(createZeroPass());
   }
 }
 

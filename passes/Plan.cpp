@@ -2,6 +2,8 @@
 
 #include "passes/Plan.h"
 
+#include "passes/pipeline/Schedule.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -121,6 +123,28 @@ public:
       return;
     }
     out = text->str();
+  }
+
+  /// A non-empty list of positive integers (layer counts).
+  void layerCounts(StringRef key, llvm::SmallVector<int64_t> &out) {
+    const json::Value *value = get(key);
+    if (!value)
+      return;
+    const json::Array *array = value->getAsArray();
+    if (!array || array->empty()) {
+      error(fieldPath(key) + " must be a non-empty list of layer counts, "
+            "got " + show(*value));
+      return;
+    }
+    for (auto [index, element] : llvm::enumerate(*array)) {
+      std::optional<int64_t> count = element.getAsInteger();
+      if (!count || *count < 1 || *count > (int64_t(1) << 20)) {
+        error(fieldPath(key) + "[" + Twine(index) +
+              "] must be a positive layer count, got " + show(element));
+        return;
+      }
+      out.push_back(*count);
+    }
   }
 
   /// A nested object field, or null when absent or not an object (an
@@ -280,10 +304,15 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
                 Plan::TensorParallel::kMaxVocabMultiple,
                 "between 1 and 65536");
   }
-  if (auto pipeline = reader("pipeline", {"schedule", "microbatches"})) {
+  if (auto pipeline = reader("pipeline", {"schedule", "microbatches",
+                                          "virtual_stages", "stages"})) {
     pipeline->choice("schedule", plan.pipeline.schedule,
                      {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"});
     pipeline->positive("microbatches", plan.pipeline.microbatches);
+    pipeline->integer("virtual_stages", plan.pipeline.virtualStages, 1,
+                      Plan::Pipeline::kMaxVirtualStages,
+                      "an integer between 1 and 64");
+    pipeline->layerCounts("stages", plan.pipeline.stages);
   }
   if (auto zero = reader("zero", {"stage"}))
     zero->integer("stage", plan.zero.stage, 0, 3, "0, 1, 2 or 3");
@@ -350,6 +379,37 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
   if (auto layers = model.layers; layers && *layers < mesh.pp)
     error("layers " + Twine(*layers) + " is fewer than mesh.pp = " +
           Twine(mesh.pp) + " pipeline stages");
+  // The schedule's own rules (pipeline/Schedule.cpp names the fields).
+  if (auto kind = pipeline::parseScheduleKind(
+          plan.pipeline.scheduleOrDefault().str());
+      kind && (mesh.pp > 1 || plan.pipeline.virtualStages > 1)) {
+    pipeline::ScheduleConfig config;
+    config.kind = *kind;
+    config.stages = static_cast<int>(std::min<int64_t>(mesh.pp, INT32_MAX));
+    config.microbatches =
+        static_cast<int>(std::min<int64_t>(plan.pipeline.microbatches, INT32_MAX));
+    config.chunks = static_cast<int>(plan.pipeline.virtualStages);
+    config.layers = model.layers && *model.layers >= mesh.pp
+                        ? static_cast<int>(*model.layers)
+                        : 0;
+    if (std::optional<std::string> problem = pipeline::validateConfig(config))
+      error(*problem);
+  }
+  if (!plan.pipeline.stages.empty()) {
+    int64_t chunks = mesh.pp * plan.pipeline.virtualStages, sum = 0;
+    for (int64_t count : plan.pipeline.stages)
+      sum += count;
+    if (static_cast<int64_t>(plan.pipeline.stages.size()) != chunks)
+      error("pipeline.stages has " + Twine(plan.pipeline.stages.size()) +
+            " entries but mesh.pp x pipeline.virtual_stages = " +
+            Twine(mesh.pp) + " x " + Twine(plan.pipeline.virtualStages) +
+            " = " + Twine(chunks) + " chunks need one layer count each");
+    else if (auto layers = model.layers; layers && sum != *layers)
+      error("pipeline.stages sums to " + Twine(sum) +
+            " layers but the model has " + Twine(*layers) +
+            "; give each chunk's layer count so that they sum to " +
+            Twine(*layers));
+  }
   if (plan.tensorParallel.sequenceParallel) {
     if (mesh.tp == 1)
       error("tensor_parallel.sequence_parallel needs mesh.tp > 1, got "
@@ -380,26 +440,12 @@ struct NotImplemented {
   const char *instead;
 };
 
-/// The plan fields refused until their pass exists. A pass that implements
-/// one removes its line (and adds itself to passes/Pipeline.cpp).
-/// pipeline.microbatches is not here: without pipeline parallelism it is
-/// gradient accumulation, which --xfmr-train-step implements.
-const NotImplemented kNotImplemented[] = {
-    {"mesh.pp",
-     [](const Plan &plan) -> std::optional<std::string> {
-       if (plan.mesh.pp > 1)
-         return std::to_string(plan.mesh.pp);
-       return std::nullopt;
-     },
-     "the pipeline-parallel pass", "use pp 1"},
-    {"pipeline.schedule",
-     [](const Plan &plan) -> std::optional<std::string> {
-       if (plan.pipeline.schedule)
-         return "\"" + *plan.pipeline.schedule + "\"";
-       return std::nullopt;
-     },
-     "the pipeline-parallel pass", "leave it out"},
-};
+/// The plan fields refused until their pass exists. Empty since the
+/// pipeline, ZeRO and recompute-budget passes landed: every field of
+/// plan.json has its pass. A field added before its pass adds its line here
+/// (and the pass that implements it removes the line and adds itself to
+/// passes/Pipeline.cpp), so that no field is ever silently ignored.
+const std::vector<NotImplemented> kNotImplemented = {};
 
 } // namespace
 

@@ -49,6 +49,12 @@ struct Plan {
     /// does not name one (then "1f1b").
     std::optional<std::string> schedule;
     int64_t microbatches = 1;
+    /// Model chunks per stage (interleaved-1f1b only).
+    int64_t virtualStages = 1;
+    /// Layers of each chunk in model order (pp x virtual_stages entries);
+    /// empty: balanced by cost.
+    llvm::SmallVector<int64_t> stages;
+    static constexpr int64_t kMaxVirtualStages = 64;
     llvm::StringRef scheduleOrDefault() const {
       return schedule ? llvm::StringRef(*schedule) : "1f1b";
     }

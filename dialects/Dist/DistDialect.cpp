@@ -420,6 +420,12 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  if (attr.getName() == kPipelineAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<DictionaryAttr>(attr.getValue()))
+      return op->emitError() << "'" << kPipelineAttrName
+                             << "' must be a dictionary on a module";
+    return success();
+  }
   if (attr.getName() == kLabelAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << kLabelAttrName

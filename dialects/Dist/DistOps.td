@@ -95,6 +95,13 @@ def Dist_Dialect : Dialect {
     /// is the device block of (tensor parallelism).
     static constexpr ::llvm::StringLiteral kFlatShardAttrName =
         "dist.flat_shard";
+    /// On a step function after --dist-pipeline: its pipeline stage (i64).
+    static constexpr ::llvm::StringLiteral kPipelineStageAttrName =
+        "dist.pipeline_stage";
+    /// On the module after --dist-pipeline: the split and the schedule, a
+    /// dictionary (passes/pipeline/PipelineInfo.h) for the reports.
+    static constexpr ::llvm::StringLiteral kPipelineAttrName =
+        "dist.pipeline";
   }];
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

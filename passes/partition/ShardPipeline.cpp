@@ -18,6 +18,8 @@ void buildShardPipeline(OpPassManager &pm,
   propagate.tensorParallel = options.tensorParallel;
   pm.addPass(createPropagatePass(propagate));
   pm.addPass(createPartitionPass());
+  if (!options.bucketGradients)
+    return;
   BucketGradientsPassOptions buckets;
   buckets.bucketBytes = options.bucketBytes;
   pm.addPass(createBucketGradientsPass(buckets));

@@ -20,6 +20,9 @@ struct ShardPipelineOptions {
   bool tensorParallel = true;
   /// The largest data-parallel gradient bucket, in bytes.
   int64_t bucketBytes = 25 * 1024 * 1024;
+  /// Run --dist-bucket-gradients last (off: the caller runs it later, after
+  /// --dist-pipeline, so that each stage buckets its own gradients).
+  bool bucketGradients = true;
 };
 
 /// Adds seed -> propagate -> partition -> bucket to `pm` (a module pass

@@ -1,15 +1,13 @@
 // --dist-apply-plan refuses plan fields whose pass does not exist yet, one
 // line per field, so that no field is silently ignored (the list:
-// kNotImplemented in passes/Plan.cpp; a pass that lands removes its line
-// and the RUN lines here that test it).
+// kNotImplemented in passes/Plan.cpp, empty since pipeline, ZeRO and the
+// recompute budget landed; a pass that lands removes its line, and the RUN
+// lines here check that each formerly refused field now applies).
 
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_pp2.json 2>&1 | FileCheck %s --check-prefix=CHECK-PP
-// CHECK-PP: error: {{.*}}plan_pp2.json: mesh.pp = 2 needs the pipeline-parallel pass, which is not implemented yet; use pp 1{{$}}
-// CHECK-PP-NOT: error
-
-// Without pipeline parallelism a schedule would be ignored.
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_schedule_gpipe.json 2>&1 | FileCheck %s --check-prefix=CHECK-SCHEDULE
-// CHECK-SCHEDULE: error: {{.*}}plan_schedule_gpipe.json: pipeline.schedule = "gpipe" needs the pipeline-parallel pass, which is not implemented yet; leave it out{{$}}
+// --dist-pipeline implements mesh.pp and pipeline.schedule
+// (test/Passes/pipeline/ has their tests).
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_schedule_gpipe.json | FileCheck %s --check-prefix=CHECK-SCHEDULE
+// CHECK-SCHEDULE: schedule = "gpipe"
 
 // --dist-zero implements every ZeRO stage.
 // RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_zero3.json | FileCheck %s --check-prefix=CHECK-ZERO
@@ -23,12 +21,10 @@
 // RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_recompute.json | FileCheck %s --check-prefix=CHECK-SELECTIVE
 // CHECK-SELECTIVE: recompute = selective
 
-// Every refused field is named.
-// RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_full.json 2>&1 | FileCheck %s --check-prefix=CHECK-ALL
-// CHECK-ALL: error: {{.*}}plan_full.json: mesh.pp = 2 needs the pipeline-parallel pass
-// CHECK-ALL: error: {{.*}}plan_full.json: pipeline.schedule = "interleaved-1f1b" needs the pipeline-parallel pass
-// CHECK-ALL-NOT: zero.stage
-// CHECK-ALL-NOT: recompute.policy
+// Every field has its pass now: a plan that asks for all of them applies.
+// RUN: partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_full.json 2>&1 | FileCheck %s --check-prefix=CHECK-ALL
+// CHECK-ALL-NOT: error
+// CHECK-ALL: dist.plan = #dist.plan<{{.*}}schedule = "interleaved-1f1b"{{.*}}zero_stage = 1{{.*}}recompute = budget
 
 // pipeline.microbatches without pipeline parallelism is gradient
 // accumulation (--xfmr-train-step), and the defaults ask for nothing.

@@ -21,6 +21,8 @@
 #include "passes/ActivationMemory.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
+#include "passes/pipeline/PipelineInfo.h"
+#include "passes/pipeline/PipelineReport.h"
 #include "tools/OneLineDiagnostics.h"
 #include "tools/common/CommandLine.h"
 
@@ -71,6 +73,11 @@ cl::opt<bool> memoryReport("memory-report",
                            cl::desc("Print bytes per buffer category and the "
                                     "arena peak"),
                            cl::cat(category));
+cl::opt<std::string> scheduleSvg(
+    "schedule-svg",
+    cl::desc("With pipeline parallelism (mesh.pp > 1): draw the schedule, "
+             "one row per stage, F / B / W boxes with the stages' costs"),
+    cl::value_desc("file.svg"), cl::cat(category));
 cl::opt<std::string> emitMlir("emit-mlir",
                               cl::desc("Also write the planned rt IR here"),
                               cl::value_desc("file.mlir"), cl::cat(category));
@@ -91,7 +98,8 @@ cl::opt<double> bucketMb("bucket-mb",
 /// tensor-parallel traffic, per rank.
 void printLayerReport(ModuleOp module) {
   for (auto function : module.getOps<func::FuncOp>()) {
-    if (function.getSymName() != "train_step")
+    // The step, or each pipeline stage's step (the layers it holds).
+    if (!function->hasAttr(partition::xfmr::XfmrDialect::kTrainStepAttrName))
       continue;
     for (auto &[layer, memory] : partition::analyzeLayerMemory(function))
       llvm::outs() << "layer " << layer << ": activations "
@@ -180,6 +188,24 @@ int main(int argc, char **argv) {
   }
   if (memoryReport)
     printLayerReport(*module);
+  bool pipelined = partition::pipeline::readPipelineInfo(*module).has_value();
+  if (memoryReport && pipelined &&
+      failed(partition::pipeline::printPipelineReport(*module, llvm::outs())))
+    return fail("cannot report the pipeline (see the diagnostic above)");
+  if (!scheduleSvg.empty()) {
+    if (!pipelined)
+      return fail("--schedule-svg needs pipeline parallelism: a plan with "
+                  "mesh.pp > 1");
+    FailureOr<std::string> svg =
+        partition::pipeline::pipelineScheduleSvg(*module);
+    if (failed(svg))
+      return fail("cannot draw the schedule (see the diagnostic above)");
+    auto picture = openOutputFile(scheduleSvg, &error);
+    if (!picture)
+      return fail(error);
+    picture->os() << *svg;
+    picture->keep();
+  }
 
   PassManager lowering(&context);
   partition::buildLoweringPipeline(lowering, options);

@@ -1,0 +1,304 @@
+//===- StageAnalysis.cpp - what each op of a training step is, for a pipeline ===//
+
+#include "passes/pipeline/StageAnalysis.h"
+
+#include "dialects/Dist/DistOps.h"
+#include "dialects/Xfmr/XfmrOps.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <algorithm>
+#include <iterator>
+#include <set>
+
+using namespace mlir;
+using namespace partition::xfmr;
+
+namespace partition::pipeline {
+
+BlockArgument parameterArgument(Value value, func::FuncOp step) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isa<CastOp, dist::AllGatherOp>(def))
+      return {};
+    value = def->getOperand(0);
+  }
+  auto arg = cast<BlockArgument>(value);
+  if (arg.getOwner()->getParentOp() != step ||
+      !step.getArgAttr(arg.getArgNumber(), XfmrDialect::kParamAttrName))
+    return {};
+  return arg;
+}
+
+std::optional<int64_t> parameterLayer(Value value, func::FuncOp step) {
+  BlockArgument arg = parameterArgument(value, step);
+  if (!arg)
+    return std::nullopt;
+  auto layer = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                  XfmrDialect::kLayerAttrName);
+  return layer ? layer.getInt() : -1;
+}
+
+int64_t valueBytes(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return 0;
+  int64_t bits = type.getElementTypeBitWidth();
+  return type.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+double opCost(Operation *op) {
+  double cost = 0;
+  if (auto matmul = dyn_cast<MatmulFlopsOpInterface>(op))
+    cost += static_cast<double>(matmul.getMatmulFlops().value_or(0));
+  for (Value result : op->getResults())
+    cost += static_cast<double>(valueBytes(result));
+  return cost;
+}
+
+namespace {
+
+/// Cheap work on inputs every stage may redo for itself: not a model op
+/// (but a cast of a parameter), not communication.
+bool mayRunOnDemand(Operation *op) {
+  if (isa<CastOp>(op) || isa<dist::AxisIndexOp>(op))
+    return true;
+  StringRef dialect = op->getDialect() ? op->getDialect()->getNamespace() : "";
+  return dialect != XfmrDialect::getDialectNamespace() &&
+         dialect != dist::DistDialect::getDialectNamespace();
+}
+
+} // namespace
+
+StepAnalysis analyzeStep(func::FuncOp step, int layers,
+                         const llvm::DenseSet<Operation *> &optimizer) {
+  StepAnalysis analysis;
+  analysis.layers = layers;
+  Block &body = step.getBody().front();
+  auto &roles = analysis.roles;
+  llvm::DenseMap<Value, int> microbatchOf;
+  // Backward ops placed by their gradient operands alone (sums, the
+  // collectives of tensor parallelism).
+  llvm::SmallVector<Operation *> plumbing;
+
+  auto definedBy = [&](Value value, Phase phase) {
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      return false;
+    auto it = roles.find(def);
+    return it != roles.end() && it->second.phase == phase;
+  };
+  auto isBackward = [&](Value value) {
+    return definedBy(value, Phase::BackwardInput);
+  };
+
+  // Values computed from the model's data (parameters, optimizer state,
+  // the batch): work on them is placed; work on constants and the step
+  // counter alone may run anywhere.
+  llvm::DenseSet<Value> fromData;
+  for (BlockArgument arg : body.getArguments()) {
+    auto input = step.getArgAttrOfType<StringAttr>(
+        arg.getArgNumber(), XfmrDialect::kInputAttrName);
+    if (!input || input.getValue() == "tokens" ||
+        input.getValue() == "targets")
+      fromData.insert(arg);
+  }
+  auto recomputed = [&](Operation *op) {
+    return op->hasAttr(dist::DistDialect::kRecomputedAttrName);
+  };
+
+  int maxMicrobatch = 0;
+  for (Operation &op : body) {
+    if (isa<func::ReturnOp>(op))
+      continue;
+    OpRole role;
+    int mb = -1;
+    // A slice of a batch input is one micro-batch.
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+      auto arg = dyn_cast<BlockArgument>(slice.getSource());
+      if (arg && arg.getOwner() == &body &&
+          step.getArgAttr(arg.getArgNumber(), XfmrDialect::kInputAttrName) &&
+          !slice.getStaticOffsets().empty() &&
+          !ShapedType::isDynamic(slice.getStaticOffsets()[0]) &&
+          !ShapedType::isDynamic(slice.getStaticSizes()[0]) &&
+          slice.getStaticSizes()[0] > 0)
+        mb = static_cast<int>(slice.getStaticOffsets()[0] /
+                              slice.getStaticSizes()[0]);
+    }
+    for (Value operand : op.getOperands())
+      mb = std::max(mb, microbatchOf.lookup_or(operand, -1));
+    for (Value result : op.getResults())
+      microbatchOf[result] = mb;
+    maxMicrobatch = std::max(maxMicrobatch, mb);
+    role.microbatch = std::max(mb, 0);
+
+    bool readsData = llvm::any_of(op.getOperands(), [&](Value v) {
+      return fromData.contains(v);
+    });
+    if (readsData)
+      for (Value result : op.getResults())
+        fromData.insert(result);
+    bool operandsOnDemand = llvm::all_of(op.getOperands(), [&](Value v) {
+      return isa<BlockArgument>(v) || definedBy(v, Phase::OnDemand);
+    });
+    bool afterOptimizer = llvm::any_of(op.getOperands(), [&](Value v) {
+      return definedBy(v, Phase::Optimizer);
+    });
+    bool communicates = isa<dist::DistDialect>(op.getDialect()) &&
+                        !isa<dist::AxisIndexOp>(op);
+    if (isa<AdamWOp>(op) || afterOptimizer || optimizer.contains(&op)) {
+      role.phase = Phase::Optimizer;
+    } else if (operandsOnDemand && !op.getNumRegions() &&
+               !op.hasTrait<OpTrait::IsTerminator>() && !communicates &&
+               (mayRunOnDemand(&op) || !readsData)) {
+      role.phase = Phase::OnDemand;
+    } else if (isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(
+                   op) ||
+               recomputed(&op) ||
+               llvm::any_of(op.getOperands(), isBackward)) {
+      // Backward; B or W is decided below, once the users are known.
+      role.phase = Phase::BackwardInput;
+    } else {
+      role.phase = Phase::Forward;
+    }
+
+    if (role.phase == Phase::Forward || role.phase == Phase::BackwardInput) {
+      // Forward work, and its clones in the backward, is where its latest
+      // operand is; other backward work where the forward work it
+      // differentiates is.
+      bool forwardLike = role.phase == Phase::Forward || recomputed(&op);
+      std::optional<int> layered;
+      bool unlayeredParam = false;
+      for (Value operand : op.getOperands())
+        if (std::optional<int64_t> layer = parameterLayer(operand, step)) {
+          if (*layer >= 0 && !layered)
+            layered = static_cast<int>(*layer);
+          unlayeredParam |= *layer < 0;
+        }
+      int latestForward = -1, earliestBackward = layers;
+      bool readsForward = false, readsBackward = false;
+      for (Value operand : op.getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (!def)
+          continue;
+        auto it = roles.find(def);
+        if (it == roles.end())
+          continue;
+        bool forwardValue = it->second.phase == Phase::Forward ||
+                            (it->second.phase == Phase::BackwardInput &&
+                             recomputed(def));
+        if (forwardValue) {
+          readsForward = true;
+          latestForward = std::max(latestForward, it->second.position);
+        } else if (it->second.phase == Phase::BackwardInput) {
+          readsBackward = true;
+          earliestBackward = std::min(earliestBackward, it->second.position);
+        }
+      }
+      if (layered)
+        role.position = *layered;
+      else if (forwardLike || readsForward)
+        // Forward work outside the layers reading a parameter is the
+        // embedding before them, or the final norm / LM head after them.
+        role.position = unlayeredParam && latestForward >= 0 ? layers
+                                                             : latestForward;
+      else if (readsBackward)
+        role.position = earliestBackward;
+      else
+        role.position = layers; // the loss gradient seed
+      if (role.phase == Phase::BackwardInput && !layered && !forwardLike &&
+          !readsForward && readsBackward)
+        plumbing.push_back(&op);
+    }
+    roles[&op] = role;
+  }
+  analysis.microbatches = maxMicrobatch + 1;
+
+  // Such an op whose users are all at an earlier place (a sequence-parallel
+  // gather of a gradient, the backward of a reduce-scatter) runs there when
+  // its result is larger than the operands it would then receive.
+  // Where each parameter is read by forward work.
+  llvm::DenseMap<BlockArgument, std::set<int>> parameterPlaces;
+  for (auto &[op, role] : roles)
+    if (role.phase == Phase::Forward)
+      for (Value operand : op->getOperands())
+        if (BlockArgument param = parameterArgument(operand, step))
+          parameterPlaces[param].insert(role.position);
+  // The parameter whose update a gradient flows into through sums alone.
+  auto updatedParameter = [&](Operation *op) -> BlockArgument {
+    for (int depth = 0; op && depth < 64; ++depth) {
+      if (op->getNumResults() != 1 || !op->getResult(0).hasOneUse())
+        return {};
+      Operation *user = *op->getResult(0).getUsers().begin();
+      if (auto adamw = dyn_cast<AdamWOp>(user))
+        return adamw.getGrad() == op->getResult(0)
+                   ? parameterArgument(adamw.getParam(), step)
+                   : BlockArgument();
+      op = user;
+    }
+    return {};
+  };
+  for (Operation *op : llvm::reverse(plumbing)) {
+    OpRole &role = roles[op];
+    // The weight gradient of work before the layers (the embeddings' grads
+    // read only the gradient of the layers' input): placed with that work,
+    // so that the gradient it reads counts as the layers' input gradient.
+    if (BlockArgument param = updatedParameter(op)) {
+      const std::set<int> &places = parameterPlaces[param];
+      auto below = places.upper_bound(role.position);
+      if (below != places.begin() && *std::prev(below) < role.position) {
+        role.position = *std::prev(below);
+        continue;
+      }
+    }
+    int users = role.position;
+    bool positioned = false;
+    for (Operation *user : op->getUsers()) {
+      auto it = roles.find(user);
+      if (it == roles.end() || (it->second.phase != Phase::BackwardInput &&
+                                it->second.phase != Phase::Forward))
+        continue;
+      users = positioned ? std::min(users, it->second.position)
+                         : it->second.position;
+      positioned = true;
+    }
+    if (!positioned || users >= role.position)
+      continue;
+    int64_t resultBytes = 0, operandBytes = 0;
+    for (Value result : op->getResults())
+      resultBytes += valueBytes(result);
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && roles.contains(def) &&
+          roles.lookup(def).position > users)
+        operandBytes += valueBytes(operand);
+    if (operandBytes < resultBytes)
+      role.position = users;
+  }
+
+  // W: backward ops whose results only feed W ops and the optimizer. An
+  // input gradient handed to an earlier place (another layer, the
+  // embedding) is what the rest of the backward waits for: B.
+  for (Operation &op : llvm::reverse(body)) {
+    auto it = roles.find(&op);
+    if (it == roles.end() || it->second.phase != Phase::BackwardInput)
+      continue;
+    bool weightOnly = true;
+    for (Operation *user : op.getUsers()) {
+      auto userRole = roles.find(user);
+      if (userRole == roles.end())
+        continue; // the return
+      Phase phase = userRole->second.phase;
+      if (phase == Phase::Optimizer)
+        continue;
+      if (phase == Phase::BackwardWeight &&
+          userRole->second.position >= it->second.position)
+        continue;
+      weightOnly = false;
+    }
+    if (weightOnly)
+      it->second.phase = Phase::BackwardWeight;
+  }
+  return analysis;
+}
+
+} // namespace partition::pipeline
