@@ -11,9 +11,11 @@
 // configuration), predicts each plan with the cost model (planner/), and
 // ranks those that fit by step time. Only plans that partition-compile
 // accepts are emitted: each candidate is put through the plan.json reader
-// and its checks (passes/Plan.h), so pipeline, ZeRO and interleaving enter
-// the search when their passes land; `--include-unimplemented` searches
-// the cost model's whole space and marks what does not compile yet.
+// and its checks (passes/Plan.h). Every plan.json field has its pass now
+// (pipeline, schedules, interleaving, ZeRO, recompute budget), so the
+// search covers the cost model's whole space; `--include-unimplemented`
+// keeps, marked, what a field added before its pass would refuse (none
+// today).
 // Memory per rank comes from the compiler's memory plan for the top plans
 // that compile (CompiledMemory.h), else from the closed form; the output
 // says which.
@@ -101,8 +103,9 @@ cl::opt<std::string> memorySource(
     cl::init("auto"), cl::cat(category));
 cl::opt<bool> includeUnimplemented(
     "include-unimplemented",
-    cl::desc("Also rank plans partition-compile refuses today (pipeline, "
-             "ZeRO, interleaving before their passes land), marked"),
+    cl::desc("Also rank plans partition-compile refuses only because a "
+             "pass is missing, marked (none today: every plan.json field "
+             "has its pass)"),
     cl::cat(category));
 cl::opt<int64_t> maxMicroBatch(
     "max-micro-batch", cl::desc("Largest micro-batch size tried (32)"),
