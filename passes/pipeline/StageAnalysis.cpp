@@ -249,6 +249,13 @@ StepAnalysis analyzeStep(func::FuncOp step, int layers,
         role.position = *std::prev(below);
         continue;
       }
+      // Otherwise it stays where its contribution is made, even when its
+      // users (the sum of a tied parameter's contributions) sit earlier and
+      // it is larger than its operand: the bf16 -> fp32 cast of the LM
+      // head's weight gradient moved to the embedding's stage would leave
+      // the tied gradient with one stage's partials only, and the other
+      // stage's copy of the parameter never updated.
+      continue;
     }
     int users = role.position;
     bool positioned = false;
