@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 preset=${1:-gpt2-tiny}
-steps=${2:-300}
+steps=${2:-100}
 microbatches=${3:-}
 layers=${LAYERS:-4}
 "$root/scripts/setup.sh"
@@ -43,8 +43,8 @@ echo "== partition-compile --plan $(cat "$plan")"
 
 echo "== partition-run on $ranks CPU ranks: $steps steps on the built-in synthetic language"
 "$bin/partition-run" --nproc "$ranks" "$out/$preset.ptp" --steps "$steps" \
-  --lr 3e-3 --eval-every 50 --metrics-out "$out/$preset.metrics.jsonl" \
+  --lr 3e-3 --eval-every 25 --metrics-out "$out/$preset.metrics.jsonl" \
   --trace "$out/$preset.trace.json"
 echo "metrics: $out/$preset.metrics.jsonl"
 [ -z "$svg" ] || echo "pipeline schedule: $svg (open it in a browser)"
-echo "trace: $out/$preset.trace.json (open it in ui.perfetto.dev)"
+# partition-run printed where the trace is.
