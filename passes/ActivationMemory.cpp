@@ -4,6 +4,7 @@
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
+#include "passes/LossGradient.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -57,8 +58,7 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
   for (Operation &op : body) {
     // A forward op --dist-recompute cloned into the backward runs there:
     // what it reads is what is kept.
-    bool seed = isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(
-                    op) ||
+    bool seed = isLossGradient(&op) ||
                 op.hasAttr(dist::DistDialect::kRecomputedAttrName);
     bool fed = llvm::any_of(op.getOperands(), [&](Value operand) {
       Operation *def = operand.getDefiningOp();

@@ -4,6 +4,7 @@
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
+#include "passes/LossGradient.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -151,8 +152,7 @@ StepAnalysis analyzeStep(func::FuncOp step, int layers,
                !op.hasTrait<OpTrait::IsTerminator>() && !communicates &&
                (mayRunOnDemand(&op) || !readsData)) {
       role.phase = Phase::OnDemand;
-    } else if (isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(
-                   op) ||
+    } else if (isLossGradient(&op) ||
                recomputed(&op) ||
                llvm::any_of(op.getOperands(), isBackward)) {
       // Backward; B or W is decided below, once the users are known.

@@ -42,6 +42,7 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
+#include "passes/LossGradient.h"
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
 #include "passes/recompute/Budget.h"
@@ -106,7 +107,7 @@ StepStructure analyzeStep(func::FuncOp step) {
   // per micro-batch), and what an earlier run of this pass rebuilt there.
   for (Operation &op : body) {
     bool seed =
-        isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(op) ||
+        isLossGradient(&op) ||
         op.hasAttr(dist::DistDialect::kRecomputedAttrName);
     bool fed = llvm::any_of(op.getOperands(), [&](Value operand) {
       Operation *def = operand.getDefiningOp();
@@ -291,7 +292,7 @@ FailureOr<BudgetGraph> buildBudgetGraph(func::FuncOp step,
   // A forward op's micro-batch: how many loss gradients come before it.
   SmallVector<SmallVector<Operation *>> microbatches(1);
   for (Operation &op : step.getBody().front()) {
-    if (isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(op))
+    if (isLossGradient(&op))
       microbatches.emplace_back();
     else if (structure.layer.contains(&op) && op.getNumResults() > 0 &&
              llvm::all_of(op.getResultTypes(), [](Type type) {
@@ -381,7 +382,7 @@ int64_t boundaryBytes(func::FuncOp step, const BudgetGraph &graph) {
   SmallVector<size_t> boundaries;
   for (auto [index, op] : llvm::enumerate(body)) {
     position[&op] = index;
-    if (isa<SoftmaxCrossEntropyGradOp, VocabParallelCrossEntropyGradOp>(op))
+    if (isLossGradient(&op))
       boundaries.push_back(index);
   }
   // A micro-batch's saved values: kept by `none`, counted by the choice.
