@@ -349,8 +349,8 @@ void readPartDegrees(ObjectReader &tp, Plan &plan, StringRef fileName,
             continue;
           entry.error("tensor_parallel.per_layer: layer " + Twine(overlap) +
                       " is covered twice, by per_layer[" + Twine(other) +
-                      "] (" + describeRange(earlier) + ") and " + path +
-                      " (" + describeRange(range) +
+                      "] (" + describeRange(earlier) + ") and per_layer[" +
+                      Twine(index) + "] (" + describeRange(range) +
                       "); give each layer one degree");
           ok = false;
           break;

@@ -46,7 +46,7 @@
 // CHECK-EMBEDDING: error: {{.*}}embedding.json: tensor_parallel.embedding.tp = 8 does not divide mesh.tp = 4
 // RUN: echo '{"mesh": {"tp": 4}, "tensor_parallel": {"per_layer": [{"layers": "0-2", "tp": 4}, {"layers": "2-3", "tp": 2}]}}' > %t/twice.json
 // RUN: not partition-opt %s --dist-apply-plan=plan=%t/twice.json 2>&1 | FileCheck %s --check-prefix=CHECK-TWICE
-// CHECK-TWICE: error: {{.*}}twice.json: tensor_parallel.per_layer: layer 2 is covered twice, by per_layer[0] (layers 0-2) and tensor_parallel.per_layer[1] (layers 2-3); give each layer one degree
+// CHECK-TWICE: error: {{.*}}twice.json: tensor_parallel.per_layer: layer 2 is covered twice, by per_layer[0] (layers 0-2) and per_layer[1] (layers 2-3); give each layer one degree
 // RUN: echo '{"mesh": {"tp": 6}, "tensor_parallel": {"per_layer": [{"layers": "0-1", "tp": 2}, {"layers": "2-3", "tp": 3}]}}' > %t/chain-broken.json
 // RUN: not partition-opt %s --dist-apply-plan=plan=%t/chain-broken.json 2>&1 | FileCheck %s --check-prefix=CHECK-BROKEN
 // CHECK-BROKEN: error: {{.*}}chain-broken.json: tensor_parallel: the degrees 2 and 3 do not divide one another; the degrees of per_layer, embedding and mesh.tp must form a chain in which each divides the next larger (as 1, 2, 4, 8)
