@@ -465,8 +465,7 @@ NonuniformReport searchNonuniformPlans(const ModelShape &shape,
                                        const Cluster &cluster,
                                        const SearchOptions &options,
                                        const Fixed &fixed,
-                                       const model::ModelConfig &config,
-                                       const Prediction &best) {
+                                       const model::ModelConfig &config) {
   NonuniformReport report;
   std::vector<Candidate> bases;
   for (int64_t t = 2; t <= options.devices; ++t) {
@@ -495,7 +494,6 @@ NonuniformReport searchNonuniformPlans(const ModelShape &shape,
   report.bases = int64_t(bases.size());
   report.result = searchNonuniform(shape, cluster, bases,
                                    std::max<int64_t>(top, 1));
-  (void)best;
   return report;
 }
 
@@ -785,8 +783,8 @@ int main(int argc, char **argv) {
 
   std::optional<NonuniformReport> nonuniformReport;
   if (nonuniform) {
-    nonuniformReport = searchNonuniformPlans(shape, *cluster, options, fixed,
-                                             *config, best);
+    nonuniformReport =
+        searchNonuniformPlans(shape, *cluster, options, fixed, *config);
   }
 
   if (jsonOutput) {
