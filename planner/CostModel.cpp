@@ -36,8 +36,22 @@ std::string Candidate::planJson() const {
   std::ostringstream os;
   os << "{\"mesh\": {\"dp\": " << dp << ", \"tp\": " << tp
      << ", \"pp\": " << pp << "}";
-  if (sequenceParallel)
+  if (!perLayer.empty()) {
+    // The compiler's nonuniform format (docs/planner.md, "Nonuniform
+    // degrees").
+    os << ", \"tensor_parallel\": {\"per_layer\": [";
+    for (size_t i = 0; i < perLayer.size(); ++i) {
+      const TpPart &part = perLayer[i];
+      os << (i ? ", " : "") << "{\"layers\": \"" << part.first;
+      if (part.last != part.first)
+        os << "-" << part.last;
+      os << "\", \"tp\": " << part.tp << "}";
+    }
+    os << "], \"sequence_parallel\": "
+       << (sequenceParallel ? "true" : "false") << "}";
+  } else if (sequenceParallel) {
     os << ", \"tensor_parallel\": {\"sequence_parallel\": true}";
+  }
   os << ", \"pipeline\": {";
   if (pp > 1)
     os << "\"schedule\": \"" << schedule << "\", ";
@@ -54,8 +68,20 @@ std::string Candidate::planJson() const {
 
 std::string Candidate::label() const {
   std::ostringstream os;
-  os << "dp" << dp << " tp" << tp << (sequenceParallel ? "+sp" : "") << " pp"
-     << pp;
+  os << "dp" << dp << " tp" << tp;
+  if (!perLayer.empty()) {
+    // tp4[0-5:4,6-11:2]: the layers' degrees on the tp4 mesh.
+    os << "[";
+    for (size_t i = 0; i < perLayer.size(); ++i) {
+      const TpPart &part = perLayer[i];
+      os << (i ? "," : "") << part.first;
+      if (part.last != part.first)
+        os << "-" << part.last;
+      os << ":" << part.tp;
+    }
+    os << "]";
+  }
+  os << (sequenceParallel ? "+sp" : "") << " pp" << pp;
   if (pp > 1) {
     os << " " << schedule;
     if (virtualStages > 1)
@@ -68,6 +94,13 @@ std::string Candidate::label() const {
     os << " rc-" << recompute;
   os << " " << precision;
   return os.str();
+}
+
+int64_t Candidate::layerTp(int64_t layer) const {
+  for (const TpPart &part : perLayer)
+    if (layer >= part.first && layer <= part.last)
+      return part.tp;
+  return tp;
 }
 
 double modelFlopsPerStep(const ModelShape &m, int64_t sequences) {
@@ -264,11 +297,44 @@ EndCost embeddingCost(const ModelShape &m, const Candidate &p,
   return cost;
 }
 
+/// Layers of model chunk `chunk` (of pp x v) when the layers do not divide
+/// evenly: the first chunks get one more.
+double chunkLayers(const ModelShape &m, int64_t chunks, int64_t chunk) {
+  int64_t base = m.layers / chunks, extra = m.layers % chunks;
+  return double(base + (chunk < extra ? 1 : 0));
+}
+
+/// The first layer of model chunk `chunk`.
+int64_t chunkFirstLayer(const ModelShape &m, int64_t chunks, int64_t chunk) {
+  int64_t base = m.layers / chunks, extra = m.layers % chunks;
+  return chunk * base + std::min(chunk, extra);
+}
+
+/// The layers pipeline stage `stage` holds (its chunks v x pp + stage).
+std::vector<int64_t> stageLayerIndices(const ModelShape &m,
+                                       const Candidate &p, int64_t stage) {
+  int64_t chunks = p.pp * p.virtualStages;
+  std::vector<int64_t> out;
+  for (int64_t v = 0; v < p.virtualStages; ++v) {
+    int64_t chunk = v * p.pp + stage;
+    int64_t first = chunkFirstLayer(m, chunks, chunk);
+    for (int64_t i = 0; i < int64_t(chunkLayers(m, chunks, chunk)); ++i)
+      out.push_back(first + i);
+  }
+  return out;
+}
+
 /// Parameters held by pipeline stage `stage` on one tp rank.
 double stageParameters(const ModelShape &m, const Candidate &p, int stage,
                        double layersOnStage) {
   double t = double(p.tp);
   double params = layersOnStage * double(m.layerParameters()) / t;
+  if (!p.perLayer.empty()) {
+    // Each layer of the stage at its own degree.
+    params = 0;
+    for (int64_t layer : stageLayerIndices(m, p, stage))
+      params += double(m.layerParameters()) / double(p.layerTp(layer));
+  }
   double embedding = double(m.vocab) * double(m.hidden) / t;
   if (stage == 0)
     params += embedding + double(m.positions) * double(m.hidden);
@@ -277,12 +343,6 @@ double stageParameters(const ModelShape &m, const Candidate &p, int stage,
   return params;
 }
 
-/// Layers of model chunk `chunk` (of pp x v) when the layers do not divide
-/// evenly: the first chunks get one more.
-double chunkLayers(const ModelShape &m, int64_t chunks, int64_t chunk) {
-  int64_t base = m.layers / chunks, extra = m.layers % chunks;
-  return double(base + (chunk < extra ? 1 : 0));
-}
 
 /// The simulator's timeline, memoized: the search asks the same schedules
 /// with the same costs many times.
@@ -378,6 +438,27 @@ int64_t peakInFlightFirstStage(const std::string &schedule, int64_t p,
   return std::min(m, p);
 }
 
+Reshard boundaryReshard(const ModelShape &m, const Candidate &p,
+                        int64_t from, int64_t to, const Cluster &c) {
+  Reshard r;
+  if (!p.sequenceParallel || from == to)
+    return r;
+  double e = p.precision == "bf16" ? 2 : 4;
+  double activation =
+      double(p.microBatch) * double(m.seqLen) * double(m.hidden) * e;
+  int64_t low = std::min(from, to), high = std::max(from, to);
+  // The gather joins the high / low ranks that hold pieces of one slice of
+  // the low degree: ranks `low` apart in the tp group (sub-groups of
+  // consecutive ranks).
+  double gather = allGatherTime(activation / double(low), high / low,
+                                groupLink(c, high / low, low));
+  if (to < from)
+    r.forward = gather;
+  else
+    r.backward = gather;
+  return r;
+}
+
 Cluster deviceShare(const Cluster &node, int64_t devices) {
   if (!node.sharedNode)
     return node;
@@ -398,6 +479,46 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   Prediction out;
   out.plan = p;
   LayerCost layer = layerCost(m, p, c);
+  // Nonuniform plans: each layer at its part's degree (one cost per
+  // degree), and the resharding where the degree changes.
+  std::map<int64_t, LayerCost> byDegree;
+  std::vector<const LayerCost *> layerAt(size_t(m.layers), &layer);
+  std::vector<Reshard> reshardBefore(size_t(m.layers));
+  if (!p.perLayer.empty()) {
+    for (int64_t i = 0; i < m.layers; ++i) {
+      int64_t d = p.layerTp(i);
+      auto it = byDegree.find(d);
+      if (it == byDegree.end()) {
+        Candidate q = p;
+        q.tp = d;
+        q.perLayer.clear();
+        it = byDegree.emplace(d, layerCost(m, q, c)).first;
+      }
+      layerAt[size_t(i)] = &it->second;
+      if (i > 0)
+        reshardBefore[size_t(i)] =
+            boundaryReshard(m, p, p.layerTp(i - 1), d, c);
+    }
+  }
+  // The F, B, W sums of `count` layers from `first` (without the W split).
+  auto layerSums = [&](int64_t first, double count, double &f, double &b,
+                       double &w) {
+    if (p.perLayer.empty()) {
+      f = count * (layer.forwardCompute + layer.forwardComm);
+      b = count * (layer.backwardInputCompute + layer.backwardComm +
+                   layer.recompute + layer.recomputeComm);
+      w = count * layer.backwardWeight;
+      return;
+    }
+    f = b = w = 0;
+    for (int64_t i = first; i < first + int64_t(count); ++i) {
+      const LayerCost &l = *layerAt[size_t(i)];
+      f += l.forwardCompute + l.forwardComm + reshardBefore[size_t(i)].forward;
+      b += l.backwardInputCompute + l.backwardComm + l.recompute +
+           l.recomputeComm + reshardBefore[size_t(i)].backward;
+      w += l.backwardWeight;
+    }
+  };
   EndCost head = headCost(m, p, c);
   EndCost embed = embeddingCost(m, p, c);
   int64_t chunks = p.pp * p.virtualStages;
@@ -411,10 +532,8 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   std::vector<double> forward(chunks), backward(chunks), weight(chunks);
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     double layers = chunkLayers(m, chunks, chunk);
-    double f = layers * (layer.forwardCompute + layer.forwardComm);
-    double b = layers * (layer.backwardInputCompute + layer.backwardComm +
-                         layer.recompute + layer.recomputeComm);
-    double w = layers * layer.backwardWeight;
+    double f, b, w;
+    layerSums(chunkFirstLayer(m, chunks, chunk), layers, f, b, w);
     if (chunk == 0) {
       f += embed.forward + embed.comm;
       w += embed.weight + embed.comm;
@@ -438,6 +557,14 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   // gradient, write the sum (fp32), per parameter per micro-batch.
   double firstStageParams =
       stageParameters(m, p, 0, double(m.layers) / double(p.pp));
+  // The data-parallel reduction and the optimizer wait for the stage with
+  // the most parameters: the first in a uniform plan (embedding, the first
+  // chunks' extra layers), any stage in a nonuniform one.
+  if (!p.perLayer.empty())
+    for (int64_t stage = 1; stage < p.pp; ++stage)
+      firstStageParams = std::max(
+          firstStageParams,
+          stageParameters(m, p, int(stage), double(m.layers) / double(p.pp)));
   double accumulate =
       p.microbatches > 1 ? streamTime(12 * firstStageParams, 1, c) : 0;
 
@@ -522,6 +649,19 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   bd.tensorComm = mbs * stageLayers *
                   (layer.forwardComm + layer.backwardComm +
                    layer.recomputeComm);
+  if (!p.perLayer.empty()) {
+    // The mean layer, and the resharding, per stage.
+    double recompute = 0, comm = 0;
+    for (int64_t i = 0; i < m.layers; ++i) {
+      const LayerCost &l = *layerAt[size_t(i)];
+      recompute += l.recompute;
+      comm += l.forwardComm + l.backwardComm + l.recomputeComm +
+              reshardBefore[size_t(i)].forward +
+              reshardBefore[size_t(i)].backward;
+    }
+    bd.recompute = mbs * recompute / double(p.pp);
+    bd.tensorComm = mbs * comm / double(p.pp);
+  }
   bd.pipelineComm = pipelineComm;
   bd.bubble = bubble;
   bd.dataComm = dataComm;
@@ -560,28 +700,49 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   };
   double f = double(m.ffn), qkv = double(m.heads + 2 * m.kvHeads) *
                                   double(m.headDim());
-  double sp = p.sequenceParallel ? t : 1.0;
-  // Saved elements per token of one layer (what the backward reads).
-  double fullLayer = 4 * h / sp + (qkv + h + (m.llama ? 3 : 2) * f) / t;
-  double saved = fullLayer;
-  if (p.recompute == "selective")
-    saved = 2 * h / sp + (qkv + h + f) / t;
-  else if (p.recompute == "full")
-    saved = h / sp;
-  double perLayer = n * saved * e;
-  if (c.attentionKernel == "materialized" && p.recompute != "full")
-    perLayer += double(p.microBatch) * double(m.heads) / t *
-                double(m.seqLen) * double(m.seqLen) * e;
+  // Saved bytes of one layer at degree `t` (what the backward reads), and
+  // the elements per token of a whole layer's backward working set.
+  auto fullLayerAt = [&](double t) {
+    double sp = p.sequenceParallel ? t : 1.0;
+    return 4 * h / sp + (qkv + h + (m.llama ? 3 : 2) * f) / t;
+  };
+  auto savedAt = [&](double t) {
+    double sp = p.sequenceParallel ? t : 1.0;
+    double saved = fullLayerAt(t);
+    if (p.recompute == "selective")
+      saved = 2 * h / sp + (qkv + h + f) / t;
+    else if (p.recompute == "full")
+      saved = h / sp;
+    double bytes = n * saved * e;
+    if (c.attentionKernel == "materialized" && p.recompute != "full")
+      bytes += double(p.microBatch) * double(m.heads) / t *
+               double(m.seqLen) * double(m.seqLen) * e;
+    return bytes;
+  };
+  // A stage's mean saved bytes per layer (its layers' own degrees in a
+  // nonuniform plan).
+  auto stageSaved = [&](int64_t stage) {
+    if (p.perLayer.empty())
+      return savedAt(t);
+    std::vector<int64_t> layers = stageLayerIndices(m, p, stage);
+    double sum = 0;
+    for (int64_t layer : layers)
+      sum += savedAt(double(p.layerTp(layer)));
+    return sum / double(std::max<size_t>(1, layers.size()));
+  };
+  double smallest = t; // the largest working set: the smallest degree
+  for (const TpPart &part : p.perLayer)
+    smallest = std::min(smallest, double(part.tp));
   double layersPerChunk = double(m.layers) / double(chunks);
-  double working = n * fullLayer * e; // one layer's backward, recomputed
+  double working = n * fullLayerAt(smallest) * e; // one layer's backward
   Memory first;
-  stateMemory(firstStageParams, first);
-  first.activations = double(inFlight) * layersPerChunk * perLayer +
+  stateMemory(stageParameters(m, p, 0, stageLayers), first);
+  first.activations = double(inFlight) * layersPerChunk * stageSaved(0) +
                       (p.recompute == "full" ? working : 0);
   double logits = n * double(m.vocab) / t * (e + 4);
   Memory last;
   stateMemory(stageParameters(m, p, int(p.pp - 1), stageLayers), last);
-  last.activations = layersPerChunk * perLayer +
+  last.activations = layersPerChunk * stageSaved(p.pp - 1) +
                      (p.recompute == "full" ? working : 0) + logits;
   if (p.pp == 1)
     first.activations += logits;

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace partition::planner {
 
@@ -52,6 +53,12 @@ struct ModelShape {
   int64_t parameters() const;
 };
 
+/// A tensor-parallel degree for layers first..last (inclusive): a part of
+/// a nonuniform plan (plan.json's "tensor_parallel": {"per_layer": ...}).
+struct TpPart {
+  int64_t first = 0, last = 0, tp = 1;
+};
+
 /// One point of the search space: a plan.json plus what the planner
 /// chooses beyond it (the micro-batch size: the model's `batch`).
 struct Candidate {
@@ -67,7 +74,14 @@ struct Candidate {
   int zeroStage = 0;
   std::string recompute = "none"; // none, selective, full
   std::string precision = "fp32"; // fp32, bf16
+  /// Nonuniform tensor parallelism: the degree of each layer range (empty:
+  /// every layer at `tp`). `tp` stays the mesh's, the largest degree; a
+  /// part at a smaller degree d runs on sub-groups of d ranks, the tp/d
+  /// copies computing it redundantly (planner/Nonuniform.h).
+  std::vector<TpPart> perLayer;
 
+  /// The degree layer `layer` runs at.
+  int64_t layerTp(int64_t layer) const;
   int64_t devices() const { return dp * tp * pp; }
   int64_t globalBatch() const { return dp * microBatch * microbatches; }
   /// plan.json for this candidate (only the fields that differ from the
@@ -122,6 +136,23 @@ struct Prediction {
 /// busiest stage's work, no bubble): the search's first, cheap pass.
 Prediction predict(const ModelShape &model, const Candidate &plan,
                    const Cluster &cluster, bool exactPipeline = true);
+
+/// The resharding of the activation between adjacent layers of degrees
+/// `from` and `to` in a nonuniform plan, per micro-batch (seconds, on one
+/// rank of `device`, a device's share as deviceShare gives it). Without SP
+/// the activation between layers is whole on every rank of the tp group:
+/// nothing moves. With SP it is split over the sequence by the degree:
+/// going down (4 -> 2) each rank all-gathers the from/to pieces of its new
+/// slice from the ranks that dropped out of its sub-group (the gather's
+/// output is the activation / to); going up (2 -> 4) each rank keeps a
+/// slice of what it holds (free). The backward mirrors it: the gradient
+/// of a gather is a slice (the copies of a redundantly computed part hold
+/// the same gradient, not parts of a sum), of a slice a gather.
+struct Reshard {
+  double forward = 0, backward = 0;
+};
+Reshard boundaryReshard(const ModelShape &model, const Candidate &plan,
+                        int64_t from, int64_t to, const Cluster &device);
 
 /// What one of `devices` devices gets of a node (Cluster::sharedNode).
 Cluster deviceShare(const Cluster &node, int64_t devices);

@@ -26,6 +26,7 @@
 #include "passes/Plan.h"
 #include "planner/Cluster.h"
 #include "planner/CostModel.h"
+#include "planner/Nonuniform.h"
 #include "planner/Search.h"
 #include "tools/common/CommandLine.h"
 #include "tools/partition-plan/Calibrate.h"
@@ -110,6 +111,12 @@ cl::opt<bool> includeUnimplemented(
 cl::opt<int64_t> maxMicroBatch(
     "max-micro-batch", cl::desc("Largest micro-batch size tried (32)"),
     cl::init(32), cl::cat(category));
+cl::opt<bool> nonuniform(
+    "nonuniform",
+    cl::desc("Also search a tensor-parallel degree per layer range (parts "
+             "at degrees dividing the mesh's tp) and say where such a plan "
+             "beats the best uniform plan, and by how much"),
+    cl::cat(category));
 cl::opt<bool> calibrate(
     "calibrate",
     cl::desc("Time GEMMs (OpenBLAS), memory and MPI collectives here and "
@@ -439,6 +446,120 @@ std::optional<model::ModelConfig> loadModel(const std::string &path,
   return config;
 }
 
+/// --nonuniform: the uniform plans the per-layer degrees start from, and
+/// what the search found.
+struct NonuniformReport {
+  std::vector<int64_t> meshTps; // the tp degrees of the bases
+  int64_t bases = 0;
+  NonuniformResult result;
+  bool beats(const Prediction &best) const {
+    return !result.ranked.empty() &&
+           result.ranked.front().stepSeconds < best.stepSeconds;
+  }
+};
+
+/// The bases are the fastest uniform plans (three per mesh tp) with tp > 1
+/// that fit and that the plan.json reader accepts, under what --plan
+/// fixes; every per-layer assignment is tried on each.
+NonuniformReport searchNonuniformPlans(const ModelShape &shape,
+                                       const Cluster &cluster,
+                                       const SearchOptions &options,
+                                       const Fixed &fixed,
+                                       const model::ModelConfig &config) {
+  NonuniformReport report;
+  std::vector<Candidate> bases;
+  for (int64_t t = 2; t <= options.devices; ++t) {
+    if (options.devices % t != 0 || (fixed.tp && *fixed.tp != t))
+      continue;
+    Fixed f = fixed;
+    f.tp = t;
+    SearchOptions o = options;
+    o.top = 3;
+    o.includeUncompilable = false;
+    o.keepUnfit = false;
+    SearchResult r = search(
+        shape, cluster, o, f,
+        [&](const Candidate &c, bool &hard) {
+          return validate(c, config, hard);
+        });
+    bool any = false;
+    for (const Prediction &p : r.ranked)
+      if (p.fits && p.notCompilable.empty()) {
+        bases.push_back(p.plan);
+        any = true;
+      }
+    if (any)
+      report.meshTps.push_back(t);
+  }
+  report.bases = int64_t(bases.size());
+  report.result = searchNonuniform(shape, cluster, bases,
+                                   std::max<int64_t>(top, 1));
+  return report;
+}
+
+nlohmann::ordered_json nonuniformJson(const NonuniformReport &report,
+                                      const Prediction &best) {
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const Prediction &p : report.result.ranked) {
+    nlohmann::ordered_json entry = toJson(p);
+    // The plan.json reader does not judge per_layer yet: the planner's own
+    // rule (checkPerLayer) did.
+    entry.erase("compiles");
+    entry["checked_by"] = "partition-plan's per-layer rule";
+    // Positive: faster than the best uniform plan by that much.
+    entry["gain_s"] = best.stepSeconds - p.stepSeconds;
+    entry["gain"] = 1 - p.stepSeconds / best.stepSeconds;
+    all.push_back(entry);
+  }
+  return all;
+}
+
+void printNonuniform(const NonuniformReport &report, const Prediction &best,
+                     llvm::raw_ostream &os) {
+  const NonuniformResult &r = report.result;
+  os << "nonuniform: " << r.evaluated << " per-layer plans on "
+     << report.bases << " uniform bases (mesh tp";
+  for (int64_t t : report.meshTps)
+    os << " " << t;
+  if (report.meshTps.empty())
+    os << ": none";
+  os << "), " << r.unfit
+     << " do not fit; memory is the closed form (partition-compile does "
+        "not read per_layer yet)\n";
+  if (r.ranked.empty()) {
+    os << "no nonuniform plan: no uniform plan with tp > 1 fits to start "
+          "from\n";
+    return;
+  }
+  os << llvm::format("%4s  %-56s %12s %17s %10s\n", "rank", "plan", "step",
+                     "vs best uniform", "memory");
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const Prediction &p = r.ranked[i];
+    os << llvm::format("%4d  %-56s %12s %+16.1f%% %10s\n", int(i + 1),
+                       p.plan.label().c_str(),
+                       seconds(p.stepSeconds).c_str(),
+                       100 * (p.stepSeconds / best.stepSeconds - 1),
+                       gib(p.memoryPerRank).c_str());
+  }
+  const Prediction &winner = r.ranked.front();
+  if (report.beats(best)) {
+    os << "nonuniform wins: " << winner.plan.label() << " beats the best "
+       << "uniform plan " << best.plan.label() << " by "
+       << llvm::format("%.1f%%", 100 * (1 - winner.stepSeconds /
+                                                 best.stepSeconds))
+       << " (" << seconds(best.stepSeconds - winner.stepSeconds)
+       << " per step)\n";
+    os << "  plan.json: " << winner.plan.planJson() << "\n";
+  } else {
+    os << "no nonuniform plan beats the best uniform plan "
+       << best.plan.label() << " (" << seconds(best.stepSeconds)
+       << "): the fastest, " << winner.plan.label() << ", is "
+       << llvm::format("%.1f%%",
+                       100 * (winner.stepSeconds / best.stepSeconds - 1))
+       << " slower\n";
+  }
+}
+
 /// --goodput: checks the failure flags, then prints the table.
 int runGoodput() {
   if (clusterArg.empty())
@@ -660,10 +781,27 @@ int main(int argc, char **argv) {
     out->keep();
   }
 
+  std::optional<NonuniformReport> nonuniformReport;
+  if (nonuniform) {
+    nonuniformReport =
+        searchNonuniformPlans(shape, *cluster, options, fixed, *config);
+  }
+
   if (jsonOutput) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     for (const Prediction &p : shown)
       all.push_back(toJson(p));
+    if (nonuniformReport) {
+      // --nonuniform --json: the uniform ranking and the nonuniform one,
+      // each nonuniform plan with its gain over the best uniform plan.
+      nlohmann::ordered_json out;
+      out["uniform"] = all;
+      out["nonuniform"] = nonuniformJson(*nonuniformReport, best);
+      out["nonuniform_beats_uniform"] = nonuniformReport->beats(best);
+      out["nonuniform_memory_source"] = "closed-form";
+      llvm::outs() << out.dump(2) << "\n";
+      return 0;
+    }
     llvm::outs() << all.dump(2) << "\n";
     return 0;
   }
@@ -702,6 +840,8 @@ int main(int argc, char **argv) {
   }
   if (explain)
     printExplanation(result.ranked, os);
+  if (nonuniformReport)
+    printNonuniform(*nonuniformReport, best, os);
   if (!output.empty())
     os << "wrote " << output << " (" << written->plan.label()
        << (written->notCompilable.empty()
