@@ -724,10 +724,17 @@ void readReplicas(Program &program, const ptp::Program &file,
     replica.batchOffset = entry->batch_offset();
     replica.batchRows = entry->batch_rows();
     // A nested program is a whole program: every check of one applies.
-    auto nested = std::make_shared<Program>(
-        Program::parse(entry->program()->data(), entry->program()->size(), where));
-    if (!nested->replicas.empty())
+    // Replicas inside a replica are refused before parsing it, so that no
+    // file makes the loader recurse deeper than once.
+    const uint8_t *bytes = entry->program()->data();
+    size_t size = entry->program()->size();
+    flatbuffers::Verifier verifier(bytes, size);
+    if (size >= 8 && ptp::ProgramBufferHasIdentifier(bytes) &&
+        ptp::VerifyProgramBuffer(verifier) &&
+        ptp::GetProgram(bytes)->replicas() &&
+        ptp::GetProgram(bytes)->replicas()->size() > 0)
       fail(where, "holds replicas itself; recompile it");
+    auto nested = std::make_shared<Program>(Program::parse(bytes, size, where));
     if (nested->devices() != replica.tp ||
         (nested->pipelineAxisIndex() >= 0 &&
          nested->mesh[nested->pipelineAxisIndex()].size != 1) ||

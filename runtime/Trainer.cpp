@@ -272,7 +272,15 @@ public:
                          "it with --optimizer adamw to train");
     if (!program.mesh.empty())
       mesh = meshCommunicators(world, program, neededGroups(program));
-    if (agreeOnBackend() == "cuda")
+    std::string chosen = agreeOnBackend();
+    // The gradient sum across replicas goes through host memory over MPI
+    // and has not run on GPUs yet: refused there rather than untested.
+    if (chosen == "cuda" && replicaRun)
+      throw ProgramError(options.program +
+                         ": nonuniform replicas run on the CPU backend only "
+                         "(their gradient sum is not tested on GPUs); run "
+                         "it with --backend cpu");
+    if (chosen == "cuda")
       createCuda();
     else
       backend = createCpuBackend(program, mesh.get());
@@ -1053,7 +1061,12 @@ TrainResult Run::execute() {
     auto start = std::chrono::steady_clock::now();
     backend->run(step, s + 1);
     if (replicaSum) {
+      auto summing = TraceRecorder::Clock::now();
       replicaSum->sum(*backend, s + 1);
+      if (trace)
+        trace->add("replica gradient sum", "collective", summing, s + 1,
+                   std::to_string(replicaSum->groupsOfRank()) + " of " +
+                       std::to_string(replicaSum->groups()) + " groups");
       backend->run(update, s + 1);
     }
     if (trace)

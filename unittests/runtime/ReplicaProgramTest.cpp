@@ -194,6 +194,14 @@ TEST(ReplicaProgram, RejectsACorruptReplica) {
   EXPECT_NE(rejection(program).find("p.ptp replica 1"), std::string::npos);
 }
 
+TEST(ReplicaProgram, RejectsReplicasInsideAReplica) {
+  Program program = replicas({2, 1}, {2, 1});
+  program.replicas[1].program =
+      std::make_shared<Program>(replicas({1, 1}, {2, 1}));
+  EXPECT_EQ(rejection(program),
+            "p.ptp replica 1: holds replicas itself; recompile it");
+}
+
 TEST(ReplicaBoxes, PairRanksAsMegatronDoes) {
   Program program = roundTrip(replicas({4, 2}, {2, 1}));
   std::vector<ReplicaBox> boxes = runtime::replicaBoxes(program);
