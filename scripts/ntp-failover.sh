@@ -7,16 +7,18 @@
 #   2. kill one rank (KILL_RANK, of the second replica) after step
 #      KILL_AFTER: the job stops, every rank exits non-zero, the last
 #      checkpoint stays whole (saves are atomic);
-#   3. resume that checkpoint on the 6 ranks left without a spare, as
+#   3. resume that checkpoint on the ranks left without a spare: on 6 as
 #      replicas [{"tp": 4, "batch_share": 2}, {"tp": 2, "batch_share": 1}]
 #      (gpt2-tiny's 4 heads allow no tp 3, so the degraded replica runs at
-#      tp 2 on a third of the batch instead of 7 ranks at tp 4 + 3), and
-#      train to STEPS;
+#      tp 2 on a third of the batch), or with HEADS=12 (gpt2-tiny at width
+#      96 and 12 heads, a batch of 14) on all 7 as [{"tp": 4,
+#      "batch_share": 4}, {"tp": 3, "batch_share": 3}]; train to STEPS;
 #   4. resume the same checkpoint on one device and compare the two loss
 #      curves step by step (relative 1e-4).
 #
 #   scripts/ntp-failover.sh [WORKDIR]        (default build/ntp-failover)
 #   STEPS=8 SAVE_EVERY=2 KILL_AFTER=5 scripts/ntp-failover.sh /tmp/f
+#   HEADS=12 scripts/ntp-failover.sh          (resume on 7 ranks, tp 4 + 3)
 #
 # Needs a build (scripts/build.sh; BIN=build/bin) and mpirun (OpenMPI).
 set -euo pipefail
@@ -29,6 +31,7 @@ save_every="${SAVE_EVERY:-5}"
 kill_after="${KILL_AFTER:-12}"
 kill_rank="${KILL_RANK:-5}"
 lr="${LR:-3e-3}"
+heads="${HEADS:-4}"
 ranks_py="$root/test/e2e/Inputs/ranks.py"
 
 for tool in partition-gen partition-compile partition-run; do
@@ -50,8 +53,20 @@ mpirun=(mpirun --oversubscribe)
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
 echo '{"mesh": {"dp": 2, "tp": 4}}' > uniform.json
-echo '{"replicas": [{"tp": 4, "batch_share": 2}, {"tp": 2, "batch_share": 1}]}' > degraded.json
-"$bin/partition-gen" --preset gpt2-tiny --batch 6 -o model.mlir
+# The degraded replica's degree: 3 where the heads allow it (all 7 ranks
+# left), else 2 (6 of them); its batch share follows its degree.
+if [ "$heads" = 4 ]; then
+  "$bin/partition-gen" --preset gpt2-tiny --batch 6 -o model.mlir
+  echo '{"replicas": [{"tp": 4, "batch_share": 2}, {"tp": 2, "batch_share": 1}]}' > degraded.json
+  left=6 degraded="tp 4 (2/3 of the batch) + tp 2 (1/3)"
+elif [ $((heads % 12)) = 0 ]; then
+  "$bin/partition-gen" --preset gpt2-tiny --hidden $((heads * 8)) --heads "$heads" --batch 14 -o model.mlir
+  echo '{"replicas": [{"tp": 4, "batch_share": 4}, {"tp": 3, "batch_share": 3}]}' > degraded.json
+  left=7 degraded="tp 4 (4/7 of the batch) + tp 3 (3/7)"
+else
+  echo "ntp-failover: HEADS=$heads: use 4 (gpt2-tiny; resume on 6 ranks) or a multiple of 12 (tp 4 and tp 3 divide it; resume on 7)" >&2
+  exit 1
+fi
 "$bin/partition-compile" model.mlir --plan uniform.json -o uniform.ptp
 "$bin/partition-compile" model.mlir --plan degraded.json -o degraded.ptp
 "$bin/partition-compile" model.mlir -o one.ptp
@@ -66,8 +81,8 @@ grep -E '^step ' failure.log | tail -n 2
 grep -E 'exited on signal|timed out' failure.log || true
 echo "the job stopped: rank $kill_rank lost after step $kill_after; $(grep -E '^(exit|ranks left)' failure.log | paste -sd ' ' -)"
 
-echo "== 3. resume on 6 ranks: replicas tp 4 (2/3 of the batch) + tp 2 (1/3)"
-"$bin/partition-run" --nproc 6 degraded.ptp "${run[@]}" --resume ckpt \
+echo "== 3. resume on $left ranks: replicas $degraded"
+"$bin/partition-run" --nproc "$left" degraded.ptp "${run[@]}" --resume ckpt \
   --save ckpt-ntp --metrics-out ntp.jsonl | tee ntp.log | grep -E '^(resumed|partition-run|step)' | sed -n '1,3p;$p'
 
 echo "== 4. the same checkpoint on one device"

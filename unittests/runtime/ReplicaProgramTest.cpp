@@ -59,7 +59,7 @@ BufferInfo state(Role role, const char *name, std::vector<int64_t> shape,
 /// One replica's program at degree `tp` on `rows` rows: a weight "w" of
 /// logical shape [8, 2] split by rows over tp, and a gain "g" [2]
 /// replicated; a train_step whose AdamW updates both.
-Program replicaStep(int64_t tp, int64_t rows) {
+Program replicaStep(int64_t tp, int64_t rows, int64_t weightRows = 8) {
   Program program = testprograms::minimalProgram();
   program.mesh = {{"dp", 1, runtime::AxisRole::Data},
                   {"pp", 1, runtime::AxisRole::Pipeline},
@@ -91,7 +91,7 @@ Program replicaStep(int64_t tp, int64_t rows) {
   std::vector<uint32_t> adam[2];
   for (auto [index, name, shape, split] :
        {std::tuple<int, const char *, std::vector<int64_t>, bool>{
-            0, "w", {8 / tp, 2}, tp > 1},
+            0, "w", {weightRows / tp, 2}, tp > 1},
         {1, "g", {2}, false}}) {
     uint32_t param = add(state(Role::Param, name, shape, 0, split));
     uint32_t gradient = add(state(Role::Temporary, "", shape, 0, false));
@@ -116,7 +116,8 @@ Program replicaStep(int64_t tp, int64_t rows) {
 }
 
 /// Replicas of degrees `tps`, the batch of 3 rows split `rows`.
-Program replicas(std::vector<int64_t> tps, std::vector<int64_t> rows) {
+Program replicas(std::vector<int64_t> tps, std::vector<int64_t> rows,
+                 int64_t weightRows = 8) {
   Program program;
   program.model = {{"batch", 3}, {"vocab", 8}};
   program.train = nlohmann::json::object();
@@ -127,7 +128,7 @@ Program replicas(std::vector<int64_t> tps, std::vector<int64_t> rows) {
     replica.batchOffset = offset;
     replica.batchRows = rows[i];
     replica.program = std::make_shared<Program>(
-        roundTrip(replicaStep(tps[i], rows[i])));
+        roundTrip(replicaStep(tps[i], rows[i], weightRows)));
     offset += rows[i];
     largest = std::max(largest, tps[i]);
     program.replicas.push_back(replica);
@@ -221,6 +222,27 @@ TEST(ReplicaBoxes, PairRanksAsMegatronDoes) {
   ASSERT_EQ(boxes[4].contributors.size(), 2u);
   EXPECT_LT(boxes[4].contributors[0], 4);
   EXPECT_GE(boxes[4].contributors[1], 4);
+}
+
+TEST(ReplicaBoxes, RefineDegreesThatDoNotDivideEachOther) {
+  // "w" [12, 2]: 3 rows per rank of tp 4 (ranks 0-3), 4 per rank of tp 3
+  // (ranks 4-6); cuts at 0, 3, 4, 6, 8, 9, 12.
+  Program program = roundTrip(replicas({4, 3}, {2, 1}, 12));
+  std::vector<ReplicaBox> boxes = runtime::replicaBoxes(program);
+  ASSERT_EQ(boxes.size(), 7u);
+  std::vector<std::pair<int64_t, int64_t>> rows = {{0, 3}, {3, 4}, {4, 6},
+                                                   {6, 8}, {8, 9}, {9, 12}};
+  std::vector<std::vector<int>> holders = {{0, 4}, {1, 4}, {1, 5},
+                                           {2, 5}, {2, 6}, {3, 6}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(boxes[i].lo[0], rows[i].first);
+    EXPECT_EQ(boxes[i].hi[0], rows[i].second);
+    EXPECT_EQ(boxes[i].holders, holders[i]);
+  }
+  int64_t elements = 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    elements += boxes[i].elements();
+  EXPECT_EQ(elements, 12 * 2);
 }
 
 TEST(ReplicaBoxes, SplitsTheStepBeforeTheOptimizer) {
