@@ -708,7 +708,9 @@ void readReplicas(Program &program, const ptp::Program &file,
   if (file.streams() && file.streams()->size() > 0)
     fail(origin, "program has both replicas and instruction streams; "
                  "recompile it");
-  int64_t batch = program.model.value("batch", int64_t(0));
+  // The model's batch is one micro-batch; a step takes `microbatches`.
+  int64_t batch = program.model.value("batch", int64_t(0)) *
+                  program.train.value("microbatches", int64_t(1));
   int64_t next = 0, devices = 0;
   for (size_t i = 0; i < file.replicas()->size(); ++i) {
     const ptp::Replica *entry = file.replicas()->Get(i);
@@ -765,7 +767,7 @@ void readReplicas(Program &program, const ptp::Program &file,
   }
   if (next != batch)
     fail(origin, "the replicas' rows sum to " + std::to_string(next) +
-                     ", not the model's batch of " + std::to_string(batch) +
+                     ", not the step's batch of " + std::to_string(batch) +
                      "; recompile it");
   if (devices > kMaxDevices)
     fail(origin, "the replicas need more than " +

@@ -153,7 +153,10 @@ ReplicaGradientSum::ReplicaGradientSum(const Program &program,
   // global batch's mean (Avg of a data-parallel all-reduce, the same way:
   // x / n).
   rows = float(program.replicas[index].batchRows);
-  batch = float(program.model.value("batch", int64_t(1)));
+  int64_t all = 0;
+  for (const ReplicaProgram &replica : program.replicas)
+    all += replica.batchRows;
+  batch = float(all);
   // The optimizer reads each parameter's gradient: AdamW's second input.
   const Function *update = replica.function("train_step_update");
   if (!update)

@@ -323,7 +323,9 @@ public:
     if (replicaRun) {
       // The loader yields global batches; feed() takes the replica's rows.
       const ReplicaProgram &replica = replicaRun->loaded.replicas[replicaRun->index];
-      batch = replicaRun->loaded.modelInt("batch");
+      batch = 0;
+      for (const ReplicaProgram &each : replicaRun->loaded.replicas)
+        batch += each.batchRows;
       replicaRows = {replica.batchOffset, replica.batchRows};
       replicaWeight = double(replica.batchRows) / double(batch);
       replicaSum = std::make_unique<ReplicaGradientSum>(replicaRun->loaded,

@@ -175,12 +175,18 @@ int compileReplicas(ModuleOp module, const partition::Plan &plan,
         return fail("the plan cannot be applied (see the diagnostic above)");
       return fail("compiling " + which + " failed (see the diagnostic above)");
     }
-    // Rows the plan check guaranteed (--dist-apply-plan ran above).
+    // Rows the plan check guaranteed (--dist-apply-plan ran above). The
+    // model's batch is one micro-batch: with gradient accumulation a step
+    // takes that many of the replica's micro-batches, rows in a row.
     auto rows = plan.replicaRows(batch.getInt(), index);
+    int64_t microbatches = options.microbatches.hasValue()
+                               ? int64_t(options.microbatches)
+                               : plan.pipeline.microbatches;
     if (memoryReport) {
-      llvm::outs() << which << ": rows " << rows->first << ".."
-                   << rows->first + rows->second - 1 << " of each batch of "
-                   << batch.getInt() << "\n";
+      llvm::outs() << which << ": rows " << rows->first * microbatches
+                   << ".." << (rows->first + rows->second) * microbatches - 1
+                   << " of each batch of " << batch.getInt() * microbatches
+                   << "\n";
       printLayerReport(*replica);
     }
     PassManager lowering(module.getContext());
@@ -196,8 +202,8 @@ int compileReplicas(ModuleOp module, const partition::Plan &plan,
     }
     partition::ReplicaPart part;
     part.tp = plan.replicas[index].tp;
-    part.batchOffset = rows->first;
-    part.batchRows = rows->second;
+    part.batchOffset = rows->first * microbatches;
+    part.batchRows = rows->second * microbatches;
     llvm::raw_string_ostream bytes(part.program);
     if (failed(partition::writeProgram(*replica, bytes)))
       return fail("cannot write " + which +

@@ -167,7 +167,7 @@ TEST(ReplicaProgram, RejectsRowsThatDoNotSumToTheBatch) {
     replica.program = std::make_shared<Program>(nested);
   }
   EXPECT_EQ(rejection(program), "p.ptp: the replicas' rows sum to 3, not the "
-                                "model's batch of 4; recompile it");
+                                "step's batch of 4; recompile it");
 }
 
 TEST(ReplicaProgram, RejectsADegreeThatIsNotTheReplicaMesh) {
