@@ -170,12 +170,13 @@ ReplicaGradientSum::ReplicaGradientSum(const Program &program,
         throw ProgramError("the gradient of '" + param.name +
                            "' is not an f32 buffer of its block's shape");
       gradients[param.name] = instruction.args[1];
+      states[param.name] = {instruction.args[0], instruction.args[2],
+                            instruction.args[3]};
     }
 
   // Every rank computes every group (the same on all ranks), then splits
   // the world once per group, in the groups' order.
   std::map<std::vector<int>, Group> groups;
-  const Program &mineProgram = replica;
   for (const ReplicaBox &box : replicaBoxes(program)) {
     Group &group = groups[box.holders];
     size_t offset = group.elements;
@@ -187,19 +188,17 @@ ReplicaGradientSum::ReplicaGradientSum(const Program &program,
     if (found == gradients.end())
       throw ProgramError("the optimizer of this replica does not update '" +
                          box.param + "'");
-    const BufferInfo &gradient = mineProgram.buffers[found->second];
     // The box in this rank's block: its offset from the block's origin.
-    const BufferInfo *param = paramNamed(mineProgram, box.param);
-    std::vector<Block> blocks = blocksOf(mineProgram, *param, 0);
+    const BufferInfo *param = paramNamed(replica, box.param);
+    std::vector<Block> blocks = blocksOf(replica, *param, 0);
     const Block &block = blocks[size_t(local)];
-    Piece piece{found->second, {}, {}, offset,
+    Piece piece{found->second, states.at(box.param), {}, {}, offset,
                 std::find(box.contributors.begin(), box.contributors.end(),
                           world.rank()) != box.contributors.end()};
     for (size_t d = 0; d < box.lo.size(); ++d) {
       piece.at.push_back(box.lo[d] - block.lo[d]);
       piece.shape.push_back(box.hi[d] - box.lo[d]);
     }
-    (void)gradient;
     group.pieces.push_back(std::move(piece));
   }
   allGroups = groups.size();
@@ -295,6 +294,49 @@ void ReplicaGradientSum::sum(Backend &backend, int64_t step) {
   }
   for (auto &[index, values] : host)
     backend.write(replica.buffers[index], values.data());
+}
+
+bool ReplicaGradientSum::sameState(Backend &backend, int64_t step) {
+  std::map<size_t, std::vector<float>> host;
+  auto values = [&](size_t index) -> const std::vector<float> & {
+    std::vector<float> &copy = host[index];
+    if (copy.empty()) {
+      copy.resize(size_t(replica.buffers[index].elements));
+      backend.read(replica.buffers[index], copy.data());
+    }
+    return copy;
+  };
+  bool same = true;
+  for (Group &group : mine) {
+    // FNV-1a over the bytes of every box's parameter and moments, in the
+    // group's order (every member holds the same boxes).
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (const Piece &piece : group.pieces)
+      for (size_t index : piece.state) {
+        const std::vector<float> &all = values(index);
+        forEachBoxRow(replica.buffers[index].shape, piece.at, piece.shape,
+                      [&](int64_t from, int64_t, int64_t width) {
+                        const auto *bytes = reinterpret_cast<const uint8_t *>(
+                            all.data() + from);
+                        for (size_t i = 0; i < size_t(width) * sizeof(float);
+                             ++i)
+                          hash = (hash ^ bytes[i]) * 0x100000001b3ull;
+                      });
+      }
+    // 16-bit pieces are exact in a float; max of x and of -x give the
+    // largest and the smallest over the group.
+    float pieces[8];
+    for (int i = 0; i < 4; ++i) {
+      pieces[i] = float((hash >> (16 * i)) & 0xffff);
+      pieces[4 + i] = -pieces[i];
+    }
+    std::string what = "state check of " + group.label;
+    group.communicator->allReduce(pieces, 8, comm::ReduceOp::Max,
+                                  {what.c_str(), step});
+    for (int i = 0; i < 4; ++i)
+      same = same && pieces[i] == -pieces[4 + i];
+  }
+  return same;
 }
 
 Program splitAtOptimizer(Program program) {

@@ -62,6 +62,11 @@ public:
   /// by their weighted sums over the replicas.
   void sum(Backend &backend, int64_t step);
 
+  /// Whether every holder of each box holds the same parameter and AdamW
+  /// moments there (a hash compared over each group; one all-reduce per
+  /// group). False on the ranks of a group that disagrees.
+  bool sameState(Backend &backend, int64_t step);
+
   /// Groups this rank is in, and all groups of the job.
   size_t groupsOfRank() const { return mine.size(); }
   size_t groups() const { return allGroups; }
@@ -70,8 +75,10 @@ private:
   struct Piece {
     /// This rank's gradient buffer of the parameter and the box's offset
     /// in it (per dimension), the box's shape, and its place in the
-    /// group's buffer.
+    /// group's buffer; the parameter's and its moments' buffers (AdamW's
+    /// first, third and fourth inputs), laid out as the gradient.
     size_t gradient;
+    std::vector<size_t> state;
     std::vector<int64_t> at, shape;
     size_t offset;
     bool contributes;
@@ -89,8 +96,9 @@ private:
   /// This replica's rows of the batch, and the batch.
   float rows = 1, batch = 1;
   /// Buffer indices (into replica.buffers) of the gradients the optimizer
-  /// reads, by parameter name.
+  /// reads, by parameter name, and of the parameter and its moments.
   std::map<std::string, size_t> gradients;
+  std::map<std::string, std::vector<size_t>> states;
 };
 
 /// `program` with its train_step cut before the first optimizer kernel:

@@ -859,6 +859,15 @@ void Run::checkReplicas(const char *after) {
   // checkpoints or binaries. Comparing a hash (one all-reduce of 8 floats)
   // finds that, where broadcasting rank 0's state, as PyTorch DDP does,
   // would cost a copy of the whole state and hide the mistake.
+  // NTP: the holders of each logical box, across replicas of different
+  // degrees, compare it group by group.
+  if (replicaSum && !replicaSum->sameState(*backend, startStep))
+    throw ProgramError(
+        std::string("the nonuniform replicas hold different parameters "
+                    "after ") +
+        after +
+        "; start every rank with the same --seed, --resume checkpoint and "
+        "partition-run binary");
   if (!dpGroup || dpGroup->size() == 1)
     return;
   uint64_t hash = 0xcbf29ce484222325ull;
