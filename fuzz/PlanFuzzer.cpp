@@ -42,6 +42,25 @@ void checkPlan(const Plan &plan) {
     bug("accepted a mesh larger than kMaxDevices", "");
   if (plan.pipeline.microbatches < 1)
     bug("accepted microbatches below 1", "");
+  // Per-part tensor-parallel degrees: each divides mesh.tp, ranges are
+  // ordered and disjoint, and the degrees form a divisibility chain.
+  const auto &perLayer = plan.tensorParallel.perLayer;
+  for (size_t i = 0; i < perLayer.size(); ++i) {
+    if (perLayer[i].tp < 1 || plan.mesh.tp % perLayer[i].tp != 0)
+      bug("accepted a per_layer degree that does not divide mesh.tp", "");
+    if (perLayer[i].first < 0 || perLayer[i].last < perLayer[i].first)
+      bug("accepted a per_layer range out of order", "");
+    for (size_t j = 0; j < i; ++j)
+      if (perLayer[i].first <= perLayer[j].last &&
+          perLayer[j].first <= perLayer[i].last)
+        bug("accepted a layer covered twice", "");
+  }
+  if (plan.embeddingTp() < 1 || plan.mesh.tp % plan.embeddingTp() != 0)
+    bug("accepted an embedding degree that does not divide mesh.tp", "");
+  llvm::SmallVector<int64_t> degrees = plan.tensorDegrees();
+  for (size_t i = 1; i < degrees.size(); ++i)
+    if (degrees[i] % degrees[i - 1] != 0)
+      bug("accepted degrees that are not a chain", "");
   if (plan.zero.stage < 0 || plan.zero.stage > 3)
     bug("accepted a ZeRO stage outside 0..3", "");
   if (!llvm::is_contained({"none", "full", "selective", "budget"},

@@ -67,6 +67,21 @@ LogicalResult selectReplica(Plan &plan, int64_t index, StringRef fileName,
 /// fewer of them than tp.
 constexpr StringLiteral kKeyValueReplicaAxis = "tp_kv_rep";
 
+/// The tensor axes after the plan's tp when parts have their own degree:
+/// tp_sub, tp_sub2, ...
+StringRef partAxisName(size_t index) {
+  static const char *const kNames[] = {"tp",       "tp_sub",   "tp_sub2",
+                                       "tp_sub3",  "tp_sub4",  "tp_sub5",
+                                       "tp_sub6",  "tp_sub7",  "tp_sub8",
+                                       "tp_sub9",  "tp_sub10", "tp_sub11",
+                                       "tp_sub12", "tp_sub13", "tp_sub14",
+                                       "tp_sub15", "tp_sub16", "tp_sub17",
+                                       "tp_sub18", "tp_sub19", "tp_sub20",
+                                       "tp_sub21", "tp_sub22", "tp_sub23",
+                                       "tp_sub24"};
+  return kNames[index];
+}
+
 /// The mesh's axes. With fewer key-value heads than tp (the plan check
 /// ensures tp is then a multiple of them), tp is laid out as two axes, both
 /// tensor-parallel: tp, as many as the key-value heads, major, and
@@ -75,12 +90,42 @@ constexpr StringLiteral kKeyValueReplicaAxis = "tp_kv_rep";
 /// numbered as without the split; the key-value projections are split over
 /// tp alone and the ranks of a tp_kv_rep group hold the same head, as in
 /// Megatron-LM.
+///
+/// With a degree per part of the model (tensor_parallel.per_layer,
+/// .embedding), tp is cut likewise at every degree (and at the key-value
+/// heads), major first: tp, tp_sub, tp_sub2, ..., so that a part of degree
+/// d splits its weights over the major axes whose sizes multiply to d and
+/// is replicated over the others (degrees 4 and 2: tp = 2 x tp_sub = 2, a
+/// tp-2 layer split over tp). The plan check makes the cuts a chain (each
+/// divides the next); ranks keep their numbering here too.
 SmallVector<Plan::Axis, 4> meshAxes(const Plan &plan,
                                     std::optional<int64_t> kvHeads) {
   SmallVector<Plan::Axis, 4> axes;
   for (const Plan::Axis &axis : plan.axes()) {
-    if (axis.role == "tensor" && kvHeads && *kvHeads < axis.size &&
-        axis.size % *kvHeads == 0) {
+    bool kvCut = axis.role == "tensor" && kvHeads && *kvHeads < axis.size &&
+                 axis.size % *kvHeads == 0;
+    if (axis.role == "tensor" && plan.hasPartDegrees()) {
+      SmallVector<int64_t> cuts;
+      for (int64_t degree : plan.tensorDegrees())
+        if (degree > 1)
+          cuts.push_back(degree);
+      // A size-1 axis for one key-value head keeps it on the major axes
+      // (WeightPolicy keeps at least one axis).
+      if (kvCut)
+        cuts.push_back(*kvHeads);
+      llvm::sort(cuts);
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      int64_t below = 1;
+      for (auto [index, cut] : llvm::enumerate(cuts)) {
+        axes.push_back({index == 0 ? axis.name : partAxisName(index),
+                        axis.role, cut / below});
+        below = cut;
+      }
+      if (cuts.empty())
+        axes.push_back(axis);
+      continue;
+    }
+    if (kvCut) {
       axes.push_back({axis.name, axis.role, *kvHeads});
       axes.push_back({kKeyValueReplicaAxis, axis.role, axis.size / *kvHeads});
       continue;
@@ -90,9 +135,29 @@ SmallVector<Plan::Axis, 4> meshAxes(const Plan &plan,
   return axes;
 }
 
+/// The degree of each layer, for #dist.plan's layer_tp: `layers` entries
+/// (the model's, or as many as per_layer names without a model).
+SmallVector<int64_t> layerDegrees(const Plan &plan,
+                                  std::optional<int64_t> layers) {
+  int64_t count = layers.value_or(0);
+  if (!layers)
+    for (const auto &range : plan.tensorParallel.perLayer)
+      count = std::max(count, range.last + 1);
+  SmallVector<int64_t> degrees;
+  for (int64_t layer = 0; layer < count; ++layer)
+    degrees.push_back(plan.layerTp(layer));
+  return degrees;
+}
+
 /// The typed plan, every field filled in.
 dist::PlanAttr toAttr(const Plan &plan, ArrayRef<Plan::Axis> meshAxes,
-                      MLIRContext *context) {
+                      std::optional<int64_t> layers, MLIRContext *context) {
+  DenseI64ArrayAttr layerTp;
+  int64_t embeddingTp = 0;
+  if (plan.hasPartDegrees()) {
+    layerTp = DenseI64ArrayAttr::get(context, layerDegrees(plan, layers));
+    embeddingTp = plan.embeddingTp();
+  }
   SmallVector<dist::PlanAxisAttr> axes;
   for (const Plan::Axis &axis : meshAxes)
     axes.push_back(dist::PlanAxisAttr::get(
@@ -104,7 +169,7 @@ dist::PlanAttr toAttr(const Plan &plan, ArrayRef<Plan::Axis> meshAxes,
       plan.zero.stage,
       *dist::symbolizeRecomputePolicy(plan.recompute.policy),
       plan.recompute.budgetBytes, plan.precision,
-      plan.tensorParallel.vocabMultiple);
+      plan.tensorParallel.vocabMultiple, layerTp, embeddingTp);
 }
 
 struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
@@ -199,7 +264,9 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
                            builder.getStrArrayAttr(axisNames),
                            builder.getDenseI64ArrayAttr(axisSizes));
     module->setAttr(dist::DistDialect::kPlanAttrName,
-                    toAttr(plan, axes, &getContext()));
+                    toAttr(plan, axes,
+                           model ? planModel(model).layers : std::nullopt,
+                           &getContext()));
   }
 };
 

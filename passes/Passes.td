@@ -157,6 +157,13 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
     recomputation) are refused, one error each, e.g. `p.json: zero.stage = 1
     needs the ZeRO pass, which is not implemented yet; use stage 0`.
 
+    The mesh's tp may be laid out as several tensor axes, major first, with
+    rank numbering unchanged: cut at the key-value heads when the model has
+    fewer than tp (`tp`, `tp_kv_rep`), and at every degree of
+    `tensor_parallel.per_layer` / `.embedding` (`tp`, `tp_sub`, ...; the
+    degrees are recorded as `layer_tp` and `embedding_tp`), so that each
+    part of the model splits over a major prefix (docs/nonuniform-tp.md).
+
     Input (plan.json `{"mesh": {"dp": 2}, "pipeline": {"microbatches": 2}}`):
     ```mlir
     module {

@@ -309,6 +309,136 @@ void readReplicas(const json::Value &value, const json::Object &root,
   plan.mesh.tp = largest;
 }
 
+/// "a-b" (inclusive) or "a": the layers of one tensor_parallel.per_layer
+/// entry; nullopt when malformed.
+std::optional<std::pair<int64_t, int64_t>> parseLayerRange(StringRef text) {
+  auto number = [](StringRef digits) -> std::optional<int64_t> {
+    int64_t value;
+    if (digits.empty() || digits.size() > 7 ||
+        !llvm::all_of(digits, llvm::isDigit) ||
+        digits.getAsInteger(10, value) ||
+        value >= Plan::TensorParallel::kMaxLayer)
+      return std::nullopt;
+    return value;
+  };
+  auto [head, tail] = text.split('-');
+  std::optional<int64_t> first = number(head);
+  std::optional<int64_t> last = text.contains('-') ? number(tail) : first;
+  if (!first || !last || *last < *first)
+    return std::nullopt;
+  return std::make_pair(*first, *last);
+}
+
+std::string describeRange(const Plan::TensorParallel::LayerRange &range) {
+  return range.first == range.last
+             ? "layer " + std::to_string(range.first)
+             : "layers " + std::to_string(range.first) + "-" +
+                   std::to_string(range.last);
+}
+
+/// tensor_parallel.per_layer and tensor_parallel.embedding: each degree
+/// divides mesh.tp (parsed before), no layer has two, and the degrees form a
+/// chain in which each divides the next larger, so that --dist-apply-plan
+/// can lay tp out as axes whose major prefixes are the parts' degrees.
+void readPartDegrees(ObjectReader &tp, Plan &plan, StringRef fileName,
+                     PlanErrorFn emitError, bool &failed) {
+  Plan::TensorParallel &out = plan.tensorParallel;
+  auto degree = [&](ObjectReader &reader, int64_t &value) {
+    if (!reader.get("tp")) {
+      reader.error(reader.fieldPath("tp") +
+                   " is required: the tensor-parallel degree of the part");
+      return false;
+    }
+    reader.integer("tp", value, 1, Plan::kMaxDevices, "a positive integer");
+    if (value < 1)
+      return false;
+    if (plan.mesh.tp % value != 0) {
+      reader.error(reader.fieldPath("tp") + " = " + Twine(value) +
+                   " does not divide mesh.tp = " + Twine(plan.mesh.tp) +
+                   "; a part's degree must divide the mesh's tp (the "
+                   "largest degree)");
+      return false;
+    }
+    return true;
+  };
+  if (const json::Value *value = tp.get("per_layer")) {
+    const json::Array *array = value->getAsArray();
+    if (!array || array->empty()) {
+      tp.error(tp.fieldPath("per_layer") +
+               " must be a non-empty list of {\"layers\": \"a-b\", "
+               "\"tp\": d}, got " + show(*value));
+    } else {
+      for (auto [index, element] : llvm::enumerate(*array)) {
+        std::string path =
+            tp.fieldPath("per_layer") + "[" + std::to_string(index) + "]";
+        const json::Object *object = element.getAsObject();
+        if (!object) {
+          tp.error(path + " must be an object {\"layers\": \"a-b\", "
+                          "\"tp\": d}, got " + show(element));
+          continue;
+        }
+        ObjectReader entry(*object, path, {"layers", "tp"}, fileName,
+                           emitError, failed);
+        Plan::TensorParallel::LayerRange range{0, 0, 0};
+        bool ok = degree(entry, range.tp);
+        const json::Value *layers = entry.get("layers");
+        std::optional<StringRef> text =
+            layers ? layers->getAsString() : std::nullopt;
+        std::optional<std::pair<int64_t, int64_t>> parsed =
+            text ? parseLayerRange(*text) : std::nullopt;
+        if (!layers) {
+          entry.error(entry.fieldPath("layers") +
+                      " is required: the layers \"a-b\" (inclusive) or "
+                      "\"a\" the degree applies to");
+          ok = false;
+        } else if (!parsed) {
+          entry.error(entry.fieldPath("layers") +
+                      " must be \"a-b\" (first to last layer, inclusive, "
+                      "a <= b) or \"a\", got " + show(*layers));
+          ok = false;
+        }
+        if (!ok)
+          continue;
+        range.first = parsed->first;
+        range.last = parsed->second;
+        for (const auto &[other, earlier] : llvm::enumerate(out.perLayer)) {
+          int64_t overlap = std::max(range.first, earlier.first);
+          if (overlap > std::min(range.last, earlier.last))
+            continue;
+          entry.error("tensor_parallel.per_layer: layer " + Twine(overlap) +
+                      " is covered twice, by per_layer[" + Twine(other) +
+                      "] (" + describeRange(earlier) + ") and per_layer[" +
+                      Twine(index) + "] (" + describeRange(range) +
+                      "); give each layer one degree");
+          ok = false;
+          break;
+        }
+        if (ok)
+          out.perLayer.push_back(range);
+      }
+    }
+  }
+  if (const json::Object *object = tp.object_("embedding")) {
+    ObjectReader embedding(*object, tp.fieldPath("embedding"), {"tp"},
+                           fileName, emitError, failed);
+    int64_t value = 0;
+    if (degree(embedding, value))
+      out.embeddingTp = value;
+  }
+  if (failed)
+    return;
+  llvm::SmallVector<int64_t> degrees = plan.tensorDegrees();
+  for (size_t i = 1; i < degrees.size(); ++i)
+    if (degrees[i] % degrees[i - 1] != 0) {
+      tp.error("tensor_parallel: the degrees " + Twine(degrees[i - 1]) +
+               " and " + Twine(degrees[i]) +
+               " do not divide one another; the degrees of per_layer, "
+               "embedding and mesh.tp must form a chain in which each "
+               "divides the next larger (as 1, 2, 4, 8)");
+      return;
+    }
+}
+
 } // namespace
 
 FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
@@ -356,11 +486,13 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
                   " supported");
   }
   if (auto tp = reader("tensor_parallel",
-                       {"sequence_parallel", "vocab_multiple"})) {
+                       {"sequence_parallel", "vocab_multiple", "per_layer",
+                        "embedding"})) {
     tp->boolean("sequence_parallel", plan.tensorParallel.sequenceParallel);
     tp->integer("vocab_multiple", plan.tensorParallel.vocabMultiple, 1,
                 Plan::TensorParallel::kMaxVocabMultiple,
                 "between 1 and 65536");
+    readPartDegrees(*tp, plan, fileName, emitError, failed);
   }
   if (auto pipeline = reader("pipeline", {"schedule", "microbatches",
                                           "virtual_stages", "stages"})) {
@@ -447,6 +579,78 @@ llvm::SmallVector<Plan::Axis, 3> Plan::axes() const {
           {"tp", "tensor", mesh.tp}};
 }
 
+int64_t Plan::layerTp(int64_t layer) const {
+  for (const TensorParallel::LayerRange &range : tensorParallel.perLayer)
+    if (range.first <= layer && layer <= range.last)
+      return range.tp;
+  return mesh.tp;
+}
+
+llvm::SmallVector<int64_t> Plan::tensorDegrees() const {
+  llvm::SmallVector<int64_t> degrees = {mesh.tp, embeddingTp()};
+  for (const TensorParallel::LayerRange &range : tensorParallel.perLayer)
+    degrees.push_back(range.tp);
+  llvm::sort(degrees);
+  degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
+  return degrees;
+}
+
+namespace {
+
+/// tensor_parallel.per_layer against the model: every layer covered, none
+/// beyond the model, and each part's degree splitting its heads and
+/// key-value heads by the rules mesh.tp follows.
+void checkPartDegrees(const Plan &plan, const PlanModel &model,
+                      llvm::function_ref<void(const Twine &)> error) {
+  const auto &perLayer = plan.tensorParallel.perLayer;
+  if (auto layers = model.layers; layers && !perLayer.empty()) {
+    for (auto [index, range] : llvm::enumerate(perLayer))
+      if (range.last >= *layers)
+        error("tensor_parallel.per_layer[" + Twine(index) + "] (" +
+              describeRange(range) + ") names layers beyond the model's " +
+              Twine(*layers) + " (0-" + Twine(*layers - 1) + ")");
+    for (int64_t layer = 0; layer < *layers; ++layer)
+      if (llvm::none_of(perLayer, [&](const auto &range) {
+            return range.first <= layer && layer <= range.last;
+          })) {
+        error("tensor_parallel.per_layer gives layer " + Twine(layer) +
+              " no degree; the entries must cover every layer of the "
+              "model (0-" + Twine(*layers - 1) + ") exactly once");
+        break;
+      }
+  }
+  for (auto [index, range] : llvm::enumerate(perLayer)) {
+    if (range.tp == plan.mesh.tp)
+      continue;
+    std::string degree = "tensor_parallel.per_layer[" +
+                         std::to_string(index) + "].tp = " +
+                         std::to_string(range.tp) + " (" +
+                         describeRange(range) + ")";
+    if (auto heads = model.heads; heads && *heads % range.tp != 0)
+      error("heads " + Twine(*heads) + " is not divisible by " + degree);
+    if (auto kvHeads = model.kvHeads; kvHeads && *kvHeads % range.tp != 0 &&
+                                      range.tp % *kvHeads != 0)
+      error("kv_heads " + Twine(*kvHeads) + " is not divisible by " +
+            degree + ", nor it by kv_heads; choose a degree that divides "
+            "kv_heads or is a multiple of it");
+  }
+  // With fewer key-value heads than mesh.tp, --dist-apply-plan cuts tp at
+  // the key-value heads too: the embedding's degree must chain with them
+  // (the layers' degrees do by the rule above).
+  if (auto kvHeads = model.kvHeads;
+      kvHeads && *kvHeads < plan.mesh.tp && plan.mesh.tp % *kvHeads == 0) {
+    int64_t embedding = plan.embeddingTp();
+    if (*kvHeads % embedding != 0 && embedding % *kvHeads != 0)
+      error("kv_heads " + Twine(*kvHeads) +
+            " and tensor_parallel.embedding.tp = " + Twine(embedding) +
+            " do not divide one another; with fewer key-value heads than "
+            "mesh.tp, every degree must divide kv_heads or be a multiple "
+            "of it");
+  }
+}
+
+} // namespace
+
 LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
                                                const PlanModel &model,
                                                StringRef fileName,
@@ -509,6 +713,7 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
             "tensor_parallel.vocab_multiple = " + Twine(granule) +
             " exceeds the 2^31 ids of i32 tokens");
   }
+  checkPartDegrees(plan, model, error);
   if (auto layers = model.layers; layers && *layers < mesh.pp)
     error("layers " + Twine(*layers) + " is fewer than mesh.pp = " +
           Twine(mesh.pp) + " pipeline stages");
@@ -573,13 +778,32 @@ struct NotImplemented {
   const char *instead;
 };
 
-/// The plan fields refused until their pass exists: every field of
-/// plan.json has its pass; only replicas (NTP) combined with a pipeline or
-/// ZeRO are refused (each replica's step is a uniform tp step). A field
-/// added before its pass adds its line here (and the pass that implements
-/// it removes the line and adds itself to passes/Pipeline.cpp), so that no
-/// field is ever silently ignored.
+/// The plan fields refused until their pass exists: per-part
+/// tensor-parallel degrees (issue 16) with a pipeline or ZeRO, untested
+/// together; replicas (NTP, each replica's step a uniform tp step) with a
+/// pipeline, ZeRO or per-part degrees. A field added before its pass adds
+/// its line here (and the pass that implements it removes the line and adds
+/// itself to passes/Pipeline.cpp), so that no field is ever silently
+/// ignored.
 const std::vector<NotImplemented> kNotImplemented = {
+    {"tensor_parallel.per_layer (or .embedding) with mesh.pp",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.hasPartDegrees() && plan.mesh.pp > 1)
+         return std::to_string(plan.mesh.pp);
+       return std::nullopt;
+     },
+     "tensor-parallel degrees per part inside pipeline stages",
+     "use mesh.pp = 1 with per-part degrees, or one degree (mesh.tp) with "
+     "a pipeline"},
+    {"tensor_parallel.per_layer (or .embedding) with zero.stage",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.hasPartDegrees() && plan.zero.stage > 0)
+         return std::to_string(plan.zero.stage);
+       return std::nullopt;
+     },
+     "ZeRO over parts of different tensor-parallel degrees",
+     "use zero.stage = 0 with per-part degrees, or one degree (mesh.tp) "
+     "with ZeRO"},
     {"replicas with mesh.pp",
      [](const Plan &plan) -> std::optional<std::string> {
        if (plan.replicas.empty() || plan.mesh.pp == 1)
@@ -596,6 +820,14 @@ const std::vector<NotImplemented> kNotImplemented = {
      },
      "ZeRO across replicas of different degrees",
      "use zero.stage 0 or leave out the replicas"},
+    {"replicas with tensor_parallel.per_layer (or .embedding)",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.replicas.empty() || !plan.hasPartDegrees())
+         return std::nullopt;
+       return std::string("given");
+     },
+     "per-part degrees inside nonuniform replicas",
+     "leave out tensor_parallel.per_layer / .embedding or the replicas"},
 };
 
 } // namespace

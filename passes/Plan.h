@@ -43,6 +43,17 @@ struct Plan {
     /// vocabulary is padded to a multiple of tp x vocabMultiple.
     int64_t vocabMultiple = 128;
     static constexpr int64_t kMaxVocabMultiple = int64_t(1) << 16;
+    /// tensor_parallel.per_layer: a degree for layers [first, last]
+    /// (plan.json's "a-b" or "a"); empty: every layer at mesh.tp.
+    struct LayerRange {
+      int64_t first, last, tp;
+    };
+    llvm::SmallVector<LayerRange> perLayer;
+    /// tensor_parallel.embedding.tp: the degree of the embedding, the final
+    /// norm and the LM head (tied weights share it); unset: mesh.tp.
+    std::optional<int64_t> embeddingTp;
+    /// Layers beyond this are refused (as pipeline.stages' counts).
+    static constexpr int64_t kMaxLayer = int64_t(1) << 20;
   } tensorParallel;
   struct Pipeline {
     /// gpipe, 1f1b, interleaved-1f1b or zero-bubble; unset when plan.json
@@ -105,6 +116,21 @@ struct Plan {
   };
   /// The mesh's axes in mesh order (dp, pp, tp), size-1 axes included.
   llvm::SmallVector<Axis, 3> axes() const;
+
+  /// Whether parts of the model have their own tensor-parallel degree
+  /// (tensor_parallel.per_layer or .embedding).
+  bool hasPartDegrees() const {
+    return !tensorParallel.perLayer.empty() || tensorParallel.embeddingTp;
+  }
+  /// The tensor-parallel degree of layer `layer` (mesh.tp where per_layer
+  /// gives none) and of the embedding / LM head.
+  int64_t layerTp(int64_t layer) const;
+  int64_t embeddingTp() const {
+    return tensorParallel.embeddingTp.value_or(mesh.tp);
+  }
+  /// Every degree a part of the model has, mesh.tp included, ascending and
+  /// without repeats (parsePlan checked that each divides the next).
+  llvm::SmallVector<int64_t> tensorDegrees() const;
 };
 
 /// `vocab` rounded up to a multiple of `granule` (tp x vocab_multiple):

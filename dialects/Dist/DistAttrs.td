@@ -182,6 +182,19 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     default 128: with a tensor axis of size tp > 1, --dist-pad-vocab pads
     the vocabulary to a multiple of tp x vocab_multiple.
 
+    A plan with a tensor-parallel degree per part of the model
+    (plan.json's tensor_parallel.per_layer and .embedding, issue 16)
+    records `layer_tp = array<i64: ...>`, the degree of each layer, and
+    `embedding_tp = N`, that of the embedding, final norm and LM head
+    (absent: every part uses all the tensor axes). A part of degree d
+    splits its weights over the major tensor axes whose sizes multiply to
+    d (docs/nonuniform-tp.md):
+    ```mlir
+    #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline,
+        tp = tensor, tp_sub = tensor], ..., layer_tp = array<i64: 4, 2>,
+        embedding_tp = 4>
+    ```
+
     Constraints (the attribute's verifier):
     - axis names are unique and non-empty, and each role has one axis at
       most, but tensor, which may span several (the first major: with
@@ -191,7 +204,8 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     - schedule is gpipe, 1f1b, interleaved-1f1b or zero-bubble; precision is
       fp32 or bf16;
     - budget_bytes > 0 with recompute = budget, absent (0) otherwise;
-    - vocab_multiple >= 1.
+    - vocab_multiple >= 1;
+    - every layer_tp degree >= 1, embedding_tp >= 0.
 
     Constraints (on the module that carries it): the mesh symbol names a
     `dist.mesh` of the module, and every plan axis is an axis of it.
@@ -208,12 +222,18 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
                            "with recompute = budget: the byte budget">:$budget_bytes,
     StringRefParameter<"fp32 or bf16">:$precision,
     DefaultValuedParameter<"int64_t", "128",
-        "the granule the vocabulary is padded to, times tp">:$vocab_multiple
+        "the granule the vocabulary is padded to, times tp">:$vocab_multiple,
+    OptionalParameter<"::mlir::DenseI64ArrayAttr",
+        "the tensor-parallel degree of each layer">:$layer_tp,
+    DefaultValuedParameter<"int64_t", "0",
+        "the embedding / LM head's tensor-parallel degree; 0: all tensor "
+        "axes">:$embedding_tp
   );
   let assemblyFormat = [{
     `<` `mesh` `=` $mesh `,` `axes` `=` custom<PlanAxes>($axes) `,`
     struct($sequence_parallel, $schedule, $microbatches, $zero_stage,
-           $recompute, $budget_bytes, $precision, $vocab_multiple) `>`
+           $recompute, $budget_bytes, $precision, $vocab_multiple,
+           $layer_tp, $embedding_tp) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

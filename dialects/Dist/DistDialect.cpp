@@ -275,10 +275,21 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                StringRef schedule, int64_t microbatches,
                                int64_t zeroStage, RecomputePolicy recompute,
                                int64_t budgetBytes, StringRef precision,
-                               int64_t vocabMultiple) {
+                               int64_t vocabMultiple, DenseI64ArrayAttr layerTp,
+                               int64_t embeddingTp) {
   if (vocabMultiple < 1)
     return emitError() << "vocab_multiple must be at least 1, got "
                        << vocabMultiple;
+  if (layerTp)
+    for (auto [layer, degree] : llvm::enumerate(layerTp.asArrayRef()))
+      if (degree < 1)
+        return emitError() << "layer_tp gives layer " << layer
+                           << " the degree " << degree
+                           << "; degrees must be at least 1";
+  if (embeddingTp < 0)
+    return emitError() << "embedding_tp must be at least 1 (or 0: all the "
+                          "tensor axes), got "
+                       << embeddingTp;
   if (!mesh)
     return emitError() << "the plan needs a mesh symbol";
   llvm::StringSet<> names;

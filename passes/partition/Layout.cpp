@@ -84,7 +84,78 @@ FailureOr<PartitionMesh> lookupPartitionMesh(ModuleOp module) {
         mesh.shape.find(axis.getName()) >= 0)
       mesh.tensorAxes.push_back(axis.getName());
   mesh.sequenceParallel = plan.getSequenceParallel();
+  if (DenseI64ArrayAttr layerTp = plan.getLayerTp())
+    mesh.layerDegrees.assign(layerTp.asArrayRef().begin(),
+                             layerTp.asArrayRef().end());
+  mesh.embeddingDegree = plan.getEmbeddingTp();
+  // Every part's degree must be a major prefix of the tensor axes
+  // (--dist-apply-plan lays them out so).
+  SmallVector<int64_t> degrees(mesh.layerDegrees);
+  if (mesh.embeddingDegree)
+    degrees.push_back(mesh.embeddingDegree);
+  for (int64_t degree : degrees) {
+    int64_t prefix = 1;
+    bool found = degree == 1;
+    for (StringRef axis : mesh.tensorAxes) {
+      prefix *= mesh.sizeOf(axis);
+      found |= prefix == degree;
+    }
+    if (!found)
+      return module.emitError()
+             << "the plan gives a part of the model the tensor-parallel "
+                "degree "
+             << degree << ", which is not the size of a major prefix of "
+             << "the tensor axes " << describe(mesh.tensorAxes)
+             << "; apply the plan with --dist-apply-plan, which lays the "
+                "axes out for the degrees";
+  }
   return mesh;
+}
+
+Axes PartitionMesh::tensorAxesOf(std::optional<int64_t> layer) const {
+  int64_t degree = embeddingDegree;
+  if (layer && *layer >= 0 && *layer < int64_t(layerDegrees.size()))
+    degree = layerDegrees[*layer];
+  if (degree == 0)
+    return tensorAxes;
+  Axes axes;
+  int64_t product = 1;
+  size_t length = 0;
+  for (StringRef axis : tensorAxes) {
+    product *= sizeOf(axis);
+    axes.push_back(axis);
+    if (product == degree)
+      length = axes.size();
+    if (product > degree)
+      break;
+  }
+  axes.resize(length);
+  return axes;
+}
+
+bool PartitionMesh::isPartAxes(ArrayRef<StringRef> axes) const {
+  if (axes.empty())
+    return false;
+  if (layerDegrees.empty() && !embeddingDegree)
+    return ArrayRef<StringRef>(tensorAxes) == axes;
+  if (ArrayRef<StringRef>(tensorAxesOf(std::nullopt)) == axes)
+    return true;
+  for (int64_t layer = 0; layer < int64_t(layerDegrees.size()); ++layer)
+    if (ArrayRef<StringRef>(tensorAxesOf(layer)) == axes)
+      return true;
+  return false;
+}
+
+std::optional<int64_t> stateLayer(func::FuncOp step, Value value) {
+  if (Operation *def = value.getDefiningOp())
+    if (def->getNumOperands() == 1 && isa<xfmr::CastOp>(def))
+      value = def->getOperand(0);
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg || arg.getOwner()->getParentOp() != step)
+    return std::nullopt;
+  auto layer = step.getArgAttrOfType<IntegerAttr>(
+      arg.getArgNumber(), xfmr::XfmrDialect::kLayerAttrName);
+  return layer ? std::optional<int64_t>(layer.getInt()) : std::nullopt;
 }
 
 std::string describe(ArrayRef<StringRef> axes) {
@@ -151,9 +222,9 @@ bool scattersSequence(const PartitionMesh &mesh, const Layout &layout,
   auto type = cast<RankedTensorType>(use.get().getType());
   auto ruled = dyn_cast<xfmr::ShardingRuleOpInterface>(use.getOwner());
   if (!mesh.sequenceParallel || !mesh.hasTensor() ||
-      layout.partial != mesh.tensorAxes || type.getRank() != 3 ||
+      !mesh.isPartAxes(layout.partial) || type.getRank() != 3 ||
       !layout.dims[kSequenceDim].empty() || !ruled ||
-      type.getDimSize(kSequenceDim) % mesh.shardsOf(mesh.tensorAxes) != 0)
+      type.getDimSize(kSequenceDim) % mesh.shardsOf(layout.partial) != 0)
     return false;
   xfmr::ShardingRule rule = ruled.getShardingRule();
   int factor = rule.getOperand(use.getOperandNumber())[kSequenceDim];

@@ -62,6 +62,21 @@ struct PartitionMesh {
   Axes tensorAxes;
   /// Megatron-LM's sequence parallelism over the tensor axis.
   bool sequenceParallel = false;
+  /// With a tensor-parallel degree per part of the model (#dist.plan's
+  /// layer_tp, embedding_tp): the degree of each layer, and of the ops
+  /// outside the layers (embedding, final norm, LM head); empty / 0: every
+  /// part spans tensorAxes.
+  llvm::SmallVector<int64_t> layerDegrees;
+  int64_t embeddingDegree = 0;
+
+  /// The tensor axes of the part of the model layer `layer` is (none: the
+  /// embedding and LM head): the longest major prefix of tensorAxes whose
+  /// sizes multiply to the part's degree (lookupPartitionMesh checked that
+  /// there is one). A smaller part is replicated over the other axes.
+  Axes tensorAxesOf(std::optional<int64_t> layer) const;
+  /// Whether `axes` are exactly some part's tensor axes (a partial sum over
+  /// them may be scattered along the sequence).
+  bool isPartAxes(llvm::ArrayRef<llvm::StringRef> axes) const;
 
   int64_t sizeOf(llvm::StringRef axis) const;
   int64_t shardsOf(llvm::ArrayRef<llvm::StringRef> axes) const;
@@ -104,11 +119,17 @@ inline constexpr llvm::StringLiteral kOperandShardingsAttrName =
     dist::DistDialect::kOperandShardingsAttrName;
 
 /// With sequence parallelism: whether `use` takes its value, a partial sum
-/// over the tensor axis laid out as `layout`, as sequence blocks (a
-/// reduce_scatter along the sequence) rather than whole (an all_reduce).
-/// Propagation and partitioning must agree on it, so both ask here.
+/// over the tensor axes of a part of the model laid out as `layout`, as
+/// sequence blocks over those axes (a reduce_scatter along the sequence)
+/// rather than whole (an all_reduce). Propagation and partitioning must
+/// agree on it, so both ask here.
 bool scattersSequence(const PartitionMesh &mesh, const Layout &layout,
                       mlir::OpOperand &use);
+
+/// The layer of state argument `value` (its `xfmr.layer`), read through
+/// a layout-preserving cast; nullopt for state outside the layers and for
+/// other values.
+std::optional<int64_t> stateLayer(mlir::func::FuncOp step, mlir::Value value);
 
 /// The label of the all_reduce --dist-partition gives each sum over the data
 /// axis alone (a gradient, the loss); --dist-bucket-gradients groups them.

@@ -163,11 +163,14 @@ Value StepPartition::scatterSequenceNow(Value value) {
   OpBuilder builder(step.getContext());
   builder.setInsertionPointAfterValue(value);
   auto type = cast<RankedTensorType>(value.getType());
+  // Over the axes the sum is partial over: those of the part of the model
+  // that made it (scattersSequence).
+  Axes axes = layoutOf(value).partial;
   SmallVector<int64_t> shape(type.getShape());
-  shape[kSequenceDim] /= mesh.shardsOf(mesh.tensorAxes);
+  shape[kSequenceDim] /= mesh.shardsOf(axes);
   auto scatter = dist::ReduceScatterOp::create(
       builder, value.getLoc(), type.clone(shape), value, mesh.symbol,
-      builder.getStrArrayAttr(ArrayRef<StringRef>(mesh.tensorAxes)),
+      builder.getStrArrayAttr(ArrayRef<StringRef>(axes)),
       builder.getI64IntegerAttr(kSequenceDim),
       dist::ReduceKindAttr::get(step.getContext(), dist::ReduceKind::Sum));
   scatter->setAttr(dist::DistDialect::kLabelAttrName,
@@ -176,7 +179,7 @@ Value StepPartition::scatterSequenceNow(Value value) {
   scattered = scatter.getResult();
   Layout layout = layoutOf(value);
   layout.partial.clear();
-  layout.dims[kSequenceDim] = mesh.tensorAxes;
+  layout.dims[kSequenceDim] = axes;
   layouts[scattered] = layout;
   return scattered;
 }

@@ -70,6 +70,9 @@ public:
     return isStateArgument(value) && !undecidedState(value);
   }
   LogicalResult decideState(StringRef name, ArrayRef<Axes> dims) override;
+  std::optional<int64_t> layerOf(Value value) const override {
+    return stateLayer(step, value);
+  }
 
 private:
   /// Checks that `layout` splits `value`'s dimensions evenly and records it.
@@ -190,7 +193,7 @@ Layout StepPropagation::completedSum(OpOperand &use) const {
   Layout layout = layoutOf(use.get());
   if (layout.partial != Axes{mesh.dataAxis} &&
       scattersSequence(mesh, layout, use))
-    layout.dims[kSequenceDim] = mesh.tensorAxes;
+    layout.dims[kSequenceDim] = layout.partial;
   layout.partial.clear();
   return layout;
 }

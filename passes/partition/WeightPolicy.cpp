@@ -105,7 +105,10 @@ LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
   // over the tensor axes whose shards divide the blocks its readers keep
   // whole (key-value heads fewer than tp: replicated on the ranks whose
   // query heads use them).
-  Axes axes = tensorAxes;
+  Axes axes = mesh.tensorAxesOf(placement.layerOf(
+      op->getOperand(weights.front().first)));
+  if (axes.empty())
+    return success();
   for (OpResult result : op->getResults())
     for (auto [dim, factor] :
          llvm::enumerate(rule.getResult(result.getResultNumber()))) {

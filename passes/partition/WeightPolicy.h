@@ -18,6 +18,10 @@
 //    result keeps fewer blocks whole (2 key-value heads at tp = 4: the
 //    key / value projections split over tp, replicated over tp_kv_rep).
 //
+// The tensor axes are those of the part of the model the weights belong to
+// (PartitionMesh::tensorAxesOf, from their xfmr.layer): with a degree per
+// part, a tp-2 layer on a tp-4 mesh splits over the major axis only.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PARTITION_PASSES_PARTITION_WEIGHTPOLICY_H
@@ -40,6 +44,9 @@ public:
   /// Places state `name` (and its moments).
   virtual mlir::LogicalResult decideState(llvm::StringRef name,
                                           llvm::ArrayRef<Axes> dims) = 0;
+  /// The layer of the state `value` is (xfmr.layer), for its part's
+  /// tensor axes (PartitionMesh::tensorAxesOf); nullopt outside the layers.
+  virtual std::optional<int64_t> layerOf(mlir::Value value) const = 0;
 };
 
 /// Whether `op` is a one-operand op whose result is laid out as its

@@ -74,6 +74,10 @@
 // RUN: echo '{"zero": {"stage": 1}, "replicas": [{"tp": 3}, {"tp": 1}]}' > %t/zero.json
 // RUN: not partition-opt %s --dist-apply-plan="plan=%t/zero.json replica=0" 2>&1 | FileCheck %s --check-prefix=CHECK-ZERO
 // CHECK-ZERO: error: {{.*}}zero.json: replicas with zero.stage = 1 needs ZeRO across replicas of different degrees, which is not implemented yet; use zero.stage 0 or leave out the replicas
+// Nor with per-part degrees ("Per-layer degrees").
+// RUN: echo '{"mesh": {"tp": 3}, "tensor_parallel": {"per_layer": [{"layers": "0-1", "tp": 3}, {"layers": "2", "tp": 1}]}, "replicas": [{"tp": 3}, {"tp": 1}]}' > %t/per-layer.json
+// RUN: not partition-opt %s --dist-apply-plan="plan=%t/per-layer.json replica=0" 2>&1 | FileCheck %s --check-prefix=CHECK-PER-LAYER
+// CHECK-PER-LAYER: error: {{.*}}per-layer.json: replicas with tensor_parallel.per_layer (or .embedding) = given needs per-part degrees inside nonuniform replicas, which is not implemented yet; leave out tensor_parallel.per_layer / .embedding or the replicas
 
 func.func @forward(%tokens: tensor<6x12xi32> {xfmr.input = "tokens"}) -> tensor<6x12xi32>
     attributes {xfmr.model = {arch = "gpt2", batch = 6 : i64, heads = 6 : i64, kv_heads = 3 : i64, layers = 3 : i64, vocab = 50257 : i64, seq_len = 12 : i64}} {

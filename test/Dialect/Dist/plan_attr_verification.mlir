@@ -100,3 +100,20 @@ module attributes {dist.plan = {zero = {stage = 1 : i64}}} {
 func.func @f() attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
   return
 }
+
+// -----
+
+// Degrees per part of the model (issue 16): positive per layer; the
+// embedding's positive or 0 (all the tensor axes).
+
+// expected-error @+1 {{layer_tp gives layer 1 the degree 0; degrees must be at least 1}}
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32", layer_tp = [2, 0]>} {
+  dist.mesh @mesh axes = [tp = 2]
+}
+
+// -----
+
+// expected-error @+1 {{embedding_tp must be at least 1 (or 0: all the tensor axes), got -2}}
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32", embedding_tp = -2>} {
+  dist.mesh @mesh axes = [tp = 2]
+}

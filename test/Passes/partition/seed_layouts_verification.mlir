@@ -49,3 +49,14 @@ module attributes {dist.plan = #plan} {
     return
   }
 }
+
+// -----
+
+// A part's tensor-parallel degree must be the size of a major prefix of the
+// tensor axes (--dist-apply-plan lays them out so): 2 x 2 has no prefix of
+// size 3.
+#plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor, tp_sub = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32", layer_tp = [4, 3], embedding_tp = 4>
+// expected-error @+1 {{the plan gives a part of the model the tensor-parallel degree 3, which is not the size of a major prefix of the tensor axes [tp, tp_sub]; apply the plan with --dist-apply-plan, which lays the axes out for the degrees}}
+module attributes {dist.plan = #plan} {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2, tp_sub = 2]
+}
