@@ -78,6 +78,14 @@ def main():
         subprocess.run([compile_, os.path.join(scratch, "gpt2.mlir"), "-o",
                         os.path.join(seeds, "gpt2-dp2.ptp"), "--plan", plan],
                        capture_output=True)
+        # Nonuniform replicas (schema v7: a whole program nested per
+        # replica, tp 2 and tp 1).
+        plan = os.path.join(scratch, "ntp.json")
+        with open(plan, "w") as f:
+            f.write('{"replicas": [{"tp": 2}, {"tp": 1}]}')
+        subprocess.run([compile_, os.path.join(scratch, "gpt2.mlir"), "-o",
+                        os.path.join(seeds, "gpt2-ntp.ptp"), "--plan", plan],
+                       capture_output=True)
         # A two-stage pipeline program (schema v5: a stream per stage,
         # sends and receives), from the hand-written stage module of the
         # pipeline tests.

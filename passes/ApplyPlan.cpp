@@ -40,6 +40,29 @@ PlanModel planModel(DictionaryAttr config) {
           field("layers"), field("vocab"), field("seq_len")};
 }
 
+/// With replicas (NTP), `plan` becomes replica `index`'s uniform plan; a
+/// plan with replicas needs an index in range, and one without none.
+LogicalResult selectReplica(Plan &plan, int64_t index, StringRef fileName,
+                            llvm::function_ref<void(const Twine &)> emitError) {
+  int64_t count = static_cast<int64_t>(plan.replicas.size());
+  if (index < 0 && count == 0)
+    return success();
+  if (index < 0) {
+    emitError(fileName + ": the plan has " + Twine(count) +
+              " replicas, each compiled on its own: use partition-compile, "
+              "or --dist-apply-plan=\"plan=" + fileName +
+              " replica=N\" for replica N's step");
+    return failure();
+  }
+  if (index >= count) {
+    emitError(fileName + ": replica=" + Twine(index) + " but the plan has " +
+              Twine(count) + " replicas (0.." + Twine(count - 1) + ")");
+    return failure();
+  }
+  plan = plan.replicaPlan(static_cast<size_t>(index));
+  return success();
+}
+
 /// The axis over which a key-value head is replicated when the model has
 /// fewer of them than tp.
 constexpr StringLiteral kKeyValueReplicaAxis = "tp_kv_rep";
@@ -190,6 +213,10 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
                                               fileName, emitError)))
       return signalPassFailure();
     if (failed(checkPlanImplemented(plan, fileName, emitError)))
+      return signalPassFailure();
+    // NTP: each replica's step is compiled on its own, as the uniform plan
+    // of its degree (docs/nonuniform-tp.md).
+    if (failed(selectReplica(plan, replica, fileName, emitError)))
       return signalPassFailure();
 
     SmallVector<Plan::Axis, 4> axes =

@@ -150,6 +150,9 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
     module that start with the file's name and name the field and the
     values, e.g. `p.json: mesh.dp must be a positive integer, got 0` or
     `p.json: the batch of 6 sequences is not divisible by mesh.dp = 4`.
+    A plan with `replicas` (nonuniform tensor parallelism, NTP) is compiled
+    one replica at a time: `replica=N` records replica N's uniform plan
+    (mesh `{tp: its degree}`); without it such a plan is refused.
     Fields whose pass does not exist yet (pp > 1, a pipeline schedule, ZeRO,
     recomputation) are refused, one error each, e.g. `p.json: zero.stage = 1
     needs the ZeRO pass, which is not implemented yet; use stage 0`.
@@ -182,6 +185,47 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
   let options = [
     Option<"planPath", "plan", "std::string", "\"\"",
            "Path of plan.json (empty: the default plan)">,
+    Option<"replica", "replica", "int64_t", "-1",
+           "With a plan that lists replicas (NTP): record replica N's "
+           "uniform plan (mesh {tp: its degree}); -1: none">,
+  ];
+}
+
+def ReplicaBatchPass : Pass<"dist-replica-batch", "::mlir::ModuleOp"> {
+  let summary = "Give the forward function one NTP replica's rows of the batch";
+  let description = [{
+    With a plan that lists `replicas` (nonuniform tensor parallelism),
+    replica N trains on its `batch_share` of each global batch of B
+    sequences: rows [offset, offset + B_N). This pass runs on the forward
+    function before `--xfmr-train-step` and rewrites it for B_N rows: the
+    tokens and targets become [B_N, T] and every value computed from them
+    gets B_N as its first dimension (each op is rebuilt with the new result
+    types and verified). The `xfmr.model` configuration keeps the global
+    batch B (a checkpoint's model is the same under every plan), and the
+    loss stays the mean over the replica's own tokens: the runtime weights
+    it by B_N / B. Nothing changes when B_N = B.
+
+    Errors: a plan without replicas, `replica` out of range, or shares that
+    do not split B into whole sequences (the message names the batch sizes
+    that would).
+
+    Input (plan replicas `[{"tp": 2, "batch_share": 2}, {"tp": 1} ]`,
+    replica=1, B = 6):
+    ```mlir
+    func.func @forward(..., %tokens: tensor<6x64xi32>, %targets: tensor<6x64xi32>) -> tensor<f32>
+      %0 = xfmr.embedding %tokens, %wte : (tensor<6x64xi32>, tensor<256x64xf32>) -> tensor<6x64x64xf32>
+    ```
+    Output:
+    ```mlir
+    func.func @forward(..., %tokens: tensor<2x64xi32>, %targets: tensor<2x64xi32>) -> tensor<f32>
+      %0 = xfmr.embedding %tokens, %wte : (tensor<2x64xi32>, tensor<256x64xf32>) -> tensor<2x64x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"planPath", "plan", "std::string", "\"\"",
+           "Path of plan.json (it lists the replicas)">,
+    Option<"replica", "replica", "int64_t", "0",
+           "The replica whose rows the forward function gets">,
   ];
 }
 

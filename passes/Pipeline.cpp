@@ -40,7 +40,18 @@ void buildPartitionPipeline(OpPassManager &pm,
   if (!options.plan.empty()) {
     ApplyPlanPassOptions apply;
     apply.planPath = options.plan;
+    apply.replica = options.replica;
     pm.addPass(createApplyPlanPass(apply));
+  }
+  // NTP: replica N's step is the uniform step of its degree on its rows of
+  // the batch (docs/nonuniform-tp.md); the passes below see that plan.
+  if (plan && !plan->replicas.empty() && options.replica >= 0 &&
+      options.replica < static_cast<int64_t>(plan->replicas.size())) {
+    ReplicaBatchPassOptions rows;
+    rows.planPath = options.plan;
+    rows.replica = options.replica;
+    pm.addPass(createReplicaBatchPass(rows));
+    plan = plan->replicaPlan(static_cast<size_t>(options.replica));
   }
   // Before autodiff, so that every later pass sees the padded shapes.
   if (plan && plan->mesh.tp > 1)

@@ -46,6 +46,12 @@ struct CompilePipelineOptions
       llvm::cl::desc("Data parallelism: the largest gradient bucket "
                      "all-reduced at once, in MiB"),
       llvm::cl::init(25.0)};
+  Option<int64_t> replica{
+      *this, "replica",
+      llvm::cl::desc("With a plan that lists replicas (NTP): compile replica "
+                     "N's step (partition-compile compiles each and writes "
+                     "one program); -1: none"),
+      llvm::cl::init(-1)};
   Option<bool> memoryReport{
       *this, "memory-report",
       llvm::cl::desc("Print bytes per buffer category and the arena peak"),

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include <limits>
+#include <numeric>
+#include <set>
 #include <vector>
 
 using namespace partition;
@@ -251,6 +253,62 @@ private:
   }
 };
 
+/// plan.json's "replicas": a non-empty list of {"tp": t, "batch_share": s}
+/// (NTP); mesh.dp and mesh.tp, when given, must agree with it, and are set
+/// from it (dp = the replicas, tp = the largest degree).
+void readReplicas(const json::Value &value, const json::Object &root,
+                  Plan &plan, StringRef fileName, PlanErrorFn emitError,
+                  bool &failed) {
+  auto error = [&](const Twine &message) {
+    emitError(fileName + ": " + message);
+    failed = true;
+  };
+  const json::Array *array = value.getAsArray();
+  if (!array || array->empty())
+    return error("replicas must be a non-empty list of objects such as "
+                 "{\"tp\": 4, \"batch_share\": 2}, got " + show(value));
+  int64_t devices = 0, largest = 0;
+  for (auto [index, element] : llvm::enumerate(*array)) {
+    std::string path = "replicas[" + std::to_string(index) + "]";
+    const json::Object *object = element.getAsObject();
+    if (!object)
+      return error(path + " must be an object such as {\"tp\": 2}, got " +
+                   show(element));
+    ObjectReader reader(*object, path, {"tp", "batch_share"}, fileName,
+                        emitError, failed);
+    Plan::Replica replica;
+    if (!reader.get("tp"))
+      return reader.error(path + ".tp is required (the replica's "
+                          "tensor-parallel degree)");
+    reader.integer("tp", replica.tp, 1, Plan::kMaxDevices,
+                   "a positive integer");
+    reader.integer("batch_share", replica.batchShare, 1, int64_t(1) << 20,
+                   "a positive integer (parts of the global batch)");
+    if (failed)
+      return;
+    devices += replica.tp;
+    largest = std::max(largest, replica.tp);
+    plan.replicas.push_back(replica);
+  }
+  if (devices > Plan::kMaxDevices)
+    return error("the replicas' " + Twine(devices) + " devices are more than "
+                 "the " + Twine(Plan::kMaxDevices) + " supported");
+  int64_t count = static_cast<int64_t>(plan.replicas.size());
+  const json::Object *mesh = nullptr;
+  if (const json::Value *given = root.get("mesh"))
+    mesh = given->getAsObject();
+  if (mesh && mesh->get("dp") && plan.mesh.dp != count)
+    error("mesh.dp = " + Twine(plan.mesh.dp) + " but replicas lists " +
+          Twine(count) + " replicas; give mesh.dp = " + Twine(count) +
+          " or leave it out");
+  if (mesh && mesh->get("tp") && plan.mesh.tp != largest)
+    error("mesh.tp = " + Twine(plan.mesh.tp) + " but the largest degree in "
+          "replicas is " + Twine(largest) + "; give mesh.tp = " +
+          Twine(largest) + " or leave it out");
+  plan.mesh.dp = count;
+  plan.mesh.tp = largest;
+}
+
 /// "a-b" (inclusive) or "a": the layers of one tensor_parallel.per_layer
 /// entry; nullopt when malformed.
 std::optional<std::pair<int64_t, int64_t>> parseLayerRange(StringRef text) {
@@ -406,7 +464,7 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
   bool failed = false;
   ObjectReader top(*root, "",
                    {"mesh", "tensor_parallel", "pipeline", "zero",
-                    "recompute", "precision"},
+                    "recompute", "precision", "replicas"},
                    fileName, emitError, failed);
   auto reader = [&](StringRef key, ArrayRef<StringRef> known)
       -> std::optional<ObjectReader> {
@@ -462,9 +520,57 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
                        plan.recompute.policy + "\"");
   }
   top.choice("precision", plan.precision, {"fp32", "bf16"});
+  if (const json::Value *value = top.get("replicas"))
+    readReplicas(*value, *root, plan, fileName, emitError, failed);
   if (failed)
     return llvm::failure();
   return plan;
+}
+
+int64_t Plan::devices() const {
+  if (replicas.empty())
+    return mesh.dp * mesh.tp * mesh.pp;
+  int64_t sum = 0;
+  for (const Replica &replica : replicas)
+    sum += replica.tp;
+  return sum;
+}
+
+Plan Plan::replicaPlan(size_t index) const {
+  Plan plan = *this;
+  plan.replicas.clear();
+  plan.mesh = Mesh{};
+  plan.mesh.tp = replicas[index].tp;
+  // Sequence parallelism needs tp > 1: a replica at tp = 1 runs without it
+  // (the same numbers; nothing to split).
+  if (plan.mesh.tp == 1)
+    plan.tensorParallel.sequenceParallel = false;
+  return plan;
+}
+
+int64_t Plan::batchGranule() const {
+  int64_t sum = 0, divisor = 0;
+  for (const Replica &replica : replicas) {
+    sum += replica.batchShare;
+    divisor = std::gcd(divisor, replica.batchShare);
+  }
+  return replicas.empty() ? 1 : sum / divisor;
+}
+
+std::optional<std::pair<int64_t, int64_t>>
+Plan::replicaRows(int64_t batch, size_t index) const {
+  if (replicas.empty())
+    return std::make_pair(int64_t(0), batch);
+  if (batch % batchGranule() != 0)
+    return std::nullopt;
+  int64_t sum = 0, before = 0;
+  for (auto [i, replica] : llvm::enumerate(replicas)) {
+    if (i < index)
+      before += replica.batchShare;
+    sum += replica.batchShare;
+  }
+  return std::make_pair(batch / sum * before,
+                        batch / sum * replicas[index].batchShare);
 }
 
 llvm::SmallVector<Plan::Axis, 3> Plan::axes() const {
@@ -555,6 +661,33 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
     failed = true;
   };
   const Plan::Mesh &mesh = plan.mesh;
+
+  // Replicas: each replica's step is checked as the uniform plan it is
+  // compiled with (its degree against the heads, ...), and the shares
+  // against the batch.
+  if (!plan.replicas.empty()) {
+    if (auto batch = model.batch; batch && *batch % plan.batchGranule() != 0) {
+      int64_t granule = plan.batchGranule();
+      std::string shares;
+      for (const Plan::Replica &replica : plan.replicas)
+        shares += (shares.empty() ? "" : ":") +
+                  std::to_string(replica.batchShare);
+      error("replicas: batch_share " + shares + " does not split the batch "
+            "of " + Twine(*batch) + " sequences into whole sequences; use a "
+            "batch that is a multiple of " + Twine(granule) + " (" +
+            Twine(granule) + ", " + Twine(2 * granule) + ", " +
+            Twine(3 * granule) + "...) or other shares");
+    }
+    PlanModel perReplica = model;
+    perReplica.batch.reset();
+    std::set<int64_t> checked;
+    for (size_t index = 0; index < plan.replicas.size(); ++index)
+      if (checked.insert(plan.replicas[index].tp).second &&
+          llvm::failed(checkPlanAgainstModel(plan.replicaPlan(index), perReplica,
+                                       fileName, emitError)))
+        failed = true;
+    return llvm::failure(failed);
+  }
 
   if (auto batch = model.batch; batch && *batch % mesh.dp != 0)
     error("the batch of " + Twine(*batch) +
@@ -647,8 +780,11 @@ struct NotImplemented {
 
 /// The plan fields refused until their pass exists: per-part
 /// tensor-parallel degrees (issue 16) with a pipeline or ZeRO, untested
-/// together. A field added before its pass adds its line here (and the pass that implements it removes the line and adds itself to
-/// passes/Pipeline.cpp), so that no field is ever silently ignored.
+/// together; replicas (NTP, each replica's step a uniform tp step) with a
+/// pipeline, ZeRO or per-part degrees. A field added before its pass adds
+/// its line here (and the pass that implements it removes the line and adds
+/// itself to passes/Pipeline.cpp), so that no field is ever silently
+/// ignored.
 const std::vector<NotImplemented> kNotImplemented = {
     {"tensor_parallel.per_layer (or .embedding) with mesh.pp",
      [](const Plan &plan) -> std::optional<std::string> {
@@ -668,6 +804,30 @@ const std::vector<NotImplemented> kNotImplemented = {
      "ZeRO over parts of different tensor-parallel degrees",
      "use zero.stage = 0 with per-part degrees, or one degree (mesh.tp) "
      "with ZeRO"},
+    {"replicas with mesh.pp",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.replicas.empty() || plan.mesh.pp == 1)
+         return std::nullopt;
+       return std::to_string(plan.mesh.pp);
+     },
+     "pipeline stages inside nonuniform replicas",
+     "leave out mesh.pp or the replicas"},
+    {"replicas with zero.stage",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.replicas.empty() || plan.zero.stage == 0)
+         return std::nullopt;
+       return std::to_string(plan.zero.stage);
+     },
+     "ZeRO across replicas of different degrees",
+     "use zero.stage 0 or leave out the replicas"},
+    {"replicas with tensor_parallel.per_layer (or .embedding)",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.replicas.empty() || !plan.hasPartDegrees())
+         return std::nullopt;
+       return std::string("given");
+     },
+     "per-part degrees inside nonuniform replicas",
+     "leave out tensor_parallel.per_layer / .embedding or the replicas"},
 };
 
 } // namespace

@@ -81,6 +81,31 @@ struct Plan {
   } recompute;
   /// fp32 or bf16.
   std::string precision = "fp32";
+  /// Nonuniform tensor parallelism across data-parallel replicas (NTP,
+  /// docs/nonuniform-tp.md): replica i runs the step at its own tp degree
+  /// on ranks numbered replica by replica, on `batchShare` parts of each
+  /// global batch. Empty: the uniform mesh.
+  struct Replica {
+    int64_t tp = 1;
+    int64_t batchShare = 1;
+  };
+  llvm::SmallVector<Replica> replicas;
+
+  /// Ranks the plan runs on: the replicas' degrees summed, else the mesh's
+  /// product.
+  int64_t devices() const;
+  /// The uniform plan replica `index`'s step is compiled with: mesh
+  /// {tp: its degree}, the tensor-parallel, recompute and precision fields
+  /// kept, no replicas.
+  Plan replicaPlan(size_t index) const;
+  /// Replica `index`'s rows of a global batch of `batch` sequences: (first
+  /// row, rows). nullopt when the shares do not split it into whole
+  /// sequences.
+  std::optional<std::pair<int64_t, int64_t>> replicaRows(int64_t batch,
+                                                         size_t index) const;
+  /// The smallest batch the shares split into whole sequences (their sum
+  /// over their gcd); 1 without replicas.
+  int64_t batchGranule() const;
 
   /// A mesh axis: its name (plan.json's field under "mesh"), its role (a
   /// keyword of dist::AxisRole: data, tensor, pipeline) and its size.

@@ -691,6 +691,91 @@ void readStream(Program &program, const ptp::Stream &stream,
 
 } // namespace
 
+namespace {
+
+/// The model without what a plan decides (a padded vocabulary): the same
+/// for every replica.
+nlohmann::json withoutPadding(nlohmann::json model) {
+  model.erase("padded_vocab");
+  model.erase("padded_params");
+  return model;
+}
+
+/// NTP: the replicas of `file`, each a whole program parsed (and checked)
+/// as one, its rows following the previous replica's.
+void readReplicas(Program &program, const ptp::Program &file,
+                  const std::string &origin) {
+  if (file.streams() && file.streams()->size() > 0)
+    fail(origin, "program has both replicas and instruction streams; "
+                 "recompile it");
+  // The model's batch is one micro-batch; a step takes `microbatches`.
+  int64_t batch = program.model.value("batch", int64_t(0)) *
+                  program.train.value("microbatches", int64_t(1));
+  int64_t next = 0, devices = 0;
+  for (size_t i = 0; i < file.replicas()->size(); ++i) {
+    const ptp::Replica *entry = file.replicas()->Get(i);
+    std::string where = origin + " replica " + std::to_string(i);
+    if (!entry || !entry->program() || entry->program()->size() == 0)
+      fail(where, "has no program; recompile it");
+    if (entry->tp() < 1 || entry->tp() > kMaxDevices)
+      fail(where, "tp " + std::to_string(entry->tp()) +
+                      " is out of range [1, " + std::to_string(kMaxDevices) +
+                      "]");
+    ReplicaProgram replica;
+    replica.tp = entry->tp();
+    replica.batchOffset = entry->batch_offset();
+    replica.batchRows = entry->batch_rows();
+    // A nested program is a whole program: every check of one applies.
+    // Replicas inside a replica are refused before parsing it, so that no
+    // file makes the loader recurse deeper than once.
+    const uint8_t *bytes = entry->program()->data();
+    size_t size = entry->program()->size();
+    flatbuffers::Verifier verifier(bytes, size);
+    if (size >= 8 && ptp::ProgramBufferHasIdentifier(bytes) &&
+        ptp::VerifyProgramBuffer(verifier) &&
+        ptp::GetProgram(bytes)->replicas() &&
+        ptp::GetProgram(bytes)->replicas()->size() > 0)
+      fail(where, "holds replicas itself; recompile it");
+    auto nested = std::make_shared<Program>(Program::parse(bytes, size, where));
+    if (nested->devices() != replica.tp ||
+        (nested->pipelineAxisIndex() >= 0 &&
+         nested->mesh[nested->pipelineAxisIndex()].size != 1) ||
+        (nested->dataAxisIndex() >= 0 &&
+         nested->mesh[nested->dataAxisIndex()].size != 1))
+      fail(where, "runs on " + nested->describeMesh() +
+                      ", not a tensor-parallel mesh of its tp " +
+                      std::to_string(replica.tp) + "; recompile it");
+    if (withoutPadding(nested->model) != withoutPadding(program.model))
+      fail(where, "is compiled for another model than the program's; "
+                  "recompile it");
+    const BufferInfo *tokens = nullptr;
+    for (const BufferInfo &buffer : nested->buffers)
+      if (buffer.role == Role::Tokens)
+        tokens = &buffer;
+    int64_t rows = tokens ? tokens->logicalShape()[0] : -1;
+    if (replica.batchOffset != next || replica.batchRows < 1 ||
+        replica.batchRows != rows)
+      fail(where, "rows [" + std::to_string(replica.batchOffset) + ", " +
+                      std::to_string(replica.batchOffset + replica.batchRows) +
+                      ") do not follow the previous replica's (row " +
+                      std::to_string(next) + ") or its tokens' " +
+                      std::to_string(rows) + " rows; recompile it");
+    next += replica.batchRows;
+    devices += replica.tp;
+    replica.program = std::move(nested);
+    program.replicas.push_back(std::move(replica));
+  }
+  if (next != batch)
+    fail(origin, "the replicas' rows sum to " + std::to_string(next) +
+                     ", not the step's batch of " + std::to_string(batch) +
+                     "; recompile it");
+  if (devices > kMaxDevices)
+    fail(origin, "the replicas need more than " +
+                     std::to_string(kMaxDevices) + " devices");
+}
+
+} // namespace
+
 Program Program::load(const std::string &path) {
   std::ifstream file(path, std::ios::binary);
   if (!file)
@@ -729,6 +814,11 @@ Program Program::parse(const uint8_t *data, size_t size,
     if (!json->is_object())
       fail(origin, "the program's model or training description is not a "
                    "JSON object");
+  }
+
+  if (file->replicas() && file->replicas()->size() > 0) {
+    readReplicas(program, *file, origin);
+    return program;
   }
 
   // One stream per pipeline stage.
@@ -798,7 +888,24 @@ const Function *Program::function(const std::string &name) const {
   return nullptr;
 }
 
+std::pair<size_t, int> Program::replicaOf(int rank) const {
+  int first = 0;
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    if (rank < first + replicas[i].tp)
+      return {i, rank - first};
+    first += int(replicas[i].tp);
+  }
+  throw ProgramError("rank " + std::to_string(rank) +
+                     " is past the program's replicas");
+}
+
 int64_t Program::devices() const {
+  if (!replicas.empty()) {
+    int64_t sum = 0;
+    for (const ReplicaProgram &replica : replicas)
+      sum += replica.tp;
+    return sum;
+  }
   int64_t product = 1;
   for (const MeshAxis &axis : mesh)
     product *= axis.size;
@@ -806,6 +913,12 @@ int64_t Program::devices() const {
 }
 
 std::string Program::describeMesh() const {
+  if (!replicas.empty()) {
+    std::string text = "replicas tp=";
+    for (size_t i = 0; i < replicas.size(); ++i)
+      text += (i ? "," : "") + std::to_string(replicas[i].tp);
+    return text;
+  }
   if (mesh.empty())
     return "no mesh";
   std::string text = "mesh";

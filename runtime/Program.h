@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -187,6 +188,18 @@ struct Stream {
   std::vector<Function> functions;
 };
 
+class Program;
+
+/// NTP (ptp::Replica): a data-parallel replica with its own tensor-parallel
+/// degree, running its own uniform program on `tp` ranks.
+struct ReplicaProgram {
+  int64_t tp = 1;
+  /// Its rows of each global batch: [batchOffset, batchOffset + batchRows).
+  int64_t batchOffset = 0, batchRows = 0;
+  /// The replica's program (mesh [dp = 1, pp = 1, tp]), validated.
+  std::shared_ptr<const Program> program;
+};
+
 class Program {
 public:
   /// Reads and validates `path`; throws ProgramError.
@@ -210,6 +223,12 @@ public:
   nlohmann::json train;
   /// The device mesh, first axis major in rank numbering; empty: one device.
   std::vector<MeshAxis> mesh;
+  /// NTP: the replicas in rank order (replica 0 on the first ranks); then
+  /// `streams` is empty, `mesh` is [dp = replicas, tp = the largest degree]
+  /// and each rank runs its replica's program. Empty: uniform.
+  std::vector<ReplicaProgram> replicas;
+  /// The replica rank `rank` belongs to and its rank inside it.
+  std::pair<size_t, int> replicaOf(int rank) const;
 
   /// Ranks the program runs on: the product of the mesh's sizes.
   int64_t devices() const;

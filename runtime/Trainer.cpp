@@ -2,6 +2,8 @@
 
 #include "runtime/Trainer.h"
 
+#include "runtime/ReplicaGradients.h"
+
 #include "runtime/Backend.h"
 #include "runtime/Init.h"
 #include "runtime/Interrupt.h"
@@ -233,14 +235,25 @@ std::vector<comm::MeshAxisSize> meshSizes(const Program &program) {
   return sizes;
 }
 
+/// NTP: the whole program and the replica this rank runs. The Run then
+/// executes the replica's program on the replica's ranks (its `world`) and
+/// uses the job's world for what spans the replicas: the exact gradient
+/// sum, the weighted loss, stopping, reports and the trace.
+struct ReplicaRun {
+  const Program &loaded;
+  size_t index;
+};
+
 class Run {
 public:
   Run(const TrainOptions &options, const Program &loaded,
-      comm::Communicator &world)
+      comm::Communicator &world, comm::Communicator &global,
+      const ReplicaRun *replicaRun = nullptr)
       : options(options),
         program(stageProgram(loaded, options.program, world.rank(),
                              world.size())),
-        world(world), leader(world.rank() == 0),
+        world(world), global(global), replicaRun(replicaRun),
+        leader(global.rank() == 0),
         quiet(options.quiet || !leader),
         tokens(findRole(program.buffers, Role::Tokens)),
         targets(findRole(program.buffers, Role::Targets)),
@@ -259,7 +272,15 @@ public:
                          "it with --optimizer adamw to train");
     if (!program.mesh.empty())
       mesh = meshCommunicators(world, program, neededGroups(program));
-    if (agreeOnBackend() == "cuda")
+    std::string chosen = agreeOnBackend();
+    // The gradient sum across replicas goes through host memory over MPI
+    // and has not run on GPUs yet: refused there rather than untested.
+    if (chosen == "cuda" && replicaRun)
+      throw ProgramError(options.program +
+                         ": nonuniform replicas run on the CPU backend only "
+                         "(their gradient sum is not tested on GPUs); run "
+                         "it with --backend cpu");
+    if (chosen == "cuda")
       createCuda();
     else
       backend = createCpuBackend(program, mesh.get());
@@ -299,6 +320,17 @@ public:
                                : batchShape.shape[1];
     vocab = program.modelInt("vocab");
     layers = program.modelInt("layers");
+    if (replicaRun) {
+      // The loader yields global batches; feed() takes the replica's rows.
+      const ReplicaProgram &replica = replicaRun->loaded.replicas[replicaRun->index];
+      batch = 0;
+      for (const ReplicaProgram &each : replicaRun->loaded.replicas)
+        batch += each.batchRows;
+      replicaRows = {replica.batchOffset, replica.batchRows};
+      replicaWeight = double(replica.batchRows) / double(batch);
+      replicaSum = std::make_unique<ReplicaGradientSum>(replicaRun->loaded,
+                                                        program, global);
+    }
     if (!program.function("eval_step") && options.evalEvery > 0 && !quiet)
       std::fprintf(stderr, "partition-run: the program has no eval_step; "
                            "no evaluation\n");
@@ -316,26 +348,28 @@ public:
                            ": cannot write the trace (--trace); check that "
                            "its directory exists and is writable");
     }
-    if (world.size() > 1)
-      world.barrier({"trace start", -1});
+    if (global.size() > 1)
+      global.barrier({"trace start", -1});
     trace = std::make_unique<TraceRecorder>(TraceRecorder::Clock::now());
     backend->setTrace(trace.get());
   }
   /// Rank 0 gathers every rank's spans and writes the trace.
   void finishTrace() {
     backend->setTrace(nullptr);
-    std::string name = "rank " + std::to_string(world.rank());
+    std::string name = "rank " + std::to_string(global.rank());
     if (program.streams.size() > 1)
       name += " (stage " + std::to_string(program.stream) + ")";
+    if (replicaRun)
+      name += " (replica " + std::to_string(replicaRun->index) + ")";
     try {
-      writeTrace(options.trace, *trace, name, world);
+      writeTrace(options.trace, *trace, name, global);
     } catch (const std::runtime_error &error) {
       throw ProgramError(error.what());
     }
     if (!quiet)
       std::printf("trace: %s (%d rank%s, open it in ui.perfetto.dev)\n",
-                  options.trace.c_str(), world.size(),
-                  world.size() == 1 ? "" : "s");
+                  options.trace.c_str(), global.size(),
+                  global.size() == 1 ? "" : "s");
   }
 
 private:
@@ -368,6 +402,14 @@ private:
     float value = 0;
     if (loss)
       backend->read(*loss, &value);
+    if (replicaRun) {
+      // Each replica's loss is the mean over its rows: the global batch's
+      // is their sum weighted by the replicas' shares (one rank of each).
+      value = world.rank() == 0 ? float(replicaWeight * value) : 0.0f;
+      global.allReduce(&value, 1, comm::ReduceOp::Sum,
+                       {"loss of the replicas", step});
+      return value;
+    }
     if (program.streams.size() > 1)
       world.broadcast(&value, 1, lossRoot,
                       {"loss from the last stage", step, lossPeer.c_str()});
@@ -413,7 +455,16 @@ private:
   const TrainOptions &options;
   /// The loaded program with this rank's stream selected.
   Program program;
+  /// The ranks that run `program` (NTP: this rank's replica), and every
+  /// rank of the job (the same communicator without replicas).
   comm::Communicator &world;
+  comm::Communicator &global;
+  const ReplicaRun *replicaRun;
+  /// NTP: this replica's rows of each global batch (first, count), its
+  /// share of the batch, and the gradient sum across replicas.
+  std::pair<int64_t, int64_t> replicaRows{0, 0};
+  double replicaWeight = 1;
+  std::unique_ptr<ReplicaGradientSum> replicaSum;
   /// Rank 0 prints, writes metrics and checkpoints.
   bool leader;
   bool quiet;
@@ -453,10 +504,10 @@ private:
 
 std::string Run::agreeOnBackend() {
   std::string choice = chooseBackend(options.backend, quiet, options.nodeRanks);
-  if (world.size() == 1 || options.backend != "auto")
+  if (global.size() == 1 || options.backend != "auto")
     return choice;
   float cpu = choice == "cpu" ? 1.0f : 0.0f;
-  world.allReduce(&cpu, 1, comm::ReduceOp::Max, {"backend choice", -1});
+  global.allReduce(&cpu, 1, comm::ReduceOp::Max, {"backend choice", -1});
   if (cpu > 0 && choice == "cuda" && leader && !options.quiet)
     std::fprintf(stderr, "partition-run: another node has too few CUDA "
                          "devices for its ranks; every rank runs on the "
@@ -743,6 +794,10 @@ void Run::initialiseFrom(const std::string &dir) {
 }
 
 void Run::save(const std::string &dir, int64_t completed) {
+  // NTP: every replica holds every logical tensor (the same values after
+  // each step); replica 0, whose first rank is rank 0, saves them.
+  if (replicaRun && replicaRun->index != 0)
+    return;
   // Parameters and moments, each a whole logical tensor named after its
   // parameter, read to the host and written in one atomic file.
   std::vector<CheckpointEntry> entries = checkpointEntries();
@@ -804,6 +859,15 @@ void Run::checkReplicas(const char *after) {
   // checkpoints or binaries. Comparing a hash (one all-reduce of 8 floats)
   // finds that, where broadcasting rank 0's state, as PyTorch DDP does,
   // would cost a copy of the whole state and hide the mistake.
+  // NTP: the holders of each logical box, across replicas of different
+  // degrees, compare it group by group.
+  if (replicaSum && !replicaSum->sameState(*backend, startStep))
+    throw ProgramError(
+        std::string("the nonuniform replicas hold different parameters "
+                    "after ") +
+        after +
+        "; start every rank with the same --seed, --resume checkpoint and "
+        "partition-run binary");
   if (!dpGroup || dpGroup->size() == 1)
     return;
   uint64_t hash = 0xcbf29ce484222325ull;
@@ -839,7 +903,12 @@ void Run::checkReplicas(const char *after) {
           "partition-run binary");
 }
 
-void Run::feed(const data::Batch &global) {
+void Run::feed(const data::Batch &whole) {
+  // NTP: this replica's rows, which its program sees as its whole batch.
+  const data::Batch &global =
+      replicaRun ? whole.rows(replicaRows.first,
+                              replicaRows.first + replicaRows.second)
+                 : whole;
   if (!batchShape.sharded()) {
     data::Batch next =
         dpSize == 1 ? global : data::rankSlice(global, dpRank, dpSize);
@@ -887,10 +956,10 @@ std::vector<int64_t> Run::gatherArenas() {
   // Two 24-bit halves: exact in floats up to 256 TiB.
   int64_t arena = int64_t(program.arenaBytes);
   float mine[2] = {float(arena >> 24), float(arena & 0xffffff)};
-  std::vector<float> all(2 * size_t(world.size()));
-  world.allGather(mine, all.data(), 2, {"arena bytes", -1});
+  std::vector<float> all(2 * size_t(global.size()));
+  global.allGather(mine, all.data(), 2, {"arena bytes", -1});
   std::vector<int64_t> result;
-  for (int r = 0; r < world.size(); ++r)
+  for (int r = 0; r < global.size(); ++r)
     result.push_back((int64_t(all[2 * r]) << 24) + int64_t(all[2 * r + 1]));
   return result;
 }
@@ -900,10 +969,10 @@ std::vector<std::pair<int64_t, int64_t>> Run::gatherPeaks(int64_t rss,
   // Two 24-bit halves per value: exact in floats up to 256 TiB.
   float mine[4] = {float(rss >> 24), float(rss & 0xffffff),
                    float(device >> 24), float(device & 0xffffff)};
-  std::vector<float> all(4 * size_t(world.size()));
-  world.allGather(mine, all.data(), 4, {"peak memory", -1});
+  std::vector<float> all(4 * size_t(global.size()));
+  global.allGather(mine, all.data(), 4, {"peak memory", -1});
   std::vector<std::pair<int64_t, int64_t>> result;
-  for (int r = 0; r < world.size(); ++r)
+  for (int r = 0; r < global.size(); ++r)
     result.push_back(
         {(int64_t(all[4 * r]) << 24) + int64_t(all[4 * r + 1]),
          (int64_t(all[4 * r + 2]) << 24) + int64_t(all[4 * r + 3])});
@@ -911,10 +980,10 @@ std::vector<std::pair<int64_t, int64_t>> Run::gatherPeaks(int64_t rss,
 }
 
 int Run::agreeToStop(int local, int64_t step) {
-  if (world.size() == 1)
+  if (global.size() == 1)
     return local;
   float flag = float(local);
-  world.allReduce(&flag, 1, comm::ReduceOp::Max, {"stop flag", step});
+  global.allReduce(&flag, 1, comm::ReduceOp::Max, {"stop flag", step});
   return int(flag);
 }
 
@@ -967,15 +1036,20 @@ TrainResult Run::execute() {
   if (!options.trace.empty())
     startTrace();
   size_t step = functionIndex("train_step");
+  // NTP: the step stops before the optimizer, which runs once the
+  // gradients are summed across the replicas.
+  size_t update = replicaSum ? functionIndex("train_step_update") : step;
   const BufferInfo *lrBuffer = nullptr;
   if (!program.withRole(Role::LearningRate).empty())
     lrBuffer = &program.single(Role::LearningRate);
 
   std::string where = backendDescription;
-  if (world.size() > 1 || !program.mesh.empty())
-    where += " x " + std::to_string(world.size()) +
-             (world.size() == 1 ? " rank (" : " ranks (") +
-             program.describeMesh() + ")";
+  if (global.size() > 1 || !program.mesh.empty())
+    where += " x " + std::to_string(global.size()) +
+             (global.size() == 1 ? " rank (" : " ranks (") +
+             (replicaRun ? replicaRun->loaded.describeMesh()
+                         : program.describeMesh()) +
+             ")";
   if (!quiet)
     std::printf("partition-run: %s on %s, %lld steps of %lld x %lld tokens, "
                 "%zu parameter tensors\n",
@@ -997,6 +1071,15 @@ TrainResult Run::execute() {
       backend->write(*lrBuffer, &lr);
     auto start = std::chrono::steady_clock::now();
     backend->run(step, s + 1);
+    if (replicaSum) {
+      auto summing = TraceRecorder::Clock::now();
+      replicaSum->sum(*backend, s + 1);
+      if (trace)
+        trace->add("replica gradient sum", "collective", summing, s + 1,
+                   std::to_string(replicaSum->groupsOfRank()) + " of " +
+                       std::to_string(replicaSum->groups()) + " groups");
+      backend->run(update, s + 1);
+    }
     if (trace)
       trace->add("train_step", "function", start, s + 1, {}, 0, /*tid=*/1);
     // With pipeline stages the step ends when the last stage's loss
@@ -1097,7 +1180,7 @@ TrainResult Run::execute() {
       gatherPeaks(peakRss, deviceBytes);
   // Pipeline stages have arenas of their own sizes.
   std::vector<int64_t> arenas;
-  if (program.streams.size() > 1)
+  if (program.streams.size() > 1 || replicaRun)
     arenas = gatherArenas();
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t r = 0; r < peaks.size(); ++r) {
@@ -1110,7 +1193,7 @@ TrainResult Run::execute() {
   }
   nlohmann::json summary = {{"summary", true},
                             {"rank", 0},
-                            {"world_size", world.size()},
+                            {"world_size", global.size()},
                             {"backend", backend->name()},
                             {"arena_bytes", program.arenaBytes},
                             {"workspace_bytes", backend->workspaceBytes()},
@@ -1165,8 +1248,8 @@ TrainResult Run::execute() {
   }
   // mpirun ends the job at the first non-zero exit: no rank exits 128 + N
   // before rank 0 has written its summary and its line.
-  if (stop && world.size() > 1)
-    world.barrier({"interrupted", completed});
+  if (stop && global.size() > 1)
+    global.barrier({"interrupted", completed});
   return {stop, false};
 }
 
@@ -1194,7 +1277,17 @@ void checkWorldSize(const Program &program, const std::string &path,
 
 TrainResult train(const TrainOptions &options, const Program &program,
                   comm::Communicator &world) {
-  return Run(options, program, world).execute();
+  if (program.replicas.empty())
+    return Run(options, program, world, world).execute();
+  // NTP: ranks are numbered replica by replica; each runs its replica's
+  // program on the replica's ranks, split from the world by every rank.
+  checkWorldSize(program, options.program, world.size());
+  auto [index, local] = program.replicaOf(world.rank());
+  std::unique_ptr<comm::Communicator> replicaWorld =
+      world.split(int(index), local, {"replica groups", -1});
+  Program mine = splitAtOptimizer(*program.replicas[index].program);
+  ReplicaRun replica{program, index};
+  return Run(options, mine, *replicaWorld, world, &replica).execute();
 }
 
 TrainResult train(const TrainOptions &options) {

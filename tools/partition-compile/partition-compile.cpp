@@ -18,9 +18,11 @@
 #include "dialects/Xfmr/XfmrOps.h"
 #include "lowering/Passes.h"
 #include "lowering/ProgramWriter.h"
+#include "lowering/ReplicaProgram.h"
 #include "passes/ActivationMemory.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
+#include "passes/Plan.h"
 #include "passes/pipeline/PipelineInfo.h"
 #include "passes/pipeline/PipelineReport.h"
 #include "tools/OneLineDiagnostics.h"
@@ -38,6 +40,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -123,6 +126,108 @@ void printLayerReport(ModuleOp module) {
   }
 }
 
+/// plan.json's replicas (NTP), or none when the plan has none or cannot be
+/// read (--dist-apply-plan then says what is wrong with it).
+llvm::SmallVector<partition::Plan::Replica> planReplicas(const std::string &path,
+                                                         partition::Plan &plan) {
+  if (path.empty())
+    return {};
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!file)
+    return {};
+  FailureOr<partition::Plan> parsed = partition::parsePlan(
+      (*file)->getBuffer(), path, [](const llvm::Twine &) {});
+  if (failed(parsed))
+    return {};
+  plan = *parsed;
+  return plan.replicas;
+}
+
+/// NTP: each replica's step compiled on its own (the registered pipeline
+/// with replica=N, so each replays in partition-opt), written as one
+/// program that nests them.
+int compileReplicas(ModuleOp module, const partition::Plan &plan,
+                    partition::CompilePipelineOptions &options) {
+  auto config = [&]() -> DictionaryAttr {
+    for (auto function : module.getOps<func::FuncOp>())
+      if (auto model = function->getAttrOfType<DictionaryAttr>(
+              partition::xfmr::XfmrDialect::kModelAttrName))
+        return model;
+    return {};
+  }();
+  auto batch = config ? config.getAs<IntegerAttr>("batch") : IntegerAttr();
+  if (!batch)
+    return fail("the model has no xfmr.model batch; replicas need one");
+  if (!scheduleSvg.empty())
+    return fail("--schedule-svg needs pipeline parallelism, which replicas "
+                "do not have");
+  std::vector<partition::ReplicaPart> parts;
+  std::string planned;
+  for (size_t index = 0; index < plan.replicas.size(); ++index) {
+    OwningOpRef<ModuleOp> replica = module.clone();
+    options.replica = static_cast<int64_t>(index);
+    std::string which = "replica " + std::to_string(index) + " (tp " +
+                        std::to_string(plan.replicas[index].tp) + ")";
+    PassManager pm(module.getContext());
+    partition::buildPartitionPipeline(pm, options);
+    if (failed(pm.run(*replica))) {
+      if (!partition::dist::getPlan(*replica))
+        return fail("the plan cannot be applied (see the diagnostic above)");
+      return fail("compiling " + which + " failed (see the diagnostic above)");
+    }
+    // Rows the plan check guaranteed (--dist-apply-plan ran above). The
+    // model's batch is one micro-batch: with gradient accumulation a step
+    // takes that many of the replica's micro-batches, rows in a row.
+    auto rows = plan.replicaRows(batch.getInt(), index);
+    int64_t microbatches = options.microbatches.hasValue()
+                               ? int64_t(options.microbatches)
+                               : plan.pipeline.microbatches;
+    if (memoryReport) {
+      llvm::outs() << which << ": rows " << rows->first * microbatches
+                   << ".." << (rows->first + rows->second) * microbatches - 1
+                   << " of each batch of " << batch.getInt() * microbatches
+                   << "\n";
+      printLayerReport(*replica);
+    }
+    PassManager lowering(module.getContext());
+    partition::buildLoweringPipeline(lowering, options);
+    if (failed(lowering.run(*replica)))
+      return fail("compiling " + which + " failed (see the diagnostic above)");
+    if (!emitMlir.empty()) {
+      llvm::raw_string_ostream os(planned);
+      if (index > 0)
+        os << "// -----\n";
+      replica->print(os);
+      os << "\n";
+    }
+    partition::ReplicaPart part;
+    part.tp = plan.replicas[index].tp;
+    part.batchOffset = rows->first * microbatches;
+    part.batchRows = rows->second * microbatches;
+    llvm::raw_string_ostream bytes(part.program);
+    if (failed(partition::writeProgram(*replica, bytes)))
+      return fail("cannot write " + which +
+                  "'s program (see the diagnostic above)");
+    parts.push_back(std::move(part));
+  }
+  std::string error;
+  if (!emitMlir.empty()) {
+    auto file = openOutputFile(emitMlir, &error);
+    if (!file)
+      return fail(error);
+    file->os() << planned;
+    file->keep();
+  }
+  auto program = openOutputFile(output, &error);
+  if (!program)
+    return fail(error);
+  std::string problem = partition::writeReplicaProgram(parts, program->os());
+  if (!problem.empty())
+    return fail("cannot write the program: " + problem);
+  program->keep();
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -176,6 +281,10 @@ int main(int argc, char **argv) {
   options.weightDecay = weightDecay;
   options.bucketMb = bucketMb;
   options.memoryReport = memoryReport;
+
+  partition::Plan plan;
+  if (!planReplicas(planFile, plan).empty())
+    return compileReplicas(*module, plan, options);
 
   // The registered --partition-compile-pipeline, in two halves so that the
   // layer report sees the partitioned step before lowering.

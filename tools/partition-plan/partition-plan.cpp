@@ -303,6 +303,14 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path,
       });
   if (failed(plan))
     return llvm::failure();
+  // The cost model predicts uniform meshes; it would read replicas as a
+  // uniform dp x (largest) tp.
+  if (!plan->replicas.empty()) {
+    error = path + ": replicas (nonuniform tensor parallelism) are not "
+                   "predicted by the cost model; predict each replica's "
+                   "uniform plan, or simulate NTP with --goodput";
+    return llvm::failure();
+  }
   // parsePlan accepted it: valid JSON.
   nlohmann::json root =
       nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);

@@ -68,6 +68,31 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
 
 std::string serializeProgram(const runtime::Program &program) {
   flatbuffers::FlatBufferBuilder fbb;
+  // NTP: each replica's program nested as its own bytes, no streams.
+  if (!program.replicas.empty()) {
+    std::vector<flatbuffers::Offset<ptp::Replica>> replicas;
+    for (const runtime::ReplicaProgram &replica : program.replicas) {
+      std::string bytes = serializeProgram(*replica.program);
+      auto nested = fbb.CreateVector(
+          reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+      replicas.push_back(ptp::CreateReplica(fbb, replica.tp,
+                                            replica.batchOffset,
+                                            replica.batchRows, nested));
+    }
+    std::vector<flatbuffers::Offset<ptp::MeshAxis>> mesh;
+    for (const runtime::MeshAxis &axis : program.mesh)
+      mesh.push_back(ptp::CreateMeshAxisDirect(
+          fbb, axis.name.c_str(), axis.size,
+          static_cast<ptp::AxisRole>(axis.role)));
+    std::string model = program.model.dump(), train = program.train.dump();
+    auto root = ptp::CreateProgramDirect(
+        fbb, ptp::kSchemaVersion, model.c_str(), train.c_str(),
+        program.mesh.empty() ? nullptr : &mesh,
+        /*streams=*/nullptr, &replicas);
+    ptp::FinishProgramBuffer(fbb, root);
+    return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
+                       fbb.GetSize());
+  }
   // The selected stream as its fields hold it now (a test may have changed
   // them), the others as loaded.
   std::vector<flatbuffers::Offset<ptp::Stream>> streams;

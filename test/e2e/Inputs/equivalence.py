@@ -69,6 +69,9 @@ def run(command, **kwargs):
 
 
 def mesh_devices(plan):
+    # Nonuniform replicas (NTP): the sum of their degrees.
+    if "replicas" in plan:
+        return sum(int(replica["tp"]) for replica in plan["replicas"])
     mesh = plan.get("mesh", {})
     devices = 1
     for axis in ("dp", "tp", "pp"):
