@@ -348,9 +348,13 @@ FailureOr<BudgetGraph> buildBudgetGraph(func::FuncOp step,
   llvm::DenseMap<Operation *, llvm::SmallBitVector> reached =
       microbatchesReached(step, structure, count);
   // A forward op's micro-batch: the one loss gradient it reaches, else (it
-  // reaches none) how many loss gradients come before it. After the last
-  // one come the backward pass and the optimizer; what they read that no
-  // gradient computes (the loss sum) is not a micro-batch's forward value.
+  // reaches none) how many loss gradients come before it. Either way it
+  // must stand in that micro-batch's forward, before its loss gradient: a
+  // forward op made after it (a gather the partitioner placed right before
+  // the weight gradient that reads it) is not kept across the boundary.
+  // After the last loss gradient come the backward pass and the optimizer;
+  // what they read that no gradient computes (the loss sum) is not a
+  // micro-batch's forward value.
   SmallVector<SmallVector<Operation *>> microbatches(count);
   unsigned before = 0;
   for (Operation &op : step.getBody().front()) {
@@ -362,8 +366,8 @@ FailureOr<BudgetGraph> buildBudgetGraph(func::FuncOp step,
         }))
       continue;
     const llvm::SmallBitVector &bits = reached[&op];
-    if (bits.count() == 1)
-      microbatches[bits.find_first()].push_back(&op);
+    if (bits.count() == 1 && unsigned(bits.find_first()) == before)
+      microbatches[before].push_back(&op);
     else if (bits.none() && before < count)
       microbatches[before].push_back(&op);
   }
