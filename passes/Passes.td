@@ -554,6 +554,12 @@ def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
     Option<"exhaustiveCheck", "exhaustive-check", "bool", "false",
            "budget, for tests: also measure every frontier point and fail if "
            "a cheaper one fits or a lower bound exceeds a real peak">,
+    Option<"measurePipeline", "measure-pipeline", "std::string", "\"\"",
+           "budget: the passes that follow this one up to the memory plan, "
+           "as a textual pipeline, run on each measured copy (default: "
+           "builtin.module(lower-to-rt,lower-memory-plan); partition-compile "
+           "puts --dist-pipeline and what follows it first with pp > 1: the "
+           "peak is then the largest stage's arena)">,
   ];
 }
 

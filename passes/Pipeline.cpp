@@ -87,6 +87,21 @@ void buildPartitionPipeline(OpPassManager &pm,
   bool zero = plan && plan->zero.stage > 0 && plan->mesh.dp > 1;
   if (zero && !pipelined)
     pm.addPass(createZeroPass());
+  // Pipeline stages on local types (a stage's tp collectives stay inside
+  // it), then each stage buckets its own data-parallel gradients.
+  auto addStagePasses = [&](OpPassManager &stagePm) {
+    DistPipelinePassOptions pipeline;
+    pipeline.virtualStages = plan->pipeline.virtualStages;
+    pipeline.stageLayers = llvm::to_vector(plan->pipeline.stages);
+    stagePm.addPass(createDistPipelinePass(pipeline));
+    if (sharded) {
+      BucketGradientsPassOptions buckets;
+      buckets.bucketBytes = bucketBytes;
+      stagePm.addPass(createBucketGradientsPass(buckets));
+    }
+    if (zero)
+      stagePm.addPass(createZeroPass());
+  };
   // After partitioning, so that recomputed work includes its collectives;
   // before the pipeline cut, which sees recomputed ops as backward work
   // (and so runs them in B / W, where the recomputation belongs).
@@ -94,23 +109,24 @@ void buildPartitionPipeline(OpPassManager &pm,
     RecomputePassOptions recompute;
     recompute.policy = plan->recompute.policy;
     recompute.report = options.memoryReport;
+    // The budget measures its choices as they will be compiled: with a
+    // pipeline, cut into stages (each stage's arena within the budget).
+    if (pipelined) {
+      // The pass parses it back: the passes it names must be registered
+      // (again, for partition-opt: registering a pass twice is harmless).
+      registerPartitionPasses();
+      registerLoweringPasses();
+      OpPassManager after(ModuleOp::getOperationName());
+      addStagePasses(after);
+      after.addPass(createLowerToRtPass());
+      after.addPass(createMemoryPlanPass());
+      llvm::raw_string_ostream text(recompute.measurePipeline);
+      after.printAsTextualPipeline(text);
+    }
     pm.addPass(createRecomputePass(recompute));
   }
-  // Pipeline stages on local types (a stage's tp collectives stay inside
-  // it), then each stage buckets its own data-parallel gradients.
-  if (pipelined) {
-    DistPipelinePassOptions pipeline;
-    pipeline.virtualStages = plan->pipeline.virtualStages;
-    pipeline.stageLayers = llvm::to_vector(plan->pipeline.stages);
-    pm.addPass(createDistPipelinePass(pipeline));
-    if (sharded) {
-      BucketGradientsPassOptions buckets;
-      buckets.bucketBytes = bucketBytes;
-      pm.addPass(createBucketGradientsPass(buckets));
-    }
-    if (zero)
-      pm.addPass(createZeroPass());
-  }
+  if (pipelined)
+    addStagePasses(pm);
 }
 
 void buildLoweringPipeline(OpPassManager &pm,

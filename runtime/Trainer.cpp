@@ -443,8 +443,16 @@ private:
   /// Every rank's (peak RSS, device bytes), gathered on all ranks.
   std::vector<std::pair<int64_t, int64_t>> gatherPeaks(int64_t rss,
                                                        int64_t device);
-  /// Every rank's arena bytes (its stage's), gathered on all ranks.
-  std::vector<int64_t> gatherArenas();
+  /// Every rank's `bytes` (at most 2^48), gathered on all ranks; `what`
+  /// names the collective in traces and errors.
+  std::vector<int64_t> gatherBytes(int64_t bytes, const char *what);
+  /// The arena this rank's instructions really address: the end of the
+  /// highest buffer an instruction of a function that ran reads or writes,
+  /// in the memory plan's 64-byte lines (every buffer starts on one). With
+  /// a right memory plan, its stage's arena_peak.
+  int64_t arenaUsed() const;
+  /// Whether eval_step ran (its buffers count in arenaUsed).
+  bool evaluated = false;
   size_t functionIndex(const char *name) const {
     for (size_t i = 0; i < program.functions.size(); ++i)
       if (program.functions[i].name == name)
@@ -941,6 +949,7 @@ double Run::evaluate(int64_t step) {
   size_t eval = functionIndex("eval_step");
   data::BatchLoader loader(evalRange, batch, seq);
   double total = 0;
+  evaluated = true;
   for (int64_t i = 0; i < options.evalBatches; ++i) {
     feed(loader.nextBatch());
     auto start = TraceRecorder::Clock::now();
@@ -952,12 +961,27 @@ double Run::evaluate(int64_t step) {
   return total / double(options.evalBatches);
 }
 
-std::vector<int64_t> Run::gatherArenas() {
+int64_t Run::arenaUsed() const {
+  constexpr uint64_t kLine = 64;
+  uint64_t end = 0;
+  for (const Function &function : program.functions) {
+    if (function.name != "train_step" &&
+        !(evaluated && function.name == "eval_step"))
+      continue;
+    for (const Instruction &instruction : function.instructions)
+      for (uint32_t arg : instruction.args) {
+        const BufferInfo &buffer = program.buffers[arg];
+        end = std::max(end, buffer.offset + buffer.bytes);
+      }
+  }
+  return int64_t((end + kLine - 1) / kLine * kLine);
+}
+
+std::vector<int64_t> Run::gatherBytes(int64_t bytes, const char *what) {
   // Two 24-bit halves: exact in floats up to 256 TiB.
-  int64_t arena = int64_t(program.arenaBytes);
-  float mine[2] = {float(arena >> 24), float(arena & 0xffffff)};
+  float mine[2] = {float(bytes >> 24), float(bytes & 0xffffff)};
   std::vector<float> all(2 * size_t(global.size()));
-  global.allGather(mine, all.data(), 2, {"arena bytes", -1});
+  global.allGather(mine, all.data(), 2, {what, -1});
   std::vector<int64_t> result;
   for (int r = 0; r < global.size(); ++r)
     result.push_back((int64_t(all[2 * r]) << 24) + int64_t(all[2 * r + 1]));
@@ -1178,15 +1202,20 @@ TrainResult Run::execute() {
   int64_t deviceBytes = static_cast<int64_t>(backend->deviceBytes());
   std::vector<std::pair<int64_t, int64_t>> peaks =
       gatherPeaks(peakRss, deviceBytes);
-  // Pipeline stages have arenas of their own sizes.
-  std::vector<int64_t> arenas;
-  if (program.streams.size() > 1 || replicaRun)
-    arenas = gatherArenas();
+  // Pipeline stages and replicas have arenas of their own sizes: each
+  // rank's, and the part of it its instructions really address.
+  std::vector<int64_t> arenas, used;
+  if (program.streams.size() > 1 || replicaRun) {
+    arenas = gatherBytes(int64_t(program.arenaBytes), "arena bytes");
+    used = gatherBytes(arenaUsed(), "arena used");
+  }
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t r = 0; r < peaks.size(); ++r) {
     nlohmann::json entry = {{"rank", r}, {"peak_rss_bytes", peaks[r].first}};
-    if (!arenas.empty())
+    if (!arenas.empty()) {
       entry["arena_bytes"] = arenas[r];
+      entry["arena_used_bytes"] = used[r];
+    }
     if (deviceBytes > 0)
       entry["device_bytes"] = peaks[r].second;
     ranks.push_back(entry);
@@ -1231,6 +1260,24 @@ TrainResult Run::execute() {
       std::printf(deviceBytes > 0 ? " B (RSS/device)" : " B");
     }
     std::printf("\n");
+    // Per pipeline stage: the arena its ranks' instructions address (every
+    // rank of a stage runs the same stream; the largest if they differed).
+    if (!used.empty()) {
+      std::vector<int64_t> stages(program.streams.size(), 0);
+      int pp = program.pipelineAxisIndex();
+      for (size_t r = 0; r < used.size(); ++r) {
+        size_t stage = pp < 0 ? 0
+                              : size_t(comm::meshCoordinates(int64_t(r),
+                                                             meshShape)[pp]);
+        stages[stage] = std::max(stages[stage], used[r]);
+      }
+      std::printf("peak memory per pipeline stage (measured: the arena its "
+                  "instructions address):");
+      for (size_t stage = 0; stage < stages.size(); ++stage)
+        std::printf("%s stage %zu arena %lld B", stage ? "," : "", stage,
+                    static_cast<long long>(stages[stage]));
+      std::printf("\n");
+    }
   }
   if (stop && leader) {
     std::fflush(stdout);

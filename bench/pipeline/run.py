@@ -11,6 +11,14 @@ plan, trains it a few steps on 2 CPU ranks with --trace, and prints:
 A benchmark, never a test: the figures depend on the machine and its load.
 
     python3 bench/pipeline/run.py --bin build/bin [--steps 6] [--hidden 128]
+
+With --repeats N every (schedule, m) is run N times, the runs interleaved
+(one of each, then again) so that a change in the machine's load hits every
+schedule alike; the table gives the median of the runs' median step times
+and their spread (min-max), and the median idle shares.
+
+    python3 bench/pipeline/run.py --hidden 512 --seq-len 128 --micro 8 \
+        --schedules 1f1b zero-bubble --repeats 5 --steps 6
 """
 import argparse
 import json
@@ -29,7 +37,8 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
-def measure(bindir, work, model, schedule, extra, micro, steps, ranks):
+def measure(bindir, work, model, schedule, extra, micro, steps, ranks,
+            warm=2):
     plan = {"mesh": {"pp": ranks},
             "pipeline": dict({"schedule": schedule, "microbatches": micro}, **extra)}
     tag = f"{schedule}-m{micro}"
@@ -48,7 +57,7 @@ def measure(bindir, work, model, schedule, extra, micro, steps, ranks):
          os.path.join(bindir, "partition-run"), ptp, "--steps", str(steps),
          "--eval-every", "0", "--trace", trace, "--metrics-out", metrics,
          "--quiet"], env=env)
-    warm = 2  # the first steps allocate and fault pages in
+    # warm: the first steps allocate and fault pages in
     with open(metrics) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     step_ms = statistics.median(r["step_ms"] for r in rows
@@ -74,24 +83,69 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default="build/bin")
     parser.add_argument("--steps", type=int, default=14)
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="steps left out of the medians")
     parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--ffn", type=int, default=0,
+                        help="feed-forward width (default: the preset's)")
+    parser.add_argument("--heads", type=int, default=0)
+    parser.add_argument("--seq-len", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=0,
+                        help="sequences per micro-batch")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--micro", type=int, nargs="+", default=[4, 8])
+    parser.add_argument("--schedules", nargs="+",
+                        default=[name for name, _ in SCHEDULES])
+    parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench-pipeline-")
     model = os.path.join(work, "g.mlir")
-    run([os.path.join(args.bin, "partition-gen"), "--preset", "gpt2-tiny",
-         "--layers", str(args.layers), "--hidden", str(args.hidden), "-o", model])
-    print(f"gpt2-tiny, {args.layers} layers, hidden {args.hidden}, pp=2 on 2 CPU "
-          f"ranks, {args.steps} steps (median after 2 warm-up steps)")
-    print("| schedule | m | predicted bubble | step ms | idle stage 0 | idle stage 1 |")
-    print("|---|---|---|---|---|---|")
-    for micro in args.micro:
-        for schedule, extra in SCHEDULES:
-            predicted, step_ms, idle = measure(args.bin, work, model, schedule,
-                                               extra, micro, args.steps, 2)
-            print(f"| {schedule} | {micro} | {predicted:.1f}% | {step_ms:.1f} | "
-                  f"{idle[0]:.1f}% | {idle[1]:.1f}% |", flush=True)
+    gen = [os.path.join(args.bin, "partition-gen"), "--preset", "gpt2-tiny",
+           "--layers", str(args.layers), "--hidden", str(args.hidden)]
+    for flag, value in (("--ffn", args.ffn), ("--heads", args.heads),
+                        ("--seq-len", args.seq_len), ("--batch", args.batch)):
+        if value:
+            gen += [flag, str(value)]
+    run(gen + ["-o", model])
+    shape = ", ".join(f"{name} {value}" for name, value in
+                      (("ffn", args.ffn), ("heads", args.heads),
+                       ("seq", args.seq_len), ("batch", args.batch)) if value)
+    print(f"gpt2-tiny, {args.layers} layers, hidden {args.hidden}"
+          f"{', ' + shape if shape else ''}, pp=2 on 2 CPU ranks, "
+          f"{args.steps} steps (median after {args.warmup} warm-up steps)"
+          f"{f', {args.repeats} interleaved runs each' if args.repeats > 1 else ''}")
+    extras = dict(SCHEDULES)
+    cases = [(micro, schedule) for micro in args.micro
+             for schedule in args.schedules]
+    results = {case: [] for case in cases}
+    for _ in range(args.repeats):
+        for micro, schedule in cases:
+            results[(micro, schedule)].append(
+                measure(args.bin, work, model, schedule,
+                        extras.get(schedule, {}), micro, args.steps, 2,
+                        args.warmup))
+    if args.repeats > 1:
+        print("| schedule | m | predicted bubble | step ms (median of runs) "
+              "| spread (min-max) | idle stage 0 | idle stage 1 |")
+        print("|---|---|---|---|---|---|---|")
+    else:
+        print("| schedule | m | predicted bubble | step ms | idle stage 0 | "
+              "idle stage 1 |")
+        print("|---|---|---|---|---|---|")
+    for micro, schedule in cases:
+        runs = results[(micro, schedule)]
+        predicted = runs[0][0]
+        steps = [r[1] for r in runs]
+        idle = [statistics.median(r[2][stage] for r in runs)
+                for stage in range(2)]
+        step_ms = statistics.median(steps)
+        spread = (f" | {min(steps):.1f}-{max(steps):.1f}"
+                  if args.repeats > 1 else "")
+        print(f"| {schedule} | {micro} | {predicted:.1f}% | {step_ms:.1f}"
+              f"{spread} | {idle[0]:.1f}% | {idle[1]:.1f}% |", flush=True)
+    print("runs (step ms):", {f"{s}-m{m}": [round(r[1], 1) for r in
+                                             results[(m, s)]]
+                              for m, s in cases})
 
 
 if __name__ == "__main__":

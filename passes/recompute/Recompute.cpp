@@ -32,9 +32,10 @@
 // passes partition-compile runs next, as a dynamic pipeline), and its
 // rt.arena_bytes read back; a lower bound (what is live at the
 // forward/backward boundary) skips the points that cannot fit. Every
-// micro-batch gets the same choice (they have the same ops; their kept
-// values are not alive at the same time). docs/recompute.md has the whole
-// story and the figures.
+// micro-batch gets the same choice (they have the same ops; what they
+// share, like the 1/m seed constant, is kept). With a pipeline, the passes
+// run on each copy cut it into stages first, and the peak is the largest
+// stage's arena. docs/recompute.md has the whole story and the figures.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,8 +55,10 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
@@ -255,6 +258,8 @@ struct BudgetGraph {
   std::vector<SmallVector<Operation *>> ops;
   /// Per node: its layer (-1 outside the layers).
   std::vector<int64_t> layers;
+  /// How many micro-batches the step runs.
+  int64_t microbatches = 1;
 };
 
 int64_t saturatingAdd(int64_t a, int64_t b) {
@@ -287,39 +292,110 @@ int64_t rebuildCost(Operation *op) {
   return std::max<int64_t>(elements, 1);
 }
 
+/// The micro-batches each forward op of `step` belongs to, as indices of
+/// the loss gradients (one per micro-batch, in program order): those its
+/// value reaches, through forward ops, a loss gradient or the backward work
+/// descending from one. A micro-batch's own forward work reaches its loss
+/// gradient alone. What several reach is shared by them: a constant (the
+/// 1/m seed every loss gradient reads), a cast or gather of a parameter
+/// that CSE made once for every micro-batch. What none reaches (the loss
+/// value, read only by the step's loss sum) belongs where it stands. The
+/// step's return reads every micro-batch's work and decides nothing: it
+/// does not count.
+llvm::DenseMap<Operation *, llvm::SmallBitVector>
+microbatchesReached(func::FuncOp step, const StepStructure &structure,
+                    unsigned count) {
+  Block &body = step.getBody().front();
+  // Backward ops: the loss gradients they descend from.
+  llvm::DenseMap<Operation *, llvm::SmallBitVector> reached;
+  unsigned seeds = 0;
+  for (Operation &op : body) {
+    if (!structure.backward.contains(&op))
+      continue;
+    llvm::SmallBitVector bits(count);
+    if (isLossGradient(&op))
+      bits.set(seeds++);
+    for (Value operand : op.getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (auto it = reached.find(def);
+            it != reached.end() && structure.backward.contains(def))
+          bits |= it->second;
+    reached[&op] = std::move(bits);
+  }
+  // Forward ops, users first.
+  for (Operation &op : llvm::reverse(body)) {
+    if (!structure.layer.contains(&op))
+      continue;
+    llvm::SmallBitVector bits(count);
+    for (Operation *user : op.getUsers())
+      if (Operation *inBody = body.findAncestorOpInBlock(*user))
+        if (auto it = reached.find(inBody);
+            it != reached.end() && !inBody->hasTrait<OpTrait::IsTerminator>())
+          bits |= it->second;
+    reached[&op] = std::move(bits);
+  }
+  return reached;
+}
+
 FailureOr<BudgetGraph> buildBudgetGraph(func::FuncOp step,
                                         const StepStructure &structure) {
-  // A forward op's micro-batch: how many loss gradients come before it.
-  SmallVector<SmallVector<Operation *>> microbatches(1);
-  for (Operation &op : step.getBody().front()) {
-    if (isLossGradient(&op))
-      microbatches.emplace_back();
-    else if (structure.layer.contains(&op) && op.getNumResults() > 0 &&
-             llvm::all_of(op.getResultTypes(), [](Type type) {
-               return isa<RankedTensorType>(type);
-             }))
-      microbatches.back().push_back(&op);
-  }
-  // After the last loss gradient come the backward pass and the optimizer;
-  // what they read that no gradient computes (a constant) is not a
-  // micro-batch's forward value.
-  microbatches.pop_back();
-  if (microbatches.empty())
+  unsigned count = 0;
+  for (Operation &op : step.getBody().front())
+    count += isLossGradient(&op);
+  if (count == 0)
     return step.emitError("recompute policy 'budget' found no loss gradient "
                           "in the training step");
+  llvm::DenseMap<Operation *, llvm::SmallBitVector> reached =
+      microbatchesReached(step, structure, count);
+  // A forward op's micro-batch: the one loss gradient it reaches, else (it
+  // reaches none) how many loss gradients come before it. Either way it
+  // must stand in that micro-batch's forward, before its loss gradient: a
+  // forward op made after it (a gather the partitioner placed right before
+  // the weight gradient that reads it) is not kept across the boundary.
+  // After the last loss gradient come the backward pass and the optimizer;
+  // what they read that no gradient computes (the loss sum) is not a
+  // micro-batch's forward value.
+  SmallVector<SmallVector<Operation *>> microbatches(count);
+  unsigned before = 0;
+  for (Operation &op : step.getBody().front()) {
+    if (isLossGradient(&op))
+      ++before;
+    if (!structure.layer.contains(&op) || op.getNumResults() == 0 ||
+        !llvm::all_of(op.getResultTypes(), [](Type type) {
+          return isa<RankedTensorType>(type);
+        }))
+      continue;
+    const llvm::SmallBitVector &bits = reached[&op];
+    if (bits.count() == 1 && unsigned(bits.find_first()) == before)
+      microbatches[before].push_back(&op);
+    else if (bits.none() && before < count)
+      microbatches[before].push_back(&op);
+  }
   ArrayRef<Operation *> first = microbatches.front();
   for (auto [index, ops] : llvm::enumerate(microbatches)) {
-    bool same = ops.size() == first.size();
-    for (size_t i = 0; same && i < ops.size(); ++i)
-      same = ops[i]->getName() == first[i]->getName();
-    if (!same)
-      return step.emitError()
-             << "recompute policy 'budget' needs every micro-batch to run "
-                "the same forward ops, but micro-batch "
-             << index << " differs from micro-batch 0";
+    size_t same = 0;
+    while (same < ops.size() && same < first.size() &&
+           ops[same]->getName() == first[same]->getName())
+      ++same;
+    if (same == ops.size() && same == first.size())
+      continue;
+    InFlightDiagnostic diag = step.emitError();
+    diag << "recompute policy 'budget' needs every micro-batch to run the "
+            "same forward ops, but micro-batch "
+         << index << " differs from micro-batch 0 at its forward op " << same
+         << " (";
+    auto name = [&](ArrayRef<Operation *> list) {
+      return same < list.size() ? "'" + list[same]->getName().getStringRef().str() + "'"
+                                : std::string("none");
+    };
+    diag << name(ops) << " against " << name(first)
+         << "): use recompute policy 'selective' or 'full' for this step, or "
+            "one micro-batch";
+    return diag;
   }
 
   BudgetGraph graph;
+  graph.microbatches = count;
   llvm::DenseMap<Operation *, size_t> nodeOf;
   for (auto [index, op] : llvm::enumerate(first)) {
     recompute::BudgetNode node;
@@ -424,18 +500,24 @@ std::string withSeparators(int64_t bytes) {
 
 /// The real arena peak of the module with `rebuilt` applied to the step:
 /// a copy of the module, nested in it so that it can run as a dynamic
-/// pipeline of this pass, lowered and memory-planned as partition-compile
-/// does next.
+/// pipeline of this pass, taken through `after`: the passes
+/// partition-compile runs next, up to the memory plan. Without a pipeline
+/// that lowers the one step; with one, the step is first cut into stages,
+/// each with its own arena on its own ranks, and the peak is the largest
+/// stage's.
 class PeakMeter {
 public:
   PeakMeter(ModuleOp module, func::FuncOp step, const BudgetGraph &graph,
+            const OpPassManager &after,
             function_ref<LogicalResult(OpPassManager &, Operation *)> run)
-      : module(module), step(step), graph(graph), run(run) {
+      : module(module), step(step), graph(graph), after(after), run(run) {
     for (auto [index, op] : llvm::enumerate(step.getBody().front()))
       position[&op] = index;
   }
 
-  FailureOr<int64_t> measure(const std::vector<bool> &rebuilt) {
+  /// The arena of each function the step became (one, or one per pipeline
+  /// stage in stage order).
+  FailureOr<SmallVector<int64_t>> measureEach(const std::vector<bool> &rebuilt) {
     OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
     auto copy = cast<ModuleOp>(builder.clone(*module));
     llvm::scope_exit erase([&] { copy->erase(); });
@@ -451,23 +533,45 @@ public:
     StepStructure structure = analyzeStep(copyStep);
     rewriteStep(copyStep, structure,
                 recomputedValues(copyGraph, rebuilt, structure));
-    OpPassManager pm(ModuleOp::getOperationName());
-    pm.addPass(createLowerToRtPass());
-    pm.addPass(createMemoryPlanPass());
+    OpPassManager pm = after;
     if (failed(run(pm, copy)))
       return failure();
-    auto arena = copy.lookupSymbol<func::FuncOp>(step.getSymName())
-                     ->getAttrOfType<IntegerAttr>(
-                         rt::RtDialect::kArenaBytesAttrName);
-    if (!arena)
-      return step.emitError("the memory plan gave the step no arena size");
-    return arena.getInt();
+    // The step itself, or its stages (`<step>_stage<k>`, --dist-pipeline).
+    SmallVector<int64_t> arenas;
+    std::string stagePrefix = (step.getSymName() + "_stage").str();
+    for (auto function : copy.getOps<func::FuncOp>()) {
+      StringRef name = function.getSymName();
+      if (name != step.getSymName() && !name.starts_with(stagePrefix))
+        continue;
+      auto arena = function->getAttrOfType<IntegerAttr>(
+          rt::RtDialect::kArenaBytesAttrName);
+      if (!arena)
+        return step.emitError("the memory plan gave ")
+               << name << " no arena size";
+      arenas.push_back(arena.getInt());
+    }
+    if (arenas.empty())
+      return step.emitError("the passes after --dist-recompute left no "
+                            "lowered training step to measure");
+    return arenas;
   }
+
+  FailureOr<int64_t> measure(const std::vector<bool> &rebuilt) {
+    FailureOr<SmallVector<int64_t>> arenas = measureEach(rebuilt);
+    if (failed(arenas))
+      return failure();
+    stages = arenas->size();
+    return *llvm::max_element(*arenas);
+  }
+
+  /// How many arenas the last measurement found (pipeline stages, or 1).
+  size_t stages = 1;
 
 private:
   ModuleOp module;
   func::FuncOp step;
   const BudgetGraph &graph;
+  const OpPassManager &after;
   function_ref<LogicalResult(OpPassManager &, Operation *)> run;
   llvm::DenseMap<Operation *, size_t> position;
 };
@@ -477,7 +581,7 @@ private:
 /// measures the whole frontier to check the choice.
 LogicalResult recomputeWithinBudget(
     ModuleOp module, func::FuncOp step, int64_t budget, bool report,
-    bool exhaustiveCheck,
+    bool exhaustiveCheck, const OpPassManager &after,
     function_ref<LogicalResult(OpPassManager &, Operation *)> run) {
   StepStructure structure = analyzeStep(step);
   FailureOr<BudgetGraph> graph = buildBudgetGraph(step, structure);
@@ -487,7 +591,7 @@ LogicalResult recomputeWithinBudget(
   int64_t noneKept = recompute::evaluateChoice(graph->nodes, {}).keptBytes;
   std::vector<recompute::BudgetChoice> frontier = recompute::budgetFrontier(
       graph->nodes, std::max<int64_t>(1, noneKept / kFrontierBuckets));
-  PeakMeter meter(module, step, *graph, run);
+  PeakMeter meter(module, step, *graph, after, run);
   bool failedToMeasure = false;
   std::map<size_t, int64_t> measured;
   auto peakOf = [&](size_t index) {
@@ -504,10 +608,20 @@ LogicalResult recomputeWithinBudget(
   // rather than buffers would make it too high; measuring `none` finds out
   // by how much, and the bound drops by that much for every choice.
   int64_t fixed = boundaryBytes(step, *graph);
-  int64_t slack =
-      std::max<int64_t>(0, saturatingAdd(fixed, frontier[0].keptBytes) -
-                               peakOf(0));
-  auto lowerBound = [&](size_t index) {
+  int64_t nonePeak = peakOf(0);
+  int64_t slack = std::max<int64_t>(
+      0, saturatingAdd(fixed, frontier[0].keptBytes) - nonePeak);
+  // Pipeline stages hold several micro-batches' kept values at once (all m
+  // under GPipe, fewer under 1F1B), so there a choice keeping D fewer bytes
+  // per micro-batch lowers the largest stage's peak by at most m x D.
+  int64_t inFlight = meter.stages > 1 ? graph->microbatches : 0;
+  auto lowerBound = [&](size_t index) -> int64_t {
+    if (inFlight > 0) {
+      int64_t saved = frontier[0].keptBytes - frontier[index].keptBytes, most;
+      if (__builtin_mul_overflow(saved, inFlight, &most))
+        return 0;
+      return std::max<int64_t>(0, nonePeak - most);
+    }
     return saturatingAdd(fixed, frontier[index].keptBytes) - slack;
   };
   recompute::BudgetSearch search =
@@ -553,6 +667,16 @@ LogicalResult recomputeWithinBudget(
     os << "; " << llvm::count(chosen.rebuilt, true)
        << " forward ops rebuilt per micro-batch (" << search.measured
        << " of " << frontier.size() << " Pareto-optimal choices measured)\n";
+    // With a pipeline, the peak above is the largest stage's: each stage's.
+    if (meter.stages > 1) {
+      FailureOr<SmallVector<int64_t>> arenas = meter.measureEach(chosen.rebuilt);
+      if (failed(arenas))
+        return failure();
+      os << "recompute: arena peak per pipeline stage:";
+      for (auto [stage, arena] : llvm::enumerate(*arenas))
+        os << (stage ? ", " : " ") << "stage " << stage << " " << arena;
+      os << " bytes\n";
+    }
     // Per layer, per micro-batch and rank: what stays kept, against none.
     std::map<int64_t, std::pair<int64_t, int64_t>> kept;
     std::vector<bool> read(graph->nodes.size(), false);
@@ -631,12 +755,30 @@ struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
                          << training.size();
       return signalPassFailure();
     }
+    // What partition-compile runs after this pass, up to the memory plan.
+    OpPassManager after(ModuleOp::getOperationName());
+    if (measurePipeline.empty()) {
+      after.addPass(createLowerToRtPass());
+      after.addPass(createMemoryPlanPass());
+    } else {
+      std::string text = measurePipeline;
+      if (!StringRef(text).starts_with(ModuleOp::getOperationName()))
+        text = (ModuleOp::getOperationName() + "(" + text + ")").str();
+      std::string problem;
+      llvm::raw_string_ostream errors(problem);
+      FailureOr<OpPassManager> parsed = parsePassPipeline(text, errors);
+      if (failed(parsed)) {
+        module.emitError() << "recompute measure-pipeline '" << measurePipeline
+                           << "' is not a pass pipeline: " << problem;
+        return signalPassFailure();
+      }
+      after = std::move(*parsed);
+    }
     auto run = [&](OpPassManager &pm, Operation *op) {
       return runPipeline(pm, op);
     };
     if (failed(recomputeWithinBudget(module, training.front(), budget, report,
-                                     exhaustiveCheck,
-                                     run)))
+                                     exhaustiveCheck, after, run)))
       return signalPassFailure();
   }
 };
