@@ -18,7 +18,8 @@
 // today).
 // Memory per rank comes from the compiler's memory plan for the top plans
 // that compile (CompiledMemory.h), else from the closed form; the output
-// says which.
+// says which. --nonuniform does the same for per-layer degrees (the reader
+// judges them, the memory plan sizes them) and -o then writes the winner.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,8 +76,10 @@ cl::opt<int64_t> globalBatch("global-batch",
                              cl::desc("Sequences per training step"),
                              cl::init(0), cl::cat(category));
 cl::opt<std::string> output("o",
-                            cl::desc("Write the best plan (plan.json); with "
-                                     "--calibrate, the measured profile"),
+                            cl::desc("Write the best plan (plan.json; with "
+                                     "--nonuniform, the nonuniform winner "
+                                     "when it compiles); with --calibrate, "
+                                     "the measured profile"),
                             cl::value_desc("file"), cl::cat(category));
 cl::opt<int64_t> top("top", cl::desc("Plans to print (default 5)"),
                      cl::init(5), cl::cat(category));
