@@ -261,7 +261,9 @@ ModelShape shapeOf(const model::ModelConfig &c) {
 /// Asks the plan.json reader: "" when partition-compile accepts the plan
 /// for this model, else its first message. A plan the reader cannot parse
 /// (a field it does not know yet, as virtual_stages) or a pass it lacks is
-/// a soft refusal; one the model cannot follow is hard.
+/// a soft refusal; one the model cannot follow is hard, and so is a
+/// per-layer plan it cannot parse: it reads per_layer, so the degrees or
+/// ranges break its rules (a chain, the mesh's tp), which no pass lifts.
 std::string validate(const Candidate &c, const model::ModelConfig &model,
                      bool &hard) {
   std::string first;
@@ -272,7 +274,7 @@ std::string validate(const Candidate &c, const model::ModelConfig &model,
   std::string text = c.planJson();
   llvm::FailureOr<Plan> plan = parsePlan(text, "plan", record);
   if (failed(plan)) {
-    hard = false;
+    hard = !c.perLayer.empty();
     return first;
   }
   PlanModel pm{c.microBatch * c.dp, model.heads, model.kvHeads,
@@ -546,6 +548,8 @@ void printNonuniform(const NonuniformReport &report, const Prediction &best,
     os << ": none";
   os << "), " << r.refused << " refused by the plan.json reader, "
      << r.unfit << " do not fit\n";
+  if (!r.firstRefusal.empty())
+    os << "  the reader's first refusal: " << r.firstRefusal << "\n";
   if (r.ranked.empty()) {
     if (report.bases == 0)
       os << "no nonuniform plan: no uniform plan with tp > 1 that takes "
