@@ -8,49 +8,6 @@
 
 namespace partition::planner {
 
-std::string checkPerLayer(const std::vector<TpPart> &parts, int64_t layers,
-                          int64_t meshTp) {
-  if (parts.size() < 2)
-    return "a nonuniform plan has at least two parts";
-  int64_t next = 0, largest = 0;
-  std::set<int64_t> degrees;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const TpPart &part = parts[i];
-    std::string where = "part " + std::to_string(i) + " (layers " +
-                        std::to_string(part.first) + "-" +
-                        std::to_string(part.last) + ")";
-    if (part.first != next)
-      return where + " does not start at layer " + std::to_string(next) +
-             ": parts must cover every layer once, in order";
-    if (part.last < part.first || part.last >= layers)
-      return where + " is not a range of the model's " +
-             std::to_string(layers) + " layers";
-    if (part.tp < 1 || meshTp % part.tp != 0)
-      return where + ": tp " + std::to_string(part.tp) +
-             " does not divide the mesh's tp " + std::to_string(meshTp);
-    if (i > 0 && parts[i - 1].tp == part.tp)
-      return where + " has the degree of the part before it; merge them";
-    degrees.insert(part.tp);
-    largest = std::max(largest, part.tp);
-    next = part.last + 1;
-  }
-  if (next != layers)
-    return "the parts end at layer " + std::to_string(next - 1) +
-           ", the model has " + std::to_string(layers) + " layers";
-  if (largest != meshTp)
-    return "no part runs at the mesh's tp " + std::to_string(meshTp) +
-           " (the largest degree is the mesh's)";
-  // Sorted ascending: a chain when each divides the next.
-  int64_t previous = 0;
-  for (int64_t d : degrees) {
-    if (previous && d % previous != 0)
-      return "degrees " + std::to_string(previous) + " and " +
-             std::to_string(d) + " do not divide one another";
-    previous = d;
-  }
-  return "";
-}
-
 std::vector<std::vector<TpPart>> perLayerAssignments(int64_t layers,
                                                      int64_t meshTp) {
   std::vector<std::vector<TpPart>> out;
@@ -64,24 +21,21 @@ std::vector<std::vector<TpPart>> perLayerAssignments(int64_t layers,
   std::vector<int64_t> cuts; // first layer of a later part
   for (int64_t cut = stride; cut < layers; cut += stride)
     cuts.push_back(cut);
-  auto keep = [&](std::vector<TpPart> parts) {
-    if (checkPerLayer(parts, layers, meshTp).empty())
-      out.push_back(std::move(parts));
-  };
+  // Adjacent parts at one degree would be one part, already tried.
   for (int64_t a : degrees)
     for (int64_t b : degrees) {
       if (a == b)
         continue;
       for (int64_t cut : cuts)
-        keep({{0, cut - 1, a}, {cut, layers - 1, b}});
+        out.push_back({{0, cut - 1, a}, {cut, layers - 1, b}});
       for (int64_t c : degrees) {
         if (b == c)
           continue;
         for (size_t i = 0; i < cuts.size(); ++i)
           for (size_t j = i + 1; j < cuts.size(); ++j)
-            keep({{0, cuts[i] - 1, a},
-                  {cuts[i], cuts[j] - 1, b},
-                  {cuts[j], layers - 1, c}});
+            out.push_back({{0, cuts[i] - 1, a},
+                           {cuts[i], cuts[j] - 1, b},
+                           {cuts[j], layers - 1, c}});
       }
     }
   return out;
@@ -90,7 +44,9 @@ std::vector<std::vector<TpPart>> perLayerAssignments(int64_t layers,
 NonuniformResult searchNonuniform(const ModelShape &model,
                                   const Cluster &cluster,
                                   const std::vector<Candidate> &bases,
-                                  int64_t top) {
+                                  int64_t top, const Validate &validate,
+                                  const MemoryOracle &memory,
+                                  bool includeUncompilable) {
   NonuniformResult result;
   std::vector<Prediction> bounds;
   for (const Candidate &base : bases) {
@@ -98,10 +54,19 @@ NonuniformResult searchNonuniform(const ModelShape &model,
          perLayerAssignments(model.layers, base.tp)) {
       Candidate c = base;
       c.perLayer = std::move(parts);
+      bool hard = false;
+      std::string refusal = validate ? validate(c, hard) : std::string();
+      if (!refusal.empty() && (hard || !includeUncompilable)) {
+        if (result.firstRefusal.empty())
+          result.firstRefusal = refusal;
+        ++result.refused;
+        continue;
+      }
       Prediction p = predict(model, c, cluster, /*exactPipeline=*/false);
       ++result.evaluated;
       if (!std::isfinite(p.stepSeconds))
         continue;
+      p.notCompilable = refusal;
       if (!p.fits) {
         ++result.unfit;
         continue;
@@ -126,6 +91,20 @@ NonuniformResult searchNonuniform(const ModelShape &model,
         bound.plan.pp > 1 ? predict(model, bound.plan, cluster) : bound;
     if (!std::isfinite(p.stepSeconds))
       continue;
+    p.notCompilable = bound.notCompilable;
+    // The compiler's memory plan where the plan compiles, as for uniform
+    // plans (planner/Search.cpp).
+    if (memory && p.notCompilable.empty()) {
+      if (std::optional<double> bytes = memory(p.plan)) {
+        p.memoryPerRank = *bytes;
+        p.memorySource = "compiled";
+        p.fits = *bytes <= deviceShare(cluster, p.plan.devices()).memoryBytes;
+        if (!p.fits) {
+          ++result.unfit;
+          continue;
+        }
+      }
+    }
     best.insert(std::upper_bound(best.begin(), best.end(), p.stepSeconds),
                 p.stepSeconds);
     if (best.size() > keep)

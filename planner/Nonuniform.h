@@ -9,9 +9,10 @@
 // it pays where tensor-parallel collectives are slow and a uniform lower
 // degree (more data parallelism) does not fit or costs more elsewhere.
 //
-// The plan.json reader on this branch does not know "per_layer" yet, so
-// the planner checks the rule itself (checkPerLayer) and the memory of
-// these plans is the closed form.
+// Which assignments are valid is the plan.json reader's say
+// (passes/Plan.cpp, asked through a Validate callback, as the uniform
+// search asks it); the memory of those that compile is the compiler's
+// memory plan (a MemoryOracle), the closed form otherwise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,45 +20,49 @@
 #define PARTITION_PLANNER_NONUNIFORM_H
 
 #include "planner/CostModel.h"
+#include "planner/Search.h"
 
 #include <string>
 #include <vector>
 
 namespace partition::planner {
 
-/// "" when `parts` is a per-layer assignment the planner may emit for a
-/// model of `layers` layers on a mesh of tp = `meshTp`, else the first
-/// broken rule: the parts are contiguous ranges in layer order covering
-/// layers 0 .. layers-1 once; every degree is at least 1 and divides
-/// `meshTp`; the largest degree is `meshTp` (the mesh's tp is the largest
-/// degree); the distinct degrees form a divisibility chain (of any two,
-/// one divides the other); adjacent parts differ in degree; there are at
-/// least two parts. (A degree dividing `meshTp` divides whatever `meshTp`
-/// divides: heads, kv heads, ffn, vocabulary.)
-std::string checkPerLayer(const std::vector<TpPart> &parts, int64_t layers,
-                          int64_t meshTp);
-
 /// The assignments searched on a tp = `meshTp` mesh: two and three parts
-/// (a, b) and (a, b, c), degrees from the divisors of `meshTp`, every one
-/// that checkPerLayer accepts, with part boundaries at every layer for
-/// models of up to 32 layers and every ceil(layers / 32)-th layer above.
-/// Layers are alike, so more parts than three gain nothing but balance
-/// across pipeline stages, which boundaries at any layer already give.
+/// (a, b) and (a, b, c) covering layers 0 .. layers-1 in order, adjacent
+/// parts at different degrees, degrees from the divisors of `meshTp`, with
+/// part boundaries at every layer for models of up to 32 layers and every
+/// ceil(layers / 32)-th layer above. Layers are alike, so more parts than
+/// three gain nothing but balance across pipeline stages, which boundaries
+/// at any layer already give. Whether the compiler accepts one (degrees
+/// in a divisibility chain, dividing the heads, with pp or ZeRO) is the
+/// plan.json reader's to say, not this function's.
 std::vector<std::vector<TpPart>> perLayerAssignments(int64_t layers,
                                                      int64_t meshTp);
 
 struct NonuniformResult {
-  /// Fitting nonuniform plans, fastest first, at most `top`.
+  /// Fitting nonuniform plans, fastest first, at most `top`. A plan the
+  /// reader refused softly (kept under `includeUncompilable`) carries the
+  /// refusal in notCompilable.
   std::vector<Prediction> ranked;
   int64_t evaluated = 0, unfit = 0;
+  /// Assignments the reader refused (not predicted), and the first reason.
+  int64_t refused = 0;
+  std::string firstRefusal;
 };
 
 /// Every assignment on each of `bases` (uniform plans with tp > 1; their
-/// other fields stay), predicted with closed-form memory.
+/// other fields stay) that `validate` accepts (or refuses softly, when
+/// `includeUncompilable`), predicted as the uniform search predicts: a
+/// lower bound first, then, by branch and bound, the exact step time and,
+/// for the plans that compile, `memory`'s figure (memorySource
+/// "compiled"; a plan that then does not fit is dropped and counted
+/// unfit). Without `memory`, or where it cannot say, the closed form.
 NonuniformResult searchNonuniform(const ModelShape &model,
                                   const Cluster &cluster,
                                   const std::vector<Candidate> &bases,
-                                  int64_t top);
+                                  int64_t top, const Validate &validate,
+                                  const MemoryOracle &memory = nullptr,
+                                  bool includeUncompilable = false);
 
 } // namespace partition::planner
 

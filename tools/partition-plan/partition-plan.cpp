@@ -18,7 +18,8 @@
 // today).
 // Memory per rank comes from the compiler's memory plan for the top plans
 // that compile (CompiledMemory.h), else from the closed form; the output
-// says which.
+// says which. --nonuniform does the same for per-layer degrees (the reader
+// judges them, the memory plan sizes them) and -o then writes the winner.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,8 +76,10 @@ cl::opt<int64_t> globalBatch("global-batch",
                              cl::desc("Sequences per training step"),
                              cl::init(0), cl::cat(category));
 cl::opt<std::string> output("o",
-                            cl::desc("Write the best plan (plan.json); with "
-                                     "--calibrate, the measured profile"),
+                            cl::desc("Write the best plan (plan.json; with "
+                                     "--nonuniform, the nonuniform winner "
+                                     "when it compiles); with --calibrate, "
+                                     "the measured profile"),
                             cl::value_desc("file"), cl::cat(category));
 cl::opt<int64_t> top("top", cl::desc("Plans to print (default 5)"),
                      cl::init(5), cl::cat(category));
@@ -258,7 +261,9 @@ ModelShape shapeOf(const model::ModelConfig &c) {
 /// Asks the plan.json reader: "" when partition-compile accepts the plan
 /// for this model, else its first message. A plan the reader cannot parse
 /// (a field it does not know yet, as virtual_stages) or a pass it lacks is
-/// a soft refusal; one the model cannot follow is hard.
+/// a soft refusal; one the model cannot follow is hard, and so is a
+/// per-layer plan it cannot parse: it reads per_layer, so the degrees or
+/// ranges break its rules (a chain, the mesh's tp), which no pass lifts.
 std::string validate(const Candidate &c, const model::ModelConfig &model,
                      bool &hard) {
   std::string first;
@@ -269,7 +274,7 @@ std::string validate(const Candidate &c, const model::ModelConfig &model,
   std::string text = c.planJson();
   llvm::FailureOr<Plan> plan = parsePlan(text, "plan", record);
   if (failed(plan)) {
-    hard = false;
+    hard = !c.perLayer.empty();
     return first;
   }
   PlanModel pm{c.microBatch * c.dp, model.heads, model.kvHeads,
@@ -464,16 +469,29 @@ struct NonuniformReport {
     return !result.ranked.empty() &&
            result.ranked.front().stepSeconds < best.stepSeconds;
   }
+  /// The fastest nonuniform plan partition-compile accepts when it is
+  /// faster than `than`, else null: what -o writes in place of `than`.
+  const Prediction *compiledWinner(const Prediction &than) const {
+    for (const Prediction &p : result.ranked)
+      if (p.notCompilable.empty())
+        return p.stepSeconds < than.stepSeconds ? &p : nullptr;
+    return nullptr;
+  }
 };
 
 /// The bases are the fastest uniform plans (three per mesh tp) with tp > 1
-/// that fit and that the plan.json reader accepts, under what --plan
-/// fixes; every per-layer assignment is tried on each.
+/// that fit and that the plan.json reader accepts with per-layer degrees
+/// too (under what --plan fixes; a probe assignment, layer 0 at tp 1 and
+/// the rest at the mesh's, asks it: whether per_layer goes with the base's
+/// pp or ZeRO is the reader's rule, not the planner's); every per-layer
+/// assignment is tried on each and put to the reader, and those that
+/// compile get the compiler's memory plan from `oracle`.
 NonuniformReport searchNonuniformPlans(const ModelShape &shape,
                                        const Cluster &cluster,
                                        const SearchOptions &options,
                                        const Fixed &fixed,
-                                       const model::ModelConfig &config) {
+                                       const model::ModelConfig &config,
+                                       const MemoryOracle &oracle) {
   NonuniformReport report;
   std::vector<Candidate> bases;
   for (int64_t t = 2; t <= options.devices; ++t) {
@@ -483,16 +501,20 @@ NonuniformReport searchNonuniformPlans(const ModelShape &shape,
     f.tp = t;
     SearchOptions o = options;
     o.top = 3;
-    o.includeUncompilable = false;
     o.keepUnfit = false;
     SearchResult r = search(
         shape, cluster, o, f,
         [&](const Candidate &c, bool &hard) {
-          return validate(c, config, hard);
+          std::string why = validate(c, config, hard);
+          if (!why.empty() || shape.layers < 2)
+            return why;
+          Candidate probe = c;
+          probe.perLayer = {{0, 0, 1}, {1, shape.layers - 1, c.tp}};
+          return validate(probe, config, hard);
         });
     bool any = false;
     for (const Prediction &p : r.ranked)
-      if (p.fits && p.notCompilable.empty()) {
+      if (p.fits) {
         bases.push_back(p.plan);
         any = true;
       }
@@ -501,7 +523,12 @@ NonuniformReport searchNonuniformPlans(const ModelShape &shape,
   }
   report.bases = int64_t(bases.size());
   report.result = searchNonuniform(shape, cluster, bases,
-                                   std::max<int64_t>(top, 1));
+                                   std::max<int64_t>(top, 1),
+                                   [&](const Candidate &c, bool &hard) {
+                                     return validate(c, config, hard);
+                                   },
+                                   oracle,
+                                   options.includeUncompilable);
   return report;
 }
 
@@ -510,10 +537,6 @@ nlohmann::ordered_json nonuniformJson(const NonuniformReport &report,
   nlohmann::ordered_json all = nlohmann::ordered_json::array();
   for (const Prediction &p : report.result.ranked) {
     nlohmann::ordered_json entry = toJson(p);
-    // The plan.json reader does not judge per_layer yet: the planner's own
-    // rule (checkPerLayer) did.
-    entry.erase("compiles");
-    entry["checked_by"] = "partition-plan's per-layer rule";
     // Positive: faster than the best uniform plan by that much.
     entry["gain_s"] = best.stepSeconds - p.stepSeconds;
     entry["gain"] = 1 - p.stepSeconds / best.stepSeconds;
@@ -531,23 +554,32 @@ void printNonuniform(const NonuniformReport &report, const Prediction &best,
     os << " " << t;
   if (report.meshTps.empty())
     os << ": none";
-  os << "), " << r.unfit
-     << " do not fit; memory is the closed form (partition-compile does "
-        "not read per_layer yet)\n";
+  os << "), " << r.refused << " refused by the plan.json reader, "
+     << r.unfit << " do not fit\n";
+  if (!r.firstRefusal.empty())
+    os << "  the reader's first refusal: " << r.firstRefusal << "\n";
   if (r.ranked.empty()) {
-    os << "no nonuniform plan: no uniform plan with tp > 1 fits to start "
-          "from\n";
+    if (report.bases == 0)
+      os << "no nonuniform plan: no uniform plan with tp > 1 that takes "
+            "per-layer degrees fits to start from\n";
+    else if (!r.firstRefusal.empty() && r.evaluated == 0)
+      os << "no nonuniform plan: partition-compile refuses every one ("
+         << r.firstRefusal << ")\n";
+    else
+      os << "no nonuniform plan fits\n";
     return;
   }
-  os << llvm::format("%4s  %-56s %12s %17s %10s\n", "rank", "plan", "step",
-                     "vs best uniform", "memory");
+  os << llvm::format("%4s  %-56s %12s %17s %10s  %s\n", "rank", "plan",
+                     "step", "vs best uniform", "memory", "source");
   for (size_t i = 0; i < r.ranked.size(); ++i) {
     const Prediction &p = r.ranked[i];
-    os << llvm::format("%4d  %-56s %12s %+16.1f%% %10s\n", int(i + 1),
+    os << llvm::format("%4d  %-56s %12s %+16.1f%% %10s  %s%s\n", int(i + 1),
                        p.plan.label().c_str(),
                        seconds(p.stepSeconds).c_str(),
                        100 * (p.stepSeconds / best.stepSeconds - 1),
-                       gib(p.memoryPerRank).c_str());
+                       gib(p.memoryPerRank).c_str(), p.memorySource.c_str(),
+                       p.notCompilable.empty() ? ""
+                                               : " (does not compile yet)");
   }
   const Prediction &winner = r.ranked.front();
   if (report.beats(best)) {
@@ -558,6 +590,9 @@ void printNonuniform(const NonuniformReport &report, const Prediction &best,
        << " (" << seconds(best.stepSeconds - winner.stepSeconds)
        << " per step)\n";
     os << "  plan.json: " << winner.plan.planJson() << "\n";
+    if (!winner.notCompilable.empty())
+      os << "note: partition-compile refuses this plan today: "
+         << winner.notCompilable << "\n";
   } else {
     os << "no nonuniform plan beats the best uniform plan "
        << best.plan.label() << " (" << seconds(best.stepSeconds)
@@ -770,14 +805,29 @@ int main(int argc, char **argv) {
     shown.resize(top);
   const Prediction &best = result.ranked.front();
 
+  std::optional<NonuniformReport> nonuniformReport;
+  if (nonuniform) {
+    nonuniformReport = searchNonuniformPlans(shape, *cluster, options, fixed,
+                                             *config, oracle);
+    if (memorySource == "compiled")
+      for (const Prediction &p : nonuniformReport->result.ranked)
+        if (p.notCompilable.empty() && p.memorySource != "compiled")
+          return fail("the compiler's memory plan failed for " +
+                      p.plan.label() + ": " + compiled.lastError());
+  }
+
   // -o writes the fastest plan partition-compile accepts today (the best
-  // overall when none of them does; a note says so).
+  // overall when none of them does; a note says so); with --nonuniform,
+  // the fastest nonuniform plan it accepts where that beats it.
   const Prediction *written = &best;
   for (const Prediction &p : result.ranked)
     if (p.notCompilable.empty()) {
       written = &p;
       break;
     }
+  if (nonuniformReport)
+    if (const Prediction *p = nonuniformReport->compiledWinner(*written))
+      written = p;
   if (!output.empty()) {
     std::string outError;
     auto out = mlir::openOutputFile(output, &outError);
@@ -787,12 +837,6 @@ int main(int argc, char **argv) {
                      .dump(2)
               << "\n";
     out->keep();
-  }
-
-  std::optional<NonuniformReport> nonuniformReport;
-  if (nonuniform) {
-    nonuniformReport =
-        searchNonuniformPlans(shape, *cluster, options, fixed, *config);
   }
 
   if (jsonOutput) {
@@ -806,7 +850,6 @@ int main(int argc, char **argv) {
       out["uniform"] = all;
       out["nonuniform"] = nonuniformJson(*nonuniformReport, best);
       out["nonuniform_beats_uniform"] = nonuniformReport->beats(best);
-      out["nonuniform_memory_source"] = "closed-form";
       llvm::outs() << out.dump(2) << "\n";
       return 0;
     }
@@ -850,11 +893,14 @@ int main(int argc, char **argv) {
     printExplanation(result.ranked, os);
   if (nonuniformReport)
     printNonuniform(*nonuniformReport, best, os);
-  if (!output.empty())
-    os << "wrote " << output << " (" << written->plan.label()
-       << (written->notCompilable.empty()
-               ? ""
-               : "; partition-compile refuses it today")
-       << ")\n";
+  if (!output.empty()) {
+    os << "wrote " << output << " (" << written->plan.label();
+    if (!written->notCompilable.empty())
+      os << "; partition-compile refuses it today";
+    int64_t batch = written->plan.microBatch * written->plan.dp;
+    if (batch != best.plan.microBatch * best.plan.dp)
+      os << "; generate the model with batch " << batch;
+    os << ")\n";
+  }
   return 0;
 }

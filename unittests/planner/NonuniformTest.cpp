@@ -1,6 +1,8 @@
 //===- NonuniformTest.cpp - per-part tensor-parallel degrees -------------===//
 //
-// The rule a per-layer assignment follows, the assignments searched, the
+// The assignments searched (their validity is the plan.json reader's,
+// asked through the Validate callback: tested here with a stand-in that
+// refuses, and end to end in test/tools/partition-plan-nonuniform*.test), the
 // resharding between parts (closed forms), and the cost model's terms for
 // nonuniform plans: each layer costs what it costs at its own degree, the
 // memory holds each part's weights at its degree, and a single part at the
@@ -40,30 +42,19 @@ Candidate tp4(std::vector<TpPart> parts = {}) {
 
 } // namespace
 
-TEST(Nonuniform, TheRuleOfPerLayerDegrees) {
-  EXPECT_EQ(checkPerLayer({{0, 5, 4}, {6, 11, 2}}, 12, 4), "");
-  EXPECT_EQ(checkPerLayer({{0, 3, 4}, {4, 7, 1}, {8, 11, 4}}, 12, 4), "");
-  EXPECT_NE(checkPerLayer({{0, 11, 4}}, 12, 4), "");           // one part
-  EXPECT_NE(checkPerLayer({{0, 5, 4}, {7, 11, 2}}, 12, 4), ""); // a gap
-  EXPECT_NE(checkPerLayer({{0, 5, 4}, {5, 11, 2}}, 12, 4), ""); // overlap
-  EXPECT_NE(checkPerLayer({{0, 5, 4}, {6, 10, 2}}, 12, 4), ""); // short
-  EXPECT_NE(checkPerLayer({{0, 5, 4}, {6, 12, 2}}, 12, 4), ""); // past end
-  EXPECT_NE(checkPerLayer({{0, 5, 4}, {6, 11, 3}}, 12, 4), ""); // 3 ∤ 4
-  EXPECT_NE(checkPerLayer({{0, 5, 2}, {6, 11, 1}}, 12, 4), ""); // no tp 4
-  EXPECT_NE(checkPerLayer({{0, 5, 4}, {6, 11, 4}}, 12, 4), ""); // same
-  // 4 and 6 both divide 12 but not each other: no chain.
-  std::string chain = checkPerLayer({{0, 3, 12}, {4, 7, 4}, {8, 11, 6}},
-                                    12, 12);
-  EXPECT_NE(chain.find("do not divide one another"), std::string::npos)
-      << chain;
-}
-
 TEST(Nonuniform, AssignmentsSearched) {
   // 3 layers on tp 2: (1|2), (2|1) at either cut, and 1-2-1, 2-1-2.
   auto all = perLayerAssignments(3, 2);
   EXPECT_EQ(all.size(), 6u);
-  for (const auto &parts : all)
-    EXPECT_EQ(checkPerLayer(parts, 3, 2), "");
+  for (const auto &parts : all) {
+    ASSERT_GE(parts.size(), 2u);
+    EXPECT_EQ(parts.front().first, 0);
+    EXPECT_EQ(parts.back().last, 2);
+    for (size_t i = 1; i < parts.size(); ++i) {
+      EXPECT_EQ(parts[i].first, parts[i - 1].last + 1);
+      EXPECT_NE(parts[i].tp, parts[i - 1].tp);
+    }
+  }
   EXPECT_TRUE(perLayerAssignments(12, 1).empty());
   // Past 32 layers the cuts fall every ceil(layers / 32) layers.
   for (const auto &parts : perLayerAssignments(96, 2))
@@ -173,23 +164,82 @@ TEST(Nonuniform, SearchFindsTheSlowLinkWinAndNothingOnNVLink) {
   ModelShape m = gpt();
   Candidate base = tp4();
   Cluster fast = *getProfile("h100-sxm-dgx");
-  NonuniformResult onFast = searchNonuniform(m, fast, {base}, 3);
+  NonuniformResult onFast = searchNonuniform(m, fast, {base}, 3, nullptr);
   ASSERT_FALSE(onFast.ranked.empty());
   EXPECT_GT(onFast.ranked.front().stepSeconds,
             predict(m, base, fast).stepSeconds);
   Cluster slow = fast;
   slow.intraNodeBandwidth = 2e9;
-  NonuniformResult onSlow = searchNonuniform(m, slow, {base}, 3);
+  NonuniformResult onSlow = searchNonuniform(m, slow, {base}, 3, nullptr);
   ASSERT_FALSE(onSlow.ranked.empty());
   EXPECT_LT(onSlow.ranked.front().stepSeconds,
             predict(m, base, slow).stepSeconds);
   for (const Prediction &p : onSlow.ranked) {
-    EXPECT_EQ(checkPerLayer(p.plan.perLayer, m.layers, 4), "");
+    EXPECT_EQ(p.memorySource, "closed-form");
     EXPECT_TRUE(p.fits);
   }
   // A memory that holds tp 4 but not every layer at tp 1: what is chosen
   // still fits.
   slow.memoryBytes = predict(m, base, slow).memoryPerRank * 1.2;
-  for (const Prediction &p : searchNonuniform(m, slow, {base}, 3).ranked)
+  for (const Prediction &p :
+       searchNonuniform(m, slow, {base}, 3, nullptr).ranked)
     EXPECT_LE(p.memoryPerRank, slow.memoryBytes);
+}
+
+TEST(Nonuniform, SearchAsksTheValidatorAndTheMemoryOracle) {
+  ModelShape m = gpt();
+  Candidate base = tp4();
+  Cluster slow = *getProfile("h100-sxm-dgx");
+  slow.intraNodeBandwidth = 2e9;
+  NonuniformResult all = searchNonuniform(m, slow, {base}, 3, nullptr);
+  ASSERT_FALSE(all.ranked.empty());
+  EXPECT_EQ(all.refused, 0);
+  // A validator that refuses every plan with a layer at tp 1 (hard): none
+  // is predicted, each is counted, the first reason kept.
+  auto noTp1 = [](const Candidate &c, bool &hard) -> std::string {
+    hard = true;
+    for (const TpPart &part : c.perLayer)
+      if (part.tp == 1)
+        return "no tp 1 here";
+    return "";
+  };
+  NonuniformResult asked = searchNonuniform(m, slow, {base}, 3, noTp1);
+  EXPECT_GT(asked.refused, 0);
+  EXPECT_EQ(asked.firstRefusal, "no tp 1 here");
+  EXPECT_EQ(asked.evaluated + asked.refused, all.evaluated);
+  ASSERT_FALSE(asked.ranked.empty());
+  for (const Prediction &p : asked.ranked)
+    for (const TpPart &part : p.plan.perLayer)
+      EXPECT_NE(part.tp, 1);
+  // A soft refusal (a pass missing) is kept, marked, when asked to.
+  auto soft = [](const Candidate &, bool &hard) -> std::string {
+    hard = false;
+    return "not yet";
+  };
+  EXPECT_TRUE(searchNonuniform(m, slow, {base}, 3, soft).ranked.empty());
+  NonuniformResult kept = searchNonuniform(m, slow, {base}, 3, soft, nullptr,
+                                           /*includeUncompilable=*/true);
+  ASSERT_FALSE(kept.ranked.empty());
+  EXPECT_EQ(kept.ranked.front().notCompilable, "not yet");
+  // The oracle's figure replaces the closed form for plans that compile...
+  auto half = [&](const Candidate &c) -> std::optional<double> {
+    return predict(m, c, slow).memoryPerRank / 2;
+  };
+  NonuniformResult compiled =
+      searchNonuniform(m, slow, {base}, 3, nullptr, half);
+  ASSERT_FALSE(compiled.ranked.empty());
+  for (const Prediction &p : compiled.ranked) {
+    EXPECT_EQ(p.memorySource, "compiled");
+    EXPECT_DOUBLE_EQ(p.memoryPerRank,
+                     predict(m, p.plan, slow).memoryPerRank / 2);
+  }
+  // ... not for those marked as not compiling ...
+  for (const Prediction &p :
+       searchNonuniform(m, slow, {base}, 3, soft, half, true).ranked)
+    EXPECT_EQ(p.memorySource, "closed-form");
+  // ... and a plan it says does not fit is dropped and counted.
+  auto huge = [](const Candidate &) -> std::optional<double> { return 1e15; };
+  NonuniformResult none = searchNonuniform(m, slow, {base}, 3, nullptr, huge);
+  EXPECT_TRUE(none.ranked.empty());
+  EXPECT_GT(none.unfit, all.unfit);
 }
