@@ -26,7 +26,19 @@ using namespace mlir;
 namespace partition::planner {
 
 std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
+  // Without a pipeline, micro-batches run one after another: two show
+  // what a third adds (its tokens), so larger counts are extrapolated.
+  // A pipeline keeps several in flight: 1F1B and ZB-H1 at most pp per
+  // stage (v * pp chunks interleaved), GPipe all of them, so it is
+  // compiled with as many as can be in flight (and at least pp, which the
+  // pipeline pass requires).
   int64_t compiledMicrobatches = std::min<int64_t>(plan.microbatches, 2);
+  if (plan.pp > 1)
+    compiledMicrobatches =
+        plan.schedule == "gpipe"
+            ? plan.microbatches
+            : std::min<int64_t>(plan.microbatches,
+                                2 * plan.pp * plan.virtualStages);
   Candidate key = plan;
   key.dp = std::min<int64_t>(plan.dp, 2); // dp > 1 adds buckets, not size
   key.microbatches = compiledMicrobatches;
