@@ -778,32 +778,14 @@ struct NotImplemented {
   const char *instead;
 };
 
-/// The plan fields refused until their pass exists: per-part
-/// tensor-parallel degrees (issue 16) with a pipeline or ZeRO, untested
-/// together; replicas (NTP, each replica's step a uniform tp step) with a
-/// pipeline, ZeRO or per-part degrees. A field added before its pass adds
-/// its line here (and the pass that implements it removes the line and adds
+/// The plan fields refused until their pass exists: replicas (NTP, each
+/// replica's step a uniform tp step) with a pipeline, ZeRO or per-part
+/// degrees. (Per-part tensor-parallel degrees compose with pipelines and
+/// ZeRO: docs/nonuniform-tp.md.) A field added before its pass adds its
+/// line here (and the pass that implements it removes the line and adds
 /// itself to passes/Pipeline.cpp), so that no field is ever silently
 /// ignored.
 const std::vector<NotImplemented> kNotImplemented = {
-    {"tensor_parallel.per_layer (or .embedding) with mesh.pp",
-     [](const Plan &plan) -> std::optional<std::string> {
-       if (plan.hasPartDegrees() && plan.mesh.pp > 1)
-         return std::to_string(plan.mesh.pp);
-       return std::nullopt;
-     },
-     "tensor-parallel degrees per part inside pipeline stages",
-     "use mesh.pp = 1 with per-part degrees, or one degree (mesh.tp) with "
-     "a pipeline"},
-    {"tensor_parallel.per_layer (or .embedding) with zero.stage",
-     [](const Plan &plan) -> std::optional<std::string> {
-       if (plan.hasPartDegrees() && plan.zero.stage > 0)
-         return std::to_string(plan.zero.stage);
-       return std::nullopt;
-     },
-     "ZeRO over parts of different tensor-parallel degrees",
-     "use zero.stage = 0 with per-part degrees, or one degree (mesh.tp) "
-     "with ZeRO"},
     {"replicas with mesh.pp",
      [](const Plan &plan) -> std::optional<std::string> {
        if (plan.replicas.empty() || plan.mesh.pp == 1)

@@ -59,9 +59,14 @@ double opCost(Operation *op) {
 namespace {
 
 /// Cheap work on inputs every stage may redo for itself: not a model op
-/// (but a cast of a parameter), not communication.
+/// (but a cast of a parameter), not communication. A `dist.all_slice` is
+/// local (each rank keeps its block): with sequence parallelism and a
+/// loss at a smaller tensor-parallel degree than the stream's (per-part
+/// degrees), the targets are sliced along the sequence, and the last
+/// stage, which computes the loss, must slice them itself rather than
+/// receive them from the first.
 bool mayRunOnDemand(Operation *op) {
-  if (isa<CastOp>(op) || isa<dist::AxisIndexOp>(op))
+  if (isa<CastOp, dist::AxisIndexOp, dist::AllSliceOp>(op))
     return true;
   StringRef dialect = op->getDialect() ? op->getDialect()->getNamespace() : "";
   return dialect != XfmrDialect::getDialectNamespace() &&
@@ -145,7 +150,7 @@ StepAnalysis analyzeStep(func::FuncOp step, int layers,
       return definedBy(v, Phase::Optimizer);
     });
     bool communicates = isa<dist::DistDialect>(op.getDialect()) &&
-                        !isa<dist::AxisIndexOp>(op);
+                        !isa<dist::AxisIndexOp, dist::AllSliceOp>(op);
     if (isa<AdamWOp>(op) || afterOptimizer || optimizer.contains(&op)) {
       role.phase = Phase::Optimizer;
     } else if (operandsOnDemand && !op.getNumRegions() &&

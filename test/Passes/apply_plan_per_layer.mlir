@@ -74,13 +74,22 @@
 // CHECK-COVER: error: {{.*}}cover.json: tensor_parallel.per_layer[1] (layers 3-5) names layers beyond the model's 4 (0-3)
 // CHECK-COVER: error: {{.*}}cover.json: tensor_parallel.per_layer gives layer 2 no degree; the entries must cover every layer of the model (0-3) exactly once
 
-// Not implemented together: per-part degrees with a pipeline or ZeRO.
+// Per-part degrees compose with a pipeline and with ZeRO
+// (docs/nonuniform-tp.md, "Composing with ZeRO and pipelines"): the plan
+// is recorded whole (equivalence: test/e2e/ranks/nonuniform-tp-combos.test).
 // RUN: echo '{"mesh": {"tp": 2, "pp": 2}, "pipeline": {"microbatches": 2}, "tensor_parallel": {"per_layer": [{"layers": "0-3", "tp": 1}]}}' > %t/pp.json
-// RUN: not partition-opt %s --dist-apply-plan=plan=%t/pp.json 2>&1 | FileCheck %s --check-prefix=CHECK-PP
-// CHECK-PP: error: {{.*}}pp.json: tensor_parallel.per_layer (or .embedding) with mesh.pp = 2 needs tensor-parallel degrees per part inside pipeline stages, which is not implemented yet; use mesh.pp = 1 with per-part degrees, or one degree (mesh.tp) with a pipeline
+// RUN: partition-opt %s --dist-apply-plan=plan=%t/pp.json | FileCheck %s --check-prefix=CHECK-PP
+// CHECK-PP-LABEL: module attributes
+// CHECK-PP-SAME: axes = [dp = data, pp = pipeline, tp = tensor]
+// CHECK-PP-SAME: microbatches = 2, zero_stage = 0
+// CHECK-PP-SAME: layer_tp = [1, 1, 1, 1], embedding_tp = 2>
+// CHECK-PP: dist.mesh @mesh axes = [dp = 1, pp = 2, tp = 2]
 // RUN: echo '{"mesh": {"dp": 2, "tp": 2}, "zero": {"stage": 1}, "tensor_parallel": {"embedding": {"tp": 1}}}' > %t/zero.json
-// RUN: not partition-opt %s --dist-apply-plan=plan=%t/zero.json 2>&1 | FileCheck %s --check-prefix=CHECK-ZERO
-// CHECK-ZERO: error: {{.*}}zero.json: tensor_parallel.per_layer (or .embedding) with zero.stage = 1 needs ZeRO over parts of different tensor-parallel degrees, which is not implemented yet
+// RUN: partition-opt %s --dist-apply-plan=plan=%t/zero.json | FileCheck %s --check-prefix=CHECK-ZERO
+// CHECK-ZERO-LABEL: module attributes
+// CHECK-ZERO-SAME: zero_stage = 1
+// CHECK-ZERO-SAME: layer_tp = [2, 2, 2, 2], embedding_tp = 1>
+// CHECK-ZERO: dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
 
 func.func @forward(%tokens: tensor<4x16xi32> {xfmr.input = "tokens"}) -> tensor<4x16xi32>
     attributes {xfmr.model = {arch = "llama", batch = 4 : i64, heads = 8 : i64, kv_heads = 2 : i64, layers = 4 : i64, vocab = 64 : i64, seq_len = 16 : i64}} {
