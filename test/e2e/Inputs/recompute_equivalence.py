@@ -3,7 +3,7 @@
 "recompute": {"policy": "none"}.
 
   recompute_equivalence.py --model MODEL.mlir --workdir DIR [--steps 20]
-                           [--lr 3e-3] [--lr-scale X]
+                           [--lr 3e-3] [--lr-scale X] [--cache DIR]
                            --plan NAME=PLAN_JSON [--plan ...]
 
 For each plan (which names a recompute policy): compiles it and the same
@@ -16,17 +16,31 @@ rank. Prints one line per plan and fails if any differs. `--lr-scale`
 trains the recomputing program with a scaled learning rate: a control that
 the comparison does detect a difference.
 
+Plans that differ only in their policy share one "none" run: references
+are kept under --cache (default: the workdir), named by a hash of the
+model, the reference plan, the steps and the learning rate, so that
+several invocations on one model (a test's budget plans after its
+selective / full ones) train each reference once.
+
 Reuses the harness of equivalence.py (same directory) for compiling,
 launching and reading checkpoints.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import equivalence as harness  # noqa: E402
+
+
+def reference_of(workdir, run_name):
+    """The losses and checkpoint of a reference run trained before."""
+    return (harness.losses(os.path.join(workdir, run_name + ".jsonl")),
+            harness.read_safetensors(os.path.join(
+                workdir, run_name + ".ckpt", "checkpoint.safetensors")))
 
 
 def main():
@@ -38,8 +52,13 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--lr-scale", type=float, default=1.0)
+    parser.add_argument("--cache", help="where reference runs are kept")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
+    cache = args.cache or args.workdir
+    os.makedirs(cache, exist_ok=True)
+    with open(args.model, "rb") as f:
+        model_hash = hashlib.sha256(f.read()).hexdigest()
 
     failed = False
     for spec in args.plan:
@@ -51,15 +70,26 @@ def main():
         with open(reference_path, "w") as f:
             json.dump(reference_plan, f)
         ranks = harness.mesh_devices(plan)
+        key = hashlib.sha256(json.dumps(
+            [model_hash, reference_plan, args.steps, args.lr],
+            sort_keys=True).encode()).hexdigest()[:16]
         results = {}
-        for label, path, lr in (("none", reference_path, args.lr),
-                                (policy, plan_path, args.lr * args.lr_scale)):
-            program = os.path.join(args.workdir, f"{name}-{label}.ptp")
+        for label, path, lr, workdir, run_name in (
+                ("none", reference_path, args.lr, cache, "none-" + key),
+                (policy, plan_path, args.lr * args.lr_scale, args.workdir,
+                 f"{name}-{policy}")):
+            done = os.path.join(workdir, run_name + ".done")
+            if label == "none" and os.path.exists(done):
+                results[label] = reference_of(workdir, run_name)
+                continue
+            program = os.path.join(workdir, run_name + ".ptp")
             harness.run(["partition-compile", args.model, "-o", program,
                          "--plan", path])
             results[label] = harness.train(
                 harness.launcher(ranks) if ranks > 1 else [], program, args,
-                args.workdir, f"{name}-{label}", lr)
+                workdir, run_name, lr)
+            if label == "none":
+                open(done, "w").close()
         (ref_losses, ref_params), (losses, params) = (results["none"],
                                                       results[policy])
         loss_diff = harness.compare_losses(ref_losses, losses, args.steps)
