@@ -1,8 +1,14 @@
 //===- Trainer.cpp - the training loop of partition-run -------------------===//
+//
+// A rank's Run (TrainerRun.h): its communicators, backend and batch shape,
+// the step loop (data, learning rate, evaluation, checkpoints, stopping
+// together) and its reports. Initialising and checkpointing the state is
+// RunState.cpp.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/Trainer.h"
-
-#include "runtime/ReplicaGradients.h"
+#include "runtime/TrainerRun.h"
 
 #include "runtime/Backend.h"
 #include "runtime/Init.h"
@@ -101,9 +107,10 @@ double scheduledLearningRate(const TrainOptions &options, int64_t step) {
   return minLr + (options.lr - minLr) * cosine;
 }
 
+namespace detail {
+
 namespace {
 
-namespace data = partition::runtime::data;
 namespace ckpt = partition::runtime::checkpoint;
 
 /// Tokens the built-in language generates for training and evaluation: a
@@ -129,10 +136,6 @@ data::Split loadData(const TrainOptions &options, int64_t vocab,
   data::validateVocab(*stream, vocab);
   return data::splitTrainEval(stream, options.evalFraction);
 }
-
-/// The stop flag of a failed --metrics-out write: above every signal
-/// number, so that it wins the all-reduce (max) over an interruption.
-constexpr int kStopForMetrics = 1000;
 
 /// The groups of mesh axes the run needs: those of the program's
 /// collectives, those that hold the blocks of a sharded buffer (gathered
@@ -181,7 +184,12 @@ std::vector<std::pair<int64_t, int64_t>> transferPairs(const Program &program) {
   return pairs;
 }
 
-std::vector<comm::MeshAxisSize> meshSizes(const Program &program);
+std::vector<comm::MeshAxisSize> meshSizes(const Program &program) {
+  std::vector<comm::MeshAxisSize> sizes;
+  for (const MeshAxis &axis : program.mesh)
+    sizes.push_back({axis.name, axis.size});
+  return sizes;
+}
 
 /// The communicators of a program: the groups its collectives and sharded
 /// state need, and a pair per connected pair of stages.
@@ -210,6 +218,8 @@ Program stageProgram(const Program &loaded, const std::string &path,
   return program;
 }
 
+} // namespace
+
 /// The one buffer of `role` in `buffers`, or null.
 const BufferInfo *findRole(const std::vector<BufferInfo> &buffers, Role role) {
   for (const BufferInfo &buffer : buffers)
@@ -218,297 +228,97 @@ const BufferInfo *findRole(const std::vector<BufferInfo> &buffers, Role role) {
   return nullptr;
 }
 
-/// A checkpointed tensor: its name, the first stage that holds it (which
-/// saves it) and its buffer there, and this rank's own buffer of it (null
-/// when this rank's stage does not hold it).
-struct CheckpointEntry {
-  std::string name;
-  size_t holder = 0;
-  const BufferInfo *holderBuffer = nullptr;
-  const BufferInfo *mine = nullptr;
-};
 
-std::vector<comm::MeshAxisSize> meshSizes(const Program &program) {
-  std::vector<comm::MeshAxisSize> sizes;
-  for (const MeshAxis &axis : program.mesh)
-    sizes.push_back({axis.name, axis.size});
-  return sizes;
+Run::Run(const TrainOptions &options, const Program &loaded,
+         comm::Communicator &world, comm::Communicator &global,
+         const ReplicaRun *replicaRun)
+    : options(options),
+      program(stageProgram(loaded, options.program, world.rank(),
+                           world.size())),
+      world(world), global(global), replicaRun(replicaRun),
+      leader(global.rank() == 0),
+      quiet(options.quiet || !leader),
+      tokens(findRole(program.buffers, Role::Tokens)),
+      targets(findRole(program.buffers, Role::Targets)),
+      loss(findRole(program.buffers, Role::Loss)),
+      batchShape(*findRole(program.streams.front().buffers, Role::Tokens)) {
+  if (batchShape.shape.size() != 2)
+    throw ProgramError(options.program + ": the tokens buffer is not [B, T]");
+  stageRoot = leader;
+  // A step without an optimizer outputs gradients and never changes the
+  // parameters: training with it would print a flat loss curve.
+  if (!program.withRole(Role::Gradient).empty() ||
+      program.withRole(Role::LearningRate).empty())
+    throw ProgramError(options.program +
+                       ": the program has no optimizer (compiled with "
+                       "--optimizer none, it outputs gradients); compile "
+                       "it with --optimizer adamw to train");
+  if (!program.mesh.empty())
+    mesh = meshCommunicators(world, program, neededGroups(program));
+  std::string chosen = agreeOnBackend();
+  // The gradient sum across replicas goes through host memory over MPI
+  // and has not run on GPUs yet: refused there rather than untested.
+  if (chosen == "cuda" && replicaRun)
+    throw ProgramError(options.program +
+                       ": nonuniform replicas run on the CPU backend only "
+                       "(their gradient sum is not tested on GPUs); run "
+                       "it with --backend cpu");
+  if (chosen == "cuda")
+    createCuda();
+  else
+    backend = createCpuBackend(program, mesh.get());
+  if (mesh) {
+    for (const comm::MeshAxisSize &axis : mesh->mesh())
+      meshShape.push_back(axis.size);
+    // The data axis is found by its role (#dist.plan), not its name.
+    if (int dp = program.dataAxisIndex(); dp >= 0) {
+      const std::string &axis = program.mesh[dp].name;
+      dpRank = mesh->coordinate(axis);
+      dpSize = mesh->axisSize(axis);
+      dpGroup = mesh->group({static_cast<uint32_t>(dp)});
+    }
+    // Pipeline stages: the loss comes from the last one. Its rank with
+    // every other coordinate 0 broadcasts it.
+    if (int pp = program.pipelineAxisIndex(); pp >= 0) {
+      std::vector<int64_t> coordinates(meshShape.size(), 0);
+      coordinates[pp] = meshShape[pp] - 1;
+      lossRoot = int(comm::meshRank(coordinates, meshShape));
+      lossPeer = "(stage " + std::to_string(program.stream) +
+                 ", from stage " + std::to_string(meshShape[pp] - 1) +
+                 " = rank " + std::to_string(lossRoot) + ")";
+      std::vector<int64_t> mine = mesh->coordinates();
+      mine[pp] = 0;
+      stageRoot =
+          std::all_of(mine.begin(), mine.end(), [](int64_t c) { return c == 0; });
+    }
+  }
+  // The tokens buffer (the first stage's: a later stage may have none)
+  // holds this rank's block of the global batch the loader yields: its
+  // rows for data parallelism (by the program's recorded layout, which
+  // may split the sequence too).
+  localBatch = batchShape.shape[0];
+  batch = batchShape.sharded() ? batchShape.logicalShape()[0]
+                               : localBatch * dpSize;
+  seq = batchShape.sharded() ? batchShape.logicalShape()[1]
+                             : batchShape.shape[1];
+  vocab = program.modelInt("vocab");
+  layers = program.modelInt("layers");
+  if (replicaRun) {
+    // The loader yields global batches; feed() takes the replica's rows.
+    const ReplicaProgram &replica = replicaRun->loaded.replicas[replicaRun->index];
+    batch = 0;
+    for (const ReplicaProgram &each : replicaRun->loaded.replicas)
+      batch += each.batchRows;
+    replicaRows = {replica.batchOffset, replica.batchRows};
+    replicaWeight = double(replica.batchRows) / double(batch);
+    replicaSum = std::make_unique<ReplicaGradientSum>(replicaRun->loaded,
+                                                      program, global);
+  }
+  if (!program.function("eval_step") && options.evalEvery > 0 && !quiet)
+    std::fprintf(stderr, "partition-run: the program has no eval_step; "
+                         "no evaluation\n");
 }
 
-/// NTP: the whole program and the replica this rank runs. The Run then
-/// executes the replica's program on the replica's ranks (its `world`) and
-/// uses the job's world for what spans the replicas: the exact gradient
-/// sum, the weighted loss, stopping, reports and the trace.
-struct ReplicaRun {
-  const Program &loaded;
-  size_t index;
-};
-
-class Run {
-public:
-  Run(const TrainOptions &options, const Program &loaded,
-      comm::Communicator &world, comm::Communicator &global,
-      const ReplicaRun *replicaRun = nullptr)
-      : options(options),
-        program(stageProgram(loaded, options.program, world.rank(),
-                             world.size())),
-        world(world), global(global), replicaRun(replicaRun),
-        leader(global.rank() == 0),
-        quiet(options.quiet || !leader),
-        tokens(findRole(program.buffers, Role::Tokens)),
-        targets(findRole(program.buffers, Role::Targets)),
-        loss(findRole(program.buffers, Role::Loss)),
-        batchShape(*findRole(program.streams.front().buffers, Role::Tokens)) {
-    if (batchShape.shape.size() != 2)
-      throw ProgramError(options.program + ": the tokens buffer is not [B, T]");
-    stageRoot = leader;
-    // A step without an optimizer outputs gradients and never changes the
-    // parameters: training with it would print a flat loss curve.
-    if (!program.withRole(Role::Gradient).empty() ||
-        program.withRole(Role::LearningRate).empty())
-      throw ProgramError(options.program +
-                         ": the program has no optimizer (compiled with "
-                         "--optimizer none, it outputs gradients); compile "
-                         "it with --optimizer adamw to train");
-    if (!program.mesh.empty())
-      mesh = meshCommunicators(world, program, neededGroups(program));
-    std::string chosen = agreeOnBackend();
-    // The gradient sum across replicas goes through host memory over MPI
-    // and has not run on GPUs yet: refused there rather than untested.
-    if (chosen == "cuda" && replicaRun)
-      throw ProgramError(options.program +
-                         ": nonuniform replicas run on the CPU backend only "
-                         "(their gradient sum is not tested on GPUs); run "
-                         "it with --backend cpu");
-    if (chosen == "cuda")
-      createCuda();
-    else
-      backend = createCpuBackend(program, mesh.get());
-    if (mesh) {
-      for (const comm::MeshAxisSize &axis : mesh->mesh())
-        meshShape.push_back(axis.size);
-      // The data axis is found by its role (#dist.plan), not its name.
-      if (int dp = program.dataAxisIndex(); dp >= 0) {
-        const std::string &axis = program.mesh[dp].name;
-        dpRank = mesh->coordinate(axis);
-        dpSize = mesh->axisSize(axis);
-        dpGroup = mesh->group({static_cast<uint32_t>(dp)});
-      }
-      // Pipeline stages: the loss comes from the last one. Its rank with
-      // every other coordinate 0 broadcasts it.
-      if (int pp = program.pipelineAxisIndex(); pp >= 0) {
-        std::vector<int64_t> coordinates(meshShape.size(), 0);
-        coordinates[pp] = meshShape[pp] - 1;
-        lossRoot = int(comm::meshRank(coordinates, meshShape));
-        lossPeer = "(stage " + std::to_string(program.stream) +
-                   ", from stage " + std::to_string(meshShape[pp] - 1) +
-                   " = rank " + std::to_string(lossRoot) + ")";
-        std::vector<int64_t> mine = mesh->coordinates();
-        mine[pp] = 0;
-        stageRoot =
-            std::all_of(mine.begin(), mine.end(), [](int64_t c) { return c == 0; });
-      }
-    }
-    // The tokens buffer (the first stage's: a later stage may have none)
-    // holds this rank's block of the global batch the loader yields: its
-    // rows for data parallelism (by the program's recorded layout, which
-    // may split the sequence too).
-    localBatch = batchShape.shape[0];
-    batch = batchShape.sharded() ? batchShape.logicalShape()[0]
-                                 : localBatch * dpSize;
-    seq = batchShape.sharded() ? batchShape.logicalShape()[1]
-                               : batchShape.shape[1];
-    vocab = program.modelInt("vocab");
-    layers = program.modelInt("layers");
-    if (replicaRun) {
-      // The loader yields global batches; feed() takes the replica's rows.
-      const ReplicaProgram &replica = replicaRun->loaded.replicas[replicaRun->index];
-      batch = 0;
-      for (const ReplicaProgram &each : replicaRun->loaded.replicas)
-        batch += each.batchRows;
-      replicaRows = {replica.batchOffset, replica.batchRows};
-      replicaWeight = double(replica.batchRows) / double(batch);
-      replicaSum = std::make_unique<ReplicaGradientSum>(replicaRun->loaded,
-                                                        program, global);
-    }
-    if (!program.function("eval_step") && options.evalEvery > 0 && !quiet)
-      std::fprintf(stderr, "partition-run: the program has no eval_step; "
-                           "no evaluation\n");
-  }
-
-  TrainResult execute();
-
-  /// --trace: checks (rank 0) that the file can be written, then starts
-  /// every rank's clock after one world barrier and records from now on.
-  void startTrace() {
-    if (leader) {
-      std::ofstream probe(options.trace, std::ios::trunc);
-      if (!probe)
-        throw ProgramError(options.trace +
-                           ": cannot write the trace (--trace); check that "
-                           "its directory exists and is writable");
-    }
-    if (global.size() > 1)
-      global.barrier({"trace start", -1});
-    trace = std::make_unique<TraceRecorder>(TraceRecorder::Clock::now());
-    backend->setTrace(trace.get());
-  }
-  /// Rank 0 gathers every rank's spans and writes the trace.
-  void finishTrace() {
-    backend->setTrace(nullptr);
-    std::string name = "rank " + std::to_string(global.rank());
-    if (program.streams.size() > 1)
-      name += " (stage " + std::to_string(program.stream) + ")";
-    if (replicaRun)
-      name += " (replica " + std::to_string(replicaRun->index) + ")";
-    try {
-      writeTrace(options.trace, *trace, name, global);
-    } catch (const std::runtime_error &error) {
-      throw ProgramError(error.what());
-    }
-    if (!quiet)
-      std::printf("trace: %s (%d rank%s, open it in ui.perfetto.dev)\n",
-                  options.trace.c_str(), global.size(),
-                  global.size() == 1 ? "" : "s");
-  }
-
-private:
-  /// chooseBackend on every rank, then the same answer everywhere: the CPU
-  /// when any rank's auto chose it (a node with too few devices).
-  std::string agreeOnBackend();
-  /// The CUDA backend on device options.nodeRank, with NCCL communicators
-  /// for the program's collectives.
-  void createCuda();
-  void initialise();
-  void restore(const std::string &dir);
-  /// --init-from: the parameters of the checkpoint in `dir`; moments and
-  /// step stay zero.
-  void initialiseFrom(const std::string &dir);
-  void save(const std::string &dir, int64_t completed);
-  /// Throws unless every data-parallel replica holds the same state.
-  void checkReplicas(const char *after);
-  /// This rank's block of `logical`, the whole of `buffer`'s tensor.
-  std::vector<float> ownBlock(const BufferInfo &buffer,
-                              std::vector<float> logical) const;
-  /// The whole tensor of a sharded `buffer`, gathered from the ranks that
-  /// hold its blocks (collective over them).
-  std::vector<float> gatherLogical(const BufferInfo &buffer,
-                                   const std::vector<float> &block,
-                                   int64_t step);
-  void feed(const data::Batch &global);
-  /// The loss of the function just run: this rank's loss buffer, or with
-  /// pipeline stages the last stage's, broadcast to every rank.
-  float readLoss(int64_t step) {
-    float value = 0;
-    if (loss)
-      backend->read(*loss, &value);
-    if (replicaRun) {
-      // Each replica's loss is the mean over its rows: the global batch's
-      // is their sum weighted by the replicas' shares (one rank of each).
-      value = world.rank() == 0 ? float(replicaWeight * value) : 0.0f;
-      global.allReduce(&value, 1, comm::ReduceOp::Sum,
-                       {"loss of the replicas", step});
-      return value;
-    }
-    if (program.streams.size() > 1)
-      world.broadcast(&value, 1, lossRoot,
-                      {"loss from the last stage", step, lossPeer.c_str()});
-    return value;
-  }
-  /// What a checkpoint holds: every logical tensor once, parameters then
-  /// AdamW moments, over every stage.
-  std::vector<CheckpointEntry> checkpointEntries() const;
-  /// The world rank of stage `stage`'s rank with every other coordinate 0.
-  /// Parameters held by more than one stage, counted once per extra copy.
-  size_t tiedCopies() const {
-    std::set<std::string> names;
-    size_t copies = 0;
-    for (auto [stage, index] : program.withRoleInStreams(Role::Param))
-      copies += !names.insert(program.streams[stage].buffers[index].name).second;
-    return copies;
-  }
-  int stageRootRank(size_t stage) const {
-    int pp = program.pipelineAxisIndex();
-    if (pp < 0)
-      return 0;
-    std::vector<int64_t> coordinates(meshShape.size(), 0);
-    coordinates[pp] = int64_t(stage);
-    return int(comm::meshRank(coordinates, meshShape));
-  }
-  double evaluate(int64_t step);
-  /// After step `step`: the largest of every rank's `local` stop flag (0:
-  /// carry on; a signal number; kStopForMetrics), so that all ranks stop
-  /// after the same step. One all-reduce of one float on many ranks.
-  int agreeToStop(int local, int64_t step);
-  /// Every rank's (peak RSS, device bytes), gathered on all ranks.
-  std::vector<std::pair<int64_t, int64_t>> gatherPeaks(int64_t rss,
-                                                       int64_t device);
-  /// Every rank's `bytes` (at most 2^48), gathered on all ranks; `what`
-  /// names the collective in traces and errors.
-  std::vector<int64_t> gatherBytes(int64_t bytes, const char *what);
-  /// The arena this rank's instructions really address: the end of the
-  /// highest buffer an instruction of a function that ran reads or writes,
-  /// in the memory plan's 64-byte lines (every buffer starts on one). With
-  /// a right memory plan, its stage's arena_peak.
-  int64_t arenaUsed() const;
-  /// Whether eval_step ran (its buffers count in arenaUsed).
-  bool evaluated = false;
-  size_t functionIndex(const char *name) const {
-    for (size_t i = 0; i < program.functions.size(); ++i)
-      if (program.functions[i].name == name)
-        return i;
-    throw ProgramError(options.program + ": no function " + name);
-  }
-
-  const TrainOptions &options;
-  /// The loaded program with this rank's stream selected.
-  Program program;
-  /// The ranks that run `program` (NTP: this rank's replica), and every
-  /// rank of the job (the same communicator without replicas).
-  comm::Communicator &world;
-  comm::Communicator &global;
-  const ReplicaRun *replicaRun;
-  /// NTP: this replica's rows of each global batch (first, count), its
-  /// share of the batch, and the gradient sum across replicas.
-  std::pair<int64_t, int64_t> replicaRows{0, 0};
-  double replicaWeight = 1;
-  std::unique_ptr<ReplicaGradientSum> replicaSum;
-  /// Rank 0 prints, writes metrics and checkpoints.
-  bool leader;
-  bool quiet;
-  /// This stage's buffers of each role; null where its stream has none (a
-  /// later pipeline stage takes no tokens, an earlier one no targets and
-  /// no loss).
-  const BufferInfo *tokens, *targets, *loss;
-  /// The first stage's tokens buffer: the batch's shape and layout.
-  const BufferInfo &batchShape;
-  /// Pipeline: the world rank that broadcasts the last stage's loss, and
-  /// whether this rank is its stage's rank with every other coordinate 0
-  /// (the one that hands its stage's tensors to rank 0 for --save).
-  int lossRoot = 0;
-  bool stageRoot = true;
-  /// Names the last stage in the messages of the loss's collective.
-  std::string lossPeer;
-  /// --trace: every rank's spans (rank 0 writes them at the end).
-  std::unique_ptr<TraceRecorder> trace;
-  std::unique_ptr<comm::MeshCommunicators> mesh;
-  /// CUDA backend: the NCCL world and its groups for the program's
-  /// collectives (host-side checks keep using `mesh`); declared before
-  /// `backend`, which uses them, so they outlive it.
-  std::unique_ptr<comm::Communicator> deviceWorld;
-  std::unique_ptr<comm::MeshCommunicators> deviceMesh;
-  /// "cpu", or "cuda device D (NAME)".
-  std::string backendDescription = "cpu";
-  /// The sizes of the mesh's axes; empty without a mesh.
-  std::vector<int64_t> meshShape;
-  std::unique_ptr<Backend> backend;
-  int64_t dpRank = 0, dpSize = 1;
-  comm::Communicator *dpGroup = nullptr;
-  int64_t localBatch = 0, batch = 0, seq = 0, vocab = 0, layers = 0;
-  std::unique_ptr<data::BatchLoader> trainLoader;
-  data::TokenRange evalRange;
-  int64_t startStep = 0;
-};
 
 std::string Run::agreeOnBackend() {
   std::string choice = chooseBackend(options.backend, quiet, options.nodeRanks);
@@ -561,354 +371,6 @@ void Run::createCuda() {
   throw ProgramError("--backend cuda: this partition-run was built without "
                      "the CUDA backend");
 #endif
-}
-
-/// The model description without what the plan decides (the padding of a
-/// padded vocabulary), as checkpoints record it.
-nlohmann::json planIndependent(nlohmann::json model) {
-  model.erase("padded_vocab");
-  model.erase("padded_params");
-  return model;
-}
-
-int64_t elementsOf(const std::vector<int64_t> &shape) {
-  int64_t elements = 1;
-  for (int64_t dim : shape)
-    elements *= dim;
-  return elements;
-}
-
-/// `tensor` (buffer.tensorShape()) with the zero padding rows of a padded
-/// vocabulary appended: buffer.logicalShape(). Rows are the first
-/// dimension, so the padding is a suffix.
-std::vector<float> padded(const BufferInfo &buffer,
-                          std::vector<float> tensor) {
-  tensor.resize(elementsOf(buffer.logicalShape()), 0.0f);
-  return tensor;
-}
-
-std::vector<float> Run::ownBlock(const BufferInfo &buffer,
-                                 std::vector<float> logical) const {
-  if (!buffer.sharded())
-    return logical;
-  std::vector<float> block = std::move(logical);
-  if (!buffer.sharding.empty()) {
-    std::vector<float> part(elementsOf(buffer.blockShape()));
-    extractBlock(block.data(), buffer.logicalShape(), buffer.blockShape(),
-                 blockIndices(buffer.sharding, mesh->coordinates(), meshShape),
-                 part.data());
-    block = std::move(part);
-  }
-  if (!buffer.flat())
-    return block;
-  // ZeRO: this device's chunk of the flattened block, zero past its end.
-  int64_t chunk = buffer.elements;
-  int64_t index =
-      blockIndices({buffer.flatAxes}, mesh->coordinates(), meshShape)[0];
-  std::vector<float> shard(chunk, 0.0f);
-  for (int64_t i = 0; i < chunk && index * chunk + i < int64_t(block.size());
-       ++i)
-    shard[i] = block[index * chunk + i];
-  return shard;
-}
-
-std::vector<float> Run::gatherLogical(const BufferInfo &buffer,
-                                      const std::vector<float> &block,
-                                      int64_t step) {
-  std::vector<uint32_t> axes = buffer.stateGroup();
-  comm::Communicator &group = *mesh->group(axes);
-  std::vector<float> blocks(size_t(buffer.elements) * group.size());
-  std::string what = "gather '" + buffer.name + "' for --save";
-  group.allGather(block.data(), blocks.data(), buffer.elements,
-                  {what.c_str(), step});
-  int64_t logicalElements = 1;
-  for (int64_t dim : buffer.logicalShape())
-    logicalElements *= dim;
-  std::vector<float> logical(logicalElements);
-  // A flat shard's members first rebuild their blocks from the chunks.
-  int64_t blockElements = elementsOf(buffer.blockShape());
-  std::map<std::vector<int64_t>, std::vector<float>> flatBlocks;
-  for (int member = 0; member < group.size(); ++member) {
-    std::vector<int64_t> coordinates = groupMemberCoordinates(
-        mesh->coordinates(), axes, meshShape, member);
-    std::vector<int64_t> index =
-        blockIndices(buffer.sharding, coordinates, meshShape);
-    const float *piece = blocks.data() + size_t(member) * buffer.elements;
-    if (!buffer.flat()) {
-      insertBlock(piece, buffer.shape, index, buffer.logicalShape(),
-                  logical.data());
-      continue;
-    }
-    std::vector<float> &block = flatBlocks[index];
-    block.resize(blockElements);
-    int64_t chunk = buffer.elements;
-    int64_t at = blockIndices({buffer.flatAxes}, coordinates, meshShape)[0];
-    for (int64_t i = 0; i < chunk && at * chunk + i < blockElements; ++i)
-      block[at * chunk + i] = piece[i];
-  }
-  for (const auto &[index, block] : flatBlocks)
-    insertBlock(block.data(), buffer.blockShape(), index,
-                buffer.logicalShape(), logical.data());
-  return logical;
-}
-
-void Run::initialise() {
-  // Every rank computes the whole tensor, as one device does, and keeps its
-  // block: every plan starts from the single-device parameters.
-  for (size_t index : program.withRole(Role::Param)) {
-    const BufferInfo &param = program.buffers[index];
-    // A padded vocabulary's table: its real rows as one device has them,
-    // then zero rows (which training keeps zero).
-    std::vector<float> values = ownBlock(
-        param, padded(param, initialParameter(param.name, param.tensorShape(),
-                                              layers, options.seed)));
-    backend->write(param, values.data());
-  }
-  // Moments and the step start at zero: the backend zeroes its arena.
-}
-
-std::vector<CheckpointEntry> Run::checkpointEntries() const {
-  // Parameters, then AdamW moments, each named as checkpoints name them;
-  // a tensor several stages hold (a tied embedding) once, from the first.
-  std::vector<CheckpointEntry> entries;
-  std::map<std::string, size_t> seen;
-  for (Role role : {Role::Param, Role::Moment1, Role::Moment2}) {
-    auto nameOf = [&](const BufferInfo &buffer) {
-      return role == Role::Param     ? buffer.name
-             : role == Role::Moment1 ? ckpt::adamMName(buffer.name)
-                                     : ckpt::adamVName(buffer.name);
-    };
-    for (auto [stage, index] : program.withRoleInStreams(role)) {
-      const BufferInfo &buffer = program.streams[stage].buffers[index];
-      std::string name = nameOf(buffer);
-      if (seen.emplace(name, entries.size()).second)
-        entries.push_back({name, stage, &buffer, nullptr});
-    }
-    for (size_t index : program.withRole(role))
-      entries[seen.at(nameOf(program.buffers[index]))].mine =
-          &program.buffers[index];
-  }
-  return entries;
-}
-
-void Run::restore(const std::string &dir) {
-  ckpt::Checkpoint checkpoint = ckpt::openCheckpoint(dir);
-  if (!checkpoint.checksummed() && leader)
-    std::fprintf(stderr,
-                 "partition-run: warning: %s is a version %lld checkpoint, "
-                 "written before checksums: its bytes cannot be verified "
-                 "(its values are checked); the next --save writes them\n",
-                 ckpt::checkpointFile(dir).c_str(),
-                 static_cast<long long>(checkpoint.version));
-  // The checkpoint holds each whole (logical) tensor, whatever the plan that
-  // saved it: exactly the parameters and moments of this model, nothing
-  // more (a checkpoint of a deeper model would otherwise lose its extra
-  // layers silently).
-  std::vector<CheckpointEntry> entries = checkpointEntries();
-  // A padded vocabulary's table is saved without its padding rows
-  // (tensorShape), and the model without what the plan decides.
-  std::vector<ckpt::ExpectedTensor> expected;
-  for (const CheckpointEntry &entry : entries)
-    expected.push_back(
-        {entry.name, ckpt::DType::F32, entry.holderBuffer->tensorShape()});
-  ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump());
-  // A weights-only checkpoint (partition-import's) has no optimizer state
-  // to continue: say how to start from it instead.
-  if (!entries.empty() && checkpoint.tensors.contains(entries.front().name) &&
-      !checkpoint.tensors.contains(ckpt::adamMName(entries.front().name)))
-    throw ProgramError(ckpt::checkpointFile(dir) +
-                       " holds weights only, no optimizer state to resume; "
-                       "start from it with --init-from " + dir);
-  ckpt::checkSameTensors(checkpoint, expected);
-  // Every stage that holds a tensor loads it (both copies of a tied one).
-  for (const CheckpointEntry &entry : entries) {
-    const BufferInfo *buffer = entry.mine;
-    if (!buffer)
-      continue;
-    std::vector<float> values(elementsOf(buffer->tensorShape()));
-    // Verifies the tensor's checksum and that its values are finite.
-    checkpoint.read(entry.name, ckpt::DType::F32, buffer->tensorShape(),
-                    values.data(), values.size() * sizeof(float));
-    backend->write(*buffer,
-                   ownBlock(*buffer, padded(*buffer, std::move(values))).data());
-  }
-  startStep = checkpoint.state.step;
-  for (size_t index : program.withRole(Role::Step)) {
-    int32_t step = static_cast<int32_t>(startStep);
-    backend->write(program.buffers[index], &step);
-  }
-  const ckpt::Metadata &metadata = checkpoint.tensors.metadata();
-  trainLoader->seek(checkpoint.state.dataPosition,
-                    metadata.count("data_epoch")
-                        ? ckpt::integerMetadata(checkpoint.tensors,
-                                                "data_epoch")
-                        : 0);
-  if (!quiet)
-    std::printf("resumed from %s at step %lld\n", dir.c_str(),
-                static_cast<long long>(startStep));
-}
-
-void Run::initialiseFrom(const std::string &dir) {
-  ckpt::Checkpoint checkpoint = ckpt::openCheckpoint(dir);
-  if (!checkpoint.checksummed() && leader)
-    std::fprintf(stderr,
-                 "partition-run: warning: %s is a version %lld checkpoint, "
-                 "written before checksums: its bytes cannot be verified "
-                 "(its values are checked)\n",
-                 ckpt::checkpointFile(dir).c_str(),
-                 static_cast<long long>(checkpoint.version));
-  // What to do differs from --resume's: compile the checkpoint's model.
-  const char *otherModel =
-      "the checkpoint was written for another model; start from it with the "
-      "program of that model (partition-import writes its model.mlir), or "
-      "without --init-from";
-  ckpt::checkSameModel(checkpoint, planIndependent(program.model).dump(),
-                       otherModel);
-  // The parameters, and the moments too when the checkpoint has them (a
-  // training checkpoint): they are left unread, but anything else means
-  // another model.
-  // With pipeline stages the model's parameters are those of every stage
-  // (checkpointEntries); this rank loads the ones its stage holds.
-  std::vector<ckpt::ExpectedTensor> expected;
-  std::vector<const BufferInfo *> all, params;
-  for (const CheckpointEntry &entry : checkpointEntries())
-    if (entry.holderBuffer->role == Role::Param) {
-      all.push_back(entry.holderBuffer);
-      if (entry.mine)
-        params.push_back(entry.mine);
-      expected.push_back(
-          {entry.name, ckpt::DType::F32, entry.holderBuffer->tensorShape()});
-    }
-  if (!all.empty() &&
-      checkpoint.tensors.contains(ckpt::adamMName(all.front()->name)))
-    for (const BufferInfo *param : all)
-      for (const std::string &moment :
-           {ckpt::adamMName(param->name), ckpt::adamVName(param->name)})
-        expected.push_back({moment, ckpt::DType::F32, param->tensorShape()});
-  ckpt::checkSameTensors(checkpoint, expected, otherModel);
-  for (const BufferInfo *param : params) {
-    std::vector<float> values(elementsOf(param->tensorShape()));
-    checkpoint.read(param->name, ckpt::DType::F32, param->tensorShape(),
-                    values.data(), values.size() * sizeof(float));
-    backend->write(*param,
-                   ownBlock(*param, padded(*param, std::move(values))).data());
-  }
-  // Moments and the step start at zero (the backend zeroes its arena), the
-  // data at its beginning: a fresh run from these weights.
-  if (!quiet)
-    std::printf("initialised from %s (weights of step %lld; fresh optimizer "
-                "state, step 0)\n",
-                dir.c_str(), static_cast<long long>(checkpoint.state.step));
-}
-
-void Run::save(const std::string &dir, int64_t completed) {
-  // NTP: every replica holds every logical tensor (the same values after
-  // each step); replica 0, whose first rank is rank 0, saves them.
-  if (replicaRun && replicaRun->index != 0)
-    return;
-  // Parameters and moments, each a whole logical tensor named after its
-  // parameter, read to the host and written in one atomic file.
-  std::vector<CheckpointEntry> entries = checkpointEntries();
-  // Every rank of the stage that holds a tensor takes part in the gathers
-  // of its sharded buffers, in this order; that stage's first rank hands
-  // the whole tensor to rank 0, which alone writes.
-  std::vector<std::vector<float>> storage(entries.size());
-  std::vector<ckpt::TensorRef> tensors;
-  constexpr int kCheckpointTag = 12;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const CheckpointEntry &entry = entries[i];
-    std::string what = "'" + entry.name + "' to rank 0 for --save";
-    if (entry.holder == program.stream) {
-      const BufferInfo &buffer = *entry.mine;
-      if (!stageRoot && !buffer.sharded())
-        continue;
-      storage[i].resize(buffer.elements);
-      backend->read(buffer, storage[i].data());
-      if (buffer.sharded())
-        storage[i] = gatherLogical(buffer, storage[i], completed);
-      // The padding rows of a padded vocabulary are the last: cut them.
-      storage[i].resize(elementsOf(buffer.tensorShape()));
-      if (stageRoot && !leader) {
-        world.sendEager(storage[i].data(), storage[i].size() * sizeof(float),
-                        0, kCheckpointTag, {what.c_str(), completed});
-        world.completeSends({what.c_str(), completed});
-      }
-    } else if (leader) {
-      storage[i].resize(elementsOf(entry.holderBuffer->tensorShape()));
-      world.recvBytes(storage[i].data(), storage[i].size() * sizeof(float),
-                      stageRootRank(entry.holder), kCheckpointTag,
-                      {what.c_str(), completed});
-    }
-    if (leader)
-      tensors.push_back({entry.name, ckpt::DType::F32,
-                         entry.holderBuffer->tensorShape(), storage[i].data(),
-                         storage[i].size() * sizeof(float)});
-    else
-      storage[i] = {};
-  }
-  if (!leader)
-    return;
-  ckpt::TrainingState state{completed, trainLoader->position(), options.seed};
-  ckpt::Metadata extra{{"data_epoch", std::to_string(trainLoader->epoch())},
-                       {"model", planIndependent(program.model).dump()}};
-  ckpt::saveCheckpoint(dir, tensors, state, extra);
-}
-
-/// FNV-1a over the bytes of a buffer, continuing from `hash`.
-uint64_t fnv1a(const std::vector<uint8_t> &bytes, uint64_t hash) {
-  for (uint8_t byte : bytes)
-    hash = (hash ^ byte) * 0x100000001b3ull;
-  return hash;
-}
-
-void Run::checkReplicas(const char *after) {
-  // Initialisation depends only on (seed, name, shape), so replicas agree by
-  // construction; a difference means ranks were given other seeds,
-  // checkpoints or binaries. Comparing a hash (one all-reduce of 8 floats)
-  // finds that, where broadcasting rank 0's state, as PyTorch DDP does,
-  // would cost a copy of the whole state and hide the mistake.
-  // NTP: the holders of each logical box, across replicas of different
-  // degrees, compare it group by group.
-  if (replicaSum && !replicaSum->sameState(*backend, startStep))
-    throw ProgramError(
-        std::string("the nonuniform replicas hold different parameters "
-                    "after ") +
-        after +
-        "; start every rank with the same --seed, --resume checkpoint and "
-        "partition-run binary");
-  if (!dpGroup || dpGroup->size() == 1)
-    return;
-  uint64_t hash = 0xcbf29ce484222325ull;
-  // A block split over dp differs between replicas by design: leave it out.
-  // Blocks split over other axes are the same block on every replica.
-  int dpAxis = program.dataAxisIndex();
-  for (Role role : {Role::Param, Role::Moment1, Role::Moment2, Role::Step})
-    for (size_t index : program.withRole(role)) {
-      const BufferInfo &buffer = program.buffers[index];
-      std::vector<uint32_t> axes = buffer.stateGroup();
-      if (std::find(axes.begin(), axes.end(), uint32_t(dpAxis)) != axes.end())
-        continue;
-      std::vector<uint8_t> bytes(buffer.bytes);
-      backend->read(buffer, bytes.data());
-      hash = fnv1a(bytes, hash);
-    }
-  // 16-bit pieces are exact in a float; max of x and of -x give the
-  // largest and the smallest value over the group.
-  float pieces[8];
-  for (int i = 0; i < 4; ++i) {
-    pieces[i] = float((hash >> (16 * i)) & 0xffff);
-    pieces[4 + i] = -pieces[i];
-  }
-  dpGroup->allReduce(pieces, 8, comm::ReduceOp::Max,
-                     {"replica check", startStep});
-  for (int i = 0; i < 4; ++i)
-    if (pieces[i] != -pieces[4 + i])
-      throw ProgramError(
-          std::string("the data-parallel replicas hold different parameters "
-                      "after ") +
-          after +
-          "; start every rank with the same --seed, --resume checkpoint and "
-          "partition-run binary");
 }
 
 void Run::feed(const data::Batch &whole) {
@@ -1300,7 +762,7 @@ TrainResult Run::execute() {
   return {stop, false};
 }
 
-} // namespace
+} // namespace detail
 
 void checkWorldSize(const Program &program, const std::string &path,
                     int worldSize) {
@@ -1325,7 +787,7 @@ void checkWorldSize(const Program &program, const std::string &path,
 TrainResult train(const TrainOptions &options, const Program &program,
                   comm::Communicator &world) {
   if (program.replicas.empty())
-    return Run(options, program, world, world).execute();
+    return detail::Run(options, program, world, world).execute();
   // NTP: ranks are numbered replica by replica; each runs its replica's
   // program on the replica's ranks, split from the world by every rank.
   checkWorldSize(program, options.program, world.size());
@@ -1333,8 +795,9 @@ TrainResult train(const TrainOptions &options, const Program &program,
   std::unique_ptr<comm::Communicator> replicaWorld =
       world.split(int(index), local, {"replica groups", -1});
   Program mine = splitAtOptimizer(*program.replicas[index].program);
-  ReplicaRun replica{program, index};
-  return Run(options, mine, *replicaWorld, world, &replica).execute();
+  detail::ReplicaRun replica{program, index};
+  return detail::Run(options, mine, *replicaWorld, world, &replica)
+      .execute();
 }
 
 TrainResult train(const TrainOptions &options) {
