@@ -9,6 +9,7 @@
 
 #include "runtime/Program.h"
 #include "runtime/program/ProgramFormat.h"
+#include "unittests/runtime/LoaderTesting.h"
 #include "unittests/runtime/SerializeProgram.h"
 
 #include <gtest/gtest.h>
@@ -24,22 +25,8 @@ using runtime::Transfer;
 
 namespace {
 
-Program roundTrip(const Program &program) {
-  std::string bytes = testprograms::serializeProgram(program);
-  return Program::parse(reinterpret_cast<const uint8_t *>(bytes.data()),
-                        bytes.size(), "p.ptp");
-}
-
-std::string rejection(const Program &program) {
-  try {
-    roundTrip(program);
-  } catch (const runtime::ProgramError &error) {
-    std::string message = error.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    return message;
-  }
-  return "";
-}
+using testprograms::rejection;
+using testprograms::roundTrip;
 
 BufferInfo buffer(Role role, const char *name, DType dtype,
                   std::vector<int64_t> shape, uint64_t offset) {

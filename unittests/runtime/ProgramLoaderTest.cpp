@@ -11,6 +11,7 @@
 #include "runtime/Program.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/comm/SelfCommunicator.h"
+#include "unittests/runtime/LoaderTesting.h"
 #include "unittests/runtime/SerializeProgram.h"
 
 #include <gtest/gtest.h>
@@ -26,23 +27,8 @@ using runtime::ReduceKind;
 
 namespace {
 
-Program roundTrip(const Program &program) {
-  std::string bytes = testprograms::serializeProgram(program);
-  return Program::parse(reinterpret_cast<const uint8_t *>(bytes.data()),
-                        bytes.size(), "p.ptp");
-}
-
-/// The loader's message for `program`, or "" when it loads.
-std::string rejection(const Program &program) {
-  try {
-    roundTrip(program);
-  } catch (const runtime::ProgramError &error) {
-    std::string message = error.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    return message;
-  }
-  return "";
-}
+using testprograms::rejection;
+using testprograms::roundTrip;
 
 Instruction allReduce(std::vector<uint32_t> args, std::vector<uint32_t> axes,
                       std::string label = "grads bucket 0",

@@ -11,6 +11,7 @@
 
 #include "runtime/Program.h"
 #include "runtime/ReplicaGradients.h"
+#include "unittests/runtime/LoaderTesting.h"
 #include "unittests/runtime/SerializeProgram.h"
 
 #include <gtest/gtest.h>
@@ -26,22 +27,8 @@ using runtime::Role;
 
 namespace {
 
-Program roundTrip(const Program &program) {
-  std::string bytes = testprograms::serializeProgram(program);
-  return Program::parse(reinterpret_cast<const uint8_t *>(bytes.data()),
-                        bytes.size(), "p.ptp");
-}
-
-std::string rejection(const Program &program) {
-  try {
-    roundTrip(program);
-  } catch (const runtime::ProgramError &error) {
-    std::string message = error.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    return message;
-  }
-  return "";
-}
+using testprograms::rejection;
+using testprograms::roundTrip;
 
 BufferInfo state(Role role, const char *name, std::vector<int64_t> shape,
                  uint64_t offset, bool split) {

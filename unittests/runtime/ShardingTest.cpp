@@ -8,6 +8,7 @@
 
 #include "runtime/Program.h"
 #include "runtime/Sharding.h"
+#include "unittests/runtime/LoaderTesting.h"
 #include "unittests/runtime/SerializeProgram.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,9 @@ using namespace partition;
 using namespace partition::runtime;
 
 namespace {
+
+using testprograms::rejection;
+using testprograms::roundTrip;
 
 // Mesh dp=2 x tp=2: axis 0 is dp, axis 1 is tp.
 const std::vector<int64_t> kMesh = {2, 2};
@@ -108,23 +112,6 @@ TEST(Sharding, GroupsAndTheirMembers) {
 //===----------------------------------------------------------------------===//
 // The loader
 //===----------------------------------------------------------------------===//
-
-Program roundTrip(const Program &program) {
-  std::string bytes = testprograms::serializeProgram(program);
-  return Program::parse(reinterpret_cast<const uint8_t *>(bytes.data()),
-                        bytes.size(), "p.ptp");
-}
-
-std::string rejection(const Program &program) {
-  try {
-    roundTrip(program);
-  } catch (const ProgramError &error) {
-    std::string message = error.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    return message;
-  }
-  return "";
-}
 
 /// minimalProgram on a dp=2 x tp=2 mesh whose buffer "b" [2, 3] is the
 /// parameter "w", split [[tp], []]: logical [4, 3].
