@@ -146,9 +146,18 @@ bool PartitionMesh::isPartAxes(ArrayRef<StringRef> axes) const {
   return false;
 }
 
+bool isLayoutPreserving(Operation *op) {
+  auto ruled = dyn_cast<xfmr::ShardingRuleOpInterface>(op);
+  if (!ruled || op->getNumOperands() != 1 || op->getNumResults() != 1)
+    return false;
+  xfmr::ShardingRule rule = ruled.getShardingRule();
+  return rule.getNumOperands() == 1 && rule.getNumResults() == 1 &&
+         rule.getOperand(0) == rule.getResult(0);
+}
+
 std::optional<int64_t> stateLayer(func::FuncOp step, Value value) {
   if (Operation *def = value.getDefiningOp())
-    if (def->getNumOperands() == 1 && isa<xfmr::CastOp>(def))
+    if (isLayoutPreserving(def))
       value = def->getOperand(0);
   auto arg = dyn_cast<BlockArgument>(value);
   if (!arg || arg.getOwner()->getParentOp() != step)

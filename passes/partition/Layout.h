@@ -92,6 +92,10 @@ struct PartitionMesh {
 /// its mesh is missing.
 mlir::FailureOr<PartitionMesh> lookupPartitionMesh(mlir::ModuleOp module);
 
+/// Whether `op` is a one-operand op whose result is laid out as its
+/// operand (its rule maps both to the same factors): a cast.
+bool isLayoutPreserving(mlir::Operation *op);
+
 /// `[dp, tp]`, for messages and labels.
 std::string describe(llvm::ArrayRef<llvm::StringRef> axes);
 

@@ -9,15 +9,6 @@ using namespace partition::xfmr;
 
 namespace partition {
 
-bool isLayoutPreserving(Operation *op) {
-  auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
-  if (!ruled || op->getNumOperands() != 1 || op->getNumResults() != 1)
-    return false;
-  ShardingRule rule = ruled.getShardingRule();
-  return rule.getNumOperands() == 1 && rule.getNumResults() == 1 &&
-         rule.getOperand(0) == rule.getResult(0);
-}
-
 LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
                               WeightPlacement &placement) {
   auto ruled = dyn_cast<ShardingRuleOpInterface>(op);

@@ -49,10 +49,6 @@ public:
   virtual std::optional<int64_t> layerOf(mlir::Value value) const = 0;
 };
 
-/// Whether `op` is a one-operand op whose result is laid out as its
-/// operand (its rule maps both to the same factors): a cast.
-bool isLayoutPreserving(mlir::Operation *op);
-
 /// Places the unplaced parameters `op` reads (see above).
 mlir::LogicalResult placeWeightsFor(mlir::Operation *op,
                                     const PartitionMesh &mesh,
