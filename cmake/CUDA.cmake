@@ -1,5 +1,5 @@
 # Optional CUDA parts: the CUDA language (for the CUDA backend's kernels,
-# runtime/cuda), the CUDA runtime and cuBLAS (CUDAToolkit), and NCCL.
+# runtime/backend/cuda), the CUDA runtime and cuBLAS (CUDAToolkit), and NCCL.
 #
 # Sets, for the rest of the build:
 #   PARTITION_HAVE_CUDA  ON when the CUDA compiler and toolkit were found and

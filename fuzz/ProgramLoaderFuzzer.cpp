@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/KernelArgs.h"
-#include "runtime/Program.h"
+#include "runtime/program/KernelArgs.h"
+#include "runtime/program/Program.h"
 
 #include <cstdint>
 #include <cstdio>

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Random.h"
+#include "runtime/train/Random.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -16,7 +16,7 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
-#include "runtime/KernelTable.h"
+#include "runtime/program/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -40,7 +40,7 @@ namespace {
 using runtime::KernelId;
 
 /// Emits an rt.kernel. The lowering names kernels only by id and takes the
-/// name from the table (runtime/Kernels.def), so a typo cannot compile.
+/// name from the table (runtime/program/Kernels.def), so a typo cannot compile.
 KernelOp createKernel(OpBuilder &builder, Location loc, KernelId kernel,
                       ValueRange inputs, ValueRange outputs,
                       ArrayRef<int64_t> ints = {}, ArrayRef<float> floats = {}) {

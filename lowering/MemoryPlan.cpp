@@ -8,7 +8,7 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "lowering/ZeroMemory.h"
-#include "runtime/KernelTable.h"
+#include "runtime/program/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -97,7 +97,7 @@ runtime::KernelId kernelId(KernelOp kernel) {
 
 /// Kernels whose outputs are parameter gradients (weight-side backward).
 /// Every kernel is listed (no default, -Werror=switch): a kernel added to
-/// runtime/Kernels.def fails to build here until the report classifies it.
+/// runtime/program/Kernels.def fails to build here until the report classifies it.
 bool writesGradient(KernelOp kernel, Value output) {
   using runtime::KernelId;
   switch (kernelId(kernel)) {

@@ -9,7 +9,7 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrDialect.h"
-#include "runtime/KernelTable.h"
+#include "runtime/program/KernelTable.h"
 #include "runtime/program/ProgramFormat.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

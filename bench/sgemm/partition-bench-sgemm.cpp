@@ -5,7 +5,7 @@
 // threads,
 //   - on square matrices (its peak), and
 //   - on the GEMMs of one GPT-2 training step of `tokens` tokens, with the
-//     transposes the CPU runtime uses (runtime/cpu/Linear.cpp):
+//     transposes the CPU runtime uses (runtime/backend/cpu/Linear.cpp):
 //       forward      y [M,N]  = x [M,K] W^T      (NoTrans, Trans)
 //       grad input   dx[M,K]  = dy[M,N] W        (NoTrans, NoTrans)
 //       grad weight  dW[N,K]  = dy^T x           (Trans, NoTrans)

@@ -4,7 +4,7 @@
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Dist/DistSyntax.h"
-#include "runtime/KernelTable.h"
+#include "runtime/program/KernelTable.h"
 
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/IR/OpImplementation.h"

@@ -2,7 +2,7 @@
 //
 // The runtime level: buffers are memrefs (views of one arena once the memory
 // plan has run), every computation is an `rt.kernel`, a call of one entry of
-// the runtime's kernel table (runtime/Kernels.def), and every communication
+// the runtime's kernel table (runtime/program/Kernels.def), and every communication
 // a collective (`rt.all_reduce`, `rt.all_gather`, `rt.reduce_scatter`) over
 // the axes of the module's `dist.mesh`, or a transfer between pipeline
 // stages (`rt.send`, `rt.recv`).
@@ -26,7 +26,7 @@ def Rt_Dialect : Dialect {
     the module's `dist.mesh`; after `--lower-memory-plan` every buffer is a
     `memref.view` of one arena at a fixed offset.
 
-    Kernels are named by the runtime's kernel table (`runtime/Kernels.def`,
+    Kernels are named by the runtime's kernel table (`runtime/program/Kernels.def`,
     which the compiler, the program writer, the loader and the backends all
     expand), and `rt.kernel` checks its operand count against it.
     `partition-translate --rt-to-program` writes such a function as a
@@ -77,7 +77,7 @@ def Rt_KernelOp : Op<Rt_Dialect, "kernel", [AttrSizedOperandSegments]> {
   let summary = "calls one kernel of the runtime";
   let description = [{
     Reads `inputs` and writes `outputs` with the kernel named `kernel` (an
-    entry of runtime/Kernels.def), passing it the integer and float
+    entry of runtime/program/Kernels.def), passing it the integer and float
     parameters `ints` and `floats`. An output may be one of the inputs only
     for kernels that run in place (the table's inPlace column: add, scale,
     adamw, add_i32, embedding_grad_add).

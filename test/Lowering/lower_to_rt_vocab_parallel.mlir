@@ -3,7 +3,7 @@
 // RUN: partition-opt %s --lower-to-rt | partition-opt --verify-roundtrip > /dev/null
 
 // --lower-to-rt on the vocabulary-parallel ops: each becomes the kernel of
-// its name (runtime/Kernels.def), operands as inputs in order, and %shard
+// its name (runtime/program/Kernels.def), operands as inputs in order, and %shard
 // (dist.axis_index on [tp]) the axis-index buffer the runtime fills. The
 // step is the vocabulary-parallel forward and backward of a tied embedding
 // and LM head, as the tensor-parallel pass emits it (tp = 2, V = 16, Vl = 8).

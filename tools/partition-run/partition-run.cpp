@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Interrupt.h"
-#include "runtime/Program.h"
-#include "runtime/Trainer.h"
+#include "runtime/train/Interrupt.h"
+#include "runtime/program/Program.h"
+#include "runtime/train/Trainer.h"
 #include "runtime/data/TokenData.h"
 #include "tools/partition-run/Launch.h"
 

@@ -27,10 +27,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "model/ModelConfig.h"
-#include "runtime/Backend.h"
-#include "runtime/Init.h"
-#include "runtime/Program.h"
-#include "runtime/Random.h"
+#include "runtime/backend/Backend.h"
+#include "runtime/train/Init.h"
+#include "runtime/program/Program.h"
+#include "runtime/train/Random.h"
 #include "unittests/e2e/TestPrograms.h"
 
 #include <gtest/gtest.h>

@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Backend.h"
-#include "runtime/Program.h"
+#include "runtime/backend/Backend.h"
+#include "runtime/program/Program.h"
 #include "unittests/e2e/TestPrograms.h"
 
 #include <gtest/gtest.h>

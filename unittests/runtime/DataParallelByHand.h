@@ -8,7 +8,7 @@
 #ifndef PARTITION_UNITTESTS_RUNTIME_DATAPARALLELBYHAND_H
 #define PARTITION_UNITTESTS_RUNTIME_DATAPARALLELBYHAND_H
 
-#include "runtime/Program.h"
+#include "runtime/program/Program.h"
 
 namespace partition::testprograms {
 

@@ -8,7 +8,7 @@
 #ifndef PARTITION_UNITTESTS_RUNTIME_LOADERTESTING_H
 #define PARTITION_UNITTESTS_RUNTIME_LOADERTESTING_H
 
-#include "runtime/Program.h"
+#include "runtime/program/Program.h"
 #include "unittests/runtime/SerializeProgram.h"
 
 #include <gtest/gtest.h>

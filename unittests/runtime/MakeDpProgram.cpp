@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Program.h"
+#include "runtime/program/Program.h"
 #include "unittests/runtime/DataParallelByHand.h"
 #include "unittests/runtime/SerializeProgram.h"
 

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Program.h"
+#include "runtime/program/Program.h"
 #include "runtime/program/ProgramFormat.h"
 #include "unittests/runtime/LoaderTesting.h"
 #include "unittests/runtime/SerializeProgram.h"

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Backend.h"
-#include "runtime/Program.h"
+#include "runtime/backend/Backend.h"
+#include "runtime/program/Program.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/comm/SelfCommunicator.h"
 #include "unittests/runtime/LoaderTesting.h"

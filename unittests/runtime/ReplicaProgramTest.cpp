@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Program.h"
-#include "runtime/ReplicaGradients.h"
+#include "runtime/program/Program.h"
+#include "runtime/train/ReplicaGradients.h"
 #include "unittests/runtime/LoaderTesting.h"
 #include "unittests/runtime/SerializeProgram.h"
 

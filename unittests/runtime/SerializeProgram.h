@@ -9,7 +9,7 @@
 #ifndef PARTITION_UNITTESTS_RUNTIME_SERIALIZEPROGRAM_H
 #define PARTITION_UNITTESTS_RUNTIME_SERIALIZEPROGRAM_H
 
-#include "runtime/Program.h"
+#include "runtime/program/Program.h"
 
 #include <string>
 

@@ -1,13 +1,13 @@
 //===- ShardingTest.cpp - sharded state: blocks and the loader's checks ---===//
 //
-// The block arithmetic of runtime/Sharding.h against blocks written out by
+// The block arithmetic of runtime/train/Sharding.h against blocks written out by
 // hand (dimensions split over one axis and over two, in either order), and
 // the loader's reading and checking of Buffer.sharding.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Program.h"
-#include "runtime/Sharding.h"
+#include "runtime/program/Program.h"
+#include "runtime/train/Sharding.h"
 #include "unittests/runtime/LoaderTesting.h"
 #include "unittests/runtime/SerializeProgram.h"
 

@@ -5,7 +5,7 @@
 
 A small FlatBuffer reader for runtime/program/Program.fbs (field ids in
 schema order), independent of the C++ writer and of flatc; kernels are named
-by their row of runtime/Kernels.def. Floats are printed in the shortest form
+by their row of runtime/program/Kernels.def. Floats are printed in the shortest form
 that reads back as the same float32.
 """
 

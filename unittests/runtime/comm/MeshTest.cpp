@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Backend.h"
+#include "runtime/backend/Backend.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "unittests/runtime/SerializeProgram.h"

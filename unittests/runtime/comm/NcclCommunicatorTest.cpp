@@ -30,8 +30,10 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace partition::runtime::comm;
@@ -281,8 +283,20 @@ TEST_F(NcclTest, BlockingSendRecvPairs) {
 }
 
 TEST_F(NcclTest, Barrier) {
+  // Line the ranks up, then hold rank 0 back: no rank may leave the second
+  // barrier before rank 0 has entered it (the clock starts on each rank
+  // after the first barrier, so a rank's wait includes rank 0's sleep).
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kHold = std::chrono::milliseconds(200);
   comm->barrier({"barrier", 10});
+  Clock::time_point start = Clock::now();
+  if (me == 0)
+    std::this_thread::sleep_for(kHold);
   comm->barrier({"barrier", 11});
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      Clock::now() - start);
+  EXPECT_GE(waited.count(), 150) << "rank " << me
+                                 << " left the barrier before rank 0 entered";
 }
 
 TEST_F(NcclTest, SplitByParityReversed) {

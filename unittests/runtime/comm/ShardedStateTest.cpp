@@ -18,9 +18,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Program.h"
-#include "runtime/Sharding.h"
-#include "runtime/Trainer.h"
+#include "runtime/program/Program.h"
+#include "runtime/train/Sharding.h"
+#include "runtime/train/Trainer.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/SelfCommunicator.h"

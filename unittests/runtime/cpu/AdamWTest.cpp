@@ -1,6 +1,6 @@
 //===- AdamWTest.cpp - the AdamW update -----------------------------------===//
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/cpu/KernelTestUtils.h"
 
 #include <stdexcept>

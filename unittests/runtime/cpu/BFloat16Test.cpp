@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/cpu/Kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 //===- ElementwiseTest.cpp - gelu, swiglu, add, scale, fastExp ------------===//
 
-#include "runtime/cpu/KernelSupport.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/cpu/KernelSupport.h"
+#include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/cpu/KernelTestUtils.h"
 
 #include <limits>

@@ -1,6 +1,6 @@
 //===- EmbeddingTest.cpp - token and position embedding kernels -----------===//
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/cpu/KernelTestUtils.h"
 
 #include <stdexcept>

@@ -1,6 +1,6 @@
 //===- LinearTest.cpp - linear and its input/weight gradients -------------===//
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/cpu/KernelTestUtils.h"
 
 using namespace partition::runtime::cpu;

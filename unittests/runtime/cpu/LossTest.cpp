@@ -1,6 +1,6 @@
 //===- LossTest.cpp - softmax cross-entropy and its gradient --------------===//
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/cpu/KernelTestUtils.h"
 
 #include <stdexcept>

@@ -1,6 +1,6 @@
 //===- NormsTest.cpp - layernorm and rmsnorm kernels ----------------------===//
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/cpu/KernelTestUtils.h"
 
 using namespace partition::runtime::cpu;

@@ -2,15 +2,15 @@
 //
 // One instruction per vocabulary-parallel kernel in a program (through the
 // .ptp writer and loader): the CPU backend must accept their shapes
-// (runtime/KernelArgs.cpp), pass each kernel its buffers in the order of
-// runtime/Kernels.def and give exactly what a direct call gives; and shapes
+// (runtime/program/KernelArgs.cpp), pass each kernel its buffers in the order of
+// runtime/program/Kernels.def and give exactly what a direct call gives; and shapes
 // that disagree must be rejected before anything runs, naming the buffer.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Backend.h"
-#include "runtime/Program.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/Backend.h"
+#include "runtime/program/Program.h"
+#include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/SerializeProgram.h"
 
 #include <gtest/gtest.h>

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/cpu/KernelTestUtils.h"
 
 #include <limits>

@@ -1,11 +1,11 @@
 //===- StreamPlanTest.cpp - the CUDA backend's ordering, without a GPU ----===//
 //
-// Which kernel waits for which collective (runtime/cuda/StreamPlan.h): by
+// Which kernel waits for which collective (runtime/backend/cuda/StreamPlan.h): by
 // overlapping byte ranges, so a reused range is ordered too, and only once.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/StreamPlan.h"
+#include "runtime/backend/cuda/StreamPlan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 //===- AttentionTest.cpp - CUDA attention against the CPU kernels ---------===//
 //
-// The CUDA flash attention (runtime/cuda/attention) against cpu::attention /
+// The CUDA flash attention (runtime/backend/cuda/attention) against cpu::attention /
 // cpu::attentionGrad on the same random inputs: forward and the three
 // gradients, for plain multi-head and GQA heads, with and without RoPE,
 // causal and full, sequence lengths that are not multiples of the 64-row
@@ -23,8 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/attention/Attention.h"
-#include "runtime/cpu/Kernels.h"
+#include "runtime/backend/cuda/attention/Attention.h"
+#include "runtime/backend/cpu/Kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 //===- emu.h - a cooperative SIMT emulator for the CUDA kernels -*- C++ -*-===//
 //
-// Cooperative SIMT emulator for runtime/cuda/kernels (CPU only).
+// Cooperative SIMT emulator for runtime/backend/cuda/kernels (CPU only).
 // One block at a time; every CUDA thread is a ucontext coroutine. Block
 // barriers (__syncthreads) and warp barriers (inside __shfl_xor_sync) are
 // real: a thread runs until it reaches one, and is released only when every

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns the real runtime/cuda/kernels sources into host C++ for the
+"""Turns the real runtime/backend/cuda/kernels sources into host C++ for the
 emulator (emu.h): mechanical rewrites only, so what runs is the source.
 
   prep.py SRC DST

@@ -1,12 +1,12 @@
 //===- sweep.cpp - emulated CUDA kernels against the CPU kernels ----------===//
 //
-// Emulated CUDA kernels (runtime/cuda/kernels, compiled through the emu
+// Emulated CUDA kernels (runtime/backend/cuda/kernels, compiled through the emu
 // shim) against the CPU kernels on random inputs: odd sizes, pack tails,
 // block boundaries, misaligned pointers, in-place aliasing, bad ids.
 // Tolerances as unittests/runtime/cuda/kernels/KernelsTest.cpp.
 #include "emu.h"
-#include "runtime/cpu/Kernels.h"
-#include "runtime/cuda/kernels/Kernels.h"
+#include "runtime/backend/cpu/Kernels.h"
+#include "runtime/backend/cuda/kernels/Kernels.h"
 #include <climits>
 #include <cstdarg>
 #include <string>

@@ -1,7 +1,7 @@
 //===- KernelsTest.cpp - CUDA kernels against the CPU kernels -------------===//
 //
-// Every kernel of runtime/cuda/kernels/Kernels.h runs on the same random
-// inputs (fixed seeds) as its CPU counterpart (runtime/cpu/Kernels.h) or,
+// Every kernel of runtime/backend/cuda/kernels/Kernels.h runs on the same random
+// inputs (fixed seeds) as its CPU counterpart (runtime/backend/cpu/Kernels.h) or,
 // where the CPU has none (addBias, casts, fills, the 2-byte blocks), a
 // plain host loop, and the results are compared.
 //
@@ -27,8 +27,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/Kernels.h"
-#include "runtime/cuda/kernels/Kernels.h"
+#include "runtime/backend/cpu/Kernels.h"
+#include "runtime/backend/cuda/kernels/Kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,115 @@
+//===- Backend.h - where a program's arena lives and runs -------*- C++ -*-===//
+
+#ifndef PARTITION_RUNTIME_BACKEND_H
+#define PARTITION_RUNTIME_BACKEND_H
+
+#include "runtime/program/Program.h"
+#include "runtime/comm/Communicator.h"
+
+#include <memory>
+
+namespace partition::runtime {
+
+namespace comm {
+class MeshCommunicators;
+} // namespace comm
+class TraceRecorder;
+struct TraceSpan;
+
+/// Executes one program on one device. The arena and all buffers belong to
+/// the backend; the host moves data in and out through read / write.
+class Backend {
+public:
+  virtual ~Backend();
+  virtual const char *name() const = 0;
+  /// Copies `buffer`'s contents from host memory.
+  virtual void write(const BufferInfo &buffer, const void *source) = 0;
+  /// Copies `buffer`'s contents to host memory.
+  virtual void read(const BufferInfo &buffer, void *destination) = 0;
+  /// Runs every instruction of function `index` of the program once;
+  /// `step` (the 1-based training step, or -1) names the step in the
+  /// messages of a collective that fails or times out.
+  virtual void run(size_t index, int64_t step) = 0;
+  void run(size_t index) { run(index, -1); }
+  /// Bytes the backend holds beyond the arena (kernel workspaces).
+  virtual uint64_t workspaceBytes() const = 0;
+  /// Device memory the backend holds (arena and workspaces); 0 on the CPU.
+  virtual uint64_t deviceBytes() const { return 0; }
+  /// Records a span per instruction run from now on into `trace` (null:
+  /// stop); the trace must outlive the runs.
+  virtual void setTrace(TraceRecorder *trace) { this->trace = trace; }
+
+protected:
+  TraceRecorder *trace = nullptr;
+};
+
+/// "WHERE (send 'LABEL')" or "WHERE (recv 'LABEL')": how errors name a
+/// transfer instruction.
+std::string transferName(const Instruction &instruction,
+                         const std::string &where);
+
+/// The MPI / NCCL tag of pipeline transfers (each pair of stages has a
+/// communicator of its own, MeshCommunicators::transferGroup).
+inline constexpr int kTransferTag = 11;
+
+/// Where a transfer instruction goes: the communicator of its pair of
+/// stages, the peer's rank in it, and how messages name this rank's stage
+/// and the peer ("(stage 1, from stage 0 = rank 0)").
+struct TransferRoute {
+  comm::Communicator *group = nullptr;
+  int peer = 0;
+  std::string peerText;
+};
+
+/// Throws ProgramError naming the instruction when there are no
+/// communicators or none for its pair of stages.
+TransferRoute transferRoute(const Program &program,
+                            const Instruction &instruction,
+                            const comm::MeshCommunicators *communicators,
+                            const std::string &where);
+
+/// The --trace span of an instruction (times unset): a kernel by its
+/// name; a collective, send or receive by its kind and label, with the
+/// bytes of its buffers.
+TraceSpan traceSpanOf(const Program &program, const Instruction &instruction);
+
+/// "WHERE (KIND 'LABEL')": how errors name a collective instruction.
+std::string collectiveName(const Instruction &instruction,
+                           const std::string &where);
+
+/// The communicator of the group a collective instruction runs over; throws
+/// ProgramError naming the instruction when there are no communicators (a
+/// program with collectives run outside partition-run) or none for its axes.
+comm::Communicator &collectiveGroup(const Program &program,
+                                    const Instruction &instruction,
+                                    const comm::MeshCommunicators *communicators,
+                                    const std::string &where);
+
+/// The communicator's reduction for a program's.
+comm::ReduceOp reduceOpOf(ReduceKind reduce);
+
+/// This rank's index in the group of the axes `buffer` (an AxisIndex
+/// buffer) names, the first listed axis major, as in dist.axis_index: what
+/// every backend writes into the buffer before the first step. Throws
+/// ProgramError when the program needs a mesh position and `communicators`
+/// is null.
+int32_t axisIndexValue(const Program &program, const BufferInfo &buffer,
+                       const comm::MeshCommunicators *communicators);
+
+/// The CPU backend: OpenBLAS and OpenMP kernels on a host arena, collectives
+/// through `communicators` (the groups of the program's mesh; required when
+/// the program has collectives, and must outlive the backend). Checks every
+/// instruction first; throws ProgramError.
+std::unique_ptr<Backend>
+createCpuBackend(const Program &program,
+                 const comm::MeshCommunicators *communicators = nullptr);
+
+/// The CUDA backend (runtime/backend/cuda/CudaBackend.h, built with CUDA only):
+/// the arena on `device`, collectives through NCCL communicators.
+std::unique_ptr<Backend>
+createCudaBackend(const Program &program,
+                  const comm::MeshCommunicators *communicators, int device);
+
+} // namespace partition::runtime
+
+#endif // PARTITION_RUNTIME_BACKEND_H

@@ -1,0 +1,275 @@
+//===- Kernels.h - fp32 CPU kernels of the xfmr ops -------------*- C++ -*-===//
+//
+// One plain function per xfmr op (dialects/Xfmr/XfmrOps.td gives the exact
+// semantics), on raw row-major fp32 buffers. No MLIR here: the runtime calls
+// these from its instruction loop.
+//
+// Conventions
+// - Tensor operands are pointers, attributes are values. Rank-0 tensors
+//   (loss_grad, step, lr, the loss) are pointers too, so the executor passes
+//   every buffer the same way.
+// - Leading dimensions are flattened: `rows` = the product of all but the last
+//   dimension (B*T for activations).
+// - Results are overwritten, never accumulated into (embeddingGrad's
+//   `accumulate` is the one opt-in exception). A result never aliases an
+//   operand, except where a function says so (add, scale, positionEmbedding,
+//   the elementwise activations and adamw allow exact, same-index aliasing).
+// - Work is parallelised with OpenMP over the calling thread's team
+//   (omp_get_max_threads()); matrix products go through OpenBLAS
+//   cblas_sgemm. Every sum runs in a fixed order that does not depend on
+//   the thread count (no atomics, no omp reductions across threads), so
+//   results are bitwise reproducible, whatever OMP_NUM_THREADS is, as far
+//   as OpenBLAS's own sgemm is.
+// - The library assumes one calling thread per process (the runtime's
+//   executor): attention temporarily sets OpenBLAS's thread count to 1 around
+//   its parallel region when OpenBLAS is the pthreads build.
+// - Invalid sizes or token ids throw std::invalid_argument before any output
+//   is written.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_CPU_KERNELS_H
+#define PARTITION_RUNTIME_CPU_KERNELS_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace partition::runtime::cpu {
+
+using Index = std::int64_t;
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+/// result[r, :] = table[tokens[r], :] for r < rows; table is [vocab, channels].
+void embedding(const std::int32_t *tokens, const float *table, float *result,
+               Index rows, Index vocab, Index channels);
+
+/// result[v, :] = sum of grad[r, :] over r with tokens[r] = v; result is
+/// [vocab, channels] and is zeroed first unless `accumulate` (then the sums
+/// are added to it, which saves a pass for a tied LM head). Deterministic:
+/// each thread owns a slice of the channels and visits rows in order.
+void embeddingGrad(const float *grad, const std::int32_t *tokens,
+                   float *result, Index rows, Index vocab, Index channels,
+                   bool accumulate = false);
+
+/// result[b, t, :] = input[b, t, :] + table[t, :]; result may alias input.
+void positionEmbedding(const float *input, const float *table, float *result,
+                       Index batch, Index seq, Index channels);
+
+/// result[t, :] = sum over b of grad[b, t, :] for t < seq, zero for
+/// seq <= t < positions; result is [positions, channels].
+void positionEmbeddingGrad(const float *grad, float *result, Index batch,
+                           Index seq, Index positions, Index channels);
+
+//===----------------------------------------------------------------------===//
+// Normalisation (over the last dimension, `channels`)
+//===----------------------------------------------------------------------===//
+
+void layerNorm(const float *input, const float *gamma, const float *beta,
+               float *result, Index rows, Index channels, float epsilon);
+
+/// Recomputes mean and (biased) variance; writes all three gradients.
+void layerNormGrad(const float *grad, const float *input, const float *gamma,
+                   float *inputGrad, float *gammaGrad, float *betaGrad,
+                   Index rows, Index channels, float epsilon);
+
+void rmsNorm(const float *input, const float *gamma, float *result, Index rows,
+             Index channels, float epsilon);
+
+void rmsNormGrad(const float *grad, const float *input, const float *gamma,
+                 float *inputGrad, float *gammaGrad, Index rows,
+                 Index channels, float epsilon);
+
+//===----------------------------------------------------------------------===//
+// Linear layers: input [rows, in], weight [out, in] (PyTorch layout)
+//===----------------------------------------------------------------------===//
+
+/// result = input weight^T + bias; `bias` may be null.
+void linear(const float *input, const float *weight, const float *bias,
+            float *result, Index rows, Index inFeatures, Index outFeatures);
+
+/// inputGrad [rows, in] = grad [rows, out] * weight [out, in].
+void linearGradInput(const float *grad, const float *weight, float *inputGrad,
+                     Index rows, Index inFeatures, Index outFeatures);
+
+/// weightGrad [out, in] = grad^T input; biasGrad [out] = column sums of grad
+/// when `biasGrad` is not null.
+void linearGradWeight(const float *grad, const float *input, float *weightGrad,
+                      float *biasGrad, Index rows, Index inFeatures,
+                      Index outFeatures);
+
+//===----------------------------------------------------------------------===//
+// Activations and elementwise ops (`size` elements; results may alias inputs)
+//===----------------------------------------------------------------------===//
+
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the GPT-2 GELU.
+void gelu(const float *input, float *result, Index size);
+void geluGrad(const float *grad, const float *input, float *result,
+              Index size);
+
+/// gate * sigmoid(gate) * up.
+void swiglu(const float *gate, const float *up, float *result, Index size);
+void swigluGrad(const float *grad, const float *gate, const float *up,
+                float *gateGrad, float *upGrad, Index size);
+
+void add(const float *lhs, const float *rhs, float *result, Index size);
+void scale(const float *input, float factor, float *result, Index size);
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// Shapes and attributes of xfmr.attention / xfmr.attention_grad: query and
+/// result are [batch, seq, numHeads * headDim], key and value are
+/// [batch, seq, numKvHeads * headDim].
+struct AttentionConfig {
+  Index batch = 0;
+  Index seq = 0;
+  Index numHeads = 0;
+  Index numKvHeads = 0;
+  Index headDim = 0;
+  bool causal = true;
+  /// RoPE base; 0 (the op's absent rope_theta) means no rotary embedding.
+  float ropeTheta = 0.0f;
+};
+
+/// Bytes of scratch memory that attention / attentionGrad want for the
+/// current omp_get_max_threads(). Pass a buffer of (at least) that size, or
+/// null to let the kernel use a buffer owned by the calling thread that grows
+/// once and is reused (it is never freed before the thread exits).
+std::size_t attentionWorkspaceSize(const AttentionConfig &config);
+std::size_t attentionGradWorkspaceSize(const AttentionConfig &config);
+
+/// With a caller workspace, the kernel uses as many threads as
+/// `workspaceBytes` holds per-thread slices for (at least one, else it
+/// throws); the buffer should be 64-byte aligned.
+void attention(const float *query, const float *key, const float *value,
+               float *result, const AttentionConfig &config,
+               void *workspace = nullptr, std::size_t workspaceBytes = 0);
+
+/// Gradients with respect to the un-rotated query and key (and the value).
+void attentionGrad(const float *grad, const float *query, const float *key,
+                   const float *value, float *queryGrad, float *keyGrad,
+                   float *valueGrad, const AttentionConfig &config,
+                   void *workspace = nullptr, std::size_t workspaceBytes = 0);
+
+//===----------------------------------------------------------------------===//
+// Loss: logits [rows, vocab], targets [rows]
+//===----------------------------------------------------------------------===//
+
+/// *loss = -mean over rows of log softmax(logits[r, :])[targets[r]].
+void softmaxCrossEntropy(const float *logits, const std::int32_t *targets,
+                         float *loss, Index rows, Index vocab);
+
+/// result[r, :] = *lossGrad * (softmax(logits[r, :]) - onehot(targets[r]))
+/// / rows.
+void softmaxCrossEntropyGrad(const float *lossGrad, const float *logits,
+                             const std::int32_t *targets, float *result,
+                             Index rows, Index vocab);
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1.0e-8f;
+  float weightDecay = 0.0f;
+};
+
+/// One AdamW step; *step is the 1-based number of this update. The new_*
+/// outputs may alias param / moment1 / moment2 (an in-place update).
+void adamw(const float *param, const float *grad, const float *moment1,
+           const float *moment2, const std::int32_t *step, const float *lr,
+           float *newParam, float *newMoment1, float *newMoment2, Index size,
+           const AdamWConfig &config);
+
+//===----------------------------------------------------------------------===//
+// bf16 storage (runtime/backend/cpu/BFloat16.cpp): a bf16 is the upper 16 bits of an
+// fp32, held as std::uint16_t
+//===----------------------------------------------------------------------===//
+
+/// result[i] = input[i] rounded to bf16, to nearest with ties to even; NaNs
+/// stay NaN.
+void roundToBFloat16(const float *input, std::uint16_t *result, Index size);
+/// result[i] = input[i] as fp32 (exact).
+void widenBFloat16(const std::uint16_t *input, float *result, Index size);
+
+//===----------------------------------------------------------------------===//
+// Blocks along one dimension: a tensor viewed as [outer, blocks * blockDim,
+// inner] (runtime/backend/cpu/Blocks.cpp)
+//===----------------------------------------------------------------------===//
+
+/// result [outer, blockDim, inner] = block *index of input; throws
+/// std::invalid_argument unless 0 <= *index < blocks.
+void sliceBlock(const float *input, const std::int32_t *index, float *result,
+                Index outer, Index blockDim, Index inner, Index blocks);
+/// packed = the blocks of input one after the other, each contiguous.
+void packBlocks(const float *input, float *packed, Index outer, Index blockDim,
+                Index inner, Index blocks);
+/// The inverse of packBlocks.
+void unpackBlocks(const float *packed, float *result, Index outer,
+                  Index blockDim, Index inner, Index blocks);
+
+/// Flat buckets (ZeRO): a tensor of `size` elements of `elementBytes` bytes
+/// takes columns [offset, offset + chunk) of a bucket [rows, columns],
+/// chunk = ceil(size / rows); row r holds elements [r chunk, (r + 1) chunk),
+/// zeros past the end. flatPack writes those columns, flatUnpack reads them.
+void flatPack(const void *tensor, void *bucket, Index size, Index rows,
+              Index columns, Index offset, Index elementBytes);
+void flatUnpack(const void *bucket, void *tensor, Index size, Index rows,
+                Index columns, Index offset, Index elementBytes);
+
+//===----------------------------------------------------------------------===//
+// Vocabulary parallelism (runtime/backend/cpu/VocabParallel.cpp): the local shard
+// holds global ids [*shard * localVocab, (*shard + 1) * localVocab); tokens
+// and targets are global ids (non-negative, else std::invalid_argument), and
+// ids of other shards contribute zeros. Per-position results are [rows].
+//===----------------------------------------------------------------------===//
+
+/// result[r, :] = table[tokens[r] - begin, :] when local, else zeros.
+void vocabParallelEmbedding(const std::int32_t *tokens, const float *table,
+                            const std::int32_t *shard, float *result,
+                            Index rows, Index localVocab, Index channels);
+/// result [localVocab, channels] = the scatter-add of the rows of grad whose
+/// token is local (zeros elsewhere); deterministic as embeddingGrad.
+void vocabParallelEmbeddingGrad(const float *grad, const std::int32_t *tokens,
+                                const std::int32_t *shard, float *result,
+                                Index rows, Index localVocab, Index channels);
+/// With a padded vocabulary (`shard` given and vocab >= 0), the max, sum_exp
+/// and gradient kernels treat the local columns whose global id
+/// *shard * localVocab + v is at or beyond `vocab` as absent: no term of the
+/// statistics, a gradient of exactly zero.
+///
+/// result[r] = max of logits[r, :] (-inf when every column is padding).
+void vocabParallelMax(const float *logits, float *result, Index rows,
+                      Index localVocab, const std::int32_t *shard = nullptr,
+                      Index vocab = -1);
+/// result[r] = logits[r, targets[r] - begin] when local, else 0.
+void vocabParallelTargetLogit(const float *logits, const std::int32_t *targets,
+                              const std::int32_t *shard, float *result,
+                              Index rows, Index localVocab);
+/// result[r] = sum over the local columns of exp(logits[r, v] - max[r]).
+void vocabParallelSumExp(const float *logits, const float *max, float *result,
+                         Index rows, Index localVocab,
+                         const std::int32_t *shard = nullptr,
+                         Index vocab = -1);
+/// *loss = mean over rows of log(sumExp[r]) + max[r] - targetLogit[r].
+void vocabParallelLoss(const float *max, const float *sumExp,
+                       const float *targetLogit, float *loss, Index rows);
+/// result[r, v] = *lossGrad * (exp(logits[r, v] - max[r]) / sumExp[r]
+/// - onehot(targets[r] - begin)[v]) / rows; 0 at padding columns (a target
+/// at or beyond a padded `vocab` throws).
+void vocabParallelCrossEntropyGrad(const float *lossGrad, const float *logits,
+                                   const std::int32_t *targets,
+                                   const std::int32_t *shard, const float *max,
+                                   const float *sumExp, float *result,
+                                   Index rows, Index localVocab,
+                                   Index vocab = -1);
+
+} // namespace partition::runtime::cpu
+
+#endif // PARTITION_RUNTIME_CPU_KERNELS_H

@@ -1,0 +1,563 @@
+//===- KernelArgs.cpp - shape checks of every kernel ----------------------===//
+
+#include "runtime/program/KernelArgs.h"
+
+#include <sstream>
+
+namespace partition::runtime {
+namespace {
+
+std::string shapeString(const BufferInfo &buffer) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < buffer.shape.size(); ++i)
+    os << (i ? "," : "") << buffer.shape[i];
+  os << "]";
+  return os.str();
+}
+
+class Checker {
+public:
+  Checker(const Program &program, const Instruction &instruction,
+          const std::string &where)
+      : where(where), instruction(instruction),
+        info(*lookupKernel(static_cast<uint32_t>(instruction.kernel))) {
+    args.kernel = instruction.kernel;
+    for (uint32_t arg : instruction.args)
+      args.buffers.push_back(&program.buffers[arg]);
+  }
+
+  KernelArgs run();
+
+private:
+  [[noreturn]] void fail(const std::string &what) const {
+    throw ProgramError(where + " (" + std::string(info.name) + "): " + what);
+  }
+  const BufferInfo &in(int i) const { return *args.buffers[i]; }
+  const BufferInfo &out(int i) const {
+    return *args.buffers[info.inputs + i];
+  }
+  void require(bool condition, const std::string &what) const {
+    if (!condition)
+      fail(what);
+  }
+  void dtype(const BufferInfo &buffer, DType expected,
+             const char *what) const {
+    require(buffer.dtype == expected,
+            std::string(what) + " must hold " + dtypeName(expected) +
+                ", not " + dtypeName(buffer.dtype));
+  }
+  /// The listed inputs and every output hold the instruction's storage type.
+  void allFloat(std::initializer_list<int> inputs) const {
+    for (int i : inputs)
+      dtype(in(i), args.floatType, "every float operand");
+    for (int o = 0; o < info.outputs; ++o)
+      dtype(out(o), args.floatType, "every output");
+  }
+  /// The storage type: that of the first float buffer that is not one of
+  /// the kernel's fixed-f32 operands (loss gradients; adamw and
+  /// vocab_parallel_loss are f32 throughout).
+  DType storageType() const {
+    switch (instruction.kernel) {
+    case KernelId::AdamW:
+    case KernelId::VocabParallelLoss:
+      return DType::F32;
+    case KernelId::SoftmaxCrossEntropyGrad:
+    case KernelId::VocabParallelCrossEntropyGrad:
+    case KernelId::VocabParallelMaskedCrossEntropyGrad:
+      return in(1).dtype;
+    // Every other kernel is listed (no default): a kernel added to
+    // Kernels.def fails to build here until it says its storage type.
+    case KernelId::Embedding:
+    case KernelId::EmbeddingGrad:
+    case KernelId::PositionEmbedding:
+    case KernelId::PositionEmbeddingGrad:
+    case KernelId::LayerNorm:
+    case KernelId::LayerNormGrad:
+    case KernelId::RMSNorm:
+    case KernelId::RMSNormGrad:
+    case KernelId::Linear:
+    case KernelId::LinearBias:
+    case KernelId::LinearGradInput:
+    case KernelId::LinearGradWeight:
+    case KernelId::LinearGradWeightBias:
+    case KernelId::Gelu:
+    case KernelId::GeluGrad:
+    case KernelId::Swiglu:
+    case KernelId::SwigluGrad:
+    case KernelId::Add:
+    case KernelId::Scale:
+    case KernelId::Attention:
+    case KernelId::AttentionGrad:
+    case KernelId::SoftmaxCrossEntropy:
+    case KernelId::Fill:
+    case KernelId::AddI32:
+    case KernelId::Copy:
+    case KernelId::EmbeddingGradAdd:
+    case KernelId::SliceBlock:
+    case KernelId::FlatPack:
+    case KernelId::FlatUnpack:
+    case KernelId::VocabParallelEmbedding:
+    case KernelId::VocabParallelEmbeddingGrad:
+    case KernelId::VocabParallelMax:
+    case KernelId::VocabParallelTargetLogit:
+    case KernelId::VocabParallelSumExp:
+    case KernelId::VocabParallelMaskedMax:
+    case KernelId::VocabParallelMaskedSumExp:
+    case KernelId::Cast:
+    case KernelId::NumKernels:
+      break;
+    }
+    for (const BufferInfo *buffer : args.buffers)
+      if (isFloat(buffer->dtype))
+        return buffer->dtype;
+    return DType::F32;
+  }
+  void rank(const BufferInfo &buffer, size_t expected,
+            const char *what) const {
+    require(buffer.shape.size() == expected,
+            std::string(what) + " " + shapeString(buffer) + " must have rank " +
+                std::to_string(expected));
+  }
+  void sameElements(const BufferInfo &a, const BufferInfo &b,
+                    const char *what) const {
+    require(a.elements == b.elements,
+            std::string(what) + ": " + shapeString(a) + " and " +
+                shapeString(b) + " differ in size");
+  }
+  /// [..., C]: rows and channels of an activation.
+  void rowsAndChannels(const BufferInfo &buffer) {
+    require(!buffer.shape.empty() && buffer.shape.back() > 0,
+            "activation " + shapeString(buffer) + " has no feature dimension");
+    args.channels = buffer.shape.back();
+    args.rows = buffer.elements / args.channels;
+  }
+  void vector(const BufferInfo &buffer, int64_t length, const char *what) {
+    require(buffer.shape.size() == 1 && buffer.shape[0] == length,
+            std::string(what) + " " + shapeString(buffer) + " must be [" +
+                std::to_string(length) + "]");
+  }
+  void attention();
+
+  const std::string &where;
+  const Instruction &instruction;
+  const KernelInfo &info;
+  KernelArgs args;
+};
+
+void Checker::attention() {
+  bool isGrad = instruction.kernel == KernelId::AttentionGrad;
+  int q = isGrad ? 1 : 0;
+  allFloat({0, 1, 2});
+  if (isGrad)
+    dtype(in(3), args.floatType, "value");
+  const BufferInfo &query = in(q), &key = in(q + 1), &value = in(q + 2);
+  rank(query, 3, "query");
+  rank(key, 3, "key");
+  args.heads = instruction.ints[0];
+  args.kvHeads = instruction.ints[1];
+  args.causal = instruction.ints[2] != 0;
+  args.ropeTheta = instruction.floats[0];
+  require(args.heads > 0 && args.kvHeads > 0 &&
+              args.heads % args.kvHeads == 0,
+          "heads " + std::to_string(args.heads) + " and kv heads " +
+              std::to_string(args.kvHeads) + " are inconsistent");
+  args.batch = query.shape[0];
+  args.seq = query.shape[1];
+  require(query.shape[2] % args.heads == 0,
+          "query features are not divisible by the heads");
+  args.headDim = query.shape[2] / args.heads;
+  require(args.headDim > 0, "head dimension is zero");
+  require(args.ropeTheta >= 0 && (args.ropeTheta == 0 || args.headDim % 2 == 0),
+          "rotary embedding needs an even head dimension");
+  require(key.shape == std::vector<int64_t>{args.batch, args.seq,
+                                            args.kvHeads * args.headDim} &&
+              value.shape == key.shape,
+          "key " + shapeString(key) + " / value " + shapeString(value) +
+              " do not match query " + shapeString(query));
+  if (isGrad) {
+    require(in(0).shape == query.shape, "grad must be shaped like the query");
+    require(out(0).shape == query.shape && out(1).shape == key.shape &&
+                out(2).shape == key.shape,
+            "gradients must be shaped like query, key and value");
+  } else {
+    require(out(0).shape == query.shape, "result must be shaped like the query");
+  }
+}
+
+KernelArgs Checker::run() {
+  args.floatType = storageType();
+  switch (instruction.kernel) {
+  case KernelId::Embedding:
+  case KernelId::EmbeddingGrad:
+  case KernelId::EmbeddingGradAdd: {
+    bool isGrad = instruction.kernel != KernelId::Embedding;
+    if (instruction.kernel == KernelId::EmbeddingGradAdd) {
+      dtype(in(2), args.floatType, "base");
+      require(in(2).shape == out(0).shape,
+              "base " + shapeString(in(2)) + " and result " +
+                  shapeString(out(0)) + " differ");
+    }
+    const BufferInfo &tokens = in(isGrad ? 1 : 0);
+    const BufferInfo &table = isGrad ? out(0) : in(1);
+    dtype(tokens, DType::I32, "tokens");
+    dtype(table, args.floatType, "table");
+    rank(table, 2, "table");
+    args.vocab = table.shape[0];
+    args.channels = table.shape[1];
+    args.rows = tokens.elements;
+    const BufferInfo &activation = isGrad ? in(0) : out(0);
+    dtype(activation, args.floatType, "activation");
+    require(activation.elements == args.rows * args.channels,
+            "activation " + shapeString(activation) + " does not hold " +
+                std::to_string(args.rows) + " rows of " +
+                std::to_string(args.channels));
+    break;
+  }
+  case KernelId::PositionEmbedding:
+  case KernelId::PositionEmbeddingGrad: {
+    bool isGrad = instruction.kernel == KernelId::PositionEmbeddingGrad;
+    allFloat(isGrad ? std::initializer_list<int>{0}
+                  : std::initializer_list<int>{0, 1});
+    const BufferInfo &x = in(0);
+    const BufferInfo &table = isGrad ? out(0) : in(1);
+    rank(x, 3, "activation");
+    rank(table, 2, "table");
+    args.batch = x.shape[0];
+    args.seq = x.shape[1];
+    args.channels = x.shape[2];
+    args.positions = table.shape[0];
+    require(table.shape[1] == args.channels && args.positions >= args.seq,
+            "table " + shapeString(table) + " does not fit activation " +
+                shapeString(x));
+    if (!isGrad)
+      sameElements(x, out(0), "result");
+    break;
+  }
+  case KernelId::LayerNorm:
+  case KernelId::RMSNorm: {
+    bool hasBeta = instruction.kernel == KernelId::LayerNorm;
+    allFloat(hasBeta ? std::initializer_list<int>{0, 1, 2}
+                   : std::initializer_list<int>{0, 1});
+    rowsAndChannels(in(0));
+    vector(in(1), args.channels, "gamma");
+    if (hasBeta)
+      vector(in(2), args.channels, "beta");
+    sameElements(in(0), out(0), "result");
+    require(instruction.floats[0] > 0, "epsilon must be positive");
+    break;
+  }
+  case KernelId::LayerNormGrad:
+  case KernelId::RMSNormGrad: {
+    allFloat({0, 1, 2});
+    rowsAndChannels(in(1));
+    sameElements(in(0), in(1), "grad");
+    vector(in(2), args.channels, "gamma");
+    sameElements(in(1), out(0), "input gradient");
+    for (int o = 1; o < info.outputs; ++o)
+      vector(out(o), args.channels, "parameter gradient");
+    require(instruction.floats[0] > 0, "epsilon must be positive");
+    break;
+  }
+  case KernelId::Linear:
+  case KernelId::LinearBias: {
+    allFloat(instruction.kernel == KernelId::LinearBias
+               ? std::initializer_list<int>{0, 1, 2}
+               : std::initializer_list<int>{0, 1});
+    rowsAndChannels(in(0));
+    rank(in(1), 2, "weight");
+    args.outFeatures = in(1).shape[0];
+    args.inFeatures = in(1).shape[1];
+    require(args.inFeatures == args.channels,
+            "weight " + shapeString(in(1)) + " does not match input " +
+                shapeString(in(0)));
+    if (instruction.kernel == KernelId::LinearBias)
+      vector(in(2), args.outFeatures, "bias");
+    require(out(0).elements == args.rows * args.outFeatures,
+            "result " + shapeString(out(0)) + " has the wrong size");
+    break;
+  }
+  case KernelId::LinearGradInput: {
+    allFloat({0, 1});
+    rowsAndChannels(in(0));
+    rank(in(1), 2, "weight");
+    args.outFeatures = in(1).shape[0];
+    args.inFeatures = in(1).shape[1];
+    require(args.outFeatures == args.channels,
+            "weight " + shapeString(in(1)) + " does not match grad " +
+                shapeString(in(0)));
+    require(out(0).elements == args.rows * args.inFeatures,
+            "input gradient " + shapeString(out(0)) + " has the wrong size");
+    break;
+  }
+  case KernelId::LinearGradWeight:
+  case KernelId::LinearGradWeightBias: {
+    allFloat({0, 1});
+    rowsAndChannels(in(0));
+    args.outFeatures = args.channels;
+    require(!in(1).shape.empty() && in(1).shape.back() > 0,
+            "input has no feature dimension");
+    args.inFeatures = in(1).shape.back();
+    require(in(1).elements / args.inFeatures == args.rows,
+            "grad " + shapeString(in(0)) + " and input " +
+                shapeString(in(1)) + " have different rows");
+    require(out(0).shape ==
+                std::vector<int64_t>{args.outFeatures, args.inFeatures},
+            "weight gradient " + shapeString(out(0)) + " has the wrong shape");
+    if (instruction.kernel == KernelId::LinearGradWeightBias)
+      vector(out(1), args.outFeatures, "bias gradient");
+    break;
+  }
+  case KernelId::Gelu:
+  case KernelId::GeluGrad:
+  case KernelId::Swiglu:
+  case KernelId::SwigluGrad:
+  case KernelId::Add:
+  case KernelId::Scale:
+  case KernelId::Copy: {
+    std::initializer_list<int> none = {};
+    allFloat(none);
+    args.size = out(0).elements;
+    for (int i = 0; i < info.inputs; ++i) {
+      dtype(in(i), args.floatType, "every operand");
+      sameElements(in(i), out(0), "operand");
+    }
+    for (int o = 1; o < info.outputs; ++o)
+      sameElements(out(o), out(0), "output");
+    break;
+  }
+  case KernelId::Attention:
+  case KernelId::AttentionGrad:
+    attention();
+    break;
+  case KernelId::SoftmaxCrossEntropy:
+  case KernelId::SoftmaxCrossEntropyGrad: {
+    bool isGrad = instruction.kernel == KernelId::SoftmaxCrossEntropyGrad;
+    int logitsIndex = isGrad ? 1 : 0;
+    const BufferInfo &logits = in(logitsIndex);
+    const BufferInfo &targets = in(logitsIndex + 1);
+    dtype(logits, args.floatType, "logits");
+    dtype(targets, DType::I32, "targets");
+    rowsAndChannels(logits);
+    args.vocab = args.channels;
+    require(targets.elements == args.rows,
+            "targets " + shapeString(targets) + " do not match logits " +
+                shapeString(logits));
+    if (isGrad) {
+      dtype(in(0), DType::F32, "loss gradient");
+      require(in(0).elements == 1, "loss gradient must be a scalar");
+      sameElements(logits, out(0), "logits gradient");
+    } else {
+      dtype(out(0), DType::F32, "loss");
+      require(out(0).elements == 1, "loss must be a scalar");
+    }
+    break;
+  }
+  case KernelId::AdamW: {
+    allFloat({0, 1, 2, 3, 5});
+    dtype(in(4), DType::I32, "step");
+    require(in(4).elements == 1 && in(5).elements == 1,
+            "step and learning rate must be scalars");
+    args.size = in(0).elements;
+    for (int i : {1, 2, 3})
+      sameElements(in(i), in(0), "gradient and moments");
+    for (int o : {0, 1, 2})
+      sameElements(out(o), in(0), "updated state");
+    break;
+  }
+  case KernelId::Fill:
+    args.size = out(0).elements;
+    break;
+  case KernelId::Cast:
+    require(isFloat(in(0).dtype) && isFloat(out(0).dtype),
+            std::string("cast converts between f32 and bf16, not ") +
+                dtypeName(in(0).dtype) + " to " + dtypeName(out(0).dtype));
+    sameElements(in(0), out(0), "result");
+    args.size = out(0).elements;
+    break;
+  case KernelId::AddI32:
+    for (int i : {0, 1})
+      dtype(in(i), DType::I32, "operand");
+    dtype(out(0), DType::I32, "result");
+    sameElements(in(0), out(0), "operand");
+    sameElements(in(1), out(0), "operand");
+    args.size = out(0).elements;
+    break;
+  case KernelId::FlatPack:
+  case KernelId::FlatUnpack: {
+    bool pack = instruction.kernel == KernelId::FlatPack;
+    const BufferInfo &bucket = pack ? out(0) : in(0);
+    const BufferInfo &tensor = pack ? in(0) : out(0);
+    require(isFloat(bucket.dtype) && tensor.dtype == bucket.dtype,
+            "the tensor and the bucket must hold one float type");
+    require(bucket.shape.size() == 2 && bucket.shape[0] > 0,
+            "bucket " + shapeString(bucket) + " must be [rows, columns]");
+    args.rows = bucket.shape[0];
+    args.channels = bucket.shape[1];
+    args.size = tensor.elements;
+    int64_t offset = instruction.ints[0];
+    args.blockDim = (tensor.elements + args.rows - 1) / args.rows;
+    require(offset >= 0 && args.blockDim <= args.channels - offset,
+            "columns [" + std::to_string(offset) + ", +" +
+                std::to_string(args.blockDim) + ") of a tensor of " +
+                std::to_string(tensor.elements) +
+                " elements are not inside bucket " + shapeString(bucket));
+    args.inner = offset;
+    break;
+  }
+  case KernelId::SliceBlock: {
+    // Moves elements of any type: floats or token ids.
+    dtype(in(1), DType::I32, "index");
+    dtype(out(0), in(0).dtype, "result");
+    require(in(1).elements == 1 && in(1).shape.empty(),
+            "index " + shapeString(in(1)) + " must be a scalar");
+    int64_t dim = instruction.ints[0];
+    args.blocks = instruction.ints[1];
+    const std::vector<int64_t> &shape = in(0).shape;
+    require(dim >= 0 && dim < int64_t(shape.size()),
+            "dim " + std::to_string(dim) + " is not a dimension of " +
+                shapeString(in(0)));
+    require(args.blocks > 0 && shape[dim] % args.blocks == 0,
+            "dimension " + std::to_string(dim) + " of " + shapeString(in(0)) +
+                " does not split into " + std::to_string(args.blocks) +
+                " blocks");
+    std::vector<int64_t> expected = shape;
+    expected[dim] /= args.blocks;
+    require(out(0).shape == expected,
+            "result " + shapeString(out(0)) + " must be one block of " +
+                shapeString(in(0)));
+    args.outer = 1;
+    for (int64_t d = 0; d < dim; ++d)
+      args.outer *= shape[d];
+    args.blockDim = expected[dim];
+    args.size = out(0).elements;
+    args.inner = 1;
+    for (size_t d = dim + 1; d < shape.size(); ++d)
+      args.inner *= shape[d];
+    break;
+  }
+  case KernelId::VocabParallelEmbedding:
+  case KernelId::VocabParallelEmbeddingGrad: {
+    bool isGrad = instruction.kernel == KernelId::VocabParallelEmbeddingGrad;
+    const BufferInfo &tokens = in(isGrad ? 1 : 0);
+    const BufferInfo &table = isGrad ? out(0) : in(1);
+    const BufferInfo &activation = isGrad ? in(0) : out(0);
+    dtype(tokens, DType::I32, "tokens");
+    dtype(in(2), DType::I32, "shard");
+    require(in(2).elements == 1,
+            "shard " + shapeString(in(2)) + " must be a scalar");
+    dtype(table, args.floatType, "table");
+    rank(table, 2, "table");
+    dtype(activation, args.floatType, "activation");
+    args.vocab = table.shape[0];
+    args.channels = table.shape[1];
+    args.rows = tokens.elements;
+    require(activation.elements == args.rows * args.channels,
+            "activation " + shapeString(activation) + " does not hold " +
+                std::to_string(args.rows) + " rows of " +
+                std::to_string(args.channels));
+    break;
+  }
+  case KernelId::VocabParallelMax:
+  case KernelId::VocabParallelTargetLogit:
+  case KernelId::VocabParallelSumExp:
+  case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::VocabParallelMaskedMax:
+  case KernelId::VocabParallelMaskedSumExp:
+  case KernelId::VocabParallelMaskedCrossEntropyGrad: {
+    // Local logits [rows, Vl]; every statistic holds one f32 per row.
+    bool isGrad =
+        instruction.kernel == KernelId::VocabParallelCrossEntropyGrad ||
+        instruction.kernel == KernelId::VocabParallelMaskedCrossEntropyGrad;
+    bool masked =
+        instruction.kernel == KernelId::VocabParallelMaskedMax ||
+        instruction.kernel == KernelId::VocabParallelMaskedSumExp ||
+        instruction.kernel == KernelId::VocabParallelMaskedCrossEntropyGrad;
+    if (masked) {
+      // Global ids are i32 tokens: the logical vocabulary is 1..2^31.
+      args.logicalVocab = instruction.ints[0];
+      require(args.logicalVocab >= 1 &&
+                  args.logicalVocab <= int64_t(INT32_MAX) + 1,
+              "the logical vocabulary " + std::to_string(args.logicalVocab) +
+                  " is not in [1, 2^31]");
+    }
+    const BufferInfo &logits = in(isGrad ? 1 : 0);
+    dtype(logits, args.floatType, "logits");
+    rowsAndChannels(logits);
+    args.vocab = args.channels;
+    auto perRow = [&](const BufferInfo &buffer, const std::string &what) {
+      dtype(buffer, DType::F32, what.c_str());
+      require(buffer.elements == args.rows,
+              what + " " + shapeString(buffer) + " does not hold one value "
+                  "per row of logits " + shapeString(logits));
+    };
+    auto targetsAndShard = [&](int targets, int shard) {
+      dtype(in(targets), DType::I32, "targets");
+      require(in(targets).elements == args.rows,
+              "targets " + shapeString(in(targets)) +
+                  " do not match logits " + shapeString(logits));
+      dtype(in(shard), DType::I32, "shard");
+      require(in(shard).elements == 1,
+              "shard " + shapeString(in(shard)) + " must be a scalar");
+    };
+    auto shardAt = [&](int shard) {
+      dtype(in(shard), DType::I32, "shard");
+      require(in(shard).elements == 1,
+              "shard " + shapeString(in(shard)) + " must be a scalar");
+    };
+    if (instruction.kernel == KernelId::VocabParallelMax ||
+        instruction.kernel == KernelId::VocabParallelMaskedMax) {
+      if (masked)
+        shardAt(1);
+      perRow(out(0), "max");
+    } else if (instruction.kernel == KernelId::VocabParallelTargetLogit) {
+      targetsAndShard(1, 2);
+      perRow(out(0), "target logit");
+    } else if (instruction.kernel == KernelId::VocabParallelSumExp ||
+               instruction.kernel == KernelId::VocabParallelMaskedSumExp) {
+      if (masked)
+        shardAt(2);
+      perRow(in(1), "max");
+      perRow(out(0), "sum_exp");
+    } else {
+      dtype(in(0), DType::F32, "loss gradient");
+      require(in(0).elements == 1, "loss gradient must be a scalar");
+      targetsAndShard(2, 3);
+      perRow(in(4), "max");
+      perRow(in(5), "sum_exp");
+      dtype(out(0), args.floatType, "logits gradient");
+      sameElements(logits, out(0), "logits gradient");
+    }
+    break;
+  }
+  case KernelId::VocabParallelLoss:
+    allFloat({0, 1, 2});
+    args.rows = in(0).elements;
+    sameElements(in(1), in(0), "sum_exp and max");
+    sameElements(in(2), in(0), "target logit and max");
+    require(out(0).elements == 1, "loss must be a scalar");
+    break;
+  case KernelId::NumKernels:
+    fail("invalid kernel");
+  }
+  // Outputs never overlap inputs, except exactly (in-place kernels).
+  for (int o = 0; o < info.outputs; ++o)
+    for (int i = 0; i < info.inputs; ++i) {
+      const BufferInfo &a = out(o), &b = in(i);
+      bool overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+      bool exact = a.offset == b.offset && a.bytes == b.bytes;
+      require(!overlap || (exact && info.inPlace),
+              "an output overlaps an input");
+    }
+  return args;
+}
+
+} // namespace
+
+KernelArgs checkInstruction(const Program &program,
+                            const Instruction &instruction,
+                            const std::string &where) {
+  return Checker(program, instruction, where).run();
+}
+
+} // namespace partition::runtime

@@ -1,0 +1,56 @@
+//===- KernelArgs.h - the checked sizes of one instruction ------*- C++ -*-===//
+//
+// Every backend runs an instruction from the same sizes, derived here from
+// its buffers' shapes and checked against each other, so a program whose
+// shapes disagree is rejected at load time instead of reading or writing
+// out of bounds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_KERNELARGS_H
+#define PARTITION_RUNTIME_KERNELARGS_H
+
+#include "runtime/program/Program.h"
+
+namespace partition::runtime {
+
+struct KernelArgs {
+  KernelId kernel;
+  /// The instruction's buffers: inputs, then outputs.
+  std::vector<const BufferInfo *> buffers;
+  /// The storage type (F32 or BF16) of the activation operands. Always F32
+  /// whatever it is: losses and loss gradients, the vocabulary-parallel
+  /// per-row statistics, and every adamw operand.
+  DType floatType = DType::F32;
+
+  /// Rows (product of leading dimensions) and the last dimension.
+  int64_t rows = 0, channels = 0;
+  /// linear: [rows, inFeatures] x [outFeatures, inFeatures]^T.
+  int64_t inFeatures = 0, outFeatures = 0;
+  /// Embedding tables and logits.
+  int64_t vocab = 0, positions = 0;
+  /// The masked vocabulary-parallel kernels: the logical vocabulary (global
+  /// ids at or beyond it are padding); -1 for every other kernel.
+  int64_t logicalVocab = -1;
+  int64_t batch = 0, seq = 0;
+  /// Attention.
+  int64_t heads = 0, kvHeads = 0, headDim = 0;
+  bool causal = true;
+  float ropeTheta = 0.0f;
+  /// Elementwise kernels: elements of the output.
+  int64_t size = 0;
+  /// slice_block: the input as [outer, blocks * blockDim, inner].
+  /// flat_pack / flat_unpack: the bucket is [rows, channels]; the tensor
+  /// (size elements) takes blockDim columns from column inner.
+  int64_t outer = 0, blockDim = 0, inner = 0, blocks = 0;
+};
+
+/// Checks `instruction` of `program`; throws ProgramError naming it (as
+/// `where`), its kernel and the sizes that disagree.
+KernelArgs checkInstruction(const Program &program,
+                            const Instruction &instruction,
+                            const std::string &where);
+
+} // namespace partition::runtime
+
+#endif // PARTITION_RUNTIME_KERNELARGS_H

@@ -1,0 +1,269 @@
+//===- Program.h - a loaded and validated .ptp program ----------*- C++ -*-===//
+//
+// Everything in a program file is checked before anything runs: the
+// FlatBuffer itself, the schema version, every buffer against the arena,
+// every instruction against the kernel table, the device mesh and every
+// collective and transfer against the mesh, each pipeline stage's stream
+// alike. The backends then check each kernel
+// instruction's shapes when they compile it, so no file can make the
+// runtime read or write outside the arena.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_PROGRAM_H
+#define PARTITION_RUNTIME_PROGRAM_H
+
+#include "runtime/program/KernelTable.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace partition::runtime {
+
+/// A program that cannot be loaded or run; the message is one line.
+class ProgramError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Mirrors ptp::DType. BF16 (bfloat16, the upper half of an fp32) holds the
+/// activations of mixed-precision programs; state is always F32.
+enum class DType : uint8_t { F32, I32, BF16 };
+
+/// Bytes per element: 4, 4, 2.
+inline uint64_t dtypeBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
+/// "f32", "i32", "bf16".
+const char *dtypeName(DType dtype);
+/// F32 or BF16.
+inline bool isFloat(DType dtype) { return dtype != DType::I32; }
+
+/// Mirrors ptp::Role (runtime/program/Program.fbs).
+enum class Role : uint8_t {
+  Temporary,
+  Param,
+  Moment1,
+  Moment2,
+  Step,
+  LearningRate,
+  Tokens,
+  Targets,
+  Loss,
+  Gradient,
+  /// i32 scalar: this rank's index in the group of the axes `name` lists.
+  AxisIndex,
+};
+
+const char *roleName(Role role);
+
+struct BufferInfo {
+  Role role = Role::Temporary;
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;
+  int64_t elements = 0;
+  uint64_t bytes = 0;
+  /// Sharded state (params, moments): per dimension, the mesh axes (indices
+  /// into Program::mesh, major first) that dimension of the logical tensor
+  /// is split over; the buffer holds this device's block. Empty: replicated.
+  std::vector<std::vector<uint32_t>> sharding;
+  /// Set by the loader for sharded buffers: `shape` (flatShape for a flat
+  /// shard) with each dimension times the sizes of its axes.
+  std::vector<int64_t> logical;
+  /// ZeRO's flat shards: the mesh axes (major first) whose group holds the
+  /// chunks of the flattened, zero-padded tensor of shape flatShape (the
+  /// block `sharding` describes); the device of index i in that group holds
+  /// chunk i, `shape` is [chunk]. Empty: not a flat shard.
+  std::vector<uint32_t> flatAxes;
+  std::vector<int64_t> flatShape;
+
+  /// Set by the loader for the state of a padded vocabulary (the model
+  /// description's padded_params, --dist-pad-vocab): logicalShape() with
+  /// its padded_vocab rows cut to the model's vocab. The padding rows are
+  /// the last ones, zero, and never initialised, saved or restored.
+  std::vector<int64_t> unpadded;
+
+  bool sharded() const { return !sharding.empty() || flat(); }
+  bool flat() const { return !flatAxes.empty(); }
+  /// The tensor `sharding` splits: flatShape for a flat shard, else shape.
+  const std::vector<int64_t> &blockShape() const {
+    return flat() ? flatShape : shape;
+  }
+  /// The axes whose group holds all the pieces of the logical tensor
+  /// between them (those of `sharding` and flatAxes), increasing.
+  std::vector<uint32_t> stateGroup() const;
+  /// The whole tensor's shape, as the program computes on it.
+  const std::vector<int64_t> &logicalShape() const {
+    return sharded() ? logical : shape;
+  }
+  /// The tensor initialisation and checkpoints see: logicalShape() without
+  /// the padding rows of a padded vocabulary.
+  const std::vector<int64_t> &tensorShape() const {
+    return unpadded.empty() ? logicalShape() : unpadded;
+  }
+};
+
+/// Mirrors ptp::CollectiveKind and ptp::ReduceKind.
+enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter };
+enum class ReduceKind : uint8_t { Sum, Avg, Max };
+
+const char *reduceKindName(ReduceKind reduce);
+/// "all_reduce", "all_gather", "reduce_scatter".
+const char *collectiveKindName(CollectiveKind kind);
+
+/// A collective over the ranks that share every mesh coordinate except
+/// those on `axes`.
+struct Collective {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  ReduceKind reduce = ReduceKind::Sum;
+  /// Indices into Program::mesh: non-empty, strictly increasing.
+  std::vector<uint32_t> axes;
+  /// Names it in error messages; never empty (the loader fills in
+  /// "<function> instruction #i" when the file has none).
+  std::string label;
+  /// AllGather / ReduceScatter: the dimension blocks are taken along.
+  uint32_t dim = 0;
+};
+
+/// A send or receive between pipeline stages (ptp::Transfer): the peer is
+/// the rank whose coordinate on mesh axis `axis` is `peer` and whose other
+/// coordinates are this rank's.
+struct Transfer {
+  bool send = true;
+  /// Index into Program::mesh: the axis whose role is Pipeline.
+  uint32_t axis = 0;
+  /// The peer's stage (its coordinate on `axis`), never this rank's own.
+  int64_t peer = 0;
+  /// Names it in traces and error messages; never empty (the loader fills
+  /// in "<function> instruction #i" when the file has none).
+  std::string label;
+};
+
+/// "send" or "recv".
+inline const char *transferKindName(const Transfer &transfer) {
+  return transfer.send ? "send" : "recv";
+}
+
+struct Instruction {
+  /// Meaningless when `collective` or `transfer` is set.
+  KernelId kernel = KernelId::NumKernels;
+  /// Kernel: inputs, then outputs. AllReduce: the F32 buffers it reduces in
+  /// place as one bucket (distinct, not overlapping in the arena).
+  /// AllGather / ReduceScatter: input, output (f32, not overlapping; the
+  /// output is the input with `dim` multiplied / divided by the group size).
+  std::vector<uint32_t> args;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::optional<Collective> collective;
+  /// Set for a send or receive: args holds its one buffer.
+  std::optional<Transfer> transfer;
+};
+
+/// What a mesh axis splits (the plan's role for it).
+enum class AxisRole : uint8_t { None = 0, Data, Tensor, Pipeline };
+
+/// One named axis of the device mesh.
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+  AxisRole role = AxisRole::None;
+};
+
+/// An entry point of the program: "train_step" or "eval_step".
+struct Function {
+  std::string name;
+  std::vector<Instruction> instructions;
+};
+
+/// What one rank role (a pipeline stage) runs: ptp::Stream.
+struct Stream {
+  uint64_t arenaBytes = 0;
+  std::vector<BufferInfo> buffers;
+  std::vector<Function> functions;
+};
+
+class Program;
+
+/// NTP (ptp::Replica): a data-parallel replica with its own tensor-parallel
+/// degree, running its own uniform program on `tp` ranks.
+struct ReplicaProgram {
+  int64_t tp = 1;
+  /// Its rows of each global batch: [batchOffset, batchOffset + batchRows).
+  int64_t batchOffset = 0, batchRows = 0;
+  /// The replica's program (mesh [dp = 1, pp = 1, tp]), validated.
+  std::shared_ptr<const Program> program;
+};
+
+class Program {
+public:
+  /// Reads and validates `path`; throws ProgramError.
+  static Program load(const std::string &path);
+  /// Validates a program held in memory; `origin` names it in errors.
+  static Program parse(const uint8_t *data, size_t size,
+                       const std::string &origin);
+
+  /// The selected stream (selectStream; stream 0 after loading): what this
+  /// rank runs. Every stream was validated at load.
+  uint64_t arenaBytes = 0;
+  std::vector<BufferInfo> buffers;
+  std::vector<Function> functions;
+  /// Every stream of the program, one per pipeline stage (one without a
+  /// pipeline axis), and the index of the selected one.
+  std::vector<Stream> streams;
+  size_t stream = 0;
+  /// The model configuration (arch, layers, hidden, vocab, seq_len, batch...).
+  nlohmann::json model;
+  /// The step's hyper-parameters (microbatches, beta1, ...).
+  nlohmann::json train;
+  /// The device mesh, first axis major in rank numbering; empty: one device.
+  std::vector<MeshAxis> mesh;
+  /// NTP: the replicas in rank order (replica 0 on the first ranks); then
+  /// `streams` is empty, `mesh` is [dp = replicas, tp = the largest degree]
+  /// and each rank runs its replica's program. Empty: uniform.
+  std::vector<ReplicaProgram> replicas;
+  /// The replica rank `rank` belongs to and its rank inside it.
+  std::pair<size_t, int> replicaOf(int rank) const;
+
+  /// Ranks the program runs on: the product of the mesh's sizes.
+  int64_t devices() const;
+  /// "dp=2 pp=1 tp=1", or "no mesh".
+  std::string describeMesh() const;
+  /// Index into `mesh` of the axis called `name`, or -1.
+  int axisIndex(const std::string &name) const;
+  /// The index of the mesh axis with the data role (the batch's rows, the
+  /// replicas compared at start-up), or -1.
+  int dataAxisIndex() const;
+  /// The index of the mesh axis with the pipeline role (a rank's stage is
+  /// its coordinate on it), or -1.
+  int pipelineAxisIndex() const;
+  /// Makes stream `index` the one arenaBytes, buffers and functions show.
+  void selectStream(size_t index);
+  /// True when any function of any stream has a collective or a transfer
+  /// (the run needs communicators).
+  bool hasCollectives() const;
+  /// The buffers of `role` in every stream: (stream, buffer index), streams
+  /// in order.
+  std::vector<std::pair<size_t, size_t>> withRoleInStreams(Role role) const;
+  /// The mesh axes an AxisIndex buffer's name lists ("dp,tp" -> {0, 2}), in
+  /// the listed order; throws when one is not an axis of the mesh.
+  std::vector<uint32_t> axisIndexAxes(const BufferInfo &buffer) const;
+
+  /// The one buffer with `role`; throws when there is none or several.
+  const BufferInfo &single(Role role) const;
+  /// Indices of the buffers with `role`, in program order.
+  std::vector<size_t> withRole(Role role) const;
+  /// The function called `name`, or null.
+  const Function *function(const std::string &name) const;
+  /// An integer field of the model configuration; throws when absent.
+  int64_t modelInt(const char *field) const;
+};
+
+} // namespace partition::runtime
+
+#endif // PARTITION_RUNTIME_PROGRAM_H
