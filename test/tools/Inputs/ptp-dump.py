@@ -115,7 +115,7 @@ def main():
     root, path = sys.argv[1], sys.argv[2]
     data = open(path, "rb").read()
     kernels = re.findall(r'^KERNEL\(\w+, "(\w+)"',
-                         open(os.path.join(root, "runtime", "Kernels.def")).read(), re.M)
+                         open(os.path.join(root, "runtime", "program", "Kernels.def")).read(), re.M)
     print("identifier", data[4:8].decode("ascii", "replace"))
     program = Table(data, struct.unpack_from("<I", data, 0)[0])
     print("schema_version", program.scalar(0, "I"))
