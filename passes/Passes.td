@@ -153,9 +153,11 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
     A plan with `replicas` (nonuniform tensor parallelism, NTP) is compiled
     one replica at a time: `replica=N` records replica N's uniform plan
     (mesh `{tp: its degree}`); without it such a plan is refused.
-    Fields whose pass does not exist yet (pp > 1, a pipeline schedule, ZeRO,
-    recomputation) are refused, one error each, e.g. `p.json: zero.stage = 1
-    needs the ZeRO pass, which is not implemented yet; use stage 0`.
+    Combinations no pass implements yet (today: `replicas` with mesh.pp,
+    with ZeRO, or with per-part tensor-parallel degrees) are refused, one
+    error each, e.g. `p.json: replicas with zero.stage = 1 needs ZeRO across
+    replicas of different degrees, which is not implemented yet; use
+    zero.stage 0 or leave out the replicas`.
 
     The mesh's tp may be laid out as several tensor axes, major first, with
     rank numbering unchanged: cut at the key-value heads when the model has

@@ -1,12 +1,13 @@
 //===- Plan.h - plan.json: how a model is distributed -----------*- C++ -*-===//
 //
-// The parallelization plan of a training run (plan.json, see DESIGN.md,
+// The parallelization plan of a training run (plan.json, see docs/design.md,
 // "Contracts"): the device mesh, tensor/pipeline/ZeRO options, recompute and
 // precision. Every field is optional; parsing rejects empty files, invalid
 // JSON, duplicate keys, unknown fields, wrong types and out-of-range values
 // with a message that starts with the file's name and names the field path
 // and the value; checkPlanAgainstModel rejects plans a model cannot follow
-// and checkPlanImplemented plans that need a pass that does not exist yet.
+// and checkPlanImplemented the combinations no pass implements yet (today
+// only ones with nonuniform `replicas`).
 //
 // This is the one place plan.json is read. It depends on LLVMSupport and
 // nlohmann-json only (not MLIR), so that fuzz/PlanFuzzer.cpp links it

@@ -183,7 +183,7 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     the vocabulary to a multiple of tp x vocab_multiple.
 
     A plan with a tensor-parallel degree per part of the model
-    (plan.json's tensor_parallel.per_layer and .embedding, issue 16)
+    (plan.json's tensor_parallel.per_layer and .embedding)
     records `layer_tp = array<i64: ...>`, the degree of each layer, and
     `embedding_tp = N`, that of the embedding, final norm and LM head
     (absent: every part uses all the tensor axes). A part of degree d

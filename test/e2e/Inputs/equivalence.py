@@ -22,7 +22,7 @@ same seed on the same data, each saving its final checkpoint; then compares
     a step whose sign rounding decides, in any two correct runs that sum in
     different orders; the norm sees such a weight as the 1e-5 it is,
 
-against --tolerance (DESIGN.md: fp32, relative 1e-4 over 20 steps).
+against --tolerance (docs/design.md: fp32, relative 1e-4 over 20 steps).
 
 A plan with "precision": "bf16" is compared with a single-device bf16 run
 (bf16 activations, fp32 master weights), the loss against
