@@ -2,8 +2,9 @@
 """The equivalence harness: every plan reproduces the single-device run.
 
   equivalence.py --model MODEL.mlir --workdir DIR [--steps 20] [--lr 3e-3]
-                 [--tolerance 1e-4] [--bf16-tolerance 3e-4]
-                 [--bf16-param-tolerance 0.2] [--lr-scale X]
+                 [--tolerance 1e-4] [--param-tolerance 5e-4]
+                 [--bf16-tolerance 3e-4] [--bf16-param-tolerance 0.2]
+                 [--lr-scale X]
                  [--reference-model M.mlir]
                  --plan NAME=PLAN_JSON [--plan ...]
 
@@ -22,7 +23,19 @@ same seed on the same data, each saving its final checkpoint; then compares
     a step whose sign rounding decides, in any two correct runs that sum in
     different orders; the norm sees such a weight as the 1e-5 it is,
 
-against --tolerance (docs/design.md: fp32, relative 1e-4 over 20 steps).
+the losses against --tolerance (docs/design.md: fp32, relative 1e-4 over
+20 steps), the parameters and moments against --param-tolerance. The two
+differ because 20 steps of AdamW amplify rounding: GEMMs of different
+shapes (a tensor-parallel shard against the whole matrix) round
+differently, and which kernels OpenBLAS picks decides by how much. For
+llama-tiny (4 layers) under plain tp 2 -- the tensor axis at the key-value
+head count, nothing nonuniform -- the worst tensor (layer 1's attention
+output weight, its first moment) differs by 1.2e-5 with OpenBLAS's SSE3
+kernels (Prescott), 5.7e-5 with AVX2 (Haswell, Zen) and 1.05e-4 with
+AVX-512 (SkylakeX, Cooperlake; tp 4: 1.5e-4), while its losses agree to
+4e-7. A real partitioning error (a shard of the wrong rows, a reduction
+missed or doubled) moves a tensor by far more than 1e-3; 5e-4 keeps 3x
+headroom over the worst kernels measured.
 
 A plan with "precision": "bf16" is compared with a single-device bf16 run
 (bf16 activations, fp32 master weights), the loss against
@@ -196,6 +209,7 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--param-tolerance", type=float, default=5e-4)
     parser.add_argument("--bf16-tolerance", type=float, default=3e-4)
     parser.add_argument("--bf16-param-tolerance", type=float, default=0.2)
     parser.add_argument("--lr-scale", type=float, default=1.0)
@@ -211,7 +225,8 @@ def main():
         precision = plan.get("precision", "fp32")
         bf16 = precision == "bf16"
         tolerance = args.bf16_tolerance if bf16 else args.tolerance
-        param_tolerance = args.bf16_param_tolerance if bf16 else args.tolerance
+        param_tolerance = (args.bf16_param_tolerance if bf16
+                           else args.param_tolerance)
         key = (microbatches, precision)
         if key not in references:
             reference = f"single-{precision}-mb{microbatches}"
@@ -249,7 +264,8 @@ def main():
                   f"{', '.join(skipped)}")
     if failed:
         print(f"equivalence: some plans differ from the single-device run by "
-              f"more than their tolerance ({args.tolerance:g}; bf16 loss "
+              f"more than their tolerance (loss {args.tolerance:g}, "
+              f"parameters {args.param_tolerance:g}; bf16 loss "
               f"{args.bf16_tolerance:g}, parameters "
               f"{args.bf16_param_tolerance:g})")
         return 1
