@@ -20,7 +20,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <functional>
 
@@ -49,183 +48,17 @@ KernelOp createKernel(OpBuilder &builder, Location loc, KernelId kernel,
                           inputs, outputs, ints, floats);
 }
 
-/// Which runtime kernel an op becomes, with its parameter lists.
-struct KernelCall {
-  KernelId kernel;
-  SmallVector<int64_t> ints;
-  SmallVector<float> floats;
-};
+using xfmr::KernelCall;
 
-float f32(APFloat value) { return value.convertToFloat(); }
-
-/// The kernel of each xfmr op: operands map to inputs and results to outputs
-/// in order, so only the kernel and its parameters differ.
-std::optional<KernelId> kernelOf(Operation *op) {
-  using K = KernelId;
-  return llvm::TypeSwitch<Operation *, std::optional<KernelId>>(op)
-      .Case([](EmbeddingOp) { return K::Embedding; })
-      .Case([](EmbeddingGradOp) { return K::EmbeddingGrad; })
-      .Case([](PositionEmbeddingOp) { return K::PositionEmbedding; })
-      .Case([](PositionEmbeddingGradOp) { return K::PositionEmbeddingGrad; })
-      .Case([](LayerNormOp) { return K::LayerNorm; })
-      .Case([](LayerNormGradOp) { return K::LayerNormGrad; })
-      .Case([](RMSNormOp) { return K::RMSNorm; })
-      .Case([](RMSNormGradOp) { return K::RMSNormGrad; })
-      .Case([](LinearOp op) {
-        return op.getBias() ? K::LinearBias : K::Linear;
-      })
-      .Case([](LinearGradInputOp) { return K::LinearGradInput; })
-      .Case([](LinearGradWeightOp op) {
-        return op.getBiasGrad() ? K::LinearGradWeightBias
-                                : K::LinearGradWeight;
-      })
-      .Case([](GeluOp) { return K::Gelu; })
-      .Case([](GeluGradOp) { return K::GeluGrad; })
-      .Case([](SwigluOp) { return K::Swiglu; })
-      .Case([](SwigluGradOp) { return K::SwigluGrad; })
-      .Case([](AddOp) { return K::Add; })
-      .Case([](CastOp) { return K::Cast; })
-      .Case([](ScaleOp) { return K::Scale; })
-      .Case([](AttentionOp) { return K::Attention; })
-      .Case([](AttentionGradOp) { return K::AttentionGrad; })
-      .Case([](SoftmaxCrossEntropyOp) { return K::SoftmaxCrossEntropy; })
-      .Case([](SoftmaxCrossEntropyGradOp) {
-        return K::SoftmaxCrossEntropyGrad;
-      })
-      .Case([](VocabParallelEmbeddingOp) { return K::VocabParallelEmbedding; })
-      .Case([](VocabParallelEmbeddingGradOp) {
-        return K::VocabParallelEmbeddingGrad;
-      })
-      .Case([](VocabParallelMaxOp op) {
-        return op.getVocab() ? K::VocabParallelMaskedMax : K::VocabParallelMax;
-      })
-      .Case([](VocabParallelTargetLogitOp) {
-        return K::VocabParallelTargetLogit;
-      })
-      .Case([](VocabParallelSumExpOp op) {
-        return op.getVocab() ? K::VocabParallelMaskedSumExp
-                             : K::VocabParallelSumExp;
-      })
-      .Case([](VocabParallelLossOp) { return K::VocabParallelLoss; })
-      .Case([](VocabParallelCrossEntropyGradOp op) {
-        return op.getVocab() ? K::VocabParallelMaskedCrossEntropyGrad
-                             : K::VocabParallelCrossEntropyGrad;
-      })
-      .Case([](AdamWOp) { return K::AdamW; })
-      .Case([](arith::AddIOp) { return K::AddI32; })
-      .Default([](Operation *) { return std::nullopt; });
-}
-
-template <typename AttentionLike>
-KernelCall attentionCall(KernelId kernel, AttentionLike op) {
-  return KernelCall{kernel,
-                    {static_cast<int64_t>(op.getNumHeads()),
-                     static_cast<int64_t>(op.getNumKvHeads()),
-                     op.getCausal() ? 1 : 0},
-                    {op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f}};
-}
-
-/// The kernel `op` becomes and the parameters it passes. The switch lists
-/// every kernel of the table (no default, -Werror=switch): a kernel added to
-/// Kernels.def fails to build here until the lowering says where its
-/// parameters come from.
+/// The kernel `op` becomes and the parameters it passes: each xfmr op says
+/// so itself (RuntimeKernelOpInterface); arith.addi, the step counter's
+/// increment, is the one op of another dialect a step holds.
 FailureOr<KernelCall> kernelFor(Operation *op) {
-  std::optional<KernelId> kernel = kernelOf(op);
-  if (!kernel)
-    return op->emitOpError("has no runtime kernel");
-  KernelCall call{*kernel, {}, {}};
-  // The whole-vocabulary kernels have no mask: a padded vocabulary runs
-  // vocabulary-parallel (its logits split over the tensor axis) only.
-  auto padded = [](std::optional<int64_t> vocab, Value logits) {
-    return vocab && *vocab < cast<ShapedType>(logits.getType()).getDimSize(2);
-  };
-  if (auto loss = dyn_cast<SoftmaxCrossEntropyOp>(op);
-      loss && padded(loss.getVocab(), loss.getLogits()))
-    return op->emitOpError()
-           << "has a padded vocabulary (vocab " << *loss.getVocab()
-           << ") but its logits are whole; only the vocabulary-parallel loss "
-              "masks the padding: split the logits over the tensor axis";
-  if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(op);
-      grad && padded(grad.getVocab(), grad.getLogits()))
-    return op->emitOpError()
-           << "has a padded vocabulary (vocab " << *grad.getVocab()
-           << ") but its logits are whole; only the vocabulary-parallel loss "
-              "masks the padding: split the logits over the tensor axis";
-  switch (*kernel) {
-  case KernelId::LayerNorm:
-    call.floats = {f32(cast<LayerNormOp>(op).getEpsilon())};
-    break;
-  case KernelId::LayerNormGrad:
-    call.floats = {f32(cast<LayerNormGradOp>(op).getEpsilon())};
-    break;
-  case KernelId::RMSNorm:
-    call.floats = {f32(cast<RMSNormOp>(op).getEpsilon())};
-    break;
-  case KernelId::RMSNormGrad:
-    call.floats = {f32(cast<RMSNormGradOp>(op).getEpsilon())};
-    break;
-  case KernelId::Scale:
-    call.floats = {f32(cast<ScaleOp>(op).getFactor())};
-    break;
-  case KernelId::Attention:
-    return attentionCall(*kernel, cast<AttentionOp>(op));
-  case KernelId::AttentionGrad:
-    return attentionCall(*kernel, cast<AttentionGradOp>(op));
-  case KernelId::VocabParallelMaskedMax:
-    call.ints = {*cast<VocabParallelMaxOp>(op).getVocab()};
-    break;
-  case KernelId::VocabParallelMaskedSumExp:
-    call.ints = {*cast<VocabParallelSumExpOp>(op).getVocab()};
-    break;
-  case KernelId::VocabParallelMaskedCrossEntropyGrad:
-    call.ints = {*cast<VocabParallelCrossEntropyGradOp>(op).getVocab()};
-    break;
-  case KernelId::AdamW: {
-    auto adamw = cast<AdamWOp>(op);
-    call.floats = {f32(adamw.getBeta1()), f32(adamw.getBeta2()),
-                   f32(adamw.getEpsilon()), f32(adamw.getWeightDecay())};
-    break;
-  }
-  // No parameters.
-  case KernelId::Embedding:
-  case KernelId::EmbeddingGrad:
-  case KernelId::PositionEmbedding:
-  case KernelId::PositionEmbeddingGrad:
-  case KernelId::Linear:
-  case KernelId::LinearBias:
-  case KernelId::LinearGradInput:
-  case KernelId::LinearGradWeight:
-  case KernelId::LinearGradWeightBias:
-  case KernelId::Gelu:
-  case KernelId::GeluGrad:
-  case KernelId::Swiglu:
-  case KernelId::SwigluGrad:
-  case KernelId::Add:
-  case KernelId::SoftmaxCrossEntropy:
-  case KernelId::SoftmaxCrossEntropyGrad:
-  case KernelId::AddI32:
-  case KernelId::VocabParallelEmbedding:
-  case KernelId::VocabParallelEmbeddingGrad:
-  case KernelId::VocabParallelMax:
-  case KernelId::VocabParallelTargetLogit:
-  case KernelId::VocabParallelSumExp:
-  case KernelId::VocabParallelLoss:
-  case KernelId::VocabParallelCrossEntropyGrad:
-  case KernelId::Cast:
-    break;
-  // Emitted by StepLowering itself, never one op's kernel: copies of
-  // buffers, splat constants (fill), dist.all_slice (slice_block) and a tied
-  // embedding's fused gradient sum (embedding_grad_add).
-  case KernelId::Copy:
-  case KernelId::Fill:
-  case KernelId::SliceBlock:
-  case KernelId::FlatPack:
-  case KernelId::FlatUnpack:
-  case KernelId::EmbeddingGradAdd:
-  case KernelId::NumKernels:
-    llvm_unreachable("kernelOf never chooses this kernel");
-  }
-  return call;
+  if (auto kernelOp = dyn_cast<xfmr::RuntimeKernelOpInterface>(op))
+    return kernelOp.getKernelCall();
+  if (isa<arith::AddIOp>(op))
+    return KernelCall{KernelId::AddI32};
+  return op->emitOpError("has no runtime kernel");
 }
 
 bool isStaticTensor(Type type) {

@@ -95,120 +95,43 @@ runtime::KernelId kernelId(KernelOp kernel) {
   return runtime::lookupKernel(std::string_view(name.data(), name.size()))->id;
 }
 
-/// Kernels whose outputs are parameter gradients (weight-side backward).
-/// Every kernel is listed (no default, -Werror=switch): a kernel added to
-/// runtime/program/Kernels.def fails to build here until the report classifies it.
+/// Whether `output` of `kernel` is a parameter gradient (weight-side
+/// backward), by the kernel's Role column (runtime/program/Kernels.def).
 bool writesGradient(KernelOp kernel, Value output) {
-  using runtime::KernelId;
-  switch (kernelId(kernel)) {
-  case KernelId::EmbeddingGrad:
-  case KernelId::EmbeddingGradAdd:
-  case KernelId::PositionEmbeddingGrad:
-  case KernelId::LinearGradWeight:
-  case KernelId::LinearGradWeightBias:
-  case KernelId::VocabParallelEmbeddingGrad:
+  using runtime::KernelRole;
+  switch (runtime::kernelInfo(kernelId(kernel)).role) {
+  case KernelRole::ParameterGradients:
     return true;
-  // Every output but the input gradient.
-  case KernelId::LayerNormGrad:
-  case KernelId::RMSNormGrad:
+  case KernelRole::ParameterGradientsAfterFirst:
     return output != kernel.getOutputs().front();
   // Mixed precision: a cast to f32 is the backward of a parameter's cast,
   // a parameter gradient (the forward casts go the other way).
-  case KernelId::Cast:
+  case KernelRole::Cast:
     return cast<MemRefType>(output.getType()).getElementType().isF32();
-  case KernelId::Embedding:
-  case KernelId::PositionEmbedding:
-  case KernelId::LayerNorm:
-  case KernelId::RMSNorm:
-  case KernelId::Linear:
-  case KernelId::LinearBias:
-  case KernelId::LinearGradInput:
-  case KernelId::Gelu:
-  case KernelId::GeluGrad:
-  case KernelId::Swiglu:
-  case KernelId::SwigluGrad:
-  case KernelId::Add:
-  case KernelId::Scale:
-  case KernelId::Attention:
-  case KernelId::AttentionGrad:
-  case KernelId::SoftmaxCrossEntropy:
-  case KernelId::SoftmaxCrossEntropyGrad:
-  case KernelId::AdamW:
-  case KernelId::Fill:
-  case KernelId::AddI32:
-  case KernelId::Copy:
-  case KernelId::SliceBlock:
-  case KernelId::FlatPack:
-  case KernelId::FlatUnpack:
-  case KernelId::VocabParallelEmbedding:
-  case KernelId::VocabParallelMax:
-  case KernelId::VocabParallelTargetLogit:
-  case KernelId::VocabParallelSumExp:
-  case KernelId::VocabParallelLoss:
-  case KernelId::VocabParallelCrossEntropyGrad:
-  case KernelId::VocabParallelMaskedMax:
-  case KernelId::VocabParallelMaskedSumExp:
-  case KernelId::VocabParallelMaskedCrossEntropyGrad:
-  case KernelId::NumKernels:
+  case KernelRole::Forward:
+  case KernelRole::ForwardIfActivationInput:
+  case KernelRole::Other:
     return false;
   }
   return false;
 }
 
-/// Kernels whose outputs are forward values (activations): the forward
-/// kernels, and the element-wise ones (add, scale, copy, slice, cast to a
-/// narrower type) when they read an activation (a residual sum, not a sum
-/// of gradients). Every kernel is listed, as in writesGradient.
+/// Whether a kernel's outputs are forward values (activations): the
+/// forward kernels, and the element-wise ones (add, scale, copy, slice, cast
+/// to a narrower type) when they read an activation (a residual sum, not a
+/// sum of gradients). ZeRO's bucket copies are counted on their own line
+/// (gather/scatter buffers) or as the gradients they carry.
 bool writesActivation(KernelOp kernel, llvm::function_ref<bool(Value)> isActivation) {
-  using runtime::KernelId;
-  switch (kernelId(kernel)) {
-  case KernelId::Embedding:
-  case KernelId::PositionEmbedding:
-  case KernelId::LayerNorm:
-  case KernelId::RMSNorm:
-  case KernelId::Linear:
-  case KernelId::LinearBias:
-  case KernelId::Gelu:
-  case KernelId::Swiglu:
-  case KernelId::Attention:
-  case KernelId::SoftmaxCrossEntropy:
-  case KernelId::VocabParallelEmbedding:
-  case KernelId::VocabParallelMax:
-  case KernelId::VocabParallelTargetLogit:
-  case KernelId::VocabParallelSumExp:
-  case KernelId::VocabParallelMaskedMax:
-  case KernelId::VocabParallelMaskedSumExp:
-  case KernelId::VocabParallelLoss:
+  using runtime::KernelRole;
+  switch (runtime::kernelInfo(kernelId(kernel)).role) {
+  case KernelRole::Forward:
     return true;
-  case KernelId::Add:
-  case KernelId::Scale:
-  case KernelId::Copy:
-  case KernelId::SliceBlock:
-  case KernelId::Cast:
+  case KernelRole::ForwardIfActivationInput:
+  case KernelRole::Cast:
     return llvm::any_of(kernel.getInputs(), isActivation);
-  // ZeRO's bucket copies: counted on their own line (gather/scatter
-  // buffers), or as the gradients they carry.
-  case KernelId::FlatPack:
-  case KernelId::FlatUnpack:
-  case KernelId::EmbeddingGrad:
-  case KernelId::EmbeddingGradAdd:
-  case KernelId::PositionEmbeddingGrad:
-  case KernelId::LinearGradWeight:
-  case KernelId::LinearGradWeightBias:
-  case KernelId::VocabParallelEmbeddingGrad:
-  case KernelId::LayerNormGrad:
-  case KernelId::RMSNormGrad:
-  case KernelId::LinearGradInput:
-  case KernelId::GeluGrad:
-  case KernelId::SwigluGrad:
-  case KernelId::AttentionGrad:
-  case KernelId::SoftmaxCrossEntropyGrad:
-  case KernelId::VocabParallelCrossEntropyGrad:
-  case KernelId::VocabParallelMaskedCrossEntropyGrad:
-  case KernelId::AdamW:
-  case KernelId::Fill:
-  case KernelId::AddI32:
-  case KernelId::NumKernels:
+  case KernelRole::ParameterGradients:
+  case KernelRole::ParameterGradientsAfterFirst:
+  case KernelRole::Other:
     return false;
   }
   return false;

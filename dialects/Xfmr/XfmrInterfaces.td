@@ -1,12 +1,14 @@
 //===- XfmrInterfaces.td - interfaces of the xfmr dialect --*- tablegen -*-===//
 //
-// Two interfaces let passes treat xfmr ops generically:
+// Four interfaces let passes treat xfmr ops generically:
 //  * AutodiffOpInterface: each op builds its own backward, so reverse-mode
 //    autodiff never walks a hard-coded model.
 //  * MatmulFlopsOpInterface: each op reports the matmul FLOPs it performs,
 //    so statistics and the cost model never switch on op names.
 //  * ShardingRuleOpInterface: each op states how it splits over its
 //    iteration space, so the partitioning passes never switch on op names.
+//  * RuntimeKernelOpInterface: each op names the runtime kernel it lowers
+//    to, so lower-to-rt never switches on op classes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,6 +82,24 @@ def ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       "::mlir::LogicalResult", "partitionLocally",
       (ins "::partition::xfmr::LocalPartition &":$partition), [{}],
       [{ return ::mlir::success(); }]>
+  ];
+}
+
+def RuntimeKernelOpInterface : OpInterface<"RuntimeKernelOpInterface"> {
+  let description = [{
+    The runtime kernel an op lowers to (a row of runtime/program/Kernels.def)
+    with its integer and float parameters. Operands become the kernel's
+    inputs and results its outputs, in order, so the call is all lower-to-rt
+    needs to know. The implementations sit in dialects/Xfmr/XfmrKernels.cpp,
+    one short method per op.
+  }];
+  let cppNamespace = "::partition::xfmr";
+
+  let methods = [
+    InterfaceMethod<"Returns the op's kernel call, or emits an error and "
+      "fails when no kernel computes the op as it is typed.",
+      "::mlir::FailureOr<::partition::xfmr::KernelCall>", "getKernelCall",
+      (ins)>
   ];
 }
 

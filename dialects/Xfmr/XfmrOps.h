@@ -3,6 +3,7 @@
 #ifndef PARTITION_DIALECTS_XFMR_XFMROPS_H
 #define PARTITION_DIALECTS_XFMR_XFMROPS_H
 
+#include "dialects/Xfmr/KernelCall.h"
 #include "dialects/Xfmr/ShardingRule.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "mlir/IR/Builders.h"

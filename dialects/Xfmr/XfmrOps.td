@@ -116,13 +116,14 @@ def Xfmr_ScalarI32 : 0DTensorOf<[I32]>;
 // Base classes
 //===----------------------------------------------------------------------===//
 
-// Every op has a sharding rule (dialects/Xfmr/XfmrSharding.cpp).
-// Every op has a sharding rule; ops listing "partitionLocally" in
-// `sharding` also adapt themselves to sharded factors.
+// Every op has a sharding rule (dialects/Xfmr/XfmrSharding.cpp); ops listing
+// "partitionLocally" in `sharding` also adapt themselves to sharded factors.
+// Every op lowers to one runtime kernel (dialects/Xfmr/XfmrKernels.cpp).
 class Xfmr_Op<string mnemonic, list<Trait> traits = [],
               list<string> sharding = []>
     : Op<Xfmr_Dialect, mnemonic, !listconcat(traits, [Pure,
-        DeclareOpInterfaceMethods<ShardingRuleOpInterface, sharding>])> {
+        DeclareOpInterfaceMethods<ShardingRuleOpInterface, sharding>,
+        DeclareOpInterfaceMethods<RuntimeKernelOpInterface>])> {
   let assemblyFormat = [{
     operands attr-dict `:` functional-type(operands, results)
   }];

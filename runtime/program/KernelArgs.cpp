@@ -54,58 +54,15 @@ private:
     for (int o = 0; o < info.outputs; ++o)
       dtype(out(o), args.floatType, "every output");
   }
-  /// The storage type: that of the first float buffer that is not one of
-  /// the kernel's fixed-f32 operands (loss gradients; adamw and
-  /// vocab_parallel_loss are f32 throughout).
+  /// The storage type (the kernel's Storage column): that of the first
+  /// float buffer unless the row says otherwise.
   DType storageType() const {
-    switch (instruction.kernel) {
-    case KernelId::AdamW:
-    case KernelId::VocabParallelLoss:
+    switch (info.storage) {
+    case KernelStorage::F32:
       return DType::F32;
-    case KernelId::SoftmaxCrossEntropyGrad:
-    case KernelId::VocabParallelCrossEntropyGrad:
-    case KernelId::VocabParallelMaskedCrossEntropyGrad:
+    case KernelStorage::Input1:
       return in(1).dtype;
-    // Every other kernel is listed (no default): a kernel added to
-    // Kernels.def fails to build here until it says its storage type.
-    case KernelId::Embedding:
-    case KernelId::EmbeddingGrad:
-    case KernelId::PositionEmbedding:
-    case KernelId::PositionEmbeddingGrad:
-    case KernelId::LayerNorm:
-    case KernelId::LayerNormGrad:
-    case KernelId::RMSNorm:
-    case KernelId::RMSNormGrad:
-    case KernelId::Linear:
-    case KernelId::LinearBias:
-    case KernelId::LinearGradInput:
-    case KernelId::LinearGradWeight:
-    case KernelId::LinearGradWeightBias:
-    case KernelId::Gelu:
-    case KernelId::GeluGrad:
-    case KernelId::Swiglu:
-    case KernelId::SwigluGrad:
-    case KernelId::Add:
-    case KernelId::Scale:
-    case KernelId::Attention:
-    case KernelId::AttentionGrad:
-    case KernelId::SoftmaxCrossEntropy:
-    case KernelId::Fill:
-    case KernelId::AddI32:
-    case KernelId::Copy:
-    case KernelId::EmbeddingGradAdd:
-    case KernelId::SliceBlock:
-    case KernelId::FlatPack:
-    case KernelId::FlatUnpack:
-    case KernelId::VocabParallelEmbedding:
-    case KernelId::VocabParallelEmbeddingGrad:
-    case KernelId::VocabParallelMax:
-    case KernelId::VocabParallelTargetLogit:
-    case KernelId::VocabParallelSumExp:
-    case KernelId::VocabParallelMaskedMax:
-    case KernelId::VocabParallelMaskedSumExp:
-    case KernelId::Cast:
-    case KernelId::NumKernels:
+    case KernelStorage::FirstFloat:
       break;
     }
     for (const BufferInfo *buffer : args.buffers)
@@ -187,10 +144,8 @@ void Checker::attention() {
 
 KernelArgs Checker::run() {
   args.floatType = storageType();
-  switch (instruction.kernel) {
-  case KernelId::Embedding:
-  case KernelId::EmbeddingGrad:
-  case KernelId::EmbeddingGradAdd: {
+  switch (info.shape) {
+  case KernelShape::Embedding: {
     bool isGrad = instruction.kernel != KernelId::Embedding;
     if (instruction.kernel == KernelId::EmbeddingGradAdd) {
       dtype(in(2), args.floatType, "base");
@@ -214,8 +169,7 @@ KernelArgs Checker::run() {
                 std::to_string(args.channels));
     break;
   }
-  case KernelId::PositionEmbedding:
-  case KernelId::PositionEmbeddingGrad: {
+  case KernelShape::PositionEmbedding: {
     bool isGrad = instruction.kernel == KernelId::PositionEmbeddingGrad;
     allFloat(isGrad ? std::initializer_list<int>{0}
                   : std::initializer_list<int>{0, 1});
@@ -234,8 +188,7 @@ KernelArgs Checker::run() {
       sameElements(x, out(0), "result");
     break;
   }
-  case KernelId::LayerNorm:
-  case KernelId::RMSNorm: {
+  case KernelShape::Norm: {
     bool hasBeta = instruction.kernel == KernelId::LayerNorm;
     allFloat(hasBeta ? std::initializer_list<int>{0, 1, 2}
                    : std::initializer_list<int>{0, 1});
@@ -247,8 +200,7 @@ KernelArgs Checker::run() {
     require(instruction.floats[0] > 0, "epsilon must be positive");
     break;
   }
-  case KernelId::LayerNormGrad:
-  case KernelId::RMSNormGrad: {
+  case KernelShape::NormGrad: {
     allFloat({0, 1, 2});
     rowsAndChannels(in(1));
     sameElements(in(0), in(1), "grad");
@@ -259,8 +211,7 @@ KernelArgs Checker::run() {
     require(instruction.floats[0] > 0, "epsilon must be positive");
     break;
   }
-  case KernelId::Linear:
-  case KernelId::LinearBias: {
+  case KernelShape::Linear: {
     allFloat(instruction.kernel == KernelId::LinearBias
                ? std::initializer_list<int>{0, 1, 2}
                : std::initializer_list<int>{0, 1});
@@ -277,7 +228,7 @@ KernelArgs Checker::run() {
             "result " + shapeString(out(0)) + " has the wrong size");
     break;
   }
-  case KernelId::LinearGradInput: {
+  case KernelShape::LinearGradInput: {
     allFloat({0, 1});
     rowsAndChannels(in(0));
     rank(in(1), 2, "weight");
@@ -290,8 +241,7 @@ KernelArgs Checker::run() {
             "input gradient " + shapeString(out(0)) + " has the wrong size");
     break;
   }
-  case KernelId::LinearGradWeight:
-  case KernelId::LinearGradWeightBias: {
+  case KernelShape::LinearGradWeight: {
     allFloat({0, 1});
     rowsAndChannels(in(0));
     args.outFeatures = args.channels;
@@ -308,13 +258,7 @@ KernelArgs Checker::run() {
       vector(out(1), args.outFeatures, "bias gradient");
     break;
   }
-  case KernelId::Gelu:
-  case KernelId::GeluGrad:
-  case KernelId::Swiglu:
-  case KernelId::SwigluGrad:
-  case KernelId::Add:
-  case KernelId::Scale:
-  case KernelId::Copy: {
+  case KernelShape::Elementwise: {
     std::initializer_list<int> none = {};
     allFloat(none);
     args.size = out(0).elements;
@@ -326,12 +270,10 @@ KernelArgs Checker::run() {
       sameElements(out(o), out(0), "output");
     break;
   }
-  case KernelId::Attention:
-  case KernelId::AttentionGrad:
+  case KernelShape::Attention:
     attention();
     break;
-  case KernelId::SoftmaxCrossEntropy:
-  case KernelId::SoftmaxCrossEntropyGrad: {
+  case KernelShape::CrossEntropy: {
     bool isGrad = instruction.kernel == KernelId::SoftmaxCrossEntropyGrad;
     int logitsIndex = isGrad ? 1 : 0;
     const BufferInfo &logits = in(logitsIndex);
@@ -353,7 +295,7 @@ KernelArgs Checker::run() {
     }
     break;
   }
-  case KernelId::AdamW: {
+  case KernelShape::AdamW: {
     allFloat({0, 1, 2, 3, 5});
     dtype(in(4), DType::I32, "step");
     require(in(4).elements == 1 && in(5).elements == 1,
@@ -365,17 +307,17 @@ KernelArgs Checker::run() {
       sameElements(out(o), in(0), "updated state");
     break;
   }
-  case KernelId::Fill:
+  case KernelShape::Fill:
     args.size = out(0).elements;
     break;
-  case KernelId::Cast:
+  case KernelShape::Cast:
     require(isFloat(in(0).dtype) && isFloat(out(0).dtype),
             std::string("cast converts between f32 and bf16, not ") +
                 dtypeName(in(0).dtype) + " to " + dtypeName(out(0).dtype));
     sameElements(in(0), out(0), "result");
     args.size = out(0).elements;
     break;
-  case KernelId::AddI32:
+  case KernelShape::AddI32:
     for (int i : {0, 1})
       dtype(in(i), DType::I32, "operand");
     dtype(out(0), DType::I32, "result");
@@ -383,8 +325,7 @@ KernelArgs Checker::run() {
     sameElements(in(1), out(0), "operand");
     args.size = out(0).elements;
     break;
-  case KernelId::FlatPack:
-  case KernelId::FlatUnpack: {
+  case KernelShape::FlatBucket: {
     bool pack = instruction.kernel == KernelId::FlatPack;
     const BufferInfo &bucket = pack ? out(0) : in(0);
     const BufferInfo &tensor = pack ? in(0) : out(0);
@@ -405,7 +346,7 @@ KernelArgs Checker::run() {
     args.inner = offset;
     break;
   }
-  case KernelId::SliceBlock: {
+  case KernelShape::SliceBlock: {
     // Moves elements of any type: floats or token ids.
     dtype(in(1), DType::I32, "index");
     dtype(out(0), in(0).dtype, "result");
@@ -436,8 +377,7 @@ KernelArgs Checker::run() {
       args.inner *= shape[d];
     break;
   }
-  case KernelId::VocabParallelEmbedding:
-  case KernelId::VocabParallelEmbeddingGrad: {
+  case KernelShape::VocabParallelEmbedding: {
     bool isGrad = instruction.kernel == KernelId::VocabParallelEmbeddingGrad;
     const BufferInfo &tokens = in(isGrad ? 1 : 0);
     const BufferInfo &table = isGrad ? out(0) : in(1);
@@ -458,13 +398,7 @@ KernelArgs Checker::run() {
                 std::to_string(args.channels));
     break;
   }
-  case KernelId::VocabParallelMax:
-  case KernelId::VocabParallelTargetLogit:
-  case KernelId::VocabParallelSumExp:
-  case KernelId::VocabParallelCrossEntropyGrad:
-  case KernelId::VocabParallelMaskedMax:
-  case KernelId::VocabParallelMaskedSumExp:
-  case KernelId::VocabParallelMaskedCrossEntropyGrad: {
+  case KernelShape::VocabParallelStatistic: {
     // Local logits [rows, Vl]; every statistic holds one f32 per row.
     bool isGrad =
         instruction.kernel == KernelId::VocabParallelCrossEntropyGrad ||
@@ -530,15 +464,13 @@ KernelArgs Checker::run() {
     }
     break;
   }
-  case KernelId::VocabParallelLoss:
+  case KernelShape::VocabParallelLoss:
     allFloat({0, 1, 2});
     args.rows = in(0).elements;
     sameElements(in(1), in(0), "sum_exp and max");
     sameElements(in(2), in(0), "target logit and max");
     require(out(0).elements == 1, "loss must be a scalar");
     break;
-  case KernelId::NumKernels:
-    fail("invalid kernel");
   }
   // Outputs never overlap inputs, except exactly (in-place kernels).
   for (int o = 0; o < info.outputs; ++o)

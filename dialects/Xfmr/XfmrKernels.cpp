@@ -1,0 +1,167 @@
+//===- XfmrKernels.cpp - the runtime kernel of each xfmr op ---------------===//
+//
+// RuntimeKernelOpInterface: one method per op naming its row of
+// runtime/program/Kernels.def and the parameters it passes. An op with
+// optional operands or attributes picks the row that matches its form (a
+// linear with a bias, a masked vocabulary statistic).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Xfmr/XfmrOps.h"
+
+using namespace mlir;
+
+namespace partition::xfmr {
+namespace {
+
+using runtime::KernelId;
+
+float f32(const APFloat &value) { return value.convertToFloat(); }
+
+template <typename AttentionLike>
+KernelCall attentionCall(KernelId kernel, AttentionLike op) {
+  return {kernel,
+          {static_cast<int64_t>(op.getNumHeads()),
+           static_cast<int64_t>(op.getNumKvHeads()), op.getCausal() ? 1 : 0},
+          {op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f}};
+}
+
+/// The whole-vocabulary loss kernels have no mask: a padded vocabulary runs
+/// vocabulary-parallel (its logits split over the tensor axis) only.
+template <typename LossLike>
+FailureOr<KernelCall> wholeVocabularyLoss(LossLike op, KernelId kernel) {
+  std::optional<int64_t> vocab = op.getVocab();
+  if (vocab && *vocab < cast<ShapedType>(op.getLogits().getType()).getDimSize(2))
+    return op->emitOpError()
+           << "has a padded vocabulary (vocab " << *vocab
+           << ") but its logits are whole; only the vocabulary-parallel loss "
+              "masks the padding: split the logits over the tensor axis";
+  return KernelCall{kernel};
+}
+
+/// A vocabulary-parallel statistic: the masked row when the vocabulary is
+/// padded (its logical size is then the kernel's one integer).
+KernelCall maskedOrNot(std::optional<int64_t> vocab, KernelId plain,
+                       KernelId masked) {
+  if (!vocab)
+    return {plain};
+  return {masked, {*vocab}};
+}
+
+} // namespace
+
+// Embeddings.
+FailureOr<KernelCall> EmbeddingOp::getKernelCall() {
+  return KernelCall{KernelId::Embedding};
+}
+FailureOr<KernelCall> EmbeddingGradOp::getKernelCall() {
+  return KernelCall{KernelId::EmbeddingGrad};
+}
+FailureOr<KernelCall> PositionEmbeddingOp::getKernelCall() {
+  return KernelCall{KernelId::PositionEmbedding};
+}
+FailureOr<KernelCall> PositionEmbeddingGradOp::getKernelCall() {
+  return KernelCall{KernelId::PositionEmbeddingGrad};
+}
+
+// Normalisation: the epsilon is the one float.
+FailureOr<KernelCall> LayerNormOp::getKernelCall() {
+  return KernelCall{KernelId::LayerNorm, {}, {f32(getEpsilon())}};
+}
+FailureOr<KernelCall> LayerNormGradOp::getKernelCall() {
+  return KernelCall{KernelId::LayerNormGrad, {}, {f32(getEpsilon())}};
+}
+FailureOr<KernelCall> RMSNormOp::getKernelCall() {
+  return KernelCall{KernelId::RMSNorm, {}, {f32(getEpsilon())}};
+}
+FailureOr<KernelCall> RMSNormGradOp::getKernelCall() {
+  return KernelCall{KernelId::RMSNormGrad, {}, {f32(getEpsilon())}};
+}
+
+// Linear layers: the bias, when present, is fused into the same call.
+FailureOr<KernelCall> LinearOp::getKernelCall() {
+  return KernelCall{getBias() ? KernelId::LinearBias : KernelId::Linear};
+}
+FailureOr<KernelCall> LinearGradInputOp::getKernelCall() {
+  return KernelCall{KernelId::LinearGradInput};
+}
+FailureOr<KernelCall> LinearGradWeightOp::getKernelCall() {
+  return KernelCall{getBiasGrad() ? KernelId::LinearGradWeightBias
+                                  : KernelId::LinearGradWeight};
+}
+
+// Element-wise.
+FailureOr<KernelCall> GeluOp::getKernelCall() {
+  return KernelCall{KernelId::Gelu};
+}
+FailureOr<KernelCall> GeluGradOp::getKernelCall() {
+  return KernelCall{KernelId::GeluGrad};
+}
+FailureOr<KernelCall> SwigluOp::getKernelCall() {
+  return KernelCall{KernelId::Swiglu};
+}
+FailureOr<KernelCall> SwigluGradOp::getKernelCall() {
+  return KernelCall{KernelId::SwigluGrad};
+}
+FailureOr<KernelCall> CastOp::getKernelCall() {
+  return KernelCall{KernelId::Cast};
+}
+FailureOr<KernelCall> AddOp::getKernelCall() {
+  return KernelCall{KernelId::Add};
+}
+FailureOr<KernelCall> ScaleOp::getKernelCall() {
+  return KernelCall{KernelId::Scale, {}, {f32(getFactor())}};
+}
+
+// Attention: heads, kv heads and causality as integers, RoPE's theta (0 for
+// none) as the float.
+FailureOr<KernelCall> AttentionOp::getKernelCall() {
+  return attentionCall(KernelId::Attention, *this);
+}
+FailureOr<KernelCall> AttentionGradOp::getKernelCall() {
+  return attentionCall(KernelId::AttentionGrad, *this);
+}
+
+// The loss over a whole vocabulary.
+FailureOr<KernelCall> SoftmaxCrossEntropyOp::getKernelCall() {
+  return wholeVocabularyLoss(*this, KernelId::SoftmaxCrossEntropy);
+}
+FailureOr<KernelCall> SoftmaxCrossEntropyGradOp::getKernelCall() {
+  return wholeVocabularyLoss(*this, KernelId::SoftmaxCrossEntropyGrad);
+}
+
+// The optimizer.
+FailureOr<KernelCall> AdamWOp::getKernelCall() {
+  return KernelCall{KernelId::AdamW,
+                    {},
+                    {f32(getBeta1()), f32(getBeta2()), f32(getEpsilon()),
+                     f32(getWeightDecay())}};
+}
+
+// Vocabulary parallelism.
+FailureOr<KernelCall> VocabParallelEmbeddingOp::getKernelCall() {
+  return KernelCall{KernelId::VocabParallelEmbedding};
+}
+FailureOr<KernelCall> VocabParallelEmbeddingGradOp::getKernelCall() {
+  return KernelCall{KernelId::VocabParallelEmbeddingGrad};
+}
+FailureOr<KernelCall> VocabParallelMaxOp::getKernelCall() {
+  return maskedOrNot(getVocab(), KernelId::VocabParallelMax,
+                     KernelId::VocabParallelMaskedMax);
+}
+FailureOr<KernelCall> VocabParallelTargetLogitOp::getKernelCall() {
+  return KernelCall{KernelId::VocabParallelTargetLogit};
+}
+FailureOr<KernelCall> VocabParallelSumExpOp::getKernelCall() {
+  return maskedOrNot(getVocab(), KernelId::VocabParallelSumExp,
+                     KernelId::VocabParallelMaskedSumExp);
+}
+FailureOr<KernelCall> VocabParallelLossOp::getKernelCall() {
+  return KernelCall{KernelId::VocabParallelLoss};
+}
+FailureOr<KernelCall> VocabParallelCrossEntropyGradOp::getKernelCall() {
+  return maskedOrNot(getVocab(), KernelId::VocabParallelCrossEntropyGrad,
+                     KernelId::VocabParallelMaskedCrossEntropyGrad);
+}
+
+} // namespace partition::xfmr
