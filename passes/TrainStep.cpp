@@ -261,6 +261,15 @@ private:
   llvm::DenseMap<Value, Value> gradients;
 };
 
+/// The training step as declared: its function, how many parameters it
+/// takes, their moments' types and the rows of one micro-batch.
+struct TrainStepLayout {
+  func::FuncOp step;
+  size_t numParams;
+  SmallVector<RankedTensorType> momentTypes;
+  int64_t microBatch;
+};
+
 struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   using Base::Base;
 
@@ -317,18 +326,54 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
              << " already exists; the training step needs that name";
 
     OpBuilder builder(forward);
+    TrainStepLayout layout = declareTrainStep(builder, forward, *signature);
+    func::FuncOp step = layout.step;
+    Location loc = forward.getLoc();
+
+    Block *body = step.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    auto stepArgs = body->getArguments();
+    size_t numParams = layout.numParams;
+    ValueRange params = stepArgs.take_front(numParams);
+    Value tokens = stepArgs[stepArgs.size() - 2];
+    Value targets = stepArgs.back();
+
+    // --- Forward and backward of each micro-batch. ------------------------
+    SmallVector<Value> grads;
+    FailureOr<Value> meanLoss =
+        forwardAndBackward(builder, forward, *signature, params, tokens,
+                           targets, layout.microBatch, grads);
+    if (failed(meanLoss))
+      return failure();
+    SmallVector<Value> results{*meanLoss};
+    if (optimizer != "adamw") {
+      results.append(grads);
+      func::ReturnOp::create(builder, loc, results);
+      return success();
+    }
+
+    // --- AdamW. ------------------------------------------------------------
+    appendAdamW(builder, loc, stepArgs, numParams, grads, layout.momentTypes,
+                results);
+    func::ReturnOp::create(builder, loc, results);
+    return success();
+  }
+
+  /// The training step's function, declared before `forward` with its
+  /// arguments and results and their attributes (the body is empty).
+  /// With AdamW:  (params, moment1, moment2, step, lr, tokens, targets)
+  ///              -> (loss, params', moment1', moment2', step + 1)
+  /// Without:     (params, tokens, targets) -> (loss, gradients)
+  TrainStepLayout declareTrainStep(OpBuilder &builder, func::FuncOp forward,
+                                   const ForwardSignature &signature) {
     Location loc = forward.getLoc();
     auto f32 = builder.getF32Type();
     auto scalarF32 = RankedTensorType::get({}, f32);
     auto scalarI32 = RankedTensorType::get({}, builder.getI32Type());
 
-    // --- Signature. --------------------------------------------------------
-    // With AdamW:  (params, moment1, moment2, step, lr, tokens, targets)
-    //              -> (loss, params', moment1', moment2', step + 1)
-    // Without:     (params, tokens, targets) -> (loss, gradients)
     bool withOptimizer = optimizer == "adamw";
     auto microTokens = cast<RankedTensorType>(
-        forward.getArgumentTypes()[signature->tokensArg]);
+        forward.getArgumentTypes()[signature.tokensArg]);
     int64_t microBatch = microTokens.getDimSize(0);
     auto stepTokens = RankedTensorType::get(
         {microBatch * microbatches, microTokens.getDimSize(1)},
@@ -337,7 +382,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     SmallVector<Slot> argSlots, resultSlots;
     SmallVector<RankedTensorType> momentTypes;
     auto role = [&](StringRef value) { return builder.getStringAttr(value); };
-    for (unsigned arg : signature->paramArgs) {
+    for (unsigned arg : signature.paramArgs) {
       auto type = cast<RankedTensorType>(forward.getArgumentTypes()[arg]);
       momentTypes.push_back(RankedTensorType::get(type.getShape(), f32));
       argSlots.push_back({type, XfmrDialect::kParamAttrName,
@@ -378,34 +423,38 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     for (auto [index, slot] : llvm::enumerate(argSlots))
       step.setArgAttr(index, slot.attr, slot.value);
     // A parameter's layer goes with it and with its moments.
-    for (auto [index, arg] : llvm::enumerate(signature->paramArgs))
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
       if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
         for (size_t copy = 0; copy < (withOptimizer ? 3u : 1u); ++copy)
           step.setArgAttr(index + copy * numParams, XfmrDialect::kLayerAttrName,
                           layer);
     // Sharding annotations on the weights travel with them (the moments
     // follow their parameter when the step is partitioned).
-    for (auto [index, arg] : llvm::enumerate(signature->paramArgs))
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
       if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
         step.setArgAttr(index, kShardingAttrName, sharding);
     // So do annotations of the tokens and targets (the last two arguments).
     unsigned numArgs = argSlots.size();
     for (auto [index, arg] :
-         {std::pair<unsigned, unsigned>{numArgs - 2, signature->tokensArg},
-          {numArgs - 1, signature->targetsArg}})
+         {std::pair<unsigned, unsigned>{numArgs - 2, signature.tokensArg},
+          {numArgs - 1, signature.targetsArg}})
       if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
         step.setArgAttr(index, kShardingAttrName, sharding);
     for (auto [index, slot] : llvm::enumerate(resultSlots))
       step.setResultAttr(index, slot.attr, slot.value);
+    return {step, numParams, momentTypes, microBatch};
+  }
 
-    Block *body = step.addEntryBlock();
-    builder.setInsertionPointToStart(body);
-    auto stepArgs = body->getArguments();
-    ValueRange params = stepArgs.take_front(numParams);
-    Value tokens = stepArgs[stepArgs.size() - 2];
-    Value targets = stepArgs.back();
-
-    // --- Forward and backward of each micro-batch. ------------------------
+  /// The forward and backward passes of every micro-batch of the step,
+  /// built at `builder`'s insertion point: returns the mean loss and sets
+  /// `grads` to each parameter's gradient (of that mean).
+  FailureOr<Value> forwardAndBackward(OpBuilder &builder, func::FuncOp forward,
+                                      const ForwardSignature &signature,
+                                      ValueRange params, Value tokens,
+                                      Value targets, int64_t microBatch,
+                                      SmallVectorImpl<Value> &grads) {
+    Location loc = forward.getLoc();
+    auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
     ReverseModeDifferentiator differentiator(builder);
     for (Value param : params)
       differentiator.markActive(param);
@@ -419,11 +468,11 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     SmallVector<Value> losses;
     for (int64_t micro = 0; micro < microbatches; ++micro) {
       IRMapping mapping;
-      for (auto [index, arg] : llvm::enumerate(signature->paramArgs))
+      for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
         mapping.map(forward.getArgument(arg), params[index]);
-      mapping.map(forward.getArgument(signature->tokensArg),
+      mapping.map(forward.getArgument(signature.tokensArg),
                   sliceBatch(builder, loc, tokens, micro, microBatch));
-      mapping.map(forward.getArgument(signature->targetsArg),
+      mapping.map(forward.getArgument(signature.targetsArg),
                   sliceBatch(builder, loc, targets, micro, microBatch));
 
       SmallVector<Operation *> cloned;
@@ -447,9 +496,6 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     if (microbatches > 1)
       meanLoss = ScaleOp::create(builder, loc, scalarF32, meanLoss,
                                  builder.getF32FloatAttr(inverseCount));
-
-    // --- The gradients, then AdamW. ----------------------------------------
-    SmallVector<Value> grads;
     for (Value param : params) {
       Value grad = differentiator.gradient(param);
       if (!grad) // The loss does not depend on it: its gradient is zero.
@@ -457,13 +503,17 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
             builder, loc, cast<TypedAttr>(builder.getZeroAttr(param.getType())));
       grads.push_back(grad);
     }
-    SmallVector<Value> results{meanLoss};
-    if (!withOptimizer) {
-      results.append(grads);
-      func::ReturnOp::create(builder, loc, results);
-      return success();
-    }
+    return meanLoss;
+  }
 
+  /// One AdamW update per parameter, appending the new parameters, moments
+  /// and step counter to `results`.
+  void appendAdamW(OpBuilder &builder, Location loc, ValueRange stepArgs,
+                   size_t numParams, ArrayRef<Value> grads,
+                   ArrayRef<RankedTensorType> momentTypes,
+                   SmallVectorImpl<Value> &results) {
+    auto scalarI32 = RankedTensorType::get({}, builder.getI32Type());
+    ValueRange params = stepArgs.take_front(numParams);
     ValueRange moment1 = stepArgs.slice(numParams, numParams);
     ValueRange moment2 = stepArgs.slice(2 * numParams, numParams);
     Value stepCount = stepArgs[3 * numParams];
@@ -493,8 +543,6 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     results.append(newMoment1);
     results.append(newMoment2);
     results.push_back(nextStep);
-    func::ReturnOp::create(builder, loc, results);
-    return success();
   }
 
   /// @eval_step(params, tokens, targets) -> loss: the forward passes of the

@@ -3,6 +3,7 @@
 #include "planner/CostModel.h"
 
 #include "planner/Collectives.h"
+#include "planner/LayerCost.h"
 #include "passes/pipeline/Schedule.h"
 #include "passes/pipeline/ScheduleCheck.h"
 
@@ -116,186 +117,6 @@ double modelFlopsPerStep(const ModelShape &m, int64_t sequences) {
 }
 
 namespace {
-
-/// Time of one (batched) GEMM C[M,N] += A[M,K] B[K,N]. Each compute unit
-/// makes one output tile at a time: its K loop at the cluster's GEMM
-/// efficiency, then the tile's store at the unit's share of memory
-/// bandwidth (not overlapped with the next tile's loop: short K loses);
-/// tiles come in waves over the units (the last wave and the last row and
-/// column of tiles are partly empty). The best of three tile sizes, as
-/// cuBLAS's heuristics pick; or the bytes moved at memory bandwidth when
-/// that is slower (thin GEMMs: attention's head dimension, small batches).
-double gemmTime(double M, double N, double K, double batch, double elemBytes,
-                const Cluster &c, const std::string &precision) {
-  if (M <= 0 || N <= 0 || K <= 0 || batch <= 0)
-    return 0;
-  double units = double(c.computeUnits);
-  double unitFlops = c.peakFlops(precision) * c.gemmEfficiency / units;
-  double unitBandwidth = c.memoryBandwidth * c.memoryEfficiency / units;
-  double best = INFINITY;
-  for (int shrink = 0; shrink < 3; ++shrink) {
-    double tm = std::max(1.0, double(c.gemmTileM) / (shrink >= 1 ? 2 : 1));
-    double tn = std::max(1.0, double(c.gemmTileN) / (shrink >= 2 ? 2 : 1));
-    double tiles = std::ceil(M / tm) * std::ceil(N / tn) * batch;
-    double waves = std::ceil(tiles / units);
-    double tile = 2 * tm * tn * K / unitFlops + tm * tn * elemBytes / unitBandwidth;
-    best = std::min(best, waves * tile);
-  }
-  double bytes = elemBytes * batch * (M * K + K * N + M * N);
-  double memory = bytes / (c.memoryBandwidth * c.memoryEfficiency);
-  return std::max(best, memory) + c.kernelLatency;
-}
-
-/// Memory-bound kernels: `bytes` moved by `kernels` launches.
-double streamTime(double bytes, double kernels, const Cluster &c) {
-  return bytes / (c.memoryBandwidth * c.memoryEfficiency) +
-         kernels * c.kernelLatency;
-}
-
-/// The parts of one transformer layer's work for one micro-batch on one
-/// rank (seconds).
-struct LayerCost {
-  double forwardCompute = 0, forwardComm = 0;
-  double backwardInputCompute = 0, backwardComm = 0;
-  double backwardWeight = 0;
-  double recompute = 0, recomputeComm = 0;
-};
-
-LayerCost layerCost(const ModelShape &m, const Candidate &p,
-                    const Cluster &c) {
-  const std::string &prec = p.precision;
-  double e = prec == "bf16" ? 2 : 4;
-  double t = double(p.tp), b = double(p.microBatch), s = double(m.seqLen);
-  double h = double(m.hidden), f = double(m.ffn), d = double(m.headDim());
-  double n = b * s;
-  double qkv = double(m.heads + 2 * m.kvHeads) * d;
-  double sp = p.sequenceParallel ? t : 1; // replicated work split by SP
-
-  // The layer's linears (M, N, K) on this rank.
-  struct Gemm {
-    double M, N, K;
-  };
-  std::vector<Gemm> linears = {{n, qkv / t, h}, {n, h, h / t}};
-  if (m.llama) {
-    linears.push_back({n, 2 * f / t, h});
-    linears.push_back({n, h, f / t});
-  } else {
-    linears.push_back({n, f / t, h});
-    linears.push_back({n, h, f / t});
-  }
-  LayerCost cost;
-  double forwardGemm = 0, dgrad = 0, wgrad = 0;
-  for (const Gemm &g : linears) {
-    forwardGemm += gemmTime(g.M, g.N, g.K, 1, e, c, prec);
-    dgrad += gemmTime(g.M, g.K, g.N, 1, e, c, prec);
-    wgrad += gemmTime(g.N, g.K, g.M, 1, e, c, prec);
-  }
-
-  // Attention: b x heads/t products of [s, d] x [d, s] and [s, s] x [s, d].
-  double heads = b * double(m.heads) / t;
-  double scores = gemmTime(s, s, d, heads, e, c, prec);
-  double context = gemmTime(s, d, s, heads, e, c, prec);
-  double attentionForward, attentionBackward;
-  if (c.attentionKernel == "materialized") {
-    // Scale-mask-softmax reads the scores and writes the probabilities;
-    // its backward reads probabilities and their gradient and writes the
-    // scores' gradient. Four GEMMs in the backward (dP, dV, dQ, dK).
-    // Dropout on the probabilities (Megatron-LM's attention dropout)
-    // reads them and writes the dropped ones and a byte mask; its backward
-    // reads the mask and the gradient and writes the gradient.
-    double elements = heads * s * s;
-    double softmax = 2 * elements * e, softmaxGrad = 3 * elements * e;
-    double dropout = elements * (2 * e + 1);
-    attentionForward = scores + context + streamTime(softmax + dropout, 2, c);
-    attentionBackward = 2 * scores + 2 * context +
-                        streamTime(softmaxGrad + dropout, 2, c);
-  } else {
-    // Flash-style: the scores never leave the chip; the backward computes
-    // them again (five products).
-    double io = 4 * n * h / t * e;
-    attentionForward = std::max(scores + context, streamTime(io, 0, c));
-    attentionBackward =
-        std::max(3 * scores + 2 * context, streamTime(2 * io, 0, c));
-  }
-
-  // Memory-bound kernels, elements moved per token: two norms (read and
-  // write h), two residual sums (two reads, one write), the activation
-  // (GELU: one in, one out; SwiGLU: two in, one out), RoPE on q and k.
-  double replicated = (4 * h + 6 * h) / sp;
-  double sharded = m.llama ? 3 * f / t + 2 * (qkv - d * m.kvHeads) / t
-                           : 2 * f / t;
-  double elementwise = n * (replicated + sharded) * e;
-  // bf16: each use of a parameter reads an fp32 master and writes a bf16
-  // copy, once per micro-batch.
-  double casts = prec == "bf16" ? 6.0 * double(m.layerParameters()) / t : 0;
-  double forwardStream = streamTime(elementwise + casts, 7, c);
-  // Their backward reads the input and the output gradient and writes the
-  // input gradient: about 1.5 times the forward's traffic.
-  double backwardStream = streamTime(1.5 * elementwise, 7, c);
-
-  // Tensor parallelism: two all-reduces of the layer's activation per
-  // direction, or with SP two all-gathers and two reduce-scatters.
-  double activation = n * h * e;
-  Link tpLink = groupLink(c, p.tp, 1);
-  double tpForward =
-      p.sequenceParallel
-          ? 2 * (allGatherTime(activation, p.tp, tpLink) +
-                 reduceScatterTime(activation, p.tp, tpLink))
-          : 2 * allReduceTime(activation, p.tp, tpLink);
-
-  cost.forwardCompute = forwardGemm + attentionForward + forwardStream;
-  cost.forwardComm = tpForward;
-  cost.backwardInputCompute = dgrad + attentionBackward + backwardStream;
-  cost.backwardComm = tpForward;
-  cost.backwardWeight = wgrad;
-  if (p.recompute == "full") {
-    cost.recompute = cost.forwardCompute;
-    cost.recomputeComm = tpForward;
-  } else if (p.recompute == "selective") {
-    // Norms, activations, residual sums and casts again; SP's gathers.
-    cost.recompute = forwardStream;
-    cost.recomputeComm =
-        p.sequenceParallel ? 2 * allGatherTime(activation, p.tp, tpLink) : 0;
-  }
-  return cost;
-}
-
-/// The embedding (first stage) and the LM head with its loss (last stage)
-/// per micro-batch: forward, backward-input and weight-gradient seconds.
-struct EndCost {
-  double forward = 0, backward = 0, weight = 0, comm = 0;
-};
-
-EndCost headCost(const ModelShape &m, const Candidate &p, const Cluster &c) {
-  const std::string &prec = p.precision;
-  double e = prec == "bf16" ? 2 : 4;
-  double t = double(p.tp), n = double(p.microBatch) * double(m.seqLen);
-  double h = double(m.hidden), v = double(m.vocab) / t;
-  EndCost cost;
-  cost.forward = gemmTime(n, v, h, 1, e, c, prec) +
-                 // final norm; logits read for max and sum of exponentials
-                 streamTime(4 * n * h * e + 3 * n * v * e, 4, c);
-  cost.backward = gemmTime(n, h, v, 1, e, c, prec) +
-                  streamTime(2 * n * v * e + 6 * n * h * e, 3, c);
-  cost.weight = gemmTime(v, h, n, 1, e, c, prec);
-  // Vocabulary-parallel loss: three small all-reduces per token row.
-  Link tpLink = groupLink(c, p.tp, 1);
-  cost.comm = 3 * allReduceTime(n * 4, p.tp, tpLink);
-  return cost;
-}
-
-EndCost embeddingCost(const ModelShape &m, const Candidate &p,
-                      const Cluster &c) {
-  double e = p.precision == "bf16" ? 2 : 4;
-  double n = double(p.microBatch) * double(m.seqLen), h = double(m.hidden);
-  EndCost cost;
-  cost.forward = streamTime(3 * n * h * e, 2, c);
-  cost.weight = streamTime(3 * n * h * 4, 2, c);
-  Link tpLink = groupLink(c, p.tp, 1);
-  if (p.tp > 1)
-    cost.comm = allReduceTime(n * h * e, p.tp, tpLink);
-  return cost;
-}
 
 /// Layers of model chunk `chunk` (of pp x v) when the layers do not divide
 /// evenly: the first chunks get one more.
@@ -473,18 +294,24 @@ Cluster deviceShare(const Cluster &node, int64_t devices) {
   return c;
 }
 
-Prediction predict(const ModelShape &m, const Candidate &p,
-                   const Cluster &node, bool exactPipeline) {
-  Cluster c = deviceShare(node, p.devices());
-  Prediction out;
-  out.plan = p;
-  LayerCost layer = layerCost(m, p, c);
-  // Nonuniform plans: each layer at its part's degree (one cost per
-  // degree), and the resharding where the degree changes.
+namespace {
+
+/// The cost of each layer of a plan: one uniform layer, or in a nonuniform
+/// plan each layer at its part's degree (one cost per degree) and the
+/// resharding where the degree changes. Filled in place: `at` points into
+/// `uniform` and `byDegree`.
+struct PlanLayers {
+  LayerCost uniform;
   std::map<int64_t, LayerCost> byDegree;
-  std::vector<const LayerCost *> layerAt(size_t(m.layers), &layer);
-  std::vector<Reshard> reshardBefore(size_t(m.layers));
-  if (!p.perLayer.empty()) {
+  std::vector<const LayerCost *> at;
+  std::vector<Reshard> reshardBefore;
+  bool nonuniform = false;
+
+  PlanLayers(const ModelShape &m, const Candidate &p, const Cluster &c)
+      : uniform(layerCost(m, p, c)), at(size_t(m.layers), &uniform),
+        reshardBefore(size_t(m.layers)), nonuniform(!p.perLayer.empty()) {
+    if (!nonuniform)
+      return;
     for (int64_t i = 0; i < m.layers; ++i) {
       int64_t d = p.layerTp(i);
       auto it = byDegree.find(d);
@@ -494,16 +321,19 @@ Prediction predict(const ModelShape &m, const Candidate &p,
         q.perLayer.clear();
         it = byDegree.emplace(d, layerCost(m, q, c)).first;
       }
-      layerAt[size_t(i)] = &it->second;
+      at[size_t(i)] = &it->second;
       if (i > 0)
         reshardBefore[size_t(i)] =
             boundaryReshard(m, p, p.layerTp(i - 1), d, c);
     }
   }
-  // The F, B, W sums of `count` layers from `first` (without the W split).
-  auto layerSums = [&](int64_t first, double count, double &f, double &b,
-                       double &w) {
-    if (p.perLayer.empty()) {
+  PlanLayers(const PlanLayers &) = delete;
+
+  /// The F, B, W sums of `count` layers from `first` (without the W split).
+  void sums(int64_t first, double count, double &f, double &b,
+            double &w) const {
+    if (!nonuniform) {
+      const LayerCost &layer = uniform;
       f = count * (layer.forwardCompute + layer.forwardComm);
       b = count * (layer.backwardInputCompute + layer.backwardComm +
                    layer.recompute + layer.recomputeComm);
@@ -512,28 +342,35 @@ Prediction predict(const ModelShape &m, const Candidate &p,
     }
     f = b = w = 0;
     for (int64_t i = first; i < first + int64_t(count); ++i) {
-      const LayerCost &l = *layerAt[size_t(i)];
+      const LayerCost &l = *at[size_t(i)];
       f += l.forwardCompute + l.forwardComm + reshardBefore[size_t(i)].forward;
       b += l.backwardInputCompute + l.backwardComm + l.recompute +
            l.recomputeComm + reshardBefore[size_t(i)].backward;
       w += l.backwardWeight;
     }
-  };
+  }
+};
+
+/// Per model chunk, per micro-batch: F, B (input gradient, plus the
+/// recomputed forward it needs first) and W.
+struct ChunkCosts {
+  std::vector<double> forward, backward, weight;
+};
+
+ChunkCosts chunkCosts(const ModelShape &m, const Candidate &p,
+                      const Cluster &c, const PlanLayers &layers) {
   EndCost head = headCost(m, p, c);
   EndCost embed = embeddingCost(m, p, c);
   int64_t chunks = p.pp * p.virtualStages;
-  double e = p.precision == "bf16" ? 2 : 4;
-  double n = double(p.microBatch) * double(m.seqLen);
-  double h = double(m.hidden), t = double(p.tp);
   bool zeroBubble = p.schedule == "zero-bubble";
-
-  // Per model chunk, per micro-batch: F, B (input gradient, plus the
-  // recomputed forward it needs first) and W.
-  std::vector<double> forward(chunks), backward(chunks), weight(chunks);
+  ChunkCosts costs;
+  costs.forward.resize(chunks);
+  costs.backward.resize(chunks);
+  costs.weight.resize(chunks);
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    double layers = chunkLayers(m, chunks, chunk);
     double f, b, w;
-    layerSums(chunkFirstLayer(m, chunks, chunk), layers, f, b, w);
+    layers.sums(chunkFirstLayer(m, chunks, chunk),
+                chunkLayers(m, chunks, chunk), f, b, w);
     if (chunk == 0) {
       f += embed.forward + embed.comm;
       w += embed.weight + embed.comm;
@@ -548,37 +385,43 @@ Prediction predict(const ModelShape &m, const Candidate &p,
       b += w;
       w = 0;
     }
-    forward[chunk] = f;
-    backward[chunk] = b;
-    weight[chunk] = w;
+    costs.forward[chunk] = f;
+    costs.backward[chunk] = b;
+    costs.weight[chunk] = w;
   }
+  return costs;
+}
 
-  // Gradient accumulation across micro-batches: read the sum and the new
-  // gradient, write the sum (fp32), per parameter per micro-batch.
-  double firstStageParams =
-      stageParameters(m, p, 0, double(m.layers) / double(p.pp));
-  // The data-parallel reduction and the optimizer wait for the stage with
-  // the most parameters: the first in a uniform plan (embedding, the first
-  // chunks' extra layers), any stage in a nonuniform one.
+/// The parameters of the stage the data-parallel reduction and the
+/// optimizer wait for, the one with the most: the first in a uniform plan
+/// (embedding, the first chunks' extra layers), any stage in a nonuniform
+/// one.
+double busiestStageParameters(const ModelShape &m, const Candidate &p) {
+  double params = stageParameters(m, p, 0, double(m.layers) / double(p.pp));
   if (!p.perLayer.empty())
     for (int64_t stage = 1; stage < p.pp; ++stage)
-      firstStageParams = std::max(
-          firstStageParams,
-          stageParameters(m, p, int(stage), double(m.layers) / double(p.pp)));
-  double accumulate =
-      p.microbatches > 1 ? streamTime(12 * firstStageParams, 1, c) : 0;
+      params = std::max(params, stageParameters(m, p, int(stage),
+                                                double(m.layers) /
+                                                    double(p.pp)));
+  return params;
+}
 
-  double pipelineSeconds = 0, bubble = 0, pipelineComm = 0;
-  int64_t inFlight =
-      peakInFlightFirstStage(p.schedule, p.pp, p.microbatches,
-                             p.virtualStages);
+/// The pipeline's seconds for all micro-batches, with its bubble and its
+/// point-to-point communication; false (and `out` marked not compilable)
+/// when the simulated schedule cannot run.
+bool pipelineSeconds(const ModelShape &m, const Candidate &p,
+                     const Cluster &c, const ChunkCosts &costs,
+                     bool exactPipeline, double &seconds, double &bubble,
+                     double &comm, Prediction &out) {
+  seconds = bubble = comm = 0;
   // Busy time of the busiest stage: per micro-batch the sum of its chunks.
   double busiest = 0;
   for (int64_t stage = 0; stage < p.pp; ++stage) {
     double busy = 0;
     for (int64_t v = 0; v < p.virtualStages; ++v) {
       int64_t chunk = v * p.pp + stage;
-      busy += forward[chunk] + backward[chunk] + weight[chunk];
+      busy += costs.forward[chunk] + costs.backward[chunk] +
+              costs.weight[chunk];
     }
     busiest = std::max(busiest, busy);
   }
@@ -586,28 +429,35 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   if (p.pp == 1 || !exactPipeline) {
     // Without simulating: the busiest stage's work, a lower bound of the
     // pipeline's step (the search ranks by it before simulating).
-    pipelineSeconds = busiest;
-  } else {
-    double activationBytes =
-        n * h * e / (p.sequenceParallel ? t : 1.0);
-    Link ppLink = groupLink(c, p.pp, p.tp);
-    PipelineTime pipe = simulatePipeline(
-        p, forward, backward, weight, sendTime(activationBytes, ppLink));
-    if (!pipe.ok) {
-      out.notCompilable = pipe.error;
-      out.stepSeconds = INFINITY;
-      return out;
-    }
-    pipelineSeconds = pipe.makespan;
-    pipelineComm = pipe.makespan - pipe.makespanNoLatency;
-    bubble = std::max(0.0, pipe.makespanNoLatency - busiest);
+    seconds = busiest;
+    return true;
   }
-  // Every micro-batch after the first adds into the sum.
-  pipelineSeconds += double(p.microbatches - 1) * accumulate;
+  double e = p.precision == "bf16" ? 2 : 4;
+  double n = double(p.microBatch) * double(m.seqLen);
+  double activationBytes = n * double(m.hidden) * e /
+                           (p.sequenceParallel ? double(p.tp) : 1.0);
+  Link ppLink = groupLink(c, p.pp, p.tp);
+  PipelineTime pipe =
+      simulatePipeline(p, costs.forward, costs.backward, costs.weight,
+                       sendTime(activationBytes, ppLink));
+  if (!pipe.ok) {
+    out.notCompilable = pipe.error;
+    out.stepSeconds = INFINITY;
+    return false;
+  }
+  seconds = pipe.makespan;
+  comm = pipe.makespan - pipe.makespanNoLatency;
+  bubble = std::max(0.0, pipe.makespanNoLatency - busiest);
+  return true;
+}
 
-  // Data parallelism: fp32 gradients (this project reduces them in fp32
-  // under bf16 too), dp ranks tp x pp apart.
-  double gradBytes = 4 * firstStageParams;
+/// The data-parallel gradient reduction (and ZeRO's gathers) of one step,
+/// less what the backward hides where the cluster overlaps communication.
+double dataParallelSeconds(const Candidate &p, const Cluster &c,
+                           const ChunkCosts &costs, double stageParams) {
+  // fp32 gradients (this project reduces them in fp32 under bf16 too), dp
+  // ranks tp x pp apart.
+  double gradBytes = 4 * stageParams;
   Link dpLink = groupLink(c, p.dp, p.tp * p.pp);
   double dataComm = 0;
   if (p.zeroStage == 0) {
@@ -628,48 +478,43 @@ Prediction predict(const ModelShape &m, const Candidate &p,
     // left is what the last micro-batch's backward cannot hide.
     double hide = 0;
     for (int64_t v = 0; v < p.virtualStages; ++v)
-      hide += backward[v * p.pp] + weight[v * p.pp];
+      hide += costs.backward[v * p.pp] + costs.weight[v * p.pp];
     if (p.zeroStage == 3)
       hide *= double(p.microbatches) * 1.5;
     dataComm = std::max(0.0, dataComm - hide);
   }
-  // AdamW: read parameter, gradient and both moments, write three of
-  // them (fp32): 28 bytes per parameter of this rank's shard.
-  double optimizerParams =
-      firstStageParams / (p.zeroStage >= 1 ? double(p.dp) : 1.0);
-  double optimizer = streamTime(28 * optimizerParams, 1, c);
+  return dataComm;
+}
 
-  out.stepSeconds = pipelineSeconds + dataComm + optimizer;
-
-  // The breakdown along the busiest stage.
-  Breakdown &bd = out.breakdown;
+/// Recomputation and tensor-parallel communication along the busiest
+/// stage (the rest of the breakdown is filled by the caller).
+void layerBreakdown(const ModelShape &m, const Candidate &p,
+                    const PlanLayers &layers, Breakdown &bd) {
   double stageLayers = double(m.layers) / double(p.pp);
   double mbs = double(p.microbatches);
+  const LayerCost &layer = layers.uniform;
   bd.recompute = mbs * stageLayers * layer.recompute;
   bd.tensorComm = mbs * stageLayers *
                   (layer.forwardComm + layer.backwardComm +
                    layer.recomputeComm);
-  if (!p.perLayer.empty()) {
-    // The mean layer, and the resharding, per stage.
-    double recompute = 0, comm = 0;
-    for (int64_t i = 0; i < m.layers; ++i) {
-      const LayerCost &l = *layerAt[size_t(i)];
-      recompute += l.recompute;
-      comm += l.forwardComm + l.backwardComm + l.recomputeComm +
-              reshardBefore[size_t(i)].forward +
-              reshardBefore[size_t(i)].backward;
-    }
-    bd.recompute = mbs * recompute / double(p.pp);
-    bd.tensorComm = mbs * comm / double(p.pp);
+  if (!layers.nonuniform)
+    return;
+  // The mean layer, and the resharding, per stage.
+  double recompute = 0, comm = 0;
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const LayerCost &l = *layers.at[size_t(i)];
+    recompute += l.recompute;
+    comm += l.forwardComm + l.backwardComm + l.recomputeComm +
+            layers.reshardBefore[size_t(i)].forward +
+            layers.reshardBefore[size_t(i)].backward;
   }
-  bd.pipelineComm = pipelineComm;
-  bd.bubble = bubble;
-  bd.dataComm = dataComm;
-  bd.optimizer = optimizer;
-  bd.compute = out.stepSeconds - bd.recompute - bd.tensorComm -
-               bd.pipelineComm - bd.bubble - bd.dataComm - bd.optimizer;
+  bd.recompute = mbs * recompute / double(p.pp);
+  bd.tensorComm = mbs * comm / double(p.pp);
+}
 
-  // FLOPs.
+/// Model and hardware FLOPs per step, TFLOP/s per device and MFU.
+void fillFlops(const ModelShape &m, const Candidate &p, const Cluster &c,
+               Prediction &out) {
   int64_t sequences = p.globalBatch();
   out.modelFlops = modelFlopsPerStep(m, sequences);
   double recomputeFlops = 0;
@@ -685,9 +530,19 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   out.tflopsPerGpu = out.hardwareFlops / out.stepSeconds / devices / 1e12;
   out.mfu = out.modelFlops / out.stepSeconds / devices /
             c.peakFlops(p.precision);
+}
 
-  // Closed-form memory of the first stage (it holds the most micro-batches
-  // in flight) or the last (logits), whichever is larger.
+/// Closed-form memory of the first stage (it holds the most micro-batches
+/// in flight) or the last (logits), whichever is larger.
+Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c) {
+  double e = p.precision == "bf16" ? 2 : 4;
+  double n = double(p.microBatch) * double(m.seqLen);
+  double h = double(m.hidden), t = double(p.tp);
+  int64_t chunks = p.pp * p.virtualStages;
+  double stageLayers = double(m.layers) / double(p.pp);
+  double mbs = double(p.microbatches);
+  int64_t inFlight = peakInFlightFirstStage(p.schedule, p.pp, p.microbatches,
+                                            p.virtualStages);
   double dp = double(p.dp);
   auto stateMemory = [&](double params, Memory &mem) {
     mem.parameters = 4 * params / (p.zeroStage >= 3 ? dp : 1.0);
@@ -749,7 +604,50 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   double inputs = 8 * n * mbs;
   first.other += inputs;
   last.other += inputs;
-  out.memory = first.total() >= last.total() ? first : last;
+  return first.total() >= last.total() ? first : last;
+}
+
+} // namespace
+
+Prediction predict(const ModelShape &m, const Candidate &p,
+                   const Cluster &node, bool exactPipeline) {
+  Cluster c = deviceShare(node, p.devices());
+  Prediction out;
+  out.plan = p;
+  PlanLayers layers(m, p, c);
+  ChunkCosts costs = chunkCosts(m, p, c, layers);
+
+  // Gradient accumulation across micro-batches: read the sum and the new
+  // gradient, write the sum (fp32), per parameter per micro-batch.
+  double stageParams = busiestStageParameters(m, p);
+  double accumulate =
+      p.microbatches > 1 ? streamTime(12 * stageParams, 1, c) : 0;
+  double pipeline, bubble, pipelineComm;
+  if (!pipelineSeconds(m, p, c, costs, exactPipeline, pipeline, bubble,
+                       pipelineComm, out))
+    return out;
+  // Every micro-batch after the first adds into the sum.
+  pipeline += double(p.microbatches - 1) * accumulate;
+  double dataComm = dataParallelSeconds(p, c, costs, stageParams);
+  // AdamW: read parameter, gradient and both moments, write three of
+  // them (fp32): 28 bytes per parameter of this rank's shard.
+  double optimizerParams =
+      stageParams / (p.zeroStage >= 1 ? double(p.dp) : 1.0);
+  double optimizer = streamTime(28 * optimizerParams, 1, c);
+  out.stepSeconds = pipeline + dataComm + optimizer;
+
+  // The breakdown along the busiest stage.
+  Breakdown &bd = out.breakdown;
+  layerBreakdown(m, p, layers, bd);
+  bd.pipelineComm = pipelineComm;
+  bd.bubble = bubble;
+  bd.dataComm = dataComm;
+  bd.optimizer = optimizer;
+  bd.compute = out.stepSeconds - bd.recompute - bd.tensorComm -
+               bd.pipelineComm - bd.bubble - bd.dataComm - bd.optimizer;
+
+  fillFlops(m, p, c, out);
+  out.memory = stageMemory(m, p, c);
   out.memoryPerRank = out.memory.total();
   out.fits = out.memoryPerRank <= c.memoryBytes;
   return out;

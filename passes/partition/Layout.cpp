@@ -167,6 +167,28 @@ std::optional<int64_t> stateLayer(func::FuncOp step, Value value) {
   return layer ? std::optional<int64_t>(layer.getInt()) : std::nullopt;
 }
 
+BlockArgument parameterArgument(Value value, func::FuncOp step) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isLayoutPreserving(def) && !isa<dist::AllGatherOp>(def))
+      return {};
+    value = def->getOperand(0);
+  }
+  auto arg = cast<BlockArgument>(value);
+  if (arg.getOwner()->getParentOp() != step ||
+      !step.getArgAttr(arg.getArgNumber(), xfmr::XfmrDialect::kParamAttrName))
+    return {};
+  return arg;
+}
+
+std::optional<int64_t> parameterLayer(Value value, func::FuncOp step) {
+  BlockArgument arg = parameterArgument(value, step);
+  if (!arg)
+    return std::nullopt;
+  auto layer = step.getArgAttrOfType<IntegerAttr>(
+      arg.getArgNumber(), xfmr::XfmrDialect::kLayerAttrName);
+  return layer ? layer.getInt() : -1;
+}
+
 std::string describe(ArrayRef<StringRef> axes) {
   return "[" + llvm::join(axes, ", ") + "]";
 }

@@ -130,6 +130,19 @@ inline constexpr llvm::StringLiteral kOperandShardingsAttrName =
 bool scattersSequence(const PartitionMesh &mesh, const Layout &layout,
                       mlir::OpOperand &use);
 
+/// The parameter argument `value` is, read through layout-preserving ops (a
+/// cast, with mixed precision) and all-gathers (ZeRO-3's, or a gather the
+/// partitioner made for a weight gradient: the same tensor, reassembled);
+/// null for any other value.
+mlir::BlockArgument parameterArgument(mlir::Value value,
+                                      mlir::func::FuncOp step);
+
+/// The layer of the parameter `value` is (as parameterArgument): its
+/// `xfmr.layer`, -1 for a parameter outside the layers, nullopt for a
+/// value that is no parameter.
+std::optional<int64_t> parameterLayer(mlir::Value value,
+                                      mlir::func::FuncOp step);
+
 /// The layer of state argument `value` (its `xfmr.layer`), read through
 /// a layout-preserving cast; nullopt for state outside the layers and for
 /// other values.

@@ -21,10 +21,12 @@
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
+#include "passes/partition/Layout.h"
 #include "passes/pipeline/Balance.h"
 #include "passes/pipeline/PipelineInfo.h"
 #include "passes/pipeline/Schedule.h"
 #include "passes/pipeline/StageAnalysis.h"
+#include "passes/pipeline/StageFunctions.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -47,364 +49,6 @@ using namespace partition::pipeline;
 
 namespace partition {
 namespace {
-
-/// Where the layers went: chunk c holds layers [first[c], first[c+1]).
-struct StageSplit {
-  int stages = 1, chunksPerStage = 1, layers = 0;
-  std::vector<int> chunkOfLayer;
-  int chunks() const { return stages * chunksPerStage; }
-  int chunkOf(int position) const {
-    if (position < 0)
-      return 0;
-    if (position >= layers)
-      return chunks() - 1;
-    return chunkOfLayer[position];
-  }
-  int stageOf(int position) const { return chunkOf(position) % stages; }
-};
-
-/// A place in a stage's stream: the ops of one phase of one micro-batch of
-/// one model chunk.
-using SlotKey = std::tuple<Phase, int, int>; // phase, model chunk, mb
-
-/// Where one function's ops run.
-struct Placement {
-  StepAnalysis analysis;
-  /// Ops that run on several stages (a tied parameter's update and the sum
-  /// of its gradient partials), with those stages.
-  llvm::DenseMap<Operation *, llvm::SmallVector<int, 2>> replicated;
-  /// Optimizer ops that run on one stage.
-  llvm::DenseMap<Operation *, int> optimizerStage;
-};
-
-std::string phaseName(Phase phase) {
-  switch (phase) {
-  case Phase::Forward:
-    return "F";
-  case Phase::BackwardInput:
-    return "B";
-  case Phase::BackwardWeight:
-    return "W";
-  case Phase::Optimizer:
-    return "optimizer";
-  case Phase::OnDemand:
-    return "on-demand";
-  }
-  return "?";
-}
-
-/// A dist.send (operand) or dist.recv (result type) with one peer on the
-/// pipeline axis and a label, built generically so that it does not depend
-/// on how the ops declare `label` (an inherent attribute of both).
-Operation *createPeerOp(OpBuilder &builder, StringRef name, Location loc,
-                        ValueRange operands, TypeRange results,
-                        FlatSymbolRefAttr mesh, StringAttr axis, int peer,
-                        const std::string &label) {
-  OperationState state(loc, name);
-  state.addOperands(operands);
-  state.addTypes(results);
-  state.addAttribute("mesh", mesh);
-  state.addAttribute("peer_axes", builder.getArrayAttr({axis}));
-  state.addAttribute("peer_coords", builder.getDenseI64ArrayAttr({peer}));
-  Operation *op = builder.create(state);
-  op->setAttr("label", builder.getStringAttr(label));
-  return op;
-}
-
-class PipelineBuilder {
-public:
-  PipelineBuilder(ModuleOp module, FlatSymbolRefAttr mesh, StringRef axis,
-                  const StageSplit &split)
-      : module(module), mesh(mesh), axis(axis), split(split) {}
-
-  /// The stages a placed op runs on.
-  llvm::SmallVector<int, 2> stagesOf(const Placement &placement,
-                                     Operation *op) const {
-    if (auto it = placement.replicated.find(op);
-        it != placement.replicated.end())
-      return it->second;
-    if (auto it = placement.optimizerStage.find(op);
-        it != placement.optimizerStage.end())
-      return {it->second};
-    const OpRole &role = placement.analysis.roles.lookup(op);
-    return {split.stageOf(role.position)};
-  }
-
-  /// Builds `<name>_stage<k>` for every stage from `step`, each running
-  /// `slots[k]` then its optimizer ops. Fails (with a diagnostic) when an op
-  /// has no slot or a value would be read before it is made.
-  LogicalResult build(func::FuncOp step, const Placement &placement,
-                      ArrayRef<std::vector<SlotKey>> slots);
-
-private:
-  std::string label(const Placement &placement, Operation *producer,
-                    int from, int to, func::FuncOp step) const;
-
-  int stages() const { return split.stages; }
-
-  ModuleOp module;
-  FlatSymbolRefAttr mesh;
-  StringRef axis;
-  const StageSplit &split;
-};
-
-std::string PipelineBuilder::label(const Placement &placement,
-                                   Operation *producer, int from, int to,
-                                   func::FuncOp step) const {
-  const OpRole &role = placement.analysis.roles.lookup(producer);
-  std::string route =
-      "stage" + std::to_string(from) + "->" + std::to_string(to);
-  // With several chunks per stage, the chunk (on the sending stage) tells
-  // apart the messages of one micro-batch.
-  std::string mb = "mb" + std::to_string(role.microbatch);
-  if (split.chunksPerStage > 1)
-    mb += " chunk" + std::to_string(split.chunkOf(role.position) / stages());
-  switch (role.phase) {
-  case Phase::Forward:
-    return "F " + mb + " activations " + route;
-  case Phase::BackwardInput:
-  case Phase::BackwardWeight:
-    if (placement.replicated.empty() ||
-        !llvm::any_of(producer->getUsers(), [&](Operation *user) {
-          return placement.replicated.contains(user);
-        }))
-      return "B " + mb + " gradients " + route;
-    break;
-  default:
-    break;
-  }
-  // A tied parameter's gradient partial: name the parameter.
-  for (Operation *user : producer->getUsers()) {
-    auto it = placement.replicated.find(user);
-    if (it == placement.replicated.end())
-      continue;
-    for (Operation *next = user; next;) {
-      if (auto adamw = dyn_cast<AdamWOp>(next)) {
-        if (BlockArgument param = parameterArgument(adamw.getParam(), step))
-          if (auto name = step.getArgAttrOfType<StringAttr>(
-                  param.getArgNumber(), XfmrDialect::kParamAttrName))
-            return "tied gradient " + name.str() + " " + route;
-        break;
-      }
-      next = next->getNumResults() && !next->getResult(0).use_empty()
-                 ? *next->getResult(0).getUsers().begin()
-                 : nullptr;
-    }
-  }
-  return "gradient " + route;
-}
-
-LogicalResult PipelineBuilder::build(func::FuncOp step,
-                                     const Placement &placement,
-                                     ArrayRef<std::vector<SlotKey>> slots) {
-  const int stages = split.stages;
-  const auto &roles = placement.analysis.roles;
-  Block &body = step.getBody().front();
-  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
-
-  // Each stage's stream: its slots' ops, then its optimizer ops, each in
-  // program order.
-  std::map<SlotKey, std::vector<Operation *>> bySlot;
-  std::vector<std::vector<Operation *>> stream(stages), optimizer(stages);
-  for (Operation &op : body) {
-    auto it = roles.find(&op);
-    if (it == roles.end() || it->second.phase == Phase::OnDemand)
-      continue;
-    const OpRole &role = it->second;
-    if (role.phase == Phase::Optimizer || placement.replicated.contains(&op)) {
-      for (int stage : stagesOf(placement, &op))
-        optimizer[stage].push_back(&op);
-      continue;
-    }
-    bySlot[{role.phase, split.chunkOf(role.position), role.microbatch}]
-        .push_back(&op);
-  }
-  size_t placed = 0;
-  for (int s = 0; s < stages; ++s) {
-    for (const SlotKey &key : slots[s]) {
-      auto it = bySlot.find(key);
-      if (it == bySlot.end())
-        continue;
-      stream[s].insert(stream[s].end(), it->second.begin(), it->second.end());
-      placed += it->second.size();
-      bySlot.erase(it);
-    }
-    stream[s].insert(stream[s].end(), optimizer[s].begin(),
-                     optimizer[s].end());
-  }
-  if (!bySlot.empty()) {
-    auto &[key, ops] = *bySlot.begin();
-    auto [phase, chunk, mb] = key;
-    return ops.front()->emitError()
-           << "dist-pipeline: this op (" << phaseName(phase) << " of "
-           << "micro-batch " << mb << ", model chunk " << chunk
-           << ") has no place in the schedule of stage "
-           << chunk % stages << "; the step's micro-batches or chunks do "
-           << "not match the plan";
-  }
-  (void)placed;
-
-  // Which stages read each value made by a placed op, and every stage's
-  // sends per peer in the order it makes them.
-  llvm::DenseMap<Value, std::set<int>> readers;
-  for (int s = 0; s < stages; ++s)
-    for (Operation *op : stream[s])
-      for (Value operand : op->getOperands())
-        if (Operation *def = operand.getDefiningOp();
-            def && roles.contains(def) &&
-            roles.lookup(def).phase != Phase::OnDemand) {
-          llvm::SmallVector<int, 2> home = stagesOf(placement, def);
-          if (!llvm::is_contained(home, s))
-            readers[operand].insert(s);
-        }
-  std::vector<std::vector<std::vector<Value>>> sends(
-      stages, std::vector<std::vector<Value>>(stages));
-  for (int s = 0; s < stages; ++s)
-    for (Operation *op : stream[s])
-      for (Value result : op->getResults())
-        if (auto it = readers.find(result); it != readers.end())
-          for (int reader : it->second) {
-            llvm::SmallVector<int, 2> home = stagesOf(placement, op);
-            // A value made on several stages is sent by the first of them.
-            if (home.front() == s)
-              sends[s][reader].push_back(result);
-          }
-
-  // The results each stage returns: the values it makes (the loss only on
-  // the stage that computes it; each stage's own parameters and moments)
-  // and the on-demand ones (the step counter).
-  auto homeOf = [&](Value value) -> std::optional<llvm::SmallVector<int, 2>> {
-    Operation *def = value.getDefiningOp();
-    if (!def || roles.lookup(def).phase == Phase::OnDemand)
-      return std::nullopt; // anywhere
-    return stagesOf(placement, def);
-  };
-
-  OpBuilder builder(module.getContext());
-  builder.setInsertionPoint(step);
-  StringAttr axisAttr = builder.getStringAttr(axis);
-  for (int s = 0; s < stages; ++s) {
-    // The arguments this stage reads, directly or through on-demand ops.
-    llvm::SetVector<unsigned> usedArgs;
-    llvm::DenseSet<Operation *> visited;
-    std::function<void(Value)> need = [&](Value value) {
-      if (auto arg = dyn_cast<BlockArgument>(value)) {
-        usedArgs.insert(arg.getArgNumber());
-        return;
-      }
-      Operation *def = value.getDefiningOp();
-      if (!def || roles.lookup(def).phase != Phase::OnDemand ||
-          !visited.insert(def).second)
-        return;
-      for (Value operand : def->getOperands())
-        need(operand);
-    };
-    for (Operation *op : stream[s])
-      for (Value operand : op->getOperands())
-        need(operand);
-    llvm::SmallVector<unsigned> results;
-    for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
-      auto home = homeOf(value);
-      if (home && !llvm::is_contained(*home, s))
-        continue;
-      results.push_back(index);
-      need(value);
-    }
-    llvm::SmallVector<unsigned> args(usedArgs.begin(), usedArgs.end());
-    llvm::sort(args);
-
-    llvm::SmallVector<Type> argTypes, resultTypes;
-    for (unsigned index : args)
-      argTypes.push_back(body.getArgument(index).getType());
-    for (unsigned index : results)
-      resultTypes.push_back(returnOp.getOperand(index).getType());
-    std::string name =
-        (step.getSymName() + "_stage" + llvm::Twine(s)).str();
-    auto function = func::FuncOp::create(
-        builder, step.getLoc(), name,
-        builder.getFunctionType(argTypes, resultTypes));
-    for (NamedAttribute attr : step->getDiscardableAttrs())
-      function->setAttr(attr.getName(), attr.getValue());
-    function->setAttr(pipeline::kPipelineStageAttrName, builder.getI64IntegerAttr(s));
-    for (auto [position, index] : llvm::enumerate(args))
-      function.setArgAttrs(position, step.getArgAttrDict(index));
-    for (auto [position, index] : llvm::enumerate(results))
-      function.setResultAttrs(position, step.getResultAttrDict(index));
-
-    Block *entry = function.addEntryBlock();
-    OpBuilder inner = OpBuilder::atBlockEnd(entry);
-    IRMapping mapping;
-    for (auto [position, index] : llvm::enumerate(args))
-      mapping.map(body.getArgument(index), entry->getArgument(position));
-    std::vector<size_t> received(stages, 0);
-    llvm::DenseSet<Operation *> emitted;
-
-    std::function<FailureOr<Value>(Value, Operation *)> resolve =
-        [&](Value value, Operation *user) -> FailureOr<Value> {
-      if (Value mapped = mapping.lookupOrNull(value))
-        return mapped;
-      Operation *def = value.getDefiningOp();
-      if (!def)
-        return user->emitError() << "dist-pipeline: stage " << s
-                                 << " reads an argument it does not take";
-      if (roles.lookup(def).phase == Phase::OnDemand) {
-        for (Value operand : def->getOperands())
-          if (failed(resolve(operand, user)))
-            return failure();
-        inner.clone(*def, mapping);
-        return mapping.lookup(value);
-      }
-      llvm::SmallVector<int, 2> home = stagesOf(placement, def);
-      if (llvm::is_contained(home, s))
-        return user->emitError()
-               << "dist-pipeline: on stage " << s << " this op reads a value "
-               << "that its schedule computes later; the step's data flow "
-               << "does not follow the layer order";
-      // Receive from the peer, in its send order, up to this value.
-      int peer = home.front();
-      const std::vector<Value> &queue = sends[peer][s];
-      while (received[peer] < queue.size()) {
-        Value next = queue[received[peer]++];
-        Operation *recv = createPeerOp(
-            inner, dist::RecvOp::getOperationName(), next.getLoc(), {},
-            next.getType(), mesh, axisAttr, peer,
-            label(placement, next.getDefiningOp(), peer, s, step));
-        mapping.map(next, recv->getResult(0));
-        if (next == value)
-          return recv->getResult(0);
-      }
-      return user->emitError() << "dist-pipeline: stage " << s
-                               << " reads a value stage " << peer
-                               << " never sends";
-    };
-
-    for (Operation *op : stream[s]) {
-      for (Value operand : op->getOperands())
-        if (failed(resolve(operand, op)))
-          return failure();
-      Operation *copy = inner.clone(*op, mapping);
-      (void)copy;
-      for (Value result : op->getResults())
-        if (auto it = readers.find(result);
-            it != readers.end() && stagesOf(placement, op).front() == s)
-          for (int reader : it->second) {
-            createPeerOp(inner, dist::SendOp::getOperationName(),
-                         op->getLoc(), {mapping.lookup(result)}, {}, mesh,
-                         axisAttr, reader,
-                         label(placement, op, s, reader, step));
-          }
-    }
-    llvm::SmallVector<Value> returned;
-    for (unsigned index : results) {
-      FailureOr<Value> value = resolve(returnOp.getOperand(index), returnOp);
-      if (failed(value))
-        return failure();
-      returned.push_back(*value);
-    }
-    func::ReturnOp::create(inner, returnOp.getLoc(), returned);
-  }
-  return success();
-}
 
 /// Each layer's cost (all its ops, forward and backward, all micro-batches)
 /// and those before and after the layers.
@@ -525,6 +169,141 @@ void splitTiedGradient(AdamWOp adamw, func::FuncOp step,
       sum->erase();
 }
 
+/// The layers of each model chunk: the plan's `stages`, checked against
+/// the model, or a split balanced by cost.
+FailureOr<std::vector<int>>
+chunkLayerCounts(ModuleOp module, ArrayRef<int64_t> stageLayers,
+                 const std::vector<double> &costs, double pre, double post,
+                 int chunks, int layers) {
+  auto fail = [&](const llvm::Twine &message) {
+    module.emitError() << "dist-pipeline: " << message;
+    return failure();
+  };
+  std::vector<int> counts;
+  if (!stageLayers.empty()) {
+    int64_t sum = 0;
+    for (int64_t count : stageLayers) {
+      if (count < 1)
+        return fail("pipeline.stages gives a chunk " +
+                                llvm::Twine(count) +
+                                " layers; every chunk needs at least one");
+      sum += count;
+      counts.push_back(static_cast<int>(count));
+    }
+    if (static_cast<int>(counts.size()) != chunks)
+      return fail("pipeline.stages has " +
+                              llvm::Twine(counts.size()) +
+                              " entries but the pipeline has mesh.pp x "
+                              "pipeline.virtual_stages = " +
+                              llvm::Twine(chunks) + " chunks");
+    if (sum != layers)
+      return fail("pipeline.stages sums to " + llvm::Twine(sum) +
+                              " layers but the model has " +
+                              llvm::Twine(layers));
+  } else {
+    counts = balanceLayers(costs, pre, post, chunks);
+  }
+  return counts;
+}
+
+/// Places the training step's optimizer: a tied parameter's update (and
+/// the sum of its gradient partials) on every stage that holds it, every
+/// other update on its parameter's stage, and what follows an update where
+/// the update runs; then analyses the rewritten step again. Returns the
+/// tied parameters' names.
+std::vector<std::string> placeTrainStep(func::FuncOp train, int layers,
+                                        const StageSplit &split,
+                                        Placement &trainPlacement) {
+  auto trainStages = parameterStages(train, trainPlacement.analysis, split);
+  std::vector<std::string> tied;
+  for (AdamWOp adamw :
+       llvm::to_vector(train.getBody().front().getOps<AdamWOp>())) {
+    BlockArgument param = parameterArgument(adamw.getParam(), train);
+    if (!param)
+      continue;
+    const std::set<int> &holders = trainStages[param.getArgNumber()];
+    if (holders.size() > 1) {
+      splitTiedGradient(adamw, train, trainPlacement.analysis, split, holders,
+                        trainPlacement);
+      if (auto name = train.getArgAttrOfType<StringAttr>(
+              param.getArgNumber(), XfmrDialect::kParamAttrName))
+        tied.push_back(name.str());
+    }
+  }
+  llvm::DenseSet<Operation *> replicatedOps;
+  for (auto &entry : trainPlacement.replicated)
+    replicatedOps.insert(entry.first);
+  trainPlacement.analysis = analyzeStep(train, layers, replicatedOps);
+  for (AdamWOp adamw : train.getBody().front().getOps<AdamWOp>()) {
+    if (trainPlacement.replicated.contains(adamw))
+      continue;
+    BlockArgument param = parameterArgument(adamw.getParam(), train);
+    int stage = 0;
+    if (param && !trainStages[param.getArgNumber()].empty())
+      stage = *trainStages[param.getArgNumber()].begin();
+    trainPlacement.optimizerStage[adamw] = stage;
+  }
+  // What follows an update (rare) runs where the update does.
+  for (Operation &op : train.getBody().front()) {
+    auto role = trainPlacement.analysis.roles.find(&op);
+    if (role == trainPlacement.analysis.roles.end() ||
+        role->second.phase != Phase::Optimizer || isa<AdamWOp>(op) ||
+        trainPlacement.replicated.contains(&op))
+      continue;
+    for (Value operand : op.getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (auto it = trainPlacement.optimizerStage.find(def);
+            it != trainPlacement.optimizerStage.end())
+          trainPlacement.optimizerStage[&op] = it->second;
+  }
+  return tied;
+}
+
+/// What the report and the schedule picture need: per chunk the cost of one
+/// micro-batch's F, B and W, and the activation bytes one micro-batch keeps
+/// for the backward (the caller adds the schedule, the layers and the tied
+/// parameters).
+PipelineInfo describePipeline(const Placement &trainPlacement,
+                              const StageSplit &split, int microbatches) {
+  const int chunks = split.chunks();
+  std::vector<double> forward(chunks, 0), backwardInput(chunks, 0),
+      backwardWeight(chunks, 0);
+  std::vector<int64_t> activations(chunks, 0);
+  const auto &roles = trainPlacement.analysis.roles;
+  for (auto &[op, role] : roles) {
+    if (role.phase == Phase::OnDemand || role.phase == Phase::Optimizer ||
+        trainPlacement.replicated.contains(op))
+      continue;
+    int c = split.chunkOf(role.position);
+    double cost = opCost(op) / microbatches;
+    if (role.phase == Phase::Forward) {
+      forward[c] += cost;
+      for (Value result : op->getResults())
+        if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+              Phase phase = roles.lookup(user).phase;
+              return roles.contains(user) &&
+                     (phase == Phase::BackwardInput ||
+                      phase == Phase::BackwardWeight);
+            }))
+          activations[c] += valueBytes(result);
+    } else if (role.phase == Phase::BackwardInput) {
+      backwardInput[c] += cost;
+    } else {
+      backwardWeight[c] += cost;
+    }
+  }
+  for (int64_t &bytes : activations)
+    bytes /= microbatches;
+  PipelineInfo info;
+  info.stages = split.stages;
+  info.microbatches = microbatches;
+  info.forward = forward;
+  info.backwardInput = backwardInput;
+  info.backwardWeight = backwardWeight;
+  info.activationBytes = activations;
+  return info;
+}
+
 struct DistPipelinePass
     : public impl::DistPipelinePassBase<DistPipelinePass> {
   using DistPipelinePassBase::DistPipelinePassBase;
@@ -606,83 +385,23 @@ void DistPipelinePass::runOnOperation() {
   std::vector<double> costs;
   double pre, post;
   layerCosts(trainPlacement.analysis, costs, pre, post);
-  std::vector<int> counts;
-  if (!stageLayers.empty()) {
-    int64_t sum = 0;
-    for (int64_t count : stageLayers) {
-      if (count < 1)
-        return fail(module, "pipeline.stages gives a chunk " +
-                                llvm::Twine(count) +
-                                " layers; every chunk needs at least one");
-      sum += count;
-      counts.push_back(static_cast<int>(count));
-    }
-    if (static_cast<int>(counts.size()) != chunks)
-      return fail(module, "pipeline.stages has " +
-                              llvm::Twine(counts.size()) +
-                              " entries but the pipeline has mesh.pp x "
-                              "pipeline.virtual_stages = " +
-                              llvm::Twine(chunks) + " chunks");
-    if (sum != layers)
-      return fail(module, "pipeline.stages sums to " + llvm::Twine(sum) +
-                              " layers but the model has " +
-                              llvm::Twine(layers));
-  } else {
-    counts = balanceLayers(costs, pre, post, chunks);
-  }
+  FailureOr<std::vector<int>> counts = chunkLayerCounts(
+      module, stageLayers, costs, pre, post, chunks, layers);
+  if (failed(counts))
+    return signalPassFailure();
   StageSplit split;
   split.stages = stages;
   split.chunksPerStage = config.chunks;
   split.layers = layers;
   for (int c = 0; c < chunks; ++c)
-    for (int i = 0; i < counts[c]; ++i)
+    for (int i = 0; i < (*counts)[c]; ++i)
       split.chunkOfLayer.push_back(c);
 
   // Tied parameters, then the final analysis of the rewritten step.
-  auto trainStages = parameterStages(train, trainPlacement.analysis, split);
-  std::vector<std::string> tied;
-  for (AdamWOp adamw :
-       llvm::to_vector(train.getBody().front().getOps<AdamWOp>())) {
-    BlockArgument param = parameterArgument(adamw.getParam(), train);
-    if (!param)
-      continue;
-    const std::set<int> &holders = trainStages[param.getArgNumber()];
-    if (holders.size() > 1) {
-      splitTiedGradient(adamw, train, trainPlacement.analysis, split, holders,
-                        trainPlacement);
-      if (auto name = train.getArgAttrOfType<StringAttr>(
-              param.getArgNumber(), XfmrDialect::kParamAttrName))
-        tied.push_back(name.str());
-    }
-  }
-  llvm::DenseSet<Operation *> replicatedOps;
-  for (auto &entry : trainPlacement.replicated)
-    replicatedOps.insert(entry.first);
-  trainPlacement.analysis = analyzeStep(train, layers, replicatedOps);
-  for (AdamWOp adamw : train.getBody().front().getOps<AdamWOp>()) {
-    if (trainPlacement.replicated.contains(adamw))
-      continue;
-    BlockArgument param = parameterArgument(adamw.getParam(), train);
-    int stage = 0;
-    if (param && !trainStages[param.getArgNumber()].empty())
-      stage = *trainStages[param.getArgNumber()].begin();
-    trainPlacement.optimizerStage[adamw] = stage;
-  }
-  // What follows an update (rare) runs where the update does.
-  for (Operation &op : train.getBody().front()) {
-    auto role = trainPlacement.analysis.roles.find(&op);
-    if (role == trainPlacement.analysis.roles.end() ||
-        role->second.phase != Phase::Optimizer || isa<AdamWOp>(op) ||
-        trainPlacement.replicated.contains(&op))
-      continue;
-    for (Value operand : op.getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        if (auto it = trainPlacement.optimizerStage.find(def);
-            it != trainPlacement.optimizerStage.end())
-          trainPlacement.optimizerStage[&op] = it->second;
-  }
+  std::vector<std::string> tied =
+      placeTrainStep(train, layers, split, trainPlacement);
 
-  PipelineBuilder builder(module, plan.getMesh(), *axis, split);
+  StageBuilder builder(module, plan.getMesh(), *axis, split);
   std::vector<std::vector<SlotKey>> trainSlots(stages);
   for (int s = 0; s < stages; ++s)
     for (const Action &action : generated->actions[s]) {
@@ -710,47 +429,10 @@ void DistPipelinePass::runOnOperation() {
       return signalPassFailure();
   }
 
-  // What the report and the schedule picture need: per chunk, the layers
-  // and the cost of one micro-batch's F, B and W, and the activation bytes
-  // one micro-batch keeps for the backward.
-  std::vector<double> forward(chunks, 0), backwardInput(chunks, 0),
-      backwardWeight(chunks, 0);
-  std::vector<int64_t> activations(chunks, 0);
-  const auto &roles = trainPlacement.analysis.roles;
-  for (auto &[op, role] : roles) {
-    if (role.phase == Phase::OnDemand || role.phase == Phase::Optimizer ||
-        trainPlacement.replicated.contains(op))
-      continue;
-    int c = split.chunkOf(role.position);
-    double cost = opCost(op) / microbatches;
-    if (role.phase == Phase::Forward) {
-      forward[c] += cost;
-      for (Value result : op->getResults())
-        if (llvm::any_of(result.getUsers(), [&](Operation *user) {
-              Phase phase = roles.lookup(user).phase;
-              return roles.contains(user) &&
-                     (phase == Phase::BackwardInput ||
-                      phase == Phase::BackwardWeight);
-            }))
-          activations[c] += valueBytes(result);
-    } else if (role.phase == Phase::BackwardInput) {
-      backwardInput[c] += cost;
-    } else {
-      backwardWeight[c] += cost;
-    }
-  }
-  for (int64_t &bytes : activations)
-    bytes /= microbatches;
-  PipelineInfo info;
+  PipelineInfo info = describePipeline(trainPlacement, split, microbatches);
   info.schedule = scheduleName.str();
-  info.stages = stages;
-  info.microbatches = microbatches;
   info.virtualStages = config.chunks;
-  info.chunkLayers = counts;
-  info.forward = forward;
-  info.backwardInput = backwardInput;
-  info.backwardWeight = backwardWeight;
-  info.activationBytes = activations;
+  info.chunkLayers = *counts;
   info.tied = tied;
   writePipelineInfo(module, info);
 

@@ -5,6 +5,7 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
 #include "passes/LossGradient.h"
+#include "passes/partition/Layout.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -16,28 +17,6 @@ using namespace mlir;
 using namespace partition::xfmr;
 
 namespace partition::pipeline {
-
-BlockArgument parameterArgument(Value value, func::FuncOp step) {
-  while (Operation *def = value.getDefiningOp()) {
-    if (!isa<CastOp, dist::AllGatherOp>(def))
-      return {};
-    value = def->getOperand(0);
-  }
-  auto arg = cast<BlockArgument>(value);
-  if (arg.getOwner()->getParentOp() != step ||
-      !step.getArgAttr(arg.getArgNumber(), XfmrDialect::kParamAttrName))
-    return {};
-  return arg;
-}
-
-std::optional<int64_t> parameterLayer(Value value, func::FuncOp step) {
-  BlockArgument arg = parameterArgument(value, step);
-  if (!arg)
-    return std::nullopt;
-  auto layer = step.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                  XfmrDialect::kLayerAttrName);
-  return layer ? layer.getInt() : -1;
-}
 
 int64_t valueBytes(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());

@@ -57,16 +57,6 @@ struct StepAnalysis {
   llvm::DenseMap<mlir::Operation *, OpRole> roles;
 };
 
-/// The layer of the parameter `value` is (through casts and gathers): its
-/// `xfmr.layer`, -1 for a parameter outside the layers, nullopt for a
-/// value that is no parameter.
-std::optional<int64_t> parameterLayer(mlir::Value value,
-                                      mlir::func::FuncOp step);
-
-/// The parameter argument `value` is (through casts and gathers), or null.
-mlir::BlockArgument parameterArgument(mlir::Value value,
-                                      mlir::func::FuncOp step);
-
 /// Classifies every op of `step` (see the file comment). `layers` is the
 /// model's layer count; `optimizer` ops (a tied parameter's gradient sum,
 /// which runs with its update) count as the optimizer's.

@@ -1,0 +1,252 @@
+//===- MemoryReport.cpp - what the arena holds, by category ---------------===//
+
+#include "lowering/MemoryReport.h"
+
+#include "dialects/Dist/DistOps.h"
+#include "dialects/Rt/RtOps.h"
+#include "lowering/ZeroMemory.h"
+#include "runtime/program/KernelTable.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using partition::rt::AllGatherOp;
+using partition::rt::KernelOp;
+using partition::rt::ReduceScatterOp;
+
+namespace partition {
+namespace {
+
+/// The table's id of an rt.kernel (its verifier rejects unknown names).
+runtime::KernelId kernelId(KernelOp kernel) {
+  StringRef name = kernel.getKernel();
+  return runtime::lookupKernel(std::string_view(name.data(), name.size()))->id;
+}
+
+/// Whether `output` of `kernel` is a parameter gradient (weight-side
+/// backward), by the kernel's Role column (runtime/program/Kernels.def).
+bool writesGradient(KernelOp kernel, Value output) {
+  using runtime::KernelRole;
+  switch (runtime::kernelInfo(kernelId(kernel)).role) {
+  case KernelRole::ParameterGradients:
+    return true;
+  case KernelRole::ParameterGradientsAfterFirst:
+    return output != kernel.getOutputs().front();
+  // Mixed precision: a cast to f32 is the backward of a parameter's cast,
+  // a parameter gradient (the forward casts go the other way).
+  case KernelRole::Cast:
+    return cast<MemRefType>(output.getType()).getElementType().isF32();
+  case KernelRole::Forward:
+  case KernelRole::ForwardIfActivationInput:
+  case KernelRole::Other:
+    return false;
+  }
+  return false;
+}
+
+/// Whether a kernel's outputs are forward values (activations): the
+/// forward kernels, and the element-wise ones (add, scale, copy, slice, cast
+/// to a narrower type) when they read an activation (a residual sum, not a
+/// sum of gradients). ZeRO's bucket copies are counted on their own line
+/// (gather/scatter buffers) or as the gradients they carry.
+bool writesActivation(KernelOp kernel, llvm::function_ref<bool(Value)> isActivation) {
+  using runtime::KernelRole;
+  switch (runtime::kernelInfo(kernelId(kernel)).role) {
+  case KernelRole::Forward:
+    return true;
+  case KernelRole::ForwardIfActivationInput:
+  case KernelRole::Cast:
+    return llvm::any_of(kernel.getInputs(), isActivation);
+  case KernelRole::ParameterGradients:
+  case KernelRole::ParameterGradientsAfterFirst:
+  case KernelRole::Other:
+    return false;
+  }
+  return false;
+}
+
+/// The model-state lines after the communication lines: the gradient
+/// bytes live at most at once (ZeRO shards them), ZeRO's flat buckets, and,
+/// for a data-parallel plan, the model state per rank as ZeRO's closed
+/// forms give it for the plan's stage (lowering/ZeroMemory.h), next to the
+/// measured lines above.
+void printModelState(ModuleOp module, const MemoryReport &totals,
+                     llvm::raw_ostream &os, const std::string &memory) {
+  os << memory << "gradients_peak " << totals.gradientsPeak << "\n";
+  if (totals.hasBuckets)
+    os << memory << "gather_scatter_buffers " << totals.bucketsAtPeak
+       << " at the arena peak, " << totals.bucketsPeak << " at most\n";
+  dist::PlanAttr plan = dist::getPlan(module);
+  if (!plan)
+    return;
+  std::optional<StringRef> dataAxis = plan.getAxis(dist::AxisRole::Data);
+  FailureOr<dist::MeshShape> mesh =
+      dist::lookupMeshShape(module, plan.getMesh());
+  if (!dataAxis || failed(mesh) || mesh->find(*dataAxis) < 0)
+    return;
+  int64_t ranks = mesh->sizes[mesh->find(*dataAxis)];
+  if (ranks < 2)
+    return;
+  // Whole tensors per replica, whatever ZeRO shards.
+  double psi = static_cast<double>(totals.parameterElements);
+  ZeroStateBytes model = zeroStateBytes(plan.getZeroStage(), psi, ranks);
+  os << memory << llvm::formatv("zero stage {0} over {1}={2}: parameters {3} + "
+                      "gradients {4} + optimizer_state {5} = {6} bytes per "
+                      "rank (closed form, 16 bytes of fp32 AdamW state for "
+                      "each of {7} parameters)\n",
+                      plan.getZeroStage(), *dataAxis, ranks,
+                      static_cast<int64_t>(model.parameters),
+                      static_cast<int64_t>(model.gradients),
+                      static_cast<int64_t>(model.optimizerState),
+                      static_cast<int64_t>(model.total()),
+                      static_cast<int64_t>(psi));
+}
+
+} // namespace
+
+void classifyTemporaries(Block &body, TemporaryPlan &plan) {
+  SmallVector<Interval> &intervals = plan.intervals;
+  const DenseMap<Value, unsigned> &intervalOf = plan.intervalOf;
+  for (Operation &op : body) {
+    // A gradient gathered or reduce-scattered (ZeRO) is still a gradient,
+    // an activation gathered (sequence parallelism) still an activation.
+    if (isa<AllGatherOp, ReduceScatterOp>(op)) {
+      auto from = intervalOf.find(op.getOperand(0));
+      auto to = intervalOf.find(op.getOperand(1));
+      if (from != intervalOf.end() && to != intervalOf.end()) {
+        intervals[to->second].isGradient |= intervals[from->second].isGradient;
+        intervals[to->second].isActivation |=
+            intervals[from->second].isActivation;
+        intervals[to->second].isBucket |= intervals[from->second].isBucket;
+      }
+    }
+    if (auto kernel = dyn_cast<KernelOp>(op)) {
+      auto isActivation = [&](Value input) {
+        Value base = input;
+        while (auto view = base.getDefiningOp<memref::SubViewOp>())
+          base = view.getSource();
+        auto it = intervalOf.find(base);
+        return it != intervalOf.end() && intervals[it->second].isActivation;
+      };
+      if (writesActivation(kernel, isActivation))
+        for (Value output : kernel.getOutputs())
+          if (auto it = intervalOf.find(output);
+              it != intervalOf.end() && !writesGradient(kernel, output))
+            intervals[it->second].isActivation = true;
+      for (Value output : kernel.getOutputs())
+        if (auto it = intervalOf.find(output);
+            it != intervalOf.end() && writesGradient(kernel, output))
+          intervals[it->second].isGradient = true;
+      // A bucket of gradients, and the chunks unpacked from it, are still
+      // gradients.
+      runtime::KernelId id = kernelId(kernel);
+      if (id == runtime::KernelId::FlatPack ||
+          id == runtime::KernelId::FlatUnpack) {
+        auto from = intervalOf.find(kernel.getInputs().front());
+        auto to = intervalOf.find(kernel.getOutputs().front());
+        if (to != intervalOf.end()) {
+          intervals[to->second].isBucket |= id == runtime::KernelId::FlatPack;
+          if (from != intervalOf.end())
+            intervals[to->second].isGradient |=
+                intervals[from->second].isGradient;
+        }
+      }
+      // A gradient copied into a buffer of its own (so that an all-reduce
+      // can overwrite it) is still a gradient.
+      if (kernelId(kernel) == runtime::KernelId::Copy) {
+        auto from = intervalOf.find(kernel.getInputs().front());
+        auto to = intervalOf.find(kernel.getOutputs().front());
+        if (from != intervalOf.end() && to != intervalOf.end() &&
+            intervals[from->second].isGradient)
+          intervals[to->second].isGradient = true;
+      }
+    }
+  }
+}
+
+void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
+  ArrayRef<Interval> intervals = plan.intervals;
+  SmallVector<int64_t> delta(body.getOperations().size() + 1, 0);
+  SmallVector<int64_t> gradientDelta(delta.size(), 0), bucketDelta(delta.size(), 0);
+  for (const Interval &interval : intervals) {
+    delta[interval.first] += interval.bytes;
+    delta[interval.last + 1] -= interval.bytes;
+    if (interval.isBucket) {
+      bucketDelta[interval.first] += interval.bytes;
+      bucketDelta[interval.last + 1] -= interval.bytes;
+    } else if (interval.isGradient) {
+      gradientDelta[interval.first] += interval.bytes;
+      gradientDelta[interval.last + 1] -= interval.bytes;
+    }
+  }
+  // The most gradient bytes and bucket bytes live at once, wherever.
+  int64_t gradientsPeak = 0, bucketsPeak = 0;
+  for (int64_t g = 0, b = 0, at = 0; at + 1 < static_cast<int64_t>(delta.size());
+       ++at) {
+    g += gradientDelta[at];
+    b += bucketDelta[at];
+    gradientsPeak = std::max(gradientsPeak, g);
+    bucketsPeak = std::max(bucketsPeak, b);
+  }
+  unsigned peakAt = 0;
+  for (int64_t live = 0, most = -1, at = 0;
+       at + 1 < static_cast<int64_t>(delta.size()); ++at) {
+    live += delta[at];
+    if (live > most)
+      most = live, peakAt = at;
+  }
+  int64_t gradients = 0, activations = 0, others = 0, buckets = 0;
+  for (const Interval &interval : intervals)
+    if (interval.first <= peakAt && peakAt <= interval.last)
+      (interval.isBucket       ? buckets
+       : interval.isGradient   ? gradients
+       : interval.isActivation ? activations
+                               : others) += interval.bytes;
+  report.gradientsPeak = std::max(report.gradientsPeak, gradientsPeak);
+  report.bucketsPeak = std::max(report.bucketsPeak, bucketsPeak);
+  report.hasBuckets |= llvm::any_of(
+      intervals, [](const Interval &interval) { return interval.isBucket; });
+  // Functions never run at the same time: report the one whose
+  // temporaries need the most room.
+  if (plan.peak >= report.temporariesPeak) {
+    report.temporaryGradients = gradients;
+    report.activations = activations;
+    report.otherTemporaries = others;
+    report.bucketsAtPeak = buckets;
+    report.temporariesPeak = plan.peak;
+  }
+}
+
+void printMemoryReport(ModuleOp module, const MemoryReport &totals,
+                       ArrayRef<Communication> communication,
+                       const std::string &prefix, llvm::raw_ostream &os) {
+  std::string memory = "memory: " + prefix;
+  os << memory << "parameters " << totals.parameters << "\n"
+     << memory << "optimizer_state " << totals.optimizerState << "\n"
+     << memory << "inputs " << totals.inputs << "\n"
+     << memory << "gradients "
+     << totals.gradients + totals.temporaryGradients << "\n"
+     << memory << "activations " << totals.activations << "\n"
+     << memory << "temporaries_peak " << totals.temporariesPeak << "\n"
+     << memory << "arena_peak " << totals.arena << "\n";
+  // The arena at its peak, in parts that sum to it exactly; the rest is
+  // alignment and the room the placement leaves between live buffers.
+  int64_t gradients = totals.gradients + totals.temporaryGradients;
+  int64_t unused = totals.arena - totals.parameters -
+                   totals.optimizerState - totals.inputs - gradients -
+                   totals.activations - totals.otherTemporaries -
+                   totals.bucketsAtPeak;
+  os << memory << "arena_peak = parameters " << totals.parameters
+     << " + optimizer_state " << totals.optimizerState << " + inputs "
+     << totals.inputs << " + gradients " << gradients << " + activations "
+     << totals.activations << " + other_temporaries "
+     << totals.otherTemporaries;
+  if (totals.hasBuckets)
+    os << " + gather_scatter_buffers " << totals.bucketsAtPeak;
+  os << " + alignment_and_fragmentation " << unused << "\n";
+  for (const Communication &comm : communication)
+    printCommunication(comm, os);
+  printModelState(module, totals, os, memory);
+}
+
+} // namespace partition

@@ -1,0 +1,84 @@
+//===- MemoryReport.h - what the arena holds, by category -------*- C++ -*-===//
+//
+// The memory plan (--lower-memory-plan) places buffers; this is what its
+// report (--memory-report) says about them: each temporary classified as a
+// gradient, an activation, one of ZeRO's flat buckets or something else
+// (by the kernels' Role column, runtime/program/Kernels.def, and through
+// the collectives and copies that carry them), the categories live at the
+// arena's peak, and the lines printed per pipeline stage.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_LOWERING_MEMORYREPORT_H
+#define PARTITION_LOWERING_MEMORYREPORT_H
+
+#include "lowering/CommunicationCount.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace partition {
+
+/// A temporary buffer and the op positions during which it holds data.
+struct Interval {
+  mlir::memref::AllocOp alloc;
+  int64_t bytes = 0;
+  unsigned first = 0, last = 0;
+  int64_t offset = -1;
+  bool isGradient = false;
+  /// A forward value (computed in the forward pass, or recomputed for the
+  /// backward one).
+  bool isActivation = false;
+  /// A flat bucket (ZeRO): written by flat_pack, or a reduce-scatter or
+  /// all-gather of one. Reported on a line of its own.
+  bool isBucket = false;
+};
+
+/// The temporaries of one function, placed relative to the end of the state.
+struct TemporaryPlan {
+  llvm::SmallVector<Interval> intervals;
+  /// Each allocation's interval.
+  llvm::DenseMap<mlir::Value, unsigned> intervalOf;
+  int64_t peak = 0;
+};
+
+/// Bytes per category. State counts once; temporaries count for the function
+/// that has the most of them.
+struct MemoryReport {
+  int64_t parameters = 0, optimizerState = 0, inputs = 0;
+  /// Gradient arguments (steps without an optimizer), then temporaries.
+  int64_t gradients = 0, temporaryGradients = 0;
+  int64_t activations = 0;
+  /// Temporaries that are neither (activation gradients, workspaces).
+  int64_t otherTemporaries = 0;
+  /// ZeRO's flat buckets live at the peak, and the most live at once.
+  int64_t bucketsAtPeak = 0, bucketsPeak = 0;
+  /// The most gradient bytes (temporaries) live at once.
+  int64_t gradientsPeak = 0;
+  bool hasBuckets = false;
+  /// Elements of the parameters (per replica, before any ZeRO sharding: a
+  /// flat shard counts its whole tensor).
+  int64_t parameterElements = 0;
+  int64_t temporariesPeak = 0, arena = 0;
+};
+
+/// Marks each temporary of `body` (its live ranges already in `plan`) as a
+/// gradient, an activation or a bucket.
+void classifyTemporaries(mlir::Block &body, TemporaryPlan &plan);
+
+/// Adds what `plan` (placed, its peak known) has live at its peak, by
+/// category, to `report`: the function whose temporaries need the most
+/// room decides the categories, since functions never run at once.
+void recordPeak(mlir::Block &body, const TemporaryPlan &plan,
+                MemoryReport &report);
+
+/// The report's lines for one arena, `prefix` ("stage 1 ") qualifying them
+/// when a program has several.
+void printMemoryReport(mlir::ModuleOp module, const MemoryReport &totals,
+                       llvm::ArrayRef<Communication> communication,
+                       const std::string &prefix, llvm::raw_ostream &os);
+
+} // namespace partition
+
+#endif // PARTITION_LOWERING_MEMORYREPORT_H
