@@ -1,4 +1,4 @@
-//===- ProgramChecks.h - cross-checks of a decoded program -----*- C++ -*-===//
+//===- ProgramChecks.h - cross-checks of a decoded program ------*- C++ -*-===//
 //
 // Private to the loader (Program.cpp decodes, ProgramChecks.cpp checks):
 // each check throws ProgramError naming `origin` and what is wrong.

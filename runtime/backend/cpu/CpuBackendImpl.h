@@ -1,4 +1,4 @@
-//===- CpuBackendImpl.h - the CPU backend's class, private -----*- C++ -*-===//
+//===- CpuBackendImpl.h - the CPU backend's class, private ------*- C++ -*-===//
 //
 // What the two files of the CPU backend share: the CpuBackend class, whose
 // executor (construction, run, profile, collectives and transfers) is in

@@ -1,4 +1,4 @@
-//===- CudaBackendImpl.h - the CUDA backend's class, private ---*- C++ -*-===//
+//===- CudaBackendImpl.h - the CUDA backend's class, private ----*- C++ -*-===//
 //
 // What the files of the CUDA backend share: the CudaBackend class (declared
 // once, its members defined by job in CudaBackend.cpp (construction, run,
