@@ -85,10 +85,6 @@ inline comm::DataType commType(DType dtype) {
 }
 #endif
 
-template <typename T> struct Tag {
-  using type = T;
-};
-
 /// One GEMM shape's cuBLASLt descriptors and the algorithm chosen for it
 /// (the heuristic's first answer), shared by the instructions of that
 /// shape, type, epilogue and alignment.

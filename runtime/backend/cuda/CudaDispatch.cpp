@@ -14,6 +14,11 @@ namespace partition::runtime::cudabackend {
 
 namespace {
 
+/// Carries a storage type into compileKernel's generic lambda.
+template <typename T> struct Tag {
+  using type = T;
+};
+
 /// What a launch needs, in storage type T: plain pointers and sizes. Each
 /// call captures a copy (`[=, *this]`): it outlives the KernelArgs and the
 /// launcher it was compiled from.
