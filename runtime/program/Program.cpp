@@ -124,11 +124,10 @@ Collective readCollective(const ptp::Collective &collective,
   if (!decoded.ints.empty() || !decoded.floats.empty())
     fail(origin, what + " has integer or float parameters; collectives take "
                         "none");
-  if (result.kind != CollectiveKind::AllReduce) {
+  if (result.kind == CollectiveKind::AllReduce)
+    checkAllReduceBucket(decoded, program, origin, what);
+  else
     checkBlockCollective(result, decoded, program, origin, what);
-    return result;
-  }
-  checkAllReduceBucket(decoded, program, origin, what);
   return result;
 }
 
