@@ -1,7 +1,16 @@
-//===- Program.cpp - loading and validating .ptp programs -----------------===//
+//===- Program.cpp - decoding .ptp programs -------------------------------===//
+//
+// Reads a .ptp file into a Program: the mesh, the model description, one
+// stream per pipeline stage (buffers, functions, instructions) or the
+// replicas of a non-uniform tensor-parallel program. Each field is checked
+// as it is decoded; the checks that relate several fields or streams are in
+// ProgramChecks.cpp, what a loaded Program answers in ProgramQueries.cpp.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/program/Program.h"
 
+#include "runtime/program/ProgramChecks.h"
 #include "runtime/program/ProgramFormat.h"
 
 #include <algorithm>
@@ -15,43 +24,11 @@
 
 namespace partition::runtime {
 
-std::vector<uint32_t> BufferInfo::stateGroup() const {
-  std::vector<uint32_t> axes = flatAxes;
-  for (const std::vector<uint32_t> &dim : sharding)
-    axes.insert(axes.end(), dim.begin(), dim.end());
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
-
-const char *roleName(Role role) {
-  static const char *names[] = {"temporary", "param",   "moment1",
-                                "moment2",   "step",    "lr",
-                                "tokens",    "targets", "loss",
-                                "gradient",  "axis_index"};
-  return names[static_cast<int>(role)];
-}
-
-const char *dtypeName(DType dtype) {
-  static const char *names[] = {"f32", "i32", "bf16"};
-  return names[static_cast<int>(dtype)];
-}
-
-const char *collectiveKindName(CollectiveKind kind) {
-  static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter"};
-  return names[static_cast<int>(kind)];
-}
-
-const char *reduceKindName(ReduceKind reduce) {
-  static const char *names[] = {"sum", "avg", "max"};
-  return names[static_cast<int>(reduce)];
-}
+using check::fail;
 
 namespace {
 
-[[noreturn]] void fail(const std::string &origin, const std::string &what) {
-  throw ProgramError(origin + ": " + what);
-}
+using namespace check;
 
 /// Program files are never this large; a corrupt size must not become an
 /// allocation attempt of exabytes.
@@ -109,177 +86,6 @@ std::vector<MeshAxis> readMesh(const ptp::Program &file,
   return mesh;
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? "," : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
-/// An AllGather or ReduceScatter: [input, output], f32 or bf16 (an
-/// all-gather also i32), of one type, disjoint, and the
-/// output is the input with `dim` multiplied (gather) or divided (scatter)
-/// by the group's size, so the backend's block copies stay inside both.
-void checkBlockCollective(const Collective &collective,
-                          const Instruction &decoded, const Program &program,
-                          const std::string &origin, const std::string &what) {
-  if (decoded.args.size() != 2)
-    fail(origin, what + " has " + std::to_string(decoded.args.size()) +
-                     " buffers; it takes an input and an output");
-  for (uint32_t arg : decoded.args) {
-    if (arg >= program.buffers.size())
-      fail(origin, what + " refers to buffer #" + std::to_string(arg) +
-                       " of " + std::to_string(program.buffers.size()));
-    // A gather moves words (token ids too); a reduction adds floats.
-    bool words = collective.kind == CollectiveKind::AllGather &&
-                 program.buffers[arg].dtype == DType::I32;
-    if (!isFloat(program.buffers[arg].dtype) && !words)
-      fail(origin, what + " uses buffer #" + std::to_string(arg) + " ('" +
-                       program.buffers[arg].name +
-                       "'), which is neither f32 nor bf16");
-  }
-  if (program.buffers[decoded.args[0]].dtype !=
-      program.buffers[decoded.args[1]].dtype)
-    fail(origin, what + " has an input and an output of different types");
-  const BufferInfo &input = program.buffers[decoded.args[0]];
-  const BufferInfo &output = program.buffers[decoded.args[1]];
-  if (input.offset < output.offset + output.bytes &&
-      output.offset < input.offset + input.bytes)
-    fail(origin, what + " has an input and an output that overlap in the "
-                        "arena");
-  if (collective.dim >= input.shape.size())
-    fail(origin, what + " has dim " + std::to_string(collective.dim) +
-                     ", but its input " + shapeText(input.shape) +
-                     " has rank " + std::to_string(input.shape.size()));
-  int64_t group = 1;
-  for (uint32_t axis : collective.axes)
-    group *= program.mesh[axis].size;
-  std::vector<int64_t> expected = input.shape;
-  bool gather = collective.kind == CollectiveKind::AllGather;
-  if (!gather && expected[collective.dim] % group != 0)
-    fail(origin, what + " splits dimension " + std::to_string(collective.dim) +
-                     " of " + shapeText(input.shape) + " into " +
-                     std::to_string(group) + " blocks, which does not divide");
-  if (gather)
-    expected[collective.dim] *= group;
-  else
-    expected[collective.dim] /= group;
-  if (output.shape != expected)
-    fail(origin, what + " output " + shapeText(output.shape) + " must be " +
-                     shapeText(expected) + " (input " +
-                     shapeText(input.shape) + ", group of " +
-                     std::to_string(group) + ")");
-}
-
-/// Each AxisIndex buffer is an i32 scalar whose name lists distinct axes of
-/// the mesh, and no two share a name (one buffer per group of axes).
-void checkAxisIndexBuffers(const Program &program, const std::string &origin) {
-  std::set<std::string> names;
-  for (size_t index : program.withRole(Role::AxisIndex)) {
-    const BufferInfo &buffer = program.buffers[index];
-    std::string what = "axis index buffer #" + std::to_string(index) + " ('" +
-                       buffer.name + "')";
-    if (program.mesh.empty())
-      fail(origin, what + " needs a device mesh, but the program has none");
-    if (buffer.dtype != DType::I32 || buffer.elements != 1 ||
-        !buffer.shape.empty())
-      fail(origin, what + " must be an i32 scalar");
-    try {
-      (void)program.axisIndexAxes(buffer);
-    } catch (const ProgramError &error) {
-      fail(origin, what + ": " + error.what());
-    }
-    if (!names.insert(buffer.name).second)
-      fail(origin, what + " appears twice");
-  }
-}
-
-/// A sharded buffer is f32 state (a parameter or a moment: what is
-/// initialised and checkpointed as a logical tensor), has one entry per
-/// dimension, and uses each mesh axis at most once; fills in its logical
-/// shape.
-void checkShardedBuffers(Program &program, const std::string &origin) {
-  for (size_t index = 0; index < program.buffers.size(); ++index) {
-    BufferInfo &buffer = program.buffers[index];
-    if (!buffer.sharded())
-      continue;
-    std::string what = "sharded buffer #" + std::to_string(index) + " ('" +
-                       buffer.name + "')";
-    bool state = buffer.role == Role::Param || buffer.role == Role::Moment1 ||
-                 buffer.role == Role::Moment2;
-    bool tokens = buffer.role == Role::Tokens || buffer.role == Role::Targets;
-    if (!state && !tokens)
-      fail(origin, what + " has role " + roleName(buffer.role) +
-                       "; only parameters, moments, tokens and targets can "
-                       "be sharded");
-    if (buffer.dtype != (state ? DType::F32 : DType::I32))
-      fail(origin, what + (state ? " is not f32" : " is not i32"));
-    if (program.mesh.empty())
-      fail(origin, what + " needs a device mesh, but the program has none");
-    std::set<uint32_t> used;
-    if (buffer.flat()) {
-      if (!state)
-        fail(origin, what + " is a flat shard; only parameters and moments "
-                            "can be");
-      int64_t group = 1, elements = 1;
-      for (uint32_t axis : buffer.flatAxes) {
-        if (axis >= program.mesh.size())
-          fail(origin, what + " is a flat shard over axis #" +
-                           std::to_string(axis) + ", but the mesh has " +
-                           std::to_string(program.mesh.size()) + " axes");
-        if (!used.insert(axis).second)
-          fail(origin, what + " uses mesh axis '" + program.mesh[axis].name +
-                           "' twice");
-        group *= program.mesh[axis].size;
-      }
-      for (int64_t dim : buffer.flatShape) {
-        if (dim < 1 || elements > std::numeric_limits<int64_t>::max() / 4 / dim)
-          fail(origin, what + " has a flat_shape " +
-                           shapeText(buffer.flatShape) +
-                           " that is empty or too large");
-        elements *= dim;
-      }
-      int64_t chunk = (elements + group - 1) / group;
-      if (buffer.shape != std::vector<int64_t>{chunk})
-        fail(origin, what + " is a flat shard of " + std::to_string(elements) +
-                         " elements over " + std::to_string(group) +
-                         " devices, so its shape must be [" +
-                         std::to_string(chunk) + "], not " +
-                         shapeText(buffer.shape));
-      if (buffer.sharding.empty())
-        buffer.sharding.assign(buffer.flatShape.size(), {});
-    }
-    const std::vector<int64_t> &blockShape = buffer.blockShape();
-    if (buffer.sharding.size() != blockShape.size())
-      fail(origin, what + " has a sharding of " +
-                       std::to_string(buffer.sharding.size()) +
-                       " dimensions, but its shape " + shapeText(blockShape) +
-                       " has rank " + std::to_string(blockShape.size()));
-    buffer.logical = blockShape;
-    int64_t elements = 1;
-    for (size_t dim = 0; dim < blockShape.size(); ++dim) {
-      for (uint32_t axis : buffer.sharding[dim]) {
-        if (axis >= program.mesh.size())
-          fail(origin, what + " splits dimension " + std::to_string(dim) +
-                           " over axis #" + std::to_string(axis) +
-                           ", but the mesh has " +
-                           std::to_string(program.mesh.size()) + " axes");
-        if (!used.insert(axis).second)
-          fail(origin, what + " uses mesh axis '" + program.mesh[axis].name +
-                           "' twice");
-        if (buffer.logical[dim] >
-            std::numeric_limits<int64_t>::max() / 4 / program.mesh[axis].size)
-          fail(origin, what + " has a logical shape too large to hold");
-        buffer.logical[dim] *= program.mesh[axis].size;
-      }
-      int64_t size = buffer.logical[dim];
-      if (size > 0 && elements > std::numeric_limits<int64_t>::max() / 4 / size)
-        fail(origin, what + " has a logical shape too large to hold");
-      elements *= size;
-    }
-  }
-}
-
 /// Decodes and checks a collective instruction's own fields and its buffers.
 Collective readCollective(const ptp::Collective &collective,
                           const Instruction &decoded, const Program &program,
@@ -318,57 +124,14 @@ Collective readCollective(const ptp::Collective &collective,
   if (!decoded.ints.empty() || !decoded.floats.empty())
     fail(origin, what + " has integer or float parameters; collectives take "
                         "none");
-  if (result.kind != CollectiveKind::AllReduce) {
+  if (result.kind == CollectiveKind::AllReduce)
+    checkAllReduceBucket(decoded, program, origin, what);
+  else
     checkBlockCollective(result, decoded, program, origin, what);
-    return result;
-  }
-  if (decoded.args.empty())
-    fail(origin, what + " has no buffers");
-  std::vector<const BufferInfo *> buffers;
-  for (uint32_t arg : decoded.args) {
-    if (arg >= program.buffers.size())
-      fail(origin, what + " refers to buffer #" + std::to_string(arg) +
-                       " of " + std::to_string(program.buffers.size()));
-    const BufferInfo &buffer = program.buffers[arg];
-    if (!isFloat(buffer.dtype))
-      fail(origin, what + " reduces buffer #" + std::to_string(arg) + " ('" +
-                       buffer.name + "'), which is neither f32 nor bf16");
-    if (buffer.dtype != program.buffers[decoded.args[0]].dtype)
-      fail(origin, what + " mixes f32 and bf16 buffers in one bucket");
-    buffers.push_back(&buffer);
-  }
-  // Each buffer is reduced once: no index twice, no two sharing bytes.
-  std::vector<std::pair<const BufferInfo *, uint32_t>> sorted;
-  for (size_t i = 0; i < buffers.size(); ++i)
-    sorted.push_back({buffers[i], decoded.args[i]});
-  std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
-    return std::make_pair(a.first->offset, a.second) <
-           std::make_pair(b.first->offset, b.second);
-  });
-  // Sorted by offset, a buffer overlaps an earlier one exactly when it
-  // starts before the furthest end so far.
-  const std::pair<const BufferInfo *, uint32_t> *furthest = nullptr;
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    const auto &[buffer, index] = sorted[i];
-    if (i > 0 && sorted[i - 1].second == index)
-      fail(origin, what + " lists buffer #" + std::to_string(index) +
-                       " twice");
-    if (buffer->bytes == 0)
-      continue;
-    if (furthest &&
-        furthest->first->offset + furthest->first->bytes > buffer->offset)
-      fail(origin, what + " reduces buffers #" +
-                       std::to_string(furthest->second) + " and #" +
-                       std::to_string(index) + ", which overlap in the arena");
-    if (!furthest || buffer->offset + buffer->bytes >
-                         furthest->first->offset + furthest->first->bytes)
-      furthest = &sorted[i];
-  }
   return result;
 }
 
-/// Decodes and checks a send or receive of stream `stage`: one buffer, no
-/// parameters, along the pipeline axis to another stage of the mesh.
+/// Decodes a send or receive of stream `stage` and checks it (checkTransfer).
 Transfer readTransfer(const ptp::Transfer &transfer, const Instruction &decoded,
                       const Program &program, const std::string &origin,
                       const std::string &where, size_t stage) {
@@ -385,274 +148,129 @@ Transfer readTransfer(const ptp::Transfer &transfer, const Instruction &decoded,
                      : where;
   std::string what = where + " (" + transferKindName(result) + " '" +
                      result.label + "')";
-  int pipeline = program.pipelineAxisIndex();
-  if (pipeline < 0)
-    fail(origin, what + " needs a pipeline axis, but the program's " +
-                     program.describeMesh() +
-                     " has none; recompile it with a plan whose mesh has pp");
-  if (result.axis != uint32_t(pipeline))
-    fail(origin, what + " names mesh axis " +
-                     (result.axis < program.mesh.size()
-                          ? "'" + program.mesh[result.axis].name + "'"
-                          : "#" + std::to_string(result.axis)) +
-                     ", but transfers run between pipeline stages, along '" +
-                     program.mesh[pipeline].name + "'");
-  int64_t stages = program.mesh[pipeline].size;
-  if (result.peer < 0 || result.peer >= stages)
-    fail(origin, what + (result.send ? " sends to" : " receives from") +
-                     " stage " + std::to_string(result.peer) +
-                     ", outside the mesh's " + std::to_string(stages) +
-                     " stages ('" + program.mesh[pipeline].name + "')");
-  if (result.peer == int64_t(stage))
-    fail(origin, what + (result.send ? " sends to" : " receives from") +
-                     " its own stage " + std::to_string(stage));
-  if (decoded.args.size() != 1)
-    fail(origin, what + " has " + std::to_string(decoded.args.size()) +
-                     " buffers; a transfer moves exactly one");
-  if (decoded.args[0] >= program.buffers.size())
-    fail(origin, what + " refers to buffer #" + std::to_string(decoded.args[0]) +
-                     " of " + std::to_string(program.buffers.size()));
-  if (!decoded.ints.empty() || !decoded.floats.empty())
-    fail(origin, what + " has integer or float parameters; transfers take "
-                        "none");
+  checkTransfer(result, decoded, program, origin, what, stage);
   return result;
 }
 
-/// The roles the trainer relies on: one stream has exactly one tokens,
-/// targets and loss buffer; with pipeline stages the first stage holds the
-/// tokens, the last the targets and the loss, and a parameter held by two
-/// stages (a tied embedding) has one shape in both.
-void checkStreamRoles(const Program &program, const std::string &origin) {
-  size_t stages = program.streams.size();
-  for (size_t k = 0; k < stages; ++k) {
-    const Stream &stream = program.streams[k];
+/// Decodes buffer #`index` of a stream whose arena is `arenaBytes` long:
+/// its role, type, shape, place in the arena and sharding.
+BufferInfo readBuffer(const ptp::Buffer *buffer, size_t index,
+                      uint64_t arenaBytes, const std::string &origin) {
+  BufferInfo info;
+  std::string where = "buffer #" + std::to_string(index);
+  auto role = static_cast<uint8_t>(buffer->role());
+  if (role > static_cast<uint8_t>(Role::AxisIndex))
+    fail(origin, where + " has an unknown role " + std::to_string(role));
+  info.role = static_cast<Role>(role);
+  if (buffer->name())
+    info.name = buffer->name()->str();
+  auto dtype = static_cast<uint8_t>(buffer->dtype());
+  if (dtype > static_cast<uint8_t>(DType::BF16))
+    fail(origin, where + " has an unknown dtype " + std::to_string(dtype));
+  info.dtype = static_cast<DType>(dtype);
+  int64_t elements = 1;
+  for (int64_t dim : readLongs(buffer->shape())) {
+    if (dim < 0 ||
+        (dim > 0 && elements > std::numeric_limits<int64_t>::max() / 4 / dim))
+      fail(origin, where + " has an invalid shape");
+    info.shape.push_back(dim);
+    elements *= dim;
+  }
+  info.elements = elements;
+  info.bytes = static_cast<uint64_t>(elements) * dtypeBytes(info.dtype);
+  info.offset = buffer->offset();
+  if (info.offset % dtypeBytes(info.dtype) != 0 || info.offset > arenaBytes ||
+      info.bytes > arenaBytes - info.offset)
+    fail(origin, where + " [" + std::to_string(info.offset) + ", +" +
+                     std::to_string(info.bytes) +
+                     ") lies outside the arena of " +
+                     std::to_string(arenaBytes) + " bytes");
+  if (buffer->sharding()) {
+    for (const ptp::DimSharding *dim : *buffer->sharding()) {
+      std::vector<uint32_t> axes;
+      if (dim && dim->axes())
+        axes.assign(dim->axes()->begin(), dim->axes()->end());
+      info.sharding.push_back(std::move(axes));
+    }
+    // Every dimension whole is the same as no sharding.
+    if (std::all_of(info.sharding.begin(), info.sharding.end(),
+                    [](const auto &axes) { return axes.empty(); }))
+      info.sharding.clear();
+  }
+  if (buffer->flat_axes() && buffer->flat_axes()->size() > 0) {
+    info.flatAxes.assign(buffer->flat_axes()->begin(),
+                         buffer->flat_axes()->end());
+    if (buffer->flat_shape())
+      info.flatShape.assign(buffer->flat_shape()->begin(),
+                            buffer->flat_shape()->end());
+  }
+  return info;
+}
+
+/// Decodes function `function` of stream `index` and checks each
+/// instruction's fields (the kernel's arity, the buffers it names).
+Function readFunction(const ptp::Function *function, const Program &program,
+                      const std::string &origin, size_t index) {
+  Function decodedFunction;
+  if (function->name())
+    decodedFunction.name = function->name()->str();
+  if (!function->instructions())
+    fail(origin, "function '" + decodedFunction.name +
+                     "' has no instruction list");
+  for (const ptp::Instruction *instruction : *function->instructions()) {
     std::string where =
-        stages > 1 ? origin + " stage " + std::to_string(k) : origin;
-    auto count = [&](Role role) {
-      return std::count_if(stream.buffers.begin(), stream.buffers.end(),
-                           [&](const BufferInfo &b) { return b.role == role; });
-    };
-    for (Role role : {Role::Tokens, Role::Targets, Role::Loss}) {
-      bool needed = stages == 1 || (role == Role::Tokens && k == 0) ||
-                    (role != Role::Tokens && k + 1 == stages);
-      if (needed ? count(role) != 1 : count(role) > 1)
-        fail(where, std::string(needed ? "program needs exactly one "
-                                       : "program has more than one ") +
-                        roleName(role) + " buffer");
-    }
-    std::set<std::string> names;
-    for (const BufferInfo &buffer : stream.buffers)
-      if (buffer.role == Role::Param && !names.insert(buffer.name).second)
-        fail(where, "parameter '" + buffer.name + "' appears twice");
-  }
-  for (Role role : {Role::Param, Role::Moment1, Role::Moment2}) {
-    std::map<std::string, std::pair<size_t, const BufferInfo *>> first;
-    for (size_t k = 0; k < stages; ++k)
-      for (const BufferInfo &buffer : program.streams[k].buffers) {
-        if (buffer.role != role)
-          continue;
-        auto [it, inserted] = first.try_emplace(buffer.name, k, &buffer);
-        if (!inserted && it->second.second->tensorShape() != buffer.tensorShape())
-          fail(origin, std::string(roleName(role)) + " '" + buffer.name +
-                           "' is " + shapeText(it->second.second->tensorShape()) +
-                           " on stage " + std::to_string(it->second.first) +
-                           " but " + shapeText(buffer.tensorShape()) +
-                           " on stage " + std::to_string(k) +
-                           "; a tensor two stages hold must be one tensor");
-      }
-  }
-}
-
-/// Every send has its receive: per function and per ordered pair of stages,
-/// the sends of one and the receives of the other move the same bytes in
-/// the same order, so no rank waits for a transfer that never comes.
-void checkTransfersMatch(const Program &program, const std::string &origin) {
-  size_t stages = program.streams.size();
-  if (stages < 2)
-    return;
-  // (function, from, to) -> bytes and labels in program order.
-  using Key = std::tuple<std::string, int64_t, int64_t>;
-  std::map<Key, std::vector<std::pair<uint64_t, std::string>>> sends, recvs;
-  for (size_t k = 0; k < stages; ++k)
-    for (const Function &function : program.streams[k].functions)
-      for (const Instruction &instruction : function.instructions) {
-        if (!instruction.transfer)
-          continue;
-        const Transfer &transfer = *instruction.transfer;
-        uint64_t bytes = program.streams[k].buffers[instruction.args[0]].bytes;
-        if (transfer.send)
-          sends[{function.name, int64_t(k), transfer.peer}].push_back(
-              {bytes, transfer.label});
-        else
-          recvs[{function.name, transfer.peer, int64_t(k)}].push_back(
-              {bytes, transfer.label});
-      }
-  auto check = [&](const Key &key, const auto &mine, const auto &theirs) {
-    const auto &[function, from, to] = key;
-    std::string pair = function + ": stage " + std::to_string(from) +
-                       " sends stage " + std::to_string(to) + " ";
-    if (mine.size() != theirs.size())
-      fail(origin, pair + std::to_string(mine.size()) +
-                       " buffers, but stage " + std::to_string(to) +
-                       " receives " + std::to_string(theirs.size()) +
-                       " from it; every send needs its receive");
-    for (size_t i = 0; i < mine.size(); ++i)
-      if (mine[i].first != theirs[i].first)
-        fail(origin, pair + std::to_string(mine[i].first) + " bytes as '" +
-                         mine[i].second + "', but its receive #" +
-                         std::to_string(i) + " ('" + theirs[i].second +
-                         "') expects " + std::to_string(theirs[i].first));
-  };
-  const std::vector<std::pair<uint64_t, std::string>> none;
-  for (const auto &[key, list] : sends) {
-    auto found = recvs.find(key);
-    check(key, list, found == recvs.end() ? none : found->second);
-  }
-  for (const auto &[key, list] : recvs)
-    if (!sends.count(key))
-      check(key, none, list);
-}
-
-/// Decodes and checks stream `index` of the program into program's
-/// arenaBytes, buffers and functions (the mesh and the model description
-/// are already read); adds the padded tables it holds to `paddedSeen`.
-void readStream(Program &program, const ptp::Stream &stream,
-                const std::string &origin, size_t index,
-                std::set<std::string> &paddedSeen) {
-  program.arenaBytes = stream.arena_bytes();
-  if (program.arenaBytes == 0 || program.arenaBytes > kMaxArenaBytes)
-    fail(origin, "arena size " + std::to_string(program.arenaBytes) +
-                     " bytes is out of range");
-  if (!stream.buffers() || !stream.functions())
-    fail(origin, "program has no buffer or function table");
-
-  for (const ptp::Buffer *buffer : *stream.buffers()) {
-    BufferInfo info;
-    std::string where = "buffer #" + std::to_string(program.buffers.size());
-    auto role = static_cast<uint8_t>(buffer->role());
-    if (role > static_cast<uint8_t>(Role::AxisIndex))
-      fail(origin, where + " has an unknown role " + std::to_string(role));
-    info.role = static_cast<Role>(role);
-    if (buffer->name())
-      info.name = buffer->name()->str();
-    auto dtype = static_cast<uint8_t>(buffer->dtype());
-    if (dtype > static_cast<uint8_t>(DType::BF16))
-      fail(origin, where + " has an unknown dtype " + std::to_string(dtype));
-    info.dtype = static_cast<DType>(dtype);
-    int64_t elements = 1;
-    for (int64_t dim : readLongs(buffer->shape())) {
-        if (dim < 0 ||
-            (dim > 0 && elements > std::numeric_limits<int64_t>::max() / 4 / dim))
-          fail(origin, where + " has an invalid shape");
-        info.shape.push_back(dim);
-        elements *= dim;
-      }
-    info.elements = elements;
-    info.bytes = static_cast<uint64_t>(elements) * dtypeBytes(info.dtype);
-    info.offset = buffer->offset();
-    if (info.offset % dtypeBytes(info.dtype) != 0 || info.offset > program.arenaBytes ||
-        info.bytes > program.arenaBytes - info.offset)
-      fail(origin, where + " [" + std::to_string(info.offset) + ", +" +
-                       std::to_string(info.bytes) +
-                       ") lies outside the arena of " +
-                       std::to_string(program.arenaBytes) + " bytes");
-    if (buffer->sharding()) {
-      for (const ptp::DimSharding *dim : *buffer->sharding()) {
-        std::vector<uint32_t> axes;
-        if (dim && dim->axes())
-          axes.assign(dim->axes()->begin(), dim->axes()->end());
-        info.sharding.push_back(std::move(axes));
-      }
-      // Every dimension whole is the same as no sharding.
-      if (std::all_of(info.sharding.begin(), info.sharding.end(),
-                      [](const auto &axes) { return axes.empty(); }))
-        info.sharding.clear();
-    }
-    if (buffer->flat_axes() && buffer->flat_axes()->size() > 0) {
-      info.flatAxes.assign(buffer->flat_axes()->begin(),
-                           buffer->flat_axes()->end());
-      if (buffer->flat_shape())
-        info.flatShape.assign(buffer->flat_shape()->begin(),
-                              buffer->flat_shape()->end());
-    }
-    program.buffers.push_back(std::move(info));
-  }
-  // The memory planner makes the arena exactly as large as its buffers
-  // (aligned). Anything beyond a page of slack is a corrupt size, which must
-  // not become a request to allocate and zero up to kMaxArenaBytes.
-  uint64_t extent = 0;
-  for (const BufferInfo &buffer : program.buffers)
-    extent = std::max(extent, buffer.offset + buffer.bytes);
-  if (program.arenaBytes > (extent + kArenaSlack - 1) / kArenaSlack * kArenaSlack)
-    fail(origin, "arena size " + std::to_string(program.arenaBytes) +
-                     " bytes is larger than its buffers need (" +
-                     std::to_string(extent) + " bytes)");
-
-  checkAxisIndexBuffers(program, origin);
-  checkShardedBuffers(program, origin);
-
-  for (const ptp::Function *function : *stream.functions()) {
-    Function decodedFunction;
-    if (function->name())
-      decodedFunction.name = function->name()->str();
-    if (!function->instructions())
-      fail(origin, "function '" + decodedFunction.name +
-                       "' has no instruction list");
-    for (const ptp::Instruction *instruction : *function->instructions()) {
-      std::string where =
-          decodedFunction.name + " instruction #" +
-          std::to_string(decodedFunction.instructions.size());
-      Instruction decoded;
-      if (instruction->args())
-        decoded.args.assign(instruction->args()->begin(),
-                            instruction->args()->end());
-      decoded.ints = readLongs(instruction->ints());
-      if (instruction->floats())
-        decoded.floats.assign(instruction->floats()->begin(),
-                              instruction->floats()->end());
-      if (const ptp::Collective *collective = instruction->collective()) {
-        decoded.collective =
-            readCollective(*collective, decoded, program, origin, where);
-        decodedFunction.instructions.push_back(std::move(decoded));
-        continue;
-      }
-      if (const ptp::Transfer *transfer = instruction->transfer()) {
-        decoded.transfer =
-            readTransfer(*transfer, decoded, program, origin, where, index);
-        decodedFunction.instructions.push_back(std::move(decoded));
-        continue;
-      }
-      const KernelInfo *info = lookupKernel(instruction->kernel());
-      if (!info)
-        fail(origin, where + " names unknown kernel " +
-                         std::to_string(instruction->kernel()));
-      decoded.kernel = info->id;
-      std::string kernel(info->name);
-      if (decoded.args.size() != size_t(info->inputs + info->outputs))
-        fail(origin, where + " (" + kernel + ") has " +
-                         std::to_string(decoded.args.size()) +
-                         " arguments, the kernel takes " +
-                         std::to_string(info->inputs + info->outputs));
-      if (decoded.ints.size() != size_t(info->ints) ||
-          decoded.floats.size() != size_t(info->floats))
-        fail(origin, where + " (" + kernel +
-                         ") has the wrong number of parameters");
-      for (uint32_t arg : decoded.args)
-        if (arg >= program.buffers.size())
-          fail(origin, where + " (" + kernel + ") refers to buffer #" +
-                           std::to_string(arg) + " of " +
-                           std::to_string(program.buffers.size()));
+        decodedFunction.name + " instruction #" +
+        std::to_string(decodedFunction.instructions.size());
+    Instruction decoded;
+    if (instruction->args())
+      decoded.args.assign(instruction->args()->begin(),
+                          instruction->args()->end());
+    decoded.ints = readLongs(instruction->ints());
+    if (instruction->floats())
+      decoded.floats.assign(instruction->floats()->begin(),
+                            instruction->floats()->end());
+    if (const ptp::Collective *collective = instruction->collective()) {
+      decoded.collective =
+          readCollective(*collective, decoded, program, origin, where);
       decodedFunction.instructions.push_back(std::move(decoded));
+      continue;
     }
-    if (program.function(decodedFunction.name))
-      fail(origin, "function '" + decodedFunction.name + "' appears twice");
-    program.functions.push_back(std::move(decodedFunction));
+    if (const ptp::Transfer *transfer = instruction->transfer()) {
+      decoded.transfer =
+          readTransfer(*transfer, decoded, program, origin, where, index);
+      decodedFunction.instructions.push_back(std::move(decoded));
+      continue;
+    }
+    const KernelInfo *info = lookupKernel(instruction->kernel());
+    if (!info)
+      fail(origin, where + " names unknown kernel " +
+                       std::to_string(instruction->kernel()));
+    decoded.kernel = info->id;
+    std::string kernel(info->name);
+    if (decoded.args.size() != size_t(info->inputs + info->outputs))
+      fail(origin, where + " (" + kernel + ") has " +
+                       std::to_string(decoded.args.size()) +
+                       " arguments, the kernel takes " +
+                       std::to_string(info->inputs + info->outputs));
+    if (decoded.ints.size() != size_t(info->ints) ||
+        decoded.floats.size() != size_t(info->floats))
+      fail(origin, where + " (" + kernel +
+                       ") has the wrong number of parameters");
+    for (uint32_t arg : decoded.args)
+      if (arg >= program.buffers.size())
+        fail(origin, where + " (" + kernel + ") refers to buffer #" +
+                         std::to_string(arg) + " of " +
+                         std::to_string(program.buffers.size()));
+    decodedFunction.instructions.push_back(std::move(decoded));
   }
-  if (!program.function("train_step"))
-    fail(origin, "program has no train_step function");
+  return decodedFunction;
+}
 
-  // A padded vocabulary (--dist-pad-vocab): the state of the tables it
-  // names is [padded_vocab, ...], of which the first `vocab` rows are real.
+/// A padded vocabulary (--dist-pad-vocab): the state of the tables it
+/// names is [padded_vocab, ...], of which the first `vocab` rows are real.
+/// Adds the tables this stream holds to `paddedSeen`.
+void readPaddedTables(Program &program, const std::string &origin,
+                      std::set<std::string> &paddedSeen) {
   if (program.model.contains("padded_params")) {
     const nlohmann::json &padded = program.model["padded_params"];
     const nlohmann::json &rows = program.model["padded_vocab"];
@@ -686,7 +304,48 @@ void readStream(Program &program, const ptp::Stream &stream,
     for (const std::string &name : seen)
       paddedSeen.insert(name);
   }
+}
 
+/// Decodes and checks stream `index` of the program into program's
+/// arenaBytes, buffers and functions (the mesh and the model description
+/// are already read); adds the padded tables it holds to `paddedSeen`.
+void readStream(Program &program, const ptp::Stream &stream,
+                const std::string &origin, size_t index,
+                std::set<std::string> &paddedSeen) {
+  program.arenaBytes = stream.arena_bytes();
+  if (program.arenaBytes == 0 || program.arenaBytes > kMaxArenaBytes)
+    fail(origin, "arena size " + std::to_string(program.arenaBytes) +
+                     " bytes is out of range");
+  if (!stream.buffers() || !stream.functions())
+    fail(origin, "program has no buffer or function table");
+
+  for (const ptp::Buffer *buffer : *stream.buffers())
+    program.buffers.push_back(readBuffer(buffer, program.buffers.size(),
+                                         program.arenaBytes, origin));
+  // The memory planner makes the arena exactly as large as its buffers
+  // (aligned). Anything beyond a page of slack is a corrupt size, which must
+  // not become a request to allocate and zero up to kMaxArenaBytes.
+  uint64_t extent = 0;
+  for (const BufferInfo &buffer : program.buffers)
+    extent = std::max(extent, buffer.offset + buffer.bytes);
+  if (program.arenaBytes > (extent + kArenaSlack - 1) / kArenaSlack * kArenaSlack)
+    fail(origin, "arena size " + std::to_string(program.arenaBytes) +
+                     " bytes is larger than its buffers need (" +
+                     std::to_string(extent) + " bytes)");
+
+  checkAxisIndexBuffers(program, origin);
+  checkShardedBuffers(program, origin);
+
+  for (const ptp::Function *function : *stream.functions()) {
+    Function decodedFunction = readFunction(function, program, origin, index);
+    if (program.function(decodedFunction.name))
+      fail(origin, "function '" + decodedFunction.name + "' appears twice");
+    program.functions.push_back(std::move(decodedFunction));
+  }
+  if (!program.function("train_step"))
+    fail(origin, "program has no train_step function");
+
+  readPaddedTables(program, origin, paddedSeen);
 }
 
 } // namespace
@@ -862,154 +521,6 @@ Program Program::parse(const uint8_t *data, size_t size,
   checkTransfersMatch(program, origin);
   program.selectStream(0);
   return program;
-}
-
-const BufferInfo &Program::single(Role role) const {
-  std::vector<size_t> found = withRole(role);
-  if (found.size() != 1)
-    throw ProgramError(std::string("program has ") +
-                       std::to_string(found.size()) + " " + roleName(role) +
-                       " buffers, expected one");
-  return buffers[found.front()];
-}
-
-std::vector<size_t> Program::withRole(Role role) const {
-  std::vector<size_t> result;
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if (buffers[i].role == role)
-      result.push_back(i);
-  return result;
-}
-
-const Function *Program::function(const std::string &name) const {
-  for (const Function &candidate : functions)
-    if (candidate.name == name)
-      return &candidate;
-  return nullptr;
-}
-
-std::pair<size_t, int> Program::replicaOf(int rank) const {
-  int first = 0;
-  for (size_t i = 0; i < replicas.size(); ++i) {
-    if (rank < first + replicas[i].tp)
-      return {i, rank - first};
-    first += int(replicas[i].tp);
-  }
-  throw ProgramError("rank " + std::to_string(rank) +
-                     " is past the program's replicas");
-}
-
-int64_t Program::devices() const {
-  if (!replicas.empty()) {
-    int64_t sum = 0;
-    for (const ReplicaProgram &replica : replicas)
-      sum += replica.tp;
-    return sum;
-  }
-  int64_t product = 1;
-  for (const MeshAxis &axis : mesh)
-    product *= axis.size;
-  return product;
-}
-
-std::string Program::describeMesh() const {
-  if (!replicas.empty()) {
-    std::string text = "replicas tp=";
-    for (size_t i = 0; i < replicas.size(); ++i)
-      text += (i ? "," : "") + std::to_string(replicas[i].tp);
-    return text;
-  }
-  if (mesh.empty())
-    return "no mesh";
-  std::string text = "mesh";
-  for (const MeshAxis &axis : mesh)
-    text += " " + axis.name + "=" + std::to_string(axis.size);
-  return text;
-}
-
-int Program::dataAxisIndex() const {
-  for (size_t i = 0; i < mesh.size(); ++i)
-    if (mesh[i].role == AxisRole::Data)
-      return static_cast<int>(i);
-  return -1;
-}
-
-int Program::axisIndex(const std::string &name) const {
-  for (size_t i = 0; i < mesh.size(); ++i)
-    if (mesh[i].name == name)
-      return static_cast<int>(i);
-  return -1;
-}
-
-bool Program::hasCollectives() const {
-  for (const Stream &each : streams)
-    for (const Function &function : each.functions)
-      for (const Instruction &instruction : function.instructions)
-        if (instruction.collective || instruction.transfer)
-          return true;
-  for (const Function &function : functions)
-    for (const Instruction &instruction : function.instructions)
-      if (instruction.collective || instruction.transfer)
-        return true;
-  return false;
-}
-
-int Program::pipelineAxisIndex() const {
-  for (size_t i = 0; i < mesh.size(); ++i)
-    if (mesh[i].role == AxisRole::Pipeline)
-      return static_cast<int>(i);
-  return -1;
-}
-
-void Program::selectStream(size_t index) {
-  if (index >= streams.size())
-    throw ProgramError("the program has " + std::to_string(streams.size()) +
-                       " instruction streams, no stream " +
-                       std::to_string(index));
-  stream = index;
-  arenaBytes = streams[index].arenaBytes;
-  buffers = streams[index].buffers;
-  functions = streams[index].functions;
-}
-
-std::vector<std::pair<size_t, size_t>>
-Program::withRoleInStreams(Role role) const {
-  std::vector<std::pair<size_t, size_t>> result;
-  for (size_t k = 0; k < streams.size(); ++k)
-    for (size_t i = 0; i < streams[k].buffers.size(); ++i)
-      if (streams[k].buffers[i].role == role)
-        result.push_back({k, i});
-  return result;
-}
-
-std::vector<uint32_t>
-Program::axisIndexAxes(const BufferInfo &buffer) const {
-  std::vector<uint32_t> axes;
-  size_t begin = 0;
-  while (true) {
-    size_t end = buffer.name.find(',', begin);
-    std::string axis = buffer.name.substr(
-        begin, end == std::string::npos ? std::string::npos : end - begin);
-    int index = axisIndex(axis);
-    if (index < 0)
-      throw ProgramError("'" + axis + "' is not an axis of the " +
-                         describeMesh());
-    if (std::find(axes.begin(), axes.end(), uint32_t(index)) != axes.end())
-      throw ProgramError("axis '" + axis + "' is listed twice");
-    axes.push_back(static_cast<uint32_t>(index));
-    if (end == std::string::npos)
-      return axes;
-    begin = end + 1;
-  }
-}
-
-int64_t Program::modelInt(const char *field) const {
-  auto it = model.find(field);
-  if (it == model.end() || !it->is_number_integer())
-    throw ProgramError(std::string("the program's model description has no "
-                                   "integer '") +
-                       field + "'");
-  return it->get<int64_t>();
 }
 
 } // namespace partition::runtime

@@ -1,9 +1,9 @@
 //===- TrainerRun.h - one rank's training run (private) ---------*- C++ -*-===//
 //
 // The Run class that partition-run's training loop is: Trainer.cpp creates
-// it (communicators, backend, batch shape) and runs the steps (execute);
-// RunState.cpp initialises, checkpoints and compares its state. Private to
-// those two files; the public entry points are in Trainer.h.
+// it (communicators, backend, batch shape), RunLoop.cpp runs the steps
+// (execute), RunState.cpp initialises, checkpoints and compares its state.
+// Private to those files; the public entry points are in Trainer.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -160,6 +160,32 @@ private:
     coordinates[pp] = int64_t(stage);
     return int(comm::meshRank(coordinates, meshShape));
   }
+  /// execute()'s steps (RunLoop.cpp), sharing a Session: the data and the
+  /// state (false: a finished job resumed, nothing to train); the metrics
+  /// file, the trace and the opening line; one training step (false: the
+  /// ranks agreed to stop); its loss, agreed with the last stage and the
+  /// stop flag under pipeline stages; its metrics record and line; the
+  /// final checkpoint and the report.
+  struct Session;
+  bool startUp(Session &session);
+  void openOutputs(Session &session);
+  bool trainStep(Session &session, int64_t s);
+  float stepLoss(Session &session, int64_t s);
+  void reportStep(Session &session, int64_t s, float lr, float value,
+                  double ms, bool last);
+  TrainResult finish(Session &session);
+  /// Every rank's peak memory: this rank's RSS and device bytes, every
+  /// rank's (RSS, device), and with stages or replicas every rank's
+  /// arenaUsed().
+  struct MemoryPeaks {
+    int64_t rss = 0, device = 0;
+    std::vector<std::pair<int64_t, int64_t>> ranks;
+    std::vector<int64_t> used;
+  };
+  /// The summary record in --metrics-out and the peak-memory lines
+  /// (collective: every rank gathers the peaks).
+  void writeSummary(Session &session);
+  void printPeakMemory(const MemoryPeaks &memory) const;
   double evaluate(int64_t step);
   /// After step `step`: the largest of every rank's `local` stop flag (0:
   /// carry on; a signal number; kStopForMetrics), so that all ranks stop

@@ -1,0 +1,185 @@
+//===- CpuBackendImpl.h - the CPU backend's class, private ------*- C++ -*-===//
+//
+// What the two files of the CPU backend share: the CpuBackend class, whose
+// executor (construction, run, profile, collectives and transfers) is in
+// CpuBackend.cpp and whose per-kernel dispatch is in CpuDispatch.cpp, and
+// the helpers both use. Included by those files only.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_BACKEND_CPU_CPUBACKENDIMPL_H
+#define PARTITION_RUNTIME_BACKEND_CPU_CPUBACKENDIMPL_H
+
+#include "runtime/backend/Backend.h"
+
+#include "runtime/program/KernelArgs.h"
+#include "runtime/backend/Profile.h"
+#include "runtime/backend/Trace.h"
+#include "runtime/comm/MeshCommunicators.h"
+#include "runtime/backend/cpu/Kernels.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <stdexcept>
+
+
+namespace partition::runtime::cpubackend {
+
+namespace cpu = partition::runtime::cpu;
+
+struct AlignedFree {
+  void operator()(void *p) const { std::free(p); }
+};
+
+/// Kernels that move bf16 bits themselves instead of computing on fp32
+/// copies.
+inline bool movesBits(KernelId kernel) {
+  return kernel == KernelId::Cast || kernel == KernelId::Copy ||
+         kernel == KernelId::FlatPack || kernel == KernelId::FlatUnpack;
+}
+
+/// Distinct bf16 buffers of an instruction, by arena offset: an in-place
+/// output shares its input's copy.
+inline std::vector<const BufferInfo *>
+stagedBuffers(const KernelArgs &args) {
+  std::vector<const BufferInfo *> staged;
+  if (movesBits(args.kernel))
+    return staged;
+  for (const BufferInfo *buffer : args.buffers)
+    if (buffer->dtype == DType::BF16 &&
+        std::none_of(staged.begin(), staged.end(), [&](const BufferInfo *b) {
+          return b->offset == buffer->offset;
+        }))
+      staged.push_back(buffer);
+  return staged;
+}
+
+inline size_t stagedElements(const KernelArgs &args) {
+  size_t elements = 0;
+  for (const BufferInfo *buffer : stagedBuffers(args))
+    elements += size_t(buffer->elements);
+  return elements;
+}
+
+class CpuBackend final : public Backend {
+public:
+  CpuBackend(const Program &program,
+             const comm::MeshCommunicators *communicators);
+  ~CpuBackend() override;
+
+  const char *name() const override { return "cpu"; }
+  void write(const BufferInfo &buffer, const void *source) override {
+    std::memcpy(arena.get() + buffer.offset, source, buffer.bytes);
+  }
+  void read(const BufferInfo &buffer, void *destination) override {
+    std::memcpy(destination, arena.get() + buffer.offset, buffer.bytes);
+  }
+  using Backend::run;
+  void run(size_t index, int64_t step) override;
+  uint64_t workspaceBytes() const override {
+    return workspace.size +
+           (staging.size() + bf16Staging.size() + collectiveCopyElements) *
+               sizeof(float);
+  }
+
+private:
+  /// One instruction, bound to its buffers and sizes. Kernels with bf16
+  /// operands run the fp32 kernel on fp32 copies (bf16 storage, fp32
+  /// arithmetic: the copies of the inputs are exact, the results are
+  /// rounded once, to nearest even, as a GPU kernel that loads bf16 and
+  /// computes in fp32 stores them).
+  std::function<void()> compile(const KernelArgs &args,
+                                const Instruction &instruction);
+  /// The fp32 kernel of `args` on the buffers at `pointers`.
+  std::function<void()> compileKernel(const KernelArgs &args,
+                                      const Instruction &instruction,
+                                      const std::vector<uint8_t *> &pointers);
+  /// One collective, bound to its buffers and its group's communicator;
+  /// bf16 buffers are reduced or moved as fp32 copies.
+  std::function<void()> compileCollective(const Program &program,
+                                          const Instruction &instruction,
+                                          const std::string &where);
+  /// The collective on fp32 data at `addresses` (one per argument).
+  std::function<void()>
+  compileF32Collective(const Program &program, const Instruction &instruction,
+                       comm::Communicator &group,
+                       const std::vector<float *> &addresses);
+  /// An all-gather or reduce-scatter along `dim`, through `group`.
+  std::function<void()> compileBlockCollective(const Program &program,
+                                               const Instruction &instruction,
+                                               comm::Communicator &group,
+                                               float *in, float *out);
+
+  /// Writes this rank's index in each AxisIndex buffer's group: constant
+  /// for the run, so once, before any step.
+  void writeAxisIndices(const Program &program);
+
+  std::unique_ptr<uint8_t[], AlignedFree> arena;
+  /// Attention scratch, sized for the largest attention of the program.
+  struct Workspace {
+    std::unique_ptr<uint8_t[], AlignedFree> data;
+    size_t size = 0;
+  } workspace;
+  /// Per function: its compiled instructions and their names for errors.
+  struct CompiledFunction {
+    std::string name;
+    std::vector<std::function<void()>> calls;
+    std::vector<std::string> names;
+    /// PARTITION_PROFILE only: per instruction, its cost and the seconds
+    /// spent in it over the profiled runs.
+    std::vector<InstructionCost> costs;
+    std::vector<double> seconds;
+    int64_t runs = 0, profiledRuns = 0;
+    /// Per instruction, the span --trace records for it (times unset).
+    std::vector<TraceSpan> spans;
+    /// The pair communicators its eager sends went through: run() waits
+    /// for their delivery at its end.
+    std::vector<comm::Communicator *> sendGroups;
+  };
+  /// A send (eager: the communicator copies the buffer) or a receive (waits
+  /// for the data, under the communicator's timeout).
+  std::function<void()> compileTransfer(const Program &program,
+                                        const Instruction &instruction,
+                                        const std::string &where,
+                                        CompiledFunction &function);
+  void runTraced(CompiledFunction &function);
+  void runProfiled(CompiledFunction &function);
+  void printProfile(const CompiledFunction &function) const;
+
+  std::vector<CompiledFunction> functions;
+  /// PARTITION_PROFILE (runtime/backend/Profile.h): wall clock around every
+  /// call (a GEMM's time includes waking OpenBLAS's threads).
+  ProfileSettings profile = ProfileSettings::fromEnvironment();
+  const comm::MeshCommunicators *communicators;
+  /// A bucket of several buffers is packed here and reduced in one call (one
+  /// message per bucket, as PyTorch DDP's flat bucket buffers), and blocks
+  /// along a dimension other than the first are packed here for an
+  /// all-gather or reduce-scatter; sized for the largest such use.
+  std::vector<float> staging;
+  /// fp32 copies of one kernel instruction's bf16 operands, sized for the
+  /// instruction with the most (instructions run one at a time).
+  std::vector<float> bf16Staging;
+  /// fp32 copies of each bf16 collective's buffers.
+  std::vector<std::unique_ptr<float[]>> collectiveCopies;
+  size_t collectiveCopyElements = 0;
+  /// The step run() was given, for the collectives' error messages.
+  int64_t currentStep = -1;
+};
+
+inline uint8_t *allocateAligned(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void *memory = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!memory)
+    throw ProgramError("cannot allocate " + std::to_string(bytes) +
+                       " bytes of host memory for the arena");
+  return static_cast<uint8_t *>(memory);
+}
+
+} // namespace partition::runtime::cpubackend
+
+#endif // PARTITION_RUNTIME_BACKEND_CPU_CPUBACKENDIMPL_H

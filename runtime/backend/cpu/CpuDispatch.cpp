@@ -1,0 +1,400 @@
+//===- CpuDispatch.cpp - kernel instructions bound to the CPU kernels -----===//
+//
+// Compiles each kernel instruction once into a call of its fp32 kernel
+// (runtime/backend/cpu/Kernels.h) with its pointers and sizes; bf16
+// operands are widened into fp32 copies before it and rounded back after.
+// The switch in compileKernel lists every kernel (no default): a kernel
+// added to Kernels.def fails to build here until the CPU backend runs it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/cpu/CpuBackendImpl.h"
+
+namespace partition::runtime::cpubackend {
+
+namespace {
+
+/// What a call needs: plain pointers, the instruction's sizes and
+/// parameters. Each call captures a copy (`[=, *this]`): it outlives the
+/// KernelArgs and the launcher it was compiled from.
+struct KernelLauncher {
+  std::vector<uint8_t *> pointers;
+  KernelArgs a;
+  void *scratch = nullptr;
+  size_t scratchBytes = 0;
+  cpu::AttentionConfig attention{};
+  std::vector<float> floats;
+
+  float *f(int i) const { return reinterpret_cast<float *>(pointers[i]); }
+  int32_t *i32(int i) const {
+    return reinterpret_cast<int32_t *>(pointers[i]);
+  }
+
+  /// Token and position embeddings, whole or split over the vocabulary.
+  std::function<void()> embedding() const {
+    switch (a.kernel) {
+    case KernelId::Embedding:
+      return [=, *this] {
+        cpu::embedding(i32(0), f(1), f(2), a.rows, a.vocab, a.channels);
+      };
+    case KernelId::EmbeddingGradAdd: {
+      size_t bytes = a.buffers[3]->bytes;
+      return [=, *this] {
+        if (f(2) != f(3))
+          std::memcpy(f(3), f(2), bytes);
+        cpu::embeddingGrad(f(0), i32(1), f(3), a.rows, a.vocab, a.channels,
+                           /*accumulate=*/true);
+      };
+    }
+    case KernelId::EmbeddingGrad:
+      return [=, *this] {
+        cpu::embeddingGrad(f(0), i32(1), f(2), a.rows, a.vocab, a.channels);
+      };
+    case KernelId::PositionEmbedding:
+      return [=, *this] {
+        cpu::positionEmbedding(f(0), f(1), f(2), a.batch, a.seq, a.channels);
+      };
+    case KernelId::PositionEmbeddingGrad:
+      return [=, *this] {
+        cpu::positionEmbeddingGrad(f(0), f(1), a.batch, a.seq, a.positions,
+                                   a.channels);
+      };
+    case KernelId::VocabParallelEmbedding:
+      return [=, *this] {
+        cpu::vocabParallelEmbedding(i32(0), f(1), i32(2), f(3), a.rows, a.vocab,
+                                    a.channels);
+      };
+    case KernelId::VocabParallelEmbeddingGrad:
+      return [=, *this] {
+        cpu::vocabParallelEmbeddingGrad(f(0), i32(1), i32(2), f(3), a.rows,
+                                        a.vocab, a.channels);
+      };
+    default:
+      break;
+    }
+    throw ProgramError("not an embedding kernel");
+  }
+
+  /// Norms, the linear layers, activations, elementwise arithmetic and
+  /// attention.
+  std::function<void()> layer() const {
+    switch (a.kernel) {
+    case KernelId::LayerNorm: {
+      float eps = floats[0];
+      return [=, *this] {
+        cpu::layerNorm(f(0), f(1), f(2), f(3), a.rows, a.channels, eps);
+      };
+    }
+    case KernelId::LayerNormGrad: {
+      float eps = floats[0];
+      return [=, *this] {
+        cpu::layerNormGrad(f(0), f(1), f(2), f(3), f(4), f(5), a.rows,
+                           a.channels, eps);
+      };
+    }
+    case KernelId::RMSNorm: {
+      float eps = floats[0];
+      return [=, *this] {
+        cpu::rmsNorm(f(0), f(1), f(2), a.rows, a.channels, eps);
+      };
+    }
+    case KernelId::RMSNormGrad: {
+      float eps = floats[0];
+      return [=, *this] {
+        cpu::rmsNormGrad(f(0), f(1), f(2), f(3), f(4), a.rows, a.channels, eps);
+      };
+    }
+    case KernelId::Linear:
+      return [=, *this] {
+        cpu::linear(f(0), f(1), nullptr, f(2), a.rows, a.inFeatures,
+                    a.outFeatures);
+      };
+    case KernelId::LinearBias:
+      return [=, *this] {
+        cpu::linear(f(0), f(1), f(2), f(3), a.rows, a.inFeatures,
+                    a.outFeatures);
+      };
+    case KernelId::LinearGradInput:
+      return [=, *this] {
+        cpu::linearGradInput(f(0), f(1), f(2), a.rows, a.inFeatures,
+                             a.outFeatures);
+      };
+    case KernelId::LinearGradWeight:
+      return [=, *this] {
+        cpu::linearGradWeight(f(0), f(1), f(2), nullptr, a.rows, a.inFeatures,
+                              a.outFeatures);
+      };
+    case KernelId::LinearGradWeightBias:
+      return [=, *this] {
+        cpu::linearGradWeight(f(0), f(1), f(2), f(3), a.rows, a.inFeatures,
+                              a.outFeatures);
+      };
+    case KernelId::Gelu:
+      return [=, *this] { cpu::gelu(f(0), f(1), a.size); };
+    case KernelId::GeluGrad:
+      return [=, *this] { cpu::geluGrad(f(0), f(1), f(2), a.size); };
+    case KernelId::Swiglu:
+      return [=, *this] { cpu::swiglu(f(0), f(1), f(2), a.size); };
+    case KernelId::SwigluGrad:
+      return [=, *this] {
+        cpu::swigluGrad(f(0), f(1), f(2), f(3), f(4), a.size);
+      };
+    case KernelId::Add:
+      return [=, *this] { cpu::add(f(0), f(1), f(2), a.size); };
+    case KernelId::Scale: {
+      float factor = floats[0];
+      return [=, *this] { cpu::scale(f(0), factor, f(1), a.size); };
+    }
+    case KernelId::Attention:
+      return [=, *this] {
+        cpu::attention(f(0), f(1), f(2), f(3), attention, scratch,
+                       scratchBytes);
+      };
+    case KernelId::AttentionGrad:
+      return [=, *this] {
+        cpu::attentionGrad(f(0), f(1), f(2), f(3), f(4), f(5), f(6), attention,
+                           scratch, scratchBytes);
+      };
+    default:
+      break;
+    }
+    throw ProgramError("not a layer kernel");
+  }
+
+  /// The cross-entropy loss, whole or in its vocabulary-parallel steps.
+  std::function<void()> loss() const {
+    switch (a.kernel) {
+    case KernelId::SoftmaxCrossEntropy:
+      return [=, *this] {
+        cpu::softmaxCrossEntropy(f(0), i32(1), f(2), a.rows, a.vocab);
+      };
+    case KernelId::SoftmaxCrossEntropyGrad:
+      return [=, *this] {
+        cpu::softmaxCrossEntropyGrad(f(0), f(1), i32(2), f(3), a.rows, a.vocab);
+      };
+    case KernelId::VocabParallelMax:
+      return [=, *this] { cpu::vocabParallelMax(f(0), f(1), a.rows, a.vocab); };
+    case KernelId::VocabParallelTargetLogit:
+      return [=, *this] {
+        cpu::vocabParallelTargetLogit(f(0), i32(1), i32(2), f(3), a.rows,
+                                      a.vocab);
+      };
+    case KernelId::VocabParallelSumExp:
+      return [=, *this] {
+        cpu::vocabParallelSumExp(f(0), f(1), f(2), a.rows, a.vocab);
+      };
+    case KernelId::VocabParallelLoss:
+      return [=, *this] {
+        cpu::vocabParallelLoss(f(0), f(1), f(2), f(3), a.rows);
+      };
+    case KernelId::VocabParallelCrossEntropyGrad:
+      return [=, *this] {
+        cpu::vocabParallelCrossEntropyGrad(f(0), f(1), i32(2), i32(3), f(4),
+                                           f(5), f(6), a.rows, a.vocab);
+      };
+    case KernelId::VocabParallelMaskedMax:
+      return [=, *this] {
+        cpu::vocabParallelMax(f(0), f(2), a.rows, a.vocab, i32(1),
+                              a.logicalVocab);
+      };
+    case KernelId::VocabParallelMaskedSumExp:
+      return [=, *this] {
+        cpu::vocabParallelSumExp(f(0), f(1), f(3), a.rows, a.vocab, i32(2),
+                                 a.logicalVocab);
+      };
+    case KernelId::VocabParallelMaskedCrossEntropyGrad:
+      return [=, *this] {
+        cpu::vocabParallelCrossEntropyGrad(f(0), f(1), i32(2), i32(3), f(4),
+                                           f(5), f(6), a.rows, a.vocab,
+                                           a.logicalVocab);
+      };
+    default:
+      break;
+    }
+    throw ProgramError("not a loss kernel");
+  }
+
+  /// The optimizer and the kernels that move or convert data (fills,
+  /// copies, block moves, casts).
+  std::function<void()> data() const {
+    switch (a.kernel) {
+    case KernelId::AdamW: {
+      cpu::AdamWConfig config{floats[0], floats[1], floats[2], floats[3]};
+      return [=, *this] {
+        cpu::adamw(f(0), f(1), f(2), f(3), i32(4), f(5), f(6), f(7), f(8),
+                   a.size, config);
+      };
+    }
+    case KernelId::Fill: {
+      float value = floats[0];
+      if (a.buffers[0]->dtype == DType::I32)
+        return [=, *this] {
+          std::fill(i32(0), i32(0) + a.size, static_cast<int32_t>(value));
+        };
+      return [=, *this] { std::fill(f(0), f(0) + a.size, value); };
+    }
+    case KernelId::AddI32:
+      return [=, *this] {
+        for (int64_t i = 0; i < a.size; ++i)
+          i32(2)[i] = i32(0)[i] + i32(1)[i];
+      };
+    case KernelId::Copy: {
+      size_t bytes = a.buffers[1]->bytes;
+      return [=, *this] { std::memcpy(f(1), f(0), bytes); };
+    }
+    case KernelId::FlatPack:
+    case KernelId::FlatUnpack: {
+      int64_t elementBytes = a.buffers[0]->dtype == DType::BF16 ? 2 : 4;
+      if (a.kernel == KernelId::FlatPack)
+        return [=, *this] {
+          cpu::flatPack(pointers[0], pointers[1], a.size, a.rows, a.channels,
+                        a.inner, elementBytes);
+        };
+      return [=, *this] {
+        cpu::flatUnpack(pointers[0], pointers[1], a.size, a.rows, a.channels,
+                        a.inner, elementBytes);
+      };
+    }
+    case KernelId::SliceBlock:
+      return [=, *this] {
+        cpu::sliceBlock(f(0), i32(1), f(2), a.outer, a.blockDim, a.inner,
+                        a.blocks);
+      };
+    case KernelId::Cast: {
+      DType from = a.buffers[0]->dtype, to = a.buffers[1]->dtype;
+      int64_t size = a.size;
+      if (from == to) {
+        size_t bytes = a.buffers[1]->bytes;
+        return [=, *this] { std::memcpy(pointers[1], pointers[0], bytes); };
+      }
+      if (from == DType::F32)
+        return [=, *this] {
+          cpu::roundToBFloat16(f(0), reinterpret_cast<uint16_t *>(pointers[1]),
+                               size);
+        };
+      return [=, *this] {
+        cpu::widenBFloat16(reinterpret_cast<const uint16_t *>(pointers[0]),
+                           f(1), size);
+      };
+    }
+    default:
+      break;
+    }
+    throw ProgramError("not a data-movement kernel");
+  }
+};
+
+} // namespace
+
+std::function<void()> CpuBackend::compile(const KernelArgs &a,
+                                          const Instruction &instruction) {
+  std::vector<uint8_t *> pointers;
+  for (const BufferInfo *buffer : a.buffers)
+    pointers.push_back(arena.get() + buffer->offset);
+  std::vector<const BufferInfo *> staged = stagedBuffers(a);
+  if (staged.empty())
+    return compileKernel(a, instruction, pointers);
+
+  // Point the kernel at fp32 copies; widen the copies of inputs before it
+  // runs and round those of outputs after.
+  struct Copy {
+    uint16_t *bf16;
+    float *f32;
+    size_t elements;
+  };
+  std::vector<Copy> widen, narrow;
+  const int inputs = lookupKernel(static_cast<uint32_t>(a.kernel))->inputs;
+  float *next = bf16Staging.data();
+  for (const BufferInfo *buffer : staged) {
+    Copy copy{reinterpret_cast<uint16_t *>(arena.get() + buffer->offset), next,
+              size_t(buffer->elements)};
+    next += buffer->elements;
+    bool read = false, written = false;
+    for (size_t i = 0; i < a.buffers.size(); ++i) {
+      if (a.buffers[i]->offset != buffer->offset)
+        continue;
+      pointers[i] = reinterpret_cast<uint8_t *>(copy.f32);
+      (int(i) < inputs ? read : written) = true;
+    }
+    if (read)
+      widen.push_back(copy);
+    if (written)
+      narrow.push_back(copy);
+  }
+  std::function<void()> kernel = compileKernel(a, instruction, pointers);
+  return [widen, narrow, kernel] {
+    for (const Copy &copy : widen)
+      cpu::widenBFloat16(copy.bf16, copy.f32, copy.elements);
+    kernel();
+    for (const Copy &copy : narrow)
+      cpu::roundToBFloat16(copy.f32, copy.bf16, copy.elements);
+  };
+}
+
+std::function<void()>
+CpuBackend::compileKernel(const KernelArgs &a, const Instruction &instruction,
+                          const std::vector<uint8_t *> &pointers) {
+  KernelLauncher launcher;
+  launcher.pointers = pointers;
+  launcher.a = a;
+  launcher.scratch = workspace.data.get();
+  launcher.scratchBytes = workspace.size;
+  launcher.attention = {a.batch,   a.seq,     a.heads,   a.kvHeads,
+                        a.headDim, a.causal, a.ropeTheta};
+  launcher.floats = instruction.floats;
+  // Every kernel is listed (no default): a kernel added to Kernels.def
+  // fails to build here until the CPU backend runs it.
+  switch (a.kernel) {
+  case KernelId::Embedding:
+  case KernelId::EmbeddingGradAdd:
+  case KernelId::EmbeddingGrad:
+  case KernelId::PositionEmbedding:
+  case KernelId::PositionEmbeddingGrad:
+  case KernelId::VocabParallelEmbedding:
+  case KernelId::VocabParallelEmbeddingGrad:
+    return launcher.embedding();
+  case KernelId::LayerNorm:
+  case KernelId::LayerNormGrad:
+  case KernelId::RMSNorm:
+  case KernelId::RMSNormGrad:
+  case KernelId::Linear:
+  case KernelId::LinearBias:
+  case KernelId::LinearGradInput:
+  case KernelId::LinearGradWeight:
+  case KernelId::LinearGradWeightBias:
+  case KernelId::Gelu:
+  case KernelId::GeluGrad:
+  case KernelId::Swiglu:
+  case KernelId::SwigluGrad:
+  case KernelId::Add:
+  case KernelId::Scale:
+  case KernelId::Attention:
+  case KernelId::AttentionGrad:
+    return launcher.layer();
+  case KernelId::SoftmaxCrossEntropy:
+  case KernelId::SoftmaxCrossEntropyGrad:
+  case KernelId::VocabParallelMax:
+  case KernelId::VocabParallelTargetLogit:
+  case KernelId::VocabParallelSumExp:
+  case KernelId::VocabParallelLoss:
+  case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::VocabParallelMaskedMax:
+  case KernelId::VocabParallelMaskedSumExp:
+  case KernelId::VocabParallelMaskedCrossEntropyGrad:
+    return launcher.loss();
+  case KernelId::AdamW:
+  case KernelId::Fill:
+  case KernelId::AddI32:
+  case KernelId::Copy:
+  case KernelId::FlatPack:
+  case KernelId::FlatUnpack:
+  case KernelId::SliceBlock:
+  case KernelId::Cast:
+    return launcher.data();
+  case KernelId::NumKernels:
+    break;
+  }
+  throw ProgramError("invalid kernel");
+}
+
+} // namespace partition::runtime::cpubackend

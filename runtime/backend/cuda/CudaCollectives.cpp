@@ -1,0 +1,217 @@
+//===- CudaCollectives.cpp - NCCL collectives and pipeline transfers ------===//
+//
+// Compiles a collective or a send/receive into a call on its communicator's
+// stream, with the byte ranges it touches so that the stream plan
+// (StreamPlan.h) orders it against the kernels on the compute stream (see
+// CudaBackend.cpp for the streams and events).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/cuda/CudaBackendImpl.h"
+
+#include <algorithm>
+
+namespace partition::runtime::cudabackend {
+
+CudaBackend::CollectivePlan
+CudaBackend::compileCollective(const Program &program,
+                               const Instruction &instruction,
+                               const std::string &where) {
+  const Collective &collective = *instruction.collective;
+  std::string what = collectiveName(instruction, where);
+  comm::Communicator *group =
+      &collectiveGroup(program, instruction, communicators, where);
+#ifndef PARTITION_HAVE_NCCL
+  (void)group;
+  throw ProgramError(what + " needs NCCL, but this CUDA backend was built "
+                            "without it");
+#else
+  auto *nccl = dynamic_cast<comm::NcclCommunicator *>(group);
+  if (!nccl)
+    throw ProgramError(what + ": the CUDA backend needs NCCL communicators "
+                              "for mesh axes '" +
+                       communicators->groupName(collective.axes) + "'");
+  if (nccl->device() != device)
+    throw ProgramError(what + ": the communicator is on device " +
+                       std::to_string(nccl->device()) + ", the backend on " +
+                       std::to_string(device));
+  CollectivePlan plan;
+  plan.communicator = nccl;
+  plan.stream = nccl->stream();
+  cudaStream_t commStream = nccl->stream();
+  cudaStream_t computeStream = compute;
+  cudaEvent_t ready = computeReady;
+  comm::ReduceOp op = reduceOpOf(collective.reduce);
+  std::string label = collective.label;
+  // The communication stream starts after everything enqueued so far on
+  // the compute stream, and after overlapping collectives of other groups.
+  auto startAfter = [=](const std::vector<cudaEvent_t> &others) {
+    checkCuda(cudaEventRecord(ready, computeStream), "cudaEventRecord", what);
+    checkCuda(cudaStreamWaitEvent(commStream, ready, 0),
+              "cudaStreamWaitEvent", what);
+    for (cudaEvent_t other : others)
+      checkCuda(cudaStreamWaitEvent(commStream, other, 0),
+                "cudaStreamWaitEvent", what);
+  };
+
+  DType dtype = program.buffers[instruction.args[0]].dtype;
+  for (uint32_t arg : instruction.args)
+    plan.ranges.push_back(rangeOf(program.buffers[arg]));
+
+  if (collective.kind == CollectiveKind::AllReduce) {
+    std::vector<comm::NcclCommunicator::Span> spans;
+    for (uint32_t arg : instruction.args) {
+      const BufferInfo &buffer = program.buffers[arg];
+      if (buffer.dtype != dtype)
+        throw ProgramError(what + ": a bucket of " + dtypeName(dtype) +
+                           " and " + dtypeName(buffer.dtype) +
+                           " buffers; a bucket holds one type");
+      spans.push_back({arena + buffer.offset, size_t(buffer.elements)});
+    }
+    comm::DataType type = commType(dtype);
+    // One NCCL group per bucket: no packing copy, one launch.
+    plan.call = [=](const std::vector<cudaEvent_t> &others) {
+      startAfter(others);
+      nccl->enqueueAllReduceBucket(spans.data(), spans.size(), type, op,
+                                   {label.c_str(), currentStep});
+    };
+    return plan;
+  }
+
+  const BufferInfo &input = program.buffers[instruction.args[0]];
+  const BufferInfo &output = program.buffers[instruction.args[1]];
+  if (output.dtype != dtype)
+    throw ProgramError(what + ": input " + dtypeName(dtype) + ", output " +
+                       dtypeName(output.dtype));
+  uint8_t *in = arena + input.offset;
+  uint8_t *out = arena + output.offset;
+  bool gather = collective.kind == CollectiveKind::AllGather;
+  const BufferInfo &block = gather ? input : output;
+  int64_t outer = 1, inner = 1;
+  for (uint32_t d = 0; d < collective.dim; ++d)
+    outer *= block.shape[d];
+  for (size_t d = collective.dim + 1; d < block.shape.size(); ++d)
+    inner *= block.shape[d];
+  int64_t blockDim = block.shape[collective.dim];
+  int64_t blocks = nccl->size();
+  size_t count = size_t(block.elements);
+  comm::DataType type = commType(dtype);
+  int elementBytes = int(dtypeBytes(dtype));
+  if (outer == 1) {
+    if (gather)
+      plan.call = [=](const std::vector<cudaEvent_t> &others) {
+        startAfter(others);
+        nccl->enqueueAllGather(in, out, count, type,
+                               {label.c_str(), currentStep});
+      };
+    else
+      plan.call = [=](const std::vector<cudaEvent_t> &others) {
+        startAfter(others);
+        nccl->enqueueReduceScatter(in, out, count, type, op,
+                                   {label.c_str(), currentStep});
+      };
+    return plan;
+  }
+  // Blocks along an inner dimension go through the staging buffer, which
+  // takes part in the overlap checks as the range just past the arena.
+  uint8_t *packed = staging;
+  ByteRange stagingRange{arenaSize, arenaSize + count * size_t(blocks) *
+                                                size_t(elementBytes)};
+  plan.ranges.push_back(stagingRange);
+  if (gather) {
+    plan.call = [=](const std::vector<cudaEvent_t> &others) {
+      startAfter(others);
+      nccl->enqueueAllGather(in, packed, count, type,
+                             {label.c_str(), currentStep});
+      cuda::unpackBlocks(packed, out, outer, blockDim, inner, blocks,
+                         elementBytes, commStream);
+    };
+    return plan;
+  }
+  // The packing runs on the compute stream, before the collective starts.
+  plan.computeRanges = {rangeOf(input), stagingRange};
+  plan.call = [=](const std::vector<cudaEvent_t> &others) {
+    cuda::packBlocks(in, packed, outer, blockDim, inner, blocks, elementBytes,
+                     computeStream);
+    startAfter(others);
+    nccl->enqueueReduceScatter(packed, out, count, type, op,
+                               {label.c_str(), currentStep});
+  };
+  return plan;
+#endif
+}
+
+CudaBackend::CollectivePlan
+CudaBackend::compileTransfer(const Program &program,
+                             const Instruction &instruction,
+                             const std::string &where) {
+  std::string what = transferName(instruction, where);
+  TransferRoute route =
+      transferRoute(program, instruction, communicators, where);
+#ifndef PARTITION_HAVE_NCCL
+  (void)route;
+  throw ProgramError(what + " needs NCCL, but this CUDA backend was built "
+                            "without it");
+#else
+  auto *nccl = dynamic_cast<comm::NcclCommunicator *>(route.group);
+  if (!nccl)
+    throw ProgramError(what + ": the CUDA backend needs an NCCL "
+                              "communicator for its pair of stages");
+  if (nccl->device() != device)
+    throw ProgramError(what + ": the communicator is on device " +
+                       std::to_string(nccl->device()) + ", the backend on " +
+                       std::to_string(device));
+  const BufferInfo &buffer = program.buffers[instruction.args[0]];
+  CollectivePlan plan;
+  plan.communicator = nccl;
+  plan.stream = nccl->stream();
+  cudaStream_t commStream = nccl->stream();
+  cudaStream_t computeStream = compute;
+  cudaEvent_t ready = computeReady;
+  uint8_t *data = arena + buffer.offset;
+  size_t bytes = buffer.bytes;
+  int peer = route.peer;
+  std::string label = instruction.transfer->label;
+  std::string peerText = route.peerText;
+  auto startAfter = [=](const std::vector<cudaEvent_t> &others) {
+    checkCuda(cudaEventRecord(ready, computeStream), "cudaEventRecord", what);
+    checkCuda(cudaStreamWaitEvent(commStream, ready, 0),
+              "cudaStreamWaitEvent", what);
+    for (cudaEvent_t other : others)
+      checkCuda(cudaStreamWaitEvent(commStream, other, 0),
+                "cudaStreamWaitEvent", what);
+  };
+  if (!instruction.transfer->send) {
+    plan.ranges = {rangeOf(buffer)};
+    plan.call = [=](const std::vector<cudaEvent_t> &others) {
+      startAfter(others);
+      nccl->enqueueRecvBytes(data, bytes, peer,
+                             {label.c_str(), currentStep, peerText.c_str()});
+    };
+    return plan;
+  }
+  // The staging copy is this send's alone: only the next run of the same
+  // instruction overwrites it, after run()'s join has waited for the send.
+  void *copy = nullptr;
+  checkCuda(cudaMalloc(&copy, std::max<size_t>(bytes, 1)), "cudaMalloc",
+            what + " (staging copy)");
+  sendStaging.push_back(copy);
+  // A range of its own past the arena and the staging buffer, which no
+  // kernel touches: nothing on the compute stream waits for the send.
+  uint64_t base = arenaSize + stagingSize + sendStagingSize;
+  sendStagingSize += bytes;
+  plan.ranges = {ByteRange{base, base + bytes}};
+  plan.computeRanges = {rangeOf(buffer)};
+  plan.call = [=](const std::vector<cudaEvent_t> &others) {
+    checkCuda(cudaMemcpyAsync(copy, data, bytes, cudaMemcpyDeviceToDevice,
+                              computeStream),
+              "cudaMemcpyAsync", what);
+    startAfter(others);
+    nccl->enqueueSendBytes(copy, bytes, peer,
+                           {label.c_str(), currentStep, peerText.c_str()});
+  };
+  return plan;
+#endif
+}
+
+} // namespace partition::runtime::cudabackend

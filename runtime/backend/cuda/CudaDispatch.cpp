@@ -1,0 +1,375 @@
+//===- CudaDispatch.cpp - kernel instructions bound to their launches -----===//
+//
+// Compiles each kernel instruction once into a call that launches it on the
+// compute stream with its pointers and sizes (runtime/backend/cuda/kernels,
+// runtime/backend/cuda/attention; the linear kernels go to CudaGemm.cpp).
+// The switch in compileKernel lists every kernel (no default): a kernel
+// added to Kernels.def fails to build here until the CUDA backend runs it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/cuda/CudaBackendImpl.h"
+
+namespace partition::runtime::cudabackend {
+
+namespace {
+
+/// Carries a storage type into compileKernel's generic lambda.
+template <typename T> struct Tag {
+  using type = T;
+};
+
+/// What a launch needs, in storage type T: plain pointers and sizes. Each
+/// call captures a copy (`[=, *this]`): it outlives the KernelArgs and the
+/// launcher it was compiled from.
+template <typename T> struct KernelLauncher {
+  std::vector<uint8_t *> p;
+  cudaStream_t s = nullptr;
+  int *bad = nullptr;
+  void *ws = nullptr;
+  size_t wsBytes = 0;
+  std::vector<float> floats;
+  int64_t rows = 0, channels = 0, vocab = 0, size = 0, batch = 0, seq = 0,
+          positions = 0;
+  cuda::AttentionShape attention{};
+
+  float *f(int i) const { return reinterpret_cast<float *>(p[i]); }
+  int32_t *i32(int i) const { return reinterpret_cast<int32_t *>(p[i]); }
+  T *t(int i) const { return reinterpret_cast<T *>(p[i]); }
+
+  /// Kernels without a storage type of their own (the optimizer, fills,
+  /// copies, casts, block moves) and the vocabulary-parallel loss (f32).
+  std::function<void()> untyped(const KernelArgs &a,
+                                const std::string &where) const {
+    switch (a.kernel) {
+    case KernelId::AdamW: {
+      cuda::AdamWConfig config{floats[0], floats[1], floats[2], floats[3]};
+      return [=, *this] {
+        cuda::adamw(f(0), f(1), f(2), f(3), i32(4), f(5), f(6), f(7), f(8),
+                    size, config, s);
+      };
+    }
+    case KernelId::Fill: {
+      float value = floats[0];
+      switch (a.buffers[0]->dtype) {
+      case DType::I32:
+        return [=, *this] {
+          cuda::fillI32(i32(0), static_cast<int32_t>(value), size, s);
+        };
+      case DType::BF16:
+        return [=, *this] {
+          cuda::fill<bf16>(reinterpret_cast<bf16 *>(p[0]), value, size, s);
+        };
+      case DType::F32:
+        break;
+      }
+      return [=, *this] { cuda::fill<float>(f(0), value, size, s); };
+    }
+    case KernelId::AddI32:
+      return [=, *this] { cuda::addI32(i32(0), i32(1), i32(2), size, s); };
+    case KernelId::Copy: {
+      size_t bytes = a.buffers[1]->bytes;
+      return [=, *this] { cuda::copyBytes(p[0], p[1], bytes, s); };
+    }
+    case KernelId::Cast: {
+      DType from = a.buffers[0]->dtype, to = a.buffers[1]->dtype;
+      int64_t elements = a.buffers[1]->elements;
+      if (from == DType::F32 && to == DType::BF16)
+        return [=, *this] {
+          cuda::cast<float, bf16>(f(0), reinterpret_cast<bf16 *>(p[1]),
+                                  elements, s);
+        };
+      if (from == DType::BF16 && to == DType::F32)
+        return [=, *this] {
+          cuda::cast<bf16, float>(reinterpret_cast<const bf16 *>(p[0]), f(1),
+                                  elements, s);
+        };
+      size_t bytes = a.buffers[1]->bytes;
+      return [=, *this] { cuda::copyBytes(p[0], p[1], bytes, s); };
+    }
+    case KernelId::FlatPack:
+    case KernelId::FlatUnpack: {
+      int elementBytes = int(dtypeBytes(a.buffers[0]->dtype));
+      int64_t size = a.size, rows = a.rows, columns = a.channels,
+              offset = a.inner;
+      if (a.kernel == KernelId::FlatPack)
+        return [=, *this] {
+          cuda::flatPack(p[0], p[1], size, rows, columns, offset,
+                         elementBytes, s);
+        };
+      return [=, *this] {
+        cuda::flatUnpack(p[0], p[1], size, rows, columns, offset,
+                         elementBytes, s);
+      };
+    }
+    case KernelId::SliceBlock: {
+      int elementBytes = int(dtypeBytes(a.buffers[0]->dtype));
+      int64_t outer = a.outer, blockDim = a.blockDim, inner = a.inner,
+              blocks = a.blocks;
+      return [=, *this] {
+        cuda::sliceBlock(p[0], i32(1), p[2], outer, blockDim, inner, blocks,
+                         elementBytes, bad, s);
+      };
+    }
+    case KernelId::VocabParallelLoss:
+      return [=, *this] {
+        cuda::vocabParallelLoss(f(0), f(1), f(2), f(3), rows, ws, s);
+      };
+    default:
+      break;
+    }
+    throw ProgramError(where + ": not an untyped kernel");
+  }
+
+  /// Token and position embeddings, whole or split over the vocabulary.
+  std::function<void()> embedding(const KernelArgs &a,
+                                  const std::string &where) const {
+    switch (a.kernel) {
+    case KernelId::Embedding:
+      return [=, *this] {
+        cuda::embedding<T>(i32(0), t(1), t(2), rows, vocab, channels, bad, s);
+      };
+    case KernelId::EmbeddingGradAdd: {
+      size_t bytes = a.buffers[3]->bytes;
+      return [=, *this] {
+        if (p[2] != p[3])
+          cuda::copyBytes(p[2], p[3], bytes, s);
+        cuda::embeddingGrad<T>(t(0), i32(1), t(3), rows, vocab, channels,
+                               /*accumulate=*/true, ws, bad, s);
+      };
+    }
+    case KernelId::EmbeddingGrad:
+      return [=, *this] {
+        cuda::embeddingGrad<T>(t(0), i32(1), t(2), rows, vocab, channels,
+                               /*accumulate=*/false, ws, bad, s);
+      };
+    case KernelId::PositionEmbedding:
+      return [=, *this] {
+        cuda::positionEmbedding<T>(t(0), t(1), t(2), batch, seq, channels, s);
+      };
+    case KernelId::PositionEmbeddingGrad:
+      return [=, *this] {
+        cuda::positionEmbeddingGrad<T>(t(0), t(1), batch, seq, positions,
+                                       channels, s);
+      };
+    case KernelId::VocabParallelEmbedding:
+      return [=, *this] {
+        cuda::vocabParallelEmbedding<T>(i32(0), t(1), i32(2), t(3), rows,
+                                        vocab, channels, bad, s);
+      };
+    case KernelId::VocabParallelEmbeddingGrad:
+      return [=, *this] {
+        cuda::vocabParallelEmbeddingGrad<T>(t(0), i32(1), i32(2), t(3), rows,
+                                            vocab, channels, ws, bad, s);
+      };
+    default:
+      break;
+    }
+    throw ProgramError(where + ": not a embedding kernel");
+  }
+
+  /// Norms, activations, elementwise arithmetic and attention.
+  std::function<void()> layer(const KernelArgs &a,
+                              const std::string &where) const {
+    switch (a.kernel) {
+    case KernelId::LayerNorm: {
+      float eps = floats[0];
+      return [=, *this] {
+        cuda::layerNorm<T>(t(0), t(1), t(2), t(3), rows, channels, eps, s);
+      };
+    }
+    case KernelId::LayerNormGrad: {
+      float eps = floats[0];
+      return [=, *this] {
+        cuda::layerNormGrad<T>(t(0), t(1), t(2), t(3), t(4), t(5), rows,
+                               channels, eps, ws, s);
+      };
+    }
+    case KernelId::RMSNorm: {
+      float eps = floats[0];
+      return [=, *this] {
+        cuda::rmsNorm<T>(t(0), t(1), t(2), rows, channels, eps, s);
+      };
+    }
+    case KernelId::RMSNormGrad: {
+      float eps = floats[0];
+      return [=, *this] {
+        cuda::rmsNormGrad<T>(t(0), t(1), t(2), t(3), t(4), rows, channels,
+                             eps, ws, s);
+      };
+    }
+    case KernelId::Gelu:
+      return [=, *this] { cuda::gelu<T>(t(0), t(1), size, s); };
+    case KernelId::GeluGrad:
+      return [=, *this] { cuda::geluGrad<T>(t(0), t(1), t(2), size, s); };
+    case KernelId::Swiglu:
+      return [=, *this] { cuda::swiglu<T>(t(0), t(1), t(2), size, s); };
+    case KernelId::SwigluGrad:
+      return [=, *this] {
+        cuda::swigluGrad<T>(t(0), t(1), t(2), t(3), t(4), size, s);
+      };
+    case KernelId::Add:
+      return [=, *this] { cuda::add<T>(t(0), t(1), t(2), size, s); };
+    case KernelId::Scale: {
+      float factor = floats[0];
+      return [=, *this] { cuda::scale<T>(t(0), factor, t(1), size, s); };
+    }
+    case KernelId::Attention:
+      return [=, *this] {
+        cuda::attention<T>(t(0), t(1), t(2), t(3), attention, ws, wsBytes, s);
+      };
+    case KernelId::AttentionGrad:
+      return [=, *this] {
+        cuda::attentionGrad<T>(t(0), t(1), t(2), t(3), t(4), t(5), t(6),
+                               attention, ws, wsBytes, s);
+      };
+    default:
+      break;
+    }
+    throw ProgramError(where + ": not a layer kernel");
+  }
+
+  /// The cross-entropy loss, whole or in its vocabulary-parallel steps.
+  std::function<void()> loss(const KernelArgs &a,
+                             const std::string &where) const {
+    switch (a.kernel) {
+    case KernelId::SoftmaxCrossEntropy:
+      return [=, *this] {
+        cuda::softmaxCrossEntropy<T>(t(0), i32(1), f(2), rows, vocab, ws, bad,
+                                     s);
+      };
+    case KernelId::SoftmaxCrossEntropyGrad:
+      return [=, *this] {
+        cuda::softmaxCrossEntropyGrad<T>(f(0), t(1), i32(2), t(3), rows, vocab,
+                                         bad, s);
+      };
+    case KernelId::VocabParallelMax:
+      return [=, *this] {
+        cuda::vocabParallelMax<T>(t(0), f(1), rows, vocab, s);
+      };
+    case KernelId::VocabParallelTargetLogit:
+      return [=, *this] {
+        cuda::vocabParallelTargetLogit<T>(t(0), i32(1), i32(2), f(3), rows,
+                                          vocab, bad, s);
+      };
+    case KernelId::VocabParallelSumExp:
+      return [=, *this] {
+        cuda::vocabParallelSumExp<T>(t(0), f(1), f(2), rows, vocab, s);
+      };
+    case KernelId::VocabParallelCrossEntropyGrad:
+      return [=, *this] {
+        cuda::vocabParallelCrossEntropyGrad<T>(f(0), t(1), i32(2), i32(3),
+                                               f(4), f(5), t(6), rows, vocab,
+                                               bad, s);
+      };
+    case KernelId::VocabParallelMaskedMax: {
+      int64_t logical = a.logicalVocab;
+      return [=, *this] {
+        cuda::vocabParallelMax<T>(t(0), f(2), rows, vocab, s, i32(1),
+                                  logical);
+      };
+    }
+    case KernelId::VocabParallelMaskedSumExp: {
+      int64_t logical = a.logicalVocab;
+      return [=, *this] {
+        cuda::vocabParallelSumExp<T>(t(0), f(1), f(3), rows, vocab, s, i32(2),
+                                     logical);
+      };
+    }
+    case KernelId::VocabParallelMaskedCrossEntropyGrad: {
+      int64_t logical = a.logicalVocab;
+      return [=, *this] {
+        cuda::vocabParallelCrossEntropyGrad<T>(f(0), t(1), i32(2), i32(3),
+                                               f(4), f(5), t(6), rows, vocab,
+                                               bad, s, logical);
+      };
+    }
+    default:
+      break;
+    }
+    throw ProgramError(where + ": not a loss kernel");
+  }
+};
+
+} // namespace
+
+std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
+                                                 const Instruction &instruction,
+                                                 const std::string &where) {
+  auto typed = [&](auto tag) -> std::function<void()> {
+    using T = typename decltype(tag)::type;
+    KernelLauncher<T> launcher;
+    for (const BufferInfo *buffer : a.buffers)
+      launcher.p.push_back(arena + buffer->offset);
+    launcher.s = compute;
+    launcher.bad = badId;
+    launcher.ws = workspace;
+    launcher.wsBytes = workspaceSize;
+    launcher.floats = instruction.floats;
+    launcher.rows = a.rows, launcher.channels = a.channels;
+    launcher.vocab = a.vocab, launcher.size = a.size;
+    launcher.batch = a.batch, launcher.seq = a.seq;
+    launcher.positions = a.positions;
+    launcher.attention = {a.batch,   a.seq,     a.heads,    a.kvHeads,
+                          a.headDim, a.causal, a.ropeTheta};
+    // Every kernel is listed (no default): a kernel added to Kernels.def
+    // fails to build here until the CUDA backend runs it.
+    switch (a.kernel) {
+    case KernelId::Linear:
+    case KernelId::LinearBias:
+    case KernelId::LinearGradInput:
+    case KernelId::LinearGradWeight:
+    case KernelId::LinearGradWeightBias:
+      return compileLinear(a, where);
+    case KernelId::AdamW:
+    case KernelId::Fill:
+    case KernelId::AddI32:
+    case KernelId::Copy:
+    case KernelId::Cast:
+    case KernelId::FlatPack:
+    case KernelId::FlatUnpack:
+    case KernelId::SliceBlock:
+    case KernelId::VocabParallelLoss:
+      return launcher.untyped(a, where);
+    case KernelId::Embedding:
+    case KernelId::EmbeddingGradAdd:
+    case KernelId::EmbeddingGrad:
+    case KernelId::PositionEmbedding:
+    case KernelId::PositionEmbeddingGrad:
+    case KernelId::VocabParallelEmbedding:
+    case KernelId::VocabParallelEmbeddingGrad:
+      return launcher.embedding(a, where);
+    case KernelId::LayerNorm:
+    case KernelId::LayerNormGrad:
+    case KernelId::RMSNorm:
+    case KernelId::RMSNormGrad:
+    case KernelId::Gelu:
+    case KernelId::GeluGrad:
+    case KernelId::Swiglu:
+    case KernelId::SwigluGrad:
+    case KernelId::Add:
+    case KernelId::Scale:
+    case KernelId::Attention:
+    case KernelId::AttentionGrad:
+      return launcher.layer(a, where);
+    case KernelId::SoftmaxCrossEntropy:
+    case KernelId::SoftmaxCrossEntropyGrad:
+    case KernelId::VocabParallelMax:
+    case KernelId::VocabParallelTargetLogit:
+    case KernelId::VocabParallelSumExp:
+    case KernelId::VocabParallelCrossEntropyGrad:
+    case KernelId::VocabParallelMaskedMax:
+    case KernelId::VocabParallelMaskedSumExp:
+    case KernelId::VocabParallelMaskedCrossEntropyGrad:
+      return launcher.loss(a, where);
+    case KernelId::NumKernels:
+      break;
+    }
+    throw ProgramError(where + ": invalid kernel id");
+  };
+  if (a.floatType == DType::BF16)
+    return typed(Tag<bf16>{});
+  return typed(Tag<float>{});
+}
+
+} // namespace partition::runtime::cudabackend

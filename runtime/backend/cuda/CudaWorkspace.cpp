@@ -1,0 +1,131 @@
+//===- CudaWorkspace.cpp - checking instructions, sizing workspaces -------===//
+//
+// Before the CUDA backend allocates anything large it checks every kernel
+// instruction (checkInstruction) and sizes the device memory they share:
+// the kernel workspace (the largest any kernel asks for) and the staging
+// buffer of all-gathers and reduce-scatters along an inner dimension.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/backend/cuda/CudaBackendImpl.h"
+
+#include <algorithm>
+
+namespace partition::runtime::cudabackend {
+
+namespace {
+
+/// The kernel workspace `a` needs on the device. The size functions check
+/// the shapes (invalid_argument) and may query CUB (runtime_error).
+size_t kernelWorkspaceBytes(const KernelArgs &a) {
+  bool bf = a.floatType == DType::BF16;
+  switch (a.kernel) {
+  case KernelId::EmbeddingGrad:
+  case KernelId::EmbeddingGradAdd:
+    return cuda::embeddingGradWorkspaceSize(a.rows, a.vocab, a.channels);
+  case KernelId::VocabParallelEmbeddingGrad:
+    return cuda::vocabParallelEmbeddingGradWorkspaceSize(a.rows, a.vocab,
+                                                         a.channels);
+  case KernelId::LayerNormGrad:
+    return cuda::layerNormGradWorkspaceSize(a.rows, a.channels);
+  case KernelId::RMSNormGrad:
+    return cuda::rmsNormGradWorkspaceSize(a.rows, a.channels);
+  case KernelId::LinearGradWeightBias:
+    return cuda::biasGradWorkspaceSize(a.rows, a.outFeatures);
+  case KernelId::SoftmaxCrossEntropy:
+    return cuda::softmaxCrossEntropyWorkspaceSize(a.rows);
+  case KernelId::VocabParallelLoss:
+    return cuda::vocabParallelLossWorkspaceSize(a.rows);
+  case KernelId::Attention:
+  case KernelId::AttentionGrad: {
+    cuda::AttentionShape shape{a.batch,   a.seq,     a.heads,
+                               a.kvHeads, a.headDim, a.causal,
+                               a.ropeTheta};
+    return std::max(cuda::attentionWorkspaceSize(shape, bf),
+                    cuda::attentionGradWorkspaceSize(shape, bf));
+  }
+  // No workspace. Every kernel is listed (no default): a kernel added
+  // to Kernels.def fails to build here until it says what it needs.
+  case KernelId::Embedding:
+  case KernelId::PositionEmbedding:
+  case KernelId::PositionEmbeddingGrad:
+  case KernelId::LayerNorm:
+  case KernelId::RMSNorm:
+  case KernelId::Linear:
+  case KernelId::LinearBias:
+  case KernelId::LinearGradInput:
+  case KernelId::LinearGradWeight:
+  case KernelId::Gelu:
+  case KernelId::GeluGrad:
+  case KernelId::Swiglu:
+  case KernelId::SwigluGrad:
+  case KernelId::Add:
+  case KernelId::Scale:
+  case KernelId::SoftmaxCrossEntropyGrad:
+  case KernelId::AdamW:
+  case KernelId::Fill:
+  case KernelId::AddI32:
+  case KernelId::Copy:
+  case KernelId::SliceBlock:
+  case KernelId::FlatPack:
+  case KernelId::FlatUnpack:
+  case KernelId::VocabParallelEmbedding:
+  case KernelId::VocabParallelMax:
+  case KernelId::VocabParallelTargetLogit:
+  case KernelId::VocabParallelSumExp:
+  case KernelId::VocabParallelCrossEntropyGrad:
+  case KernelId::VocabParallelMaskedMax:
+  case KernelId::VocabParallelMaskedSumExp:
+  case KernelId::VocabParallelMaskedCrossEntropyGrad:
+  case KernelId::Cast:
+  case KernelId::NumKernels:
+    break;
+  }
+  return 0;
+}
+
+} // namespace
+
+std::vector<std::vector<KernelArgs>>
+CudaBackend::checkAndSize(const Program &program) {
+  std::vector<std::vector<KernelArgs>> checked;
+  for (const Function &function : program.functions) {
+    checked.emplace_back();
+    for (size_t i = 0; i < function.instructions.size(); ++i) {
+      if (function.instructions[i].collective ||
+          function.instructions[i].transfer) {
+        checked.back().emplace_back();
+        continue;
+      }
+      checked.back().push_back(checkInstruction(
+          program, function.instructions[i],
+          function.name + " instruction #" + std::to_string(i)));
+      const KernelArgs &a = checked.back().back();
+      // Name the instruction in the size functions' errors.
+      size_t need = 0;
+      try {
+        need = kernelWorkspaceBytes(a);
+      } catch (const ProgramError &) {
+        throw;
+      } catch (const std::exception &error) {
+        throw ProgramError(function.name + " instruction #" +
+                           std::to_string(i) + ": " + error.what());
+      }
+      workspaceSize = std::max(workspaceSize, need);
+    }
+  }
+  // Staging for blocks along an inner dimension.
+  for (const Function &function : program.functions)
+    for (const Instruction &instruction : function.instructions) {
+      if (!instruction.collective ||
+          instruction.collective->kind == CollectiveKind::AllReduce)
+        continue;
+      const BufferInfo &input = program.buffers[instruction.args[0]];
+      const BufferInfo &output = program.buffers[instruction.args[1]];
+      stagingSize = std::max<size_t>(
+          stagingSize, std::max(input.bytes, output.bytes));
+    }
+  return checked;
+}
+
+} // namespace partition::runtime::cudabackend

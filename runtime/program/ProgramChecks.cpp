@@ -1,0 +1,374 @@
+//===- ProgramChecks.cpp - cross-checks of a decoded program --------------===//
+//
+// What the loader checks beyond one field at a time: a collective's buffers
+// against its kind and group, a transfer against the pipeline axis, the
+// axis-index and sharded buffers against the mesh, the roles each stream
+// must hold, and that every send has its receive.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/program/ProgramChecks.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace partition::runtime::check {
+
+void fail(const std::string &origin, const std::string &what) {
+  throw ProgramError(origin + ": " + what);
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// An AllGather or ReduceScatter: [input, output], f32 or bf16 (an
+/// all-gather also i32), of one type, disjoint, and the
+/// output is the input with `dim` multiplied (gather) or divided (scatter)
+/// by the group's size, so the backend's block copies stay inside both.
+void checkBlockCollective(const Collective &collective,
+                          const Instruction &decoded, const Program &program,
+                          const std::string &origin, const std::string &what) {
+  if (decoded.args.size() != 2)
+    fail(origin, what + " has " + std::to_string(decoded.args.size()) +
+                     " buffers; it takes an input and an output");
+  for (uint32_t arg : decoded.args) {
+    if (arg >= program.buffers.size())
+      fail(origin, what + " refers to buffer #" + std::to_string(arg) +
+                       " of " + std::to_string(program.buffers.size()));
+    // A gather moves words (token ids too); a reduction adds floats.
+    bool words = collective.kind == CollectiveKind::AllGather &&
+                 program.buffers[arg].dtype == DType::I32;
+    if (!isFloat(program.buffers[arg].dtype) && !words)
+      fail(origin, what + " uses buffer #" + std::to_string(arg) + " ('" +
+                       program.buffers[arg].name +
+                       "'), which is neither f32 nor bf16");
+  }
+  if (program.buffers[decoded.args[0]].dtype !=
+      program.buffers[decoded.args[1]].dtype)
+    fail(origin, what + " has an input and an output of different types");
+  const BufferInfo &input = program.buffers[decoded.args[0]];
+  const BufferInfo &output = program.buffers[decoded.args[1]];
+  if (input.offset < output.offset + output.bytes &&
+      output.offset < input.offset + input.bytes)
+    fail(origin, what + " has an input and an output that overlap in the "
+                        "arena");
+  if (collective.dim >= input.shape.size())
+    fail(origin, what + " has dim " + std::to_string(collective.dim) +
+                     ", but its input " + shapeText(input.shape) +
+                     " has rank " + std::to_string(input.shape.size()));
+  int64_t group = 1;
+  for (uint32_t axis : collective.axes)
+    group *= program.mesh[axis].size;
+  std::vector<int64_t> expected = input.shape;
+  bool gather = collective.kind == CollectiveKind::AllGather;
+  if (!gather && expected[collective.dim] % group != 0)
+    fail(origin, what + " splits dimension " + std::to_string(collective.dim) +
+                     " of " + shapeText(input.shape) + " into " +
+                     std::to_string(group) + " blocks, which does not divide");
+  if (gather)
+    expected[collective.dim] *= group;
+  else
+    expected[collective.dim] /= group;
+  if (output.shape != expected)
+    fail(origin, what + " output " + shapeText(output.shape) + " must be " +
+                     shapeText(expected) + " (input " +
+                     shapeText(input.shape) + ", group of " +
+                     std::to_string(group) + ")");
+}
+
+/// An AllReduce: one or more buffers (a bucket), all f32 or all bf16, each
+/// reduced once: no index twice, no two sharing bytes in the arena.
+void checkAllReduceBucket(const Instruction &decoded, const Program &program,
+                          const std::string &origin, const std::string &what) {
+  if (decoded.args.empty())
+    fail(origin, what + " has no buffers");
+  std::vector<const BufferInfo *> buffers;
+  for (uint32_t arg : decoded.args) {
+    if (arg >= program.buffers.size())
+      fail(origin, what + " refers to buffer #" + std::to_string(arg) +
+                       " of " + std::to_string(program.buffers.size()));
+    const BufferInfo &buffer = program.buffers[arg];
+    if (!isFloat(buffer.dtype))
+      fail(origin, what + " reduces buffer #" + std::to_string(arg) + " ('" +
+                       buffer.name + "'), which is neither f32 nor bf16");
+    if (buffer.dtype != program.buffers[decoded.args[0]].dtype)
+      fail(origin, what + " mixes f32 and bf16 buffers in one bucket");
+    buffers.push_back(&buffer);
+  }
+  std::vector<std::pair<const BufferInfo *, uint32_t>> sorted;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    sorted.push_back({buffers[i], decoded.args[i]});
+  std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
+    return std::make_pair(a.first->offset, a.second) <
+           std::make_pair(b.first->offset, b.second);
+  });
+  // Sorted by offset, a buffer overlaps an earlier one exactly when it
+  // starts before the furthest end so far.
+  const std::pair<const BufferInfo *, uint32_t> *furthest = nullptr;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const auto &[buffer, index] = sorted[i];
+    if (i > 0 && sorted[i - 1].second == index)
+      fail(origin, what + " lists buffer #" + std::to_string(index) +
+                       " twice");
+    if (buffer->bytes == 0)
+      continue;
+    if (furthest &&
+        furthest->first->offset + furthest->first->bytes > buffer->offset)
+      fail(origin, what + " reduces buffers #" +
+                       std::to_string(furthest->second) + " and #" +
+                       std::to_string(index) + ", which overlap in the arena");
+    if (!furthest || buffer->offset + buffer->bytes >
+                         furthest->first->offset + furthest->first->bytes)
+      furthest = &sorted[i];
+  }
+}
+
+/// A send or receive of stream `stage`: one buffer, no parameters, along
+/// the pipeline axis to another stage of the mesh.
+void checkTransfer(const Transfer &transfer, const Instruction &decoded,
+                   const Program &program, const std::string &origin,
+                   const std::string &what, size_t stage) {
+  int pipeline = program.pipelineAxisIndex();
+  if (pipeline < 0)
+    fail(origin, what + " needs a pipeline axis, but the program's " +
+                     program.describeMesh() +
+                     " has none; recompile it with a plan whose mesh has pp");
+  if (transfer.axis != uint32_t(pipeline))
+    fail(origin, what + " names mesh axis " +
+                     (transfer.axis < program.mesh.size()
+                          ? "'" + program.mesh[transfer.axis].name + "'"
+                          : "#" + std::to_string(transfer.axis)) +
+                     ", but transfers run between pipeline stages, along '" +
+                     program.mesh[pipeline].name + "'");
+  int64_t stages = program.mesh[pipeline].size;
+  if (transfer.peer < 0 || transfer.peer >= stages)
+    fail(origin, what + (transfer.send ? " sends to" : " receives from") +
+                     " stage " + std::to_string(transfer.peer) +
+                     ", outside the mesh's " + std::to_string(stages) +
+                     " stages ('" + program.mesh[pipeline].name + "')");
+  if (transfer.peer == int64_t(stage))
+    fail(origin, what + (transfer.send ? " sends to" : " receives from") +
+                     " its own stage " + std::to_string(stage));
+  if (decoded.args.size() != 1)
+    fail(origin, what + " has " + std::to_string(decoded.args.size()) +
+                     " buffers; a transfer moves exactly one");
+  if (decoded.args[0] >= program.buffers.size())
+    fail(origin, what + " refers to buffer #" + std::to_string(decoded.args[0]) +
+                     " of " + std::to_string(program.buffers.size()));
+  if (!decoded.ints.empty() || !decoded.floats.empty())
+    fail(origin, what + " has integer or float parameters; transfers take "
+                        "none");
+}
+
+/// Each AxisIndex buffer is an i32 scalar whose name lists distinct axes of
+/// the mesh, and no two share a name (one buffer per group of axes).
+void checkAxisIndexBuffers(const Program &program, const std::string &origin) {
+  std::set<std::string> names;
+  for (size_t index : program.withRole(Role::AxisIndex)) {
+    const BufferInfo &buffer = program.buffers[index];
+    std::string what = "axis index buffer #" + std::to_string(index) + " ('" +
+                       buffer.name + "')";
+    if (program.mesh.empty())
+      fail(origin, what + " needs a device mesh, but the program has none");
+    if (buffer.dtype != DType::I32 || buffer.elements != 1 ||
+        !buffer.shape.empty())
+      fail(origin, what + " must be an i32 scalar");
+    try {
+      (void)program.axisIndexAxes(buffer);
+    } catch (const ProgramError &error) {
+      fail(origin, what + ": " + error.what());
+    }
+    if (!names.insert(buffer.name).second)
+      fail(origin, what + " appears twice");
+  }
+}
+
+/// A sharded buffer is f32 state (a parameter or a moment: what is
+/// initialised and checkpointed as a logical tensor), has one entry per
+/// dimension, and uses each mesh axis at most once; fills in its logical
+/// shape.
+void checkShardedBuffers(Program &program, const std::string &origin) {
+  for (size_t index = 0; index < program.buffers.size(); ++index) {
+    BufferInfo &buffer = program.buffers[index];
+    if (!buffer.sharded())
+      continue;
+    std::string what = "sharded buffer #" + std::to_string(index) + " ('" +
+                       buffer.name + "')";
+    bool state = buffer.role == Role::Param || buffer.role == Role::Moment1 ||
+                 buffer.role == Role::Moment2;
+    bool tokens = buffer.role == Role::Tokens || buffer.role == Role::Targets;
+    if (!state && !tokens)
+      fail(origin, what + " has role " + roleName(buffer.role) +
+                       "; only parameters, moments, tokens and targets can "
+                       "be sharded");
+    if (buffer.dtype != (state ? DType::F32 : DType::I32))
+      fail(origin, what + (state ? " is not f32" : " is not i32"));
+    if (program.mesh.empty())
+      fail(origin, what + " needs a device mesh, but the program has none");
+    std::set<uint32_t> used;
+    if (buffer.flat()) {
+      if (!state)
+        fail(origin, what + " is a flat shard; only parameters and moments "
+                            "can be");
+      int64_t group = 1, elements = 1;
+      for (uint32_t axis : buffer.flatAxes) {
+        if (axis >= program.mesh.size())
+          fail(origin, what + " is a flat shard over axis #" +
+                           std::to_string(axis) + ", but the mesh has " +
+                           std::to_string(program.mesh.size()) + " axes");
+        if (!used.insert(axis).second)
+          fail(origin, what + " uses mesh axis '" + program.mesh[axis].name +
+                           "' twice");
+        group *= program.mesh[axis].size;
+      }
+      for (int64_t dim : buffer.flatShape) {
+        if (dim < 1 || elements > std::numeric_limits<int64_t>::max() / 4 / dim)
+          fail(origin, what + " has a flat_shape " +
+                           shapeText(buffer.flatShape) +
+                           " that is empty or too large");
+        elements *= dim;
+      }
+      int64_t chunk = (elements + group - 1) / group;
+      if (buffer.shape != std::vector<int64_t>{chunk})
+        fail(origin, what + " is a flat shard of " + std::to_string(elements) +
+                         " elements over " + std::to_string(group) +
+                         " devices, so its shape must be [" +
+                         std::to_string(chunk) + "], not " +
+                         shapeText(buffer.shape));
+      if (buffer.sharding.empty())
+        buffer.sharding.assign(buffer.flatShape.size(), {});
+    }
+    const std::vector<int64_t> &blockShape = buffer.blockShape();
+    if (buffer.sharding.size() != blockShape.size())
+      fail(origin, what + " has a sharding of " +
+                       std::to_string(buffer.sharding.size()) +
+                       " dimensions, but its shape " + shapeText(blockShape) +
+                       " has rank " + std::to_string(blockShape.size()));
+    buffer.logical = blockShape;
+    int64_t elements = 1;
+    for (size_t dim = 0; dim < blockShape.size(); ++dim) {
+      for (uint32_t axis : buffer.sharding[dim]) {
+        if (axis >= program.mesh.size())
+          fail(origin, what + " splits dimension " + std::to_string(dim) +
+                           " over axis #" + std::to_string(axis) +
+                           ", but the mesh has " +
+                           std::to_string(program.mesh.size()) + " axes");
+        if (!used.insert(axis).second)
+          fail(origin, what + " uses mesh axis '" + program.mesh[axis].name +
+                           "' twice");
+        if (buffer.logical[dim] >
+            std::numeric_limits<int64_t>::max() / 4 / program.mesh[axis].size)
+          fail(origin, what + " has a logical shape too large to hold");
+        buffer.logical[dim] *= program.mesh[axis].size;
+      }
+      int64_t size = buffer.logical[dim];
+      if (size > 0 && elements > std::numeric_limits<int64_t>::max() / 4 / size)
+        fail(origin, what + " has a logical shape too large to hold");
+      elements *= size;
+    }
+  }
+}
+
+/// The roles the trainer relies on: one stream has exactly one tokens,
+/// targets and loss buffer; with pipeline stages the first stage holds the
+/// tokens, the last the targets and the loss, and a parameter held by two
+/// stages (a tied embedding) has one shape in both.
+void checkStreamRoles(const Program &program, const std::string &origin) {
+  size_t stages = program.streams.size();
+  for (size_t k = 0; k < stages; ++k) {
+    const Stream &stream = program.streams[k];
+    std::string where =
+        stages > 1 ? origin + " stage " + std::to_string(k) : origin;
+    auto count = [&](Role role) {
+      return std::count_if(stream.buffers.begin(), stream.buffers.end(),
+                           [&](const BufferInfo &b) { return b.role == role; });
+    };
+    for (Role role : {Role::Tokens, Role::Targets, Role::Loss}) {
+      bool needed = stages == 1 || (role == Role::Tokens && k == 0) ||
+                    (role != Role::Tokens && k + 1 == stages);
+      if (needed ? count(role) != 1 : count(role) > 1)
+        fail(where, std::string(needed ? "program needs exactly one "
+                                       : "program has more than one ") +
+                        roleName(role) + " buffer");
+    }
+    std::set<std::string> names;
+    for (const BufferInfo &buffer : stream.buffers)
+      if (buffer.role == Role::Param && !names.insert(buffer.name).second)
+        fail(where, "parameter '" + buffer.name + "' appears twice");
+  }
+  for (Role role : {Role::Param, Role::Moment1, Role::Moment2}) {
+    std::map<std::string, std::pair<size_t, const BufferInfo *>> first;
+    for (size_t k = 0; k < stages; ++k)
+      for (const BufferInfo &buffer : program.streams[k].buffers) {
+        if (buffer.role != role)
+          continue;
+        auto [it, inserted] = first.try_emplace(buffer.name, k, &buffer);
+        if (!inserted && it->second.second->tensorShape() != buffer.tensorShape())
+          fail(origin, std::string(roleName(role)) + " '" + buffer.name +
+                           "' is " + shapeText(it->second.second->tensorShape()) +
+                           " on stage " + std::to_string(it->second.first) +
+                           " but " + shapeText(buffer.tensorShape()) +
+                           " on stage " + std::to_string(k) +
+                           "; a tensor two stages hold must be one tensor");
+      }
+  }
+}
+
+/// Every send has its receive: per function and per ordered pair of stages,
+/// the sends of one and the receives of the other move the same bytes in
+/// the same order, so no rank waits for a transfer that never comes.
+void checkTransfersMatch(const Program &program, const std::string &origin) {
+  size_t stages = program.streams.size();
+  if (stages < 2)
+    return;
+  // (function, from, to) -> bytes and labels in program order.
+  using Key = std::tuple<std::string, int64_t, int64_t>;
+  std::map<Key, std::vector<std::pair<uint64_t, std::string>>> sends, recvs;
+  for (size_t k = 0; k < stages; ++k)
+    for (const Function &function : program.streams[k].functions)
+      for (const Instruction &instruction : function.instructions) {
+        if (!instruction.transfer)
+          continue;
+        const Transfer &transfer = *instruction.transfer;
+        uint64_t bytes = program.streams[k].buffers[instruction.args[0]].bytes;
+        if (transfer.send)
+          sends[{function.name, int64_t(k), transfer.peer}].push_back(
+              {bytes, transfer.label});
+        else
+          recvs[{function.name, transfer.peer, int64_t(k)}].push_back(
+              {bytes, transfer.label});
+      }
+  auto check = [&](const Key &key, const auto &mine, const auto &theirs) {
+    const auto &[function, from, to] = key;
+    std::string pair = function + ": stage " + std::to_string(from) +
+                       " sends stage " + std::to_string(to) + " ";
+    if (mine.size() != theirs.size())
+      fail(origin, pair + std::to_string(mine.size()) +
+                       " buffers, but stage " + std::to_string(to) +
+                       " receives " + std::to_string(theirs.size()) +
+                       " from it; every send needs its receive");
+    for (size_t i = 0; i < mine.size(); ++i)
+      if (mine[i].first != theirs[i].first)
+        fail(origin, pair + std::to_string(mine[i].first) + " bytes as '" +
+                         mine[i].second + "', but its receive #" +
+                         std::to_string(i) + " ('" + theirs[i].second +
+                         "') expects " + std::to_string(theirs[i].first));
+  };
+  const std::vector<std::pair<uint64_t, std::string>> none;
+  for (const auto &[key, list] : sends) {
+    auto found = recvs.find(key);
+    check(key, list, found == recvs.end() ? none : found->second);
+  }
+  for (const auto &[key, list] : recvs)
+    if (!sends.count(key))
+      check(key, none, list);
+}
+
+} // namespace partition::runtime::check

@@ -1,0 +1,54 @@
+//===- ProgramChecks.h - cross-checks of a decoded program ------*- C++ -*-===//
+//
+// Private to the loader (Program.cpp decodes, ProgramChecks.cpp checks):
+// each check throws ProgramError naming `origin` and what is wrong.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_PROGRAM_PROGRAMCHECKS_H
+#define PARTITION_RUNTIME_PROGRAM_PROGRAMCHECKS_H
+
+#include "runtime/program/Program.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace partition::runtime::check {
+
+/// Throws ProgramError("origin: what").
+[[noreturn]] void fail(const std::string &origin, const std::string &what);
+
+/// "[2,3]".
+std::string shapeText(const std::vector<int64_t> &shape);
+
+/// An AllGather or ReduceScatter's buffers against its kind and group.
+void checkBlockCollective(const Collective &collective,
+                          const Instruction &decoded, const Program &program,
+                          const std::string &origin, const std::string &what);
+
+/// An AllReduce's bucket: one float type, each buffer reduced once.
+void checkAllReduceBucket(const Instruction &decoded, const Program &program,
+                          const std::string &origin, const std::string &what);
+
+/// A send or receive of stream `stage` against the pipeline axis.
+void checkTransfer(const Transfer &transfer, const Instruction &decoded,
+                   const Program &program, const std::string &origin,
+                   const std::string &what, size_t stage);
+
+/// The AxisIndex buffers of the current stream against the mesh.
+void checkAxisIndexBuffers(const Program &program, const std::string &origin);
+
+/// The sharded buffers of the current stream against the mesh; fills in
+/// their logical shapes.
+void checkShardedBuffers(Program &program, const std::string &origin);
+
+/// The roles the trainer relies on, per stream and across stages.
+void checkStreamRoles(const Program &program, const std::string &origin);
+
+/// Every send has its receive, with the same bytes in the same order.
+void checkTransfersMatch(const Program &program, const std::string &origin);
+
+} // namespace partition::runtime::check
+
+#endif // PARTITION_RUNTIME_PROGRAM_PROGRAMCHECKS_H

@@ -1,0 +1,446 @@
+//===- RunLoop.cpp - a Run's steps: start-up, training, the summary -------===//
+//
+// Run::execute (TrainerRun.h) and the named steps it takes: start-up
+// (data, then initialising, resuming or --init-from), the step loop (one
+// training step, its loss agreed across stages and replicas, evaluation,
+// metrics, stopping together, periodic checkpoints), the final checkpoint
+// and the summary (every rank's peak memory, --metrics-out's last record).
+// Trainer.cpp creates the Run; RunState.cpp initialises and checkpoints
+// its state.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/TrainerRun.h"
+
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/data/DataError.h"
+#include "runtime/data/SyntheticLanguage.h"
+#include "runtime/train/Interrupt.h"
+#include "runtime/train/MetricsFile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace partition::runtime::detail {
+
+namespace {
+
+namespace ckpt = partition::runtime::checkpoint;
+
+/// Tokens the built-in language generates for training and evaluation: a
+/// fixed amount, so that runs of any length read the same data.
+constexpr int64_t kSyntheticTrainTokens = 1 << 21;
+constexpr int64_t kSyntheticEvalTokens = 1 << 16;
+
+data::Split loadData(const TrainOptions &options, int64_t vocab,
+                     int64_t windowTokens) {
+  if (!options.data.empty() && !options.text.empty())
+    throw data::DataError("give --data or --text, not both");
+  if (options.data.empty() && options.text.empty()) {
+    data::SyntheticLanguage language(vocab);
+    int64_t train = std::max(kSyntheticTrainTokens, 4 * windowTokens);
+    int64_t eval = std::max(kSyntheticEvalTokens, 2 * windowTokens);
+    return data::makeSyntheticSplit(language, train, eval);
+  }
+  auto stream = std::make_shared<data::TokenStream>(
+      options.text.empty()
+          ? data::readTokenFile(options.data,
+                                data::parseFormat(options.dataFormat))
+          : data::readTextFile(options.text));
+  data::validateVocab(*stream, vocab);
+  return data::splitTrainEval(stream, options.evalFraction);
+}
+
+} // namespace
+
+/// What execute()'s steps share: set by startUp and openOutputs, advanced
+/// by the step loop, reported by finish.
+struct Run::Session {
+  /// One past the last step to run (--steps, or --stop-after).
+  int64_t end = 0;
+  bool canEvaluate = false;
+  /// The functions of a step: train_step and, with NTP replicas, the
+  /// optimizer's train_step_update (else train_step again).
+  size_t step = 0, update = 0;
+  const BufferInfo *lrBuffer = nullptr;
+  std::unique_ptr<MetricsFile> metrics;
+  /// The steps done so far.
+  int64_t completed = 0;
+  /// The agreed stop flag (agreeToStop) and, on rank 0, why its metrics
+  /// file failed.
+  int stop = 0;
+  std::string metricsFailure;
+};
+
+TrainResult Run::execute() {
+  Session session;
+  if (!startUp(session))
+    return {};
+  openOutputs(session);
+  session.completed = startStep;
+  for (int64_t s = startStep; s < session.end; ++s)
+    if (!trainStep(session, s))
+      break;
+  return finish(session);
+}
+
+bool Run::startUp(Session &session) {
+  // An unusable --save directory fails now, not after the training.
+  if (leader && !options.save.empty())
+    ckpt::checkSaveDirectory(options.save);
+  data::Split split = loadData(options, vocab, batch * seq + 1);
+  trainLoader = std::make_unique<data::BatchLoader>(split.train, batch, seq);
+  evalRange = split.eval;
+  session.canEvaluate = program.function("eval_step") &&
+                        options.evalEvery > 0 && options.evalBatches > 0;
+  if (session.canEvaluate)
+    data::BatchLoader(evalRange, batch, seq); // Fails early if too small.
+
+  if (!options.resume.empty())
+    restore(options.resume);
+  else if (!options.initFrom.empty())
+    initialiseFrom(options.initFrom);
+  else
+    initialise();
+  checkReplicas(!options.resume.empty()     ? "--resume"
+                : !options.initFrom.empty() ? "--init-from"
+                                            : "initialisation");
+
+  session.end = options.stopAfter > 0
+                    ? std::min(options.steps, options.stopAfter)
+                    : options.steps;
+  if (options.resume.empty() || startStep < session.end)
+    return true;
+  // A finished job started again (a scheduler retrying a script): there is
+  // nothing to do, and saving or truncating --metrics-out would only lose
+  // what the earlier run wrote.
+  bool byStopAfter = options.stopAfter > 0 && options.stopAfter < options.steps;
+  std::fflush(stdout);
+  if (leader)
+    std::fprintf(stderr,
+                 "partition-run: nothing to train: the checkpoint in %s is "
+                 "at step %lld and %s is %lld; raise %s to train further\n",
+                 options.resume.c_str(), static_cast<long long>(startStep),
+                 byStopAfter ? "--stop-after" : "--steps",
+                 static_cast<long long>(session.end),
+                 byStopAfter ? "--stop-after" : "--steps");
+  return false;
+}
+
+void Run::openOutputs(Session &session) {
+  if (leader && !options.metricsOut.empty())
+    session.metrics = std::make_unique<MetricsFile>(options.metricsOut);
+  if (!options.trace.empty())
+    startTrace();
+  session.step = functionIndex("train_step");
+  // NTP: the step stops before the optimizer, which runs once the
+  // gradients are summed across the replicas.
+  session.update =
+      replicaSum ? functionIndex("train_step_update") : session.step;
+  if (!program.withRole(Role::LearningRate).empty())
+    session.lrBuffer = &program.single(Role::LearningRate);
+
+  std::string where = backendDescription;
+  if (global.size() > 1 || !program.mesh.empty())
+    where += " x " + std::to_string(global.size()) +
+             (global.size() == 1 ? " rank (" : " ranks (") +
+             (replicaRun ? replicaRun->loaded.describeMesh()
+                         : program.describeMesh()) +
+             ")";
+  if (!quiet)
+    std::printf("partition-run: %s on %s, %lld steps of %lld x %lld tokens, "
+                "%zu parameter tensors\n",
+                options.program.c_str(), where.c_str(),
+                static_cast<long long>(options.steps),
+                static_cast<long long>(batch), static_cast<long long>(seq),
+                program.withRoleInStreams(Role::Param).size() -
+                    tiedCopies());
+}
+
+bool Run::trainStep(Session &session, int64_t s) {
+  float lr = static_cast<float>(scheduledLearningRate(options, s));
+  feed(trainLoader->nextBatch());
+  if (session.lrBuffer)
+    backend->write(*session.lrBuffer, &lr);
+  auto start = std::chrono::steady_clock::now();
+  backend->run(session.step, s + 1);
+  if (replicaSum) {
+    auto summing = TraceRecorder::Clock::now();
+    replicaSum->sum(*backend, s + 1);
+    if (trace)
+      trace->add("replica gradient sum", "collective", summing, s + 1,
+                 std::to_string(replicaSum->groupsOfRank()) + " of " +
+                     std::to_string(replicaSum->groups()) + " groups");
+    backend->run(session.update, s + 1);
+  }
+  if (trace)
+    trace->add("train_step", "function", start, s + 1, {}, 0, /*tid=*/1);
+  float value = stepLoss(session, s);
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  if (!std::isfinite(value))
+    throw ProgramError("the loss is " + std::to_string(value) + " at step " +
+                       std::to_string(s + 1) + "; lower --lr");
+  bool last = s + 1 == session.end;
+  reportStep(session, s, lr, value, ms, last);
+  session.completed = s + 1;
+  if (program.streams.size() == 1)
+    session.stop = agreeToStop(session.metricsFailure.empty()
+                                   ? pendingInterrupt()
+                                   : kStopForMetrics,
+                               session.completed);
+  if (session.stop)
+    return false;
+  // Every rank saves: sharded buffers are gathered from their holders.
+  // Rank 0 writes; the others wait for it at the next collective.
+  if (!options.save.empty() && options.saveEvery > 0 &&
+      (s + 1) % options.saveEvery == 0 && !last)
+    save(options.save, s + 1);
+  return true;
+}
+
+float Run::stepLoss(Session &session, int64_t s) {
+  // With pipeline stages the step ends when the last stage's loss
+  // arrives: the time includes the pipeline's drain. The same world
+  // collective agrees on stopping (agreeToStop without a pipeline), so
+  // that the only waits of a rank on another stage are its transfers and
+  // this one, each named after the stage it waits for.
+  if (program.streams.size() == 1)
+    return readLoss(s + 1);
+  // Max over ranks: the stop flag, the loss (the others give -inf), and
+  // whether it is NaN (which a max would not carry).
+  float agreed[3] = {float(session.metricsFailure.empty() ? pendingInterrupt()
+                                                          : kStopForMetrics),
+                     -std::numeric_limits<float>::infinity(), 0.0f};
+  if (loss) {
+    backend->read(*loss, &agreed[1]);
+    if (std::isnan(agreed[1]))
+      agreed[1] = -std::numeric_limits<float>::infinity(), agreed[2] = 1;
+  }
+  world.allReduce(agreed, 3, comm::ReduceOp::Max,
+                  {"loss from the last stage", s + 1, lossPeer.c_str()});
+  session.stop = int(agreed[0]);
+  return agreed[2] > 0 ? std::numeric_limits<float>::quiet_NaN() : agreed[1];
+}
+
+void Run::reportStep(Session &session, int64_t s, float lr, float value,
+                     double ms, bool last) {
+  double tokensPerSecond = double(batch * seq) / (ms / 1000.0);
+  nlohmann::json record = {{"step", s + 1},
+                           {"loss", value},
+                           {"lr", lr},
+                           {"step_ms", ms},
+                           {"tokens_per_s", tokensPerSecond}};
+  if (session.canEvaluate && ((s + 1) % options.evalEvery == 0 || last))
+    record["eval_loss"] = evaluate(s + 1);
+  if (session.metrics && session.metricsFailure.empty()) {
+    try {
+      session.metrics->writeLine(record.dump());
+    } catch (const MetricsError &error) {
+      session.metricsFailure = error.what();
+    }
+  }
+  if (quiet)
+    return;
+  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.1f ms | %9.0f "
+              "tok/s",
+              static_cast<long long>(s + 1),
+              static_cast<long long>(options.steps), value, lr, ms,
+              tokensPerSecond);
+  if (record.contains("eval_loss"))
+    std::printf(" | eval %.4f", record["eval_loss"].get<double>());
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+double Run::evaluate(int64_t step) {
+  size_t eval = functionIndex("eval_step");
+  data::BatchLoader loader(evalRange, batch, seq);
+  double total = 0;
+  evaluated = true;
+  for (int64_t i = 0; i < options.evalBatches; ++i) {
+    feed(loader.nextBatch());
+    auto start = TraceRecorder::Clock::now();
+    backend->run(eval, step);
+    if (trace)
+      trace->add("eval_step", "function", start, step, {}, 0, /*tid=*/1);
+    total += readLoss(step);
+  }
+  return total / double(options.evalBatches);
+}
+
+int Run::agreeToStop(int local, int64_t step) {
+  if (global.size() == 1)
+    return local;
+  float flag = float(local);
+  global.allReduce(&flag, 1, comm::ReduceOp::Max, {"stop flag", step});
+  return int(flag);
+}
+
+TrainResult Run::finish(Session &session) {
+  int64_t completed = session.completed;
+  int stop = session.stop;
+  if (!options.save.empty())
+    save(options.save, completed);
+  if (trace)
+    finishTrace();
+  std::string saved = options.save.empty()
+                          ? std::string("no checkpoint (no --save)")
+                          : "the checkpoint of step " +
+                                std::to_string(completed) + " is in " +
+                                options.save;
+  if (stop == kStopForMetrics) {
+    // Only rank 0 knows the reason; the others end quietly, non-zero.
+    if (leader)
+      throw MetricsError(session.metricsFailure + "; stopped after step " +
+                         std::to_string(completed) + ", " + saved);
+    return {0, true};
+  }
+  writeSummary(session);
+  if (stop && leader) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "partition-run: interrupted by %s: stopped after step %lld "
+                 "of %lld, %s%s%s%s\n",
+                 interruptName(stop), static_cast<long long>(completed),
+                 static_cast<long long>(options.steps), saved.c_str(),
+                 session.metrics ? ", metrics in " : "",
+                 session.metrics ? options.metricsOut.c_str() : "",
+                 options.save.empty()
+                     ? ""
+                     : ("; continue with --resume " + options.save).c_str());
+    std::fflush(stderr);
+  }
+  // mpirun ends the job at the first non-zero exit: no rank exits 128 + N
+  // before rank 0 has written its summary and its line.
+  if (stop && global.size() > 1)
+    global.barrier({"interrupted", completed});
+  return {stop, false};
+}
+
+void Run::writeSummary(Session &session) {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  MemoryPeaks memory;
+  memory.rss = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  memory.device = static_cast<int64_t>(backend->deviceBytes());
+  memory.ranks = gatherPeaks(memory.rss, memory.device);
+  // Pipeline stages and replicas have arenas of their own sizes: each
+  // rank's, and the part of it its instructions really address.
+  std::vector<int64_t> arenas;
+  if (program.streams.size() > 1 || replicaRun) {
+    arenas = gatherBytes(int64_t(program.arenaBytes), "arena bytes");
+    memory.used = gatherBytes(arenaUsed(), "arena used");
+  }
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < memory.ranks.size(); ++r) {
+    nlohmann::json entry = {{"rank", r},
+                            {"peak_rss_bytes", memory.ranks[r].first}};
+    if (!arenas.empty()) {
+      entry["arena_bytes"] = arenas[r];
+      entry["arena_used_bytes"] = memory.used[r];
+    }
+    if (memory.device > 0)
+      entry["device_bytes"] = memory.ranks[r].second;
+    ranks.push_back(entry);
+  }
+  nlohmann::json summary = {{"summary", true},
+                            {"rank", 0},
+                            {"world_size", global.size()},
+                            {"backend", backend->name()},
+                            {"arena_bytes", program.arenaBytes},
+                            {"workspace_bytes", backend->workspaceBytes()},
+                            {"peak_rss_bytes", memory.rss},
+                            {"ranks", ranks}};
+  if (memory.device > 0)
+    summary["device_bytes"] = memory.device;
+  if (session.stop) {
+    summary["interrupted"] = interruptName(session.stop);
+    summary["steps_done"] = session.completed;
+  }
+  if (session.metrics) {
+    session.metrics->writeLine(summary.dump());
+    session.metrics->close();
+  }
+  if (!quiet)
+    printPeakMemory(memory);
+}
+
+void Run::printPeakMemory(const MemoryPeaks &memory) const {
+  const std::vector<std::pair<int64_t, int64_t>> &peaks = memory.ranks;
+  std::printf("peak memory: arena %llu B, workspace %llu B, process RSS "
+              "%lld B",
+              static_cast<unsigned long long>(program.arenaBytes),
+              static_cast<unsigned long long>(backend->workspaceBytes()),
+              static_cast<long long>(memory.rss));
+  if (memory.device > 0)
+    std::printf(", device %lld B (arena + workspaces)",
+                static_cast<long long>(memory.device));
+  if (peaks.size() == 2)
+    std::printf(" (rank 0); rank 1:");
+  else if (peaks.size() > 2)
+    std::printf(" (rank 0); ranks 1-%zu:", peaks.size() - 1);
+  if (peaks.size() > 1) {
+    for (size_t r = 1; r < peaks.size(); ++r) {
+      std::printf(" %lld", static_cast<long long>(peaks[r].first));
+      if (memory.device > 0)
+        std::printf("/%lld", static_cast<long long>(peaks[r].second));
+    }
+    std::printf(memory.device > 0 ? " B (RSS/device)" : " B");
+  }
+  std::printf("\n");
+  if (memory.used.empty())
+    return;
+  // Per pipeline stage: the arena its ranks' instructions address (every
+  // rank of a stage runs the same stream; the largest if they differed).
+  std::vector<int64_t> stages(program.streams.size(), 0);
+  int pp = program.pipelineAxisIndex();
+  for (size_t r = 0; r < memory.used.size(); ++r) {
+    size_t stage = pp < 0 ? 0
+                          : size_t(comm::meshCoordinates(int64_t(r),
+                                                         meshShape)[pp]);
+    stages[stage] = std::max(stages[stage], memory.used[r]);
+  }
+  std::printf("peak memory per pipeline stage (measured: the arena its "
+              "instructions address):");
+  for (size_t stage = 0; stage < stages.size(); ++stage)
+    std::printf("%s stage %zu arena %lld B", stage ? "," : "", stage,
+                static_cast<long long>(stages[stage]));
+  std::printf("\n");
+}
+
+std::vector<int64_t> Run::gatherBytes(int64_t bytes, const char *what) {
+  // Two 24-bit halves: exact in floats up to 256 TiB.
+  float mine[2] = {float(bytes >> 24), float(bytes & 0xffffff)};
+  std::vector<float> all(2 * size_t(global.size()));
+  global.allGather(mine, all.data(), 2, {what, -1});
+  std::vector<int64_t> result;
+  for (int r = 0; r < global.size(); ++r)
+    result.push_back((int64_t(all[2 * r]) << 24) + int64_t(all[2 * r + 1]));
+  return result;
+}
+
+std::vector<std::pair<int64_t, int64_t>> Run::gatherPeaks(int64_t rss,
+                                                          int64_t device) {
+  // Two 24-bit halves per value: exact in floats up to 256 TiB.
+  float mine[4] = {float(rss >> 24), float(rss & 0xffffff),
+                   float(device >> 24), float(device & 0xffffff)};
+  std::vector<float> all(4 * size_t(global.size()));
+  global.allGather(mine, all.data(), 4, {"peak memory", -1});
+  std::vector<std::pair<int64_t, int64_t>> result;
+  for (int r = 0; r < global.size(); ++r)
+    result.push_back(
+        {(int64_t(all[4 * r]) << 24) + int64_t(all[4 * r + 1]),
+         (int64_t(all[4 * r + 2]) << 24) + int64_t(all[4 * r + 3])});
+  return result;
+}
+
+} // namespace partition::runtime::detail
