@@ -3,15 +3,13 @@
 #include "passes/Plan.h"
 
 #include "passes/pipeline/Schedule.h"
+#include "support/JsonReader.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
-
-#include <nlohmann/json.hpp>
 
 #include <limits>
 #include <numeric>
@@ -170,88 +168,9 @@ private:
 };
 
 
-/// Deeper nesting than any plan has: refused before llvm::json::parse,
-/// which recurses once per level.
+/// Deeper nesting than any plan has: refused (by the shared reader's scan)
+/// before llvm::json::parse, which recurses once per level.
 constexpr size_t kMaxDepth = 16;
-
-/// A pass over the JSON text (nlohmann-json's SAX parser, which does not
-/// recurse) for what llvm::json::parse would accept silently or could not
-/// survive: a key given twice in one object (llvm::json keeps the last) and
-/// nesting beyond kMaxDepth. `problem` says what it found first.
-class JsonScan {
-public:
-  std::string problem;
-
-  bool null() { return value(); }
-  bool boolean(bool) { return value(); }
-  bool number_integer(nlohmann::json::number_integer_t) { return value(); }
-  bool number_unsigned(nlohmann::json::number_unsigned_t) { return value(); }
-  bool number_float(nlohmann::json::number_float_t, const std::string &) {
-    return value();
-  }
-  bool string(std::string &) { return value(); }
-  bool binary(nlohmann::json::binary_t &) { return value(); }
-  bool start_object(std::size_t) { return open(/*object=*/true); }
-  bool end_object() { return close(); }
-  bool start_array(std::size_t) { return open(/*object=*/false); }
-  bool end_array() { return close(); }
-  bool key(std::string &key) {
-    Level &level = levels.back();
-    if (!level.keys.insert(key).second) {
-      problem = "the key '" + join(level.path, key) +
-                "' is given twice; give each key once";
-      return false;
-    }
-    level.key = key;
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string &,
-                   const nlohmann::detail::exception &error) {
-    problem = std::string("invalid JSON: ") + error.what();
-    return false;
-  }
-
-private:
-  struct Level {
-    bool object;
-    std::string path;
-    llvm::StringSet<> keys;
-    std::string key;
-    size_t elements = 0;
-  };
-  std::vector<Level> levels;
-
-  static std::string join(const std::string &path, StringRef key) {
-    return path.empty() ? showKey(key) : path + "." + showKey(key);
-  }
-  /// The path of the value that starts now: "mesh.dp", "mesh[2]".
-  std::string child() {
-    if (levels.empty())
-      return "";
-    Level &level = levels.back();
-    if (level.object)
-      return join(level.path, level.key);
-    return level.path + "[" + std::to_string(level.elements++) + "]";
-  }
-  bool value() {
-    (void)child();
-    return true;
-  }
-  bool open(bool object) {
-    std::string path = child();
-    if (levels.size() >= kMaxDepth) {
-      problem = "'" + path + "' is nested more than " +
-                std::to_string(kMaxDepth) + " levels deep";
-      return false;
-    }
-    levels.push_back(Level{object, std::move(path), {}, {}, 0});
-    return true;
-  }
-  bool close() {
-    levels.pop_back();
-    return true;
-  }
-};
 
 /// plan.json's "replicas": a non-empty list of {"tp": t, "batch_share": s}
 /// (NTP); mesh.dp and mesh.tp, when given, must agree with it, and are set
@@ -450,9 +369,11 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
   if (text.trim().empty())
     return fail("the plan is empty; write {} for the default plan, or leave "
                 "out the plan");
-  JsonScan scan;
-  if (!nlohmann::json::sax_parse(text.begin(), text.end(), &scan))
-    return fail(scan.problem.empty() ? "invalid JSON" : scan.problem);
+  // Duplicate keys, depth and numbers beyond a double's range are refused
+  // here, by the reader every JSON file of the tools goes through.
+  if (std::optional<std::string> problem = jsonreader::scanJson(
+          std::string_view(text.data(), text.size()), kMaxDepth))
+    return fail(*problem);
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return fail("invalid JSON: " + llvm::toString(parsed.takeError()));
