@@ -151,6 +151,9 @@ struct Interval {
   double low, high;
   bool lowOpen, highOpen;
   std::string text;
+  /// Used as fp32: also checked after conversion to float (finite, and not
+  /// zero unless zero was given).
+  bool fp32 = false;
 };
 
 double parseDouble(const std::string &flag, const std::string &text,
@@ -164,6 +167,11 @@ double parseDouble(const std::string &flag, const std::string &text,
   bool inside = std::isfinite(value) && errno != ERANGE &&
                 (range.lowOpen ? value > range.low : value >= range.low) &&
                 (range.highOpen ? value < range.high : value <= range.high);
+  // A value used in fp32 must survive the conversion: 1e40 becomes inf,
+  // 1e-50 zero.
+  if (inside && range.fp32)
+    inside = std::isfinite(static_cast<float>(value)) &&
+             (value == 0 || static_cast<float>(value) != 0);
   if (!inside)
     usageError(flag + " must be a finite number in " + range.text + ", got " +
                text);
@@ -202,7 +210,11 @@ CommandLine parse(int argc, char **argv) {
   };
   std::map<std::string, Setter> withValue = {
       {"--steps", integer(options.steps, "--steps", 1, kMaxSteps)},
-      {"--lr", number(options.lr, "--lr", {0, kInfinity, true, true, "(0, inf)"})},
+      // The step computes in fp32: the largest float bounds the rate, the
+      // smallest positive one (1.4e-45) is checked after conversion.
+      {"--lr", number(options.lr, "--lr",
+                      {0, std::numeric_limits<float>::max(), true, false,
+                       "(0, 3.4e38] (it is used in fp32)", /*fp32=*/true})},
       {"--warmup", integer(options.warmup, "--warmup", 0, kMaxSteps)},
       {"--min-lr-ratio", number(options.minLrRatio, "--min-lr-ratio",
                                 {0, 1, false, false, "[0, 1]"})},
