@@ -475,8 +475,10 @@ int Run::agreeToStop(int local, int64_t step) {
 
 TrainResult Run::execute() {
   // An unusable --save directory fails now, not after the training.
-  if (leader && !options.save.empty())
+  if (leader && !options.save.empty()) {
     ckpt::checkSaveDirectory(options.save);
+    checkSaveReplaces();
+  }
   data::Split split = loadData(options, vocab, batch * seq + 1);
   trainLoader = std::make_unique<data::BatchLoader>(split.train, batch, seq);
   evalRange = split.eval;

@@ -110,6 +110,10 @@ private:
   /// step stay zero.
   void initialiseFrom(const std::string &dir);
   void save(const std::string &dir, int64_t completed);
+  /// Throws unless --save may replace what its directory holds: nothing, a
+  /// training checkpoint, or (with --init-from that directory) the weights
+  /// this run starts from; --force allows anything.
+  void checkSaveReplaces() const;
   /// Throws unless every data-parallel replica holds the same state.
   void checkReplicas(const char *after);
   /// This rank's block of `logical`, the whole of `buffer`'s tensor.

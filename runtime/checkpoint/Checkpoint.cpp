@@ -315,6 +315,25 @@ int64_t integerMetadata(const Safetensors &file, const std::string &key) {
   return parseInteger<int64_t>(file, key);
 }
 
+ExistingCheckpoint existingCheckpoint(const std::string &dir, int64_t *step) {
+  std::error_code error;
+  if (!fs::exists(checkpointFile(dir), error))
+    return ExistingCheckpoint::None;
+  try {
+    Checkpoint checkpoint = openCheckpointFile(checkpointFile(dir));
+    if (step)
+      *step = checkpoint.state.step;
+    for (const std::string &name : checkpoint.tensors.names())
+      if (name.size() > adamMName("").size() &&
+          name.compare(name.size() - adamMName("").size(), std::string::npos,
+                       adamMName("")) == 0)
+        return ExistingCheckpoint::Training;
+    return ExistingCheckpoint::WeightsOnly;
+  } catch (const CheckpointError &) {
+    return ExistingCheckpoint::Unreadable;
+  }
+}
+
 Checkpoint openCheckpoint(const std::string &dir) {
   std::error_code error;
   if (!fs::is_directory(dir, error))

@@ -71,6 +71,9 @@ Trains the model of a program compiled by partition-compile.
                        (no usable device, or a build without CUDA). With
                        CUDA each rank uses device (node-local rank % GPUs)
                        and NCCL for the program's collectives
+  --force              let --save replace a checkpoint of another kind (a
+                       weights-only import not given as --init-from, or a
+                       file that is not a checkpoint)
   --quiet              no progress lines
 
 SIGINT or SIGTERM (Ctrl-C, a scheduler's preemption) ends the run after its
@@ -249,6 +252,11 @@ CommandLine parse(int argc, char **argv) {
     }
     if (arg == "--quiet") {
       options.quiet = true;
+      line.forwarded.push_back(argv[i]);
+      continue;
+    }
+    if (arg == "--force") {
+      options.force = true;
       line.forwarded.push_back(argv[i]);
       continue;
     }
