@@ -40,8 +40,9 @@ void checkPlan(const Plan &plan) {
     bug("accepted a mesh axis below 1", "");
   if (plan.mesh.dp * plan.mesh.tp > Plan::kMaxDevices / plan.mesh.pp)
     bug("accepted a mesh larger than kMaxDevices", "");
-  if (plan.pipeline.microbatches < 1)
-    bug("accepted microbatches below 1", "");
+  if (plan.pipeline.microbatches < 1 ||
+      plan.pipeline.microbatches > Plan::Pipeline::kMaxMicrobatches)
+    bug("accepted microbatches outside [1, kMaxMicrobatches]", "");
   // Per-part tensor-parallel degrees: each divides mesh.tp, ranges are
   // ordered and disjoint, and the degrees form a divisibility chain.
   const auto &perLayer = plan.tensorParallel.perLayer;

@@ -419,7 +419,11 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
                                           "virtual_stages", "stages"})) {
     pipeline->choice("schedule", plan.pipeline.schedule,
                      {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"});
-    pipeline->positive("microbatches", plan.pipeline.microbatches);
+    pipeline->integer("microbatches", plan.pipeline.microbatches, 1,
+                      Plan::Pipeline::kMaxMicrobatches,
+                      "an integer between 1 and " +
+                          std::to_string(Plan::Pipeline::kMaxMicrobatches) +
+                          " (micro-batches per step)");
     pipeline->integer("virtual_stages", plan.pipeline.virtualStages, 1,
                       Plan::Pipeline::kMaxVirtualStages,
                       "an integer between 1 and 64");

@@ -66,6 +66,11 @@ struct Plan {
     /// empty: balanced by cost.
     llvm::SmallVector<int64_t> stages;
     static constexpr int64_t kMaxVirtualStages = 64;
+    /// Micro-batches of one step (gradient accumulation, or a pipeline's
+    /// schedule): the step's IR and schedule grow with the count, so it is
+    /// bounded before any work (plan.json, partition-compile
+    /// --microbatches, --xfmr-train-step).
+    static constexpr int64_t kMaxMicrobatches = 4096;
     llvm::StringRef scheduleOrDefault() const {
       return schedule ? llvm::StringRef(*schedule) : "1f1b";
     }
