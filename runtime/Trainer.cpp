@@ -111,6 +111,11 @@ namespace detail {
 
 namespace {
 
+/// What to change when the held-out split is too small for one batch.
+const char *const kEvalAdvice =
+    "use more data, a smaller batch or sequence length, a larger "
+    "--eval-fraction, or --eval-every 0 to evaluate nothing";
+
 namespace ckpt = partition::runtime::checkpoint;
 
 /// Tokens the built-in language generates for training and evaluation: a
@@ -409,7 +414,7 @@ void Run::feed(const data::Batch &whole) {
 
 double Run::evaluate(int64_t step) {
   size_t eval = functionIndex("eval_step");
-  data::BatchLoader loader(evalRange, batch, seq);
+  data::BatchLoader loader(evalRange, batch, seq, kEvalAdvice);
   double total = 0;
   evaluated = true;
   for (int64_t i = 0; i < options.evalBatches; ++i) {
@@ -480,12 +485,15 @@ TrainResult Run::execute() {
     checkSaveReplaces();
   }
   data::Split split = loadData(options, vocab, batch * seq + 1);
-  trainLoader = std::make_unique<data::BatchLoader>(split.train, batch, seq);
+  trainLoader = std::make_unique<data::BatchLoader>(
+      split.train, batch, seq,
+      "use more data, a smaller batch or sequence length, or a smaller "
+      "--eval-fraction");
   evalRange = split.eval;
   bool canEvaluate = program.function("eval_step") && options.evalEvery > 0 &&
                      options.evalBatches > 0;
   if (canEvaluate)
-    data::BatchLoader(evalRange, batch, seq); // Fails early if too small.
+    data::BatchLoader(evalRange, batch, seq, kEvalAdvice); // Fails early.
 
   if (!options.resume.empty())
     restore(options.resume);

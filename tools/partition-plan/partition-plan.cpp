@@ -718,6 +718,11 @@ int main(int argc, char **argv) {
     tools::usageError(kTool, "give --gpus N (a positive integer)");
   if (top < 1)
     tools::usageError(kTool, "--top must be at least 1");
+  if (maxMicroBatch < 1 || maxMicroBatch > INT32_MAX)
+    tools::usageError(kTool, "--max-micro-batch must be an integer in [1, "
+                             "2147483647] (the largest micro-batch size "
+                             "tried), got " +
+                                 std::to_string(maxMicroBatch.getValue()));
   if (memorySource != "auto" && memorySource != "compiled" &&
       memorySource != "closed-form")
     tools::usageError(kTool, "--memory must be auto, compiled or "
