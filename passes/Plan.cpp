@@ -413,6 +413,7 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
     tp->integer("vocab_multiple", plan.tensorParallel.vocabMultiple, 1,
                 Plan::TensorParallel::kMaxVocabMultiple,
                 "between 1 and 65536");
+    plan.tensorParallel.vocabMultipleGiven = tp->get("vocab_multiple");
     readPartDegrees(*tp, plan, fileName, emitError, failed);
   }
   if (auto pipeline = reader("pipeline", {"schedule", "microbatches",
@@ -750,5 +751,32 @@ LogicalResult partition::checkPlanImplemented(const Plan &plan,
                 ", which is not implemented yet; " + missing.instead);
       failed = true;
     }
+  return llvm::failure(failed);
+}
+
+LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
+                                              StringRef fileName,
+                                              PlanErrorFn emitError) {
+  bool failed = false;
+  auto refuse = [&](const Twine &message) {
+    emitError(fileName + ": " + message);
+    failed = true;
+  };
+  if (plan.zero.stage > 0 && plan.mesh.dp == 1)
+    refuse("zero.stage = " + Twine(plan.zero.stage) +
+           " does nothing without data parallelism (mesh.dp = 1: ZeRO "
+           "shards the optimizer state over data-parallel replicas); give "
+           "mesh.dp > 1 or leave out zero");
+  if (plan.pipeline.schedule && plan.mesh.pp == 1 &&
+      plan.pipeline.virtualStages == 1)
+    refuse("pipeline.schedule \"" + Twine(*plan.pipeline.schedule) +
+           "\" does nothing without pipeline parallelism (mesh.pp = 1); "
+           "give mesh.pp > 1 or leave out pipeline.schedule");
+  if (plan.tensorParallel.vocabMultipleGiven && plan.mesh.tp == 1)
+    refuse("tensor_parallel.vocab_multiple = " +
+           Twine(plan.tensorParallel.vocabMultiple) +
+           " does nothing without tensor parallelism (mesh.tp = 1: the "
+           "vocabulary is padded only to split it over tp ranks); give "
+           "mesh.tp > 1 or leave out vocab_multiple");
   return llvm::failure(failed);
 }

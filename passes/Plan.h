@@ -42,6 +42,8 @@ struct Plan {
     /// Megatron-LM's make-vocab-size-divisible-by: with tp > 1 the
     /// vocabulary is padded to a multiple of tp x vocabMultiple.
     int64_t vocabMultiple = 128;
+    /// Whether plan.json gave vocab_multiple (checkPlanTakesEffect).
+    bool vocabMultipleGiven = false;
     static constexpr int64_t kMaxVocabMultiple = int64_t(1) << 16;
     /// tensor_parallel.per_layer: a degree for layers [first, last]
     /// (plan.json's "a-b" or "a"); empty: every layer at mesh.tp.
@@ -172,6 +174,16 @@ llvm::LogicalResult checkPlanAgainstModel(const Plan &plan,
 /// field is silently ignored. The list lives in Plan.cpp
 /// (kNotImplemented): a pass that implements a field removes its line.
 llvm::LogicalResult checkPlanImplemented(const Plan &plan,
+                                         llvm::StringRef fileName,
+                                         PlanErrorFn emitError);
+
+/// Refuses fields that would do nothing on the plan's mesh (the README
+/// promises that no field is ignored): zero.stage > 0 without data
+/// parallelism, pipeline.schedule without pipeline parallelism, and
+/// tensor_parallel.vocab_multiple without tensor parallelism. One message
+/// per field. Only for the plan a step is compiled with (--dist-apply-plan):
+/// partition-plan --plan reads partial plans whose mesh it searches.
+llvm::LogicalResult checkPlanTakesEffect(const Plan &plan,
                                          llvm::StringRef fileName,
                                          PlanErrorFn emitError);
 

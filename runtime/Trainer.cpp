@@ -480,6 +480,17 @@ int Run::agreeToStop(int local, int64_t step) {
 
 TrainResult Run::execute() {
   // An unusable --save directory fails now, not after the training.
+  // A warm-up beyond the steps never reaches --lr. Warned, not refused:
+  // running the first part of a longer schedule this way is a workflow
+  // (test/e2e/resume.test), although --stop-after says it better.
+  if (leader && options.warmup > options.steps)
+    std::fprintf(stderr,
+                 "partition-run: warning: --warmup %lld is more than --steps "
+                 "%lld: the learning rate never reaches --lr in this run (to "
+                 "run the first part of a longer schedule, give its --steps "
+                 "and --stop-after)\n",
+                 static_cast<long long>(options.warmup),
+                 static_cast<long long>(options.steps));
   if (leader && !options.save.empty()) {
     ckpt::checkSaveDirectory(options.save);
     checkSaveReplaces();

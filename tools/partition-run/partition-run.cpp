@@ -308,6 +308,10 @@ CommandLine parse(int argc, char **argv) {
   } catch (const std::exception &error) {
     usageError(std::string("--data-format: ") + error.what());
   }
+  if (options.saveEvery > 0 && options.save.empty())
+    usageError("--save-every " + std::to_string(options.saveEvery) +
+               " saves nothing without --save DIR; give --save DIR, or "
+               "leave out --save-every");
   if (!options.data.empty() && !options.text.empty())
     usageError("give --data or --text, not both");
   if (!options.resume.empty() && !options.initFrom.empty())
