@@ -117,5 +117,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (llvm::failed(checkPlanImplemented(*plan, kFile, onError)) &&
       messages == before)
     bug("a plan refused without a message", "");
+  before = messages;
+  if (llvm::failed(checkPlanTakesEffect(*plan, kFile, onError)) &&
+      messages == before)
+    bug("an inert field refused without a message", "");
   return 0;
 }
