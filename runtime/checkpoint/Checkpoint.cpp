@@ -4,6 +4,7 @@
 
 #include "runtime/checkpoint/AtomicFile.h"
 #include "runtime/checkpoint/Crc32c.h"
+#include "support/JsonReader.h"
 
 #include <nlohmann/json.hpp>
 
@@ -445,18 +446,17 @@ void checkSameModel(const Checkpoint &checkpoint,
                     const std::string &programModel, const char *advice) {
   const std::string &path = checkpoint.tensors.path();
   const std::string &stored = checkpoint.tensors.metadata(kModelKey);
-  nlohmann::json mine, theirs;
-  try {
-    theirs = nlohmann::json::parse(stored);
-  } catch (const nlohmann::json::exception &) {
-  }
+  // The shared reader (support/JsonReader.h): a key given twice is corrupt
+  // too, not silently the last.
+  std::string problem;
+  nlohmann::json theirs =
+      jsonreader::parseJson(stored, problem).value_or(nlohmann::json());
   if (!theirs.is_object())
-    throw CheckpointError(path + ": metadata \"model\" is not a JSON object; " +
-                          kCorrupt);
-  try {
-    mine = nlohmann::json::parse(programModel);
-  } catch (const nlohmann::json::exception &) {
-  }
+    throw CheckpointError(path + ": metadata \"model\" is not a JSON object" +
+                          (problem.empty() ? "" : " (" + problem + ")") +
+                          "; " + kCorrupt);
+  nlohmann::json mine =
+      jsonreader::parseJson(programModel, problem).value_or(nlohmann::json());
   if (!mine.is_object())
     throw CheckpointError("the program's model description is not a JSON "
                           "object; this is a bug in the caller");
