@@ -424,6 +424,13 @@ double Run::evaluate(int64_t step) {
     if (trace)
       trace->add("eval_step", "function", start, step, {}, 0, /*tid=*/1);
     total += readLoss(step);
+    // An interrupt is acted on after the batch in progress, not after all
+    // of them (2^20 batches took 640 s): every rank agrees, one float.
+    if (i + 1 < options.evalBatches)
+      if (int stop = agreeToStop(pendingInterrupt(), step)) {
+        evalStop = stop;
+        return std::numeric_limits<double>::quiet_NaN();
+      }
   }
   return total / double(options.evalBatches);
 }
@@ -629,8 +636,16 @@ TrainResult Run::execute() {
                              {"step_ms", ms},
                              {"tokens_per_s", tokensPerSecond}};
     bool last = s + 1 == end;
-    if (canEvaluate && ((s + 1) % options.evalEvery == 0 || last))
-      record["eval_loss"] = evaluate(s + 1);
+    if (canEvaluate && ((s + 1) % options.evalEvery == 0 || last)) {
+      double evalLoss = evaluate(s + 1);
+      if (evalStop) {
+        // Interrupted: no mean of part of the batches.
+        record["eval_interrupted"] = true;
+        stop = std::max(stop, evalStop);
+      } else {
+        record["eval_loss"] = evalLoss;
+      }
+    }
     if (metrics && metricsFailure.empty()) {
       try {
         metrics->writeLine(record.dump());

@@ -164,7 +164,12 @@ private:
     coordinates[pp] = int64_t(stage);
     return int(comm::meshRank(coordinates, meshShape));
   }
+  /// The mean eval loss over --eval-batches batches; NaN, with evalStop
+  /// set, when an interrupt stopped it after a batch (all ranks agree after
+  /// each batch, so that a long evaluation does not delay it).
   double evaluate(int64_t step);
+  /// The signal that cut the last evaluation short, or 0.
+  int evalStop = 0;
   /// After step `step`: the largest of every rank's `local` stop flag (0:
   /// carry on; a signal number; kStopForMetrics), so that all ranks stop
   /// after the same step. One all-reduce of one float on many ranks.
