@@ -279,7 +279,10 @@ std::string validate(const Candidate &c, const model::ModelConfig &model,
   }
   PlanModel pm{c.microBatch * c.dp, model.heads, model.kvHeads,
                model.layers, model.vocab, model.seqLen};
-  if (failed(checkPlanAgainstModel(*plan, pm, "plan", record))) {
+  // A field the mesh ignores (a fixed zero.stage at dp 1) would be refused
+  // by the compiler: hard, as a model the plan cannot follow.
+  if (failed(checkPlanAgainstModel(*plan, pm, "plan", record)) ||
+      failed(checkPlanTakesEffect(*plan, "plan", record))) {
     hard = true;
     return first;
   }
