@@ -277,7 +277,8 @@ Expected<Cluster> parseCluster(const std::string &text,
       std::string known = "base, name";
       for (const Field &candidate : fields())
         known += std::string(", ") + candidate.key;
-      return fail("unknown field '" + key + "' (known: " + known + ")");
+      return fail("unknown field '" + jsonreader::showKey(key) +
+                  "' (known: " + known + ")");
     }
     switch (field->kind) {
     case Field::Number:

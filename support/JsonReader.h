@@ -37,8 +37,6 @@ namespace partition::jsonreader {
 /// Deeper than any file the tools read.
 constexpr size_t kDefaultMaxDepth = 32;
 
-namespace detail {
-
 /// A key or path as messages show it: control characters escaped (a message
 /// is one line), long ones cut.
 inline std::string showKey(std::string_view key) {
@@ -62,6 +60,8 @@ inline std::string showKey(std::string_view key) {
     text += "...";
   return text;
 }
+
+namespace detail {
 
 /// The SAX handler: records the first problem and stops there.
 class Scan {

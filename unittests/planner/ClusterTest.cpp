@@ -58,6 +58,16 @@ TEST(Cluster, BadFilesSayWhatIsWrong) {
             "once");
   EXPECT_NE(error(R"({"memory_bytes": })").find("invalid JSON: parse error"),
             std::string::npos);
+  // A key is shown escaped: the message stays one line (a cluster-fuzz
+  // finding, fuzz/corpus/cluster/key-with-cr.json).
+  EXPECT_EQ(error("{\"attention_k\\rnel\": 1}"),
+            "c.json: unknown field 'attention_k\\0Dnel' (known: base, "
+            "name, peak_flops_bf16, peak_flops_fp32, gemm_efficiency, "
+            "gemm_tile_m, gemm_tile_n, compute_units, memory_bytes, "
+            "memory_bandwidth, memory_efficiency, kernel_latency, "
+            "devices_per_node, intra_node_bandwidth, intra_node_latency, "
+            "inter_node_bandwidth, inter_node_latency, "
+            "overlaps_communication, shared_node, attention_kernel)");
   EXPECT_NE(error(R"({"attention_kernel": "fast"})")
                 .find("must be one of fused, materialized"),
             std::string::npos);
