@@ -60,7 +60,8 @@ cl::opt<int64_t> batch("batch",
                        cl::cat(category));
 
 int fail(const std::string &message) {
-  llvm::errs() << "partition-import: error: " << message << "\n";
+  llvm::errs() << "partition-import: error: " << tools::oneLine(message)
+               << "\n";
   return 1;
 }
 
