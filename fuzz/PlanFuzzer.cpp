@@ -40,8 +40,9 @@ void checkPlan(const Plan &plan) {
     bug("accepted a mesh axis below 1", "");
   if (plan.mesh.dp * plan.mesh.tp > Plan::kMaxDevices / plan.mesh.pp)
     bug("accepted a mesh larger than kMaxDevices", "");
-  if (plan.pipeline.microbatches < 1)
-    bug("accepted microbatches below 1", "");
+  if (plan.pipeline.microbatches < 1 ||
+      plan.pipeline.microbatches > Plan::Pipeline::kMaxMicrobatches)
+    bug("accepted microbatches outside [1, kMaxMicrobatches]", "");
   // Per-part tensor-parallel degrees: each divides mesh.tp, ranges are
   // ordered and disjoint, and the degrees form a divisibility chain.
   const auto &perLayer = plan.tensorParallel.perLayer;
@@ -116,5 +117,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (llvm::failed(checkPlanImplemented(*plan, kFile, onError)) &&
       messages == before)
     bug("a plan refused without a message", "");
+  before = messages;
+  if (llvm::failed(checkPlanTakesEffect(*plan, kFile, onError)) &&
+      messages == before)
+    bug("an inert field refused without a message", "");
   return 0;
 }

@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""A short, deterministic fuzz run of the plan.json reader (a ctest test).
+"""A short, deterministic fuzz run of a JSON reader (a ctest test): plan.json
+(PlanFuzzer), or the cluster files of partition-plan --cluster
+(ClusterFuzzer, --reader cluster).
 
-  run_plan_fuzz.py FUZZER --tests DIR [--runs N] [--seed S] [--libfuzzer]
+  run_plan_fuzz.py FUZZER --tests DIR [--reader plan|cluster] [--runs N]
+                   [--seed S] [--libfuzzer]
 
 Seeds: every plan file of the test suite (DIR/**/Inputs/*.json), every plan
 a test writes (`echo '{...}' > %t/NAME.json` in DIR/**/*.test and *.mlir),
-and fuzz/corpus/plan/ (past findings, kept as regression inputs). Runs
+and fuzz/corpus/READER/ (the cluster reader's seeds; past findings, kept as
+regression inputs). Both readers get every JSON object the tests write. Runs
 FUZZER for N mutated inputs: libFuzzer with a JSON dictionary
 (fuzz/plan.dict) and memory caps (-rss_limit_mb, -malloc_limit_mb) when
 --libfuzzer, else the StandaloneFuzzDriver under ASan with
 max_allocation_size_mb. Fails if the fuzzer reports a crash, a sanitizer
 error, a leak or an allocation beyond the cap; libFuzzer then leaves the
-input as plan-crash-* in the working directory.
+input as READER-crash-* in the working directory.
 """
 
 import argparse
@@ -27,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WRITTEN = re.compile(r"echo '(\{[^']*\})' > %t/[\w.-]+\.json")
 
 
-def seeds(tests):
+def seeds(tests, reader):
     """Plan files of the test suite and plans its tests write."""
     found = {}
     for path in glob.glob(os.path.join(tests, "**", "Inputs", "*.json"),
@@ -40,7 +44,7 @@ def seeds(tests):
             for index, match in enumerate(WRITTEN.finditer(text)):
                 name = f"{os.path.relpath(path, tests)}#{index}"
                 found[name] = match.group(1).encode()
-    for path in glob.glob(os.path.join(HERE, "corpus", "plan", "*")):
+    for path in glob.glob(os.path.join(HERE, "corpus", reader, "*")):
         found["corpus/" + os.path.basename(path)] = open(path, "rb").read()
     return found
 
@@ -49,16 +53,18 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("fuzzer")
     parser.add_argument("--tests", required=True)
+    parser.add_argument("--reader", choices=["plan", "cluster"],
+                        default="plan")
     parser.add_argument("--runs", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--libfuzzer", action="store_true")
     args = parser.parse_args()
 
-    found = seeds(args.tests)
+    found = seeds(args.tests, args.reader)
     if len(found) < 20:
         sys.exit(f"run_plan_fuzz.py: only {len(found)} seed plans under "
                  f"{args.tests}; is --tests the test directory?")
-    with tempfile.TemporaryDirectory(prefix="plan-fuzz-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=f"{args.reader}-fuzz-") as scratch:
         corpus = os.path.join(scratch, "seeds")
         work = os.path.join(scratch, "work")
         os.makedirs(corpus)
@@ -74,14 +80,15 @@ def main():
                        "-malloc_limit_mb=256", "-max_len=4096",
                        "-timeout=10", "-print_final_stats=1",
                        f"-dict={os.path.join(HERE, 'plan.dict')}",
-                       f"-artifact_prefix={os.getcwd()}/plan-", work, corpus]
+                       f"-artifact_prefix={os.getcwd()}/{args.reader}-", work,
+                       corpus]
         else:
             command = [args.fuzzer, f"-runs={args.runs}",
                        f"-seed={args.seed}", corpus]
             env["ASAN_OPTIONS"] = ("max_allocation_size_mb=256:"
                                    "allocator_may_return_null=0:"
                                    + env.get("ASAN_OPTIONS", ""))
-        print(f"{len(found)} seed plans", flush=True)
+        print(f"{len(found)} seeds for the {args.reader} reader", flush=True)
         run_fuzzer("run_plan_fuzz.py", command, env=env)
 
 

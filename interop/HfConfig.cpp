@@ -3,6 +3,7 @@
 #include "interop/HfConfig.h"
 
 #include "interop/InteropError.h"
+#include "support/JsonReader.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,7 +41,8 @@ public:
 
   [[noreturn]] void refuse(const std::string &key,
                            const std::string &problem) const {
-    throw InteropError(prefix + key + " " + problem);
+    // Keys come from the file: escaped, so that the message is one line.
+    throw InteropError(prefix + jsonreader::showKey(key) + " " + problem);
   }
 
   /// A positive integer; `fallback` (the transformers default) when absent.

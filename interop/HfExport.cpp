@@ -7,6 +7,7 @@
 #include "interop/InteropError.h"
 #include "runtime/checkpoint/AtomicFile.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "support/JsonReader.h"
 
 #include <nlohmann/json.hpp>
 
@@ -39,10 +40,13 @@ ExportResult exportHf(const std::string &checkpointDir,
     throw InteropError(file + ": the checkpoint holds no model configuration "
                               "(\"model\" metadata); it was not written by "
                               "partition-run or partition-import");
-  nlohmann::json modelJson =
-      nlohmann::json::parse(model->second, nullptr, /*allow_exceptions=*/false);
-  if (modelJson.is_discarded())
-    throw InteropError(file + ": the \"model\" metadata is not valid JSON");
+  std::string problem;
+  std::optional<nlohmann::json> parsed =
+      jsonreader::parseJson(model->second, problem);
+  if (!parsed)
+    throw InteropError(file + ": the \"model\" metadata is not valid JSON (" +
+                       problem + ")");
+  const nlohmann::json &modelJson = *parsed;
   ExportResult result;
   result.config = modelFromJson(modelJson, file);
   result.step = checkpoint.state.step;

@@ -5,6 +5,7 @@
 #include "interop/InteropError.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
+#include "support/JsonReader.h"
 
 #include <nlohmann/json.hpp>
 
@@ -31,10 +32,13 @@ json readJson(const std::string &path, const std::string &what) {
     throw InteropError(path + ": cannot open " + what);
   std::stringstream text;
   text << in.rdbuf();
-  json parsed = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded())
-    throw InteropError(path + ": not valid JSON; expected " + what);
-  return parsed;
+  // The shared reader: duplicate keys, depth and numbers beyond a double's
+  // range refused (nlohmann's DOM parser would keep the last key silently).
+  std::string problem;
+  std::optional<json> parsed = jsonreader::parseJson(text.str(), problem);
+  if (!parsed)
+    throw InteropError(path + ": " + problem + "; expected " + what);
+  return *parsed;
 }
 
 /// The safetensors files of a model directory and which holds each tensor.

@@ -4,6 +4,7 @@
 
 #include "llvm/Support/CheckedArithmetic.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace partition::model {
@@ -100,6 +101,46 @@ std::optional<ModelConfig> getPreset(const std::string &name) {
   return std::nullopt;
 }
 
+std::optional<int64_t> parameterCount(const ModelConfig &c) {
+  bool overflow = false;
+  auto mul = [&](int64_t a, int64_t b) {
+    int64_t out = 0;
+    overflow = overflow || __builtin_mul_overflow(a, b, &out);
+    return out;
+  };
+  auto add = [&](int64_t a, int64_t b) {
+    int64_t out = 0;
+    overflow = overflow || __builtin_add_overflow(a, b, &out);
+    return out;
+  };
+  for (int64_t size : {c.layers, c.hidden, c.heads, c.kvHeads, c.ffn, c.vocab})
+    if (size <= 0)
+      return std::nullopt;
+  const int64_t C = c.hidden, F = c.ffn;
+  int64_t total = 0, layer = 0;
+  if (c.arch == Arch::GPT2) {
+    // wte, wpe, ln_f; per layer ln_1, ln_2 (weight and bias), q, k, v and
+    // the attention projection (C x C and a bias each), the MLP's c_fc
+    // (C x F, bias F) and c_proj (F x C, bias C). The LM head is wte.
+    total = add(add(mul(c.vocab, C), mul(std::max<int64_t>(c.positions, 0), C)),
+                mul(2, C));
+    layer = add(add(mul(4, C), mul(4, add(mul(C, C), C))),
+                add(add(mul(C, F), F), add(mul(F, C), C)));
+  } else {
+    // The embedding, the final norm and the (untied) output; per layer two
+    // norms, wq and wo (C x C), wk and wv (C x kv-heads x head dim), and
+    // the SwiGLU's three C x F matrices.
+    int64_t kv = mul(c.kvHeads, c.hidden / c.heads);
+    total = add(mul(2, mul(c.vocab, C)), C);
+    layer = add(add(mul(2, C), mul(2, mul(C, C))),
+                add(mul(2, mul(C, kv)), mul(3, mul(C, F))));
+  }
+  total = add(total, mul(c.layers, layer));
+  if (overflow)
+    return std::nullopt;
+  return total;
+}
+
 std::string validate(const ModelConfig &c) {
   std::vector<std::string> problems;
   auto field = [](const char *name, int64_t value) {
@@ -112,6 +153,29 @@ std::string validate(const ModelConfig &c) {
   for (const auto &[name, value] : sizes)
     if (value <= 0)
       problems.push_back(field(name, value) + " must be positive");
+  // Ceilings, before any IR is built: the IR and the runtime's tables grow
+  // with the layers, token ids are i32, and the parameters bound the
+  // memory every tool sizes.
+  if (c.layers > kMaxLayers)
+    problems.push_back(field("layers", c.layers) + " exceeds the ceiling of " +
+                       std::to_string(kMaxLayers) + " layers");
+  if (c.vocab > kMaxVocab)
+    problems.push_back(field("vocab", c.vocab) + " exceeds " +
+                       std::to_string(kMaxVocab) +
+                       " (2^31-1: token ids are i32)");
+  bool positive = true;
+  for (const auto &[name, value] : sizes)
+    positive = positive && value > 0;
+  if (positive && c.layers <= kMaxLayers && c.vocab <= kMaxVocab &&
+      c.heads <= c.hidden) {
+    std::optional<int64_t> params = parameterCount(c);
+    if (!params || *params > kMaxParameters)
+      problems.push_back(
+          "the model's parameters (" +
+          (params ? std::to_string(*params) : std::string("beyond 2^63")) +
+          ") exceed the ceiling of 2^48 (" + std::to_string(kMaxParameters) +
+          "); give smaller hidden, ffn, vocab or layers");
+  }
   if (c.arch == Arch::GPT2 && c.seqLen > 0 && c.positions < c.seqLen)
     problems.push_back(field("positions", c.positions) +
                        " must be at least " + field("seq-len", c.seqLen));

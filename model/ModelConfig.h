@@ -61,6 +61,20 @@ std::optional<ModelConfig> getPreset(const std::string &name);
 /// does not fit 64 bits.
 std::optional<int64_t> defaultFfn(Arch arch, int64_t hidden);
 
+/// Ceilings checked before any IR is built (the IR grows with the layers;
+/// token ids are i32; docs/reliability.md lists them).
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxVocab = 2147483647; // 2^31 - 1
+/// 2^48 (2.8e14), the bytes a machine can address taken as a count of
+/// parameters: 4000 times llama-70b's 6.9e10, yet every parameter count,
+/// and its fp32 bytes and AdamW state, fit int64 with room to spare.
+inline constexpr int64_t kMaxParameters = int64_t(1) << 48;
+
+/// The model's parameters (elements of every weight, as partition-gen
+/// builds them), in checked arithmetic: nullopt when the count or any
+/// product on the way does not fit int64, or a size is not positive.
+std::optional<int64_t> parameterCount(const ModelConfig &config);
+
 /// Returns an empty string for a valid configuration, else one line naming
 /// every offending field with its value.
 std::string validate(const ModelConfig &config);

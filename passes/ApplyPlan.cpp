@@ -212,7 +212,8 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
     if (model && failed(checkPlanAgainstModel(plan, planModel(model),
                                               fileName, emitError)))
       return signalPassFailure();
-    if (failed(checkPlanImplemented(plan, fileName, emitError)))
+    if (failed(checkPlanImplemented(plan, fileName, emitError)) ||
+        failed(checkPlanTakesEffect(plan, fileName, emitError)))
       return signalPassFailure();
     // NTP: each replica's step is compiled on its own, as the uniform plan
     // of its degree (docs/nonuniform-tp.md).

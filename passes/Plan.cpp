@@ -3,15 +3,13 @@
 #include "passes/Plan.h"
 
 #include "passes/pipeline/Schedule.h"
+#include "support/JsonReader.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
-
-#include <nlohmann/json.hpp>
 
 #include <limits>
 #include <numeric>
@@ -170,88 +168,9 @@ private:
 };
 
 
-/// Deeper nesting than any plan has: refused before llvm::json::parse,
-/// which recurses once per level.
+/// Deeper nesting than any plan has: refused (by the shared reader's scan)
+/// before llvm::json::parse, which recurses once per level.
 constexpr size_t kMaxDepth = 16;
-
-/// A pass over the JSON text (nlohmann-json's SAX parser, which does not
-/// recurse) for what llvm::json::parse would accept silently or could not
-/// survive: a key given twice in one object (llvm::json keeps the last) and
-/// nesting beyond kMaxDepth. `problem` says what it found first.
-class JsonScan {
-public:
-  std::string problem;
-
-  bool null() { return value(); }
-  bool boolean(bool) { return value(); }
-  bool number_integer(nlohmann::json::number_integer_t) { return value(); }
-  bool number_unsigned(nlohmann::json::number_unsigned_t) { return value(); }
-  bool number_float(nlohmann::json::number_float_t, const std::string &) {
-    return value();
-  }
-  bool string(std::string &) { return value(); }
-  bool binary(nlohmann::json::binary_t &) { return value(); }
-  bool start_object(std::size_t) { return open(/*object=*/true); }
-  bool end_object() { return close(); }
-  bool start_array(std::size_t) { return open(/*object=*/false); }
-  bool end_array() { return close(); }
-  bool key(std::string &key) {
-    Level &level = levels.back();
-    if (!level.keys.insert(key).second) {
-      problem = "the key '" + join(level.path, key) +
-                "' is given twice; give each key once";
-      return false;
-    }
-    level.key = key;
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string &,
-                   const nlohmann::detail::exception &error) {
-    problem = std::string("invalid JSON: ") + error.what();
-    return false;
-  }
-
-private:
-  struct Level {
-    bool object;
-    std::string path;
-    llvm::StringSet<> keys;
-    std::string key;
-    size_t elements = 0;
-  };
-  std::vector<Level> levels;
-
-  static std::string join(const std::string &path, StringRef key) {
-    return path.empty() ? showKey(key) : path + "." + showKey(key);
-  }
-  /// The path of the value that starts now: "mesh.dp", "mesh[2]".
-  std::string child() {
-    if (levels.empty())
-      return "";
-    Level &level = levels.back();
-    if (level.object)
-      return join(level.path, level.key);
-    return level.path + "[" + std::to_string(level.elements++) + "]";
-  }
-  bool value() {
-    (void)child();
-    return true;
-  }
-  bool open(bool object) {
-    std::string path = child();
-    if (levels.size() >= kMaxDepth) {
-      problem = "'" + path + "' is nested more than " +
-                std::to_string(kMaxDepth) + " levels deep";
-      return false;
-    }
-    levels.push_back(Level{object, std::move(path), {}, {}, 0});
-    return true;
-  }
-  bool close() {
-    levels.pop_back();
-    return true;
-  }
-};
 
 /// plan.json's "replicas": a non-empty list of {"tp": t, "batch_share": s}
 /// (NTP); mesh.dp and mesh.tp, when given, must agree with it, and are set
@@ -450,9 +369,11 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
   if (text.trim().empty())
     return fail("the plan is empty; write {} for the default plan, or leave "
                 "out the plan");
-  JsonScan scan;
-  if (!nlohmann::json::sax_parse(text.begin(), text.end(), &scan))
-    return fail(scan.problem.empty() ? "invalid JSON" : scan.problem);
+  // Duplicate keys, depth and numbers beyond a double's range are refused
+  // here, by the reader every JSON file of the tools goes through.
+  if (std::optional<std::string> problem = jsonreader::scanJson(
+          std::string_view(text.data(), text.size()), kMaxDepth))
+    return fail(*problem);
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return fail("invalid JSON: " + llvm::toString(parsed.takeError()));
@@ -492,13 +413,18 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
     tp->integer("vocab_multiple", plan.tensorParallel.vocabMultiple, 1,
                 Plan::TensorParallel::kMaxVocabMultiple,
                 "between 1 and 65536");
+    plan.tensorParallel.vocabMultipleGiven = tp->get("vocab_multiple");
     readPartDegrees(*tp, plan, fileName, emitError, failed);
   }
   if (auto pipeline = reader("pipeline", {"schedule", "microbatches",
                                           "virtual_stages", "stages"})) {
     pipeline->choice("schedule", plan.pipeline.schedule,
                      {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"});
-    pipeline->positive("microbatches", plan.pipeline.microbatches);
+    pipeline->integer("microbatches", plan.pipeline.microbatches, 1,
+                      Plan::Pipeline::kMaxMicrobatches,
+                      "an integer between 1 and " +
+                          std::to_string(Plan::Pipeline::kMaxMicrobatches) +
+                          " (micro-batches per step)");
     pipeline->integer("virtual_stages", plan.pipeline.virtualStages, 1,
                       Plan::Pipeline::kMaxVirtualStages,
                       "an integer between 1 and 64");
@@ -825,5 +751,32 @@ LogicalResult partition::checkPlanImplemented(const Plan &plan,
                 ", which is not implemented yet; " + missing.instead);
       failed = true;
     }
+  return llvm::failure(failed);
+}
+
+LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
+                                              StringRef fileName,
+                                              PlanErrorFn emitError) {
+  bool failed = false;
+  auto refuse = [&](const Twine &message) {
+    emitError(fileName + ": " + message);
+    failed = true;
+  };
+  if (plan.zero.stage > 0 && plan.mesh.dp == 1)
+    refuse("zero.stage = " + Twine(plan.zero.stage) +
+           " does nothing without data parallelism (mesh.dp = 1: ZeRO "
+           "shards the optimizer state over data-parallel replicas); give "
+           "mesh.dp > 1 or leave out zero");
+  if (plan.pipeline.schedule && plan.mesh.pp == 1 &&
+      plan.pipeline.virtualStages == 1)
+    refuse("pipeline.schedule \"" + Twine(*plan.pipeline.schedule) +
+           "\" does nothing without pipeline parallelism (mesh.pp = 1); "
+           "give mesh.pp > 1 or leave out pipeline.schedule");
+  if (plan.tensorParallel.vocabMultipleGiven && plan.mesh.tp == 1)
+    refuse("tensor_parallel.vocab_multiple = " +
+           Twine(plan.tensorParallel.vocabMultiple) +
+           " does nothing without tensor parallelism (mesh.tp = 1: the "
+           "vocabulary is padded only to split it over tp ranks); give "
+           "mesh.tp > 1 or leave out vocab_multiple");
   return llvm::failure(failed);
 }

@@ -43,6 +43,8 @@ struct Plan {
     /// Megatron-LM's make-vocab-size-divisible-by: with tp > 1 the
     /// vocabulary is padded to a multiple of tp x vocabMultiple.
     int64_t vocabMultiple = 128;
+    /// Whether plan.json gave vocab_multiple (checkPlanTakesEffect).
+    bool vocabMultipleGiven = false;
     static constexpr int64_t kMaxVocabMultiple = int64_t(1) << 16;
     /// tensor_parallel.per_layer: a degree for layers [first, last]
     /// (plan.json's "a-b" or "a"); empty: every layer at mesh.tp.
@@ -67,6 +69,11 @@ struct Plan {
     /// empty: balanced by cost.
     llvm::SmallVector<int64_t> stages;
     static constexpr int64_t kMaxVirtualStages = 64;
+    /// Micro-batches of one step (gradient accumulation, or a pipeline's
+    /// schedule): the step's IR and schedule grow with the count, so it is
+    /// bounded before any work (plan.json, partition-compile
+    /// --microbatches, --xfmr-train-step).
+    static constexpr int64_t kMaxMicrobatches = 4096;
     llvm::StringRef scheduleOrDefault() const {
       return schedule ? llvm::StringRef(*schedule) : "1f1b";
     }
@@ -168,6 +175,16 @@ llvm::LogicalResult checkPlanAgainstModel(const Plan &plan,
 /// field is silently ignored. The list lives in Plan.cpp
 /// (kNotImplemented): a pass that implements a field removes its line.
 llvm::LogicalResult checkPlanImplemented(const Plan &plan,
+                                         llvm::StringRef fileName,
+                                         PlanErrorFn emitError);
+
+/// Refuses fields that would do nothing on the plan's mesh (the README
+/// promises that no field is ignored): zero.stage > 0 without data
+/// parallelism, pipeline.schedule without pipeline parallelism, and
+/// tensor_parallel.vocab_multiple without tensor parallelism. One message
+/// per field. Only for the plan a step is compiled with (--dist-apply-plan):
+/// partition-plan --plan reads partial plans whose mesh it searches.
+llvm::LogicalResult checkPlanTakesEffect(const Plan &plan,
                                          llvm::StringRef fileName,
                                          PlanErrorFn emitError);
 

@@ -10,6 +10,7 @@
 #include "passes/Passes.h"
 
 #include "passes/ForwardFunction.h"
+#include "passes/Plan.h"
 
 #include "dialects/Xfmr/XfmrOps.h"
 
@@ -293,9 +294,10 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     if (optimizer != "adamw" && optimizer != "none")
       return forward.emitError() << "optimizer must be adamw or none, but is "
                                  << optimizer.getValue();
-    if (microbatches < 1)
+    if (microbatches < 1 || microbatches > Plan::Pipeline::kMaxMicrobatches)
       return forward.emitError()
-             << "microbatches must be at least 1, but is "
+             << "microbatches must be between 1 and "
+             << Plan::Pipeline::kMaxMicrobatches << ", but is "
              << microbatches.getValue();
     for (auto [name, beta] : {std::pair<StringRef, double>{"beta1", beta1},
                               {"beta2", beta2}})

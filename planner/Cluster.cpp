@@ -2,6 +2,8 @@
 
 #include "planner/Cluster.h"
 
+#include "support/JsonReader.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -231,12 +233,17 @@ Expected<Cluster> parseCluster(const std::string &text,
   auto fail = [&](const std::string &message) {
     return Expected<Cluster>::failure(fileName + ": " + message);
   };
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception &error) {
-    return fail(std::string("invalid JSON: ") + error.what());
-  }
+  // The shared reader: no exceptions (the build has none), duplicate keys,
+  // depth and numbers beyond a double's range refused in one line.
+  if (jsonreader::isBlank(text))
+    return fail("the file is empty; give a JSON object of cluster fields, "
+                "such as {\"base\": \"h100-sxm-dgx\"}");
+  std::string problem;
+  std::optional<nlohmann::json> parsed =
+      jsonreader::parseJson(text, problem, /*maxDepth=*/4);
+  if (!parsed)
+    return fail(problem);
+  const nlohmann::json &root = *parsed;
   if (!root.is_object())
     return fail("a cluster must be a JSON object, got " + show(root));
 
@@ -270,7 +277,8 @@ Expected<Cluster> parseCluster(const std::string &text,
       std::string known = "base, name";
       for (const Field &candidate : fields())
         known += std::string(", ") + candidate.key;
-      return fail("unknown field '" + key + "' (known: " + known + ")");
+      return fail("unknown field '" + jsonreader::showKey(key) +
+                  "' (known: " + known + ")");
     }
     switch (field->kind) {
     case Field::Number:

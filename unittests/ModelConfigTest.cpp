@@ -97,3 +97,31 @@ TEST(ModelConfig, PositionTableMustCoverTheSequence) {
   c.positions = 1024; // A longer table than the sequence is GPT-2's case.
   EXPECT_EQ(validate(c), "");
 }
+
+TEST(ModelConfig, ParameterCountsOfKnownModels) {
+  // GPT-2 small and Llama 2 7B, as their papers and model cards count them;
+  // Llama 2 70B with grouped-query attention (8 key-value heads).
+  EXPECT_EQ(parameterCount(*getPreset("gpt2-124m")), 124439808);
+  EXPECT_EQ(parameterCount(*getPreset("llama-7b")), 6738415616);
+  EXPECT_EQ(parameterCount(*getPreset("llama-70b")), 68976648192);
+  ModelConfig c = *getPreset("gpt2-tiny");
+  c.hidden = int64_t(1) << 40;
+  EXPECT_EQ(parameterCount(c), std::nullopt); // 12 C^2 overflows
+}
+
+TEST(ModelConfig, CeilingsBeforeAnyIrIsBuilt) {
+  ModelConfig c = *getPreset("gpt2-tiny");
+  c.layers = kMaxLayers;
+  EXPECT_EQ(validate(c), "");
+  c.layers = kMaxLayers + 1;
+  EXPECT_EQ(validate(c), "layers (1025) exceeds the ceiling of 1024 layers");
+  c = *getPreset("gpt2-tiny");
+  c.vocab = int64_t(1) << 31;
+  EXPECT_EQ(validate(c), "vocab (2147483648) exceeds 2147483647 (2^31-1: "
+                         "token ids are i32)");
+  c = *getPreset("gpt2-tiny");
+  c.hidden = 8 << 20;
+  c.ffn = 4 * c.hidden;
+  EXPECT_NE(validate(c).find("exceed the ceiling of 2^48"), std::string::npos)
+      << validate(c);
+}

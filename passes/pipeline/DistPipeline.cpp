@@ -367,8 +367,12 @@ void DistPipelinePass::runOnOperation() {
                            llvm::Twine(plan.getMicrobatches()) +
                            " but the training step has " +
                            llvm::Twine(microbatches) +
-                           " micro-batches; build it with "
-                           "--xfmr-train-step=microbatches=" +
+                           " micro-batches; give partition-compile "
+                           "--microbatches " +
+                           llvm::Twine(plan.getMicrobatches()) +
+                           " or leave the option out (the plan's count is "
+                           "its default), or build the step with "
+                           "partition-opt --xfmr-train-step=microbatches=" +
                            llvm::Twine(plan.getMicrobatches()));
   ScheduleConfig config;
   config.kind = *kind;

@@ -4,6 +4,7 @@
 
 #include "runtime/checkpoint/AtomicFile.h"
 #include "runtime/checkpoint/Crc32c.h"
+#include "support/JsonReader.h"
 
 #include <nlohmann/json.hpp>
 
@@ -156,6 +157,66 @@ std::optional<size_t> firstNonFinite(DType dtype, const void *data,
   }
 }
 
+/// The index of the first value of a floating-point tensor below zero (-0
+/// is not), or nothing (also for the other dtypes).
+std::optional<size_t> firstNegative(DType dtype, const void *data,
+                                    size_t bytes) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  switch (dtype) {
+  case DType::F32:
+    for (size_t i = 0; i < bytes / 4; ++i) {
+      float value;
+      std::memcpy(&value, p + 4 * i, 4);
+      if (value < 0)
+        return i;
+    }
+    return std::nullopt;
+  case DType::F64:
+    for (size_t i = 0; i < bytes / 8; ++i) {
+      double value;
+      std::memcpy(&value, p + 8 * i, 8);
+      if (value < 0)
+        return i;
+    }
+    return std::nullopt;
+  case DType::BF16:
+  case DType::F16:
+    for (size_t i = 0; i < bytes / 2; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, p + 2 * i, 2);
+      if ((bits & 0x8000) && (bits & 0x7fff))
+        return i;
+    }
+    return std::nullopt;
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Whether `name` is an AdamW second moment, whose values are squares'
+/// averages: never negative.
+bool isSecondMoment(const std::string &name) {
+  const std::string suffix = adamVName("");
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// What is wrong with the values of tensor `name` (non-finite anywhere, or
+/// negative in a second moment), as "tensor "x" holds ...", or "".
+std::string valueProblem(const std::string &name, DType dtype,
+                         const void *data, size_t bytes, int64_t elements) {
+  if (std::optional<size_t> at = firstNonFinite(dtype, data, bytes))
+    return "tensor " + quote(name) + " holds a non-finite value (NaN or "
+           "infinity) at element " + std::to_string(*at) + " of " +
+           std::to_string(elements);
+  if (isSecondMoment(name))
+    if (std::optional<size_t> at = firstNegative(dtype, data, bytes))
+      return "tensor " + quote(name) + " (an AdamW second moment, never "
+             "negative) holds a negative value at element " +
+             std::to_string(*at) + " of " + std::to_string(elements);
+  return "";
+}
+
 /// The CRC-32C of every metadata entry but its own checksum, in key order,
 /// each as key NUL value NUL: the step, data position, model and the
 /// tensors' checksums are covered, so an edited digit cannot go unnoticed.
@@ -203,6 +264,21 @@ void saveCheckpoint(const std::string &dir,
                             "': extra metadata may not use the reserved "
                             "prefix \"crc32c:\" (key " +
                             quote(key) + "); rename it");
+  // Nothing is written that a resume would refuse: a diverged run stops
+  // here, and DIR keeps its previous checkpoint.
+  for (const TensorRef &tensor : tensors) {
+    if (!tensor.data)
+      continue;
+    std::string problem = valueProblem(
+        tensor.name, tensor.dtype, tensor.data, tensor.bytes,
+        static_cast<int64_t>(tensor.bytes / dtypeSize(tensor.dtype)));
+    if (!problem.empty())
+      throw CheckpointError(
+          "not writing '" + checkpointFile(dir) + "': " + problem +
+          "; the run has diverged (lower --lr, or resume from an earlier "
+          "checkpoint); the checkpoint already in '" + dir +
+          "', if any, is kept");
+  }
   Metadata metadata = extra;
   auto put = [&](const std::string &key, std::string value) {
     if (!metadata.emplace(key, std::move(value)).second)
@@ -238,6 +314,25 @@ void checkSaveDirectory(const std::string &dir) {
 
 int64_t integerMetadata(const Safetensors &file, const std::string &key) {
   return parseInteger<int64_t>(file, key);
+}
+
+ExistingCheckpoint existingCheckpoint(const std::string &dir, int64_t *step) {
+  std::error_code error;
+  if (!fs::exists(checkpointFile(dir), error))
+    return ExistingCheckpoint::None;
+  try {
+    Checkpoint checkpoint = openCheckpointFile(checkpointFile(dir));
+    if (step)
+      *step = checkpoint.state.step;
+    for (const std::string &name : checkpoint.tensors.names())
+      if (name.size() > adamMName("").size() &&
+          name.compare(name.size() - adamMName("").size(), std::string::npos,
+                       adamMName("")) == 0)
+        return ExistingCheckpoint::Training;
+    return ExistingCheckpoint::WeightsOnly;
+  } catch (const CheckpointError &) {
+    return ExistingCheckpoint::Unreadable;
+  }
 }
 
 Checkpoint openCheckpoint(const std::string &dir) {
@@ -338,33 +433,30 @@ void Checkpoint::read(const std::string &name, DType dtype, const Shape &shape,
                             "): its bytes changed after it was written; " +
                             kCorrupt);
   }
-  if (std::optional<size_t> at = firstNonFinite(dtype, dest, bytes)) {
-    const TensorInfo &info = tensors.info(name);
+  std::string problem = valueProblem(name, dtype, dest, bytes,
+                                     tensors.info(name).elements());
+  if (!problem.empty())
     throw CheckpointError(
-        tensors.path() + ": tensor " + quote(name) + " holds a non-finite " +
-        "value (NaN or infinity) at element " + std::to_string(*at) + " of " +
-        std::to_string(info.elements()) +
+        tensors.path() + ": " + problem +
         "; the run that wrote it had diverged or the file was edited, resume "
         "from an earlier checkpoint");
-  }
 }
 
 void checkSameModel(const Checkpoint &checkpoint,
                     const std::string &programModel, const char *advice) {
   const std::string &path = checkpoint.tensors.path();
   const std::string &stored = checkpoint.tensors.metadata(kModelKey);
-  nlohmann::json mine, theirs;
-  try {
-    theirs = nlohmann::json::parse(stored);
-  } catch (const nlohmann::json::exception &) {
-  }
+  // The shared reader (support/JsonReader.h): a key given twice is corrupt
+  // too, not silently the last.
+  std::string problem;
+  nlohmann::json theirs =
+      jsonreader::parseJson(stored, problem).value_or(nlohmann::json());
   if (!theirs.is_object())
-    throw CheckpointError(path + ": metadata \"model\" is not a JSON object; " +
-                          kCorrupt);
-  try {
-    mine = nlohmann::json::parse(programModel);
-  } catch (const nlohmann::json::exception &) {
-  }
+    throw CheckpointError(path + ": metadata \"model\" is not a JSON object" +
+                          (problem.empty() ? "" : " (" + problem + ")") +
+                          "; " + kCorrupt);
+  nlohmann::json mine =
+      jsonreader::parseJson(programModel, problem).value_or(nlohmann::json());
   if (!mine.is_object())
     throw CheckpointError("the program's model description is not a JSON "
                           "object; this is a bug in the caller");

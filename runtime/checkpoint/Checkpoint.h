@@ -99,6 +99,23 @@ struct Checkpoint {
             void *dest, size_t bytes) const;
 };
 
+/// What a directory a tool is about to save into holds already, so that no
+/// tool replaces a checkpoint of another kind without being told to.
+enum class ExistingCheckpoint {
+  /// No DIR/checkpoint.safetensors.
+  None,
+  /// Parameters only (partition-import's).
+  WeightsOnly,
+  /// Parameters and AdamW moments (partition-run --save's).
+  Training,
+  /// A file that does not open as a checkpoint.
+  Unreadable,
+};
+/// The kind of checkpoint in DIR; `step` (when given) gets its step. Reads
+/// the header only; never throws.
+ExistingCheckpoint existingCheckpoint(const std::string &dir,
+                                      int64_t *step = nullptr);
+
 /// Opens and validates DIR/checkpoint.safetensors and parses its state.
 Checkpoint openCheckpoint(const std::string &dir);
 /// The same for a checkpoint file given by its own path.

@@ -76,7 +76,8 @@ Batch rankSlice(const Batch &global, int64_t rank, int64_t worldSize) {
                      (rank + 1) * global.batch / worldSize);
 }
 
-BatchLoader::BatchLoader(TokenRange tokens, int64_t batch, int64_t seq)
+BatchLoader::BatchLoader(TokenRange tokens, int64_t batch, int64_t seq,
+                         const std::string &advice)
     : tokens_(std::move(tokens)), batch_(batch), seq_(seq) {
   if (batch < 1 || seq < 1)
     throw DataError("batch " + std::to_string(batch) + " x sequence " +
@@ -88,9 +89,7 @@ BatchLoader::BatchLoader(TokenRange tokens, int64_t batch, int64_t seq)
                     std::to_string(tokens_.size()) +
                     " tokens, too few for one batch of " +
                     std::to_string(batch) + " x " + std::to_string(seq) +
-                    " (needs " + std::to_string(needed) +
-                    "); use more data, a smaller batch or sequence length, or "
-                    "a smaller eval fraction");
+                    " (needs " + std::to_string(needed) + "); " + advice);
 }
 
 Batch BatchLoader::nextBatch() {

@@ -93,8 +93,11 @@ Batch rankSlice(const Batch &global, int64_t rank, int64_t worldSize);
 class BatchLoader {
 public:
   /// Throws DataError unless batch, seq >= 1 and the range holds at least
-  /// batch*seq+1 tokens.
-  BatchLoader(TokenRange tokens, int64_t batch, int64_t seq);
+  /// batch*seq+1 tokens; `advice` ends that message (what the caller's
+  /// user can change: the training and the evaluation split differ).
+  BatchLoader(TokenRange tokens, int64_t batch, int64_t seq,
+              const std::string &advice =
+                  "use more data, or a smaller batch or sequence length");
 
   /// The global batch at position(); then advances (and wraps) the position.
   Batch nextBatch();

@@ -34,6 +34,11 @@ namespace {
 
 namespace ckpt = partition::runtime::checkpoint;
 
+/// What to change when the held-out split is too small for one batch.
+const char *const kEvalAdvice =
+    "use more data, a smaller batch or sequence length, a larger "
+    "--eval-fraction, or --eval-every 0 to evaluate nothing";
+
 /// Tokens the built-in language generates for training and evaluation: a
 /// fixed amount, so that runs of any length read the same data.
 constexpr int64_t kSyntheticTrainTokens = 1 << 21;
@@ -92,16 +97,32 @@ TrainResult Run::execute() {
 }
 
 bool Run::startUp(Session &session) {
+  // A warm-up beyond the steps never reaches --lr. Warned, not refused:
+  // running the first part of a longer schedule this way is a workflow
+  // (test/e2e/resume.test), although --stop-after says it better.
+  if (leader && options.warmup > options.steps)
+    std::fprintf(stderr,
+                 "partition-run: warning: --warmup %lld is more than --steps "
+                 "%lld: the learning rate never reaches --lr in this run (to "
+                 "run the first part of a longer schedule, give its --steps "
+                 "and --stop-after)\n",
+                 static_cast<long long>(options.warmup),
+                 static_cast<long long>(options.steps));
   // An unusable --save directory fails now, not after the training.
-  if (leader && !options.save.empty())
+  if (leader && !options.save.empty()) {
     ckpt::checkSaveDirectory(options.save);
+    checkSaveReplaces();
+  }
   data::Split split = loadData(options, vocab, batch * seq + 1);
-  trainLoader = std::make_unique<data::BatchLoader>(split.train, batch, seq);
+  trainLoader = std::make_unique<data::BatchLoader>(
+      split.train, batch, seq,
+      "use more data, a smaller batch or sequence length, or a smaller "
+      "--eval-fraction");
   evalRange = split.eval;
   session.canEvaluate = program.function("eval_step") &&
                         options.evalEvery > 0 && options.evalBatches > 0;
   if (session.canEvaluate)
-    data::BatchLoader(evalRange, batch, seq); // Fails early if too small.
+    data::BatchLoader(evalRange, batch, seq, kEvalAdvice); // Fails early.
 
   if (!options.resume.empty())
     restore(options.resume);
@@ -239,8 +260,16 @@ void Run::reportStep(Session &session, int64_t s, float lr, float value,
                            {"lr", lr},
                            {"step_ms", ms},
                            {"tokens_per_s", tokensPerSecond}};
-  if (session.canEvaluate && ((s + 1) % options.evalEvery == 0 || last))
-    record["eval_loss"] = evaluate(s + 1);
+  if (session.canEvaluate && ((s + 1) % options.evalEvery == 0 || last)) {
+    double evalLoss = evaluate(s + 1);
+    if (evalStop) {
+      // Interrupted: no mean of part of the batches.
+      record["eval_interrupted"] = true;
+      session.stop = std::max(session.stop, evalStop);
+    } else {
+      record["eval_loss"] = evalLoss;
+    }
+  }
   if (session.metrics && session.metricsFailure.empty()) {
     try {
       session.metrics->writeLine(record.dump());
@@ -263,7 +292,7 @@ void Run::reportStep(Session &session, int64_t s, float lr, float value,
 
 double Run::evaluate(int64_t step) {
   size_t eval = functionIndex("eval_step");
-  data::BatchLoader loader(evalRange, batch, seq);
+  data::BatchLoader loader(evalRange, batch, seq, kEvalAdvice);
   double total = 0;
   evaluated = true;
   for (int64_t i = 0; i < options.evalBatches; ++i) {
@@ -273,6 +302,13 @@ double Run::evaluate(int64_t step) {
     if (trace)
       trace->add("eval_step", "function", start, step, {}, 0, /*tid=*/1);
     total += readLoss(step);
+    // An interrupt is acted on after the batch in progress, not after all
+    // of them (2^20 batches took 640 s): every rank agrees, one float.
+    if (i + 1 < options.evalBatches)
+      if (int stop = agreeToStop(pendingInterrupt(), step)) {
+        evalStop = stop;
+        return std::numeric_limits<double>::quiet_NaN();
+      }
   }
   return total / double(options.evalBatches);
 }

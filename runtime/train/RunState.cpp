@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 namespace partition::runtime::detail {
@@ -273,6 +274,36 @@ void Run::initialiseFrom(const std::string &dir) {
     std::printf("initialised from %s (weights of step %lld; fresh optimizer "
                 "state, step 0)\n",
                 dir.c_str(), static_cast<long long>(checkpoint.state.step));
+}
+
+void Run::checkSaveReplaces() const {
+  if (options.force)
+    return;
+  const std::string &dir = options.save;
+  std::error_code error;
+  switch (ckpt::existingCheckpoint(dir)) {
+  case ckpt::ExistingCheckpoint::None:
+  case ckpt::ExistingCheckpoint::Training:
+    return;
+  case ckpt::ExistingCheckpoint::WeightsOnly:
+    // Fine-tuning in place: the weights this run starts from.
+    if (!options.initFrom.empty() &&
+        std::filesystem::equivalent(ckpt::checkpointFile(dir),
+                                    ckpt::checkpointFile(options.initFrom),
+                                    error))
+      return;
+    throw ProgramError(ckpt::checkpointFile(dir) +
+                       " holds a weights-only checkpoint (as partition-import "
+                       "writes), which --save would replace with a training "
+                       "checkpoint; save elsewhere, start from it with "
+                       "--init-from " + dir + ", or give --force to replace "
+                       "it");
+  case ckpt::ExistingCheckpoint::Unreadable:
+    throw ProgramError(ckpt::checkpointFile(dir) +
+                       " exists and is not a checkpoint partition can read, "
+                       "which --save would replace; save elsewhere, or give "
+                       "--force to replace it");
+  }
 }
 
 void Run::save(const std::string &dir, int64_t completed) {

@@ -48,6 +48,9 @@ struct TrainOptions {
   /// the schedule of `steps` intact, as Megatron-LM's --exit-interval: the
   /// job resumes later with --resume. 0: run all `steps`.
   int64_t stopAfter = 0;
+  /// Let `save` replace a checkpoint of another kind (a weights-only
+  /// import, or a file that is not a checkpoint) or out of this run's line.
+  bool force = false;
   bool quiet = false;
   /// Longest wait of any collective before the job is aborted (the world
   /// communicator's timeout; set by partition-run when it creates it).

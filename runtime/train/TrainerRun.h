@@ -110,6 +110,10 @@ private:
   /// step stay zero.
   void initialiseFrom(const std::string &dir);
   void save(const std::string &dir, int64_t completed);
+  /// Throws unless --save may replace what its directory holds: nothing, a
+  /// training checkpoint, or (with --init-from that directory) the weights
+  /// this run starts from; --force allows anything.
+  void checkSaveReplaces() const;
   /// Throws unless every data-parallel replica holds the same state.
   void checkReplicas(const char *after);
   /// This rank's block of `logical`, the whole of `buffer`'s tensor.
@@ -186,7 +190,12 @@ private:
   /// (collective: every rank gathers the peaks).
   void writeSummary(Session &session);
   void printPeakMemory(const MemoryPeaks &memory) const;
+  /// The mean eval loss over --eval-batches batches; NaN, with evalStop
+  /// set, when an interrupt stopped it after a batch (all ranks agree after
+  /// each batch, so that a long evaluation does not delay it).
   double evaluate(int64_t step);
+  /// The signal that cut the last evaluation short, or 0.
+  int evalStop = 0;
   /// After step `step`: the largest of every rank's `local` stop flag (0:
   /// carry on; a signal number; kStopForMetrics), so that all ranks stop
   /// after the same step. One all-reduce of one float on many ranks.

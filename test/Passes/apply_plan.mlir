@@ -59,7 +59,7 @@
 // CHECK-SCHEDULE: error: {{.*}}plan_schedule.json: pipeline.schedule must be one of gpipe, 1f1b, interleaved-1f1b, zero-bubble, got "pipedream"
 
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_microbatches.json 2>&1 | FileCheck %s --check-prefix=CHECK-MICROBATCHES
-// CHECK-MICROBATCHES: error: {{.*}}plan_microbatches.json: pipeline.microbatches must be a positive integer, got -1
+// CHECK-MICROBATCHES: error: {{.*}}plan_microbatches.json: pipeline.microbatches must be an integer between 1 and 4096 (micro-batches per step), got -1
 
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_policy.json 2>&1 | FileCheck %s --check-prefix=CHECK-POLICY
 // CHECK-POLICY: error: {{.*}}plan_policy.json: recompute.policy must be one of none, full, selective, budget, got "some"

@@ -4,14 +4,16 @@
 // built (here on a generated model, so each RUN line sees one forward).
 // RUN: partition-gen --preset gpt2-tiny --layers 1 | not partition-opt --xfmr-train-step="microbatches=0" 2>&1 | FileCheck %s --check-prefix=MICRO
 // RUN: partition-gen --preset gpt2-tiny --layers 1 | not partition-opt --xfmr-train-step="microbatches=-3" 2>&1 | FileCheck %s --check-prefix=MICRO-NEG
+// RUN: partition-gen --preset gpt2-tiny --layers 1 | not partition-opt --xfmr-train-step="microbatches=99999999999" 2>&1 | FileCheck %s --check-prefix=MICRO-BIG
 // RUN: partition-gen --preset gpt2-tiny --layers 1 | not partition-opt --xfmr-train-step="beta1=1.5" 2>&1 | FileCheck %s --check-prefix=BETA1
 // RUN: partition-gen --preset gpt2-tiny --layers 1 | not partition-opt --xfmr-train-step="beta2=1" 2>&1 | FileCheck %s --check-prefix=BETA2
 // RUN: partition-gen --preset gpt2-tiny --layers 1 | not partition-opt --xfmr-train-step="beta1=-0.1" 2>&1 | FileCheck %s --check-prefix=BETA1-NEG
 // RUN: partition-gen --preset gpt2-tiny --layers 1 | not partition-opt --xfmr-train-step="epsilon=0" 2>&1 | FileCheck %s --check-prefix=EPS
 // RUN: partition-gen --preset gpt2-tiny --layers 1 | not partition-opt --xfmr-train-step="weight-decay=-1" 2>&1 | FileCheck %s --check-prefix=WD
 
-// MICRO:     error: microbatches must be at least 1, but is 0{{$}}
-// MICRO-NEG: error: microbatches must be at least 1, but is -3{{$}}
+// MICRO:     error: microbatches must be between 1 and 4096, but is 0{{$}}
+// MICRO-NEG: error: microbatches must be between 1 and 4096, but is -3{{$}}
+// MICRO-BIG: error: microbatches must be between 1 and 4096, but is 99999999999{{$}}
 // BETA1:     error: beta1 must be in [0, 1), but is 1.500000e+00
 // BETA2:     error: beta2 must be in [0, 1), but is 1.000000e+00
 // BETA1-NEG: error: beta1 must be in [0, 1), but is -1.000000e-01

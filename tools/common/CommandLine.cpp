@@ -14,6 +14,22 @@
 
 namespace partition::tools {
 
+std::string oneLine(llvm::StringRef message) {
+  std::string line;
+  for (char c : message) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      static const char *hex = "0123456789ABCDEF";
+      line += '\\';
+      line += hex[byte >> 4];
+      line += hex[byte & 15];
+    } else {
+      line += c;
+    }
+  }
+  return line;
+}
+
 std::string joinParserErrors(llvm::StringRef tool, llvm::StringRef errors) {
   llvm::SmallVector<llvm::StringRef> lines;
   errors.split(lines, '\n', -1, /*KeepEmpty=*/false);

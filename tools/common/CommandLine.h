@@ -37,6 +37,10 @@ void parseCommandLine(int argc, char **argv, llvm::StringRef overview);
 /// "See: ..." hints) as one message without the tool prefixes and hints.
 std::string joinParserErrors(llvm::StringRef tool, llvm::StringRef errors);
 
+/// `message` as one line: control characters (a newline in a tensor name or
+/// a JSON key the message quotes from a file) written as \XX escapes.
+std::string oneLine(llvm::StringRef message);
+
 } // namespace partition::tools
 
 #endif // PARTITION_TOOLS_COMMON_COMMANDLINE_H

@@ -247,6 +247,16 @@ int main(int argc, char **argv) {
             value);
   }
 
+  // The step's IR grows with the count: bounded before any work.
+  if (microbatches.getNumOccurrences() > 0 &&
+      (microbatches < 1 ||
+       microbatches > partition::Plan::Pipeline::kMaxMicrobatches))
+    partition::tools::usageError(
+        "partition-compile",
+        Twine("--microbatches must be an integer between 1 and ") +
+            Twine(partition::Plan::Pipeline::kMaxMicrobatches) +
+            " (micro-batches per step), got " + Twine(microbatches.getValue()));
+
   DialectRegistry registry;
   registry.insert<partition::xfmr::XfmrDialect, partition::rt::RtDialect,
                   partition::dist::DistDialect,

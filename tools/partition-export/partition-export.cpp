@@ -65,7 +65,8 @@ int main(int argc, char **argv) {
                  << "), from step " << result.step << " of " << checkpointDir
                  << "\n";
   } catch (const std::exception &error) {
-    llvm::errs() << "partition-export: error: " << error.what() << "\n";
+    llvm::errs() << "partition-export: error: "
+                 << partition::tools::oneLine(error.what()) << "\n";
     return 1;
   }
   return 0;

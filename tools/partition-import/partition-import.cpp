@@ -13,6 +13,7 @@
 
 #include "interop/HfImport.h"
 #include "model/ModelBuilder.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "tools/common/CommandLine.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -26,6 +27,7 @@
 #include <exception>
 
 namespace cl = llvm::cl;
+namespace ckpt = partition::runtime::checkpoint;
 using namespace partition;
 
 namespace {
@@ -42,6 +44,11 @@ cl::opt<std::string> checkpoint(
     "checkpoint", cl::Required,
     cl::desc("Directory of the weights-only checkpoint to write"),
     cl::value_desc("dir"), cl::cat(category));
+cl::opt<bool> force("force",
+                    cl::desc("Replace a training checkpoint (one with "
+                             "optimizer state) or an unreadable file in the "
+                             "--checkpoint directory"),
+                    cl::cat(category));
 cl::opt<int64_t> seqLen("seq-len",
                         cl::desc("Training sequence length (default: what "
                                  "partition-export recorded, else "
@@ -53,7 +60,8 @@ cl::opt<int64_t> batch("batch",
                        cl::cat(category));
 
 int fail(const std::string &message) {
-  llvm::errs() << "partition-import: error: " << message << "\n";
+  llvm::errs() << "partition-import: error: " << tools::oneLine(message)
+               << "\n";
   return 1;
 }
 
@@ -76,6 +84,26 @@ int main(int argc, char **argv) {
     if (batch <= 0)
       tools::usageError("partition-import", "--batch must be positive");
     shape.batch = batch;
+  }
+  // A training checkpoint (AdamW state, the work of a run) is not replaced
+  // by weights without being told to.
+  int64_t existingStep = 0;
+  switch (force ? ckpt::ExistingCheckpoint::None
+                : ckpt::existingCheckpoint(checkpoint, &existingStep)) {
+  case ckpt::ExistingCheckpoint::Training:
+    return fail(ckpt::checkpointFile(checkpoint) +
+                " is a training checkpoint (step " +
+                std::to_string(existingStep) +
+                ", with optimizer state), which the weights-only import "
+                "would replace; give another --checkpoint directory, or "
+                "--force to replace it");
+  case ckpt::ExistingCheckpoint::Unreadable:
+    return fail(ckpt::checkpointFile(checkpoint) +
+                " exists and is not a checkpoint partition can read; give "
+                "another --checkpoint directory, or --force to replace it");
+  case ckpt::ExistingCheckpoint::None:
+  case ckpt::ExistingCheckpoint::WeightsOnly:
+    break;
   }
   try {
     // Everything is read and checked before anything is written.

@@ -279,7 +279,10 @@ std::string validate(const Candidate &c, const model::ModelConfig &model,
   }
   PlanModel pm{c.microBatch * c.dp, model.heads, model.kvHeads,
                model.layers, model.vocab, model.seqLen};
-  if (failed(checkPlanAgainstModel(*plan, pm, "plan", record))) {
+  // A field the mesh ignores (a fixed zero.stage at dp 1) would be refused
+  // by the compiler: hard, as a model the plan cannot follow.
+  if (failed(checkPlanAgainstModel(*plan, pm, "plan", record)) ||
+      failed(checkPlanTakesEffect(*plan, "plan", record))) {
     hard = true;
     return first;
   }
@@ -718,6 +721,11 @@ int main(int argc, char **argv) {
     tools::usageError(kTool, "give --gpus N (a positive integer)");
   if (top < 1)
     tools::usageError(kTool, "--top must be at least 1");
+  if (maxMicroBatch < 1 || maxMicroBatch > INT32_MAX)
+    tools::usageError(kTool, "--max-micro-batch must be an integer in [1, "
+                             "2147483647] (the largest micro-batch size "
+                             "tried), got " +
+                                 std::to_string(maxMicroBatch.getValue()));
   if (memorySource != "auto" && memorySource != "compiled" &&
       memorySource != "closed-form")
     tools::usageError(kTool, "--memory must be auto, compiled or "

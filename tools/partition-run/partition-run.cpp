@@ -71,6 +71,9 @@ Trains the model of a program compiled by partition-compile.
                        (no usable device, or a build without CUDA). With
                        CUDA each rank uses device (node-local rank % GPUs)
                        and NCCL for the program's collectives
+  --force              let --save replace a checkpoint of another kind (a
+                       weights-only import not given as --init-from, or a
+                       file that is not a checkpoint)
   --quiet              no progress lines
 
 SIGINT or SIGTERM (Ctrl-C, a scheduler's preemption) ends the run after its
@@ -151,6 +154,9 @@ struct Interval {
   double low, high;
   bool lowOpen, highOpen;
   std::string text;
+  /// Used as fp32: also checked after conversion to float (finite, and not
+  /// zero unless zero was given).
+  bool fp32 = false;
 };
 
 double parseDouble(const std::string &flag, const std::string &text,
@@ -164,6 +170,11 @@ double parseDouble(const std::string &flag, const std::string &text,
   bool inside = std::isfinite(value) && errno != ERANGE &&
                 (range.lowOpen ? value > range.low : value >= range.low) &&
                 (range.highOpen ? value < range.high : value <= range.high);
+  // A value used in fp32 must survive the conversion: 1e40 becomes inf,
+  // 1e-50 zero.
+  if (inside && range.fp32)
+    inside = std::isfinite(static_cast<float>(value)) &&
+             (value == 0 || static_cast<float>(value) != 0);
   if (!inside)
     usageError(flag + " must be a finite number in " + range.text + ", got " +
                text);
@@ -202,7 +213,11 @@ CommandLine parse(int argc, char **argv) {
   };
   std::map<std::string, Setter> withValue = {
       {"--steps", integer(options.steps, "--steps", 1, kMaxSteps)},
-      {"--lr", number(options.lr, "--lr", {0, kInfinity, true, true, "(0, inf)"})},
+      // The step computes in fp32: the largest float bounds the rate, the
+      // smallest positive one (1.4e-45) is checked after conversion.
+      {"--lr", number(options.lr, "--lr",
+                      {0, std::numeric_limits<float>::max(), true, false,
+                       "(0, 3.4e38] (it is used in fp32)", /*fp32=*/true})},
       {"--warmup", integer(options.warmup, "--warmup", 0, kMaxSteps)},
       {"--min-lr-ratio", number(options.minLrRatio, "--min-lr-ratio",
                                 {0, 1, false, false, "[0, 1]"})},
@@ -237,6 +252,11 @@ CommandLine parse(int argc, char **argv) {
     }
     if (arg == "--quiet") {
       options.quiet = true;
+      line.forwarded.push_back(argv[i]);
+      continue;
+    }
+    if (arg == "--force") {
+      options.force = true;
       line.forwarded.push_back(argv[i]);
       continue;
     }
@@ -288,6 +308,10 @@ CommandLine parse(int argc, char **argv) {
   } catch (const std::exception &error) {
     usageError(std::string("--data-format: ") + error.what());
   }
+  if (options.saveEvery > 0 && options.save.empty())
+    usageError("--save-every " + std::to_string(options.saveEvery) +
+               " saves nothing without --save DIR; give --save DIR, or "
+               "leave out --save-every");
   if (!options.data.empty() && !options.text.empty())
     usageError("give --data or --text, not both");
   if (!options.resume.empty() && !options.initFrom.empty())

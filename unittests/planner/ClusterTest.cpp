@@ -48,6 +48,26 @@ TEST(Cluster, BadFilesSayWhatIsWrong) {
             std::string::npos);
   EXPECT_NE(error("[1]").find("must be a JSON object"), std::string::npos);
   EXPECT_NE(error("{").find("invalid JSON"), std::string::npos);
+  // The shared reader: no exception escapes (the build has none).
+  EXPECT_EQ(error(" \n").substr(0, 26), "c.json: the file is empty;");
+  EXPECT_EQ(error(R"({"memory_bytes": 1e400})"),
+            "c.json: the number 1e400 is out of range (beyond a double's "
+            "+-1.8e308)");
+  EXPECT_EQ(error(R"({"compute_units": 4, "compute_units": 8})"),
+            "c.json: the key 'compute_units' is given twice; give each key "
+            "once");
+  EXPECT_NE(error(R"({"memory_bytes": })").find("invalid JSON: parse error"),
+            std::string::npos);
+  // A key is shown escaped: the message stays one line (a cluster-fuzz
+  // finding, fuzz/corpus/cluster/key-with-cr.json).
+  EXPECT_EQ(error("{\"attention_k\\rnel\": 1}"),
+            "c.json: unknown field 'attention_k\\0Dnel' (known: base, "
+            "name, peak_flops_bf16, peak_flops_fp32, gemm_efficiency, "
+            "gemm_tile_m, gemm_tile_n, compute_units, memory_bytes, "
+            "memory_bandwidth, memory_efficiency, kernel_latency, "
+            "devices_per_node, intra_node_bandwidth, intra_node_latency, "
+            "inter_node_bandwidth, inter_node_latency, "
+            "overlaps_communication, shared_node, attention_kernel)");
   EXPECT_NE(error(R"({"attention_kernel": "fast"})")
                 .find("must be one of fused, materialized"),
             std::string::npos);

@@ -755,6 +755,24 @@ Metadata sealed(Metadata metadata) {
   return metadata;
 }
 
+/// Writes `tensors` as a version 2 checkpoint in `dir` with valid checksums
+/// but without saveCheckpoint's value checks: what an edited or damaged
+/// file holds.
+void writeUnchecked(const std::string &dir,
+                    const std::vector<TensorRef> &tensors) {
+  Metadata metadata{{"checkpoint_version", "2"},
+                    {"step", "3"},
+                    {"data_position", "0"},
+                    {"seed", "0"}};
+  for (const TensorRef &tensor : tensors) {
+    char hex[9];
+    std::snprintf(hex, sizeof(hex), "%08x", crc32c(tensor.data, tensor.bytes));
+    metadata["crc32c:" + tensor.name] = hex;
+  }
+  fs::create_directories(dir);
+  writeSafetensors(checkpointFile(dir), tensors, sealed(metadata));
+}
+
 /// Reads every tensor of `checkpoint` through Checkpoint::read.
 void readAll(const Checkpoint &checkpoint) {
   for (const std::string &name : checkpoint.tensors.names()) {
@@ -921,7 +939,7 @@ TEST_F(CheckpointTest, RejectsNonFiniteValuesNamingTheTensor) {
     SmallCheckpoint sample;
     sample.m[5] = bad;
     std::string ckpt = path("nonfinite");
-    sample.save(ckpt);
+    writeUnchecked(ckpt, sample.tensors());
     // The checksum is right (the values were saved so): the values are not.
     Checkpoint loaded = openCheckpoint(ckpt);
     std::vector<float> back(8);
@@ -936,11 +954,9 @@ TEST_F(CheckpointTest, RejectsNonFiniteValuesNamingTheTensor) {
   std::vector<uint16_t> bf16{0x3f80, 0x7f80}, f16{0x3c00, 0x7e00},
       fine{0x3f80, 0xff7f};
   std::string ckpt = path("half");
-  saveCheckpoint(ckpt,
-                 {{"b", DType::BF16, {2}, bf16.data(), 4},
-                  {"h", DType::F16, {2}, f16.data(), 4},
-                  {"ok", DType::BF16, {2}, fine.data(), 4}},
-                 {});
+  writeUnchecked(ckpt, {{"b", DType::BF16, {2}, bf16.data(), 4},
+                        {"h", DType::F16, {2}, f16.data(), 4},
+                        {"ok", DType::BF16, {2}, fine.data(), 4}});
   Checkpoint loaded = openCheckpoint(ckpt);
   std::vector<uint16_t> back(2);
   loaded.read("ok", DType::BF16, {2}, back.data(), 4);
@@ -948,6 +964,60 @@ TEST_F(CheckpointTest, RejectsNonFiniteValuesNamingTheTensor) {
               checkpointFile(ckpt), "tensor \"b\" holds a non-finite value");
   expectError([&] { loaded.read("h", DType::F16, {2}, back.data(), 4); },
               checkpointFile(ckpt), "tensor \"h\" holds a non-finite value");
+}
+
+TEST_F(CheckpointTest, RejectsANegativeSecondMoment) {
+  // v is an average of squares: a negative element (valid checksums) is an
+  // edited or damaged file. The first moment and parameters may be negative.
+  SmallCheckpoint sample;
+  sample.v[6] = -0.5f;
+  sample.m[6] = -0.5f;
+  std::string ckpt = path("negative");
+  writeUnchecked(ckpt, sample.tensors());
+  Checkpoint loaded = openCheckpoint(ckpt);
+  std::vector<float> back(8);
+  loaded.read("wte", DType::F32, {4, 2}, back.data(), 32);
+  loaded.read("wte.adam_m", DType::F32, {4, 2}, back.data(), 32);
+  expectError(
+      [&] { loaded.read("wte.adam_v", DType::F32, {4, 2}, back.data(), 32); },
+      checkpointFile(ckpt),
+      "tensor \"wte.adam_v\" (an AdamW second moment, never negative) holds "
+      "a negative value at element 6 of 8");
+  // -0 is zero, not negative.
+  sample.v[6] = -0.0f;
+  writeUnchecked(ckpt, sample.tensors());
+  openCheckpoint(ckpt).read("wte.adam_v", DType::F32, {4, 2}, back.data(), 32);
+}
+
+TEST_F(CheckpointTest, SaveRefusesWhatAResumeWouldAndKeepsTheOldCheckpoint) {
+  std::string ckpt = path("kept");
+  SmallCheckpoint good;
+  good.save(ckpt);
+  std::string before = readFile(checkpointFile(ckpt));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char *tensor;
+    float value;
+    const char *problem;
+  } cases[] = {
+      {"wte", nan, "tensor \"wte\" holds a non-finite value (NaN or "
+                   "infinity) at element 2 of 8"},
+      {"wte.adam_m", -inf, "tensor \"wte.adam_m\" holds a non-finite value"},
+      {"wte.adam_v", -1.0f, "tensor \"wte.adam_v\" (an AdamW second moment, "
+                            "never negative) holds a negative value at "
+                            "element 2 of 8"},
+  };
+  for (const Case &c : cases) {
+    SmallCheckpoint bad;
+    std::string name = c.tensor;
+    (name == "wte" ? bad.wte : name == "wte.adam_m" ? bad.m : bad.v)[2] =
+        c.value;
+    expectError([&] { bad.save(ckpt); }, "not writing '" + checkpointFile(ckpt),
+                c.problem);
+    EXPECT_EQ(readFile(checkpointFile(ckpt)), before) << name;
+    EXPECT_TRUE(strayTemporaries().empty()) << name;
+  }
 }
 
 TEST_F(CheckpointTest, AnotherModelConfigurationIsAnError) {

@@ -38,7 +38,7 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
 // The step was built for one micro-batch, the plan asks for two.
 module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 2, zero_stage = 0, recompute = none, precision = "fp32">} {
   dist.mesh @mesh axes = [dp = 1, pp = 2, tp = 1]
-  // expected-error @+1 {{dist-pipeline: pipeline.microbatches = 2 but the training step has 1 micro-batches; build it with --xfmr-train-step=microbatches=2}}
+  // expected-error @+1 {{dist-pipeline: pipeline.microbatches = 2 but the training step has 1 micro-batches; give partition-compile --microbatches 2 or leave the option out (the plan's count is its default), or build the step with partition-opt --xfmr-train-step=microbatches=2}}
   func.func @train_step(%w: tensor<4xf32> {xfmr.param = "w", xfmr.layer = 0 : i64}, %v: tensor<4xf32> {xfmr.param = "v", xfmr.layer = 1 : i64}) -> tensor<4xf32>
       attributes {xfmr.train_step = {microbatches = 1 : i64}} {
     %0 = xfmr.add %w, %v : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>

@@ -13,7 +13,7 @@ order, each as key NUL value NUL).
   checkpoint.py flip DIR OUT --tensor NAME [--count 16]
                                       COUNT bytes inverted in the middle of
                                       NAME's data (checksums left as they are)
-  checkpoint.py nan DIR OUT --tensor NAME [--index I] [--value nan|inf]
+  checkpoint.py nan DIR OUT --tensor NAME [--index I] [--value nan|inf|-1]
                                       element I of an F32 tensor set to VALUE,
                                       the checksums recomputed: only a check
                                       of the values can notice
@@ -139,7 +139,7 @@ def nan(args):
     at = begin + 4 * args.index
     if header[args.tensor]["dtype"] != "F32" or at + 4 > end:
         sys.exit("checkpoint.py: not an F32 element of the tensor")
-    value = math.nan if args.value == "nan" else math.inf
+    value = {"nan": math.nan, "inf": math.inf, "-1": -1.0}[args.value]
     data[at:at + 4] = struct.pack("<f", value)
     header["__metadata__"][PREFIX + args.tensor] = \
         f"{crc32c(data[begin:end]):08x}"
@@ -196,7 +196,8 @@ def main():
             sub.add_argument("--count", type=int, default=16)
         if name == "nan":
             sub.add_argument("--index", type=int, default=0)
-            sub.add_argument("--value", choices=["nan", "inf"], default="nan")
+            sub.add_argument("--value", choices=["nan", "inf", "-1"],
+                             default="nan")
         if name == "rename":
             sub.add_argument("--to", required=True)
     args = parser.parse_args()

@@ -8,6 +8,7 @@ partition-import refusal tests (Python's standard library only).
                                           shards plus model.safetensors.index.json
   hf_dir.py drop SRC DST NAME             tensor NAME removed
   hf_dir.py copy SRC DST NAME NEW         tensor NAME also saved as NEW
+                                          (\\n in NEW: a newline)
   hf_dir.py pad-rows SRC DST NAME ROWS    ROWS zero rows appended to NAME
   hf_dir.py nan SRC DST NAME              NAME's element 0 set to NaN (F32)
   hf_dir.py perturb SRC DST NAME          NAME's element 0 changed (F32)
@@ -118,7 +119,8 @@ def main():
     if command == "drop":
         del tensors[name]
     elif command == "copy":
-        tensors[rest[1]] = tensors[name]
+        # "\\n" in NEW stands for a newline (a name no shell quotes easily).
+        tensors[rest[1].replace("\\n", "\n")] = tensors[name]
     elif command == "pad-rows":
         rows = int(rest[1])
         width = len(raw) // shape[0]
