@@ -58,6 +58,19 @@ std::string joinParserErrors(llvm::StringRef tool, llvm::StringRef errors) {
   return message.empty() ? "the command line was rejected" : message;
 }
 
+namespace {
+/// The program's name for fail(), from argv[0].
+std::string &toolName() {
+  static std::string name = "partition";
+  return name;
+}
+} // namespace
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << toolName() << ": error: " << oneLine(message.str()) << "\n";
+  return kFailureExitCode;
+}
+
 void usageError(llvm::StringRef tool, const llvm::Twine &message) {
   llvm::errs() << tool << ": error: " << message << " (see " << tool
                << " --help)\n";
@@ -110,6 +123,7 @@ private:
 } // namespace
 
 void parseCommandLine(int argc, char **argv, llvm::StringRef overview) {
+  toolName() = llvm::sys::path::filename(argv[0]).str();
   std::string errors;
   llvm::raw_string_ostream stream(errors);
   CapturedStderr captured;

@@ -24,10 +24,18 @@ namespace partition::tools {
 
 /// The exit code of a usage error.
 inline constexpr int kUsageExitCode = 2;
+/// The exit code of a bad input file or a failed compile or run.
+inline constexpr int kFailureExitCode = 1;
 
 /// cl::ParseCommandLineOptions; a rejected command line is reported by
 /// usageError with LLVM's messages joined into one line.
 void parseCommandLine(int argc, char **argv, llvm::StringRef overview);
+
+/// Prints "TOOL: error: MESSAGE" on stderr, control characters escaped so
+/// that it stays one line, and returns kFailureExitCode: `return
+/// fail(...)` from main. TOOL is the program's name as parseCommandLine
+/// recorded it.
+int fail(const llvm::Twine &message);
 
 /// Prints "TOOL: error: MESSAGE (see TOOL --help)" and exits 2. `tool` is
 /// the program's name (argv[0] without its directory).

@@ -85,10 +85,7 @@ cl::opt<std::string> emitMlir("emit-mlir",
                               cl::desc("Also write the planned rt IR here"),
                               cl::value_desc("file.mlir"), cl::cat(category));
 
-int fail(const llvm::Twine &message) {
-  llvm::errs() << "partition-compile: error: " << message << "\n";
-  return 1;
-}
+using partition::tools::fail;
 
 cl::opt<double> bucketMb("bucket-mb",
                          cl::desc("Data parallelism: the largest gradient "

@@ -65,9 +65,7 @@ int main(int argc, char **argv) {
                  << "), from step " << result.step << " of " << checkpointDir
                  << "\n";
   } catch (const std::exception &error) {
-    llvm::errs() << "partition-export: error: "
-                 << partition::tools::oneLine(error.what()) << "\n";
-    return 1;
+    return partition::tools::fail(error.what());
   }
   return 0;
 }

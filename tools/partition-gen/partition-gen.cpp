@@ -55,10 +55,7 @@ cl::opt<std::string> output("o", cl::desc("Output file (default: stdout)"),
                             cl::value_desc("file"), cl::init("-"),
                             cl::cat(category));
 
-int fail(const llvm::Twine &message) {
-  llvm::errs() << "partition-gen: error: " << message << "\n";
-  return 1;
-}
+using partition::tools::fail;
 
 } // namespace
 

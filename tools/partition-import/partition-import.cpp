@@ -59,11 +59,7 @@ cl::opt<int64_t> batch("batch",
                                 "partition-export recorded, else 1)"),
                        cl::cat(category));
 
-int fail(const std::string &message) {
-  llvm::errs() << "partition-import: error: " << tools::oneLine(message)
-               << "\n";
-  return 1;
-}
+using partition::tools::fail;
 
 } // namespace
 

@@ -179,10 +179,7 @@ cl::opt<bool> calibrateWorker("calibrate-collectives-worker", cl::Hidden,
 
 constexpr const char *kTool = "partition-plan";
 
-int fail(const llvm::Twine &message) {
-  llvm::errs() << kTool << ": error: " << message << "\n";
-  return 1;
-}
+using partition::tools::fail;
 
 std::string gib(double bytes) {
   char text[32];

@@ -83,10 +83,7 @@ void checkCost(const cl::opt<double> &option) {
                                           "inf), got " + value);
 }
 
-int fail(const llvm::Twine &message) {
-  llvm::errs() << kTool << ": error: " << message << "\n";
-  return 1;
-}
+using partition::tools::fail;
 
 } // namespace
 

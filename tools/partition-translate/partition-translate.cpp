@@ -50,10 +50,7 @@ cl::opt<bool> verifyDiagnostics(
     cl::desc("Check the diagnostics against the expected-* comments"),
     cl::cat(category));
 
-int fail(const llvm::Twine &message) {
-  llvm::errs() << "partition-translate: error: " << message << "\n";
-  return 1;
-}
+using partition::tools::fail;
 
 LogicalResult translate(std::unique_ptr<llvm::MemoryBuffer> chunk,
                         const DialectRegistry &registry,
