@@ -33,6 +33,8 @@
 #include "tools/partition-plan/Calibrate.h"
 #include "tools/partition-plan/CompiledMemory.h"
 #include "tools/partition-plan/GoodputReport.h"
+#include "tools/partition-plan/PlanInputs.h"
+#include "tools/partition-plan/PredictionReport.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"
@@ -181,429 +183,6 @@ constexpr const char *kTool = "partition-plan";
 
 using partition::tools::fail;
 
-std::string gib(double bytes) {
-  char text[32];
-  if (bytes >= (1 << 30))
-    std::snprintf(text, sizeof(text), "%.1f GiB", bytes / (1 << 30));
-  else
-    std::snprintf(text, sizeof(text), "%.1f MiB", bytes / (1 << 20));
-  return text;
-}
-
-std::string seconds(double s) {
-  char text[32];
-  if (s >= 1)
-    std::snprintf(text, sizeof(text), "%.3f s", s);
-  else
-    std::snprintf(text, sizeof(text), "%.3f ms", s * 1e3);
-  return text;
-}
-
-/// The model's configuration from its forward function's `xfmr.model`.
-std::optional<model::ModelConfig> readModel(mlir::ModuleOp module,
-                                            std::string &error) {
-  for (auto function : module.getOps<mlir::func::FuncOp>()) {
-    auto dict = function->getAttrOfType<mlir::DictionaryAttr>(
-        xfmr::XfmrDialect::kModelAttrName);
-    if (!dict)
-      continue;
-    model::ModelConfig c;
-    auto field = [&](llvm::StringRef name, int64_t &out) {
-      if (auto v = dict.getAs<mlir::IntegerAttr>(name))
-        out = v.getInt();
-      else
-        error = ("the model's xfmr.model has no integer '" + name + "'")
-                    .str();
-    };
-    auto arch = dict.getAs<mlir::StringAttr>("arch");
-    std::optional<model::Arch> parsed =
-        arch ? model::parseArch(arch.getValue().str()) : std::nullopt;
-    if (!parsed) {
-      error = "the model's xfmr.model has no known 'arch'";
-      return std::nullopt;
-    }
-    c.arch = *parsed;
-    field("layers", c.layers);
-    field("hidden", c.hidden);
-    field("heads", c.heads);
-    field("kv_heads", c.kvHeads);
-    field("ffn", c.ffn);
-    field("vocab", c.vocab);
-    field("seq_len", c.seqLen);
-    field("positions", c.positions);
-    field("batch", c.batch);
-    if (!error.empty())
-      return std::nullopt;
-    return c;
-  }
-  error = "no function carries an xfmr.model configuration (give "
-          "partition-gen output)";
-  return std::nullopt;
-}
-
-ModelShape shapeOf(const model::ModelConfig &c) {
-  ModelShape m;
-  m.llama = c.arch == model::Arch::Llama;
-  m.layers = c.layers;
-  m.hidden = c.hidden;
-  m.heads = c.heads;
-  m.kvHeads = c.kvHeads;
-  m.ffn = c.ffn;
-  m.vocab = c.vocab;
-  m.seqLen = c.seqLen;
-  m.positions = m.llama ? 0 : c.positions;
-  return m;
-}
-
-/// Asks the plan.json reader: "" when partition-compile accepts the plan
-/// for this model, else its first message. A plan the reader cannot parse
-/// (a field it does not know yet, as virtual_stages) or a pass it lacks is
-/// a soft refusal; one the model cannot follow is hard, and so is a
-/// per-layer plan it cannot parse: it reads per_layer, so the degrees or
-/// ranges break its rules (a chain, the mesh's tp), which no pass lifts.
-std::string validate(const Candidate &c, const model::ModelConfig &model,
-                     bool &hard) {
-  std::string first;
-  auto record = [&](const llvm::Twine &message) {
-    if (first.empty())
-      first = message.str();
-  };
-  std::string text = c.planJson();
-  llvm::FailureOr<Plan> plan = parsePlan(text, "plan", record);
-  if (failed(plan)) {
-    hard = !c.perLayer.empty();
-    return first;
-  }
-  PlanModel pm{c.microBatch * c.dp, model.heads, model.kvHeads,
-               model.layers, model.vocab, model.seqLen};
-  // A field the mesh ignores (a fixed zero.stage at dp 1) would be refused
-  // by the compiler: hard, as a model the plan cannot follow.
-  if (failed(checkPlanAgainstModel(*plan, pm, "plan", record)) ||
-      failed(checkPlanTakesEffect(*plan, "plan", record))) {
-    hard = true;
-    return first;
-  }
-  hard = false;
-  if (failed(checkPlanImplemented(*plan, "plan", record)))
-    return first;
-  return "";
-}
-
-/// What --plan fixes: the plan's fields that the search would otherwise
-/// choose; plan.json defaults stand for the fields it leaves out, except
-/// the micro-batch count, the schedule and the mesh axes --gpus leaves
-/// open.
-llvm::FailureOr<Fixed> readFixedPlan(const std::string &path,
-                                     std::string &error) {
-  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!file) {
-    error = "cannot read '" + path + "': " + file.getError().message();
-    return llvm::failure();
-  }
-  llvm::StringRef text = (*file)->getBuffer();
-  llvm::FailureOr<Plan> plan =
-      parsePlan(text, path, [&](const llvm::Twine &message) {
-        if (error.empty())
-          error = message.str();
-      });
-  if (failed(plan))
-    return llvm::failure();
-  // The cost model predicts uniform meshes; it would read replicas as a
-  // uniform dp x (largest) tp.
-  if (!plan->replicas.empty()) {
-    error = path + ": replicas (nonuniform tensor parallelism) are not "
-                   "predicted by the cost model; predict each replica's "
-                   "uniform plan, or simulate NTP with --goodput";
-    return llvm::failure();
-  }
-  // parsePlan accepted it: valid JSON.
-  nlohmann::json root =
-      nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  auto has = [&](const char *object, const char *key) {
-    return root.contains(object) && root[object].is_object() &&
-           root[object].contains(key);
-  };
-  Fixed f;
-  bool gpusGiven = gpus > 0;
-  if (has("mesh", "dp") || !gpusGiven)
-    f.dp = plan->mesh.dp;
-  if (has("mesh", "tp") || !gpusGiven)
-    f.tp = plan->mesh.tp;
-  if (has("mesh", "pp") || !gpusGiven)
-    f.pp = plan->mesh.pp;
-  f.sequenceParallel = plan->tensorParallel.sequenceParallel;
-  f.zeroStage = int(plan->zero.stage);
-  f.recompute = plan->recompute.policy;
-  f.precision = plan->precision;
-  if (plan->pipeline.schedule)
-    f.schedule = *plan->pipeline.schedule;
-  if (has("pipeline", "microbatches"))
-    f.microbatches = plan->pipeline.microbatches;
-  return f;
-}
-
-nlohmann::ordered_json toJson(const Prediction &p) {
-  nlohmann::ordered_json out;
-  out["plan"] = nlohmann::ordered_json::parse(p.plan.planJson());
-  out["label"] = p.plan.label();
-  out["micro_batch_size"] = p.plan.microBatch;
-  out["model_batch"] = p.plan.microBatch * p.plan.dp;
-  out["step_s"] = p.stepSeconds;
-  out["tflops_per_gpu"] = p.tflopsPerGpu;
-  out["mfu"] = p.mfu;
-  out["memory_per_rank_bytes"] = p.memoryPerRank;
-  out["memory_source"] = p.memorySource;
-  out["fits"] = p.fits;
-  out["compiles"] = p.notCompilable.empty();
-  if (!p.notCompilable.empty())
-    out["not_compilable"] = p.notCompilable;
-  const Breakdown &b = p.breakdown;
-  out["breakdown"] = {{"compute_s", b.compute},
-                      {"recompute_s", b.recompute},
-                      {"tensor_parallel_comm_s", b.tensorComm},
-                      {"pipeline_comm_s", b.pipelineComm},
-                      {"bubble_s", b.bubble},
-                      {"data_parallel_comm_s", b.dataComm},
-                      {"optimizer_s", b.optimizer}};
-  return out;
-}
-
-/// The breakdown's terms, named, in a stable order.
-std::vector<std::pair<const char *, double>> terms(const Breakdown &b) {
-  return {{"compute", b.compute},
-          {"recompute", b.recompute},
-          {"tensor-parallel communication", b.tensorComm},
-          {"pipeline communication", b.pipelineComm},
-          {"pipeline bubble", b.bubble},
-          {"data-parallel communication", b.dataComm},
-          {"optimizer", b.optimizer}};
-}
-
-void printBreakdown(const Prediction &p, llvm::raw_ostream &os) {
-  for (auto [name, value] : terms(p.breakdown))
-    if (value > 0)
-      os << llvm::format("  %-31s %12s  %5.1f%%\n", name,
-                         seconds(value).c_str(),
-                         100 * value / p.stepSeconds);
-  const Memory &m = p.memory;
-  os << "  memory per rank " << gib(p.memoryPerRank) << " ("
-     << p.memorySource;
-  if (p.memorySource == "closed-form")
-    os << ": parameters " << gib(m.parameters) << ", gradients "
-       << gib(m.gradients) << ", optimizer " << gib(m.optimizer)
-       << ", activations " << gib(m.activations) << ", other "
-       << gib(m.other);
-  else
-    os << ": the compiler's memory plan";
-  os << ")\n";
-}
-
-void printExplanation(const std::vector<Prediction> &ranked,
-                      llvm::raw_ostream &os) {
-  const Prediction &best = ranked.front();
-  os << "why " << best.plan.label() << ":\n";
-  printBreakdown(best, os);
-  auto all = terms(best.breakdown);
-  auto dominant = std::max_element(
-      all.begin(), all.end(),
-      [](const auto &a, const auto &b) { return a.second < b.second; });
-  os << "  dominant term: " << dominant->first << " ("
-     << llvm::format("%.0f%%", 100 * dominant->second / best.stepSeconds)
-     << " of the step)\n";
-  if (ranked.size() < 2) {
-    os << "  no runner-up\n";
-    return;
-  }
-  const Prediction &second = ranked[1];
-  auto other = terms(second.breakdown);
-  size_t worst = 0;
-  for (size_t i = 0; i < all.size(); ++i)
-    if (other[i].second - all[i].second >
-        other[worst].second - all[worst].second)
-      worst = i;
-  os << "  runner-up " << second.plan.label() << " is "
-     << llvm::format("%.1f%%",
-                     100 * (second.stepSeconds / best.stepSeconds - 1))
-     << " slower: +" << seconds(other[worst].second - all[worst].second)
-     << " of " << all[worst].first << "\n";
-}
-
-/// The configuration of the model in `path`, or the message why not.
-std::optional<model::ModelConfig> loadModel(const std::string &path,
-                                            std::string &error) {
-  mlir::DialectRegistry registry;
-  registry.insert<xfmr::XfmrDialect, dist::DistDialect,
-                  mlir::func::FuncDialect, mlir::tensor::TensorDialect>();
-  mlir::MLIRContext context(registry);
-  context.printOpOnDiagnostic(false);
-  auto file = mlir::openInputFile(path, &error);
-  if (!file)
-    return std::nullopt;
-  llvm::SourceMgr sources;
-  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  std::string parseError;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (parseError.empty())
-      parseError = d.str();
-    return mlir::success();
-  });
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceFile<mlir::ModuleOp>(sources, &context);
-  if (!module) {
-    error = "cannot parse '" + path + "': " + parseError;
-    return std::nullopt;
-  }
-  std::optional<model::ModelConfig> config = readModel(*module, error);
-  if (!config)
-    error = path + ": " + error;
-  return config;
-}
-
-/// --nonuniform: the uniform plans the per-layer degrees start from, and
-/// what the search found.
-struct NonuniformReport {
-  std::vector<int64_t> meshTps; // the tp degrees of the bases
-  int64_t bases = 0;
-  NonuniformResult result;
-  bool beats(const Prediction &best) const {
-    return !result.ranked.empty() &&
-           result.ranked.front().stepSeconds < best.stepSeconds;
-  }
-  /// The fastest nonuniform plan partition-compile accepts when it is
-  /// faster than `than`, else null: what -o writes in place of `than`.
-  const Prediction *compiledWinner(const Prediction &than) const {
-    for (const Prediction &p : result.ranked)
-      if (p.notCompilable.empty())
-        return p.stepSeconds < than.stepSeconds ? &p : nullptr;
-    return nullptr;
-  }
-};
-
-/// The bases are the fastest uniform plans (three per mesh tp) with tp > 1
-/// that fit and that the plan.json reader accepts with per-layer degrees
-/// too (under what --plan fixes; a probe assignment, layer 0 at tp 1 and
-/// the rest at the mesh's, asks it: whether per_layer goes with the base's
-/// pp or ZeRO is the reader's rule, not the planner's); every per-layer
-/// assignment is tried on each and put to the reader, and those that
-/// compile get the compiler's memory plan from `oracle`.
-NonuniformReport searchNonuniformPlans(const ModelShape &shape,
-                                       const Cluster &cluster,
-                                       const SearchOptions &options,
-                                       const Fixed &fixed,
-                                       const model::ModelConfig &config,
-                                       const MemoryOracle &oracle) {
-  NonuniformReport report;
-  std::vector<Candidate> bases;
-  for (int64_t t = 2; t <= options.devices; ++t) {
-    if (options.devices % t != 0 || (fixed.tp && *fixed.tp != t))
-      continue;
-    Fixed f = fixed;
-    f.tp = t;
-    SearchOptions o = options;
-    o.top = 3;
-    o.keepUnfit = false;
-    SearchResult r = search(
-        shape, cluster, o, f,
-        [&](const Candidate &c, bool &hard) {
-          std::string why = validate(c, config, hard);
-          if (!why.empty() || shape.layers < 2)
-            return why;
-          Candidate probe = c;
-          probe.perLayer = {{0, 0, 1}, {1, shape.layers - 1, c.tp}};
-          return validate(probe, config, hard);
-        });
-    bool any = false;
-    for (const Prediction &p : r.ranked)
-      if (p.fits) {
-        bases.push_back(p.plan);
-        any = true;
-      }
-    if (any)
-      report.meshTps.push_back(t);
-  }
-  report.bases = int64_t(bases.size());
-  report.result = searchNonuniform(shape, cluster, bases,
-                                   std::max<int64_t>(top, 1),
-                                   [&](const Candidate &c, bool &hard) {
-                                     return validate(c, config, hard);
-                                   },
-                                   oracle,
-                                   options.includeUncompilable);
-  return report;
-}
-
-nlohmann::ordered_json nonuniformJson(const NonuniformReport &report,
-                                      const Prediction &best) {
-  nlohmann::ordered_json all = nlohmann::ordered_json::array();
-  for (const Prediction &p : report.result.ranked) {
-    nlohmann::ordered_json entry = toJson(p);
-    // Positive: faster than the best uniform plan by that much.
-    entry["gain_s"] = best.stepSeconds - p.stepSeconds;
-    entry["gain"] = 1 - p.stepSeconds / best.stepSeconds;
-    all.push_back(entry);
-  }
-  return all;
-}
-
-void printNonuniform(const NonuniformReport &report, const Prediction &best,
-                     llvm::raw_ostream &os) {
-  const NonuniformResult &r = report.result;
-  os << "nonuniform: " << r.evaluated << " per-layer plans on "
-     << report.bases << " uniform bases (mesh tp";
-  for (int64_t t : report.meshTps)
-    os << " " << t;
-  if (report.meshTps.empty())
-    os << ": none";
-  os << "), " << r.refused << " refused by the plan.json reader, "
-     << r.unfit << " do not fit\n";
-  if (!r.firstRefusal.empty())
-    os << "  the reader's first refusal: " << r.firstRefusal << "\n";
-  if (r.ranked.empty()) {
-    if (report.bases == 0)
-      os << "no nonuniform plan: no uniform plan with tp > 1 that takes "
-            "per-layer degrees fits to start from\n";
-    else if (!r.firstRefusal.empty() && r.evaluated == 0)
-      os << "no nonuniform plan: partition-compile refuses every one ("
-         << r.firstRefusal << ")\n";
-    else
-      os << "no nonuniform plan fits\n";
-    return;
-  }
-  os << llvm::format("%4s  %-56s %12s %17s %10s  %s\n", "rank", "plan",
-                     "step", "vs best uniform", "memory", "source");
-  for (size_t i = 0; i < r.ranked.size(); ++i) {
-    const Prediction &p = r.ranked[i];
-    os << llvm::format("%4d  %-56s %12s %+16.1f%% %10s  %s%s\n", int(i + 1),
-                       p.plan.label().c_str(),
-                       seconds(p.stepSeconds).c_str(),
-                       100 * (p.stepSeconds / best.stepSeconds - 1),
-                       gib(p.memoryPerRank).c_str(), p.memorySource.c_str(),
-                       p.notCompilable.empty() ? ""
-                                               : " (does not compile yet)");
-  }
-  const Prediction &winner = r.ranked.front();
-  if (report.beats(best)) {
-    os << "nonuniform wins: " << winner.plan.label() << " beats the best "
-       << "uniform plan " << best.plan.label() << " by "
-       << llvm::format("%.1f%%", 100 * (1 - winner.stepSeconds /
-                                                 best.stepSeconds))
-       << " (" << seconds(best.stepSeconds - winner.stepSeconds)
-       << " per step)\n";
-    os << "  plan.json: " << winner.plan.planJson() << "\n";
-    if (!winner.notCompilable.empty())
-      os << "note: partition-compile refuses this plan today: "
-         << winner.notCompilable << "\n";
-  } else {
-    os << "no nonuniform plan beats the best uniform plan "
-       << best.plan.label() << " (" << seconds(best.stepSeconds)
-       << "): the fastest, " << winner.plan.label() << ", is "
-       << llvm::format("%.1f%%",
-                       100 * (winner.stepSeconds / best.stepSeconds - 1))
-       << " slower\n";
-  }
-}
-
-/// --goodput: checks the failure flags, then prints the table.
 int runGoodput() {
   if (clusterArg.empty())
     tools::usageError(kTool, "give --cluster PROFILE or --cluster FILE.json");
@@ -691,22 +270,8 @@ int runGoodput() {
 
 } // namespace
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
-  tools::parseCommandLine(
-      argc, argv,
-      "partition-plan: chooses a plan (dp, tp, pp, micro-batches, schedule, "
-      "SP, ZeRO, recompute) for a model on a cluster, or predicts a given "
-      "plan\n");
-
-  if (calibrateWorker)
-    return runCollectivesWorker();
-  if (calibrate)
-    return runCalibration(argv[0], calibrateRanks, output);
-
-  if (goodputMode)
-    return runGoodput();
+/// The search's arguments, checked before any work (usage errors, exit 2).
+void checkSearchArguments() {
   if (input.empty())
     tools::usageError(kTool, "give a model (partition-gen output)");
   if (clusterArg.empty())
@@ -731,6 +296,107 @@ int main(int argc, char **argv) {
     tools::usageError(kTool, "--precision must be fp32 or bf16, got '" +
                                  precision + "'");
 
+}
+
+/// The one line when no plan is left: none fits, or none uses the devices.
+int noPlan(const SearchResult &result, const Cluster &cluster,
+           int64_t devices) {
+  if (result.unfit > 0)
+    return fail(llvm::Twine("no plan fits: the smallest of the ") +
+                llvm::Twine(result.unfit) + " plans that " +
+                (planFile.empty() ? "" : "follow the plan and ") +
+                "the model allows needs " +
+                gib(result.leastUnfitMemory) + " per rank, " +
+                cluster.name + " has " + gib(cluster.memoryBytes) +
+                "; use more GPUs or a smaller model");
+  return fail(llvm::Twine("no plan ") +
+              (planFile.empty() ? "" : "that follows '" + planFile +
+                                           "' ") +
+              "uses " + llvm::Twine(devices) +
+              " devices for this model and a global batch of " +
+              llvm::Twine(globalBatch) +
+              (result.firstRefusal.empty()
+                   ? std::string()
+                   : " (e.g. " + result.firstRefusal + ")") +
+              "; choose a device count that divides the batch, heads "
+              "and layers");
+}
+
+/// The text output: the ranking, the best plan's micro-batch, and what
+/// --plan, --explain, --nonuniform and -o add.
+void printRanking(const model::ModelConfig &config, const ModelShape &shape,
+                  const Cluster &cluster, int64_t devices,
+                  const SearchResult &result, double planningSeconds,
+                  const NonuniformReport *nonuniformReport,
+                  const Prediction &written) {
+  llvm::raw_ostream &os = llvm::outs();
+  std::vector<Prediction> shown = result.ranked;
+  if (int64_t(shown.size()) > top)
+    shown.resize(top);
+  const Prediction &best = result.ranked.front();
+  os << kTool << ": " << input << " (" << model::archName(config.arch)
+     << ", " << llvm::format("%.3g", double(shape.parameters()))
+     << " parameters) on " << devices << " x " << cluster.name
+     << ", global batch " << globalBatch << ": " << result.evaluated
+     << " plans predicted, " << result.refused << " refused, "
+     << result.unfit << " do not fit ("
+     << llvm::format("%.2f", planningSeconds) << " s)\n";
+  os << llvm::format("%4s  %-48s %12s %9s %6s %10s  %s\n", "rank", "plan",
+                     "step", "TFLOP/s", "MFU", "memory", "source");
+  for (size_t i = 0; i < shown.size(); ++i) {
+    const Prediction &p = shown[i];
+    os << llvm::format("%4d  %-48s %12s %9.4g %5.1f%% %10s  %s%s\n",
+                       int(i + 1), p.plan.label().c_str(),
+                       seconds(p.stepSeconds).c_str(), p.tflopsPerGpu,
+                       100 * p.mfu, gib(p.memoryPerRank).c_str(),
+                       p.memorySource.c_str(),
+                       p.notCompilable.empty() ? ""
+                                               : " (does not compile yet)");
+  }
+  os << "micro-batch: " << best.plan.microBatch
+     << " sequences per replica, " << best.plan.microbatches
+     << " per step: generate the model with batch "
+     << best.plan.microBatch * best.plan.dp << " (partition-gen --batch "
+     << best.plan.microBatch * best.plan.dp << ")\n";
+  if (!best.notCompilable.empty())
+    os << "note: partition-compile refuses this plan today: "
+       << best.notCompilable << "\n";
+  if (!planFile.empty() && !explain) {
+    os << "breakdown:\n";
+    printBreakdown(best, os);
+  }
+  if (explain)
+    printExplanation(result.ranked, os);
+  if (nonuniformReport)
+    printNonuniform(*nonuniformReport, best, os);
+  if (!output.empty()) {
+    os << "wrote " << output << " (" << written.plan.label();
+    if (!written.notCompilable.empty())
+      os << "; partition-compile refuses it today";
+    int64_t batch = written.plan.microBatch * written.plan.dp;
+    if (batch != best.plan.microBatch * best.plan.dp)
+      os << "; generate the model with batch " << batch;
+    os << ")\n";
+  }
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  tools::parseCommandLine(
+      argc, argv,
+      "partition-plan: chooses a plan (dp, tp, pp, micro-batches, schedule, "
+      "SP, ZeRO, recompute) for a model on a cluster, or predicts a given "
+      "plan\n");
+
+  if (calibrateWorker)
+    return runCollectivesWorker();
+  if (calibrate)
+    return runCalibration(argv[0], calibrateRanks, output);
+
+  if (goodputMode)
+    return runGoodput();
+  checkSearchArguments();
   Expected<Cluster> cluster = loadCluster(clusterArg);
   if (!cluster)
     return fail(cluster.error());
@@ -744,7 +410,7 @@ int main(int argc, char **argv) {
   // What is fixed.
   Fixed fixed;
   if (!planFile.empty()) {
-    llvm::FailureOr<Fixed> read = readFixedPlan(planFile, error);
+    llvm::FailureOr<Fixed> read = readFixedPlan(planFile, gpus > 0, error);
     if (failed(read))
       return fail(error);
     fixed = *read;
@@ -778,27 +444,8 @@ int main(int argc, char **argv) {
                                std::chrono::steady_clock::now() - start)
                                .count();
 
-  if (result.ranked.empty()) {
-    if (result.unfit > 0)
-      return fail(llvm::Twine("no plan fits: the smallest of the ") +
-                  llvm::Twine(result.unfit) + " plans that " +
-                  (planFile.empty() ? "" : "follow the plan and ") +
-                  "the model allows needs " +
-                  gib(result.leastUnfitMemory) + " per rank, " +
-                  cluster->name + " has " + gib(cluster->memoryBytes) +
-                  "; use more GPUs or a smaller model");
-    return fail(llvm::Twine("no plan ") +
-                (planFile.empty() ? "" : "that follows '" + planFile +
-                                             "' ") +
-                "uses " + llvm::Twine(devices) +
-                " devices for this model and a global batch of " +
-                llvm::Twine(globalBatch) +
-                (result.firstRefusal.empty()
-                     ? std::string()
-                     : " (e.g. " + result.firstRefusal + ")") +
-                "; choose a device count that divides the batch, heads "
-                "and layers");
-  }
+  if (result.ranked.empty())
+    return noPlan(result, *cluster, devices);
   if (memorySource == "compiled")
     for (const Prediction &p : result.ranked)
       if (p.notCompilable.empty() && p.memorySource != "compiled")
@@ -813,7 +460,7 @@ int main(int argc, char **argv) {
   std::optional<NonuniformReport> nonuniformReport;
   if (nonuniform) {
     nonuniformReport = searchNonuniformPlans(shape, *cluster, options, fixed,
-                                             *config, oracle);
+                                             *config, oracle, top);
     if (memorySource == "compiled")
       for (const Prediction &p : nonuniformReport->result.ranked)
         if (p.notCompilable.empty() && p.memorySource != "compiled")
@@ -862,50 +509,7 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  llvm::raw_ostream &os = llvm::outs();
-  os << kTool << ": " << input << " (" << model::archName(config->arch)
-     << ", " << llvm::format("%.3g", double(shape.parameters()))
-     << " parameters) on " << devices << " x " << cluster->name
-     << ", global batch " << globalBatch << ": " << result.evaluated
-     << " plans predicted, " << result.refused << " refused, "
-     << result.unfit << " do not fit ("
-     << llvm::format("%.2f", planningSeconds) << " s)\n";
-  os << llvm::format("%4s  %-48s %12s %9s %6s %10s  %s\n", "rank", "plan",
-                     "step", "TFLOP/s", "MFU", "memory", "source");
-  for (size_t i = 0; i < shown.size(); ++i) {
-    const Prediction &p = shown[i];
-    os << llvm::format("%4d  %-48s %12s %9.4g %5.1f%% %10s  %s%s\n",
-                       int(i + 1), p.plan.label().c_str(),
-                       seconds(p.stepSeconds).c_str(), p.tflopsPerGpu,
-                       100 * p.mfu, gib(p.memoryPerRank).c_str(),
-                       p.memorySource.c_str(),
-                       p.notCompilable.empty() ? ""
-                                               : " (does not compile yet)");
-  }
-  os << "micro-batch: " << best.plan.microBatch
-     << " sequences per replica, " << best.plan.microbatches
-     << " per step: generate the model with batch "
-     << best.plan.microBatch * best.plan.dp << " (partition-gen --batch "
-     << best.plan.microBatch * best.plan.dp << ")\n";
-  if (!best.notCompilable.empty())
-    os << "note: partition-compile refuses this plan today: "
-       << best.notCompilable << "\n";
-  if (!planFile.empty() && !explain) {
-    os << "breakdown:\n";
-    printBreakdown(best, os);
-  }
-  if (explain)
-    printExplanation(result.ranked, os);
-  if (nonuniformReport)
-    printNonuniform(*nonuniformReport, best, os);
-  if (!output.empty()) {
-    os << "wrote " << output << " (" << written->plan.label();
-    if (!written->notCompilable.empty())
-      os << "; partition-compile refuses it today";
-    int64_t batch = written->plan.microBatch * written->plan.dp;
-    if (batch != best.plan.microBatch * best.plan.dp)
-      os << "; generate the model with batch " << batch;
-    os << ")\n";
-  }
+  printRanking(*config, shape, *cluster, devices, result, planningSeconds,
+               nonuniformReport ? &*nonuniformReport : nullptr, *written);
   return 0;
 }

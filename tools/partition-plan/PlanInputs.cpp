@@ -1,0 +1,199 @@
+//===- PlanInputs.cpp - what partition-plan reads -------------------------===//
+
+#include "tools/partition-plan/PlanInputs.h"
+
+#include "passes/Plan.h"
+
+#include "dialects/Dist/DistDialect.h"
+#include "dialects/Xfmr/XfmrDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <nlohmann/json.hpp>
+
+namespace partition::planner {
+namespace {
+
+/// The model's configuration from its forward function's `xfmr.model`.
+std::optional<model::ModelConfig> readModel(mlir::ModuleOp module,
+                                            std::string &error) {
+  for (auto function : module.getOps<mlir::func::FuncOp>()) {
+    auto dict = function->getAttrOfType<mlir::DictionaryAttr>(
+        xfmr::XfmrDialect::kModelAttrName);
+    if (!dict)
+      continue;
+    model::ModelConfig c;
+    auto field = [&](llvm::StringRef name, int64_t &out) {
+      if (auto v = dict.getAs<mlir::IntegerAttr>(name))
+        out = v.getInt();
+      else
+        error = ("the model's xfmr.model has no integer '" + name + "'")
+                    .str();
+    };
+    auto arch = dict.getAs<mlir::StringAttr>("arch");
+    std::optional<model::Arch> parsed =
+        arch ? model::parseArch(arch.getValue().str()) : std::nullopt;
+    if (!parsed) {
+      error = "the model's xfmr.model has no known 'arch'";
+      return std::nullopt;
+    }
+    c.arch = *parsed;
+    field("layers", c.layers);
+    field("hidden", c.hidden);
+    field("heads", c.heads);
+    field("kv_heads", c.kvHeads);
+    field("ffn", c.ffn);
+    field("vocab", c.vocab);
+    field("seq_len", c.seqLen);
+    field("positions", c.positions);
+    field("batch", c.batch);
+    if (!error.empty())
+      return std::nullopt;
+    return c;
+  }
+  error = "no function carries an xfmr.model configuration (give "
+          "partition-gen output)";
+  return std::nullopt;
+}
+
+} // namespace
+
+ModelShape shapeOf(const model::ModelConfig &c) {
+  ModelShape m;
+  m.llama = c.arch == model::Arch::Llama;
+  m.layers = c.layers;
+  m.hidden = c.hidden;
+  m.heads = c.heads;
+  m.kvHeads = c.kvHeads;
+  m.ffn = c.ffn;
+  m.vocab = c.vocab;
+  m.seqLen = c.seqLen;
+  m.positions = m.llama ? 0 : c.positions;
+  return m;
+}
+
+/// Asks the plan.json reader: "" when partition-compile accepts the plan
+/// for this model, else its first message. A plan the reader cannot parse
+/// (a field it does not know yet, as virtual_stages) or a pass it lacks is
+/// a soft refusal; one the model cannot follow is hard, and so is a
+/// per-layer plan it cannot parse: it reads per_layer, so the degrees or
+/// ranges break its rules (a chain, the mesh's tp), which no pass lifts.
+std::string validate(const Candidate &c, const model::ModelConfig &model,
+                     bool &hard) {
+  std::string first;
+  auto record = [&](const llvm::Twine &message) {
+    if (first.empty())
+      first = message.str();
+  };
+  std::string text = c.planJson();
+  llvm::FailureOr<Plan> plan = parsePlan(text, "plan", record);
+  if (failed(plan)) {
+    hard = !c.perLayer.empty();
+    return first;
+  }
+  PlanModel pm{c.microBatch * c.dp, model.heads, model.kvHeads,
+               model.layers, model.vocab, model.seqLen};
+  // A field the mesh ignores (a fixed zero.stage at dp 1) would be refused
+  // by the compiler: hard, as a model the plan cannot follow.
+  if (failed(checkPlanAgainstModel(*plan, pm, "plan", record)) ||
+      failed(checkPlanTakesEffect(*plan, "plan", record))) {
+    hard = true;
+    return first;
+  }
+  hard = false;
+  if (failed(checkPlanImplemented(*plan, "plan", record)))
+    return first;
+  return "";
+}
+
+/// What --plan fixes: the plan's fields that the search would otherwise
+/// choose; plan.json defaults stand for the fields it leaves out, except
+/// the micro-batch count, the schedule and the mesh axes --gpus leaves
+/// open.
+llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
+                                     std::string &error) {
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!file) {
+    error = "cannot read '" + path + "': " + file.getError().message();
+    return llvm::failure();
+  }
+  llvm::StringRef text = (*file)->getBuffer();
+  llvm::FailureOr<Plan> plan =
+      parsePlan(text, path, [&](const llvm::Twine &message) {
+        if (error.empty())
+          error = message.str();
+      });
+  if (failed(plan))
+    return llvm::failure();
+  // The cost model predicts uniform meshes; it would read replicas as a
+  // uniform dp x (largest) tp.
+  if (!plan->replicas.empty()) {
+    error = path + ": replicas (nonuniform tensor parallelism) are not "
+                   "predicted by the cost model; predict each replica's "
+                   "uniform plan, or simulate NTP with --goodput";
+    return llvm::failure();
+  }
+  // parsePlan accepted it: valid JSON.
+  nlohmann::json root =
+      nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  auto has = [&](const char *object, const char *key) {
+    return root.contains(object) && root[object].is_object() &&
+           root[object].contains(key);
+  };
+  Fixed f;
+  if (has("mesh", "dp") || !gpusGiven)
+    f.dp = plan->mesh.dp;
+  if (has("mesh", "tp") || !gpusGiven)
+    f.tp = plan->mesh.tp;
+  if (has("mesh", "pp") || !gpusGiven)
+    f.pp = plan->mesh.pp;
+  f.sequenceParallel = plan->tensorParallel.sequenceParallel;
+  f.zeroStage = int(plan->zero.stage);
+  f.recompute = plan->recompute.policy;
+  f.precision = plan->precision;
+  if (plan->pipeline.schedule)
+    f.schedule = *plan->pipeline.schedule;
+  if (has("pipeline", "microbatches"))
+    f.microbatches = plan->pipeline.microbatches;
+  return f;
+}
+
+/// The configuration of the model in `path`, or the message why not.
+std::optional<model::ModelConfig> loadModel(const std::string &path,
+                                            std::string &error) {
+  mlir::DialectRegistry registry;
+  registry.insert<xfmr::XfmrDialect, dist::DistDialect,
+                  mlir::func::FuncDialect, mlir::tensor::TensorDialect>();
+  mlir::MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
+  auto file = mlir::openInputFile(path, &error);
+  if (!file)
+    return std::nullopt;
+  llvm::SourceMgr sources;
+  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  std::string parseError;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    if (parseError.empty())
+      parseError = d.str();
+    return mlir::success();
+  });
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sources, &context);
+  if (!module) {
+    error = "cannot parse '" + path + "': " + parseError;
+    return std::nullopt;
+  }
+  std::optional<model::ModelConfig> config = readModel(*module, error);
+  if (!config)
+    error = path + ": " + error;
+  return config;
+}
+
+
+} // namespace partition::planner

@@ -1,0 +1,44 @@
+//===- PlanInputs.h - what partition-plan reads ----------------*- C++ -*-===//
+//
+// The model (its `xfmr.model` configuration, as the cost model's shape),
+// the fields a --plan file fixes, and the check every candidate goes
+// through: the plan.json reader and its model checks (passes/Plan.h), so
+// that partition-plan only emits plans partition-compile accepts.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_TOOLS_PARTITION_PLAN_PLANINPUTS_H
+#define PARTITION_TOOLS_PARTITION_PLAN_PLANINPUTS_H
+
+#include "model/ModelConfig.h"
+#include "planner/CostModel.h"
+#include "planner/Search.h"
+
+#include "mlir/Support/LogicalResult.h"
+
+#include <optional>
+#include <string>
+
+namespace partition::planner {
+
+/// The configuration of the model in `path`, or the message why not.
+std::optional<model::ModelConfig> loadModel(const std::string &path,
+                                            std::string &error);
+
+/// The cost model's view of a model configuration.
+ModelShape shapeOf(const model::ModelConfig &c);
+
+/// Asks the plan.json reader: "" when partition-compile accepts the plan
+/// for this model, else its first message; `hard` says whether no pass
+/// could lift the refusal.
+std::string validate(const Candidate &c, const model::ModelConfig &model,
+                     bool &hard);
+
+/// What --plan fixes: the plan's fields that the search would otherwise
+/// choose. `gpusGiven`: --gpus leaves the mesh axes the plan omits open.
+llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
+                                     std::string &error);
+
+} // namespace partition::planner
+
+#endif // PARTITION_TOOLS_PARTITION_PLAN_PLANINPUTS_H

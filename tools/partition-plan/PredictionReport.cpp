@@ -1,0 +1,248 @@
+//===- PredictionReport.cpp - partition-plan's output ---------------------===//
+
+#include "tools/partition-plan/PredictionReport.h"
+
+#include "tools/partition-plan/PlanInputs.h"
+
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace partition::planner {
+namespace {
+
+
+/// The breakdown's terms, named, in a stable order.
+std::vector<std::pair<const char *, double>> terms(const Breakdown &b) {
+  return {{"compute", b.compute},
+          {"recompute", b.recompute},
+          {"tensor-parallel communication", b.tensorComm},
+          {"pipeline communication", b.pipelineComm},
+          {"pipeline bubble", b.bubble},
+          {"data-parallel communication", b.dataComm},
+          {"optimizer", b.optimizer}};
+}
+
+} // namespace
+
+std::string gib(double bytes) {
+  char text[32];
+  if (bytes >= (1 << 30))
+    std::snprintf(text, sizeof(text), "%.1f GiB", bytes / (1 << 30));
+  else
+    std::snprintf(text, sizeof(text), "%.1f MiB", bytes / (1 << 20));
+  return text;
+}
+
+std::string seconds(double s) {
+  char text[32];
+  if (s >= 1)
+    std::snprintf(text, sizeof(text), "%.3f s", s);
+  else
+    std::snprintf(text, sizeof(text), "%.3f ms", s * 1e3);
+  return text;
+}
+
+nlohmann::ordered_json toJson(const Prediction &p) {
+  nlohmann::ordered_json out;
+  out["plan"] = nlohmann::ordered_json::parse(p.plan.planJson());
+  out["label"] = p.plan.label();
+  out["micro_batch_size"] = p.plan.microBatch;
+  out["model_batch"] = p.plan.microBatch * p.plan.dp;
+  out["step_s"] = p.stepSeconds;
+  out["tflops_per_gpu"] = p.tflopsPerGpu;
+  out["mfu"] = p.mfu;
+  out["memory_per_rank_bytes"] = p.memoryPerRank;
+  out["memory_source"] = p.memorySource;
+  out["fits"] = p.fits;
+  out["compiles"] = p.notCompilable.empty();
+  if (!p.notCompilable.empty())
+    out["not_compilable"] = p.notCompilable;
+  const Breakdown &b = p.breakdown;
+  out["breakdown"] = {{"compute_s", b.compute},
+                      {"recompute_s", b.recompute},
+                      {"tensor_parallel_comm_s", b.tensorComm},
+                      {"pipeline_comm_s", b.pipelineComm},
+                      {"bubble_s", b.bubble},
+                      {"data_parallel_comm_s", b.dataComm},
+                      {"optimizer_s", b.optimizer}};
+  return out;
+}
+void printBreakdown(const Prediction &p, llvm::raw_ostream &os) {
+  for (auto [name, value] : terms(p.breakdown))
+    if (value > 0)
+      os << llvm::format("  %-31s %12s  %5.1f%%\n", name,
+                         seconds(value).c_str(),
+                         100 * value / p.stepSeconds);
+  const Memory &m = p.memory;
+  os << "  memory per rank " << gib(p.memoryPerRank) << " ("
+     << p.memorySource;
+  if (p.memorySource == "closed-form")
+    os << ": parameters " << gib(m.parameters) << ", gradients "
+       << gib(m.gradients) << ", optimizer " << gib(m.optimizer)
+       << ", activations " << gib(m.activations) << ", other "
+       << gib(m.other);
+  else
+    os << ": the compiler's memory plan";
+  os << ")\n";
+}
+
+void printExplanation(const std::vector<Prediction> &ranked,
+                      llvm::raw_ostream &os) {
+  const Prediction &best = ranked.front();
+  os << "why " << best.plan.label() << ":\n";
+  printBreakdown(best, os);
+  auto all = terms(best.breakdown);
+  auto dominant = std::max_element(
+      all.begin(), all.end(),
+      [](const auto &a, const auto &b) { return a.second < b.second; });
+  os << "  dominant term: " << dominant->first << " ("
+     << llvm::format("%.0f%%", 100 * dominant->second / best.stepSeconds)
+     << " of the step)\n";
+  if (ranked.size() < 2) {
+    os << "  no runner-up\n";
+    return;
+  }
+  const Prediction &second = ranked[1];
+  auto other = terms(second.breakdown);
+  size_t worst = 0;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (other[i].second - all[i].second >
+        other[worst].second - all[worst].second)
+      worst = i;
+  os << "  runner-up " << second.plan.label() << " is "
+     << llvm::format("%.1f%%",
+                     100 * (second.stepSeconds / best.stepSeconds - 1))
+     << " slower: +" << seconds(other[worst].second - all[worst].second)
+     << " of " << all[worst].first << "\n";
+}
+
+/// The bases are the fastest uniform plans (three per mesh tp) with tp > 1
+/// that fit and that the plan.json reader accepts with per-layer degrees
+/// too (under what --plan fixes; a probe assignment, layer 0 at tp 1 and
+/// the rest at the mesh's, asks it: whether per_layer goes with the base's
+/// pp or ZeRO is the reader's rule, not the planner's); every per-layer
+/// assignment is tried on each and put to the reader, and those that
+/// compile get the compiler's memory plan from `oracle`.
+NonuniformReport searchNonuniformPlans(const ModelShape &shape,
+                                       const Cluster &cluster,
+                                       const SearchOptions &options,
+                                       const Fixed &fixed,
+                                       const model::ModelConfig &config,
+                                       const MemoryOracle &oracle,
+                                       int64_t top) {
+  NonuniformReport report;
+  std::vector<Candidate> bases;
+  for (int64_t t = 2; t <= options.devices; ++t) {
+    if (options.devices % t != 0 || (fixed.tp && *fixed.tp != t))
+      continue;
+    Fixed f = fixed;
+    f.tp = t;
+    SearchOptions o = options;
+    o.top = 3;
+    o.keepUnfit = false;
+    SearchResult r = search(
+        shape, cluster, o, f,
+        [&](const Candidate &c, bool &hard) {
+          std::string why = validate(c, config, hard);
+          if (!why.empty() || shape.layers < 2)
+            return why;
+          Candidate probe = c;
+          probe.perLayer = {{0, 0, 1}, {1, shape.layers - 1, c.tp}};
+          return validate(probe, config, hard);
+        });
+    bool any = false;
+    for (const Prediction &p : r.ranked)
+      if (p.fits) {
+        bases.push_back(p.plan);
+        any = true;
+      }
+    if (any)
+      report.meshTps.push_back(t);
+  }
+  report.bases = int64_t(bases.size());
+  report.result = searchNonuniform(shape, cluster, bases,
+                                   std::max<int64_t>(top, 1),
+                                   [&](const Candidate &c, bool &hard) {
+                                     return validate(c, config, hard);
+                                   },
+                                   oracle,
+                                   options.includeUncompilable);
+  return report;
+}
+
+nlohmann::ordered_json nonuniformJson(const NonuniformReport &report,
+                                      const Prediction &best) {
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const Prediction &p : report.result.ranked) {
+    nlohmann::ordered_json entry = toJson(p);
+    // Positive: faster than the best uniform plan by that much.
+    entry["gain_s"] = best.stepSeconds - p.stepSeconds;
+    entry["gain"] = 1 - p.stepSeconds / best.stepSeconds;
+    all.push_back(entry);
+  }
+  return all;
+}
+
+void printNonuniform(const NonuniformReport &report, const Prediction &best,
+                     llvm::raw_ostream &os) {
+  const NonuniformResult &r = report.result;
+  os << "nonuniform: " << r.evaluated << " per-layer plans on "
+     << report.bases << " uniform bases (mesh tp";
+  for (int64_t t : report.meshTps)
+    os << " " << t;
+  if (report.meshTps.empty())
+    os << ": none";
+  os << "), " << r.refused << " refused by the plan.json reader, "
+     << r.unfit << " do not fit\n";
+  if (!r.firstRefusal.empty())
+    os << "  the reader's first refusal: " << r.firstRefusal << "\n";
+  if (r.ranked.empty()) {
+    if (report.bases == 0)
+      os << "no nonuniform plan: no uniform plan with tp > 1 that takes "
+            "per-layer degrees fits to start from\n";
+    else if (!r.firstRefusal.empty() && r.evaluated == 0)
+      os << "no nonuniform plan: partition-compile refuses every one ("
+         << r.firstRefusal << ")\n";
+    else
+      os << "no nonuniform plan fits\n";
+    return;
+  }
+  os << llvm::format("%4s  %-56s %12s %17s %10s  %s\n", "rank", "plan",
+                     "step", "vs best uniform", "memory", "source");
+  for (size_t i = 0; i < r.ranked.size(); ++i) {
+    const Prediction &p = r.ranked[i];
+    os << llvm::format("%4d  %-56s %12s %+16.1f%% %10s  %s%s\n", int(i + 1),
+                       p.plan.label().c_str(),
+                       seconds(p.stepSeconds).c_str(),
+                       100 * (p.stepSeconds / best.stepSeconds - 1),
+                       gib(p.memoryPerRank).c_str(), p.memorySource.c_str(),
+                       p.notCompilable.empty() ? ""
+                                               : " (does not compile yet)");
+  }
+  const Prediction &winner = r.ranked.front();
+  if (report.beats(best)) {
+    os << "nonuniform wins: " << winner.plan.label() << " beats the best "
+       << "uniform plan " << best.plan.label() << " by "
+       << llvm::format("%.1f%%", 100 * (1 - winner.stepSeconds /
+                                                 best.stepSeconds))
+       << " (" << seconds(best.stepSeconds - winner.stepSeconds)
+       << " per step)\n";
+    os << "  plan.json: " << winner.plan.planJson() << "\n";
+    if (!winner.notCompilable.empty())
+      os << "note: partition-compile refuses this plan today: "
+         << winner.notCompilable << "\n";
+  } else {
+    os << "no nonuniform plan beats the best uniform plan "
+       << best.plan.label() << " (" << seconds(best.stepSeconds)
+       << "): the fastest, " << winner.plan.label() << ", is "
+       << llvm::format("%.1f%%",
+                       100 * (winner.stepSeconds / best.stepSeconds - 1))
+       << " slower\n";
+  }
+}
+
+/// --goodput: checks the failure flags, then prints the table.
+
+} // namespace partition::planner
