@@ -135,7 +135,7 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
   let summary = "Read plan.json, check it against the model and record it";
   let description = [{
     Reads the parallelization plan (`plan=<path to plan.json>`; without a
-    path, the default plan) with passes/Plan.h, checks it against the
+    path, the default plan) with passes/plan/Plan.h, checks it against the
     `xfmr.model` configuration of the module's model function (the forward
     function or the training step), and records it: a `dist.mesh @mesh`
     with all three axes (size-1 axes included, so later passes can rely on

@@ -4,7 +4,7 @@
 
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
-#include "passes/Plan.h"
+#include "passes/plan/Plan.h"
 #include "passes/partition/ShardPipeline.h"
 
 #include "mlir/Pass/PassRegistry.h"

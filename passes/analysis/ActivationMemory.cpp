@@ -1,10 +1,10 @@
 //===- ActivationMemory.cpp - per-layer activation and TP traffic ---------===//
 
-#include "passes/ActivationMemory.h"
+#include "passes/analysis/ActivationMemory.h"
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
-#include "passes/LossGradient.h"
+#include "passes/analysis/LossGradient.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_FORWARDFUNCTION_H
-#define PARTITION_PASSES_FORWARDFUNCTION_H
+#ifndef PARTITION_PASSES_ANALYSIS_FORWARDFUNCTION_H
+#define PARTITION_PASSES_ANALYSIS_FORWARDFUNCTION_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -22,4 +22,4 @@ findForwardFunction(mlir::ModuleOp module, llvm::StringRef pass,
 
 } // namespace partition
 
-#endif // PARTITION_PASSES_FORWARDFUNCTION_H
+#endif // PARTITION_PASSES_ANALYSIS_FORWARDFUNCTION_H

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/Plan.h"
+#include "passes/plan/Plan.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Dist/DistOps.h"

@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_PLAN_H
-#define PARTITION_PASSES_PLAN_H
+#ifndef PARTITION_PASSES_PLAN_PLAN_H
+#define PARTITION_PASSES_PLAN_PLAN_H
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -173,4 +173,4 @@ llvm::LogicalResult checkPlanImplemented(const Plan &plan,
 
 } // namespace partition
 
-#endif // PARTITION_PASSES_PLAN_H
+#endif // PARTITION_PASSES_PLAN_PLAN_H

@@ -1,6 +1,6 @@
 //===- Stats.cpp - print model statistics ---------------------------------===//
 
-#include "passes/ModelStats.h"
+#include "passes/analysis/ModelStats.h"
 #include "passes/Passes.h"
 
 #include "llvm/Support/raw_ostream.h"

@@ -9,7 +9,7 @@
 
 #include "passes/Passes.h"
 
-#include "passes/ForwardFunction.h"
+#include "passes/analysis/ForwardFunction.h"
 
 #include "dialects/Xfmr/XfmrOps.h"
 

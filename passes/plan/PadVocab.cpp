@@ -19,7 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/Plan.h"
+#include "passes/plan/Plan.h"
 #include "passes/partition/Layout.h"
 
 #include "dialects/Xfmr/XfmrDialect.h"

@@ -1,6 +1,6 @@
 //===- ForwardFunction.cpp - the model's forward function -----------------===//
 
-#include "passes/ForwardFunction.h"
+#include "passes/analysis/ForwardFunction.h"
 
 #include "dialects/Xfmr/XfmrDialect.h"
 

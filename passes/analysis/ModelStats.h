@@ -1,7 +1,7 @@
 //===- ModelStats.h - parameter, token and FLOP counts ----------*- C++ -*-===//
 
-#ifndef PARTITION_PASSES_MODELSTATS_H
-#define PARTITION_PASSES_MODELSTATS_H
+#ifndef PARTITION_PASSES_ANALYSIS_MODELSTATS_H
+#define PARTITION_PASSES_ANALYSIS_MODELSTATS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -26,4 +26,4 @@ bool isModelFunction(mlir::func::FuncOp function);
 
 } // namespace partition
 
-#endif // PARTITION_PASSES_MODELSTATS_H
+#endif // PARTITION_PASSES_ANALYSIS_MODELSTATS_H

@@ -1,6 +1,6 @@
 //===- ModelStats.cpp - parameter, token and FLOP counts ------------------===//
 
-#include "passes/ModelStats.h"
+#include "passes/analysis/ModelStats.h"
 
 #include "dialects/CheckedSize.h"
 #include "dialects/Xfmr/XfmrOps.h"

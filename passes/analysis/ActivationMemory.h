@@ -23,8 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_ACTIVATIONMEMORY_H
-#define PARTITION_PASSES_ACTIVATIONMEMORY_H
+#ifndef PARTITION_PASSES_ANALYSIS_ACTIVATIONMEMORY_H
+#define PARTITION_PASSES_ANALYSIS_ACTIVATIONMEMORY_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -45,4 +45,4 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(mlir::func::FuncOp step);
 
 } // namespace partition
 
-#endif // PARTITION_PASSES_ACTIVATIONMEMORY_H
+#endif // PARTITION_PASSES_ANALYSIS_ACTIVATIONMEMORY_H

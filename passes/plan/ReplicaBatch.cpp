@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ForwardFunction.h"
+#include "passes/analysis/ForwardFunction.h"
 #include "passes/Passes.h"
-#include "passes/Plan.h"
+#include "passes/plan/Plan.h"
 
 #include "dialects/Xfmr/XfmrDialect.h"
 

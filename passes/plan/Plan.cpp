@@ -1,6 +1,6 @@
 //===- Plan.cpp - plan.json: how a model is distributed -------------------===//
 
-#include "passes/Plan.h"
+#include "passes/plan/Plan.h"
 
 #include "passes/pipeline/Schedule.h"
 

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_LOSSGRADIENT_H
-#define PARTITION_PASSES_LOSSGRADIENT_H
+#ifndef PARTITION_PASSES_ANALYSIS_LOSSGRADIENT_H
+#define PARTITION_PASSES_ANALYSIS_LOSSGRADIENT_H
 
 #include "dialects/Xfmr/XfmrOps.h"
 
@@ -23,4 +23,4 @@ inline bool isLossGradient(mlir::Operation *op) {
 
 } // namespace partition
 
-#endif // PARTITION_PASSES_LOSSGRADIENT_H
+#endif // PARTITION_PASSES_ANALYSIS_LOSSGRADIENT_H
