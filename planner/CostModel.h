@@ -13,7 +13,7 @@
 //    reduce-scatter and all-gathers), pipeline sends, each by the alpha-beta
 //    model on the links its group crosses (Collectives.h);
 //  - the pipeline: each stage's F, B and W costs played through the
-//    schedule simulator (passes/pipeline/ScheduleCheck.h), so the bubble is
+//    schedule simulator (scheduling/ScheduleCheck.h), so the bubble is
 //    the schedule's own, not a closed form;
 //  - recomputation: the forward work the policy repeats in the backward.
 //

@@ -2,7 +2,7 @@
 
 #include "passes/plan/Plan.h"
 
-#include "passes/pipeline/Schedule.h"
+#include "scheduling/Schedule.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -717,7 +717,7 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
   if (auto layers = model.layers; layers && *layers < mesh.pp)
     error("layers " + Twine(*layers) + " is fewer than mesh.pp = " +
           Twine(mesh.pp) + " pipeline stages");
-  // The schedule's own rules (pipeline/Schedule.cpp names the fields).
+  // The schedule's own rules (scheduling/Schedule.cpp names the fields).
   if (auto kind = pipeline::parseScheduleKind(
           plan.pipeline.scheduleOrDefault().str());
       kind && (mesh.pp > 1 || plan.pipeline.virtualStages > 1)) {

@@ -22,7 +22,7 @@
 //
 // The budget policy (recompute.policy = "budget", recompute.budget_bytes)
 // picks the cheapest recomputation whose real arena peak fits: the forward
-// ops of one micro-batch become the nodes of passes/recompute/Budget.h
+// ops of one micro-batch become the nodes of scheduling/Budget.h
 // (bytes: their results; cost: their matmul FLOPs, else one per output
 // element; recomputable: what `full` would rebuild), budgetFrontier finds
 // the Pareto frontier of kept bytes against extra FLOPs, and
@@ -46,7 +46,7 @@
 #include "passes/analysis/LossGradient.h"
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
-#include "passes/recompute/Budget.h"
+#include "scheduling/Budget.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -1,6 +1,6 @@
 //===- BalanceTest.cpp - the stage split of --dist-pipeline ---------------===//
 
-#include "passes/pipeline/Balance.h"
+#include "scheduling/Balance.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 //===- ScheduleCheckTest.cpp - deadlock checker and bubble simulator ------===//
 
-#include "passes/pipeline/ScheduleCheck.h"
+#include "scheduling/ScheduleCheck.h"
 
 #include <gtest/gtest.h>
 

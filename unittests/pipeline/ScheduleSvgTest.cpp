@@ -1,6 +1,6 @@
 //===- ScheduleSvgTest.cpp - the picture of a timeline --------------------===//
 
-#include "passes/pipeline/ScheduleSvg.h"
+#include "scheduling/ScheduleSvg.h"
 
 #include <gtest/gtest.h>
 

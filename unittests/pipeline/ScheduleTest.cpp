@@ -1,7 +1,7 @@
 //===- ScheduleTest.cpp - the four schedules' action lists and errors -----===//
 
-#include "passes/pipeline/Schedule.h"
-#include "passes/pipeline/ScheduleCheck.h"
+#include "scheduling/Schedule.h"
+#include "scheduling/ScheduleCheck.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/recompute/Budget.h"
+#include "scheduling/Budget.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 //===- Balance.cpp - cut a layer sequence into chunks of equal cost -------===//
 
-#include "passes/pipeline/Balance.h"
+#include "scheduling/Balance.h"
 
 #include <algorithm>
 #include <limits>

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_PIPELINE_BALANCE_H
-#define PARTITION_PASSES_PIPELINE_BALANCE_H
+#ifndef PARTITION_SCHEDULING_BALANCE_H
+#define PARTITION_SCHEDULING_BALANCE_H
 
 #include <vector>
 
@@ -32,4 +32,4 @@ std::vector<double> chunkCosts(const std::vector<double> &layerCosts,
 
 } // namespace partition::pipeline
 
-#endif // PARTITION_PASSES_PIPELINE_BALANCE_H
+#endif // PARTITION_SCHEDULING_BALANCE_H

@@ -1,6 +1,6 @@
 //===- Budget.cpp - the cheapest recomputation within a memory budget -----===//
 
-#include "passes/recompute/Budget.h"
+#include "scheduling/Budget.h"
 
 #include <algorithm>
 #include <cassert>

@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_PIPELINE_SCHEDULE_H
-#define PARTITION_PASSES_PIPELINE_SCHEDULE_H
+#ifndef PARTITION_SCHEDULING_SCHEDULE_H
+#define PARTITION_SCHEDULING_SCHEDULE_H
 
 #include <cstdint>
 #include <optional>
@@ -114,4 +114,4 @@ OrError<Schedule> generateSchedule(const ScheduleConfig &config);
 
 } // namespace partition::pipeline
 
-#endif // PARTITION_PASSES_PIPELINE_SCHEDULE_H
+#endif // PARTITION_SCHEDULING_SCHEDULE_H

@@ -32,8 +32,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_RECOMPUTE_BUDGET_H
-#define PARTITION_PASSES_RECOMPUTE_BUDGET_H
+#ifndef PARTITION_SCHEDULING_BUDGET_H
+#define PARTITION_SCHEDULING_BUDGET_H
 
 #include <cstddef>
 #include <cstdint>
@@ -111,4 +111,4 @@ BudgetSearch searchFrontier(size_t size, int64_t budget,
 
 } // namespace partition::recompute
 
-#endif // PARTITION_PASSES_RECOMPUTE_BUDGET_H
+#endif // PARTITION_SCHEDULING_BUDGET_H

@@ -1,6 +1,6 @@
 //===- ScheduleSvg.cpp - a schedule's timeline as an SVG picture ----------===//
 
-#include "passes/pipeline/ScheduleSvg.h"
+#include "scheduling/ScheduleSvg.h"
 
 #include <algorithm>
 #include <cstdio>

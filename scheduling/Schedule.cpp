@@ -1,6 +1,6 @@
 //===- Schedule.cpp - pipeline schedules as per-stage action lists --------===//
 
-#include "passes/pipeline/Schedule.h"
+#include "scheduling/Schedule.h"
 
 #include <algorithm>
 #include <deque>

@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_PIPELINE_SCHEDULESVG_H
-#define PARTITION_PASSES_PIPELINE_SCHEDULESVG_H
+#ifndef PARTITION_SCHEDULING_SCHEDULESVG_H
+#define PARTITION_SCHEDULING_SCHEDULESVG_H
 
-#include "passes/pipeline/Schedule.h"
-#include "passes/pipeline/ScheduleCheck.h"
+#include "scheduling/Schedule.h"
+#include "scheduling/ScheduleCheck.h"
 
 #include <string>
 
@@ -23,4 +23,4 @@ std::string scheduleSvg(const Schedule &schedule, const Timeline &timeline);
 
 } // namespace partition::pipeline
 
-#endif // PARTITION_PASSES_PIPELINE_SCHEDULESVG_H
+#endif // PARTITION_SCHEDULING_SCHEDULESVG_H

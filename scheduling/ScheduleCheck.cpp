@@ -1,6 +1,6 @@
 //===- ScheduleCheck.cpp - run a schedule's streams, prove they finish ----===//
 
-#include "passes/pipeline/ScheduleCheck.h"
+#include "scheduling/ScheduleCheck.h"
 
 #include <algorithm>
 #include <cstdint>

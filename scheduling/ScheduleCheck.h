@@ -18,10 +18,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_PIPELINE_SCHEDULECHECK_H
-#define PARTITION_PASSES_PIPELINE_SCHEDULECHECK_H
+#ifndef PARTITION_SCHEDULING_SCHEDULECHECK_H
+#define PARTITION_SCHEDULING_SCHEDULECHECK_H
 
-#include "passes/pipeline/Schedule.h"
+#include "scheduling/Schedule.h"
 
 #include <functional>
 #include <optional>
@@ -84,4 +84,4 @@ std::vector<int> peakInFlight(const Schedule &schedule);
 
 } // namespace partition::pipeline
 
-#endif // PARTITION_PASSES_PIPELINE_SCHEDULECHECK_H
+#endif // PARTITION_SCHEDULING_SCHEDULECHECK_H
