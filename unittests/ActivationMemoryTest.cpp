@@ -29,7 +29,7 @@
 #include "model/ModelConfig.h"
 #include "passes/analysis/ActivationMemory.h"
 #include "passes/Passes.h"
-#include "passes/partition/ShardPipeline.h"
+#include "passes/partition/ShardPasses.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Dist/DistOps.h"
@@ -96,7 +96,7 @@ std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,
                      planFor(context, sequenceParallel, tensorRole));
   mlir::PassManager pm(&context);
   pm.addPass(createTrainStepPass());
-  buildShardPipeline(pm, ShardPipelineOptions());
+  buildShardPasses(pm, ShardPassesOptions());
   RecomputePassOptions options;
   options.policy = recompute.str();
   pm.addPass(createRecomputePass(options));

@@ -783,7 +783,7 @@ struct NotImplemented {
 /// degrees. (Per-part tensor-parallel degrees compose with pipelines and
 /// ZeRO: docs/nonuniform-tp.md.) A field added before its pass adds its
 /// line here (and the pass that implements it removes the line and adds
-/// itself to passes/Pipeline.cpp), so that no field is ever silently
+/// itself to passes/CompileFlow.cpp), so that no field is ever silently
 /// ignored.
 const std::vector<NotImplemented> kNotImplemented = {
     {"replicas with mesh.pp",

@@ -1,13 +1,13 @@
-//===- ShardPipeline.h - the partitioner's phases as one step ---*- C++ -*-===//
+//===- ShardPasses.h - the partitioner's phases as one step -----*- C++ -*-===//
 //
-// --dist-shard (data and tensor parallelism: the pipeline partition-compile
+// --dist-shard (data and tensor parallelism: the passes partition-compile
 // runs) and --dist-data-parallel (the batch only) run the four phases of the
 // partitioner in order; each phase is also a pass of its own.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_PARTITION_SHARDPIPELINE_H
-#define PARTITION_PASSES_PARTITION_SHARDPIPELINE_H
+#ifndef PARTITION_PASSES_PARTITION_SHARDPASSES_H
+#define PARTITION_PASSES_PARTITION_SHARDPASSES_H
 
 #include "mlir/Pass/PassManager.h"
 
@@ -15,7 +15,7 @@
 
 namespace partition {
 
-struct ShardPipelineOptions {
+struct ShardPassesOptions {
   /// Place weights over the tensor axis (Megatron-LM's layout).
   bool tensorParallel = true;
   /// The largest data-parallel gradient bucket, in bytes.
@@ -27,12 +27,12 @@ struct ShardPipelineOptions {
 
 /// Adds seed -> propagate -> partition -> bucket to `pm` (a module pass
 /// manager).
-void buildShardPipeline(mlir::OpPassManager &pm,
-                        const ShardPipelineOptions &options);
+void buildShardPasses(mlir::OpPassManager &pm,
+                      const ShardPassesOptions &options);
 
 /// Registers --dist-shard and --dist-data-parallel.
-void registerShardPipelines();
+void registerShardPasses();
 
 } // namespace partition
 
-#endif // PARTITION_PASSES_PARTITION_SHARDPIPELINE_H
+#endif // PARTITION_PASSES_PARTITION_SHARDPASSES_H

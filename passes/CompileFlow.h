@@ -1,20 +1,21 @@
-//===- Pipeline.h - the compile pipeline partition-compile runs -*- C++ -*-===//
+//===- CompileFlow.h - the pass sequence partition-compile runs -*- C++ -*-===//
 //
-// One definition of the compile pipeline, used by partition-compile and
-// registered in partition-opt as --partition-compile-pipeline, so that any
-// compile can be replayed, and inspected pass by pass
-// (--mlir-print-ir-after-all), in partition-opt:
+// One definition of the compile flow, used by partition-compile and
+// registered in partition-opt as --partition-compile-flow (and by its
+// earlier name, --partition-compile-pipeline), so that any compile can be
+// replayed, and inspected pass by pass (--mlir-print-ir-after-all), in
+// partition-opt:
 //
 //   partition-opt model.mlir \
-//     --partition-compile-pipeline="plan=plan.json bucket-mb=25"
+//     --partition-compile-flow="plan=plan.json bucket-mb=25"
 //
 // runs the same passes as `partition-compile model.mlir --plan plan.json`
 // and prints the rt IR it writes with --emit-mlir.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARTITION_PASSES_PIPELINE_H
-#define PARTITION_PASSES_PIPELINE_H
+#ifndef PARTITION_PASSES_COMPILEFLOW_H
+#define PARTITION_PASSES_COMPILEFLOW_H
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -24,8 +25,8 @@
 namespace partition {
 
 /// partition-compile's options, by the same names.
-struct CompilePipelineOptions
-    : mlir::PassPipelineOptions<CompilePipelineOptions> {
+struct CompileFlowOptions
+    : mlir::PassPipelineOptions<CompileFlowOptions> {
   Option<std::string> plan{*this, "plan",
                            llvm::cl::desc("plan.json (none: no plan, one "
                                           "device)")};
@@ -63,21 +64,22 @@ struct CompilePipelineOptions
 /// --xfmr-train-step, then the partitioner (meshes with dp or tp > 1).
 /// Which passes run depends on the plan, so the plan file is read here;
 /// --dist-apply-plan reads it again and reports what is wrong with it.
-void buildPartitionPipeline(mlir::OpPassManager &pm,
-                            const CompilePipelineOptions &options);
+void buildPartitionFlow(mlir::OpPassManager &pm,
+                        const CompileFlowOptions &options);
 
 /// The partitioned step to the rt dialect, memory planned: --lower-to-rt,
 /// --lower-memory-plan.
-void buildLoweringPipeline(mlir::OpPassManager &pm,
-                           const CompilePipelineOptions &options);
+void buildLoweringFlow(mlir::OpPassManager &pm,
+                       const CompileFlowOptions &options);
 
 /// Both, in order: what partition-compile runs.
-void buildCompilePipeline(mlir::OpPassManager &pm,
-                          const CompilePipelineOptions &options);
+void buildCompileFlow(mlir::OpPassManager &pm,
+                      const CompileFlowOptions &options);
 
-/// Registers --partition-compile-pipeline.
-void registerCompilePipeline();
+/// Registers --partition-compile-flow and its earlier name,
+/// --partition-compile-pipeline.
+void registerCompileFlow();
 
 } // namespace partition
 
-#endif // PARTITION_PASSES_PIPELINE_H
+#endif // PARTITION_PASSES_COMPILEFLOW_H

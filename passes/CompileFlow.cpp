@@ -1,11 +1,11 @@
-//===- Pipeline.cpp - the compile pipeline partition-compile runs ---------===//
+//===- CompileFlow.cpp - the pass sequence partition-compile runs ---------===//
 
-#include "passes/Pipeline.h"
+#include "passes/CompileFlow.h"
 
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
 #include "passes/plan/Plan.h"
-#include "passes/partition/ShardPipeline.h"
+#include "passes/partition/ShardPasses.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -34,8 +34,7 @@ std::optional<Plan> readPlan(const std::string &path) {
 
 } // namespace
 
-void buildPartitionPipeline(OpPassManager &pm,
-                            const CompilePipelineOptions &options) {
+void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   std::optional<Plan> plan = readPlan(options.plan);
   if (!options.plan.empty()) {
     ApplyPlanPassOptions apply;
@@ -76,10 +75,10 @@ void buildPartitionPipeline(OpPassManager &pm,
   bool pipelined = plan && plan->mesh.pp > 1;
   int64_t bucketBytes = static_cast<int64_t>(options.bucketMb * 1024 * 1024);
   if (sharded) {
-    ShardPipelineOptions shard;
+    ShardPassesOptions shard;
     shard.bucketBytes = bucketBytes;
     shard.bucketGradients = !pipelined;
-    buildShardPipeline(pm, shard);
+    buildShardPasses(pm, shard);
   }
   // After bucketing: ZeRO turns the data-parallel gradient buckets into
   // reduce-scatters of flat buckets and shards AdamW's state. With a
@@ -129,26 +128,29 @@ void buildPartitionPipeline(OpPassManager &pm,
     addStagePasses(pm);
 }
 
-void buildLoweringPipeline(OpPassManager &pm,
-                           const CompilePipelineOptions &options) {
+void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   pm.addPass(createLowerToRtPass());
   MemoryPlanPassOptions memory;
   memory.report = options.memoryReport;
   pm.addPass(createMemoryPlanPass(memory));
 }
 
-void buildCompilePipeline(OpPassManager &pm,
-                          const CompilePipelineOptions &options) {
-  buildPartitionPipeline(pm, options);
-  buildLoweringPipeline(pm, options);
+void buildCompileFlow(OpPassManager &pm, const CompileFlowOptions &options) {
+  buildPartitionFlow(pm, options);
+  buildLoweringFlow(pm, options);
 }
 
-void registerCompilePipeline() {
-  PassPipelineRegistration<CompilePipelineOptions>(
-      "partition-compile-pipeline",
+void registerCompileFlow() {
+  PassPipelineRegistration<CompileFlowOptions>(
+      "partition-compile-flow",
       "What partition-compile runs: apply the plan, build the training "
       "step, partition it, lower it to rt and plan its memory",
-      buildCompilePipeline);
+      buildCompileFlow);
+  // The flag's earlier name, kept so that existing command lines work.
+  PassPipelineRegistration<CompileFlowOptions>(
+      "partition-compile-pipeline",
+      "The earlier name of --partition-compile-flow (the same passes)",
+      buildCompileFlow);
 }
 
 } // namespace partition

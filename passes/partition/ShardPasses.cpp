@@ -1,6 +1,6 @@
-//===- ShardPipeline.cpp - the partitioner's phases as one step -----------===//
+//===- ShardPasses.cpp - the partitioner's phases as one step -------------===//
 
-#include "passes/partition/ShardPipeline.h"
+#include "passes/partition/ShardPasses.h"
 
 #include "passes/Passes.h"
 
@@ -11,8 +11,7 @@ using namespace mlir;
 
 namespace partition {
 
-void buildShardPipeline(OpPassManager &pm,
-                        const ShardPipelineOptions &options) {
+void buildShardPasses(OpPassManager &pm, const ShardPassesOptions &options) {
   pm.addPass(createSeedLayoutsPass());
   PropagatePassOptions propagate;
   propagate.tensorParallel = options.tensorParallel;
@@ -27,38 +26,38 @@ void buildShardPipeline(OpPassManager &pm,
 
 namespace {
 
-struct ShardPipelineCommandLine
-    : public PassPipelineOptions<ShardPipelineCommandLine> {
+struct ShardPassesCommandLine
+    : public PassPipelineOptions<ShardPassesCommandLine> {
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes",
       llvm::cl::desc("Largest data-parallel gradient bucket, in bytes"),
       llvm::cl::init(25 * 1024 * 1024)};
 };
 
-void addPhases(OpPassManager &pm, const ShardPipelineCommandLine &commandLine,
+void addPhases(OpPassManager &pm, const ShardPassesCommandLine &commandLine,
                bool tensorParallel) {
-  ShardPipelineOptions options;
+  ShardPassesOptions options;
   options.tensorParallel = tensorParallel;
   options.bucketBytes = commandLine.bucketBytes;
-  buildShardPipeline(pm, options);
+  buildShardPasses(pm, options);
 }
 
 } // namespace
 
-void registerShardPipelines() {
-  PassPipelineRegistration<ShardPipelineCommandLine>(
+void registerShardPasses() {
+  PassPipelineRegistration<ShardPassesCommandLine>(
       "dist-shard",
       "SPMD partitioning over the plan's mesh, data and tensor parallelism: "
       "--dist-seed-layouts, --dist-propagate, --dist-partition, "
       "--dist-bucket-gradients",
-      [](OpPassManager &pm, const ShardPipelineCommandLine &options) {
+      [](OpPassManager &pm, const ShardPassesCommandLine &options) {
         addPhases(pm, options, /*tensorParallel=*/true);
       });
-  PassPipelineRegistration<ShardPipelineCommandLine>(
+  PassPipelineRegistration<ShardPassesCommandLine>(
       "dist-data-parallel",
       "The batch split over the plan's data axis, weights whole: "
       "--dist-shard without tensor parallelism",
-      [](OpPassManager &pm, const ShardPipelineCommandLine &options) {
+      [](OpPassManager &pm, const ShardPassesCommandLine &options) {
         addPhases(pm, options, /*tensorParallel=*/false);
       });
 }
