@@ -159,7 +159,7 @@ Cluster deviceShare(const Cluster &node, int64_t devices);
 
 /// The most micro-batch chunks pipeline stage 0 holds activations for at
 /// once under `schedule` (p stages, m micro-batches, v chunks per stage):
-/// the closed forms of passes/pipeline's peakInFlight.
+/// the closed forms of scheduling/'s peakInFlight.
 int64_t peakInFlightFirstStage(const std::string &schedule, int64_t p,
                                int64_t m, int64_t v);
 
