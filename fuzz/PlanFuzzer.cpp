@@ -3,7 +3,7 @@
 // A libFuzzer target: parsePlan, then checkPlanAgainstModel (on a fixed
 // model: batch 8, 4 heads, 2 key/value heads, 4 layers, vocabulary 256,
 // 16 tokens) and checkPlanImplemented -- what --dist-apply-plan does with
-// a plan file before it touches the IR (passes/ApplyPlan.cpp). Any input
+// a plan file before it touches the IR (passes/plan/ApplyPlan.cpp). Any input
 // may be rejected; a rejection must say why in one line that starts with
 // the file's name. A crash, a sanitizer report, a rejection without a
 // message, a message on success, or an accepted plan outside the ranges
@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Plan.h"
+#include "passes/plan/Plan.h"
 
 #include "llvm/ADT/STLExtras.h"
 

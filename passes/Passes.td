@@ -135,7 +135,7 @@ def ApplyPlanPass : Pass<"dist-apply-plan", "::mlir::ModuleOp"> {
   let summary = "Read plan.json, check it against the model and record it";
   let description = [{
     Reads the parallelization plan (`plan=<path to plan.json>`; without a
-    path, the default plan) with passes/Plan.h, checks it against the
+    path, the default plan) with passes/plan/Plan.h, checks it against the
     `xfmr.model` configuration of the module's model function (the forward
     function or the training step), and records it: a `dist.mesh @mesh`
     with all three axes (size-1 axes included, so later passes can rely on
@@ -509,7 +509,7 @@ def RecomputePass : Pass<"dist-recompute", "::mlir::ModuleOp"> {
       (everything --lower-memory-plan places, measured by running
       --lower-to-rt and --lower-memory-plan on a copy) fits the budget: the
       Pareto frontier of kept bytes against rebuilt FLOPs
-      (passes/recompute/Budget.h), walked cheapest first with the real
+      (scheduling/Budget.h), walked cheapest first with the real
       peak, skipping what a lower bound rules out. A budget
       below what `full` needs is an error naming that peak; one that fits
       `none` recomputes nothing. With `report`, prints the choice and the
@@ -612,7 +612,7 @@ def DistPipelinePass : Pass<"dist-pipeline", "::mlir::ModuleOp"> {
     chunk cost (matmul FLOPs plus bytes written), unless `stages` gives the
     layer count of each chunk; chunk c runs on stage c mod p.
 
-    Each stage's function runs the actions of `passes/pipeline/Schedule.h`
+    Each stage's function runs the actions of `scheduling/Schedule.h`
     for that stage in order (F(mb, chunk), B, W), then the optimizer of the
     parameters it holds. A value another stage uses is sent right after it
     is made (`dist.send ... {label = "F mb1 activations stage0->1"}`) and

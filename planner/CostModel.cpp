@@ -4,8 +4,8 @@
 
 #include "planner/Collectives.h"
 #include "planner/LayerCost.h"
-#include "passes/pipeline/Schedule.h"
-#include "passes/pipeline/ScheduleCheck.h"
+#include "scheduling/Schedule.h"
+#include "scheduling/ScheduleCheck.h"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 //    reduce-scatter and all-gathers), pipeline sends, each by the alpha-beta
 //    model on the links its group crosses (Collectives.h);
 //  - the pipeline: each stage's F, B and W costs played through the
-//    schedule simulator (passes/pipeline/ScheduleCheck.h), so the bubble is
+//    schedule simulator (scheduling/ScheduleCheck.h), so the bubble is
 //    the schedule's own, not a closed form;
 //  - recomputation: the forward work the policy repeats in the backward.
 //
@@ -159,7 +159,7 @@ Cluster deviceShare(const Cluster &node, int64_t devices);
 
 /// The most micro-batch chunks pipeline stage 0 holds activations for at
 /// once under `schedule` (p stages, m micro-batches, v chunks per stage):
-/// the closed forms of passes/pipeline's peakInFlight.
+/// the closed forms of scheduling/'s peakInFlight.
 int64_t peakInFlightFirstStage(const std::string &schedule, int64_t p,
                                int64_t m, int64_t v);
 

@@ -10,7 +10,7 @@
 // degree (more data parallelism) does not fit or costs more elsewhere.
 //
 // Which assignments are valid is the plan.json reader's say
-// (passes/Plan.cpp, asked through a Validate callback, as the uniform
+// (passes/plan/Plan.cpp, asked through a Validate callback, as the uniform
 // search asks it); the memory of those that compile is the compiler's
 // memory plan (a MemoryOracle), the closed form otherwise.
 //

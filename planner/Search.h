@@ -7,7 +7,7 @@
 //
 // Which plans may be emitted is not decided here: the caller passes a
 // `Validate` that asks the plan.json reader (parsePlan, the model check
-// and checkPlanImplemented in passes/Plan.cpp), so the search space grows
+// and checkPlanImplemented in passes/plan/Plan.cpp), so the search space grows
 // by itself as passes land. Plans it refuses are dropped, or with
 // `includeUncompilable` kept and marked (the cost model covers pipeline,
 // ZeRO and interleaving before the compiler does).

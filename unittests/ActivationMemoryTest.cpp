@@ -13,7 +13,7 @@
 // attention kernel recomputes them from Q, K and V in its backward, as
 // FlashAttention does and as Korthikanti's selective recomputation keeps
 // only. Everything else must match exactly, on GPT-3 shapes, from the
-// partitioned IR (passes/ActivationMemory.h).
+// partitioned IR (passes/analysis/ActivationMemory.h).
 //
 // With --dist-recompute: `full` keeps each layer's input, 2sbh (2sbh/t
 // with SP: the sequence-split stream), Korthikanti's full recomputation;
@@ -27,9 +27,9 @@
 
 #include "model/ModelBuilder.h"
 #include "model/ModelConfig.h"
-#include "passes/ActivationMemory.h"
+#include "passes/analysis/ActivationMemory.h"
 #include "passes/Passes.h"
-#include "passes/partition/ShardPipeline.h"
+#include "passes/partition/ShardPasses.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Dist/DistOps.h"
@@ -96,7 +96,7 @@ std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,
                      planFor(context, sequenceParallel, tensorRole));
   mlir::PassManager pm(&context);
   pm.addPass(createTrainStepPass());
-  buildShardPipeline(pm, ShardPipelineOptions());
+  buildShardPasses(pm, ShardPassesOptions());
   RecomputePassOptions options;
   options.policy = recompute.str();
   pm.addPass(createRecomputePass(options));

@@ -1,15 +1,16 @@
 //===- ModelStatsTest.cpp - counts of every preset against closed forms ---===//
 //
-// The IR-derived parameter and FLOP counts (passes/ModelStats) must equal the
-// textbook formulas, for the forward function and for the training step that
-// --xfmr-train-step builds from it (whose backward ops are counted one by
-// one, so this also checks that autodiff emitted every backward matmul).
+// The IR-derived parameter and FLOP counts (passes/analysis/ModelStats) must
+// equal the textbook formulas, for the forward function and for the training
+// step that --xfmr-train-step builds from it (whose backward ops are counted
+// one by one, so this also checks that autodiff emitted every backward
+// matmul).
 //
 //===----------------------------------------------------------------------===//
 
 #include "model/ModelBuilder.h"
 #include "model/ModelConfig.h"
-#include "passes/ModelStats.h"
+#include "passes/analysis/ModelStats.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"

@@ -161,7 +161,7 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
   let summary = "how a model is distributed: plan.json, typed";
   let description = [{
     The parallelization plan of a training run, as --dist-apply-plan reads
-    it from plan.json (passes/Plan.h) and records it on the module
+    it from plan.json (passes/plan/Plan.h) and records it on the module
     (`dist.plan`), every field filled in. Passes read it with
     `dist::getPlan(module)` and its accessors; no pass names a mesh axis:
     `getAxis(AxisRole::Tensor)` says which axis of the mesh splits the

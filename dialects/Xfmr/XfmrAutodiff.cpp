@@ -1,8 +1,8 @@
 //===- XfmrAutodiff.cpp - the backward rule of every forward op -----------===//
 //
 // Each forward op builds its own vector-Jacobian product here, so reverse-mode
-// autodiff (passes/TrainStep.cpp) stays generic: adding an op means adding a
-// rule in this file, never touching the pass.
+// autodiff (passes/frontend/TrainStep.cpp) stays generic: adding an op means
+// adding a rule in this file, never touching the pass.
 //
 //===----------------------------------------------------------------------===//
 

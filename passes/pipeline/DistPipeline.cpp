@@ -2,7 +2,7 @@
 //
 // Cuts the training step (and the eval step) into one function per
 // pipeline stage whose ops run in the order of the stage's schedule
-// (passes/pipeline/Schedule.h), with dist.send / dist.recv where a value
+// (scheduling/Schedule.h), with dist.send / dist.recv where a value
 // crosses stages. What each op is comes from StageAnalysis.h; where it
 // runs from the stage split (Balance.h or the plan's `stages`).
 //
@@ -22,9 +22,9 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
 #include "passes/partition/Layout.h"
-#include "passes/pipeline/Balance.h"
+#include "scheduling/Balance.h"
 #include "passes/pipeline/PipelineInfo.h"
-#include "passes/pipeline/Schedule.h"
+#include "scheduling/Schedule.h"
 #include "passes/pipeline/StageAnalysis.h"
 #include "passes/pipeline/StageFunctions.h"
 

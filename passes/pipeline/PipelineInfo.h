@@ -12,7 +12,7 @@
 #ifndef PARTITION_PASSES_PIPELINE_PIPELINEINFO_H
 #define PARTITION_PASSES_PIPELINE_PIPELINEINFO_H
 
-#include "passes/pipeline/Schedule.h"
+#include "scheduling/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

@@ -4,8 +4,8 @@
 
 #include "dialects/Xfmr/XfmrOps.h"
 #include "passes/pipeline/PipelineInfo.h"
-#include "passes/pipeline/ScheduleCheck.h"
-#include "passes/pipeline/ScheduleSvg.h"
+#include "scheduling/ScheduleCheck.h"
+#include "scheduling/ScheduleSvg.h"
 #include "passes/pipeline/StageAnalysis.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

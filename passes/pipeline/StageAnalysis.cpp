@@ -4,7 +4,7 @@
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
-#include "passes/LossGradient.h"
+#include "passes/analysis/LossGradient.h"
 #include "passes/partition/Layout.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

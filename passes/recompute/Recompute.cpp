@@ -16,7 +16,7 @@
 // The layer of a forward op is that of the parameters it reads (through a
 // cast, with mixed precision), else the deepest layer among its operands'
 // ops; outside the layers (embeddings, final norm, LM head) it is -1, the
-// convention of passes/ActivationMemory.cpp. A layer's inputs are the
+// convention of passes/analysis/ActivationMemory.cpp. A layer's inputs are the
 // forward values that ops of another layer read: the residual stream
 // between layers.
 //
@@ -28,7 +28,7 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
-#include "passes/LossGradient.h"
+#include "passes/analysis/LossGradient.h"
 #include "passes/partition/Layout.h"
 #include "lowering/Passes.h"
 #include "passes/Passes.h"

@@ -2,7 +2,7 @@
 //
 // The budget policy (recompute.policy = "budget", recompute.budget_bytes)
 // picks the cheapest recomputation whose real arena peak fits: the forward
-// ops of one micro-batch become the nodes of passes/recompute/Budget.h
+// ops of one micro-batch become the nodes of scheduling/Budget.h
 // (bytes: their results; cost: their matmul FLOPs, else one per output
 // element; recomputable: what `full` would rebuild), budgetFrontier finds
 // the Pareto frontier of kept bytes against extra FLOPs, and
@@ -25,9 +25,9 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
-#include "passes/LossGradient.h"
+#include "passes/analysis/LossGradient.h"
 #include "passes/partition/Layout.h"
-#include "passes/recompute/Budget.h"
+#include "scheduling/Budget.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"

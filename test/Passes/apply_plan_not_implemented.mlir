@@ -1,7 +1,7 @@
 // --dist-apply-plan refuses plan fields whose pass does not exist yet, one
 // line per field, so that no field is silently ignored (the list:
-// kNotImplemented in passes/Plan.cpp, which now holds only combinations with
-// nonuniform `replicas`; a pass that lands removes its line, and the RUN
+// kNotImplemented in passes/plan/Plan.cpp, which now holds only combinations
+// with nonuniform `replicas`; a pass that lands removes its line, and the RUN
 // lines here check that each formerly refused field now applies).
 
 // --dist-pipeline implements mesh.pp and pipeline.schedule

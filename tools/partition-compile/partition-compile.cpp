@@ -4,8 +4,8 @@
 //   partition-compile model.mlir -o model.ptp --microbatches 2 --memory-report
 //   partition-compile model.mlir -o model.ptp --plan plan.json
 //
-// The whole pipeline in one call (passes/Pipeline.h, the same as
-// `partition-opt --partition-compile-pipeline`): --dist-apply-plan (with
+// The whole compile flow in one call (passes/CompileFlow.h, the same as
+// `partition-opt --partition-compile-flow`): --dist-apply-plan (with
 // --plan), --xfmr-mixed-precision (when the plan says "precision": "bf16"),
 // --xfmr-train-step (with an eval step), the partitioner, --lower-to-rt,
 // --lower-memory-plan, then the .ptp writer.
@@ -19,10 +19,10 @@
 #include "lowering/Passes.h"
 #include "lowering/ProgramWriter.h"
 #include "lowering/ReplicaProgram.h"
-#include "passes/ActivationMemory.h"
+#include "passes/analysis/ActivationMemory.h"
 #include "passes/Passes.h"
-#include "passes/Pipeline.h"
-#include "passes/Plan.h"
+#include "passes/CompileFlow.h"
+#include "passes/plan/Plan.h"
 #include "passes/pipeline/PipelineInfo.h"
 #include "passes/pipeline/PipelineReport.h"
 #include "tools/OneLineDiagnostics.h"
@@ -140,11 +140,11 @@ llvm::SmallVector<partition::Plan::Replica> planReplicas(const std::string &path
   return plan.replicas;
 }
 
-/// NTP: each replica's step compiled on its own (the registered pipeline
-/// with replica=N, so each replays in partition-opt), written as one
+/// NTP: each replica's step compiled on its own (the registered compile
+/// flow with replica=N, so each replays in partition-opt), written as one
 /// program that nests them.
 int compileReplicas(ModuleOp module, const partition::Plan &plan,
-                    partition::CompilePipelineOptions &options) {
+                    partition::CompileFlowOptions &options) {
   auto config = [&]() -> DictionaryAttr {
     for (auto function : module.getOps<func::FuncOp>())
       if (auto model = function->getAttrOfType<DictionaryAttr>(
@@ -166,7 +166,7 @@ int compileReplicas(ModuleOp module, const partition::Plan &plan,
     std::string which = "replica " + std::to_string(index) + " (tp " +
                         std::to_string(plan.replicas[index].tp) + ")";
     PassManager pm(module.getContext());
-    partition::buildPartitionPipeline(pm, options);
+    partition::buildPartitionFlow(pm, options);
     if (failed(pm.run(*replica))) {
       if (!partition::dist::getPlan(*replica))
         return fail("the plan cannot be applied (see the diagnostic above)");
@@ -187,7 +187,7 @@ int compileReplicas(ModuleOp module, const partition::Plan &plan,
       printLayerReport(*replica);
     }
     PassManager lowering(module.getContext());
-    partition::buildLoweringPipeline(lowering, options);
+    partition::buildLoweringFlow(lowering, options);
     if (failed(lowering.run(*replica)))
       return fail("compiling " + which + " failed (see the diagnostic above)");
     if (!emitMlir.empty()) {
@@ -276,7 +276,7 @@ int main(int argc, char **argv) {
   if (!module)
     return fail("cannot parse '" + input + "' (see the diagnostic above)");
 
-  partition::CompilePipelineOptions options;
+  partition::CompileFlowOptions options;
   options.plan = planFile;
   // Unset, the plan's pipeline.microbatches (else 1) applies.
   if (microbatches.getNumOccurrences() > 0)
@@ -293,10 +293,10 @@ int main(int argc, char **argv) {
   if (!planReplicas(planFile, plan).empty())
     return compileReplicas(*module, plan, options);
 
-  // The registered --partition-compile-pipeline, in two halves so that the
+  // The registered --partition-compile-flow, in two halves so that the
   // layer report sees the partitioned step before lowering.
   PassManager pm(&context);
-  partition::buildPartitionPipeline(pm, options);
+  partition::buildPartitionFlow(pm, options);
   if (failed(pm.run(*module))) {
     if (!planFile.empty() && !partition::dist::getPlan(*module))
       return fail("the plan cannot be applied (see the diagnostic above)");
@@ -324,7 +324,7 @@ int main(int argc, char **argv) {
   }
 
   PassManager lowering(&context);
-  partition::buildLoweringPipeline(lowering, options);
+  partition::buildLoweringFlow(lowering, options);
   if (failed(lowering.run(*module)))
     return fail("compilation failed (see the diagnostic above)");
 

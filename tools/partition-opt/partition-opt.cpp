@@ -5,8 +5,8 @@
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "lowering/Passes.h"
 #include "passes/Passes.h"
-#include "passes/partition/ShardPipeline.h"
-#include "passes/Pipeline.h"
+#include "passes/partition/ShardPasses.h"
+#include "passes/CompileFlow.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,9 +26,9 @@ int main(int argc, char **argv) {
                   mlir::arith::ArithDialect, mlir::func::FuncDialect,
                   mlir::memref::MemRefDialect, mlir::tensor::TensorDialect>();
   partition::registerPartitionPasses();
-  partition::registerShardPipelines();
+  partition::registerShardPasses();
   partition::registerLoweringPasses();
-  partition::registerCompilePipeline();
+  partition::registerCompileFlow();
   // Generic clean-ups (canonicalize, cse, ...) compose with our passes.
   mlir::registerTransformsPasses();
   // An error on the module (or a whole-model function) would otherwise be

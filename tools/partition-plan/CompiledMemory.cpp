@@ -7,7 +7,7 @@
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "model/ModelBuilder.h"
-#include "passes/Pipeline.h"
+#include "passes/CompileFlow.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -86,11 +86,11 @@ std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
     written.microbatches = compiledMicrobatches;
     os << written.planJson();
   }
-  CompilePipelineOptions options;
+  CompileFlowOptions options;
   options.plan = std::string(path);
   options.microbatches = compiledMicrobatches;
   PassManager pm(&context);
-  buildCompilePipeline(pm, options);
+  buildCompileFlow(pm, options);
   ++count;
   if (failed(pm.run(*module))) {
     error = diagnostics.empty() ? "the compile failed" : diagnostics;

@@ -3,8 +3,8 @@
 // The memory per rank of a plan that compiles, as partition-compile's
 // memory plan lays it out (the arena: parameters, AdamW state, gradients,
 // activations and temporaries at their offsets), not as a formula: the
-// model is rebuilt at the plan's micro-batch size, the compile pipeline
-// (passes/Pipeline.h) runs in-process, and the arena size is read off the
+// model is rebuilt at the plan's micro-batch size, the compile flow
+// (passes/CompileFlow.h) runs in-process, and the arena size is read off the
 // planned function (`rt.arena_bytes`). Two micro-batches stand for any
 // number above one (the unrolled step holds one micro-batch's activations
 // at a time; only the token buffers grow, added by hand), which keeps

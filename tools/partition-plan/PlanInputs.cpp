@@ -2,7 +2,7 @@
 
 #include "tools/partition-plan/PlanInputs.h"
 
-#include "passes/Plan.h"
+#include "passes/plan/Plan.h"
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"

@@ -2,7 +2,7 @@
 //
 // The model (its `xfmr.model` configuration, as the cost model's shape),
 // the fields a --plan file fixes, and the check every candidate goes
-// through: the plan.json reader and its model checks (passes/Plan.h), so
+// through: the plan.json reader and its model checks (passes/plan/Plan.h), so
 // that partition-plan only emits plans partition-compile accepts.
 //
 //===----------------------------------------------------------------------===//

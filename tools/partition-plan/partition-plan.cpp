@@ -11,7 +11,7 @@
 // configuration), predicts each plan with the cost model (planner/), and
 // ranks those that fit by step time. Only plans that partition-compile
 // accepts are emitted: each candidate is put through the plan.json reader
-// and its checks (passes/Plan.h). Every plan.json field has its pass now
+// and its checks (passes/plan/Plan.h). Every plan.json field has its pass now
 // (pipeline, schedules, interleaving, ZeRO, recompute budget), so the
 // search covers the cost model's whole space; `--include-unimplemented`
 // keeps, marked, what a field added before its pass would refuse (none
@@ -24,7 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "model/ModelConfig.h"
-#include "passes/Plan.h"
+#include "passes/plan/Plan.h"
 #include "planner/Cluster.h"
 #include "planner/CostModel.h"
 #include "planner/Nonuniform.h"

@@ -4,7 +4,7 @@
 //       [--virtual 2] [--layers N] [--svg FILE]
 //
 // Prints each stage's actions, proves that the streams finish (the checker
-// of passes/pipeline/ScheduleCheck.h), and prints the step time, the bubble
+// of scheduling/ScheduleCheck.h), and prints the step time, the bubble
 // fraction and the peak in-flight micro-batches under per-action costs;
 // --svg draws the timeline. The flags are the plan's fields: --stages is
 // mesh.pp, --microbatches pipeline.microbatches, --virtual
@@ -12,9 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/pipeline/Schedule.h"
-#include "passes/pipeline/ScheduleCheck.h"
-#include "passes/pipeline/ScheduleSvg.h"
+#include "scheduling/Schedule.h"
+#include "scheduling/ScheduleCheck.h"
+#include "scheduling/ScheduleSvg.h"
 #include "tools/common/CommandLine.h"
 
 #include "llvm/Support/CommandLine.h"

@@ -3,8 +3,8 @@
 #include "planner/Collectives.h"
 #include "planner/CostModel.h"
 #include "planner/Search.h"
-#include "passes/pipeline/Schedule.h"
-#include "passes/pipeline/ScheduleCheck.h"
+#include "scheduling/Schedule.h"
+#include "scheduling/ScheduleCheck.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,156 @@
+//===- CompileFlow.cpp - the pass sequence partition-compile runs ---------===//
+
+#include "passes/CompileFlow.h"
+
+#include "lowering/Passes.h"
+#include "passes/Passes.h"
+#include "passes/plan/Plan.h"
+#include "passes/partition/ShardPasses.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <optional>
+
+using namespace mlir;
+
+namespace partition {
+namespace {
+
+/// The plan as far as it decides which passes run, or nullopt without a
+/// readable, valid plan (--dist-apply-plan then reports the problem).
+std::optional<Plan> readPlan(const std::string &path) {
+  if (path.empty())
+    return std::nullopt;
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!file)
+    return std::nullopt;
+  FailureOr<Plan> plan =
+      parsePlan((*file)->getBuffer(), path, [](const llvm::Twine &) {});
+  if (failed(plan))
+    return std::nullopt;
+  return *plan;
+}
+
+} // namespace
+
+void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
+  std::optional<Plan> plan = readPlan(options.plan);
+  if (!options.plan.empty()) {
+    ApplyPlanPassOptions apply;
+    apply.planPath = options.plan;
+    apply.replica = options.replica;
+    pm.addPass(createApplyPlanPass(apply));
+  }
+  // NTP: replica N's step is the uniform step of its degree on its rows of
+  // the batch (docs/nonuniform-tp.md); the passes below see that plan.
+  if (plan && !plan->replicas.empty() && options.replica >= 0 &&
+      options.replica < static_cast<int64_t>(plan->replicas.size())) {
+    ReplicaBatchPassOptions rows;
+    rows.planPath = options.plan;
+    rows.replica = options.replica;
+    pm.addPass(createReplicaBatchPass(rows));
+    plan = plan->replicaPlan(static_cast<size_t>(options.replica));
+  }
+  // Before autodiff, so that every later pass sees the padded shapes.
+  if (plan && plan->mesh.tp > 1)
+    pm.addPass(createPadVocabPass());
+  if (plan && plan->precision == "bf16")
+    pm.addPass(createMixedPrecisionPass());
+
+  TrainStepPassOptions step;
+  step.microbatches = options.microbatches.hasValue() ? options.microbatches
+                      : plan ? plan->pipeline.microbatches
+                             : 1;
+  step.optimizer = options.optimizer;
+  step.beta1 = options.beta1;
+  step.beta2 = options.beta2;
+  step.epsilon = options.epsilon;
+  step.weightDecay = options.weightDecay;
+  step.withEval = options.optimizer == "adamw";
+  pm.addPass(createTrainStepPass(step));
+
+  // The partitioner.
+  bool sharded = plan && (plan->mesh.dp > 1 || plan->mesh.tp > 1);
+  bool pipelined = plan && plan->mesh.pp > 1;
+  int64_t bucketBytes = static_cast<int64_t>(options.bucketMb * 1024 * 1024);
+  if (sharded) {
+    ShardPassesOptions shard;
+    shard.bucketBytes = bucketBytes;
+    shard.bucketGradients = !pipelined;
+    buildShardPasses(pm, shard);
+  }
+  // After bucketing: ZeRO turns the data-parallel gradient buckets into
+  // reduce-scatters of flat buckets and shards AdamW's state. With a
+  // pipeline, the buckets are formed per stage after the cut (below).
+  bool zero = plan && plan->zero.stage > 0 && plan->mesh.dp > 1;
+  if (zero && !pipelined)
+    pm.addPass(createZeroPass());
+  // Pipeline stages on local types (a stage's tp collectives stay inside
+  // it), then each stage buckets its own data-parallel gradients.
+  auto addStagePasses = [&](OpPassManager &stagePm) {
+    DistPipelinePassOptions pipeline;
+    pipeline.virtualStages = plan->pipeline.virtualStages;
+    pipeline.stageLayers = llvm::to_vector(plan->pipeline.stages);
+    stagePm.addPass(createDistPipelinePass(pipeline));
+    if (sharded) {
+      BucketGradientsPassOptions buckets;
+      buckets.bucketBytes = bucketBytes;
+      stagePm.addPass(createBucketGradientsPass(buckets));
+    }
+    if (zero)
+      stagePm.addPass(createZeroPass());
+  };
+  // After partitioning, so that recomputed work includes its collectives;
+  // before the pipeline cut, which sees recomputed ops as backward work
+  // (and so runs them in B / W, where the recomputation belongs).
+  if (plan && plan->recompute.policy != "none") {
+    RecomputePassOptions recompute;
+    recompute.policy = plan->recompute.policy;
+    recompute.report = options.memoryReport;
+    // The budget measures its choices as they will be compiled: with a
+    // pipeline, cut into stages (each stage's arena within the budget).
+    if (pipelined) {
+      // The pass parses it back: the passes it names must be registered
+      // (again, for partition-opt: registering a pass twice is harmless).
+      registerPartitionPasses();
+      registerLoweringPasses();
+      OpPassManager after(ModuleOp::getOperationName());
+      addStagePasses(after);
+      after.addPass(createLowerToRtPass());
+      after.addPass(createMemoryPlanPass());
+      llvm::raw_string_ostream text(recompute.measurePipeline);
+      after.printAsTextualPipeline(text);
+    }
+    pm.addPass(createRecomputePass(recompute));
+  }
+  if (pipelined)
+    addStagePasses(pm);
+}
+
+void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
+  pm.addPass(createLowerToRtPass());
+  MemoryPlanPassOptions memory;
+  memory.report = options.memoryReport;
+  pm.addPass(createMemoryPlanPass(memory));
+}
+
+void buildCompileFlow(OpPassManager &pm, const CompileFlowOptions &options) {
+  buildPartitionFlow(pm, options);
+  buildLoweringFlow(pm, options);
+}
+
+void registerCompileFlow() {
+  PassPipelineRegistration<CompileFlowOptions>(
+      "partition-compile-flow",
+      "What partition-compile runs: apply the plan, build the training "
+      "step, partition it, lower it to rt and plan its memory",
+      buildCompileFlow);
+  // The flag's earlier name, kept so that existing command lines work.
+  PassPipelineRegistration<CompileFlowOptions>(
+      "partition-compile-pipeline",
+      "The earlier name of --partition-compile-flow (the same passes)",
+      buildCompileFlow);
+}
+
+} // namespace partition

@@ -1,0 +1,664 @@
+//===- TrainStep.cpp - autodiff + AdamW: the whole training step ----------===//
+//
+// Builds @train_step from the forward function: per micro-batch a clone of
+// the forward pass followed by its reverse-mode derivative, then one AdamW
+// update per parameter. The derivative is generic: each op emits its own
+// backward through AutodiffOpInterface.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "passes/analysis/ForwardFunction.h"
+#include "passes/plan/Plan.h"
+
+#include "dialects/Xfmr/XfmrOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace partition {
+#define GEN_PASS_DEF_TRAINSTEPPASS
+#include "passes/Passes.h.inc"
+} // namespace partition
+
+using namespace mlir;
+using namespace partition::xfmr;
+
+namespace partition {
+namespace {
+/// A weight's sharding annotation (the dist dialect's dist.sharding).
+constexpr llvm::StringLiteral kShardingAttrName = "dist.sharding";
+} // namespace
+
+namespace {
+
+constexpr StringLiteral kTrainStepName = "train_step";
+constexpr StringLiteral kEvalStepName = "eval_step";
+
+/// What each argument of the forward function is.
+struct ForwardSignature {
+  SmallVector<unsigned> paramArgs;
+  unsigned tokensArg = 0;
+  unsigned targetsArg = 0;
+};
+
+FailureOr<ForwardSignature> analyzeForward(func::FuncOp forward) {
+  if (forward.isExternal())
+    return forward.emitError("forward function has no body");
+  if (!forward.getBody().hasOneBlock())
+    return forward.emitError("forward function must be a single block");
+  auto scalarF32 = RankedTensorType::get({}, Float32Type::get(forward.getContext()));
+  if (forward.getNumResults() != 1 || forward.getResultTypes()[0] != scalarF32)
+    return forward.emitError()
+           << "forward function must return exactly one loss of type "
+           << scalarF32 << ", but returns (" << forward.getResultTypes() << ")";
+
+  ForwardSignature signature;
+  std::optional<unsigned> tokens, targets;
+  llvm::StringMap<unsigned> paramIndex;
+  for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
+    if (auto name = forward.getArgAttrOfType<StringAttr>(
+            i, XfmrDialect::kParamAttrName)) {
+      // Moments, checkpoints and shardings refer to a parameter by its name
+      // and size it by its shape: both must be unambiguous.
+      auto [it, inserted] = paramIndex.try_emplace(name.getValue(), i);
+      if (!inserted)
+        return forward.emitError()
+               << "arguments #" << it->second << " and #" << i
+               << " are both the parameter " << name;
+      Type type = forward.getArgumentTypes()[i];
+      if (auto tensor = dyn_cast<RankedTensorType>(type);
+          !tensor || !tensor.hasStaticShape())
+        return forward.emitError()
+               << "parameter " << name << " (argument #" << i
+               << ") must have a static shape, but is " << type;
+      signature.paramArgs.push_back(i);
+      continue;
+    }
+    auto input =
+        forward.getArgAttrOfType<StringAttr>(i, XfmrDialect::kInputAttrName);
+    std::optional<unsigned> *slot = nullptr;
+    if (input && input.getValue() == "tokens")
+      slot = &tokens;
+    else if (input && input.getValue() == "targets")
+      slot = &targets;
+    if (!slot)
+      return forward.emitError()
+             << "argument #" << i << " is neither a parameter (xfmr.param) "
+             << "nor the tokens or targets (xfmr.input)";
+    if (*slot)
+      return forward.emitError()
+             << "arguments #" << **slot << " and #" << i << " are both "
+             << input;
+    *slot = i;
+  }
+  if (!tokens || !targets)
+    return forward.emitError(
+        "forward function needs a tokens and a targets argument "
+        "(xfmr.input = \"tokens\" / \"targets\")");
+  // The step slices both along the batch dimension: they must be static
+  // [batch, seq] tensors of token ids, and alike.
+  Type tokensType = forward.getArgumentTypes()[*tokens];
+  auto tokensTensor = dyn_cast<RankedTensorType>(tokensType);
+  if (!tokensTensor || tokensTensor.getRank() != 2 ||
+      !tokensTensor.hasStaticShape() ||
+      !tokensTensor.getElementType().isInteger(32))
+    return forward.emitError()
+           << "tokens (argument #" << *tokens
+           << ") must be a statically shaped [batch, seq] tensor of i32, "
+              "but is "
+           << tokensType;
+  Type targetsType = forward.getArgumentTypes()[*targets];
+  if (targetsType != tokensType)
+    return forward.emitError()
+           << "targets (argument #" << *targets
+           << ") must have the type of the tokens, " << tokensType
+           << ", but is " << targetsType;
+  signature.tokensArg = *tokens;
+  signature.targetsArg = *targets;
+  return signature;
+}
+
+/// Training can only change a loss that depends on a parameter: a loss that
+/// does not (a constant, or one computed from the inputs alone) is an error,
+/// as it would "train" at the same loss forever. A parameter the loss does
+/// not depend on is a warning, not an error: its gradient is zero, which is
+/// legitimate for a frozen or not-yet-used weight (PyTorch DDP refuses it
+/// only because its reducer would wait for the gradient forever). Dependence
+/// is followed through floating-point values, as autodiff follows it, so
+/// "depends" means "receives a gradient".
+LogicalResult checkLossDependsOnParameters(func::FuncOp forward,
+                                           const ForwardSignature &signature) {
+  Block &body = forward.getBody().front();
+  Value loss = body.getTerminator()->getOperand(0);
+  auto isFloatTensor = [](Value value) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    return type && isa<FloatType>(type.getElementType());
+  };
+  llvm::DenseSet<Value> reachesLoss{loss};
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (llvm::none_of(op.getResults(),
+                      [&](Value v) { return reachesLoss.contains(v); }))
+      continue;
+    for (Value operand : op.getOperands())
+      if (isFloatTensor(operand))
+        reachesLoss.insert(operand);
+  }
+  SmallVector<unsigned> unused;
+  for (unsigned arg : signature.paramArgs)
+    if (!reachesLoss.contains(forward.getArgument(arg)))
+      unused.push_back(arg);
+  auto paramName = [&](unsigned arg) {
+    return forward.getArgAttrOfType<StringAttr>(arg,
+                                                XfmrDialect::kParamAttrName);
+  };
+  if (unused.size() == signature.paramArgs.size()) {
+    Operation *where = loss.getDefiningOp();
+    InFlightDiagnostic error =
+        where ? where->emitError() : body.getTerminator()->emitError();
+    error << "the loss returned by @" << forward.getSymName()
+          << " does not depend on any parameter (xfmr.param), so training "
+             "cannot change it: compute the loss from the parameters";
+    return error;
+  }
+  for (unsigned arg : unused)
+    forward.emitWarning()
+        << "the loss does not depend on parameter " << paramName(arg)
+        << " (argument #" << arg
+        << "): its gradient is always zero, so only weight decay changes "
+           "it; remove it unless it is meant to stay unused";
+  return success();
+}
+
+/// One argument or result of the training step and the attribute that says
+/// what it is.
+struct Slot {
+  Type type;
+  StringRef attr;
+  StringAttr value;
+};
+
+/// Reverse-mode differentiation of straight-line tensor code. One instance
+/// serves all micro-batches, so parameter gradients accumulate across them.
+class ReverseModeDifferentiator {
+public:
+  explicit ReverseModeDifferentiator(OpBuilder &builder) : builder(builder) {}
+
+  /// Marks values that depend on a parameter: only they need gradients.
+  void markActive(Value value) { active.insert(value); }
+
+  /// Extends the active set over `ops`, in program order.
+  void propagateActivity(ArrayRef<Operation *> ops) {
+    for (Operation *op : ops) {
+      if (llvm::none_of(op->getOperands(),
+                        [&](Value v) { return active.contains(v); }))
+        continue;
+      for (Value result : op->getResults())
+        if (isFloatTensor(result))
+          active.insert(result);
+    }
+  }
+
+  /// Emits the backward of `ops` (in program order) at the builder's
+  /// insertion point, seeded with d`output` = `seed`.
+  LogicalResult differentiate(ArrayRef<Operation *> ops, Value output,
+                              Value seed) {
+    accumulate(output, seed);
+    for (Operation *op : llvm::reverse(ops)) {
+      SmallVector<Value> resultGrads;
+      for (Value result : op->getResults())
+        resultGrads.push_back(gradients.lookup(result));
+      if (llvm::all_of(resultGrads, [](Value g) { return !g; }))
+        continue;
+      // No operand depends on a parameter: nothing to propagate (this also
+      // spares constants and other rule-less leaves, e.g. a constant loss).
+      if (llvm::none_of(op->getOperands(),
+                        [&](Value v) { return active.contains(v); }))
+        continue;
+      auto rule = dyn_cast<AutodiffOpInterface>(op);
+      if (!rule)
+        return op->emitOpError()
+               << "has no gradient rule (it does not implement "
+                  "AutodiffOpInterface), but the loss depends on it";
+      SmallVector<bool> needOperandGrad;
+      for (Value operand : op->getOperands())
+        needOperandGrad.push_back(active.contains(operand));
+      FailureOr<SmallVector<Value>> operandGrads =
+          rule.buildBackward(builder, resultGrads, needOperandGrad);
+      if (failed(operandGrads))
+        return failure();
+      for (auto [operand, grad] : llvm::zip(op->getOperands(), *operandGrads))
+        if (grad && active.contains(operand))
+          accumulate(operand, grad);
+    }
+    return success();
+  }
+
+  /// The gradient accumulated for `value`, or null when it has none.
+  Value gradient(Value value) const { return gradients.lookup(value); }
+
+private:
+  static bool isFloatTensor(Value value) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    return type && isa<FloatType>(type.getElementType());
+  }
+
+  /// A value used several times receives the sum of its uses' gradients.
+  void accumulate(Value value, Value grad) {
+    Value &slot = gradients[value];
+    slot = slot ? AddOp::create(builder, grad.getLoc(), grad.getType(), slot,
+                                grad)
+                      .getResult()
+                : grad;
+  }
+
+  OpBuilder &builder;
+  llvm::DenseSet<Value> active;
+  llvm::DenseMap<Value, Value> gradients;
+};
+
+/// The training step as declared: its function, how many parameters it
+/// takes, their moments' types and the rows of one micro-batch.
+struct TrainStepLayout {
+  func::FuncOp step;
+  size_t numParams;
+  SmallVector<RankedTensorType> momentTypes;
+  int64_t microBatch;
+};
+
+struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    FailureOr<func::FuncOp> found = findForwardFunction(
+        getOperation(), "--xfmr-train-step", "the forward pass");
+    if (failed(found))
+      return signalPassFailure();
+    func::FuncOp forward = *found;
+    if (failed(buildTrainStep(forward)))
+      return signalPassFailure();
+    if (withEval) {
+      FailureOr<ForwardSignature> signature = analyzeForward(forward);
+      if (failed(signature) || failed(buildEvalStep(forward, *signature)))
+        return signalPassFailure();
+    }
+    forward.erase();
+  }
+
+  LogicalResult checkOptions(func::FuncOp forward) {
+    if (optimizer != "adamw" && optimizer != "none")
+      return forward.emitError() << "optimizer must be adamw or none, but is "
+                                 << optimizer.getValue();
+    if (microbatches < 1 || microbatches > Plan::Pipeline::kMaxMicrobatches)
+      return forward.emitError()
+             << "microbatches must be between 1 and "
+             << Plan::Pipeline::kMaxMicrobatches << ", but is "
+             << microbatches.getValue();
+    for (auto [name, beta] : {std::pair<StringRef, double>{"beta1", beta1},
+                              {"beta2", beta2}})
+      if (!(beta >= 0.0 && beta < 1.0))
+        return forward.emitError()
+               << name << " must be in [0, 1), but is " << beta;
+    if (!(epsilon > 0.0))
+      return forward.emitError() << "epsilon must be positive, but is "
+                                 << epsilon;
+    if (!(weightDecay >= 0.0))
+      return forward.emitError()
+             << "weight-decay must be non-negative, but is " << weightDecay;
+    return success();
+  }
+
+  LogicalResult buildTrainStep(func::FuncOp forward) {
+    if (failed(checkOptions(forward)))
+      return failure();
+    FailureOr<ForwardSignature> signature = analyzeForward(forward);
+    if (failed(signature) ||
+        failed(checkLossDependsOnParameters(forward, *signature)))
+      return failure();
+    if (auto existing = SymbolTable::lookupSymbolIn(getOperation(),
+                                                    kTrainStepName);
+        existing && existing != forward)
+      return existing->emitError()
+             << "symbol @" << kTrainStepName
+             << " already exists; the training step needs that name";
+
+    OpBuilder builder(forward);
+    TrainStepLayout layout = declareTrainStep(builder, forward, *signature);
+    func::FuncOp step = layout.step;
+    Location loc = forward.getLoc();
+
+    Block *body = step.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    auto stepArgs = body->getArguments();
+    size_t numParams = layout.numParams;
+    ValueRange params = stepArgs.take_front(numParams);
+    Value tokens = stepArgs[stepArgs.size() - 2];
+    Value targets = stepArgs.back();
+
+    // --- Forward and backward of each micro-batch. ------------------------
+    SmallVector<Value> grads;
+    FailureOr<Value> meanLoss =
+        forwardAndBackward(builder, forward, *signature, params, tokens,
+                           targets, layout.microBatch, grads);
+    if (failed(meanLoss))
+      return failure();
+    SmallVector<Value> results{*meanLoss};
+    if (optimizer != "adamw") {
+      results.append(grads);
+      func::ReturnOp::create(builder, loc, results);
+      return success();
+    }
+
+    // --- AdamW. ------------------------------------------------------------
+    appendAdamW(builder, loc, stepArgs, numParams, grads, layout.momentTypes,
+                results);
+    func::ReturnOp::create(builder, loc, results);
+    return success();
+  }
+
+  /// The training step's function, declared before `forward` with its
+  /// arguments and results and their attributes (the body is empty).
+  /// With AdamW:  (params, moment1, moment2, step, lr, tokens, targets)
+  ///              -> (loss, params', moment1', moment2', step + 1)
+  /// Without:     (params, tokens, targets) -> (loss, gradients)
+  TrainStepLayout declareTrainStep(OpBuilder &builder, func::FuncOp forward,
+                                   const ForwardSignature &signature) {
+    Location loc = forward.getLoc();
+    auto f32 = builder.getF32Type();
+    auto scalarF32 = RankedTensorType::get({}, f32);
+    auto scalarI32 = RankedTensorType::get({}, builder.getI32Type());
+
+    bool withOptimizer = optimizer == "adamw";
+    auto microTokens = cast<RankedTensorType>(
+        forward.getArgumentTypes()[signature.tokensArg]);
+    int64_t microBatch = microTokens.getDimSize(0);
+    auto stepTokens = RankedTensorType::get(
+        {microBatch * microbatches, microTokens.getDimSize(1)},
+        microTokens.getElementType());
+
+    SmallVector<Slot> argSlots, resultSlots;
+    SmallVector<RankedTensorType> momentTypes;
+    auto role = [&](StringRef value) { return builder.getStringAttr(value); };
+    for (unsigned arg : signature.paramArgs) {
+      auto type = cast<RankedTensorType>(forward.getArgumentTypes()[arg]);
+      momentTypes.push_back(RankedTensorType::get(type.getShape(), f32));
+      argSlots.push_back({type, XfmrDialect::kParamAttrName,
+                          forward.getArgAttrOfType<StringAttr>(
+                              arg, XfmrDialect::kParamAttrName)});
+    }
+    size_t numParams = argSlots.size();
+    resultSlots.push_back({scalarF32, XfmrDialect::kOutputAttrName, role("loss")});
+    if (withOptimizer) {
+      for (StringRef attr :
+           {XfmrDialect::kMoment1AttrName, XfmrDialect::kMoment2AttrName})
+        for (size_t i = 0; i < numParams; ++i)
+          argSlots.push_back({momentTypes[i], attr, argSlots[i].value});
+      argSlots.push_back({scalarI32, XfmrDialect::kInputAttrName, role("step")});
+      argSlots.push_back({scalarF32, XfmrDialect::kInputAttrName, role("lr")});
+      // The state comes back updated, in the order it came in.
+      resultSlots.append(argSlots.begin(), argSlots.begin() + 3 * numParams);
+      resultSlots.push_back({scalarI32, XfmrDialect::kOutputAttrName, role("step")});
+    } else {
+      for (size_t i = 0; i < numParams; ++i)
+        resultSlots.push_back({argSlots[i].type, XfmrDialect::kGradientAttrName,
+                               argSlots[i].value});
+    }
+    argSlots.push_back({stepTokens, XfmrDialect::kInputAttrName, role("tokens")});
+    argSlots.push_back({stepTokens, XfmrDialect::kInputAttrName, role("targets")});
+
+    auto typesOf = [](ArrayRef<Slot> slots) {
+      return llvm::to_vector(llvm::map_range(slots, [](const Slot &slot) {
+        return slot.type;
+      }));
+    };
+    auto step = func::FuncOp::create(
+        builder, loc, kTrainStepName,
+        builder.getFunctionType(typesOf(argSlots), typesOf(resultSlots)));
+    for (NamedAttribute attr : forward->getDiscardableAttrs())
+      step->setAttr(attr.getName(), attr.getValue());
+    step->setAttr(XfmrDialect::kTrainStepAttrName, hyperParameters(builder));
+    for (auto [index, slot] : llvm::enumerate(argSlots))
+      step.setArgAttr(index, slot.attr, slot.value);
+    // A parameter's layer goes with it and with its moments.
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+      if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
+        for (size_t copy = 0; copy < (withOptimizer ? 3u : 1u); ++copy)
+          step.setArgAttr(index + copy * numParams, XfmrDialect::kLayerAttrName,
+                          layer);
+    // Sharding annotations on the weights travel with them (the moments
+    // follow their parameter when the step is partitioned).
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
+        step.setArgAttr(index, kShardingAttrName, sharding);
+    // So do annotations of the tokens and targets (the last two arguments).
+    unsigned numArgs = argSlots.size();
+    for (auto [index, arg] :
+         {std::pair<unsigned, unsigned>{numArgs - 2, signature.tokensArg},
+          {numArgs - 1, signature.targetsArg}})
+      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
+        step.setArgAttr(index, kShardingAttrName, sharding);
+    for (auto [index, slot] : llvm::enumerate(resultSlots))
+      step.setResultAttr(index, slot.attr, slot.value);
+    return {step, numParams, momentTypes, microBatch};
+  }
+
+  /// The forward and backward passes of every micro-batch of the step,
+  /// built at `builder`'s insertion point: returns the mean loss and sets
+  /// `grads` to each parameter's gradient (of that mean).
+  FailureOr<Value> forwardAndBackward(OpBuilder &builder, func::FuncOp forward,
+                                      const ForwardSignature &signature,
+                                      ValueRange params, Value tokens,
+                                      Value targets, int64_t microBatch,
+                                      SmallVectorImpl<Value> &grads) {
+    Location loc = forward.getLoc();
+    auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
+    ReverseModeDifferentiator differentiator(builder);
+    for (Value param : params)
+      differentiator.markActive(param);
+    // d(mean of k losses)/d(loss_i) = 1/k: seeding with it averages the
+    // accumulated gradients without a separate scaling pass.
+    double inverseCount = 1.0 / static_cast<double>(microbatches);
+    Value seed = arith::ConstantOp::create(
+        builder, loc,
+        DenseElementsAttr::get(scalarF32, builder.getF32FloatAttr(inverseCount)
+                                              .getValue()));
+    SmallVector<Value> losses;
+    for (int64_t micro = 0; micro < microbatches; ++micro) {
+      IRMapping mapping;
+      for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+        mapping.map(forward.getArgument(arg), params[index]);
+      mapping.map(forward.getArgument(signature.tokensArg),
+                  sliceBatch(builder, loc, tokens, micro, microBatch));
+      mapping.map(forward.getArgument(signature.targetsArg),
+                  sliceBatch(builder, loc, targets, micro, microBatch));
+
+      SmallVector<Operation *> cloned;
+      Block &forwardBody = forward.getBody().front();
+      for (Operation &op : forwardBody.without_terminator())
+        cloned.push_back(builder.clone(op, mapping));
+      Value loss = mapping.lookupOrDefault(
+          forwardBody.getTerminator()->getOperand(0));
+      differentiator.propagateActivity(cloned);
+      if (failed(differentiator.differentiate(cloned, loss, seed)))
+        return failure();
+      losses.push_back(loss);
+    }
+
+    Value meanLoss;
+    for (Value loss : losses)
+      meanLoss = meanLoss ? AddOp::create(builder, loc, scalarF32, meanLoss,
+                                          loss)
+                                .getResult()
+                          : loss;
+    if (microbatches > 1)
+      meanLoss = ScaleOp::create(builder, loc, scalarF32, meanLoss,
+                                 builder.getF32FloatAttr(inverseCount));
+    for (Value param : params) {
+      Value grad = differentiator.gradient(param);
+      if (!grad) // The loss does not depend on it: its gradient is zero.
+        grad = arith::ConstantOp::create(
+            builder, loc, cast<TypedAttr>(builder.getZeroAttr(param.getType())));
+      grads.push_back(grad);
+    }
+    return meanLoss;
+  }
+
+  /// One AdamW update per parameter, appending the new parameters, moments
+  /// and step counter to `results`.
+  void appendAdamW(OpBuilder &builder, Location loc, ValueRange stepArgs,
+                   size_t numParams, ArrayRef<Value> grads,
+                   ArrayRef<RankedTensorType> momentTypes,
+                   SmallVectorImpl<Value> &results) {
+    auto scalarI32 = RankedTensorType::get({}, builder.getI32Type());
+    ValueRange params = stepArgs.take_front(numParams);
+    ValueRange moment1 = stepArgs.slice(numParams, numParams);
+    ValueRange moment2 = stepArgs.slice(2 * numParams, numParams);
+    Value stepCount = stepArgs[3 * numParams];
+    Value lr = stepArgs[3 * numParams + 1];
+    Value one = arith::ConstantOp::create(
+        builder, loc, DenseElementsAttr::get(scalarI32, builder.getI32IntegerAttr(1)
+                                                           .getValue()));
+    Value nextStep = arith::AddIOp::create(builder, loc, stepCount, one);
+    SmallVector<Value> newParams, newMoment1, newMoment2;
+    for (size_t i = 0; i < numParams; ++i) {
+      Value param = params[i];
+      auto paramType = cast<RankedTensorType>(param.getType());
+      // Decay matrices only, as Megatron-LM and nanoGPT do: decaying norm
+      // gains and biases towards zero hurts and saves nothing.
+      double decay = paramType.getRank() >= 2 ? weightDecay.getValue() : 0.0;
+      auto update = AdamWOp::create(
+          builder, param.getLoc(), paramType, momentTypes[i], momentTypes[i],
+          param, grads[i], moment1[i], moment2[i], nextStep, lr,
+          builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
+          builder.getF32FloatAttr(epsilon), builder.getF32FloatAttr(decay));
+      newParams.push_back(update.getNewParam());
+      newMoment1.push_back(update.getNewMoment1());
+      newMoment2.push_back(update.getNewMoment2());
+    }
+
+    results.append(newParams);
+    results.append(newMoment1);
+    results.append(newMoment2);
+    results.push_back(nextStep);
+  }
+
+  /// @eval_step(params, tokens, targets) -> loss: the forward passes of the
+  /// training step's micro-batches and their mean loss, without gradients.
+  LogicalResult buildEvalStep(func::FuncOp forward,
+                              const ForwardSignature &signature) {
+    if (SymbolTable::lookupSymbolIn(getOperation(), kEvalStepName))
+      return forward.emitError() << "symbol @" << kEvalStepName
+                                 << " already exists; the evaluation step "
+                                    "needs that name";
+    OpBuilder builder(forward);
+    Location loc = forward.getLoc();
+    auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
+    auto microTokens = cast<RankedTensorType>(
+        forward.getArgumentTypes()[signature.tokensArg]);
+    int64_t microBatch = microTokens.getDimSize(0);
+    auto stepTokens = RankedTensorType::get(
+        {microBatch * microbatches, microTokens.getDimSize(1)},
+        microTokens.getElementType());
+
+    SmallVector<Type> argTypes;
+    for (unsigned arg : signature.paramArgs)
+      argTypes.push_back(forward.getArgumentTypes()[arg]);
+    size_t numParams = argTypes.size();
+    argTypes.append({stepTokens, stepTokens});
+    auto eval = func::FuncOp::create(
+        builder, loc, kEvalStepName,
+        builder.getFunctionType(argTypes, {scalarF32}));
+    for (NamedAttribute attr : forward->getDiscardableAttrs())
+      eval->setAttr(attr.getName(), attr.getValue());
+    eval->setAttr(XfmrDialect::kEvalStepAttrName,
+                  builder.getDictionaryAttr({builder.getNamedAttr(
+                      "microbatches",
+                      builder.getI64IntegerAttr(microbatches))}));
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
+      eval.setArgAttr(index, XfmrDialect::kParamAttrName,
+                      forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
+      if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
+        eval.setArgAttr(index, XfmrDialect::kLayerAttrName, layer);
+      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
+        eval.setArgAttr(index, kShardingAttrName, sharding);
+    }
+    for (auto [index, arg] :
+         {std::pair<unsigned, unsigned>{numParams, signature.tokensArg},
+          {numParams + 1, signature.targetsArg}})
+      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
+        eval.setArgAttr(index, kShardingAttrName, sharding);
+    eval.setArgAttr(numParams, XfmrDialect::kInputAttrName,
+                    builder.getStringAttr("tokens"));
+    eval.setArgAttr(numParams + 1, XfmrDialect::kInputAttrName,
+                    builder.getStringAttr("targets"));
+    eval.setResultAttr(0, XfmrDialect::kOutputAttrName,
+                       builder.getStringAttr("loss"));
+
+    Block *body = eval.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    Value tokens = body->getArgument(numParams);
+    Value targets = body->getArgument(numParams + 1);
+    Block &forwardBody = forward.getBody().front();
+    Value total;
+    for (int64_t micro = 0; micro < microbatches; ++micro) {
+      IRMapping mapping;
+      for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+        mapping.map(forward.getArgument(arg), body->getArgument(index));
+      mapping.map(forward.getArgument(signature.tokensArg),
+                  sliceBatch(builder, loc, tokens, micro, microBatch));
+      mapping.map(forward.getArgument(signature.targetsArg),
+                  sliceBatch(builder, loc, targets, micro, microBatch));
+      for (Operation &op : forwardBody.without_terminator())
+        builder.clone(op, mapping);
+      Value loss =
+          mapping.lookupOrDefault(forwardBody.getTerminator()->getOperand(0));
+      total = total ? AddOp::create(builder, loc, scalarF32, total, loss)
+                          .getResult()
+                    : loss;
+    }
+    if (microbatches > 1)
+      total = ScaleOp::create(builder, loc, scalarF32, total,
+                              builder.getF32FloatAttr(1.0 / microbatches));
+    func::ReturnOp::create(builder, loc, total);
+    return success();
+  }
+
+  /// The micro-batch `index` of a [k*b, T] token tensor.
+  static Value sliceBatch(OpBuilder &builder, Location loc, Value tokens,
+                          int64_t index, int64_t microBatch) {
+    auto type = cast<RankedTensorType>(tokens.getType());
+    if (type.getDimSize(0) == microBatch)
+      return tokens;
+    auto sliceType = RankedTensorType::get({microBatch, type.getDimSize(1)},
+                                           type.getElementType());
+    SmallVector<OpFoldResult> offsets{builder.getIndexAttr(index * microBatch),
+                                      builder.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes{builder.getIndexAttr(microBatch),
+                                    builder.getIndexAttr(type.getDimSize(1))};
+    SmallVector<OpFoldResult> strides(2, builder.getIndexAttr(1));
+    return tensor::ExtractSliceOp::create(builder, loc, sliceType, tokens,
+                                          offsets, sizes, strides);
+  }
+
+  DictionaryAttr hyperParameters(OpBuilder &builder) {
+    return builder.getDictionaryAttr({
+        builder.getNamedAttr("optimizer", builder.getStringAttr(optimizer)),
+        builder.getNamedAttr("microbatches",
+                             builder.getI64IntegerAttr(microbatches)),
+        builder.getNamedAttr("beta1", builder.getF32FloatAttr(beta1)),
+        builder.getNamedAttr("beta2", builder.getF32FloatAttr(beta2)),
+        builder.getNamedAttr("epsilon", builder.getF32FloatAttr(epsilon)),
+        builder.getNamedAttr("weight_decay",
+                             builder.getF32FloatAttr(weightDecay)),
+    });
+  }
+
+};
+
+} // namespace
+} // namespace partition
