@@ -50,6 +50,8 @@ struct Plan {
     /// (plan.json's "a-b" or "a"); empty: every layer at mesh.tp.
     struct LayerRange {
       int64_t first, last, tp;
+      /// "layer 3" or "layers 0-5", for messages.
+      std::string describe() const;
     };
     llvm::SmallVector<LayerRange> perLayer;
     /// tensor_parallel.embedding.tp: the degree of the embedding, the final

@@ -1,0 +1,289 @@
+//===- PlanChecks.cpp - a parsed plan against the model and the passes ----===//
+//
+// What parsePlan cannot know alone: whether the model can follow the plan
+// (checkPlanAgainstModel: heads, layers, batch and vocabulary against the
+// mesh and the per-layer degrees), whether every field takes effect under
+// the mesh (checkPlanTakesEffect), and whether a pass implements every
+// combination (checkPlanImplemented).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/plan/Plan.h"
+
+#include "scheduling/Schedule.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
+#include <numeric>
+#include <set>
+#include <vector>
+
+using namespace partition;
+using llvm::ArrayRef;
+using llvm::FailureOr;
+using llvm::LogicalResult;
+using llvm::StringRef;
+using llvm::Twine;
+
+namespace {
+
+/// tensor_parallel.per_layer against the model: every layer covered, none
+/// beyond the model, and each part's degree splitting its heads and
+/// key-value heads by the rules mesh.tp follows.
+void checkPartDegrees(const Plan &plan, const PlanModel &model,
+                      llvm::function_ref<void(const Twine &)> error) {
+  const auto &perLayer = plan.tensorParallel.perLayer;
+  if (auto layers = model.layers; layers && !perLayer.empty()) {
+    for (auto [index, range] : llvm::enumerate(perLayer))
+      if (range.last >= *layers)
+        error("tensor_parallel.per_layer[" + Twine(index) + "] (" +
+              range.describe() + ") names layers beyond the model's " +
+              Twine(*layers) + " (0-" + Twine(*layers - 1) + ")");
+    for (int64_t layer = 0; layer < *layers; ++layer)
+      if (llvm::none_of(perLayer, [&](const auto &range) {
+            return range.first <= layer && layer <= range.last;
+          })) {
+        error("tensor_parallel.per_layer gives layer " + Twine(layer) +
+              " no degree; the entries must cover every layer of the "
+              "model (0-" + Twine(*layers - 1) + ") exactly once");
+        break;
+      }
+  }
+  for (auto [index, range] : llvm::enumerate(perLayer)) {
+    if (range.tp == plan.mesh.tp)
+      continue;
+    std::string degree = "tensor_parallel.per_layer[" +
+                         std::to_string(index) + "].tp = " +
+                         std::to_string(range.tp) + " (" +
+                         range.describe() + ")";
+    if (auto heads = model.heads; heads && *heads % range.tp != 0)
+      error("heads " + Twine(*heads) + " is not divisible by " + degree);
+    if (auto kvHeads = model.kvHeads; kvHeads && *kvHeads % range.tp != 0 &&
+                                      range.tp % *kvHeads != 0)
+      error("kv_heads " + Twine(*kvHeads) + " is not divisible by " +
+            degree + ", nor it by kv_heads; choose a degree that divides "
+            "kv_heads or is a multiple of it");
+  }
+  // With fewer key-value heads than mesh.tp, --dist-apply-plan cuts tp at
+  // the key-value heads too: the embedding's degree must chain with them
+  // (the layers' degrees do by the rule above).
+  if (auto kvHeads = model.kvHeads;
+      kvHeads && *kvHeads < plan.mesh.tp && plan.mesh.tp % *kvHeads == 0) {
+    int64_t embedding = plan.embeddingTp();
+    if (*kvHeads % embedding != 0 && embedding % *kvHeads != 0)
+      error("kv_heads " + Twine(*kvHeads) +
+            " and tensor_parallel.embedding.tp = " + Twine(embedding) +
+            " do not divide one another; with fewer key-value heads than "
+            "mesh.tp, every degree must divide kv_heads or be a multiple "
+            "of it");
+  }
+}
+
+} // namespace
+
+LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
+                                               const PlanModel &model,
+                                               StringRef fileName,
+                                               PlanErrorFn emitError) {
+  bool failed = false;
+  auto error = [&](const Twine &message) {
+    emitError(fileName + ": " + message);
+    failed = true;
+  };
+  const Plan::Mesh &mesh = plan.mesh;
+
+  // Replicas: each replica's step is checked as the uniform plan it is
+  // compiled with (its degree against the heads, ...), and the shares
+  // against the batch.
+  if (!plan.replicas.empty()) {
+    if (auto batch = model.batch; batch && *batch % plan.batchGranule() != 0) {
+      int64_t granule = plan.batchGranule();
+      std::string shares;
+      for (const Plan::Replica &replica : plan.replicas)
+        shares += (shares.empty() ? "" : ":") +
+                  std::to_string(replica.batchShare);
+      error("replicas: batch_share " + shares + " does not split the batch "
+            "of " + Twine(*batch) + " sequences into whole sequences; use a "
+            "batch that is a multiple of " + Twine(granule) + " (" +
+            Twine(granule) + ", " + Twine(2 * granule) + ", " +
+            Twine(3 * granule) + "...) or other shares");
+    }
+    PlanModel perReplica = model;
+    perReplica.batch.reset();
+    std::set<int64_t> checked;
+    for (size_t index = 0; index < plan.replicas.size(); ++index)
+      if (checked.insert(plan.replicas[index].tp).second &&
+          llvm::failed(checkPlanAgainstModel(plan.replicaPlan(index), perReplica,
+                                       fileName, emitError)))
+        failed = true;
+    return llvm::failure(failed);
+  }
+
+  if (auto batch = model.batch; batch && *batch % mesh.dp != 0)
+    error("the batch of " + Twine(*batch) +
+          " sequences is not divisible by mesh.dp = " + Twine(mesh.dp));
+  if (auto heads = model.heads; heads && *heads % mesh.tp != 0)
+    error("heads " + Twine(*heads) + " is not divisible by mesh.tp = " +
+          Twine(mesh.tp));
+  // Fewer key-value heads than tp ranks works when tp is a multiple of
+  // them: each key-value head is replicated on the ranks whose query heads
+  // use it (Megatron-LM; --dist-apply-plan lays tp out as two axes).
+  if (auto kvHeads = model.kvHeads;
+      kvHeads && *kvHeads % mesh.tp != 0 && mesh.tp % *kvHeads != 0)
+    error("kv_heads " + Twine(*kvHeads) + " is not divisible by mesh.tp = " +
+          Twine(mesh.tp) + ", nor mesh.tp by kv_heads; choose a mesh.tp "
+          "that divides kv_heads or is a multiple of it");
+  // Vocabulary-parallel embedding and loss split the vocabulary evenly:
+  // --dist-pad-vocab pads it (as Megatron-LM does) to a multiple of
+  // tp x vocab_multiple, which must leave its ids i32 tokens.
+  if (auto vocab = model.vocab; vocab && mesh.tp > 1) {
+    int64_t granule = mesh.tp * plan.tensorParallel.vocabMultiple;
+    if (paddedVocab(*vocab, granule) > int64_t(INT32_MAX) + 1)
+      error("vocab " + Twine(*vocab) + " padded to a multiple of mesh.tp x "
+            "tensor_parallel.vocab_multiple = " + Twine(granule) +
+            " exceeds the 2^31 ids of i32 tokens");
+  }
+  checkPartDegrees(plan, model, error);
+  if (auto layers = model.layers; layers && *layers < mesh.pp)
+    error("layers " + Twine(*layers) + " is fewer than mesh.pp = " +
+          Twine(mesh.pp) + " pipeline stages");
+  // The schedule's own rules (scheduling/Schedule.cpp names the fields).
+  if (auto kind = pipeline::parseScheduleKind(
+          plan.pipeline.scheduleOrDefault().str());
+      kind && (mesh.pp > 1 || plan.pipeline.virtualStages > 1)) {
+    pipeline::ScheduleConfig config;
+    config.kind = *kind;
+    config.stages = static_cast<int>(std::min<int64_t>(mesh.pp, INT32_MAX));
+    config.microbatches =
+        static_cast<int>(std::min<int64_t>(plan.pipeline.microbatches, INT32_MAX));
+    config.chunks = static_cast<int>(plan.pipeline.virtualStages);
+    config.layers = model.layers && *model.layers >= mesh.pp
+                        ? static_cast<int>(*model.layers)
+                        : 0;
+    if (std::optional<std::string> problem = pipeline::validateConfig(config))
+      error(*problem);
+  }
+  if (!plan.pipeline.stages.empty()) {
+    int64_t chunks = mesh.pp * plan.pipeline.virtualStages, sum = 0;
+    for (int64_t count : plan.pipeline.stages)
+      sum += count;
+    if (static_cast<int64_t>(plan.pipeline.stages.size()) != chunks)
+      error("pipeline.stages has " + Twine(plan.pipeline.stages.size()) +
+            " entries but mesh.pp x pipeline.virtual_stages = " +
+            Twine(mesh.pp) + " x " + Twine(plan.pipeline.virtualStages) +
+            " = " + Twine(chunks) + " chunks need one layer count each");
+    else if (auto layers = model.layers; layers && sum != *layers)
+      error("pipeline.stages sums to " + Twine(sum) +
+            " layers but the model has " + Twine(*layers) +
+            "; give each chunk's layer count so that they sum to " +
+            Twine(*layers));
+  }
+  if (plan.tensorParallel.sequenceParallel) {
+    if (mesh.tp == 1)
+      error("tensor_parallel.sequence_parallel needs mesh.tp > 1, got "
+            "mesh.tp = 1");
+    else if (auto seqLen = model.seqLen; seqLen && *seqLen % mesh.tp != 0)
+      error("tensor_parallel.sequence_parallel: seq_len " + Twine(*seqLen) +
+            " is not divisible by mesh.tp = " + Twine(mesh.tp));
+  }
+  if (mesh.pp > 1 && plan.pipeline.microbatches < mesh.pp)
+    error("pipeline.microbatches = " + Twine(plan.pipeline.microbatches) +
+          " is fewer than mesh.pp = " + Twine(mesh.pp) +
+          " (a pipeline needs at least one micro-batch per stage)");
+  return llvm::failure(failed);
+}
+
+namespace {
+
+/// A plan field that no pass implements yet.
+struct NotImplemented {
+  /// The plan.json field, as messages name it.
+  const char *field;
+  /// The field's value when the plan asks for the missing pass, else
+  /// nullopt.
+  std::optional<std::string> (*asks)(const Plan &);
+  /// The pass that would implement it.
+  const char *pass;
+  /// What the user can write instead.
+  const char *instead;
+};
+
+/// The plan fields refused until their pass exists: replicas (NTP, each
+/// replica's step a uniform tp step) with a pipeline, ZeRO or per-part
+/// degrees. (Per-part tensor-parallel degrees compose with pipelines and
+/// ZeRO: docs/nonuniform-tp.md.) A field added before its pass adds its
+/// line here (and the pass that implements it removes the line and adds
+/// itself to passes/CompileFlow.cpp), so that no field is ever silently
+/// ignored.
+const std::vector<NotImplemented> kNotImplemented = {
+    {"replicas with mesh.pp",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.replicas.empty() || plan.mesh.pp == 1)
+         return std::nullopt;
+       return std::to_string(plan.mesh.pp);
+     },
+     "pipeline stages inside nonuniform replicas",
+     "leave out mesh.pp or the replicas"},
+    {"replicas with zero.stage",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.replicas.empty() || plan.zero.stage == 0)
+         return std::nullopt;
+       return std::to_string(plan.zero.stage);
+     },
+     "ZeRO across replicas of different degrees",
+     "use zero.stage 0 or leave out the replicas"},
+    {"replicas with tensor_parallel.per_layer (or .embedding)",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.replicas.empty() || !plan.hasPartDegrees())
+         return std::nullopt;
+       return std::string("given");
+     },
+     "per-part degrees inside nonuniform replicas",
+     "leave out tensor_parallel.per_layer / .embedding or the replicas"},
+};
+
+} // namespace
+
+LogicalResult partition::checkPlanImplemented(const Plan &plan,
+                                              StringRef fileName,
+                                              PlanErrorFn emitError) {
+  bool failed = false;
+  for (const NotImplemented &missing : kNotImplemented)
+    if (std::optional<std::string> value = missing.asks(plan)) {
+      emitError(fileName + ": " + missing.field + " = " + *value +
+                " needs " + missing.pass +
+                ", which is not implemented yet; " + missing.instead);
+      failed = true;
+    }
+  return llvm::failure(failed);
+}
+
+LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
+                                              StringRef fileName,
+                                              PlanErrorFn emitError) {
+  bool failed = false;
+  auto refuse = [&](const Twine &message) {
+    emitError(fileName + ": " + message);
+    failed = true;
+  };
+  if (plan.zero.stage > 0 && plan.mesh.dp == 1)
+    refuse("zero.stage = " + Twine(plan.zero.stage) +
+           " does nothing without data parallelism (mesh.dp = 1: ZeRO "
+           "shards the optimizer state over data-parallel replicas); give "
+           "mesh.dp > 1 or leave out zero");
+  if (plan.pipeline.schedule && plan.mesh.pp == 1 &&
+      plan.pipeline.virtualStages == 1)
+    refuse("pipeline.schedule \"" + Twine(*plan.pipeline.schedule) +
+           "\" does nothing without pipeline parallelism (mesh.pp = 1); "
+           "give mesh.pp > 1 or leave out pipeline.schedule");
+  if (plan.tensorParallel.vocabMultipleGiven && plan.mesh.tp == 1)
+    refuse("tensor_parallel.vocab_multiple = " +
+           Twine(plan.tensorParallel.vocabMultiple) +
+           " does nothing without tensor parallelism (mesh.tp = 1: the "
+           "vocabulary is padded only to split it over tp ranks); give "
+           "mesh.tp > 1 or leave out vocab_multiple");
+  return llvm::failure(failed);
+}
