@@ -24,6 +24,7 @@
 #include <string>
 
 using namespace partition::planner;
+using partition::OrError;
 
 namespace {
 
@@ -57,7 +58,7 @@ void checkCluster(const Cluster &c) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string text(reinterpret_cast<const char *>(data), size);
-  Expected<Cluster> cluster = parseCluster(text, kFile);
+  OrError<Cluster> cluster = parseCluster(text, kFile);
   if (!cluster) {
     const std::string &line = cluster.error();
     if (line.rfind(kFile + ": ", 0) != 0 || line.size() <= kFile.size() + 2)
@@ -70,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   checkCluster(*cluster);
   // The JSON form reads back as the same cluster (the name aside, which
   // may hold any string the file gave).
-  Expected<Cluster> back = parseCluster(clusterToJson(*cluster), kFile);
+  OrError<Cluster> back = parseCluster(clusterToJson(*cluster), kFile);
   if (!back)
     bug("clusterToJson wrote what parseCluster refuses", back.error());
   if (clusterToJson(*back) != clusterToJson(*cluster))

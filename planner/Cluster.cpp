@@ -228,10 +228,10 @@ std::optional<Cluster> getProfile(const std::string &name) {
   return std::nullopt;
 }
 
-Expected<Cluster> parseCluster(const std::string &text,
+OrError<Cluster> parseCluster(const std::string &text,
                                const std::string &fileName) {
   auto fail = [&](const std::string &message) {
-    return Expected<Cluster>::failure(fileName + ": " + message);
+    return OrError<Cluster>::failure(fileName + ": " + message);
   };
   // The shared reader: no exceptions (the build has none), duplicate keys,
   // depth and numbers beyond a double's range refused in one line.
@@ -324,7 +324,7 @@ Expected<Cluster> parseCluster(const std::string &text,
   return cluster;
 }
 
-Expected<Cluster> loadCluster(const std::string &nameOrFile) {
+OrError<Cluster> loadCluster(const std::string &nameOrFile) {
   if (std::optional<Cluster> profile = getProfile(nameOrFile))
     return *profile;
   std::ifstream file(nameOrFile);
@@ -333,9 +333,9 @@ Expected<Cluster> loadCluster(const std::string &nameOrFile) {
     bool looksLikeFile = nameOrFile.find('/') != std::string::npos ||
                          nameOrFile.find(".json") != std::string::npos;
     if (looksLikeFile)
-      return Expected<Cluster>::failure("cannot read cluster file '" +
+      return OrError<Cluster>::failure("cannot read cluster file '" +
                                         nameOrFile + "'");
-    return Expected<Cluster>::failure(
+    return OrError<Cluster>::failure(
         "unknown cluster profile '" + nameOrFile + "' (known: " +
         joinedProfileNames() + "; or give a cluster JSON file)");
   }

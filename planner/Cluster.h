@@ -17,36 +17,14 @@
 #ifndef PARTITION_PLANNER_CLUSTER_H
 #define PARTITION_PLANNER_CLUSTER_H
 
+#include "support/OrError.h"
+
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 namespace partition::planner {
-
-/// A value or the one-line message saying why there is none.
-template <typename T> class Expected {
-public:
-  Expected(T value) : state(std::move(value)) {}
-  static Expected failure(std::string message) {
-    Expected result;
-    result.state = Message{std::move(message)};
-    return result;
-  }
-  explicit operator bool() const { return std::holds_alternative<T>(state); }
-  const T &operator*() const { return std::get<T>(state); }
-  T &operator*() { return std::get<T>(state); }
-  const T *operator->() const { return &std::get<T>(state); }
-  T *operator->() { return &std::get<T>(state); }
-  const std::string &error() const { return std::get<Message>(state).text; }
-
-private:
-  struct Message {
-    std::string text;
-  };
-  Expected() = default;
-  std::variant<Message, T> state;
-};
 
 struct Cluster {
   std::string name;
@@ -102,11 +80,11 @@ std::optional<Cluster> getProfile(const std::string &name);
 /// A cluster from JSON text: {"base": "a100-80gb-dgx", "devices_per_node":
 /// 4, ...}; every field optional over the base profile (cpu-local when no
 /// base is named). `fileName` starts every message.
-Expected<Cluster> parseCluster(const std::string &text,
+OrError<Cluster> parseCluster(const std::string &text,
                                const std::string &fileName);
 
 /// `--cluster` as the user gave it: a profile name, else a JSON file.
-Expected<Cluster> loadCluster(const std::string &nameOrFile);
+OrError<Cluster> loadCluster(const std::string &nameOrFile);
 
 /// The cluster as JSON (every field), as parseCluster reads it back.
 std::string clusterToJson(const Cluster &cluster);

@@ -20,6 +20,8 @@
 #ifndef PARTITION_SCHEDULING_SCHEDULE_H
 #define PARTITION_SCHEDULING_SCHEDULE_H
 
+#include "support/OrError.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,30 +31,6 @@
 #include <vector>
 
 namespace partition::pipeline {
-
-/// A value or the one-line message saying why there is none. Errors are
-/// values: a bad plan is reported by the caller, never aborted on.
-template <typename T> class OrError {
-public:
-  OrError(T value) : state(std::move(value)) {}
-  static OrError failure(std::string message) {
-    OrError result;
-    result.state = Message{std::move(message)};
-    return result;
-  }
-  explicit operator bool() const { return std::holds_alternative<T>(state); }
-  const T &operator*() const { return std::get<T>(state); }
-  T &operator*() { return std::get<T>(state); }
-  const T *operator->() const { return &std::get<T>(state); }
-  const std::string &error() const { return std::get<Message>(state).text; }
-
-private:
-  struct Message {
-    std::string text;
-  };
-  OrError() = default;
-  std::variant<Message, T> state;
-};
 
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved1F1B, ZeroBubbleH1 };
 

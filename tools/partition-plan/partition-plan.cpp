@@ -248,7 +248,7 @@ int runGoodput() {
     return fail(problem);
   options.json = jsonOutput;
 
-  Expected<Cluster> cluster = loadCluster(clusterArg);
+  OrError<Cluster> cluster = loadCluster(clusterArg);
   if (!cluster)
     return fail(cluster.error());
   std::optional<ModelShape> shape;
@@ -397,7 +397,7 @@ int main(int argc, char **argv) {
   if (goodputMode)
     return runGoodput();
   checkSearchArguments();
-  Expected<Cluster> cluster = loadCluster(clusterArg);
+  OrError<Cluster> cluster = loadCluster(clusterArg);
   if (!cluster)
     return fail(cluster.error());
 

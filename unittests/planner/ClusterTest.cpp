@@ -5,13 +5,14 @@
 #include <gtest/gtest.h>
 
 using namespace partition::planner;
+using partition::OrError;
 
 TEST(Cluster, EveryProfileRoundTripsThroughJson) {
   for (const std::string &name : profileNames()) {
     std::optional<Cluster> profile = getProfile(name);
     ASSERT_TRUE(profile) << name;
     EXPECT_GT(profile->peakFlopsBf16, 0) << name;
-    Expected<Cluster> back = parseCluster(clusterToJson(*profile), "x.json");
+    OrError<Cluster> back = parseCluster(clusterToJson(*profile), "x.json");
     ASSERT_TRUE(bool(back)) << back.error();
     EXPECT_EQ(back->name, name);
     EXPECT_EQ(back->peakFlopsBf16, profile->peakFlopsBf16);
@@ -21,7 +22,7 @@ TEST(Cluster, EveryProfileRoundTripsThroughJson) {
 }
 
 TEST(Cluster, FileOverridesItsBase) {
-  Expected<Cluster> c = parseCluster(
+  OrError<Cluster> c = parseCluster(
       R"({"base": "h100-sxm-dgx", "devices_per_node": 4,
           "inter_node_bandwidth": 1e10})",
       "c.json");
@@ -33,7 +34,7 @@ TEST(Cluster, FileOverridesItsBase) {
 
 TEST(Cluster, BadFilesSayWhatIsWrong) {
   auto error = [](const std::string &text) {
-    Expected<Cluster> c = parseCluster(text, "c.json");
+    OrError<Cluster> c = parseCluster(text, "c.json");
     EXPECT_FALSE(bool(c)) << text;
     return c ? std::string() : c.error();
   };
@@ -74,7 +75,7 @@ TEST(Cluster, BadFilesSayWhatIsWrong) {
 }
 
 TEST(Cluster, UnknownProfileNamesTheKnownOnes) {
-  Expected<Cluster> c = loadCluster("v100");
+  OrError<Cluster> c = loadCluster("v100");
   ASSERT_FALSE(bool(c));
   EXPECT_NE(c.error().find("unknown cluster profile 'v100' (known: "
                            "a100-80gb-dgx, h100-sxm-dgx"),

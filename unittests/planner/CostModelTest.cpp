@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 using namespace partition::planner;
+using partition::OrError;
 
 namespace {
 
