@@ -48,6 +48,33 @@ inline std::optional<int64_t> checkedByteSize(mlir::ShapedType type) {
       *elements, static_cast<int64_t>((type.getElementTypeBitWidth() + 7) / 8));
 }
 
+/// a + b, or INT64_MAX where that overflows.
+inline int64_t saturatingAdd(int64_t a, int64_t b) {
+  std::optional<int64_t> sum = llvm::checkedAdd(a, b);
+  return sum ? *sum : INT64_MAX;
+}
+
+/// The bytes of a statically shaped tensor or memref type for analyses and
+/// estimates (activation memory, stage costs, report lines): checkedByteSize
+/// saturated at INT64_MAX where it overflows -- a size that large is refused
+/// where buffers are placed (the memory plan) -- and 0 for a type that is
+/// not a static shaped type. `bytesPerElement` overrides the element type's
+/// width (the activation analysis counts 16-bit activations).
+inline int64_t saturatedByteSize(mlir::Type type,
+                                 std::optional<int64_t> bytesPerElement = {}) {
+  auto shaped = llvm::dyn_cast<mlir::ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  std::optional<int64_t> elements = checkedElementCount(shaped.getShape());
+  int64_t width = bytesPerElement
+                      ? *bytesPerElement
+                      : static_cast<int64_t>(
+                            (shaped.getElementTypeBitWidth() + 7) / 8);
+  std::optional<int64_t> bytes =
+      elements ? llvm::checkedMul(*elements, width) : std::nullopt;
+  return bytes ? *bytes : INT64_MAX;
+}
+
 /// The bytes of `type` as a double, for messages about sizes that do not fit
 /// int64.
 inline double approximateByteSize(mlir::ShapedType type) {

@@ -2,6 +2,7 @@
 
 #include "passes/analysis/ActivationMemory.h"
 
+#include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
 #include "passes/analysis/LossGradient.h"
@@ -38,15 +39,10 @@ std::optional<int64_t> layerOfParams(Operation *op, func::FuncOp step) {
 }
 
 int64_t bytesOf(Value value, int64_t bytesPerElement) {
-  return cast<RankedTensorType>(value.getType()).getNumElements() *
-         bytesPerElement;
+  return saturatedByteSize(value.getType(), bytesPerElement);
 }
 
-int64_t elementBytes(Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  return type.getNumElements() *
-         std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
-}
+int64_t elementBytes(Value value) { return saturatedByteSize(value.getType()); }
 
 } // namespace
 
@@ -132,7 +128,8 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
           !isa<RankedTensorType>(value.getType()) ||
           !saved.insert(value).second || layer < 0)
         continue;
-      report[layer].activationBytes += bytesOf(value, 2);
+      report[layer].activationBytes =
+          saturatingAdd(report[layer].activationBytes, bytesOf(value, 2));
     }
   }
 

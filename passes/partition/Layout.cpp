@@ -2,6 +2,8 @@
 
 #include "passes/partition/Layout.h"
 
+#include "dialects/CheckedSize.h"
+
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "dialects/Xfmr/XfmrOps.h"
 
@@ -193,12 +195,7 @@ std::string describe(ArrayRef<StringRef> axes) {
   return "[" + llvm::join(axes, ", ") + "]";
 }
 
-int64_t byteSize(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return tensor.getNumElements() *
-         static_cast<int64_t>(
-             std::max<unsigned>(tensor.getElementTypeBitWidth() / 8, 1));
-}
+int64_t byteSize(Type type) { return saturatedByteSize(type); }
 
 std::pair<StringRef, StringRef> stateOf(func::FuncOp step, unsigned index) {
   using xfmr::XfmrDialect;

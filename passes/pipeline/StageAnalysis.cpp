@@ -2,6 +2,8 @@
 
 #include "passes/pipeline/StageAnalysis.h"
 
+#include "dialects/CheckedSize.h"
+
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
 #include "passes/analysis/LossGradient.h"
@@ -19,11 +21,9 @@ using namespace partition::xfmr;
 namespace partition::pipeline {
 
 int64_t valueBytes(Value value) {
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!type || !type.hasStaticShape())
-    return 0;
-  int64_t bits = type.getElementTypeBitWidth();
-  return type.getNumElements() * std::max<int64_t>(bits / 8, 1);
+  return isa<RankedTensorType>(value.getType())
+             ? saturatedByteSize(value.getType())
+             : 0;
 }
 
 double opCost(Operation *op) {

@@ -55,19 +55,13 @@ struct BudgetGraph {
   int64_t microbatches = 1;
 };
 
-int64_t saturatingAdd(int64_t a, int64_t b) {
-  int64_t sum;
-  return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
-}
-
 /// An op's result bytes (saturating; the memory planner refuses sizes
 /// that do not fit long before).
 int64_t resultBytes(Operation *op) {
   int64_t bytes = 0;
   for (Type type : op->getResultTypes())
     if (auto shaped = dyn_cast<RankedTensorType>(type))
-      bytes = saturatingAdd(bytes,
-                            checkedByteSize(shaped).value_or(INT64_MAX));
+      bytes = saturatingAdd(bytes, saturatedByteSize(shaped));
   return bytes;
 }
 
