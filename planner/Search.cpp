@@ -27,134 +27,176 @@ std::vector<T> either(const std::optional<T> &fixed, std::vector<T> all) {
   return all;
 }
 
-} // namespace
+/// Orders predictions by step time, then by memory per rank.
+bool faster(const Prediction &a, const Prediction &b) {
+  if (a.stepSeconds != b.stepSeconds)
+    return a.stepSeconds < b.stepSeconds;
+  return a.memoryPerRank < b.memoryPerRank;
+}
 
-SearchResult search(const ModelShape &model, const Cluster &cluster,
-                    const SearchOptions &options, const Fixed &fixed,
-                    const Validate &validate, const MemoryOracle &memory) {
-  SearchResult result;
+/// Counts an unfit plan needing `bytes` per rank in `result`.
+void noteUnfit(SearchResult &result, double bytes) {
+  if (result.unfit == 0 || bytes < result.leastUnfitMemory)
+    result.leastUnfitMemory = bytes;
+  ++result.unfit;
+}
+
+/// Counts a refused candidate in `result`, keeping the first reason.
+void noteRefusal(SearchResult &result, const std::string &refusal) {
+  if (result.firstRefusal.empty())
+    result.firstRefusal = refusal;
+  ++result.refused;
+}
+
+/// Enumerates every candidate the fixed choices allow and screens each
+/// with the validator and the fast (bounding) prediction.
+struct Sweep {
+  const ModelShape &model;
+  const Cluster &cluster;
+  const SearchOptions &options;
+  const Fixed &fixed;
+  const Validate &validate;
+  SearchResult &result;
   std::vector<Prediction> fitting, unfit;
   std::string defaultPrecision =
       cluster.peakFlopsBf16 > cluster.peakFlopsFp32 ? "bf16" : "fp32";
-  for (int64_t tp : either(fixed.tp, divisors(options.devices))) {
-    if (options.devices % tp != 0)
-      continue;
-    for (int64_t pp : either(fixed.pp, divisors(options.devices / tp))) {
-      if ((options.devices / tp) % pp != 0)
+
+  /// Every mesh shape dp x tp x pp of the devices.
+  void meshes() {
+    for (int64_t tp : either(fixed.tp, divisors(options.devices))) {
+      if (options.devices % tp != 0)
         continue;
-      if (pp > model.layers) {
-        if (result.firstRefusal.empty())
-          result.firstRefusal = "pp = " + std::to_string(pp) +
-                                " is more than the model's " +
-                                std::to_string(model.layers) + " layers";
-        ++result.refused;
-        continue;
-      }
-      int64_t dp = options.devices / tp / pp;
-      if (fixed.dp && *fixed.dp != dp)
-        continue;
-      if (options.globalBatch % dp != 0) {
-        if (result.firstRefusal.empty())
-          result.firstRefusal = "the global batch of " +
-                                std::to_string(options.globalBatch) +
-                                " sequences is not divisible by dp = " +
-                                std::to_string(dp);
-        ++result.refused;
-        continue;
-      }
-      int64_t perReplica = options.globalBatch / dp;
-      std::vector<int64_t> sizes;
-      for (int64_t b : divisors(perReplica))
-        if (b <= fixed.maxMicroBatch)
-          sizes.push_back(b);
-      for (int64_t microBatch : either(fixed.microBatch, sizes)) {
-        if (perReplica % microBatch != 0)
+      for (int64_t pp : either(fixed.pp, divisors(options.devices / tp))) {
+        if ((options.devices / tp) % pp != 0)
           continue;
-        int64_t microbatches = perReplica / microBatch;
-        if (fixed.microbatches && *fixed.microbatches != microbatches)
+        if (pp > model.layers) {
+          noteRefusal(result, "pp = " + std::to_string(pp) +
+                                  " is more than the model's " +
+                                  std::to_string(model.layers) + " layers");
           continue;
-        std::vector<std::string> schedules = {"1f1b"};
-        if (pp > 1)
-          schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"};
-        for (const std::string &schedule :
-             either(fixed.schedule, schedules)) {
-          std::vector<int64_t> chunkCounts = {1};
-          if (schedule == "interleaved-1f1b")
-            chunkCounts = {1, 2, 3, 4, 6, 8};
-          for (int64_t v : either(fixed.virtualStages, chunkCounts)) {
-            if (v > 1 && (schedule != "interleaved-1f1b" ||
-                          model.layers % (pp * v) != 0))
-              continue;
-            if (schedule == "interleaved-1f1b" && microbatches % pp != 0)
-              continue;
-            if (pp > 1 && microbatches < pp)
-              continue;
-            std::vector<bool> sps = {false};
-            if (tp > 1)
-              sps = {false, true};
-            for (bool sp : either(fixed.sequenceParallel, sps)) {
-              std::vector<int> zeros = {0};
-              if (dp > 1)
-                zeros = {0, 1, 2, 3};
-              for (int zero : either(fixed.zeroStage, zeros)) {
-                for (const std::string &recompute :
-                     either(fixed.recompute,
-                            {std::string("none"), std::string("selective"),
-                             std::string("full")})) {
-                  Candidate c;
-                  c.dp = dp;
-                  c.tp = tp;
-                  c.pp = pp;
-                  c.virtualStages = v;
-                  c.microBatch = microBatch;
-                  c.microbatches = microbatches;
-                  c.schedule = schedule;
-                  c.sequenceParallel = sp;
-                  c.zeroStage = zero;
-                  c.recompute = recompute;
-                  c.precision = fixed.precision.value_or(defaultPrecision);
-                  bool hard = false;
-                  std::string refusal = validate(c, hard);
-                  if (!refusal.empty() &&
-                      (hard || !options.includeUncompilable)) {
-                    if (result.firstRefusal.empty())
-                      result.firstRefusal = refusal;
-                    ++result.refused;
-                    continue;
-                  }
-                  Prediction p = predict(model, c, cluster,
-                                         /*exactPipeline=*/false);
-                  ++result.evaluated;
-                  if (!std::isfinite(p.stepSeconds))
-                    continue;
-                  p.notCompilable = refusal;
-                  if (p.fits)
-                    fitting.push_back(std::move(p));
-                  else {
-                    if (result.unfit == 0 ||
-                        p.memoryPerRank < result.leastUnfitMemory)
-                      result.leastUnfitMemory = p.memoryPerRank;
-                    ++result.unfit;
-                    if (options.keepUnfit)
-                      unfit.push_back(std::move(p));
-                  }
-                }
-              }
-            }
-          }
+        }
+        int64_t dp = options.devices / tp / pp;
+        if (fixed.dp && *fixed.dp != dp)
+          continue;
+        if (options.globalBatch % dp != 0) {
+          noteRefusal(result, "the global batch of " +
+                                  std::to_string(options.globalBatch) +
+                                  " sequences is not divisible by dp = " +
+                                  std::to_string(dp));
+          continue;
+        }
+        microbatching(dp, tp, pp);
+      }
+    }
+  }
+
+  /// Every micro-batch size of one mesh's replica batch.
+  void microbatching(int64_t dp, int64_t tp, int64_t pp) {
+    int64_t perReplica = options.globalBatch / dp;
+    std::vector<int64_t> sizes;
+    for (int64_t b : divisors(perReplica))
+      if (b <= fixed.maxMicroBatch)
+        sizes.push_back(b);
+    for (int64_t microBatch : either(fixed.microBatch, sizes)) {
+      if (perReplica % microBatch != 0)
+        continue;
+      int64_t microbatches = perReplica / microBatch;
+      if (fixed.microbatches && *fixed.microbatches != microbatches)
+        continue;
+      Candidate base;
+      base.dp = dp;
+      base.tp = tp;
+      base.pp = pp;
+      base.microBatch = microBatch;
+      base.microbatches = microbatches;
+      schedules(base);
+    }
+  }
+
+  /// Every pipeline schedule and virtual-stage count that suits `base`.
+  void schedules(Candidate base) {
+    const int64_t pp = base.pp, microbatches = base.microbatches;
+    std::vector<std::string> schedules = {"1f1b"};
+    if (pp > 1)
+      schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"};
+    for (const std::string &schedule : either(fixed.schedule, schedules)) {
+      std::vector<int64_t> chunkCounts = {1};
+      if (schedule == "interleaved-1f1b")
+        chunkCounts = {1, 2, 3, 4, 6, 8};
+      for (int64_t v : either(fixed.virtualStages, chunkCounts)) {
+        if (v > 1 && (schedule != "interleaved-1f1b" ||
+                      model.layers % (pp * v) != 0))
+          continue;
+        if (schedule == "interleaved-1f1b" && microbatches % pp != 0)
+          continue;
+        if (pp > 1 && microbatches < pp)
+          continue;
+        base.schedule = schedule;
+        base.virtualStages = v;
+        choices(base);
+      }
+    }
+  }
+
+  /// Every sequence-parallel, ZeRO stage and recompute choice for `base`.
+  void choices(const Candidate &base) {
+    std::vector<bool> sps = {false};
+    if (base.tp > 1)
+      sps = {false, true};
+    for (bool sp : either(fixed.sequenceParallel, sps)) {
+      std::vector<int> zeros = {0};
+      if (base.dp > 1)
+        zeros = {0, 1, 2, 3};
+      for (int zero : either(fixed.zeroStage, zeros)) {
+        for (const std::string &recompute :
+             either(fixed.recompute,
+                    {std::string("none"), std::string("selective"),
+                     std::string("full")})) {
+          Candidate c = base;
+          c.sequenceParallel = sp;
+          c.zeroStage = zero;
+          c.recompute = recompute;
+          c.precision = fixed.precision.value_or(defaultPrecision);
+          screen(c);
         }
       }
     }
   }
-  auto faster = [](const Prediction &a, const Prediction &b) {
-    if (a.stepSeconds != b.stepSeconds)
-      return a.stepSeconds < b.stepSeconds;
-    return a.memoryPerRank < b.memoryPerRank;
-  };
-  // Branch and bound: by lower bound, simulate pipelines until the bound
-  // exceeds the K-th best exact time (exact >= bound, so nothing later
-  // can enter the top K).
-  std::stable_sort(fitting.begin(), fitting.end(), faster);
+
+  /// Validates `c`, predicts its bound and files it as fitting or unfit.
+  void screen(const Candidate &c) {
+    bool hard = false;
+    std::string refusal = validate(c, hard);
+    if (!refusal.empty() && (hard || !options.includeUncompilable)) {
+      noteRefusal(result, refusal);
+      return;
+    }
+    Prediction p = predict(model, c, cluster, /*exactPipeline=*/false);
+    ++result.evaluated;
+    if (!std::isfinite(p.stepSeconds))
+      return;
+    p.notCompilable = refusal;
+    if (p.fits)
+      fitting.push_back(std::move(p));
+    else {
+      noteUnfit(result, p.memoryPerRank);
+      if (options.keepUnfit)
+        unfit.push_back(std::move(p));
+    }
+  }
+};
+
+/// Branch and bound over `fitting` (sorted by lower bound): simulates
+/// pipelines, asks `memory`, and returns the best `options.top` exactly.
+std::vector<Prediction> rankExactly(const ModelShape &model,
+                                    const Cluster &cluster,
+                                    const SearchOptions &options,
+                                    const MemoryOracle &memory,
+                                    std::vector<Prediction> &fitting,
+                                    std::vector<Prediction> &unfit,
+                                    SearchResult &result) {
+  // Simulate pipelines until the bound exceeds the K-th best exact time
+  // (exact >= bound, so nothing later can enter the top K).
   std::vector<Prediction> exact;
   std::vector<double> bestTimes; // sorted exact times, at most `top`
   size_t keep = size_t(std::max<int64_t>(1, options.top));
@@ -173,9 +215,7 @@ SearchResult search(const ModelShape &model, const Cluster &cluster,
         p.memorySource = "compiled";
         p.fits = *bytes <= deviceShare(cluster, p.plan.devices()).memoryBytes;
         if (!p.fits) {
-          if (result.unfit == 0 || *bytes < result.leastUnfitMemory)
-            result.leastUnfitMemory = *bytes;
-          ++result.unfit;
+          noteUnfit(result, *bytes);
           if (options.keepUnfit)
             unfit.push_back(p);
           continue;
@@ -192,9 +232,24 @@ SearchResult search(const ModelShape &model, const Cluster &cluster,
   std::stable_sort(exact.begin(), exact.end(), faster);
   if (exact.size() > keep)
     exact.resize(keep);
-  std::stable_sort(unfit.begin(), unfit.end(), faster);
+  return exact;
+}
+
+} // namespace
+
+SearchResult search(const ModelShape &model, const Cluster &cluster,
+                    const SearchOptions &options, const Fixed &fixed,
+                    const Validate &validate, const MemoryOracle &memory) {
+  SearchResult result;
+  Sweep sweep{model, cluster, options, fixed, validate, result, {}, {}};
+  sweep.meshes();
+  // Branch and bound by lower bound; see rankExactly.
+  std::stable_sort(sweep.fitting.begin(), sweep.fitting.end(), faster);
+  std::vector<Prediction> exact = rankExactly(
+      model, cluster, options, memory, sweep.fitting, sweep.unfit, result);
+  std::stable_sort(sweep.unfit.begin(), sweep.unfit.end(), faster);
   result.ranked = std::move(exact);
-  for (Prediction &p : unfit)
+  for (Prediction &p : sweep.unfit)
     result.ranked.push_back(std::move(p));
   return result;
 }

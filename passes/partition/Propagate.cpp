@@ -94,6 +94,38 @@ private:
   std::optional<SmallVector<Axes>> requiredDims(Value value) const;
   LogicalResult propagateSlice(tensor::ExtractSliceOp slice);
   LogicalResult propagateOp(Operation *op);
+  /// A proposal to split `factor` over `axes`; lower priorities go first.
+  struct Proposal {
+    int factor;
+    Axes axes;
+    int priority;
+  };
+  /// Records `op`, which has no sharding rule, as run replicated.
+  LogicalResult propagateUnruled(Operation *op);
+  /// Decides whether `op` passes its partial operands through (setting
+  /// `passedPartial`, the axes its results stay partial over); otherwise
+  /// replaces them in `operandLayouts` by their completed sums.
+  void passPartials(Operation *op, const ShardingRule &rule,
+                    SmallVector<Layout> &operandLayouts, Axes &passedPartial,
+                    bool &partialInLinear) const;
+  /// The factor splits `op`'s results and operands propose, by priority.
+  LogicalResult proposeSplits(Operation *op, const ShardingRule &rule,
+                              ArrayRef<Layout> operandLayouts,
+                              SmallVector<Proposal> &proposals) const;
+  /// The axes of each factor, taking `proposals` in order.
+  SmallVector<Axes> decideFactors(const ShardingRule &rule,
+                                  ArrayRef<Proposal> proposals) const;
+  /// The layouts `op` consumes its operands in; places state seen for the
+  /// first time.
+  LogicalResult consumeOperands(Operation *op, const ShardingRule &rule,
+                                ArrayRef<Axes> factorAxes,
+                                ArrayRef<Layout> operandLayouts,
+                                SmallVector<Layout> &consumed);
+  /// Sets the layouts of `op`'s results from the factors' axes.
+  LogicalResult layoutResults(Operation *op, const ShardingRule &rule,
+                              ArrayRef<Axes> factorAxes,
+                              const Axes &passedPartial,
+                              bool partialInLinear);
   LogicalResult propagateReturn(Operation *terminator);
   void record(Operation *op, ArrayRef<Layout> operands);
 
@@ -302,31 +334,55 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
       failed(placeWeightsFor(op, mesh, *this)))
     return failure();
   auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
-  if (!ruled) {
-    // Ops without a rule (arith on scalars) run replicated: they consume
-    // partial operands whole; a split operand cannot be handled.
-    SmallVector<Layout> operands;
-    for (OpOperand &use : op->getOpOperands()) {
-      Layout layout = layoutOf(use.get());
-      if (layout.isSharded())
-        return op->emitOpError()
-               << "has operand #" << use.getOperandNumber()
-               << " split over the mesh but no sharding rule "
-                  "(ShardingRuleOpInterface)";
-      operands.push_back(layout.partial.empty() ? layout : completedSum(use));
-    }
-    record(op, operands);
-    return success();
-  }
+  if (!ruled)
+    return propagateUnruled(op);
   ShardingRule rule = ruled.getShardingRule();
 
-  // Partial operands pass through linear ops when all are partial over the
-  // same axes; anything else consumes their whole sums.
   SmallVector<Layout> operandLayouts;
   for (Value operand : op->getOperands())
     operandLayouts.push_back(layoutOf(operand));
   Axes passedPartial;
   bool partialInLinear = false;
+  passPartials(op, rule, operandLayouts, passedPartial, partialInLinear);
+
+  SmallVector<Proposal> proposals;
+  if (failed(proposeSplits(op, rule, operandLayouts, proposals)))
+    return failure();
+  SmallVector<Axes> factorAxes = decideFactors(rule, proposals);
+
+  SmallVector<Layout> consumed;
+  if (failed(consumeOperands(op, rule, factorAxes, operandLayouts, consumed)))
+    return failure();
+  if (failed(layoutResults(op, rule, factorAxes, passedPartial,
+                           partialInLinear)))
+    return failure();
+  record(op, consumed);
+  return success();
+}
+
+LogicalResult StepPropagation::propagateUnruled(Operation *op) {
+  // Ops without a rule (arith on scalars) run replicated: they consume
+  // partial operands whole; a split operand cannot be handled.
+  SmallVector<Layout> operands;
+  for (OpOperand &use : op->getOpOperands()) {
+    Layout layout = layoutOf(use.get());
+    if (layout.isSharded())
+      return op->emitOpError()
+             << "has operand #" << use.getOperandNumber()
+             << " split over the mesh but no sharding rule "
+                "(ShardingRuleOpInterface)";
+    operands.push_back(layout.partial.empty() ? layout : completedSum(use));
+  }
+  record(op, operands);
+  return success();
+}
+
+void StepPropagation::passPartials(Operation *op, const ShardingRule &rule,
+                                   SmallVector<Layout> &operandLayouts,
+                                   Axes &passedPartial,
+                                   bool &partialInLinear) const {
+  // Partial operands pass through linear ops when all are partial over the
+  // same axes; anything else consumes their whole sums.
   bool partialThrough =
       rule.linear && !operandLayouts.empty() &&
       !operandLayouts.front().partial.empty() &&
@@ -368,7 +424,12 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
       if (!operandLayouts[use.getOperandNumber()].partial.empty())
         operandLayouts[use.getOperandNumber()] = completedSum(use);
   }
+}
 
+LogicalResult
+StepPropagation::proposeSplits(Operation *op, const ShardingRule &rule,
+                               ArrayRef<Layout> operandLayouts,
+                               SmallVector<Proposal> &proposals) const {
   // Which factors are split, and over which axes: every split operand
   // dimension proposes its factor's axes. An axis can split one factor
   // only, so proposals are taken in priority order and those that reuse a
@@ -380,12 +441,6 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
   //     gathered, as Megatron's sequence parallelism does);
   //  2. factors summed over (a weight gradient gathers the sequence).
   // Opaque factors stay whole unless the op splits them itself.
-  struct Proposal {
-    int factor;
-    Axes axes;
-    int priority;
-  };
-  SmallVector<Proposal> proposals;
   auto keptByResults = [&](int factor) {
     for (unsigned r = 0; r < rule.getNumResults(); ++r)
       if (llvm::is_contained(rule.getResult(r), factor))
@@ -437,6 +492,12 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
   llvm::stable_sort(proposals, [](const Proposal &a, const Proposal &b) {
     return a.priority < b.priority;
   });
+  return success();
+}
+
+SmallVector<Axes>
+StepPropagation::decideFactors(const ShardingRule &rule,
+                               ArrayRef<Proposal> proposals) const {
   SmallVector<Axes> factorAxes(rule.getFactors().size());
   SmallVector<bool> decided(rule.getFactors().size(), false);
   llvm::SmallSet<StringRef, 4> usedAxes;
@@ -464,10 +525,14 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
         decided[tied] = true;
       }
     }
+  return factorAxes;
+}
 
+LogicalResult StepPropagation::consumeOperands(
+    Operation *op, const ShardingRule &rule, ArrayRef<Axes> factorAxes,
+    ArrayRef<Layout> operandLayouts, SmallVector<Layout> &consumed) {
   // Operands are consumed in the factors' layouts; state seen for the first
   // time is placed that way.
-  SmallVector<Layout> consumed;
   for (OpOperand &use : op->getOpOperands()) {
     unsigned index = use.getOperandNumber();
     Layout want;
@@ -495,7 +560,14 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
     }
     consumed.push_back(want);
   }
+  return success();
+}
 
+LogicalResult StepPropagation::layoutResults(Operation *op,
+                                             const ShardingRule &rule,
+                                             ArrayRef<Axes> factorAxes,
+                                             const Axes &passedPartial,
+                                             bool partialInLinear) {
   // Results: split like their factors; partial over the split factors they
   // sum over (not those the op splits itself).
   for (OpResult result : op->getResults()) {
@@ -535,7 +607,6 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
                          "result #" + Twine(result.getResultNumber()))))
       return failure();
   }
-  record(op, consumed);
   return success();
 }
 

@@ -283,47 +283,10 @@ std::string dumpJson(const Json &value) {
   return printable(value.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
-} // namespace
-
-Safetensors::Safetensors(Safetensors &&other) noexcept {
-  *this = std::move(other);
-}
-
-Safetensors &Safetensors::operator=(Safetensors &&other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0)
-      ::close(fd_);
-    path_ = std::move(other.path_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
-    dataStart_ = other.dataStart_;
-    names_ = std::move(other.names_);
-    tensors_ = std::move(other.tensors_);
-    metadata_ = std::move(other.metadata_);
-  }
-  return *this;
-}
-
-Safetensors::~Safetensors() {
-  if (fd_ >= 0)
-    ::close(fd_);
-}
-
-Safetensors Safetensors::open(const std::string &path) {
-  Safetensors file;
-  file.path_ = path;
-
-  file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (file.fd_ < 0) {
-    int error = errno;
-    if (error == ENOENT)
-      fail(path, "no such file",
-           "check the path, or save a checkpoint there first");
-    fail(path, std::string("cannot open: ") + std::strerror(error),
-         "check the path and its permissions");
-  }
+/// Fails unless `fd` (open on `path`) is a regular file; returns its size.
+uint64_t regularFileSize(const std::string &path, int fd) {
   struct stat status;
-  if (::fstat(file.fd_, &status) != 0)
+  if (::fstat(fd, &status) != 0)
     fail(path, std::string("cannot stat: ") + std::strerror(errno),
          "check the file");
   if (S_ISDIR(status.st_mode))
@@ -331,16 +294,24 @@ Safetensors Safetensors::open(const std::string &path) {
          "name the .safetensors file inside it");
   if (!S_ISREG(status.st_mode))
     fail(path, "is not a regular file", "name a .safetensors file");
-  const uint64_t fileSize = static_cast<uint64_t>(status.st_size);
+  return static_cast<uint64_t>(status.st_size);
+}
 
+/// Fails unless a file of `fileSize` bytes can hold the 8-byte length.
+void checkLengthFits(const std::string &path, uint64_t fileSize) {
   if (fileSize < 8)
     fail(path,
          "the file is " + std::to_string(fileSize) +
              " bytes, shorter than the 8-byte header length that starts a "
              "safetensors file",
          kTruncated);
-  unsigned char lengthBytes[8];
-  file.preadExactly(0, lengthBytes, 8);
+}
+
+/// Decodes the little-endian header length and checks it against the file
+/// size and the format's limit.
+uint64_t headerLength(const std::string &path,
+                      const unsigned char (&lengthBytes)[8],
+                      uint64_t fileSize) {
   uint64_t headerBytes = 0;
   for (int i = 0; i < 8; ++i)
     headerBytes |= uint64_t(lengthBytes[i]) << (8 * i);
@@ -356,11 +327,12 @@ Safetensors Safetensors::open(const std::string &path) {
              " exceeds the format's limit of " +
              std::to_string(kMaxHeaderBytes) + " bytes",
          kCorrupt);
-  std::string header(headerBytes, '\0');
-  file.preadExactly(8, header.data(), header.size());
-  file.dataStart_ = 8 + headerBytes;
-  const uint64_t dataBytes = fileSize - file.dataStart_;
+  return headerBytes;
+}
 
+/// Parses the header text into a JSON object, rejecting duplicate keys and
+/// nesting deeper than the format has.
+Json parseHeader(const std::string &path, const std::string &header) {
   // The reference requires the header to start with '{' exactly.
   if (header.empty() || header[0] != '{')
     fail(path, "the header is not a JSON object (it does not start with '{')",
@@ -405,103 +377,122 @@ Safetensors Safetensors::open(const std::string &path) {
   }
   if (!root.is_object())
     fail(path, "the header is not a JSON object", kCorrupt);
+  return root;
+}
 
-  std::vector<Entry> entries;
-  for (auto item = root.begin(); item != root.end(); ++item) {
-    const std::string &key = item.key();
-    const Json &value = item.value();
-    const std::string name = quote(key);
-    if (key == "__metadata__") {
-      if (!value.is_object())
-        fail(path,
-             "\"__metadata__\" is " + aType(value) +
-                 ", not an object of strings",
-             kCorrupt);
-      for (auto meta = value.begin(); meta != value.end(); ++meta) {
-        if (!meta.value().is_string())
-          fail(path,
-               "metadata " + quote(meta.key()) + " is " + aType(meta.value()) +
-                   ", not a string",
-               kCorrupt);
-        file.metadata_[meta.key()] = meta.value().get<std::string>();
-      }
-      continue;
-    }
-    if (!value.is_object())
+/// Reads the "__metadata__" object of strings into `metadata`.
+void readMetadata(const std::string &path, const Json &value,
+                  Metadata &metadata) {
+  if (!value.is_object())
+    fail(path,
+         "\"__metadata__\" is " + aType(value) + ", not an object of strings",
+         kCorrupt);
+  for (auto meta = value.begin(); meta != value.end(); ++meta) {
+    if (!meta.value().is_string())
       fail(path,
-           "tensor " + name + " is " + aType(value) +
-               ", not an object with dtype, shape and data_offsets",
-           kCorrupt);
-    for (const char *field : {"dtype", "shape", "data_offsets"})
-      if (!value.contains(field))
-        fail(path, "tensor " + name + " has no \"" + field + "\"", kCorrupt);
-
-    Entry entry;
-    entry.name = key;
-    const Json &dtype = value["dtype"];
-    if (!dtype.is_string())
-      fail(path,
-           "tensor " + name + " has a dtype that is " + aType(dtype) +
+           "metadata " + quote(meta.key()) + " is " + aType(meta.value()) +
                ", not a string",
            kCorrupt);
-    std::optional<DType> parsedDType = parseDType(dtype.get<std::string>());
-    if (!parsedDType)
-      fail(path,
-           "tensor " + name + " has dtype " + quote(dtype.get<std::string>()) +
-               ", which this runtime does not read (known: " + knownDTypes() +
-               ")",
-           "convert the tensor to a supported dtype");
-    entry.info.dtype = *parsedDType;
-
-    const Json &shape = value["shape"];
-    if (!shape.is_array())
-      fail(path,
-           "tensor " + name + " has a shape that is " + aType(shape) +
-               ", not an array",
-           kCorrupt);
-    for (const Json &dim : shape) {
-      if (!dim.is_number_unsigned() ||
-          dim.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-        fail(path,
-             "tensor " + name + " has shape " + dumpJson(dim) +
-                 " where a non-negative integer belongs: " + dumpJson(shape),
-             kCorrupt);
-      entry.info.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
-    }
-
-    const Json &offsets = value["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 ||
-        !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-      fail(path,
-           "tensor " + name + " has data_offsets " + dumpJson(offsets) +
-               ", not [begin, end] as two non-negative integers",
-           kCorrupt);
-    entry.info.begin = offsets[0].get<uint64_t>();
-    entry.info.end = offsets[1].get<uint64_t>();
-    if (entry.info.begin > entry.info.end)
-      fail(path,
-           "tensor " + name + " has data_offsets " + dumpJson(offsets) +
-               " that end before they begin",
-           kCorrupt);
-    std::optional<uint64_t> bytes =
-        byteCount(entry.info.dtype, entry.info.shape);
-    if (!bytes)
-      fail(path,
-           "tensor " + name + " has shape " + shapeText(entry.info.shape) +
-               ", too large to address",
-           kCorrupt);
-    if (*bytes != entry.info.bytes())
-      fail(path,
-           "tensor " + name + " is " +
-               describe(entry.info.dtype, entry.info.shape) + " (" +
-               std::to_string(*bytes) + " bytes) but its data_offsets " +
-               range(entry.info.begin, entry.info.end) + " span " +
-               std::to_string(entry.info.bytes()) + " bytes",
-           kCorrupt);
-    entries.push_back(std::move(entry));
+    metadata[meta.key()] = meta.value().get<std::string>();
   }
+}
 
-  // The tensors must tile the data section exactly, as the reference checks.
+/// The "dtype" field of tensor `name` (quoted), which must be a known dtype.
+DType entryDType(const std::string &path, const std::string &name,
+                 const Json &dtype) {
+  if (!dtype.is_string())
+    fail(path,
+         "tensor " + name + " has a dtype that is " + aType(dtype) +
+             ", not a string",
+         kCorrupt);
+  std::optional<DType> parsedDType = parseDType(dtype.get<std::string>());
+  if (!parsedDType)
+    fail(path,
+         "tensor " + name + " has dtype " + quote(dtype.get<std::string>()) +
+             ", which this runtime does not read (known: " + knownDTypes() +
+             ")",
+         "convert the tensor to a supported dtype");
+  return *parsedDType;
+}
+
+/// The "shape" field of tensor `name` (quoted): non-negative int64 dims.
+Shape entryShape(const std::string &path, const std::string &name,
+                 const Json &shape) {
+  if (!shape.is_array())
+    fail(path,
+         "tensor " + name + " has a shape that is " + aType(shape) +
+             ", not an array",
+         kCorrupt);
+  Shape dims;
+  for (const Json &dim : shape) {
+    if (!dim.is_number_unsigned() ||
+        dim.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      fail(path,
+           "tensor " + name + " has shape " + dumpJson(dim) +
+               " where a non-negative integer belongs: " + dumpJson(shape),
+           kCorrupt);
+    dims.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+  }
+  return dims;
+}
+
+/// Sets `info`'s begin and end from the "data_offsets" field of tensor
+/// `name` (quoted) and checks they span exactly its dtype and shape.
+void readOffsets(const std::string &path, const std::string &name,
+                 const Json &offsets, TensorInfo &info) {
+  if (!offsets.is_array() || offsets.size() != 2 ||
+      !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+    fail(path,
+         "tensor " + name + " has data_offsets " + dumpJson(offsets) +
+             ", not [begin, end] as two non-negative integers",
+         kCorrupt);
+  info.begin = offsets[0].get<uint64_t>();
+  info.end = offsets[1].get<uint64_t>();
+  if (info.begin > info.end)
+    fail(path,
+         "tensor " + name + " has data_offsets " + dumpJson(offsets) +
+             " that end before they begin",
+         kCorrupt);
+  std::optional<uint64_t> bytes = byteCount(info.dtype, info.shape);
+  if (!bytes)
+    fail(path,
+         "tensor " + name + " has shape " + shapeText(info.shape) +
+             ", too large to address",
+         kCorrupt);
+  if (*bytes != info.bytes())
+    fail(path,
+         "tensor " + name + " is " + describe(info.dtype, info.shape) + " (" +
+             std::to_string(*bytes) + " bytes) but its data_offsets " +
+             range(info.begin, info.end) + " span " +
+             std::to_string(info.bytes()) + " bytes",
+         kCorrupt);
+}
+
+/// One tensor's header entry `key`: `value`, checked field by field.
+Entry parseEntry(const std::string &path, const std::string &key,
+                 const Json &value) {
+  const std::string name = quote(key);
+  if (!value.is_object())
+    fail(path,
+         "tensor " + name + " is " + aType(value) +
+             ", not an object with dtype, shape and data_offsets",
+         kCorrupt);
+  for (const char *field : {"dtype", "shape", "data_offsets"})
+    if (!value.contains(field))
+      fail(path, "tensor " + name + " has no \"" + field + "\"", kCorrupt);
+
+  Entry entry;
+  entry.name = key;
+  entry.info.dtype = entryDType(path, name, value["dtype"]);
+  entry.info.shape = entryShape(path, name, value["shape"]);
+  readOffsets(path, name, value["data_offsets"], entry.info);
+  return entry;
+}
+
+/// Sorts `entries` by offset and checks they tile the `dataBytes`-byte data
+/// section exactly, as the reference checks.
+void checkTiling(const std::string &path, std::vector<Entry> &entries,
+                 uint64_t dataBytes) {
   std::sort(entries.begin(), entries.end(), [](const Entry &a, const Entry &b) {
     return std::tie(a.info.begin, a.info.end, a.name) <
            std::tie(b.info.begin, b.info.end, b.name);
@@ -536,6 +527,67 @@ Safetensors Safetensors::open(const std::string &path) {
          "the data section holds " + std::to_string(dataBytes) +
              " bytes but the tensors cover only " + std::to_string(covered),
          kCorrupt);
+}
+
+} // namespace
+
+Safetensors::Safetensors(Safetensors &&other) noexcept {
+  *this = std::move(other);
+}
+
+Safetensors &Safetensors::operator=(Safetensors &&other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+    dataStart_ = other.dataStart_;
+    names_ = std::move(other.names_);
+    tensors_ = std::move(other.tensors_);
+    metadata_ = std::move(other.metadata_);
+  }
+  return *this;
+}
+
+Safetensors::~Safetensors() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+Safetensors Safetensors::open(const std::string &path) {
+  Safetensors file;
+  file.path_ = path;
+
+  file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file.fd_ < 0) {
+    int error = errno;
+    if (error == ENOENT)
+      fail(path, "no such file",
+           "check the path, or save a checkpoint there first");
+    fail(path, std::string("cannot open: ") + std::strerror(error),
+         "check the path and its permissions");
+  }
+  const uint64_t fileSize = regularFileSize(path, file.fd_);
+
+  checkLengthFits(path, fileSize);
+  unsigned char lengthBytes[8];
+  file.preadExactly(0, lengthBytes, 8);
+  const uint64_t headerBytes = headerLength(path, lengthBytes, fileSize);
+  std::string header(headerBytes, '\0');
+  file.preadExactly(8, header.data(), header.size());
+  file.dataStart_ = 8 + headerBytes;
+  const uint64_t dataBytes = fileSize - file.dataStart_;
+
+  Json root = parseHeader(path, header);
+  std::vector<Entry> entries;
+  for (auto item = root.begin(); item != root.end(); ++item) {
+    if (item.key() == "__metadata__")
+      readMetadata(path, item.value(), file.metadata_);
+    else
+      entries.push_back(parseEntry(path, item.key(), item.value()));
+  }
+  checkTiling(path, entries, dataBytes);
 
   for (Entry &entry : entries) {
     file.names_.push_back(entry.name);
