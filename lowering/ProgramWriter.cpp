@@ -189,8 +189,7 @@ Writer::collectiveAxes(Operation *op, FlatSymbolRefAttr meshName,
     return op->emitOpError()
            << "runs on " << meshName
            << ", but a program runs on one mesh, the module's dist.mesh"
-           << (mesh ? " @" + mesh.getSymName().str() : std::string())
-           << ": collectives over sub-meshes are not supported yet";
+           << (mesh ? " @" + mesh.getSymName().str() : std::string());
   ArrayAttr names = mesh.getAxisNames();
   std::vector<uint8_t> axes;
   for (Attribute axis : axesAttr)
@@ -272,14 +271,13 @@ Writer::addTransfer(Operation *op) {
 FailureOr<flatbuffers::Offset<ptp::Instruction>>
 Writer::addAllReduce(AllReduceOp allReduce) {
   // The runtime builds its communicators from Program.mesh alone, so a
-  // collective must span axes of that mesh, not of a sub-mesh. (Verified IR
-  // has a dist.mesh whenever it has a collective: sub-meshes end in one.)
+  // collective must span axes of that mesh. (Verified IR has a dist.mesh
+  // whenever it has a collective.)
   if (!mesh || allReduce.getMesh() != mesh.getSymName())
     return allReduce.emitOpError()
            << "runs on " << allReduce.getMeshAttr()
            << ", but a program runs on one mesh, the module's dist.mesh"
-           << (mesh ? " @" + mesh.getSymName().str() : std::string())
-           << ": collectives over sub-meshes are not supported yet";
+           << (mesh ? " @" + mesh.getSymName().str() : std::string());
   // The verifier has checked that every axis is one of the mesh's.
   ArrayAttr names = mesh.getAxisNames();
   std::vector<uint8_t> axes;
@@ -634,8 +632,7 @@ LogicalResult writeProgram(ModuleOp module, llvm::raw_ostream &os) {
   if (planned.empty())
     return module.emitError("no memory-planned function (rt.arena_bytes); "
                             "run --lower-to-rt --lower-memory-plan first");
-  // The program runs on one mesh (Program.mesh); sub-meshes may exist, but
-  // no collective of a program may use them yet.
+  // The program runs on one mesh (Program.mesh).
   dist::MeshOp mesh;
   for (auto candidate : module.getOps<dist::MeshOp>()) {
     if (mesh)

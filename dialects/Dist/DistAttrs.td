@@ -53,7 +53,7 @@ def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
   let mnemonic = "sharding";
   let summary = "how a tensor is split over the axes of a mesh";
   let description = [{
-    Names a mesh (or sub-mesh) and, for every dimension of the tensor it
+    Names a mesh and, for every dimension of the tensor it
     describes, the list of mesh axes that dimension is split over, major axis
     first: with `[[dp, tp]]` device (dp = i, tp = j) holds block
     `i * size(tp) + j` of dimension 0. Axes of the mesh that no dimension
@@ -72,7 +72,7 @@ def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
 
     Constraints (`verifyShardingFor`, given the tensor type and the op that
     uses the attribute):
-    - the mesh symbol names a `dist.mesh` or `dist.submesh`;
+    - the mesh symbol names a `dist.mesh`;
     - there is one axis list per dimension of the tensor;
     - every axis is an axis of the mesh;
     - every sharded dimension is divisible by the product of the sizes of

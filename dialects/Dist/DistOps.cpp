@@ -13,7 +13,6 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
 
-#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace partition::dist;
@@ -117,103 +116,19 @@ FailureOr<MeshShape> meshOpShape(MeshOp mesh) {
   return shape;
 }
 
-/// The shape of sub-mesh `submesh` given its parent's: the parent's axes
-/// that it does not fix. Reports with `emitError` when given.
-FailureOr<MeshShape> applySubmesh(SubmeshOp submesh, const MeshShape &parent,
-                                  EmitErrorFn emitError) {
-  ArrayAttr fixedAxes = submesh.getFixedAxes();
-  ArrayRef<int64_t> coords = submesh.getFixedCoords();
-  if (fixedAxes.size() != coords.size())
-    return failure();
-  SmallVector<bool> fixed(parent.names.size(), false);
-  for (auto [axisAttr, coord] : llvm::zip(fixedAxes, coords)) {
-    auto axis = dyn_cast<StringAttr>(axisAttr);
-    if (!axis)
-      return failure();
-    int64_t index = parent.find(axis.getValue());
-    if (index < 0) {
-      if (emitError)
-        emitError() << "fixes axis '" << axis.getValue()
-                    << "', which is not an axis of " << submesh.getParentAttr()
-                    << ", whose axes are " << formatMesh(parent);
-      return failure();
-    }
-    if (coord < 0 || coord >= parent.sizes[index]) {
-      if (emitError)
-        emitError() << "coordinate " << coord << " of axis '"
-                    << axis.getValue() << "' is out of range: the axis has size "
-                    << parent.sizes[index];
-      return failure();
-    }
-    if (fixed[index])
-      return failure(); // The verifier reports repeated axes.
-    fixed[index] = true;
-  }
-  MeshShape shape;
-  for (auto [index, name] : llvm::enumerate(parent.names))
-    if (!fixed[index]) {
-      shape.names.push_back(name);
-      shape.sizes.push_back(parent.sizes[index]);
-    }
-  if (shape.names.empty()) {
-    if (emitError)
-      emitError() << "fixes every axis of " << submesh.getParentAttr()
-                  << ", whose axes are " << formatMesh(parent)
-                  << "; at least one axis must be left";
-    return failure();
-  }
-  return shape;
-}
-
 } // namespace
 
 FailureOr<MeshShape>
 partition::dist::lookupMeshShape(Operation *from, FlatSymbolRefAttr mesh,
                                  SymbolTableCollection *tables,
                                  EmitErrorFn emitError) {
-  // Follow the parents up to a mesh, then apply the sub-meshes top down.
-  // Only a wrong direct reference or a cycle is reported: a sub-mesh that
-  // does not fit its parent reports that itself.
-  SmallVector<SubmeshOp> chain;
-  llvm::SmallPtrSet<Operation *, 4> seen;
-  FlatSymbolRefAttr symbol = mesh;
-  Operation *current = from;
-  MeshShape shape;
-  while (true) {
-    Operation *target = lookupSymbol(current, symbol, tables);
-    if (auto meshOp = dyn_cast_if_present<MeshOp>(target)) {
-      FailureOr<MeshShape> base = meshOpShape(meshOp);
-      if (failed(base))
-        return failure();
-      shape = *base;
-      break;
-    }
-    auto submesh = dyn_cast_if_present<SubmeshOp>(target);
-    if (!submesh) {
-      if (emitError && chain.empty())
-        emitError() << symbol << " does not name a dist.mesh or dist.submesh";
-      return failure();
-    }
-    if (!seen.insert(submesh).second) {
-      if (emitError) {
-        InFlightDiagnostic diag = emitError();
-        diag << "sub-meshes form a cycle: " << mesh;
-        for (SubmeshOp link : chain)
-          diag << " -> " << link.getParentAttr();
-      }
-      return failure();
-    }
-    chain.push_back(submesh);
-    symbol = submesh.getParentAttr();
-    current = submesh;
+  auto meshOp = dyn_cast_if_present<MeshOp>(lookupSymbol(from, mesh, tables));
+  if (!meshOp) {
+    if (emitError)
+      emitError() << mesh << " does not name a dist.mesh";
+    return failure();
   }
-  for (SubmeshOp submesh : llvm::reverse(chain)) {
-    FailureOr<MeshShape> next = applySubmesh(submesh, shape, {});
-    if (failed(next))
-      return failure();
-    shape = *next;
-  }
-  return shape;
+  return meshOpShape(meshOp);
 }
 
 //===----------------------------------------------------------------------===//
@@ -387,28 +302,6 @@ LogicalResult MeshOp::verify() {
                            << ", but sizes must be positive";
   }
   return verifyDistinct(names, "axes", [&] { return emitOpError(); });
-}
-
-LogicalResult SubmeshOp::verify() {
-  SmallVector<StringRef> names = strings(getFixedAxes());
-  ArrayRef<int64_t> coords = getFixedCoords();
-  if (names.size() != coords.size())
-    return emitOpError() << "has " << names.size() << " fixed axes but "
-                         << coords.size() << " coordinates";
-  for (auto [name, coord] : llvm::zip(names, coords))
-    if (coord < 0)
-      return emitOpError() << "coordinate " << coord << " of axis '" << name
-                           << "' is negative";
-  return verifyDistinct(names, "fixed axes", [&] { return emitOpError(); });
-}
-
-LogicalResult SubmeshOp::verifySymbolUses(SymbolTableCollection &tables) {
-  auto emitError = [&] { return emitOpError(); };
-  FailureOr<MeshShape> parent =
-      lookupMeshShape(*this, getParentAttr(), &tables, emitError);
-  if (failed(parent))
-    return failure();
-  return applySubmesh(*this, *parent, emitError);
 }
 
 //===----------------------------------------------------------------------===//

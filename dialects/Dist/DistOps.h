@@ -17,7 +17,7 @@
 
 namespace partition::dist {
 
-/// The axes of a mesh or sub-mesh, in order, with their sizes.
+/// The axes of a mesh, in order, with their sizes.
 struct MeshShape {
   llvm::SmallVector<llvm::StringRef> names;
   llvm::SmallVector<int64_t> sizes;
@@ -28,10 +28,9 @@ struct MeshShape {
   int64_t numDevices() const;
 };
 
-/// The shape of the mesh or sub-mesh `mesh` names, looked up from `from`
-/// (through `tables` when given). Emits an error with `emitError` (when
-/// given) if the symbol is not a mesh or sub-mesh, if a sub-mesh chain has a
-/// cycle, or if a sub-mesh does not fit its parent.
+/// The shape of the mesh `mesh` names, looked up from `from` (through
+/// `tables` when given). Emits an error with `emitError` (when given) if
+/// the symbol is not a dist.mesh.
 mlir::FailureOr<MeshShape>
 lookupMeshShape(mlir::Operation *from, mlir::FlatSymbolRefAttr mesh,
                 mlir::SymbolTableCollection *tables = nullptr,

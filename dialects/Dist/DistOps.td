@@ -1,12 +1,10 @@
 //===- DistOps.td - the distribution dialect ---------------*- tablegen -*-===//
 //
-// Distribution: named device meshes and sub-meshes, the sharding attribute
-// of values, collectives over mesh axes and point-to-point transfers.
+// Distribution: named device meshes, the sharding attribute of values,
+// collectives over mesh axes and point-to-point transfers.
 //
-// Every op that names a mesh accepts a `dist.mesh` or a `dist.submesh`; the
-// axes of a sub-mesh are the axes of its parent that it does not fix. Sizes
-// are checked once the mesh is known (SymbolUserOpInterface), so the error
-// names the mesh axes and their sizes.
+// Every op that names a mesh checks it once the mesh is known
+// (SymbolUserOpInterface), so the error names the mesh axes and their sizes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,14 +20,11 @@ def Dist_Dialect : Dialect {
   let summary = "Distribution: device meshes, shardings and collectives";
   let description = [{
     The distribution level of the partition compiler: a named device mesh
-    with named axes (`dist.mesh`), sub-meshes that fix the coordinates of
-    some axes (`dist.submesh`, so that parts of a model or DP replicas may
-    use different meshes), the `#dist.sharding` attribute that says how a
-    tensor is split over mesh axes, collectives over mesh axes and
+    with named axes (`dist.mesh`), the `#dist.sharding` attribute that says
+    how a tensor is split over mesh axes, collectives over mesh axes and
     point-to-point send/recv. Results of collectives are local (per-device)
-    tensors. Every op that names a mesh accepts a `dist.mesh` or a
-    `dist.submesh`; sizes are checked once the mesh is known, so errors name
-    the axes and their sizes (`dimension 2 of size 6 is not divisible by 4,
+    tensors. Every op that names a mesh checks its sizes once the mesh is
+    known, so errors name the axes and their sizes (`dimension 2 of size 6 is not divisible by 4,
     the size of axes [tp, dp]`).
 
     Discardable attributes:
@@ -138,43 +133,6 @@ def Dist_MeshOp : Op<Dist_Dialect, "mesh", [
                        DenseI64ArrayAttr:$axis_sizes);
   let assemblyFormat = [{
     $sym_name `axes` `=` custom<AxisValues>($axis_names, $axis_sizes) attr-dict
-  }];
-  let hasVerifier = 1;
-}
-
-def Dist_SubmeshOp : Op<Dist_Dialect, "submesh", [
-    Symbol, HasParent<"::mlir::ModuleOp">,
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "the devices of a mesh with some coordinates fixed";
-  let description = [{
-    The devices of `parent` (a `dist.mesh` or another `dist.submesh`) whose
-    coordinates on the listed axes are the given ones. The axes of the
-    sub-mesh are the remaining axes of the parent, in the parent's order,
-    with the parent's sizes.
-
-    Example:
-    ```mlir
-    dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
-    // DP replica 0: a [pp = 2, tp = 2] mesh.
-    dist.submesh @r0 of @m where [dp = 0]
-    // Its first pipeline stage: a [tp = 2] mesh.
-    dist.submesh @r0s0 of @r0 where [pp = 0]
-    ```
-
-    Constraints:
-    - coordinates are non-negative and no axis is fixed twice;
-    - `parent` names a mesh or sub-mesh, and sub-meshes form no cycle;
-    - every fixed axis is an axis of the parent, and its coordinate is less
-      than the axis size;
-    - at least one axis of the parent is left.
-  }];
-  let arguments = (ins SymbolNameAttr:$sym_name,
-                       FlatSymbolRefAttr:$parent,
-                       StrArrayAttr:$fixed_axes,
-                       DenseI64ArrayAttr:$fixed_coords);
-  let assemblyFormat = [{
-    $sym_name `of` $parent `where` custom<AxisValues>($fixed_axes, $fixed_coords)
-    attr-dict
   }];
   let hasVerifier = 1;
 }

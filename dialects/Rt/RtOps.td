@@ -149,7 +149,7 @@ def Rt_AllReduceOp : Op<Rt_Dialect, "all_reduce", [
       runtime reduces whole arena buffers, not strided views);
     - `label` is not empty;
     - `axes` are distinct (at least one);
-    - `mesh` names a `dist.mesh` or `dist.submesh`, and every axis is one of
+    - `mesh` names a `dist.mesh`, and every axis is one of
       its axes.
   }];
   let arguments = (ins
@@ -281,7 +281,7 @@ def Rt_SendOp : Op<Rt_Dialect, "send", [
     - the buffer is f32, bf16 or i32 with a static shape and the identity
       layout (the runtime sends whole arena buffers);
     - exactly one peer coordinate, non-negative; `label` is not empty;
-    - `mesh` names a `dist.mesh` or `dist.submesh`; the axis is one of its
+    - `mesh` names a `dist.mesh`; the axis is one of its
       axes and the coordinate is less than its size.
   }];
   let arguments = (ins

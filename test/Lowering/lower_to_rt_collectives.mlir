@@ -155,20 +155,3 @@ func.func @input_also_returned(%dy: tensor<2x4x4xf32> {xfmr.param = "dy"}, %x: t
   %loss = arith.constant dense<0.0> : tensor<f32>
   return %loss, %g : tensor<f32>, tensor<4x8xf32>
 }
-
-// -----
-
-// A sub-mesh is kept as it is (the program writer decides what it accepts).
-// CHECK:       dist.mesh @m axes = [dp = 2, tp = 2]
-// CHECK-NEXT:  dist.submesh @r0 of @m where [dp = 0]
-// CHECK-LABEL: func.func @submesh
-// CHECK:         rt.all_reduce %{{.*}} on @r0 axes [tp] reduce = sum label = "all_reduce" : memref<8xf32>{{$}}
-dist.mesh @m axes = [dp = 2, tp = 2]
-dist.submesh @r0 of @m where [dp = 0]
-func.func @submesh(%w: tensor<8xf32> {xfmr.param = "w"}) -> (tensor<f32> {xfmr.output = "loss"})
-    attributes {xfmr.train_step = {}} {
-  %g = xfmr.gelu %w : (tensor<8xf32>) -> tensor<8xf32>
-  %r = dist.all_reduce %g on @r0 axes [tp] reduce = sum : tensor<8xf32>
-  %loss = arith.constant dense<0.0> : tensor<f32>
-  return %loss : tensor<f32>
-}

@@ -113,27 +113,25 @@ func.func @init(%w: memref<64x64xf32> {rt.role = "gradient", rt.name = "w"}) {
 
 // -----
 
-// Buckets over different groups are listed apart, in order of first use:
-// over dp (4 ranks) 2 * 3 / 4 * 1024 = 1536 bytes, over tp (2 ranks) 256.
-// A sub-mesh's axes have its parent's sizes.
-// REPORT:        communication: mixed_groups sends 1792 bytes per rank per step (3 all-reduce buckets, 1024 bytes reduced over dp=4, 256 bytes reduced over tp=2){{$}}
-dist.mesh @mesh axes = [dp = 4, tp = 2]
-dist.submesh @replica of @mesh where [dp = 1]
-func.func @mixed_groups(%a: memref<128xf32> {rt.role = "gradient", rt.name = "a"}, %b: memref<64xf32> {rt.role = "gradient", rt.name = "b"},
-                        %c: memref<128xf32> {rt.role = "gradient", rt.name = "c"}) {
-  rt.all_reduce %a on @mesh axes [dp] reduce = sum label = "a" : memref<128xf32>
-  rt.all_reduce %b on @replica axes [tp] reduce = sum label = "b" : memref<64xf32>
-  rt.all_reduce %c on @mesh axes [dp] reduce = sum label = "c" : memref<128xf32>
-  return
-}
-
-// -----
-
 // The group size is the product of the axes' sizes; an axis of size 1 makes
 // a group of one rank, which sends nothing.
 // REPORT:        communication: one_rank sends 0 bytes per rank per step (1 all-reduce bucket, 256 bytes reduced over pp=1){{$}}
 dist.mesh @mesh axes = [dp = 2, pp = 1]
 func.func @one_rank(%a: memref<64xf32> {rt.role = "gradient", rt.name = "a"}) {
   rt.all_reduce %a on @mesh axes [pp] reduce = sum label = "a" : memref<64xf32>
+  return
+}
+
+// -----
+
+// Buckets over different groups are listed apart, in order of first use:
+// over dp (4 ranks) 2 * 3 / 4 * 1024 = 1536 bytes, over tp (2 ranks) 256.
+// REPORT:        communication: mixed_groups sends 1792 bytes per rank per step (3 all-reduce buckets, 1024 bytes reduced over dp=4, 256 bytes reduced over tp=2){{$}}
+dist.mesh @mesh axes = [dp = 4, tp = 2]
+func.func @mixed_groups(%a: memref<128xf32> {rt.role = "gradient", rt.name = "a"}, %b: memref<64xf32> {rt.role = "gradient", rt.name = "b"},
+                        %c: memref<128xf32> {rt.role = "gradient", rt.name = "c"}) {
+  rt.all_reduce %a on @mesh axes [dp] reduce = sum label = "a" : memref<128xf32>
+  rt.all_reduce %b on @mesh axes [tp] reduce = sum label = "b" : memref<64xf32>
+  rt.all_reduce %c on @mesh axes [dp] reduce = sum label = "c" : memref<128xf32>
   return
 }

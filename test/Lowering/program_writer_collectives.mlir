@@ -14,7 +14,7 @@
 // dist.mesh and rt.all_reduce ops: Program.mesh lists the mesh's axes in
 // order, each all-reduce is an instruction with a Collective (its reduction,
 // its axes as increasing indices into the mesh, its label) whose args are its
-// buffers. A sub-mesh that no collective uses is allowed.
+// buffers.
 
 // CHECK:      mesh dp=2 pp=1 tp=2
 // CHECK-NEXT: function train_step
@@ -46,7 +46,6 @@
 
 module {
   dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
-  dist.submesh @replica0 of @mesh where [dp = 0]
   func.func @train_step(%arena: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64, xfmr.model = {arch = "test"}, xfmr.train_step = {}} {
     %c0 = arith.constant 0 : index
     %c128 = arith.constant 128 : index

@@ -29,18 +29,6 @@ func.func @train_step(%arena: memref<64xi8>) attributes {rt.arena_bytes = 64 : i
 
 // -----
 
-dist.mesh @mesh axes = [dp = 2, tp = 2]
-dist.submesh @replica0 of @mesh where [dp = 0]
-func.func @train_step(%arena: memref<64xi8>) attributes {rt.arena_bytes = 64 : i64, xfmr.train_step = {}} {
-  %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'memref.view' op dist.local_sharding is on @replica0, but a program runs on one mesh, the module's dist.mesh @mesh}}
-  %w = memref.view %arena[%c0][] {rt.role = "param", rt.name = "w", dist.local_sharding = #dist.sharding<@replica0, [[tp], []]>} : memref<64xi8> to memref<2x8xf32>
-  rt.kernel "fill" outs(%w : memref<2x8xf32>) floats = [0.0]
-  return
-}
-
-// -----
-
 // The eval step must see the parameter sharded as the train step does.
 dist.mesh @mesh axes = [dp = 2, tp = 2]
 func.func @train_step(%arena: memref<64xi8>) attributes {rt.arena_bytes = 64 : i64, xfmr.train_step = {}} {

@@ -5,22 +5,6 @@
 
 module {
   dist.mesh @mesh axes = [dp = 2, tp = 2]
-  dist.submesh @r0 of @mesh where [dp = 0]
-  func.func @train_step(%arena: memref<384xi8>) attributes {rt.arena_bytes = 384 : i64, xfmr.train_step = {}} {
-    %c0 = arith.constant 0 : index
-    %c128 = arith.constant 128 : index
-    %w = memref.view %arena[%c0][] : memref<384xi8> to memref<4x8xf32>
-    %g = memref.view %arena[%c128][] : memref<384xi8> to memref<4x16xf32>
-    // expected-error @+1 {{'rt.all_gather' op runs on @r0, but a program runs on one mesh, the module's dist.mesh @mesh: collectives over sub-meshes are not supported yet}}
-    rt.all_gather %w, %g on @r0 axes [tp] dim = 1 label = "gather" : memref<4x8xf32>, memref<4x16xf32>
-    return
-  }
-}
-
-// -----
-
-module {
-  dist.mesh @mesh axes = [dp = 2, tp = 2]
   func.func @train_step(%arena: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64, xfmr.train_step = {}} {
     %c0 = arith.constant 0 : index
     %c64 = arith.constant 64 : index

@@ -4,9 +4,8 @@
 // RUN: partition-opt %s -split-input-file -canonicalize | FileCheck %s --check-prefix=PURE
 
 // Round trip of every dist op and attribute, in the custom and in the
-// generic form: meshes and sub-meshes (of meshes and of sub-meshes), the
-// #dist.sharding attribute on function arguments, results and ops, the
-// collectives on meshes and sub-meshes, and send/recv.
+// generic form: meshes, the #dist.sharding attribute on function arguments, results and ops, the
+// collectives on meshes, and send/recv.
 
 // CHECK: dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]{{$}}
 // CHECK: dist.mesh @single axes = [dp = 1]{{$}}
@@ -17,54 +16,6 @@ dist.mesh @quoted axes = ["data-parallel" = 4, tp = 2]
 // GENERIC: "dist.mesh"() <{axis_names = ["dp", "pp", "tp"], axis_sizes = array<i64: 2, 2, 2>, sym_name = "m"}> : () -> ()
 // GENERIC: "dist.mesh"() <{axis_names = ["dp"], axis_sizes = array<i64: 1>, sym_name = "single"}> : () -> ()
 // GENERIC: "dist.mesh"() <{axis_names = ["data-parallel", "tp"], axis_sizes = array<i64: 4, 2>, sym_name = "quoted"}> : () -> ()
-
-// -----
-
-// Sub-meshes: a DP replica, a pipeline stage of it, and a sub-mesh that fixes
-// two axes at once. A sub-mesh with nothing fixed is the whole parent.
-// CHECK: dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]{{$}}
-// CHECK: dist.submesh @r0 of @m where [dp = 0]{{$}}
-// CHECK: dist.submesh @r0s1 of @r0 where [pp = 1]{{$}}
-// CHECK: dist.submesh @s1 of @m where [pp = 1, dp = 1]{{$}}
-// CHECK: dist.submesh @all of @m where []{{$}}
-dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
-dist.submesh @r0 of @m where [dp = 0]
-dist.submesh @r0s1 of @r0 where [pp = 1]
-dist.submesh @s1 of @m where [pp = 1, dp = 1]
-dist.submesh @all of @m where []
-// GENERIC: "dist.submesh"() <{fixed_axes = ["dp"], fixed_coords = array<i64: 0>, parent = @m, sym_name = "r0"}> : () -> ()
-// GENERIC: "dist.submesh"() <{fixed_axes = ["pp"], fixed_coords = array<i64: 1>, parent = @r0, sym_name = "r0s1"}> : () -> ()
-// GENERIC: "dist.submesh"() <{fixed_axes = ["pp", "dp"], fixed_coords = array<i64: 1, 1>, parent = @m, sym_name = "s1"}> : () -> ()
-// GENERIC: "dist.submesh"() <{fixed_axes = [], fixed_coords = array<i64>, parent = @m, sym_name = "all"}> : () -> ()
-
-// -----
-
-// A sub-mesh may come before its parent.
-// CHECK: dist.submesh @r of @m where [tp = 1]{{$}}
-// CHECK: dist.mesh @m axes = [dp = 2, tp = 2]{{$}}
-dist.submesh @r of @m where [tp = 1]
-dist.mesh @m axes = [dp = 2, tp = 2]
-
-// -----
-
-// Shardings on function arguments and results: split dimensions, several axes
-// on one dimension (major first), partial sums, a scalar, a sub-mesh.
-dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
-dist.submesh @r0 of @m where [dp = 0]
-// CHECK-LABEL: func.func private @shardings
-// CHECK-SAME: tensor<8x16x64xf32> {dist.sharding = #dist.sharding<@m, {{\[\[}}dp], [], [tp]]>}
-// CHECK-SAME: tensor<8x16xf32> {dist.sharding = #dist.sharding<@m, {{\[\[}}dp, tp], []], partial = [pp]>}
-// CHECK-SAME: tensor<f32> {dist.sharding = #dist.sharding<@m, [], partial = [dp, tp]>}
-// CHECK-SAME: tensor<6x4xf32> {dist.sharding = #dist.sharding<@r0, {{\[\[}}], [pp, tp]]>}
-// CHECK-SAME: -> (tensor<16x64xf32> {dist.sharding = #dist.sharding<@m, {{\[\[}}], []]>})
-func.func private @shardings(
-    tensor<8x16x64xf32> {dist.sharding = #dist.sharding<@m, [[dp], [], [tp]]>},
-    tensor<8x16xf32> {dist.sharding = #dist.sharding<@m, [[dp, tp], []], partial = [pp]>},
-    tensor<f32> {dist.sharding = #dist.sharding<@m, [], partial = [dp, tp]>},
-    tensor<6x4xf32> {dist.sharding = #dist.sharding<@r0, [[], [pp, tp]]>})
-    -> (tensor<16x64xf32> {dist.sharding = #dist.sharding<@m, [[], []]>})
-// GENERIC: arg_attrs = [{dist.sharding = #dist.sharding<@m, {{\[\[}}dp], [], [tp]]>}, {dist.sharding = #dist.sharding<@m, {{\[\[}}dp, tp], []], partial = [pp]>}, {dist.sharding = #dist.sharding<@m, [], partial = [dp, tp]>}, {dist.sharding = #dist.sharding<@r0, {{\[\[}}], [pp, tp]]>}]
-// GENERIC-SAME: res_attrs = [{dist.sharding = #dist.sharding<@m, {{\[\[}}], []]>}]
 
 // -----
 
@@ -164,32 +115,6 @@ func.func @send_recv(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
 
 // -----
 
-// Collectives and send/recv on sub-meshes use the sub-mesh's axes: the
-// replica @r1 has [pp = 2, tp = 4], its stage @r1s0 has [tp = 4].
-dist.mesh @m axes = [dp = 2, pp = 2, tp = 4]
-dist.submesh @r1 of @m where [dp = 1]
-dist.submesh @r1s0 of @r1 where [pp = 0]
-// CHECK-LABEL: func.func @on_submeshes
-// CHECK-SAME:    (%[[X:.*]]: tensor<4x16xf32>)
-func.func @on_submeshes(%x: tensor<4x16xf32>) -> (tensor<4x64xf32>, tensor<4x4xf32>, tensor<4x16xf32>) {
-  // CHECK: dist.all_gather %[[X]] on @r1s0 axes [tp] dim = 1 : tensor<4x16xf32> -> tensor<4x64xf32>{{$}}
-  %a = dist.all_gather %x on @r1s0 axes [tp] dim = 1 : tensor<4x16xf32> -> tensor<4x64xf32>
-  // CHECK: dist.reduce_scatter %[[X]] on @r1 axes [tp] dim = 1 reduce = sum : tensor<4x16xf32> -> tensor<4x4xf32>{{$}}
-  %b = dist.reduce_scatter %x on @r1 axes [tp] dim = 1 reduce = sum : tensor<4x16xf32> -> tensor<4x4xf32>
-  // CHECK: dist.send %[[X]] to @r1 [pp = 1] : tensor<4x16xf32>{{$}}
-  dist.send %x to @r1 [pp = 1] : tensor<4x16xf32>
-  // CHECK: dist.recv from @r1s0 [tp = 3] : tensor<4x16xf32>{{$}}
-  %c = dist.recv from @r1s0 [tp = 3] : tensor<4x16xf32>
-  return %a, %b, %c : tensor<4x64xf32>, tensor<4x4xf32>, tensor<4x16xf32>
-}
-// GENERIC-LABEL: sym_name = "on_submeshes"
-// GENERIC: "dist.all_gather"(%{{.*}}) <{axes = ["tp"], dim = 1 : i64, mesh = @r1s0}> : (tensor<4x16xf32>) -> tensor<4x64xf32>
-// GENERIC: "dist.reduce_scatter"(%{{.*}}) <{axes = ["tp"], dim = 1 : i64, mesh = @r1, reduce = #dist.reduce<sum>}> : (tensor<4x16xf32>) -> tensor<4x4xf32>
-// GENERIC: "dist.send"(%{{.*}}) <{mesh = @r1, peer_axes = ["pp"], peer_coords = array<i64: 1>}> : (tensor<4x16xf32>) -> ()
-// GENERIC: "dist.recv"() <{mesh = @r1s0, peer_axes = ["tp"], peer_coords = array<i64: 3>}> : () -> tensor<4x16xf32>
-
-// -----
-
 // Collectives are pure: unused ones are removed; send and recv are kept.
 dist.mesh @m axes = [dp = 2, pp = 2]
 // PURE-LABEL: func.func @pure
@@ -213,3 +138,21 @@ func.func @all_reduce_bucket(%w: tensor<16x16xf32>, %b: tensor<16xf32>) -> (tens
   %gw, %gb = dist.all_reduce %w, %b on @m axes [dp] reduce = avg {dist.label = "gradient bucket 0"} : tensor<16x16xf32>, tensor<16xf32>
   return %gw, %gb : tensor<16x16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// Shardings on function arguments and results: split dimensions, several axes
+// on one dimension (major first), partial sums, a scalar.
+dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
+// CHECK-LABEL: func.func private @shardings
+// CHECK-SAME: tensor<8x16x64xf32> {dist.sharding = #dist.sharding<@m, {{\[\[}}dp], [], [tp]]>}
+// CHECK-SAME: tensor<8x16xf32> {dist.sharding = #dist.sharding<@m, {{\[\[}}dp, tp], []], partial = [pp]>}
+// CHECK-SAME: tensor<f32> {dist.sharding = #dist.sharding<@m, [], partial = [dp, tp]>}
+// CHECK-SAME: -> (tensor<16x64xf32> {dist.sharding = #dist.sharding<@m, {{\[\[}}], []]>})
+func.func private @shardings(
+    tensor<8x16x64xf32> {dist.sharding = #dist.sharding<@m, [[dp], [], [tp]]>},
+    tensor<8x16xf32> {dist.sharding = #dist.sharding<@m, [[dp, tp], []], partial = [pp]>},
+    tensor<f32> {dist.sharding = #dist.sharding<@m, [], partial = [dp, tp]>})
+    -> (tensor<16x64xf32> {dist.sharding = #dist.sharding<@m, [[], []]>})
+// GENERIC: arg_attrs = [{dist.sharding = #dist.sharding<@m, {{\[\[}}dp], [], [tp]]>}, {dist.sharding = #dist.sharding<@m, {{\[\[}}dp, tp], []], partial = [pp]>}, {dist.sharding = #dist.sharding<@m, [], partial = [dp, tp]>}]
+// GENERIC-SAME: res_attrs = [{dist.sharding = #dist.sharding<@m, {{\[\[}}], []]>}]

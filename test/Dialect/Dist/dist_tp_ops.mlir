@@ -4,11 +4,11 @@
 // RUN: partition-opt %s -split-input-file -canonicalize | FileCheck %s --check-prefix=PURE
 
 // Round trip of the rank-dependent dist ops of tensor parallelism,
-// dist.axis_index and dist.all_slice, on meshes and sub-meshes; both are
+// dist.axis_index and dist.all_slice, on one and several axes; both are
 // pure, so unused ones fold away.
 
 dist.mesh @m axes = [dp = 2, pp = 1, tp = 4]
-dist.submesh @r0 of @m where [dp = 0]
+dist.mesh @r0 axes = [pp = 1, tp = 4]
 
 // CHECK-LABEL: func.func @axis_index
 func.func @axis_index() -> (tensor<i32>, tensor<i32>, tensor<i32>) {

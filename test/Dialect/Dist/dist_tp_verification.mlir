@@ -35,19 +35,8 @@ func.func @index_unknown_axis() -> tensor<i32> {
 // -----
 
 func.func @index_no_mesh() -> tensor<i32> {
-  // expected-error @+1 {{'dist.axis_index' op @nowhere does not name a dist.mesh or dist.submesh}}
+  // expected-error @+1 {{'dist.axis_index' op @nowhere does not name a dist.mesh}}
   %i = dist.axis_index on @nowhere axes [tp] : tensor<i32>
-  return %i : tensor<i32>
-}
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-dist.submesh @r0 of @m where [dp = 0]
-func.func @index_fixed_axis() -> tensor<i32> {
-  // A sub-mesh has no axis that it fixes.
-  // expected-error @+1 {{'dist.axis_index' op axis 'dp' is not an axis of @r0, whose axes are [tp = 2]}}
-  %i = dist.axis_index on @r0 axes [dp] : tensor<i32>
   return %i : tensor<i32>
 }
 
@@ -130,7 +119,7 @@ func.func @slice_unknown_axis(%x: tensor<8x16xf32>) -> tensor<4x16xf32> {
 // -----
 
 func.func @slice_no_mesh(%x: tensor<8x16xf32>) -> tensor<4x16xf32> {
-  // expected-error @+1 {{'dist.all_slice' op @nowhere does not name a dist.mesh or dist.submesh}}
+  // expected-error @+1 {{'dist.all_slice' op @nowhere does not name a dist.mesh}}
   %y = dist.all_slice %x on @nowhere axes [tp] dim = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
   return %y : tensor<4x16xf32>
 }

@@ -44,78 +44,6 @@ func.func @mesh_in_function() {
   return
 }
 
-//===----------------------------------------------------------------------===//
-// dist.submesh
-//===----------------------------------------------------------------------===//
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-// expected-error @+1 {{'dist.submesh' op coordinate -1 of axis 'dp' is negative}}
-dist.submesh @r of @m where [dp = -1]
-
-// -----
-
-dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
-// expected-error @+1 {{'dist.submesh' op axis 'dp' is listed twice in fixed axes [dp, dp]}}
-dist.submesh @r of @m where [dp = 0, dp = 1]
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-// expected-error @+1 {{'dist.submesh' op has 1 fixed axes but 2 coordinates}}
-"dist.submesh"() <{fixed_axes = ["dp"], fixed_coords = array<i64: 0, 1>, parent = @m, sym_name = "r"}> : () -> ()
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-// expected-error @+1 {{'dist.submesh' op @nowhere does not name a dist.mesh or dist.submesh}}
-dist.submesh @r of @nowhere where [dp = 0]
-
-// -----
-
-// A function is not a mesh.
-func.func private @f()
-// expected-error @+1 {{'dist.submesh' op @f does not name a dist.mesh or dist.submesh}}
-dist.submesh @r of @f where [dp = 0]
-
-// -----
-
-// Symbol uses are checked until the first error, so only @a reports it.
-// expected-error @+1 {{'dist.submesh' op sub-meshes form a cycle: @b -> @a -> @b}}
-dist.submesh @a of @b where [dp = 0]
-dist.submesh @b of @a where [tp = 0]
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-// expected-error @+1 {{'dist.submesh' op fixes axis 'pp', which is not an axis of @m, whose axes are [dp = 2, tp = 2]}}
-dist.submesh @r of @m where [pp = 0]
-
-// -----
-
-// The parent of @s is @r, which has fixed dp.
-dist.mesh @m axes = [dp = 2, tp = 2]
-dist.submesh @r of @m where [dp = 0]
-// expected-error @+1 {{'dist.submesh' op fixes axis 'dp', which is not an axis of @r, whose axes are [tp = 2]}}
-dist.submesh @s of @r where [dp = 1]
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 4]
-// expected-error @+1 {{'dist.submesh' op coordinate 4 of axis 'tp' is out of range: the axis has size 4}}
-dist.submesh @r of @m where [tp = 4]
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-// expected-error @+1 {{'dist.submesh' op fixes every axis of @m, whose axes are [dp = 2, tp = 2]; at least one axis must be left}}
-dist.submesh @r of @m where [tp = 1, dp = 0]
-
-//===----------------------------------------------------------------------===//
-// #dist.sharding and the dist.sharding attribute
-//===----------------------------------------------------------------------===//
-
 // -----
 
 dist.mesh @m axes = [dp = 2, tp = 2]
@@ -131,7 +59,7 @@ func.func private @partial_twice(tensor<8x16xf32> {dist.sharding = #dist.shardin
 // -----
 
 dist.mesh @m axes = [dp = 2, tp = 2]
-// expected-error @+1 {{'dist.sharding' of argument #0: @n does not name a dist.mesh or dist.submesh}}
+// expected-error @+1 {{'dist.sharding' of argument #0: @n does not name a dist.mesh}}
 func.func private @no_mesh(tensor<8x16xf32> {dist.sharding = #dist.sharding<@n, [[dp], []]>})
 
 // -----
@@ -151,14 +79,6 @@ func.func private @unknown_axis() -> (tensor<8x16xf32> {dist.sharding = #dist.sh
 dist.mesh @m axes = [dp = 2, tp = 2]
 // expected-error @+1 {{'dist.sharding' of result #0: axis 'pp' is not an axis of @m, whose axes are [dp = 2, tp = 2]}}
 func.func private @unknown_partial_axis() -> (tensor<8x16xf32> {dist.sharding = #dist.sharding<@m, [[dp], []], partial = [pp]>})
-
-// -----
-
-// A sub-mesh has only the axes its parent's that it does not fix.
-dist.mesh @m axes = [dp = 2, tp = 2]
-dist.submesh @r of @m where [dp = 0]
-// expected-error @+1 {{'dist.sharding' of argument #0: axis 'dp' is not an axis of @r, whose axes are [tp = 2]}}
-func.func private @submesh_axis(tensor<8x16xf32> {dist.sharding = #dist.sharding<@r, [[dp], []]>})
 
 // -----
 
@@ -314,7 +234,7 @@ func.func @rank(%x: tensor<8x16xf32>) -> tensor<8x16x2xf32> {
 // -----
 
 func.func @no_mesh(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // expected-error @+1 {{'dist.all_reduce' op @m does not name a dist.mesh or dist.submesh}}
+  // expected-error @+1 {{'dist.all_reduce' op @m does not name a dist.mesh}}
   %y = dist.all_reduce %x on @m axes [tp] reduce = sum : tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
@@ -325,16 +245,6 @@ dist.mesh @m axes = [dp = 2, tp = 2]
 func.func @unknown_axis(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   // expected-error @+1 {{'dist.all_reduce' op axis 'sp' is not an axis of @m, whose axes are [dp = 2, tp = 2]}}
   %y = dist.all_reduce %x on @m axes [sp] reduce = avg : tensor<8x16xf32>
-  return %y : tensor<8x16xf32>
-}
-
-// -----
-
-dist.mesh @m axes = [dp = 2, tp = 2]
-dist.submesh @r of @m where [tp = 1]
-func.func @fixed_axis(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // expected-error @+1 {{'dist.all_reduce' op axis 'tp' is not an axis of @r, whose axes are [dp = 2]}}
-  %y = dist.all_reduce %x on @r axes [tp] reduce = sum : tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
 
@@ -408,7 +318,7 @@ func.func @peer_counts() -> tensor<8x16xf32> {
 // -----
 
 func.func @send_no_mesh(%x: tensor<8x16xf32>) {
-  // expected-error @+1 {{'dist.send' op @m does not name a dist.mesh or dist.submesh}}
+  // expected-error @+1 {{'dist.send' op @m does not name a dist.mesh}}
   dist.send %x to @m [pp = 1] : tensor<8x16xf32>
   return
 }

@@ -3,11 +3,11 @@
 // RUN: partition-opt %s -split-input-file --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
 
 // Round trip of rt.all_gather and rt.reduce_scatter (dims, reductions,
-// groups of one and two axes, sub-meshes) and of an axis_index argument, in
+// groups of one and two axes, a second mesh) and of an axis_index argument, in
 // the custom and the generic form.
 
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
-dist.submesh @r0 of @mesh where [dp = 0]
+dist.mesh @r0 axes = [pp = 1, tp = 2]
 
 // CHECK-LABEL: func.func @all_gather
 // CHECK-SAME:    (%[[X:.*]]: memref<4x8xf32>, %[[Y:.*]]: memref<4x16xf32>, %[[Z:.*]]: memref<16x8xf32>)

@@ -94,7 +94,7 @@ func.func @repeated_axis(%x: memref<8x16xf32>, %y: memref<4x16xf32>) {
 // -----
 
 func.func @no_mesh(%x: memref<8x16xf32>, %y: memref<4x16xf32>) {
-  // expected-error @+1 {{'rt.reduce_scatter' op @mesh does not name a dist.mesh or dist.submesh}}
+  // expected-error @+1 {{'rt.reduce_scatter' op @mesh does not name a dist.mesh}}
   rt.reduce_scatter %x, %y on @mesh axes [tp] dim = 0 reduce = sum label = "s" : memref<8x16xf32>, memref<4x16xf32>
   return
 }

@@ -6,7 +6,7 @@
 // and floats; in place; on subviews with a contiguous strided layout), in the
 // custom and in the generic form, of the discardable rt attributes on
 // functions, their arguments and memref.view ops, and of rt.all_reduce
-// (buckets, reduction kinds, labels, meshes and sub-meshes).
+// (buckets, reduction kinds, labels, meshes).
 
 // CHECK-LABEL: func.func @inputs_and_output
 // CHECK-SAME:    (%[[X:.*]]: memref<2x4x8xf32>, %[[W:.*]]: memref<16x8xf32>, %[[Y:.*]]: memref<2x4x16xf32>)
@@ -172,18 +172,6 @@ func.func @all_reduce_kinds(%loss: memref<f32>, %x: memref<2x3xf32>) {
 // GENERIC-LABEL: sym_name = "all_reduce_kinds"
 // GENERIC: "rt.all_reduce"(%{{.*}}) <{axes = ["dp"], label = "loss", mesh = @m, reduce = #dist.reduce<sum>}> : (memref<f32>) -> ()
 // GENERIC: "rt.all_reduce"(%{{.*}}) <{axes = ["tp", "dp"], label = "all_reduce", mesh = @m, reduce = #dist.reduce<max>}> : (memref<2x3xf32>) -> ()
-
-// -----
-
-// On a sub-mesh: its axes are the parent's axes it does not fix.
-// CHECK-LABEL: func.func @all_reduce_submesh
-// CHECK:         rt.all_reduce %{{.*}} on @replica0 axes [tp] reduce = sum label = "tp partial sums" : memref<4x16xf32>{{$}}
-dist.mesh @m axes = [dp = 2, tp = 2]
-dist.submesh @replica0 of @m where [dp = 0]
-func.func @all_reduce_submesh(%x: memref<4x16xf32>) {
-  rt.all_reduce %x on @replica0 axes [tp] reduce = sum label = "tp partial sums" : memref<4x16xf32>
-  return
-}
 
 // -----
 

@@ -434,7 +434,7 @@ func.func @all_reduce_axis_twice(%x: memref<4xf32>) {
 // -----
 
 func.func @all_reduce_no_mesh(%x: memref<4xf32>) {
-  // expected-error @+1 {{'rt.all_reduce' op @m does not name a dist.mesh or dist.submesh}}
+  // expected-error @+1 {{'rt.all_reduce' op @m does not name a dist.mesh}}
   rt.all_reduce %x on @m axes [dp] reduce = sum label = "g" : memref<4xf32>
   return
 }
@@ -445,7 +445,7 @@ func.func @m() {
   return
 }
 func.func @all_reduce_mesh_is_a_function(%x: memref<4xf32>) {
-  // expected-error @+1 {{'rt.all_reduce' op @m does not name a dist.mesh or dist.submesh}}
+  // expected-error @+1 {{'rt.all_reduce' op @m does not name a dist.mesh}}
   rt.all_reduce %x on @m axes [dp] reduce = sum label = "g" : memref<4xf32>
   return
 }
@@ -456,16 +456,5 @@ dist.mesh @m axes = [dp = 2, pp = 2]
 func.func @all_reduce_unknown_axis(%x: memref<4xf32>) {
   // expected-error @+1 {{'rt.all_reduce' op axis 'tp' is not an axis of @m, whose axes are [dp = 2, pp = 2]}}
   rt.all_reduce %x on @m axes [dp, tp] reduce = sum label = "g" : memref<4xf32>
-  return
-}
-
-// -----
-
-// A sub-mesh has only the axes its parent does not fix.
-dist.mesh @m axes = [dp = 2, tp = 2]
-dist.submesh @r0 of @m where [dp = 0]
-func.func @all_reduce_axis_fixed_by_submesh(%x: memref<4xf32>) {
-  // expected-error @+1 {{'rt.all_reduce' op axis 'dp' is not an axis of @r0, whose axes are [tp = 2]}}
-  rt.all_reduce %x on @r0 axes [dp] reduce = sum label = "g" : memref<4xf32>
   return
 }
