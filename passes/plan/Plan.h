@@ -117,11 +117,20 @@ struct Plan {
   /// over their gcd); 1 without replicas.
   int64_t batchGranule() const;
 
-  /// A mesh axis: its name (plan.json's field under "mesh"), its role (a
-  /// keyword of dist::AxisRole: data, tensor, pipeline) and its size.
+  /// What a mesh axis splits: dist::AxisRole without MLIR (this header
+  /// links without it); ApplyPlan.cpp converts (toAxisRole).
+  enum class AxisRole { Data, Tensor, Pipeline };
+  /// The names of the mesh's axes: plan.json's fields under "mesh". Only
+  /// the plan reader spells them; everyone else looks axes up by role or
+  /// uses these.
+  static constexpr llvm::StringLiteral kDataAxis = "dp";
+  static constexpr llvm::StringLiteral kTensorAxis = "tp";
+  static constexpr llvm::StringLiteral kPipelineAxis = "pp";
+  /// A mesh axis: its name (plan.json's field under "mesh"), its role and
+  /// its size.
   struct Axis {
     llvm::StringRef name;
-    llvm::StringRef role;
+    AxisRole role;
     int64_t size;
   };
   /// The mesh's axes in mesh order (dp, pp, tp), size-1 axes included.
