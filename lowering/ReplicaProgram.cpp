@@ -2,6 +2,7 @@
 
 #include "lowering/ReplicaProgram.h"
 
+#include "passes/plan/Plan.h"
 #include "runtime/program/ProgramFormat.h"
 
 #include <algorithm>
@@ -36,9 +37,10 @@ std::string writeReplicaProgram(llvm::ArrayRef<ReplicaPart> replicas,
   std::string model = first->model_json() ? first->model_json()->str() : "{}";
   std::string train = first->train_json() ? first->train_json()->str() : "{}";
   std::vector<flatbuffers::Offset<ptp::MeshAxis>> mesh = {
-      ptp::CreateMeshAxisDirect(fbb, "dp", int64_t(replicas.size()),
-                                ptp::AxisRole::Data),
-      ptp::CreateMeshAxisDirect(fbb, "tp", largest, ptp::AxisRole::Tensor)};
+      ptp::CreateMeshAxisDirect(fbb, Plan::kDataAxis.data(),
+                                int64_t(replicas.size()), ptp::AxisRole::Data),
+      ptp::CreateMeshAxisDirect(fbb, Plan::kTensorAxis.data(), largest,
+                                ptp::AxisRole::Tensor)};
   auto program = ptp::CreateProgramDirect(fbb, ptp::kSchemaVersion,
                                           model.c_str(), train.c_str(), &mesh,
                                           /*streams=*/nullptr, &entries);

@@ -2,6 +2,7 @@
 
 #include "planner/CostModel.h"
 
+#include "passes/plan/PlanAxisNames.h"
 #include "planner/Collectives.h"
 #include "planner/LayerCost.h"
 #include "scheduling/Schedule.h"
@@ -35,8 +36,9 @@ int64_t ModelShape::parameters() const {
 
 std::string Candidate::planJson() const {
   std::ostringstream os;
-  os << "{\"mesh\": {\"dp\": " << dp << ", \"tp\": " << tp
-     << ", \"pp\": " << pp << "}";
+  os << "{\"mesh\": {\"" << planfile::kDataAxis << "\": " << dp << ", \""
+     << planfile::kTensorAxis << "\": " << tp << ", \""
+     << planfile::kPipelineAxis << "\": " << pp << "}";
   if (!perLayer.empty()) {
     // The compiler's nonuniform format (docs/planner.md, "Nonuniform
     // degrees").

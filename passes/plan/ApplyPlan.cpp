@@ -64,22 +64,37 @@ LogicalResult selectReplica(Plan &plan, int64_t index, StringRef fileName,
 }
 
 /// The axis over which a key-value head is replicated when the model has
-/// fewer of them than tp.
-constexpr StringLiteral kKeyValueReplicaAxis = "tp_kv_rep";
+/// fewer of them than tp: `tensorAxis`_kv_rep (tp_kv_rep). The context
+/// owns the name's storage.
+StringRef keyValueReplicaAxisName(StringRef tensorAxis, MLIRContext *context) {
+  return StringAttr::get(context, tensorAxis + "_kv_rep").getValue();
+}
 
 /// The tensor axes after the plan's tp when parts have their own degree:
-/// tp_sub, tp_sub2, ...
-StringRef partAxisName(size_t index) {
-  static const char *const kNames[] = {"tp",       "tp_sub",   "tp_sub2",
-                                       "tp_sub3",  "tp_sub4",  "tp_sub5",
-                                       "tp_sub6",  "tp_sub7",  "tp_sub8",
-                                       "tp_sub9",  "tp_sub10", "tp_sub11",
-                                       "tp_sub12", "tp_sub13", "tp_sub14",
-                                       "tp_sub15", "tp_sub16", "tp_sub17",
-                                       "tp_sub18", "tp_sub19", "tp_sub20",
-                                       "tp_sub21", "tp_sub22", "tp_sub23",
-                                       "tp_sub24"};
-  return kNames[index];
+/// `tensorAxis`_sub, `tensorAxis`_sub2, ... (tp_sub, tp_sub2, ...) for
+/// index 1, 2, ...; index 0 is the plan's axis itself. The context owns the
+/// name's storage.
+StringRef partAxisName(StringRef tensorAxis, size_t index,
+                       MLIRContext *context) {
+  if (index == 0)
+    return tensorAxis;
+  std::string name = (tensorAxis + "_sub").str();
+  if (index > 1)
+    name += std::to_string(index);
+  return StringAttr::get(context, name).getValue();
+}
+
+/// dist::AxisRole, the attribute's, of the plan's MLIR-free role.
+dist::AxisRole toAxisRole(Plan::AxisRole role) {
+  switch (role) {
+  case Plan::AxisRole::Data:
+    return dist::AxisRole::Data;
+  case Plan::AxisRole::Tensor:
+    return dist::AxisRole::Tensor;
+  case Plan::AxisRole::Pipeline:
+    return dist::AxisRole::Pipeline;
+  }
+  llvm_unreachable("unknown Plan::AxisRole");
 }
 
 /// The mesh's axes. With fewer key-value heads than tp (the plan check
@@ -99,12 +114,14 @@ StringRef partAxisName(size_t index) {
 /// tp-2 layer split over tp). The plan check makes the cuts a chain (each
 /// divides the next); ranks keep their numbering here too.
 SmallVector<Plan::Axis, 4> meshAxes(const Plan &plan,
-                                    std::optional<int64_t> kvHeads) {
+                                    std::optional<int64_t> kvHeads,
+                                    MLIRContext *context) {
   SmallVector<Plan::Axis, 4> axes;
   for (const Plan::Axis &axis : plan.axes()) {
-    bool kvCut = axis.role == "tensor" && kvHeads && *kvHeads < axis.size &&
+    bool tensor = axis.role == Plan::AxisRole::Tensor;
+    bool kvCut = tensor && kvHeads && *kvHeads < axis.size &&
                  axis.size % *kvHeads == 0;
-    if (axis.role == "tensor" && plan.hasPartDegrees()) {
+    if (tensor && plan.hasPartDegrees()) {
       SmallVector<int64_t> cuts;
       for (int64_t degree : plan.tensorDegrees())
         if (degree > 1)
@@ -117,8 +134,8 @@ SmallVector<Plan::Axis, 4> meshAxes(const Plan &plan,
       cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
       int64_t below = 1;
       for (auto [index, cut] : llvm::enumerate(cuts)) {
-        axes.push_back({index == 0 ? axis.name : partAxisName(index),
-                        axis.role, cut / below});
+        axes.push_back({partAxisName(axis.name, index, context), axis.role,
+                        cut / below});
         below = cut;
       }
       if (cuts.empty())
@@ -127,7 +144,8 @@ SmallVector<Plan::Axis, 4> meshAxes(const Plan &plan,
     }
     if (kvCut) {
       axes.push_back({axis.name, axis.role, *kvHeads});
-      axes.push_back({kKeyValueReplicaAxis, axis.role, axis.size / *kvHeads});
+      axes.push_back({keyValueReplicaAxisName(axis.name, context), axis.role,
+                      axis.size / *kvHeads});
       continue;
     }
     axes.push_back(axis);
@@ -161,7 +179,7 @@ dist::PlanAttr toAttr(const Plan &plan, ArrayRef<Plan::Axis> meshAxes,
   SmallVector<dist::PlanAxisAttr> axes;
   for (const Plan::Axis &axis : meshAxes)
     axes.push_back(dist::PlanAxisAttr::get(
-        context, axis.name, *dist::symbolizeAxisRole(axis.role)));
+        context, axis.name, toAxisRole(axis.role)));
   return dist::PlanAttr::get(
       context, FlatSymbolRefAttr::get(context, kMeshName), axes,
       plan.tensorParallel.sequenceParallel,
@@ -221,7 +239,8 @@ struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {
       return signalPassFailure();
 
     SmallVector<Plan::Axis, 4> axes =
-        meshAxes(plan, model ? planModel(model).kvHeads : std::nullopt);
+        meshAxes(plan, model ? planModel(model).kvHeads : std::nullopt,
+                 &getContext());
     SmallVector<StringRef> axisNames;
     SmallVector<int64_t> axisSizes;
     for (const Plan::Axis &axis : axes) {

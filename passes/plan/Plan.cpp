@@ -216,11 +216,11 @@ void readReplicas(const json::Value &value, const json::Object &root,
   const json::Object *mesh = nullptr;
   if (const json::Value *given = root.get("mesh"))
     mesh = given->getAsObject();
-  if (mesh && mesh->get("dp") && plan.mesh.dp != count)
+  if (mesh && mesh->get(Plan::kDataAxis) && plan.mesh.dp != count)
     error("mesh.dp = " + Twine(plan.mesh.dp) + " but replicas lists " +
           Twine(count) + " replicas; give mesh.dp = " + Twine(count) +
           " or leave it out");
-  if (mesh && mesh->get("tp") && plan.mesh.tp != largest)
+  if (mesh && mesh->get(Plan::kTensorAxis) && plan.mesh.tp != largest)
     error("mesh.tp = " + Twine(plan.mesh.tp) + " but the largest degree in "
           "replicas is " + Twine(largest) + "; give mesh.tp = " +
           Twine(largest) + " or leave it out");
@@ -387,10 +387,11 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
       return ObjectReader(*object, key, known, fileName, emitError, failed);
     return std::nullopt;
   };
-  if (auto mesh = reader("mesh", {"dp", "tp", "pp"})) {
-    mesh->positive("dp", plan.mesh.dp);
-    mesh->positive("tp", plan.mesh.tp);
-    mesh->positive("pp", plan.mesh.pp);
+  if (auto mesh = reader("mesh", {Plan::kDataAxis, Plan::kTensorAxis,
+                                  Plan::kPipelineAxis})) {
+    mesh->positive(Plan::kDataAxis, plan.mesh.dp);
+    mesh->positive(Plan::kTensorAxis, plan.mesh.tp);
+    mesh->positive(Plan::kPipelineAxis, plan.mesh.pp);
     int64_t devices = 0;
     if (llvm::MulOverflow(plan.mesh.dp, plan.mesh.tp, devices) ||
         llvm::MulOverflow(devices, plan.mesh.pp, devices) ||
@@ -494,9 +495,9 @@ Plan::replicaRows(int64_t batch, size_t index) const {
 }
 
 llvm::SmallVector<Plan::Axis, 3> Plan::axes() const {
-  return {{"dp", "data", mesh.dp},
-          {"pp", "pipeline", mesh.pp},
-          {"tp", "tensor", mesh.tp}};
+  return {{kDataAxis, AxisRole::Data, mesh.dp},
+          {kPipelineAxis, AxisRole::Pipeline, mesh.pp},
+          {kTensorAxis, AxisRole::Tensor, mesh.tp}};
 }
 
 int64_t Plan::layerTp(int64_t layer) const {

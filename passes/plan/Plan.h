@@ -19,6 +19,8 @@
 #ifndef PARTITION_PASSES_PLAN_PLAN_H
 #define PARTITION_PASSES_PLAN_PLAN_H
 
+#include "passes/plan/PlanAxisNames.h"
+
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -117,11 +119,21 @@ struct Plan {
   /// over their gcd); 1 without replicas.
   int64_t batchGranule() const;
 
-  /// A mesh axis: its name (plan.json's field under "mesh"), its role (a
-  /// keyword of dist::AxisRole: data, tensor, pipeline) and its size.
+  /// What a mesh axis splits: dist::AxisRole without MLIR (this header
+  /// links without it); ApplyPlan.cpp converts (toAxisRole).
+  enum class AxisRole { Data, Tensor, Pipeline };
+  /// The names of the mesh's axes: plan.json's fields under "mesh"
+  /// (spelled once, in PlanAxisNames.h). Everyone else looks axes up by
+  /// role or uses these.
+  static constexpr llvm::StringLiteral kDataAxis = planfile::kDataAxis;
+  static constexpr llvm::StringLiteral kTensorAxis = planfile::kTensorAxis;
+  static constexpr llvm::StringLiteral kPipelineAxis =
+      planfile::kPipelineAxis;
+  /// A mesh axis: its name (plan.json's field under "mesh"), its role and
+  /// its size.
   struct Axis {
     llvm::StringRef name;
-    llvm::StringRef role;
+    AxisRole role;
     int64_t size;
   };
   /// The mesh's axes in mesh order (dp, pp, tp), size-1 axes included.

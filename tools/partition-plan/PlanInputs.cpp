@@ -142,16 +142,16 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
   // parsePlan accepted it: valid JSON.
   nlohmann::json root =
       nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  auto has = [&](const char *object, const char *key) {
+  auto has = [&](const char *object, llvm::StringRef key) {
     return root.contains(object) && root[object].is_object() &&
-           root[object].contains(key);
+           root[object].contains(key.str());
   };
   Fixed f;
-  if (has("mesh", "dp") || !gpusGiven)
+  if (has("mesh", Plan::kDataAxis) || !gpusGiven)
     f.dp = plan->mesh.dp;
-  if (has("mesh", "tp") || !gpusGiven)
+  if (has("mesh", Plan::kTensorAxis) || !gpusGiven)
     f.tp = plan->mesh.tp;
-  if (has("mesh", "pp") || !gpusGiven)
+  if (has("mesh", Plan::kPipelineAxis) || !gpusGiven)
     f.pp = plan->mesh.pp;
   f.sequenceParallel = plan->tensorParallel.sequenceParallel;
   f.zeroStage = int(plan->zero.stage);
