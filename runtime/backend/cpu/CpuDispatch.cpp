@@ -3,8 +3,11 @@
 // Compiles each kernel instruction once into a call of its fp32 kernel
 // (runtime/backend/cpu/Kernels.h) with its pointers and sizes; bf16
 // operands are widened into fp32 copies before it and rounded back after.
-// The switch in compileKernel lists every kernel (no default): a kernel
-// added to Kernels.def fails to build here until the CPU backend runs it.
+// The switch in KernelLauncher::compile lists every kernel (no default): a
+// kernel added to Kernels.def fails to build here until the CPU backend
+// runs it. It is one switch, longer than the other functions, on purpose:
+// one case per kernel, each a short call, is the one place the compiler
+// can check for completeness.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,9 +33,12 @@ struct KernelLauncher {
     return reinterpret_cast<int32_t *>(pointers[i]);
   }
 
-  /// Token and position embeddings, whole or split over the vocabulary.
-  std::function<void()> embedding() const {
+  /// The call of kernel `a.kernel`. Every kernel is listed (no default):
+  /// a kernel added to Kernels.def fails to build here until the CPU
+  /// backend runs it.
+  std::function<void()> compile() const {
     switch (a.kernel) {
+    // Token and position embeddings, whole or split over the vocabulary.
     case KernelId::Embedding:
       return [=, *this] {
         cpu::embedding(i32(0), f(1), f(2), a.rows, a.vocab, a.channels);
@@ -69,16 +75,8 @@ struct KernelLauncher {
         cpu::vocabParallelEmbeddingGrad(f(0), i32(1), i32(2), f(3), a.rows,
                                         a.vocab, a.channels);
       };
-    default:
-      break;
-    }
-    throw ProgramError("not an embedding kernel");
-  }
-
-  /// Norms, the linear layers, activations, elementwise arithmetic and
-  /// attention.
-  std::function<void()> layer() const {
-    switch (a.kernel) {
+    // Norms, the linear layers, activations, elementwise arithmetic and
+    // attention.
     case KernelId::LayerNorm: {
       float eps = floats[0];
       return [=, *this] {
@@ -155,15 +153,7 @@ struct KernelLauncher {
         cpu::attentionGrad(f(0), f(1), f(2), f(3), f(4), f(5), f(6), attention,
                            scratch, scratchBytes);
       };
-    default:
-      break;
-    }
-    throw ProgramError("not a layer kernel");
-  }
-
-  /// The cross-entropy loss, whole or in its vocabulary-parallel steps.
-  std::function<void()> loss() const {
-    switch (a.kernel) {
+    // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {
         cpu::softmaxCrossEntropy(f(0), i32(1), f(2), a.rows, a.vocab);
@@ -208,16 +198,8 @@ struct KernelLauncher {
                                            f(5), f(6), a.rows, a.vocab,
                                            a.logicalVocab);
       };
-    default:
-      break;
-    }
-    throw ProgramError("not a loss kernel");
-  }
-
-  /// The optimizer and the kernels that move or convert data (fills,
-  /// copies, block moves, casts).
-  std::function<void()> data() const {
-    switch (a.kernel) {
+    // The optimizer and the kernels that move or convert data (fills,
+    // copies, block moves, casts).
     case KernelId::AdamW: {
       cpu::AdamWConfig config{floats[0], floats[1], floats[2], floats[3]};
       return [=, *this] {
@@ -277,10 +259,10 @@ struct KernelLauncher {
                            f(1), size);
       };
     }
-    default:
+    case KernelId::NumKernels:
       break;
     }
-    throw ProgramError("not a data-movement kernel");
+    throw ProgramError("invalid kernel");
   }
 };
 
@@ -342,59 +324,7 @@ CpuBackend::compileKernel(const KernelArgs &a, const Instruction &instruction,
   launcher.attention = {a.batch,   a.seq,     a.heads,   a.kvHeads,
                         a.headDim, a.causal, a.ropeTheta};
   launcher.floats = instruction.floats;
-  // Every kernel is listed (no default): a kernel added to Kernels.def
-  // fails to build here until the CPU backend runs it.
-  switch (a.kernel) {
-  case KernelId::Embedding:
-  case KernelId::EmbeddingGradAdd:
-  case KernelId::EmbeddingGrad:
-  case KernelId::PositionEmbedding:
-  case KernelId::PositionEmbeddingGrad:
-  case KernelId::VocabParallelEmbedding:
-  case KernelId::VocabParallelEmbeddingGrad:
-    return launcher.embedding();
-  case KernelId::LayerNorm:
-  case KernelId::LayerNormGrad:
-  case KernelId::RMSNorm:
-  case KernelId::RMSNormGrad:
-  case KernelId::Linear:
-  case KernelId::LinearBias:
-  case KernelId::LinearGradInput:
-  case KernelId::LinearGradWeight:
-  case KernelId::LinearGradWeightBias:
-  case KernelId::Gelu:
-  case KernelId::GeluGrad:
-  case KernelId::Swiglu:
-  case KernelId::SwigluGrad:
-  case KernelId::Add:
-  case KernelId::Scale:
-  case KernelId::Attention:
-  case KernelId::AttentionGrad:
-    return launcher.layer();
-  case KernelId::SoftmaxCrossEntropy:
-  case KernelId::SoftmaxCrossEntropyGrad:
-  case KernelId::VocabParallelMax:
-  case KernelId::VocabParallelTargetLogit:
-  case KernelId::VocabParallelSumExp:
-  case KernelId::VocabParallelLoss:
-  case KernelId::VocabParallelCrossEntropyGrad:
-  case KernelId::VocabParallelMaskedMax:
-  case KernelId::VocabParallelMaskedSumExp:
-  case KernelId::VocabParallelMaskedCrossEntropyGrad:
-    return launcher.loss();
-  case KernelId::AdamW:
-  case KernelId::Fill:
-  case KernelId::AddI32:
-  case KernelId::Copy:
-  case KernelId::FlatPack:
-  case KernelId::FlatUnpack:
-  case KernelId::SliceBlock:
-  case KernelId::Cast:
-    return launcher.data();
-  case KernelId::NumKernels:
-    break;
-  }
-  throw ProgramError("invalid kernel");
+  return launcher.compile();
 }
 
 } // namespace partition::runtime::cpubackend

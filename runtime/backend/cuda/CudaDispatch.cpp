@@ -3,8 +3,11 @@
 // Compiles each kernel instruction once into a call that launches it on the
 // compute stream with its pointers and sizes (runtime/backend/cuda/kernels,
 // runtime/backend/cuda/attention; the linear kernels go to CudaGemm.cpp).
-// The switch in compileKernel lists every kernel (no default): a kernel
-// added to Kernels.def fails to build here until the CUDA backend runs it.
+// The switch in KernelLauncher::compile lists every kernel (no default): a
+// kernel added to Kernels.def fails to build here until the CUDA backend
+// runs it. It is one switch, longer than the other functions, on purpose:
+// one case per kernel is the one place the compiler can check for
+// completeness.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,11 +40,14 @@ template <typename T> struct KernelLauncher {
   int32_t *i32(int i) const { return reinterpret_cast<int32_t *>(p[i]); }
   T *t(int i) const { return reinterpret_cast<T *>(p[i]); }
 
-  /// Kernels without a storage type of their own (the optimizer, fills,
-  /// copies, casts, block moves) and the vocabulary-parallel loss (f32).
-  std::function<void()> untyped(const KernelArgs &a,
+  /// The launch of kernel `a.kernel`. Every kernel is listed (no
+  /// default): a kernel added to Kernels.def fails to build here until the
+  /// CUDA backend runs it.
+  std::function<void()> compile(const KernelArgs &a,
                                 const std::string &where) const {
     switch (a.kernel) {
+    // Kernels without a storage type of their own (the optimizer, fills,
+    // copies, casts, block moves) and the vocabulary-parallel loss (f32).
     case KernelId::AdamW: {
       cuda::AdamWConfig config{floats[0], floats[1], floats[2], floats[3]};
       return [=, *this] {
@@ -115,16 +121,7 @@ template <typename T> struct KernelLauncher {
       return [=, *this] {
         cuda::vocabParallelLoss(f(0), f(1), f(2), f(3), rows, ws, s);
       };
-    default:
-      break;
-    }
-    throw ProgramError(where + ": not an untyped kernel");
-  }
-
-  /// Token and position embeddings, whole or split over the vocabulary.
-  std::function<void()> embedding(const KernelArgs &a,
-                                  const std::string &where) const {
-    switch (a.kernel) {
+    // Token and position embeddings, whole or split over the vocabulary.
     case KernelId::Embedding:
       return [=, *this] {
         cuda::embedding<T>(i32(0), t(1), t(2), rows, vocab, channels, bad, s);
@@ -162,16 +159,7 @@ template <typename T> struct KernelLauncher {
         cuda::vocabParallelEmbeddingGrad<T>(t(0), i32(1), i32(2), t(3), rows,
                                             vocab, channels, ws, bad, s);
       };
-    default:
-      break;
-    }
-    throw ProgramError(where + ": not a embedding kernel");
-  }
-
-  /// Norms, activations, elementwise arithmetic and attention.
-  std::function<void()> layer(const KernelArgs &a,
-                              const std::string &where) const {
-    switch (a.kernel) {
+    // Norms, activations, elementwise arithmetic and attention.
     case KernelId::LayerNorm: {
       float eps = floats[0];
       return [=, *this] {
@@ -223,16 +211,7 @@ template <typename T> struct KernelLauncher {
         cuda::attentionGrad<T>(t(0), t(1), t(2), t(3), t(4), t(5), t(6),
                                attention, ws, wsBytes, s);
       };
-    default:
-      break;
-    }
-    throw ProgramError(where + ": not a layer kernel");
-  }
-
-  /// The cross-entropy loss, whole or in its vocabulary-parallel steps.
-  std::function<void()> loss(const KernelArgs &a,
-                             const std::string &where) const {
-    switch (a.kernel) {
+    // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {
         cuda::softmaxCrossEntropy<T>(t(0), i32(1), f(2), rows, vocab, ws, bad,
@@ -284,10 +263,17 @@ template <typename T> struct KernelLauncher {
                                                bad, s, logical);
       };
     }
-    default:
+    // GEMMs (the Gemm cost class): cuBLASLt, planned by compileLinear,
+    // which compileKernel calls before it gets here.
+    case KernelId::Linear:
+    case KernelId::LinearBias:
+    case KernelId::LinearGradInput:
+    case KernelId::LinearGradWeight:
+    case KernelId::LinearGradWeightBias:
+    case KernelId::NumKernels:
       break;
     }
-    throw ProgramError(where + ": not a loss kernel");
+    throw ProgramError(where + ": invalid kernel id");
   }
 };
 
@@ -312,60 +298,10 @@ std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
     launcher.positions = a.positions;
     launcher.attention = {a.batch,   a.seq,     a.heads,    a.kvHeads,
                           a.headDim, a.causal, a.ropeTheta};
-    // Every kernel is listed (no default): a kernel added to Kernels.def
-    // fails to build here until the CUDA backend runs it.
-    switch (a.kernel) {
-    case KernelId::Linear:
-    case KernelId::LinearBias:
-    case KernelId::LinearGradInput:
-    case KernelId::LinearGradWeight:
-    case KernelId::LinearGradWeightBias:
+    // GEMMs go to cuBLASLt; every other kernel to its launch.
+    if (kernelInfo(a.kernel).cost == KernelCost::Gemm)
       return compileLinear(a, where);
-    case KernelId::AdamW:
-    case KernelId::Fill:
-    case KernelId::AddI32:
-    case KernelId::Copy:
-    case KernelId::Cast:
-    case KernelId::FlatPack:
-    case KernelId::FlatUnpack:
-    case KernelId::SliceBlock:
-    case KernelId::VocabParallelLoss:
-      return launcher.untyped(a, where);
-    case KernelId::Embedding:
-    case KernelId::EmbeddingGradAdd:
-    case KernelId::EmbeddingGrad:
-    case KernelId::PositionEmbedding:
-    case KernelId::PositionEmbeddingGrad:
-    case KernelId::VocabParallelEmbedding:
-    case KernelId::VocabParallelEmbeddingGrad:
-      return launcher.embedding(a, where);
-    case KernelId::LayerNorm:
-    case KernelId::LayerNormGrad:
-    case KernelId::RMSNorm:
-    case KernelId::RMSNormGrad:
-    case KernelId::Gelu:
-    case KernelId::GeluGrad:
-    case KernelId::Swiglu:
-    case KernelId::SwigluGrad:
-    case KernelId::Add:
-    case KernelId::Scale:
-    case KernelId::Attention:
-    case KernelId::AttentionGrad:
-      return launcher.layer(a, where);
-    case KernelId::SoftmaxCrossEntropy:
-    case KernelId::SoftmaxCrossEntropyGrad:
-    case KernelId::VocabParallelMax:
-    case KernelId::VocabParallelTargetLogit:
-    case KernelId::VocabParallelSumExp:
-    case KernelId::VocabParallelCrossEntropyGrad:
-    case KernelId::VocabParallelMaskedMax:
-    case KernelId::VocabParallelMaskedSumExp:
-    case KernelId::VocabParallelMaskedCrossEntropyGrad:
-      return launcher.loss(a, where);
-    case KernelId::NumKernels:
-      break;
-    }
-    throw ProgramError(where + ": invalid kernel id");
+    return launcher.compile(a, where);
   };
   if (a.floatType == DType::BF16)
     return typed(Tag<bf16>{});
