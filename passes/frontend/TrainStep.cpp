@@ -299,6 +299,20 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
              << "microbatches must be between 1 and "
              << Plan::Pipeline::kMaxMicrobatches << ", but is "
              << microbatches.getValue();
+    if (auto model =
+            forward->getAttrOfType<DictionaryAttr>(XfmrDialect::kModelAttrName))
+      if (auto layers = model.getAs<IntegerAttr>("layers");
+          layers && layers.getInt() * microbatches.getValue() >
+                        Plan::Pipeline::kMaxLayerMicrobatches)
+        return forward.emitError()
+               << "the step would be unrolled " << microbatches.getValue()
+               << " times over " << layers.getInt() << " layers ("
+               << layers.getInt() * microbatches.getValue()
+               << " layer micro-batches); at most "
+               << Plan::Pipeline::kMaxLayerMicrobatches
+               << " compile (about 7 KB of program and 80 KB of compile "
+                  "memory each): use fewer micro-batches (partition-compile "
+                  "--microbatches, or pipeline.microbatches in the plan)";
     for (auto [name, beta] : {std::pair<StringRef, double>{"beta1", beta1},
                               {"beta2", beta2}})
       if (!(beta >= 0.0 && beta < 1.0))

@@ -78,6 +78,12 @@ struct Plan {
     /// bounded before any work (plan.json, partition-compile
     /// --microbatches, --xfmr-train-step).
     static constexpr int64_t kMaxMicrobatches = 4096;
+    /// The step is unrolled once per micro-batch (until the compiler
+    /// loops over them), so its program grows with layers x micro-batches:
+    /// about 7 KB of .ptp and 80 KB of compile memory each (gpt2-tiny, 4-16
+    /// layers, 8-64 micro-batches). 65536 keeps a program near 0.5 GB;
+    /// with pipeline stages the count is per stage's layers, the same total.
+    static constexpr int64_t kMaxLayerMicrobatches = 65536;
     llvm::StringRef scheduleOrDefault() const {
       return schedule ? llvm::StringRef(*schedule) : "1f1b";
     }
