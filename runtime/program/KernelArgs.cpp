@@ -570,4 +570,22 @@ KernelArgs checkInstruction(const Program &program,
   return Checker(program, instruction, where).run();
 }
 
+std::vector<std::vector<KernelArgs>> checkInstructions(const Program &program) {
+  std::vector<std::vector<KernelArgs>> checked;
+  for (const Function &function : program.functions) {
+    checked.emplace_back();
+    for (size_t i = 0; i < function.instructions.size(); ++i) {
+      const Instruction &instruction = function.instructions[i];
+      if (instruction.collective || instruction.transfer) {
+        checked.back().emplace_back();
+        continue;
+      }
+      checked.back().push_back(checkInstruction(
+          program, instruction,
+          function.name + " instruction #" + std::to_string(i)));
+    }
+  }
+  return checked;
+}
+
 } // namespace partition::runtime

@@ -51,6 +51,12 @@ KernelArgs checkInstruction(const Program &program,
                             const Instruction &instruction,
                             const std::string &where);
 
+/// checkInstruction for every kernel instruction of every function, by
+/// function and instruction; a collective or a transfer gets an empty
+/// KernelArgs (they have no shapes to check here). What each backend does
+/// first, before it allocates anything large.
+std::vector<std::vector<KernelArgs>> checkInstructions(const Program &program);
+
 } // namespace partition::runtime
 
 #endif // PARTITION_RUNTIME_KERNELARGS_H

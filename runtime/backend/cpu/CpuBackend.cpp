@@ -20,21 +20,15 @@ CpuBackend::CpuBackend(const Program &program,
   // Zero so that uninitialised state (moments, the step) starts at zero.
   std::memset(arena.get(), 0, program.arenaBytes);
   writeAxisIndices(program);
-  std::vector<std::vector<KernelArgs>> checked;
+  std::vector<std::vector<KernelArgs>> checked = checkInstructions(program);
   size_t bf16StagingElements = 0;
-  for (const Function &function : program.functions) {
-    checked.emplace_back();
+  for (size_t f = 0; f < program.functions.size(); ++f) {
+    const Function &function = program.functions[f];
     for (size_t i = 0; i < function.instructions.size(); ++i) {
       if (function.instructions[i].collective ||
-          function.instructions[i].transfer) {
-        // Unused: collectives and transfers have no shapes to check.
-        checked.back().emplace_back();
+          function.instructions[i].transfer)
         continue;
-      }
-      checked.back().push_back(checkInstruction(
-          program, function.instructions[i],
-          function.name + " instruction #" + std::to_string(i)));
-      const KernelArgs &args = checked.back().back();
+      const KernelArgs &args = checked[f][i];
       bf16StagingElements = std::max(bf16StagingElements,
                                      stagedElements(args));
       if (args.kernel == KernelId::Attention ||

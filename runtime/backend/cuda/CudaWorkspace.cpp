@@ -88,19 +88,14 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
 
 std::vector<std::vector<KernelArgs>>
 CudaBackend::checkAndSize(const Program &program) {
-  std::vector<std::vector<KernelArgs>> checked;
-  for (const Function &function : program.functions) {
-    checked.emplace_back();
+  std::vector<std::vector<KernelArgs>> checked = checkInstructions(program);
+  for (size_t f = 0; f < program.functions.size(); ++f) {
+    const Function &function = program.functions[f];
     for (size_t i = 0; i < function.instructions.size(); ++i) {
       if (function.instructions[i].collective ||
-          function.instructions[i].transfer) {
-        checked.back().emplace_back();
+          function.instructions[i].transfer)
         continue;
-      }
-      checked.back().push_back(checkInstruction(
-          program, function.instructions[i],
-          function.name + " instruction #" + std::to_string(i)));
-      const KernelArgs &a = checked.back().back();
+      const KernelArgs &a = checked[f][i];
       // Name the instruction in the size functions' errors.
       size_t need = 0;
       try {
