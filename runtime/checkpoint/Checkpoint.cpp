@@ -118,39 +118,38 @@ Int parseInteger(const Safetensors &file, const std::string &key) {
   return value;
 }
 
+/// The index of the first element of `bytes` of values of type T (read
+/// unaligned) for which `matches` holds, or nothing.
+template <typename T, typename Predicate>
+std::optional<size_t> firstMatch(const void *data, size_t bytes,
+                                 Predicate matches) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < bytes / sizeof(T); ++i) {
+    T value;
+    std::memcpy(&value, p + sizeof(T) * i, sizeof(T));
+    if (matches(value))
+      return i;
+  }
+  return std::nullopt;
+}
+
 /// The index of the first value of a floating-point tensor that is NaN or
 /// infinite, or nothing (also for the other dtypes).
 std::optional<size_t> firstNonFinite(DType dtype, const void *data,
                                      size_t bytes) {
-  const unsigned char *p = static_cast<const unsigned char *>(data);
+  auto nonFinite = [](auto value) { return !std::isfinite(value); };
   switch (dtype) {
   case DType::F32:
-    for (size_t i = 0; i < bytes / 4; ++i) {
-      float value;
-      std::memcpy(&value, p + 4 * i, 4);
-      if (!std::isfinite(value))
-        return i;
-    }
-    return std::nullopt;
+    return firstMatch<float>(data, bytes, nonFinite);
   case DType::F64:
-    for (size_t i = 0; i < bytes / 8; ++i) {
-      double value;
-      std::memcpy(&value, p + 8 * i, 8);
-      if (!std::isfinite(value))
-        return i;
-    }
-    return std::nullopt;
+    return firstMatch<double>(data, bytes, nonFinite);
   case DType::BF16:
   case DType::F16: {
     // Non-finite: every exponent bit set.
     uint16_t exponent = dtype == DType::BF16 ? 0x7f80 : 0x7c00;
-    for (size_t i = 0; i < bytes / 2; ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, p + 2 * i, 2);
-      if ((bits & exponent) == exponent)
-        return i;
-    }
-    return std::nullopt;
+    return firstMatch<uint16_t>(data, bytes, [&](uint16_t bits) {
+      return (bits & exponent) == exponent;
+    });
   }
   default:
     return std::nullopt;
@@ -161,33 +160,18 @@ std::optional<size_t> firstNonFinite(DType dtype, const void *data,
 /// is not), or nothing (also for the other dtypes).
 std::optional<size_t> firstNegative(DType dtype, const void *data,
                                     size_t bytes) {
-  const unsigned char *p = static_cast<const unsigned char *>(data);
+  auto negative = [](auto value) { return value < 0; };
   switch (dtype) {
   case DType::F32:
-    for (size_t i = 0; i < bytes / 4; ++i) {
-      float value;
-      std::memcpy(&value, p + 4 * i, 4);
-      if (value < 0)
-        return i;
-    }
-    return std::nullopt;
+    return firstMatch<float>(data, bytes, negative);
   case DType::F64:
-    for (size_t i = 0; i < bytes / 8; ++i) {
-      double value;
-      std::memcpy(&value, p + 8 * i, 8);
-      if (value < 0)
-        return i;
-    }
-    return std::nullopt;
+    return firstMatch<double>(data, bytes, negative);
   case DType::BF16:
   case DType::F16:
-    for (size_t i = 0; i < bytes / 2; ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, p + 2 * i, 2);
-      if ((bits & 0x8000) && (bits & 0x7fff))
-        return i;
-    }
-    return std::nullopt;
+    // The sign bit set on anything but zero.
+    return firstMatch<uint16_t>(data, bytes, [](uint16_t bits) {
+      return (bits & 0x8000) && (bits & 0x7fff);
+    });
   default:
     return std::nullopt;
   }
