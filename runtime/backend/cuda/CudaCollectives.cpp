@@ -13,6 +13,25 @@
 
 namespace partition::runtime::cudabackend {
 
+namespace {
+
+/// Makes `commStream` start after everything enqueued so far on
+/// `computeStream` (recorded into `ready`) and after `others`: the
+/// collectives of other groups it overlaps.
+void startAfterCompute(cudaStream_t commStream, cudaStream_t computeStream,
+                       cudaEvent_t ready,
+                       const std::vector<cudaEvent_t> &others,
+                       const std::string &what) {
+  checkCuda(cudaEventRecord(ready, computeStream), "cudaEventRecord", what);
+  checkCuda(cudaStreamWaitEvent(commStream, ready, 0), "cudaStreamWaitEvent",
+            what);
+  for (cudaEvent_t other : others)
+    checkCuda(cudaStreamWaitEvent(commStream, other, 0),
+              "cudaStreamWaitEvent", what);
+}
+
+} // namespace
+
 CudaBackend::CollectivePlan
 CudaBackend::compileCollective(const Program &program,
                                const Instruction &instruction,
@@ -46,12 +65,7 @@ CudaBackend::compileCollective(const Program &program,
   // The communication stream starts after everything enqueued so far on
   // the compute stream, and after overlapping collectives of other groups.
   auto startAfter = [=](const std::vector<cudaEvent_t> &others) {
-    checkCuda(cudaEventRecord(ready, computeStream), "cudaEventRecord", what);
-    checkCuda(cudaStreamWaitEvent(commStream, ready, 0),
-              "cudaStreamWaitEvent", what);
-    for (cudaEvent_t other : others)
-      checkCuda(cudaStreamWaitEvent(commStream, other, 0),
-                "cudaStreamWaitEvent", what);
+    startAfterCompute(commStream, computeStream, ready, others, what);
   };
 
   DType dtype = program.buffers[instruction.args[0]].dtype;
@@ -174,12 +188,7 @@ CudaBackend::compileTransfer(const Program &program,
   std::string label = instruction.transfer->label;
   std::string peerText = route.peerText;
   auto startAfter = [=](const std::vector<cudaEvent_t> &others) {
-    checkCuda(cudaEventRecord(ready, computeStream), "cudaEventRecord", what);
-    checkCuda(cudaStreamWaitEvent(commStream, ready, 0),
-              "cudaStreamWaitEvent", what);
-    for (cudaEvent_t other : others)
-      checkCuda(cudaStreamWaitEvent(commStream, other, 0),
-                "cudaStreamWaitEvent", what);
+    startAfterCompute(commStream, computeStream, ready, others, what);
   };
   if (!instruction.transfer->send) {
     plan.ranges = {rangeOf(buffer)};
