@@ -38,12 +38,6 @@ std::optional<int64_t> layerOfParams(Operation *op, func::FuncOp step) {
   return std::nullopt;
 }
 
-int64_t bytesOf(Value value, int64_t bytesPerElement) {
-  return saturatedByteSize(value.getType(), bytesPerElement);
-}
-
-int64_t elementBytes(Value value) { return saturatedByteSize(value.getType()); }
-
 } // namespace
 
 std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
@@ -129,7 +123,7 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
           !saved.insert(value).second || layer < 0)
         continue;
       report[layer].activationBytes =
-          saturatingAdd(report[layer].activationBytes, bytesOf(value, 2));
+          saturatingAdd(report[layer].activationBytes, saturatedByteSize(value.getType(), 2));
     }
   }
 
@@ -173,11 +167,11 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
     int64_t sent = 0;
     if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
       for (Value input : reduce.getInputs())
-        sent += 2 * (n - 1) * elementBytes(input) / n;
+        sent += 2 * (n - 1) * saturatedByteSize(input.getType()) / n;
     } else if (auto gather = dyn_cast<dist::AllGatherOp>(op)) {
-      sent = (n - 1) * elementBytes(gather.getResult()) / n;
+      sent = (n - 1) * saturatedByteSize(gather.getResult().getType()) / n;
     } else if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op)) {
-      sent = (n - 1) * elementBytes(scatter.getInput()) / n;
+      sent = (n - 1) * saturatedByteSize(scatter.getInput().getType()) / n;
     }
     report[layer].tensorParallelBytes += sent;
   }

@@ -14,6 +14,8 @@
 #include "passes/Passes.h"
 #include "passes/partition/Layout.h"
 
+#include "dialects/CheckedSize.h"
+
 #include "dialects/Xfmr/XfmrDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -84,7 +86,7 @@ LogicalResult bucketStep(func::FuncOp step, int64_t bucketBytes) {
   SmallVector<Bucket> buckets;
   for (dist::AllReduceOp reduce : pending) {
     bool loss = isLoss(reduce);
-    int64_t bytes = byteSize(reduce->getOperand(0).getType());
+    int64_t bytes = saturatedByteSize(reduce->getOperand(0).getType());
     Bucket *open = buckets.empty() ? nullptr : &buckets.back();
     if (loss || !open || open->isLoss || open->bytes >= bucketBytes ||
         open->bytes + bytes > bucketBytes ||

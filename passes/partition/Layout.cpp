@@ -195,8 +195,6 @@ std::string describe(ArrayRef<StringRef> axes) {
   return "[" + llvm::join(axes, ", ") + "]";
 }
 
-int64_t byteSize(Type type) { return saturatedByteSize(type); }
-
 std::pair<StringRef, StringRef> stateOf(func::FuncOp step, unsigned index) {
   using xfmr::XfmrDialect;
   for (auto [attr, role] :

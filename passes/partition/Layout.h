@@ -99,9 +99,6 @@ bool isLayoutPreserving(mlir::Operation *op);
 /// `[dp, tp]`, for messages and labels.
 std::string describe(llvm::ArrayRef<llvm::StringRef> axes);
 
-/// The bytes of a ranked tensor type.
-int64_t byteSize(mlir::Type type);
-
 /// The role and name of a state argument ("param", "moment1", "moment2"),
 /// or {"", ""}.
 std::pair<llvm::StringRef, llvm::StringRef> stateOf(mlir::func::FuncOp step,
