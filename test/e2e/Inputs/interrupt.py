@@ -2,14 +2,16 @@
 """Interrupts a training run the way a user or a scheduler does.
 
   interrupt.py --signal INT|TERM --metrics FILE [--after-step N]
-               [--rank R|all|group] [--twice] [--max-seconds S] -- COMMAND...
+               [--rank R|all|group] [--twice] [--delay S] [--max-seconds S]
+               -- COMMAND...
 
 Starts COMMAND (partition-run, or mpirun / partition-run --nproc running
 it) in a session of its own, waits until FILE (its --metrics-out) records
 step N (default 1), then sends the signal: to COMMAND itself, or with
 --rank to the process of that world rank (OMPI_COMM_WORLD_RANK), to every
 rank, or to COMMAND's process group (what Ctrl-C in a terminal does). --twice sends it a second time 50 ms later (give it a run whose
-steps take longer). Fails unless the job ends
+steps take longer). --delay waits S seconds more after step N (to land in
+an evaluation that follows it rather than between the step and it). Fails unless the job ends
 within S seconds (default 60) and leaves no rank running. Prints the job's
 output, then "exit: CODE" (or "exit: signal N") and, when FILE has a
 summary, "metrics: steps A-B, summary interrupted NAME after K steps".
@@ -58,6 +60,7 @@ def main():
     parser.add_argument("--after-step", type=int, default=1)
     parser.add_argument("--rank")
     parser.add_argument("--twice", action="store_true")
+    parser.add_argument("--delay", type=float, default=0)
     parser.add_argument("--max-seconds", type=float, default=60)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -78,6 +81,7 @@ def main():
                 sys.exit(f"interrupt.py: the run never recorded step "
                          f"{args.after_step}:\n{output}")
             time.sleep(0.01)
+        time.sleep(args.delay)
         ranks = rank_pids(process.pid)
         if args.rank is None or args.rank == "group":
             victims = [process.pid]
