@@ -29,8 +29,9 @@
 //    ONE line to stderr naming this process's rank, the operation, the
 //    context and the step, e.g.
 //      rank 1: all_reduce 'grads bucket 3' at step 12 timed out after 300 s;
-//      a peer is missing or stuck
-//    (on one line), then aborts the whole job so every rank exits non-zero.
+//      rank 3 has shown no sign of life for 300.2 s (stopped or dead)
+//    (on one line; PeerWatch.h names the rank that stopped, the same on
+//    every rank), then aborts the whole job so every rank exits non-zero.
 //    A distributed step cannot be resumed once a rank is lost, so there is
 //    nothing useful a caller could do with an error code.
 //

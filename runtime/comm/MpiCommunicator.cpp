@@ -2,6 +2,8 @@
 
 #include "runtime/comm/MpiCommunicator.h"
 
+#include "runtime/comm/PeerWatch.h"
+
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -56,15 +58,9 @@ void divideBy(float *data, size_t count, int size) {
 void finalizeAtExit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
+  PeerWatch::stop();
   if (!finalized)
     MPI_Finalize();
-}
-
-// Prints "%g" without a trailing ".0": 300 -> "300", 2.5 -> "2.5".
-std::string formatSeconds(double seconds) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", seconds);
-  return buffer;
 }
 
 } // namespace
@@ -95,6 +91,7 @@ MpiCommunicator::world(int *argc, char ***argv, MpiOptions options) {
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  PeerWatch::start();
   return std::unique_ptr<MpiCommunicator>(
       new MpiCommunicator(comm, "", options));
 }
@@ -128,10 +125,19 @@ MpiCommunicator::~MpiCommunicator() {
 
 void MpiCommunicator::fail(const char *op, const Context &ctx,
                            const std::string &detail) const {
+  say(op, ctx, detail);
+  abortJob();
+}
+
+void MpiCommunicator::say(const char *op, const Context &ctx,
+                          const std::string &detail) const {
   std::string line =
       failureLine(worldRank_, group_, rank_, size_, op, ctx, detail);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
+}
+
+void MpiCommunicator::abortJob() {
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort(); // MPI_Abort does not return; keeps [[noreturn]] honest
 }
@@ -147,21 +153,44 @@ void MpiCommunicator::check(int rc, const char *op, const Context &ctx) const {
 }
 
 void MpiCommunicator::wait(MPI_Request &request, const char *op,
-                           const Context &ctx) const {
+                           const Context &ctx, int peer) const {
   using Clock = std::chrono::steady_clock;
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(options_.timeoutSeconds));
+  Clock::duration timeout = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.timeoutSeconds));
+  Clock::time_point last = Clock::now(), deadline = last + timeout;
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
     MPI_Status status;
     check(MPI_Test(&request, &done, &status), op, ctx);
     if (done)
       return;
-    if (Clock::now() >= deadline)
-      fail(op, ctx,
-           "timed out after " + formatSeconds(options_.timeoutSeconds) +
-               " s; a peer is missing or stuck");
+    Clock::time_point now = Clock::now();
+    // A gap between two polls means this process was stopped (SIGSTOP, a
+    // debugger): the time it spent stopped is not its peers' fault.
+    if (now - last > std::chrono::duration<double>(PeerWatch::kSilentSeconds))
+      deadline += now - last;
+    last = now;
+    // Another rank of the node timed out and named the culprit: say the
+    // same at once (unless it names this rank, stopped and continued), and
+    // leave the abort to that rank, so that its line is not cut short.
+    if (std::optional<PeerWatch::Verdict> verdict = PeerWatch::posted()) {
+      if (verdict->silent != worldRank_)
+        say(op, ctx, PeerWatch::abandonDetail(*verdict,
+                                              options_.timeoutSeconds));
+      // One MPI_Abort (and one banner from mpirun) is enough; should that
+      // rank be gone before its abort, this one's ends the job instead.
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      abortJob();
+    }
+    if (now >= deadline) {
+      say(op, ctx,
+          PeerWatch::timeoutDetail(worldRank_, worldRankOf(peer),
+                                   options_.timeoutSeconds));
+      // The other waiting ranks print their line within a poll; give them
+      // that before MPI_Abort takes the job down.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      abortJob();
+    }
     // Spin briefly for low latency, then back off so oversubscribed ranks
     // (more ranks than cores) leave the CPU to the peers they wait for.
     if (polls < 1000)
@@ -169,6 +198,19 @@ void MpiCommunicator::wait(MPI_Request &request, const char *op,
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+}
+
+int MpiCommunicator::worldRankOf(int peer) const {
+  if (peer < 0)
+    return -1;
+  MPI_Group group, world;
+  MPI_Comm_group(comm_, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  int rank = MPI_UNDEFINED;
+  MPI_Group_translate_ranks(group, 1, &peer, world, &rank);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return rank == MPI_UNDEFINED ? -1 : rank;
 }
 
 int MpiCommunicator::toInt(size_t count, const char *op,
@@ -261,7 +303,7 @@ void MpiCommunicator::send(const float *data, size_t count, int peer, int tag,
   int n = toInt(count, name, ctx);
   MPI_Request request;
   check(MPI_Isend(data, n, MPI_FLOAT, peer, tag, comm_, &request), name, ctx);
-  wait(request, name, ctx);
+  wait(request, name, ctx, peer);
 }
 
 void MpiCommunicator::recv(float *data, size_t count, int peer, int tag,
@@ -271,7 +313,7 @@ void MpiCommunicator::recv(float *data, size_t count, int peer, int tag,
   int n = toInt(count, name, ctx);
   MPI_Request request;
   check(MPI_Irecv(data, n, MPI_FLOAT, peer, tag, comm_, &request), name, ctx);
-  wait(request, name, ctx);
+  wait(request, name, ctx, peer);
 }
 
 void MpiCommunicator::sendEager(const void *data, size_t bytes, int peer,
@@ -288,6 +330,7 @@ void MpiCommunicator::sendEager(const void *data, size_t bytes, int peer,
   pending.what = ctx.what ? ctx.what : "";
   pending.peer = ctx.peer ? ctx.peer : "";
   pending.step = ctx.step;
+  pending.peerRank = peer;
   check(MPI_Isend(pending.bytes.data(), n, MPI_BYTE, peer, tag, comm_,
                   &pending.request),
         name, ctx);
@@ -311,7 +354,7 @@ void MpiCommunicator::recvBytes(void *data, size_t bytes, int peer, int tag,
   int n = toInt(bytes, name, ctx);
   MPI_Request request;
   check(MPI_Irecv(data, n, MPI_BYTE, peer, tag, comm_, &request), name, ctx);
-  wait(request, name, ctx);
+  wait(request, name, ctx, peer);
 }
 
 void MpiCommunicator::completeSends(const Context &ctx) {
@@ -319,7 +362,8 @@ void MpiCommunicator::completeSends(const Context &ctx) {
   while (!pending_.empty()) {
     PendingSend &pending = pending_.front();
     wait(pending.request, "send",
-         {pending.what.c_str(), pending.step, pending.peer.c_str()});
+         {pending.what.c_str(), pending.step, pending.peer.c_str()},
+         pending.peerRank);
     pending_.pop_front();
   }
 }

@@ -2,7 +2,7 @@
 //
 // The CPU implementation of Communicator: MPI's C API, non-blocking calls
 // polled with MPI_Test against a deadline (see the error contract in
-// Communicator.h). Communicators use MPI_ERRORS_RETURN; an MPI error, a
+// Communicator.h); a timeout names the rank that stopped (PeerWatch.h). Communicators use MPI_ERRORS_RETURN; an MPI error, a
 // timeout or an invalid argument prints one line and calls MPI_Abort on
 // MPI_COMM_WORLD.
 //
@@ -91,10 +91,21 @@ private:
   /// aborts the job.
   [[noreturn]] void fail(const char *op, const Context &ctx,
                          const std::string &detail) const;
+  /// Prints fail()'s line only.
+  void say(const char *op, const Context &ctx,
+           const std::string &detail) const;
+  /// Ends every rank of the job (MPI_Abort).
+  [[noreturn]] static void abortJob();
   /// Fails with the MPI error string unless rc is MPI_SUCCESS.
   void check(int rc, const char *op, const Context &ctx) const;
-  /// Waits for request until the deadline; fails on timeout or error.
-  void wait(MPI_Request &request, const char *op, const Context &ctx) const;
+  /// Waits for request until the deadline; fails on timeout or error, or
+  /// as soon as another rank of the node has timed out (PeerWatch). `peer`
+  /// (a rank of this communicator, or -1 for a collective) is who the
+  /// operation waits for, blamed first when it is the one that stopped.
+  void wait(MPI_Request &request, const char *op, const Context &ctx,
+            int peer = -1) const;
+  /// The world rank of this communicator's rank `peer`; -1 for none.
+  int worldRankOf(int peer) const;
   /// Checks count fits MPI's int counts.
   int toInt(size_t count, const char *op, const Context &ctx) const;
   void checkPeer(int peer, const char *what, const char *op,
@@ -110,6 +121,7 @@ private:
     std::vector<uint8_t> bytes;
     std::string what, peer;
     int64_t step = -1;
+    int peerRank = -1;
   };
   std::deque<PendingSend> pending_;
 

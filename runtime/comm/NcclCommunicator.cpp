@@ -3,6 +3,7 @@
 #include "runtime/comm/NcclCommunicator.h"
 
 #include "runtime/comm/MpiCommunicator.h"
+#include "runtime/comm/PeerWatch.h"
 
 #include <mpi.h>
 
@@ -38,13 +39,6 @@ ncclDataType_t ncclType(DataType type) {
     return ncclInt32;
   }
   return ncclFloat32;
-}
-
-// Prints "%g" without a trailing ".0": 300 -> "300", 2.5 -> "2.5".
-std::string formatSeconds(double seconds) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", seconds);
-  return buffer;
 }
 
 // NCCL's last-error text may span lines; the error contract wants one.
@@ -297,8 +291,7 @@ void NcclCommunicator::fail(const char *op, const Context &ctx,
 
 void NcclCommunicator::timedOut(const char *op, const Context &ctx) const {
   fail(op, ctx,
-       "timed out after " + formatSeconds(options_.timeoutSeconds) +
-           " s; a peer is missing or stuck");
+       PeerWatch::timeoutDetail(worldRank_, -1, options_.timeoutSeconds));
 }
 
 void NcclCommunicator::checkCuda(cudaError_t error, const char *call,

@@ -6,7 +6,9 @@
 //                          saw a wrong value.
 //   comm-test fault        the last rank skips an all-reduce; the others
 //                          must abort within the 2 s timeout with the
-//                          one-line message (checked by RunFaultTest.cmake).
+//                          one-line message (checked by RunExpectAbort.cmake).
+//   comm-test stopped      the last rank stops itself (SIGSTOP) instead:
+//                          every line the others print names it.
 //   comm-test mpi-error    rank 0 sends with an invalid tag: the MPI error
 //                          becomes the one-line message and an abort.
 //
@@ -16,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -240,6 +243,21 @@ int runFault(int argc, char **argv) {
   return 0;
 }
 
+/// The last rank stops itself (SIGSTOP) before an all-reduce: every other
+/// rank names it as the one that stopped, whichever times out first.
+int runStopped(int argc, char **argv) {
+  auto world = MpiCommunicator::world(&argc, &argv, {2.0});
+  worldRank = world->rank();
+  float x = 1;
+  world->allReduce(&x, 1, ReduceOp::Sum, {"warm up", 6});
+  if (worldRank == world->size() - 1)
+    raise(SIGSTOP); // mpirun's abort kills it stopped
+  world->allReduce(&x, 1, ReduceOp::Sum, {"grads bucket 3", 7});
+  std::fprintf(stderr, "rank %d: all_reduce returned without its peer\n",
+               worldRank);
+  return 0;
+}
+
 int runMpiError(int argc, char **argv) {
   auto world = MpiCommunicator::world(&argc, &argv, {2.0});
   worldRank = world->rank();
@@ -320,6 +338,8 @@ int main(int argc, char **argv) {
     return runCollectives(argc, argv);
   if (mode == "fault")
     return runFault(argc, argv);
+  if (mode == "stopped")
+    return runStopped(argc, argv);
   if (mode == "mpi-error")
     return runMpiError(argc, argv);
   if (mode == "transfers")
@@ -327,7 +347,7 @@ int main(int argc, char **argv) {
   if (mode == "transfer-fault")
     return runTransferFault(argc, argv);
   std::fprintf(stderr,
-               "usage: %s collectives|fault|mpi-error|transfers|"
+               "usage: %s collectives|fault|stopped|mpi-error|transfers|"
                "transfer-fault\n",
                argv[0]);
   return 2;
