@@ -163,7 +163,7 @@ def check(arch, tools, work, torch, transformers, safetensors):
     state = [optimizer.state[p] for p in params]
     theirs = {
         "param": partition_tensors(tools, model, [p.detach() for p in params],
-                                   work, "step1", torch, safetensors),
+                                   work, "torch-step1", torch, safetensors),
         "adam_m": partition_tensors(tools, model,
                                     [s["exp_avg"] for s in state], work,
                                     "adam_m", torch, safetensors),
