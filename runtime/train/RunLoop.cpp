@@ -122,7 +122,8 @@ bool Run::startUp(Session &session) {
   session.canEvaluate = program.function("eval_step") &&
                         options.evalEvery > 0 && options.evalBatches > 0;
   if (session.canEvaluate)
-    data::BatchLoader(evalRange, batch, seq, kEvalAdvice); // Fails early.
+    warnIfEvalWraps(
+        data::BatchLoader(evalRange, batch, seq, kEvalAdvice)); // Fails early.
 
   if (!options.resume.empty())
     restore(options.resume);
@@ -288,6 +289,29 @@ void Run::reportStep(Session &session, int64_t s, float lr, float value,
     std::printf(" | eval %.4f", record["eval_loss"].get<double>());
   std::printf("\n");
   std::fflush(stdout);
+}
+
+void Run::warnIfEvalWraps(const data::BatchLoader &loader) const {
+  // Each evaluation restarts the held-out loader: more batches than it
+  // holds average some of them twice, a mean over fewer distinct tokens
+  // than --eval-batches says. Said once, at start-up.
+  int64_t distinct = loader.batchesPerEpoch();
+  if (!leader || options.evalBatches <= distinct)
+    return;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "partition-run: warning: the held-out set %s holds %lld "
+               "batch%s of %lld x %lld tokens but --eval-batches is %lld: "
+               "each evaluation wraps around and counts %s more than once; "
+               "give --eval-batches %lld, a larger --eval-fraction or more "
+               "data\n",
+               loader.tokens().describe().c_str(),
+               static_cast<long long>(distinct), distinct == 1 ? "" : "es",
+               static_cast<long long>(batch), static_cast<long long>(seq),
+               static_cast<long long>(options.evalBatches),
+               distinct == 1 ? "it" : "some of them",
+               static_cast<long long>(distinct));
+  std::fflush(stderr);
 }
 
 double Run::evaluate(int64_t step) {

@@ -194,6 +194,9 @@ private:
   /// set, when an interrupt stopped it after a batch (all ranks agree after
   /// each batch, so that a long evaluation does not delay it).
   double evaluate(int64_t step);
+  /// Rank 0: one warning line when --eval-batches exceeds the distinct
+  /// batches of the held-out `loader` (an evaluation would wrap around).
+  void warnIfEvalWraps(const data::BatchLoader &loader) const;
   /// The signal that cut the last evaluation short, or 0.
   int evalStop = 0;
   /// After step `step`: the largest of every rank's `local` stop flag (0:
