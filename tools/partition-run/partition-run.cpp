@@ -41,9 +41,15 @@ Trains the model of a program compiled by partition-compile.
                        then cosine decay
   --min-lr-ratio X     final learning rate / peak (default 0.1)
   --seed S             parameter initialisation seed (default 1337)
-  --data FILE          uint16 tokens: an llm.c shard (header of 256 int32,
-                       magic 20240520) or a raw nanoGPT .bin
-  --data-format F      auto | llmc | raw (default auto)
+  --data FILE          token ids: an llm.c shard (header of 256 int32;
+                       uint16 ids under magic 20240520, uint32 under
+                       20240801, llm.c's Llama 3 shards), a raw nanoGPT
+                       uint16 .bin, raw uint32, or a .npy array of uint16,
+                       uint32 or int32; every id is checked against the
+                       vocabulary
+  --data-format F      auto | llmc | raw | raw32 | npy (default auto: an
+                       llm.c or .npy header, else raw uint16; raw32 is
+                       never guessed)
   --text FILE          train on a text file, one token per byte
                        (default data: a built-in synthetic language whose
                        entropy rate, the loss floor, is known)
