@@ -194,9 +194,17 @@ private:
   /// set, when an interrupt stopped it after a batch (all ranks agree after
   /// each batch, so that a long evaluation does not delay it).
   double evaluate(int64_t step);
-  /// Rank 0: one warning line when --eval-batches exceeds the distinct
-  /// batches of the held-out `loader` (an evaluation would wrap around).
-  void warnIfEvalWraps(const data::BatchLoader &loader) const;
+  /// Rank 0: one warning line when `batches` exceeds the distinct batches
+  /// of the held-out `loader` (an evaluation would wrap around).
+  void warnIfEvalWraps(const data::BatchLoader &loader, int64_t batches) const;
+  /// --evaluate: one evaluation of evalBatches batches at the start state,
+  /// its line and metrics record, the summary; no update, no checkpoint.
+  TrainResult evaluateOnly(Session &session);
+  /// "cpu", or "cpu x 4 ranks (mesh dp=2 pp=1 tp=2)": where the run runs.
+  std::string describeWhere() const;
+  /// Batches per evaluation: --eval-batches, or with --evaluate and no
+  /// --eval-batches every whole batch of the data once.
+  int64_t evalBatches = 0;
   /// The signal that cut the last evaluation short, or 0.
   int evalStop = 0;
   /// After step `step`: the largest of every rank's `local` stop flag (0:

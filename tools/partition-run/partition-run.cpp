@@ -54,7 +54,8 @@ Trains the model of a program compiled by partition-compile.
                        (default data: a built-in synthetic language whose
                        entropy rate, the loss floor, is known)
   --eval-every N       held-out loss every N steps, 0 = never (default 10)
-  --eval-batches N     batches per evaluation (default 2)
+  --eval-batches N     batches per evaluation (default 2; with --evaluate,
+                       every whole batch of the data)
   --eval-fraction X    held-out share of --data / --text (default 0.1)
   --metrics-out FILE   one JSON object per step (step, loss, lr, step_ms,
                        tokens_per_s, eval_loss), then a summary
@@ -69,6 +70,13 @@ Trains the model of a program compiled by partition-compile.
   --init-from DIR      start from a checkpoint's weights (partition-import
                        writes one) with a fresh optimizer, step 0 and the
                        data from its start: fine-tuning
+  --evaluate           update nothing: print the mean loss and perplexity
+                       of --eval-batches batches from the start of --data
+                       or --text (all of it is evaluation data; without
+                       either, the built-in language's held-out stream),
+                       at the state of --init-from, --resume or --seed;
+                       --metrics-out gets one record with eval_loss and
+                       perplexity
   --stop-after N       stop after step N (saving with --save), keeping the
                        learning-rate schedule of --steps, to resume later
   --backend B          auto (default): CUDA when this build has the CUDA
@@ -235,7 +243,10 @@ CommandLine parse(int argc, char **argv) {
       {"--text", text(options.text)},
       {"--eval-every", integer(options.evalEvery, "--eval-every", 0, kMaxSteps)},
       {"--eval-batches",
-       integer(options.evalBatches, "--eval-batches", 0, 1 << 20)},
+       [&](const std::string &v) {
+         options.evalBatches = parseInt("--eval-batches", v, 0, 1 << 20);
+         options.evalBatchesGiven = true;
+       }},
       {"--eval-fraction", number(options.evalFraction, "--eval-fraction",
                                  {0, 1, true, true, "(0, 1)"})},
       {"--metrics-out", text(options.metricsOut)},
@@ -263,6 +274,11 @@ CommandLine parse(int argc, char **argv) {
     }
     if (arg == "--force") {
       options.force = true;
+      line.forwarded.push_back(argv[i]);
+      continue;
+    }
+    if (arg == "--evaluate") {
+      options.evaluate = true;
       line.forwarded.push_back(argv[i]);
       continue;
     }
@@ -300,7 +316,17 @@ CommandLine parse(int argc, char **argv) {
   if (options.program.empty())
     usageError("no program given");
   // Ranges that depend on another option.
-  if (options.evalEvery > 0 && options.evalBatches == 0)
+  if (options.evaluate && options.evalBatchesGiven &&
+      options.evalBatches == 0)
+    usageError("--evaluate with --eval-batches 0 evaluates nothing; give "
+               "--eval-batches in [1, 1048576], or leave it out to evaluate "
+               "every whole batch of the data");
+  if (options.evaluate && !options.save.empty())
+    usageError("--evaluate updates nothing, so --save would write the "
+               "weights it started from; leave out --save");
+  if (options.evaluate && options.stopAfter > 0)
+    usageError("--evaluate trains no steps; leave out --stop-after");
+  if (options.evalEvery > 0 && options.evalBatches == 0 && !options.evaluate)
     usageError("--eval-batches 0 evaluates nothing every " +
                std::to_string(options.evalEvery) +
                " steps; give --eval-batches in [1, 1048576], or --eval-every "
