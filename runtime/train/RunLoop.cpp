@@ -17,15 +17,18 @@
 #include "runtime/data/SyntheticLanguage.h"
 #include "runtime/train/Interrupt.h"
 #include "runtime/train/MetricsFile.h"
+#include "runtime/train/Npz.h"
 
 #include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 namespace partition::runtime::detail {
@@ -66,7 +69,7 @@ data::Split loadData(const TrainOptions &options, int64_t vocab,
                                 data::parseFormat(options.dataFormat))
           : data::readTextFile(options.text));
   data::validateVocab(*stream, vocab);
-  if (options.evaluate)
+  if (options.inspects())
     return {data::TokenRange(stream, 0, 0), data::TokenRange(stream)};
   return data::splitTrainEval(stream, options.evalFraction);
 }
@@ -96,7 +99,7 @@ TrainResult Run::execute() {
   Session session;
   if (!startUp(session))
     return {};
-  if (options.evaluate)
+  if (options.inspects())
     return evaluateOnly(session);
   openOutputs(session);
   session.completed = startStep;
@@ -125,11 +128,12 @@ bool Run::startUp(Session &session) {
   }
   data::Split split = loadData(options, vocab, batch * seq + 1);
   evalRange = split.eval;
-  if (options.evaluate) {
+  if (options.inspects()) {
     data::BatchLoader loader(evalRange, batch, seq, kEvaluateAdvice);
     evalBatches = options.evalBatchesGiven ? options.evalBatches
                                            : loader.batchesPerEpoch();
-    warnIfEvalWraps(loader, evalBatches);
+    if (options.evaluate)
+      warnIfEvalWraps(loader, evalBatches);
   } else {
     trainLoader = std::make_unique<data::BatchLoader>(
         split.train, batch, seq,
@@ -156,7 +160,7 @@ bool Run::startUp(Session &session) {
   session.end = options.stopAfter > 0
                     ? std::min(options.steps, options.stopAfter)
                     : options.steps;
-  if (options.resume.empty() || startStep < session.end || options.evaluate)
+  if (options.resume.empty() || startStep < session.end || options.inspects())
     return true;
   // A finished job started again (a scheduler retrying a script): there is
   // nothing to do, and saving or truncating --metrics-out would only lose
@@ -172,6 +176,77 @@ bool Run::startUp(Session &session) {
                  static_cast<long long>(session.end),
                  byStopAfter ? "--stop-after" : "--steps");
   return false;
+}
+
+void Run::dumpLogits(int64_t step) {
+  // An unwritable file fails before the work, as --trace and --save do.
+  if (leader) {
+    std::FILE *probe = std::fopen(options.dumpLogits.c_str(), "wb");
+    if (!probe)
+      throw ProgramError("--dump-logits: cannot write '" + options.dumpLogits +
+                         "': " + std::strerror(errno) +
+                         "; check that its directory exists and is writable");
+    std::fclose(probe);
+  }
+  data::BatchLoader loader(evalRange, batch, seq, kEvaluateAdvice);
+  data::Batch first = loader.nextBatch();
+  if (!quiet) {
+    std::printf("partition-run: %s on %s, the logits of the first batch of "
+                "%lld x %lld tokens of %s at step %lld (no update)\n",
+                options.program.c_str(), describeWhere().c_str(),
+                static_cast<long long>(batch), static_cast<long long>(seq),
+                evalRange.describe().c_str(), static_cast<long long>(step));
+    std::fflush(stdout);
+  }
+  feed(first);
+  auto start = TraceRecorder::Clock::now();
+  backend->run(functionIndex("logits_step"), step);
+  if (trace)
+    trace->add("logits_step", "function", start, step, {}, 0, /*tid=*/1);
+  // Each rank's block (data-parallel rows, a vocab-parallel slice of the
+  // vocabulary), gathered into the logical [batch, seq, vocab] tensor.
+  const BufferInfo &buffer = program.single(Role::Logits);
+  std::vector<float> logits(size_t(buffer.elements));
+  backend->read(buffer, logits.data());
+  std::vector<int64_t> shape = buffer.shape;
+  if (buffer.sharded()) {
+    logits = gatherLogical(buffer, logits, step);
+    shape = buffer.logicalShape();
+  }
+  if (!leader)
+    return;
+  if (shape.size() != 3 || shape[0] != batch || shape[1] != seq ||
+      shape[2] < vocab)
+    throw ProgramError(options.program + ": the logits buffer is not [" +
+                       std::to_string(batch) + ", " + std::to_string(seq) +
+                       ", vocab >= " + std::to_string(vocab) +
+                       "]; recompile the program with partition-compile "
+                       "--logits");
+  // A padded vocabulary (tp) has its padding ids last: cut them.
+  if (shape[2] > vocab) {
+    for (int64_t row = 0; row < batch * seq; ++row)
+      std::copy_n(logits.begin() + row * shape[2], vocab,
+                  logits.begin() + row * vocab);
+    logits.resize(size_t(batch * seq * vocab));
+  }
+  try {
+    writeNpz(options.dumpLogits,
+             {{"input_ids", NpyArray::Type::I32, {batch, seq},
+               first.inputs.data()},
+              {"targets", NpyArray::Type::I32, {batch, seq},
+               first.targets.data()},
+              {"logits", NpyArray::Type::F32, {batch, seq, vocab},
+               logits.data()}});
+  } catch (const std::runtime_error &error) {
+    throw ProgramError(std::string("--dump-logits: ") + error.what());
+  }
+  if (!quiet) {
+    std::printf("logits: %lld x %lld x %lld (fp32), with input_ids and "
+                "targets, in %s\n",
+                static_cast<long long>(batch), static_cast<long long>(seq),
+                static_cast<long long>(vocab), options.dumpLogits.c_str());
+    std::fflush(stdout);
+  }
 }
 
 std::string Run::describeWhere() const {
@@ -367,6 +442,15 @@ TrainResult Run::evaluateOnly(Session &session) {
   if (!options.trace.empty())
     startTrace();
   const std::string source = evalRange.describe();
+  if (!options.dumpLogits.empty())
+    dumpLogits(startStep);
+  if (!options.evaluate) {
+    session.completed = startStep;
+    if (trace)
+      finishTrace();
+    writeSummary(session);
+    return {};
+  }
   if (!quiet) {
     std::printf("partition-run: %s on %s, evaluating %lld batch%s of %lld "
                 "x %lld tokens of %s at step %lld (no update)\n",

@@ -197,9 +197,14 @@ private:
   /// Rank 0: one warning line when `batches` exceeds the distinct batches
   /// of the held-out `loader` (an evaluation would wrap around).
   void warnIfEvalWraps(const data::BatchLoader &loader, int64_t batches) const;
-  /// --evaluate: one evaluation of evalBatches batches at the start state,
-  /// its line and metrics record, the summary; no update, no checkpoint.
+  /// --evaluate and --dump-logits: the logits of the first batch (with
+  /// --dump-logits), one evaluation of evalBatches batches at the start
+  /// state with its line and metrics record (with --evaluate), the
+  /// summary; no update, no checkpoint.
   TrainResult evaluateOnly(Session &session);
+  /// --dump-logits: runs logits_step on the first batch of the data and
+  /// writes it, its targets and the gathered logits to the .npz (rank 0).
+  void dumpLogits(int64_t step);
   /// "cpu", or "cpu x 4 ranks (mesh dp=2 pp=1 tp=2)": where the run runs.
   std::string describeWhere() const;
   /// Batches per evaluation: --eval-batches, or with --evaluate and no

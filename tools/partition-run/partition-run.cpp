@@ -77,6 +77,13 @@ Trains the model of a program compiled by partition-compile.
                        at the state of --init-from, --resume or --seed;
                        --metrics-out gets one record with eval_loss and
                        perplexity
+  --dump-logits F.npz  update nothing: write the first batch of --data /
+                       --text (as --evaluate reads it) to F.npz with numpy's
+                       layout: input_ids and targets (int32, batch x seq)
+                       and logits (fp32, batch x seq x vocab, gathered from
+                       every rank in logical order); needs a program
+                       compiled with partition-compile --logits. With
+                       --evaluate, both
   --stop-after N       stop after step N (saving with --save), keeping the
                        learning-rate schedule of --steps, to resume later
   --backend B          auto (default): CUDA when this build has the CUDA
@@ -255,6 +262,7 @@ CommandLine parse(int argc, char **argv) {
       {"--save-every", integer(options.saveEvery, "--save-every", 0, kMaxSteps)},
       {"--resume", text(options.resume)},
       {"--init-from", text(options.initFrom)},
+      {"--dump-logits", text(options.dumpLogits)},
       {"--stop-after", integer(options.stopAfter, "--stop-after", 0, kMaxSteps)},
       {"--nproc", integer(line.nproc, "--nproc", 1, 1 << 20)},
       // Seconds; a week bounds what a deadline can hold without overflow.
@@ -321,11 +329,14 @@ CommandLine parse(int argc, char **argv) {
     usageError("--evaluate with --eval-batches 0 evaluates nothing; give "
                "--eval-batches in [1, 1048576], or leave it out to evaluate "
                "every whole batch of the data");
-  if (options.evaluate && !options.save.empty())
-    usageError("--evaluate updates nothing, so --save would write the "
-               "weights it started from; leave out --save");
-  if (options.evaluate && options.stopAfter > 0)
-    usageError("--evaluate trains no steps; leave out --stop-after");
+  const char *inspecting = options.evaluate ? "--evaluate" : "--dump-logits";
+  if (options.inspects() && !options.save.empty())
+    usageError(std::string(inspecting) +
+               " updates nothing, so --save would write the weights it "
+               "started from; leave out --save");
+  if (options.inspects() && options.stopAfter > 0)
+    usageError(std::string(inspecting) +
+               " trains no steps; leave out --stop-after");
   if (options.evalEvery > 0 && options.evalBatches == 0 && !options.evaluate)
     usageError("--eval-batches 0 evaluates nothing every " +
                std::to_string(options.evalEvery) +
