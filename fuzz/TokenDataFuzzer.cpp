@@ -1,16 +1,17 @@
 //===- TokenDataFuzzer.cpp - the token-data reader on arbitrary bytes -----===//
 //
 // A libFuzzer target for what partition-run does with --data / --text
-// before it trains: readTokenFile (auto, llmc, raw) or readTextFile, the
-// vocabulary check, the train/eval split, a batch loader over the train
-// part, a seek to a (fuzzed) checkpoint position, and a few batches. Any
-// input may be rejected with a DataError; any other exception, a crash, a
+// before it trains: readTokenFile (auto, llmc, raw, raw32, npy) or
+// readTextFile, the vocabulary check, the train/eval split, a batch loader
+// over the train part, a seek to a (fuzzed) checkpoint position, and a
+// few batches. Any input may be rejected with a DataError; any other exception, a crash, a
 // sanitizer report, or a result that breaks the reader's contract (a token
 // count that disagrees with the file size, an id beyond the vocabulary
 // after the check passed, a batch outside the range) is a bug.
 //
 // The input is 8 control bytes, then the file's bytes:
-//   [0] format (auto, llmc, raw, text)   [1..2] vocabulary - 1 (LE uint16)
+//   [0] format (auto, llmc, raw, raw32,  [1..2] vocabulary - 1 (LE uint16)
+//       npy, text)
 //   [3] batch - 1 (0..3)                 [4] sequence length - 1 (0..63)
 //   [5] eval fraction * 256              [6..7] seek position (LE uint16)
 // The file goes to an in-memory file (memfd) that the reader opens by path,
@@ -75,9 +76,9 @@ void writeFile(int fd, const uint8_t *data, size_t size) {
 void exercise(const uint8_t *data, size_t size) {
   if (size < kControlBytes)
     return;
-  const Format formats[] = {Format::Auto, Format::LlmC, Format::Raw,
-                            Format::Text};
-  Format format = formats[data[0] % 4];
+  const Format formats[] = {Format::Auto,  Format::LlmC, Format::Raw,
+                            Format::Raw32, Format::Npy,  Format::Text};
+  Format format = formats[data[0] % 6];
   int64_t vocab = int64_t(data[1] | data[2] << 8) + 1;
   int64_t batch = 1 + data[3] % 4;
   int64_t seq = 1 + data[4] % 64;
@@ -103,10 +104,20 @@ void exercise(const uint8_t *data, size_t size) {
     if (fileSize % 2)
       bug("raw file of odd length accepted", std::to_string(fileSize));
     break;
+  case Format::Raw32:
+    expected = fileSize / 4;
+    if (fileSize % 4)
+      bug("raw32 file of a length not a multiple of 4 accepted",
+          std::to_string(fileSize));
+    break;
   case Format::LlmC:
-    expected = (fileSize - kLlmcHeaderBytes) / 2;
-    if (fileSize != kLlmcHeaderBytes + 2 * expected)
-      bug("llm.c shard whose size disagrees with its count",
+  case Format::Npy:
+    // A header, then every remaining byte is a token of the stream's width.
+    expected = (fileSize - stream->headerBytes) / stream->bytesPerToken;
+    if (fileSize != stream->headerBytes + stream->bytesPerToken * expected ||
+        (stream->format == Format::LlmC &&
+         stream->headerBytes != kLlmcHeaderBytes))
+      bug("a header whose size disagrees with its count",
           std::to_string(fileSize));
     break;
   case Format::Auto:
@@ -117,7 +128,7 @@ void exercise(const uint8_t *data, size_t size) {
                            std::to_string(fileSize) + " bytes");
 
   validateVocab(*stream, vocab);
-  for (uint16_t token : stream->tokens)
+  for (uint32_t token : stream->tokens)
     if (token >= vocab)
       bug("an id beyond the vocabulary passed the check",
           std::to_string(token));

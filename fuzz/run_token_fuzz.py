@@ -6,7 +6,8 @@
 
 Builds a seed corpus in a temporary directory -- token files written by the
 e2e tests' own generator (FILES_PY, test/e2e/Inputs/files.py: raw uint16
-and llm.c shards, one with another magic, one of another version), plus an
+and uint32, llm.c shards of both widths, one with another magic, one of
+another version, .npy arrays of uint16, uint32 and int32), plus an
 odd-length file, a truncated shard, a header alone, a shard whose count
 disagrees with its size, ids beyond the vocabulary and a text file, each
 behind the fuzzer's 8 control bytes (TokenDataFuzzer.cpp) in every format
@@ -68,13 +69,22 @@ def make_seeds(files_py, directory):
         "count-mismatch": shard[:8] + struct.pack("<i", 299) + shard[12:],
         "negative-count": shard[:8] + struct.pack("<i", -1) + shard[12:],
         "huge-count": shard[:8] + struct.pack("<i", 0x7fffffff) + shard[12:],
+        "shard32": generate("shard32.bin", "--count", "300", "--width", "4",
+                            "--vocab", "128256", "--llmc-magic", "20240801",
+                            "--llmc-version", "7"),
+        "raw32": generate("raw32.bin", "--count", "300", "--width", "4"),
+        "npy-u2": generate("u2.npy", "--count", "300", "--npy", "u2"),
+        "npy-u4": generate("u4.npy", "--count", "300", "--npy", "u4"),
+        "npy-i4-negative": generate("i4.npy", "--count", "300", "--npy", "i4",
+                                    "--bad-at", "7", "--bad-value", "-3"),
         "text": b"The quick brown fox jumps over the lazy dog.\n" * 8,
         "empty": b"",
     }
     seeds = os.path.join(directory, "seeds")
     os.makedirs(seeds)
     for name, content in files.items():
-        for index, fmt in enumerate(["auto", "llmc", "raw", "text"]):
+        for index, fmt in enumerate(
+                ["auto", "llmc", "raw", "raw32", "npy", "text"]):
             with open(os.path.join(seeds, f"{name}-{fmt}"), "wb") as f:
                 f.write(control(index) + content)
     # Small vocabularies, long windows and a checkpoint position to seek to.

@@ -226,8 +226,9 @@ LogicalResult StepLowering::buildSignature() {
       return step.emitError() << "result #" << r
                               << " must be a statically shaped tensor, but is "
                               << step.getResultTypes()[r];
-    if (role == "loss" || role == "gradient") {
-      haveLoss |= role == "loss";
+    if (role == "loss" || role == "gradient" || role == "logits") {
+      // @logits_step returns logits instead of a loss.
+      haveLoss |= role == "loss" || role == "logits";
       resultArg.push_back(argTypes.size());
       argTypes.push_back(bufferType(step.getResultTypes()[r]));
       SmallVector<NamedAttribute> attrs{NamedAttribute(
@@ -235,6 +236,12 @@ LogicalResult StepLowering::buildSignature() {
       if (!name.empty())
         attrs.push_back(NamedAttribute(stringAttr(RtDialect::kNameAttrName),
                                        stringAttr(name)));
+      // The runtime assembles the logits from each rank's block.
+      if (Attribute sharding = step.getResultAttr(
+              r, dist::DistDialect::kLocalShardingAttrName);
+          sharding && role == "logits")
+        attrs.push_back(NamedAttribute(
+            stringAttr(dist::DistDialect::kLocalShardingAttrName), sharding));
       argAttrs.push_back(DictionaryAttr::get(context, attrs));
       continue;
     }

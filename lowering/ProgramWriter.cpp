@@ -76,6 +76,7 @@ std::optional<ptp::Role> parseRole(StringRef role) {
       .Case("loss", ptp::Role::Loss)
       .Case("gradient", ptp::Role::Gradient)
       .Case("axis_index", ptp::Role::AxisIndex)
+      .Case("logits", ptp::Role::Logits)
       .Default(std::nullopt);
 }
 

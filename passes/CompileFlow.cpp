@@ -68,6 +68,7 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   step.epsilon = options.epsilon;
   step.weightDecay = options.weightDecay;
   step.withEval = options.optimizer == "adamw";
+  step.withLogits = options.logits;
   pm.addPass(createTrainStepPass(step));
 
   // The partitioner.

@@ -53,6 +53,12 @@ struct CompileFlowOptions
                      "N's step (partition-compile compiles each and writes "
                      "one program); -1: none"),
       llvm::cl::init(-1)};
+  Option<bool> logits{
+      *this, "logits",
+      llvm::cl::desc("Also build @logits_step (the forward pass's logits, "
+                     "for partition-run --dump-logits; its output buffer "
+                     "stays in the arena)"),
+      llvm::cl::init(false)};
   Option<bool> memoryReport{
       *this, "memory-report",
       llvm::cl::desc("Print bytes per buffer category and the arena peak"),

@@ -64,6 +64,13 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
            "Also build @eval_step(params, tokens, targets) -> loss: the same "
            "micro-batches' forward passes without gradients, for held-out "
            "evaluation">,
+    Option<"withLogits", "logits", "bool", "false",
+           "Also build @logits_step(params, tokens) -> logits: the forward "
+           "pass up to the logits the loss is computed from, in fp32, for "
+           "checking a model's outputs (partition-run --dump-logits); an "
+           "evaluation entry point (it carries xfmr.eval_step), whose output "
+           "buffer the memory plan keeps for the whole run; one micro-batch "
+           "only">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Micro-batches accumulated per step (gradient accumulation)">,
     Option<"beta1", "beta1", "double", "0.9", "AdamW first-moment decay">,

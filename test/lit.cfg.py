@@ -30,3 +30,10 @@ llvm_config.with_environment("PATH", config.partition_tools_dir, append_path=Tru
 # on CPU ranks): hide GPUs so that partition-run --backend auto means the
 # same on every machine. The CUDA backend has its own tests (ctest -L gpu).
 config.environment["CUDA_VISIBLE_DEVICES"] = ""
+# Optional Python packages (never dependencies of partition): a test that
+# needs one says `REQUIRES: numpy` / `REQUIRES: tokenizers` and is reported
+# UNSUPPORTED where %python lacks it.
+import importlib.util
+for module in ("numpy", "tokenizers"):
+    if importlib.util.find_spec(module) is not None:
+        config.available_features.add(module)

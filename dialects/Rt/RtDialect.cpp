@@ -24,7 +24,7 @@ static LogicalResult verifyBufferAttribute(Operation *op, NamedAttribute attr,
     auto role = dyn_cast<StringAttr>(attr.getValue());
     if (role && llvm::is_contained({"param", "moment1", "moment2", "step", "lr",
                                     "tokens", "targets", "loss", "gradient",
-                                    "axis_index"},
+                                    "axis_index", "logits"},
                                    role.getValue()))
       return success();
     return op->emitError() << "'" << name << "'" << site

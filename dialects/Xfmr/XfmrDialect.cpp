@@ -70,10 +70,11 @@ LogicalResult verifyValueAttribute(Operation *op, Site site, unsigned index,
                            << " is \"" << role
                            << "\"; expected tokens, targets, step or lr";
   }
-  if (role == "loss" || role == "step")
+  if (role == "loss" || role == "step" || role == "logits")
     return success();
   return op->emitError() << "'" << name << "' on result #" << index
-                         << " is \"" << role << "\"; expected loss or step";
+                         << " is \"" << role
+                         << "\"; expected loss, step or logits";
 }
 
 Type regionArgType(Operation *op, unsigned region, unsigned index) {

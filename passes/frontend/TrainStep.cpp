@@ -39,6 +39,7 @@ namespace {
 
 constexpr StringLiteral kTrainStepName = "train_step";
 constexpr StringLiteral kEvalStepName = "eval_step";
+constexpr StringLiteral kLogitsStepName = "logits_step";
 
 /// What each argument of the forward function is.
 struct ForwardSignature {
@@ -285,6 +286,11 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     if (withEval) {
       FailureOr<ForwardSignature> signature = analyzeForward(forward);
       if (failed(signature) || failed(buildEvalStep(forward, *signature)))
+        return signalPassFailure();
+    }
+    if (withLogits) {
+      FailureOr<ForwardSignature> signature = analyzeForward(forward);
+      if (failed(signature) || failed(buildLogitsStep(forward, *signature)))
         return signalPassFailure();
     }
     forward.erase();
@@ -639,6 +645,101 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
       total = ScaleOp::create(builder, loc, scalarF32, total,
                               builder.getF32FloatAttr(1.0 / microbatches));
     func::ReturnOp::create(builder, loc, total);
+    return success();
+  }
+
+  /// @logits_step(params, tokens) -> logits: the forward pass up to the
+  /// logits its loss is computed from, in fp32, for checking a model's
+  /// outputs (partition-run --dump-logits). It is an evaluation entry
+  /// point, so it carries xfmr.eval_step (with `logits = true`): the
+  /// partitioner, ZeRO and the lowering treat it as they treat @eval_step,
+  /// and its result is returned in blocks like state (the runtime gathers
+  /// them). Its output buffer lives for the whole run (the memory plan
+  /// keeps function results), so it is built only when asked for.
+  LogicalResult buildLogitsStep(func::FuncOp forward,
+                                const ForwardSignature &signature) {
+    if (SymbolTable::lookupSymbolIn(getOperation(), kLogitsStepName))
+      return forward.emitError() << "symbol @" << kLogitsStepName
+                                 << " already exists; the logits step needs "
+                                    "that name";
+    if (microbatches > 1)
+      return forward.emitError()
+             << "the logits step computes the whole batch in one forward "
+                "pass, but the step has "
+             << microbatches.getValue()
+             << " micro-batches; compile the program that dumps logits "
+                "with one micro-batch (a checkpoint loads into it under any "
+                "plan)";
+    Block &forwardBody = forward.getBody().front();
+    Value loss = forwardBody.getTerminator()->getOperand(0);
+    auto crossEntropy = loss.getDefiningOp<SoftmaxCrossEntropyOp>();
+    if (!crossEntropy)
+      return forward.emitError("the loss is not an "
+                               "xfmr.softmax_cross_entropy of logits, so "
+                               "there are no logits to return");
+    Value logits = crossEntropy.getLogits();
+    // The ops the logits depend on (not the loss, nor the targets).
+    llvm::DenseSet<Operation *> needed;
+    SmallVector<Value> pending{logits};
+    while (!pending.empty()) {
+      Operation *op = pending.pop_back_val().getDefiningOp();
+      if (!op || !needed.insert(op).second)
+        continue;
+      for (Value operand : op->getOperands())
+        pending.push_back(operand);
+    }
+
+    OpBuilder builder(forward);
+    Location loc = forward.getLoc();
+    auto logitsType = cast<RankedTensorType>(logits.getType());
+    auto resultType =
+        RankedTensorType::get(logitsType.getShape(), builder.getF32Type());
+    SmallVector<Type> argTypes;
+    for (unsigned arg : signature.paramArgs)
+      argTypes.push_back(forward.getArgumentTypes()[arg]);
+    size_t numParams = argTypes.size();
+    argTypes.push_back(forward.getArgumentTypes()[signature.tokensArg]);
+    auto step = func::FuncOp::create(
+        builder, loc, kLogitsStepName,
+        builder.getFunctionType(argTypes, {resultType}));
+    for (NamedAttribute attr : forward->getDiscardableAttrs())
+      step->setAttr(attr.getName(), attr.getValue());
+    step->setAttr(XfmrDialect::kEvalStepAttrName,
+                  builder.getDictionaryAttr(
+                      {builder.getNamedAttr("microbatches",
+                                            builder.getI64IntegerAttr(1)),
+                       builder.getNamedAttr("logits", builder.getUnitAttr())}));
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
+      step.setArgAttr(index, XfmrDialect::kParamAttrName,
+                      forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
+      if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
+        step.setArgAttr(index, XfmrDialect::kLayerAttrName, layer);
+      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
+        step.setArgAttr(index, kShardingAttrName, sharding);
+    }
+    if (Attribute sharding =
+            forward.getArgAttr(signature.tokensArg, kShardingAttrName))
+      step.setArgAttr(numParams, kShardingAttrName, sharding);
+    step.setArgAttr(numParams, XfmrDialect::kInputAttrName,
+                    builder.getStringAttr("tokens"));
+    step.setResultAttr(0, XfmrDialect::kOutputAttrName,
+                       builder.getStringAttr("logits"));
+
+    Block *body = step.addEntryBlock();
+    builder.setInsertionPointToStart(body);
+    IRMapping mapping;
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+      mapping.map(forward.getArgument(arg), body->getArgument(index));
+    mapping.map(forward.getArgument(signature.tokensArg),
+                body->getArgument(numParams));
+    for (Operation &op : forwardBody.without_terminator())
+      if (needed.contains(&op))
+        builder.clone(op, mapping);
+    Value result = mapping.lookupOrDefault(logits);
+    // bf16 plans compute the logits in bf16: they are dumped as fp32.
+    if (logitsType.getElementType() != builder.getF32Type())
+      result = CastOp::create(builder, loc, resultType, result);
+    func::ReturnOp::create(builder, loc, result);
     return success();
   }
 

@@ -613,7 +613,7 @@ LogicalResult StepPropagation::layoutResults(Operation *op,
 LogicalResult StepPropagation::propagateReturn(Operation *terminator) {
   // Returned values are logical tensors: partial sums are completed. Split
   // results are returned as blocks only where the runtime knows how to
-  // assemble them (state and gradients).
+  // assemble them (state, gradients and the logits of @logits_step).
   SmallVector<Layout> consumed;
   for (OpOperand &operand : terminator->getOpOperands()) {
     Layout layout = layoutOf(operand.get());
@@ -626,12 +626,16 @@ LogicalResult StepPropagation::propagateReturn(Operation *terminator) {
            {XfmrDialect::kParamAttrName, XfmrDialect::kMoment1AttrName,
             XfmrDialect::kMoment2AttrName, XfmrDialect::kGradientAttrName})
         state |= static_cast<bool>(step.getResultAttr(index, attr));
+      auto output =
+          step.getResultAttrOfType<StringAttr>(index, XfmrDialect::kOutputAttrName);
+      state |= output && output.getValue() == "logits";
       if (!state)
         return step.emitError()
                << "result #" << index
                << " is split over the mesh; returning it whole needs an "
                   "all_gather, which the partitioner does not insert for "
-                  "results other than parameters, moments and gradients";
+                  "results other than parameters, moments, gradients and "
+                  "logits";
     }
     consumed.push_back(layout);
   }

@@ -335,10 +335,20 @@ void DistPipelinePass::runOnOperation() {
     if (function->hasAttr(kPipelineStageAttrName))
       return fail(function, "the module is already cut into pipeline "
                             "stages; run the pass once");
-    if (function->hasAttr(XfmrDialect::kTrainStepAttrName))
+    if (function->hasAttr(XfmrDialect::kTrainStepAttrName)) {
       train = function;
-    else if (function->hasAttr(XfmrDialect::kEvalStepAttrName))
+    } else if (auto evalStep = function->getAttrOfType<DictionaryAttr>(
+                   XfmrDialect::kEvalStepAttrName)) {
+      // @logits_step is an evaluation entry point too, but its stages would
+      // have to hand the logits of every micro-batch to the last stage's
+      // output: not implemented (partition-compile --logits refuses pp).
+      if (evalStep.get("logits"))
+        return fail(function, "the logits step (--xfmr-train-step "
+                              "logits=true) cannot be cut into pipeline "
+                              "stages yet; build it for plans without "
+                              "pipeline parallelism");
       eval = function;
+    }
   }
   if (!train)
     return fail(module, "no training step (a function with xfmr.train_step) "

@@ -102,8 +102,9 @@ Batch BatchLoader::nextBatch() {
   result.inputs.resize(count);
   result.targets.resize(count);
   for (int64_t i = 0; i < count; ++i) {
-    result.inputs[i] = tokens_[position_ + i];
-    result.targets[i] = tokens_[position_ + i + 1];
+    // validateVocab has checked the ids against a vocabulary that fits int32.
+    result.inputs[i] = static_cast<int32_t>(tokens_[position_ + i]);
+    result.targets[i] = static_cast<int32_t>(tokens_[position_ + i + 1]);
   }
   position_ += count;
   if (position_ + count + 1 > tokens_.size()) {

@@ -39,7 +39,7 @@ public:
   int64_t size() const { return end_ - begin_; }
   bool empty() const { return size() == 0; }
   /// Token `i` of the range (0 <= i < size(), unchecked).
-  uint16_t operator[](int64_t i) const { return stream_->tokens[begin_ + i]; }
+  uint32_t operator[](int64_t i) const { return stream_->tokens[begin_ + i]; }
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
   const std::shared_ptr<const TokenStream> &stream() const { return stream_; }

@@ -159,7 +159,7 @@ BufferInfo readBuffer(const ptp::Buffer *buffer, size_t index,
   BufferInfo info;
   std::string where = "buffer #" + std::to_string(index);
   auto role = static_cast<uint8_t>(buffer->role());
-  if (role > static_cast<uint8_t>(Role::AxisIndex))
+  if (role > static_cast<uint8_t>(Role::Logits))
     fail(origin, where + " has an unknown role " + std::to_string(role));
   info.role = static_cast<Role>(role);
   if (buffer->name())

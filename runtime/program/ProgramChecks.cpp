@@ -204,12 +204,13 @@ void checkShardedBuffers(Program &program, const std::string &origin) {
     bool state = buffer.role == Role::Param || buffer.role == Role::Moment1 ||
                  buffer.role == Role::Moment2;
     bool tokens = buffer.role == Role::Tokens || buffer.role == Role::Targets;
-    if (!state && !tokens)
+    bool logits = buffer.role == Role::Logits;
+    if (!state && !tokens && !logits)
       fail(origin, what + " has role " + roleName(buffer.role) +
-                       "; only parameters, moments, tokens and targets can "
-                       "be sharded");
-    if (buffer.dtype != (state ? DType::F32 : DType::I32))
-      fail(origin, what + (state ? " is not f32" : " is not i32"));
+                       "; only parameters, moments, tokens, targets and "
+                       "logits can be sharded");
+    if (buffer.dtype != (state || logits ? DType::F32 : DType::I32))
+      fail(origin, what + (state || logits ? " is not f32" : " is not i32"));
     if (program.mesh.empty())
       fail(origin, what + " needs a device mesh, but the program has none");
     std::set<uint32_t> used;

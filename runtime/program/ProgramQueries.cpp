@@ -26,7 +26,7 @@ const char *roleName(Role role) {
   static const char *names[] = {"temporary", "param",   "moment1",
                                 "moment2",   "step",    "lr",
                                 "tokens",    "targets", "loss",
-                                "gradient",  "axis_index"};
+                                "gradient",  "axis_index", "logits"};
   return names[static_cast<int>(role)];
 }
 

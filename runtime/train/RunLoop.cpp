@@ -17,15 +17,18 @@
 #include "runtime/data/SyntheticLanguage.h"
 #include "runtime/train/Interrupt.h"
 #include "runtime/train/MetricsFile.h"
+#include "runtime/train/Npz.h"
 
 #include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 namespace partition::runtime::detail {
@@ -44,6 +47,12 @@ const char *const kEvalAdvice =
 constexpr int64_t kSyntheticTrainTokens = 1 << 21;
 constexpr int64_t kSyntheticEvalTokens = 1 << 16;
 
+/// What to change when --evaluate's data is too small for one batch.
+const char *const kEvaluateAdvice =
+    "use more data or a smaller batch or sequence length";
+
+/// The training and held-out tokens; with --evaluate and a file, all of it
+/// is held out (the file is the evaluation set).
 data::Split loadData(const TrainOptions &options, int64_t vocab,
                      int64_t windowTokens) {
   if (!options.data.empty() && !options.text.empty())
@@ -60,6 +69,8 @@ data::Split loadData(const TrainOptions &options, int64_t vocab,
                                 data::parseFormat(options.dataFormat))
           : data::readTextFile(options.text));
   data::validateVocab(*stream, vocab);
+  if (options.inspects())
+    return {data::TokenRange(stream, 0, 0), data::TokenRange(stream)};
   return data::splitTrainEval(stream, options.evalFraction);
 }
 
@@ -88,6 +99,8 @@ TrainResult Run::execute() {
   Session session;
   if (!startUp(session))
     return {};
+  if (options.inspects())
+    return evaluateOnly(session);
   openOutputs(session);
   session.completed = startStep;
   for (int64_t s = startStep; s < session.end; ++s)
@@ -114,15 +127,25 @@ bool Run::startUp(Session &session) {
     checkSaveReplaces();
   }
   data::Split split = loadData(options, vocab, batch * seq + 1);
-  trainLoader = std::make_unique<data::BatchLoader>(
-      split.train, batch, seq,
-      "use more data, a smaller batch or sequence length, or a smaller "
-      "--eval-fraction");
   evalRange = split.eval;
-  session.canEvaluate = program.function("eval_step") &&
-                        options.evalEvery > 0 && options.evalBatches > 0;
-  if (session.canEvaluate)
-    data::BatchLoader(evalRange, batch, seq, kEvalAdvice); // Fails early.
+  if (options.inspects()) {
+    data::BatchLoader loader(evalRange, batch, seq, kEvaluateAdvice);
+    evalBatches = options.evalBatchesGiven ? options.evalBatches
+                                           : loader.batchesPerEpoch();
+    if (options.evaluate)
+      warnIfEvalWraps(loader, evalBatches);
+  } else {
+    trainLoader = std::make_unique<data::BatchLoader>(
+        split.train, batch, seq,
+        "use more data, a smaller batch or sequence length, or a smaller "
+        "--eval-fraction");
+    evalBatches = options.evalBatches;
+    session.canEvaluate = program.function("eval_step") &&
+                          options.evalEvery > 0 && options.evalBatches > 0;
+    if (session.canEvaluate) // Fails early.
+      warnIfEvalWraps(data::BatchLoader(evalRange, batch, seq, kEvalAdvice),
+                      evalBatches);
+  }
 
   if (!options.resume.empty())
     restore(options.resume);
@@ -137,7 +160,7 @@ bool Run::startUp(Session &session) {
   session.end = options.stopAfter > 0
                     ? std::min(options.steps, options.stopAfter)
                     : options.steps;
-  if (options.resume.empty() || startStep < session.end)
+  if (options.resume.empty() || startStep < session.end || options.inspects())
     return true;
   // A finished job started again (a scheduler retrying a script): there is
   // nothing to do, and saving or truncating --metrics-out would only lose
@@ -155,6 +178,88 @@ bool Run::startUp(Session &session) {
   return false;
 }
 
+void Run::dumpLogits(int64_t step) {
+  // An unwritable file fails before the work, as --trace and --save do.
+  if (leader) {
+    std::FILE *probe = std::fopen(options.dumpLogits.c_str(), "wb");
+    if (!probe)
+      throw ProgramError("--dump-logits: cannot write '" + options.dumpLogits +
+                         "': " + std::strerror(errno) +
+                         "; check that its directory exists and is writable");
+    std::fclose(probe);
+  }
+  data::BatchLoader loader(evalRange, batch, seq, kEvaluateAdvice);
+  data::Batch first = loader.nextBatch();
+  if (!quiet) {
+    std::printf("partition-run: %s on %s, the logits of the first batch of "
+                "%lld x %lld tokens of %s at step %lld (no update)\n",
+                options.program.c_str(), describeWhere().c_str(),
+                static_cast<long long>(batch), static_cast<long long>(seq),
+                evalRange.describe().c_str(), static_cast<long long>(step));
+    std::fflush(stdout);
+  }
+  feed(first);
+  auto start = TraceRecorder::Clock::now();
+  backend->run(functionIndex("logits_step"), step);
+  if (trace)
+    trace->add("logits_step", "function", start, step, {}, 0, /*tid=*/1);
+  // Each rank's block (data-parallel rows, a vocab-parallel slice of the
+  // vocabulary), gathered into the logical [batch, seq, vocab] tensor.
+  const BufferInfo &buffer = program.single(Role::Logits);
+  std::vector<float> logits(size_t(buffer.elements));
+  backend->read(buffer, logits.data());
+  std::vector<int64_t> shape = buffer.shape;
+  if (buffer.sharded()) {
+    logits = gatherLogical(buffer, logits, step);
+    shape = buffer.logicalShape();
+  }
+  if (!leader)
+    return;
+  if (shape.size() != 3 || shape[0] != batch || shape[1] != seq ||
+      shape[2] < vocab)
+    throw ProgramError(options.program + ": the logits buffer is not [" +
+                       std::to_string(batch) + ", " + std::to_string(seq) +
+                       ", vocab >= " + std::to_string(vocab) +
+                       "]; recompile the program with partition-compile "
+                       "--logits");
+  // A padded vocabulary (tp) has its padding ids last: cut them.
+  if (shape[2] > vocab) {
+    for (int64_t row = 0; row < batch * seq; ++row)
+      std::copy_n(logits.begin() + row * shape[2], vocab,
+                  logits.begin() + row * vocab);
+    logits.resize(size_t(batch * seq * vocab));
+  }
+  try {
+    writeNpz(options.dumpLogits,
+             {{"input_ids", NpyArray::Type::I32, {batch, seq},
+               first.inputs.data()},
+              {"targets", NpyArray::Type::I32, {batch, seq},
+               first.targets.data()},
+              {"logits", NpyArray::Type::F32, {batch, seq, vocab},
+               logits.data()}});
+  } catch (const std::runtime_error &error) {
+    throw ProgramError(std::string("--dump-logits: ") + error.what());
+  }
+  if (!quiet) {
+    std::printf("logits: %lld x %lld x %lld (fp32), with input_ids and "
+                "targets, in %s\n",
+                static_cast<long long>(batch), static_cast<long long>(seq),
+                static_cast<long long>(vocab), options.dumpLogits.c_str());
+    std::fflush(stdout);
+  }
+}
+
+std::string Run::describeWhere() const {
+  std::string where = backendDescription;
+  if (global.size() > 1 || !program.mesh.empty())
+    where += " x " + std::to_string(global.size()) +
+             (global.size() == 1 ? " rank (" : " ranks (") +
+             (replicaRun ? replicaRun->loaded.describeMesh()
+                         : program.describeMesh()) +
+             ")";
+  return where;
+}
+
 void Run::openOutputs(Session &session) {
   if (leader && !options.metricsOut.empty())
     session.metrics = std::make_unique<MetricsFile>(options.metricsOut);
@@ -168,13 +273,7 @@ void Run::openOutputs(Session &session) {
   if (!program.withRole(Role::LearningRate).empty())
     session.lrBuffer = &program.single(Role::LearningRate);
 
-  std::string where = backendDescription;
-  if (global.size() > 1 || !program.mesh.empty())
-    where += " x " + std::to_string(global.size()) +
-             (global.size() == 1 ? " rank (" : " ranks (") +
-             (replicaRun ? replicaRun->loaded.describeMesh()
-                         : program.describeMesh()) +
-             ")";
+  std::string where = describeWhere();
   if (!quiet)
     std::printf("partition-run: %s on %s, %lld steps of %lld x %lld tokens, "
                 "%zu parameter tensors\n",
@@ -290,12 +389,36 @@ void Run::reportStep(Session &session, int64_t s, float lr, float value,
   std::fflush(stdout);
 }
 
+void Run::warnIfEvalWraps(const data::BatchLoader &loader,
+                          int64_t batches) const {
+  // Each evaluation restarts the held-out loader: more batches than it
+  // holds average some of them twice, a mean over fewer distinct tokens
+  // than --eval-batches says. Said once, at start-up.
+  int64_t distinct = loader.batchesPerEpoch();
+  if (!leader || batches <= distinct)
+    return;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "partition-run: warning: the held-out set %s holds %lld "
+               "batch%s of %lld x %lld tokens but --eval-batches is %lld: "
+               "each evaluation wraps around and counts %s more than once; "
+               "give --eval-batches %lld, a larger --eval-fraction or more "
+               "data\n",
+               loader.tokens().describe().c_str(),
+               static_cast<long long>(distinct), distinct == 1 ? "" : "es",
+               static_cast<long long>(batch), static_cast<long long>(seq),
+               static_cast<long long>(batches),
+               distinct == 1 ? "it" : "some of them",
+               static_cast<long long>(distinct));
+  std::fflush(stderr);
+}
+
 double Run::evaluate(int64_t step) {
   size_t eval = functionIndex("eval_step");
   data::BatchLoader loader(evalRange, batch, seq, kEvalAdvice);
   double total = 0;
   evaluated = true;
-  for (int64_t i = 0; i < options.evalBatches; ++i) {
+  for (int64_t i = 0; i < evalBatches; ++i) {
     feed(loader.nextBatch());
     auto start = TraceRecorder::Clock::now();
     backend->run(eval, step);
@@ -304,13 +427,78 @@ double Run::evaluate(int64_t step) {
     total += readLoss(step);
     // An interrupt is acted on after the batch in progress, not after all
     // of them (2^20 batches took 640 s): every rank agrees, one float.
-    if (i + 1 < options.evalBatches)
+    if (i + 1 < evalBatches)
       if (int stop = agreeToStop(pendingInterrupt(), step)) {
         evalStop = stop;
         return std::numeric_limits<double>::quiet_NaN();
       }
   }
-  return total / double(options.evalBatches);
+  return total / double(evalBatches);
+}
+
+TrainResult Run::evaluateOnly(Session &session) {
+  if (leader && !options.metricsOut.empty())
+    session.metrics = std::make_unique<MetricsFile>(options.metricsOut);
+  if (!options.trace.empty())
+    startTrace();
+  const std::string source = evalRange.describe();
+  if (!options.dumpLogits.empty())
+    dumpLogits(startStep);
+  if (!options.evaluate) {
+    session.completed = startStep;
+    if (trace)
+      finishTrace();
+    writeSummary(session);
+    return {};
+  }
+  if (!quiet) {
+    std::printf("partition-run: %s on %s, evaluating %lld batch%s of %lld "
+                "x %lld tokens of %s at step %lld (no update)\n",
+                options.program.c_str(), describeWhere().c_str(),
+                static_cast<long long>(evalBatches),
+                evalBatches == 1 ? "" : "es",
+                static_cast<long long>(batch), static_cast<long long>(seq),
+                source.c_str(), static_cast<long long>(startStep));
+    std::fflush(stdout);
+  }
+  double mean = evaluate(startStep);
+  session.completed = startStep;
+  if (evalStop) {
+    session.stop = evalStop;
+    if (trace)
+      finishTrace();
+    writeSummary(session);
+    if (leader) {
+      std::fflush(stdout);
+      std::fprintf(stderr,
+                   "partition-run: interrupted by %s: the evaluation stopped "
+                   "before its last batch; no loss reported\n",
+                   interruptName(evalStop));
+      std::fflush(stderr);
+    }
+    if (global.size() > 1)
+      global.barrier({"interrupted", startStep});
+    return {evalStop, false};
+  }
+  double perplexity = std::exp(mean);
+  nlohmann::json record = {{"evaluate", true},
+                           {"step", startStep},
+                           {"eval_loss", mean},
+                           {"perplexity", perplexity},
+                           {"eval_batches", evalBatches},
+                           {"eval_tokens", evalBatches * batch * seq}};
+  if (session.metrics)
+    session.metrics->writeLine(record.dump());
+  if (!quiet) {
+    std::printf("eval loss %.6f | perplexity %.4f | %lld tokens\n", mean,
+                perplexity,
+                static_cast<long long>(evalBatches * batch * seq));
+    std::fflush(stdout);
+  }
+  if (trace)
+    finishTrace();
+  writeSummary(session);
+  return {};
 }
 
 int Run::agreeToStop(int local, int64_t step) {

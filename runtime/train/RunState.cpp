@@ -213,11 +213,13 @@ void Run::restore(const std::string &dir) {
     backend->write(program.buffers[index], &step);
   }
   const ckpt::Metadata &metadata = checkpoint.tensors.metadata();
-  trainLoader->seek(checkpoint.state.dataPosition,
-                    metadata.count("data_epoch")
-                        ? ckpt::integerMetadata(checkpoint.tensors,
-                                                "data_epoch")
-                        : 0);
+  // --evaluate reads no training data: there is no position to restore.
+  if (trainLoader)
+    trainLoader->seek(checkpoint.state.dataPosition,
+                      metadata.count("data_epoch")
+                          ? ckpt::integerMetadata(checkpoint.tensors,
+                                                  "data_epoch")
+                          : 0);
   if (!quiet)
     std::printf("resumed from %s at step %lld\n", dir.c_str(),
                 static_cast<long long>(startStep));

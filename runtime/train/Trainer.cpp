@@ -278,7 +278,18 @@ Run::Run(const TrainOptions &options, const Program &loaded,
     replicaSum = std::make_unique<ReplicaGradientSum>(replicaRun->loaded,
                                                       program, global);
   }
-  if (!program.function("eval_step") && options.evalEvery > 0 && !quiet)
+  if (options.evaluate && !program.function("eval_step"))
+    throw ProgramError(options.program +
+                       " has no eval_step (a program compiled with "
+                       "--optimizer none?); recompile it with "
+                       "partition-compile to --evaluate");
+  if (!options.dumpLogits.empty() && !program.function("logits_step"))
+    throw ProgramError(options.program +
+                       " has no logits_step; recompile it with "
+                       "partition-compile --logits (a checkpoint of any plan "
+                       "loads into it with --resume or --init-from)");
+  if (!program.function("eval_step") && options.evalEvery > 0 && !quiet &&
+      !options.inspects())
     std::fprintf(stderr, "partition-run: the program has no eval_step; "
                          "no evaluation\n");
 }

@@ -35,6 +35,20 @@ struct TrainOptions {
   /// `evalBatches` batches, and after the last step.
   int64_t evalEvery = 10;
   int64_t evalBatches = 2;
+  /// --eval-batches was given (--evaluate then evaluates that many batches,
+  /// else every whole batch of its data once).
+  bool evalBatchesGiven = false;
+  /// --evaluate: no update; the mean loss and perplexity of eval_step over
+  /// the whole of --data / --text (no held-out split; the built-in
+  /// language's held-out stream without data), from --init-from,
+  /// --resume or the seeded initialisation.
+  bool evaluate = false;
+  /// --dump-logits: write the first batch of the data (as --evaluate reads
+  /// it), its targets and logical logits (fp32) to this .npz; empty: none.
+  /// Needs a program compiled with partition-compile --logits.
+  std::string dumpLogits;
+  /// --evaluate or --dump-logits: a run that updates nothing.
+  bool inspects() const { return evaluate || !dumpLogits.empty(); }
   double evalFraction = 0.1;
   std::string save;
   int64_t saveEvery = 0; // 0: only at the end

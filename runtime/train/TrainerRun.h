@@ -194,6 +194,22 @@ private:
   /// set, when an interrupt stopped it after a batch (all ranks agree after
   /// each batch, so that a long evaluation does not delay it).
   double evaluate(int64_t step);
+  /// Rank 0: one warning line when `batches` exceeds the distinct batches
+  /// of the held-out `loader` (an evaluation would wrap around).
+  void warnIfEvalWraps(const data::BatchLoader &loader, int64_t batches) const;
+  /// --evaluate and --dump-logits: the logits of the first batch (with
+  /// --dump-logits), one evaluation of evalBatches batches at the start
+  /// state with its line and metrics record (with --evaluate), the
+  /// summary; no update, no checkpoint.
+  TrainResult evaluateOnly(Session &session);
+  /// --dump-logits: runs logits_step on the first batch of the data and
+  /// writes it, its targets and the gathered logits to the .npz (rank 0).
+  void dumpLogits(int64_t step);
+  /// "cpu", or "cpu x 4 ranks (mesh dp=2 pp=1 tp=2)": where the run runs.
+  std::string describeWhere() const;
+  /// Batches per evaluation: --eval-batches, or with --evaluate and no
+  /// --eval-batches every whole batch of the data once.
+  int64_t evalBatches = 0;
   /// The signal that cut the last evaluation short, or 0.
   int evalStop = 0;
   /// After step `step`: the largest of every rank's `local` stop flag (0:

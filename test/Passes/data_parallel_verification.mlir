@@ -66,7 +66,7 @@ func.func @eval_step(%tokens: tensor<4x8xi32> {xfmr.input = "tokens"}) -> tensor
 
 module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
-// expected-error @+1 {{result #0 is split over the mesh; returning it whole needs an all_gather, which the partitioner does not insert for results other than parameters, moments and gradients}}
+// expected-error @+1 {{result #0 is split over the mesh; returning it whole needs an all_gather, which the partitioner does not insert for results other than parameters, moments, gradients and logits}}
 func.func @eval_step(%wte: tensor<16x8xf32> {xfmr.param = "wte"},
                      %tokens: tensor<4x8xi32> {xfmr.input = "tokens"}) -> tensor<4x8x8xf32> attributes {xfmr.eval_step = {}} {
   %x = xfmr.embedding %tokens, %wte : (tensor<4x8xi32>, tensor<16x8xf32>) -> tensor<4x8x8xf32>

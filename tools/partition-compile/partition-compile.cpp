@@ -81,6 +81,13 @@ cl::opt<std::string> scheduleSvg(
     cl::desc("With pipeline parallelism (mesh.pp > 1): draw the schedule, "
              "one row per stage, F / B / W boxes with the stages' costs"),
     cl::value_desc("file.svg"), cl::cat(category));
+cl::opt<bool> logits(
+    "logits",
+    cl::desc("Also compile @logits_step: the forward pass's logits (fp32) "
+             "for partition-run --dump-logits; adds a batch x seq x vocab "
+             "output buffer to the arena. One device, dp and tp plans, one "
+             "micro-batch (not yet with pipeline stages or replicas)"),
+    cl::cat(category));
 cl::opt<std::string> emitMlir("emit-mlir",
                               cl::desc("Also write the planned rt IR here"),
                               cl::value_desc("file.mlir"), cl::cat(category));
@@ -288,9 +295,21 @@ int main(int argc, char **argv) {
   options.weightDecay = weightDecay;
   options.bucketMb = bucketMb;
   options.memoryReport = memoryReport;
+  options.logits = logits;
 
   partition::Plan plan;
-  if (!planReplicas(planFile, plan).empty())
+  bool replicas = !planReplicas(planFile, plan).empty();
+  // The pipeline's stage cut and NTP's nesting know train_step and
+  // eval_step only.
+  if (logits && (replicas || plan.mesh.pp > 1))
+    return fail(std::string("--logits is not implemented with ") +
+                (replicas ? "replicas (NTP)" : "pipeline stages (mesh.pp > 1)") +
+                " yet; compile the model for one device, dp or tp to dump its "
+                "logits (a checkpoint loads into it under any plan)");
+  if (logits && optimizer != "adamw")
+    return fail("--logits needs the evaluation steps, which --optimizer none "
+                "leaves out; use --optimizer adamw");
+  if (replicas)
     return compileReplicas(*module, plan, options);
 
   // The registered --partition-compile-flow, in two halves so that the

@@ -41,14 +41,21 @@ Trains the model of a program compiled by partition-compile.
                        then cosine decay
   --min-lr-ratio X     final learning rate / peak (default 0.1)
   --seed S             parameter initialisation seed (default 1337)
-  --data FILE          uint16 tokens: an llm.c shard (header of 256 int32,
-                       magic 20240520) or a raw nanoGPT .bin
-  --data-format F      auto | llmc | raw (default auto)
+  --data FILE          token ids: an llm.c shard (header of 256 int32;
+                       uint16 ids under magic 20240520, uint32 under
+                       20240801, llm.c's Llama 3 shards), a raw nanoGPT
+                       uint16 .bin, raw uint32, or a .npy array of uint16,
+                       uint32 or int32; every id is checked against the
+                       vocabulary
+  --data-format F      auto | llmc | raw | raw32 | npy (default auto: an
+                       llm.c or .npy header, else raw uint16; raw32 is
+                       never guessed)
   --text FILE          train on a text file, one token per byte
                        (default data: a built-in synthetic language whose
                        entropy rate, the loss floor, is known)
   --eval-every N       held-out loss every N steps, 0 = never (default 10)
-  --eval-batches N     batches per evaluation (default 2)
+  --eval-batches N     batches per evaluation (default 2; with --evaluate,
+                       every whole batch of the data)
   --eval-fraction X    held-out share of --data / --text (default 0.1)
   --metrics-out FILE   one JSON object per step (step, loss, lr, step_ms,
                        tokens_per_s, eval_loss), then a summary
@@ -63,6 +70,20 @@ Trains the model of a program compiled by partition-compile.
   --init-from DIR      start from a checkpoint's weights (partition-import
                        writes one) with a fresh optimizer, step 0 and the
                        data from its start: fine-tuning
+  --evaluate           update nothing: print the mean loss and perplexity
+                       of --eval-batches batches from the start of --data
+                       or --text (all of it is evaluation data; without
+                       either, the built-in language's held-out stream),
+                       at the state of --init-from, --resume or --seed;
+                       --metrics-out gets one record with eval_loss and
+                       perplexity
+  --dump-logits F.npz  update nothing: write the first batch of --data /
+                       --text (as --evaluate reads it) to F.npz with numpy's
+                       layout: input_ids and targets (int32, batch x seq)
+                       and logits (fp32, batch x seq x vocab, gathered from
+                       every rank in logical order); needs a program
+                       compiled with partition-compile --logits. With
+                       --evaluate, both
   --stop-after N       stop after step N (saving with --save), keeping the
                        learning-rate schedule of --steps, to resume later
   --backend B          auto (default): CUDA when this build has the CUDA
@@ -229,7 +250,10 @@ CommandLine parse(int argc, char **argv) {
       {"--text", text(options.text)},
       {"--eval-every", integer(options.evalEvery, "--eval-every", 0, kMaxSteps)},
       {"--eval-batches",
-       integer(options.evalBatches, "--eval-batches", 0, 1 << 20)},
+       [&](const std::string &v) {
+         options.evalBatches = parseInt("--eval-batches", v, 0, 1 << 20);
+         options.evalBatchesGiven = true;
+       }},
       {"--eval-fraction", number(options.evalFraction, "--eval-fraction",
                                  {0, 1, true, true, "(0, 1)"})},
       {"--metrics-out", text(options.metricsOut)},
@@ -238,6 +262,7 @@ CommandLine parse(int argc, char **argv) {
       {"--save-every", integer(options.saveEvery, "--save-every", 0, kMaxSteps)},
       {"--resume", text(options.resume)},
       {"--init-from", text(options.initFrom)},
+      {"--dump-logits", text(options.dumpLogits)},
       {"--stop-after", integer(options.stopAfter, "--stop-after", 0, kMaxSteps)},
       {"--nproc", integer(line.nproc, "--nproc", 1, 1 << 20)},
       // Seconds; a week bounds what a deadline can hold without overflow.
@@ -257,6 +282,11 @@ CommandLine parse(int argc, char **argv) {
     }
     if (arg == "--force") {
       options.force = true;
+      line.forwarded.push_back(argv[i]);
+      continue;
+    }
+    if (arg == "--evaluate") {
+      options.evaluate = true;
       line.forwarded.push_back(argv[i]);
       continue;
     }
@@ -294,7 +324,20 @@ CommandLine parse(int argc, char **argv) {
   if (options.program.empty())
     usageError("no program given");
   // Ranges that depend on another option.
-  if (options.evalEvery > 0 && options.evalBatches == 0)
+  if (options.evaluate && options.evalBatchesGiven &&
+      options.evalBatches == 0)
+    usageError("--evaluate with --eval-batches 0 evaluates nothing; give "
+               "--eval-batches in [1, 1048576], or leave it out to evaluate "
+               "every whole batch of the data");
+  const char *inspecting = options.evaluate ? "--evaluate" : "--dump-logits";
+  if (options.inspects() && !options.save.empty())
+    usageError(std::string(inspecting) +
+               " updates nothing, so --save would write the weights it "
+               "started from; leave out --save");
+  if (options.inspects() && options.stopAfter > 0)
+    usageError(std::string(inspecting) +
+               " trains no steps; leave out --stop-after");
+  if (options.evalEvery > 0 && options.evalBatches == 0 && !options.evaluate)
     usageError("--eval-batches 0 evaluates nothing every " +
                std::to_string(options.evalEvery) +
                " steps; give --eval-batches in [1, 1048576], or --eval-every "

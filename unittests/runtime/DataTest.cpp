@@ -109,6 +109,49 @@ protected:
 };
 
 const std::vector<uint16_t> kTokens = {0, 1, 50256, 513, 65535, 7, 42};
+/// Ids of a Llama 3 vocabulary (128256), beyond uint16.
+const std::vector<uint32_t> kWideTokens = {0, 1, 128000, 65536, 128255, 7};
+
+std::vector<uint32_t> wide(const std::vector<uint16_t> &tokens) {
+  return {tokens.begin(), tokens.end()};
+}
+
+/// An llm.c shard of uint32 tokens (Llama 3's header), built by hand.
+std::vector<unsigned char> llmc32Bytes(int32_t magic, int32_t version,
+                                       int32_t count,
+                                       const std::vector<uint32_t> &tokens) {
+  std::vector<unsigned char> bytes = llmcBytes(magic, version, count, {});
+  for (uint32_t token : tokens) {
+    const auto word = int32Bytes(static_cast<int32_t>(token));
+    bytes.insert(bytes.end(), word.begin(), word.end());
+  }
+  return bytes;
+}
+
+/// A version-1 .npy file: `header` (the dict) padded as numpy pads it,
+/// then `data`.
+std::vector<unsigned char> npyBytes(const std::string &header,
+                                    const std::vector<unsigned char> &data) {
+  std::string text = header;
+  while ((10 + text.size() + 1) % 64 != 0)
+    text += ' ';
+  text += '\n';
+  std::vector<unsigned char> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  bytes.push_back(static_cast<unsigned char>(text.size()));
+  bytes.push_back(static_cast<unsigned char>(text.size() >> 8));
+  bytes.insert(bytes.end(), text.begin(), text.end());
+  bytes.insert(bytes.end(), data.begin(), data.end());
+  return bytes;
+}
+
+std::vector<unsigned char> uint32Bytes(const std::vector<uint32_t> &tokens) {
+  std::vector<unsigned char> bytes;
+  for (uint32_t token : tokens) {
+    const auto word = int32Bytes(static_cast<int32_t>(token));
+    bytes.insert(bytes.end(), word.begin(), word.end());
+  }
+  return bytes;
+}
 
 //===----------------------------------------------------------------------===//
 // Files
@@ -119,7 +162,7 @@ TEST_F(DataFiles, ReadsLlmcShard) {
       write("shard.bin", llmcBytes(20240520, 1, kTokens.size(), kTokens));
   for (Format format : {Format::Auto, Format::LlmC}) {
     const TokenStream stream = readTokenFile(path, format);
-    EXPECT_EQ(stream.tokens, kTokens);
+    EXPECT_EQ(stream.tokens, wide(kTokens));
     EXPECT_EQ(stream.format, Format::LlmC);
     EXPECT_EQ(stream.source, path);
     EXPECT_EQ(stream.headerBytes, 1024);
@@ -131,7 +174,7 @@ TEST_F(DataFiles, ReadsRawUint16) {
   const std::string path = write("train.bin", rawBytes(kTokens));
   for (Format format : {Format::Auto, Format::Raw}) {
     const TokenStream stream = readTokenFile(path, format);
-    EXPECT_EQ(stream.tokens, kTokens);
+    EXPECT_EQ(stream.tokens, wide(kTokens));
     EXPECT_EQ(stream.format, Format::Raw);
     EXPECT_EQ(stream.headerBytes, 0);
   }
@@ -154,9 +197,9 @@ TEST_F(DataFiles, WritersRoundTrip) {
   writeRawFile(raw, kTokens);
   EXPECT_EQ(fs::file_size(llmc), 1024 + 2 * kTokens.size());
   EXPECT_EQ(fs::file_size(raw), 2 * kTokens.size());
-  EXPECT_EQ(readTokenFile(llmc).tokens, kTokens);
+  EXPECT_EQ(readTokenFile(llmc).tokens, wide(kTokens));
   EXPECT_EQ(readTokenFile(llmc).format, Format::LlmC);
-  EXPECT_EQ(readTokenFile(raw).tokens, kTokens);
+  EXPECT_EQ(readTokenFile(raw).tokens, wide(kTokens));
   EXPECT_EQ(readTokenFile(raw).format, Format::Raw);
   const std::string message =
       errorOf([&] { writeRawFile((dir / "no" / "such.bin").string(), kTokens); });
@@ -169,7 +212,7 @@ TEST_F(DataFiles, ReadsTextAsBytes) {
   for (const TokenStream &stream :
        {readTextFile(path), readTokenFile(path, Format::Text)}) {
     EXPECT_EQ(stream.tokens,
-              (std::vector<uint16_t>{104, 0xc3, 0xa9, 108, 108, 111, 10}));
+              (std::vector<uint32_t>{104, 0xc3, 0xa9, 108, 108, 111, 10}));
     EXPECT_EQ(stream.format, Format::Text);
     EXPECT_EQ(stream.bytesPerToken, 1);
     validateVocab(stream, kTextVocab);
@@ -323,6 +366,163 @@ TEST_F(DataFiles, OutOfVocabularyIdNamesPositionAndFile) {
                   "token id 300 at position 5 (byte offset 10)");
 }
 
+//===----------------------------------------------------------------------===//
+// Tokens beyond uint16: llm.c's Llama 3 shards, raw uint32, .npy
+//===----------------------------------------------------------------------===//
+
+TEST_F(DataFiles, ReadsLlmc32Shard) {
+  const std::string path = write(
+      "llama.bin", llmc32Bytes(20240801, 7, kWideTokens.size(), kWideTokens));
+  for (Format format : {Format::Auto, Format::LlmC}) {
+    const TokenStream stream = readTokenFile(path, format);
+    EXPECT_EQ(stream.tokens, kWideTokens);
+    EXPECT_EQ(stream.format, Format::LlmC);
+    EXPECT_EQ(stream.headerBytes, 1024);
+    EXPECT_EQ(stream.bytesPerToken, 4);
+    validateVocab(stream, 128256);
+  }
+  // Each magic has its version.
+  const std::string v1 =
+      write("v1.bin", llmc32Bytes(20240801, 1, 1, {70000}));
+  EXPECT_CONTAINS(errorOf([&] { readTokenFile(v1); }),
+                  "has version 1, but only version 7 (uint32 tokens)");
+  // Truncated: the count is of 4-byte tokens.
+  const std::string cut =
+      write("cut32.bin", llmc32Bytes(20240801, 7, 4, {1, 2, 3}));
+  EXPECT_CONTAINS(errorOf([&] { readTokenFile(cut); }),
+                  "4 tokens (1040 bytes) but the file has 1036");
+  // Auto refuses a 4-byte-token layout with another magic, as a 2-byte one.
+  const std::string other =
+      write("other32.bin", llmc32Bytes(20240802, 7, 2, {1, 2}));
+  EXPECT_CONTAINS(errorOf([&] { readTokenFile(other); }),
+                  "layout of an llm.c shard");
+}
+
+TEST_F(DataFiles, ReadsRawUint32OnlyWhenAsked) {
+  const std::string path = write("train32.bin", uint32Bytes(kWideTokens));
+  const TokenStream stream = readTokenFile(path, Format::Raw32);
+  EXPECT_EQ(stream.tokens, kWideTokens);
+  EXPECT_EQ(stream.format, Format::Raw32);
+  EXPECT_EQ(stream.bytesPerToken, 4);
+  // Auto cannot tell uint32 from uint16 tokens: it reads uint16.
+  EXPECT_EQ(readTokenFile(path).format, Format::Raw);
+  const std::string odd = write("odd32.bin", {1, 0, 0, 0, 2, 0});
+  EXPECT_CONTAINS(errorOf([&] { readTokenFile(odd, Format::Raw32); }),
+                  "length of 6 bytes, not a multiple of 4");
+}
+
+TEST_F(DataFiles, OutOfVocabularyBeyondUint16) {
+  std::vector<uint32_t> tokens = kWideTokens;
+  tokens[4] = 128256;
+  const std::string path =
+      write("oov32.bin", llmc32Bytes(20240801, 7, tokens.size(), tokens));
+  const std::string message =
+      errorOf([&] { validateVocab(readTokenFile(path), 128256); });
+  EXPECT_CONTAINS(message, "token id 128256 at position 4 (byte offset 1040) "
+                           "of '" + path + "'");
+  EXPECT_CONTAINS(message, "vocabulary of 128256");
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+}
+
+TEST_F(DataFiles, WritersRoundTripUint32) {
+  const std::string llmc = (dir / "w32.llmc").string();
+  const std::string raw = (dir / "w32.raw").string();
+  writeLlmcFile(llmc, kWideTokens);
+  writeRawFile(raw, kWideTokens);
+  EXPECT_EQ(fs::file_size(llmc), 1024 + 4 * kWideTokens.size());
+  EXPECT_EQ(readTokenFile(llmc).tokens, kWideTokens);
+  EXPECT_EQ(readTokenFile(raw, Format::Raw32).tokens, kWideTokens);
+}
+
+TEST_F(DataFiles, ReadsNpyArrays) {
+  const std::string u2 = write(
+      "u2.npy", npyBytes("{'descr': '<u2', 'fortran_order': False, "
+                         "'shape': (7,), }",
+                         rawBytes(kTokens)));
+  const std::string u4 = write(
+      "u4.npy", npyBytes("{'descr': '<u4', 'fortran_order': False, "
+                         "'shape': (2, 3), }",
+                         uint32Bytes(kWideTokens)));
+  const std::string i4 = write(
+      "i4.npy", npyBytes("{'descr': '<i4', 'fortran_order': False, "
+                         "'shape': (6,), }",
+                         uint32Bytes(kWideTokens)));
+  for (Format format : {Format::Auto, Format::Npy}) {
+    EXPECT_EQ(readTokenFile(u2, format).tokens, wide(kTokens));
+    EXPECT_EQ(readTokenFile(u2, format).bytesPerToken, 2);
+    EXPECT_EQ(readTokenFile(u4, format).tokens, kWideTokens);
+    EXPECT_EQ(readTokenFile(i4, format).tokens, kWideTokens);
+    EXPECT_EQ(readTokenFile(i4, format).format, Format::Npy);
+  }
+  // Byte offsets in messages count the header.
+  const TokenStream stream = readTokenFile(u4);
+  EXPECT_EQ(stream.headerBytes, 128);
+  EXPECT_CONTAINS(errorOf([&] { validateVocab(stream, 128000); }),
+                  "token id 128000 at position 2 (byte offset 136)");
+}
+
+TEST_F(DataFiles, RefusesBadNpyArrays) {
+  auto npy = [&](const std::string &name, const std::string &header,
+                 const std::vector<unsigned char> &data) {
+    return errorOf([&] { readTokenFile(write(name, npyBytes(header, data))); });
+  };
+  std::vector<uint32_t> negative = {3, 4, 0xfffffffbu, 5};
+  EXPECT_CONTAINS(npy("neg.npy",
+                      "{'descr': '<i4', 'fortran_order': False, "
+                      "'shape': (4,), }",
+                      uint32Bytes(negative)),
+                  "token id -5 at position 2 (byte offset 136)");
+  EXPECT_CONTAINS(npy("f8.npy",
+                      "{'descr': '<f8', 'fortran_order': False, "
+                      "'shape': (1,), }",
+                      std::vector<unsigned char>(8, 0)),
+                  "holds dtype '<f8', not token ids");
+  EXPECT_CONTAINS(npy("i8.npy",
+                      "{'descr': '<i8', 'fortran_order': False, "
+                      "'shape': (1,), }",
+                      std::vector<unsigned char>(8, 0)),
+                  "save uint16, uint32 or int32 ids");
+  EXPECT_CONTAINS(npy("be.npy",
+                      "{'descr': '>u4', 'fortran_order': False, "
+                      "'shape': (1,), }",
+                      std::vector<unsigned char>(4, 0)),
+                  "big-endian");
+  EXPECT_CONTAINS(npy("fortran.npy",
+                      "{'descr': '<u2', 'fortran_order': True, "
+                      "'shape': (2, 2), }",
+                      std::vector<unsigned char>(8, 0)),
+                  "Fortran-order");
+  EXPECT_CONTAINS(npy("cut.npy",
+                      "{'descr': '<u4', 'fortran_order': False, "
+                      "'shape': (3,), }",
+                      std::vector<unsigned char>(8, 0)),
+                  "truncated: its header announces 3 tokens of 4 bytes");
+  EXPECT_CONTAINS(npy("long.npy",
+                      "{'descr': '<u2', 'fortran_order': False, "
+                      "'shape': (1,), }",
+                      std::vector<unsigned char>(4, 0)),
+                  "longer than its header says");
+  EXPECT_CONTAINS(npy("empty.npy",
+                      "{'descr': '<u2', 'fortran_order': False, "
+                      "'shape': (0,), }",
+                      {}),
+                  "holds no tokens");
+  EXPECT_CONTAINS(npy("noshape.npy",
+                      "{'descr': '<u2', 'fortran_order': False, }",
+                      std::vector<unsigned char>(2, 0)),
+                  "has no 'shape' in its header");
+  // Forced npy on another file; a preamble cut short.
+  EXPECT_CONTAINS(
+      errorOf([&] { readTokenFile(write("raw.bin", rawBytes(kTokens)),
+                                  Format::Npy); }),
+      "is not an .npy array");
+  EXPECT_CONTAINS(errorOf([&] {
+                    readTokenFile(write("short.npy", {0x93, 'N', 'U', 'M',
+                                                      'P', 'Y', 1, 0}));
+                  }),
+                  "truncated in its preamble");
+}
+
 TEST(DataFormat, ParsesNames) {
   EXPECT_EQ(parseFormat("auto"), Format::Auto);
   EXPECT_EQ(parseFormat("llmc"), Format::LlmC);
@@ -330,8 +530,13 @@ TEST(DataFormat, ParsesNames) {
   EXPECT_EQ(parseFormat("raw"), Format::Raw);
   EXPECT_EQ(parseFormat("text"), Format::Text);
   EXPECT_EQ(formatName(Format::LlmC), "llmc");
-  EXPECT_CONTAINS(errorOf([] { parseFormat("npy"); }),
-                  "unknown token file format 'npy'");
+  EXPECT_EQ(parseFormat("raw32"), Format::Raw32);
+  EXPECT_EQ(parseFormat("npy"), Format::Npy);
+  EXPECT_EQ(formatName(Format::Raw32), "raw32");
+  EXPECT_EQ(formatName(Format::Npy), "npy");
+  EXPECT_CONTAINS(errorOf([] { parseFormat("npz"); }),
+                  "unknown token file format 'npz'; use one of auto, llmc, "
+                  "raw, raw32, npy, text");
 }
 
 //===----------------------------------------------------------------------===//
@@ -503,10 +708,10 @@ TEST(SyntheticLanguage, GoldenValuesForTheDefaultSeed) {
   // the default dataset fails here.
   const SyntheticLanguage language(256);
   EXPECT_EQ(language.generate(16).tokens,
-            (std::vector<uint16_t>{211, 21, 130, 58, 191, 98, 37, 52, 185, 132,
+            (std::vector<uint32_t>{211, 21, 130, 58, 191, 98, 37, 52, 185, 132,
                                    106, 45, 111, 34, 140, 78}));
   EXPECT_EQ(language.generate(8, SyntheticLanguage::kEvalStream).tokens,
-            (std::vector<uint16_t>{230, 139, 40, 151, 238, 180, 160, 182}));
+            (std::vector<uint32_t>{230, 139, 40, 151, 238, 180, 160, 182}));
   EXPECT_NEAR(language.entropyRateNats(), 1.6235222366312088, 1e-12);
 }
 

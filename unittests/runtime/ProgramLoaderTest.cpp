@@ -322,6 +322,7 @@ TEST(ProgramLoader, AxisIndexBuffers) {
   EXPECT_EQ(loaded.axisIndexAxes(loaded.buffers[6]),
             (std::vector<uint32_t>{2, 0}));
   EXPECT_STREQ(runtime::roleName(runtime::Role::AxisIndex), "axis_index");
+  EXPECT_STREQ(runtime::roleName(runtime::Role::Logits), "logits");
 }
 
 TEST(ProgramLoader, RejectsBadAxisIndexBuffers) {

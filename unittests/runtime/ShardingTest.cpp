@@ -153,6 +153,9 @@ TEST(ShardedBuffers, NoAxesIsReplicated) {
   program.buffers[1].role = Role::Moment2;
   program.buffers[1].sharding = {{}, {0}};
   EXPECT_TRUE(roundTrip(program).buffers[1].sharded());
+  // So may logits (partition-compile --logits): the runtime gathers them.
+  program.buffers[1].role = Role::Logits;
+  EXPECT_TRUE(roundTrip(program).buffers[1].sharded());
 }
 
 TEST(ShardedBuffers, Rejections) {
@@ -163,7 +166,7 @@ TEST(ShardedBuffers, Rejections) {
   };
   EXPECT_EQ(with([](Program &p) { p.buffers[1].role = Role::Temporary; }),
             "p.ptp: sharded buffer #1 ('w') has role temporary; only "
-            "parameters, moments, tokens and targets can be sharded");
+            "parameters, moments, tokens, targets and logits can be sharded");
   EXPECT_EQ(with([](Program &p) { p.buffers[1].sharding = {{1}}; }),
             "p.ptp: sharded buffer #1 ('w') has a sharding of 1 dimensions, "
             "but its shape [2,3] has rank 2");
@@ -186,7 +189,13 @@ TEST(ShardedBuffers, Rejections) {
               p.buffers[1].role = Role::Step;
             }),
             "p.ptp: sharded buffer #1 ('w') has role step; only parameters, "
-            "moments, tokens and targets can be sharded");
+            "moments, tokens, targets and logits can be sharded");
+  // Logits (partition-compile --logits) are f32 blocks, never flat.
+  EXPECT_EQ(with([](Program &p) {
+              p.buffers[1].role = Role::Logits;
+              p.buffers[1].dtype = DType::I32;
+            }),
+            "p.ptp: sharded buffer #1 ('w') is not f32");
 }
 
 /// ZeRO's flat shards: "w" is chunk i of the flattened [2, 5] tensor

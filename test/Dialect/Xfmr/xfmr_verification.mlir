@@ -1258,8 +1258,8 @@ func.func @input_unknown_role(%a: tensor<2x4xi32> {xfmr.input = "tokens"}, %b: t
 
 // -----
 
-// expected-error @+1 {{'xfmr.output' on result #0 is "logits"; expected loss or step}}
-func.func @output_unknown_role(%x: tensor<f32>) -> (tensor<f32> {xfmr.output = "logits"}) {
+// expected-error @+1 {{'xfmr.output' on result #0 is "probs"; expected loss, step or logits}}
+func.func @output_unknown_role(%x: tensor<f32>) -> (tensor<f32> {xfmr.output = "probs"}) {
   return %x : tensor<f32>
 }
 

@@ -8,12 +8,19 @@
                                                 its identifier check)
   files.py replace IN OUT --find TEXT --by TEXT the first occurrence of TEXT,
                                                 same length (fails if absent)
-  files.py tokens OUT --count N [--vocab V] [--bad-at I --bad-value X]
-                 [--llmc-magic M [--llmc-version V]]
-                                                raw uint16 tokens 0..V-1
-                                                cycling, token I set to X;
-                                                with --llmc-magic, behind an
-                                                llm.c header with that magic
+  files.py tokens OUT --count N [--vocab V] [--first F]
+                 [--bad-at I --bad-value X]
+                 [--width 2|4] [--llmc-magic M [--llmc-version V]]
+                 [--npy DTYPE]
+                                                raw uint16 tokens F..V-1,
+                                                0..V-1 cycling (F = 0 by
+                                                default), token I set to X;
+                                                --width 4: uint32; with
+                                                --llmc-magic, behind an
+                                                llm.c header with that magic;
+                                                with --npy u2, u4 or i4, an
+                                                .npy array of that dtype
+                                                (written without numpy)
 """
 
 import argparse
@@ -50,15 +57,24 @@ def replace(args):
 
 
 def tokens(args):
-    values = [i % args.vocab for i in range(args.count)]
+    values = [(args.first + i) % args.vocab for i in range(args.count)]
     if args.bad_at is not None:
         values[args.bad_at] = args.bad_value
     header = b""
+    code = {2: "H", 4: "I"}[args.width]
     if args.llmc_magic is not None:
         header = struct.pack("<3i", args.llmc_magic, args.llmc_version,
                              len(values)) + bytes(1024 - 12)
+    if args.npy is not None:
+        code = {"u2": "H", "u4": "I", "i4": "i"}[args.npy]
+        text = (f"{{'descr': '<{args.npy}', 'fortran_order': False, "
+                f"'shape': ({len(values)},), }}")
+        # Padded with spaces and a newline to a multiple of 64, as numpy does.
+        text += " " * (63 - (10 + len(text)) % 64) + "\n"
+        header = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + \
+            text.encode("latin1")
     open(args.output, "wb").write(
-        header + struct.pack(f"<{len(values)}H", *values))
+        header + struct.pack(f"<{len(values)}{code}", *values))
 
 
 def main():
@@ -84,10 +100,13 @@ def main():
     k.add_argument("output")
     k.add_argument("--count", type=int, required=True)
     k.add_argument("--vocab", type=int, default=256)
+    k.add_argument("--first", type=int, default=0)
     k.add_argument("--bad-at", type=int)
     k.add_argument("--bad-value", type=int, default=65535)
     k.add_argument("--llmc-magic", type=int)
     k.add_argument("--llmc-version", type=int, default=1)
+    k.add_argument("--width", type=int, choices=[2, 4], default=2)
+    k.add_argument("--npy", choices=["u2", "u4", "i4"])
     k.set_defaults(run=tokens)
     args = parser.parse_args()
     args.run(args)
