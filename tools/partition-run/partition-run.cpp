@@ -23,6 +23,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -269,6 +270,7 @@ CommandLine parse(int argc, char **argv) {
       {"--comm-timeout", number(options.commTimeoutSeconds, "--comm-timeout",
                                 {0, 604800, true, false, "(0, 604800]"})},
   };
+  std::set<std::string> given; // the options with a value on the line
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -299,6 +301,7 @@ CommandLine parse(int argc, char **argv) {
     }
     auto setter = withValue.find(arg);
     if (setter != withValue.end()) {
+      given.insert(arg);
       int first = i;
       if (!inlineValue) {
         if (i + 1 >= argc)
@@ -334,9 +337,15 @@ CommandLine parse(int argc, char **argv) {
     usageError(std::string(inspecting) +
                " updates nothing, so --save would write the weights it "
                "started from; leave out --save");
-  if (options.inspects() && options.stopAfter > 0)
-    usageError(std::string(inspecting) +
-               " trains no steps; leave out --stop-after");
+  // The options of training alone would do nothing: refused, as inert
+  // plan fields are, rather than silently ignored.
+  if (options.inspects())
+    for (const char *training :
+         {"--steps", "--stop-after", "--lr", "--warmup", "--min-lr-ratio",
+          "--save-every", "--eval-every"})
+      if (given.count(training))
+        usageError(std::string(inspecting) + " trains no steps; leave out " +
+                   training);
   if (options.evalEvery > 0 && options.evalBatches == 0 && !options.evaluate)
     usageError("--eval-batches 0 evaluates nothing every " +
                std::to_string(options.evalEvery) +
