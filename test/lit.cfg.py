@@ -30,3 +30,13 @@ llvm_config.with_environment("PATH", config.partition_tools_dir, append_path=Tru
 # on CPU ranks): hide GPUs so that partition-run --backend auto means the
 # same on every machine. The CUDA backend has its own tests (ctest -L gpu).
 config.environment["CUDA_VISIBLE_DEVICES"] = ""
+# The CPU's vector units, for the tests of the OpenBLAS kernel choice
+# (test/e2e/blas-core*.test): "cpu-avx2-fma" where Haswell kernels can run.
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        cpu_flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                          if line.startswith("flags")), [])
+except OSError:
+    cpu_flags = []
+if "avx2" in cpu_flags and "fma" in cpu_flags:
+    config.available_features.add("cpu-avx2-fma")

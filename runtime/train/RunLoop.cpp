@@ -12,6 +12,7 @@
 
 #include "runtime/train/TrainerRun.h"
 
+#include "runtime/backend/cpu/BlasCore.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataError.h"
 #include "runtime/data/SyntheticLanguage.h"
@@ -175,14 +176,19 @@ void Run::openOutputs(Session &session) {
              (replicaRun ? replicaRun->loaded.describeMesh()
                          : program.describeMesh()) +
              ")";
+  // On CPU ranks, the GEMM kernels that run and why (BlasCore.h): a
+  // misjudged CPU costs several times the step time.
+  std::string kernels;
+  if (std::string(backend->name()) == "cpu")
+    kernels = "; " + cpu::blasCoreReport().describe();
   if (!quiet)
     std::printf("partition-run: %s on %s, %lld steps of %lld x %lld tokens, "
-                "%zu parameter tensors\n",
+                "%zu parameter tensors%s\n",
                 options.program.c_str(), where.c_str(),
                 static_cast<long long>(options.steps),
                 static_cast<long long>(batch), static_cast<long long>(seq),
-                program.withRoleInStreams(Role::Param).size() -
-                    tiedCopies());
+                program.withRoleInStreams(Role::Param).size() - tiedCopies(),
+                kernels.c_str());
 }
 
 bool Run::trainStep(Session &session, int64_t s) {
@@ -398,6 +404,15 @@ void Run::writeSummary(Session &session) {
                             {"ranks", ranks}};
   if (memory.device > 0)
     summary["device_bytes"] = memory.device;
+  if (std::string(backend->name()) == "cpu") {
+    const cpu::BlasCoreReport &blas = cpu::blasCoreReport();
+    summary["blas_core"] = blas.core;
+    summary["blas_core_source"] = cpu::blasCoreSourceName(blas.source);
+    if (blas.source == cpu::BlasCoreSource::Corrected)
+      summary["blas_core_library"] = blas.libraryCore;
+    if (!blas.cpuBest.empty())
+      summary["blas_core_cpu_best"] = blas.cpuBest;
+  }
   if (session.stop) {
     summary["interrupted"] = interruptName(session.stop);
     summary["steps_done"] = session.completed;
