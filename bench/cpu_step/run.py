@@ -134,20 +134,25 @@ class Meter:
 
 # --- OpenBLAS sgemm ---------------------------------------------------------
 
-def bench_sgemm(args, work):
-    out = os.path.join(work, "sgemm.json")
+def bench_sgemm(args, work, extra_env=None, tag=""):
+    """partition-bench-sgemm's JSON: it picks the best kernels this CPU has
+    unless OPENBLAS_CORETYPE (in extra_env or ours) says which."""
+    out = os.path.join(work, f"sgemm{tag}.json")
     tool = os.path.join(args.build, "bin", "partition-bench-sgemm")
     cmd = [tool, "--threads", str(args.threads), "--repeats", str(args.sgemm_repeats),
            "--tokens", str(args.batch * args.seq_len), "--hidden", str(GPT2["hidden"]),
            "--ffn", str(GPT2["ffn"]), "--vocab", str(GPT2["vocab"]),
            "--layers", str(GPT2["layers"]), "--json", out]
+    env = thread_env(args.threads)
+    env.update(extra_env or {})
     with Meter() as meter:
-        result = run(cmd, env=thread_env(args.threads))
+        result = run(cmd, env=env)
     sys.stderr.write(result.stdout)
     with open(out) as f:
         data = json.load(f)
     data.update(meter.record())
-    data["command"] = " ".join(cmd)
+    data["command"] = " ".join([f"{k}={v}" for k, v in (extra_env or {}).items()] + cmd)
+    data["env"] = dict(extra_env or {})
     return data
 
 
@@ -207,7 +212,11 @@ class Partition:
                     times.append(record["step_ms"])
                     losses.append(record["loss"])
         return {"times": times, "warmup": a.warmup, "losses": losses,
-                "peak_rss_bytes": summary.get("peak_rss_bytes"), **meter.record()}
+                "peak_rss_bytes": summary.get("peak_rss_bytes"),
+                "blas_core": summary.get("blas_core"),
+                "blas_core_source": summary.get("blas_core_source"),
+                "blas_core_library": summary.get("blas_core_library"),
+                **meter.record()}
 
     def profile(self):
         a = self.args
@@ -497,8 +506,14 @@ def summarise(system, rounds, flops, peak):
         raise SystemExit(f"[cpu_step] {system.name}: no step left after warm-up")
     median = statistics.median(measured)
     gflops = flops / (median / 1e3) / 1e9
+    # partition's rows: the OpenBLAS kernels its metrics summary names.
+    cores = sorted({(r.get("blas_core"), r.get("blas_core_source"),
+                     r.get("blas_core_library")) for r in rounds if r.get("blas_core")})
+    kernels = ", ".join(core + ("" if source == "library" else
+                                f" ({source}" + (f" from {lib})" if lib else ")"))
+                        for core, source, lib in cores) or "-"
     return {
-        "system": system.name, "command": system.describe(),
+        "system": system.name, "command": system.describe(), "kernels": kernels,
         "median_ms": median, "min_ms": min(measured), "max_ms": max(measured),
         "measured_steps": len(measured),
         "round_medians_ms": [round(statistics.median(r["times"][r["warmup"]:]), 1)
@@ -509,7 +524,7 @@ def summarise(system, rounds, flops, peak):
     }
 
 
-def report(args, sgemm, rows, flops, stats, profiles, extra):
+def report(args, sgemm, rows, flops, stats, profiles, extra, sgemm_variants=()):
     peak = sgemm["peak_gflops"] if sgemm else None
     base = rows[0]
     for r in rows:
@@ -520,22 +535,35 @@ def report(args, sgemm, rows, flops, stats, profiles, extra):
         f"partition-opt --xfmr-stats); median over {args.rounds} round(s) of "
         f"{args.steps} steps after warm-up",
         "",
-        "| system | ms/step (median) | min | max | GFLOP/s | % of sgemm peak | "
-        "time / partition's | others' CPU during the run (cores) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| system | OpenBLAS kernels | ms/step (median) | min | max | GFLOP/s | "
+        "% of sgemm peak | time / partition's | others' CPU during the run (cores) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         pct = f"{r['percent_of_sgemm_peak']:.1f}%" if peak else "-"
-        lines.append(f"| {r['system']} | {r['median_ms']:.1f} | {r['min_ms']:.1f} | "
-                     f"{r['max_ms']:.1f} | {r['gflops']:.1f} | {pct} | "
+        lines.append(f"| {r['system']} | {r['kernels']} | {r['median_ms']:.1f} | "
+                     f"{r['min_ms']:.1f} | {r['max_ms']:.1f} | {r['gflops']:.1f} | {pct} | "
                      f"{r['time_vs_partition']:.2f}x | {r['others_cores']:.2f} |")
+
+    def sgemm_kernels(s):
+        source = s.get("core_source", "?")
+        return s["core"] + ("" if source == "library" else f" ({source}"
+                            + (f" from {s['core_library']})" if s.get("core_library") else ")"))
+
     if sgemm:
-        lines.append(f"| OpenBLAS sgemm, best square (the peak) | | | | {peak:.1f} | 100% | "
-                     f"| {sgemm['others_cores']:.2f} |")
+        lines.append(f"| OpenBLAS sgemm, best square (the peak) | {sgemm_kernels(sgemm)} "
+                     f"| | | | {peak:.1f} | 100% | | {sgemm['others_cores']:.2f} |")
         lines.append(f"| OpenBLAS sgemm, this step's GEMMs at their best | "
-                     f"{sgemm['model_gemm_ms']:.1f} (GEMMs only) | | | "
-                     f"{sgemm['model_gemm_gflops']:.1f} | "
+                     f"{sgemm_kernels(sgemm)} | {sgemm['model_gemm_ms']:.1f} (GEMMs only) "
+                     f"| | | {sgemm['model_gemm_gflops']:.1f} | "
                      f"{100 * sgemm['model_gemm_gflops'] / peak:.1f}% | | |")
+    for v in sgemm_variants:
+        lines.append(f"| OpenBLAS sgemm peak [{' '.join(f'{k}={x}' for k, x in v['env'].items())}]"
+                     f" | {sgemm_kernels(v)} | | | | {v['peak_gflops']:.1f} | "
+                     f"{100 * v['peak_gflops'] / peak:.1f}% | | {v['others_cores']:.2f} |")
+        lines.append(f"| OpenBLAS sgemm, this step's GEMMs [{' '.join(f'{k}={x}' for k, x in v['env'].items())}]"
+                     f" | {sgemm_kernels(v)} | {v['model_gemm_ms']:.1f} (GEMMs only) | | | "
+                     f"{v['model_gemm_gflops']:.1f} | | | |")
     lines.append("")
     checks = []
     by_name = {r["system"]: r for r in rows}
@@ -569,7 +597,7 @@ def report(args, sgemm, rows, flops, stats, profiles, extra):
         "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(),
                     "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")},
         "partition_git": git_state(),
-        "sgemm": sgemm, "systems": rows,
+        "sgemm": sgemm, "sgemm_variants": list(sgemm_variants), "systems": rows,
         "checks": [{"target": n, "met": ok, "value": v} for n, ok, v in checks],
         **extra,
     }
@@ -622,6 +650,9 @@ def main():
     parser.add_argument("--partition-env", action="append", metavar="'KEY=VALUE ...'",
                         help="also time partition with these environment variables, "
                              "as one more row (repeatable: one row each)")
+    parser.add_argument("--sgemm-variants", action="store_true",
+                        help="also run partition-bench-sgemm with each --partition-env "
+                             "variant's environment (e.g. another OPENBLAS_CORETYPE)")
     parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_worker:
@@ -634,6 +665,11 @@ def main():
     log(f"load average {load()}; results in {args.out}")
 
     sgemm = None if args.no_sgemm else bench_sgemm(args, work)
+    sgemm_variants = []
+    if sgemm and args.sgemm_variants:
+        for i, variables in enumerate(args.partition_env or []):
+            extra_env = dict(item.split("=", 1) for item in shlex.split(variables))
+            sgemm_variants.append(bench_sgemm(args, work, extra_env, f"-{i + 1}"))
     partition = Partition(args, work)
     flops = partition.prepare()
     systems = [partition]
@@ -683,7 +719,7 @@ def main():
     if llmc:
         extra["llmc"] = {"header": llmc.header, "checkpoint_floats": llmc.checkpoint_floats,
                          "padded_vocab": llmc.padded_vocab}
-    report(args, sgemm, rows, flops, partition.stats, profiles, extra)
+    report(args, sgemm, rows, flops, partition.stats, profiles, extra, sgemm_variants)
 
 
 if __name__ == "__main__":
