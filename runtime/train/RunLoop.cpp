@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <limits>
 
 namespace partition::runtime::detail {
@@ -34,6 +35,15 @@ namespace partition::runtime::detail {
 namespace {
 
 namespace ckpt = partition::runtime::checkpoint;
+
+/// CPU time of this process (all its threads) so far, in ms: a step's
+/// share measures its work on a machine shared with other processes, where
+/// its wall time measures the load.
+double processCpuMilliseconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return 1e3 * double(t.tv_sec) + 1e-6 * double(t.tv_nsec);
+}
 
 /// What to change when the held-out split is too small for one batch.
 const char *const kEvalAdvice =
@@ -197,6 +207,7 @@ bool Run::trainStep(Session &session, int64_t s) {
   if (session.lrBuffer)
     backend->write(*session.lrBuffer, &lr);
   auto start = std::chrono::steady_clock::now();
+  double cpuStart = processCpuMilliseconds();
   backend->run(session.step, s + 1);
   if (replicaSum) {
     auto summing = TraceRecorder::Clock::now();
@@ -217,7 +228,8 @@ bool Run::trainStep(Session &session, int64_t s) {
     throw ProgramError("the loss is " + std::to_string(value) + " at step " +
                        std::to_string(s + 1) + "; lower --lr");
   bool last = s + 1 == session.end;
-  reportStep(session, s, lr, value, ms, last);
+  reportStep(session, s, lr, value, ms, processCpuMilliseconds() - cpuStart,
+             last);
   session.completed = s + 1;
   if (program.streams.size() == 1)
     session.stop = agreeToStop(session.metricsFailure.empty()
@@ -259,12 +271,13 @@ float Run::stepLoss(Session &session, int64_t s) {
 }
 
 void Run::reportStep(Session &session, int64_t s, float lr, float value,
-                     double ms, bool last) {
+                     double ms, double cpuMs, bool last) {
   double tokensPerSecond = double(batch * seq) / (ms / 1000.0);
   nlohmann::json record = {{"step", s + 1},
                            {"loss", value},
                            {"lr", lr},
                            {"step_ms", ms},
+                           {"step_cpu_ms", cpuMs},
                            {"tokens_per_s", tokensPerSecond}};
   if (session.canEvaluate && ((s + 1) % options.evalEvery == 0 || last)) {
     double evalLoss = evaluate(s + 1);
