@@ -202,7 +202,7 @@ class Partition:
         cmd = self.command(a.warmup + a.steps, ["--metrics-out", metrics])
         with Meter() as meter:
             run(cmd, env=self.env())
-        times, losses, summary = [], [], {}
+        times, cpu_times, losses, summary = [], [], [], {}
         with open(metrics) as f:
             for line in f:
                 record = json.loads(line)
@@ -210,8 +210,11 @@ class Partition:
                     summary = record
                 elif "step_ms" in record:
                     times.append(record["step_ms"])
+                    if "step_cpu_ms" in record:
+                        cpu_times.append(record["step_cpu_ms"])
                     losses.append(record["loss"])
-        return {"times": times, "warmup": a.warmup, "losses": losses,
+        return {"times": times, "cpu_times": cpu_times, "warmup": a.warmup,
+                "losses": losses,
                 "peak_rss_bytes": summary.get("peak_rss_bytes"),
                 "blas_core": summary.get("blas_core"),
                 "blas_core_source": summary.get("blas_core_source"),
@@ -299,20 +302,22 @@ def torch_worker(args):
         lr=1e-4, betas=(0.9, 0.95), eps=1e-8, foreach=True, fused=False)
     generator = torch.Generator().manual_seed(0)
     data = torch.randint(0, V, (args.warmup + args.steps, B, T + 1), generator=generator)
-    times, losses = [], []
+    times, cpu_times, losses = [], [], []
     model.train()
     for step in range(args.warmup + args.steps):
         x, y = data[step, :, :-1].contiguous(), data[step, :, 1:].contiguous()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         times.append(1e3 * (time.perf_counter() - start))
+        cpu_times.append(1e3 * (time.process_time() - cpu_start))
         losses.append(loss.item())
         log(f"pytorch step {step + 1}: loss {losses[-1]:.4f} ({times[-1]:.1f} ms)")
     print(json.dumps({
-        "times": times, "losses": losses, "torch": torch.__version__,
+        "times": times, "cpu_times": cpu_times, "losses": losses,
+        "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "parameters": sum(p.numel() for p in model.parameters()),
         "config": torch.__config__.parallel_info().strip().splitlines()[:8],
@@ -343,8 +348,9 @@ class Torch:
             raise SystemExit("[cpu_step] the PyTorch run failed")
         data = json.loads(result.stdout.strip().splitlines()[-1])
         self.info = {k: data[k] for k in ("torch", "threads", "parameters", "config")}
-        return {"times": data["times"], "warmup": self.args.warmup,
-                "losses": data["losses"], **meter.record()}
+        return {"times": data["times"], "cpu_times": data.get("cpu_times", []),
+                "warmup": self.args.warmup, "losses": data["losses"],
+                **meter.record()}
 
 
 # --- llm.c ------------------------------------------------------------------
@@ -509,11 +515,15 @@ def summarise(system, rounds, flops, peak):
     # partition's rows: the OpenBLAS kernels its metrics summary names.
     cores = sorted({(r.get("blas_core"), r.get("blas_core_source"),
                      r.get("blas_core_library")) for r in rounds if r.get("blas_core")})
+    # Process CPU time per step (all threads): the work, where wall time on
+    # a shared machine also measures the others' load.
+    cpu_measured = [t for r in rounds for t in r.get("cpu_times", [])[r["warmup"]:]]
     kernels = ", ".join(core + ("" if source == "library" else
                                 f" ({source}" + (f" from {lib})" if lib else ")"))
                         for core, source, lib in cores) or "-"
     return {
         "system": system.name, "command": system.describe(), "kernels": kernels,
+        "cpu_median_ms": statistics.median(cpu_measured) if cpu_measured else None,
         "median_ms": median, "min_ms": min(measured), "max_ms": max(measured),
         "measured_steps": len(measured),
         "round_medians_ms": [round(statistics.median(r["times"][r["warmup"]:]), 1)
@@ -536,34 +546,41 @@ def report(args, sgemm, rows, flops, stats, profiles, extra, sgemm_variants=()):
         f"{args.steps} steps after warm-up",
         "",
         "| system | OpenBLAS kernels | ms/step (median) | min | max | GFLOP/s | "
-        "% of sgemm peak | time / partition's | others' CPU during the run (cores) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "% of sgemm peak | time / partition's | CPU ms/step (median, all threads) | "
+        "others' CPU during the run (cores) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         pct = f"{r['percent_of_sgemm_peak']:.1f}%" if peak else "-"
+        cpu = f"{r['cpu_median_ms']:.1f}" if r.get("cpu_median_ms") else "-"
         lines.append(f"| {r['system']} | {r['kernels']} | {r['median_ms']:.1f} | "
                      f"{r['min_ms']:.1f} | {r['max_ms']:.1f} | {r['gflops']:.1f} | {pct} | "
-                     f"{r['time_vs_partition']:.2f}x | {r['others_cores']:.2f} |")
+                     f"{r['time_vs_partition']:.2f}x | {cpu} | {r['others_cores']:.2f} |")
 
     def sgemm_kernels(s):
         source = s.get("core_source", "?")
         return s["core"] + ("" if source == "library" else f" ({source}"
                             + (f" from {s['core_library']})" if s.get("core_library") else ")"))
 
-    if sgemm:
-        lines.append(f"| OpenBLAS sgemm, best square (the peak) | {sgemm_kernels(sgemm)} "
-                     f"| | | | {peak:.1f} | 100% | | {sgemm['others_cores']:.2f} |")
-        lines.append(f"| OpenBLAS sgemm, this step's GEMMs at their best | "
-                     f"{sgemm_kernels(sgemm)} | {sgemm['model_gemm_ms']:.1f} (GEMMs only) "
-                     f"| | | {sgemm['model_gemm_gflops']:.1f} | "
-                     f"{100 * sgemm['model_gemm_gflops'] / peak:.1f}% | | |")
-    for v in sgemm_variants:
-        lines.append(f"| OpenBLAS sgemm peak [{' '.join(f'{k}={x}' for k, x in v['env'].items())}]"
-                     f" | {sgemm_kernels(v)} | | | | {v['peak_gflops']:.1f} | "
-                     f"{100 * v['peak_gflops'] / peak:.1f}% | | {v['others_cores']:.2f} |")
-        lines.append(f"| OpenBLAS sgemm, this step's GEMMs [{' '.join(f'{k}={x}' for k, x in v['env'].items())}]"
-                     f" | {sgemm_kernels(v)} | {v['model_gemm_ms']:.1f} (GEMMs only) | | | "
-                     f"{v['model_gemm_gflops']:.1f} | | | |")
+    def row(*cells):  # one table row, padded to the 10 columns
+        cells = list(cells) + [""] * (10 - len(cells))
+        return "| " + " | ".join(cells) + " |"
+
+    def per_cpu_second(s):
+        value = s.get("peak_gflops_per_cpu_second")
+        return f"peak {value:.1f} GFLOP per CPU-s" if value else ""
+
+    for s, label in ([(sgemm, "")] if sgemm else []) + [
+            (v, " [" + " ".join(f"{k}={x}" for k, x in v["env"].items()) + "]")
+            for v in sgemm_variants]:
+        lines.append(row(f"OpenBLAS sgemm, best square (the peak){label}", sgemm_kernels(s),
+                         "", "", "", f"{s['peak_gflops']:.1f}",
+                         f"{100 * s['peak_gflops'] / peak:.1f}%", "", per_cpu_second(s),
+                         f"{s['others_cores']:.2f}"))
+        lines.append(row(f"OpenBLAS sgemm, this step's GEMMs at their best{label}",
+                         sgemm_kernels(s), f"{s['model_gemm_ms']:.1f} (GEMMs only)", "", "",
+                         f"{s['model_gemm_gflops']:.1f}",
+                         f"{100 * s['model_gemm_gflops'] / peak:.1f}%"))
     lines.append("")
     checks = []
     by_name = {r["system"]: r for r in rows}

@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <sstream>
 #include <string>
@@ -64,6 +65,10 @@ struct Case {
   int m, n, k;
   int perStep; // calls per training step ("model" cases)
   double best = 0, median = 0; // seconds per call
+  // The least CPU time of this process per call over the samples (all its
+  // threads): on a machine shared with other work, GFLOP per CPU-second
+  // compares kernels where wall time cannot (with 1 thread: no spinning).
+  double cpuBest = 0;
   // --bf16: widen + sgemm, and sbgemm (seconds per call, best); the largest
   // difference between their results, relative to the largest |result|.
   double widenBest = 0, sbgemmBest = 0, bf16Difference = 0;
@@ -184,14 +189,23 @@ SbgemmFunction findSbgemm() {
       dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
 }
 
-/// {best, median} seconds per call of `call` over o.repeats samples.
+double processCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+/// {best, median} seconds per call of `call` over o.repeats samples; the
+/// least process CPU seconds per call in *cpuBest when given.
 template <typename F>
-std::pair<double, double> timeCalls(const Options &o, F &&call) {
+std::pair<double, double> timeCalls(const Options &o, F &&call,
+                                    double *cpuBest = nullptr) {
   call(); // Warm-up: pages, OpenBLAS's buffers and threads.
-  std::vector<double> samples;
+  std::vector<double> samples, cpuSamples;
   for (int r = 0; r < o.repeats; ++r) {
     int calls = 0;
     Clock::time_point start = Clock::now();
+    double cpuStart = processCpuSeconds();
     double elapsed = 0;
     do {
       call();
@@ -199,8 +213,11 @@ std::pair<double, double> timeCalls(const Options &o, F &&call) {
       elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     } while (elapsed < o.minTime);
     samples.push_back(elapsed / calls);
+    cpuSamples.push_back((processCpuSeconds() - cpuStart) / calls);
   }
   std::sort(samples.begin(), samples.end());
+  if (cpuBest)
+    *cpuBest = *std::min_element(cpuSamples.begin(), cpuSamples.end());
   return {samples.front(), samples[samples.size() / 2]};
 }
 
@@ -221,7 +238,7 @@ void measure(Case &c, const Options &o) {
                 c.transB ? CblasTrans : CblasNoTrans, c.m, c.n, c.k, 1.0f,
                 a.data(), colsA, b.data(), colsB, 0.0f, out.data(), c.n);
   };
-  std::tie(c.best, c.median) = timeCalls(o, sgemm);
+  std::tie(c.best, c.median) = timeCalls(o, sgemm, &c.cpuBest);
   if (!o.bf16)
     return;
   namespace cpu = partition::runtime::cpu;
@@ -269,20 +286,21 @@ int main(int argc, char **argv) {
               openblas_get_config(), openblas_get_corename(),
               openblas_get_num_threads(), o.repeats, o.minTime,
               blas.describe().c_str(), blas.features.c_str());
-  std::printf("%-34s %6s %10s %10s %10s", "case (M x N x K)", "calls",
-              "ms best", "GFLOP/s", "median");
+  std::printf("%-34s %6s %10s %10s %10s %10s", "case (M x N x K)", "calls",
+              "ms best", "GFLOP/s", "median", "GF/cpu-s");
   if (o.bf16)
     std::printf(" %12s %10s %8s %9s", "widen+sgemm", "sbgemm", "ratio",
                 "max diff");
   std::printf("\n");
   double widenStep = 0, sbgemmStep = 0;
-  double peak = 0, stepSeconds = 0, stepFlops = 0;
+  double peak = 0, cpuPeak = 0, stepSeconds = 0, stepFlops = 0;
   for (Case &c : all) {
     measure(c, o);
     double gflops = c.flops() / c.best / 1e9;
-    std::printf("%-34s %6d %10.3f %10.1f %10.1f",
+    std::printf("%-34s %6d %10.3f %10.1f %10.1f %10.1f",
                 (c.group + " " + c.name).c_str(), c.perStep, 1e3 * c.best,
-                gflops, c.flops() / c.median / 1e9);
+                gflops, c.flops() / c.median / 1e9,
+                c.flops() / c.cpuBest / 1e9);
     // ms of the two bf16 ways, and widen+sgemm time / sbgemm time.
     if (o.bf16 && c.sbgemmBest > 0)
       std::printf(" %12.3f %10.3f %7.2fx %9.1e", 1e3 * c.widenBest,
@@ -296,16 +314,19 @@ int main(int argc, char **argv) {
       widenStep += c.perStep * c.widenBest;
       sbgemmStep += c.perStep * c.sbgemmBest;
     }
-    if (c.group == "square")
+    if (c.group == "square") {
       peak = std::max(peak, gflops);
+      cpuPeak = std::max(cpuPeak, c.flops() / c.cpuBest / 1e9);
+    }
     else {
       stepSeconds += c.perStep * c.best;
       stepFlops += c.perStep * c.flops();
     }
   }
   if (peak > 0)
-    std::printf("peak (best square): %.1f GFLOP/s with %s kernels\n", peak,
-                blas.core.c_str());
+    std::printf("peak (best square): %.1f GFLOP/s with %s kernels (%.1f "
+                "GFLOP per CPU-second)\n",
+                peak, blas.core.c_str(), cpuPeak);
   if (stepFlops > 0)
     std::printf("model GEMMs of one step: %.1f GFLOP in %.1f ms at best: "
                 "%.1f GFLOP/s\n",
@@ -332,6 +353,7 @@ int main(int argc, char **argv) {
                  "\"core_source\": \"%s\", \"core_library\": \"%s\", "
                  "\"core_cpu_best\": \"%s\", \"threads\": %d, "
                  "\"repeats\": %d, \"peak_gflops\": %.3f, "
+                 "\"peak_gflops_per_cpu_second\": %.3f, "
                  "\"model_gemm_gflop\": %.6f, \"model_gemm_ms\": %.3f, "
                  "\"model_gemm_gflops\": %.3f, \"bf16\": %s, "
                  "\"model_widen_sgemm_ms\": %.3f, \"model_sbgemm_ms\": %.3f, "
@@ -339,7 +361,8 @@ int main(int argc, char **argv) {
                  openblas_get_config(), openblas_get_corename(),
                  cpu::blasCoreSourceName(blas.source),
                  blas.libraryCore.c_str(), blas.cpuBest.c_str(),
-                 openblas_get_num_threads(), o.repeats, peak, stepFlops / 1e9,
+                 openblas_get_num_threads(), o.repeats, peak, cpuPeak,
+                 stepFlops / 1e9,
                  1e3 * stepSeconds,
                  stepSeconds > 0 ? stepFlops / stepSeconds / 1e9 : 0.0,
                  o.bf16 ? "true" : "false", 1e3 * widenStep, 1e3 * sbgemmStep);
