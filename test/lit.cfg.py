@@ -37,3 +37,13 @@ import importlib.util
 for module in ("numpy", "tokenizers"):
     if importlib.util.find_spec(module) is not None:
         config.available_features.add(module)
+# The CPU's vector units, for the tests of the OpenBLAS kernel choice
+# (test/e2e/blas-core*.test): "cpu-avx2-fma" where Haswell kernels can run.
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        cpu_flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                          if line.startswith("flags")), [])
+except OSError:
+    cpu_flags = []
+if "avx2" in cpu_flags and "fma" in cpu_flags:
+    config.available_features.add("cpu-avx2-fma")

@@ -134,20 +134,25 @@ class Meter:
 
 # --- OpenBLAS sgemm ---------------------------------------------------------
 
-def bench_sgemm(args, work):
-    out = os.path.join(work, "sgemm.json")
+def bench_sgemm(args, work, extra_env=None, tag=""):
+    """partition-bench-sgemm's JSON: it picks the best kernels this CPU has
+    unless OPENBLAS_CORETYPE (in extra_env or ours) says which."""
+    out = os.path.join(work, f"sgemm{tag}.json")
     tool = os.path.join(args.build, "bin", "partition-bench-sgemm")
     cmd = [tool, "--threads", str(args.threads), "--repeats", str(args.sgemm_repeats),
            "--tokens", str(args.batch * args.seq_len), "--hidden", str(GPT2["hidden"]),
            "--ffn", str(GPT2["ffn"]), "--vocab", str(GPT2["vocab"]),
            "--layers", str(GPT2["layers"]), "--json", out]
+    env = thread_env(args.threads)
+    env.update(extra_env or {})
     with Meter() as meter:
-        result = run(cmd, env=thread_env(args.threads))
+        result = run(cmd, env=env)
     sys.stderr.write(result.stdout)
     with open(out) as f:
         data = json.load(f)
     data.update(meter.record())
-    data["command"] = " ".join(cmd)
+    data["command"] = " ".join([f"{k}={v}" for k, v in (extra_env or {}).items()] + cmd)
+    data["env"] = dict(extra_env or {})
     return data
 
 
@@ -197,7 +202,7 @@ class Partition:
         cmd = self.command(a.warmup + a.steps, ["--metrics-out", metrics])
         with Meter() as meter:
             run(cmd, env=self.env())
-        times, losses, summary = [], [], {}
+        times, cpu_times, losses, summary = [], [], [], {}
         with open(metrics) as f:
             for line in f:
                 record = json.loads(line)
@@ -205,9 +210,16 @@ class Partition:
                     summary = record
                 elif "step_ms" in record:
                     times.append(record["step_ms"])
+                    if "step_cpu_ms" in record:
+                        cpu_times.append(record["step_cpu_ms"])
                     losses.append(record["loss"])
-        return {"times": times, "warmup": a.warmup, "losses": losses,
-                "peak_rss_bytes": summary.get("peak_rss_bytes"), **meter.record()}
+        return {"times": times, "cpu_times": cpu_times, "warmup": a.warmup,
+                "losses": losses,
+                "peak_rss_bytes": summary.get("peak_rss_bytes"),
+                "blas_core": summary.get("blas_core"),
+                "blas_core_source": summary.get("blas_core_source"),
+                "blas_core_library": summary.get("blas_core_library"),
+                **meter.record()}
 
     def profile(self):
         a = self.args
@@ -290,20 +302,22 @@ def torch_worker(args):
         lr=1e-4, betas=(0.9, 0.95), eps=1e-8, foreach=True, fused=False)
     generator = torch.Generator().manual_seed(0)
     data = torch.randint(0, V, (args.warmup + args.steps, B, T + 1), generator=generator)
-    times, losses = [], []
+    times, cpu_times, losses = [], [], []
     model.train()
     for step in range(args.warmup + args.steps):
         x, y = data[step, :, :-1].contiguous(), data[step, :, 1:].contiguous()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         times.append(1e3 * (time.perf_counter() - start))
+        cpu_times.append(1e3 * (time.process_time() - cpu_start))
         losses.append(loss.item())
         log(f"pytorch step {step + 1}: loss {losses[-1]:.4f} ({times[-1]:.1f} ms)")
     print(json.dumps({
-        "times": times, "losses": losses, "torch": torch.__version__,
+        "times": times, "cpu_times": cpu_times, "losses": losses,
+        "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "parameters": sum(p.numel() for p in model.parameters()),
         "config": torch.__config__.parallel_info().strip().splitlines()[:8],
@@ -334,8 +348,9 @@ class Torch:
             raise SystemExit("[cpu_step] the PyTorch run failed")
         data = json.loads(result.stdout.strip().splitlines()[-1])
         self.info = {k: data[k] for k in ("torch", "threads", "parameters", "config")}
-        return {"times": data["times"], "warmup": self.args.warmup,
-                "losses": data["losses"], **meter.record()}
+        return {"times": data["times"], "cpu_times": data.get("cpu_times", []),
+                "warmup": self.args.warmup, "losses": data["losses"],
+                **meter.record()}
 
 
 # --- llm.c ------------------------------------------------------------------
@@ -497,8 +512,18 @@ def summarise(system, rounds, flops, peak):
         raise SystemExit(f"[cpu_step] {system.name}: no step left after warm-up")
     median = statistics.median(measured)
     gflops = flops / (median / 1e3) / 1e9
+    # partition's rows: the OpenBLAS kernels its metrics summary names.
+    cores = sorted({(r.get("blas_core"), r.get("blas_core_source"),
+                     r.get("blas_core_library")) for r in rounds if r.get("blas_core")})
+    # Process CPU time per step (all threads): the work, where wall time on
+    # a shared machine also measures the others' load.
+    cpu_measured = [t for r in rounds for t in r.get("cpu_times", [])[r["warmup"]:]]
+    kernels = ", ".join(core + ("" if source == "library" else
+                                f" ({source}" + (f" from {lib})" if lib else ")"))
+                        for core, source, lib in cores) or "-"
     return {
-        "system": system.name, "command": system.describe(),
+        "system": system.name, "command": system.describe(), "kernels": kernels,
+        "cpu_median_ms": statistics.median(cpu_measured) if cpu_measured else None,
         "median_ms": median, "min_ms": min(measured), "max_ms": max(measured),
         "measured_steps": len(measured),
         "round_medians_ms": [round(statistics.median(r["times"][r["warmup"]:]), 1)
@@ -509,7 +534,7 @@ def summarise(system, rounds, flops, peak):
     }
 
 
-def report(args, sgemm, rows, flops, stats, profiles, extra):
+def report(args, sgemm, rows, flops, stats, profiles, extra, sgemm_variants=()):
     peak = sgemm["peak_gflops"] if sgemm else None
     base = rows[0]
     for r in rows:
@@ -520,22 +545,42 @@ def report(args, sgemm, rows, flops, stats, profiles, extra):
         f"partition-opt --xfmr-stats); median over {args.rounds} round(s) of "
         f"{args.steps} steps after warm-up",
         "",
-        "| system | ms/step (median) | min | max | GFLOP/s | % of sgemm peak | "
-        "time / partition's | others' CPU during the run (cores) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| system | OpenBLAS kernels | ms/step (median) | min | max | GFLOP/s | "
+        "% of sgemm peak | time / partition's | CPU ms/step (median, all threads) | "
+        "others' CPU during the run (cores) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         pct = f"{r['percent_of_sgemm_peak']:.1f}%" if peak else "-"
-        lines.append(f"| {r['system']} | {r['median_ms']:.1f} | {r['min_ms']:.1f} | "
-                     f"{r['max_ms']:.1f} | {r['gflops']:.1f} | {pct} | "
-                     f"{r['time_vs_partition']:.2f}x | {r['others_cores']:.2f} |")
-    if sgemm:
-        lines.append(f"| OpenBLAS sgemm, best square (the peak) | | | | {peak:.1f} | 100% | "
-                     f"| {sgemm['others_cores']:.2f} |")
-        lines.append(f"| OpenBLAS sgemm, this step's GEMMs at their best | "
-                     f"{sgemm['model_gemm_ms']:.1f} (GEMMs only) | | | "
-                     f"{sgemm['model_gemm_gflops']:.1f} | "
-                     f"{100 * sgemm['model_gemm_gflops'] / peak:.1f}% | | |")
+        cpu = f"{r['cpu_median_ms']:.1f}" if r.get("cpu_median_ms") else "-"
+        lines.append(f"| {r['system']} | {r['kernels']} | {r['median_ms']:.1f} | "
+                     f"{r['min_ms']:.1f} | {r['max_ms']:.1f} | {r['gflops']:.1f} | {pct} | "
+                     f"{r['time_vs_partition']:.2f}x | {cpu} | {r['others_cores']:.2f} |")
+
+    def sgemm_kernels(s):
+        source = s.get("core_source", "?")
+        return s["core"] + ("" if source == "library" else f" ({source}"
+                            + (f" from {s['core_library']})" if s.get("core_library") else ")"))
+
+    def row(*cells):  # one table row, padded to the 10 columns
+        cells = list(cells) + [""] * (10 - len(cells))
+        return "| " + " | ".join(cells) + " |"
+
+    def per_cpu_second(s):
+        value = s.get("peak_gflops_per_cpu_second")
+        return f"peak {value:.1f} GFLOP per CPU-s" if value else ""
+
+    for s, label in ([(sgemm, "")] if sgemm else []) + [
+            (v, " [" + " ".join(f"{k}={x}" for k, x in v["env"].items()) + "]")
+            for v in sgemm_variants]:
+        lines.append(row(f"OpenBLAS sgemm, best square (the peak){label}", sgemm_kernels(s),
+                         "", "", "", f"{s['peak_gflops']:.1f}",
+                         f"{100 * s['peak_gflops'] / peak:.1f}%", "", per_cpu_second(s),
+                         f"{s['others_cores']:.2f}"))
+        lines.append(row(f"OpenBLAS sgemm, this step's GEMMs at their best{label}",
+                         sgemm_kernels(s), f"{s['model_gemm_ms']:.1f} (GEMMs only)", "", "",
+                         f"{s['model_gemm_gflops']:.1f}",
+                         f"{100 * s['model_gemm_gflops'] / peak:.1f}%"))
     lines.append("")
     checks = []
     by_name = {r["system"]: r for r in rows}
@@ -569,7 +614,7 @@ def report(args, sgemm, rows, flops, stats, profiles, extra):
         "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(),
                     "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")},
         "partition_git": git_state(),
-        "sgemm": sgemm, "systems": rows,
+        "sgemm": sgemm, "sgemm_variants": list(sgemm_variants), "systems": rows,
         "checks": [{"target": n, "met": ok, "value": v} for n, ok, v in checks],
         **extra,
     }
@@ -622,6 +667,9 @@ def main():
     parser.add_argument("--partition-env", action="append", metavar="'KEY=VALUE ...'",
                         help="also time partition with these environment variables, "
                              "as one more row (repeatable: one row each)")
+    parser.add_argument("--sgemm-variants", action="store_true",
+                        help="also run partition-bench-sgemm with each --partition-env "
+                             "variant's environment (e.g. another OPENBLAS_CORETYPE)")
     parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_worker:
@@ -634,6 +682,11 @@ def main():
     log(f"load average {load()}; results in {args.out}")
 
     sgemm = None if args.no_sgemm else bench_sgemm(args, work)
+    sgemm_variants = []
+    if sgemm and args.sgemm_variants:
+        for i, variables in enumerate(args.partition_env or []):
+            extra_env = dict(item.split("=", 1) for item in shlex.split(variables))
+            sgemm_variants.append(bench_sgemm(args, work, extra_env, f"-{i + 1}"))
     partition = Partition(args, work)
     flops = partition.prepare()
     systems = [partition]
@@ -683,7 +736,7 @@ def main():
     if llmc:
         extra["llmc"] = {"header": llmc.header, "checkpoint_floats": llmc.checkpoint_floats,
                          "padded_vocab": llmc.padded_vocab}
-    report(args, sgemm, rows, flops, partition.stats, profiles, extra)
+    report(args, sgemm, rows, flops, partition.stats, profiles, extra, sgemm_variants)
 
 
 if __name__ == "__main__":

@@ -12,20 +12,37 @@
 //     and their FLOP-weighted mix: the GEMM time of one step if every GEMM
 //     ran at OpenBLAS's best speed for its shape.
 // Every case reports the best (and the median) of --repeats samples; a
-// sample repeats the call for at least --min-time seconds.
+// sample repeats the call for at least --min-time seconds. Like partition-run
+// it first makes sure OpenBLAS runs the best kernels this CPU has
+// (runtime/backend/cpu/BlasCore.h), so the peak is the machine's, and says
+// which kernels measured it (and whether OPENBLAS_CORETYPE chose them).
+// --bf16 also times, per case, the two ways to multiply bf16 operands: the
+// CPU backend's (widen both to fp32 copies, then cblas_sgemm) and OpenBLAS's
+// cblas_sbgemm (bf16 in, fp32 accumulation and out; AVX512-BF16 kernels on
+// Cooperlake), and checks that they agree. cblas.h declares cblas_sbgemm
+// whether or not the library was built with it (Debian's 0.3.21 was not:
+// BUILD_BFLOAT16 off), so it is looked up at run time and reported missing.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backend/cpu/BlasCore.h"
+#include "runtime/backend/cpu/Kernels.h"
+
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -38,6 +55,7 @@ struct Options {
   bool model = true;
   long tokens = 256, hidden = 768, ffn = 3072, vocab = 50257, layers = 12;
   std::string json;
+  bool bf16 = false;
 };
 
 struct Case {
@@ -47,6 +65,13 @@ struct Case {
   int m, n, k;
   int perStep; // calls per training step ("model" cases)
   double best = 0, median = 0; // seconds per call
+  // The least CPU time of this process per call over the samples (all its
+  // threads): on a machine shared with other work, GFLOP per CPU-second
+  // compares kernels where wall time cannot (with 1 thread: no spinning).
+  double cpuBest = 0;
+  // --bf16: widen + sgemm, and sbgemm (seconds per call, best); the largest
+  // difference between their results, relative to the largest |result|.
+  double widenBest = 0, sbgemmBest = 0, bf16Difference = 0;
   double flops() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
@@ -58,7 +83,7 @@ struct Case {
                "         [--square 512,1024,2048 | --square none] [--no-model]\n"
                "         [--tokens 256 --hidden 768 --ffn 3072 --vocab 50257 "
                "--layers 12]\n"
-               "         [--json FILE]\n",
+               "         [--bf16] [--json FILE]\n",
                message);
   std::exit(2);
 }
@@ -109,6 +134,8 @@ Options parse(int argc, char **argv) {
       options.layers = number();
     else if (arg == "--json")
       options.json = value();
+    else if (arg == "--bf16")
+      options.bf16 = true;
     else if (arg == "--help" || arg == "-h")
       usage("OpenBLAS cblas_sgemm GFLOP/s");
     else
@@ -151,6 +178,49 @@ std::vector<Case> cases(const Options &o) {
 
 using Clock = std::chrono::steady_clock;
 
+using SbgemmFunction = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE,
+                                blasint, blasint, blasint, float,
+                                const bfloat16 *, blasint, const bfloat16 *,
+                                blasint, float, float *, blasint);
+
+/// OpenBLAS's cblas_sbgemm where the library has it, else null.
+SbgemmFunction findSbgemm() {
+  return reinterpret_cast<SbgemmFunction>(
+      dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
+}
+
+double processCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+/// {best, median} seconds per call of `call` over o.repeats samples; the
+/// least process CPU seconds per call in *cpuBest when given.
+template <typename F>
+std::pair<double, double> timeCalls(const Options &o, F &&call,
+                                    double *cpuBest = nullptr) {
+  call(); // Warm-up: pages, OpenBLAS's buffers and threads.
+  std::vector<double> samples, cpuSamples;
+  for (int r = 0; r < o.repeats; ++r) {
+    int calls = 0;
+    Clock::time_point start = Clock::now();
+    double cpuStart = processCpuSeconds();
+    double elapsed = 0;
+    do {
+      call();
+      ++calls;
+      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (elapsed < o.minTime);
+    samples.push_back(elapsed / calls);
+    cpuSamples.push_back((processCpuSeconds() - cpuStart) / calls);
+  }
+  std::sort(samples.begin(), samples.end());
+  if (cpuBest)
+    *cpuBest = *std::min_element(cpuSamples.begin(), cpuSamples.end());
+  return {samples.front(), samples[samples.size() / 2]};
+}
+
 void measure(Case &c, const Options &o) {
   // Row-major operands as the runtime passes them.
   int rowsA = c.transA ? c.k : c.m, colsA = c.transA ? c.m : c.k;
@@ -163,63 +233,114 @@ void measure(Case &c, const Options &o) {
     x = uniform(rng);
   for (float &x : b)
     x = uniform(rng);
-  auto call = [&] {
+  auto sgemm = [&] {
     cblas_sgemm(CblasRowMajor, c.transA ? CblasTrans : CblasNoTrans,
                 c.transB ? CblasTrans : CblasNoTrans, c.m, c.n, c.k, 1.0f,
                 a.data(), colsA, b.data(), colsB, 0.0f, out.data(), c.n);
   };
-  call(); // Warm-up: pages, OpenBLAS's buffers and threads.
-  std::vector<double> samples;
-  for (int r = 0; r < o.repeats; ++r) {
-    int calls = 0;
-    Clock::time_point start = Clock::now();
-    double elapsed = 0;
-    do {
-      call();
-      ++calls;
-      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    } while (elapsed < o.minTime);
-    samples.push_back(elapsed / calls);
+  std::tie(c.best, c.median) = timeCalls(o, sgemm, &c.cpuBest);
+  if (!o.bf16)
+    return;
+  namespace cpu = partition::runtime::cpu;
+  std::vector<uint16_t> a16(a.size()), b16(b.size());
+  cpu::roundToBFloat16(a.data(), a16.data(), cpu::Index(a.size()));
+  cpu::roundToBFloat16(b.data(), b16.data(), cpu::Index(b.size()));
+  // The CPU backend's way: fp32 copies of the bf16 operands, then sgemm.
+  auto widened = [&] {
+    cpu::widenBFloat16(a16.data(), a.data(), cpu::Index(a.size()));
+    cpu::widenBFloat16(b16.data(), b.data(), cpu::Index(b.size()));
+    sgemm();
+  };
+  c.widenBest = timeCalls(o, widened).first;
+  static const SbgemmFunction sbgemmFunction = findSbgemm();
+  if (!sbgemmFunction)
+    return;
+  std::vector<float> sbOut(out.size());
+  auto sbgemm = [&] {
+    sbgemmFunction(CblasRowMajor, c.transA ? CblasTrans : CblasNoTrans,
+                 c.transB ? CblasTrans : CblasNoTrans, c.m, c.n, c.k, 1.0f,
+                 a16.data(), colsA, b16.data(), colsB, 0.0f, sbOut.data(),
+                 c.n);
+  };
+  c.sbgemmBest = timeCalls(o, sbgemm).first;
+  widened(); // `out` from the same bf16 operands
+  double largest = 0, difference = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    largest = std::max(largest, double(std::fabs(out[i])));
+    difference = std::max(difference, double(std::fabs(out[i] - sbOut[i])));
   }
-  std::sort(samples.begin(), samples.end());
-  c.best = samples.front();
-  c.median = samples[samples.size() / 2];
+  c.bf16Difference = largest > 0 ? difference / largest : difference;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
+  namespace cpu = partition::runtime::cpu;
+  cpu::ensureBestBlasCore(argv);
+  const cpu::BlasCoreReport &blas = cpu::blasCoreReport();
   Options o = parse(argc, argv);
   openblas_set_num_threads(o.threads);
   std::vector<Case> all = cases(o);
   std::printf("OpenBLAS %s, core %s, %d threads; best of %d samples of >= "
-              "%.3f s\n",
+              "%.3f s\n%s; CPU: %s\n",
               openblas_get_config(), openblas_get_corename(),
-              openblas_get_num_threads(), o.repeats, o.minTime);
-  std::printf("%-34s %6s %10s %10s %10s\n", "case (M x N x K)", "calls",
-              "ms best", "GFLOP/s", "median");
-  double peak = 0, stepSeconds = 0, stepFlops = 0;
+              openblas_get_num_threads(), o.repeats, o.minTime,
+              blas.describe().c_str(), blas.features.c_str());
+  std::printf("%-34s %6s %10s %10s %10s %10s", "case (M x N x K)", "calls",
+              "ms best", "GFLOP/s", "median", "GF/cpu-s");
+  if (o.bf16)
+    std::printf(" %12s %10s %8s %9s", "widen+sgemm", "sbgemm", "ratio",
+                "max diff");
+  std::printf("\n");
+  double widenStep = 0, sbgemmStep = 0;
+  double peak = 0, cpuPeak = 0, stepSeconds = 0, stepFlops = 0;
   for (Case &c : all) {
     measure(c, o);
     double gflops = c.flops() / c.best / 1e9;
-    std::printf("%-34s %6d %10.3f %10.1f %10.1f\n",
+    std::printf("%-34s %6d %10.3f %10.1f %10.1f %10.1f",
                 (c.group + " " + c.name).c_str(), c.perStep, 1e3 * c.best,
-                gflops, c.flops() / c.median / 1e9);
+                gflops, c.flops() / c.median / 1e9,
+                c.flops() / c.cpuBest / 1e9);
+    // ms of the two bf16 ways, and widen+sgemm time / sbgemm time.
+    if (o.bf16 && c.sbgemmBest > 0)
+      std::printf(" %12.3f %10.3f %7.2fx %9.1e", 1e3 * c.widenBest,
+                  1e3 * c.sbgemmBest, c.widenBest / c.sbgemmBest,
+                  c.bf16Difference);
+    else if (o.bf16)
+      std::printf(" %12.3f %10s", 1e3 * c.widenBest, "-");
+    std::printf("\n");
     std::fflush(stdout);
-    if (c.group == "square")
+    if (c.group == "model") {
+      widenStep += c.perStep * c.widenBest;
+      sbgemmStep += c.perStep * c.sbgemmBest;
+    }
+    if (c.group == "square") {
       peak = std::max(peak, gflops);
+      cpuPeak = std::max(cpuPeak, c.flops() / c.cpuBest / 1e9);
+    }
     else {
       stepSeconds += c.perStep * c.best;
       stepFlops += c.perStep * c.flops();
     }
   }
   if (peak > 0)
-    std::printf("peak (best square): %.1f GFLOP/s\n", peak);
+    std::printf("peak (best square): %.1f GFLOP/s with %s kernels (%.1f "
+                "GFLOP per CPU-second)\n",
+                peak, blas.core.c_str(), cpuPeak);
   if (stepFlops > 0)
     std::printf("model GEMMs of one step: %.1f GFLOP in %.1f ms at best: "
                 "%.1f GFLOP/s\n",
                 stepFlops / 1e9, 1e3 * stepSeconds,
                 stepFlops / stepSeconds / 1e9);
+  if (o.bf16 && !findSbgemm())
+    std::printf("bf16 GEMMs of one step: widen + sgemm %.1f ms; no "
+                "cblas_sbgemm in this OpenBLAS (built without "
+                "BUILD_BFLOAT16)\n",
+                1e3 * widenStep);
+  if (o.bf16 && sbgemmStep > 0)
+    std::printf("bf16 GEMMs of one step: widen + sgemm %.1f ms, sbgemm %.1f "
+                "ms (%.2fx)\n",
+                1e3 * widenStep, 1e3 * sbgemmStep, widenStep / sbgemmStep);
   if (!o.json.empty()) {
     std::FILE *file = std::fopen(o.json.c_str(), "w");
     if (!file) {
@@ -228,25 +349,36 @@ int main(int argc, char **argv) {
       return 1;
     }
     std::fprintf(file,
-                 "{\"openblas\": \"%s\", \"core\": \"%s\", \"threads\": %d, "
+                 "{\"openblas\": \"%s\", \"core\": \"%s\", "
+                 "\"core_source\": \"%s\", \"core_library\": \"%s\", "
+                 "\"core_cpu_best\": \"%s\", \"threads\": %d, "
                  "\"repeats\": %d, \"peak_gflops\": %.3f, "
+                 "\"peak_gflops_per_cpu_second\": %.3f, "
                  "\"model_gemm_gflop\": %.6f, \"model_gemm_ms\": %.3f, "
-                 "\"model_gemm_gflops\": %.3f, \"cases\": [",
+                 "\"model_gemm_gflops\": %.3f, \"bf16\": %s, "
+                 "\"model_widen_sgemm_ms\": %.3f, \"model_sbgemm_ms\": %.3f, "
+                 "\"cases\": [",
                  openblas_get_config(), openblas_get_corename(),
-                 openblas_get_num_threads(), o.repeats, peak, stepFlops / 1e9,
+                 cpu::blasCoreSourceName(blas.source),
+                 blas.libraryCore.c_str(), blas.cpuBest.c_str(),
+                 openblas_get_num_threads(), o.repeats, peak, cpuPeak,
+                 stepFlops / 1e9,
                  1e3 * stepSeconds,
-                 stepSeconds > 0 ? stepFlops / stepSeconds / 1e9 : 0.0);
+                 stepSeconds > 0 ? stepFlops / stepSeconds / 1e9 : 0.0,
+                 o.bf16 ? "true" : "false", 1e3 * widenStep, 1e3 * sbgemmStep);
     for (size_t i = 0; i < all.size(); ++i) {
       const Case &c = all[i];
       std::fprintf(file,
                    "%s{\"group\": \"%s\", \"name\": \"%s\", \"m\": %d, "
                    "\"n\": %d, \"k\": %d, \"trans_a\": %s, \"trans_b\": %s, "
                    "\"per_step\": %d, \"best_ms\": %.4f, \"median_ms\": %.4f, "
-                   "\"gflops\": %.3f}",
+                   "\"gflops\": %.3f, \"widen_sgemm_ms\": %.4f, "
+                   "\"sbgemm_ms\": %.4f, \"bf16_max_rel_diff\": %.3g}",
                    i ? ", " : "", c.group.c_str(), c.name.c_str(), c.m, c.n,
                    c.k, c.transA ? "true" : "false",
                    c.transB ? "true" : "false", c.perStep, 1e3 * c.best,
-                   1e3 * c.median, c.flops() / c.best / 1e9);
+                   1e3 * c.median, c.flops() / c.best / 1e9,
+                   1e3 * c.widenBest, 1e3 * c.sbgemmBest, c.bf16Difference);
     }
     std::fprintf(file, "]}\n");
     std::fclose(file);

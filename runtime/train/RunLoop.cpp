@@ -12,6 +12,7 @@
 
 #include "runtime/train/TrainerRun.h"
 
+#include "runtime/backend/cpu/BlasCore.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataError.h"
 #include "runtime/data/SyntheticLanguage.h"
@@ -29,6 +30,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <limits>
 
 namespace partition::runtime::detail {
@@ -36,6 +38,15 @@ namespace partition::runtime::detail {
 namespace {
 
 namespace ckpt = partition::runtime::checkpoint;
+
+/// CPU time of this process (all its threads) so far, in ms: a step's
+/// share measures its work on a machine shared with other processes, where
+/// its wall time measures the load.
+double processCpuMilliseconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return 1e3 * double(t.tv_sec) + 1e-6 * double(t.tv_nsec);
+}
 
 /// What to change when the held-out split is too small for one batch.
 const char *const kEvalAdvice =
@@ -274,14 +285,19 @@ void Run::openOutputs(Session &session) {
     session.lrBuffer = &program.single(Role::LearningRate);
 
   std::string where = describeWhere();
+  // On CPU ranks, the GEMM kernels that run and why (BlasCore.h): a
+  // misjudged CPU costs several times the step time.
+  std::string kernels;
+  if (std::string(backend->name()) == "cpu")
+    kernels = "; " + cpu::blasCoreReport().describe();
   if (!quiet)
     std::printf("partition-run: %s on %s, %lld steps of %lld x %lld tokens, "
-                "%zu parameter tensors\n",
+                "%zu parameter tensors%s\n",
                 options.program.c_str(), where.c_str(),
                 static_cast<long long>(options.steps),
                 static_cast<long long>(batch), static_cast<long long>(seq),
-                program.withRoleInStreams(Role::Param).size() -
-                    tiedCopies());
+                program.withRoleInStreams(Role::Param).size() - tiedCopies(),
+                kernels.c_str());
 }
 
 bool Run::trainStep(Session &session, int64_t s) {
@@ -290,6 +306,7 @@ bool Run::trainStep(Session &session, int64_t s) {
   if (session.lrBuffer)
     backend->write(*session.lrBuffer, &lr);
   auto start = std::chrono::steady_clock::now();
+  double cpuStart = processCpuMilliseconds();
   backend->run(session.step, s + 1);
   if (replicaSum) {
     auto summing = TraceRecorder::Clock::now();
@@ -310,7 +327,8 @@ bool Run::trainStep(Session &session, int64_t s) {
     throw ProgramError("the loss is " + std::to_string(value) + " at step " +
                        std::to_string(s + 1) + "; lower --lr");
   bool last = s + 1 == session.end;
-  reportStep(session, s, lr, value, ms, last);
+  reportStep(session, s, lr, value, ms, processCpuMilliseconds() - cpuStart,
+             last);
   session.completed = s + 1;
   if (program.streams.size() == 1)
     session.stop = agreeToStop(session.metricsFailure.empty()
@@ -352,12 +370,13 @@ float Run::stepLoss(Session &session, int64_t s) {
 }
 
 void Run::reportStep(Session &session, int64_t s, float lr, float value,
-                     double ms, bool last) {
+                     double ms, double cpuMs, bool last) {
   double tokensPerSecond = double(batch * seq) / (ms / 1000.0);
   nlohmann::json record = {{"step", s + 1},
                            {"loss", value},
                            {"lr", lr},
                            {"step_ms", ms},
+                           {"step_cpu_ms", cpuMs},
                            {"tokens_per_s", tokensPerSecond}};
   if (session.canEvaluate && ((s + 1) % options.evalEvery == 0 || last)) {
     double evalLoss = evaluate(s + 1);
@@ -586,6 +605,15 @@ void Run::writeSummary(Session &session) {
                             {"ranks", ranks}};
   if (memory.device > 0)
     summary["device_bytes"] = memory.device;
+  if (std::string(backend->name()) == "cpu") {
+    const cpu::BlasCoreReport &blas = cpu::blasCoreReport();
+    summary["blas_core"] = blas.core;
+    summary["blas_core_source"] = cpu::blasCoreSourceName(blas.source);
+    if (blas.source == cpu::BlasCoreSource::Corrected)
+      summary["blas_core_library"] = blas.libraryCore;
+    if (!blas.cpuBest.empty())
+      summary["blas_core_cpu_best"] = blas.cpuBest;
+  }
   if (session.stop) {
     summary["interrupted"] = interruptName(session.stop);
     summary["steps_done"] = session.completed;

@@ -176,7 +176,7 @@ private:
   bool trainStep(Session &session, int64_t s);
   float stepLoss(Session &session, int64_t s);
   void reportStep(Session &session, int64_t s, float lr, float value,
-                  double ms, bool last);
+                  double ms, double cpuMs, bool last);
   TrainResult finish(Session &session);
   /// Every rank's peak memory: this rank's RSS and device bytes, every
   /// rank's (RSS, device), and with stages or replicas every rank's

@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "model/ModelConfig.h"
+#include "runtime/backend/cpu/BlasCore.h"
 #include "passes/plan/Plan.h"
 #include "planner/Cluster.h"
 #include "planner/CostModel.h"
@@ -389,6 +390,9 @@ int main(int argc, char **argv) {
       "SP, ZeRO, recompute) for a model on a cluster, or predicts a given "
       "plan\n");
 
+  // Calibration times sgemm: with the kernels partition-run would use.
+  if (calibrate || calibrateWorker)
+    partition::runtime::cpu::ensureBestBlasCore(argv);
   if (calibrateWorker)
     return runCollectivesWorker();
   if (calibrate)

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backend/cpu/BlasCore.h"
 #include "runtime/train/Interrupt.h"
 #include "runtime/program/Program.h"
 #include "runtime/train/Trainer.h"
@@ -384,6 +385,9 @@ int fail(const std::string &message) {
 
 int main(int argc, char **argv) {
   namespace rt = partition::runtime;
+  // First: may restart this process with better OpenBLAS kernels (before
+  // MPI, threads or any output; each rank under mpirun restarts in place).
+  rt::cpu::ensureBestBlasCore(argv);
   CommandLine line = parse(argc, argv);
   const TrainOptions &options = line.options;
 
