@@ -59,6 +59,9 @@ nlohmann::ordered_json toJson(const Prediction &p) {
   out["compiles"] = p.notCompilable.empty();
   if (!p.notCompilable.empty())
     out["not_compilable"] = p.notCompilable;
+  out["precision"] = p.plan.precision;
+  if (p.plan.pp > 1)
+    out["chunk_layers"] = p.chunkLayers;
   const Breakdown &b = p.breakdown;
   out["breakdown"] = {{"compute_s", b.compute},
                       {"recompute_s", b.recompute},
@@ -69,6 +72,30 @@ nlohmann::ordered_json toJson(const Prediction &p) {
                       {"optimizer_s", b.optimizer}};
   return out;
 }
+std::string stageLayersText(const Prediction &p) {
+  const Candidate &c = p.plan;
+  if (c.pp <= 1 || int64_t(p.chunkLayers.size()) != c.pp * c.virtualStages)
+    return "";
+  // Per stage: the sum of its chunks (v x pp + stage), run-length written
+  // ("7, 8 x14, 7").
+  std::vector<int64_t> stages(size_t(c.pp), 0);
+  for (size_t chunk = 0; chunk < p.chunkLayers.size(); ++chunk)
+    stages[chunk % size_t(c.pp)] += p.chunkLayers[chunk];
+  std::string out;
+  for (size_t i = 0; i < stages.size();) {
+    size_t j = i;
+    while (j < stages.size() && stages[j] == stages[i])
+      ++j;
+    out += (i ? ", " : "") + std::to_string(stages[i]);
+    if (j - i > 1)
+      out += " x" + std::to_string(j - i);
+    i = j;
+  }
+  out += c.stages.empty() ? " (balanced by cost, as --dist-pipeline splits)"
+                          : " (the plan's pipeline.stages)";
+  return out;
+}
+
 void printBreakdown(const Prediction &p, llvm::raw_ostream &os) {
   for (auto [name, value] : terms(p.breakdown))
     if (value > 0)

@@ -30,6 +30,10 @@ std::string seconds(double s);
 
 nlohmann::ordered_json toJson(const Prediction &p);
 
+/// A pipeline's layers per stage as the prediction split them, e.g.
+/// "7, 8 x14, 7 (the plan's pipeline.stages)"; "" without a pipeline.
+std::string stageLayersText(const Prediction &p);
+
 /// The step's terms, one line each.
 void printBreakdown(const Prediction &p, llvm::raw_ostream &os);
 
