@@ -527,8 +527,14 @@ int main(int argc, char **argv) {
 
   if (jsonOutput) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
-    for (const Prediction &p : shown)
+    for (const Prediction &p : shown) {
       all.push_back(toJson(p));
+      // What the figures are relative to: a device's memory and its peak
+      // at the plan's precision (the scorecard prints both).
+      Cluster device = deviceShare(*cluster, p.plan.devices());
+      all.back()["device_memory_bytes"] = device.memoryBytes;
+      all.back()["device_peak_flops"] = device.peakFlops(p.plan.precision);
+    }
     if (nonuniformReport) {
       // --nonuniform --json: the uniform ranking and the nonuniform one,
       // each nonuniform plan with its gain over the best uniform plan.
