@@ -7,6 +7,7 @@
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace partition::planner {
@@ -115,7 +116,79 @@ void printBreakdown(const Prediction &p, llvm::raw_ostream &os) {
   os << ")\n";
 }
 
+/// What the winner would cost with one choice changed: each line's
+/// prediction is the cost model's own (closed-form memory), beside the
+/// winner's.
+void printWhatMatters(const Prediction &best, const ModelShape &model,
+                      const Cluster &cluster, llvm::raw_ostream &os) {
+  const Candidate &plan = best.plan;
+  struct Change {
+    std::string what;
+    Candidate plan;
+  };
+  std::vector<Change> changes;
+  auto add = [&](std::string what, auto edit) {
+    Change change{std::move(what), plan};
+    edit(change.plan);
+    changes.push_back(std::move(change));
+  };
+  if (plan.pp > 1 && plan.virtualStages > 1)
+    add("without interleaving (1f1b)", [](Candidate &c) {
+      c.schedule = "1f1b";
+      c.virtualStages = 1;
+      c.stages.clear();
+    });
+  else if (plan.pp > 1 && plan.schedule != "interleaved-1f1b" &&
+           model.layers >= 2 * plan.pp && plan.microbatches % plan.pp == 0)
+    add("with interleaving (v2)", [](Candidate &c) {
+      c.schedule = "interleaved-1f1b";
+      c.virtualStages = 2;
+      c.stages.clear();
+    });
+  if (plan.tp > 1 && plan.perLayer.empty())
+    add(plan.sequenceParallel ? "without sequence parallelism"
+                              : "with sequence parallelism",
+        [](Candidate &c) { c.sequenceParallel = !c.sequenceParallel; });
+  // The neighbouring recompute policies: less recomputed (faster, more
+  // memory) and more (slower, less memory).
+  static const char *kPolicies[] = {"none", "selective", "full"};
+  int at = -1;
+  for (int i = 0; i < 3; ++i)
+    if (plan.recompute == kPolicies[i])
+      at = i;
+  for (int next : {at - 1, at + 1})
+    if (at >= 0 && next >= 0 && next < 3)
+      add(std::string("with recompute ") + kPolicies[next],
+          [&](Candidate &c) { c.recompute = kPolicies[next]; });
+  if (plan.dp > 1)
+    for (int stage : {plan.zeroStage - 1, plan.zeroStage + 1})
+      if (stage >= 0 && stage <= 3)
+        add(stage == 0 ? std::string("without ZeRO")
+                       : "with ZeRO-" + std::to_string(stage),
+            [&](Candidate &c) { c.zeroStage = stage; });
+  if (changes.empty())
+    return;
+  Prediction closed = predict(model, plan, cluster);
+  double capacity = deviceShare(cluster, plan.devices()).memoryBytes;
+  os << "  what the choices are worth (the same plan with one change; "
+        "memory by the closed form, "
+     << gib(closed.memoryPerRank) << " for this plan):\n";
+  for (const Change &change : changes) {
+    Prediction p = predict(model, change.plan, cluster);
+    if (!std::isfinite(p.stepSeconds))
+      continue;
+    os << llvm::format("    %-34s %12s  %+6.1f%%  %10s", change.what.c_str(),
+                       seconds(p.stepSeconds).c_str(),
+                       100 * (p.stepSeconds / best.stepSeconds - 1),
+                       gib(p.memoryPerRank).c_str());
+    if (p.memoryPerRank > capacity)
+      os << "  does not fit";
+    os << "\n";
+  }
+}
+
 void printExplanation(const std::vector<Prediction> &ranked,
+                      const ModelShape &model, const Cluster &cluster,
                       llvm::raw_ostream &os) {
   const Prediction &best = ranked.front();
   os << "why " << best.plan.label() << ":\n";
@@ -127,6 +200,7 @@ void printExplanation(const std::vector<Prediction> &ranked,
   os << "  dominant term: " << dominant->first << " ("
      << llvm::format("%.0f%%", 100 * dominant->second / best.stepSeconds)
      << " of the step)\n";
+  printWhatMatters(best, model, cluster, os);
   if (ranked.size() < 2) {
     os << "  no runner-up\n";
     return;

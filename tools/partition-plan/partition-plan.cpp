@@ -393,7 +393,7 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
     printBreakdown(best, os);
   }
   if (explain)
-    printExplanation(result.ranked, os);
+    printExplanation(result.ranked, shape, cluster, os);
   if (nonuniformReport)
     printNonuniform(*nonuniformReport, best, os);
   if (!output.empty()) {
