@@ -164,6 +164,8 @@ struct Sweep {
           c.zeroStage = zero;
           c.recompute = recompute;
           c.precision = fixed.precision.value_or(defaultPrecision);
+          if (fixed.perLayer)
+            c.perLayer = *fixed.perLayer;
           screen(c);
         }
       }

@@ -43,6 +43,9 @@ struct Fixed {
   std::optional<int> zeroStage;
   /// pipeline.stages: the layers of each chunk (Candidate::stages).
   std::optional<std::vector<int64_t>> stages;
+  /// tensor_parallel.per_layer: each layer range's degree
+  /// (Candidate::perLayer).
+  std::optional<std::vector<TpPart>> perLayer;
   /// The largest micro-batch size tried (sequences per replica).
   int64_t maxMicroBatch = 32;
 };

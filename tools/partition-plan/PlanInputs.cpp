@@ -170,6 +170,21 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
                                     plan->pipeline.stages.end());
   if (has("pipeline", "microbatches"))
     f.microbatches = plan->pipeline.microbatches;
+  if (!plan->tensorParallel.perLayer.empty()) {
+    std::vector<TpPart> parts;
+    for (const Plan::TensorParallel::LayerRange &range :
+         plan->tensorParallel.perLayer)
+      parts.push_back({range.first, range.last, range.tp});
+    f.perLayer = std::move(parts);
+  }
+  // A field the cost model cannot follow is refused rather than predicted
+  // as something else.
+  if (plan->tensorParallel.embeddingTp) {
+    error = path + ": tensor_parallel.embedding.tp is not predicted by the "
+                   "cost model (the embedding and LM head run at mesh.tp "
+                   "there); leave it out to predict the plan without it";
+    return llvm::failure();
+  }
   return f;
 }
 
