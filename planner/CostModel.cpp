@@ -573,15 +573,25 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
   double h = double(m.hidden), t = double(p.tp);
   double mbs = double(p.microbatches);
   double dp = double(p.dp);
+  // Gradients: the accumulated sum (gradient accumulation without ZeRO-2
+  // sharding it) held throughout, and this micro-batch's, which the
+  // backward produces as it frees the activations (added at the end; see
+  // the stage loop). With one micro-batch ZeRO-1 reduce-scatters each
+  // bucket as it is produced, as ZeRO-2 does (the compiler's plan).
+  double newGradientShare = 1;
   auto stateMemory = [&](double params, Memory &mem) {
     mem = Memory();
     mem.parameters = 4 * params / (p.zeroStage >= 3 ? dp : 1.0);
-    mem.gradients = 4 * params / (p.zeroStage >= 2 ? dp : 1.0);
-    if (p.microbatches > 1 && p.zeroStage < 2)
-      mem.gradients *= 2; // the accumulated sum and this micro-batch's
+    bool sharded = p.zeroStage >= 2 || (p.zeroStage == 1 && p.microbatches == 1);
+    newGradientShare = 4 * params / (sharded ? dp : 1.0);
+    mem.gradients = p.microbatches > 1 && p.zeroStage < 2 ? 4 * params : 0;
     mem.optimizer = 8 * params / (p.zeroStage >= 1 ? dp : 1.0);
-    if (p.precision == "bf16")
-      mem.other += 2 * params; // bf16 copies the backward reads
+    // The bf16 copies of the weights the backward reads; selective
+    // recomputation rebuilds them (a cast is cheap work between matmuls)
+    // instead, full recomputation keeps them (it repeats the layers'
+    // forward from their input, the casts come before).
+    if (p.precision == "bf16" && p.recompute != "selective")
+      mem.other += 2 * params;
   };
   double f = double(m.ffn), qkv = double(m.heads + 2 * m.kvHeads) *
                                   double(m.headDim());
@@ -594,8 +604,14 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
   auto savedAt = [&](double t) {
     double sp = p.sequenceParallel ? t : 1.0;
     double saved = fullLayerAt(t);
+    // Selective recomputation rebuilds the cheap work between matmuls:
+    // for GPT-2 a norm's output, the residual sum and GELU's output (2h +
+    // f of 4h + 2f); for Llama the compiler keeps SwiGLU's gate and up
+    // outputs and rebuilds one norm and the product (h + f of 4h + 3f),
+    // as --dist-recompute's memory plan shows (bench/planner/memory_table).
     if (p.recompute == "selective")
-      saved = 2 * h / sp + (qkv + h + f) / t;
+      saved = m.llama ? 3 * h / sp + (qkv + h + 2 * f) / t
+                      : 2 * h / sp + (qkv + h + f) / t;
     else if (p.recompute == "full")
       saved = h / sp;
     double bytes = n * saved * e;
@@ -618,7 +634,11 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
   double smallest = t; // the largest working set: the smallest degree
   for (const TpPart &part : p.perLayer)
     smallest = std::min(smallest, double(part.tp));
-  double working = n * fullLayerAt(smallest) * e; // one layer's backward
+  // One layer's backward under full recomputation: its rebuilt
+  // activations and the gradients of its MLP's intermediates (f, or gate
+  // and up for SwiGLU).
+  double working = n * (fullLayerAt(smallest) +
+                        (m.llama ? 2 : 1) * f / smallest) * e;
   double logits = n * double(m.vocab) / t * (e + 4);
   double inputs = 8 * n * mbs;
   Memory most;
@@ -635,6 +655,15 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
     if (stage == p.pp - 1)
       mem.activations += logits;
     mem.other += inputs;
+    // The backward frees a layer's activations as it writes the layer's
+    // gradients: with one micro-batch in flight the stage holds the larger
+    // of the two at its peak, not their sum (the arena's peak is at the
+    // start of the backward, or near its end when little is saved); with
+    // several, the others' activations stay while one's gradients grow.
+    if (p.pp > 1 && inFlight > 1)
+      mem.gradients += newGradientShare;
+    else if (newGradientShare > mem.activations)
+      mem.gradients += newGradientShare - mem.activations;
     if (stage == 0 || mem.total() > most.total())
       most = mem;
   }
