@@ -254,6 +254,10 @@ std::vector<Prediction> rankExactly(const ModelShape &model,
                                      : bound;
     if (!std::isfinite(p.stepSeconds))
       continue;
+    // Slower than the K-th best exact time: it cannot enter the top K, so
+    // its memory plan is not compiled (each compile costs seconds).
+    if (bestTimes.size() >= keep && p.stepSeconds > bestTimes.back())
+      continue;
     p.notCompilable = refusal;
     if (memory && refusal.empty()) {
       if (std::optional<double> bytes = memory(p.plan)) {
