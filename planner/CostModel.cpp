@@ -670,6 +670,13 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
   return most;
 }
 
+/// `layers` in `chunks` chunks as balanceLayers splits equal costs.
+std::vector<int64_t> splitEvenly(int64_t layers, int64_t chunks) {
+  std::vector<int> counts =
+      pipeline::balanceUniformLayers(int(layers), 1.0, 0, 0, int(chunks));
+  return std::vector<int64_t>(counts.begin(), counts.end());
+}
+
 /// The plan's chunk split (see chunkLayerCounts): what a layer, the
 /// embedding and the LM head cost per micro-batch, F + B + W, balanced as
 /// --dist-pipeline balances them.
@@ -688,6 +695,8 @@ std::vector<int64_t> splitLayers(const ModelShape &m, const Candidate &p,
     double f, b, w;
     layers.sums(0, 1, f, b, w);
     double u = f + b + w;
+    if (!(u > 0)) // no cost to balance by (a key of inf or NaN)
+      return splitEvenly(m.layers, chunks);
     // Memoized per thread by what the split depends on: plans that differ
     // in ZeRO stage or micro-batch count share it.
     using Key = std::tuple<int64_t, int64_t, double, double>;
