@@ -5,6 +5,7 @@
 #include "passes/plan/PlanAxisNames.h"
 #include "planner/Collectives.h"
 #include "planner/LayerCost.h"
+#include "scheduling/Balance.h"
 #include "scheduling/Schedule.h"
 #include "scheduling/ScheduleCheck.h"
 
@@ -60,6 +61,12 @@ std::string Candidate::planJson() const {
     os << "\"schedule\": \"" << schedule << "\", ";
   if (virtualStages > 1)
     os << "\"virtual_stages\": " << virtualStages << ", ";
+  if (!stages.empty()) {
+    os << "\"stages\": [";
+    for (size_t i = 0; i < stages.size(); ++i)
+      os << (i ? ", " : "") << stages[i];
+    os << "], ";
+  }
   os << "\"microbatches\": " << microbatches << "}";
   if (zeroStage > 0)
     os << ", \"zero\": {\"stage\": " << zeroStage << "}";
@@ -89,6 +96,8 @@ std::string Candidate::label() const {
     os << " " << schedule;
     if (virtualStages > 1)
       os << " v" << virtualStages;
+    if (!stages.empty())
+      os << " stages";
   }
   os << " mb" << microBatch << "x" << microbatches;
   if (zeroStage > 0)
@@ -120,42 +129,47 @@ double modelFlopsPerStep(const ModelShape &m, int64_t sequences) {
 
 namespace {
 
-/// Layers of model chunk `chunk` (of pp x v) when the layers do not divide
-/// evenly: the first chunks get one more.
-double chunkLayers(const ModelShape &m, int64_t chunks, int64_t chunk) {
-  int64_t base = m.layers / chunks, extra = m.layers % chunks;
-  return double(base + (chunk < extra ? 1 : 0));
-}
+/// Where each model chunk starts and how many layers it holds.
+struct ChunkSplit {
+  std::vector<int64_t> counts, first;
+  explicit ChunkSplit(std::vector<int64_t> layers) : counts(std::move(layers)) {
+    int64_t next = 0;
+    for (int64_t count : counts) {
+      first.push_back(next);
+      next += count;
+    }
+  }
+  /// The layers pipeline stage `stage` holds (its chunks v x pp + stage).
+  int64_t stageLayers(const Candidate &p, int64_t stage) const {
+    int64_t layers = 0;
+    for (int64_t v = 0; v < p.virtualStages; ++v)
+      layers += counts[size_t(v * p.pp + stage)];
+    return layers;
+  }
+};
 
-/// The first layer of model chunk `chunk`.
-int64_t chunkFirstLayer(const ModelShape &m, int64_t chunks, int64_t chunk) {
-  int64_t base = m.layers / chunks, extra = m.layers % chunks;
-  return chunk * base + std::min(chunk, extra);
-}
-
-/// The layers pipeline stage `stage` holds (its chunks v x pp + stage).
-std::vector<int64_t> stageLayerIndices(const ModelShape &m,
+/// The layers pipeline stage `stage` holds, by index.
+std::vector<int64_t> stageLayerIndices(const ChunkSplit &split,
                                        const Candidate &p, int64_t stage) {
-  int64_t chunks = p.pp * p.virtualStages;
   std::vector<int64_t> out;
   for (int64_t v = 0; v < p.virtualStages; ++v) {
-    int64_t chunk = v * p.pp + stage;
-    int64_t first = chunkFirstLayer(m, chunks, chunk);
-    for (int64_t i = 0; i < int64_t(chunkLayers(m, chunks, chunk)); ++i)
-      out.push_back(first + i);
+    size_t chunk = size_t(v * p.pp + stage);
+    for (int64_t i = 0; i < split.counts[chunk]; ++i)
+      out.push_back(split.first[chunk] + i);
   }
   return out;
 }
 
 /// Parameters held by pipeline stage `stage` on one tp rank.
-double stageParameters(const ModelShape &m, const Candidate &p, int stage,
-                       double layersOnStage) {
+double stageParameters(const ModelShape &m, const Candidate &p,
+                       const ChunkSplit &split, int64_t stage) {
   double t = double(p.tp);
-  double params = layersOnStage * double(m.layerParameters()) / t;
+  double params =
+      double(split.stageLayers(p, stage)) * double(m.layerParameters()) / t;
   if (!p.perLayer.empty()) {
     // Each layer of the stage at its own degree.
     params = 0;
-    for (int64_t layer : stageLayerIndices(m, p, stage))
+    for (int64_t layer : stageLayerIndices(split, p, stage))
       params += double(m.layerParameters()) / double(p.layerTp(layer));
   }
   double embedding = double(m.vocab) * double(m.hidden) / t;
@@ -198,7 +212,19 @@ PipelineTime simulatePipeline(const Candidate &p,
   auto run = [&](int64_t microbatches, double lat) -> OrError<Timeline> {
     ScheduleConfig cfg = config;
     cfg.microbatches = int(microbatches);
-    OrError<Schedule> schedule = generateSchedule(cfg);
+    // The same few schedules serve every candidate of a search (each is
+    // simulated twice, with and without latency): generated once per
+    // thread.
+    using Key = std::tuple<int, int, int, int>;
+    thread_local std::map<Key, OrError<Schedule>> schedules;
+    Key key{int(cfg.kind), cfg.stages, cfg.chunks, cfg.microbatches};
+    auto it = schedules.find(key);
+    if (it == schedules.end()) {
+      if (schedules.size() > 256)
+        schedules.clear();
+      it = schedules.emplace(key, generateSchedule(cfg)).first;
+    }
+    const OrError<Schedule> &schedule = it->second;
     if (!schedule)
       return OrError<Timeline>::failure(schedule.error());
     SimulationOptions options;
@@ -247,18 +273,22 @@ PipelineTime simulatePipeline(const Candidate &p,
 
 } // namespace
 
-int64_t peakInFlightFirstStage(const std::string &schedule, int64_t p,
-                               int64_t m, int64_t v) {
+int64_t stagePeakInFlight(const std::string &schedule, int64_t p,
+                          int64_t m, int64_t v, int64_t stage) {
   if (p == 1)
     return 1;
   if (schedule == "gpipe")
     return m;
   if (schedule == "interleaved-1f1b" && v > 1)
-    // Megatron's warm-up on stage 0: (v - 1) p + 2 (p - 1) forwards, then
-    // one more before its first backward.
-    return std::min(m * v, (v - 1) * p + 2 * (p - 1) + 1);
-  // 1F1B and ZB-H1: p micro-batches on stage 0.
-  return std::min(m, p);
+    // Megatron's warm-up on stage s: (v - 1) p + 2 (p - 1 - s) forwards,
+    // then one more before its first backward.
+    return std::min(m * v, (v - 1) * p + 2 * (p - 1 - stage) + 1);
+  // ZB-H1 delays the weight gradients that free a micro-batch: p on every
+  // stage.
+  if (schedule == "zero-bubble")
+    return std::min(m, p);
+  // 1F1B: p - s micro-batches on stage s.
+  return std::min(m, p - stage);
 }
 
 Reshard boundaryReshard(const ModelShape &m, const Candidate &p,
@@ -359,10 +389,9 @@ struct ChunkCosts {
   std::vector<double> forward, backward, weight;
 };
 
-ChunkCosts chunkCosts(const ModelShape &m, const Candidate &p,
-                      const Cluster &c, const PlanLayers &layers) {
-  EndCost head = headCost(m, p, c);
-  EndCost embed = embeddingCost(m, p, c);
+ChunkCosts chunkCosts(const Candidate &p, const PlanLayers &layers,
+                      const EndCost &embed, const EndCost &head,
+                      const ChunkSplit &split) {
   int64_t chunks = p.pp * p.virtualStages;
   bool zeroBubble = p.schedule == "zero-bubble";
   ChunkCosts costs;
@@ -371,8 +400,8 @@ ChunkCosts chunkCosts(const ModelShape &m, const Candidate &p,
   costs.weight.resize(chunks);
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
     double f, b, w;
-    layers.sums(chunkFirstLayer(m, chunks, chunk),
-                chunkLayers(m, chunks, chunk), f, b, w);
+    layers.sums(split.first[size_t(chunk)], double(split.counts[size_t(chunk)]),
+                f, b, w);
     if (chunk == 0) {
       f += embed.forward + embed.comm;
       w += embed.weight + embed.comm;
@@ -395,16 +424,13 @@ ChunkCosts chunkCosts(const ModelShape &m, const Candidate &p,
 }
 
 /// The parameters of the stage the data-parallel reduction and the
-/// optimizer wait for, the one with the most: the first in a uniform plan
-/// (embedding, the first chunks' extra layers), any stage in a nonuniform
-/// one.
-double busiestStageParameters(const ModelShape &m, const Candidate &p) {
-  double params = stageParameters(m, p, 0, double(m.layers) / double(p.pp));
-  if (!p.perLayer.empty())
-    for (int64_t stage = 1; stage < p.pp; ++stage)
-      params = std::max(params, stageParameters(m, p, int(stage),
-                                                double(m.layers) /
-                                                    double(p.pp)));
+/// optimizer wait for, the one with the most (the embedding's, or the one
+/// with most layers when the split is uneven).
+double busiestStageParameters(const ModelShape &m, const Candidate &p,
+                              const ChunkSplit &split) {
+  double params = 0;
+  for (int64_t stage = 0; stage < p.pp; ++stage)
+    params = std::max(params, stageParameters(m, p, split, stage));
   return params;
 }
 
@@ -491,8 +517,11 @@ double dataParallelSeconds(const Candidate &p, const Cluster &c,
 /// Recomputation and tensor-parallel communication along the busiest
 /// stage (the rest of the breakdown is filled by the caller).
 void layerBreakdown(const ModelShape &m, const Candidate &p,
-                    const PlanLayers &layers, Breakdown &bd) {
-  double stageLayers = double(m.layers) / double(p.pp);
+                    const PlanLayers &layers, const ChunkSplit &split,
+                    Breakdown &bd) {
+  double stageLayers = 0;
+  for (int64_t stage = 0; stage < p.pp; ++stage)
+    stageLayers = std::max(stageLayers, double(split.stageLayers(p, stage)));
   double mbs = double(p.microbatches);
   const LayerCost &layer = layers.uniform;
   bd.recompute = mbs * stageLayers * layer.recompute;
@@ -534,26 +563,35 @@ void fillFlops(const ModelShape &m, const Candidate &p, const Cluster &c,
             c.peakFlops(p.precision);
 }
 
-/// Closed-form memory of the first stage (it holds the most micro-batches
-/// in flight) or the last (logits), whichever is larger.
-Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c) {
+/// Closed-form memory of the stage that needs the most: the first holds
+/// the most micro-batches in flight, the last the logits, and with an
+/// uneven split a middle stage may hold more layers than either.
+Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
+                   const ChunkSplit &split) {
   double e = p.precision == "bf16" ? 2 : 4;
   double n = double(p.microBatch) * double(m.seqLen);
   double h = double(m.hidden), t = double(p.tp);
-  int64_t chunks = p.pp * p.virtualStages;
-  double stageLayers = double(m.layers) / double(p.pp);
   double mbs = double(p.microbatches);
-  int64_t inFlight = peakInFlightFirstStage(p.schedule, p.pp, p.microbatches,
-                                            p.virtualStages);
   double dp = double(p.dp);
+  // Gradients: the accumulated sum (gradient accumulation without ZeRO-2
+  // sharding it) held throughout, and this micro-batch's, which the
+  // backward produces as it frees the activations (added at the end; see
+  // the stage loop). With one micro-batch ZeRO-1 reduce-scatters each
+  // bucket as it is produced, as ZeRO-2 does (the compiler's plan).
+  double newGradientShare = 1;
   auto stateMemory = [&](double params, Memory &mem) {
+    mem = Memory();
     mem.parameters = 4 * params / (p.zeroStage >= 3 ? dp : 1.0);
-    mem.gradients = 4 * params / (p.zeroStage >= 2 ? dp : 1.0);
-    if (p.microbatches > 1 && p.zeroStage < 2)
-      mem.gradients *= 2; // the accumulated sum and this micro-batch's
+    bool sharded = p.zeroStage >= 2 || (p.zeroStage == 1 && p.microbatches == 1);
+    newGradientShare = 4 * params / (sharded ? dp : 1.0);
+    mem.gradients = p.microbatches > 1 && p.zeroStage < 2 ? 4 * params : 0;
     mem.optimizer = 8 * params / (p.zeroStage >= 1 ? dp : 1.0);
-    if (p.precision == "bf16")
-      mem.other += 2 * params; // bf16 copies the backward reads
+    // The bf16 copies of the weights the backward reads; selective
+    // recomputation rebuilds them (a cast is cheap work between matmuls)
+    // instead, full recomputation keeps them (it repeats the layers'
+    // forward from their input, the casts come before).
+    if (p.precision == "bf16" && p.recompute != "selective")
+      mem.other += 2 * params;
   };
   double f = double(m.ffn), qkv = double(m.heads + 2 * m.kvHeads) *
                                   double(m.headDim());
@@ -566,8 +604,14 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c) {
   auto savedAt = [&](double t) {
     double sp = p.sequenceParallel ? t : 1.0;
     double saved = fullLayerAt(t);
+    // Selective recomputation rebuilds the cheap work between matmuls:
+    // for GPT-2 a norm's output, the residual sum and GELU's output (2h +
+    // f of 4h + 2f); for Llama the compiler keeps SwiGLU's gate and up
+    // outputs and rebuilds one norm and the product (h + f of 4h + 3f),
+    // as --dist-recompute's memory plan shows (bench/planner/memory_table).
     if (p.recompute == "selective")
-      saved = 2 * h / sp + (qkv + h + f) / t;
+      saved = m.llama ? 3 * h / sp + (qkv + h + 2 * f) / t
+                      : 2 * h / sp + (qkv + h + f) / t;
     else if (p.recompute == "full")
       saved = h / sp;
     double bytes = n * saved * e;
@@ -581,7 +625,7 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c) {
   auto stageSaved = [&](int64_t stage) {
     if (p.perLayer.empty())
       return savedAt(t);
-    std::vector<int64_t> layers = stageLayerIndices(m, p, stage);
+    std::vector<int64_t> layers = stageLayerIndices(split, p, stage);
     double sum = 0;
     for (int64_t layer : layers)
       sum += savedAt(double(p.layerTp(layer)));
@@ -590,26 +634,102 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c) {
   double smallest = t; // the largest working set: the smallest degree
   for (const TpPart &part : p.perLayer)
     smallest = std::min(smallest, double(part.tp));
-  double layersPerChunk = double(m.layers) / double(chunks);
-  double working = n * fullLayerAt(smallest) * e; // one layer's backward
-  Memory first;
-  stateMemory(stageParameters(m, p, 0, stageLayers), first);
-  first.activations = double(inFlight) * layersPerChunk * stageSaved(0) +
-                      (p.recompute == "full" ? working : 0);
+  // One layer's backward under full recomputation: its rebuilt
+  // activations and the gradients of its MLP's intermediates (f, or gate
+  // and up for SwiGLU).
+  double working = n * (fullLayerAt(smallest) +
+                        (m.llama ? 2 : 1) * f / smallest) * e;
   double logits = n * double(m.vocab) / t * (e + 4);
-  Memory last;
-  stateMemory(stageParameters(m, p, int(p.pp - 1), stageLayers), last);
-  last.activations = layersPerChunk * stageSaved(p.pp - 1) +
-                     (p.recompute == "full" ? working : 0) + logits;
-  if (p.pp == 1)
-    first.activations += logits;
   double inputs = 8 * n * mbs;
-  first.other += inputs;
-  last.other += inputs;
-  return first.total() >= last.total() ? first : last;
+  Memory most;
+  for (int64_t stage = 0; stage < p.pp; ++stage) {
+    Memory mem;
+    stateMemory(stageParameters(m, p, split, stage), mem);
+    // The stage's chunks in flight at once, each of its mean layers.
+    double layersPerChunk = double(split.stageLayers(p, stage)) /
+                            double(p.virtualStages);
+    int64_t inFlight = stagePeakInFlight(p.schedule, p.pp, p.microbatches,
+                                         p.virtualStages, stage);
+    mem.activations = double(inFlight) * layersPerChunk * stageSaved(stage) +
+                      (p.recompute == "full" ? working : 0);
+    if (stage == p.pp - 1)
+      mem.activations += logits;
+    mem.other += inputs;
+    // The backward frees a layer's activations as it writes the layer's
+    // gradients: with one micro-batch in flight the stage holds the larger
+    // of the two at its peak, not their sum (the arena's peak is at the
+    // start of the backward, or near its end when little is saved); with
+    // several, the others' activations stay while one's gradients grow.
+    if (p.pp > 1 && inFlight > 1)
+      mem.gradients += newGradientShare;
+    else if (newGradientShare > mem.activations)
+      mem.gradients += newGradientShare - mem.activations;
+    if (stage == 0 || mem.total() > most.total())
+      most = mem;
+  }
+  return most;
+}
+
+/// `layers` in `chunks` chunks as balanceLayers splits equal costs.
+std::vector<int64_t> splitEvenly(int64_t layers, int64_t chunks) {
+  std::vector<int> counts =
+      pipeline::balanceUniformLayers(int(layers), 1.0, 0, 0, int(chunks));
+  return std::vector<int64_t>(counts.begin(), counts.end());
+}
+
+/// The plan's chunk split (see chunkLayerCounts): what a layer, the
+/// embedding and the LM head cost per micro-batch, F + B + W, balanced as
+/// --dist-pipeline balances them.
+std::vector<int64_t> splitLayers(const ModelShape &m, const Candidate &p,
+                                 const PlanLayers &layers,
+                                 const EndCost &embed, const EndCost &head) {
+  if (!p.stages.empty())
+    return p.stages;
+  int64_t chunks = p.pp * p.virtualStages;
+  if (chunks <= 1 || chunks > m.layers)
+    return {m.layers};
+  double pre = embed.forward + embed.weight + 2 * embed.comm;
+  double post = head.forward + head.backward + head.weight + 2 * head.comm;
+  std::vector<int> counts;
+  if (!layers.nonuniform) {
+    double f, b, w;
+    layers.sums(0, 1, f, b, w);
+    double u = f + b + w;
+    if (!(u > 0)) // no cost to balance by (a key of inf or NaN)
+      return splitEvenly(m.layers, chunks);
+    // Memoized per thread by what the split depends on: plans that differ
+    // in ZeRO stage or micro-batch count share it.
+    using Key = std::tuple<int64_t, int64_t, double, double>;
+    thread_local std::map<Key, std::vector<int64_t>> memo;
+    Key key{m.layers, chunks, pre / u, post / u};
+    if (auto it = memo.find(key); it != memo.end())
+      return it->second;
+    counts = pipeline::balanceUniformLayers(int(m.layers), u, pre, post,
+                                            int(chunks));
+    if (memo.size() > 4096)
+      memo.clear();
+    return memo[key] = std::vector<int64_t>(counts.begin(), counts.end());
+  } else {
+    std::vector<double> costs;
+    for (int64_t i = 0; i < m.layers; ++i) {
+      double f, b, w;
+      layers.sums(i, 1, f, b, w);
+      costs.push_back(f + b + w);
+    }
+    counts = pipeline::balanceLayers(costs, pre, post, int(chunks));
+  }
+  return std::vector<int64_t>(counts.begin(), counts.end());
 }
 
 } // namespace
+
+std::vector<int64_t> chunkLayerCounts(const ModelShape &m, const Candidate &p,
+                                      const Cluster &node) {
+  Cluster c = deviceShare(node, p.devices());
+  PlanLayers layers(m, p, c);
+  return splitLayers(m, p, layers, embeddingCost(m, p, c),
+                     headCost(m, p, c));
+}
 
 Prediction predict(const ModelShape &m, const Candidate &p,
                    const Cluster &node, bool exactPipeline) {
@@ -617,11 +737,20 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   Prediction out;
   out.plan = p;
   PlanLayers layers(m, p, c);
-  ChunkCosts costs = chunkCosts(m, p, c, layers);
+  EndCost embed = embeddingCost(m, p, c), head = headCost(m, p, c);
+  ChunkSplit split(splitLayers(m, p, layers, embed, head));
+  if (int64_t(split.counts.size()) != p.pp * p.virtualStages) {
+    // pipeline.stages of another length: the plan.json reader refuses it.
+    out.notCompilable = "pipeline.stages needs one layer count per chunk";
+    out.stepSeconds = INFINITY;
+    return out;
+  }
+  out.chunkLayers = split.counts;
+  ChunkCosts costs = chunkCosts(p, layers, embed, head, split);
 
   // Gradient accumulation across micro-batches: read the sum and the new
   // gradient, write the sum (fp32), per parameter per micro-batch.
-  double stageParams = busiestStageParameters(m, p);
+  double stageParams = busiestStageParameters(m, p, split);
   double accumulate =
       p.microbatches > 1 ? streamTime(12 * stageParams, 1, c) : 0;
   double pipeline, bubble, pipelineComm;
@@ -640,7 +769,7 @@ Prediction predict(const ModelShape &m, const Candidate &p,
 
   // The breakdown along the busiest stage.
   Breakdown &bd = out.breakdown;
-  layerBreakdown(m, p, layers, bd);
+  layerBreakdown(m, p, layers, split, bd);
   bd.pipelineComm = pipelineComm;
   bd.bubble = bubble;
   bd.dataComm = dataComm;
@@ -649,7 +778,7 @@ Prediction predict(const ModelShape &m, const Candidate &p,
                bd.pipelineComm - bd.bubble - bd.dataComm - bd.optimizer;
 
   fillFlops(m, p, c, out);
-  out.memory = stageMemory(m, p, c);
+  out.memory = stageMemory(m, p, c, split);
   out.memoryPerRank = out.memory.total();
   out.fits = out.memoryPerRank <= c.memoryBytes;
   return out;

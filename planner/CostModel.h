@@ -65,6 +65,11 @@ struct Candidate {
   int64_t dp = 1, tp = 1, pp = 1;
   /// Virtual stages per pipeline stage (interleaved 1F1B's chunks).
   int64_t virtualStages = 1;
+  /// The layers of each model chunk (pp x virtualStages entries, in model
+  /// order), as plan.json's pipeline.stages gives them (Llama 3 gave its
+  /// first and last stage one layer fewer); empty: balanced by cost, as
+  /// --dist-pipeline splits them (chunkLayerCounts).
+  std::vector<int64_t> stages;
   /// Sequences per micro-batch (the model's batch), and micro-batches per
   /// step per data-parallel replica.
   int64_t microBatch = 1;
@@ -87,7 +92,8 @@ struct Candidate {
   /// plan.json for this candidate (only the fields that differ from the
   /// defaults; virtual_stages under "pipeline" when above 1).
   std::string planJson() const;
-  /// "dp4 tp2 pp1 sp mb2x4 1f1b z0 full bf16", for tables.
+  /// "dp4 tp2 pp1 sp mb2x4 1f1b z0 full bf16", for tables ("stages" after
+  /// the schedule when the plan gives pipeline.stages).
   std::string label() const;
 };
 
@@ -113,6 +119,9 @@ struct Memory {
 
 struct Prediction {
   Candidate plan;
+  /// The layers of each model chunk the prediction assumed: the plan's
+  /// pipeline.stages, else the split balanced by cost.
+  std::vector<int64_t> chunkLayers;
   double stepSeconds = 0;
   Breakdown breakdown;
   /// Model FLOPs of the step (no recomputation) and what the hardware
@@ -157,11 +166,21 @@ Reshard boundaryReshard(const ModelShape &model, const Candidate &plan,
 /// What one of `devices` devices gets of a node (Cluster::sharedNode).
 Cluster deviceShare(const Cluster &node, int64_t devices);
 
-/// The most micro-batch chunks pipeline stage 0 holds activations for at
-/// once under `schedule` (p stages, m micro-batches, v chunks per stage):
-/// the closed forms of scheduling/'s peakInFlight.
-int64_t peakInFlightFirstStage(const std::string &schedule, int64_t p,
-                               int64_t m, int64_t v);
+/// The most micro-batch chunks pipeline stage `stage` holds activations
+/// for at once under `schedule` (p stages, m micro-batches, v chunks per
+/// stage): the closed forms of scheduling/'s peakInFlight.
+int64_t stagePeakInFlight(const std::string &schedule, int64_t p,
+                          int64_t m, int64_t v, int64_t stage);
+
+/// The layers of each of the plan's pp x v model chunks: its
+/// pipeline.stages when given, else the split --dist-pipeline makes, the
+/// costliest chunk as cheap as possible with the embedding on the first
+/// chunk and the LM head on the last (scheduling/Balance.h), by the cost
+/// model's seconds per layer rather than the pass's FLOPs and bytes (for
+/// uniform layers the same split).
+std::vector<int64_t> chunkLayerCounts(const ModelShape &model,
+                                      const Candidate &plan,
+                                      const Cluster &cluster);
 
 /// The model FLOPs of a step of `sequences` sequences (no recompute).
 double modelFlopsPerStep(const ModelShape &model, int64_t sequences);

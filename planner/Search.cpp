@@ -49,7 +49,8 @@ void noteRefusal(SearchResult &result, const std::string &refusal) {
 }
 
 /// Enumerates every candidate the fixed choices allow and screens each
-/// with the validator and the fast (bounding) prediction.
+/// with the fast (bounding) prediction; the validator is asked later, only
+/// of the plans the ranking reaches (see rankExactly).
 struct Sweep {
   const ModelShape &model;
   const Cluster &cluster;
@@ -120,12 +121,16 @@ struct Sweep {
     if (pp > 1)
       schedules = {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"};
     for (const std::string &schedule : either(fixed.schedule, schedules)) {
+      // Any chunk count --dist-pipeline accepts (at least one layer per
+      // chunk; the split need not be even, it is balanced by cost); the
+      // search tries these, a plan may fix any.
       std::vector<int64_t> chunkCounts = {1};
       if (schedule == "interleaved-1f1b")
         chunkCounts = {1, 2, 3, 4, 6, 8};
       for (int64_t v : either(fixed.virtualStages, chunkCounts)) {
-        if (v > 1 && (schedule != "interleaved-1f1b" ||
-                      model.layers % (pp * v) != 0))
+        if (v > 1 && (schedule != "interleaved-1f1b" || pp * v > model.layers))
+          continue;
+        if (fixed.stages && int64_t(fixed.stages->size()) != pp * v)
           continue;
         if (schedule == "interleaved-1f1b" && microbatches % pp != 0)
           continue;
@@ -133,6 +138,8 @@ struct Sweep {
           continue;
         base.schedule = schedule;
         base.virtualStages = v;
+        if (fixed.stages)
+          base.stages = *fixed.stages;
         choices(base);
       }
     }
@@ -157,40 +164,74 @@ struct Sweep {
           c.zeroStage = zero;
           c.recompute = recompute;
           c.precision = fixed.precision.value_or(defaultPrecision);
+          if (fixed.perLayer)
+            c.perLayer = *fixed.perLayer;
           screen(c);
         }
       }
     }
   }
 
-  /// Validates `c`, predicts its bound and files it as fitting or unfit.
+  /// Predicts the bound of `c` and files it as fitting or unfit.
   void screen(const Candidate &c) {
-    bool hard = false;
-    std::string refusal = validate(c, hard);
-    if (!refusal.empty() && (hard || !options.includeUncompilable)) {
-      noteRefusal(result, refusal);
-      return;
-    }
     Prediction p = predict(model, c, cluster, /*exactPipeline=*/false);
     ++result.evaluated;
     if (!std::isfinite(p.stepSeconds))
       return;
-    p.notCompilable = refusal;
     if (p.fits)
       fitting.push_back(std::move(p));
-    else {
-      noteUnfit(result, p.memoryPerRank);
-      if (options.keepUnfit)
-        unfit.push_back(std::move(p));
-    }
+    else
+      unfit.push_back(std::move(p));
   }
 };
+
+/// Asks the validator about `p`: false when it is refused (counted), else
+/// true with a soft refusal kept as `notCompilable` (includeUncompilable).
+bool accepted(Prediction &p, const SearchOptions &options,
+              const Validate &validate, SearchResult &result) {
+  bool hard = false;
+  std::string refusal = validate(p.plan, hard);
+  if (!refusal.empty() && (hard || !options.includeUncompilable)) {
+    noteRefusal(result, refusal);
+    return false;
+  }
+  p.notCompilable = refusal;
+  return true;
+}
+
+/// The plans that do not fit: counted; the least memory among those the
+/// validator accepts is found by asking it in order of memory (the "no
+/// plan fits" message names a plan the model allows); all are asked when
+/// they are kept.
+void fileUnfit(const SearchOptions &options, const Validate &validate,
+               std::vector<Prediction> &unfit, SearchResult &result) {
+  std::stable_sort(unfit.begin(), unfit.end(),
+                   [](const Prediction &a, const Prediction &b) {
+                     return a.memoryPerRank < b.memoryPerRank;
+                   });
+  std::vector<Prediction> kept;
+  bool found = false;
+  for (Prediction &p : unfit) {
+    if (found && !options.keepUnfit) {
+      noteUnfit(result, p.memoryPerRank);
+      continue;
+    }
+    if (!accepted(p, options, validate, result))
+      continue;
+    found = true;
+    noteUnfit(result, p.memoryPerRank);
+    if (options.keepUnfit)
+      kept.push_back(std::move(p));
+  }
+  unfit = std::move(kept);
+}
 
 /// Branch and bound over `fitting` (sorted by lower bound): simulates
 /// pipelines, asks `memory`, and returns the best `options.top` exactly.
 std::vector<Prediction> rankExactly(const ModelShape &model,
                                     const Cluster &cluster,
                                     const SearchOptions &options,
+                                    const Validate &validate,
                                     const MemoryOracle &memory,
                                     std::vector<Prediction> &fitting,
                                     std::vector<Prediction> &unfit,
@@ -203,10 +244,19 @@ std::vector<Prediction> rankExactly(const ModelShape &model,
   for (Prediction &bound : fitting) {
     if (bestTimes.size() >= keep && bound.stepSeconds > bestTimes.back())
       break;
+    // The plan.json reader is asked here, of the plans the ranking
+    // reaches, rather than of every candidate: most never could rank, and
+    // asking it is most of a search's time.
+    if (!accepted(bound, options, validate, result))
+      continue;
     std::string refusal = bound.notCompilable;
     Prediction p = bound.plan.pp > 1 ? predict(model, bound.plan, cluster)
                                      : bound;
     if (!std::isfinite(p.stepSeconds))
+      continue;
+    // Slower than the K-th best exact time: it cannot enter the top K, so
+    // its memory plan is not compiled (each compile costs seconds).
+    if (bestTimes.size() >= keep && p.stepSeconds > bestTimes.back())
       continue;
     p.notCompilable = refusal;
     if (memory && refusal.empty()) {
@@ -245,8 +295,10 @@ SearchResult search(const ModelShape &model, const Cluster &cluster,
   sweep.meshes();
   // Branch and bound by lower bound; see rankExactly.
   std::stable_sort(sweep.fitting.begin(), sweep.fitting.end(), faster);
-  std::vector<Prediction> exact = rankExactly(
-      model, cluster, options, memory, sweep.fitting, sweep.unfit, result);
+  fileUnfit(options, validate, sweep.unfit, result);
+  std::vector<Prediction> exact =
+      rankExactly(model, cluster, options, validate, memory, sweep.fitting,
+                  sweep.unfit, result);
   std::stable_sort(sweep.unfit.begin(), sweep.unfit.end(), faster);
   result.ranked = std::move(exact);
   for (Prediction &p : sweep.unfit)

@@ -10,7 +10,11 @@
 // and checkPlanImplemented in passes/plan/Plan.cpp), so the search space grows
 // by itself as passes land. Plans it refuses are dropped, or with
 // `includeUncompilable` kept and marked (the cost model covers pipeline,
-// ZeRO and interleaving before the compiler does).
+// ZeRO and interleaving before the compiler does). It is asked of the
+// plans the branch and bound reaches, in order, and of those that do not
+// fit until one is accepted (for the least memory a plan needs), not of
+// every candidate: reading each as plan.json text was most of a search's
+// time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +41,11 @@ struct Fixed {
   std::optional<std::string> schedule, recompute, precision;
   std::optional<bool> sequenceParallel;
   std::optional<int> zeroStage;
+  /// pipeline.stages: the layers of each chunk (Candidate::stages).
+  std::optional<std::vector<int64_t>> stages;
+  /// tensor_parallel.per_layer: each layer range's degree
+  /// (Candidate::perLayer).
+  std::optional<std::vector<TpPart>> perLayer;
   /// The largest micro-batch size tried (sequences per replica).
   int64_t maxMicroBatch = 32;
 };
@@ -56,11 +65,13 @@ struct SearchOptions {
 struct SearchResult {
   /// Fitting plans first, each group by step time.
   std::vector<Prediction> ranked;
-  /// Candidates predicted (after the validator).
+  /// Candidates predicted (their bound; the validator is asked later).
   int64_t evaluated = 0;
   /// Why nothing came out, when `ranked` holds no fitting plan: the first
   /// refusal, for the error message.
   std::string firstRefusal;
+  /// Plans the validator refused (of those it was asked about), and
+  /// plans that do not fit.
   int64_t refused = 0, unfit = 0;
   /// The least memory per rank among plans that do not fit (bytes).
   double leastUnfitMemory = 0;

@@ -25,6 +25,17 @@ namespace partition::pipeline {
 std::vector<int> balanceLayers(const std::vector<double> &layerCosts,
                                double pre, double post, int chunks);
 
+/// balanceLayers for `layers` layers of one cost each (a uniform plan's
+/// layers), in O(chunks + log layers) rather than the dynamic program's
+/// O(chunks x layers^2): the least bottleneck is one of the values pre +
+/// a x cost, post + b x cost or k x cost, found by bisection over each
+/// family with a closed-form feasibility test; then each chunk takes as
+/// many layers as fit under it, front first (balanceLayers' own choice on
+/// ties: the earlier chunks take more). The planner asks this for every
+/// candidate of a search.
+std::vector<int> balanceUniformLayers(int layers, double layerCost,
+                                      double pre, double post, int chunks);
+
 /// The cost of each chunk of the split `counts`.
 std::vector<double> chunkCosts(const std::vector<double> &layerCosts,
                                double pre, double post,

@@ -87,7 +87,11 @@ def main():
              "--seq-len", "2048", "--positions", "2048", "--batch", "1",
              "-o", model])
         dp = gpus // (tp * pp)
+        # The 2021 runs had no sequence parallelism and no ZeRO: written
+        # out, since partition-plan searches what a plan leaves out.
         paper = {"mesh": {"dp": dp, "tp": tp, "pp": pp},
+                 "tensor_parallel": {"sequence_parallel": False},
+                 "zero": {"stage": 0},
                  "recompute": {"policy": "full"}, "precision": "bf16"}
         if pp > 1:
             paper["pipeline"] = {"schedule": "interleaved-1f1b"}

@@ -43,12 +43,20 @@ std::optional<int64_t> layerOfParams(Operation *op, func::FuncOp step) {
 std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
   Block &body = step.getBody().front();
 
-  // Gradient computations: everything downstream of the loss gradient.
+  // Gradient computations: everything downstream of the loss gradient, or
+  // in a pipeline stage without the loss, of the gradients it receives
+  // from the next stage (StageBuilder::label names those transfers "B mb<i>
+  // gradients ...").
   llvm::DenseSet<Operation *> backward;
+  auto receivesGradient = [](Operation &op) {
+    auto label = op.getAttrOfType<StringAttr>("label");
+    return isa<dist::RecvOp>(op) && label &&
+           label.getValue().starts_with("B ");
+  };
   for (Operation &op : body) {
     // A forward op --dist-recompute cloned into the backward runs there:
     // what it reads is what is kept.
-    bool seed = isLossGradient(&op) ||
+    bool seed = isLossGradient(&op) || receivesGradient(op) ||
                 op.hasAttr(dist::DistDialect::kRecomputedAttrName);
     bool fed = llvm::any_of(op.getOperands(), [&](Value operand) {
       Operation *def = operand.getDefiningOp();

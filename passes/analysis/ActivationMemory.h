@@ -5,7 +5,8 @@
 // over the tensor-parallel axis, read off the IR:
 //
 //  - a saved activation is a value computed without any gradient that a
-//    gradient computation reads (an all_gather or all_slice that only the
+//    gradient computation (downstream of the loss gradient or, in a
+//    pipeline stage's function, of the gradients it receives) reads (an all_gather or all_slice that only the
 //    backward reads is a recomputation: its source is what is kept); it
 //    belongs to the layer of the backward op that reads it, the layer of an
 //    op being that of the parameters it reads (`h.<l>.` or `layers.<l>.`;

@@ -102,18 +102,38 @@ cl::opt<double> bucketMb("bucket-mb",
 
 /// Per transformer layer of the training step: the activations kept for
 /// the backward pass (16-bit, as Korthikanti et al. count them) and the
-/// tensor-parallel traffic, per rank.
+/// tensor-parallel traffic, per rank. Under a pipeline each layer is
+/// printed once, with the stage that holds it (the stage functions are
+/// analysed one by one and their layers merged).
 void printLayerReport(ModuleOp module) {
+  struct Entry {
+    partition::LayerMemory memory;
+    int64_t stage = -1;
+    int64_t stageActivations = -1;
+  };
+  std::map<int64_t, Entry> layers;
+  std::vector<std::string> recompute;
+  bool pipelined = false;
   for (auto function : module.getOps<func::FuncOp>()) {
     // The step, or each pipeline stage's step (the layers it holds).
     if (!function->hasAttr(partition::xfmr::XfmrDialect::kTrainStepAttrName))
       continue;
-    for (auto &[layer, memory] : partition::analyzeLayerMemory(function))
-      llvm::outs() << "layer " << layer << ": activations "
-                   << memory.activationBytes
-                   << " bytes per rank (16-bit), tensor-parallel traffic "
-                   << memory.tensorParallelBytes
-                   << " bytes per rank per step\n";
+    int64_t stage = -1;
+    if (auto attr = function->getAttrOfType<IntegerAttr>(
+            partition::pipeline::kPipelineStageAttrName)) {
+      stage = attr.getInt();
+      pipelined = true;
+    }
+    for (auto &[layer, memory] : partition::analyzeLayerMemory(function)) {
+      Entry &entry = layers[layer];
+      entry.memory.activationBytes += memory.activationBytes;
+      entry.memory.tensorParallelBytes += memory.tensorParallelBytes;
+      // The stage that keeps the layer's activations is the one holding it.
+      if (memory.activationBytes > entry.stageActivations) {
+        entry.stage = stage;
+        entry.stageActivations = memory.activationBytes;
+      }
+    }
     // What --dist-recompute added: the matmul FLOPs of its clones, against
     // all the step's matmul FLOPs (clones included), per rank.
     int64_t extra = 0, total = 0;
@@ -123,11 +143,27 @@ void printLayerReport(ModuleOp module) {
       if (op->hasAttr(partition::dist::DistDialect::kRecomputedAttrName))
         extra += flops;
     });
-    llvm::outs() << "recompute: " << extra
-                 << " extra FLOPs per step per rank ("
-                 << llvm::format("%.1f", total ? 100.0 * extra / total : 0.0)
-                 << "% of the step)\n";
+    std::string line;
+    llvm::raw_string_ostream os(line);
+    os << "recompute: " << extra << " extra FLOPs per step per rank ("
+       << llvm::format("%.1f", total ? 100.0 * extra / total : 0.0)
+       << "% of the step)";
+    if (stage >= 0)
+      os << " on stage " << stage;
+    recompute.push_back(line);
   }
+  for (auto &[layer, entry] : layers) {
+    llvm::outs() << "layer " << layer << ": activations "
+                 << entry.memory.activationBytes
+                 << " bytes per rank (16-bit), tensor-parallel traffic "
+                 << entry.memory.tensorParallelBytes
+                 << " bytes per rank per step";
+    if (pipelined && entry.stage >= 0)
+      llvm::outs() << ", on stage " << entry.stage;
+    llvm::outs() << "\n";
+  }
+  for (const std::string &line : recompute)
+    llvm::outs() << line << "\n";
 }
 
 /// plan.json's replicas (NTP), or none when the plan has none or cannot be

@@ -112,10 +112,10 @@ std::string validate(const Candidate &c, const model::ModelConfig &model,
   return "";
 }
 
-/// What --plan fixes: the plan's fields that the search would otherwise
-/// choose; plan.json defaults stand for the fields it leaves out, except
-/// the micro-batch count, the schedule and the mesh axes --gpus leaves
-/// open.
+/// What --plan fixes: every field the plan writes, exactly as written; the
+/// fields it leaves out are searched (the mesh axes only when --gpus is
+/// given; without it the plan's mesh, defaults included, is the device
+/// count).
 llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
                                      std::string &error) {
   auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
@@ -153,15 +153,67 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
     f.tp = plan->mesh.tp;
   if (has("mesh", Plan::kPipelineAxis) || !gpusGiven)
     f.pp = plan->mesh.pp;
-  f.sequenceParallel = plan->tensorParallel.sequenceParallel;
-  f.zeroStage = int(plan->zero.stage);
-  f.recompute = plan->recompute.policy;
-  f.precision = plan->precision;
+  if (has("tensor_parallel", "sequence_parallel"))
+    f.sequenceParallel = plan->tensorParallel.sequenceParallel;
+  if (has("zero", "stage"))
+    f.zeroStage = int(plan->zero.stage);
+  if (has("recompute", "policy"))
+    f.recompute = plan->recompute.policy;
+  if (root.contains("precision"))
+    f.precision = plan->precision;
   if (plan->pipeline.schedule)
     f.schedule = *plan->pipeline.schedule;
+  if (has("pipeline", "virtual_stages"))
+    f.virtualStages = plan->pipeline.virtualStages;
+  if (!plan->pipeline.stages.empty())
+    f.stages = std::vector<int64_t>(plan->pipeline.stages.begin(),
+                                    plan->pipeline.stages.end());
   if (has("pipeline", "microbatches"))
     f.microbatches = plan->pipeline.microbatches;
+  if (!plan->tensorParallel.perLayer.empty()) {
+    std::vector<TpPart> parts;
+    for (const Plan::TensorParallel::LayerRange &range :
+         plan->tensorParallel.perLayer)
+      parts.push_back({range.first, range.last, range.tp});
+    f.perLayer = std::move(parts);
+  }
+  // A field the cost model cannot follow is refused rather than predicted
+  // as something else.
+  if (plan->tensorParallel.embeddingTp) {
+    error = path + ": tensor_parallel.embedding.tp is not predicted by the "
+                   "cost model (the embedding and LM head run at mesh.tp "
+                   "there); leave it out to predict the plan without it";
+    return llvm::failure();
+  }
   return f;
+}
+
+std::vector<std::string> searchedFields(const Fixed &f) {
+  std::vector<std::string> out;
+  auto open = [&](bool fixed, const char *name) {
+    if (!fixed)
+      out.push_back(name);
+  };
+  // A field a fixed axis of 1 makes moot is not named.
+  auto above1 = [](const std::optional<int64_t> &axis) {
+    return !axis || *axis > 1;
+  };
+  open(bool(f.dp), "mesh.dp");
+  open(bool(f.tp), "mesh.tp");
+  open(bool(f.pp), "mesh.pp");
+  if (above1(f.tp))
+    open(bool(f.sequenceParallel), "tensor_parallel.sequence_parallel");
+  if (above1(f.pp)) {
+    open(bool(f.schedule), "pipeline.schedule");
+    if (!f.schedule || *f.schedule == "interleaved-1f1b")
+      open(bool(f.virtualStages), "pipeline.virtual_stages");
+  }
+  open(bool(f.microbatches), "pipeline.microbatches");
+  if (above1(f.dp))
+    open(bool(f.zeroStage), "zero.stage");
+  open(bool(f.recompute), "recompute.policy");
+  open(bool(f.precision), "precision");
+  return out;
 }
 
 /// The configuration of the model in `path`, or the message why not.

@@ -18,6 +18,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace partition::planner {
 
@@ -34,10 +35,17 @@ ModelShape shapeOf(const model::ModelConfig &c);
 std::string validate(const Candidate &c, const model::ModelConfig &model,
                      bool &hard);
 
-/// What --plan fixes: the plan's fields that the search would otherwise
-/// choose. `gpusGiven`: --gpus leaves the mesh axes the plan omits open.
+/// What --plan fixes: every field the plan writes, as written; those it
+/// leaves out are searched. `gpusGiven`: --gpus leaves the mesh axes the
+/// plan omits open (without it they are plan.json's defaults).
 llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
                                      std::string &error);
+
+/// The plan.json fields `f` leaves to the search, by their plan.json
+/// names (the micro-batch size is always searched: it is the model's
+/// batch, not a plan field; pipeline.stages left out is balanced by cost,
+/// as the compiler balances it).
+std::vector<std::string> searchedFields(const Fixed &f);
 
 } // namespace partition::planner
 

@@ -7,6 +7,7 @@
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace partition::planner {
@@ -59,6 +60,9 @@ nlohmann::ordered_json toJson(const Prediction &p) {
   out["compiles"] = p.notCompilable.empty();
   if (!p.notCompilable.empty())
     out["not_compilable"] = p.notCompilable;
+  out["precision"] = p.plan.precision;
+  if (p.plan.pp > 1)
+    out["chunk_layers"] = p.chunkLayers;
   const Breakdown &b = p.breakdown;
   out["breakdown"] = {{"compute_s", b.compute},
                       {"recompute_s", b.recompute},
@@ -69,6 +73,30 @@ nlohmann::ordered_json toJson(const Prediction &p) {
                       {"optimizer_s", b.optimizer}};
   return out;
 }
+std::string stageLayersText(const Prediction &p) {
+  const Candidate &c = p.plan;
+  if (c.pp <= 1 || int64_t(p.chunkLayers.size()) != c.pp * c.virtualStages)
+    return "";
+  // Per stage: the sum of its chunks (v x pp + stage), run-length written
+  // ("7, 8 x14, 7").
+  std::vector<int64_t> stages(size_t(c.pp), 0);
+  for (size_t chunk = 0; chunk < p.chunkLayers.size(); ++chunk)
+    stages[chunk % size_t(c.pp)] += p.chunkLayers[chunk];
+  std::string out;
+  for (size_t i = 0; i < stages.size();) {
+    size_t j = i;
+    while (j < stages.size() && stages[j] == stages[i])
+      ++j;
+    out += (i ? ", " : "") + std::to_string(stages[i]);
+    if (j - i > 1)
+      out += " x" + std::to_string(j - i);
+    i = j;
+  }
+  out += c.stages.empty() ? " (balanced by cost, as --dist-pipeline splits)"
+                          : " (the plan's pipeline.stages)";
+  return out;
+}
+
 void printBreakdown(const Prediction &p, llvm::raw_ostream &os) {
   for (auto [name, value] : terms(p.breakdown))
     if (value > 0)
@@ -88,7 +116,79 @@ void printBreakdown(const Prediction &p, llvm::raw_ostream &os) {
   os << ")\n";
 }
 
+/// What the winner would cost with one choice changed: each line's
+/// prediction is the cost model's own (closed-form memory), beside the
+/// winner's.
+void printWhatMatters(const Prediction &best, const ModelShape &model,
+                      const Cluster &cluster, llvm::raw_ostream &os) {
+  const Candidate &plan = best.plan;
+  struct Change {
+    std::string what;
+    Candidate plan;
+  };
+  std::vector<Change> changes;
+  auto add = [&](std::string what, auto edit) {
+    Change change{std::move(what), plan};
+    edit(change.plan);
+    changes.push_back(std::move(change));
+  };
+  if (plan.pp > 1 && plan.virtualStages > 1)
+    add("without interleaving (1f1b)", [](Candidate &c) {
+      c.schedule = "1f1b";
+      c.virtualStages = 1;
+      c.stages.clear();
+    });
+  else if (plan.pp > 1 && plan.schedule != "interleaved-1f1b" &&
+           model.layers >= 2 * plan.pp && plan.microbatches % plan.pp == 0)
+    add("with interleaving (v2)", [](Candidate &c) {
+      c.schedule = "interleaved-1f1b";
+      c.virtualStages = 2;
+      c.stages.clear();
+    });
+  if (plan.tp > 1 && plan.perLayer.empty())
+    add(plan.sequenceParallel ? "without sequence parallelism"
+                              : "with sequence parallelism",
+        [](Candidate &c) { c.sequenceParallel = !c.sequenceParallel; });
+  // The neighbouring recompute policies: less recomputed (faster, more
+  // memory) and more (slower, less memory).
+  static const char *kPolicies[] = {"none", "selective", "full"};
+  int at = -1;
+  for (int i = 0; i < 3; ++i)
+    if (plan.recompute == kPolicies[i])
+      at = i;
+  for (int next : {at - 1, at + 1})
+    if (at >= 0 && next >= 0 && next < 3)
+      add(std::string("with recompute ") + kPolicies[next],
+          [&](Candidate &c) { c.recompute = kPolicies[next]; });
+  if (plan.dp > 1)
+    for (int stage : {plan.zeroStage - 1, plan.zeroStage + 1})
+      if (stage >= 0 && stage <= 3)
+        add(stage == 0 ? std::string("without ZeRO")
+                       : "with ZeRO-" + std::to_string(stage),
+            [&](Candidate &c) { c.zeroStage = stage; });
+  if (changes.empty())
+    return;
+  Prediction closed = predict(model, plan, cluster);
+  double capacity = deviceShare(cluster, plan.devices()).memoryBytes;
+  os << "  what the choices are worth (the same plan with one change; "
+        "memory by the closed form, "
+     << gib(closed.memoryPerRank) << " for this plan):\n";
+  for (const Change &change : changes) {
+    Prediction p = predict(model, change.plan, cluster);
+    if (!std::isfinite(p.stepSeconds))
+      continue;
+    os << llvm::format("    %-34s %12s  %+6.1f%%  %10s", change.what.c_str(),
+                       seconds(p.stepSeconds).c_str(),
+                       100 * (p.stepSeconds / best.stepSeconds - 1),
+                       gib(p.memoryPerRank).c_str());
+    if (p.memoryPerRank > capacity)
+      os << "  does not fit";
+    os << "\n";
+  }
+}
+
 void printExplanation(const std::vector<Prediction> &ranked,
+                      const ModelShape &model, const Cluster &cluster,
                       llvm::raw_ostream &os) {
   const Prediction &best = ranked.front();
   os << "why " << best.plan.label() << ":\n";
@@ -100,6 +200,7 @@ void printExplanation(const std::vector<Prediction> &ranked,
   os << "  dominant term: " << dominant->first << " ("
      << llvm::format("%.0f%%", 100 * dominant->second / best.stepSeconds)
      << " of the step)\n";
+  printWhatMatters(best, model, cluster, os);
   if (ranked.size() < 2) {
     os << "  no runner-up\n";
     return;

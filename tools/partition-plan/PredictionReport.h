@@ -30,12 +30,19 @@ std::string seconds(double s);
 
 nlohmann::ordered_json toJson(const Prediction &p);
 
+/// A pipeline's layers per stage as the prediction split them, e.g.
+/// "7, 8 x14, 7 (the plan's pipeline.stages)"; "" without a pipeline.
+std::string stageLayersText(const Prediction &p);
+
 /// The step's terms, one line each.
 void printBreakdown(const Prediction &p, llvm::raw_ostream &os);
 
-/// --explain: the best plan's breakdown, its dominant term, and where the
+/// --explain: the best plan's breakdown, its dominant term, what it would
+/// cost with one choice changed (interleaving, sequence parallelism, the
+/// neighbouring recompute policies and ZeRO stages), and where the
 /// runner-up loses.
 void printExplanation(const std::vector<Prediction> &ranked,
+                      const ModelShape &model, const Cluster &cluster,
                       llvm::raw_ostream &os);
 
 /// --nonuniform: the uniform plans the per-layer degrees start from, and

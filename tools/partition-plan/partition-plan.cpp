@@ -94,8 +94,9 @@ cl::opt<bool> jsonOutput("json", cl::desc("Print the predictions as JSON"),
                          cl::cat(category));
 cl::opt<std::string> planFile(
     "plan",
-    cl::desc("Predict this plan; what it leaves out (micro-batch size and "
-             "count, schedule, virtual stages) is searched"),
+    cl::desc("Predict this plan: every field it writes as written; what "
+             "it leaves out (and the micro-batch size) is searched, and the "
+             "output names it"),
     cl::value_desc("plan.json"), cl::cat(category));
 cl::opt<std::string> precision(
     "precision",
@@ -329,7 +330,7 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
                   const Cluster &cluster, int64_t devices,
                   const SearchResult &result, double planningSeconds,
                   const NonuniformReport *nonuniformReport,
-                  const Prediction &written) {
+                  const Prediction &written, const Fixed &fixed) {
   llvm::raw_ostream &os = llvm::outs();
   std::vector<Prediction> shown = result.ranked;
   if (int64_t(shown.size()) > top)
@@ -362,12 +363,38 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
   if (!best.notCompilable.empty())
     os << "note: partition-compile refuses this plan today: "
        << best.notCompilable << "\n";
+  // The precision every figure assumes, and where it came from: a plan
+  // without "precision" compiles as fp32.
+  os << "precision: " << best.plan.precision;
+  if (fixed.precision && !planFile.empty() && precision.empty())
+    os << " (the plan's)";
+  else if (fixed.precision)
+    os << " (--precision)";
+  else
+    os << " (not given: " << best.plan.precision
+       << (best.plan.precision == "bf16"
+               ? ", the cluster's faster; write \"precision\": \"bf16\" "
+                 "in plan.json, which partition-compile otherwise reads as "
+                 "fp32"
+               : ", the cluster has no faster bf16")
+       << ")";
+  os << "\n";
+  std::string stages = stageLayersText(best);
+  if (!stages.empty())
+    os << "layers per stage: " << stages << "\n";
+  if (!planFile.empty()) {
+    std::vector<std::string> open = searchedFields(fixed);
+    os << "searched (not in " << planFile << "): micro-batch size";
+    for (const std::string &field : open)
+      os << ", " << field;
+    os << "; everything else as written\n";
+  }
   if (!planFile.empty() && !explain) {
     os << "breakdown:\n";
     printBreakdown(best, os);
   }
   if (explain)
-    printExplanation(result.ranked, os);
+    printExplanation(result.ranked, shape, cluster, os);
   if (nonuniformReport)
     printNonuniform(*nonuniformReport, best, os);
   if (!output.empty()) {
@@ -419,8 +446,15 @@ int main(int argc, char **argv) {
       return fail(error);
     fixed = *read;
   }
-  if (!precision.empty())
+  if (!precision.empty()) {
+    // A plan's own field is predicted as written.
+    if (fixed.precision && *fixed.precision != precision.getValue())
+      tools::usageError(kTool, "--precision " + precision.getValue() +
+                                   " contradicts " + planFile +
+                                   "'s \"precision\": \"" +
+                                   *fixed.precision + "\"");
     fixed.precision = precision.getValue();
+  }
   fixed.maxMicroBatch = maxMicroBatch;
   int64_t devices = gpus;
   if (devices <= 0)
@@ -497,8 +531,14 @@ int main(int argc, char **argv) {
 
   if (jsonOutput) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
-    for (const Prediction &p : shown)
+    for (const Prediction &p : shown) {
       all.push_back(toJson(p));
+      // What the figures are relative to: a device's memory and its peak
+      // at the plan's precision (the scorecard prints both).
+      Cluster device = deviceShare(*cluster, p.plan.devices());
+      all.back()["device_memory_bytes"] = device.memoryBytes;
+      all.back()["device_peak_flops"] = device.peakFlops(p.plan.precision);
+    }
     if (nonuniformReport) {
       // --nonuniform --json: the uniform ranking and the nonuniform one,
       // each nonuniform plan with its gain over the best uniform plan.
@@ -514,6 +554,7 @@ int main(int argc, char **argv) {
   }
 
   printRanking(*config, shape, *cluster, devices, result, planningSeconds,
-               nonuniformReport ? &*nonuniformReport : nullptr, *written);
+               nonuniformReport ? &*nonuniformReport : nullptr, *written,
+               fixed);
   return 0;
 }

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace partition::planner;
 using partition::OrError;
 
@@ -64,7 +66,7 @@ TEST(CostModel, ParameterCountsMatchTheClosedForms) {
   EXPECT_NEAR(modelFlopsPerStep(m, 8) / megatron, 1.0, 1e-9);
 }
 
-TEST(CostModel, PeakInFlightClosedFormsMatchTheScheduleGenerator) {
+TEST(CostModel, PeakInFlightClosedFormsMatchTheScheduleGeneratorOnEveryStage) {
   using namespace partition::pipeline;
   for (int p : {2, 4, 8})
     for (int m : {8, 16, 24})
@@ -80,12 +82,16 @@ TEST(CostModel, PeakInFlightClosedFormsMatchTheScheduleGenerator) {
         config.chunks = v;
         OrError<Schedule> schedule = generateSchedule(config);
         ASSERT_TRUE(bool(schedule)) << schedule.error();
-        EXPECT_GE(peakInFlightFirstStage(name, p, m, v),
-                  peakInFlight(*schedule).front())
-            << name << " p" << p << " m" << m << " v" << v;
-        EXPECT_LE(peakInFlightFirstStage(name, p, m, v),
-                  peakInFlight(*schedule).front() + 1)
-            << name << " p" << p << " m" << m << " v" << v;
+        std::vector<int> peaks = peakInFlight(*schedule);
+        for (int stage = 0; stage < p; ++stage) {
+          EXPECT_GE(stagePeakInFlight(name, p, m, v, stage), peaks[stage])
+              << name << " p" << p << " m" << m << " v" << v << " stage "
+              << stage;
+          EXPECT_LE(stagePeakInFlight(name, p, m, v, stage),
+                    peaks[stage] + 1)
+              << name << " p" << p << " m" << m << " v" << v << " stage "
+              << stage;
+        }
       }
 }
 
@@ -99,6 +105,9 @@ TEST(CostModel, PipelinesPayTheirBubble) {
   p.microbatches = 64;
   p.schedule = "1f1b";
   p.precision = "bf16";
+  // Two layers a stage, as written (the balanced split would give the
+  // last stage, which has the LM head, fewer; see the next test).
+  p.stages = {2, 2, 2, 2};
   Prediction exact = predict(m, p, c);
   Prediction bound = predict(m, p, c, /*exactPipeline=*/false);
   EXPECT_GT(exact.stepSeconds, bound.stepSeconds);
@@ -109,6 +118,46 @@ TEST(CostModel, PipelinesPayTheirBubble) {
                     exact.breakdown.optimizer;
   EXPECT_GT(exact.breakdown.bubble / pipeline, 3.0 / 67 * 0.5);
   EXPECT_LT(exact.breakdown.bubble / pipeline, 3.0 / 67 * 4);
+}
+
+TEST(CostModel, StagesAreSplitAsTheCompilerSplitsThemOrAsWritten) {
+  // 8 layers on 4 stages, an LM head worth about 2.6 layers: the split
+  // balanced by cost (--dist-pipeline's) leaves the last stage one layer
+  // and is faster than two layers a stage, which a plan may still ask for.
+  Cluster c = *getProfile("a100-80gb-dgx");
+  ModelShape m = small();
+  Candidate p;
+  p.pp = 4;
+  p.microbatches = 16;
+  p.precision = "bf16";
+  Prediction balanced = predict(m, p, c);
+  EXPECT_EQ(balanced.chunkLayers, chunkLayerCounts(m, p, c));
+  ASSERT_EQ(balanced.chunkLayers.size(), 4u);
+  EXPECT_EQ(balanced.chunkLayers.back(), 1);
+  Candidate even = p;
+  even.stages = {2, 2, 2, 2};
+  Prediction written = predict(m, even, c);
+  EXPECT_EQ(written.chunkLayers, (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_LT(balanced.stepSeconds, written.stepSeconds);
+  EXPECT_NE(even.planJson().find("\"stages\": [2, 2, 2, 2]"),
+            std::string::npos);
+  // Interleaving with a chunk count that does not divide the layers (6
+  // layers in 2 x 2 chunks), as the compiler accepts it: each chunk holds
+  // at least one layer.
+  m.layers = 6;
+  Candidate v = p;
+  v.pp = 2;
+  v.virtualStages = 2;
+  v.schedule = "interleaved-1f1b";
+  Prediction interleaved = predict(m, v, c);
+  ASSERT_EQ(interleaved.chunkLayers.size(), 4u);
+  int64_t sum = 0;
+  for (int64_t layers : interleaved.chunkLayers) {
+    EXPECT_GE(layers, 1);
+    sum += layers;
+  }
+  EXPECT_EQ(sum, 6);
+  EXPECT_TRUE(std::isfinite(interleaved.stepSeconds));
 }
 
 TEST(CostModel, MoreWorkTakesLonger) {

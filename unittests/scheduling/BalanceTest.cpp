@@ -84,3 +84,28 @@ TEST(Balance, RefusesImpossibleChunkCounts) {
 }
 
 } // namespace
+
+TEST(Balance, UniformLayersMatchTheDynamicProgram) {
+  // The planner's fast split of equal layers is the pass's own split.
+  for (int layers : {1, 2, 3, 7, 10, 24, 37, 80, 126})
+    for (int chunks = 1; chunks <= layers; chunks += (layers > 40 ? 7 : 1))
+      for (double pre : {0.0, 0.05, 0.5, 1.5})
+        for (double post : {0.0, 0.6, 1.0, 2.3, 7.0}) {
+          std::vector<double> costs(layers, 1.0);
+          EXPECT_EQ(balanceUniformLayers(layers, 1.0, pre, post, chunks),
+                    balanceLayers(costs, pre, post, chunks))
+              << layers << " layers, " << chunks << " chunks, pre " << pre
+              << ", post " << post;
+        }
+}
+
+TEST(Balance, Llama3FirstAndLastChunkOneLayerFewer) {
+  // 126 layers in 16 x 4 chunks, the LM head worth 0.6 of a layer: the
+  // first and the last chunk hold one layer, the others two (Llama 3).
+  std::vector<int> counts = balanceUniformLayers(126, 1.0, 0.05, 0.6, 64);
+  ASSERT_EQ(counts.size(), 64u);
+  EXPECT_EQ(counts.front(), 1);
+  EXPECT_EQ(counts.back(), 1);
+  for (size_t c = 1; c + 1 < counts.size(); ++c)
+    EXPECT_EQ(counts[c], 2);
+}
