@@ -35,7 +35,7 @@ ParseResult parseAsyncToken(OpAsmParser &parser, Type &tokenType) {
 
 void printAsyncToken(OpAsmPrinter &printer, Operation *, Type tokenType) {
   if (tokenType)
-    printer << "async";
+    printer << "async ";
 }
 
 /// A started collective's token is completed by exactly one rt.wait: a

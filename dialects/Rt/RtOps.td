@@ -195,7 +195,7 @@ def Rt_AllReduceOp : Op<Rt_Dialect, "all_reduce", [
     StrAttr:$label);
   let results = (outs Optional<Rt_TokenType>:$token);
   let assemblyFormat = [{
-    custom<AsyncToken>(type($token))
+    custom<AsyncToken>(type($token)) ``
     $buffers `on` $mesh `axes` custom<AxisNames>($axes)
     `reduce` `=` custom<ReduceKind>($reduce) `label` `=` $label
     attr-dict `:` type($buffers)
@@ -246,7 +246,7 @@ def Rt_AllGatherOp : Rt_BlockCollectiveOp<"all_gather"> {
     StrAttr:$label);
   let results = (outs Optional<Rt_TokenType>:$token);
   let assemblyFormat = [{
-    custom<AsyncToken>(type($token))
+    custom<AsyncToken>(type($token)) ``
     $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
     `dim` `=` $dim `label` `=` $label attr-dict
     `:` type($input) `,` type($output)
@@ -288,7 +288,7 @@ def Rt_ReduceScatterOp : Rt_BlockCollectiveOp<"reduce_scatter"> {
     StrAttr:$label);
   let results = (outs Optional<Rt_TokenType>:$token);
   let assemblyFormat = [{
-    custom<AsyncToken>(type($token))
+    custom<AsyncToken>(type($token)) ``
     $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
     `dim` `=` $dim `reduce` `=` custom<ReduceKind>($reduce)
     `label` `=` $label attr-dict `:` type($input) `,` type($output)
