@@ -58,6 +58,30 @@ bool movableAcross(Operation *op) {
              memref::AllocOp, memref::SubViewOp, arith::ConstantOp>(op);
 }
 
+/// The buffers `op` writes (bases): a kernel's outputs; every memref
+/// operand of any other op, conservatively.
+llvm::SmallPtrSet<Value, 8> writtenBases(Operation *op) {
+  llvm::SmallPtrSet<Value, 8> bases;
+  if (auto kernel = dyn_cast<rt::KernelOp>(op)) {
+    for (Value output : kernel.getOutputs())
+      bases.insert(baseBuffer(output));
+    return bases;
+  }
+  for (Value operand : op->getOperands())
+    if (isa<MemRefType>(operand.getType()))
+      bases.insert(baseBuffer(operand));
+  return bases;
+}
+
+/// Whether running `a` and `b` in either order could give another result:
+/// one writes a buffer the other reads or writes (reads of one buffer by
+/// both, AdamW's learning rate and step, commute).
+bool conflicts(Operation *a, Operation *b) {
+  llvm::SmallPtrSet<Value, 8> writesA = writtenBases(a),
+                              writesB = writtenBases(b);
+  return touches(b, writesA) || touches(a, writesB);
+}
+
 struct InFlight {
   rt::WaitOp wait;
   int64_t bytes;
@@ -66,6 +90,9 @@ struct InFlight {
 struct OverlapCollectivesPass
     : impl::OverlapCollectivesPassBase<OverlapCollectivesPass> {
   using Base::Base;
+
+  /// Each wait's collective's place in start order.
+  DenseMap<Operation *, unsigned> startOrder;
 
   void runOnOperation() override {
     dist::PlanAttr plan = dist::getPlan(getOperation());
@@ -96,6 +123,7 @@ struct OverlapCollectivesPass
     }
     Operation *previousStart = nullptr;
     std::deque<InFlight> inFlight;
+    SmallVector<rt::WaitOp> waits;
     int64_t bytesInFlight = 0;
     for (rt::AllReduceOp allReduce : candidates) {
       llvm::SmallPtrSet<Value, 8> bases;
@@ -158,7 +186,63 @@ struct OverlapCollectivesPass
       // Kept in start order, which is wait order for the oldest first.
       inFlight.push_back({wait, bytes});
       bytesInFlight += bytes;
+      waits.push_back(wait);
     }
+    for (auto [order, wait] : llvm::enumerate(waits))
+      startOrder[wait] = order;
+    for (rt::WaitOp wait : waits)
+      sinkWithConsumers(wait);
+  }
+
+  /// Moves a wait, together with the kernels right after it that read the
+  /// collective's buffers (AdamW of the bucket's parameters), below the
+  /// ops that follow when they commute: the tied embedding's bucket, whose
+  /// gradient is complete last, is then updated last, while the other
+  /// buckets' AdamW runs during its all-reduce. Stops at any op that
+  /// touches the collective's buffers or conflicts with the kernels, at a
+  /// start (so the in-flight bound holds), at the wait of a collective
+  /// started later (the communication thread completes collectives in start
+  /// order: waiting for that one first would only delay the kernels), and at
+  /// the end of the block.
+  void sinkWithConsumers(rt::WaitOp wait) {
+    llvm::SmallPtrSet<Value, 8> bases;
+    for (Value buffer : wait.getBuffers())
+      bases.insert(baseBuffer(buffer));
+    SmallVector<Operation *> group{wait};
+    for (Operation *op = wait->getNextNode(); op; op = op->getNextNode()) {
+      auto kernel = dyn_cast<rt::KernelOp>(op);
+      if (!kernel || !touches(kernel, bases))
+        break;
+      // Only kernels that read the collective's buffers, never write them.
+      bool writesCollective = false;
+      for (Value output : kernel.getOutputs())
+        writesCollective |= bases.contains(baseBuffer(output));
+      if (writesCollective)
+        break;
+      group.push_back(kernel);
+    }
+    if (group.size() == 1)
+      return;
+    Operation *before = group.back()->getNextNode();
+    for (; before && !before->hasTrait<OpTrait::IsTerminator>();
+         before = before->getNextNode()) {
+      if (!movableAcross(before) || touches(before, bases) ||
+          (isa<rt::AllReduceOp, rt::AllGatherOp, rt::ReduceScatterOp>(
+               before) &&
+           before->getNumResults() == 1))
+        break;
+      if (auto other = dyn_cast<rt::WaitOp>(before);
+          other && startOrder.lookup(other) > startOrder.lookup(wait))
+        break;
+      if (llvm::any_of(llvm::drop_begin(group), [&](Operation *kernel) {
+            return conflicts(kernel, before);
+          }))
+        break;
+    }
+    if (before == group.back()->getNextNode())
+      return;
+    for (Operation *op : group)
+      op->moveBefore(before);
   }
 };
 

@@ -34,11 +34,13 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
     rt.all_reduce %g0 on @mesh axes [dp] reduce = avg label = "gradient bucket 1" : memref<16xf32>
     // CHECK-NEXT: rt.kernel "gelu" ins(%[[H]] : memref<16xf32>) outs(%[[A]] : memref<16xf32>)
     rt.kernel "gelu" ins(%h : memref<16xf32>) outs(%a : memref<16xf32>)
-    // Waited for where first read, in the order of the reads.
+    // Waited for where first read; the first wait and its reader then sink
+    // below the second wait, which touches neither (both adds write %w, so
+    // they keep their order).
+    // CHECK-NEXT: rt.wait %[[T1]], %[[G1]] : memref<16xf32>
     // CHECK-NEXT: rt.wait %[[T0]], %[[G0]] : memref<16xf32>
     // CHECK-NEXT: rt.kernel "add" ins(%[[W:[^ ,]+]], %[[G0]] : memref<16xf32>, memref<16xf32>) outs(%[[W]] : memref<16xf32>)
     rt.kernel "add" ins(%w, %g0 : memref<16xf32>, memref<16xf32>) outs(%w : memref<16xf32>)
-    // CHECK-NEXT: rt.wait %[[T1]], %[[G1]] : memref<16xf32>
     // CHECK-NEXT: rt.kernel "add" ins(%[[W]], %[[G1]] : memref<16xf32>, memref<16xf32>) outs(%[[W]] : memref<16xf32>)
     rt.kernel "add" ins(%w, %g1 : memref<16xf32>, memref<16xf32>) outs(%w : memref<16xf32>)
     return
@@ -78,6 +80,36 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
     // At the end of the function when nothing reads it again.
     // CHECK-NEXT: rt.wait %[[T1]], %[[X]]
     // CHECK-NEXT: return
+    return
+  }
+}
+
+// -----
+
+// The update of a bucket started last (the tied embedding's: its gradient
+// is complete last, and AdamW updates it first) sinks with its wait below
+// the updates that commute with it, so that the other buckets' AdamW runs
+// while it is reduced.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+
+  // CHECK-LABEL: func.func @tied_embedding_last
+  func.func @tied_embedding_last(%wte: memref<16xf32>, %w: memref<16xf32>, %x: memref<16xf32>) {
+    %gw = memref.alloc() : memref<16xf32>
+    %gwte = memref.alloc() : memref<16xf32>
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%gw : memref<16xf32>)
+    rt.all_reduce %gw on @mesh axes [dp] reduce = avg label = "bucket 0" : memref<16xf32>
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%gwte : memref<16xf32>)
+    rt.all_reduce %gwte on @mesh axes [dp] reduce = avg label = "bucket 1" : memref<16xf32>
+    // Both updates read %x: reads commute.
+    // CHECK:      %[[T1:[^ ,]+]] = rt.all_reduce async %[[GWTE:[^ ,]+]] {{.*}} label = "bucket 1"
+    // CHECK-NEXT: rt.wait %{{[^ ,]+}}, %[[GW:[^ ,]+]] : memref<16xf32>
+    // CHECK-NEXT: rt.kernel "add" ins(%[[GW]], %{{[^ ,]+}} : memref<16xf32>, memref<16xf32>) outs(%{{[^ ,]+}} : memref<16xf32>)
+    // CHECK-NEXT: rt.wait %[[T1]], %[[GWTE]] : memref<16xf32>
+    // CHECK-NEXT: rt.kernel "add" ins(%[[GWTE]], %{{[^ ,]+}} : memref<16xf32>, memref<16xf32>) outs(%{{[^ ,]+}} : memref<16xf32>)
+    // CHECK-NEXT: return
+    rt.kernel "add" ins(%gwte, %x : memref<16xf32>, memref<16xf32>) outs(%wte : memref<16xf32>)
+    rt.kernel "add" ins(%gw, %x : memref<16xf32>, memref<16xf32>) outs(%w : memref<16xf32>)
     return
   }
 }
