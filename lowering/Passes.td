@@ -65,6 +65,12 @@ def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> 
     - at most `max-in-flight` collectives and `max-bytes-in-flight` bytes
       of buffers are in flight at once (0: no bound): a start that would
       exceed them first waits for the oldest ones, just before it.
+    - then each wait, with the kernels right after it that read the
+      collective's buffers (AdamW of the bucket's parameters), sinks below
+      the ops that commute with them (no buffer written by one and touched
+      by the other), up to a start, the wait of a later-started collective
+      or the end: buckets are then updated in the order they complete, and
+      the tied embedding's, complete last, is updated last.
 
     Runs after `--lower-to-rt` and before `--lower-memory-plan`, which then
     keeps the buffers of a started collective live (and untouched) until
