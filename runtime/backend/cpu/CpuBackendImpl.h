@@ -84,7 +84,8 @@ public:
   void run(size_t index, int64_t step) override;
   uint64_t workspaceBytes() const override {
     return workspace.size +
-           (staging.size() + bf16Staging.size() + collectiveCopyElements) *
+           (staging.size() + startedStaging.size() + bf16Staging.size() +
+            collectiveCopyElements) *
                sizeof(float);
   }
 
