@@ -379,7 +379,7 @@ LogicalResult StepLowering::lowerAllReduce(OpBuilder &builder,
   }
   auto label = op->getAttrOfType<StringAttr>(dist::DistDialect::kLabelAttrName);
   rt::AllReduceOp::create(
-      builder, loc, bucket, op.getMeshAttr(), op.getAxes(), op.getReduceAttr(),
+      builder, loc, /*token=*/Type(), bucket, op.getMeshAttr(), op.getAxes(), op.getReduceAttr(),
       builder.getStringAttr(label && !label.getValue().empty()
                                 ? label.getValue()
                                 : StringRef(kDefaultCollectiveLabel)));
@@ -457,11 +457,11 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
       label && !label.getValue().empty() ? label.getValue() : kind);
   auto dim = op->getAttrOfType<IntegerAttr>("dim");
   if (gather)
-    rt::AllGatherOp::create(builder, loc, in, out, meshName, axes, dim,
+    rt::AllGatherOp::create(builder, loc, /*token=*/Type(), in, out, meshName, axes, dim,
                             labelAttr);
   else
     rt::ReduceScatterOp::create(
-        builder, loc, in, out, meshName, axes, dim,
+        builder, loc, /*token=*/Type(), in, out, meshName, axes, dim,
         cast<dist::ReduceScatterOp>(op).getReduceAttr(), labelAttr);
   buffers.map(result, out);
   return success();

@@ -33,6 +33,7 @@ using partition::rt::KernelOp;
 using partition::rt::RecvOp;
 using partition::rt::RtDialect;
 using partition::rt::SendOp;
+using partition::rt::WaitOp;
 
 namespace partition {
 namespace {
@@ -192,8 +193,9 @@ FailureOr<TemporaryPlan> liveRanges(Block &body) {
       intervals.push_back({alloc, *bytes, position, position});
       continue;
     }
-    // Every operand is live at its op: kernel inputs and outputs alike, and
-    // the buffers of an rt.all_reduce, which it reads and writes in place.
+    // Every operand is live at its op: kernel inputs and outputs alike, the
+    // buffers of an rt.all_reduce, which it reads and writes in place, and
+    // those of an rt.wait: a started collective owns them until then.
     for (Value operand : op.getOperands()) {
       Value base = operand;
       while (auto view = base.getDefiningOp<memref::SubViewOp>())
@@ -315,7 +317,7 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
       if (!function.isExternal() &&
           llvm::any_of(function.getBody().getOps(), [](Operation &op) {
             return isa<KernelOp, AllReduceOp, AllGatherOp, ReduceScatterOp,
-                       SendOp, RecvOp>(op);
+                       WaitOp, SendOp, RecvOp>(op);
           }))
         functions.push_back(function);
     if (functions.empty()) {

@@ -47,6 +47,62 @@ def LowerToRtPass : Pass<"lower-to-rt", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> {
+  let summary = "Start data-parallel all-reduces early and wait for them late";
+  let description = [{
+    Splits each data-parallel `rt.all_reduce` (its axes are exactly the
+    axis whose role in `#dist.plan` is data) into a start (the same op,
+    `async`, returning a `!rt.token`) and an `rt.wait`, so that the runtime
+    reduces the bucket in the background while the rank computes:
+
+    - the start moves up to just after the last op that reads, writes or
+      defines one of its buffers (for a gradient bucket: the kernel that
+      writes its last gradient), never above an earlier start, so that
+      collectives start in program order on every rank;
+    - the wait goes just before the first later op that reads or writes one
+      of its buffers (AdamW of the bucket's first parameter), or at the end
+      of the function;
+    - at most `max-in-flight` collectives and `max-bytes-in-flight` bytes
+      of buffers are in flight at once (0: no bound): a start that would
+      exceed them first waits for the oldest ones, just before it.
+    - then each wait, with the kernels right after it that read the
+      collective's buffers (AdamW of the bucket's parameters), sinks below
+      the ops that commute with them (no buffer written by one and touched
+      by the other), up to a start, the wait of a later-started collective
+      or the end: buckets are then updated in the order they complete, and
+      the tied embedding's, complete last, is updated last.
+
+    Runs after `--lower-to-rt` and before `--lower-memory-plan`, which then
+    keeps the buffers of a started collective live (and untouched) until
+    its wait. Kernels keep their order, so results are bit-identical.
+    Without a plan (or without a data axis) the module is left as it is.
+
+    Input:
+    ```mlir
+    rt.kernel "linear_grad_weight" ins(...) outs(%gw : memref<64x64xf32>)
+    rt.kernel "gelu_grad" ins(...) outs(%d : memref<4x64x256xf32>)
+    rt.all_reduce %gw on @mesh axes [dp] reduce = avg label = "gradient bucket 0" : memref<64x64xf32>
+    rt.kernel "adamw" ins(%w, %gw, ...) outs(...)
+    ```
+    Output:
+    ```mlir
+    rt.kernel "linear_grad_weight" ins(...) outs(%gw : memref<64x64xf32>)
+    %t = rt.all_reduce async %gw on @mesh axes [dp] reduce = avg label = "gradient bucket 0" : memref<64x64xf32>
+    rt.kernel "gelu_grad" ins(...) outs(%d : memref<4x64x256xf32>)
+    rt.wait %t, %gw : memref<64x64xf32>
+    rt.kernel "adamw" ins(%w, %gw, ...) outs(...)
+    ```
+  }];
+  let dependentDialects = ["::partition::rt::RtDialect"];
+  let options = [
+    Option<"maxInFlight", "max-in-flight", "int64_t", "0",
+           "At most this many started collectives at once (0: no bound)">,
+    Option<"maxBytesInFlight", "max-bytes-in-flight", "int64_t", "0",
+           "At most this many bytes of buffers in started collectives at "
+           "once (0: no bound)">,
+  ];
+}
+
 def MemoryPlanPass : Pass<"lower-memory-plan", "::mlir::ModuleOp"> {
   let summary = "Place every buffer at an offset in one arena, reusing dead space";
   let description = [{
@@ -69,7 +125,9 @@ def MemoryPlanPass : Pass<"lower-memory-plan", "::mlir::ModuleOp"> {
     all-reduce buckets, 16644 bytes reduced over dp=2)`.
 
     The buffers of an `rt.all_reduce` are live at it: it reads and writes
-    them in place.
+    them in place. The buffers of a started (`async`) collective stay live
+    until its `rt.wait`, which names them: nothing else is placed on their
+    bytes while the collective runs in the background.
 
     Input:
     ```mlir

@@ -236,7 +236,7 @@ Writer::addBlockCollective(Operation *op) {
       gather ? ptp::CollectiveKind::AllGather
              : ptp::CollectiveKind::ReduceScatter,
       reduce, &*axes, label.getValue().str().c_str(),
-      static_cast<uint32_t>(dim));
+      static_cast<uint32_t>(dim), /*started=*/op->getNumResults() == 1);
   return ptp::CreateInstructionDirect(fbb, /*kernel=*/0, &*args,
                                       /*ints=*/nullptr, /*floats=*/nullptr,
                                       collective);
@@ -312,7 +312,8 @@ Writer::addAllReduce(AllReduceOp allReduce) {
     }
   auto collective = ptp::CreateCollectiveDirect(
       fbb, ptp::CollectiveKind::AllReduce, toProgram(allReduce.getReduce()),
-      &axes, allReduce.getLabel().str().c_str());
+      &axes, allReduce.getLabel().str().c_str(), /*dim=*/0,
+      /*started=*/allReduce.getToken() != nullptr);
   return ptp::CreateInstructionDirect(fbb, /*kernel=*/0, &*args,
                                       /*ints=*/nullptr, /*floats=*/nullptr,
                                       collective);
@@ -435,10 +436,23 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
                               "the arena");
   Value arena = function.getArgument(0);
   std::vector<flatbuffers::Offset<ptp::Instruction>> instructions;
+  // Each started collective's instruction index, for its wait.
+  DenseMap<Value, uint32_t> startedAt;
 
   for (Operation &op : function.getBody().front()) {
     if (isa<arith::ConstantIndexOp, func::ReturnOp>(op))
       continue;
+    if (op.getNumResults() == 1 && isa<rt::TokenType>(op.getResult(0).getType()))
+      startedAt[op.getResult(0)] = instructions.size();
+    if (auto wait = dyn_cast<rt::WaitOp>(op)) {
+      // The rt verifier has checked that the token comes from a collective
+      // of this block, so its instruction is already written.
+      auto completes = ptp::CreateWait(fbb, startedAt.lookup(wait.getToken()));
+      instructions.push_back(ptp::CreateInstructionDirect(
+          fbb, /*kernel=*/0, /*args=*/nullptr, /*ints=*/nullptr,
+          /*floats=*/nullptr, /*collective=*/0, /*transfer=*/0, completes));
+      continue;
+    }
     if (auto view = dyn_cast<memref::ViewOp>(op)) {
       if (view.getSource() != arena)
         return view.emitOpError("must view the arena argument");
@@ -550,8 +564,8 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
     auto kernel = dyn_cast<KernelOp>(op);
     if (!kernel)
       return op.emitOpError("cannot be written to a program: the runtime "
-                            "executes rt.kernel, collective, rt.send and "
-                            "rt.recv ops only");
+                            "executes rt.kernel, collective, rt.wait, "
+                            "rt.send and rt.recv ops only");
     StringRef name = kernel.getKernel();
     const runtime::KernelInfo *info =
         runtime::lookupKernel(std::string_view(name.data(), name.size()));

@@ -131,6 +131,13 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
 
 void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   pm.addPass(createLowerToRtPass());
+  // Data-parallel buckets reduced while the backward pass goes on; before
+  // the memory plan, which then keeps their buffers until the waits.
+  // (Pipelines keep their synchronous buckets for now.)
+  std::optional<Plan> plan = readPlan(options.plan);
+  if (plan && plan->mesh.dp > 1 && plan->mesh.pp == 1 &&
+      plan->replicas.empty() && plan->overlap.dataParallel)
+    pm.addPass(createOverlapCollectivesPass());
   MemoryPlanPassOptions memory;
   memory.report = options.memoryReport;
   pm.addPass(createMemoryPlanPass(memory));

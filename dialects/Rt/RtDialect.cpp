@@ -7,9 +7,19 @@
 using namespace mlir;
 using namespace partition::rt;
 
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
 #include "dialects/Rt/RtDialect.cpp.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Rt/RtTypes.cpp.inc"
+
 void RtDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/Rt/RtTypes.cpp.inc"
+      >();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/Rt/RtOps.cpp.inc"

@@ -21,6 +21,91 @@ using partition::dist::printAxisNames;
 using partition::dist::printReduceKind;
 
 //===----------------------------------------------------------------------===//
+// async collectives and rt.wait
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// `async` before a collective's operands: it returns a `!rt.token`.
+ParseResult parseAsyncToken(OpAsmParser &parser, Type &tokenType) {
+  if (succeeded(parser.parseOptionalKeyword("async")))
+    tokenType = TokenType::get(parser.getContext());
+  return success();
+}
+
+void printAsyncToken(OpAsmPrinter &printer, Operation *, Type tokenType) {
+  if (tokenType)
+    printer << "async ";
+}
+
+/// A started collective's token is completed by exactly one rt.wait: a
+/// second wait would wait for nothing, none would leave the collective
+/// running past the step (the runtime refuses both, this says where).
+LogicalResult verifyAsyncToken(Operation *op, Value token) {
+  if (!token)
+    return success();
+  unsigned waits = 0, uses = 0;
+  for (Operation *user : token.getUsers()) {
+    ++uses;
+    waits += isa<WaitOp>(user);
+  }
+  if (uses != 1 || waits != 1)
+    return op->emitOpError() << "is async: its token must be waited for by "
+                                "exactly one rt.wait and used nowhere else, "
+                                "but has "
+                             << waits << " rt.wait and " << uses - waits
+                             << " other uses";
+  return success();
+}
+
+/// The buffer `value` views: the source of its subviews, recursively.
+Value baseBuffer(Value value) {
+  while (auto view = value.getDefiningOp<memref::SubViewOp>())
+    value = view.getSource();
+  return value;
+}
+
+} // namespace
+
+LogicalResult WaitOp::verify() {
+  Operation *start = getToken().getDefiningOp();
+  if (!start || !isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(start) ||
+      start->getBlock() != getOperation()->getBlock())
+    return emitOpError("must wait for a token returned by an async rt "
+                       "collective of the same block");
+  // The collective's buffers: the wait keeps exactly those in use.
+  SmallVector<Value> expected;
+  for (Value operand : start->getOperands())
+    expected.push_back(operand);
+  if (!llvm::equal(expected, getBuffers()))
+    return emitOpError() << "must name the buffers of the collective it waits "
+                            "for ("
+                         << expected.size() << " buffers, in its order), but "
+                         << "names " << getBuffers().size();
+  // Between the start and the wait the buffers belong to the collective.
+  llvm::SmallPtrSet<Value, 4> bases;
+  for (Value buffer : expected)
+    bases.insert(baseBuffer(buffer));
+  for (Operation *op = start->getNextNode(); op && op != getOperation();
+       op = op->getNextNode()) {
+    // Making a view reads and writes nothing; using it does.
+    if (isa<memref::SubViewOp>(op))
+      continue;
+    for (Value operand : op->getOperands())
+      if (isa<MemRefType>(operand.getType()) &&
+          bases.contains(baseBuffer(operand))) {
+        InFlightDiagnostic diag =
+            op->emitOpError() << "uses a buffer of an async collective before "
+                                 "its rt.wait";
+        diag.attachNote(start->getLoc()) << "the collective starts here";
+        diag.attachNote(getLoc()) << "and is waited for here";
+        return diag;
+      }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // rt.kernel
 //===----------------------------------------------------------------------===//
 
@@ -71,6 +156,8 @@ LogicalResult KernelOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult AllReduceOp::verify() {
+  if (failed(verifyAsyncToken(*this, getToken())))
+    return failure();
   OperandRange buffers = getBuffers();
   if (buffers.empty())
     return emitOpError("must reduce at least one buffer");
@@ -230,6 +317,8 @@ LogicalResult verifyBlockCollectiveUses(Operation *op, FlatSymbolRefAttr meshNam
 } // namespace
 
 LogicalResult AllGatherOp::verify() {
+  if (failed(verifyAsyncToken(*this, getToken())))
+    return failure();
   return verifyBlockCollective(*this, getInput(), getOutput(), getDim(),
                                getLabel(), getAxes());
 }
@@ -241,6 +330,8 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyAsyncToken(*this, getToken())))
+    return failure();
   return verifyBlockCollective(*this, getInput(), getOutput(), getDim(),
                                getLabel(), getAxes());
 }

@@ -11,6 +11,9 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Rt/RtTypes.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/Rt/RtOps.h.inc"
 

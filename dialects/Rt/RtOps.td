@@ -12,6 +12,7 @@
 #ifndef PARTITION_RT_OPS
 #define PARTITION_RT_OPS
 
+include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/SymbolInterfaces.td"
@@ -71,6 +72,26 @@ def Rt_Dialect : Dialect {
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
+  let useDefaultTypePrinterParser = 1;
+}
+
+def Rt_TokenType : TypeDef<Rt_Dialect, "Token"> {
+  let mnemonic = "token";
+  let summary = "a started collective, until an rt.wait completes it";
+  let description = [{
+    The result of a collective marked `async` (`rt.all_reduce`,
+    `rt.all_gather`, `rt.reduce_scatter`): the collective has started and
+    runs in the background (the CPU runtime's communication thread, the CUDA
+    runtime's communication stream) until the one `rt.wait` that consumes
+    the token. Its buffers belong to the collective in between.
+
+    Example:
+    ```mlir
+    %t = rt.all_reduce async %g on @mesh axes [dp] reduce = avg
+        label = "gradient bucket 0" : memref<64xf32>
+    rt.wait %t, %g : memref<64xf32>
+    ```
+  }];
 }
 
 def Rt_KernelOp : Op<Rt_Dialect, "kernel", [AttrSizedOperandSegments]> {
@@ -135,12 +156,23 @@ def Rt_AllReduceOp : Op<Rt_Dialect, "all_reduce", [
     Every rank of a group must execute the same all-reduces, on buffers of
     the same shapes, in the same order.
 
+    With `async` the all-reduce only starts here and returns a token
+    (`!rt.token`): it runs in the background until the `rt.wait` of that
+    token, which names the same buffers so that liveness and the memory
+    plan keep them until then; no op in between may read or write them
+    (`--rt-overlap-collectives` makes such pairs).
+
     Example:
     ```mlir
     dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
     ...
     rt.all_reduce %gw, %gb on @mesh axes [dp] reduce = avg
         label = "gradient bucket 0" : memref<64x64xf32>, memref<64xf32>
+    // started, and completed later:
+    %t = rt.all_reduce async %gw, %gb on @mesh axes [dp] reduce = avg
+        label = "gradient bucket 0" : memref<64x64xf32>, memref<64xf32>
+    rt.kernel "gelu_grad" ins(%a, %b : ...) outs(%c : ...)
+    rt.wait %t, %gw, %gb : memref<64x64xf32>, memref<64xf32>
     ```
 
     Constraints:
@@ -150,7 +182,9 @@ def Rt_AllReduceOp : Op<Rt_Dialect, "all_reduce", [
     - `label` is not empty;
     - `axes` are distinct (at least one);
     - `mesh` names a `dist.mesh`, and every axis is one of
-      its axes.
+      its axes;
+    - `async`: the token is used once, by an `rt.wait` (checked there: in
+      the same block, on the same buffers, none of them touched between).
   }];
   let arguments = (ins
     Arg<Variadic<AnyMemRef>, "the bucket, reduced in place",
@@ -159,7 +193,9 @@ def Rt_AllReduceOp : Op<Rt_Dialect, "all_reduce", [
     StrArrayAttr:$axes,
     Rt_ReduceKindAttr:$reduce,
     StrAttr:$label);
+  let results = (outs Optional<Rt_TokenType>:$token);
   let assemblyFormat = [{
+    custom<AsyncToken>(type($token)) ``
     $buffers `on` $mesh `axes` custom<AxisNames>($axes)
     `reduce` `=` custom<ReduceKind>($reduce) `label` `=` $label
     attr-dict `:` type($buffers)
@@ -198,7 +234,8 @@ def Rt_AllGatherOp : Rt_BlockCollectiveOp<"all_gather"> {
     - `axes` are distinct (at least one), axes of `mesh`, listed in the
       mesh's order (the runtime orders a group by mesh coordinates);
     - the output is the input with `dim` multiplied by the product of the
-      sizes of `axes`.
+      sizes of `axes`;
+    - `async` (a token, as for `rt.all_reduce`): waited for once.
   }];
   let arguments = (ins
     Arg<AnyMemRef, "the local block", [MemRead]>:$input,
@@ -207,7 +244,9 @@ def Rt_AllGatherOp : Rt_BlockCollectiveOp<"all_gather"> {
     StrArrayAttr:$axes,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
     StrAttr:$label);
+  let results = (outs Optional<Rt_TokenType>:$token);
   let assemblyFormat = [{
+    custom<AsyncToken>(type($token)) ``
     $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
     `dim` `=` $dim `label` `=` $label attr-dict
     `:` type($input) `,` type($output)
@@ -236,7 +275,8 @@ def Rt_ReduceScatterOp : Rt_BlockCollectiveOp<"reduce_scatter"> {
     - `axes` are distinct (at least one), axes of `mesh`, listed in the
       mesh's order;
     - `dim` is divisible by the product of the sizes of `axes`, and the
-      output is the input with `dim` divided by it.
+      output is the input with `dim` divided by it;
+    - `async` (a token, as for `rt.all_reduce`): waited for once.
   }];
   let arguments = (ins
     Arg<AnyMemRef, "the buffer to reduce", [MemRead]>:$input,
@@ -246,11 +286,48 @@ def Rt_ReduceScatterOp : Rt_BlockCollectiveOp<"reduce_scatter"> {
     ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
     Rt_ReduceKindAttr:$reduce,
     StrAttr:$label);
+  let results = (outs Optional<Rt_TokenType>:$token);
   let assemblyFormat = [{
+    custom<AsyncToken>(type($token)) ``
     $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
     `dim` `=` $dim `reduce` `=` custom<ReduceKind>($reduce)
     `label` `=` $label attr-dict `:` type($input) `,` type($output)
   }];
+}
+
+def Rt_WaitOp : Op<Rt_Dialect, "wait"> {
+  let summary = "completes a started collective";
+  let description = [{
+    Blocks until the collective that returned `token` (an `async`
+    `rt.all_reduce`, `rt.all_gather` or `rt.reduce_scatter`) is done on
+    this rank; from here on its buffers hold its result and may be read and
+    written again. `buffers` are the collective's own, in its order: the
+    wait reads and writes them, so that liveness, the memory plan and any
+    pass that moves ops see the buffers in use until here.
+
+    Example:
+    ```mlir
+    %t = rt.all_reduce async %g on @mesh axes [dp] reduce = avg
+        label = "gradient bucket 0" : memref<64xf32>
+    ...
+    rt.wait %t, %g : memref<64xf32>
+    ```
+
+    Constraints:
+    - `token` is the result of an rt collective in the same block (so the
+      wait follows its start);
+    - `buffers` are that collective's buffers, in order;
+    - no op between the collective and the wait reads or writes one of
+      them (by value, or through a subview of it).
+  }];
+  let arguments = (ins
+    Rt_TokenType:$token,
+    Arg<Variadic<AnyMemRef>, "the collective's buffers",
+        [MemRead, MemWrite]>:$buffers);
+  let assemblyFormat = [{
+    $token `,` $buffers attr-dict `:` type($buffers)
+  }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -379,7 +379,7 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
   bool failed = false;
   ObjectReader top(*root, "",
                    {"mesh", "tensor_parallel", "pipeline", "zero",
-                    "recompute", "precision", "replicas"},
+                    "recompute", "precision", "replicas", "overlap"},
                    fileName, emitError, failed);
   auto reader = [&](StringRef key, ArrayRef<StringRef> known)
       -> std::optional<ObjectReader> {
@@ -427,6 +427,10 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
   }
   if (auto zero = reader("zero", {"stage"}))
     zero->integer("stage", plan.zero.stage, 0, 3, "0, 1, 2 or 3");
+  if (auto overlap = reader("overlap", {"data_parallel"})) {
+    overlap->boolean("data_parallel", plan.overlap.dataParallel);
+    plan.overlap.dataParallelGiven = overlap->get("data_parallel");
+  }
   if (auto recompute = reader("recompute", {"policy", "budget_bytes"})) {
     recompute->choice("policy", plan.recompute.policy,
                       {"none", "full", "selective", "budget"});

@@ -91,6 +91,16 @@ struct Plan {
   struct Zero {
     int64_t stage = 0;
   } zero;
+  /// Communication hidden behind computation (--rt-overlap-collectives):
+  /// on by default.
+  struct Overlap {
+    /// Start each data-parallel gradient all-reduce as soon as its bucket
+    /// is complete and wait for it where the optimizer first reads it
+    /// (plans with dp > 1 and no pipeline).
+    bool dataParallel = true;
+    /// plan.json gave it (refused where it would do nothing).
+    bool dataParallelGiven = false;
+  } overlap;
   struct Recompute {
     /// none, full, selective or budget.
     std::string policy = "none";

@@ -285,5 +285,11 @@ LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
            " does nothing without tensor parallelism (mesh.tp = 1: the "
            "vocabulary is padded only to split it over tp ranks); give "
            "mesh.tp > 1 or leave out vocab_multiple");
+  if (plan.overlap.dataParallelGiven &&
+      (plan.mesh.dp == 1 || plan.mesh.pp > 1 || !plan.replicas.empty()))
+    refuse("overlap.data_parallel does nothing here: only plans with "
+           "mesh.dp > 1, without a pipeline (mesh.pp = 1) and without "
+           "replicas start their data-parallel buckets early "
+           "(--rt-overlap-collectives); leave out overlap");
   return llvm::failure(failed);
 }

@@ -26,6 +26,12 @@ TraceSpan traceSpanOf(const Program &program, const Instruction &instruction) {
     span.label = instruction.collective->label;
     span.name = std::string(collectiveKindName(instruction.collective->kind)) +
                 " " + span.label;
+  } else if (instruction.waitFor) {
+    // Time blocked on a started collective (its own span is on the
+    // communication track).
+    span.category = "wait";
+    span.name = "wait #" + std::to_string(*instruction.waitFor);
+    return span;
   } else {
     span.category = "kernel";
     span.name = std::string(kernelName(instruction.kernel));

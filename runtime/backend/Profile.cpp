@@ -75,6 +75,11 @@ InstructionCost describeKernel(const KernelArgs &a) {
 InstructionCost describeCollective(const Program &program,
                                    const Instruction &instruction) {
   InstructionCost cost;
+  // A wait's time is what the rank spent blocked on a started collective.
+  if (instruction.waitFor) {
+    cost.kernel = "wait";
+    return cost;
+  }
   cost.kernel = instruction.transfer
                     ? transferKindName(*instruction.transfer)
                     : collectiveKindName(instruction.collective->kind);

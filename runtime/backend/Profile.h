@@ -43,7 +43,8 @@ struct InstructionCost {
 };
 
 InstructionCost describeKernel(const KernelArgs &args);
-/// A collective instruction: its kind and the bytes of its buffers.
+/// A collective or transfer instruction: its kind and the bytes of its
+/// buffers; a wait: "wait".
 InstructionCost describeCollective(const Program &program,
                                    const Instruction &instruction);
 

@@ -66,7 +66,8 @@ std::string traceJson(const std::vector<std::vector<TraceSpan>> &ranks,
   nlohmann::json events = nlohmann::json::array();
   for (size_t rank = 0; rank < ranks.size(); ++rank) {
     // Track names: the process is the rank, thread 0 its instructions,
-    // thread 1 its step functions.
+    // thread 1 its step functions, thread 2 its started collectives as the
+    // communication thread ran them.
     events.push_back({{"name", "process_name"},
                       {"ph", "M"},
                       {"pid", rank},
@@ -76,7 +77,8 @@ std::string traceJson(const std::vector<std::vector<TraceSpan>> &ranks,
                       {"pid", rank},
                       {"args", {{"sort_index", rank}}}});
     for (auto [tid, name] : {std::pair<int, const char *>{0, "instructions"},
-                             {1, "steps"}})
+                             {1, "steps"},
+                             {2, "communication"}})
       events.push_back({{"name", "thread_name"},
                         {"ph", "M"},
                         {"pid", rank},

@@ -3,7 +3,8 @@
 // `partition-run --trace FILE`: every rank records a span per instruction it
 // runs (a kernel by its name; a collective, send or receive by its kind,
 // label and bytes; a receive's span covers its wait for the data), plus one
-// span per step function; at the end rank 0 gathers every rank's spans over
+// span per step function, plus a communication track with the span of each
+// started collective as it ran in the background; at the end rank 0 gathers every rank's spans over
 // the world communicator and writes one JSON file in the Chrome trace event
 // format ({"traceEvents": [...]}, complete events "ph": "X", microseconds),
 // one process per rank (pid = rank) named "rank R (stage S)". Open it in
@@ -40,7 +41,9 @@ struct TraceSpan {
   uint64_t bytes = 0;
   /// The training step (1-based), -1 outside steps.
   int64_t step = -1;
-  /// 0: instructions; 1: step functions (a track of their own).
+  /// 0: instructions; 1: step functions (a track of their own); 2: started
+  /// collectives, from when the communication thread began them to when
+  /// they completed (the communication track).
   int tid = 0;
 };
 

@@ -128,6 +128,10 @@ public:
   }
   virtual void completeSends(const Context &) {}
   virtual void barrier(const Context &ctx) = 0;
+  /// Whether two threads may each drive a communicator of this transport
+  /// at once (MPI: MPI_THREAD_MULTIPLE was provided). The CPU backend runs
+  /// started collectives on a thread of their own only then.
+  virtual bool concurrentThreads() const { return false; }
   /// Collective over this communicator: returns the group of the ranks that
   /// passed the same color (>= 0), ranked by key then by rank(); null for
   /// kNoColor. ctx.what names the new group in its error messages (e.g.

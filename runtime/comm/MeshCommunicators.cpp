@@ -54,19 +54,47 @@ MeshCommunicators::MeshCommunicators(
     unique.insert(axes);
   }
   coordinates_ = meshCoordinates(world.rank(), sizes);
-  for (const std::vector<uint32_t> &axes : unique) {
-    std::vector<int64_t> outside, outsideSizes, inside, insideSizes;
-    for (size_t i = 0, a = 0; i < mesh_.size(); ++i) {
-      bool in = a < axes.size() && axes[a] == i;
-      (in ? inside : outside).push_back(coordinates_[i]);
-      (in ? insideSizes : outsideSizes).push_back(sizes[i]);
-      a += in;
-    }
-    int color = static_cast<int>(meshRank(outside, outsideSizes));
-    int key = static_cast<int>(meshRank(inside, insideSizes));
-    std::string name = groupName(axes);
-    groups_[axes] = world.split(color, key, {name.c_str(), step});
+  for (const std::vector<uint32_t> &axes : unique)
+    groups_[axes] = splitGroup(axes, "", step);
+}
+
+std::unique_ptr<Communicator>
+MeshCommunicators::splitGroup(const std::vector<uint32_t> &axes,
+                              const std::string &suffix, int64_t step) {
+  std::vector<int64_t> outside, outsideSizes, inside, insideSizes;
+  for (size_t i = 0, a = 0; i < mesh_.size(); ++i) {
+    bool in = a < axes.size() && axes[a] == i;
+    (in ? inside : outside).push_back(coordinates_[i]);
+    (in ? insideSizes : outsideSizes).push_back(mesh_[i].size);
+    a += in;
   }
+  int color = static_cast<int>(meshRank(outside, outsideSizes));
+  int key = static_cast<int>(meshRank(inside, insideSizes));
+  std::string name = groupName(axes) + suffix;
+  return world_.split(color, key, {name.c_str(), step});
+}
+
+void MeshCommunicators::addStartedGroups(
+    const std::vector<std::vector<uint32_t>> &groups, int64_t step) {
+  // Every rank must decide alike: one rank running a started collective
+  // on its own communicator while another runs it on the group's would
+  // hang both.
+  float concurrent = world_.concurrentThreads() ? 1.0f : 0.0f;
+  if (world_.size() > 1)
+    world_.allReduce(&concurrent, 1, ReduceOp::Sum,
+                     {"communication thread", step});
+  if (concurrent < float(world_.size()))
+    return;
+  std::set<std::vector<uint32_t>> unique(groups.begin(), groups.end());
+  for (const std::vector<uint32_t> &axes : unique)
+    if (groups_.count(axes) && !started_.count(axes))
+      started_[axes] = splitGroup(axes, " (started)", step);
+}
+
+Communicator *
+MeshCommunicators::startedGroup(const std::vector<uint32_t> &axes) const {
+  auto found = started_.find(axes);
+  return found == started_.end() ? nullptr : found->second.get();
 }
 
 void MeshCommunicators::addTransferPairs(

@@ -64,6 +64,18 @@ public:
   /// The communicator over `axes`, or null when it was not created.
   Communicator *group(const std::vector<uint32_t> &axes) const;
 
+  /// Collective over the world (every rank, the same `groups`): when every
+  /// rank's transport lets two threads communicate at once
+  /// (Communicator::concurrentThreads), splits a second communicator per
+  /// group for started collectives, which the CPU backend runs on a thread
+  /// of its own: MPI matches collectives on one communicator by their order
+  /// of issue, so the two threads must never share one. Otherwise creates
+  /// none, alike on every rank, and started collectives run synchronously.
+  void addStartedGroups(const std::vector<std::vector<uint32_t>> &groups,
+                        int64_t step = -1);
+  /// The communicator of started collectives over `axes`, or null.
+  Communicator *startedGroup(const std::vector<uint32_t> &axes) const;
+
   /// Collective over the world (every rank, the same `pairs` in the same
   /// order): splits one communicator per ordered pair (from, to) of
   /// coordinates on mesh axis `axis` (the pipeline axis), each holding the
@@ -82,10 +94,16 @@ public:
   std::string groupName(const std::vector<uint32_t> &axes) const;
 
 private:
+  /// Collective over the world: the group of the ranks that share this
+  /// rank's coordinates outside `axes`, named groupName(axes) + suffix.
+  std::unique_ptr<Communicator> splitGroup(const std::vector<uint32_t> &axes,
+                                           const std::string &suffix,
+                                           int64_t step);
   Communicator &world_;
   std::vector<MeshAxisSize> mesh_;
   std::vector<int64_t> coordinates_;
   std::map<std::vector<uint32_t>, std::unique_ptr<Communicator>> groups_;
+  std::map<std::vector<uint32_t>, std::unique_ptr<Communicator>> started_;
   std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Communicator>>
       transfers_;
 };

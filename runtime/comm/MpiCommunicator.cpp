@@ -71,7 +71,11 @@ MpiCommunicator::world(int *argc, char ***argv, MpiOptions options) {
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) !=
+    // MULTIPLE: started collectives run on a communication thread (each on
+    // a communicator of its own) while the main thread runs the rest. A
+    // library that provides less gets them run synchronously instead
+    // (concurrentThreads()).
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) !=
         MPI_SUCCESS) {
       std::fprintf(stderr, "MPI_Init_thread failed\n");
       std::exit(1);
@@ -373,6 +377,12 @@ void MpiCommunicator::barrier(const Context &ctx) {
   MPI_Request request;
   check(MPI_Ibarrier(comm_, &request), name, ctx);
   wait(request, name, ctx);
+}
+
+bool MpiCommunicator::concurrentThreads() const {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  return provided == MPI_THREAD_MULTIPLE;
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key,

@@ -28,8 +28,9 @@ struct MpiOptions {
 
 class MpiCommunicator final : public Communicator {
 public:
-  /// Initialises MPI once (MPI_Init_thread, MPI_THREAD_FUNNELED; MPI_Finalize
-  /// runs at exit) and returns a communicator over all processes (a duplicate
+  /// Initialises MPI once (MPI_Init_thread asking for MPI_THREAD_MULTIPLE,
+  /// so that the CPU backend's communication thread may run collectives
+  /// while the main thread runs others; MPI_Finalize runs at exit) and returns a communicator over all processes (a duplicate
   /// of MPI_COMM_WORLD). May be called again; later calls return new
   /// duplicates and ignore argc/argv.
   static std::unique_ptr<MpiCommunicator> world(int *argc, char ***argv,
@@ -81,6 +82,8 @@ public:
                  const Context &ctx) override;
   void completeSends(const Context &ctx) override;
   void barrier(const Context &ctx) override;
+  /// MPI_THREAD_MULTIPLE was provided (MPI_Query_thread).
+  bool concurrentThreads() const override;
   std::unique_ptr<Communicator> split(int color, int key,
                                       const Context &ctx) override;
 

@@ -576,7 +576,7 @@ std::vector<std::vector<KernelArgs>> checkInstructions(const Program &program) {
     checked.emplace_back();
     for (size_t i = 0; i < function.instructions.size(); ++i) {
       const Instruction &instruction = function.instructions[i];
-      if (instruction.collective || instruction.transfer) {
+      if (!instruction.isKernel()) {
         checked.back().emplace_back();
         continue;
       }

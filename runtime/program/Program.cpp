@@ -104,6 +104,7 @@ Collective readCollective(const ptp::Collective &collective,
                      ? collective.label()->str()
                      : where;
   result.dim = collective.dim();
+  result.started = collective.started();
   std::string what = where + " (" + collectiveKindName(result.kind) + " '" +
                      result.label + "')";
   if (program.mesh.empty())
@@ -229,6 +230,23 @@ Function readFunction(const ptp::Function *function, const Program &program,
     if (instruction->floats())
       decoded.floats.assign(instruction->floats()->begin(),
                             instruction->floats()->end());
+    if ((instruction->collective() != nullptr) +
+            (instruction->transfer() != nullptr) +
+            (instruction->wait() != nullptr) >
+        1)
+      fail(origin, where + " is more than one of a collective, a transfer "
+                           "and a wait");
+    if (const ptp::Wait *wait = instruction->wait()) {
+      // Which collective it completes is checked with the whole function
+      // (check::checkStartedCollectives).
+      if (!decoded.args.empty() || !decoded.ints.empty() ||
+          !decoded.floats.empty())
+        fail(origin, where + " (wait) has buffers or parameters; a wait "
+                             "takes none");
+      decoded.waitFor = wait->collective();
+      decodedFunction.instructions.push_back(std::move(decoded));
+      continue;
+    }
     if (const ptp::Collective *collective = instruction->collective()) {
       decoded.collective =
           readCollective(*collective, decoded, program, origin, where);
@@ -263,6 +281,7 @@ Function readFunction(const ptp::Function *function, const Program &program,
                          std::to_string(program.buffers.size()));
     decodedFunction.instructions.push_back(std::move(decoded));
   }
+  check::checkStartedCollectives(decodedFunction, program, origin);
   return decodedFunction;
 }
 

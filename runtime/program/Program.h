@@ -131,6 +131,10 @@ struct Collective {
   std::string label;
   /// AllGather / ReduceScatter: the dimension blocks are taken along.
   uint32_t dim = 0;
+  /// Started: runs in the background until the Wait instruction that names
+  /// it (ptp::Collective.started); no instruction in between touches its
+  /// buffers (checked at load).
+  bool started = false;
 };
 
 /// A send or receive between pipeline stages (ptp::Transfer): the peer is
@@ -165,6 +169,11 @@ struct Instruction {
   std::optional<Collective> collective;
   /// Set for a send or receive: args holds its one buffer.
   std::optional<Transfer> transfer;
+  /// Set for the wait of a started collective: the index of its
+  /// instruction in the function (earlier; args is empty).
+  std::optional<uint32_t> waitFor;
+  /// A kernel call: neither a collective, a transfer nor a wait.
+  bool isKernel() const { return !collective && !transfer && !waitFor; }
 };
 
 /// What a mesh axis splits (the plan's role for it).

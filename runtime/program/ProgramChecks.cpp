@@ -325,6 +325,52 @@ void checkStreamRoles(const Program &program, const std::string &origin) {
 /// Every send has its receive: per function and per ordered pair of stages,
 /// the sends of one and the receives of the other move the same bytes in
 /// the same order, so no rank waits for a transfer that never comes.
+void checkStartedCollectives(const Function &function, const Program &program,
+                             const std::string &origin) {
+  const std::vector<Instruction> &code = function.instructions;
+  auto name = [&](size_t i) {
+    return function.name + " instruction #" + std::to_string(i);
+  };
+  auto overlaps = [&](const Instruction &a, const Instruction &b) {
+    for (uint32_t x : a.args)
+      for (uint32_t y : b.args) {
+        // Indices were checked against the buffer table as decoded.
+        const BufferInfo &p = program.buffers[x], &q = program.buffers[y];
+        if (p.offset < q.offset + q.bytes && q.offset < p.offset + p.bytes)
+          return true;
+      }
+    return false;
+  };
+  // Per started collective, the index of its wait once seen.
+  std::map<size_t, size_t> waitOf;
+  for (size_t i = 0; i < code.size(); ++i) {
+    if (!code[i].waitFor)
+      continue;
+    size_t start = *code[i].waitFor;
+    if (start >= i || !code[start].collective ||
+        !code[start].collective->started)
+      fail(origin, name(i) + " waits for instruction #" +
+                       std::to_string(start) +
+                       ", which is not an earlier started collective");
+    if (auto [it, inserted] = waitOf.emplace(start, i); !inserted)
+      fail(origin, name(i) + " waits for " + name(start) +
+                       " again (first waited for by instruction #" +
+                       std::to_string(it->second) + ")");
+    // The buffers belong to the collective while it runs: any other
+    // instruction on their bytes would race with it.
+    for (size_t j = start + 1; j < i; ++j)
+      if (overlaps(code[start], code[j]))
+        fail(origin, name(j) + " touches the buffers of " + name(start) +
+                         " (" + code[start].collective->label +
+                         "), which runs until its wait at instruction #" +
+                         std::to_string(i));
+  }
+  for (size_t i = 0; i < code.size(); ++i)
+    if (code[i].collective && code[i].collective->started && !waitOf.count(i))
+      fail(origin, name(i) + " (" + code[i].collective->label +
+                       ") is started but never waited for");
+}
+
 void checkTransfersMatch(const Program &program, const std::string &origin) {
   size_t stages = program.streams.size();
   if (stages < 2)

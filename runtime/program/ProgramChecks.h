@@ -36,6 +36,13 @@ void checkTransfer(const Transfer &transfer, const Instruction &decoded,
                    const Program &program, const std::string &origin,
                    const std::string &what, size_t stage);
 
+/// Started collectives and their waits in one decoded function: each wait
+/// names an earlier started collective, each started collective is waited
+/// for exactly once, and no instruction in between touches (reads or
+/// writes bytes overlapping) its buffers.
+void checkStartedCollectives(const Function &function, const Program &program,
+                             const std::string &origin);
+
 /// The AxisIndex buffers of the current stream against the mesh.
 void checkAxisIndexBuffers(const Program &program, const std::string &origin);
 

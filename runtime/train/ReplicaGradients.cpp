@@ -162,8 +162,7 @@ ReplicaGradientSum::ReplicaGradientSum(const Program &program,
   if (!update)
     throw ProgramError("the replica's step has no optimizer part");
   for (const Instruction &instruction : update->instructions)
-    if (!instruction.collective && !instruction.transfer &&
-        instruction.kernel == KernelId::AdamW) {
+    if (instruction.isKernel() && instruction.kernel == KernelId::AdamW) {
       const BufferInfo &param = replica.buffers[instruction.args[0]];
       const BufferInfo &gradient = replica.buffers[instruction.args[1]];
       if (gradient.dtype != DType::F32 || gradient.shape != param.shape)
@@ -347,8 +346,7 @@ Program splitAtOptimizer(Program program) {
       std::vector<Instruction> &all = stream.functions[f].instructions;
       auto first = std::find_if(all.begin(), all.end(),
                                 [](const Instruction &instruction) {
-                                  return !instruction.collective &&
-                                         !instruction.transfer &&
+                                  return instruction.isKernel() &&
                                          instruction.kernel == KernelId::AdamW;
                                 });
       if (first == all.end())

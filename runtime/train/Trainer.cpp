@@ -134,6 +134,18 @@ std::vector<std::vector<uint32_t>> collectiveGroups(const Program &program) {
   return groups;
 }
 
+/// The groups of the program's started collectives (every stream's): each
+/// gets a second communicator for the CPU backend's communication thread.
+std::vector<std::vector<uint32_t>> startedGroups(const Program &program) {
+  std::vector<std::vector<uint32_t>> groups;
+  for (const Stream &stream : program.streams)
+    for (const Function &function : stream.functions)
+      for (const Instruction &instruction : function.instructions)
+        if (instruction.collective && instruction.collective->started)
+          groups.push_back(instruction.collective->axes);
+  return groups;
+}
+
 /// The ordered pairs of stages (sender, receiver) that any stream's
 /// transfers connect: each gets a communicator of its own.
 std::vector<std::pair<int64_t, int64_t>> transferPairs(const Program &program) {
@@ -229,8 +241,16 @@ Run::Run(const TrainOptions &options, const Program &loaded,
                        "it with --backend cpu");
   if (chosen == "cuda")
     createCuda();
-  else
+  else {
+    // Started collectives run on a thread of their own, each group's on a
+    // communicator of its own (split by every rank alike: all agree on the
+    // backend, and the groups are every stream's).
+    if (mesh)
+      if (std::vector<std::vector<uint32_t>> started = startedGroups(program);
+          !started.empty())
+        mesh->addStartedGroups(started);
     backend = createCpuBackend(program, mesh.get());
+  }
   if (mesh) {
     for (const comm::MeshAxisSize &axis : mesh->mesh())
       meshShape.push_back(axis.size);

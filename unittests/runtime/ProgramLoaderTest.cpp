@@ -99,6 +99,84 @@ TEST(ProgramLoader, UnlabelledCollectiveIsNamedByPosition) {
             "train_step instruction #0");
 }
 
+/// A kernel instruction: gelu of buffer `in` into buffer `out` (both [4]
+/// or both [5] in minimalProgram).
+Instruction gelu(uint32_t in, uint32_t out) {
+  Instruction instruction;
+  instruction.kernel = runtime::KernelId::Gelu;
+  instruction.args = {in, out};
+  return instruction;
+}
+
+Instruction waitFor(uint32_t collective) {
+  Instruction instruction;
+  instruction.waitFor = collective;
+  return instruction;
+}
+
+/// meshProgram whose bucket (buffers a and b) is started, then waited for
+/// after a kernel on other buffers.
+Program startedProgram() {
+  Program program = meshProgram();
+  std::vector<Instruction> &code = program.functions[0].instructions;
+  code[0].collective->started = true;
+  code.push_back(gelu(2, 2));
+  code.push_back(waitFor(0));
+  return program;
+}
+
+TEST(ProgramLoader, StartedCollectivesRoundTrip) {
+  Program loaded = roundTrip(startedProgram());
+  const std::vector<Instruction> &code = loaded.functions[0].instructions;
+  ASSERT_EQ(code.size(), 3u);
+  EXPECT_TRUE(code[0].collective->started);
+  EXPECT_FALSE(code[0].isKernel());
+  EXPECT_TRUE(code[1].isKernel());
+  ASSERT_TRUE(code[2].waitFor);
+  EXPECT_EQ(*code[2].waitFor, 0u);
+  EXPECT_FALSE(code[2].isKernel());
+  // Not started: the collective is done when its instruction ends.
+  EXPECT_FALSE(roundTrip(meshProgram()).functions[0].instructions[0]
+                   .collective->started);
+}
+
+// A wait without its start, a start without its wait, two waits, and an
+// instruction on the buffers of a collective in flight: one line each.
+TEST(ProgramLoader, RejectsBadStartsAndWaits) {
+  auto broken = [](auto change) {
+    Program program = startedProgram();
+    change(program.functions[0].instructions);
+    return rejection(program);
+  };
+  using Code = std::vector<Instruction>;
+  EXPECT_EQ(broken([](Code &code) { code[0].collective->started = false; }),
+            "p.ptp: train_step instruction #2 waits for instruction #0, "
+            "which is not an earlier started collective");
+  EXPECT_EQ(broken([](Code &code) { code[2].waitFor = 1; }),
+            "p.ptp: train_step instruction #2 waits for instruction #1, "
+            "which is not an earlier started collective");
+  EXPECT_EQ(broken([](Code &code) { code[2].waitFor = 7; }),
+            "p.ptp: train_step instruction #2 waits for instruction #7, "
+            "which is not an earlier started collective");
+  EXPECT_EQ(broken([](Code &code) { code.pop_back(); }),
+            "p.ptp: train_step instruction #0 (grads bucket 0) is started "
+            "but never waited for");
+  EXPECT_EQ(broken([](Code &code) { code.push_back(waitFor(0)); }),
+            "p.ptp: train_step instruction #3 waits for train_step "
+            "instruction #0 again (first waited for by instruction #2)");
+  // gelu of a into a, while the bucket [a, b] is being reduced.
+  EXPECT_EQ(broken([](Code &code) { code[1] = gelu(0, 0); }),
+            "p.ptp: train_step instruction #1 touches the buffers of "
+            "train_step instruction #0 (grads bucket 0), which runs until its "
+            "wait at instruction #2");
+  EXPECT_EQ(broken([](Code &code) { code[2].args = {0}; }),
+            "p.ptp: train_step instruction #2 (wait) has buffers or "
+            "parameters; a wait takes none");
+  EXPECT_EQ(broken([](Code &code) { code[2].transfer = runtime::Transfer{}; }),
+            "p.ptp: train_step instruction #2 is more than one of a "
+            "collective, a transfer and a wait");
+}
+
 TEST(ProgramLoader, RejectsBadMeshes) {
   Program program = meshProgram();
   program.mesh[1].size = 0;

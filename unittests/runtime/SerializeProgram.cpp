@@ -42,7 +42,7 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
             fbb, static_cast<ptp::CollectiveKind>(instruction.collective->kind),
             static_cast<ptp::ReduceKind>(instruction.collective->reduce), &axes,
             instruction.collective->label.c_str(),
-            instruction.collective->dim);
+            instruction.collective->dim, instruction.collective->started);
       }
       flatbuffers::Offset<ptp::Transfer> transfer = 0;
       if (instruction.transfer)
@@ -52,11 +52,14 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
                                        : ptp::TransferKind::Recv,
             static_cast<uint8_t>(instruction.transfer->axis),
             instruction.transfer->peer, instruction.transfer->label.c_str());
-      bool kernel = !instruction.collective && !instruction.transfer;
+      flatbuffers::Offset<ptp::Wait> wait = 0;
+      if (instruction.waitFor)
+        wait = ptp::CreateWait(fbb, *instruction.waitFor);
+      bool kernel = instruction.isKernel();
       instructions.push_back(ptp::CreateInstructionDirect(
           fbb, kernel ? static_cast<uint16_t>(instruction.kernel) : 0,
           &instruction.args, &instruction.ints, &instruction.floats,
-          collective, transfer));
+          collective, transfer, wait));
     }
     functions.push_back(
         ptp::CreateFunctionDirect(fbb, function.name.c_str(), &instructions));

@@ -25,8 +25,7 @@ CpuBackend::CpuBackend(const Program &program,
   for (size_t f = 0; f < program.functions.size(); ++f) {
     const Function &function = program.functions[f];
     for (size_t i = 0; i < function.instructions.size(); ++i) {
-      if (function.instructions[i].collective ||
-          function.instructions[i].transfer)
+      if (!function.instructions[i].isKernel())
         continue;
       const KernelArgs &args = checked[f][i];
       bf16StagingElements = std::max(bf16StagingElements,
@@ -49,14 +48,23 @@ CpuBackend::CpuBackend(const Program &program,
     const Function &function = program.functions[f];
     CompiledFunction compiled;
     compiled.name = function.name;
+    compiled.tickets.assign(function.instructions.size(), -1);
     for (size_t i = 0; i < function.instructions.size(); ++i) {
       const Instruction &instruction = function.instructions[i];
       std::string where = function.name + " instruction #" + std::to_string(i);
+      if (instruction.waitFor) {
+        compiled.calls.push_back(compileWait(f, *instruction.waitFor));
+        compiled.names.push_back(where + " (wait)");
+        compiled.spans.push_back(traceSpanOf(program, instruction));
+        if (profile.enabled)
+          compiled.costs.push_back(describeCollective(program, instruction));
+        continue;
+      }
       if (instruction.collective || instruction.transfer) {
         compiled.calls.push_back(
             instruction.transfer
                 ? compileTransfer(program, instruction, where, compiled)
-                : compileCollective(program, instruction, where));
+                : compileCollective(program, instruction, where, f, i));
         compiled.names.push_back(instruction.transfer
                                      ? transferName(instruction, where)
                                      : collectiveName(instruction, where));
@@ -201,20 +209,71 @@ CpuBackend::compileTransfer(const Program &program,
   };
 }
 
+std::function<void()> CpuBackend::compileWait(size_t function,
+                                              uint32_t waitFor) {
+  return [this, function, waitFor] {
+    CompiledFunction &compiled = functions[function];
+    int64_t ticket = compiled.tickets[waitFor];
+    if (ticket < 0)
+      return; // run synchronously at its start
+    compiled.tickets[waitFor] = -1;
+    CommunicationThread::Span ran = communication->wait(uint64_t(ticket));
+    if (!trace)
+      return;
+    // The communication track: when the thread ran the collective.
+    TraceSpan span = compiled.spans[waitFor];
+    span.startUs = trace->microsecondsSince(ran.start);
+    span.durationUs = trace->microsecondsSince(ran.end) - span.startUs;
+    span.step = currentStep;
+    span.tid = 2;
+    trace->add(std::move(span));
+  };
+}
+
 std::function<void()>
 CpuBackend::compileCollective(const Program &program,
                               const Instruction &instruction,
-                              const std::string &where) {
+                              const std::string &where, size_t function,
+                              size_t index) {
   const Collective &collective = *instruction.collective;
+  comm::Communicator *started =
+      collective.started && communicators
+          ? communicators->startedGroup(collective.axes)
+          : nullptr;
   comm::Communicator *group =
-      &collectiveGroup(program, instruction, communicators, where);
+      started ? started
+              : &collectiveGroup(program, instruction, communicators, where);
+  std::vector<float> *pack = started ? &startedStaging : &staging;
+  std::function<void()> body;
   std::vector<float *> addresses;
   for (uint32_t arg : instruction.args)
     addresses.push_back(
         reinterpret_cast<float *>(arena.get() + program.buffers[arg].offset));
   // The loader checked that a collective's buffers share one type.
   if (program.buffers[instruction.args[0]].dtype != DType::BF16)
-    return compileF32Collective(program, instruction, *group, addresses);
+    body = compileF32Collective(program, instruction, *group, addresses, pack);
+  else
+    body = compileBF16Collective(program, instruction, *group, addresses,
+                                 pack);
+  if (!started)
+    return body;
+  // Started: the communication thread runs it; the main thread goes on
+  // until the wait. The loader checked that nothing in between touches
+  // its buffers.
+  if (!communication)
+    communication = std::make_unique<CommunicationThread>();
+  return [this, function, index, body] {
+    functions[function].tickets[index] =
+        int64_t(communication->start(body));
+  };
+}
+
+std::function<void()> CpuBackend::compileBF16Collective(
+    const Program &program, const Instruction &instruction,
+    comm::Communicator &groupRef, std::vector<float *> addresses,
+    std::vector<float> *pack) {
+  const Collective &collective = *instruction.collective;
+  comm::Communicator *group = &groupRef;
 
   // bf16: reduce fp32 copies (every rank's contributions summed in fp32,
   // rounded once); a gather's copies round-trip exactly.
@@ -236,7 +295,7 @@ CpuBackend::compileCollective(const Program &program,
   // its input and writes its output.
   bool allReduce = collective.kind == CollectiveKind::AllReduce;
   std::function<void()> f32 =
-      compileF32Collective(program, instruction, *group, addresses);
+      compileF32Collective(program, instruction, *group, addresses, pack);
   return [copies, allReduce, f32] {
     for (size_t i = 0; i < copies.size(); ++i)
       if (allReduce || i == 0)
@@ -252,14 +311,15 @@ std::function<void()>
 CpuBackend::compileF32Collective(const Program &program,
                                  const Instruction &instruction,
                                  comm::Communicator &groupRef,
-                                 const std::vector<float *> &addresses) {
+                                 const std::vector<float *> &addresses,
+                                 std::vector<float> *pack) {
   const Collective &collective = *instruction.collective;
   comm::Communicator *group = &groupRef;
   comm::ReduceOp op = reduceOpOf(collective.reduce);
   std::string label = collective.label;
   if (collective.kind != CollectiveKind::AllReduce)
     return compileBlockCollective(program, instruction, *group, addresses[0],
-                                  addresses[1]);
+                                  addresses[1], pack);
   struct Part {
     float *data;
     size_t count;
@@ -275,16 +335,16 @@ CpuBackend::compileF32Collective(const Program &program,
     return [this, group, op, label, part = parts[0]] {
       group->allReduce(part.data, part.count, op, {label.c_str(), currentStep});
     };
-  if (staging.size() < total)
-    staging.resize(total);
-  return [this, group, op, label, parts, total] {
-    float *packed = staging.data();
+  if (pack->size() < total)
+    pack->resize(total);
+  return [this, group, op, label, parts, total, pack] {
+    float *packed = pack->data();
     for (const Part &part : parts) {
       std::memcpy(packed, part.data, part.count * sizeof(float));
       packed += part.count;
     }
-    group->allReduce(staging.data(), total, op, {label.c_str(), currentStep});
-    const float *unpacked = staging.data();
+    group->allReduce(pack->data(), total, op, {label.c_str(), currentStep});
+    const float *unpacked = pack->data();
     for (const Part &part : parts) {
       std::memcpy(part.data, unpacked, part.count * sizeof(float));
       unpacked += part.count;
@@ -296,7 +356,7 @@ std::function<void()>
 CpuBackend::compileBlockCollective(const Program &program,
                                    const Instruction &instruction,
                                    comm::Communicator &group, float *in,
-                                   float *out) {
+                                   float *out, std::vector<float> *pack) {
   const Collective &collective = *instruction.collective;
   const BufferInfo &input = program.buffers[instruction.args[0]];
   const BufferInfo &output = program.buffers[instruction.args[1]];
@@ -327,19 +387,19 @@ CpuBackend::compileBlockCollective(const Program &program,
                                   {label.c_str(), currentStep});
     };
   }
-  if (staging.size() < count * size_t(blocks))
-    staging.resize(count * size_t(blocks));
+  if (pack->size() < count * size_t(blocks))
+    pack->resize(count * size_t(blocks));
   if (gather)
     return [this, communicator, in, out, count, label, outer, blockDim, inner,
-            blocks] {
-      communicator->allGather(in, staging.data(), count,
+            blocks, pack] {
+      communicator->allGather(in, pack->data(), count,
                               {label.c_str(), currentStep});
-      cpu::unpackBlocks(staging.data(), out, outer, blockDim, inner, blocks);
+      cpu::unpackBlocks(pack->data(), out, outer, blockDim, inner, blocks);
     };
   return [this, communicator, in, out, count, op, label, outer, blockDim,
-          inner, blocks] {
-    cpu::packBlocks(in, staging.data(), outer, blockDim, inner, blocks);
-    communicator->reduceScatter(staging.data(), out, count, op,
+          inner, blocks, pack] {
+    cpu::packBlocks(in, pack->data(), outer, blockDim, inner, blocks);
+    communicator->reduceScatter(pack->data(), out, count, op,
                                 {label.c_str(), currentStep});
   };
 }

@@ -16,6 +16,7 @@
 #include "runtime/backend/Profile.h"
 #include "runtime/backend/Trace.h"
 #include "runtime/comm/MeshCommunicators.h"
+#include "runtime/backend/cpu/CommunicationThread.h"
 #include "runtime/backend/cpu/Kernels.h"
 
 #include <algorithm>
@@ -83,7 +84,8 @@ public:
   void run(size_t index, int64_t step) override;
   uint64_t workspaceBytes() const override {
     return workspace.size +
-           (staging.size() + bf16Staging.size() + collectiveCopyElements) *
+           (staging.size() + startedStaging.size() + bf16Staging.size() +
+            collectiveCopyElements) *
                sizeof(float);
   }
 
@@ -100,20 +102,39 @@ private:
                                       const Instruction &instruction,
                                       const std::vector<uint8_t *> &pointers);
   /// One collective, bound to its buffers and its group's communicator;
-  /// bf16 buffers are reduced or moved as fp32 copies.
+  /// bf16 buffers are reduced or moved as fp32 copies. A started one
+  /// (instruction #index of function #function) goes to the communication
+  /// thread, on its group's started-collective communicator, when the
+  /// communicators have one (MeshCommunicators::addStartedGroups); else it
+  /// runs at once, and its wait does nothing.
   std::function<void()> compileCollective(const Program &program,
                                           const Instruction &instruction,
-                                          const std::string &where);
-  /// The collective on fp32 data at `addresses` (one per argument).
+                                          const std::string &where,
+                                          size_t function, size_t index);
+  /// The collective on fp32 copies of bf16 buffers at `addresses`.
+  std::function<void()>
+  compileBF16Collective(const Program &program, const Instruction &instruction,
+                        comm::Communicator &group,
+                        std::vector<float *> addresses,
+                        std::vector<float> *pack);
+  /// The collective on fp32 data at `addresses` (one per argument),
+  /// packing buckets and blocks in `pack`.
   std::function<void()>
   compileF32Collective(const Program &program, const Instruction &instruction,
                        comm::Communicator &group,
-                       const std::vector<float *> &addresses);
+                       const std::vector<float *> &addresses,
+                       std::vector<float> *pack);
   /// An all-gather or reduce-scatter along `dim`, through `group`.
   std::function<void()> compileBlockCollective(const Program &program,
                                                const Instruction &instruction,
                                                comm::Communicator &group,
-                                               float *in, float *out);
+                                               float *in, float *out,
+                                               std::vector<float> *pack);
+  /// The wait (in function #function) for the started collective at
+  /// instruction #`waitFor`: blocks until the communication thread has run
+  /// it, and under --trace records its span on the rank's communication
+  /// track.
+  std::function<void()> compileWait(size_t function, uint32_t waitFor);
 
   /// Writes this rank's index in each AxisIndex buffer's group: constant
   /// for the run, so once, before any step.
@@ -140,6 +161,9 @@ private:
     /// The pair communicators its eager sends went through: run() waits
     /// for their delivery at its end.
     std::vector<comm::Communicator *> sendGroups;
+    /// Per instruction: the communication thread's ticket of a started
+    /// collective in this run, or -1 (not started, or run synchronously).
+    std::vector<int64_t> tickets;
   };
   /// A send (eager: the communicator copies the buffer) or a receive (waits
   /// for the data, under the communicator's timeout).
@@ -161,6 +185,11 @@ private:
   /// along a dimension other than the first are packed here for an
   /// all-gather or reduce-scatter; sized for the largest such use.
   std::vector<float> staging;
+  /// Started collectives: the thread that runs them (created with the
+  /// first), and their own packing buffer (the thread runs one at a time,
+  /// while the main thread may pack another collective in `staging`).
+  std::unique_ptr<CommunicationThread> communication;
+  std::vector<float> startedStaging;
   /// fp32 copies of one kernel instruction's bf16 operands, sized for the
   /// instruction with the most (instructions run one at a time).
   std::vector<float> bf16Staging;

@@ -145,6 +145,16 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
       compiled->spans.push_back(traceSpanOf(program, instruction));
       if (profile.enabled)
         compiled->costs.push_back(describeCollective(program, instruction));
+    } else if (instruction.waitFor) {
+      // Nothing to launch: the stream plan makes the compute stream wait
+      // for the started collective's event here.
+      plannedInstruction.waitFor = *instruction.waitFor;
+      step.stream = compute;
+      step.call = [] {};
+      compiled->spans.push_back(traceSpanOf(program, instruction));
+      compiled->names.push_back(where + " (wait)");
+      if (profile.enabled)
+        compiled->costs.push_back(describeCollective(program, instruction));
     } else {
       const KernelArgs &args = checked[i];
       for (const BufferInfo *buffer : args.buffers)

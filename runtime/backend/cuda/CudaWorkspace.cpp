@@ -92,8 +92,7 @@ CudaBackend::checkAndSize(const Program &program) {
   for (size_t f = 0; f < program.functions.size(); ++f) {
     const Function &function = program.functions[f];
     for (size_t i = 0; i < function.instructions.size(); ++i) {
-      if (function.instructions[i].collective ||
-          function.instructions[i].transfer)
+      if (!function.instructions[i].isKernel())
         continue;
       const KernelArgs &a = checked[f][i];
       // Name the instruction in the size functions' errors.

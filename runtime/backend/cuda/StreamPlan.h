@@ -14,6 +14,11 @@
 //  - a kernel first makes the compute stream wait for the completion of
 //    every in-flight collective whose ranges overlap its own; once waited
 //    for, a collective is no longer in flight for the compute stream;
+//  - a wait instruction (of a collective the program started early) makes
+//    the compute stream wait for that collective's completion there, if no
+//    overlapping kernel has already; the byte ranges alone would wait no
+//    earlier, since the program's checks keep every instruction between a
+//    start and its wait off the collective's bytes;
 //  - at the end of the function the compute stream waits for the rest.
 // Pure host logic, tested without a GPU (unittests/runtime/cuda).
 //
@@ -62,6 +67,10 @@ struct PlannedInstruction {
   /// need this rank's later receives (1F1B): serialising it with them
   /// would deadlock the pipeline. Its byte ranges still order the kernels.
   bool transfer = false;
+  /// A wait instruction (not a collective): the index of the started
+  /// collective it completes; kNoWait otherwise.
+  static constexpr size_t kNoWait = ~size_t(0);
+  size_t waitFor = kNoWait;
 };
 
 struct StreamPlan {
@@ -103,6 +112,13 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
     const PlannedInstruction &instruction = code[i];
     if (!instruction.collective) {
       computeWaitsFor(instruction.ranges, plan.computeWaits[i]);
+      if (instruction.waitFor < i)
+        for (size_t j = 0; j < inFlight.size(); ++j)
+          if (inFlight[j].instruction == &code[instruction.waitFor]) {
+            plan.computeWaits[i].push_back(inFlight[j].event);
+            inFlight.erase(inFlight.begin() + j);
+            break;
+          }
       continue;
     }
     computeWaitsFor(instruction.computeRanges, plan.computeWaits[i]);

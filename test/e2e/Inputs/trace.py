@@ -10,6 +10,13 @@ rank, its name, the number of spans of each category and, for each send
 and receive label, its bytes and the count, sorted, so that FileCheck can
 match them; then the longest receive wait on each rank as "waits: yes"
 when some receive's span is longer than zero.
+
+With --overlap, also per rank the started collectives of its communication
+track (tid 2): how many, and whether any of them ran while the rank was
+computing ("overlaps compute: yes" when some started collective's span
+overlaps a kernel span of the same step on the instruction track), then the
+share of their time hidden behind kernels (a measurement, printed for the
+benchmarks, not for FileCheck).
 """
 
 import argparse
@@ -22,6 +29,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("file")
     parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--overlap", action="store_true")
     args = parser.parse_args()
     with open(args.file) as f:
         document = json.load(f)
@@ -56,6 +64,31 @@ def main():
         if waits:
             print(f"rank {rank}: receive waits: "
                   f"{'yes' if max(waits) > 0 else 'no'}")
+        if args.overlap:
+            started, hidden, total = overlap(spans[rank])
+            print(f"rank {rank}: communication track: {len(started)} started "
+                  f"collectives, overlaps compute: "
+                  f"{'yes' if hidden > 0 else 'no'}")
+            share = 100.0 * hidden / total if total > 0 else 0.0
+            print(f"rank {rank}: hidden {share:.1f}% of {total / 1e3:.1f} ms "
+                  f"of started collectives")
+
+
+def overlap(spans):
+    """The started collectives (communication track), and of their total
+    time how much ran while a kernel of the instruction track ran."""
+    started = [s for s in spans if s["tid"] == 2]
+    kernels = sorted((s["ts"], s["ts"] + s["dur"]) for s in spans
+                     if s["tid"] == 0 and s["cat"] == "kernel")
+    hidden = total = 0.0
+    for s in started:
+        begin, end = s["ts"], s["ts"] + s["dur"]
+        total += end - begin
+        for k_begin, k_end in kernels:
+            if k_begin >= end:
+                break
+            hidden += max(0.0, min(end, k_end) - max(begin, k_begin))
+    return started, hidden, total
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ function's instruction list:
       #3 all_reduce avg axes [0] (dp) buffers [5, 6] label "gradient bucket 0"
       #4 all_gather dim 1 axes [2] (tp) buffers [7, 8] label "all_gather"
       #5 reduce_scatter dim 0 sum axes [2] (tp) buffers [8, 9] label "x"
+      #6 started all_reduce avg axes [0] (dp) buffers [5] label "gradient bucket 1"
+      #9 wait #6
+
+Schema version 8: Collective.started and Instruction.wait.
 """
 
 import importlib.util
@@ -45,10 +49,15 @@ def main():
         print("function", function.string(0))
         # Instruction: kernel, args, ints, floats, collective.
         for index, ins in enumerate(function.tables(1)):
+            # Instruction.wait (field 6): the started collective's index.
+            wait = ins._target(6)
+            if wait is not None:
+                print("  #%d wait #%d" % (index, reader.Table(data, wait).scalar(0, "I")))
+                continue
             at = ins._target(4)
             if at is None:
                 continue
-            # Collective: kind, reduce, axes, label, dim.
+            # Collective: kind, reduce, axes, label, dim, started.
             collective = reader.Table(data, at)
             axes = collective.vector(2, "B")
             names = ", ".join(mesh[a][0] if a < len(mesh) else "?%d" % a for a in axes)
@@ -58,6 +67,8 @@ def main():
             what = "%s dim %d" % (KINDS[kind], collective.scalar(4, "I")) if kind else KINDS[kind]
             if kind != 1:
                 what += " " + REDUCES[collective.scalar(1, "B")]
+            if collective.scalar(5, "B"):
+                what = "started " + what
             print('  #%d %s axes %s (%s) buffers %s label "%s"' % (
                 index, what, axes, names, ins.vector(1, "I"), collective.string(3)))
 

@@ -150,3 +150,28 @@ TEST(StreamPlan, TransfersAreNotSerialisedWithOtherCommunicators) {
 }
 
 } // namespace
+
+// A started collective's wait (from --rt-overlap-collectives) makes the
+// compute stream wait for it there, though no kernel before it touches its
+// bytes; kernels in between still run while it is in flight.
+TEST(StreamPlan, AWaitInstructionWaitsForItsStartedCollective) {
+  PlannedInstruction wait;
+  wait.waitFor = 1;
+  PlannedInstruction waitAgain;
+  waitAgain.waitFor = 0;
+  StreamPlan plan = planStreams({
+      kernel({{0, 64}}),          // 0: writes the bucket
+      collective(0, {{0, 64}}),   // 1: started (event 0)
+      kernel({{128, 256}}),       // 2: backward goes on: no wait
+      wait,                       // 3: the wait: waits for event 0
+      kernel({{0, 64}}),          // 4: AdamW reads it: already ordered
+  });
+  EXPECT_EQ(plan.computeWaits[2], Waits{});
+  EXPECT_EQ(plan.computeWaits[3], Waits{0});
+  EXPECT_EQ(plan.computeWaits[4], Waits{});
+  EXPECT_EQ(plan.finalWaits, Waits{});
+  // Already waited for by an overlapping kernel: the wait adds nothing.
+  plan = planStreams({collective(0, {{0, 64}}), kernel({{0, 64}}), waitAgain});
+  EXPECT_EQ(plan.computeWaits[1], Waits{0});
+  EXPECT_EQ(plan.computeWaits[2], Waits{});
+}

@@ -1,0 +1,250 @@
+//===- OverlapCollectives.cpp - start collectives early, wait late -------===//
+//
+// --rt-overlap-collectives: turns each data-parallel rt.all_reduce into an
+// async start placed right after the last writer of its buffers and an
+// rt.wait placed right before their next use, so that the runtime reduces
+// gradient buckets while the backward pass goes on. Only the collective and
+// its wait move; kernels keep their order (results stay bit-identical).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/Passes.h"
+
+#include "dialects/CheckedSize.h"
+#include "dialects/Dist/DistDialect.h"
+#include "dialects/Dist/DistOps.h"
+#include "dialects/Rt/RtOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include <cstdint>
+
+#include <deque>
+
+namespace partition {
+#define GEN_PASS_DEF_OVERLAPCOLLECTIVESPASS
+#include "lowering/Passes.h.inc"
+} // namespace partition
+
+using namespace mlir;
+
+namespace partition {
+namespace {
+
+/// The buffer `value` views: the source of its subviews, recursively.
+Value baseBuffer(Value value) {
+  while (auto view = value.getDefiningOp<memref::SubViewOp>())
+    value = view.getSource();
+  return value;
+}
+
+/// Whether `op` reads, writes or defines (a view of) one of `bases`.
+bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
+  for (Value operand : op->getOperands())
+    if (isa<MemRefType>(operand.getType()) &&
+        bases.contains(baseBuffer(operand)))
+      return true;
+  for (Value result : op->getResults())
+    if (isa<MemRefType>(result.getType()) && bases.contains(baseBuffer(result)))
+      return true;
+  return false;
+}
+
+/// Ops a start or wait may move across when they do not touch its buffers:
+/// the rt ops (whose every memory effect is on their memref operands) and
+/// the pure bookkeeping of the lowered step. Anything else stops the move.
+bool movableAcross(Operation *op) {
+  return isa<rt::KernelOp, rt::AllReduceOp, rt::AllGatherOp,
+             rt::ReduceScatterOp, rt::WaitOp, rt::SendOp, rt::RecvOp,
+             memref::AllocOp, memref::SubViewOp, arith::ConstantOp>(op);
+}
+
+/// The buffers `op` writes (bases): a kernel's outputs; every memref
+/// operand of any other op, conservatively.
+llvm::SmallPtrSet<Value, 8> writtenBases(Operation *op) {
+  llvm::SmallPtrSet<Value, 8> bases;
+  if (auto kernel = dyn_cast<rt::KernelOp>(op)) {
+    for (Value output : kernel.getOutputs())
+      bases.insert(baseBuffer(output));
+    return bases;
+  }
+  for (Value operand : op->getOperands())
+    if (isa<MemRefType>(operand.getType()))
+      bases.insert(baseBuffer(operand));
+  return bases;
+}
+
+/// Whether running `a` and `b` in either order could give another result:
+/// one writes a buffer the other reads or writes (reads of one buffer by
+/// both, AdamW's learning rate and step, commute).
+bool conflicts(Operation *a, Operation *b) {
+  llvm::SmallPtrSet<Value, 8> writesA = writtenBases(a),
+                              writesB = writtenBases(b);
+  return touches(b, writesA) || touches(a, writesB);
+}
+
+struct InFlight {
+  rt::WaitOp wait;
+  int64_t bytes;
+};
+
+struct OverlapCollectivesPass
+    : impl::OverlapCollectivesPassBase<OverlapCollectivesPass> {
+  using Base::Base;
+
+  /// Each wait's collective's place in start order.
+  DenseMap<Operation *, unsigned> startOrder;
+
+  void runOnOperation() override {
+    dist::PlanAttr plan = dist::getPlan(getOperation());
+    if (!plan)
+      return;
+    std::optional<StringRef> dataAxis = plan.getAxis(dist::AxisRole::Data);
+    if (!dataAxis)
+      return;
+    if (maxInFlight < 0 || maxBytesInFlight < 0) {
+      getOperation().emitError()
+          << "--rt-overlap-collectives: max-in-flight (" << maxInFlight
+          << ") and max-bytes-in-flight (" << maxBytesInFlight
+          << ") must be non-negative";
+      return signalPassFailure();
+    }
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (!function.isExternal())
+        overlap(function.getBody().front(), *dataAxis);
+  }
+
+  void overlap(Block &body, StringRef dataAxis) {
+    SmallVector<rt::AllReduceOp> candidates;
+    for (auto allReduce : body.getOps<rt::AllReduceOp>()) {
+      ArrayAttr axes = allReduce.getAxes();
+      if (!allReduce.getToken() && axes.size() == 1 &&
+          cast<StringAttr>(axes[0]).getValue() == dataAxis)
+        candidates.push_back(allReduce);
+    }
+    Operation *previousStart = nullptr;
+    std::deque<InFlight> inFlight;
+    SmallVector<rt::WaitOp> waits;
+    int64_t bytesInFlight = 0;
+    for (rt::AllReduceOp allReduce : candidates) {
+      llvm::SmallPtrSet<Value, 8> bases;
+      int64_t bytes = 0;
+      for (Value buffer : allReduce.getBuffers()) {
+        bases.insert(baseBuffer(buffer));
+        // Saturated: the memory plan refuses sizes beyond 2^48 later.
+        int64_t more = saturatedByteSize(buffer.getType());
+        bytes = more > INT64_MAX - bytes ? INT64_MAX : bytes + more;
+      }
+      // The start: just after the last op that writes, reads or defines a
+      // buffer (or the previous start), so that it begins once the bucket
+      // is complete and starts stay in program order.
+      Operation *startBefore = &body.front();
+      for (Operation *op = allReduce->getPrevNode(); op;
+           op = op->getPrevNode())
+        if (op == previousStart || touches(op, bases) || !movableAcross(op)) {
+          startBefore = op->getNextNode();
+          break;
+        }
+      // The wait: just before the next op that touches a buffer, else at
+      // the end of the block.
+      Operation *waitBefore = body.getTerminator();
+      for (Operation *op = allReduce->getNextNode(); op != waitBefore;
+           op = op->getNextNode())
+        if (touches(op, bases) || !movableAcross(op)) {
+          waitBefore = op;
+          break;
+        }
+      // The budget: collectives whose wait comes before this start are
+      // done; beyond the bounds, the oldest are waited for right here.
+      while (!inFlight.empty() &&
+             inFlight.front().wait->isBeforeInBlock(startBefore)) {
+        bytesInFlight -= inFlight.front().bytes;
+        inFlight.pop_front();
+      }
+      auto overBudget = [&] {
+        return (maxInFlight > 0 &&
+                int64_t(inFlight.size()) + 1 > maxInFlight) ||
+               (maxBytesInFlight > 0 &&
+                bytesInFlight + bytes > maxBytesInFlight);
+      };
+      while (!inFlight.empty() && overBudget()) {
+        inFlight.front().wait->moveBefore(startBefore);
+        bytesInFlight -= inFlight.front().bytes;
+        inFlight.pop_front();
+      }
+      OpBuilder builder(startBefore);
+      auto start = rt::AllReduceOp::create(
+          builder, allReduce.getLoc(), rt::TokenType::get(&getContext()),
+          allReduce.getBuffers(), allReduce.getMeshAttr(),
+          allReduce.getAxes(), allReduce.getReduceAttr(),
+          allReduce.getLabelAttr());
+      start->setDiscardableAttrs(allReduce->getDiscardableAttrDictionary());
+      builder.setInsertionPoint(waitBefore);
+      auto wait = rt::WaitOp::create(builder, allReduce.getLoc(),
+                                     start.getToken(), allReduce.getBuffers());
+      allReduce.erase();
+      previousStart = start;
+      // Kept in start order, which is wait order for the oldest first.
+      inFlight.push_back({wait, bytes});
+      bytesInFlight += bytes;
+      waits.push_back(wait);
+    }
+    for (auto [order, wait] : llvm::enumerate(waits))
+      startOrder[wait] = order;
+    for (rt::WaitOp wait : waits)
+      sinkWithConsumers(wait);
+  }
+
+  /// Moves a wait, together with the kernels right after it that read the
+  /// collective's buffers (AdamW of the bucket's parameters), below the
+  /// ops that follow when they commute: the tied embedding's bucket, whose
+  /// gradient is complete last, is then updated last, while the other
+  /// buckets' AdamW runs during its all-reduce. Stops at any op that
+  /// touches the collective's buffers or conflicts with the kernels, at a
+  /// start (so the in-flight bound holds), at the wait of a collective
+  /// started later (the communication thread completes collectives in start
+  /// order: waiting for that one first would only delay the kernels), and at
+  /// the end of the block.
+  void sinkWithConsumers(rt::WaitOp wait) {
+    llvm::SmallPtrSet<Value, 8> bases;
+    for (Value buffer : wait.getBuffers())
+      bases.insert(baseBuffer(buffer));
+    SmallVector<Operation *> group{wait};
+    for (Operation *op = wait->getNextNode(); op; op = op->getNextNode()) {
+      auto kernel = dyn_cast<rt::KernelOp>(op);
+      if (!kernel || !touches(kernel, bases))
+        break;
+      // Only kernels that read the collective's buffers, never write them.
+      bool writesCollective = false;
+      for (Value output : kernel.getOutputs())
+        writesCollective |= bases.contains(baseBuffer(output));
+      if (writesCollective)
+        break;
+      group.push_back(kernel);
+    }
+    if (group.size() == 1)
+      return;
+    Operation *before = group.back()->getNextNode();
+    for (; before && !before->hasTrait<OpTrait::IsTerminator>();
+         before = before->getNextNode()) {
+      if (!movableAcross(before) || touches(before, bases) ||
+          (isa<rt::AllReduceOp, rt::AllGatherOp, rt::ReduceScatterOp>(
+               before) &&
+           before->getNumResults() == 1))
+        break;
+      if (auto other = dyn_cast<rt::WaitOp>(before);
+          other && startOrder.lookup(other) > startOrder.lookup(wait))
+        break;
+      if (llvm::any_of(llvm::drop_begin(group), [&](Operation *kernel) {
+            return conflicts(kernel, before);
+          }))
+        break;
+    }
+    if (before == group.back()->getNextNode())
+      return;
+    for (Operation *op : group)
+      op->moveBefore(before);
+  }
+};
+
+} // namespace
+} // namespace partition

@@ -1,0 +1,127 @@
+// RUN: partition-opt %s -split-input-file --rt-overlap-collectives | FileCheck %s
+// RUN: partition-opt %s -split-input-file --rt-overlap-collectives="max-in-flight=1" | FileCheck %s --check-prefix=ONE
+// RUN: partition-opt %s -split-input-file --rt-overlap-collectives="max-bytes-in-flight=300" | FileCheck %s --check-prefix=BYTES
+
+// --rt-overlap-collectives: each data-parallel all-reduce starts right after
+// the last op that touches its buffers and is waited for right before the
+// next; tensor-parallel ones and everything else stay where they are.
+
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+
+  // CHECK-LABEL: func.func @buckets
+  // ONE-LABEL: func.func @buckets
+  // BYTES-LABEL: func.func @buckets
+  func.func @buckets(%x: memref<16xf32>, %w: memref<16xf32>) {
+    %g0 = memref.alloc() : memref<16xf32>
+    %g1 = memref.alloc() : memref<16xf32>
+    %a = memref.alloc() : memref<16xf32>
+    %h = memref.alloc() : memref<16xf32>
+    // CHECK: rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[G1:[^ ,]+]] : memref<16xf32>)
+    // CHECK-NEXT: %[[T1:[^ ,]+]] = rt.all_reduce async %[[G1]] on @mesh axes [dp] reduce = avg label = "gradient bucket 0"
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%g1 : memref<16xf32>)
+    // CHECK-NEXT: rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[A:[^ ,]+]] : memref<16xf32>)
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+    // A tensor-parallel all-reduce stays synchronous, where it was.
+    // CHECK-NEXT: rt.all_reduce %[[A]] on @mesh axes [tp] reduce = sum label = "tp"
+    rt.all_reduce %a on @mesh axes [tp] reduce = sum label = "tp" : memref<16xf32>
+    // CHECK-NEXT: rt.kernel "gelu" ins(%[[A]] : memref<16xf32>) outs(%[[G0:[^ ,]+]] : memref<16xf32>)
+    // CHECK-NEXT: %[[T0:[^ ,]+]] = rt.all_reduce async %[[G0]] on @mesh axes [dp] reduce = avg label = "gradient bucket 1"
+    rt.kernel "gelu" ins(%a : memref<16xf32>) outs(%g0 : memref<16xf32>)
+    // CHECK-NEXT: rt.kernel "gelu" ins(%[[A]] : memref<16xf32>) outs(%[[H:[^ ,]+]] : memref<16xf32>)
+    rt.kernel "gelu" ins(%a : memref<16xf32>) outs(%h : memref<16xf32>)
+    rt.all_reduce %g1 on @mesh axes [dp] reduce = avg label = "gradient bucket 0" : memref<16xf32>
+    rt.all_reduce %g0 on @mesh axes [dp] reduce = avg label = "gradient bucket 1" : memref<16xf32>
+    // CHECK-NEXT: rt.kernel "gelu" ins(%[[H]] : memref<16xf32>) outs(%[[A]] : memref<16xf32>)
+    rt.kernel "gelu" ins(%h : memref<16xf32>) outs(%a : memref<16xf32>)
+    // Waited for where first read; the first wait and its reader then sink
+    // below the second wait, which touches neither (both adds write %w, so
+    // they keep their order).
+    // CHECK-NEXT: rt.wait %[[T1]], %[[G1]] : memref<16xf32>
+    // CHECK-NEXT: rt.wait %[[T0]], %[[G0]] : memref<16xf32>
+    // CHECK-NEXT: rt.kernel "add" ins(%[[W:[^ ,]+]], %[[G0]] : memref<16xf32>, memref<16xf32>) outs(%[[W]] : memref<16xf32>)
+    rt.kernel "add" ins(%w, %g0 : memref<16xf32>, memref<16xf32>) outs(%w : memref<16xf32>)
+    // CHECK-NEXT: rt.kernel "add" ins(%[[W]], %[[G1]] : memref<16xf32>, memref<16xf32>) outs(%[[W]] : memref<16xf32>)
+    rt.kernel "add" ins(%w, %g1 : memref<16xf32>, memref<16xf32>) outs(%w : memref<16xf32>)
+    return
+  }
+  // One in flight: bucket 0 is waited for before bucket 1 starts.
+  // ONE: %[[T1:[^ ,]+]] = rt.all_reduce async %[[G1:[^ ,]+]] on @mesh axes [dp] reduce = avg label = "gradient bucket 0"
+  // ONE: rt.all_reduce %{{.*}} on @mesh axes [tp]
+  // ONE-NEXT: rt.kernel "gelu"
+  // ONE-NEXT: rt.wait %[[T1]], %[[G1]] : memref<16xf32>
+  // ONE-NEXT: %[[T0:[^ ,]+]] = rt.all_reduce async %[[G0:[^ ,]+]] on @mesh axes [dp] reduce = avg label = "gradient bucket 1"
+  // ONE: rt.wait %[[T0]], %[[G0]] : memref<16xf32>
+  // ONE-NOT: rt.wait
+  // ONE-LABEL: func.func @program_order
+  // 64 bytes each, within 300 bytes: the same as without a bound.
+  // BYTES: rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[G0:[^ ,]+]] : memref<16xf32>)
+  // BYTES-NEXT: rt.all_reduce async %[[G0]]
+}
+
+// -----
+
+// The start never moves above the previous start (starts stay in program
+// order on every rank), nor above the op that defines its buffer.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+
+  // CHECK-LABEL: func.func @program_order
+  func.func @program_order(%x: memref<16xf32>, %y: memref<16xf32>, %z: memref<16xf32>) {
+    // CHECK: rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[Y:[^ ,]+]] : memref<16xf32>)
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%y : memref<16xf32>)
+    // CHECK-NEXT: %[[T0:[^ ,]+]] = rt.all_reduce async %[[Y]] {{.*}} label = "first"
+    // CHECK-NEXT: %[[T1:[^ ,]+]] = rt.all_reduce async %[[X:[^ ,]+]] {{.*}} label = "second"
+    rt.all_reduce %y on @mesh axes [dp] reduce = sum label = "first" : memref<16xf32>
+    rt.all_reduce %x on @mesh axes [dp] reduce = sum label = "second" : memref<16xf32>
+    // CHECK-NEXT: rt.wait %[[T0]], %[[Y]]
+    // CHECK-NEXT: rt.kernel "gelu"
+    rt.kernel "gelu" ins(%y : memref<16xf32>) outs(%z : memref<16xf32>)
+    // At the end of the function when nothing reads it again.
+    // CHECK-NEXT: rt.wait %[[T1]], %[[X]]
+    // CHECK-NEXT: return
+    return
+  }
+}
+
+// -----
+
+// The update of a bucket started last (the tied embedding's: its gradient
+// is complete last, and AdamW updates it first) sinks with its wait below
+// the updates that commute with it, so that the other buckets' AdamW runs
+// while it is reduced.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+
+  // CHECK-LABEL: func.func @tied_embedding_last
+  func.func @tied_embedding_last(%wte: memref<16xf32>, %w: memref<16xf32>, %x: memref<16xf32>) {
+    %gw = memref.alloc() : memref<16xf32>
+    %gwte = memref.alloc() : memref<16xf32>
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%gw : memref<16xf32>)
+    rt.all_reduce %gw on @mesh axes [dp] reduce = avg label = "bucket 0" : memref<16xf32>
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%gwte : memref<16xf32>)
+    rt.all_reduce %gwte on @mesh axes [dp] reduce = avg label = "bucket 1" : memref<16xf32>
+    // Both updates read %x: reads commute.
+    // CHECK:      %[[T1:[^ ,]+]] = rt.all_reduce async %[[GWTE:[^ ,]+]] {{.*}} label = "bucket 1"
+    // CHECK-NEXT: rt.wait %{{[^ ,]+}}, %[[GW:[^ ,]+]] : memref<16xf32>
+    // CHECK-NEXT: rt.kernel "add" ins(%[[GW]], %{{[^ ,]+}} : memref<16xf32>, memref<16xf32>) outs(%{{[^ ,]+}} : memref<16xf32>)
+    // CHECK-NEXT: rt.wait %[[T1]], %[[GWTE]] : memref<16xf32>
+    // CHECK-NEXT: rt.kernel "add" ins(%[[GWTE]], %{{[^ ,]+}} : memref<16xf32>, memref<16xf32>) outs(%{{[^ ,]+}} : memref<16xf32>)
+    // CHECK-NEXT: return
+    rt.kernel "add" ins(%gwte, %x : memref<16xf32>, memref<16xf32>) outs(%wte : memref<16xf32>)
+    rt.kernel "add" ins(%gw, %x : memref<16xf32>, memref<16xf32>) outs(%w : memref<16xf32>)
+    return
+  }
+}
+
+// -----
+
+// Without a plan (or a data axis) nothing changes.
+dist.mesh @mesh axes = [dp = 2]
+
+// CHECK-LABEL: func.func @no_plan
+func.func @no_plan(%x: memref<16xf32>) {
+  // CHECK-NEXT: rt.all_reduce %{{.*}} on @mesh axes [dp]
+  rt.all_reduce %x on @mesh axes [dp] reduce = sum label = "b" : memref<16xf32>
+  return
+}
