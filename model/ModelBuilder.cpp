@@ -162,11 +162,11 @@ private:
       currentLayer = layer;
       std::string prefix = "layers." + std::to_string(layer);
       Value a = rmsNorm(prefix + ".attention_norm", x);
-      Value q = linear(prefix + ".attention.wq", a, qWidth, false);
-      Value k = linear(prefix + ".attention.wk", a, kvWidth, false);
-      Value v = linear(prefix + ".attention.wv", a, kvWidth, false);
+      Value q = linear(prefix + ".attention.wq", a, qWidth, config.qkvBias);
+      Value k = linear(prefix + ".attention.wk", a, kvWidth, config.qkvBias);
+      Value v = linear(prefix + ".attention.wv", a, kvWidth, config.qkvBias);
       Value o = attention(prefix + ".attention", q, k, v, /*rope=*/true);
-      x = add(x, linear(prefix + ".attention.wo", o, c, false));
+      x = add(x, linear(prefix + ".attention.wo", o, c, config.outputBias));
       Value m = rmsNorm(prefix + ".ffn_norm", x);
       Value gate = linear(prefix + ".feed_forward.w1", m, config.ffn, false);
       Value up = linear(prefix + ".feed_forward.w3", m, config.ffn, false);
@@ -177,7 +177,12 @@ private:
     }
     currentLayer = -1;
     x = rmsNorm("norm", x);
-    Value logits = linear("output", x, config.vocab, false);
+    // A tied head is the embedding table, as GPT-2's.
+    Value logits = config.tieEmbedding
+                       ? xfmr::LinearOp::create(builder, named("output"),
+                                                activation(config.vocab), x,
+                                                table, Value())
+                       : linear("output", x, config.vocab, false);
     return loss(logits);
   }
 
@@ -197,6 +202,26 @@ private:
         builder.getNamedAttr("tied_embedding",
                              builder.getBoolAttr(config.tiedEmbedding())),
     };
+    // The features beyond GPT-2 and Llama 2, only where they differ from
+    // the defaults: a model without them keeps the description (and the
+    // .ptp bytes) it always had. f64, so that the value written to a
+    // checkpoint and config.json is the double given.
+    if (config.normEpsilon != ModelConfig::kDefaultNormEpsilon)
+      fields.push_back(builder.getNamedAttr(
+          "norm_epsilon", builder.getF64FloatAttr(config.normEpsilon)));
+    if (config.arch == Arch::Llama &&
+        config.ropeTheta != ModelConfig::kDefaultRopeTheta)
+      fields.push_back(builder.getNamedAttr(
+          "rope_theta", builder.getF64FloatAttr(config.ropeTheta)));
+    if (config.qkvBias)
+      fields.push_back(
+          builder.getNamedAttr("qkv_bias", builder.getBoolAttr(true)));
+    if (config.outputBias)
+      fields.push_back(
+          builder.getNamedAttr("output_bias", builder.getBoolAttr(true)));
+    if (!config.family.empty() && config.family != archName(config.arch))
+      fields.push_back(builder.getNamedAttr(
+          "family", builder.getStringAttr(config.family)));
     return builder.getDictionaryAttr(fields);
   }
 

@@ -116,6 +116,10 @@ const Case kCases[] = {
     {1, 70, 2, 1, 4, true, 500.0, 40},
     // One head: the forward runs its single unit in sequence too.
     {1, 67, 1, 1, 8, false, 10000.0, 40},
+    // The rotary bases of Llama 3 (500000) and Mistral / Qwen2 (1e6): the
+    // low frequencies nearly stop turning, the high ones as before.
+    {2, 33, 4, 2, 8, true, 500000.0, 40},
+    {1, 40, 2, 1, 16, true, 1000000.0, 40},
 };
 
 // Forward vs double reference: rtol 1e-5, atol 1e-5 (outputs are convex
