@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "interop/HfConfig.h"
 #include "interop/HfExport.h"
 #include "tools/common/CommandLine.h"
 
@@ -58,9 +59,7 @@ int main(int argc, char **argv) {
     partition::interop::ExportResult result =
         partition::interop::exportHf(checkpointDir, output, dtype);
     llvm::outs() << "partition-export: " << output << ": "
-                 << (result.config.arch == partition::model::Arch::GPT2
-                         ? "GPT2LMHeadModel"
-                         : "LlamaForCausalLM")
+                 << partition::interop::hfArchitecture(result.config)
                  << ", " << result.tensors << " tensors (" << dtype
                  << "), from step " << result.step << " of " << checkpointDir
                  << "\n";
