@@ -170,15 +170,59 @@ FamilyDefaults familyDefaults(const std::string &type) {
   return {32000, 4096, 11008, 32, 32, 2048, 0, std::nullopt};
 }
 
-/// The rotary base and scaling of `f`: transformers 5 keeps them in
-/// "rope_parameters", older versions in "rope_theta" and "rope_scaling".
-/// Scaling of any type is refused by name.
-double ropeFromHf(Fields &f) {
+/// The rotary base and scaling of `f` into `c`: transformers 5 keeps them
+/// in "rope_parameters", older versions in "rope_theta" and "rope_scaling".
+/// "linear" and "llama3" scaling are read; any other type is refused by
+/// name, and so is any parameter partition would not use.
+void ropeFromHf(Fields &f, ModelConfig &c) {
   auto refuseScaling = [&](const std::string &key, const std::string &type) {
     f.refuse(key, "= \"" + type +
                       "\" cannot be expressed: RoPE scaling \"" + type +
-                      "\" is not supported (partition's rotary embedding is "
-                      "unscaled)");
+                      "\" is not supported (only linear and llama3 are)");
+  };
+  // The scaling's fields from one object (rope_scaling or rope_parameters);
+  // `typeKey` names its type.
+  auto readScaling = [&](const std::string &name, const json &object,
+                         const std::string &typeKey, Fields &r) {
+    std::string type = r.string(typeKey, "default");
+    auto refuseUnused = [&](const std::string &why) {
+      for (const auto &[key, value] : object.items())
+        if (!r.used.count(key) && key != "rope_theta" && !value.is_null())
+          f.refuse(name + "." + key,
+                   "= " + show(value) + " cannot be expressed: " + why);
+    };
+    if (type == "default")
+      return refuseUnused("unscaled RoPE takes no parameters besides "
+                          "rope_theta");
+    if (type != "linear" && type != "llama3")
+      refuseScaling(name + "." + typeKey, type);
+    if (!c.ropeScaling.empty() && c.ropeScaling != type)
+      f.refuse(name + "." + typeKey, "= \"" + type +
+                                         "\" disagrees with rope type \"" +
+                                         c.ropeScaling + "\"");
+    c.ropeScaling = type;
+    auto positiveNumber = [&](const std::string &key,
+                              std::optional<double> fallback) {
+      if (!r.has(key) && !fallback)
+        r.refuse(key, "is missing; RoPE scaling \"" + type + "\" needs it");
+      double value = r.number(key, fallback.value_or(0.0));
+      if (!(value > 0.0) || !std::isfinite(value))
+        r.refuse(key, "must be a positive number, got " + show(object.at(key)));
+      return value;
+    };
+    c.ropeFactor = positiveNumber("factor", std::nullopt);
+    if (type == "llama3") {
+      c.ropeLowFreqFactor = positiveNumber("low_freq_factor", std::nullopt);
+      c.ropeHighFreqFactor = positiveNumber("high_freq_factor", std::nullopt);
+      // transformers falls back to max_position_embeddings.
+      double original = positiveNumber("original_max_position_embeddings",
+                                        double(c.positions));
+      if (original != std::floor(original) || original > 1e15)
+        r.refuse("original_max_position_embeddings",
+                 "must be a positive integer, got " + show(original));
+      c.ropeOriginalContext = int64_t(original);
+    }
+    refuseUnused("RoPE scaling \"" + type + "\" takes no such parameter");
   };
   f.used.insert("rope_scaling");
   if (f.has("rope_scaling")) {
@@ -188,10 +232,8 @@ double ropeFromHf(Fields &f) {
                                    show(scaling));
     Fields r(scaling, f.prefix + "rope_scaling.");
     // Old files name the type "type", newer ones "rope_type".
-    std::string key = r.has("rope_type") ? "rope_type" : "type";
-    std::string type = r.string(key, "default");
-    if (type != "default")
-      refuseScaling("rope_scaling." + key, type);
+    readScaling("rope_scaling", scaling,
+                r.has("rope_type") ? "rope_type" : "type", r);
   }
   double theta = f.number("rope_theta", ModelConfig::kDefaultRopeTheta);
   f.used.insert("rope_parameters");
@@ -200,25 +242,18 @@ double ropeFromHf(Fields &f) {
     if (!rope.is_object())
       f.refuse("rope_parameters", "must be an object, got " + show(rope));
     Fields r(rope, f.prefix + "rope_parameters.");
-    std::string type = r.string("rope_type", "default");
-    if (type != "default")
-      refuseScaling("rope_parameters.rope_type", type);
     double inner = r.number("rope_theta", theta);
     if (f.has("rope_theta") && inner != theta)
       f.refuse("rope_parameters.rope_theta",
-               "= " + show(rope.at("rope_theta")) + " disagrees with rope_theta = " +
+               "= " + show(rope.at("rope_theta")) +
+                   " disagrees with rope_theta = " +
                    show(f.object.at("rope_theta")));
     theta = inner;
-    for (const auto &[key, value] : rope.items())
-      if (!r.used.count(key) && !value.is_null())
-        f.refuse("rope_parameters." + key,
-                 "= " + show(value) +
-                     " cannot be expressed: RoPE scaling is not supported "
-                     "(partition's rotary embedding is unscaled)");
+    readScaling("rope_parameters", rope, "rope_type", r);
   }
   if (!(theta > 0.0) || !std::isfinite(theta))
     f.refuse("rope_theta", "must be a positive number, got " + show(theta));
-  return theta;
+  c.ropeTheta = theta;
 }
 
 /// Llama, Mistral and Qwen2: one architecture (RMSNorm, SwiGLU, RoPE, GQA)
@@ -254,7 +289,7 @@ ModelConfig llamaFromHf(Fields &f, const std::string &type) {
   if (!(c.normEpsilon > 0.0))
     f.refuse("rms_norm_eps", "must be a positive number, got " +
                                  show(f.object.at("rms_norm_eps")));
-  c.ropeTheta = ropeFromHf(f);
+  ropeFromHf(f, c);
   c.tieEmbedding = f.boolean("tie_word_embeddings", false);
   // Biases: Llama's attention_bias is on q, k, v and o; Qwen2 always has
   // q, k, v biases and none on o (its config has no such field, so one
@@ -354,6 +389,15 @@ json modelToJson(const ModelConfig &c) {
     model["norm_epsilon"] = c.normEpsilon;
   if (c.arch == Arch::Llama && c.ropeTheta != ModelConfig::kDefaultRopeTheta)
     model["rope_theta"] = c.ropeTheta;
+  if (c.arch == Arch::Llama && !c.ropeScaling.empty()) {
+    model["rope_scaling"] = c.ropeScaling;
+    model["rope_factor"] = c.ropeFactor;
+    if (c.ropeScaling == "llama3") {
+      model["rope_low_freq_factor"] = c.ropeLowFreqFactor;
+      model["rope_high_freq_factor"] = c.ropeHighFreqFactor;
+      model["rope_original_context"] = c.ropeOriginalContext;
+    }
+  }
   if (c.qkvBias)
     model["qkv_bias"] = true;
   if (c.outputBias)
@@ -384,6 +428,12 @@ ModelConfig modelFromJson(const json &model, const std::string &where) {
   c.batch = f.positive("batch");
   c.normEpsilon = f.number("norm_epsilon", ModelConfig::kDefaultNormEpsilon);
   c.ropeTheta = f.number("rope_theta", ModelConfig::kDefaultRopeTheta);
+  c.ropeScaling = f.string("rope_scaling", "");
+  c.ropeFactor = f.number("rope_factor", 1.0);
+  c.ropeLowFreqFactor = f.number("rope_low_freq_factor", 1.0);
+  c.ropeHighFreqFactor = f.number("rope_high_freq_factor", 4.0);
+  if (f.has("rope_original_context"))
+    c.ropeOriginalContext = f.positive("rope_original_context");
   c.qkvBias = f.boolean("qkv_bias", false);
   c.outputBias = f.boolean("output_bias", false);
   c.family = f.string("family", "");
@@ -399,6 +449,19 @@ ModelConfig modelFromJson(const json &model, const std::string &where) {
   if (std::string problems = model::validate(c); !problems.empty())
     throw InteropError(where + ": invalid model configuration: " + problems);
   return c;
+}
+
+/// transformers' rope_scaling object of `c`; null without scaling.
+static json ropeScalingToHf(const ModelConfig &c) {
+  if (c.ropeScaling.empty())
+    return nullptr;
+  json scaling = {{"rope_type", c.ropeScaling}, {"factor", c.ropeFactor}};
+  if (c.ropeScaling == "llama3") {
+    scaling["low_freq_factor"] = c.ropeLowFreqFactor;
+    scaling["high_freq_factor"] = c.ropeHighFreqFactor;
+    scaling["original_max_position_embeddings"] = c.ropeOriginalContext;
+  }
+  return scaling;
 }
 
 std::string hfArchitecture(const ModelConfig &c) {
@@ -450,7 +513,7 @@ json hfConfig(const ModelConfig &c, const std::string &dtype) {
               {"max_position_embeddings", c.positions},
               {"rms_norm_eps", c.normEpsilon},
               {"rope_theta", c.ropeTheta},
-              {"rope_scaling", nullptr},
+              {"rope_scaling", ropeScalingToHf(c)},
               {"attention_dropout", 0.0},
               {"tie_word_embeddings", c.tieEmbedding},
               {"initializer_range", 0.02}};

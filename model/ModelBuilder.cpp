@@ -100,11 +100,22 @@ private:
   Value attention(const Twine &name, Value q, Value k, Value v, bool rope) {
     FloatAttr theta = rope ? builder.getF32FloatAttr(config.ropeTheta)
                            : FloatAttr();
+    StringAttr scaling;
+    DenseF64ArrayAttr factors;
+    if (rope && !config.ropeScaling.empty()) {
+      scaling = builder.getStringAttr(config.ropeScaling);
+      factors = config.ropeScaling == "linear"
+                    ? builder.getDenseF64ArrayAttr({config.ropeFactor})
+                    : builder.getDenseF64ArrayAttr(
+                          {config.ropeFactor, config.ropeLowFreqFactor,
+                           config.ropeHighFreqFactor,
+                           double(config.ropeOriginalContext)});
+    }
     return xfmr::AttentionOp::create(
         builder, named(name), q.getType(), q, k, v,
         builder.getI64IntegerAttr(config.heads),
         builder.getI64IntegerAttr(config.kvHeads), builder.getBoolAttr(true),
-        theta);
+        theta, scaling, factors);
   }
 
   Value add(Value lhs, Value rhs) {
@@ -213,6 +224,22 @@ private:
         config.ropeTheta != ModelConfig::kDefaultRopeTheta)
       fields.push_back(builder.getNamedAttr(
           "rope_theta", builder.getF64FloatAttr(config.ropeTheta)));
+    if (config.arch == Arch::Llama && !config.ropeScaling.empty()) {
+      fields.push_back(builder.getNamedAttr(
+          "rope_scaling", builder.getStringAttr(config.ropeScaling)));
+      fields.push_back(builder.getNamedAttr(
+          "rope_factor", builder.getF64FloatAttr(config.ropeFactor)));
+      if (config.ropeScaling == "llama3") {
+        fields.push_back(builder.getNamedAttr(
+            "rope_low_freq_factor",
+            builder.getF64FloatAttr(config.ropeLowFreqFactor)));
+        fields.push_back(builder.getNamedAttr(
+            "rope_high_freq_factor",
+            builder.getF64FloatAttr(config.ropeHighFreqFactor)));
+        fields.push_back(builder.getNamedAttr(
+            "rope_original_context", i64(config.ropeOriginalContext)));
+      }
+    }
     if (config.qkvBias)
       fields.push_back(
           builder.getNamedAttr("qkv_bias", builder.getBoolAttr(true)));

@@ -78,6 +78,16 @@ ModelConfig llama(int64_t layers, int64_t hidden, int64_t heads,
   return c;
 }
 
+/// RoPE scaling "llama3" (Llama 3.1 / 3.2).
+ModelConfig llama3Scaling(ModelConfig c, double factor, int64_t original) {
+  c.ropeScaling = "llama3";
+  c.ropeFactor = factor;
+  c.ropeLowFreqFactor = 1.0;
+  c.ropeHighFreqFactor = 4.0;
+  c.ropeOriginalContext = original;
+  return c;
+}
+
 /// A Llama-arch model of a newer family: its context, norm epsilon, rotary
 /// base, head and biases.
 ModelConfig family(ModelConfig c, const char *name, int64_t context,
@@ -103,14 +113,15 @@ const std::vector<std::pair<std::string, ModelConfig>> &presets() {
       {"llama-7b", llama(32, 4096, 32, 32, 11008, 32000, 4096, 1)},
       {"llama-70b", llama(80, 8192, 64, 8, 28672, 32000, 4096, 1)},
       // The config.json of each release: Meta-Llama-3-8B (theta 500000,
-      // 8k context), Llama-3.2-1B (tied head; its llama3 RoPE scaling to a
-      // 128k context is not expressed, so the preset stays at the 8k the
-      // scaling leaves unchanged), Mistral-7B-v0.3 (no sliding window),
+      // 8k context), Llama-3.2-1B (tied head, llama3 RoPE scaling by 32
+      // from 8k to a 128k context), Mistral-7B-v0.3 (no sliding window),
       // Qwen2.5-7B (q/k/v biases, epsilon 1e-6).
       {"llama3-8b", family(llama(32, 4096, 32, 8, 14336, 128256, 8192, 1),
                            "llama", 8192, 1e-5, 500000.0, false, false)},
-      {"llama3.2-1b", family(llama(16, 2048, 32, 8, 8192, 128256, 8192, 1),
-                             "llama", 8192, 1e-5, 500000.0, true, false)},
+      {"llama3.2-1b",
+       llama3Scaling(family(llama(16, 2048, 32, 8, 8192, 128256, 8192, 1),
+                            "llama", 131072, 1e-5, 500000.0, true, false),
+                     32.0, 8192)},
       {"mistral-7b", family(llama(32, 4096, 32, 8, 14336, 32768, 4096, 1),
                             "mistral", 32768, 1e-5, 1000000.0, false, false)},
       {"qwen2.5-7b", family(llama(28, 3584, 28, 4, 18944, 152064, 4096, 1),
@@ -119,8 +130,12 @@ const std::vector<std::pair<std::string, ModelConfig>> &presets() {
       // context twice the training sequence).
       {"llama3-tiny", family(llama(2, 64, 4, 2, 176, 256, 64, 4), "llama",
                              128, 1e-5, 500000.0, false, false)},
-      {"llama3.2-tiny", family(llama(2, 64, 4, 2, 176, 256, 64, 4), "llama",
-                               128, 1e-5, 500000.0, true, false)},
+      // Its scaling from an original context of 64: a head of 16 has a
+      // pair in each band of the llama3 rule (kept, interpolated, divided).
+      {"llama3.2-tiny",
+       llama3Scaling(family(llama(2, 64, 4, 2, 176, 256, 64, 4), "llama", 128,
+                            1e-5, 500000.0, true, false),
+                     8.0, 64)},
       {"mistral-tiny", family(llama(2, 64, 4, 2, 176, 256, 64, 4), "mistral",
                               128, 1e-5, 1000000.0, false, false)},
       {"qwen2-tiny", family(llama(2, 64, 4, 2, 176, 256, 64, 4), "qwen2",
@@ -251,6 +266,21 @@ std::string validate(const ModelConfig &c) {
     problems.push_back("norm epsilon must be positive");
   if (!(c.ropeTheta > 0.0) || !std::isfinite(c.ropeTheta))
     problems.push_back("rope theta must be positive");
+  if (!c.ropeScaling.empty()) {
+    if (c.arch != Arch::Llama)
+      problems.push_back("rope scaling is a setting of arch llama");
+    else if (c.ropeScaling != "linear" && c.ropeScaling != "llama3")
+      problems.push_back("rope scaling '" + c.ropeScaling +
+                         "' is not one of linear, llama3");
+    if (!(c.ropeFactor > 0.0) || !std::isfinite(c.ropeFactor))
+      problems.push_back("rope factor must be positive");
+    if (c.ropeScaling == "llama3" &&
+        (!(c.ropeLowFreqFactor > 0.0) ||
+         !(c.ropeHighFreqFactor > c.ropeLowFreqFactor) ||
+         !std::isfinite(c.ropeHighFreqFactor) || c.ropeOriginalContext <= 0))
+      problems.push_back("llama3 rope scaling needs 0 < low-freq factor < "
+                         "high-freq factor and a positive original context");
+  }
   if (c.arch == Arch::Llama && c.seqLen > 0 && c.positions > 0 &&
       c.positions < c.seqLen)
     problems.push_back(field("max context", c.positions) +

@@ -58,6 +58,16 @@ struct ModelConfig {
   /// attention_bias, not Qwen2). GPT-2 has every bias.
   bool qkvBias = false;
   bool outputBias = false;
+  /// RoPE scaling (Llama only; transformers' rope_type): none; "linear"
+  /// (every frequency divided by ropeFactor); "llama3" (Llama 3.1 / 3.2:
+  /// wavelengths above originalContext / lowFreqFactor divided by the
+  /// factor, below originalContext / highFreqFactor kept, interpolated
+  /// between).
+  std::string ropeScaling;
+  double ropeFactor = 1.0;
+  double ropeLowFreqFactor = 1.0;
+  double ropeHighFreqFactor = 4.0;
+  int64_t ropeOriginalContext = 0;
   /// The Hugging Face family a Llama-arch model is written as (model_type):
   /// "llama", "mistral" or "qwen2"; empty is the arch's own name. It names
   /// the model only: the features above decide what it computes.

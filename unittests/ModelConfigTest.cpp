@@ -162,6 +162,16 @@ TEST(ModelConfig, FamilyFeatures) {
   ModelConfig gpt2 = *getPreset("gpt2-tiny");
   gpt2.qkvBias = true;
   EXPECT_NE(validate(gpt2).find("settings of arch llama"), std::string::npos);
+  // RoPE scaling: a known kind with its factors.
+  ModelConfig scaled = *getPreset("llama3.2-tiny");
+  EXPECT_EQ(scaled.ropeScaling, "llama3");
+  EXPECT_EQ(validate(scaled), "");
+  scaled.ropeHighFreqFactor = 0.5;
+  EXPECT_EQ(validate(scaled),
+            "llama3 rope scaling needs 0 < low-freq factor < high-freq factor "
+            "and a positive original context");
+  scaled.ropeScaling = "yarn";
+  EXPECT_EQ(validate(scaled), "rope scaling 'yarn' is not one of linear, llama3");
   // The context is at least the training sequence.
   llama = *getPreset("llama3-tiny");
   llama.positions = 32;

@@ -2,10 +2,12 @@
 """transformers as the oracle of the Llama-architecture families.
 
 For each family partition-import reads beyond Llama 2 -- Llama 3 (rotary
-base 500000, untied head), Llama 3.2 (tied head), Mistral (no sliding
-window, base 1e6) and Qwen2 (q/k/v biases, RMSNorm epsilon 1e-6, base 1e6)
+base 500000, untied head), Llama 3.2 (tied head, llama3 RoPE scaling), a
+Llama with linear RoPE scaling, Mistral (no sliding window, base 1e6) and
+Qwen2 (q/k/v biases, RMSNorm epsilon 1e-6, base 1e6)
 -- builds a random-initialised transformers model from a config (no hub
-download; every tensor perturbed, biases included), saves it,
+download; every tensor perturbed, biases included, q and k scaled up so
+that attention depends on positions), saves it,
 partition-imports it, and checks:
 
   (a) transformers' loss on the first batch (logits + cross-entropy against
@@ -62,10 +64,22 @@ def families(transformers):
         "llama3": (transformers.LlamaConfig, transformers.LlamaForCausalLM,
                    dict(rms_norm_eps=1e-5, rope_theta=500000.0,
                         tie_word_embeddings=False)),
+        # Llama 3.2: tied head and llama3 RoPE scaling (an original
+        # context of 64 puts a pair of the 16-dim heads in each band).
         "llama3.2": (transformers.LlamaConfig,
                      transformers.LlamaForCausalLM,
-                     dict(rms_norm_eps=1e-5, rope_theta=500000.0,
-                          tie_word_embeddings=True)),
+                     dict(rms_norm_eps=1e-5, tie_word_embeddings=True,
+                          rope_parameters={
+                              "rope_type": "llama3", "rope_theta": 500000.0,
+                              "factor": 8.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 64})),
+        "llama-linear": (transformers.LlamaConfig,
+                         transformers.LlamaForCausalLM,
+                         dict(rms_norm_eps=1e-5, tie_word_embeddings=False,
+                              rope_parameters={"rope_type": "linear",
+                                               "rope_theta": 10000.0,
+                                               "factor": 4.0})),
         "mistral": (transformers.MistralConfig,
                     transformers.MistralForCausalLM,
                     dict(rms_norm_eps=1e-5, rope_theta=1000000.0,
@@ -103,8 +117,15 @@ def check(name, spec, tools, work, torch, transformers):
     torch.manual_seed(1234)
     model = model_class(config_class(**SHAPE, **features))
     with torch.no_grad():
-        for param in model.parameters():
+        for param_name, param in model.named_parameters():
             param.add_(0.02 * torch.randn_like(param))
+            # Sharp attention, so that positions matter: with the
+            # initialiser's scale the scores are nearly uniform and a
+            # rotary base or scaling left out moves the loss by less than
+            # the tolerance (8e-6 for Llama 3.2's scaling); q and k x 8
+            # make that 1.8e-3.
+            if "q_proj" in param_name or "k_proj" in param_name:
+                param.mul_(8.0)
     model = model.float()
     hf_dir = os.path.join(work, "init.hf")
     model.save_pretrained(hf_dir, safe_serialization=True)

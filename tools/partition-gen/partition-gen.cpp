@@ -62,6 +62,24 @@ cl::opt<double> ropeTheta("rope-theta",
                           cl::desc("Rotary base (llama; default: the "
                                    "preset's, 10000 for llama-*)"),
                           cl::cat(category));
+cl::opt<std::string> ropeScaling(
+    "rope-scaling",
+    cl::desc("RoPE scaling (llama): none | linear | llama3 (default: the "
+             "preset's; llama3.2-* use llama3)"),
+    cl::cat(category));
+cl::opt<double> ropeFactor("rope-factor",
+                           cl::desc("RoPE scaling factor (linear, llama3)"),
+                           cl::cat(category));
+cl::opt<double> ropeLowFreqFactor(
+    "rope-low-freq-factor", cl::desc("llama3 scaling: low_freq_factor (1)"),
+    cl::cat(category));
+cl::opt<double> ropeHighFreqFactor(
+    "rope-high-freq-factor", cl::desc("llama3 scaling: high_freq_factor (4)"),
+    cl::cat(category));
+cl::opt<int64_t> ropeOriginalContext(
+    "rope-original-context",
+    cl::desc("llama3 scaling: original_max_position_embeddings"),
+    cl::cat(category));
 cl::opt<bool> tieEmbeddings(
     "tie-embeddings",
     cl::desc("LM head = token embedding (llama; gpt2 always ties)"),
@@ -123,6 +141,7 @@ int main(int argc, char **argv) {
       config->qkvBias = plain.qkvBias;
       config->outputBias = plain.outputBias;
       config->ropeTheta = plain.ropeTheta;
+      config->ropeScaling = plain.ropeScaling;
     }
   }
   if (family.getNumOccurrences()) {
@@ -143,6 +162,22 @@ int main(int argc, char **argv) {
     config->normEpsilon = normEps;
   if (ropeTheta.getNumOccurrences())
     config->ropeTheta = ropeTheta;
+  if (ropeScaling.getNumOccurrences()) {
+    if (ropeScaling != "none" && ropeScaling != "linear" &&
+        ropeScaling != "llama3")
+      partition::tools::usageError(
+          "partition-gen", "unknown --rope-scaling '" + ropeScaling +
+                               "'; expected none, linear or llama3");
+    config->ropeScaling = ropeScaling == "none" ? "" : ropeScaling.getValue();
+  }
+  if (ropeFactor.getNumOccurrences())
+    config->ropeFactor = ropeFactor;
+  if (ropeLowFreqFactor.getNumOccurrences())
+    config->ropeLowFreqFactor = ropeLowFreqFactor;
+  if (ropeHighFreqFactor.getNumOccurrences())
+    config->ropeHighFreqFactor = ropeHighFreqFactor;
+  if (ropeOriginalContext.getNumOccurrences())
+    config->ropeOriginalContext = ropeOriginalContext;
   if (tieEmbeddings.getNumOccurrences())
     config->tieEmbedding = tieEmbeddings;
   if (qkvBias.getNumOccurrences())

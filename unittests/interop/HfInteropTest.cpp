@@ -162,6 +162,18 @@ std::vector<ModelConfig> familyConfigs() {
   qwen2.qkvBias = true;
   qwen2.tieEmbedding = true;
   configs.push_back(qwen2);
+  // RoPE scaling: Llama 3.1's llama3 rule and linear.
+  ModelConfig llama31 = llama3;
+  llama31.ropeScaling = "llama3";
+  llama31.ropeFactor = 8.0;
+  llama31.ropeLowFreqFactor = 1.5;
+  llama31.ropeHighFreqFactor = 4.0;
+  llama31.ropeOriginalContext = 20;
+  configs.push_back(llama31);
+  ModelConfig linear = llama3;
+  linear.ropeScaling = "linear";
+  linear.ropeFactor = 2.5;
+  configs.push_back(linear);
   return configs;
 }
 
@@ -398,6 +410,25 @@ TEST_F(HfInteropTest, FamilyConfigsReadAsFeatures) {
   EXPECT_FALSE(read.outputBias);
   EXPECT_TRUE(read.tieEmbedding);
   EXPECT_EQ(read.family, "qwen2");
+
+  // RoPE scaling in both spellings: rope_scaling (what export writes) and
+  // transformers 5's rope_parameters.
+  nlohmann::json llama31 = hfConfig(familyConfigs()[5], "float32");
+  EXPECT_EQ(llama31["rope_scaling"]["rope_type"], "llama3");
+  EXPECT_EQ(llama31["rope_scaling"]["original_max_position_embeddings"], 20);
+  nlohmann::json modern = llama31;
+  modern.erase("rope_scaling");
+  modern.erase("rope_theta");
+  modern["rope_parameters"] = llama31["rope_scaling"];
+  modern["rope_parameters"]["rope_theta"] = 500000.0;
+  expectSameConfig(fromHfConfig(modern, "config.json"), familyConfigs()[5]);
+  // An absent original context is max_position_embeddings, as in
+  // transformers.
+  modern["rope_parameters"].erase("original_max_position_embeddings");
+  EXPECT_EQ(fromHfConfig(modern, "config.json").ropeOriginalContext, 40);
+  nlohmann::json linear = hfConfig(familyConfigs()[6], "float32");
+  EXPECT_EQ(linear["rope_scaling"],
+            (nlohmann::json{{"rope_type", "linear"}, {"factor", 2.5}}));
 
   nlohmann::json mistral = hfConfig(familyConfigs()[3], "float32");
   EXPECT_EQ(mistral["architectures"][0], "MistralForCausalLM");
