@@ -20,9 +20,6 @@ namespace {
 /// GPT-2 tokens (vocab 50257). Other vocabularies have no known special ids.
 constexpr int64_t kGpt2EndOfText = 50256;
 constexpr int64_t kGpt2Vocab = 50257;
-/// The epsilon and theta partition's models compute with (ModelConfig).
-constexpr double kNormEpsilon = 1e-5;
-constexpr double kRopeTheta = 10000.0;
 
 std::string show(const json &value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -138,8 +135,10 @@ ModelConfig gpt2FromHf(Fields &f) {
              "= \"" + activation +
                  "\" cannot be expressed: partition's GPT-2 uses the tanh "
                  "GELU (gelu_new or gelu_pytorch_tanh)");
-  f.requireNumber("layer_norm_epsilon", 1e-5, kNormEpsilon,
-                  "partition's LayerNorm epsilon is 1e-05");
+  c.normEpsilon = f.number("layer_norm_epsilon", 1e-5);
+  if (!(c.normEpsilon > 0.0))
+    f.refuse("layer_norm_epsilon", "must be a positive number, got " +
+                                       show(f.object.at("layer_norm_epsilon")));
   f.requireBool("tie_word_embeddings", true, true,
                 "partition's GPT-2 ties its LM head to wte");
   f.requireBool("scale_attn_weights", true, true,
@@ -151,16 +150,130 @@ ModelConfig gpt2FromHf(Fields &f) {
   return c;
 }
 
-ModelConfig llamaFromHf(Fields &f) {
+/// transformers' defaults where a family's config class differs from
+/// LlamaConfig's (an absent field means the class default, as in
+/// from_pretrained).
+struct FamilyDefaults {
+  int64_t vocab, hidden, ffn, layers, heads, positions;
+  /// kv heads; 0: num_attention_heads.
+  int64_t kvHeads;
+  /// MistralConfig defaults to a 4096-token window; Qwen2Config's window
+  /// only applies with use_sliding_window.
+  std::optional<int64_t> slidingWindow;
+};
+
+FamilyDefaults familyDefaults(const std::string &type) {
+  if (type == "mistral")
+    return {32000, 4096, 14336, 32, 32, 4096 * 32, 8, 4096};
+  if (type == "qwen2")
+    return {151936, 4096, 22016, 32, 32, 32768, 32, std::nullopt};
+  return {32000, 4096, 11008, 32, 32, 2048, 0, std::nullopt};
+}
+
+/// The rotary base and scaling of `f` into `c`: transformers 5 keeps them
+/// in "rope_parameters", older versions in "rope_theta" and "rope_scaling".
+/// "linear" and "llama3" scaling are read; any other type is refused by
+/// name, and so is any parameter partition would not use.
+void ropeFromHf(Fields &f, ModelConfig &c) {
+  auto refuseScaling = [&](const std::string &key, const std::string &type) {
+    f.refuse(key, "= \"" + type +
+                      "\" cannot be expressed: RoPE scaling \"" + type +
+                      "\" is not supported (only linear and llama3 are)");
+  };
+  // The scaling's fields from one object (rope_scaling or rope_parameters);
+  // `typeKey` names its type.
+  auto readScaling = [&](const std::string &name, const json &object,
+                         const std::string &typeKey, Fields &r) {
+    std::string type = r.string(typeKey, "default");
+    auto refuseUnused = [&](const std::string &why) {
+      for (const auto &[key, value] : object.items())
+        if (!r.used.count(key) && key != "rope_theta" && !value.is_null())
+          f.refuse(name + "." + key,
+                   "= " + show(value) + " cannot be expressed: " + why);
+    };
+    if (type == "default")
+      return refuseUnused("unscaled RoPE takes no parameters besides "
+                          "rope_theta");
+    if (type != "linear" && type != "llama3")
+      refuseScaling(name + "." + typeKey, type);
+    if (!c.ropeScaling.empty() && c.ropeScaling != type)
+      f.refuse(name + "." + typeKey, "= \"" + type +
+                                         "\" disagrees with rope type \"" +
+                                         c.ropeScaling + "\"");
+    c.ropeScaling = type;
+    auto positiveNumber = [&](const std::string &key,
+                              std::optional<double> fallback) {
+      if (!r.has(key) && !fallback)
+        r.refuse(key, "is missing; RoPE scaling \"" + type + "\" needs it");
+      double value = r.number(key, fallback.value_or(0.0));
+      if (!(value > 0.0) || !std::isfinite(value))
+        r.refuse(key, "must be a positive number, got " + show(object.at(key)));
+      return value;
+    };
+    c.ropeFactor = positiveNumber("factor", std::nullopt);
+    if (type == "llama3") {
+      c.ropeLowFreqFactor = positiveNumber("low_freq_factor", std::nullopt);
+      c.ropeHighFreqFactor = positiveNumber("high_freq_factor", std::nullopt);
+      // transformers falls back to max_position_embeddings.
+      double original = positiveNumber("original_max_position_embeddings",
+                                        double(c.positions));
+      if (original != std::floor(original) || original > 1e15)
+        r.refuse("original_max_position_embeddings",
+                 "must be a positive integer, got " + show(original));
+      c.ropeOriginalContext = int64_t(original);
+    }
+    refuseUnused("RoPE scaling \"" + type + "\" takes no such parameter");
+  };
+  f.used.insert("rope_scaling");
+  if (f.has("rope_scaling")) {
+    const json &scaling = f.object.at("rope_scaling");
+    if (!scaling.is_object())
+      f.refuse("rope_scaling", "must be an object or null, got " +
+                                   show(scaling));
+    Fields r(scaling, f.prefix + "rope_scaling.");
+    // Old files name the type "type", newer ones "rope_type".
+    readScaling("rope_scaling", scaling,
+                r.has("rope_type") ? "rope_type" : "type", r);
+  }
+  double theta = f.number("rope_theta", ModelConfig::kDefaultRopeTheta);
+  f.used.insert("rope_parameters");
+  if (f.has("rope_parameters")) {
+    const json &rope = f.object.at("rope_parameters");
+    if (!rope.is_object())
+      f.refuse("rope_parameters", "must be an object, got " + show(rope));
+    Fields r(rope, f.prefix + "rope_parameters.");
+    double inner = r.number("rope_theta", theta);
+    if (f.has("rope_theta") && inner != theta)
+      f.refuse("rope_parameters.rope_theta",
+               "= " + show(rope.at("rope_theta")) +
+                   " disagrees with rope_theta = " +
+                   show(f.object.at("rope_theta")));
+    theta = inner;
+    readScaling("rope_parameters", rope, "rope_type", r);
+  }
+  if (!(theta > 0.0) || !std::isfinite(theta))
+    f.refuse("rope_theta", "must be a positive number, got " + show(theta));
+  c.ropeTheta = theta;
+}
+
+/// Llama, Mistral and Qwen2: one architecture (RMSNorm, SwiGLU, RoPE, GQA)
+/// with the features each family's config selects. Every field of these
+/// config classes that changes what the model computes is read here, and
+/// so is every such field of related families (a Mistral relabelled llama
+/// keeps its sliding_window): a value partition cannot compute is refused
+/// naming the feature, never dropped.
+ModelConfig llamaFromHf(Fields &f, const std::string &type) {
+  FamilyDefaults d = familyDefaults(type);
   ModelConfig c;
   c.arch = Arch::Llama;
-  c.vocab = f.positive("vocab_size", 32000);
-  c.hidden = f.positive("hidden_size", 4096);
-  c.ffn = f.positive("intermediate_size", 11008);
-  c.layers = f.positive("num_hidden_layers", 32);
-  c.heads = f.positive("num_attention_heads", 32);
-  c.kvHeads = f.positive("num_key_value_heads", c.heads);
-  c.positions = f.positive("max_position_embeddings", 2048);
+  c.family = type == "llama" ? "" : type;
+  c.vocab = f.positive("vocab_size", d.vocab);
+  c.hidden = f.positive("hidden_size", d.hidden);
+  c.ffn = f.positive("intermediate_size", d.ffn);
+  c.layers = f.positive("num_hidden_layers", d.layers);
+  c.heads = f.positive("num_attention_heads", d.heads);
+  c.kvHeads = f.positive("num_key_value_heads", d.kvHeads ? d.kvHeads : c.heads);
+  c.positions = f.positive("max_position_embeddings", d.positions);
   std::string activation = f.string("hidden_act", "silu");
   if (activation != "silu")
     f.refuse("hidden_act", "= \"" + activation +
@@ -171,46 +284,88 @@ ModelConfig llamaFromHf(Fields &f) {
     f.refuse("head_dim", "= " + std::to_string(*headDim) +
                              " cannot be expressed: partition's head dim is "
                              "hidden_size / num_attention_heads");
-  f.requireNumber("rms_norm_eps", 1e-6, kNormEpsilon,
-                  "partition's RMSNorm epsilon is 1e-05");
-  f.requireBool("attention_bias", false, false,
-                "partition's Llama has no biases");
-  f.requireBool("mlp_bias", false, false, "partition's Llama has no biases");
-  f.requireBool("tie_word_embeddings", false, false,
-                "partition's Llama has an untied LM head (lm_head.weight)");
-  f.used.insert("rope_scaling");
-  if (f.has("rope_scaling"))
-    f.refuse("rope_scaling",
-             "= " + show(f.object.at("rope_scaling")) +
-                 " cannot be expressed: partition's rotary embedding is "
-                 "unscaled; only null is supported");
-  // transformers 5 keeps theta and the rope type in "rope_parameters";
-  // older versions use "rope_theta" and "rope_scaling".
-  f.used.insert("rope_parameters");
-  if (f.has("rope_parameters")) {
-    const json &rope = f.object.at("rope_parameters");
-    if (!rope.is_object())
-      f.refuse("rope_parameters", "must be an object, got " + show(rope));
-    Fields r(rope, f.prefix + "rope_parameters.");
-    std::string type = r.string("rope_type", "default");
-    if (type != "default")
-      f.refuse("rope_parameters.rope_type",
-               "= \"" + type +
-                   "\" cannot be expressed: partition's rotary embedding is "
-                   "unscaled; only \"default\" is supported");
-    if (r.number("rope_theta", kRopeTheta) != kRopeTheta)
-      f.refuse("rope_parameters.rope_theta",
-               "= " + show(rope.at("rope_theta")) +
-                   " cannot be expressed: partition's rotary theta is 10000");
-    for (const auto &[key, value] : rope.items())
-      if (!r.used.count(key) && !value.is_null())
-        f.refuse("rope_parameters." + key,
-                 "= " + show(value) +
-                     " cannot be expressed: partition's rotary embedding is "
-                     "unscaled");
+  // All three config classes default to 1e-6.
+  c.normEpsilon = f.number("rms_norm_eps", 1e-6);
+  if (!(c.normEpsilon > 0.0))
+    f.refuse("rms_norm_eps", "must be a positive number, got " +
+                                 show(f.object.at("rms_norm_eps")));
+  ropeFromHf(f, c);
+  c.tieEmbedding = f.boolean("tie_word_embeddings", false);
+  // Biases: Llama's attention_bias is on q, k, v and o; Qwen2 always has
+  // q, k, v biases and none on o (its config has no such field, so one
+  // given would be ignored by transformers: refused as ambiguous).
+  if (type == "llama") {
+    c.qkvBias = c.outputBias = f.boolean("attention_bias", false);
+  } else {
+    c.qkvBias = type == "qwen2";
+    f.requireBool("attention_bias", false, false,
+                  "a " + type + " model's attention biases are fixed by "
+                  "its family (" + (c.qkvBias ? "q, k and v" : "none") + ")");
   }
-  f.requireNumber("rope_theta", kRopeTheta, kRopeTheta,
-                  "partition's rotary theta is 10000");
+  f.requireBool("mlp_bias", false, false,
+                "MLP biases are not supported (partition's SwiGLU has none)");
+  // Sliding-window attention, whatever the family calls it.
+  bool window = false;
+  f.used.insert("sliding_window");
+  if (type == "qwen2") {
+    window = f.boolean("use_sliding_window", false);
+    f.used.insert("max_window_layers"); // Only read with use_sliding_window.
+    if (window)
+      f.refuse("use_sliding_window",
+               "= true cannot be expressed: sliding-window attention is not "
+               "supported");
+  } else if (f.has("sliding_window") ||
+             (!f.object.contains("sliding_window") && d.slidingWindow)) {
+    f.refuse("sliding_window",
+             "= " + (f.has("sliding_window")
+                         ? show(f.object.at("sliding_window"))
+                         : std::to_string(*d.slidingWindow) +
+                               " (the transformers default)") +
+                 " cannot be expressed: sliding-window attention is not "
+                 "supported; only null is");
+  }
+  f.used.insert("layer_types");
+  if (f.has("layer_types")) {
+    const json &types = f.object.at("layer_types");
+    if (!types.is_array())
+      f.refuse("layer_types", "must be a list, got " + show(types));
+    for (const json &layer : types)
+      if (layer != "full_attention")
+        f.refuse("layer_types", "holds " + show(layer) +
+                                    ", which cannot be expressed: only "
+                                    "\"full_attention\" layers are supported "
+                                    "(sliding_window with layer_types is not)");
+  }
+  // Dropout would change the training step: partition trains without.
+  if (double dropout = f.number("attention_dropout", 0.0); dropout != 0.0)
+    f.refuse("attention_dropout",
+             "= " + show(f.object.at("attention_dropout")) +
+                 " cannot be expressed: partition trains without dropout");
+  // Features of related families that these classes lack: present in a
+  // relabelled config, they mean the weights were trained with them.
+  const std::pair<const char *, const char *> foreign[] = {
+      {"attn_logit_softcapping", "attention logit soft-capping"},
+      {"final_logit_softcapping", "final logit soft-capping"},
+      {"partial_rotary_factor", "partial rotary embedding"},
+      {"query_pre_attn_scalar", "a query scale other than 1/sqrt(head dim)"},
+      {"use_qk_norm", "q/k normalisation"},
+      {"qk_layernorm", "q/k normalisation"},
+      {"embedding_multiplier", "an embedding multiplier"},
+      {"residual_multiplier", "a residual multiplier"},
+      {"attention_multiplier", "an attention multiplier"},
+      {"logits_scaling", "logit scaling"},
+      {"no_rope_layers", "layers without rotary embedding"},
+  };
+  for (const auto &[key, feature] : foreign) {
+    f.used.insert(key);
+    if (!f.has(key))
+      continue;
+    const json &value = f.object.at(key);
+    bool neutral = value == false || (std::string(key) == "partial_rotary_factor" && value == 1.0);
+    if (!neutral)
+      f.refuse(key, "= " + show(value) + " cannot be expressed: " + feature +
+                        " is not supported");
+  }
   return c;
 }
 
@@ -218,7 +373,7 @@ ModelConfig llamaFromHf(Fields &f) {
 
 json modelToJson(const ModelConfig &c) {
   // The keys and types of ModelBuilder's xfmr.model attribute.
-  return json{{"arch", model::archName(c.arch)},
+  json model{{"arch", model::archName(c.arch)},
               {"layers", c.layers},
               {"hidden", c.hidden},
               {"heads", c.heads},
@@ -229,6 +384,27 @@ json modelToJson(const ModelConfig &c) {
               {"positions", c.positions},
               {"batch", c.batch},
               {"tied_embedding", c.tiedEmbedding()}};
+  // ModelBuilder writes these only where they differ from the defaults.
+  if (c.normEpsilon != ModelConfig::kDefaultNormEpsilon)
+    model["norm_epsilon"] = c.normEpsilon;
+  if (c.arch == Arch::Llama && c.ropeTheta != ModelConfig::kDefaultRopeTheta)
+    model["rope_theta"] = c.ropeTheta;
+  if (c.arch == Arch::Llama && !c.ropeScaling.empty()) {
+    model["rope_scaling"] = c.ropeScaling;
+    model["rope_factor"] = c.ropeFactor;
+    if (c.ropeScaling == "llama3") {
+      model["rope_low_freq_factor"] = c.ropeLowFreqFactor;
+      model["rope_high_freq_factor"] = c.ropeHighFreqFactor;
+      model["rope_original_context"] = c.ropeOriginalContext;
+    }
+  }
+  if (c.qkvBias)
+    model["qkv_bias"] = true;
+  if (c.outputBias)
+    model["output_bias"] = true;
+  if (!c.family.empty() && c.family != model::archName(c.arch))
+    model["family"] = c.family;
+  return model;
 }
 
 ModelConfig modelFromJson(const json &model, const std::string &where) {
@@ -250,7 +426,21 @@ ModelConfig modelFromJson(const json &model, const std::string &where) {
   c.seqLen = f.positive("seq_len");
   c.positions = f.positive("positions");
   c.batch = f.positive("batch");
-  if (f.boolean("tied_embedding", c.tiedEmbedding()) != c.tiedEmbedding())
+  c.normEpsilon = f.number("norm_epsilon", ModelConfig::kDefaultNormEpsilon);
+  c.ropeTheta = f.number("rope_theta", ModelConfig::kDefaultRopeTheta);
+  c.ropeScaling = f.string("rope_scaling", "");
+  c.ropeFactor = f.number("rope_factor", 1.0);
+  c.ropeLowFreqFactor = f.number("rope_low_freq_factor", 1.0);
+  c.ropeHighFreqFactor = f.number("rope_high_freq_factor", 4.0);
+  if (f.has("rope_original_context"))
+    c.ropeOriginalContext = f.positive("rope_original_context");
+  c.qkvBias = f.boolean("qkv_bias", false);
+  c.outputBias = f.boolean("output_bias", false);
+  c.family = f.string("family", "");
+  bool tied = f.boolean("tied_embedding", c.tiedEmbedding());
+  if (c.arch == Arch::Llama)
+    c.tieEmbedding = tied;
+  else if (!tied)
     f.refuse("tied_embedding", "disagrees with arch " + arch);
   for (const auto &[key, value] : model.items())
     if (!f.used.count(key))
@@ -259,6 +449,28 @@ ModelConfig modelFromJson(const json &model, const std::string &where) {
   if (std::string problems = model::validate(c); !problems.empty())
     throw InteropError(where + ": invalid model configuration: " + problems);
   return c;
+}
+
+/// transformers' rope_scaling object of `c`; null without scaling.
+static json ropeScalingToHf(const ModelConfig &c) {
+  if (c.ropeScaling.empty())
+    return nullptr;
+  json scaling = {{"rope_type", c.ropeScaling}, {"factor", c.ropeFactor}};
+  if (c.ropeScaling == "llama3") {
+    scaling["low_freq_factor"] = c.ropeLowFreqFactor;
+    scaling["high_freq_factor"] = c.ropeHighFreqFactor;
+    scaling["original_max_position_embeddings"] = c.ropeOriginalContext;
+  }
+  return scaling;
+}
+
+std::string hfArchitecture(const ModelConfig &c) {
+  if (c.arch == Arch::GPT2)
+    return "GPT2LMHeadModel";
+  std::string family = c.familyName();
+  return family == "mistral" ? "MistralForCausalLM"
+         : family == "qwen2" ? "Qwen2ForCausalLM"
+                             : "LlamaForCausalLM";
 }
 
 json hfConfig(const ModelConfig &c, const std::string &dtype) {
@@ -275,7 +487,7 @@ json hfConfig(const ModelConfig &c, const std::string &dtype) {
               {"n_head", c.heads},
               {"n_inner", c.ffn},
               {"activation_function", "gelu_new"},
-              {"layer_norm_epsilon", kNormEpsilon},
+              {"layer_norm_epsilon", c.normEpsilon},
               // partition trains without dropout.
               {"resid_pdrop", 0.0},
               {"embd_pdrop", 0.0},
@@ -286,8 +498,10 @@ json hfConfig(const ModelConfig &c, const std::string &dtype) {
               {"tie_word_embeddings", true},
               {"initializer_range", 0.02}};
   } else {
-    config = {{"architectures", {"LlamaForCausalLM"}},
-              {"model_type", "llama"},
+    // One architecture, written as the family's transformers class.
+    std::string family = c.familyName();
+    config = {{"architectures", {hfArchitecture(c)}},
+              {"model_type", family},
               {"vocab_size", c.vocab},
               {"hidden_size", c.hidden},
               {"intermediate_size", c.ffn},
@@ -297,15 +511,24 @@ json hfConfig(const ModelConfig &c, const std::string &dtype) {
               {"head_dim", c.headDim()},
               {"hidden_act", "silu"},
               {"max_position_embeddings", c.positions},
-              {"rms_norm_eps", kNormEpsilon},
-              {"rope_theta", kRopeTheta},
-              {"rope_scaling", nullptr},
-              {"attention_bias", false},
+              {"rms_norm_eps", c.normEpsilon},
+              {"rope_theta", c.ropeTheta},
+              {"rope_scaling", ropeScalingToHf(c)},
               {"attention_dropout", 0.0},
-              {"mlp_bias", false},
-              {"tie_word_embeddings", false},
-              {"pretraining_tp", 1},
+              {"tie_word_embeddings", c.tieEmbedding},
               {"initializer_range", 0.02}};
+    if (family == "llama") {
+      // validate() keeps q/k/v and output biases together for llama.
+      config["attention_bias"] = c.qkvBias;
+      config["mlp_bias"] = false;
+      config["pretraining_tp"] = 1;
+    } else if (family == "mistral") {
+      config["sliding_window"] = nullptr;
+    } else {
+      config["use_sliding_window"] = false;
+      config["sliding_window"] = nullptr;
+      config["max_window_layers"] = c.layers;
+    }
   }
   config["bos_token_id"] = special;
   config["eos_token_id"] = special;
@@ -332,15 +555,17 @@ ModelConfig fromHfConfig(const json &config, const std::string &file,
   Fields f(config, file + ": ");
   std::string type = f.string("model_type", "");
   ModelConfig c;
+  const std::vector<std::string> &families = model::llamaFamilies();
   if (type == "gpt2")
     c = gpt2FromHf(f);
-  else if (type == "llama")
-    c = llamaFromHf(f);
+  else if (std::find(families.begin(), families.end(), type) != families.end())
+    c = llamaFromHf(f, type);
   else
     f.refuse("model_type",
              (f.has("model_type") ? "= " + show(config.at("model_type"))
                                   : std::string("is missing")) +
-                 ": partition-import reads gpt2 and llama models only");
+                 ": partition-import reads gpt2, llama, mistral and qwen2 "
+                 "models only");
 
   // The training shape: flags, then what partition-export recorded, then
   // defaults.

@@ -43,6 +43,10 @@ model::ModelConfig modelFromJson(const nlohmann::json &model,
 nlohmann::json hfConfig(const model::ModelConfig &config,
                         const std::string &dtype);
 
+/// The transformers class `config` exports as (GPT2LMHeadModel,
+/// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM).
+std::string hfArchitecture(const model::ModelConfig &config);
+
 /// generation_config.json for `config`.
 nlohmann::json hfGenerationConfig(const model::ModelConfig &config);
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace partition::interop {
 
@@ -24,13 +25,25 @@ struct ExportResult {
   size_t tensors = 0;
   /// The optimizer steps the checkpoint had completed.
   int64_t step = 0;
+  /// Files copied from the tokenizer directory.
+  size_t tokenizerFiles = 0;
 };
 
-/// `dtype` is "fp32" or "bf16" (rounded to nearest even). Throws
-/// InteropError or CheckpointError (one line each); writes nothing unless
-/// every tensor was read and checked.
+/// The files of a transformers model directory that are not the model: the
+/// tokenizer's (AutoTokenizer) and the generation settings, which
+/// exportHf copies from `tokenizerDir`.
+const std::vector<std::string> &tokenizerFiles();
+
+/// `dtype` is "fp32" or "bf16" (rounded to nearest even). `tokenizerDir`
+/// (optional; typically the directory the model was imported from): its
+/// tokenizer files and generation_config.json are copied byte for byte, and
+/// the bos / eos / pad ids of its config.json (else of its
+/// generation_config.json) are written to config.json. Throws InteropError
+/// or CheckpointError (one line each); writes nothing unless every tensor
+/// was read and checked and every tokenizer file read.
 ExportResult exportHf(const std::string &checkpointDir,
-                      const std::string &outDir, const std::string &dtype);
+                      const std::string &outDir, const std::string &dtype,
+                      const std::string &tokenizerDir = "");
 
 } // namespace partition::interop
 

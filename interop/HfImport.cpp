@@ -221,18 +221,27 @@ HfModel readHfModel(const std::string &dir, const TrainingShape &shape) {
     used.insert(name);
   }
 
-  if (config.arch == Arch::GPT2) {
-    // A tied head may be saved too: it must be wte itself.
+  if (config.tiedEmbedding()) {
+    // A tied head may be saved too: it must be the embedding itself.
+    const std::string embedding =
+        config.arch == Arch::GPT2 ? "wte" : "tok_embeddings.weight";
+    const std::string hfEmbedding = config.arch == Arch::GPT2
+                                        ? "transformer.wte.weight"
+                                        : "model.embed_tokens.weight";
     if (std::string head = locate("lm_head.weight"); !head.empty()) {
       Tensor tensor = readAsFloat(*weights.where.at(head), head);
-      const Tensor &wte = params.at("wte");
-      if (tensor.shape != wte.shape ||
-          std::memcmp(tensor.values.data(), wte.values.data(),
-                      wte.values.size() * sizeof(float)) != 0)
+      const Tensor &table = params.at(embedding);
+      if (tensor.shape != table.shape ||
+          std::memcmp(tensor.values.data(), table.values.data(),
+                      table.values.size() * sizeof(float)) != 0)
         throw InteropError(weights.where.at(head)->path() +
-                           ": lm_head.weight differs from "
-                           "transformer.wte.weight: an untied head, which "
-                           "partition's GPT-2 cannot express");
+                           ": lm_head.weight differs from " + hfEmbedding +
+                           " although tie_word_embeddings is true: an "
+                           "untied head; set tie_word_embeddings to false" +
+                           (config.arch == Arch::GPT2
+                                ? std::string(" (which partition's GPT-2 "
+                                              "cannot express)")
+                                : std::string()));
       used.insert(head);
     }
   }

@@ -78,9 +78,15 @@ std::vector<HfTensorMap> hfTensorMap(const ModelConfig &config) {
       copy(h + "input_layernorm.weight", p + "attention_norm.weight");
       for (const auto &[ours, theirs] :
            {std::pair{"wq", "q_proj"}, {"wk", "k_proj"}, {"wv", "v_proj"},
-            {"wo", "o_proj"}})
+            {"wo", "o_proj"}}) {
         copy(h + "self_attn." + theirs + ".weight",
              p + "attention." + ours + ".weight");
+        bool bias = std::string(ours) == "wo" ? config.outputBias
+                                              : config.qkvBias;
+        if (bias)
+          copy(h + "self_attn." + theirs + ".bias",
+               p + "attention." + ours + ".bias");
+      }
       copy(h + "post_attention_layernorm.weight", p + "ffn_norm.weight");
       for (const auto &[ours, theirs] :
            {std::pair{"w1", "gate_proj"}, {"w3", "up_proj"},
@@ -89,7 +95,9 @@ std::vector<HfTensorMap> hfTensorMap(const ModelConfig &config) {
              p + "feed_forward." + ours + ".weight");
     }
     copy("model.norm.weight", "norm.weight");
-    copy("lm_head.weight", "output.weight");
+    // A tied head is model.embed_tokens (transformers saves no lm_head).
+    if (!config.tieEmbedding)
+      copy("lm_head.weight", "output.weight");
   }
 
   // Every parameter of the builder's model exactly once, nothing else.

@@ -100,11 +100,22 @@ private:
   Value attention(const Twine &name, Value q, Value k, Value v, bool rope) {
     FloatAttr theta = rope ? builder.getF32FloatAttr(config.ropeTheta)
                            : FloatAttr();
+    StringAttr scaling;
+    DenseF64ArrayAttr factors;
+    if (rope && !config.ropeScaling.empty()) {
+      scaling = builder.getStringAttr(config.ropeScaling);
+      factors = config.ropeScaling == "linear"
+                    ? builder.getDenseF64ArrayAttr({config.ropeFactor})
+                    : builder.getDenseF64ArrayAttr(
+                          {config.ropeFactor, config.ropeLowFreqFactor,
+                           config.ropeHighFreqFactor,
+                           double(config.ropeOriginalContext)});
+    }
     return xfmr::AttentionOp::create(
         builder, named(name), q.getType(), q, k, v,
         builder.getI64IntegerAttr(config.heads),
         builder.getI64IntegerAttr(config.kvHeads), builder.getBoolAttr(true),
-        theta);
+        theta, scaling, factors);
   }
 
   Value add(Value lhs, Value rhs) {
@@ -162,11 +173,11 @@ private:
       currentLayer = layer;
       std::string prefix = "layers." + std::to_string(layer);
       Value a = rmsNorm(prefix + ".attention_norm", x);
-      Value q = linear(prefix + ".attention.wq", a, qWidth, false);
-      Value k = linear(prefix + ".attention.wk", a, kvWidth, false);
-      Value v = linear(prefix + ".attention.wv", a, kvWidth, false);
+      Value q = linear(prefix + ".attention.wq", a, qWidth, config.qkvBias);
+      Value k = linear(prefix + ".attention.wk", a, kvWidth, config.qkvBias);
+      Value v = linear(prefix + ".attention.wv", a, kvWidth, config.qkvBias);
       Value o = attention(prefix + ".attention", q, k, v, /*rope=*/true);
-      x = add(x, linear(prefix + ".attention.wo", o, c, false));
+      x = add(x, linear(prefix + ".attention.wo", o, c, config.outputBias));
       Value m = rmsNorm(prefix + ".ffn_norm", x);
       Value gate = linear(prefix + ".feed_forward.w1", m, config.ffn, false);
       Value up = linear(prefix + ".feed_forward.w3", m, config.ffn, false);
@@ -177,7 +188,12 @@ private:
     }
     currentLayer = -1;
     x = rmsNorm("norm", x);
-    Value logits = linear("output", x, config.vocab, false);
+    // A tied head is the embedding table, as GPT-2's.
+    Value logits = config.tieEmbedding
+                       ? xfmr::LinearOp::create(builder, named("output"),
+                                                activation(config.vocab), x,
+                                                table, Value())
+                       : linear("output", x, config.vocab, false);
     return loss(logits);
   }
 
@@ -197,6 +213,42 @@ private:
         builder.getNamedAttr("tied_embedding",
                              builder.getBoolAttr(config.tiedEmbedding())),
     };
+    // The features beyond GPT-2 and Llama 2, only where they differ from
+    // the defaults: a model without them keeps the description (and the
+    // .ptp bytes) it always had. f64, so that the value written to a
+    // checkpoint and config.json is the double given.
+    if (config.normEpsilon != ModelConfig::kDefaultNormEpsilon)
+      fields.push_back(builder.getNamedAttr(
+          "norm_epsilon", builder.getF64FloatAttr(config.normEpsilon)));
+    if (config.arch == Arch::Llama &&
+        config.ropeTheta != ModelConfig::kDefaultRopeTheta)
+      fields.push_back(builder.getNamedAttr(
+          "rope_theta", builder.getF64FloatAttr(config.ropeTheta)));
+    if (config.arch == Arch::Llama && !config.ropeScaling.empty()) {
+      fields.push_back(builder.getNamedAttr(
+          "rope_scaling", builder.getStringAttr(config.ropeScaling)));
+      fields.push_back(builder.getNamedAttr(
+          "rope_factor", builder.getF64FloatAttr(config.ropeFactor)));
+      if (config.ropeScaling == "llama3") {
+        fields.push_back(builder.getNamedAttr(
+            "rope_low_freq_factor",
+            builder.getF64FloatAttr(config.ropeLowFreqFactor)));
+        fields.push_back(builder.getNamedAttr(
+            "rope_high_freq_factor",
+            builder.getF64FloatAttr(config.ropeHighFreqFactor)));
+        fields.push_back(builder.getNamedAttr(
+            "rope_original_context", i64(config.ropeOriginalContext)));
+      }
+    }
+    if (config.qkvBias)
+      fields.push_back(
+          builder.getNamedAttr("qkv_bias", builder.getBoolAttr(true)));
+    if (config.outputBias)
+      fields.push_back(
+          builder.getNamedAttr("output_bias", builder.getBoolAttr(true)));
+    if (!config.family.empty() && config.family != archName(config.arch))
+      fields.push_back(builder.getNamedAttr(
+          "family", builder.getStringAttr(config.family)));
     return builder.getDictionaryAttr(fields);
   }
 

@@ -5,6 +5,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 namespace partition::model {
@@ -19,6 +20,16 @@ std::optional<Arch> parseArch(const std::string &name) {
   if (name == "llama")
     return Arch::Llama;
   return std::nullopt;
+}
+
+std::string ModelConfig::familyName() const {
+  return family.empty() ? std::string(archName(arch)) : family;
+}
+
+const std::vector<std::string> &llamaFamilies() {
+  static const std::vector<std::string> families = {"llama", "mistral",
+                                                    "qwen2"};
+  return families;
 }
 
 std::optional<int64_t> defaultFfn(Arch arch, int64_t hidden) {
@@ -67,6 +78,29 @@ ModelConfig llama(int64_t layers, int64_t hidden, int64_t heads,
   return c;
 }
 
+/// RoPE scaling "llama3" (Llama 3.1 / 3.2).
+ModelConfig llama3Scaling(ModelConfig c, double factor, int64_t original) {
+  c.ropeScaling = "llama3";
+  c.ropeFactor = factor;
+  c.ropeLowFreqFactor = 1.0;
+  c.ropeHighFreqFactor = 4.0;
+  c.ropeOriginalContext = original;
+  return c;
+}
+
+/// A Llama-arch model of a newer family: its context, norm epsilon, rotary
+/// base, head and biases.
+ModelConfig family(ModelConfig c, const char *name, int64_t context,
+                   double epsilon, double theta, bool tied, bool qkvBias) {
+  c.family = name;
+  c.positions = context;
+  c.normEpsilon = epsilon;
+  c.ropeTheta = theta;
+  c.tieEmbedding = tied;
+  c.qkvBias = qkvBias;
+  return c;
+}
+
 // GPT-2 shapes from the OpenAI release; Llama 2 shapes from Meta's release
 // (the 70B model is the GQA one: 8 key/value heads).
 const std::vector<std::pair<std::string, ModelConfig>> &presets() {
@@ -78,6 +112,34 @@ const std::vector<std::pair<std::string, ModelConfig>> &presets() {
       {"llama-tiny", llama(2, 64, 4, 2, 176, 256, 64, 4)},
       {"llama-7b", llama(32, 4096, 32, 32, 11008, 32000, 4096, 1)},
       {"llama-70b", llama(80, 8192, 64, 8, 28672, 32000, 4096, 1)},
+      // The config.json of each release: Meta-Llama-3-8B (theta 500000,
+      // 8k context), Llama-3.2-1B (tied head, llama3 RoPE scaling by 32
+      // from 8k to a 128k context), Mistral-7B-v0.3 (no sliding window),
+      // Qwen2.5-7B (q/k/v biases, epsilon 1e-6).
+      {"llama3-8b", family(llama(32, 4096, 32, 8, 14336, 128256, 8192, 1),
+                           "llama", 8192, 1e-5, 500000.0, false, false)},
+      {"llama3.2-1b",
+       llama3Scaling(family(llama(16, 2048, 32, 8, 8192, 128256, 8192, 1),
+                            "llama", 131072, 1e-5, 500000.0, true, false),
+                     32.0, 8192)},
+      {"mistral-7b", family(llama(32, 4096, 32, 8, 14336, 32768, 4096, 1),
+                            "mistral", 32768, 1e-5, 1000000.0, false, false)},
+      {"qwen2.5-7b", family(llama(28, 3584, 28, 4, 18944, 152064, 4096, 1),
+                            "qwen2", 32768, 1e-6, 1000000.0, false, true)},
+      // The same features at test sizes (2 layers, GQA, vocabulary 256, a
+      // context twice the training sequence).
+      {"llama3-tiny", family(llama(2, 64, 4, 2, 176, 256, 64, 4), "llama",
+                             128, 1e-5, 500000.0, false, false)},
+      // Its scaling from an original context of 64: a head of 16 has a
+      // pair in each band of the llama3 rule (kept, interpolated, divided).
+      {"llama3.2-tiny",
+       llama3Scaling(family(llama(2, 64, 4, 2, 176, 256, 64, 4), "llama", 128,
+                            1e-5, 500000.0, true, false),
+                     8.0, 64)},
+      {"mistral-tiny", family(llama(2, 64, 4, 2, 176, 256, 64, 4), "mistral",
+                              128, 1e-5, 1000000.0, false, false)},
+      {"qwen2-tiny", family(llama(2, 64, 4, 2, 176, 256, 64, 4), "qwen2",
+                            128, 1e-6, 1000000.0, false, true)},
   };
   return table;
 }
@@ -127,13 +189,18 @@ std::optional<int64_t> parameterCount(const ModelConfig &c) {
     layer = add(add(mul(4, C), mul(4, add(mul(C, C), C))),
                 add(add(mul(C, F), F), add(mul(F, C), C)));
   } else {
-    // The embedding, the final norm and the (untied) output; per layer two
-    // norms, wq and wo (C x C), wk and wv (C x kv-heads x head dim), and
-    // the SwiGLU's three C x F matrices.
+    // The embedding, the final norm and the output unless tied; per layer
+    // two norms, wq and wo (C x C), wk and wv (C x kv-heads x head dim),
+    // the SwiGLU's three C x F matrices, and the biases it has (q, k, v;
+    // the output projection's).
     int64_t kv = mul(c.kvHeads, c.hidden / c.heads);
-    total = add(mul(2, mul(c.vocab, C)), C);
+    total = add(mul(c.tieEmbedding ? 1 : 2, mul(c.vocab, C)), C);
     layer = add(add(mul(2, C), mul(2, mul(C, C))),
                 add(mul(2, mul(C, kv)), mul(3, mul(C, F))));
+    if (c.qkvBias)
+      layer = add(layer, add(C, mul(2, kv)));
+    if (c.outputBias)
+      layer = add(layer, C);
   }
   total = add(total, mul(c.layers, layer));
   if (overflow)
@@ -197,8 +264,49 @@ std::string validate(const ModelConfig &c) {
                        ") must be even for rotary embedding (arch llama)");
   if (!(c.normEpsilon > 0.0))
     problems.push_back("norm epsilon must be positive");
-  if (!(c.ropeTheta > 0.0))
+  if (!(c.ropeTheta > 0.0) || !std::isfinite(c.ropeTheta))
     problems.push_back("rope theta must be positive");
+  if (!c.ropeScaling.empty()) {
+    if (c.arch != Arch::Llama)
+      problems.push_back("rope scaling is a setting of arch llama");
+    else if (c.ropeScaling != "linear" && c.ropeScaling != "llama3")
+      problems.push_back("rope scaling '" + c.ropeScaling +
+                         "' is not one of linear, llama3");
+    if (!(c.ropeFactor > 0.0) || !std::isfinite(c.ropeFactor))
+      problems.push_back("rope factor must be positive");
+    if (c.ropeScaling == "llama3" &&
+        (!(c.ropeLowFreqFactor > 0.0) ||
+         !(c.ropeHighFreqFactor > c.ropeLowFreqFactor) ||
+         !std::isfinite(c.ropeHighFreqFactor) || c.ropeOriginalContext <= 0))
+      problems.push_back("llama3 rope scaling needs 0 < low-freq factor < "
+                         "high-freq factor and a positive original context");
+  }
+  if (c.arch == Arch::Llama && c.seqLen > 0 && c.positions > 0 &&
+      c.positions < c.seqLen)
+    problems.push_back(field("max context", c.positions) +
+                       " must be at least " + field("seq-len", c.seqLen));
+  if (c.arch == Arch::GPT2 &&
+      (c.tieEmbedding || c.qkvBias || c.outputBias ||
+       (!c.family.empty() && c.family != "gpt2")))
+    problems.push_back("tied head, q/k/v and output biases and family are "
+                       "settings of arch llama (gpt2 ties its head and has "
+                       "every bias)");
+  if (c.arch == Arch::Llama && !c.family.empty() &&
+      std::find(llamaFamilies().begin(), llamaFamilies().end(), c.family) ==
+          llamaFamilies().end())
+    problems.push_back("family '" + c.family +
+                       "' is not one of llama, mistral, qwen2");
+  // What each family's transformers class can hold: Mistral has no
+  // biases, Qwen2 has q/k/v biases and no output bias.
+  if (c.family == "mistral" && (c.qkvBias || c.outputBias))
+    problems.push_back("family mistral has no attention biases");
+  if (c.family == "qwen2" && (!c.qkvBias || c.outputBias))
+    problems.push_back("family qwen2 has q/k/v biases and no output bias");
+  if (c.arch == Arch::Llama && (c.family.empty() || c.family == "llama") &&
+      c.qkvBias != c.outputBias)
+    problems.push_back("family llama has biases on q, k, v and the output "
+                       "projection together (attention_bias) or none; q/k/v "
+                       "biases alone are family qwen2's");
 
   std::ostringstream line;
   for (size_t i = 0; i < problems.size(); ++i)

@@ -37,19 +37,53 @@ struct ModelConfig {
   int64_t ffn = 0;
   int64_t vocab = 0;
   int64_t seqLen = 0;
-  /// Rows of GPT-2's learned position table (n_positions): at least seqLen,
-  /// so a model trained on short sequences keeps its full table. Unused by
-  /// Llama (rotary positions).
+  /// The model's maximum context, at least seqLen: for GPT-2 the rows of
+  /// its learned position table (n_positions), so a model trained on short
+  /// sequences keeps its full table; for Llama (rotary positions, no table)
+  /// max_position_embeddings, which export keeps rather than the training
+  /// sequence length.
   int64_t positions = 0;
   /// Sequences per forward pass: the micro-batch. Gradient accumulation over
   /// several micro-batches is an option of the training-step pass.
   int64_t batch = 0;
-  double normEpsilon = 1e-5;
-  double ropeTheta = 10000.0;
+  /// The LayerNorm (GPT-2) or RMSNorm (Llama) epsilon.
+  double normEpsilon = kDefaultNormEpsilon;
+  /// The rotary base (Llama; 500000 for Llama 3, 1e6 for Mistral/Qwen2).
+  double ropeTheta = kDefaultRopeTheta;
+  /// Llama only (GPT-2 always ties): the LM head is the token embedding
+  /// table (Llama 3.2 1B/3B, small Qwen2 models).
+  bool tieEmbedding = false;
+  /// Llama only: biases on the q, k and v projections (Qwen2; Llama's
+  /// attention_bias), and on the attention output projection (Llama's
+  /// attention_bias, not Qwen2). GPT-2 has every bias.
+  bool qkvBias = false;
+  bool outputBias = false;
+  /// RoPE scaling (Llama only; transformers' rope_type): none; "linear"
+  /// (every frequency divided by ropeFactor); "llama3" (Llama 3.1 / 3.2:
+  /// wavelengths above originalContext / lowFreqFactor divided by the
+  /// factor, below originalContext / highFreqFactor kept, interpolated
+  /// between).
+  std::string ropeScaling;
+  double ropeFactor = 1.0;
+  double ropeLowFreqFactor = 1.0;
+  double ropeHighFreqFactor = 4.0;
+  int64_t ropeOriginalContext = 0;
+  /// The Hugging Face family a Llama-arch model is written as (model_type):
+  /// "llama", "mistral" or "qwen2"; empty is the arch's own name. It names
+  /// the model only: the features above decide what it computes.
+  std::string family;
+
+  static constexpr double kDefaultNormEpsilon = 1e-5;
+  static constexpr double kDefaultRopeTheta = 10000.0;
 
   int64_t headDim() const { return hidden / heads; }
-  bool tiedEmbedding() const { return arch == Arch::GPT2; }
+  bool tiedEmbedding() const { return arch == Arch::GPT2 || tieEmbedding; }
+  /// family, or the arch's name when none is set.
+  std::string familyName() const;
 };
+
+/// The Hugging Face families of the Llama arch (model_type values).
+const std::vector<std::string> &llamaFamilies();
 
 /// Names of the built-in presets, in a stable order.
 const std::vector<std::string> &presetNames();

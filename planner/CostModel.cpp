@@ -22,15 +22,16 @@ int64_t ModelShape::layerParameters() const {
   int64_t h = hidden, d = headDim();
   int64_t qkv = (heads + 2 * kvHeads) * d;
   if (llama) // q, k, v, o; gate, up, down; two RMSNorm gains
-    return h * qkv + h * h + 3 * h * ffn + 2 * h;
+    return h * qkv + h * h + 3 * h * ffn + 2 * h + (qkvBias ? qkv : 0);
   // qkv and proj with biases, fc1 and fc2 with biases, two LayerNorms.
   return h * qkv + qkv + h * h + h + 2 * h * ffn + ffn + h + 4 * h;
 }
 
 int64_t ModelShape::parameters() const {
   int64_t embedding = vocab * hidden;
-  if (llama) // embedding, untied head, final RMSNorm
-    return layers * layerParameters() + 2 * embedding + hidden;
+  if (llama) // embedding, the head unless tied, final RMSNorm
+    return layers * layerParameters() + (tiedHead ? 1 : 2) * embedding +
+           hidden;
   return layers * layerParameters() + embedding + positions * hidden +
          2 * hidden;
 }
@@ -175,7 +176,7 @@ double stageParameters(const ModelShape &m, const Candidate &p,
   double embedding = double(m.vocab) * double(m.hidden) / t;
   if (stage == 0)
     params += embedding + double(m.positions) * double(m.hidden);
-  if (stage == p.pp - 1 && (m.llama || p.pp > 1))
+  if (stage == p.pp - 1 && ((m.llama && !m.tiedHead) || p.pp > 1))
     params += embedding; // untied head, or the tied copy of a pipeline
   return params;
 }

@@ -42,6 +42,9 @@ namespace partition::planner {
 /// A model's shape (its `xfmr.model` configuration).
 struct ModelShape {
   bool llama = false; // else GPT-2 (biases, LayerNorm, GELU, tied head)
+  /// Llama only: the head is the embedding (Llama 3.2), and q/k/v biases
+  /// (Qwen2).
+  bool tiedHead = false, qkvBias = false;
   int64_t layers = 0, hidden = 0, heads = 0, kvHeads = 0, ffn = 0;
   int64_t vocab = 0, seqLen = 0;
   /// Learned position rows (GPT-2), for the parameter count.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs torch, transformers and safetensors with pip when they are
 # missing (idempotent: a no-op when `import torch, transformers` works),
-# builds the tools, and runs the transformers oracle test
+# builds the tools, and runs the transformers oracle tests
 # (test/oracle/hf_oracle.py: loss and one AdamW step of GPT-2 and Llama
-# against PyTorch). PYTHON picks the interpreter (default python3).
+# against PyTorch; test/oracle/hf_families.py: Llama 3, Llama 3.2, Mistral
+# and Qwen2, 10 AdamW steps under three plans). PYTHON picks the interpreter (default python3).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PARTITION_BUILD_DIR:-$root/build}
@@ -15,3 +16,4 @@ if ! "$python" -c "import torch, transformers, safetensors" 2>/dev/null; then
 fi
 "$root/scripts/build.sh"
 OMP_NUM_THREADS=1 "$python" "$root/test/oracle/hf_oracle.py" --bin "$build/bin"
+OMP_NUM_THREADS=1 "$python" "$root/test/oracle/hf_families.py" --bin "$build/bin"

@@ -9,7 +9,7 @@
 using namespace partition::model;
 
 TEST(ModelConfig, EveryPresetIsValid) {
-  ASSERT_EQ(presetNames().size(), 7u);
+  ASSERT_EQ(presetNames().size(), 15u);
   for (const std::string &name : presetNames()) {
     std::optional<ModelConfig> config = getPreset(name);
     ASSERT_TRUE(config) << name;
@@ -104,6 +104,13 @@ TEST(ModelConfig, ParameterCountsOfKnownModels) {
   EXPECT_EQ(parameterCount(*getPreset("gpt2-124m")), 124439808);
   EXPECT_EQ(parameterCount(*getPreset("llama-7b")), 6738415616);
   EXPECT_EQ(parameterCount(*getPreset("llama-70b")), 68976648192);
+  // The releases' own counts (safetensors index total_size / 2 for bf16):
+  // untied Llama 3, tied Llama 3.2, Mistral v0.3, Qwen2.5 with its q/k/v
+  // biases.
+  EXPECT_EQ(parameterCount(*getPreset("llama3-8b")), 8030261248);
+  EXPECT_EQ(parameterCount(*getPreset("llama3.2-1b")), 1235814400);
+  EXPECT_EQ(parameterCount(*getPreset("mistral-7b")), 7248023552);
+  EXPECT_EQ(parameterCount(*getPreset("qwen2.5-7b")), 7615616512);
   ModelConfig c = *getPreset("gpt2-tiny");
   c.hidden = int64_t(1) << 40;
   EXPECT_EQ(parameterCount(c), std::nullopt); // 12 C^2 overflows
@@ -124,4 +131,63 @@ TEST(ModelConfig, CeilingsBeforeAnyIrIsBuilt) {
   c.ffn = 4 * c.hidden;
   EXPECT_NE(validate(c).find("exceed the ceiling of 2^48"), std::string::npos)
       << validate(c);
+}
+
+TEST(ModelConfig, FamilyFeatures) {
+  ModelConfig qwen = *getPreset("qwen2-tiny");
+  EXPECT_EQ(qwen.familyName(), "qwen2");
+  EXPECT_TRUE(qwen.qkvBias);
+  EXPECT_EQ(qwen.normEpsilon, 1e-6);
+  EXPECT_EQ(qwen.ropeTheta, 1e6);
+  EXPECT_EQ(qwen.positions, 128);
+  EXPECT_TRUE(getPreset("llama3.2-tiny")->tiedEmbedding());
+  EXPECT_EQ(getPreset("llama-tiny")->familyName(), "llama");
+  // q/k/v biases alone are Qwen2's; Llama's attention_bias has all four.
+  qwen.qkvBias = false;
+  EXPECT_EQ(validate(qwen), "family qwen2 has q/k/v biases and no output bias");
+  ModelConfig llama = *getPreset("llama3-tiny");
+  llama.qkvBias = true;
+  EXPECT_NE(validate(llama).find("family llama has biases on q, k, v and the "
+                                 "output projection together"),
+            std::string::npos);
+  llama.outputBias = true;
+  EXPECT_EQ(validate(llama), "");
+  ModelConfig mistral = *getPreset("mistral-tiny");
+  mistral.outputBias = true;
+  EXPECT_EQ(validate(mistral), "family mistral has no attention biases");
+  mistral = *getPreset("mistral-tiny");
+  mistral.family = "gemma";
+  EXPECT_EQ(validate(mistral),
+            "family 'gemma' is not one of llama, mistral, qwen2");
+  ModelConfig gpt2 = *getPreset("gpt2-tiny");
+  gpt2.qkvBias = true;
+  EXPECT_NE(validate(gpt2).find("settings of arch llama"), std::string::npos);
+  // RoPE scaling: a known kind with its factors.
+  ModelConfig scaled = *getPreset("llama3.2-tiny");
+  EXPECT_EQ(scaled.ropeScaling, "llama3");
+  EXPECT_EQ(validate(scaled), "");
+  scaled.ropeHighFreqFactor = 0.5;
+  EXPECT_EQ(validate(scaled),
+            "llama3 rope scaling needs 0 < low-freq factor < high-freq factor "
+            "and a positive original context");
+  scaled.ropeScaling = "yarn";
+  EXPECT_EQ(validate(scaled), "rope scaling 'yarn' is not one of linear, llama3");
+  // The context is at least the training sequence.
+  llama = *getPreset("llama3-tiny");
+  llama.positions = 32;
+  EXPECT_EQ(validate(llama), "max context (32) must be at least seq-len (64)");
+}
+
+// Each feature's parameters: a tied head drops V x C, q/k/v biases add
+// C + 2 x kv width per layer, the output bias C per layer.
+TEST(ModelConfig, FeatureParameterCounts) {
+  ModelConfig c = *getPreset("llama3-tiny");
+  int64_t base = *parameterCount(c);
+  c.tieEmbedding = true;
+  EXPECT_EQ(*parameterCount(c), base - 256 * 64);
+  c.tieEmbedding = false;
+  c.qkvBias = true;
+  EXPECT_EQ(*parameterCount(c), base + 2 * (64 + 2 * 32));
+  c.outputBias = true;
+  EXPECT_EQ(*parameterCount(c), base + 2 * (64 + 2 * 32 + 64));
 }

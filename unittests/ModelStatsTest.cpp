@@ -45,8 +45,11 @@ ClosedForm closedForm(const ModelConfig &c) {
     return {params, L * (4 * C * C + 2 * C * F) + V * C};
   }
   int64_t attention = C * qWidth + 2 * C * kvWidth + qWidth * C;
-  int64_t perLayer = C + attention + C + 3 * C * F;
-  int64_t params = V * C + L * perLayer + C + V * C;
+  int64_t biases = (c.qkvBias ? qWidth + 2 * kvWidth : 0) +
+                   (c.outputBias ? C : 0);
+  int64_t perLayer = C + attention + biases + C + 3 * C * F;
+  // A tied head is the embedding: one V x C table, used twice.
+  int64_t params = V * C + L * perLayer + C + (c.tieEmbedding ? 0 : V * C);
   return {params, L * (attention + 3 * C * F) + V * C};
 }
 

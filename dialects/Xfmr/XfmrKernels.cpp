@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Xfmr/XfmrOps.h"
+#include "runtime/program/Rope.h"
 
 using namespace mlir;
 
@@ -18,12 +19,29 @@ using runtime::KernelId;
 
 float f32(const APFloat &value) { return value.convertToFloat(); }
 
+/// Plain (causal, RoPE) attention takes the original rows; RoPE scaling
+/// the rows with its parameters (runtime::RopeScalingKind), so that a
+/// model without it keeps its program bytes.
 template <typename AttentionLike>
-KernelCall attentionCall(KernelId kernel, AttentionLike op) {
-  return {kernel,
-          {static_cast<int64_t>(op.getNumHeads()),
-           static_cast<int64_t>(op.getNumKvHeads()), op.getCausal() ? 1 : 0},
-          {op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f}};
+KernelCall attentionCall(KernelId kernel, KernelId scaledKernel,
+                         AttentionLike op) {
+  SmallVector<int64_t, 3> ints = {static_cast<int64_t>(op.getNumHeads()),
+                                  static_cast<int64_t>(op.getNumKvHeads()),
+                                  op.getCausal() ? 1 : 0};
+  float theta = op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f;
+  std::optional<StringRef> scaling = op.getRopeScaling();
+  if (!scaling)
+    return {kernel, ints, {theta}};
+  ArrayRef<double> f = *op.getRopeScalingFactors();
+  bool llama3 = *scaling == "llama3";
+  ints.push_back(0); // no sliding window
+  return {scaledKernel,
+          ints,
+          {theta,
+           float(llama3 ? runtime::RopeScalingKind::Llama3
+                        : runtime::RopeScalingKind::Linear),
+           float(f[0]), llama3 ? float(f[1]) : 0.0f,
+           llama3 ? float(f[2]) : 0.0f, llama3 ? float(f[3]) : 0.0f}};
 }
 
 /// The whole-vocabulary loss kernels have no mask: a padded vocabulary runs
@@ -116,10 +134,11 @@ FailureOr<KernelCall> ScaleOp::getKernelCall() {
 // Attention: heads, kv heads and causality as integers, RoPE's theta (0 for
 // none) as the float.
 FailureOr<KernelCall> AttentionOp::getKernelCall() {
-  return attentionCall(KernelId::Attention, *this);
+  return attentionCall(KernelId::Attention, KernelId::AttentionScaled, *this);
 }
 FailureOr<KernelCall> AttentionGradOp::getKernelCall() {
-  return attentionCall(KernelId::AttentionGrad, *this);
+  return attentionCall(KernelId::AttentionGrad, KernelId::AttentionScaledGrad,
+                       *this);
 }
 
 // The loss over a whole vocabulary.

@@ -396,7 +396,9 @@ LogicalResult ScaleOp::verify() {
 static LogicalResult verifyAttention(Operation *op, Value query, Value key,
                                      Value value, int64_t heads,
                                      int64_t kvHeads,
-                                     std::optional<APFloat> ropeTheta) {
+                                     std::optional<APFloat> ropeTheta,
+                                     std::optional<StringRef> scaling,
+                                     std::optional<ArrayRef<double>> factors) {
   if (failed(verifyStaticShapes(op)))
     return failure();
   if (heads <= 0 || kvHeads <= 0)
@@ -428,6 +430,32 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
              << "rotary embedding needs an even head_dim, but head_dim is "
              << headDim;
   }
+  if (bool(scaling) != bool(factors))
+    return op->emitOpError()
+           << "rope_scaling and rope_scaling_factors must be given together";
+  if (!scaling)
+    return success();
+  if (!ropeTheta)
+    return op->emitOpError() << "rope_scaling needs rope_theta";
+  size_t expected = *scaling == "linear" ? 1 : *scaling == "llama3" ? 4 : 0;
+  if (expected == 0)
+    return op->emitOpError() << "rope_scaling \"" << *scaling
+                             << "\" is not one of linear, llama3";
+  if (factors->size() != expected)
+    return op->emitOpError()
+           << "rope_scaling \"" << *scaling << "\" takes " << expected
+           << " rope_scaling_factors, got " << factors->size();
+  ArrayRef<double> f = *factors;
+  if (!(f[0] > 0.0) || !std::isfinite(f[0]))
+    return op->emitOpError() << "rope scaling factor must be positive, got "
+                             << f[0];
+  if (expected == 4 &&
+      (!(f[1] > 0.0) || !(f[2] > f[1]) || !std::isfinite(f[2]) ||
+       !(f[3] >= 1.0) || f[3] != std::floor(f[3]) || !std::isfinite(f[3])))
+    return op->emitOpError()
+           << "llama3 rope scaling needs 0 < low_freq_factor < "
+              "high_freq_factor and a positive integer original_context, got ["
+           << f[0] << ", " << f[1] << ", " << f[2] << ", " << f[3] << "]";
   return success();
 }
 
@@ -437,7 +465,8 @@ int64_t AttentionOp::getHeadDim() {
 
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
-                             getNumHeads(), getNumKvHeads(), getRopeTheta())))
+                             getNumHeads(), getNumKvHeads(), getRopeTheta(),
+                             getRopeScaling(), getRopeScalingFactors())))
     return failure();
   return expectSameType(*this, "result", getResult(), "the query",
                         getQuery());
@@ -445,7 +474,8 @@ LogicalResult AttentionOp::verify() {
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
-                             getNumHeads(), getNumKvHeads(), getRopeTheta())) ||
+                             getNumHeads(), getNumKvHeads(), getRopeTheta(),
+                             getRopeScaling(), getRopeScalingFactors())) ||
       failed(expectSameType(*this, "grad", getGrad(), "the query",
                             getQuery())) ||
       failed(expectSameType(*this, "query_grad", getQueryGrad(), "the query",

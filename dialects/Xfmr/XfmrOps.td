@@ -545,14 +545,29 @@ def Xfmr_AttentionOp
     and `value` are [B, T, Hkv*D]. Query head h reads key/value head
     h / (H / Hkv) (grouped-query attention; Hkv = H is multi-head attention).
     With `rope_theta`, rotary position embedding is applied to the query and
-    the key first, pairing feature i with i + D/2 within each head. Scores
-    are scaled by 1/sqrt(D) and, when `causal`, position t sees positions
-    s <= t only.
+    the key first, pairing feature i with i + D/2 within each head, at
+    frequency theta^(-2i/D). Scores are scaled by 1/sqrt(D) and, when
+    `causal`, position t sees positions s <= t only.
+
+    `rope_scaling` rescales the rotary frequencies as transformers'
+    rope_type of that name, with `rope_scaling_factors`:
+    - `"linear"`, `[factor]`: every frequency divided by the factor;
+    - `"llama3"`, `[factor, low_freq_factor, high_freq_factor,
+      original_context]` (Llama 3.1 / 3.2): a frequency whose wavelength
+      2 pi / f exceeds original_context / low_freq_factor is divided by the
+      factor, one below original_context / high_freq_factor is kept, and
+      between them f ((1 - s) / factor + s) with
+      s = (original_context / wavelength - low_freq_factor) /
+      (high_freq_factor - low_freq_factor).
 
     Example:
     ```mlir
     %o = xfmr.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64,
                                     rope_theta = 1.0e+04 : f32}
+        : (tensor<4x64x64xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>) -> tensor<4x64x64xf32>
+    %s = xfmr.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64,
+                                    rope_theta = 5.0e+05 : f32, rope_scaling = "llama3",
+                                    rope_scaling_factors = array<f64: 32.0, 1.0, 4.0, 8192.0>}
         : (tensor<4x64x64xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>) -> tensor<4x64x64xf32>
     ```
 
@@ -561,13 +576,19 @@ def Xfmr_AttentionOp
       `num_heads`;
     - `query` and the result are [B, T, H*D] of one type;
     - `key` and `value` are [B, T, Hkv*D] of that element type;
-    - with `rope_theta`, it is positive and D is even.
+    - with `rope_theta`, it is positive and D is even;
+    - `rope_scaling` and `rope_scaling_factors` come together and with
+      `rope_theta`; the scaling is `linear` (one factor) or `llama3` (four);
+      the factor is positive and, for `llama3`, 0 < low_freq_factor <
+      high_freq_factor and original_context is a positive integer.
   }];
   let arguments = (ins Xfmr_FloatTensor:$query, Xfmr_FloatTensor:$key,
                        Xfmr_FloatTensor:$value,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        DefaultValuedAttr<BoolAttr, "true">:$causal,
-                       OptionalAttr<F32Attr>:$rope_theta);
+                       OptionalAttr<F32Attr>:$rope_theta,
+                       OptionalAttr<StrAttr>:$rope_scaling,
+                       OptionalAttr<DenseF64ArrayAttr>:$rope_scaling_factors);
   let results = (outs Xfmr_FloatTensor:$result);
   let extraClassDeclaration = [{
     /// Head dimension D.
@@ -581,8 +602,8 @@ def Xfmr_AttentionGradOp
   let description = [{
     Recomputes the attention probabilities from `query` and `key` and returns
     the gradients of the three inputs as the forward op received them: with
-    `rope_theta`, the query and key gradients are with respect to the query
-    and key before rotation.
+    `rope_theta` (and `rope_scaling`), the query and key gradients are with
+    respect to the query and key before rotation.
 
     Example:
     ```mlir
@@ -598,7 +619,9 @@ def Xfmr_AttentionGradOp
                        Xfmr_FloatTensor:$key, Xfmr_FloatTensor:$value,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        DefaultValuedAttr<BoolAttr, "true">:$causal,
-                       OptionalAttr<F32Attr>:$rope_theta);
+                       OptionalAttr<F32Attr>:$rope_theta,
+                       OptionalAttr<StrAttr>:$rope_scaling,
+                       OptionalAttr<DenseF64ArrayAttr>:$rope_scaling_factors);
   let results = (outs Xfmr_FloatTensor:$query_grad,
                       Xfmr_FloatTensor:$key_grad,
                       Xfmr_FloatTensor:$value_grad);

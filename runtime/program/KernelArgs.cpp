@@ -2,6 +2,7 @@
 
 #include "runtime/program/KernelArgs.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace partition::runtime {
@@ -123,7 +124,10 @@ private:
 };
 
 void Checker::attention() {
-  bool isGrad = instruction.kernel == KernelId::AttentionGrad;
+  bool isGrad = instruction.kernel == KernelId::AttentionGrad ||
+                instruction.kernel == KernelId::AttentionScaledGrad;
+  bool scaled = instruction.kernel == KernelId::AttentionScaled ||
+                instruction.kernel == KernelId::AttentionScaledGrad;
   int q = isGrad ? 1 : 0;
   allFloat({0, 1, 2});
   if (isGrad)
@@ -147,6 +151,32 @@ void Checker::attention() {
   require(args.headDim > 0, "head dimension is zero");
   require(args.ropeTheta >= 0 && (args.ropeTheta == 0 || args.headDim % 2 == 0),
           "rotary embedding needs an even head dimension");
+  if (scaled) {
+    require(instruction.ints[3] == 0,
+            "a sliding window is not implemented (window " +
+                std::to_string(instruction.ints[3]) + ")");
+    const std::vector<float> &f = instruction.floats;
+    RopeScaling &s = args.ropeScaling;
+    s.factor = f[2];
+    s.lowFreqFactor = f[3];
+    s.highFreqFactor = f[4];
+    s.originalContext = f[5];
+    if (f[1] == float(RopeScalingKind::Linear))
+      s.kind = RopeScalingKind::Linear;
+    else if (f[1] == float(RopeScalingKind::Llama3))
+      s.kind = RopeScalingKind::Llama3;
+    require(s.kind != RopeScalingKind::None && args.ropeTheta > 0,
+            "RoPE scaling kind " + std::to_string(f[1]) +
+                " is not 1 (linear) or 2 (llama3) with a positive theta");
+    require(s.factor > 0 && std::isfinite(s.factor),
+            "RoPE scaling factor must be positive");
+    require(s.kind != RopeScalingKind::Llama3 ||
+                (s.lowFreqFactor > 0 && s.highFreqFactor > s.lowFreqFactor &&
+                 std::isfinite(s.highFreqFactor) && s.originalContext > 0 &&
+                 std::isfinite(s.originalContext)),
+            "llama3 RoPE scaling needs 0 < low < high frequency factors and "
+            "a positive original context");
+  }
   require(key.shape == std::vector<int64_t>{args.batch, args.seq,
                                             args.kvHeads * args.headDim} &&
               value.shape == key.shape,

@@ -11,6 +11,7 @@
 #define PARTITION_RUNTIME_KERNELARGS_H
 
 #include "runtime/program/Program.h"
+#include "runtime/program/Rope.h"
 
 namespace partition::runtime {
 
@@ -37,6 +38,8 @@ struct KernelArgs {
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   bool causal = true;
   float ropeTheta = 0.0f;
+  /// attention_scaled: the RoPE scaling (runtime/program/Rope.h).
+  RopeScaling ropeScaling;
   /// Elementwise kernels: elements of the output.
   int64_t size = 0;
   /// slice_block: the input as [outer, blocks * blockDim, inner].

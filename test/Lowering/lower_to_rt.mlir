@@ -151,6 +151,23 @@ func.func @attention(%q: tensor<2x4x8xf32> {xfmr.param = "q"}, %k: tensor<2x4x4x
 
 // -----
 
+// RoPE scaling takes the attention_scaled rows: ints = [heads, kv_heads,
+// causal, window 0], floats = [theta, kind (1 linear, 2 llama3), factor,
+// low_freq_factor, high_freq_factor, original context].
+// CHECK-LABEL: func.func @attention_scaled
+// CHECK: rt.kernel "attention_scaled" {{.*}} ints = [2, 1, 1, 0] floats = [5.000000e+05, 2.000000e+00, 3.200000e+01, 1.000000e+00, 4.000000e+00, 8.192000e+03]{{$}}
+// CHECK: rt.kernel "attention_scaled_grad" {{.*}} ints = [2, 1, 1, 0] floats = [1.000000e+04, 1.000000e+00, 4.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00]{{$}}
+func.func @attention_scaled(%q: tensor<2x4x8xf32> {xfmr.param = "q"}, %k: tensor<2x4x4xf32> {xfmr.param = "k"},
+                            %v: tensor<2x4x4xf32> {xfmr.param = "v"}, %do: tensor<2x4x8xf32> {xfmr.param = "do"})
+    -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {}} {
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 5.0e+05 : f32, rope_scaling = "llama3", rope_scaling_factors = array<f64: 32.0, 1.0, 4.0, 8192.0>} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+  %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "linear", rope_scaling_factors = array<f64: 4.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  %loss = arith.constant dense<0.0> : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // The loss is written straight into its new argument, appended after the
 // old ones.
 // CHECK-LABEL: func.func @loss

@@ -1,6 +1,7 @@
 //===- partition-export.cpp - a checkpoint as a transformers model --------===//
 //
 //   partition-export CHECKPOINT_DIR --format hf -o OUT_DIR [--dtype fp32|bf16]
+//                    [--tokenizer HF_DIR]
 //
 // Writes OUT_DIR/config.json, model.safetensors and generation_config.json,
 // which AutoModelForCausalLM.from_pretrained(OUT_DIR) loads. The checkpoint
@@ -8,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "interop/HfConfig.h"
 #include "interop/HfExport.h"
 #include "tools/common/CommandLine.h"
 
@@ -36,6 +38,12 @@ cl::opt<std::string> dtype("dtype",
                            cl::desc("Weights in model.safetensors: fp32 "
                                     "(default, exact) or bf16"),
                            cl::init("fp32"), cl::cat(category));
+cl::opt<std::string> tokenizer(
+    "tokenizer",
+    cl::desc("Copy the tokenizer files and generation_config.json of this "
+             "transformers directory (e.g. the one the model was imported "
+             "from), and its bos / eos / pad ids"),
+    cl::value_desc("dir"), cl::cat(category));
 
 } // namespace
 
@@ -56,14 +64,15 @@ int main(int argc, char **argv) {
                                      dtype + "'");
   try {
     partition::interop::ExportResult result =
-        partition::interop::exportHf(checkpointDir, output, dtype);
+        partition::interop::exportHf(checkpointDir, output, dtype, tokenizer);
     llvm::outs() << "partition-export: " << output << ": "
-                 << (result.config.arch == partition::model::Arch::GPT2
-                         ? "GPT2LMHeadModel"
-                         : "LlamaForCausalLM")
+                 << partition::interop::hfArchitecture(result.config)
                  << ", " << result.tensors << " tensors (" << dtype
-                 << "), from step " << result.step << " of " << checkpointDir
-                 << "\n";
+                 << "), from step " << result.step << " of " << checkpointDir;
+    if (result.tokenizerFiles)
+      llvm::outs() << ", " << result.tokenizerFiles << " tokenizer files from "
+                   << tokenizer;
+    llvm::outs() << "\n";
   } catch (const std::exception &error) {
     return partition::tools::fail(error.what());
   }

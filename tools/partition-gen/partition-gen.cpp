@@ -3,6 +3,7 @@
 //   partition-gen --preset gpt2-124m -o model.mlir
 //   partition-gen --preset llama-tiny --layers 3 --kv-heads 1
 //   partition-gen --arch llama --layers 2 --hidden 96 --heads 6 ...
+//   partition-gen --preset qwen2-tiny --rope-theta 500000 --tie-embeddings
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
 
 using namespace partition::model;
 namespace cl = llvm::cl;
@@ -45,8 +48,54 @@ cl::opt<int64_t> seqLen("seq-len", cl::desc("Sequence length T"),
                         cl::cat(category));
 cl::opt<int64_t> positions(
     "positions",
-    cl::desc("Rows of the learned position table (gpt2; default: the "
-             "preset's, raised to --seq-len)"),
+    cl::desc("The maximum context: rows of gpt2's learned position table, "
+             "llama's max_position_embeddings (default: the preset's, "
+             "raised to --seq-len)"),
+    cl::cat(category));
+cl::alias maxContext("max-context", cl::desc("Alias for --positions"),
+                     cl::aliasopt(positions), cl::cat(category));
+cl::opt<double> normEps("norm-eps",
+                        cl::desc("LayerNorm / RMSNorm epsilon (default: the "
+                                 "preset's, 1e-5 for gpt2 and llama-*)"),
+                        cl::cat(category));
+cl::opt<double> ropeTheta("rope-theta",
+                          cl::desc("Rotary base (llama; default: the "
+                                   "preset's, 10000 for llama-*)"),
+                          cl::cat(category));
+cl::opt<std::string> ropeScaling(
+    "rope-scaling",
+    cl::desc("RoPE scaling (llama): none | linear | llama3 (default: the "
+             "preset's; llama3.2-* use llama3)"),
+    cl::cat(category));
+cl::opt<double> ropeFactor("rope-factor",
+                           cl::desc("RoPE scaling factor (linear, llama3)"),
+                           cl::cat(category));
+cl::opt<double> ropeLowFreqFactor(
+    "rope-low-freq-factor", cl::desc("llama3 scaling: low_freq_factor (1)"),
+    cl::cat(category));
+cl::opt<double> ropeHighFreqFactor(
+    "rope-high-freq-factor", cl::desc("llama3 scaling: high_freq_factor (4)"),
+    cl::cat(category));
+cl::opt<int64_t> ropeOriginalContext(
+    "rope-original-context",
+    cl::desc("llama3 scaling: original_max_position_embeddings"),
+    cl::cat(category));
+cl::opt<bool> tieEmbeddings(
+    "tie-embeddings",
+    cl::desc("LM head = token embedding (llama; gpt2 always ties)"),
+    cl::cat(category));
+cl::opt<bool> qkvBias("qkv-bias",
+                      cl::desc("Biases on q, k, v (llama arch: family qwen2, "
+                               "or llama with --output-bias)"),
+                      cl::cat(category));
+cl::opt<bool> outputBias(
+    "output-bias",
+    cl::desc("A bias on the attention output projection (llama)"),
+    cl::cat(category));
+cl::opt<std::string> family(
+    "family",
+    cl::desc("The Hugging Face family a llama-arch model exports as: llama "
+             "| mistral | qwen2 (qwen2 implies --qkv-bias)"),
     cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per forward pass "
                                          "(the micro-batch)"),
@@ -81,9 +130,60 @@ int main(int argc, char **argv) {
     if (!parsed)
       partition::tools::usageError("partition-gen",
                                    "unknown arch '" + arch +
-                                       "'; expected gpt2 or llama");
+                                       "'; expected gpt2 or llama (mistral "
+                                       "and qwen2 are llama with --family)");
     config->arch = *parsed;
+    // The newer features belong to the llama arch: a gpt2 starts plain.
+    if (config->arch == Arch::GPT2) {
+      ModelConfig plain;
+      config->family = plain.family;
+      config->tieEmbedding = plain.tieEmbedding;
+      config->qkvBias = plain.qkvBias;
+      config->outputBias = plain.outputBias;
+      config->ropeTheta = plain.ropeTheta;
+      config->ropeScaling = plain.ropeScaling;
+    }
   }
+  if (family.getNumOccurrences()) {
+    const std::vector<std::string> &known = llamaFamilies();
+    if (std::find(known.begin(), known.end(), family.getValue()) ==
+        known.end())
+      partition::tools::usageError("partition-gen",
+                                   "unknown family '" + family +
+                                       "'; expected llama, mistral or qwen2");
+    config->family = family == "llama" ? "" : family.getValue();
+    // Each family's biases, unless given.
+    if (!qkvBias.getNumOccurrences())
+      config->qkvBias = family == "qwen2";
+    if (!outputBias.getNumOccurrences())
+      config->outputBias = false;
+  }
+  if (normEps.getNumOccurrences())
+    config->normEpsilon = normEps;
+  if (ropeTheta.getNumOccurrences())
+    config->ropeTheta = ropeTheta;
+  if (ropeScaling.getNumOccurrences()) {
+    if (ropeScaling != "none" && ropeScaling != "linear" &&
+        ropeScaling != "llama3")
+      partition::tools::usageError(
+          "partition-gen", "unknown --rope-scaling '" + ropeScaling +
+                               "'; expected none, linear or llama3");
+    config->ropeScaling = ropeScaling == "none" ? "" : ropeScaling.getValue();
+  }
+  if (ropeFactor.getNumOccurrences())
+    config->ropeFactor = ropeFactor;
+  if (ropeLowFreqFactor.getNumOccurrences())
+    config->ropeLowFreqFactor = ropeLowFreqFactor;
+  if (ropeHighFreqFactor.getNumOccurrences())
+    config->ropeHighFreqFactor = ropeHighFreqFactor;
+  if (ropeOriginalContext.getNumOccurrences())
+    config->ropeOriginalContext = ropeOriginalContext;
+  if (tieEmbeddings.getNumOccurrences())
+    config->tieEmbedding = tieEmbeddings;
+  if (qkvBias.getNumOccurrences())
+    config->qkvBias = qkvBias;
+  if (outputBias.getNumOccurrences())
+    config->outputBias = outputBias;
   // A new width or arch re-derives the dependent sizes unless they are given.
   if (hidden.getNumOccurrences())
     config->hidden = hidden;

@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   tools::parseCommandLine(
       argc, argv,
-      "partition-import: reads a Hugging Face GPT-2 or Llama model directory "
+      "partition-import: reads a Hugging Face GPT-2, Llama, Mistral or Qwen2 "
+      "model directory "
       "and writes the xfmr model and a checkpoint of its weights.\n");
   interop::TrainingShape shape;
   if (seqLen.getNumOccurrences()) {
@@ -119,7 +120,7 @@ int main(int argc, char **argv) {
     file->os() << "\n";
     file->keep();
     llvm::outs() << "partition-import: " << hfDir << ": "
-                 << model::archName(model.config.arch) << ", "
+                 << model.config.familyName() << ", "
                  << model.config.layers << " layers, hidden "
                  << model.config.hidden << ", " << model.params.size()
                  << " parameters -> " << output << " and " << checkpoint

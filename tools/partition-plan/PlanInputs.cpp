@@ -53,6 +53,13 @@ std::optional<model::ModelConfig> readModel(mlir::ModuleOp module,
     field("seq_len", c.seqLen);
     field("positions", c.positions);
     field("batch", c.batch);
+    // Present only when set (ModelBuilder's optional features).
+    if (auto tied = dict.getAs<mlir::BoolAttr>("tied_embedding"))
+      c.tieEmbedding = c.arch == model::Arch::Llama && tied.getValue();
+    if (auto bias = dict.getAs<mlir::BoolAttr>("qkv_bias"))
+      c.qkvBias = bias.getValue();
+    if (auto bias = dict.getAs<mlir::BoolAttr>("output_bias"))
+      c.outputBias = bias.getValue();
     if (!error.empty())
       return std::nullopt;
     return c;
@@ -67,6 +74,8 @@ std::optional<model::ModelConfig> readModel(mlir::ModuleOp module,
 ModelShape shapeOf(const model::ModelConfig &c) {
   ModelShape m;
   m.llama = c.arch == model::Arch::Llama;
+  m.tiedHead = m.llama && c.tieEmbedding;
+  m.qkvBias = m.llama && c.qkvBias;
   m.layers = c.layers;
   m.hidden = c.hidden;
   m.heads = c.heads;

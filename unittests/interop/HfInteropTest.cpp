@@ -15,6 +15,7 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <set>
 
 namespace ckpt = partition::runtime::checkpoint;
 namespace fs = std::filesystem;
@@ -136,15 +137,62 @@ writeCheckpoint(const std::string &dir, const ModelConfig &config,
   return params;
 }
 
+/// The features beyond Llama 2, at the interop sizes: Llama 3 (theta
+/// 500000, epsilon 1e-6), Llama 3.2 (tied), Llama with attention_bias,
+/// Mistral, Qwen2 (q/k/v biases).
+std::vector<ModelConfig> familyConfigs() {
+  std::vector<ModelConfig> configs;
+  ModelConfig llama3 = llamaConfig();
+  llama3.ropeTheta = 500000.0;
+  llama3.normEpsilon = 1e-6;
+  llama3.positions = 40; // a context beyond the training sequence
+  configs.push_back(llama3);
+  ModelConfig tied = llama3;
+  tied.tieEmbedding = true;
+  configs.push_back(tied);
+  ModelConfig biased = llama3;
+  biased.qkvBias = biased.outputBias = true;
+  configs.push_back(biased);
+  ModelConfig mistral = llama3;
+  mistral.family = "mistral";
+  mistral.ropeTheta = 1e6;
+  configs.push_back(mistral);
+  ModelConfig qwen2 = mistral;
+  qwen2.family = "qwen2";
+  qwen2.qkvBias = true;
+  qwen2.tieEmbedding = true;
+  configs.push_back(qwen2);
+  // RoPE scaling: Llama 3.1's llama3 rule and linear.
+  ModelConfig llama31 = llama3;
+  llama31.ropeScaling = "llama3";
+  llama31.ropeFactor = 8.0;
+  llama31.ropeLowFreqFactor = 1.5;
+  llama31.ropeHighFreqFactor = 4.0;
+  llama31.ropeOriginalContext = 20;
+  configs.push_back(llama31);
+  ModelConfig linear = llama3;
+  linear.ropeScaling = "linear";
+  linear.ropeFactor = 2.5;
+  configs.push_back(linear);
+  return configs;
+}
+
+std::vector<ModelConfig> allConfigs() {
+  std::vector<ModelConfig> configs = {gpt2Config(), llamaConfig()};
+  for (const ModelConfig &config : familyConfigs())
+    configs.push_back(config);
+  return configs;
+}
+
 void expectSameConfig(const ModelConfig &a, const ModelConfig &b) {
   EXPECT_EQ(modelToJson(a), modelToJson(b));
 }
 
 } // namespace
 
-TEST_F(HfInteropTest, RoundTripIsBitForBitForGpt2AndLlama) {
-  for (const ModelConfig &config : {gpt2Config(), llamaConfig()}) {
-    SCOPED_TRACE(partition::model::archName(config.arch));
+TEST_F(HfInteropTest, RoundTripIsBitForBitForEveryFamily) {
+  for (const ModelConfig &config : allConfigs()) {
+    SCOPED_TRACE(modelToJson(config).dump());
     std::string ckptDir = path("ckpt"), hfDir = path("hf");
     auto params = writeCheckpoint(ckptDir, config);
     ExportResult exported = exportHf(ckptDir, hfDir, "fp32");
@@ -258,17 +306,17 @@ TEST_F(HfInteropTest, Bf16ExportRoundsToNearestEvenAndImportsExactly) {
 }
 
 TEST_F(HfInteropTest, ModelJsonRoundTripsAndRefusesUnknownFields) {
-  for (const ModelConfig &config : {gpt2Config(), llamaConfig()})
+  for (const ModelConfig &config : allConfigs())
     expectSameConfig(modelFromJson(modelToJson(config), "f"), config);
   nlohmann::json model = modelToJson(gpt2Config());
-  model["norm_epsilon"] = 1e-6;
+  model["sliding_window"] = 16;
   try {
     modelFromJson(model, "ckpt/checkpoint.safetensors");
     FAIL() << "an unknown model field was accepted";
   } catch (const InteropError &error) {
     EXPECT_STREQ(error.what(),
                  "ckpt/checkpoint.safetensors: model metadata field "
-                 "norm_epsilon is not known to this partition-export; export "
+                 "sliding_window is not known to this partition-export; export "
                  "with the partition build that wrote the checkpoint");
   }
 }
@@ -290,7 +338,7 @@ TEST_F(HfInteropTest, ExportRefusesACheckpointWithoutItsModel) {
 }
 
 TEST_F(HfInteropTest, HfConfigReadsBackAsTheSameModel) {
-  for (const ModelConfig &config : {gpt2Config(), llamaConfig()}) {
+  for (const ModelConfig &config : allConfigs()) {
     nlohmann::json hf = hfConfig(config, "float32");
     expectSameConfig(fromHfConfig(hf, "config.json"), config);
     // Without partition's training shape: min(context, 1024) and batch 1.
@@ -327,4 +375,93 @@ TEST_F(HfInteropTest, EveryPresetMapsEveryParameterAndReadsBack) {
     expectSameConfig(fromHfConfig(hfConfig(config, "bfloat16"), "config.json"),
                      config);
   }
+}
+
+// What each family's config.json says, read as features: the values
+// transformers computes with, including its defaults for absent fields.
+TEST_F(HfInteropTest, FamilyConfigsReadAsFeatures) {
+  nlohmann::json llama3 = hfConfig(familyConfigs()[0], "float32");
+  EXPECT_EQ(llama3["model_type"], "llama");
+  EXPECT_EQ(llama3["rope_theta"], 500000.0);
+  EXPECT_EQ(llama3["rms_norm_eps"], 1e-6);
+  EXPECT_EQ(llama3["max_position_embeddings"], 40);
+  // transformers 5 writes theta in rope_parameters.
+  llama3.erase("rope_theta");
+  llama3["rope_parameters"] = {{"rope_type", "default"},
+                               {"rope_theta", 500000.0}};
+  ModelConfig read = fromHfConfig(llama3, "config.json");
+  EXPECT_EQ(read.ropeTheta, 500000.0);
+  EXPECT_EQ(read.positions, 40);
+  // An absent epsilon is transformers' 1e-6; an absent theta 10000.
+  llama3.erase("rms_norm_eps");
+  llama3.erase("rope_parameters");
+  read = fromHfConfig(llama3, "config.json");
+  EXPECT_EQ(read.normEpsilon, 1e-6);
+  EXPECT_EQ(read.ropeTheta, 10000.0);
+
+  nlohmann::json qwen2 = hfConfig(familyConfigs()[4], "float32");
+  EXPECT_EQ(qwen2["architectures"][0], "Qwen2ForCausalLM");
+  EXPECT_EQ(qwen2["use_sliding_window"], false);
+  EXPECT_TRUE(qwen2["sliding_window"].is_null());
+  EXPECT_FALSE(qwen2.contains("attention_bias"));
+  qwen2["layer_types"] = {"full_attention", "full_attention"};
+  read = fromHfConfig(qwen2, "config.json");
+  EXPECT_TRUE(read.qkvBias);
+  EXPECT_FALSE(read.outputBias);
+  EXPECT_TRUE(read.tieEmbedding);
+  EXPECT_EQ(read.family, "qwen2");
+
+  // RoPE scaling in both spellings: rope_scaling (what export writes) and
+  // transformers 5's rope_parameters.
+  nlohmann::json llama31 = hfConfig(familyConfigs()[5], "float32");
+  EXPECT_EQ(llama31["rope_scaling"]["rope_type"], "llama3");
+  EXPECT_EQ(llama31["rope_scaling"]["original_max_position_embeddings"], 20);
+  nlohmann::json modern = llama31;
+  modern.erase("rope_scaling");
+  modern.erase("rope_theta");
+  modern["rope_parameters"] = llama31["rope_scaling"];
+  modern["rope_parameters"]["rope_theta"] = 500000.0;
+  expectSameConfig(fromHfConfig(modern, "config.json"), familyConfigs()[5]);
+  // An absent original context is max_position_embeddings, as in
+  // transformers.
+  modern["rope_parameters"].erase("original_max_position_embeddings");
+  EXPECT_EQ(fromHfConfig(modern, "config.json").ropeOriginalContext, 40);
+  nlohmann::json linear = hfConfig(familyConfigs()[6], "float32");
+  EXPECT_EQ(linear["rope_scaling"],
+            (nlohmann::json{{"rope_type", "linear"}, {"factor", 2.5}}));
+
+  nlohmann::json mistral = hfConfig(familyConfigs()[3], "float32");
+  EXPECT_EQ(mistral["architectures"][0], "MistralForCausalLM");
+  EXPECT_TRUE(mistral["sliding_window"].is_null());
+  read = fromHfConfig(mistral, "config.json");
+  EXPECT_FALSE(read.qkvBias);
+  EXPECT_EQ(read.family, "mistral");
+}
+
+// q/k/v biases map to self_attn.{q,k,v}_proj.bias, the output bias to
+// o_proj.bias; a tied head has no lm_head.
+TEST_F(HfInteropTest, BiasesAndTiedHeadMap) {
+  ModelConfig biased = familyConfigs()[2];
+  std::set<std::string> names;
+  for (const HfTensorMap &map : hfTensorMap(biased))
+    names.insert(map.hfName);
+  for (const char *name : {"model.layers.1.self_attn.q_proj.bias",
+                           "model.layers.1.self_attn.k_proj.bias",
+                           "model.layers.1.self_attn.v_proj.bias",
+                           "model.layers.1.self_attn.o_proj.bias",
+                           "lm_head.weight"})
+    EXPECT_TRUE(names.count(name)) << name;
+  std::map<std::string, Shape> shapes;
+  for (const ParamShape &param : modelParameters(biased))
+    shapes[param.name] = param.shape;
+  EXPECT_EQ(shapes.at("layers.0.attention.wk.bias"), Shape{8}); // 2 x 24/6
+  EXPECT_EQ(shapes.at("layers.0.attention.wq.bias"), Shape{24});
+  EXPECT_EQ(shapes.at("layers.0.attention.wo.bias"), Shape{24});
+
+  names.clear();
+  for (const HfTensorMap &map : hfTensorMap(familyConfigs()[4]))
+    names.insert(map.hfName);
+  EXPECT_TRUE(names.count("model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_FALSE(names.count("model.layers.0.self_attn.o_proj.bias"));
+  EXPECT_FALSE(names.count("lm_head.weight"));
 }

@@ -104,20 +104,21 @@ Geometry validate(const char *kernel, const AttentionConfig &config) {
 struct RopeTable {
   Index seq = -1, dim = -1;
   float theta = 0.0f;
+  RopeScaling scaling;
   std::vector<float> cos, sin;
 };
 
 /// cos/sin of t * theta^(-2i/D) for t < T, i < D/2, computed in double:
 /// in float, the angle t * freq alone would be off by ~t * 1e-7 rad.
-void attachRopeTable(Geometry &g, float theta) {
+void attachRopeTable(Geometry &g, float theta, const RopeScaling &scaling) {
   thread_local RopeTable table;
-  if (table.seq != g.seq || table.dim != g.dim || table.theta != theta) {
+  if (table.seq != g.seq || table.dim != g.dim || table.theta != theta ||
+      !(table.scaling == scaling)) {
     const Index half = g.dim / 2;
     table.cos.resize(g.seq * half);
     table.sin.resize(g.seq * half);
     for (Index i = 0; i < half; ++i) {
-      const double freq =
-          std::pow(double(theta), -2.0 * double(i) / double(g.dim));
+      const double freq = ropeFrequency(i, g.dim, double(theta), scaling);
       for (Index t = 0; t < g.seq; ++t) {
         const double angle = double(t) * freq;
         table.cos[t * half + i] = static_cast<float>(std::cos(angle));
@@ -127,6 +128,7 @@ void attachRopeTable(Geometry &g, float theta) {
     table.seq = g.seq;
     table.dim = g.dim;
     table.theta = theta;
+    table.scaling = scaling;
   }
   g.cos = table.cos.data();
   g.sin = table.sin.data();
@@ -431,7 +433,7 @@ void attention(const float *query, const float *key, const float *value,
   if (g.batch == 0 || g.seq == 0)
     return;
   if (g.rope)
-    attachRopeTable(g, config.ropeTheta);
+    attachRopeTable(g, config.ropeTheta, config.ropeScaling);
   runUnits(kernel, g.batch * g.heads, forwardSliceFloats(g), workspace,
            workspaceBytes, [&](Index unit, const Work &work) {
              forwardHead(g, query, key, value, result, unit / g.heads,
@@ -448,7 +450,7 @@ void attentionGrad(const float *grad, const float *query, const float *key,
   if (g.batch == 0 || g.seq == 0)
     return;
   if (g.rope)
-    attachRopeTable(g, config.ropeTheta);
+    attachRopeTable(g, config.ropeTheta, config.ropeScaling);
   runUnits(kernel, g.batch * g.kvHeads, backwardSliceFloats(g), workspace,
            workspaceBytes, [&](Index unit, const Work &work) {
              backwardKvHead(g, grad, query, key, value, queryGrad, keyGrad,

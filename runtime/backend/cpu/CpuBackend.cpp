@@ -31,10 +31,12 @@ CpuBackend::CpuBackend(const Program &program,
       bf16StagingElements = std::max(bf16StagingElements,
                                      stagedElements(args));
       if (args.kernel == KernelId::Attention ||
-          args.kernel == KernelId::AttentionGrad) {
+          args.kernel == KernelId::AttentionGrad ||
+          args.kernel == KernelId::AttentionScaled ||
+          args.kernel == KernelId::AttentionScaledGrad) {
         cpu::AttentionConfig config{args.batch,   args.seq,     args.heads,
                                     args.kvHeads, args.headDim, args.causal,
-                                    args.ropeTheta};
+                                    args.ropeTheta, args.ropeScaling};
         workspace.size = std::max(
             {workspace.size, cpu::attentionWorkspaceSize(config),
              cpu::attentionGradWorkspaceSize(config)});

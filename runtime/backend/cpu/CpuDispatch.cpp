@@ -144,11 +144,13 @@ struct KernelLauncher {
       return [=, *this] { cpu::scale(f(0), factor, f(1), a.size); };
     }
     case KernelId::Attention:
+    case KernelId::AttentionScaled:
       return [=, *this] {
         cpu::attention(f(0), f(1), f(2), f(3), attention, scratch,
                        scratchBytes);
       };
     case KernelId::AttentionGrad:
+    case KernelId::AttentionScaledGrad:
       return [=, *this] {
         cpu::attentionGrad(f(0), f(1), f(2), f(3), f(4), f(5), f(6), attention,
                            scratch, scratchBytes);
@@ -321,8 +323,8 @@ CpuBackend::compileKernel(const KernelArgs &a, const Instruction &instruction,
   launcher.a = a;
   launcher.scratch = workspace.data.get();
   launcher.scratchBytes = workspace.size;
-  launcher.attention = {a.batch,   a.seq,     a.heads,   a.kvHeads,
-                        a.headDim, a.causal, a.ropeTheta};
+  launcher.attention = {a.batch,   a.seq,    a.heads,      a.kvHeads,
+                        a.headDim, a.causal, a.ropeTheta, a.ropeScaling};
   launcher.floats = instruction.floats;
   return launcher.compile();
 }

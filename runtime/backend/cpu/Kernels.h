@@ -31,6 +31,8 @@
 #ifndef PARTITION_RUNTIME_CPU_KERNELS_H
 #define PARTITION_RUNTIME_CPU_KERNELS_H
 
+#include "runtime/program/Rope.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -133,6 +135,8 @@ struct AttentionConfig {
   bool causal = true;
   /// RoPE base; 0 (the op's absent rope_theta) means no rotary embedding.
   float ropeTheta = 0.0f;
+  /// Its frequencies' scaling (linear, llama3; none by default).
+  RopeScaling ropeScaling = {};
 };
 
 /// Bytes of scratch memory that attention / attentionGrad want for the

@@ -203,10 +203,12 @@ template <typename T> struct KernelLauncher {
       return [=, *this] { cuda::scale<T>(t(0), factor, t(1), size, s); };
     }
     case KernelId::Attention:
+    case KernelId::AttentionScaled:
       return [=, *this] {
         cuda::attention<T>(t(0), t(1), t(2), t(3), attention, ws, wsBytes, s);
       };
     case KernelId::AttentionGrad:
+    case KernelId::AttentionScaledGrad:
       return [=, *this] {
         cuda::attentionGrad<T>(t(0), t(1), t(2), t(3), t(4), t(5), t(6),
                                attention, ws, wsBytes, s);
@@ -296,8 +298,8 @@ std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
     launcher.vocab = a.vocab, launcher.size = a.size;
     launcher.batch = a.batch, launcher.seq = a.seq;
     launcher.positions = a.positions;
-    launcher.attention = {a.batch,   a.seq,     a.heads,    a.kvHeads,
-                          a.headDim, a.causal, a.ropeTheta};
+    launcher.attention = {a.batch,   a.seq,    a.heads,      a.kvHeads,
+                          a.headDim, a.causal, a.ropeTheta, a.ropeScaling};
     // GEMMs go to cuBLASLt; every other kernel to its launch.
     if (kernelInfo(a.kernel).cost == KernelCost::Gemm)
       return compileLinear(a, where);

@@ -37,10 +37,12 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
   case KernelId::VocabParallelLoss:
     return cuda::vocabParallelLossWorkspaceSize(a.rows);
   case KernelId::Attention:
-  case KernelId::AttentionGrad: {
+  case KernelId::AttentionGrad:
+  case KernelId::AttentionScaled:
+  case KernelId::AttentionScaledGrad: {
     cuda::AttentionShape shape{a.batch,   a.seq,     a.heads,
                                a.kvHeads, a.headDim, a.causal,
-                               a.ropeTheta};
+                               a.ropeTheta, a.ropeScaling};
     return std::max(cuda::attentionWorkspaceSize(shape, bf),
                     cuda::attentionGradWorkspaceSize(shape, bf));
   }

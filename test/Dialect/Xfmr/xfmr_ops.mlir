@@ -290,6 +290,25 @@ func.func @attention_rope(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %v: tens
 
 // -----
 
+// RoPE scaling: Llama 3.1's llama3 rule (factor, low and high frequency
+// factors, original context) and linear (one factor), on attention and its
+// gradient.
+
+// CHECK-LABEL: func.func @attention_rope_scaling
+// CHECK-SAME:    (%[[Q:.*]]: tensor<2x4x8xf32>, %[[K:.*]]: tensor<2x4x4xf32>, %[[V:.*]]: tensor<2x4x4xf32>)
+func.func @attention_rope_scaling(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %v: tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  // CHECK: %[[O:.*]] = xfmr.attention %[[Q]], %[[K]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_scaling = "llama3", rope_scaling_factors = array<f64: 3.200000e+01, 1.000000e+00, 4.000000e+00, 8.192000e+03>, rope_theta = 5.000000e+05 : f32}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 5.0e+05 : f32, rope_scaling = "llama3", rope_scaling_factors = array<f64: 32.0, 1.0, 4.0, 8192.0>} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+  // CHECK: %[[L:.*]] = xfmr.attention %[[Q]], %[[K]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_scaling = "linear", rope_scaling_factors = array<f64: 4.000000e+00>, rope_theta = 1.000000e+04 : f32}
+  %l = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "linear", rope_scaling_factors = array<f64: 4.0>} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+  // CHECK: %[[DQ:.*]], %{{.*}}, %{{.*}} = xfmr.attention_grad %[[O]], %[[Q]], %[[K]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_scaling = "llama3", rope_scaling_factors = array<f64: 3.200000e+01, 1.000000e+00, 4.000000e+00, 8.192000e+03>, rope_theta = 5.000000e+05 : f32}
+  %dq, %dk, %dv = xfmr.attention_grad %o, %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 5.0e+05 : f32, rope_scaling = "llama3", rope_scaling_factors = array<f64: 32.0, 1.0, 4.0, 8192.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  // CHECK: return %[[O]], %[[L]], %[[DQ]]
+  return %o, %l, %dq : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
 // Non-causal attention prints `causal = false`; an explicit `causal = true`
 // is the default and is elided.
 

@@ -853,6 +853,62 @@ func.func @attention_rope_theta_negative(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8
 
 // -----
 
+func.func @attention_rope_scaling_without_factors(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op rope_scaling and rope_scaling_factors must be given together}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "linear"} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_rope_scaling_without_theta(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op rope_scaling needs rope_theta}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_scaling = "linear", rope_scaling_factors = array<f64: 4.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_rope_scaling_unknown(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op rope_scaling "dynamic" is not one of linear, llama3}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "dynamic", rope_scaling_factors = array<f64: 4.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_rope_scaling_count(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op rope_scaling "llama3" takes 4 rope_scaling_factors, got 1}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "llama3", rope_scaling_factors = array<f64: 4.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_rope_scaling_factor(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op rope scaling factor must be positive, got 0}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "linear", rope_scaling_factors = array<f64: 0.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_rope_scaling_llama3_bands(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and a positive integer original_context, got [8.000000e+00, 4.000000e+00, 1.000000e+00, 8.192000e+03]}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "llama3", rope_scaling_factors = array<f64: 8.0, 4.0, 1.0, 8192.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_grad_rope_scaling_count(%do: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention_grad' op rope_scaling "linear" takes 1 rope_scaling_factors, got 2}}
+  %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "linear", rope_scaling_factors = array<f64: 4.0, 1.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  return %dq : tensor<2x4x8xf32>
+}
+
+// -----
+
 // Two heads of dimension 3: rotary embedding pairs feature i with i + D/2.
 
 func.func @attention_rope_odd_head_dim(%q: tensor<2x4x6xf32>, %k: tensor<2x4x6xf32>, %v: tensor<2x4x6xf32>) -> tensor<2x4x6xf32> {

@@ -13,12 +13,16 @@
 #include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/cpu/KernelTestUtils.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 
 using namespace partition::runtime::cpu;
 using namespace partition::runtime::cpu::testing;
+using partition::runtime::ropeFrequency;
+using partition::runtime::RopeScaling;
+using partition::runtime::RopeScalingKind;
 
 namespace {
 
@@ -27,13 +31,15 @@ struct Case {
   bool causal;
   double theta;          // 0: no RoPE
   std::size_t fdSamples; // FD entries checked per tensor (0 = all)
+  RopeScaling scaling = {};
 };
 
 std::string describe(const Case &c) {
   std::ostringstream os;
   os << "B=" << c.batch << " T=" << c.seq << " H=" << c.heads
      << " Hkv=" << c.kvHeads << " D=" << c.dim
-     << (c.causal ? " causal" : " full") << " theta=" << c.theta;
+     << (c.causal ? " causal" : " full") << " theta=" << c.theta
+     << " scaling=" << int(c.scaling.kind);
   return os.str();
 }
 
@@ -46,7 +52,26 @@ AttentionConfig config(const Case &c) {
   cfg.headDim = c.dim;
   cfg.causal = c.causal;
   cfg.ropeTheta = float(c.theta);
+  cfg.ropeScaling = c.scaling;
   return cfg;
+}
+
+/// The scaled frequency, written from transformers' rope_type "linear" and
+/// "llama3" (_compute_llama3_parameters) independently of Rope.h.
+double scaledFrequency(double freq, const RopeScaling &s) {
+  if (s.kind == RopeScalingKind::Linear)
+    return freq / s.factor;
+  if (s.kind != RopeScalingKind::Llama3)
+    return freq;
+  const double wavelen = 2 * M_PI / freq;
+  const double low = s.originalContext / s.lowFreqFactor;
+  const double high = s.originalContext / s.highFreqFactor;
+  double llama = wavelen > low ? freq / s.factor : freq;
+  const double smooth = (s.originalContext / wavelen - s.lowFreqFactor) /
+                        (s.highFreqFactor - s.lowFreqFactor);
+  const double smoothed = (1 - smooth) * llama / s.factor + smooth * llama;
+  const bool medium = !(wavelen < high) && !(wavelen > low);
+  return medium ? smoothed : llama;
 }
 
 /// Rotate-half RoPE of x [B, T, heads * D] in double.
@@ -60,7 +85,8 @@ DVec ropeRef(const DVec &x, const Case &c, Index heads) {
       for (Index h = 0; h < heads; ++h) {
         const Index base = ((b * c.seq + t) * heads + h) * c.dim;
         for (Index i = 0; i < half; ++i) {
-          const double freq = std::pow(c.theta, -2.0 * double(i) / c.dim);
+          const double freq = scaledFrequency(
+              std::pow(c.theta, -2.0 * double(i) / c.dim), c.scaling);
           const double angle = double(t) * freq;
           const double x1 = x[base + i], x2 = x[base + i + half];
           y[base + i] = x1 * std::cos(angle) - x2 * std::sin(angle);
@@ -116,7 +142,35 @@ const Case kCases[] = {
     {1, 70, 2, 1, 4, true, 500.0, 40},
     // One head: the forward runs its single unit in sequence too.
     {1, 67, 1, 1, 8, false, 10000.0, 40},
+    // The rotary bases of Llama 3 (500000) and Mistral / Qwen2 (1e6): the
+    // low frequencies nearly stop turning, the high ones as before.
+    {2, 33, 4, 2, 8, true, 500000.0, 40},
+    {1, 40, 2, 1, 16, true, 1000000.0, 40},
+    // RoPE scaling: linear, and llama3 with an original context of 100 so
+    // that a head of 16 has pairs in each of its three bands (kept,
+    // interpolated, divided by the factor).
+    {2, 33, 4, 2, 8, true, 10000.0, 40, {RopeScalingKind::Linear, 4.0}},
+    {1, 40, 2, 1, 16, true, 10000.0, 40,
+     {RopeScalingKind::Llama3, 8.0, 1.0, 4.0, 100.0}},
 };
+
+// The llama3 rule really has three bands at the last case's sizes, so the
+// case above checks each (wavelength 2 pi / theta^(-2i/D), i < 8).
+TEST(AttentionRopeScaling, Llama3CaseCoversEveryBand) {
+  const RopeScaling s{RopeScalingKind::Llama3, 8.0, 1.0, 4.0, 100.0};
+  int kept = 0, smoothed = 0, divided = 0;
+  for (int i = 0; i < 8; ++i) {
+    const double freq = std::pow(10000.0, -2.0 * i / 16.0);
+    const double scaled = ropeFrequency(i, 16, 10000.0, s);
+    EXPECT_NEAR(scaled, scaledFrequency(freq, s), 1e-15 * freq);
+    kept += scaled == freq;
+    divided += scaled == freq / 8.0;
+    smoothed += scaled != freq && scaled != freq / 8.0;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(smoothed, 0);
+  EXPECT_GT(divided, 0);
+}
 
 // Forward vs double reference: rtol 1e-5, atol 1e-5 (outputs are convex
 // combinations of values in [-1, 1]). Gradients vs FD: rtol 2e-5, atol

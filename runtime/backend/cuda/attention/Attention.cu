@@ -239,14 +239,30 @@ __device__ void storeUnrotated(const float *tile, T *dst, Index ld, int r0,
 
 /// table[t * half + i] = (cos, sin)(t * theta^(-2i/D)), in double like the
 /// CPU kernel's table (in float, t * freq alone is off by ~t * 1e-7 rad).
+/// The frequency is scaled as runtime/program/Rope.h's ropeFrequency does
+/// (repeated here in device code): kind 1 linear, 2 llama3.
 __global__ void ropeTableKernel(float2 *table, int seq, int half, int dim,
-                                float theta) {
+                                float theta, int kind, double factor,
+                                double lowFreqFactor, double highFreqFactor,
+                                double originalContext) {
   const Index total = Index(seq) * half;
   for (Index idx = blockIdx.x * Index(blockDim.x) + threadIdx.x; idx < total;
        idx += Index(gridDim.x) * blockDim.x) {
     const Index t = idx / half;
     const int i = int(idx % half);
-    const double freq = pow(double(theta), -2.0 * double(i) / double(dim));
+    double freq = pow(double(theta), -2.0 * double(i) / double(dim));
+    if (kind == 1) {
+      freq /= factor;
+    } else if (kind == 2) {
+      const double wavelength = 2.0 * 3.14159265358979323846 / freq;
+      if (wavelength > originalContext / lowFreqFactor) {
+        freq /= factor;
+      } else if (!(wavelength < originalContext / highFreqFactor)) {
+        const double smooth = (originalContext / wavelength - lowFreqFactor) /
+                              (highFreqFactor - lowFreqFactor);
+        freq = (1.0 - smooth) * freq / factor + smooth * freq;
+      }
+    }
     const double angle = double(t) * freq;
     table[idx] = make_float2(float(cos(angle)), float(sin(angle)));
   }
@@ -598,6 +614,7 @@ struct Plan {
   Index batch = 0;
   bool rope = false;
   float theta = 0.0f;
+  RopeScaling scaling;
   int paddedDim = 0;
   std::size_t table = 0;          // RoPE only
   std::size_t lse = 0, delta = 0; // backward only
@@ -647,6 +664,7 @@ Plan makePlan(const char *kernel, const AttentionShape &shape) {
   plan.batch = shape.batch;
   plan.rope = rope;
   plan.theta = shape.ropeTheta;
+  plan.scaling = shape.ropeScaling;
   plan.paddedDim = p.dim <= 32 ? 32 : p.dim <= 64 ? 64 : 128;
 
   const std::size_t rows = std::size_t(shape.batch) * std::size_t(shape.seq);
@@ -692,7 +710,9 @@ const float2 *ropeTable(const char *kernel, const Plan &plan, char *ws,
   const Params &p = plan.params;
   auto *table = reinterpret_cast<float2 *>(ws + plan.table);
   ropeTableKernel<<<blocksFor(Index(p.seq) * p.half), 256, 0, stream>>>(
-      table, p.seq, p.half, p.dim, plan.theta);
+      table, p.seq, p.half, p.dim, plan.theta, int(plan.scaling.kind),
+      plan.scaling.factor, plan.scaling.lowFreqFactor,
+      plan.scaling.highFreqFactor, plan.scaling.originalContext);
   checkLaunch(kernel, "ropeTableKernel launch");
   return table;
 }

@@ -18,6 +18,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include "runtime/program/Rope.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -32,6 +34,8 @@ struct AttentionShape {
   bool causal = true;
   /// RoPE base; 0 means no rotary embedding.
   float ropeTheta = 0.0f;
+  /// Its frequencies' scaling (linear, llama3; none by default).
+  RopeScaling ropeScaling = {};
 };
 
 /// Device scratch bytes the kernels want: the RoPE cos/sin table (RoPE

@@ -54,13 +54,15 @@ struct Case {
   std::int64_t batch, seq, heads, kvHeads, dim;
   bool causal;
   float theta; // 0: no RoPE
+  partition::runtime::RopeScaling scaling = {};
 };
 
 std::string describe(const Case &c) {
   std::ostringstream os;
   os << "B=" << c.batch << " T=" << c.seq << " H=" << c.heads
      << " Hkv=" << c.kvHeads << " D=" << c.dim
-     << (c.causal ? " causal" : " full") << " theta=" << c.theta;
+     << (c.causal ? " causal" : " full") << " theta=" << c.theta
+     << " scaling=" << int(c.scaling.kind);
   return os.str();
 }
 
@@ -73,6 +75,7 @@ gpu::AttentionShape shapeOf(const Case &c) {
   s.headDim = c.dim;
   s.causal = c.causal;
   s.ropeTheta = c.theta;
+  s.ropeScaling = c.scaling;
   return s;
 }
 
@@ -85,6 +88,7 @@ cpu::AttentionConfig configOf(const Case &c) {
   cfg.headDim = c.dim;
   cfg.causal = c.causal;
   cfg.ropeTheta = c.theta;
+  cfg.ropeScaling = c.scaling;
   return cfg;
 }
 
@@ -303,6 +307,12 @@ const Case kCases[] = {
     {2, 130, 2, 2, 40, false, 0.0f},
     // One position.
     {2, 1, 2, 1, 32, true, 10000.0f},
+    // RoPE scaling: Llama 3.1's (every band of the llama3 rule at D = 64
+    // with an original context of 32) and linear.
+    {2, 77, 8, 2, 64, true, 500000.0f,
+     {partition::runtime::RopeScalingKind::Llama3, 8.0, 1.0, 4.0, 32.0}},
+    {1, 70, 4, 2, 32, true, 10000.0f,
+     {partition::runtime::RopeScalingKind::Linear, 4.0}},
 };
 
 template <typename T> void compareWithCpu(double rtol, double atol) {
