@@ -78,6 +78,14 @@ void exerciseStream(const Program &program) {
         }
         continue;
       }
+      // A wait completes an earlier started collective (checked by the
+      // loader with the whole function); it names no buffer.
+      if (const auto &start = function.instructions[i].waitFor) {
+        if (*start >= i || !function.instructions[*start].collective ||
+            !function.instructions[*start].collective->started)
+          bug("wait for an unchecked collective", function.name);
+        continue;
+      }
       KernelArgs args =
           checkInstruction(program, function.instructions[i],
                            function.name + " instruction #" +
