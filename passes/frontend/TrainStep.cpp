@@ -9,6 +9,8 @@
 
 #include "passes/Passes.h"
 
+#include "passes/frontend/StepEntries.h"
+
 #include "passes/analysis/ForwardFunction.h"
 #include "passes/plan/Plan.h"
 
@@ -16,10 +18,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/StringMap.h"
 
 namespace partition {
 #define GEN_PASS_DEF_TRAINSTEPPASS
@@ -30,100 +30,10 @@ using namespace mlir;
 using namespace partition::xfmr;
 
 namespace partition {
-namespace {
-/// A weight's sharding annotation (the dist dialect's dist.sharding).
-constexpr llvm::StringLiteral kShardingAttrName = "dist.sharding";
-} // namespace
 
 namespace {
 
 constexpr StringLiteral kTrainStepName = "train_step";
-constexpr StringLiteral kEvalStepName = "eval_step";
-constexpr StringLiteral kLogitsStepName = "logits_step";
-
-/// What each argument of the forward function is.
-struct ForwardSignature {
-  SmallVector<unsigned> paramArgs;
-  unsigned tokensArg = 0;
-  unsigned targetsArg = 0;
-};
-
-FailureOr<ForwardSignature> analyzeForward(func::FuncOp forward) {
-  if (forward.isExternal())
-    return forward.emitError("forward function has no body");
-  if (!forward.getBody().hasOneBlock())
-    return forward.emitError("forward function must be a single block");
-  auto scalarF32 = RankedTensorType::get({}, Float32Type::get(forward.getContext()));
-  if (forward.getNumResults() != 1 || forward.getResultTypes()[0] != scalarF32)
-    return forward.emitError()
-           << "forward function must return exactly one loss of type "
-           << scalarF32 << ", but returns (" << forward.getResultTypes() << ")";
-
-  ForwardSignature signature;
-  std::optional<unsigned> tokens, targets;
-  llvm::StringMap<unsigned> paramIndex;
-  for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
-    if (auto name = forward.getArgAttrOfType<StringAttr>(
-            i, XfmrDialect::kParamAttrName)) {
-      // Moments, checkpoints and shardings refer to a parameter by its name
-      // and size it by its shape: both must be unambiguous.
-      auto [it, inserted] = paramIndex.try_emplace(name.getValue(), i);
-      if (!inserted)
-        return forward.emitError()
-               << "arguments #" << it->second << " and #" << i
-               << " are both the parameter " << name;
-      Type type = forward.getArgumentTypes()[i];
-      if (auto tensor = dyn_cast<RankedTensorType>(type);
-          !tensor || !tensor.hasStaticShape())
-        return forward.emitError()
-               << "parameter " << name << " (argument #" << i
-               << ") must have a static shape, but is " << type;
-      signature.paramArgs.push_back(i);
-      continue;
-    }
-    auto input =
-        forward.getArgAttrOfType<StringAttr>(i, XfmrDialect::kInputAttrName);
-    std::optional<unsigned> *slot = nullptr;
-    if (input && input.getValue() == "tokens")
-      slot = &tokens;
-    else if (input && input.getValue() == "targets")
-      slot = &targets;
-    if (!slot)
-      return forward.emitError()
-             << "argument #" << i << " is neither a parameter (xfmr.param) "
-             << "nor the tokens or targets (xfmr.input)";
-    if (*slot)
-      return forward.emitError()
-             << "arguments #" << **slot << " and #" << i << " are both "
-             << input;
-    *slot = i;
-  }
-  if (!tokens || !targets)
-    return forward.emitError(
-        "forward function needs a tokens and a targets argument "
-        "(xfmr.input = \"tokens\" / \"targets\")");
-  // The step slices both along the batch dimension: they must be static
-  // [batch, seq] tensors of token ids, and alike.
-  Type tokensType = forward.getArgumentTypes()[*tokens];
-  auto tokensTensor = dyn_cast<RankedTensorType>(tokensType);
-  if (!tokensTensor || tokensTensor.getRank() != 2 ||
-      !tokensTensor.hasStaticShape() ||
-      !tokensTensor.getElementType().isInteger(32))
-    return forward.emitError()
-           << "tokens (argument #" << *tokens
-           << ") must be a statically shaped [batch, seq] tensor of i32, "
-              "but is "
-           << tokensType;
-  Type targetsType = forward.getArgumentTypes()[*targets];
-  if (targetsType != tokensType)
-    return forward.emitError()
-           << "targets (argument #" << *targets
-           << ") must have the type of the tokens, " << tokensType
-           << ", but is " << targetsType;
-  signature.tokensArg = *tokens;
-  signature.targetsArg = *targets;
-  return signature;
-}
 
 /// Training can only change a loss that depends on a parameter: a loss that
 /// does not (a constant, or one computed from the inputs alone) is an error,
@@ -285,12 +195,14 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
       return signalPassFailure();
     if (withEval) {
       FailureOr<ForwardSignature> signature = analyzeForward(forward);
-      if (failed(signature) || failed(buildEvalStep(forward, *signature)))
+      if (failed(signature) || failed(buildEvalStep(getOperation(), forward, *signature,
+                                                  microbatches)))
         return signalPassFailure();
     }
     if (withLogits) {
       FailureOr<ForwardSignature> signature = analyzeForward(forward);
-      if (failed(signature) || failed(buildLogitsStep(forward, *signature)))
+      if (failed(signature) || failed(buildLogitsStep(getOperation(), forward, *signature,
+                                                    microbatches)))
         return signalPassFailure();
     }
     forward.erase();
@@ -565,199 +477,6 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     results.append(newMoment1);
     results.append(newMoment2);
     results.push_back(nextStep);
-  }
-
-  /// @eval_step(params, tokens, targets) -> loss: the forward passes of the
-  /// training step's micro-batches and their mean loss, without gradients.
-  LogicalResult buildEvalStep(func::FuncOp forward,
-                              const ForwardSignature &signature) {
-    if (SymbolTable::lookupSymbolIn(getOperation(), kEvalStepName))
-      return forward.emitError() << "symbol @" << kEvalStepName
-                                 << " already exists; the evaluation step "
-                                    "needs that name";
-    OpBuilder builder(forward);
-    Location loc = forward.getLoc();
-    auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
-    auto microTokens = cast<RankedTensorType>(
-        forward.getArgumentTypes()[signature.tokensArg]);
-    int64_t microBatch = microTokens.getDimSize(0);
-    auto stepTokens = RankedTensorType::get(
-        {microBatch * microbatches, microTokens.getDimSize(1)},
-        microTokens.getElementType());
-
-    SmallVector<Type> argTypes;
-    for (unsigned arg : signature.paramArgs)
-      argTypes.push_back(forward.getArgumentTypes()[arg]);
-    size_t numParams = argTypes.size();
-    argTypes.append({stepTokens, stepTokens});
-    auto eval = func::FuncOp::create(
-        builder, loc, kEvalStepName,
-        builder.getFunctionType(argTypes, {scalarF32}));
-    for (NamedAttribute attr : forward->getDiscardableAttrs())
-      eval->setAttr(attr.getName(), attr.getValue());
-    eval->setAttr(XfmrDialect::kEvalStepAttrName,
-                  builder.getDictionaryAttr({builder.getNamedAttr(
-                      "microbatches",
-                      builder.getI64IntegerAttr(microbatches))}));
-    for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
-      eval.setArgAttr(index, XfmrDialect::kParamAttrName,
-                      forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
-      if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
-        eval.setArgAttr(index, XfmrDialect::kLayerAttrName, layer);
-      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
-        eval.setArgAttr(index, kShardingAttrName, sharding);
-    }
-    for (auto [index, arg] :
-         {std::pair<unsigned, unsigned>{numParams, signature.tokensArg},
-          {numParams + 1, signature.targetsArg}})
-      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
-        eval.setArgAttr(index, kShardingAttrName, sharding);
-    eval.setArgAttr(numParams, XfmrDialect::kInputAttrName,
-                    builder.getStringAttr("tokens"));
-    eval.setArgAttr(numParams + 1, XfmrDialect::kInputAttrName,
-                    builder.getStringAttr("targets"));
-    eval.setResultAttr(0, XfmrDialect::kOutputAttrName,
-                       builder.getStringAttr("loss"));
-
-    Block *body = eval.addEntryBlock();
-    builder.setInsertionPointToStart(body);
-    Value tokens = body->getArgument(numParams);
-    Value targets = body->getArgument(numParams + 1);
-    Block &forwardBody = forward.getBody().front();
-    Value total;
-    for (int64_t micro = 0; micro < microbatches; ++micro) {
-      IRMapping mapping;
-      for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
-        mapping.map(forward.getArgument(arg), body->getArgument(index));
-      mapping.map(forward.getArgument(signature.tokensArg),
-                  sliceBatch(builder, loc, tokens, micro, microBatch));
-      mapping.map(forward.getArgument(signature.targetsArg),
-                  sliceBatch(builder, loc, targets, micro, microBatch));
-      for (Operation &op : forwardBody.without_terminator())
-        builder.clone(op, mapping);
-      Value loss =
-          mapping.lookupOrDefault(forwardBody.getTerminator()->getOperand(0));
-      total = total ? AddOp::create(builder, loc, scalarF32, total, loss)
-                          .getResult()
-                    : loss;
-    }
-    if (microbatches > 1)
-      total = ScaleOp::create(builder, loc, scalarF32, total,
-                              builder.getF32FloatAttr(1.0 / microbatches));
-    func::ReturnOp::create(builder, loc, total);
-    return success();
-  }
-
-  /// @logits_step(params, tokens) -> logits: the forward pass up to the
-  /// logits its loss is computed from, in fp32, for checking a model's
-  /// outputs (partition-run --dump-logits). It is an evaluation entry
-  /// point, so it carries xfmr.eval_step (with `logits = true`): the
-  /// partitioner, ZeRO and the lowering treat it as they treat @eval_step,
-  /// and its result is returned in blocks like state (the runtime gathers
-  /// them). Its output buffer lives for the whole run (the memory plan
-  /// keeps function results), so it is built only when asked for.
-  LogicalResult buildLogitsStep(func::FuncOp forward,
-                                const ForwardSignature &signature) {
-    if (SymbolTable::lookupSymbolIn(getOperation(), kLogitsStepName))
-      return forward.emitError() << "symbol @" << kLogitsStepName
-                                 << " already exists; the logits step needs "
-                                    "that name";
-    if (microbatches > 1)
-      return forward.emitError()
-             << "the logits step computes the whole batch in one forward "
-                "pass, but the step has "
-             << microbatches.getValue()
-             << " micro-batches; compile the program that dumps logits "
-                "with one micro-batch (a checkpoint loads into it under any "
-                "plan)";
-    Block &forwardBody = forward.getBody().front();
-    Value loss = forwardBody.getTerminator()->getOperand(0);
-    auto crossEntropy = loss.getDefiningOp<SoftmaxCrossEntropyOp>();
-    if (!crossEntropy)
-      return forward.emitError("the loss is not an "
-                               "xfmr.softmax_cross_entropy of logits, so "
-                               "there are no logits to return");
-    Value logits = crossEntropy.getLogits();
-    // The ops the logits depend on (not the loss, nor the targets).
-    llvm::DenseSet<Operation *> needed;
-    SmallVector<Value> pending{logits};
-    while (!pending.empty()) {
-      Operation *op = pending.pop_back_val().getDefiningOp();
-      if (!op || !needed.insert(op).second)
-        continue;
-      for (Value operand : op->getOperands())
-        pending.push_back(operand);
-    }
-
-    OpBuilder builder(forward);
-    Location loc = forward.getLoc();
-    auto logitsType = cast<RankedTensorType>(logits.getType());
-    auto resultType =
-        RankedTensorType::get(logitsType.getShape(), builder.getF32Type());
-    SmallVector<Type> argTypes;
-    for (unsigned arg : signature.paramArgs)
-      argTypes.push_back(forward.getArgumentTypes()[arg]);
-    size_t numParams = argTypes.size();
-    argTypes.push_back(forward.getArgumentTypes()[signature.tokensArg]);
-    auto step = func::FuncOp::create(
-        builder, loc, kLogitsStepName,
-        builder.getFunctionType(argTypes, {resultType}));
-    for (NamedAttribute attr : forward->getDiscardableAttrs())
-      step->setAttr(attr.getName(), attr.getValue());
-    step->setAttr(XfmrDialect::kEvalStepAttrName,
-                  builder.getDictionaryAttr(
-                      {builder.getNamedAttr("microbatches",
-                                            builder.getI64IntegerAttr(1)),
-                       builder.getNamedAttr("logits", builder.getUnitAttr())}));
-    for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
-      step.setArgAttr(index, XfmrDialect::kParamAttrName,
-                      forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
-      if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
-        step.setArgAttr(index, XfmrDialect::kLayerAttrName, layer);
-      if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
-        step.setArgAttr(index, kShardingAttrName, sharding);
-    }
-    if (Attribute sharding =
-            forward.getArgAttr(signature.tokensArg, kShardingAttrName))
-      step.setArgAttr(numParams, kShardingAttrName, sharding);
-    step.setArgAttr(numParams, XfmrDialect::kInputAttrName,
-                    builder.getStringAttr("tokens"));
-    step.setResultAttr(0, XfmrDialect::kOutputAttrName,
-                       builder.getStringAttr("logits"));
-
-    Block *body = step.addEntryBlock();
-    builder.setInsertionPointToStart(body);
-    IRMapping mapping;
-    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
-      mapping.map(forward.getArgument(arg), body->getArgument(index));
-    mapping.map(forward.getArgument(signature.tokensArg),
-                body->getArgument(numParams));
-    for (Operation &op : forwardBody.without_terminator())
-      if (needed.contains(&op))
-        builder.clone(op, mapping);
-    Value result = mapping.lookupOrDefault(logits);
-    // bf16 plans compute the logits in bf16: they are dumped as fp32.
-    if (logitsType.getElementType() != builder.getF32Type())
-      result = CastOp::create(builder, loc, resultType, result);
-    func::ReturnOp::create(builder, loc, result);
-    return success();
-  }
-
-  /// The micro-batch `index` of a [k*b, T] token tensor.
-  static Value sliceBatch(OpBuilder &builder, Location loc, Value tokens,
-                          int64_t index, int64_t microBatch) {
-    auto type = cast<RankedTensorType>(tokens.getType());
-    if (type.getDimSize(0) == microBatch)
-      return tokens;
-    auto sliceType = RankedTensorType::get({microBatch, type.getDimSize(1)},
-                                           type.getElementType());
-    SmallVector<OpFoldResult> offsets{builder.getIndexAttr(index * microBatch),
-                                      builder.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes{builder.getIndexAttr(microBatch),
-                                    builder.getIndexAttr(type.getDimSize(1))};
-    SmallVector<OpFoldResult> strides(2, builder.getIndexAttr(1));
-    return tensor::ExtractSliceOp::create(builder, loc, sliceType, tokens,
-                                          offsets, sizes, strides);
   }
 
   DictionaryAttr hyperParameters(OpBuilder &builder) {
