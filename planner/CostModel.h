@@ -169,12 +169,6 @@ Reshard boundaryReshard(const ModelShape &model, const Candidate &plan,
 /// What one of `devices` devices gets of a node (Cluster::sharedNode).
 Cluster deviceShare(const Cluster &node, int64_t devices);
 
-/// The most micro-batch chunks pipeline stage `stage` holds activations
-/// for at once under `schedule` (p stages, m micro-batches, v chunks per
-/// stage): the closed forms of scheduling/'s peakInFlight.
-int64_t stagePeakInFlight(const std::string &schedule, int64_t p,
-                          int64_t m, int64_t v, int64_t stage);
-
 /// The layers of each of the plan's pp x v model chunks: its
 /// pipeline.stages when given, else the split --dist-pipeline makes, the
 /// costliest chunk as cheap as possible with the embedding on the first

@@ -124,8 +124,8 @@ def main():
     print(f"{args.preset}, batch {args.batch}, seq {args.seq_len}: median step "
           f"ms over {args.repeats} interleaved runs of {args.steps} steps "
           f"(first {args.warmup} left out)")
-    print(f"| plan | ranks x threads | step ms (min-max) | efficiency |")
-    print(f"|---|---|---:|---:|")
+    print("| plan | ranks x threads | step ms (min-max) | efficiency |")
+    print("|---|---|---:|---:|")
     for name, _, ranks, threads in programs:
         ms = statistics.median(times[name])
         spread = f"{min(times[name]):.0f}-{max(times[name]):.0f}"
