@@ -393,12 +393,25 @@ LogicalResult ScaleOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// The checks shared by attention and its gradient.
-static LogicalResult verifyAttention(Operation *op, Value query, Value key,
-                                     Value value, int64_t heads,
-                                     int64_t kvHeads,
-                                     std::optional<APFloat> ropeTheta,
-                                     std::optional<StringRef> scaling,
-                                     std::optional<ArrayRef<double>> factors) {
+template <typename AttentionLike>
+static LogicalResult verifyAttention(AttentionLike attention) {
+  Operation *op = attention.getOperation();
+  Value query = attention.getQuery(), key = attention.getKey(),
+        value = attention.getValue();
+  int64_t heads = attention.getNumHeads(), kvHeads = attention.getNumKvHeads();
+  std::optional<APFloat> ropeTheta = attention.getRopeTheta();
+  std::optional<StringRef> scaling = attention.getRopeScaling();
+  std::optional<ArrayRef<double>> factors = attention.getRopeScalingFactors();
+  // The window only narrows the causal mask: without causality the keys
+  // after a query would be visible and the window's meaning one-sided.
+  if (std::optional<uint64_t> window = attention.getSlidingWindow()) {
+    if (int64_t(*window) <= 0)
+      return op->emitOpError() << "sliding_window must be positive, got "
+                               << int64_t(*window);
+    if (!attention.getCausal())
+      return op->emitOpError()
+             << "sliding_window needs causal attention (causal = true)";
+  }
   if (failed(verifyStaticShapes(op)))
     return failure();
   if (heads <= 0 || kvHeads <= 0)
@@ -464,18 +477,14 @@ int64_t AttentionOp::getHeadDim() {
 }
 
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
-                             getNumHeads(), getNumKvHeads(), getRopeTheta(),
-                             getRopeScaling(), getRopeScalingFactors())))
+  if (failed(verifyAttention(*this)))
     return failure();
   return expectSameType(*this, "result", getResult(), "the query",
                         getQuery());
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
-                             getNumHeads(), getNumKvHeads(), getRopeTheta(),
-                             getRopeScaling(), getRopeScalingFactors())) ||
+  if (failed(verifyAttention(*this)) ||
       failed(expectSameType(*this, "grad", getGrad(), "the query",
                             getQuery())) ||
       failed(expectSameType(*this, "query_grad", getQueryGrad(), "the query",

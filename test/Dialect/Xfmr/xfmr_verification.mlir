@@ -909,6 +909,38 @@ func.func @attention_grad_rope_scaling_count(%do: tensor<2x4x8xf32>, %q: tensor<
 
 // -----
 
+func.func @attention_sliding_window_zero(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op sliding_window must be positive, got 0}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, sliding_window = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_sliding_window_negative(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op sliding_window must be positive, got -3}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, sliding_window = -3 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_sliding_window_not_causal(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op sliding_window needs causal attention (causal = true)}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = false, sliding_window = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_grad_sliding_window_not_causal(%do: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention_grad' op sliding_window needs causal attention (causal = true)}}
+  %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = false, sliding_window = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  return %dq : tensor<2x4x8xf32>
+}
+
+// -----
+
 // Two heads of dimension 3: rotary embedding pairs feature i with i + D/2.
 
 func.func @attention_rope_odd_head_dim(%q: tensor<2x4x6xf32>, %k: tensor<2x4x6xf32>, %v: tensor<2x4x6xf32>) -> tensor<2x4x6xf32> {
