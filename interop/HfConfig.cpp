@@ -312,17 +312,24 @@ ModelConfig llamaFromHf(Fields &f, const std::string &type) {
     f.used.insert("max_window_layers"); // Only read with use_sliding_window.
     if (window)
       f.refuse("use_sliding_window",
-               "= true cannot be expressed: sliding-window attention is not "
-               "supported");
-  } else if (f.has("sliding_window") ||
-             (!f.object.contains("sliding_window") && d.slidingWindow)) {
+               "= true cannot be expressed: Qwen2's sliding window on the "
+               "layers from max_window_layers on is not supported (only "
+               "Mistral's window on every layer is)");
+  } else if (type == "mistral") {
+    // MistralConfig's absent window is 4096, null none. One of at least
+    // the context is dropped by fromHfConfig, once the context is final.
+    c.slidingWindow = f.has("sliding_window") ? f.positive("sliding_window")
+                      : f.object.contains("sliding_window")
+                          ? 0
+                          : *d.slidingWindow;
+  } else if (f.has("sliding_window")) {
+    // LlamaForCausalLM would ignore it: the config is probably a Mistral
+    // relabelled, whose weights were trained with the window.
     f.refuse("sliding_window",
-             "= " + (f.has("sliding_window")
-                         ? show(f.object.at("sliding_window"))
-                         : std::to_string(*d.slidingWindow) +
-                               " (the transformers default)") +
-                 " cannot be expressed: sliding-window attention is not "
-                 "supported; only null is");
+             "= " + show(f.object.at("sliding_window")) +
+                 " cannot be expressed: a llama model has no sliding window "
+                 "(sliding-window attention is model_type mistral's); only "
+                 "null is");
   }
   f.used.insert("layer_types");
   if (f.has("layer_types")) {
@@ -398,6 +405,8 @@ json modelToJson(const ModelConfig &c) {
       model["rope_original_context"] = c.ropeOriginalContext;
     }
   }
+  if (c.slidingWindow > 0)
+    model["sliding_window"] = c.slidingWindow;
   if (c.qkvBias)
     model["qkv_bias"] = true;
   if (c.outputBias)
@@ -434,6 +443,8 @@ ModelConfig modelFromJson(const json &model, const std::string &where) {
   c.ropeHighFreqFactor = f.number("rope_high_freq_factor", 4.0);
   if (f.has("rope_original_context"))
     c.ropeOriginalContext = f.positive("rope_original_context");
+  if (f.has("sliding_window"))
+    c.slidingWindow = f.positive("sliding_window");
   c.qkvBias = f.boolean("qkv_bias", false);
   c.outputBias = f.boolean("output_bias", false);
   c.family = f.string("family", "");
@@ -523,7 +534,8 @@ json hfConfig(const ModelConfig &c, const std::string &dtype) {
       config["mlp_bias"] = false;
       config["pretraining_tp"] = 1;
     } else if (family == "mistral") {
-      config["sliding_window"] = nullptr;
+      config["sliding_window"] =
+          c.slidingWindow > 0 ? json(c.slidingWindow) : json(nullptr);
     } else {
       config["use_sliding_window"] = false;
       config["sliding_window"] = nullptr;
@@ -587,6 +599,10 @@ ModelConfig fromHfConfig(const json &config, const std::string &file,
   // raises the context, as partition-gen does.
   if (c.arch == Arch::Llama)
     c.positions = std::max(c.positions, c.seqLen);
+  // A window of the whole context masks nothing beyond causality, in
+  // transformers as here: no window.
+  if (c.slidingWindow >= c.positions)
+    c.slidingWindow = 0;
   if (std::string problems = model::validate(c); !problems.empty())
     throw InteropError(file + ": invalid model configuration: " + problems);
   return c;

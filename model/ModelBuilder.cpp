@@ -111,11 +111,14 @@ private:
                            config.ropeHighFreqFactor,
                            double(config.ropeOriginalContext)});
     }
+    IntegerAttr window = config.slidingWindow > 0
+                             ? builder.getI64IntegerAttr(config.slidingWindow)
+                             : IntegerAttr();
     return xfmr::AttentionOp::create(
         builder, named(name), q.getType(), q, k, v,
         builder.getI64IntegerAttr(config.heads),
         builder.getI64IntegerAttr(config.kvHeads), builder.getBoolAttr(true),
-        theta, scaling, factors);
+        theta, scaling, factors, window);
   }
 
   Value add(Value lhs, Value rhs) {
@@ -240,6 +243,9 @@ private:
             "rope_original_context", i64(config.ropeOriginalContext)));
       }
     }
+    if (config.slidingWindow > 0)
+      fields.push_back(
+          builder.getNamedAttr("sliding_window", i64(config.slidingWindow)));
     if (config.qkvBias)
       fields.push_back(
           builder.getNamedAttr("qkv_bias", builder.getBoolAttr(true)));

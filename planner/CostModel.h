@@ -23,7 +23,8 @@
 // the plan compiles (partition-plan, CompiledMemory).
 //
 // FLOPs are counted as the Megatron-LM paper does (Narayanan et al. 2021,
-// eq. 3): 2 per multiply-add, attention at full T x T, the backward twice
+// eq. 3): 2 per multiply-add, attention at full T x T (T x W with a
+// sliding window W < T), the backward twice
 // the forward, recomputed work included in the hardware FLOPs.
 //
 //===----------------------------------------------------------------------===//
@@ -49,8 +50,16 @@ struct ModelShape {
   int64_t vocab = 0, seqLen = 0;
   /// Learned position rows (GPT-2), for the parameter count.
   int64_t positions = 0;
+  /// Sliding-window attention (Mistral): each query meets this many keys
+  /// when below seqLen; 0 means none.
+  int64_t slidingWindow = 0;
 
   int64_t headDim() const { return hidden / heads; }
+  /// The keys one query's attention multiplies: seqLen, or the window.
+  int64_t attendedKeys() const {
+    return slidingWindow > 0 && slidingWindow < seqLen ? slidingWindow
+                                                       : seqLen;
+  }
   /// Parameters of one transformer layer, and of the whole model.
   int64_t layerParameters() const;
   int64_t parameters() const;

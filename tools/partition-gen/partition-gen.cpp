@@ -4,6 +4,7 @@
 //   partition-gen --preset llama-tiny --layers 3 --kv-heads 1
 //   partition-gen --arch llama --layers 2 --hidden 96 --heads 6 ...
 //   partition-gen --preset qwen2-tiny --rope-theta 500000 --tie-embeddings
+//   partition-gen --preset mistral-tiny --sliding-window 16
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,6 +98,12 @@ cl::opt<std::string> family(
     cl::desc("The Hugging Face family a llama-arch model exports as: llama "
              "| mistral | qwen2 (qwen2 implies --qkv-bias)"),
     cl::cat(category));
+cl::opt<int64_t> slidingWindow(
+    "sliding-window",
+    cl::desc("Sliding-window attention (family mistral): a query sees the "
+             "last W positions, itself included; 0 for none (default: the "
+             "preset's, 4096 for mistral-7b)"),
+    cl::value_desc("W"), cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per forward pass "
                                          "(the micro-batch)"),
                        cl::cat(category));
@@ -142,6 +149,7 @@ int main(int argc, char **argv) {
       config->outputBias = plain.outputBias;
       config->ropeTheta = plain.ropeTheta;
       config->ropeScaling = plain.ropeScaling;
+      config->slidingWindow = plain.slidingWindow;
     }
   }
   if (family.getNumOccurrences()) {
@@ -157,7 +165,12 @@ int main(int argc, char **argv) {
       config->qkvBias = family == "qwen2";
     if (!outputBias.getNumOccurrences())
       config->outputBias = false;
+    // Mistral's window stays with Mistral unless given.
+    if (family != "mistral")
+      config->slidingWindow = 0;
   }
+  if (slidingWindow.getNumOccurrences())
+    config->slidingWindow = slidingWindow;
   if (normEps.getNumOccurrences())
     config->normEpsilon = normEps;
   if (ropeTheta.getNumOccurrences())
