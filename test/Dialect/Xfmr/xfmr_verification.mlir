@@ -1,6 +1,6 @@
 // RUN: partition-opt %s -split-input-file -verify-diagnostics
 
-// One case per error the xfmr verifiers (XfmrOps.cpp), the ODS constraints
+// One case per error the xfmr verifiers (XfmrOps.cpp, XfmrAttention.cpp), the ODS constraints
 // that matter and the dialect's attribute checks (XfmrDialect.cpp) produce.
 // Activations are [B, T, C] = [2, 4, 8] unless a case says otherwise.
 
