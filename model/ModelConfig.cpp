@@ -293,15 +293,24 @@ std::string validate(const ModelConfig &c) {
   if (c.slidingWindow < 0)
     problems.push_back(field("sliding window", c.slidingWindow) +
                        " must be positive (0 for none)");
-  else if (c.slidingWindow > 0 && c.family != "mistral")
-    problems.push_back("a sliding window is a feature of family mistral, not "
-                       "of " + c.familyName());
+  else if (c.slidingWindow > 0 && c.family != "mistral" && c.family != "qwen2")
+    problems.push_back("a sliding window is a feature of families mistral "
+                       "and qwen2, not of " + c.familyName());
   else if (c.slidingWindow > 0 && c.positions > 0 &&
            c.slidingWindow >= c.positions)
     problems.push_back(field("sliding window", c.slidingWindow) +
                        " must be below " + field("max context", c.positions) +
                        ": a window of the whole context masks nothing (give "
                        "none)");
+  if (c.windowFromLayer != 0 &&
+      (c.slidingWindow <= 0 || c.windowFromLayer < 0 ||
+       c.windowFromLayer >= c.layers))
+    problems.push_back(field("window from layer", c.windowFromLayer) +
+                       " must be 0, or with a sliding window below " +
+                       field("layers", c.layers));
+  else if (c.windowFromLayer > 0 && c.family == "mistral")
+    problems.push_back("family mistral's window is on every layer (window "
+                       "from layer 0)");
   if (c.arch == Arch::Llama && c.seqLen > 0 && c.positions > 0 &&
       c.positions < c.seqLen)
     problems.push_back(field("max context", c.positions) +

@@ -78,7 +78,7 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
   // Attention: b x heads/t products of [s, d] x [d, s] and [s, s] x [s, d];
   // with a sliding window w < s, of [s, d] x [d, w] and [s, w] x [w, d].
   double heads = b * double(m.heads) / t;
-  double keys = double(m.attendedKeys());
+  double keys = m.attendedKeys();
   double scores = gemmTime(s, keys, d, heads, e, c, prec);
   double context = gemmTime(s, d, keys, heads, e, c, prec);
   double attentionForward, attentionBackward;

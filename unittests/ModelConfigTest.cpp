@@ -192,7 +192,20 @@ TEST(ModelConfig, FamilyFeatures) {
   llama = *getPreset("llama3-tiny");
   llama.slidingWindow = 16;
   EXPECT_EQ(validate(llama),
-            "a sliding window is a feature of family mistral, not of llama");
+            "a sliding window is a feature of families mistral and qwen2, "
+            "not of llama");
+  // Qwen2's window from a layer on; Mistral's on every layer.
+  ModelConfig qwen2 = *getPreset("qwen2-tiny");
+  qwen2.slidingWindow = 16;
+  qwen2.windowFromLayer = 1;
+  EXPECT_EQ(validate(qwen2), "");
+  qwen2.windowFromLayer = 2;
+  EXPECT_EQ(validate(qwen2), "window from layer (2) must be 0, or with a "
+                             "sliding window below layers (2)");
+  window = *getPreset("mistral-7b");
+  window.windowFromLayer = 3;
+  EXPECT_EQ(validate(window),
+            "family mistral's window is on every layer (window from layer 0)");
 }
 
 // Each feature's parameters: a tied head drops V x C, q/k/v biases add

@@ -60,6 +60,8 @@ std::optional<model::ModelConfig> readModel(mlir::ModuleOp module,
       c.qkvBias = bias.getValue();
     if (auto window = dict.getAs<mlir::IntegerAttr>("sliding_window"))
       c.slidingWindow = window.getInt();
+    if (auto from = dict.getAs<mlir::IntegerAttr>("window_from_layer"))
+      c.windowFromLayer = from.getInt();
     if (auto bias = dict.getAs<mlir::BoolAttr>("output_bias"))
       c.outputBias = bias.getValue();
     if (!error.empty())
@@ -87,6 +89,7 @@ ModelShape shapeOf(const model::ModelConfig &c) {
   m.seqLen = c.seqLen;
   m.positions = m.llama ? 0 : c.positions;
   m.slidingWindow = c.slidingWindow;
+  m.windowFromLayer = c.windowFromLayer;
   return m;
 }
 

@@ -178,6 +178,11 @@ std::vector<ModelConfig> familyConfigs() {
   ModelConfig window = mistral;
   window.slidingWindow = 8;
   configs.push_back(window);
+  // Qwen2's window from layer 1 on (max_window_layers).
+  ModelConfig qwen2Window = qwen2;
+  qwen2Window.slidingWindow = 8;
+  qwen2Window.windowFromLayer = 1;
+  configs.push_back(qwen2Window);
   return configs;
 }
 
@@ -328,7 +333,8 @@ TEST_F(HfInteropTest, ModelJsonRoundTripsAndRefusesUnknownFields) {
   };
   EXPECT_EQ(refusal(model),
             "ckpt/checkpoint.safetensors: invalid model configuration: a "
-            "sliding window is a feature of family mistral, not of gpt2");
+            "sliding window is a feature of families mistral and qwen2, not "
+            "of gpt2");
   model = modelToJson(familyConfigs()[3]);
   model["sliding_window"] = 40; // the context
   EXPECT_EQ(refusal(model),
@@ -482,10 +488,33 @@ TEST_F(HfInteropTest, FamilyConfigsReadAsFeatures) {
             40);
 }
 
+// Qwen2's window: with use_sliding_window, on the layers from
+// max_window_layers on (transformers' defaults 4096 and 28 when absent);
+// layer_types, where given, must be the list those derive.
+TEST_F(HfInteropTest, Qwen2WindowFromMaxWindowLayers) {
+  nlohmann::json qwen2 = hfConfig(familyConfigs()[8], "float32");
+  EXPECT_EQ(qwen2["use_sliding_window"], true);
+  EXPECT_EQ(qwen2["sliding_window"], 8);
+  EXPECT_EQ(qwen2["max_window_layers"], 1);
+  expectSameConfig(fromHfConfig(qwen2, "config.json"), familyConfigs()[8]);
+  qwen2["layer_types"] = {"full_attention", "sliding_attention"};
+  expectSameConfig(fromHfConfig(qwen2, "config.json"), familyConfigs()[8]);
+  // Two layers, max_window_layers absent (28): no windowed layer.
+  qwen2.erase("layer_types");
+  qwen2.erase("max_window_layers");
+  EXPECT_EQ(fromHfConfig(qwen2, "config.json").slidingWindow, 0);
+  qwen2["max_window_layers"] = 0;
+  ModelConfig every = fromHfConfig(qwen2, "config.json");
+  EXPECT_EQ(every.slidingWindow, 8);
+  EXPECT_EQ(every.windowFromLayer, 0);
+  // Without use_sliding_window the window is transformers' None.
+  qwen2["use_sliding_window"] = false;
+  EXPECT_EQ(fromHfConfig(qwen2, "config.json").slidingWindow, 0);
+}
+
 // What is still refused about windows, naming the feature: a llama's
-// window (LlamaForCausalLM ignores it: a relabelled Mistral), Qwen2's
-// windows from max_window_layers on, per-layer layer_types, a window that is
-// not a positive integer.
+// window (LlamaForCausalLM ignores it: a relabelled Mistral), layer_types
+// other than a family's own rule, a window that is not a positive integer.
 TEST_F(HfInteropTest, WindowRefusals) {
   auto refusal = [](nlohmann::json config) -> std::string {
     try {
@@ -500,14 +529,18 @@ TEST_F(HfInteropTest, WindowRefusals) {
   EXPECT_EQ(refusal(llama),
             "config.json: sliding_window = 16 cannot be expressed: a llama "
             "model has no sliding window (sliding-window attention is "
-            "model_type mistral's); only null is");
-  nlohmann::json qwen2 = hfConfig(familyConfigs()[4], "float32");
-  qwen2["use_sliding_window"] = true;
-  qwen2["sliding_window"] = 16;
+            "model_type mistral's and qwen2's); only null is");
+  nlohmann::json qwen2 = hfConfig(familyConfigs()[8], "float32");
+  qwen2["layer_types"] = {"sliding_attention", "full_attention"};
   EXPECT_EQ(refusal(qwen2),
-            "config.json: use_sliding_window = true cannot be expressed: "
-            "Qwen2's sliding window on the layers from max_window_layers on "
-            "is not supported (only Mistral's window on every layer is)");
+            "config.json: layer_types = [\"sliding_attention\",\"full_attention\"] "
+            "cannot be expressed: only a window on the layers from "
+            "max_window_layers on (with use_sliding_window) is supported, "
+            "[\"full_attention\",\"sliding_attention\"] here");
+  qwen2.erase("layer_types");
+  qwen2["max_window_layers"] = -1;
+  EXPECT_EQ(refusal(qwen2), "config.json: max_window_layers must be a "
+                            "non-negative integer, got -1");
   nlohmann::json mistral = hfConfig(familyConfigs()[7], "float32");
   mistral["layer_types"] = {"sliding_attention", "full_attention"};
   EXPECT_EQ(refusal(mistral),

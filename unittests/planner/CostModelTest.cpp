@@ -70,6 +70,11 @@ TEST(CostModel, ParameterCountsMatchTheClosedForms) {
   double W = 256;
   double windowed = 72 * B * s * l * h * h * (1 + W / (6 * h) + V / (12 * l * h));
   EXPECT_NEAR(modelFlopsPerStep(m, 8) / windowed, 1.0, 1e-9);
+  // Qwen2's window on the layers from 6 of 12 on: half of each.
+  m.windowFromLayer = 6;
+  EXPECT_NEAR(modelFlopsPerStep(m, 8) / ((windowed + megatron) / 2), 1.0,
+              1e-9);
+  m.windowFromLayer = 0;
   m.slidingWindow = 4096;
   EXPECT_NEAR(modelFlopsPerStep(m, 8) / megatron, 1.0, 1e-9);
 }
