@@ -57,6 +57,17 @@ public:
     return value.get<int64_t>();
   }
 
+  /// A non-negative integer; `fallback` when absent.
+  int64_t nonNegative(const std::string &key, int64_t fallback) {
+    used.insert(key);
+    if (!has(key))
+      return fallback;
+    const json &value = object.at(key);
+    if (!value.is_number_integer() || value.get<int64_t>() < 0)
+      refuse(key, "must be a non-negative integer, got " + show(value));
+    return value.get<int64_t>();
+  }
+
   std::optional<int64_t> optionalPositive(const std::string &key) {
     if (!has(key)) {
       used.insert(key);
@@ -157,8 +168,8 @@ struct FamilyDefaults {
   int64_t vocab, hidden, ffn, layers, heads, positions;
   /// kv heads; 0: num_attention_heads.
   int64_t kvHeads;
-  /// MistralConfig defaults to a 4096-token window; Qwen2Config's window
-  /// only applies with use_sliding_window.
+  /// MistralConfig's and Qwen2Config's absent window (Qwen2's applies only
+  /// with use_sliding_window).
   std::optional<int64_t> slidingWindow;
 };
 
@@ -166,7 +177,7 @@ FamilyDefaults familyDefaults(const std::string &type) {
   if (type == "mistral")
     return {32000, 4096, 14336, 32, 32, 4096 * 32, 8, 4096};
   if (type == "qwen2")
-    return {151936, 4096, 22016, 32, 32, 32768, 32, std::nullopt};
+    return {151936, 4096, 22016, 32, 32, 32768, 32, 4096};
   return {32000, 4096, 11008, 32, 32, 2048, 0, std::nullopt};
 }
 
@@ -304,37 +315,62 @@ ModelConfig llamaFromHf(Fields &f, const std::string &type) {
   }
   f.requireBool("mlp_bias", false, false,
                 "MLP biases are not supported (partition's SwiGLU has none)");
-  // Sliding-window attention, whatever the family calls it.
-  bool window = false;
+  // Sliding-window attention, whatever the family calls it. An absent
+  // window is the config class's 4096, null none; one of at least the
+  // context is dropped by fromHfConfig, once the context is final.
   f.used.insert("sliding_window");
+  f.used.insert("max_window_layers"); // Qwen2's, read with the window.
+  auto window = [&] {
+    return f.has("sliding_window") ? f.positive("sliding_window")
+           : f.object.contains("sliding_window") ? 0
+                                                 : *d.slidingWindow;
+  };
   if (type == "qwen2") {
-    window = f.boolean("use_sliding_window", false);
-    f.used.insert("max_window_layers"); // Only read with use_sliding_window.
-    if (window)
-      f.refuse("use_sliding_window",
-               "= true cannot be expressed: sliding-window attention is not "
-               "supported");
-  } else if (f.has("sliding_window") ||
-             (!f.object.contains("sliding_window") && d.slidingWindow)) {
+    // Qwen2Config: the window only with use_sliding_window, and on the
+    // layers from max_window_layers (default 28) on.
+    if (f.boolean("use_sliding_window", false)) {
+      c.slidingWindow = window();
+      c.windowFromLayer = f.nonNegative("max_window_layers", 28);
+    }
+  } else if (type == "mistral") {
+    c.slidingWindow = window();
+  } else if (f.has("sliding_window")) {
+    // LlamaForCausalLM would ignore it: the config is probably a Mistral
+    // relabelled, whose weights were trained with the window.
     f.refuse("sliding_window",
-             "= " + (f.has("sliding_window")
-                         ? show(f.object.at("sliding_window"))
-                         : std::to_string(*d.slidingWindow) +
-                               " (the transformers default)") +
-                 " cannot be expressed: sliding-window attention is not "
-                 "supported; only null is");
+             "= " + show(f.object.at("sliding_window")) +
+                 " cannot be expressed: a llama model has no sliding window "
+                 "(sliding-window attention is model_type mistral's and "
+                 "qwen2's); only null is");
   }
   f.used.insert("layer_types");
   if (f.has("layer_types")) {
     const json &types = f.object.at("layer_types");
     if (!types.is_array())
       f.refuse("layer_types", "must be a list, got " + show(types));
-    for (const json &layer : types)
-      if (layer != "full_attention")
-        f.refuse("layer_types", "holds " + show(layer) +
-                                    ", which cannot be expressed: only "
-                                    "\"full_attention\" layers are supported "
-                                    "(sliding_window with layer_types is not)");
+    if (type == "qwen2") {
+      // Qwen2's layers compute as listed: the list must be the one its
+      // config derives (windowed from max_window_layers on).
+      json derived = json::array();
+      for (int64_t i = 0; i < c.layers; ++i)
+        derived.push_back(c.slidingWindow > 0 && i >= c.windowFromLayer
+                              ? "sliding_attention"
+                              : "full_attention");
+      if (types != derived)
+        f.refuse("layer_types",
+                 "= " + show(types) +
+                     " cannot be expressed: only a window on the layers from "
+                     "max_window_layers on (with use_sliding_window) is "
+                     "supported, " + show(derived) + " here");
+    } else {
+      for (const json &layer : types)
+        if (layer != "full_attention")
+          f.refuse("layer_types",
+                   "holds " + show(layer) +
+                       ", which cannot be expressed: only \"full_attention\" "
+                       "layers are supported (sliding_window with "
+                       "layer_types is not)");
+    }
   }
   // Dropout would change the training step: partition trains without.
   if (double dropout = f.number("attention_dropout", 0.0); dropout != 0.0)
@@ -398,6 +434,10 @@ json modelToJson(const ModelConfig &c) {
       model["rope_original_context"] = c.ropeOriginalContext;
     }
   }
+  if (c.slidingWindow > 0)
+    model["sliding_window"] = c.slidingWindow;
+  if (c.windowFromLayer > 0)
+    model["window_from_layer"] = c.windowFromLayer;
   if (c.qkvBias)
     model["qkv_bias"] = true;
   if (c.outputBias)
@@ -434,6 +474,10 @@ ModelConfig modelFromJson(const json &model, const std::string &where) {
   c.ropeHighFreqFactor = f.number("rope_high_freq_factor", 4.0);
   if (f.has("rope_original_context"))
     c.ropeOriginalContext = f.positive("rope_original_context");
+  if (f.has("sliding_window"))
+    c.slidingWindow = f.positive("sliding_window");
+  if (f.has("window_from_layer"))
+    c.windowFromLayer = f.positive("window_from_layer");
   c.qkvBias = f.boolean("qkv_bias", false);
   c.outputBias = f.boolean("output_bias", false);
   c.family = f.string("family", "");
@@ -523,11 +567,13 @@ json hfConfig(const ModelConfig &c, const std::string &dtype) {
       config["mlp_bias"] = false;
       config["pretraining_tp"] = 1;
     } else if (family == "mistral") {
-      config["sliding_window"] = nullptr;
+      config["sliding_window"] =
+          c.slidingWindow > 0 ? json(c.slidingWindow) : json(nullptr);
     } else {
-      config["use_sliding_window"] = false;
-      config["sliding_window"] = nullptr;
-      config["max_window_layers"] = c.layers;
+      bool window = c.slidingWindow > 0;
+      config["use_sliding_window"] = window;
+      config["sliding_window"] = window ? json(c.slidingWindow) : json(nullptr);
+      config["max_window_layers"] = window ? c.windowFromLayer : c.layers;
     }
   }
   config["bos_token_id"] = special;
@@ -587,6 +633,13 @@ ModelConfig fromHfConfig(const json &config, const std::string &file,
   // raises the context, as partition-gen does.
   if (c.arch == Arch::Llama)
     c.positions = std::max(c.positions, c.seqLen);
+  // A window of the whole context, or on no layer, masks nothing beyond
+  // causality, in transformers as here: no window.
+  if (c.slidingWindow == 0 || c.slidingWindow >= c.positions ||
+      c.windowFromLayer >= c.layers) {
+    c.slidingWindow = 0;
+    c.windowFromLayer = 0;
+  }
   if (std::string problems = model::validate(c); !problems.empty())
     throw InteropError(file + ": invalid model configuration: " + problems);
   return c;

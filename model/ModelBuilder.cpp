@@ -97,7 +97,8 @@ private:
                                    input, gamma, epsilon());
   }
 
-  Value attention(const Twine &name, Value q, Value k, Value v, bool rope) {
+  Value attention(const Twine &name, Value q, Value k, Value v, bool rope,
+                  int64_t layer) {
     FloatAttr theta = rope ? builder.getF32FloatAttr(config.ropeTheta)
                            : FloatAttr();
     StringAttr scaling;
@@ -111,11 +112,15 @@ private:
                            config.ropeHighFreqFactor,
                            double(config.ropeOriginalContext)});
     }
+    IntegerAttr window =
+        config.slidingWindow > 0 && layer >= config.windowFromLayer
+            ? builder.getI64IntegerAttr(config.slidingWindow)
+            : IntegerAttr();
     return xfmr::AttentionOp::create(
         builder, named(name), q.getType(), q, k, v,
         builder.getI64IntegerAttr(config.heads),
         builder.getI64IntegerAttr(config.kvHeads), builder.getBoolAttr(true),
-        theta, scaling, factors);
+        theta, scaling, factors, window);
   }
 
   Value add(Value lhs, Value rhs) {
@@ -145,7 +150,7 @@ private:
       Value q = linear(prefix + ".attn.q", a, c, true);
       Value k = linear(prefix + ".attn.k", a, c, true);
       Value v = linear(prefix + ".attn.v", a, c, true);
-      Value o = attention(prefix + ".attn", q, k, v, /*rope=*/false);
+      Value o = attention(prefix + ".attn", q, k, v, /*rope=*/false, layer);
       x = add(x, linear(prefix + ".attn.c_proj", o, c, true));
       Value m = layerNorm(prefix + ".ln_2", x);
       Value h = linear(prefix + ".mlp.c_fc", m, config.ffn, true);
@@ -176,7 +181,7 @@ private:
       Value q = linear(prefix + ".attention.wq", a, qWidth, config.qkvBias);
       Value k = linear(prefix + ".attention.wk", a, kvWidth, config.qkvBias);
       Value v = linear(prefix + ".attention.wv", a, kvWidth, config.qkvBias);
-      Value o = attention(prefix + ".attention", q, k, v, /*rope=*/true);
+      Value o = attention(prefix + ".attention", q, k, v, /*rope=*/true, layer);
       x = add(x, linear(prefix + ".attention.wo", o, c, config.outputBias));
       Value m = rmsNorm(prefix + ".ffn_norm", x);
       Value gate = linear(prefix + ".feed_forward.w1", m, config.ffn, false);
@@ -240,6 +245,12 @@ private:
             "rope_original_context", i64(config.ropeOriginalContext)));
       }
     }
+    if (config.slidingWindow > 0)
+      fields.push_back(
+          builder.getNamedAttr("sliding_window", i64(config.slidingWindow)));
+    if (config.windowFromLayer > 0)
+      fields.push_back(builder.getNamedAttr("window_from_layer",
+                                            i64(config.windowFromLayer)));
     if (config.qkvBias)
       fields.push_back(
           builder.getNamedAttr("qkv_bias", builder.getBoolAttr(true)));

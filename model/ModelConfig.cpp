@@ -88,6 +88,12 @@ ModelConfig llama3Scaling(ModelConfig c, double factor, int64_t original) {
   return c;
 }
 
+/// Sliding-window attention (Mistral).
+ModelConfig slidingWindow(ModelConfig c, int64_t window) {
+  c.slidingWindow = window;
+  return c;
+}
+
 /// A Llama-arch model of a newer family: its context, norm epsilon, rotary
 /// base, head and biases.
 ModelConfig family(ModelConfig c, const char *name, int64_t context,
@@ -114,7 +120,8 @@ const std::vector<std::pair<std::string, ModelConfig>> &presets() {
       {"llama-70b", llama(80, 8192, 64, 8, 28672, 32000, 4096, 1)},
       // The config.json of each release: Meta-Llama-3-8B (theta 500000,
       // 8k context), Llama-3.2-1B (tied head, llama3 RoPE scaling by 32
-      // from 8k to a 128k context), Mistral-7B-v0.3 (no sliding window),
+      // from 8k to a 128k context), Mistral-7B-v0.1 (a 4096-token sliding
+      // window in a 32k context, theta 10000, vocabulary 32000),
       // Qwen2.5-7B (q/k/v biases, epsilon 1e-6).
       {"llama3-8b", family(llama(32, 4096, 32, 8, 14336, 128256, 8192, 1),
                            "llama", 8192, 1e-5, 500000.0, false, false)},
@@ -122,8 +129,10 @@ const std::vector<std::pair<std::string, ModelConfig>> &presets() {
        llama3Scaling(family(llama(16, 2048, 32, 8, 8192, 128256, 8192, 1),
                             "llama", 131072, 1e-5, 500000.0, true, false),
                      32.0, 8192)},
-      {"mistral-7b", family(llama(32, 4096, 32, 8, 14336, 32768, 4096, 1),
-                            "mistral", 32768, 1e-5, 1000000.0, false, false)},
+      {"mistral-7b",
+       slidingWindow(family(llama(32, 4096, 32, 8, 14336, 32000, 4096, 1),
+                            "mistral", 32768, 1e-5, 10000.0, false, false),
+                     4096)},
       {"qwen2.5-7b", family(llama(28, 3584, 28, 4, 18944, 152064, 4096, 1),
                             "qwen2", 32768, 1e-6, 1000000.0, false, true)},
       // The same features at test sizes (2 layers, GQA, vocabulary 256, a
@@ -281,6 +290,27 @@ std::string validate(const ModelConfig &c) {
       problems.push_back("llama3 rope scaling needs 0 < low-freq factor < "
                          "high-freq factor and a positive original context");
   }
+  if (c.slidingWindow < 0)
+    problems.push_back(field("sliding window", c.slidingWindow) +
+                       " must be positive (0 for none)");
+  else if (c.slidingWindow > 0 && c.family != "mistral" && c.family != "qwen2")
+    problems.push_back("a sliding window is a feature of families mistral "
+                       "and qwen2, not of " + c.familyName());
+  else if (c.slidingWindow > 0 && c.positions > 0 &&
+           c.slidingWindow >= c.positions)
+    problems.push_back(field("sliding window", c.slidingWindow) +
+                       " must be below " + field("max context", c.positions) +
+                       ": a window of the whole context masks nothing (give "
+                       "none)");
+  if (c.windowFromLayer != 0 &&
+      (c.slidingWindow <= 0 || c.windowFromLayer < 0 ||
+       c.windowFromLayer >= c.layers))
+    problems.push_back(field("window from layer", c.windowFromLayer) +
+                       " must be 0, or with a sliding window below " +
+                       field("layers", c.layers));
+  else if (c.windowFromLayer > 0 && c.family == "mistral")
+    problems.push_back("family mistral's window is on every layer (window "
+                       "from layer 0)");
   if (c.arch == Arch::Llama && c.seqLen > 0 && c.positions > 0 &&
       c.positions < c.seqLen)
     problems.push_back(field("max context", c.positions) +

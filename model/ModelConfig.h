@@ -68,6 +68,14 @@ struct ModelConfig {
   double ropeLowFreqFactor = 1.0;
   double ropeHighFreqFactor = 4.0;
   int64_t ropeOriginalContext = 0;
+  /// Sliding-window attention (families mistral and qwen2): a windowed
+  /// layer's query at position t sees the keys at t - slidingWindow < s <= t
+  /// only (transformers' sliding_window). 0 means none; a window is below
+  /// the maximum context (one of at least the context masks nothing).
+  int64_t slidingWindow = 0;
+  /// The first windowed layer: the layers below it attend to every earlier
+  /// position (Qwen2's max_window_layers); 0, every layer (Mistral's).
+  int64_t windowFromLayer = 0;
   /// The Hugging Face family a Llama-arch model is written as (model_type):
   /// "llama", "mistral" or "qwen2"; empty is the arch's own name. It names
   /// the model only: the features above decide what it computes.

@@ -121,7 +121,8 @@ double modelFlopsPerStep(const ModelShape &m, int64_t sequences) {
   if (!m.llama) // biases and LayerNorms are not matmul weights
     matmulParams = h * double((m.heads + 2 * m.kvHeads) * m.headDim()) +
                    h * h + 2 * h * double(m.ffn);
-  double perTokenForward = double(m.layers) * (2 * matmulParams + 4 * s * h) +
+  double keys = m.attendedKeys();
+  double perTokenForward = double(m.layers) * (2 * matmulParams + 4 * keys * h) +
                            2 * h * double(m.vocab);
   return 3 * perTokenForward * s * double(sequences);
 }
@@ -507,7 +508,7 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
     double bytes = n * saved * e;
     if (c.attentionKernel == "materialized" && p.recompute != "full")
       bytes += double(p.microBatch) * double(m.heads) / t *
-               double(m.seqLen) * double(m.seqLen) * e;
+               double(m.seqLen) * m.attendedKeys() * e;
     return bytes;
   };
   // A stage's mean saved bytes per layer (its layers' own degrees in a

@@ -23,7 +23,8 @@
 // the plan compiles (partition-plan, CompiledMemory).
 //
 // FLOPs are counted as the Megatron-LM paper does (Narayanan et al. 2021,
-// eq. 3): 2 per multiply-add, attention at full T x T, the backward twice
+// eq. 3): 2 per multiply-add, attention at full T x T (T x W with a
+// sliding window W < T), the backward twice
 // the forward, recomputed work included in the hardware FLOPs.
 //
 //===----------------------------------------------------------------------===//
@@ -49,8 +50,24 @@ struct ModelShape {
   int64_t vocab = 0, seqLen = 0;
   /// Learned position rows (GPT-2), for the parameter count.
   int64_t positions = 0;
+  /// Sliding-window attention: on the layers from windowFromLayer on
+  /// (Qwen2's max_window_layers; 0 for Mistral), each query meets this
+  /// many keys when below seqLen; 0 means none.
+  int64_t slidingWindow = 0, windowFromLayer = 0;
 
   int64_t headDim() const { return hidden / heads; }
+  /// The keys one query's attention multiplies, averaged over the layers:
+  /// seqLen, or the window on the windowed layers. Exact in the FLOP count
+  /// (linear in it); the per-layer time and a materialized kernel's memory
+  /// take the mean layer when only some layers have the window.
+  double attendedKeys() const {
+    if (slidingWindow <= 0 || slidingWindow >= seqLen || layers <= 0)
+      return double(seqLen);
+    double windowed = double(layers - windowFromLayer);
+    return (windowed * double(slidingWindow) +
+            double(windowFromLayer) * double(seqLen)) /
+           double(layers);
+  }
   /// Parameters of one transformer layer, and of the whole model.
   int64_t layerParameters() const;
   int64_t parameters() const;

@@ -75,10 +75,12 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
     wgrad += gemmTime(g.N, g.K, g.M, 1, e, c, prec);
   }
 
-  // Attention: b x heads/t products of [s, d] x [d, s] and [s, s] x [s, d].
+  // Attention: b x heads/t products of [s, d] x [d, s] and [s, s] x [s, d];
+  // with a sliding window w < s, of [s, d] x [d, w] and [s, w] x [w, d].
   double heads = b * double(m.heads) / t;
-  double scores = gemmTime(s, s, d, heads, e, c, prec);
-  double context = gemmTime(s, d, s, heads, e, c, prec);
+  double keys = m.attendedKeys();
+  double scores = gemmTime(s, keys, d, heads, e, c, prec);
+  double context = gemmTime(s, d, keys, heads, e, c, prec);
   double attentionForward, attentionBackward;
   if (c.attentionKernel == "materialized") {
     // Scale-mask-softmax reads the scores and writes the probabilities;
@@ -87,7 +89,7 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
     // Dropout on the probabilities (Megatron-LM's attention dropout)
     // reads them and writes the dropped ones and a byte mask; its backward
     // reads the mask and the gradient and writes the gradient.
-    double elements = heads * s * s;
+    double elements = heads * s * keys;
     double softmax = 2 * elements * e, softmaxGrad = 3 * elements * e;
     double dropout = elements * (2 * e + 1);
     attentionForward = scores + context + streamTime(softmax + dropout, 2, c);

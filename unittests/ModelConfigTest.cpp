@@ -105,11 +105,11 @@ TEST(ModelConfig, ParameterCountsOfKnownModels) {
   EXPECT_EQ(parameterCount(*getPreset("llama-7b")), 6738415616);
   EXPECT_EQ(parameterCount(*getPreset("llama-70b")), 68976648192);
   // The releases' own counts (safetensors index total_size / 2 for bf16):
-  // untied Llama 3, tied Llama 3.2, Mistral v0.3, Qwen2.5 with its q/k/v
-  // biases.
+  // untied Llama 3, tied Llama 3.2, Mistral v0.1 (vocabulary 32000),
+  // Qwen2.5 with its q/k/v biases.
   EXPECT_EQ(parameterCount(*getPreset("llama3-8b")), 8030261248);
   EXPECT_EQ(parameterCount(*getPreset("llama3.2-1b")), 1235814400);
-  EXPECT_EQ(parameterCount(*getPreset("mistral-7b")), 7248023552);
+  EXPECT_EQ(parameterCount(*getPreset("mistral-7b")), 7241732096);
   EXPECT_EQ(parameterCount(*getPreset("qwen2.5-7b")), 7615616512);
   ModelConfig c = *getPreset("gpt2-tiny");
   c.hidden = int64_t(1) << 40;
@@ -176,6 +176,36 @@ TEST(ModelConfig, FamilyFeatures) {
   llama = *getPreset("llama3-tiny");
   llama.positions = 32;
   EXPECT_EQ(validate(llama), "max context (32) must be at least seq-len (64)");
+  // A sliding window: Mistral's (v0.1: 4096 in a 32k context), positive,
+  // below the context.
+  ModelConfig window = *getPreset("mistral-7b");
+  EXPECT_EQ(window.slidingWindow, 4096);
+  EXPECT_EQ(window.positions, 32768);
+  EXPECT_EQ(validate(window), "");
+  window.slidingWindow = 32768;
+  EXPECT_EQ(validate(window),
+            "sliding window (32768) must be below max context (32768): a "
+            "window of the whole context masks nothing (give none)");
+  window.slidingWindow = -2;
+  EXPECT_EQ(validate(window), "sliding window (-2) must be positive (0 for "
+                              "none)");
+  llama = *getPreset("llama3-tiny");
+  llama.slidingWindow = 16;
+  EXPECT_EQ(validate(llama),
+            "a sliding window is a feature of families mistral and qwen2, "
+            "not of llama");
+  // Qwen2's window from a layer on; Mistral's on every layer.
+  ModelConfig qwen2 = *getPreset("qwen2-tiny");
+  qwen2.slidingWindow = 16;
+  qwen2.windowFromLayer = 1;
+  EXPECT_EQ(validate(qwen2), "");
+  qwen2.windowFromLayer = 2;
+  EXPECT_EQ(validate(qwen2), "window from layer (2) must be 0, or with a "
+                             "sliding window below layers (2)");
+  window = *getPreset("mistral-7b");
+  window.windowFromLayer = 3;
+  EXPECT_EQ(validate(window),
+            "family mistral's window is on every layer (window from layer 0)");
 }
 
 // Each feature's parameters: a tied head drops V x C, q/k/v biases add

@@ -160,7 +160,8 @@ Grads AttentionOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
       builder, getLoc(), getQuery().getType(), getKey().getType(),
       getValue().getType(), resultGrads[0], getQuery(), getKey(), getValue(),
       getNumHeadsAttr(), getNumKvHeadsAttr(), getCausalAttr(),
-      getRopeThetaAttr(), getRopeScalingAttr(), getRopeScalingFactorsAttr());
+      getRopeThetaAttr(), getRopeScalingAttr(), getRopeScalingFactorsAttr(),
+      getSlidingWindowAttr());
   for (auto [index, grad] : llvm::enumerate(backward.getResults()))
     if (needOperandGrad[index])
       grads[index] = grad;

@@ -10,6 +10,8 @@
 
 #include "dialects/CheckedSize.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace partition::xfmr;
 
@@ -48,21 +50,27 @@ std::optional<int64_t> LinearGradWeightOp::getMatmulFlops() {
 }
 
 /// Q K^T and P V: each B*H products of [T, D] by [D, T] sized matrices, at
-/// full T x T whether or not the mask is causal.
-static std::optional<int64_t> attentionForwardFlops(Value query) {
-  auto type = cast<RankedTensorType>(query.getType());
+/// full T x T whether or not the mask is causal (the Megatron-LM
+/// convention); with a sliding window W < T, of [T, D] by [D, W]: each query
+/// meets W keys.
+template <typename AttentionLike>
+static std::optional<int64_t> attentionForwardFlops(AttentionLike op) {
+  auto type = cast<RankedTensorType>(op.getQuery().getType());
   int64_t batch = type.getDimSize(0), seq = type.getDimSize(1);
   int64_t features = type.getDimSize(2); // heads * head_dim
-  // 2 * (2 * batch * seq * seq * features)
-  return partition::checkedElementCount({4, batch, seq, seq, features});
+  int64_t keys = seq;
+  if (std::optional<uint64_t> window = op.getSlidingWindow())
+    keys = std::min<int64_t>(seq, int64_t(*window));
+  // 2 * (2 * batch * seq * keys * features)
+  return partition::checkedElementCount({4, batch, seq, keys, features});
 }
 
 std::optional<int64_t> AttentionOp::getMatmulFlops() {
-  return attentionForwardFlops(getQuery());
+  return attentionForwardFlops(*this);
 }
 
 std::optional<int64_t> AttentionGradOp::getMatmulFlops() {
   // dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q.
-  std::optional<int64_t> forward = attentionForwardFlops(getQuery());
+  std::optional<int64_t> forward = attentionForwardFlops(*this);
   return forward ? llvm::checkedMul(*forward, int64_t(2)) : std::nullopt;
 }

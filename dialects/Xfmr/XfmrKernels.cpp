@@ -19,9 +19,11 @@ using runtime::KernelId;
 
 float f32(const APFloat &value) { return value.convertToFloat(); }
 
-/// Plain (causal, RoPE) attention takes the original rows; RoPE scaling
-/// the rows with its parameters (runtime::RopeScalingKind), so that a
-/// model without it keeps its program bytes.
+/// Plain (causal, RoPE) attention takes the original rows; RoPE scaling or
+/// a sliding window the attention_scaled rows with their parameters
+/// (runtime::RopeScalingKind, the window), so that a model without either
+/// keeps its program bytes. A window of at least the sequence masks
+/// nothing beyond causality and lowers as none.
 template <typename AttentionLike>
 KernelCall attentionCall(KernelId kernel, KernelId scaledKernel,
                          AttentionLike op) {
@@ -30,11 +32,20 @@ KernelCall attentionCall(KernelId kernel, KernelId scaledKernel,
                                   op.getCausal() ? 1 : 0};
   float theta = op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f;
   std::optional<StringRef> scaling = op.getRopeScaling();
-  if (!scaling)
+  int64_t seq = cast<ShapedType>(op.getQuery().getType()).getDimSize(1);
+  int64_t window = 0;
+  if (std::optional<uint64_t> w = op.getSlidingWindow(); w && int64_t(*w) < seq)
+    window = int64_t(*w);
+  if (!scaling && window == 0)
     return {kernel, ints, {theta}};
+  ints.push_back(window);
+  if (!scaling)
+    return {scaledKernel,
+            ints,
+            {theta, float(runtime::RopeScalingKind::None), 1.0f, 0.0f, 0.0f,
+             0.0f}};
   ArrayRef<double> f = *op.getRopeScalingFactors();
   bool llama3 = *scaling == "llama3";
-  ints.push_back(0); // no sliding window
   return {scaledKernel,
           ints,
           {theta,
@@ -132,7 +143,7 @@ FailureOr<KernelCall> ScaleOp::getKernelCall() {
 }
 
 // Attention: heads, kv heads and causality as integers, RoPE's theta (0 for
-// none) as the float.
+// none) as the float; attention_scaled adds the window and the scaling.
 FailureOr<KernelCall> AttentionOp::getKernelCall() {
   return attentionCall(KernelId::Attention, KernelId::AttentionScaled, *this);
 }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Xfmr/XfmrOps.h"
+#include "dialects/Xfmr/XfmrVerify.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
@@ -15,8 +16,9 @@
 
 using namespace mlir;
 using namespace partition::xfmr;
+using namespace partition::xfmr::verify;
 
-namespace {
+namespace partition::xfmr::verify {
 
 RankedTensorType tensorType(Value value) {
   return cast<RankedTensorType>(value.getType());
@@ -85,6 +87,10 @@ LogicalResult expectPositive(Operation *op, StringRef what, APFloat value) {
   return op->emitOpError() << what << " must be positive and finite, but is "
                            << v;
 }
+
+} // namespace partition::xfmr::verify
+
+namespace {
 
 /// A gain or bias vector [C] matching the last dimension of `input`.
 LogicalResult expectFeatureVector(Operation *op, StringRef what, Type actual,
@@ -386,105 +392,6 @@ LogicalResult ScaleOp::verify() {
                          << getFactor().convertToDouble();
   return expectSameType(*this, "result", getResult(), "the input",
                         getInput());
-}
-
-//===----------------------------------------------------------------------===//
-// Attention
-//===----------------------------------------------------------------------===//
-
-/// The checks shared by attention and its gradient.
-static LogicalResult verifyAttention(Operation *op, Value query, Value key,
-                                     Value value, int64_t heads,
-                                     int64_t kvHeads,
-                                     std::optional<APFloat> ropeTheta,
-                                     std::optional<StringRef> scaling,
-                                     std::optional<ArrayRef<double>> factors) {
-  if (failed(verifyStaticShapes(op)))
-    return failure();
-  if (heads <= 0 || kvHeads <= 0)
-    return op->emitOpError() << "num_heads (" << heads << ") and num_kv_heads ("
-                             << kvHeads << ") must be positive";
-  if (heads % kvHeads != 0)
-    return op->emitOpError() << "num_kv_heads " << kvHeads
-                             << " must divide num_heads " << heads;
-  if (failed(expectRank(op, "query", query, 3, "[batch, seq, heads*head_dim]")))
-    return failure();
-  RankedTensorType q = tensorType(query);
-  int64_t features = q.getDimSize(2);
-  if (features % heads != 0)
-    return op->emitOpError() << "query features " << features
-                             << " are not divisible by num_heads " << heads;
-  int64_t headDim = features / heads;
-  if (failed(expectType(op, "key", key.getType(),
-                        {q.getDimSize(0), q.getDimSize(1), kvHeads * headDim},
-                        q.getElementType(),
-                        "[B, T] of the query, num_kv_heads * head_dim " +
-                            std::to_string(headDim))) ||
-      failed(expectSameType(op, "value", value, "the key", key)))
-    return failure();
-  if (ropeTheta) {
-    if (failed(expectPositive(op, "rope_theta", *ropeTheta)))
-      return failure();
-    if (headDim % 2 != 0)
-      return op->emitOpError()
-             << "rotary embedding needs an even head_dim, but head_dim is "
-             << headDim;
-  }
-  if (bool(scaling) != bool(factors))
-    return op->emitOpError()
-           << "rope_scaling and rope_scaling_factors must be given together";
-  if (!scaling)
-    return success();
-  if (!ropeTheta)
-    return op->emitOpError() << "rope_scaling needs rope_theta";
-  size_t expected = *scaling == "linear" ? 1 : *scaling == "llama3" ? 4 : 0;
-  if (expected == 0)
-    return op->emitOpError() << "rope_scaling \"" << *scaling
-                             << "\" is not one of linear, llama3";
-  if (factors->size() != expected)
-    return op->emitOpError()
-           << "rope_scaling \"" << *scaling << "\" takes " << expected
-           << " rope_scaling_factors, got " << factors->size();
-  ArrayRef<double> f = *factors;
-  if (!(f[0] > 0.0) || !std::isfinite(f[0]))
-    return op->emitOpError() << "rope scaling factor must be positive, got "
-                             << f[0];
-  if (expected == 4 &&
-      (!(f[1] > 0.0) || !(f[2] > f[1]) || !std::isfinite(f[2]) ||
-       !(f[3] >= 1.0) || f[3] != std::floor(f[3]) || !std::isfinite(f[3])))
-    return op->emitOpError()
-           << "llama3 rope scaling needs 0 < low_freq_factor < "
-              "high_freq_factor and a positive integer original_context, got ["
-           << f[0] << ", " << f[1] << ", " << f[2] << ", " << f[3] << "]";
-  return success();
-}
-
-int64_t AttentionOp::getHeadDim() {
-  return getQuery().getType().getShape().back() / getNumHeads();
-}
-
-LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
-                             getNumHeads(), getNumKvHeads(), getRopeTheta(),
-                             getRopeScaling(), getRopeScalingFactors())))
-    return failure();
-  return expectSameType(*this, "result", getResult(), "the query",
-                        getQuery());
-}
-
-LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
-                             getNumHeads(), getNumKvHeads(), getRopeTheta(),
-                             getRopeScaling(), getRopeScalingFactors())) ||
-      failed(expectSameType(*this, "grad", getGrad(), "the query",
-                            getQuery())) ||
-      failed(expectSameType(*this, "query_grad", getQueryGrad(), "the query",
-                            getQuery())) ||
-      failed(expectSameType(*this, "key_grad", getKeyGrad(), "the key",
-                            getKey())))
-    return failure();
-  return expectSameType(*this, "value_grad", getValueGrad(), "the value",
-                        getValue());
 }
 
 //===----------------------------------------------------------------------===//

@@ -539,7 +539,8 @@ def Xfmr_ScaleOp : Xfmr_ForwardOp<"scale"> {
 
 def Xfmr_AttentionOp
     : Xfmr_ForwardOp<"attention", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
-  let summary = "multi-head scaled dot-product attention (causal, GQA, RoPE)";
+  let summary = "multi-head scaled dot-product attention (causal, GQA, RoPE, "
+                "sliding window)";
   let description = [{
     Heads are packed in the feature dimension: `query` is [B, T, H*D], `key`
     and `value` are [B, T, Hkv*D]. Query head h reads key/value head
@@ -560,6 +561,11 @@ def Xfmr_AttentionOp
       s = (original_context / wavelength - low_freq_factor) /
       (high_freq_factor - low_freq_factor).
 
+    `sliding_window` W (Mistral) narrows the causal mask to the last W
+    positions: position t sees positions s with t - W < s <= t, itself
+    included (transformers' sliding_window convention). A window of at
+    least the sequence length masks nothing more than causality.
+
     Example:
     ```mlir
     %o = xfmr.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64,
@@ -568,6 +574,9 @@ def Xfmr_AttentionOp
     %s = xfmr.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64,
                                     rope_theta = 5.0e+05 : f32, rope_scaling = "llama3",
                                     rope_scaling_factors = array<f64: 32.0, 1.0, 4.0, 8192.0>}
+        : (tensor<4x64x64xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>) -> tensor<4x64x64xf32>
+    %w = xfmr.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64,
+                                    rope_theta = 1.0e+04 : f32, sliding_window = 16 : i64}
         : (tensor<4x64x64xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>) -> tensor<4x64x64xf32>
     ```
 
@@ -580,7 +589,8 @@ def Xfmr_AttentionOp
     - `rope_scaling` and `rope_scaling_factors` come together and with
       `rope_theta`; the scaling is `linear` (one factor) or `llama3` (four);
       the factor is positive and, for `llama3`, 0 < low_freq_factor <
-      high_freq_factor and original_context is a positive integer.
+      high_freq_factor and original_context is a positive integer;
+    - `sliding_window` is positive and only on a `causal` attention.
   }];
   let arguments = (ins Xfmr_FloatTensor:$query, Xfmr_FloatTensor:$key,
                        Xfmr_FloatTensor:$value,
@@ -588,7 +598,8 @@ def Xfmr_AttentionOp
                        DefaultValuedAttr<BoolAttr, "true">:$causal,
                        OptionalAttr<F32Attr>:$rope_theta,
                        OptionalAttr<StrAttr>:$rope_scaling,
-                       OptionalAttr<DenseF64ArrayAttr>:$rope_scaling_factors);
+                       OptionalAttr<DenseF64ArrayAttr>:$rope_scaling_factors,
+                       OptionalAttr<I64Attr>:$sliding_window);
   let results = (outs Xfmr_FloatTensor:$result);
   let extraClassDeclaration = [{
     /// Head dimension D.
@@ -603,11 +614,17 @@ def Xfmr_AttentionGradOp
     Recomputes the attention probabilities from `query` and `key` and returns
     the gradients of the three inputs as the forward op received them: with
     `rope_theta` (and `rope_scaling`), the query and key gradients are with
-    respect to the query and key before rotation.
+    respect to the query and key before rotation. With `sliding_window`, the
+    probabilities are the forward's windowed ones: a key outside a query's
+    window gets no gradient from it.
 
     Example:
     ```mlir
     %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 4 : i64}
+        : (tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>)
+        -> (tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>)
+    %wq, %wk, %wv = xfmr.attention_grad %do, %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 4 : i64,
+                                                       sliding_window = 16 : i64}
         : (tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>)
         -> (tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>)
     ```
@@ -621,7 +638,8 @@ def Xfmr_AttentionGradOp
                        DefaultValuedAttr<BoolAttr, "true">:$causal,
                        OptionalAttr<F32Attr>:$rope_theta,
                        OptionalAttr<StrAttr>:$rope_scaling,
-                       OptionalAttr<DenseF64ArrayAttr>:$rope_scaling_factors);
+                       OptionalAttr<DenseF64ArrayAttr>:$rope_scaling_factors,
+                       OptionalAttr<I64Attr>:$sliding_window);
   let results = (outs Xfmr_FloatTensor:$query_grad,
                       Xfmr_FloatTensor:$key_grad,
                       Xfmr_FloatTensor:$value_grad);

@@ -53,6 +53,11 @@ InstructionCost describeKernel(const KernelArgs &a) {
     // T x T, the Megatron-LM convention for model FLOPs).
     if (a.causal)
       cost.flops /= 2;
+    // A window W < T leaves T W - W (W - 1) / 2 of the T^2 / 2 pairs.
+    if (a.window > 0 && a.window < a.seq) {
+      const double t = double(a.seq), w = double(a.window);
+      cost.flops *= (t * w - w * (w - 1) / 2) / (t * t / 2);
+    }
     break;
   case KernelCost::CrossEntropy:
     cost.shape = "N,V=" + dims({a.rows, a.vocab});

@@ -152,22 +152,30 @@ void Checker::attention() {
   require(args.ropeTheta >= 0 && (args.ropeTheta == 0 || args.headDim % 2 == 0),
           "rotary embedding needs an even head dimension");
   if (scaled) {
-    require(instruction.ints[3] == 0,
-            "a sliding window is not implemented (window " +
-                std::to_string(instruction.ints[3]) + ")");
+    args.window = instruction.ints[3];
+    require(args.window >= 0 && (args.window == 0 || args.causal),
+            "sliding window " + std::to_string(args.window) +
+                " must be 0 (none) or positive with causal attention");
     const std::vector<float> &f = instruction.floats;
     RopeScaling &s = args.ropeScaling;
-    s.factor = f[2];
-    s.lowFreqFactor = f[3];
-    s.highFreqFactor = f[4];
-    s.originalContext = f[5];
     if (f[1] == float(RopeScalingKind::Linear))
       s.kind = RopeScalingKind::Linear;
     else if (f[1] == float(RopeScalingKind::Llama3))
       s.kind = RopeScalingKind::Llama3;
-    require(s.kind != RopeScalingKind::None && args.ropeTheta > 0,
-            "RoPE scaling kind " + std::to_string(f[1]) +
-                " is not 1 (linear) or 2 (llama3) with a positive theta");
+    else
+      require(f[1] == float(RopeScalingKind::None),
+              "RoPE scaling kind " + std::to_string(f[1]) +
+                  " is not 0 (none), 1 (linear) or 2 (llama3)");
+    // Without scaling the factors are not read: the defaults stay, so
+    // every unscaled table compares equal.
+    if (s.kind != RopeScalingKind::None) {
+      s.factor = f[2];
+      s.lowFreqFactor = f[3];
+      s.highFreqFactor = f[4];
+      s.originalContext = f[5];
+    }
+    require(s.kind == RopeScalingKind::None || args.ropeTheta > 0,
+            "RoPE scaling needs a positive theta");
     require(s.factor > 0 && std::isfinite(s.factor),
             "RoPE scaling factor must be positive");
     require(s.kind != RopeScalingKind::Llama3 ||

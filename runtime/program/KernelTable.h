@@ -59,7 +59,7 @@ enum class KernelShape : uint8_t {
 /// How the profiler counts a kernel's FLOPs and labels its shape.
 enum class KernelCost : uint8_t {
   Gemm,          ///< 2 M K N
-  Attention,     ///< 4 B H T^2 D, halved when causal
+  Attention,     ///< 4 B H T^2 D, halved when causal, less with a window
   AttentionGrad, ///< twice the forward
   CrossEntropy,  ///< no FLOPs counted; labelled by rows and vocabulary
   Other,         ///< no FLOPs counted; labelled by its dimensions

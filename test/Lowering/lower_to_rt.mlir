@@ -168,6 +168,26 @@ func.func @attention_scaled(%q: tensor<2x4x8xf32> {xfmr.param = "q"}, %k: tensor
 
 // -----
 
+// A sliding window below the sequence (T = 4) takes the attention_scaled
+// rows with its window in ints[3] (kind 0 without RoPE scaling; the
+// scaling's parameters beside it when the op has both); one of at least the
+// sequence masks nothing and keeps the plain rows, as a model without one.
+// CHECK-LABEL: func.func @attention_window
+// CHECK: rt.kernel "attention_scaled" {{.*}} ints = [2, 1, 1, 3] floats = [1.000000e+04, 0.000000e+00, 1.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00]{{$}}
+// CHECK: rt.kernel "attention_scaled_grad" {{.*}} ints = [2, 1, 1, 2] floats = [1.000000e+04, 1.000000e+00, 4.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00]{{$}}
+// CHECK: rt.kernel "attention" {{.*}} ints = [2, 1, 1] floats = [1.000000e+04]{{$}}
+func.func @attention_window(%q: tensor<2x4x8xf32> {xfmr.param = "q"}, %k: tensor<2x4x4xf32> {xfmr.param = "k"},
+                            %v: tensor<2x4x4xf32> {xfmr.param = "v"}, %do: tensor<2x4x8xf32> {xfmr.param = "do"})
+    -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {}} {
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, sliding_window = 3 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+  %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "linear", rope_scaling_factors = array<f64: 4.0>, sliding_window = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  %w = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, sliding_window = 4 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+  %loss = arith.constant dense<0.0> : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // The loss is written straight into its new argument, appended after the
 // old ones.
 // CHECK-LABEL: func.func @loss

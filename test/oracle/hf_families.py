@@ -3,7 +3,8 @@
 
 For each family partition-import reads beyond Llama 2 -- Llama 3 (rotary
 base 500000, untied head), Llama 3.2 (tied head, llama3 RoPE scaling), a
-Llama with linear RoPE scaling, Mistral (no sliding window, base 1e6) and
+Llama with linear RoPE scaling, Mistral (no sliding window, base 1e6),
+Mistral with a sliding window of 8 positions (narrower than SEQ) and
 Qwen2 (q/k/v biases, RMSNorm epsilon 1e-6, base 1e6)
 -- builds a random-initialised transformers model from a config (no hub
 download; every tensor perturbed, biases included, q and k scaled up so
@@ -84,6 +85,12 @@ def families(transformers):
                     transformers.MistralForCausalLM,
                     dict(rms_norm_eps=1e-5, rope_theta=1000000.0,
                          sliding_window=None, tie_word_embeddings=False)),
+        # Mistral 7B v0.1's kind of model: a query sees itself and the 7
+        # positions before it, a quarter of the sequence.
+        "mistral-window": (transformers.MistralConfig,
+                           transformers.MistralForCausalLM,
+                           dict(rms_norm_eps=1e-5, rope_theta=10000.0,
+                                sliding_window=8, tie_word_embeddings=False)),
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM,
                   dict(rms_norm_eps=1e-6, rope_theta=1000000.0,
                        use_sliding_window=False,

@@ -4,6 +4,7 @@
 //   partition-gen --preset llama-tiny --layers 3 --kv-heads 1
 //   partition-gen --arch llama --layers 2 --hidden 96 --heads 6 ...
 //   partition-gen --preset qwen2-tiny --rope-theta 500000 --tie-embeddings
+//   partition-gen --preset mistral-tiny --sliding-window 16
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,6 +98,17 @@ cl::opt<std::string> family(
     cl::desc("The Hugging Face family a llama-arch model exports as: llama "
              "| mistral | qwen2 (qwen2 implies --qkv-bias)"),
     cl::cat(category));
+cl::opt<int64_t> slidingWindow(
+    "sliding-window",
+    cl::desc("Sliding-window attention (families mistral and qwen2): a "
+             "query sees the last W positions, itself included; 0 for none "
+             "(default: the preset's, 4096 for mistral-7b)"),
+    cl::value_desc("W"), cl::cat(category));
+cl::opt<int64_t> windowFromLayer(
+    "window-from-layer",
+    cl::desc("The first layer with the sliding window; the ones below "
+             "attend fully (family qwen2's max_window_layers; default 0)"),
+    cl::value_desc("N"), cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per forward pass "
                                          "(the micro-batch)"),
                        cl::cat(category));
@@ -142,6 +154,8 @@ int main(int argc, char **argv) {
       config->outputBias = plain.outputBias;
       config->ropeTheta = plain.ropeTheta;
       config->ropeScaling = plain.ropeScaling;
+      config->slidingWindow = plain.slidingWindow;
+      config->windowFromLayer = plain.windowFromLayer;
     }
   }
   if (family.getNumOccurrences()) {
@@ -151,13 +165,23 @@ int main(int argc, char **argv) {
       partition::tools::usageError("partition-gen",
                                    "unknown family '" + family +
                                        "'; expected llama, mistral or qwen2");
+    const std::string presetFamily = config->familyName();
     config->family = family == "llama" ? "" : family.getValue();
     // Each family's biases, unless given.
     if (!qkvBias.getNumOccurrences())
       config->qkvBias = family == "qwen2";
     if (!outputBias.getNumOccurrences())
       config->outputBias = false;
+    // A preset's window stays with its family unless given.
+    if (family != presetFamily) {
+      config->slidingWindow = 0;
+      config->windowFromLayer = 0;
+    }
   }
+  if (slidingWindow.getNumOccurrences())
+    config->slidingWindow = slidingWindow;
+  if (windowFromLayer.getNumOccurrences())
+    config->windowFromLayer = windowFromLayer;
   if (normEps.getNumOccurrences())
     config->normEpsilon = normEps;
   if (ropeTheta.getNumOccurrences())

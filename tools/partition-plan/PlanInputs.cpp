@@ -58,6 +58,10 @@ std::optional<model::ModelConfig> readModel(mlir::ModuleOp module,
       c.tieEmbedding = c.arch == model::Arch::Llama && tied.getValue();
     if (auto bias = dict.getAs<mlir::BoolAttr>("qkv_bias"))
       c.qkvBias = bias.getValue();
+    if (auto window = dict.getAs<mlir::IntegerAttr>("sliding_window"))
+      c.slidingWindow = window.getInt();
+    if (auto from = dict.getAs<mlir::IntegerAttr>("window_from_layer"))
+      c.windowFromLayer = from.getInt();
     if (auto bias = dict.getAs<mlir::BoolAttr>("output_bias"))
       c.outputBias = bias.getValue();
     if (!error.empty())
@@ -84,6 +88,8 @@ ModelShape shapeOf(const model::ModelConfig &c) {
   m.vocab = c.vocab;
   m.seqLen = c.seqLen;
   m.positions = m.llama ? 0 : c.positions;
+  m.slidingWindow = c.slidingWindow;
+  m.windowFromLayer = c.windowFromLayer;
   return m;
 }
 

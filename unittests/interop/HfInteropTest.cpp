@@ -139,7 +139,7 @@ writeCheckpoint(const std::string &dir, const ModelConfig &config,
 
 /// The features beyond Llama 2, at the interop sizes: Llama 3 (theta
 /// 500000, epsilon 1e-6), Llama 3.2 (tied), Llama with attention_bias,
-/// Mistral, Qwen2 (q/k/v biases).
+/// Mistral, Qwen2 (q/k/v biases), RoPE scaling, Mistral with a window.
 std::vector<ModelConfig> familyConfigs() {
   std::vector<ModelConfig> configs;
   ModelConfig llama3 = llamaConfig();
@@ -174,6 +174,15 @@ std::vector<ModelConfig> familyConfigs() {
   linear.ropeScaling = "linear";
   linear.ropeFactor = 2.5;
   configs.push_back(linear);
+  // Mistral 7B v0.1's sliding window, below the training sequence (24).
+  ModelConfig window = mistral;
+  window.slidingWindow = 8;
+  configs.push_back(window);
+  // Qwen2's window from layer 1 on (max_window_layers).
+  ModelConfig qwen2Window = qwen2;
+  qwen2Window.slidingWindow = 8;
+  qwen2Window.windowFromLayer = 1;
+  configs.push_back(qwen2Window);
   return configs;
 }
 
@@ -308,17 +317,36 @@ TEST_F(HfInteropTest, Bf16ExportRoundsToNearestEvenAndImportsExactly) {
 TEST_F(HfInteropTest, ModelJsonRoundTripsAndRefusesUnknownFields) {
   for (const ModelConfig &config : allConfigs())
     expectSameConfig(modelFromJson(modelToJson(config), "f"), config);
-  nlohmann::json model = modelToJson(gpt2Config());
+  // A window is a Mistral's: accepted there, refused on another family.
+  nlohmann::json model = modelToJson(familyConfigs()[3]);
   model["sliding_window"] = 16;
-  try {
-    modelFromJson(model, "ckpt/checkpoint.safetensors");
-    FAIL() << "an unknown model field was accepted";
-  } catch (const InteropError &error) {
-    EXPECT_STREQ(error.what(),
-                 "ckpt/checkpoint.safetensors: model metadata field "
-                 "sliding_window is not known to this partition-export; export "
-                 "with the partition build that wrote the checkpoint");
-  }
+  EXPECT_EQ(modelFromJson(model, "f").slidingWindow, 16);
+  model = modelToJson(gpt2Config());
+  model["sliding_window"] = 16;
+  auto refusal = [](const nlohmann::json &model) -> std::string {
+    try {
+      modelFromJson(model, "ckpt/checkpoint.safetensors");
+    } catch (const InteropError &error) {
+      return error.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_EQ(refusal(model),
+            "ckpt/checkpoint.safetensors: invalid model configuration: a "
+            "sliding window is a feature of families mistral and qwen2, not "
+            "of gpt2");
+  model = modelToJson(familyConfigs()[3]);
+  model["sliding_window"] = 40; // the context
+  EXPECT_EQ(refusal(model),
+            "ckpt/checkpoint.safetensors: invalid model configuration: "
+            "sliding window (40) must be below max context (40): a window of "
+            "the whole context masks nothing (give none)");
+  model = modelToJson(gpt2Config());
+  model["attention_sink"] = 4;
+  EXPECT_EQ(refusal(model),
+            "ckpt/checkpoint.safetensors: model metadata field "
+            "attention_sink is not known to this partition-export; export "
+            "with the partition build that wrote the checkpoint");
 }
 
 TEST_F(HfInteropTest, ExportRefusesACheckpointWithoutItsModel) {
@@ -436,6 +464,96 @@ TEST_F(HfInteropTest, FamilyConfigsReadAsFeatures) {
   read = fromHfConfig(mistral, "config.json");
   EXPECT_FALSE(read.qkvBias);
   EXPECT_EQ(read.family, "mistral");
+  EXPECT_EQ(read.slidingWindow, 0);
+  // An absent window is MistralConfig's 4096: none in a context of 40, the
+  // window in a longer one.
+  mistral.erase("sliding_window");
+  EXPECT_EQ(fromHfConfig(mistral, "config.json").slidingWindow, 0);
+  mistral["max_position_embeddings"] = 32768;
+  EXPECT_EQ(fromHfConfig(mistral, "config.json").slidingWindow, 4096);
+
+  // A window is written and read back; one of at least the context (the
+  // longer of max_position_embeddings and the training sequence) is none.
+  nlohmann::json window = hfConfig(familyConfigs()[7], "float32");
+  EXPECT_EQ(window["sliding_window"], 8);
+  expectSameConfig(fromHfConfig(window, "config.json"), familyConfigs()[7]);
+  window["sliding_window"] = 40;
+  EXPECT_EQ(fromHfConfig(window, "config.json").slidingWindow, 0);
+  window["sliding_window"] = 39;
+  EXPECT_EQ(fromHfConfig(window, "config.json").slidingWindow, 39);
+  // Training beyond the context, transformers' mask still narrows.
+  window["sliding_window"] = 40;
+  EXPECT_EQ(fromHfConfig(window, "config.json", {48, std::nullopt})
+                .slidingWindow,
+            40);
+}
+
+// Qwen2's window: with use_sliding_window, on the layers from
+// max_window_layers on (transformers' defaults 4096 and 28 when absent);
+// layer_types, where given, must be the list those derive.
+TEST_F(HfInteropTest, Qwen2WindowFromMaxWindowLayers) {
+  nlohmann::json qwen2 = hfConfig(familyConfigs()[8], "float32");
+  EXPECT_EQ(qwen2["use_sliding_window"], true);
+  EXPECT_EQ(qwen2["sliding_window"], 8);
+  EXPECT_EQ(qwen2["max_window_layers"], 1);
+  expectSameConfig(fromHfConfig(qwen2, "config.json"), familyConfigs()[8]);
+  qwen2["layer_types"] = {"full_attention", "sliding_attention"};
+  expectSameConfig(fromHfConfig(qwen2, "config.json"), familyConfigs()[8]);
+  // Two layers, max_window_layers absent (28): no windowed layer.
+  qwen2.erase("layer_types");
+  qwen2.erase("max_window_layers");
+  EXPECT_EQ(fromHfConfig(qwen2, "config.json").slidingWindow, 0);
+  qwen2["max_window_layers"] = 0;
+  ModelConfig every = fromHfConfig(qwen2, "config.json");
+  EXPECT_EQ(every.slidingWindow, 8);
+  EXPECT_EQ(every.windowFromLayer, 0);
+  // Without use_sliding_window the window is transformers' None.
+  qwen2["use_sliding_window"] = false;
+  EXPECT_EQ(fromHfConfig(qwen2, "config.json").slidingWindow, 0);
+}
+
+// What is still refused about windows, naming the feature: a llama's
+// window (LlamaForCausalLM ignores it: a relabelled Mistral), layer_types
+// other than a family's own rule, a window that is not a positive integer.
+TEST_F(HfInteropTest, WindowRefusals) {
+  auto refusal = [](nlohmann::json config) -> std::string {
+    try {
+      fromHfConfig(config, "config.json");
+    } catch (const InteropError &error) {
+      return error.what();
+    }
+    return "(accepted)";
+  };
+  nlohmann::json llama = hfConfig(familyConfigs()[0], "float32");
+  llama["sliding_window"] = 16;
+  EXPECT_EQ(refusal(llama),
+            "config.json: sliding_window = 16 cannot be expressed: a llama "
+            "model has no sliding window (sliding-window attention is "
+            "model_type mistral's and qwen2's); only null is");
+  nlohmann::json qwen2 = hfConfig(familyConfigs()[8], "float32");
+  qwen2["layer_types"] = {"sliding_attention", "full_attention"};
+  EXPECT_EQ(refusal(qwen2),
+            "config.json: layer_types = [\"sliding_attention\",\"full_attention\"] "
+            "cannot be expressed: only a window on the layers from "
+            "max_window_layers on (with use_sliding_window) is supported, "
+            "[\"full_attention\",\"sliding_attention\"] here");
+  qwen2.erase("layer_types");
+  qwen2["max_window_layers"] = -1;
+  EXPECT_EQ(refusal(qwen2), "config.json: max_window_layers must be a "
+                            "non-negative integer, got -1");
+  nlohmann::json mistral = hfConfig(familyConfigs()[7], "float32");
+  mistral["layer_types"] = {"sliding_attention", "full_attention"};
+  EXPECT_EQ(refusal(mistral),
+            "config.json: layer_types holds \"sliding_attention\", which "
+            "cannot be expressed: only \"full_attention\" layers are "
+            "supported (sliding_window with layer_types is not)");
+  mistral.erase("layer_types");
+  mistral["sliding_window"] = 0;
+  EXPECT_EQ(refusal(mistral), "config.json: sliding_window must be a positive "
+                              "integer, got 0");
+  mistral["sliding_window"] = 4.5;
+  EXPECT_EQ(refusal(mistral), "config.json: sliding_window must be a positive "
+                              "integer, got 4.5");
 }
 
 // q/k/v biases map to self_attn.{q,k,v}_proj.bias, the output bias to

@@ -65,6 +65,42 @@ TEST(CostModel, ParameterCountsMatchTheClosedForms) {
   double B = 8, s = 1024, l = 12, h = 768, V = 50257;
   double megatron = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
   EXPECT_NEAR(modelFlopsPerStep(m, 8) / megatron, 1.0, 1e-9);
+  // A sliding window W < s: the attention term s / 6h becomes W / 6h; one
+  // of at least s changes nothing.
+  m.slidingWindow = 256;
+  double W = 256;
+  double windowed = 72 * B * s * l * h * h * (1 + W / (6 * h) + V / (12 * l * h));
+  EXPECT_NEAR(modelFlopsPerStep(m, 8) / windowed, 1.0, 1e-9);
+  // Qwen2's window on the layers from 6 of 12 on: half of each.
+  m.windowFromLayer = 6;
+  EXPECT_NEAR(modelFlopsPerStep(m, 8) / ((windowed + megatron) / 2), 1.0,
+              1e-9);
+  m.windowFromLayer = 0;
+  m.slidingWindow = 4096;
+  EXPECT_NEAR(modelFlopsPerStep(m, 8) / megatron, 1.0, 1e-9);
+}
+
+// A window shortens the attention products: a faster step, fewer FLOPs,
+// and a materialized kernel's probabilities shrink to T x W.
+TEST(CostModel, SlidingWindowAttentionCostsLess) {
+  ModelShape m = small();
+  m.llama = true;
+  m.seqLen = 8192;
+  m.positions = 0;
+  Candidate p;
+  p.precision = "bf16";
+  p.microBatch = 1;
+  Cluster flash = *getProfile("a100-80gb-dgx");
+  Prediction full = predict(m, p, flash);
+  ModelShape windowed = m;
+  windowed.slidingWindow = 1024;
+  Prediction narrow = predict(windowed, p, flash);
+  EXPECT_LT(narrow.modelFlops, full.modelFlops);
+  EXPECT_LT(narrow.stepSeconds, full.stepSeconds);
+  Cluster materialized = flash;
+  materialized.attentionKernel = "materialized";
+  EXPECT_LT(predict(windowed, p, materialized).memory.activations,
+            predict(m, p, materialized).memory.activations);
 }
 
 TEST(CostModel, PeakInFlightClosedFormsMatchTheScheduleGeneratorOnEveryStage) {

@@ -1,4 +1,4 @@
-//===- Attention.cpp - multi-head attention (causal, GQA, RoPE) -----------===//
+//===- Attention.cpp - multi-head attention (causal, GQA, RoPE, window) ---===//
 //
 // Algorithm: per (batch, head), blocks of kBlock = 64 query rows. The
 // forward computes a block's scores [64, T] with one sgemm, softmaxes them
@@ -9,7 +9,13 @@
 // a cblas_sgemm on the strided head slices directly (lda = H*D: heads packed
 // in the feature dimension need no transposes). When causal, a row block
 // multiplies only the keys < its end, and a column block only the queries
-// >= its start: the causal work is T^2/2 + T*64/2 instead of T^2.
+// >= its start: the causal work is T^2/2 + T*64/2 instead of T^2. With a
+// sliding window W (query t sees keys t - W < s <= t) a row block also
+// starts at its first row's first key, rounded down to a 64-block, and a
+// column block stops at the last query that sees its last key: about
+// T * (W + 96) per product instead of T^2/2. The rounding keeps the column
+// phase's reads inside what the row phase wrote (zeros outside a row's
+// window), so every product stays one strided sgemm.
 //
 // Why not a flash-style loop (online softmax over [64, 64] tiles): the
 // products here run at sgemm speed with K = T for P V, dS K, P^T dO and
@@ -66,6 +72,7 @@ struct Geometry {
   float scale;
   bool causal;
   bool rope;
+  Index window; // 0: none (also for a window of at least seq)
   const float *cos = nullptr; // [seq, dim/2]
   const float *sin = nullptr;
 };
@@ -85,6 +92,9 @@ Geometry validate(const char *kernel, const AttentionConfig &config) {
   if (rope && config.headDim % 2 != 0)
     fail(kernel, "RoPE needs an even head dimension, got " +
                      std::to_string(config.headDim));
+  if (config.window < 0 || (config.window > 0 && !config.causal))
+    fail(kernel, "sliding window " + std::to_string(config.window) +
+                     " must be 0 (none) or positive with causal attention");
   Geometry g;
   g.batch = config.batch;
   g.seq = config.seq;
@@ -98,6 +108,7 @@ Geometry validate(const char *kernel, const AttentionConfig &config) {
   g.scale = static_cast<float>(1.0 / std::sqrt(double(config.headDim)));
   g.causal = config.causal;
   g.rope = rope;
+  g.window = config.window < config.seq ? config.window : 0;
   return g;
 }
 
@@ -197,39 +208,66 @@ struct Work {
 
 Index numBlocks(const Geometry &g) { return (g.seq + kBlock - 1) / kBlock; }
 
-/// Scores of query rows [i0, i1) against the keys they may see (all, or
-/// those < i1 when causal), softmaxed in place into `block` (row t at
-/// block + (t - i0) T). Row t is valid on [0, L(t)) and zero on
-/// [L(t), cols); columns past cols are never written nor read. Returns cols.
-Index probabilityBlock(const Geometry &g, const float *q, Index ldq,
-                       const float *k, Index ldk, float *block, Index i0,
-                       Index i1) {
+/// The first key query t sees.
+Index firstKey(const Geometry &g, Index t) {
+  return g.window ? std::max<Index>(0, t - g.window + 1) : 0;
+}
+
+/// The first key column a row block starting at i0 computes: its first
+/// row's first key, rounded down to a block boundary (see the file
+/// comment).
+Index blockFirstKey(const Geometry &g, Index i0) {
+  return firstKey(g, i0) / kBlock * kBlock;
+}
+
+/// One past the last query that sees a key below j1.
+Index queryEnd(const Geometry &g, Index j1) {
+  return g.window ? std::min(g.seq, j1 + g.window - 1) : g.seq;
+}
+
+/// The key columns [begin, end) a row block computes.
+struct KeyRange {
+  Index begin, end;
+};
+
+/// Scores of query rows [i0, i1) against the keys the block may see
+/// (columns [begin, end): all, those < i1 when causal, from blockFirstKey
+/// with a window), softmaxed in place into `block` (row t at
+/// block + (t - i0) T, column s at s). Row t is valid on [F(t), L(t)) and
+/// zero on the rest of [begin, end); columns outside are never written nor
+/// read.
+KeyRange probabilityBlock(const Geometry &g, const float *q, Index ldq,
+                          const float *k, Index ldk, float *block, Index i0,
+                          Index i1) {
   const Index T = g.seq;
-  const Index cols = g.causal ? i1 : T;
-  gemm(CblasNoTrans, CblasTrans, i1 - i0, cols, g.dim, g.scale, q + i0 * ldq,
-       ldq, k, ldk, 0.0f, block, T);
+  const KeyRange keys{blockFirstKey(g, i0), g.causal ? i1 : T};
+  gemm(CblasNoTrans, CblasTrans, i1 - i0, keys.end - keys.begin, g.dim,
+       g.scale, q + i0 * ldq, ldq, k + keys.begin * ldk, ldk, 0.0f,
+       block + keys.begin, T);
   for (Index t = i0; t < i1; ++t) {
     float *row = block + (t - i0) * T;
-    const Index valid = g.causal ? t + 1 : T;
-    float m = row[0];
+    const Index first = firstKey(g, t), valid = g.causal ? t + 1 : T;
+    float m = row[first];
 #pragma omp simd reduction(max : m)
-    for (Index s = 0; s < valid; ++s)
+    for (Index s = first; s < valid; ++s)
       m = row[s] > m ? row[s] : m;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (Index s = 0; s < valid; ++s) {
+    for (Index s = first; s < valid; ++s) {
       const float e = fastExp(row[s] - m);
       row[s] = e;
       sum += e;
     }
     const float inv = 1.0f / sum;
 #pragma omp simd
-    for (Index s = 0; s < valid; ++s)
+    for (Index s = first; s < valid; ++s)
       row[s] *= inv;
-    for (Index s = valid; s < cols; ++s)
+    for (Index s = keys.begin; s < first; ++s)
+      row[s] = 0.0f;
+    for (Index s = valid; s < keys.end; ++s)
       row[s] = 0.0f;
   }
-  return cols;
+  return keys;
 }
 
 /// Forward of query head h of batch b, one row block at a time: the scores
@@ -268,16 +306,19 @@ void forwardHead(const Geometry &g, const float *query, const float *key,
       qBlock = qr;
       ldqBlock = g.dim;
     }
-    const Index cols = probabilityBlock(g, qBlock, ldqBlock, k, ldk, p, i0, i1);
-    gemm(CblasNoTrans, CblasNoTrans, i1 - i0, g.dim, cols, 1.0f, p, T, v,
-         g.ldk, 0.0f, out + i0 * g.ldq, g.ldq);
+    const KeyRange keys =
+        probabilityBlock(g, qBlock, ldqBlock, k, ldk, p, i0, i1);
+    gemm(CblasNoTrans, CblasNoTrans, i1 - i0, g.dim, keys.end - keys.begin,
+         1.0f, p + keys.begin, T, v + keys.begin * g.ldk, g.ldk, 0.0f,
+         out + i0 * g.ldq, g.ldq);
   }
 }
 
 /// Backward of kv head kvh of batch b and all the query heads that read it.
 /// Per query head: a row phase (by query row blocks: P, dP, dS, dQ) and a
 /// column phase (by key column blocks: dV += P^T dO, dK += dS^T Q, where
-/// causal column block j only meets rows >= its start).
+/// causal column block j only meets rows >= its start, and with a window
+/// rows < queryEnd of its end).
 /// Slice layout: [rotated K | rotated Q (RoPE only)] [P: T x T] [dS: T x T].
 void backwardKvHead(const Geometry &g, const float *grad, const float *query,
                     const float *key, const float *value, float *queryGrad,
@@ -317,28 +358,33 @@ void backwardKvHead(const Geometry &g, const float *grad, const float *query,
       const Index i0 = blk * kBlock, i1 = std::min(T, i0 + kBlock);
       if (g.rope)
         rotateRows(g, query + qOffset, g.ldq, qr, i0, i1);
-      const Index cols =
+      const KeyRange keys =
           probabilityBlock(g, q, ldq, k, ldk, p + i0 * T, i0, i1);
+      const Index c0 = keys.begin, cols = keys.end - keys.begin;
       // dP = dO V^T, then dS = scale P (dP - rowsum(P dP)) over it: the
       // softmax backward with the score scale folded in.
       gemm(CblasNoTrans, CblasTrans, i1 - i0, cols, g.dim, 1.0f,
-           dout + i0 * g.ldq, g.ldq, v, g.ldk, 0.0f, ds + i0 * T, T);
+           dout + i0 * g.ldq, g.ldq, v + c0 * g.ldk, g.ldk, 0.0f,
+           ds + i0 * T + c0, T);
       for (Index t = i0; t < i1; ++t) {
         const float *pr = p + t * T;
         float *dr = ds + t * T;
-        const Index valid = g.causal ? t + 1 : T;
+        const Index first = firstKey(g, t), valid = g.causal ? t + 1 : T;
         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-        for (Index s = 0; s < valid; ++s)
+        for (Index s = first; s < valid; ++s)
           dot += pr[s] * dr[s];
 #pragma omp simd
-        for (Index s = 0; s < valid; ++s)
+        for (Index s = first; s < valid; ++s)
           dr[s] = g.scale * pr[s] * (dr[s] - dot);
-        for (Index s = valid; s < cols; ++s)
+        for (Index s = c0; s < first; ++s)
+          dr[s] = 0.0f;
+        for (Index s = valid; s < keys.end; ++s)
           dr[s] = 0.0f;
       }
-      gemm(CblasNoTrans, CblasNoTrans, i1 - i0, g.dim, cols, 1.0f, ds + i0 * T,
-           T, k, ldk, 0.0f, dq + i0 * g.ldq, g.ldq);
+      gemm(CblasNoTrans, CblasNoTrans, i1 - i0, g.dim, cols, 1.0f,
+           ds + i0 * T + c0, T, k + c0 * ldk, ldk, 0.0f, dq + i0 * g.ldq,
+           g.ldq);
       if (g.rope)
         unrotateRows(g, dq, g.ldq, i0, i1);
     }
@@ -350,11 +396,11 @@ void backwardKvHead(const Geometry &g, const float *grad, const float *query,
 #pragma omp parallel for schedule(dynamic, 1) num_threads(work.threads) if (work.inner)
     for (Index blk = 0; blk < blocks; ++blk) {
       const Index j0 = blk * kBlock, j1 = std::min(T, j0 + kBlock);
-      const Index r0 = g.causal ? j0 : 0;
-      gemm(CblasTrans, CblasNoTrans, j1 - j0, g.dim, T - r0, 1.0f,
+      const Index r0 = g.causal ? j0 : 0, r1 = queryEnd(g, j1);
+      gemm(CblasTrans, CblasNoTrans, j1 - j0, g.dim, r1 - r0, 1.0f,
            p + r0 * T + j0, T, dout + r0 * g.ldq, g.ldq, beta, dv + j0 * g.ldk,
            g.ldk);
-      gemm(CblasTrans, CblasNoTrans, j1 - j0, g.dim, T - r0, 1.0f,
+      gemm(CblasTrans, CblasNoTrans, j1 - j0, g.dim, r1 - r0, 1.0f,
            ds + r0 * T + j0, T, q + r0 * ldq, ldq, beta, dk + j0 * g.ldk,
            g.ldk);
       // The rotation is linear: un-rotating the group's summed dK equals

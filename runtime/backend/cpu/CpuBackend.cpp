@@ -36,7 +36,8 @@ CpuBackend::CpuBackend(const Program &program,
           args.kernel == KernelId::AttentionScaledGrad) {
         cpu::AttentionConfig config{args.batch,   args.seq,     args.heads,
                                     args.kvHeads, args.headDim, args.causal,
-                                    args.ropeTheta, args.ropeScaling};
+                                    args.ropeTheta, args.ropeScaling,
+                                    args.window};
         workspace.size = std::max(
             {workspace.size, cpu::attentionWorkspaceSize(config),
              cpu::attentionGradWorkspaceSize(config)});

@@ -324,7 +324,8 @@ CpuBackend::compileKernel(const KernelArgs &a, const Instruction &instruction,
   launcher.scratch = workspace.data.get();
   launcher.scratchBytes = workspace.size;
   launcher.attention = {a.batch,   a.seq,    a.heads,      a.kvHeads,
-                        a.headDim, a.causal, a.ropeTheta, a.ropeScaling};
+                        a.headDim, a.causal, a.ropeTheta, a.ropeScaling,
+                        a.window};
   launcher.floats = instruction.floats;
   return launcher.compile();
 }

@@ -137,6 +137,9 @@ struct AttentionConfig {
   float ropeTheta = 0.0f;
   /// Its frequencies' scaling (linear, llama3; none by default).
   RopeScaling ropeScaling = {};
+  /// Sliding window W (causal only): query t sees keys s with
+  /// t - W < s <= t. 0 means none.
+  Index window = 0;
 };
 
 /// Bytes of scratch memory that attention / attentionGrad want for the

@@ -299,7 +299,8 @@ std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
     launcher.batch = a.batch, launcher.seq = a.seq;
     launcher.positions = a.positions;
     launcher.attention = {a.batch,   a.seq,    a.heads,      a.kvHeads,
-                          a.headDim, a.causal, a.ropeTheta, a.ropeScaling};
+                          a.headDim, a.causal, a.ropeTheta, a.ropeScaling,
+                          a.window};
     // GEMMs go to cuBLASLt; every other kernel to its launch.
     if (kernelInfo(a.kernel).cost == KernelCost::Gemm)
       return compileLinear(a, where);

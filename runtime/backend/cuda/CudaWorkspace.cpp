@@ -42,7 +42,7 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
   case KernelId::AttentionScaledGrad: {
     cuda::AttentionShape shape{a.batch,   a.seq,     a.heads,
                                a.kvHeads, a.headDim, a.causal,
-                               a.ropeTheta, a.ropeScaling};
+                               a.ropeTheta, a.ropeScaling, a.window};
     return std::max(cuda::attentionWorkspaceSize(shape, bf),
                     cuda::attentionGradWorkspaceSize(shape, bf));
   }

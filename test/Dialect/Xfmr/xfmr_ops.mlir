@@ -309,6 +309,24 @@ func.func @attention_rope_scaling(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, 
 
 // -----
 
+// A sliding window (Mistral), alone and with RoPE scaling, on attention and
+// its gradient.
+
+// CHECK-LABEL: func.func @attention_sliding_window
+// CHECK-SAME:    (%[[Q:.*]]: tensor<2x4x8xf32>, %[[K:.*]]: tensor<2x4x4xf32>, %[[V:.*]]: tensor<2x4x4xf32>)
+func.func @attention_sliding_window(%q: tensor<2x4x8xf32>, %k: tensor<2x4x4xf32>, %v: tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  // CHECK: %[[O:.*]] = xfmr.attention %[[Q]], %[[K]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.000000e+04 : f32, sliding_window = 2 : i64}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, sliding_window = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+  // CHECK: %[[L:.*]] = xfmr.attention %[[Q]], %[[K]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_scaling = "linear", rope_scaling_factors = array<f64: 4.000000e+00>, rope_theta = 1.000000e+04 : f32, sliding_window = 1 : i64}
+  %l = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "linear", rope_scaling_factors = array<f64: 4.0>, sliding_window = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+  // CHECK: %[[DQ:.*]], %{{.*}}, %{{.*}} = xfmr.attention_grad %[[O]], %[[Q]], %[[K]], %[[V]] {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.000000e+04 : f32, sliding_window = 2 : i64}
+  %dq, %dk, %dv = xfmr.attention_grad %o, %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, sliding_window = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  // CHECK: return %[[O]], %[[L]], %[[DQ]]
+  return %o, %l, %dq : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
 // Non-causal attention prints `causal = false`; an explicit `causal = true`
 // is the default and is elided.
 

@@ -1,6 +1,6 @@
 // RUN: partition-opt %s -split-input-file -verify-diagnostics
 
-// One case per error the xfmr verifiers (XfmrOps.cpp), the ODS constraints
+// One case per error the xfmr verifiers (XfmrOps.cpp, XfmrAttention.cpp), the ODS constraints
 // that matter and the dialect's attribute checks (XfmrDialect.cpp) produce.
 // Activations are [B, T, C] = [2, 4, 8] unless a case says otherwise.
 
@@ -904,6 +904,38 @@ func.func @attention_rope_scaling_llama3_bands(%q: tensor<2x4x8xf32>, %k: tensor
 func.func @attention_grad_rope_scaling_count(%do: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   // expected-error @+1 {{'xfmr.attention_grad' op rope_scaling "linear" takes 1 rope_scaling_factors, got 2}}
   %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "linear", rope_scaling_factors = array<f64: 4.0, 1.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  return %dq : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_sliding_window_zero(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op sliding_window must be positive, got 0}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, sliding_window = 0 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_sliding_window_negative(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op sliding_window must be positive, got -3}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, sliding_window = -3 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_sliding_window_not_causal(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op sliding_window needs causal attention (causal = true)}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = false, sliding_window = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_grad_sliding_window_not_causal(%do: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention_grad' op sliding_window needs causal attention (causal = true)}}
+  %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, causal = false, sliding_window = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
   return %dq : tensor<2x4x8xf32>
 }
 

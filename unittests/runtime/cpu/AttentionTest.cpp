@@ -2,7 +2,8 @@
 //
 // Against a double-precision reference written from the op description
 // (rotate-half RoPE with frequency theta^(-2i/D) at position t, GQA head
-// h / (H / Hkv), scores / sqrt(D), optional causal mask), and its central
+// h / (H / Hkv), scores / sqrt(D), optional causal mask, optional sliding
+// window: query t sees keys t - W < s <= t), and its central
 // finite differences. Each case runs with 1 and with 2 OpenMP threads, which
 // between them exercise both threading modes of the kernels (units in
 // parallel with serial sgemm; units in sequence with threaded sgemm and
@@ -32,6 +33,7 @@ struct Case {
   double theta;          // 0: no RoPE
   std::size_t fdSamples; // FD entries checked per tensor (0 = all)
   RopeScaling scaling = {};
+  Index window = 0; // sliding window; 0: none
 };
 
 std::string describe(const Case &c) {
@@ -39,7 +41,7 @@ std::string describe(const Case &c) {
   os << "B=" << c.batch << " T=" << c.seq << " H=" << c.heads
      << " Hkv=" << c.kvHeads << " D=" << c.dim
      << (c.causal ? " causal" : " full") << " theta=" << c.theta
-     << " scaling=" << int(c.scaling.kind);
+     << " scaling=" << int(c.scaling.kind) << " window=" << c.window;
   return os.str();
 }
 
@@ -53,6 +55,7 @@ AttentionConfig config(const Case &c) {
   cfg.causal = c.causal;
   cfg.ropeTheta = float(c.theta);
   cfg.ropeScaling = c.scaling;
+  cfg.window = c.window;
   return cfg;
 }
 
@@ -106,9 +109,13 @@ DVec attentionRef(const DVec &q, const DVec &k, const DVec &v, const Case &c) {
       const Index kvh = h / group;
       for (Index t = 0; t < T; ++t) {
         const Index visible = c.causal ? t + 1 : T;
+        // transformers' sliding_window_overlay: kv_idx > q_idx - window.
+        Index first = 0;
+        while (c.window > 0 && !(first > t - c.window))
+          ++first;
         const double *qt = &qr[(b * T + t) * ldq + h * D];
         double m = -1e300;
-        for (Index s = 0; s < visible; ++s) {
+        for (Index s = first; s < visible; ++s) {
           const double *ks = &kr[(b * T + s) * ldk + kvh * D];
           double score = 0;
           for (Index d = 0; d < D; ++d)
@@ -117,10 +124,10 @@ DVec attentionRef(const DVec &q, const DVec &k, const DVec &v, const Case &c) {
           m = std::max(m, p[s]);
         }
         double sum = 0;
-        for (Index s = 0; s < visible; ++s)
+        for (Index s = first; s < visible; ++s)
           sum += (p[s] = std::exp(p[s] - m));
         double *o = &out[(b * T + t) * ldq + h * D];
-        for (Index s = 0; s < visible; ++s) {
+        for (Index s = first; s < visible; ++s) {
           const double *vs = &v[(b * T + s) * ldk + kvh * D];
           for (Index d = 0; d < D; ++d)
             o[d] += p[s] / sum * vs[d];
@@ -152,6 +159,15 @@ const Case kCases[] = {
     {2, 33, 4, 2, 8, true, 10000.0, 40, {RopeScalingKind::Linear, 4.0}},
     {1, 40, 2, 1, 16, true, 10000.0, 40,
      {RopeScalingKind::Llama3, 8.0, 1.0, 4.0, 100.0}},
+    // Sliding windows: of one key (each query sees itself only), every
+    // entry by FD; one narrower than a 64-row block over two blocks (GQA,
+    // a kv unit in sequence); one wider than a block, whose first key
+    // block of a row block is rounded down (T = 150: three blocks); with
+    // RoPE scaling (the attention_scaled row's two features together).
+    {2, 5, 4, 2, 6, true, 10000.0, 0, {}, 1},
+    {1, 70, 2, 1, 4, true, 500.0, 40, {}, 7},
+    {1, 150, 2, 2, 8, true, 10000.0, 40, {}, 100},
+    {2, 33, 4, 2, 8, true, 10000.0, 40, {RopeScalingKind::Linear, 4.0}, 9},
 };
 
 // The llama3 rule really has three bands at the last case's sizes, so the
@@ -236,6 +252,53 @@ TEST(AttentionTest, CausalOutputIgnoresTheFuture) {
   EXPECT_NE(out1[size - 1], out2[size - 1]);
 }
 
+// The window is real: output row t must not change when the keys and
+// values at positions <= t - W change, and must when the last of them in
+// its window does.
+TEST(AttentionTest, WindowOutputIgnoresThePast) {
+  std::mt19937 rng(63);
+  Case c{1, 150, 2, 2, 8, true, 10000.0, 0};
+  c.window = 20;
+  const Index size = c.seq * c.heads * c.dim, row = c.heads * c.dim;
+  FVec q = randomFloats(size, rng), k = randomFloats(size, rng),
+       v = randomFloats(size, rng);
+  FVec out1(size), out2(size);
+  attention(q.data(), k.data(), v.data(), out1.data(), config(c));
+  const Index cut = 70; // positions <= cut change
+  for (Index i = 0; i < (cut + 1) * row; ++i) {
+    k[i] += 1.0f;
+    v[i] -= 3.0f;
+  }
+  attention(q.data(), k.data(), v.data(), out2.data(), config(c));
+  for (Index i = (cut + c.window) * row; i < size; ++i)
+    ASSERT_EQ(out1[i], out2[i]) << "position " << i / row;
+  EXPECT_NE(out1[(cut + c.window - 1) * row], out2[(cut + c.window - 1) * row]);
+}
+
+// A window of at least the sequence masks nothing beyond causality: the
+// same bits as none, forward and backward.
+TEST(AttentionTest, WindowOfTheWholeSequenceIsNone) {
+  std::mt19937 rng(64);
+  ScopedOmpThreads pin(2);
+  Case c{2, 70, 4, 2, 8, true, 10000.0, 0};
+  const Index qSize = c.batch * c.seq * c.heads * c.dim;
+  const Index kSize = c.batch * c.seq * c.kvHeads * c.dim;
+  FVec q = randomFloats(qSize, rng), k = randomFloats(kSize, rng),
+       v = randomFloats(kSize, rng), g = randomFloats(qSize, rng);
+  auto run = [&](Index window) {
+    c.window = window;
+    FVec out(qSize), dq(qSize), dk(kSize), dv(kSize);
+    attention(q.data(), k.data(), v.data(), out.data(), config(c));
+    attentionGrad(g.data(), q.data(), k.data(), v.data(), dq.data(),
+                  dk.data(), dv.data(), config(c));
+    return std::vector<FVec>{out, dq, dk, dv};
+  };
+  const std::vector<FVec> none = run(0);
+  EXPECT_EQ(run(70), none);
+  EXPECT_EQ(run(1000), none);
+  EXPECT_NE(run(69), none);
+}
+
 struct FreeDeleter {
   void operator()(void *p) const { std::free(p); }
 };
@@ -295,6 +358,21 @@ TEST(AttentionTest, RejectsBadHeadCounts) {
   cfg.numKvHeads = 3;
   cfg.headDim = 7;
   cfg.ropeTheta = 10000.0f;
+  EXPECT_THROW(attentionWorkspaceSize(cfg), std::invalid_argument);
+}
+
+TEST(AttentionTest, RejectsAWindowWithoutCausality) {
+  AttentionConfig cfg;
+  cfg.batch = 1;
+  cfg.seq = 4;
+  cfg.numHeads = cfg.numKvHeads = 1;
+  cfg.headDim = 8;
+  cfg.window = 2;
+  EXPECT_NO_THROW(attentionWorkspaceSize(cfg));
+  cfg.causal = false;
+  EXPECT_THROW(attentionWorkspaceSize(cfg), std::invalid_argument);
+  cfg.causal = true;
+  cfg.window = -1;
   EXPECT_THROW(attentionWorkspaceSize(cfg), std::invalid_argument);
 }
 

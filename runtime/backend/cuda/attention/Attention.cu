@@ -26,7 +26,11 @@
 //
 // Causal: a query block only visits keys up to its last row, a key block
 // only queries from its first row; elements past the diagonal inside a tile
-// are masked (-inf score, zero probability).
+// are masked (-inf score, zero probability). A sliding window W (query t
+// sees keys t - W < s <= t) also starts a query block at the key tile of
+// its first row's first key and ends a key block at the last query that
+// sees its last key, masking inside the tiles the same way: the work is
+// about T (W + 96) per product instead of T^2 / 2.
 //
 // Arithmetic is fp32 on CUDA cores, not tensor cores: the brief asks for
 // CPU-identical semantics within 1e-4 in fp32 storage, which TF32/bf16 mma
@@ -79,7 +83,20 @@ struct Params {
   Index ldq, ldk; // row strides of query/result/grad and of key/value
   float scale;
   bool causal;
+  int window; // 0: none (also for a window of at least seq)
 };
+
+/// Whether query `row` sees key `col` (both inside the sequence).
+__device__ __forceinline__ bool visible(const Params &p, int row, int col) {
+  return (!p.causal || col <= row) && (p.window == 0 || col > row - p.window);
+}
+
+/// The first key tile a block of query rows starting at q0 visits: the
+/// tile of its first row's first key.
+__device__ __forceinline__ int firstKeyTile(const Params &p, int q0) {
+  const int first = q0 - p.window + 1;
+  return p.window == 0 || first <= 0 ? 0 : first / kInner * kInner;
+}
 
 __device__ __forceinline__ float toFloat(float x) { return x; }
 __device__ __forceinline__ float toFloat(__nv_bfloat16 x) {
@@ -314,7 +331,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int keyEnd = p.causal ? min(p.seq, q0 + kRows) : p.seq;
-  for (int k0 = 0; k0 < keyEnd; k0 += kInner) {
+  for (int k0 = firstKeyTile(p, q0); k0 < keyEnd; k0 += kInner) {
     __syncthreads(); // the previous tile's readers are done
     loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p, rope);
     loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p, nullptr);
@@ -329,14 +346,16 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
         const int col = k0 + tx + 16 * j;
-        const bool valid = col < p.seq && (!p.causal || col <= row);
+        const bool valid = col < p.seq && visible(p, row, col);
         s[i][j] = valid ? p.scale * s[i][j] : -INFINITY;
         tileMax = fmaxf(tileMax, s[i][j]);
       }
       tileMax = halfWarpMax(tileMax);
       const float mNew = fmaxf(m[i], tileMax);
-      // Key 0 is visible to every row, so mNew is finite from the first
-      // tile on; the guard only keeps a fully masked row NaN-free.
+      // Without a window key 0 is visible to every row, so mNew is finite
+      // from the first tile on; with one, a row's first tiles may be fully
+      // masked (m and l stay -inf and 0, and alpha is 0 at its first
+      // visible key). The guard keeps such a row NaN-free.
       const float mRef = mNew == -INFINITY ? 0.0f : mNew;
       const float alpha = expf(m[i] - mRef);
       float sum = 0.0f;
@@ -432,7 +451,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int keyEnd = p.causal ? min(p.seq, q0 + kRows) : p.seq;
-  for (int k0 = 0; k0 < keyEnd; k0 += kInner) {
+  for (int k0 = firstKeyTile(p, q0); k0 < keyEnd; k0 += kInner) {
     __syncthreads();
     loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p, rope);
     loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p, nullptr);
@@ -447,8 +466,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
         const int col = k0 + tx + 16 * j;
-        const bool valid =
-            row < p.seq && col < p.seq && (!p.causal || col <= row);
+        const bool valid = row < p.seq && col < p.seq && visible(p, row, col);
         const float prob = valid ? expf(p.scale * s[i][j] - rowLse[i]) : 0.0f;
         // The softmax backward with the score scale folded in, in the CPU
         // kernel's order.
@@ -520,13 +538,15 @@ __global__ void __launch_bounds__(kThreads)
       dv[i][j] = 0.0f;
     }
 
-  // k0 is a multiple of kInner: causal blocks start at their diagonal tile.
+  // k0 is a multiple of kInner: causal blocks start at their diagonal tile,
+  // and with a window end after the last query that sees key k0 + 63.
   const int qStart = p.causal ? k0 : 0;
+  const int qEnd = p.window == 0 ? p.seq : min(p.seq, k0 + kRows - 1 + p.window);
   for (int g = 0; g < p.group; ++g) {
     const int h = kvh * p.group + g;
     const Index qOffset = Index(b) * p.seq * p.ldq + Index(h) * p.dim;
     const Index statOffset = (Index(b) * p.heads + h) * p.seq;
-    for (int q0 = qStart; q0 < p.seq; q0 += kInner) {
+    for (int q0 = qStart; q0 < qEnd; q0 += kInner) {
       __syncthreads();
       loadTile<kD, kInner>(qs, query + qOffset, p.ldq, q0, p, rope);
       loadTile<kD, kInner>(dos, grad + qOffset, p.ldq, q0, p, nullptr);
@@ -549,7 +569,7 @@ __global__ void __launch_bounds__(kThreads)
           const int r = tx + 16 * j;
           const int row = q0 + r; // query position
           const bool valid =
-              row < p.seq && col < p.seq && (!p.causal || col <= row);
+              row < p.seq && col < p.seq && visible(p, row, col);
           const float prob = valid ? expf(p.scale * s[i][j] - lses[r]) : 0.0f;
           ps[(ty * 4 + i) * kPStride + r] = prob;
           dss[(ty * 4 + i) * kPStride + r] =
@@ -641,6 +661,9 @@ Plan makePlan(const char *kernel, const AttentionShape &shape) {
   if (rope && shape.headDim % 2 != 0)
     fail(kernel, "RoPE needs an even head dimension, got " +
                      std::to_string(shape.headDim));
+  if (shape.window < 0 || (shape.window > 0 && !shape.causal))
+    fail(kernel, "sliding window " + std::to_string(shape.window) +
+                     " must be 0 (none) or positive with causal attention");
   // Grid limits: (batch * heads) in x, 64-row tiles in y (at most 65535).
   if (shape.seq > Index(65535) * kRows)
     fail(kernel, "sequence length " + std::to_string(shape.seq) +
@@ -661,6 +684,7 @@ Plan makePlan(const char *kernel, const AttentionShape &shape) {
   p.ldk = shape.numKvHeads * shape.headDim;
   p.scale = static_cast<float>(1.0 / std::sqrt(double(shape.headDim)));
   p.causal = shape.causal;
+  p.window = shape.window < shape.seq ? int(shape.window) : 0;
   plan.batch = shape.batch;
   plan.rope = rope;
   plan.theta = shape.ropeTheta;

@@ -36,6 +36,9 @@ struct AttentionShape {
   float ropeTheta = 0.0f;
   /// Its frequencies' scaling (linear, llama3; none by default).
   RopeScaling ropeScaling = {};
+  /// Sliding window W (causal only): query t sees keys s with
+  /// t - W < s <= t. 0 means none.
+  std::int64_t window = 0;
 };
 
 /// Device scratch bytes the kernels want: the RoPE cos/sin table (RoPE

@@ -4,8 +4,9 @@
 // cpu::attentionGrad on the same random inputs: forward and the three
 // gradients, for plain multi-head and GQA heads, with and without RoPE,
 // causal and full, sequence lengths that are not multiples of the 64-row
-// tiles, head dimensions from 16 to 128 (padded ones included), in fp32 and
-// bf16 storage. Also: two runs give the same bits, and unsupported shapes
+// tiles, head dimensions from 16 to 128 (padded ones included), sliding
+// windows (narrower and wider than a tile, of one key, beyond the
+// sequence), in fp32 and bf16 storage. Also: two runs give the same bits, and unsupported shapes
 // throw before any launch.
 //
 // Tolerances (|gpu - cpu| <= rtol |cpu| + atol, every element):
@@ -55,6 +56,7 @@ struct Case {
   bool causal;
   float theta; // 0: no RoPE
   partition::runtime::RopeScaling scaling = {};
+  std::int64_t window = 0; // sliding window; 0: none
 };
 
 std::string describe(const Case &c) {
@@ -62,7 +64,7 @@ std::string describe(const Case &c) {
   os << "B=" << c.batch << " T=" << c.seq << " H=" << c.heads
      << " Hkv=" << c.kvHeads << " D=" << c.dim
      << (c.causal ? " causal" : " full") << " theta=" << c.theta
-     << " scaling=" << int(c.scaling.kind);
+     << " scaling=" << int(c.scaling.kind) << " window=" << c.window;
   return os.str();
 }
 
@@ -76,6 +78,7 @@ gpu::AttentionShape shapeOf(const Case &c) {
   s.causal = c.causal;
   s.ropeTheta = c.theta;
   s.ropeScaling = c.scaling;
+  s.window = c.window;
   return s;
 }
 
@@ -89,6 +92,7 @@ cpu::AttentionConfig configOf(const Case &c) {
   cfg.causal = c.causal;
   cfg.ropeTheta = c.theta;
   cfg.ropeScaling = c.scaling;
+  cfg.window = c.window;
   return cfg;
 }
 
@@ -313,6 +317,14 @@ const Case kCases[] = {
      {partition::runtime::RopeScalingKind::Llama3, 8.0, 1.0, 4.0, 32.0}},
     {1, 70, 4, 2, 32, true, 10000.0f,
      {partition::runtime::RopeScalingKind::Linear, 4.0}},
+    // Sliding windows: narrower than a 32-key tile over 3 query tiles (a
+    // row's first tiles fully masked); of one key; wider than a 64-row
+    // block, with RoPE scaling; one beyond the sequence (none).
+    {1, 150, 4, 2, 64, true, 10000.0f, {}, 20},
+    {2, 77, 4, 4, 32, true, 0.0f, {}, 1},
+    {1, 150, 4, 2, 32, true, 10000.0f,
+     {partition::runtime::RopeScalingKind::Linear, 4.0}, 70},
+    {1, 40, 2, 1, 32, true, 10000.0f, {}, 64},
 };
 
 template <typename T> void compareWithCpu(double rtol, double atol) {
@@ -391,6 +403,15 @@ TEST(CudaAttentionTest, RejectsUnsupportedShapes) {
               gpu::attention<float>(nullptr, nullptr, nullptr, nullptr, odd,
                                     nullptr, 0, nullptr);
             }).find("even head dimension"),
+            std::string::npos);
+
+  const gpu::AttentionShape windowed =
+      shapeOf({1, 8, 2, 1, 32, false, 0.0f, {}, 4});
+  EXPECT_NE(invalidArgumentMessage([&] {
+              gpu::attention<float>(nullptr, nullptr, nullptr, nullptr,
+                                    windowed, nullptr, 0, nullptr);
+            }).find("sliding window 4 must be 0 (none) or positive with "
+                    "causal attention"),
             std::string::npos);
 
   const gpu::AttentionShape groups = shapeOf({1, 8, 6, 4, 32, true, 0.0f});

@@ -1,0 +1,122 @@
+//===- XfmrAttention.cpp - verifiers of the attention ops -----------------===//
+//
+// xfmr.attention and xfmr.attention_grad share one set of checks: heads,
+// the packed [B, T, H*D] / [B, T, Hkv*D] shapes, RoPE and its scaling, and
+// the sliding window.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Xfmr/XfmrOps.h"
+#include "dialects/Xfmr/XfmrVerify.h"
+
+#include "mlir/IR/Diagnostics.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace partition::xfmr;
+using namespace partition::xfmr::verify;
+
+/// The checks shared by attention and its gradient.
+template <typename AttentionLike>
+static LogicalResult verifyAttention(AttentionLike attention) {
+  Operation *op = attention.getOperation();
+  Value query = attention.getQuery(), key = attention.getKey(),
+        value = attention.getValue();
+  int64_t heads = attention.getNumHeads(), kvHeads = attention.getNumKvHeads();
+  std::optional<APFloat> ropeTheta = attention.getRopeTheta();
+  std::optional<StringRef> scaling = attention.getRopeScaling();
+  std::optional<ArrayRef<double>> factors = attention.getRopeScalingFactors();
+  // The window only narrows the causal mask: without causality the keys
+  // after a query would be visible and the window's meaning one-sided.
+  if (std::optional<uint64_t> window = attention.getSlidingWindow()) {
+    if (int64_t(*window) <= 0)
+      return op->emitOpError() << "sliding_window must be positive, got "
+                               << int64_t(*window);
+    if (!attention.getCausal())
+      return op->emitOpError()
+             << "sliding_window needs causal attention (causal = true)";
+  }
+  if (failed(verifyStaticShapes(op)))
+    return failure();
+  if (heads <= 0 || kvHeads <= 0)
+    return op->emitOpError() << "num_heads (" << heads << ") and num_kv_heads ("
+                             << kvHeads << ") must be positive";
+  if (heads % kvHeads != 0)
+    return op->emitOpError() << "num_kv_heads " << kvHeads
+                             << " must divide num_heads " << heads;
+  if (failed(expectRank(op, "query", query, 3, "[batch, seq, heads*head_dim]")))
+    return failure();
+  RankedTensorType q = tensorType(query);
+  int64_t features = q.getDimSize(2);
+  if (features % heads != 0)
+    return op->emitOpError() << "query features " << features
+                             << " are not divisible by num_heads " << heads;
+  int64_t headDim = features / heads;
+  if (failed(expectType(op, "key", key.getType(),
+                        {q.getDimSize(0), q.getDimSize(1), kvHeads * headDim},
+                        q.getElementType(),
+                        "[B, T] of the query, num_kv_heads * head_dim " +
+                            std::to_string(headDim))) ||
+      failed(expectSameType(op, "value", value, "the key", key)))
+    return failure();
+  if (ropeTheta) {
+    if (failed(expectPositive(op, "rope_theta", *ropeTheta)))
+      return failure();
+    if (headDim % 2 != 0)
+      return op->emitOpError()
+             << "rotary embedding needs an even head_dim, but head_dim is "
+             << headDim;
+  }
+  if (bool(scaling) != bool(factors))
+    return op->emitOpError()
+           << "rope_scaling and rope_scaling_factors must be given together";
+  if (!scaling)
+    return success();
+  if (!ropeTheta)
+    return op->emitOpError() << "rope_scaling needs rope_theta";
+  size_t expected = *scaling == "linear" ? 1 : *scaling == "llama3" ? 4 : 0;
+  if (expected == 0)
+    return op->emitOpError() << "rope_scaling \"" << *scaling
+                             << "\" is not one of linear, llama3";
+  if (factors->size() != expected)
+    return op->emitOpError()
+           << "rope_scaling \"" << *scaling << "\" takes " << expected
+           << " rope_scaling_factors, got " << factors->size();
+  ArrayRef<double> f = *factors;
+  if (!(f[0] > 0.0) || !std::isfinite(f[0]))
+    return op->emitOpError() << "rope scaling factor must be positive, got "
+                             << f[0];
+  if (expected == 4 &&
+      (!(f[1] > 0.0) || !(f[2] > f[1]) || !std::isfinite(f[2]) ||
+       !(f[3] >= 1.0) || f[3] != std::floor(f[3]) || !std::isfinite(f[3])))
+    return op->emitOpError()
+           << "llama3 rope scaling needs 0 < low_freq_factor < "
+              "high_freq_factor and a positive integer original_context, got ["
+           << f[0] << ", " << f[1] << ", " << f[2] << ", " << f[3] << "]";
+  return success();
+}
+
+int64_t AttentionOp::getHeadDim() {
+  return getQuery().getType().getShape().back() / getNumHeads();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttention(*this)))
+    return failure();
+  return expectSameType(*this, "result", getResult(), "the query",
+                        getQuery());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this)) ||
+      failed(expectSameType(*this, "grad", getGrad(), "the query",
+                            getQuery())) ||
+      failed(expectSameType(*this, "query_grad", getQueryGrad(), "the query",
+                            getQuery())) ||
+      failed(expectSameType(*this, "key_grad", getKeyGrad(), "the key",
+                            getKey())))
+    return failure();
+  return expectSameType(*this, "value_grad", getValueGrad(), "the value",
+                        getValue());
+}
