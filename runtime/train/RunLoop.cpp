@@ -189,6 +189,99 @@ bool Run::startUp(Session &session) {
   return false;
 }
 
+std::vector<float> Run::gatherLogits(int64_t step) {
+  // logits_step returns one buffer per micro-batch, in order, on the last
+  // pipeline stage (the only stream without one). Micro-batch m is rows
+  // [m*b, (m+1)*b) of each data-parallel rank's rows, so its logical
+  // tensor holds, per dp rank r, rows r*(B/dp) + m*b + i of the batch.
+  const size_t last = program.streams.size() - 1;
+  std::vector<const BufferInfo *> parts;
+  for (const BufferInfo &buffer : program.streams[last].buffers)
+    if (buffer.role == Role::Logits)
+      parts.push_back(nullptr);
+  for (size_t i = 0; i < program.streams[last].buffers.size(); ++i) {
+    // Micro-batch m's buffer is named "mb<m>" (version 8 programs: one
+    // unnamed buffer, the whole batch).
+    const BufferInfo &buffer = program.streams[last].buffers[i];
+    if (buffer.role != Role::Logits)
+      continue;
+    size_t m = 0;
+    if (parts.size() > 1 || !buffer.name.empty()) {
+      const std::string &name = buffer.name;
+      if (name.size() < 3 || name.compare(0, 2, "mb") != 0 ||
+          name.find_first_not_of("0123456789", 2) != std::string::npos ||
+          name.size() > 6 || std::stoul(name.substr(2)) >= parts.size())
+        throw ProgramError(options.program + ": a logits buffer is named '" +
+                           name + "', not mb0..mb" +
+                           std::to_string(parts.size() - 1) +
+                           "; recompile the program with partition-compile "
+                           "--logits");
+      m = std::stoul(name.substr(2));
+    }
+    if (parts[m])
+      throw ProgramError(options.program + ": two logits buffers are named '" +
+                         buffer.name + "'; recompile the program with "
+                         "partition-compile --logits");
+    parts[m] = &buffer;
+  }
+  auto badShape = [&](const std::string &why) {
+    return ProgramError(options.program + ": the logits buffers " + why +
+                        "; recompile the program with partition-compile "
+                        "--logits");
+  };
+  if (parts.empty())
+    throw badShape("are missing");
+  const std::vector<int64_t> &shape = parts.front()->logicalShape();
+  const int64_t microbatches = int64_t(parts.size());
+  if (shape.size() != 3 || shape[0] * microbatches != batch ||
+      shape[1] != seq || shape[2] < vocab || shape[0] % dpSize != 0)
+    throw badShape("are not " + std::to_string(microbatches) +
+                   " micro-batches of [" + std::to_string(batch) + " / " +
+                   std::to_string(microbatches) + ", " + std::to_string(seq) +
+                   ", vocab >= " + std::to_string(vocab) + "] split over " +
+                   std::to_string(dpSize) + " data-parallel ranks");
+  for (const BufferInfo *part : parts)
+    if (part->logicalShape() != shape)
+      throw badShape("differ in shape");
+  const int64_t padded = shape[2], row = seq * padded;
+  const int64_t perRank = shape[0] / dpSize; // rows of one dp rank
+  std::vector<float> logits;
+  if (leader || (program.stream == last && stageRoot))
+    logits.resize(size_t(batch * row));
+  constexpr int kLogitsTag = 13;
+  const std::string what = "logits to rank 0 for --dump-logits";
+  if (program.stream == last) {
+    for (int64_t m = 0; m < microbatches; ++m) {
+      // Each rank's block (data-parallel rows, a vocab-parallel slice of
+      // the vocabulary), gathered into the micro-batch's logical tensor.
+      // The selected stream is the last one: its buffers are in the same
+      // order.
+      const BufferInfo &buffer =
+          program.buffers[size_t(parts[size_t(m)] -
+                                 program.streams[last].buffers.data())];
+      std::vector<float> block(size_t(buffer.elements));
+      backend->read(buffer, block.data());
+      if (buffer.sharded())
+        block = gatherLogical(buffer, block, step, "--dump-logits");
+      if (logits.empty())
+        continue;
+      for (int64_t r = 0; r < dpSize; ++r)
+        std::copy_n(block.begin() + r * perRank * row, perRank * row,
+                    logits.begin() +
+                        (r * microbatches * perRank + m * perRank) * row);
+    }
+    if (stageRoot && !leader) {
+      world.sendEager(logits.data(), logits.size() * sizeof(float), 0,
+                      kLogitsTag, {what.c_str(), step});
+      world.completeSends({what.c_str(), step});
+    }
+  } else if (leader) {
+    world.recvBytes(logits.data(), logits.size() * sizeof(float),
+                    stageRootRank(last), kLogitsTag, {what.c_str(), step});
+  }
+  return logits;
+}
+
 void Run::dumpLogits(int64_t step) {
   // An unwritable file fails before the work, as --trace and --save do.
   if (leader) {
@@ -214,29 +307,14 @@ void Run::dumpLogits(int64_t step) {
   backend->run(functionIndex("logits_step"), step);
   if (trace)
     trace->add("logits_step", "function", start, step, {}, 0, /*tid=*/1);
-  // Each rank's block (data-parallel rows, a vocab-parallel slice of the
-  // vocabulary), gathered into the logical [batch, seq, vocab] tensor.
-  const BufferInfo &buffer = program.single(Role::Logits);
-  std::vector<float> logits(size_t(buffer.elements));
-  backend->read(buffer, logits.data());
-  std::vector<int64_t> shape = buffer.shape;
-  if (buffer.sharded()) {
-    logits = gatherLogical(buffer, logits, step);
-    shape = buffer.logicalShape();
-  }
+  std::vector<float> logits = gatherLogits(step);
   if (!leader)
     return;
-  if (shape.size() != 3 || shape[0] != batch || shape[1] != seq ||
-      shape[2] < vocab)
-    throw ProgramError(options.program + ": the logits buffer is not [" +
-                       std::to_string(batch) + ", " + std::to_string(seq) +
-                       ", vocab >= " + std::to_string(vocab) +
-                       "]; recompile the program with partition-compile "
-                       "--logits");
+  int64_t padded = int64_t(logits.size()) / (batch * seq);
   // A padded vocabulary (tp) has its padding ids last: cut them.
-  if (shape[2] > vocab) {
+  if (padded > vocab) {
     for (int64_t row = 0; row < batch * seq; ++row)
-      std::copy_n(logits.begin() + row * shape[2], vocab,
+      std::copy_n(logits.begin() + row * padded, vocab,
                   logits.begin() + row * vocab);
     logits.resize(size_t(batch * seq * vocab));
   }

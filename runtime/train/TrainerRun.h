@@ -123,7 +123,8 @@ private:
   /// hold its blocks (collective over them).
   std::vector<float> gatherLogical(const BufferInfo &buffer,
                                    const std::vector<float> &block,
-                                   int64_t step);
+                                   int64_t step,
+                                   const char *purpose = "--save");
   void feed(const data::Batch &global);
   /// The loss of the function just run: this rank's loss buffer, or with
   /// pipeline stages the last stage's, broadcast to every rank.
@@ -205,6 +206,11 @@ private:
   /// --dump-logits: runs logits_step on the first batch of the data and
   /// writes it, its targets and the gathered logits to the .npz (rank 0).
   void dumpLogits(int64_t step);
+  /// The logical [batch, seq, padded vocab] logits of the logits_step just
+  /// run, in the batch's row order, on rank 0 (empty elsewhere): every
+  /// micro-batch's buffer gathered on the last pipeline stage, whose first
+  /// rank hands them to rank 0.
+  std::vector<float> gatherLogits(int64_t step);
   /// "cpu", or "cpu x 4 ranks (mesh dp=2 pp=1 tp=2)": where the run runs.
   std::string describeWhere() const;
   /// Batches per evaluation: --eval-batches, or with --evaluate and no
