@@ -190,39 +190,30 @@ bool Run::startUp(Session &session) {
 }
 
 std::vector<float> Run::gatherLogits(int64_t step) {
-  // logits_step returns one buffer per micro-batch, in order, on the last
-  // pipeline stage (the only stream without one). Micro-batch m is rows
-  // [m*b, (m+1)*b) of each data-parallel rank's rows, so its logical
-  // tensor holds, per dp rank r, rows r*(B/dp) + m*b + i of the batch.
+  // logits_step returns one buffer per micro-batch, named "mb<m>", on the
+  // last pipeline stage (other stages have none; a program compiled before
+  // micro-batches had one unnamed buffer, the whole batch). Micro-batch m
+  // is rows [m*b, (m+1)*b) of each data-parallel rank's rows, so its
+  // logical tensor holds, per dp rank r, rows r*(B/dp) + m*b + i.
   const size_t last = program.streams.size() - 1;
-  std::vector<const BufferInfo *> parts;
-  for (const BufferInfo &buffer : program.streams[last].buffers)
-    if (buffer.role == Role::Logits)
-      parts.push_back(nullptr);
-  for (size_t i = 0; i < program.streams[last].buffers.size(); ++i) {
-    // Micro-batch m's buffer is named "mb<m>" (version 8 programs: one
-    // unnamed buffer, the whole batch).
-    const BufferInfo &buffer = program.streams[last].buffers[i];
-    if (buffer.role != Role::Logits)
-      continue;
-    size_t m = 0;
-    if (parts.size() > 1 || !buffer.name.empty()) {
-      const std::string &name = buffer.name;
-      if (name.size() < 3 || name.compare(0, 2, "mb") != 0 ||
-          name.find_first_not_of("0123456789", 2) != std::string::npos ||
-          name.size() > 6 || std::stoul(name.substr(2)) >= parts.size())
-        throw ProgramError(options.program + ": a logits buffer is named '" +
-                           name + "', not mb0..mb" +
-                           std::to_string(parts.size() - 1) +
-                           "; recompile the program with partition-compile "
-                           "--logits");
-      m = std::stoul(name.substr(2));
-    }
-    if (parts[m])
-      throw ProgramError(options.program + ": two logits buffers are named '" +
-                         buffer.name + "'; recompile the program with "
-                         "partition-compile --logits");
-    parts[m] = &buffer;
+  const std::vector<BufferInfo> &held = program.streams[last].buffers;
+  std::vector<size_t> parts; // indices into `held`, by micro-batch
+  for (size_t i = 0; i < held.size(); ++i)
+    if (held[i].role == Role::Logits)
+      parts.push_back(i);
+  for (size_t m = 0; m < parts.size(); ++m) {
+    auto named = std::find_if(held.begin(), held.end(), [&](const BufferInfo &b) {
+      return b.role == Role::Logits && b.name == "mb" + std::to_string(m);
+    });
+    if (named != held.end())
+      parts[m] = size_t(named - held.begin());
+    else if (parts.size() > 1 || !held[parts[m]].name.empty())
+      throw ProgramError(options.program + ": its " +
+                         std::to_string(parts.size()) +
+                         " logits buffers are not named mb0..mb" +
+                         std::to_string(parts.size() - 1) +
+                         "; recompile the program with partition-compile "
+                         "--logits");
   }
   auto badShape = [&](const std::string &why) {
     return ProgramError(options.program + ": the logits buffers " + why +
@@ -231,7 +222,7 @@ std::vector<float> Run::gatherLogits(int64_t step) {
   };
   if (parts.empty())
     throw badShape("are missing");
-  const std::vector<int64_t> &shape = parts.front()->logicalShape();
+  const std::vector<int64_t> &shape = held[parts.front()].logicalShape();
   const int64_t microbatches = int64_t(parts.size());
   if (shape.size() != 3 || shape[0] * microbatches != batch ||
       shape[1] != seq || shape[2] < vocab || shape[0] % dpSize != 0)
@@ -240,8 +231,8 @@ std::vector<float> Run::gatherLogits(int64_t step) {
                    std::to_string(microbatches) + ", " + std::to_string(seq) +
                    ", vocab >= " + std::to_string(vocab) + "] split over " +
                    std::to_string(dpSize) + " data-parallel ranks");
-  for (const BufferInfo *part : parts)
-    if (part->logicalShape() != shape)
+  for (size_t part : parts)
+    if (held[part].logicalShape() != shape)
       throw badShape("differ in shape");
   const int64_t padded = shape[2], row = seq * padded;
   const int64_t perRank = shape[0] / dpSize; // rows of one dp rank
@@ -254,11 +245,8 @@ std::vector<float> Run::gatherLogits(int64_t step) {
     for (int64_t m = 0; m < microbatches; ++m) {
       // Each rank's block (data-parallel rows, a vocab-parallel slice of
       // the vocabulary), gathered into the micro-batch's logical tensor.
-      // The selected stream is the last one: its buffers are in the same
-      // order.
-      const BufferInfo &buffer =
-          program.buffers[size_t(parts[size_t(m)] -
-                                 program.streams[last].buffers.data())];
+      // The selected stream is the last one: `held` is this rank's.
+      const BufferInfo &buffer = program.buffers[parts[size_t(m)]];
       std::vector<float> block(size_t(buffer.elements));
       backend->read(buffer, block.data());
       if (buffer.sharded())
