@@ -165,9 +165,12 @@ void Checker::attention() {
       s.kind = RopeScalingKind::Linear;
     else if (f[1] == float(RopeScalingKind::Llama3))
       s.kind = RopeScalingKind::Llama3;
+    else if (f[1] == float(RopeScalingKind::Yarn))
+      s = RopeScaling::yarn(f[2], f[3], f[4], f[5]);
     require(s.kind != RopeScalingKind::None && args.ropeTheta > 0,
             "RoPE scaling kind " + std::to_string(f[1]) +
-                " is not 1 (linear) or 2 (llama3) with a positive theta");
+                " is not 1 (linear), 2 (llama3) or 3 (yarn) with a positive "
+                "theta");
     require(s.factor > 0 && std::isfinite(s.factor),
             "RoPE scaling factor must be positive");
     require(s.kind != RopeScalingKind::Llama3 ||
@@ -176,6 +179,13 @@ void Checker::attention() {
                  std::isfinite(s.originalContext)),
             "llama3 RoPE scaling needs 0 < low < high frequency factors and "
             "a positive original context");
+    // yarn divides by ln(theta) and takes ln(context / beta).
+    require(s.kind != RopeScalingKind::Yarn ||
+                (args.ropeTheta > 1 && s.betaSlow > 0 &&
+                 s.betaFast > s.betaSlow && std::isfinite(s.betaFast) &&
+                 s.originalContext > 0 && std::isfinite(s.originalContext)),
+            "yarn RoPE scaling needs theta > 1, 0 < beta_slow < beta_fast "
+            "and a positive original context");
   }
   require(key.shape == std::vector<int64_t>{args.batch, args.seq,
                                             args.kvHeads * args.headDim} &&

@@ -3,8 +3,9 @@
 
 For each family partition-import reads beyond Llama 2 -- Llama 3 (rotary
 base 500000, untied head), Llama 3.2 (tied head, llama3 RoPE scaling), a
-Llama with linear RoPE scaling, Mistral (no sliding window, base 1e6) and
-Qwen2 (q/k/v biases, RMSNorm epsilon 1e-6, base 1e6)
+Llama with linear RoPE scaling, Mistral (no sliding window, base 1e6),
+Qwen2 (q/k/v biases, RMSNorm epsilon 1e-6, base 1e6) and a Llama with
+yarn RoPE scaling
 -- builds a random-initialised transformers model from a config (no hub
 download; every tensor perturbed, biases included, q and k scaled up so
 that attention depends on positions), saves it,
@@ -99,6 +100,24 @@ def loss_of(model, inputs, targets, torch):
     logits = model(input_ids=inputs).logits
     return torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def yarn_families(transformers):
+    """yarn RoPE scaling (kept apart from families() so that additions to
+    either merge cleanly): at head dim 16, theta 1e4 and an original
+    context of 32, pair 0 keeps its frequency, pair 1 is on the ramp and
+    the rest are divided by 4; cos and sin are multiplied by
+    0.1 ln 4 + 1."""
+    return {
+        "llama-yarn": (transformers.LlamaConfig,
+                       transformers.LlamaForCausalLM,
+                       dict(rms_norm_eps=1e-5, tie_word_embeddings=False,
+                            rope_parameters={
+                                "rope_type": "yarn", "rope_theta": 10000.0,
+                                "factor": 4.0, "beta_fast": 32.0,
+                                "beta_slow": 1.0,
+                                "original_max_position_embeddings": 32})),
+    }
 
 
 def check(name, spec, tools, work, torch, transformers):
@@ -261,7 +280,8 @@ def check(name, spec, tools, work, torch, transformers):
 
 def check_all(args, tools, work, torch, transformers):
     failures = []
-    for name, spec in families(transformers).items():
+    every = {**families(transformers), **yarn_families(transformers)}
+    for name, spec in every.items():
         if args.family and name not in args.family:
             continue
         failures += [f"{name}: {f}" for f in check(
