@@ -224,10 +224,12 @@ std::vector<float> Run::gatherLogits(int64_t step) {
     throw badShape("are missing");
   const std::vector<int64_t> &shape = held[parts.front()].logicalShape();
   const int64_t microbatches = int64_t(parts.size());
-  if (shape.size() != 3 || shape[0] * microbatches != batch ||
+  // NTP: this replica's program sees its own rows as the whole batch.
+  const int64_t rows = replicaRun ? replicaRows.second : batch;
+  if (shape.size() != 3 || shape[0] * microbatches != rows ||
       shape[1] != seq || shape[2] < vocab || shape[0] % dpSize != 0)
     throw badShape("are not " + std::to_string(microbatches) +
-                   " micro-batches of [" + std::to_string(batch) + " / " +
+                   " micro-batches of [" + std::to_string(rows) + " / " +
                    std::to_string(microbatches) + ", " + std::to_string(seq) +
                    ", vocab >= " + std::to_string(vocab) + "] split over " +
                    std::to_string(dpSize) + " data-parallel ranks");
@@ -236,9 +238,13 @@ std::vector<float> Run::gatherLogits(int64_t step) {
       throw badShape("differ in shape");
   const int64_t padded = shape[2], row = seq * padded;
   const int64_t perRank = shape[0] / dpSize; // rows of one dp rank
+  // The rank that assembles the program's logits: the last stage's first
+  // (rank 0 without stages), or each NTP replica's first.
+  const bool root = program.stream == last &&
+                    (replicaRun ? world.rank() == 0 : stageRoot);
   std::vector<float> logits;
-  if (leader || (program.stream == last && stageRoot))
-    logits.resize(size_t(batch * row));
+  if (leader || root)
+    logits.resize(size_t(rows * row));
   constexpr int kLogitsTag = 13;
   const std::string what = "logits to rank 0 for --dump-logits";
   if (program.stream == last) {
@@ -258,16 +264,50 @@ std::vector<float> Run::gatherLogits(int64_t step) {
                     logits.begin() +
                         (r * microbatches * perRank + m * perRank) * row);
     }
-    if (stageRoot && !leader) {
-      world.sendEager(logits.data(), logits.size() * sizeof(float), 0,
-                      kLogitsTag, {what.c_str(), step});
-      world.completeSends({what.c_str(), step});
-    }
-  } else if (leader) {
-    world.recvBytes(logits.data(), logits.size() * sizeof(float),
-                    stageRootRank(last), kLogitsTag, {what.c_str(), step});
   }
-  return logits;
+  // A padded vocabulary (tp) has its padding ids last: cut them (NTP
+  // replicas of other degrees pad differently).
+  if (!logits.empty() && padded > vocab) {
+    for (int64_t r = 0; r < rows * seq; ++r)
+      std::copy_n(logits.begin() + r * padded, vocab,
+                  logits.begin() + r * vocab);
+    logits.resize(size_t(rows * seq * vocab));
+  }
+  const size_t bytes = size_t(rows * seq * vocab) * sizeof(float);
+  if (!replicaRun) {
+    if (root && !leader) {
+      world.sendEager(logits.data(), bytes, 0, kLogitsTag,
+                      {what.c_str(), step});
+      world.completeSends({what.c_str(), step});
+    } else if (leader && !root) {
+      world.recvBytes(logits.data(), bytes, stageRootRank(last), kLogitsTag,
+                      {what.c_str(), step});
+    }
+    return logits;
+  }
+  // NTP: every replica's first rank hands its rows to rank 0 (replica 0's
+  // first), which puts them at the replica's offset in the batch.
+  if (root && !leader) {
+    global.sendEager(logits.data(), bytes, 0, kLogitsTag,
+                     {what.c_str(), step});
+    global.completeSends({what.c_str(), step});
+    return {};
+  }
+  if (!leader)
+    return {};
+  std::vector<float> all(size_t(batch * seq * vocab));
+  int firstRank = 0;
+  for (const ReplicaProgram &replica : replicaRun->loaded.replicas) {
+    float *at = all.data() + replica.batchOffset * seq * vocab;
+    size_t count = size_t(replica.batchRows * seq * vocab);
+    if (firstRank == 0)
+      std::copy_n(logits.begin(), count, at);
+    else
+      global.recvBytes(at, count * sizeof(float), firstRank, kLogitsTag,
+                       {what.c_str(), step});
+    firstRank += int(replica.tp);
+  }
+  return all;
 }
 
 void Run::dumpLogits(int64_t step) {
@@ -298,14 +338,6 @@ void Run::dumpLogits(int64_t step) {
   std::vector<float> logits = gatherLogits(step);
   if (!leader)
     return;
-  int64_t padded = int64_t(logits.size()) / (batch * seq);
-  // A padded vocabulary (tp) has its padding ids last: cut them.
-  if (padded > vocab) {
-    for (int64_t row = 0; row < batch * seq; ++row)
-      std::copy_n(logits.begin() + row * padded, vocab,
-                  logits.begin() + row * vocab);
-    logits.resize(size_t(batch * seq * vocab));
-  }
   try {
     writeNpz(options.dumpLogits,
              {{"input_ids", NpyArray::Type::I32, {batch, seq},

@@ -206,10 +206,11 @@ private:
   /// --dump-logits: runs logits_step on the first batch of the data and
   /// writes it, its targets and the gathered logits to the .npz (rank 0).
   void dumpLogits(int64_t step);
-  /// The logical [batch, seq, padded vocab] logits of the logits_step just
-  /// run, in the batch's row order, on rank 0 (empty elsewhere): every
-  /// micro-batch's buffer gathered on the last pipeline stage, whose first
-  /// rank hands them to rank 0.
+  /// The logical [batch, seq, vocab] logits of the logits_step just run
+  /// (a padded vocabulary cut back), in the batch's row order, on rank 0:
+  /// every micro-batch's buffer gathered on the last pipeline stage, whose
+  /// first rank hands them to rank 0; under NTP, each replica's rows from
+  /// its first rank.
   std::vector<float> gatherLogits(int64_t step);
   /// "cpu", or "cpu x 4 ranks (mesh dp=2 pp=1 tp=2)": where the run runs.
   std::string describeWhere() const;

@@ -86,7 +86,7 @@ cl::opt<bool> logits(
     cl::desc("Also compile @logits_step: the forward pass's logits (fp32) "
              "for partition-run --dump-logits; adds a batch x seq x vocab "
              "output buffer to the arena (on the last pipeline stage). Any "
-             "plan but replicas (NTP)"),
+             "plan"),
     cl::cat(category));
 cl::opt<std::string> emitMlir("emit-mlir",
                               cl::desc("Also write the planned rt IR here"),
@@ -335,12 +335,6 @@ int main(int argc, char **argv) {
 
   partition::Plan plan;
   bool replicas = !planReplicas(planFile, plan).empty();
-  // NTP's nesting (one uniform program per replica) knows train_step and
-  // eval_step only: each replica would compute the logits of its own rows.
-  if (logits && replicas)
-    return fail("--logits is not implemented with replicas (NTP) yet; "
-                "compile the model for one device or a uniform plan to dump "
-                "its logits (a checkpoint of any plan loads into it)");
   if (logits && optimizer != "adamw")
     return fail("--logits needs the evaluation steps, which --optimizer none "
                 "leaves out; use --optimizer adamw");
