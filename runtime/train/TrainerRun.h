@@ -2,8 +2,8 @@
 //
 // The Run class that partition-run's training loop is: Trainer.cpp creates
 // it (communicators, backend, batch shape), RunLoop.cpp runs the steps
-// (execute), RunState.cpp initialises, checkpoints and compares its state.
-// Private to those files; the public entry points are in Trainer.h.
+// (execute), RunState.cpp initialises, checkpoints and compares its state,
+// Logits.cpp dumps the logits. Private to those files; the public entry points are in Trainer.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +28,11 @@
 namespace partition::runtime::detail {
 
 namespace data = partition::runtime::data;
+
+/// What to change when --evaluate's (and --dump-logits') data is too small
+/// for one batch.
+inline constexpr const char *kEvaluateAdvice =
+    "use more data or a smaller batch or sequence length";
 
 /// The stop flag of a failed --metrics-out write: above every signal
 /// number, so that it wins the all-reduce (max) over an interruption.
