@@ -3,8 +3,9 @@
 // Cuts the training step (and the evaluation steps, @eval_step and
 // @logits_step) into one function per pipeline stage whose ops run in the
 // order of the stage's schedule (scheduling/Schedule.h), with dist.send /
-// dist.recv where a value crosses stages. What each op is comes from StageAnalysis.h; where it
-// runs from the stage split (Balance.h or the plan's `stages`).
+// dist.recv where a value crosses stages. What each op is comes from
+// StageAnalysis.h; where it runs from the stage split (Balance.h or the
+// plan's `stages`).
 //
 // Every stage's stream is built first as a list of the step's ops; sends
 // follow the op that makes the value, and a stage receives from a peer in
