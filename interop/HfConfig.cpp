@@ -189,7 +189,8 @@ void ropeFromHf(Fields &f, ModelConfig &c) {
   auto refuseScaling = [&](const std::string &key, const std::string &type) {
     f.refuse(key, "= \"" + type +
                       "\" cannot be expressed: RoPE scaling \"" + type +
-                      "\" is not supported (only linear and llama3 are)");
+                      "\" is not supported (only linear, llama3 and yarn "
+                      "are)");
   };
   // The scaling's fields from one object (rope_scaling or rope_parameters);
   // `typeKey` names its type.
@@ -205,7 +206,7 @@ void ropeFromHf(Fields &f, ModelConfig &c) {
     if (type == "default")
       return refuseUnused("unscaled RoPE takes no parameters besides "
                           "rope_theta");
-    if (type != "linear" && type != "llama3")
+    if (type != "linear" && type != "llama3" && type != "yarn")
       refuseScaling(name + "." + typeKey, type);
     if (!c.ropeScaling.empty() && c.ropeScaling != type)
       f.refuse(name + "." + typeKey, "= \"" + type +
@@ -225,6 +226,27 @@ void ropeFromHf(Fields &f, ModelConfig &c) {
     if (type == "llama3") {
       c.ropeLowFreqFactor = positiveNumber("low_freq_factor", std::nullopt);
       c.ropeHighFreqFactor = positiveNumber("high_freq_factor", std::nullopt);
+    }
+    if (type == "yarn") {
+      // transformers' defaults (`or 32`, `or 1`). Its attention factor is
+      // derived from the factor here: one given (attention_factor, or
+      // mscale / mscale_all_dim as DeepSeek's) is refused, as is
+      // truncate = false (an untruncated ramp).
+      for (const char *key : {"attention_factor", "mscale", "mscale_all_dim"})
+        if (r.has(key) && !object.at(key).is_null())
+          f.refuse(name + "." + key,
+                   "= " + show(object.at(key)) +
+                       " cannot be expressed: partition derives yarn's "
+                       "attention factor from its factor (0.1 ln factor + "
+                       "1) and takes no other");
+      c.ropeBetaFast = positiveNumber("beta_fast", 32.0);
+      c.ropeBetaSlow = positiveNumber("beta_slow", 1.0);
+      if (r.has("truncate") && r.boolean("truncate", true) == false)
+        r.refuse("truncate", "= false cannot be expressed: yarn's ramp is "
+                             "truncated to whole pairs (truncate = true, "
+                             "transformers' default) only");
+    }
+    if (type == "llama3" || type == "yarn") {
       // transformers falls back to max_position_embeddings.
       double original = positiveNumber("original_max_position_embeddings",
                                         double(c.positions));
@@ -433,6 +455,11 @@ json modelToJson(const ModelConfig &c) {
       model["rope_high_freq_factor"] = c.ropeHighFreqFactor;
       model["rope_original_context"] = c.ropeOriginalContext;
     }
+    if (c.ropeScaling == "yarn") {
+      model["rope_beta_fast"] = c.ropeBetaFast;
+      model["rope_beta_slow"] = c.ropeBetaSlow;
+      model["rope_original_context"] = c.ropeOriginalContext;
+    }
   }
   if (c.slidingWindow > 0)
     model["sliding_window"] = c.slidingWindow;
@@ -472,6 +499,8 @@ ModelConfig modelFromJson(const json &model, const std::string &where) {
   c.ropeFactor = f.number("rope_factor", 1.0);
   c.ropeLowFreqFactor = f.number("rope_low_freq_factor", 1.0);
   c.ropeHighFreqFactor = f.number("rope_high_freq_factor", 4.0);
+  c.ropeBetaFast = f.number("rope_beta_fast", 32.0);
+  c.ropeBetaSlow = f.number("rope_beta_slow", 1.0);
   if (f.has("rope_original_context"))
     c.ropeOriginalContext = f.positive("rope_original_context");
   if (f.has("sliding_window"))
@@ -503,6 +532,11 @@ static json ropeScalingToHf(const ModelConfig &c) {
   if (c.ropeScaling == "llama3") {
     scaling["low_freq_factor"] = c.ropeLowFreqFactor;
     scaling["high_freq_factor"] = c.ropeHighFreqFactor;
+    scaling["original_max_position_embeddings"] = c.ropeOriginalContext;
+  }
+  if (c.ropeScaling == "yarn") {
+    scaling["beta_fast"] = c.ropeBetaFast;
+    scaling["beta_slow"] = c.ropeBetaSlow;
     scaling["original_max_position_embeddings"] = c.ropeOriginalContext;
   }
   return scaling;

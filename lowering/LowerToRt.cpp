@@ -208,6 +208,7 @@ LogicalResult StepLowering::buildSignature() {
   // loss and gradients, which get buffers of their own (new arguments).
   SmallVector<int> resultArg;
   bool haveLoss = false;
+  int logitsResults = 0;
   for (unsigned r = 0, e = step.getNumResults(); r < e; ++r) {
     std::string role, name;
     for (auto [attrName, roleName] :
@@ -227,8 +228,11 @@ LogicalResult StepLowering::buildSignature() {
                               << " must be a statically shaped tensor, but is "
                               << step.getResultTypes()[r];
     if (role == "loss" || role == "gradient" || role == "logits") {
-      // @logits_step returns logits instead of a loss.
+      // @logits_step returns logits instead of a loss, one buffer per
+      // micro-batch, named by its index ("mb0", "mb1", ...).
       haveLoss |= role == "loss" || role == "logits";
+      if (role == "logits")
+        name = "mb" + std::to_string(logitsResults++);
       resultArg.push_back(argTypes.size());
       argTypes.push_back(bufferType(step.getResultTypes()[r]));
       SmallVector<NamedAttribute> attrs{NamedAttribute(

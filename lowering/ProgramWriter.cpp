@@ -579,14 +579,16 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
     instructions.push_back(ptp::CreateInstructionDirect(
         fbb, static_cast<uint16_t>(info->id), &*args, &ints, &floats));
   }
-  // A stage's @train_step_stage<k> / @eval_step_stage<k> is its stream's
-  // "train_step" / "eval_step": the runtime runs the entry points by role.
+  // A stage's @train_step_stage<k> / @eval_step_stage<k> /
+  // @logits_step_stage<k> is its stream's "train_step" / "eval_step" /
+  // "logits_step": the runtime runs the entry points by role.
   std::string name = function.getSymName().str();
   if (function->hasAttr(kPipelineStageAttrName)) {
     if (function->hasAttr(xfmr::XfmrDialect::kTrainStepAttrName))
       name = "train_step";
-    else if (function->hasAttr(xfmr::XfmrDialect::kEvalStepAttrName))
-      name = "eval_step";
+    else if (auto eval = function->getAttrOfType<DictionaryAttr>(
+                 xfmr::XfmrDialect::kEvalStepAttrName))
+      name = eval.get("logits") ? "logits_step" : "eval_step";
   }
   functions.push_back(
       ptp::CreateFunctionDirect(fbb, name.c_str(), &instructions));

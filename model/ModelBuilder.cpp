@@ -107,6 +107,11 @@ private:
       scaling = builder.getStringAttr(config.ropeScaling);
       factors = config.ropeScaling == "linear"
                     ? builder.getDenseF64ArrayAttr({config.ropeFactor})
+                : config.ropeScaling == "yarn"
+                    ? builder.getDenseF64ArrayAttr(
+                          {config.ropeFactor, config.ropeBetaFast,
+                           config.ropeBetaSlow,
+                           double(config.ropeOriginalContext)})
                     : builder.getDenseF64ArrayAttr(
                           {config.ropeFactor, config.ropeLowFreqFactor,
                            config.ropeHighFreqFactor,
@@ -241,6 +246,14 @@ private:
         fields.push_back(builder.getNamedAttr(
             "rope_high_freq_factor",
             builder.getF64FloatAttr(config.ropeHighFreqFactor)));
+        fields.push_back(builder.getNamedAttr(
+            "rope_original_context", i64(config.ropeOriginalContext)));
+      }
+      if (config.ropeScaling == "yarn") {
+        fields.push_back(builder.getNamedAttr(
+            "rope_beta_fast", builder.getF64FloatAttr(config.ropeBetaFast)));
+        fields.push_back(builder.getNamedAttr(
+            "rope_beta_slow", builder.getF64FloatAttr(config.ropeBetaSlow)));
         fields.push_back(builder.getNamedAttr(
             "rope_original_context", i64(config.ropeOriginalContext)));
       }

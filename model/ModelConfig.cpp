@@ -278,9 +278,10 @@ std::string validate(const ModelConfig &c) {
   if (!c.ropeScaling.empty()) {
     if (c.arch != Arch::Llama)
       problems.push_back("rope scaling is a setting of arch llama");
-    else if (c.ropeScaling != "linear" && c.ropeScaling != "llama3")
+    else if (c.ropeScaling != "linear" && c.ropeScaling != "llama3" &&
+             c.ropeScaling != "yarn")
       problems.push_back("rope scaling '" + c.ropeScaling +
-                         "' is not one of linear, llama3");
+                         "' is not one of linear, llama3, yarn");
     if (!(c.ropeFactor > 0.0) || !std::isfinite(c.ropeFactor))
       problems.push_back("rope factor must be positive");
     if (c.ropeScaling == "llama3" &&
@@ -289,6 +290,13 @@ std::string validate(const ModelConfig &c) {
          !std::isfinite(c.ropeHighFreqFactor) || c.ropeOriginalContext <= 0))
       problems.push_back("llama3 rope scaling needs 0 < low-freq factor < "
                          "high-freq factor and a positive original context");
+    if (c.ropeScaling == "yarn" &&
+        (!(c.ropeFactor >= 1.0) || !(c.ropeBetaSlow > 0.0) ||
+         !(c.ropeBetaFast > c.ropeBetaSlow) || !std::isfinite(c.ropeBetaFast) ||
+         c.ropeOriginalContext <= 0 || !(c.ropeTheta > 1.0)))
+      problems.push_back("yarn rope scaling needs a factor of at least 1, "
+                         "0 < beta-slow < beta-fast, a positive original "
+                         "context and rope theta above 1");
   }
   if (c.slidingWindow < 0)
     problems.push_back(field("sliding window", c.slidingWindow) +

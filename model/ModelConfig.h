@@ -62,7 +62,10 @@ struct ModelConfig {
   /// (every frequency divided by ropeFactor); "llama3" (Llama 3.1 / 3.2:
   /// wavelengths above originalContext / lowFreqFactor divided by the
   /// factor, below originalContext / highFreqFactor kept, interpolated
-  /// between).
+  /// between); "yarn" (pairs below a ramp set by ropeBetaFast and
+  /// ropeBetaSlow rotations over originalContext kept, above it divided by
+  /// the factor, cos and sin times 0.1 ln(factor) + 1:
+  /// runtime/program/Rope.h).
   std::string ropeScaling;
   double ropeFactor = 1.0;
   double ropeLowFreqFactor = 1.0;
@@ -76,6 +79,8 @@ struct ModelConfig {
   /// The first windowed layer: the layers below it attend to every earlier
   /// position (Qwen2's max_window_layers); 0, every layer (Mistral's).
   int64_t windowFromLayer = 0;
+  double ropeBetaFast = 32.0;
+  double ropeBetaSlow = 1.0;
   /// The Hugging Face family a Llama-arch model is written as (model_type):
   /// "llama", "mistral" or "qwen2"; empty is the arch's own name. It names
   /// the model only: the features above decide what it computes.

@@ -66,11 +66,11 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
            "evaluation">,
     Option<"withLogits", "logits", "bool", "false",
            "Also build @logits_step(params, tokens) -> logits: the forward "
-           "pass up to the logits the loss is computed from, in fp32, for "
-           "checking a model's outputs (partition-run --dump-logits); an "
-           "evaluation entry point (it carries xfmr.eval_step), whose output "
-           "buffer the memory plan keeps for the whole run; one micro-batch "
-           "only">,
+           "pass up to the logits the loss is computed from, in fp32, one "
+           "result per micro-batch in order, for checking a model's outputs "
+           "(partition-run --dump-logits); an evaluation entry point (it "
+           "carries xfmr.eval_step), whose output buffers the memory plan "
+           "keeps for the whole run">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Micro-batches accumulated per step (gradient accumulation)">,
     Option<"beta1", "beta1", "double", "0.9", "AdamW first-moment decay">,

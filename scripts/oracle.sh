@@ -3,8 +3,9 @@
 # missing (idempotent: a no-op when `import torch, transformers` works),
 # builds the tools, and runs the transformers oracle tests
 # (test/oracle/hf_oracle.py: loss and one AdamW step of GPT-2 and Llama
-# against PyTorch; test/oracle/hf_families.py: Llama 3, Llama 3.2, Mistral
-# and Qwen2, 10 AdamW steps under three plans). PYTHON picks the interpreter (default python3).
+# against PyTorch; test/oracle/hf_families.py: Llama 3, Llama 3.2, Mistral,
+# Qwen2 and yarn-scaled Llama, logits and 10 AdamW steps under three plans;
+# both share test/oracle/oracle_common.py). PYTHON picks the interpreter (default python3).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PARTITION_BUILD_DIR:-$root/build}

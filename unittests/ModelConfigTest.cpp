@@ -170,8 +170,16 @@ TEST(ModelConfig, FamilyFeatures) {
   EXPECT_EQ(validate(scaled),
             "llama3 rope scaling needs 0 < low-freq factor < high-freq factor "
             "and a positive original context");
+  scaled.ropeScaling = "dynamic";
+  EXPECT_EQ(validate(scaled),
+            "rope scaling 'dynamic' is not one of linear, llama3, yarn");
+  // yarn: the preset's factor (32) and original context (64), the betas.
   scaled.ropeScaling = "yarn";
-  EXPECT_EQ(validate(scaled), "rope scaling 'yarn' is not one of linear, llama3");
+  EXPECT_EQ(validate(scaled), "");
+  scaled.ropeBetaSlow = 64.0;
+  EXPECT_EQ(validate(scaled),
+            "yarn rope scaling needs a factor of at least 1, 0 < beta-slow < "
+            "beta-fast, a positive original context and rope theta above 1");
   // The context is at least the training sequence.
   llama = *getPreset("llama3-tiny");
   llama.positions = 32;

@@ -75,10 +75,13 @@ static LogicalResult verifyAttention(AttentionLike attention) {
     return success();
   if (!ropeTheta)
     return op->emitOpError() << "rope_scaling needs rope_theta";
-  size_t expected = *scaling == "linear" ? 1 : *scaling == "llama3" ? 4 : 0;
+  bool yarn = *scaling == "yarn";
+  size_t expected = *scaling == "linear"               ? 1
+                    : *scaling == "llama3" || yarn ? 4
+                                                   : 0;
   if (expected == 0)
     return op->emitOpError() << "rope_scaling \"" << *scaling
-                             << "\" is not one of linear, llama3";
+                             << "\" is not one of linear, llama3, yarn";
   if (factors->size() != expected)
     return op->emitOpError()
            << "rope_scaling \"" << *scaling << "\" takes " << expected
@@ -87,7 +90,17 @@ static LogicalResult verifyAttention(AttentionLike attention) {
   if (!(f[0] > 0.0) || !std::isfinite(f[0]))
     return op->emitOpError() << "rope scaling factor must be positive, got "
                              << f[0];
-  if (expected == 4 &&
+  // yarn divides by ln(rope_theta) and takes ln(original_context / beta).
+  if (yarn && (!(f[0] >= 1.0) || !(f[2] > 0.0) || !(f[1] > f[2]) ||
+               !std::isfinite(f[1]) || !(f[3] >= 1.0) ||
+               f[3] != std::floor(f[3]) || !std::isfinite(f[3]) ||
+               !(ropeTheta->convertToDouble() > 1.0)))
+    return op->emitOpError()
+           << "yarn rope scaling needs factor >= 1, 0 < beta_slow < "
+              "beta_fast, a positive integer original_context and "
+              "rope_theta > 1, got ["
+           << f[0] << ", " << f[1] << ", " << f[2] << ", " << f[3] << "]";
+  if (!yarn && expected == 4 &&
       (!(f[1] > 0.0) || !(f[2] > f[1]) || !std::isfinite(f[2]) ||
        !(f[3] >= 1.0) || f[3] != std::floor(f[3]) || !std::isfinite(f[3])))
     return op->emitOpError()

@@ -45,14 +45,17 @@ KernelCall attentionCall(KernelId kernel, KernelId scaledKernel,
             {theta, float(runtime::RopeScalingKind::None), 1.0f, 0.0f, 0.0f,
              0.0f}};
   ArrayRef<double> f = *op.getRopeScalingFactors();
-  bool llama3 = *scaling == "llama3";
+  // linear: [factor]; llama3 and yarn: four factors, in the op's order.
+  runtime::RopeScalingKind kind = *scaling == "llama3"
+                                      ? runtime::RopeScalingKind::Llama3
+                                  : *scaling == "yarn"
+                                      ? runtime::RopeScalingKind::Yarn
+                                      : runtime::RopeScalingKind::Linear;
+  bool four = f.size() == 4;
   return {scaledKernel,
           ints,
-          {theta,
-           float(llama3 ? runtime::RopeScalingKind::Llama3
-                        : runtime::RopeScalingKind::Linear),
-           float(f[0]), llama3 ? float(f[1]) : 0.0f,
-           llama3 ? float(f[2]) : 0.0f, llama3 ? float(f[3]) : 0.0f}};
+          {theta, float(kind), float(f[0]), four ? float(f[1]) : 0.0f,
+           four ? float(f[2]) : 0.0f, four ? float(f[3]) : 0.0f}};
 }
 
 /// The whole-vocabulary loss kernels have no mask: a padded vocabulary runs

@@ -559,7 +559,16 @@ def Xfmr_AttentionOp
       factor, one below original_context / high_freq_factor is kept, and
       between them f ((1 - s) / factor + s) with
       s = (original_context / wavelength - low_freq_factor) /
-      (high_freq_factor - low_freq_factor).
+      (high_freq_factor - low_freq_factor);
+    - `"yarn"`, `[factor, beta_fast, beta_slow, original_context]`: pair i
+      keeps its frequency below a ramp and is divided by the factor above
+      it, f ((1 - r) + r / factor) with r = clamp((i - low) / (high - low),
+      0, 1), low = floor(c(beta_fast)), high = ceil(c(beta_slow)) (clamped
+      to [0, D - 1]) and c(b) = D ln(original_context / (2 pi b)) /
+      (2 ln theta); cos and sin are multiplied by 0.1 ln(factor) + 1 (for
+      a factor above 1), so the scores by its square (transformers'
+      _compute_yarn_parameters, truncate = true, attention_factor
+      derived from the factor).
 
     `sliding_window` W (Mistral) narrows the causal mask to the last W
     positions: position t sees positions s with t - W < s <= t, itself
@@ -587,9 +596,12 @@ def Xfmr_AttentionOp
     - `key` and `value` are [B, T, Hkv*D] of that element type;
     - with `rope_theta`, it is positive and D is even;
     - `rope_scaling` and `rope_scaling_factors` come together and with
-      `rope_theta`; the scaling is `linear` (one factor) or `llama3` (four);
-      the factor is positive and, for `llama3`, 0 < low_freq_factor <
-      high_freq_factor and original_context is a positive integer;
+      `rope_theta`; the scaling is `linear` (one factor), `llama3` or
+      `yarn` (four); the factor is positive and, for `llama3`, 0 <
+      low_freq_factor < high_freq_factor and original_context is a positive
+      integer; for `yarn`, the factor is at least 1, 0 < beta_slow <
+      beta_fast, original_context is a positive integer and rope_theta
+      exceeds 1.
     - `sliding_window` is positive and only on a `causal` attention.
   }];
   let arguments = (ins Xfmr_FloatTensor:$query, Xfmr_FloatTensor:$key,

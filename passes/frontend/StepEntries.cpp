@@ -207,14 +207,19 @@ LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
   return success();
 }
 
-/// @logits_step(params, tokens) -> logits: the forward pass up to the
-/// logits its loss is computed from, in fp32, for checking a model's
-/// outputs (partition-run --dump-logits). It is an evaluation entry
-/// point, so it carries xfmr.eval_step (with `logits = true`): the
-/// partitioner, ZeRO and the lowering treat it as they treat @eval_step,
-/// and its result is returned in blocks like state (the runtime gathers
-/// them). Its output buffer lives for the whole run (the memory plan
-/// keeps function results), so it is built only when asked for.
+/// @logits_step(params, tokens) -> (logits_0, ..., logits_k-1): the
+/// forward pass of each of the step's k micro-batches up to the logits its
+/// loss is computed from, in fp32, one result per micro-batch in order, for
+/// checking a model's outputs (partition-run --dump-logits). Micro-batch m
+/// is rows [m*b, (m+1)*b) of the tokens, as in @eval_step, so that a
+/// pipeline's stages run it as they run @eval_step (the last stage returns
+/// every result); the runtime puts the rows back in the batch's order. It
+/// is an evaluation entry point, so it carries xfmr.eval_step (with
+/// `logits = true`): the partitioner, ZeRO and the lowering treat it as
+/// they treat @eval_step, and each result is returned in blocks like state
+/// (the runtime gathers them). Its output buffers live for the whole run
+/// (the memory plan keeps function results), so it is built only when
+/// asked for.
 LogicalResult buildLogitsStep(ModuleOp module, func::FuncOp forward,
                               const ForwardSignature &signature,
                               int64_t microbatches) {
@@ -222,14 +227,6 @@ LogicalResult buildLogitsStep(ModuleOp module, func::FuncOp forward,
     return forward.emitError() << "symbol @" << kLogitsStepName
                                << " already exists; the logits step needs "
                                   "that name";
-  if (microbatches > 1)
-    return forward.emitError()
-           << "the logits step computes the whole batch in one forward "
-              "pass, but the step has "
-           << microbatches
-           << " micro-batches; compile the program that dumps logits "
-              "with one micro-batch (a checkpoint loads into it under any "
-              "plan)";
   Block &forwardBody = forward.getBody().front();
   Value loss = forwardBody.getTerminator()->getOperand(0);
   auto crossEntropy = loss.getDefiningOp<SoftmaxCrossEntropyOp>();
@@ -254,41 +251,55 @@ LogicalResult buildLogitsStep(ModuleOp module, func::FuncOp forward,
   auto logitsType = cast<RankedTensorType>(logits.getType());
   auto resultType =
       RankedTensorType::get(logitsType.getShape(), builder.getF32Type());
+  auto microTokens = cast<RankedTensorType>(
+      forward.getArgumentTypes()[signature.tokensArg]);
+  int64_t microBatch = microTokens.getDimSize(0);
+  auto stepTokens = RankedTensorType::get(
+      {microBatch * microbatches, microTokens.getDimSize(1)},
+      microTokens.getElementType());
   SmallVector<Type> argTypes;
   for (unsigned arg : signature.paramArgs)
     argTypes.push_back(forward.getArgumentTypes()[arg]);
   size_t numParams = argTypes.size();
-  argTypes.push_back(forward.getArgumentTypes()[signature.tokensArg]);
+  argTypes.push_back(stepTokens);
+  SmallVector<Type> resultTypes(microbatches, resultType);
   auto step = func::FuncOp::create(
       builder, loc, kLogitsStepName,
-      builder.getFunctionType(argTypes, {resultType}));
+      builder.getFunctionType(argTypes, resultTypes));
   markEvaluationEntry(
       builder, forward, signature, step,
-      {builder.getNamedAttr("microbatches", builder.getI64IntegerAttr(1)),
+      {builder.getNamedAttr("microbatches",
+                            builder.getI64IntegerAttr(microbatches)),
        builder.getNamedAttr("logits", builder.getUnitAttr())});
   if (Attribute sharding =
           forward.getArgAttr(signature.tokensArg, kShardingAttrName))
     step.setArgAttr(numParams, kShardingAttrName, sharding);
   step.setArgAttr(numParams, XfmrDialect::kInputAttrName,
                   builder.getStringAttr("tokens"));
-  step.setResultAttr(0, XfmrDialect::kOutputAttrName,
-                     builder.getStringAttr("logits"));
+  for (int64_t micro = 0; micro < microbatches; ++micro)
+    step.setResultAttr(micro, XfmrDialect::kOutputAttrName,
+                       builder.getStringAttr("logits"));
 
   Block *body = step.addEntryBlock();
   builder.setInsertionPointToStart(body);
-  IRMapping mapping;
-  for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
-    mapping.map(forward.getArgument(arg), body->getArgument(index));
-  mapping.map(forward.getArgument(signature.tokensArg),
-              body->getArgument(numParams));
-  for (Operation &op : forwardBody.without_terminator())
-    if (needed.contains(&op))
-      builder.clone(op, mapping);
-  Value result = mapping.lookupOrDefault(logits);
-  // bf16 plans compute the logits in bf16: they are dumped as fp32.
-  if (logitsType.getElementType() != builder.getF32Type())
-    result = CastOp::create(builder, loc, resultType, result);
-  func::ReturnOp::create(builder, loc, result);
+  Value tokens = body->getArgument(numParams);
+  SmallVector<Value> results;
+  for (int64_t micro = 0; micro < microbatches; ++micro) {
+    IRMapping mapping;
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+      mapping.map(forward.getArgument(arg), body->getArgument(index));
+    mapping.map(forward.getArgument(signature.tokensArg),
+                sliceBatch(builder, loc, tokens, micro, microBatch));
+    for (Operation &op : forwardBody.without_terminator())
+      if (needed.contains(&op))
+        builder.clone(op, mapping);
+    Value result = mapping.lookupOrDefault(logits);
+    // bf16 plans compute the logits in bf16: they are dumped as fp32.
+    if (logitsType.getElementType() != builder.getF32Type())
+      result = CastOp::create(builder, loc, resultType, result);
+    results.push_back(result);
+  }
+  func::ReturnOp::create(builder, loc, results);
   return success();
 }
 

@@ -5,7 +5,7 @@
 // this file holds what every entry point shares (what the forward
 // function's arguments are, the micro-batch slices) and the two that only
 // run the forward pass: @eval_step (the mean loss of the step's
-// micro-batches) and @logits_step (the logits of one batch).
+// micro-batches) and @logits_step (the logits of each micro-batch).
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,8 +47,8 @@ mlir::LogicalResult buildEvalStep(mlir::ModuleOp module,
                                   const ForwardSignature &signature,
                                   int64_t microbatches);
 
-/// @logits_step(params, tokens) -> logits (partition-compile --logits);
-/// refused for more than one micro-batch.
+/// @logits_step(params, tokens) -> the logits of each of the step's
+/// `microbatches` micro-batches, in order (partition-compile --logits).
 mlir::LogicalResult buildLogitsStep(mlir::ModuleOp module,
                                     mlir::func::FuncOp forward,
                                     const ForwardSignature &signature,

@@ -1,10 +1,11 @@
 //===- DistPipeline.cpp - --dist-pipeline: one step function per stage ----===//
 //
-// Cuts the training step (and the eval step) into one function per
-// pipeline stage whose ops run in the order of the stage's schedule
-// (scheduling/Schedule.h), with dist.send / dist.recv where a value
-// crosses stages. What each op is comes from StageAnalysis.h; where it
-// runs from the stage split (Balance.h or the plan's `stages`).
+// Cuts the training step (and the evaluation steps, @eval_step and
+// @logits_step) into one function per pipeline stage whose ops run in the
+// order of the stage's schedule (scheduling/Schedule.h), with dist.send /
+// dist.recv where a value crosses stages. What each op is comes from
+// StageAnalysis.h; where it runs from the stage split (Balance.h or the
+// plan's `stages`).
 //
 // Every stage's stream is built first as a list of the step's ops; sends
 // follow the op that makes the value, and a stage receives from a peer in
@@ -330,25 +331,19 @@ void DistPipelinePass::runOnOperation() {
   if (stages == 1)
     return; // nothing to cut
 
-  func::FuncOp train, eval;
+  // The training step and the evaluation entry points (@eval_step and
+  // @logits_step: forward passes only, the logits step's results on the
+  // last stage, which makes them).
+  func::FuncOp train;
+  SmallVector<func::FuncOp> evals;
   for (auto function : module.getOps<func::FuncOp>()) {
     if (function->hasAttr(kPipelineStageAttrName))
       return fail(function, "the module is already cut into pipeline "
                             "stages; run the pass once");
-    if (function->hasAttr(XfmrDialect::kTrainStepAttrName)) {
+    if (function->hasAttr(XfmrDialect::kTrainStepAttrName))
       train = function;
-    } else if (auto evalStep = function->getAttrOfType<DictionaryAttr>(
-                   XfmrDialect::kEvalStepAttrName)) {
-      // @logits_step is an evaluation entry point too, but its stages would
-      // have to hand the logits of every micro-batch to the last stage's
-      // output: not implemented (partition-compile --logits refuses pp).
-      if (evalStep.get("logits"))
-        return fail(function, "the logits step (--xfmr-train-step "
-                              "logits=true) cannot be cut into pipeline "
-                              "stages yet; build it for plans without "
-                              "pipeline parallelism");
-      eval = function;
-    }
+    else if (function->hasAttr(XfmrDialect::kEvalStepAttrName))
+      evals.push_back(function);
   }
   if (!train)
     return fail(module, "no training step (a function with xfmr.train_step) "
@@ -429,7 +424,7 @@ void DistPipelinePass::runOnOperation() {
   if (failed(builder.build(train, trainPlacement, trainSlots)))
     return signalPassFailure();
 
-  if (eval) {
+  for (func::FuncOp eval : evals) {
     Placement evalPlacement;
     evalPlacement.analysis = analyzeStep(eval, layers);
     // Forwards only: each local chunk's micro-batches in turn.
@@ -451,7 +446,7 @@ void DistPipelinePass::runOnOperation() {
   writePipelineInfo(module, info);
 
   train.erase();
-  if (eval)
+  for (func::FuncOp eval : evals)
     eval.erase();
 }
 

@@ -162,13 +162,17 @@ void Checker::attention() {
       s.kind = RopeScalingKind::Linear;
     else if (f[1] == float(RopeScalingKind::Llama3))
       s.kind = RopeScalingKind::Llama3;
+    else if (f[1] == float(RopeScalingKind::Yarn))
+      s.kind = RopeScalingKind::Yarn;
     else
       require(f[1] == float(RopeScalingKind::None),
               "RoPE scaling kind " + std::to_string(f[1]) +
-                  " is not 0 (none), 1 (linear) or 2 (llama3)");
+                  " is not 0 (none), 1 (linear), 2 (llama3) or 3 (yarn)");
     // Without scaling the factors are not read: the defaults stay, so
     // every unscaled table compares equal.
-    if (s.kind != RopeScalingKind::None) {
+    if (s.kind == RopeScalingKind::Yarn) {
+      s = RopeScaling::yarn(f[2], f[3], f[4], f[5]);
+    } else if (s.kind != RopeScalingKind::None) {
       s.factor = f[2];
       s.lowFreqFactor = f[3];
       s.highFreqFactor = f[4];
@@ -184,6 +188,13 @@ void Checker::attention() {
                  std::isfinite(s.originalContext)),
             "llama3 RoPE scaling needs 0 < low < high frequency factors and "
             "a positive original context");
+    // yarn divides by ln(theta) and takes ln(context / beta).
+    require(s.kind != RopeScalingKind::Yarn ||
+                (args.ropeTheta > 1 && s.betaSlow > 0 &&
+                 s.betaFast > s.betaSlow && std::isfinite(s.betaFast) &&
+                 s.originalContext > 0 && std::isfinite(s.originalContext)),
+            "yarn RoPE scaling needs theta > 1, 0 < beta_slow < beta_fast "
+            "and a positive original context");
   }
   require(key.shape == std::vector<int64_t>{args.batch, args.seq,
                                             args.kvHeads * args.headDim} &&

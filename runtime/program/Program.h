@@ -57,7 +57,8 @@ enum class Role : uint8_t {
   Gradient,
   /// i32 scalar: this rank's index in the group of the axes `name` lists.
   AxisIndex,
-  /// f32 [batch, seq, vocab]: logits_step's output, in blocks like state.
+  /// f32 [batch, seq, vocab]: logits_step's output, in blocks like state;
+  /// one per micro-batch ("mb0", "mb1", ...), on the last pipeline stage.
   Logits,
 };
 

@@ -279,8 +279,8 @@ void checkShardedBuffers(Program &program, const std::string &origin) {
 
 /// The roles the trainer relies on: one stream has exactly one tokens,
 /// targets and loss buffer; with pipeline stages the first stage holds the
-/// tokens, the last the targets and the loss, and a parameter held by two
-/// stages (a tied embedding) has one shape in both.
+/// tokens, the last the targets, the loss and the logits, and a parameter
+/// held by two stages (a tied embedding) has one shape in both.
 void checkStreamRoles(const Program &program, const std::string &origin) {
   size_t stages = program.streams.size();
   for (size_t k = 0; k < stages; ++k) {
@@ -299,6 +299,10 @@ void checkStreamRoles(const Program &program, const std::string &origin) {
                                        : "program has more than one ") +
                         roleName(role) + " buffer");
     }
+    // logits_step's outputs are made where the loss is: the last stage.
+    if (k + 1 < stages && count(Role::Logits) > 0)
+      fail(where, "program has logits buffers on a stage other than the "
+                  "last, which makes them");
     std::set<std::string> names;
     for (const BufferInfo &buffer : stream.buffers)
       if (buffer.role == Role::Param && !names.insert(buffer.name).second)

@@ -6,7 +6,7 @@
 // metrics, stopping together, periodic checkpoints), the final checkpoint
 // and the summary (every rank's peak memory, --metrics-out's last record).
 // Trainer.cpp creates the Run; RunState.cpp initialises and checkpoints
-// its state.
+// its state; Logits.cpp dumps the logits (--dump-logits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,14 +18,12 @@
 #include "runtime/data/SyntheticLanguage.h"
 #include "runtime/train/Interrupt.h"
 #include "runtime/train/MetricsFile.h"
-#include "runtime/train/Npz.h"
 
 #include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -57,10 +55,6 @@ const char *const kEvalAdvice =
 /// fixed amount, so that runs of any length read the same data.
 constexpr int64_t kSyntheticTrainTokens = 1 << 21;
 constexpr int64_t kSyntheticEvalTokens = 1 << 16;
-
-/// What to change when --evaluate's data is too small for one batch.
-const char *const kEvaluateAdvice =
-    "use more data or a smaller batch or sequence length";
 
 /// The training and held-out tokens; with --evaluate and a file, all of it
 /// is held out (the file is the evaluation set).
@@ -187,77 +181,6 @@ bool Run::startUp(Session &session) {
                  static_cast<long long>(session.end),
                  byStopAfter ? "--stop-after" : "--steps");
   return false;
-}
-
-void Run::dumpLogits(int64_t step) {
-  // An unwritable file fails before the work, as --trace and --save do.
-  if (leader) {
-    std::FILE *probe = std::fopen(options.dumpLogits.c_str(), "wb");
-    if (!probe)
-      throw ProgramError("--dump-logits: cannot write '" + options.dumpLogits +
-                         "': " + std::strerror(errno) +
-                         "; check that its directory exists and is writable");
-    std::fclose(probe);
-  }
-  data::BatchLoader loader(evalRange, batch, seq, kEvaluateAdvice);
-  data::Batch first = loader.nextBatch();
-  if (!quiet) {
-    std::printf("partition-run: %s on %s, the logits of the first batch of "
-                "%lld x %lld tokens of %s at step %lld (no update)\n",
-                options.program.c_str(), describeWhere().c_str(),
-                static_cast<long long>(batch), static_cast<long long>(seq),
-                evalRange.describe().c_str(), static_cast<long long>(step));
-    std::fflush(stdout);
-  }
-  feed(first);
-  auto start = TraceRecorder::Clock::now();
-  backend->run(functionIndex("logits_step"), step);
-  if (trace)
-    trace->add("logits_step", "function", start, step, {}, 0, /*tid=*/1);
-  // Each rank's block (data-parallel rows, a vocab-parallel slice of the
-  // vocabulary), gathered into the logical [batch, seq, vocab] tensor.
-  const BufferInfo &buffer = program.single(Role::Logits);
-  std::vector<float> logits(size_t(buffer.elements));
-  backend->read(buffer, logits.data());
-  std::vector<int64_t> shape = buffer.shape;
-  if (buffer.sharded()) {
-    logits = gatherLogical(buffer, logits, step);
-    shape = buffer.logicalShape();
-  }
-  if (!leader)
-    return;
-  if (shape.size() != 3 || shape[0] != batch || shape[1] != seq ||
-      shape[2] < vocab)
-    throw ProgramError(options.program + ": the logits buffer is not [" +
-                       std::to_string(batch) + ", " + std::to_string(seq) +
-                       ", vocab >= " + std::to_string(vocab) +
-                       "]; recompile the program with partition-compile "
-                       "--logits");
-  // A padded vocabulary (tp) has its padding ids last: cut them.
-  if (shape[2] > vocab) {
-    for (int64_t row = 0; row < batch * seq; ++row)
-      std::copy_n(logits.begin() + row * shape[2], vocab,
-                  logits.begin() + row * vocab);
-    logits.resize(size_t(batch * seq * vocab));
-  }
-  try {
-    writeNpz(options.dumpLogits,
-             {{"input_ids", NpyArray::Type::I32, {batch, seq},
-               first.inputs.data()},
-              {"targets", NpyArray::Type::I32, {batch, seq},
-               first.targets.data()},
-              {"logits", NpyArray::Type::F32, {batch, seq, vocab},
-               logits.data()}});
-  } catch (const std::runtime_error &error) {
-    throw ProgramError(std::string("--dump-logits: ") + error.what());
-  }
-  if (!quiet) {
-    std::printf("logits: %lld x %lld x %lld (fp32), with input_ids and "
-                "targets, in %s\n",
-                static_cast<long long>(batch), static_cast<long long>(seq),
-                static_cast<long long>(vocab), options.dumpLogits.c_str());
-    std::fflush(stdout);
-  }
 }
 
 std::string Run::describeWhere() const {

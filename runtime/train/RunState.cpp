@@ -89,11 +89,11 @@ std::vector<float> Run::ownBlock(const BufferInfo &buffer,
 
 std::vector<float> Run::gatherLogical(const BufferInfo &buffer,
                                       const std::vector<float> &block,
-                                      int64_t step) {
+                                      int64_t step, const char *purpose) {
   std::vector<uint32_t> axes = buffer.stateGroup();
   comm::Communicator &group = *mesh->group(axes);
   std::vector<float> blocks(size_t(buffer.elements) * group.size());
-  std::string what = "gather '" + buffer.name + "' for --save";
+  std::string what = "gather '" + buffer.name + "' for " + purpose;
   group.allGather(block.data(), blocks.data(), buffer.elements,
                   {what.c_str(), step});
   int64_t logicalElements = 1;

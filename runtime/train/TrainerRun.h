@@ -2,8 +2,8 @@
 //
 // The Run class that partition-run's training loop is: Trainer.cpp creates
 // it (communicators, backend, batch shape), RunLoop.cpp runs the steps
-// (execute), RunState.cpp initialises, checkpoints and compares its state.
-// Private to those files; the public entry points are in Trainer.h.
+// (execute), RunState.cpp initialises, checkpoints and compares its state,
+// Logits.cpp dumps the logits. Private to those files; the public entry points are in Trainer.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +28,11 @@
 namespace partition::runtime::detail {
 
 namespace data = partition::runtime::data;
+
+/// What to change when --evaluate's (and --dump-logits') data is too small
+/// for one batch.
+inline constexpr const char *kEvaluateAdvice =
+    "use more data or a smaller batch or sequence length";
 
 /// The stop flag of a failed --metrics-out write: above every signal
 /// number, so that it wins the all-reduce (max) over an interruption.
@@ -123,7 +128,8 @@ private:
   /// hold its blocks (collective over them).
   std::vector<float> gatherLogical(const BufferInfo &buffer,
                                    const std::vector<float> &block,
-                                   int64_t step);
+                                   int64_t step,
+                                   const char *purpose = "--save");
   void feed(const data::Batch &global);
   /// The loss of the function just run: this rank's loss buffer, or with
   /// pipeline stages the last stage's, broadcast to every rank.
@@ -205,6 +211,12 @@ private:
   /// --dump-logits: runs logits_step on the first batch of the data and
   /// writes it, its targets and the gathered logits to the .npz (rank 0).
   void dumpLogits(int64_t step);
+  /// The logical [batch, seq, vocab] logits of the logits_step just run
+  /// (a padded vocabulary cut back), in the batch's row order, on rank 0:
+  /// every micro-batch's buffer gathered on the last pipeline stage, whose
+  /// first rank hands them to rank 0; under NTP, each replica's rows from
+  /// its first rank.
+  std::vector<float> gatherLogits(int64_t step);
   /// "cpu", or "cpu x 4 ranks (mesh dp=2 pp=1 tp=2)": where the run runs.
   std::string describeWhere() const;
   /// Batches per evaluation: --eval-batches, or with --evaluate and no

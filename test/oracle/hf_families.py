@@ -4,8 +4,9 @@
 For each family partition-import reads beyond Llama 2 -- Llama 3 (rotary
 base 500000, untied head), Llama 3.2 (tied head, llama3 RoPE scaling), a
 Llama with linear RoPE scaling, Mistral (no sliding window, base 1e6),
-Mistral with a sliding window of 8 positions (narrower than SEQ) and
-Qwen2 (q/k/v biases, RMSNorm epsilon 1e-6, base 1e6)
+Mistral with a sliding window of 8 positions (narrower than SEQ),
+Qwen2 (q/k/v biases, RMSNorm epsilon 1e-6, base 1e6) and a Llama with
+yarn RoPE scaling
 -- builds a random-initialised transformers model from a config (no hub
 download; every tensor perturbed, biases included, q and k scaled up so
 that attention depends on positions), saves it,
@@ -13,7 +14,12 @@ partition-imports it, and checks:
 
   (a) transformers' loss on the first batch (logits + cross-entropy against
       partition's already-shifted targets) equals partition's step-1 loss
-      within 1e-5 relative;
+      within 1e-5 relative, and the imported model's logits on that batch
+      (partition-run --dump-logits under each plan below) equal
+      transformers' model(input_ids).logits within 1e-5, as the largest
+      difference relative to the largest logit (oracle_common.logits_error:
+      fp32 rounding follows the magnitudes summed, so a per-element ratio
+      would measure the cancellation in logits near zero);
   (b) 10 training steps: transformers' model with torch.optim.AdamW
       (betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices only, the
       learning rate partition-run reports for each step) on the same
@@ -30,19 +36,18 @@ partition-imports it, and checks:
   hf_families.py --bin BUILD/bin [--work DIR] [--keep] [--family NAME ...]
 
 Exit 0: passed (prints the figures); 77: SKIPPED (torch or transformers
-missing); 1: failed.
+missing); 1: failed. What it shares with hf_oracle.py is in
+oracle_common.py.
 """
 
-import argparse
 import filecmp
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
-SKIP = 77
+from oracle_common import (dumped_logits, logits_error, metrics,
+                           oracle_main, run)
+
 SEQ, BATCH, STEPS = 32, 4, 10
 TOL = 1e-5
 PLANS = {
@@ -98,22 +103,28 @@ def families(transformers):
     }
 
 
-def run(command, **kwargs):
-    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(command)}\n{result.stdout}{result.stderr}")
-    return result.stdout
-
-
-def metrics(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if '"step"' in line]
-
-
 def loss_of(model, inputs, targets, torch):
     logits = model(input_ids=inputs).logits
     return torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def yarn_families(transformers):
+    """yarn RoPE scaling (kept apart from families() so that additions to
+    either merge cleanly): at head dim 16, theta 1e4 and an original
+    context of 32, pair 0 keeps its frequency, pair 1 is on the ramp and
+    the rest are divided by 4; cos and sin are multiplied by
+    0.1 ln 4 + 1."""
+    return {
+        "llama-yarn": (transformers.LlamaConfig,
+                       transformers.LlamaForCausalLM,
+                       dict(rms_norm_eps=1e-5, tie_word_embeddings=False,
+                            rope_parameters={
+                                "rope_type": "yarn", "rope_theta": 10000.0,
+                                "factor": 4.0, "beta_fast": 32.0,
+                                "beta_slow": 1.0,
+                                "original_max_position_embeddings": 32})),
+    }
 
 
 def check(name, spec, tools, work, torch, transformers):
@@ -153,7 +164,7 @@ def check(name, spec, tools, work, torch, transformers):
                         window[1:].reshape(BATCH, SEQ)))
 
     init = os.path.join(work, "init.ckpt")
-    runs = {}
+    runs, dumps = {}, {}
     for plan_name, plan in PLANS.items():
         microbatches = (plan or {}).get("pipeline", {}).get("microbatches", 1)
         mlir = os.path.join(work, f"m{microbatches}.mlir")
@@ -162,7 +173,7 @@ def check(name, spec, tools, work, torch, transformers):
                  init, "--seq-len", str(SEQ), "--batch",
                  str(BATCH // microbatches), "--force"])
         ptp = os.path.join(work, plan_name + ".ptp")
-        command = [tools["partition-compile"], mlir, "-o", ptp]
+        command = [tools["partition-compile"], mlir, "-o", ptp, "--logits"]
         ranks = 1
         if plan:
             plan_path = os.path.join(work, plan_name + ".json")
@@ -172,6 +183,11 @@ def check(name, spec, tools, work, torch, transformers):
             for size in plan["mesh"].values():
                 ranks *= size
         run(command)
+        dump = os.path.join(work, plan_name + ".npz")
+        run([tools["partition-run"], "--nproc", str(ranks), ptp,
+             "--init-from", init, "--data", data, "--data-format", "raw",
+             "--quiet", "--dump-logits", dump])
+        dumps[plan_name] = dumped_logits(dump)
         out = os.path.join(work, plan_name + ".jsonl")
         save = os.path.join(work, plan_name + ".ckpt")
         run([tools["partition-run"], "--nproc", str(ranks), ptp,
@@ -186,6 +202,17 @@ def check(name, spec, tools, work, torch, transformers):
     with torch.no_grad():
         figures["loss"] = abs(first[0]["loss"] - loss_of(
             model, *batches[0], torch).item()) / abs(first[0]["loss"])
+        reference_logits = model(input_ids=batches[0][0]).logits.numpy()
+    failures = []
+    for plan_name, (input_ids, logits) in dumps.items():
+        error = logits_error(logits, reference_logits)
+        figures["logits " + plan_name] = error
+        if (input_ids != batches[0][0].numpy()).any():
+            failures.append(f"{plan_name}: dumped input_ids are not the "
+                            "first batch")
+        if not error <= TOL:
+            failures.append(f"{plan_name}: logits rel {error:.2e} > "
+                            f"{TOL:.0e}")
     model.train()
     params = list(model.parameters())
     optimizer = torch.optim.AdamW(
@@ -202,7 +229,6 @@ def check(name, spec, tools, work, torch, transformers):
         loss.backward()
         optimizer.step()
     model.eval()
-    failures = []
     for plan_name, steps in runs.items():
         worst = max(abs(m["loss"] - r) / abs(r)
                     for m, r in zip(steps, reference))
@@ -246,7 +272,10 @@ def check(name, spec, tools, work, torch, transformers):
                            os.path.join(again, file), shallow=False):
             failures.append(f"round trip: {file} differs")
 
-    print(f"{name}: step-1 loss rel {figures['loss']:.2e}; {STEPS} AdamW "
+    print(f"{name}: step-1 loss rel {figures['loss']:.2e}; logits rel "
+          "(max diff / max logit): " +
+          ", ".join(f"{p} {figures['logits ' + p]:.2e}" for p in PLANS) +
+          f"; {STEPS} AdamW "
           f"steps, worst loss rel per step: " +
           ", ".join(f"{p} {figures[p]:.2e}" for p in PLANS) +
           f"; after {STEPS} steps: torch's model rel "
@@ -256,45 +285,19 @@ def check(name, spec, tools, work, torch, transformers):
     return failures
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work")
-    parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--family", action="append")
-    args = parser.parse_args()
-    try:
-        import torch
-        import transformers
-    except ImportError as error:
-        print(f"SKIPPED: {error.name} is not installed "
-              "(scripts/oracle.sh installs torch and transformers)")
-        return SKIP
-    torch.set_num_threads(1)
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    tools = {name: os.path.join(args.bin, name)
-             for name in ["partition-import", "partition-compile",
-                          "partition-run", "partition-export"]}
-    work = args.work or tempfile.mkdtemp(prefix="hf-families-")
-    os.makedirs(work, exist_ok=True)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}")
+def check_all(args, tools, work, torch, transformers):
     failures = []
-    try:
-        for name, spec in families(transformers).items():
-            if args.family and name not in args.family:
-                continue
-            failures += [f"{name}: {f}" for f in check(
-                name, spec, tools, work, torch, transformers)]
-    finally:
-        if not args.keep and not args.work:
-            shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print("FAILED: " + "; ".join(failures))
-        return 1
-    print("oracle: partition agrees with transformers for every family")
-    return 0
+    every = {**families(transformers), **yarn_families(transformers)}
+    for name, spec in every.items():
+        if args.family and name not in args.family:
+            continue
+        failures += [f"{name}: {f}" for f in check(
+            name, spec, tools, work, torch, transformers)]
+    return failures
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(oracle_main(
+        __doc__.splitlines()[0], check_all,
+        "oracle: partition agrees with transformers for every family",
+        with_families=True))

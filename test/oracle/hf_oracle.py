@@ -27,31 +27,22 @@ partition-import, the tool under test.
   hf_oracle.py --bin BUILD/bin [--work DIR] [--keep]
 
 Exit 0: passed (prints the figures); 77: SKIPPED (torch or transformers
-missing); 1: failed.
+missing); 1: failed. What it shares with hf_families.py is in
+oracle_common.py.
 """
 
-import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
-SKIP = 77
+from oracle_common import oracle_main, run
+
 SEQ, BATCH = 32, 4
 TOL = {"loss": 1e-5, "param": 1e-4, "adam_m": 1e-5, "adam_v": 1e-5}
 # GPT-2's key bias adds q.b to every score of a row, which softmax ignores:
 # its gradient is zero in exact arithmetic and rounding noise in both
 # implementations, so a relative comparison would compare noise.
 ZERO_GRADIENT = ".attn.k.bias"
-
-
-def run(command, **kwargs):
-    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(command)}\n{result.stdout}{result.stderr}")
-    return result.stdout
 
 
 def hf_model(arch, torch, transformers):
@@ -233,43 +224,15 @@ def check(arch, tools, work, torch, transformers, safetensors):
     return failures
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work")
-    parser.add_argument("--keep", action="store_true")
-    args = parser.parse_args()
-    try:
-        import torch
-        import transformers
-        import safetensors.torch as safetensors
-    except ImportError as error:
-        print(f"SKIPPED: {error.name} is not installed "
-              "(scripts/oracle.sh installs torch and transformers)")
-        return SKIP
-    torch.set_num_threads(1)
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    tools = {name: os.path.join(args.bin, name)
-             for name in ["partition-import", "partition-compile",
-                          "partition-run", "partition-export"]}
-    work = args.work or tempfile.mkdtemp(prefix="hf-oracle-")
-    os.makedirs(work, exist_ok=True)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}")
+def check_all(args, tools, work, torch, transformers):
+    import safetensors.torch as safetensors
     failures = []
-    try:
-        for arch in ["gpt2", "llama"]:
-            failures += [f"{arch}: {f}" for f in check(
-                arch, tools, work, torch, transformers, safetensors)]
-    finally:
-        if not args.keep and not args.work:
-            shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print("FAILED: " + "; ".join(failures))
-        return 1
-    print("oracle: partition agrees with transformers")
-    return 0
+    for arch in ["gpt2", "llama"]:
+        failures += [f"{arch}: {f}" for f in check(
+            arch, tools, work, torch, transformers, safetensors)]
+    return failures
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(oracle_main(__doc__.splitlines()[0], check_all,
+                         "oracle: partition agrees with transformers"))

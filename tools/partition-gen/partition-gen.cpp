@@ -65,11 +65,12 @@ cl::opt<double> ropeTheta("rope-theta",
                           cl::cat(category));
 cl::opt<std::string> ropeScaling(
     "rope-scaling",
-    cl::desc("RoPE scaling (llama): none | linear | llama3 (default: the "
-             "preset's; llama3.2-* use llama3)"),
+    cl::desc("RoPE scaling (llama): none | linear | llama3 | yarn (default: "
+             "the preset's; llama3.2-* use llama3)"),
     cl::cat(category));
 cl::opt<double> ropeFactor("rope-factor",
-                           cl::desc("RoPE scaling factor (linear, llama3)"),
+                           cl::desc("RoPE scaling factor (linear, llama3, "
+                                    "yarn)"),
                            cl::cat(category));
 cl::opt<double> ropeLowFreqFactor(
     "rope-low-freq-factor", cl::desc("llama3 scaling: low_freq_factor (1)"),
@@ -77,9 +78,15 @@ cl::opt<double> ropeLowFreqFactor(
 cl::opt<double> ropeHighFreqFactor(
     "rope-high-freq-factor", cl::desc("llama3 scaling: high_freq_factor (4)"),
     cl::cat(category));
+cl::opt<double> ropeBetaFast(
+    "rope-beta-fast", cl::desc("yarn scaling: beta_fast (32)"),
+    cl::cat(category));
+cl::opt<double> ropeBetaSlow(
+    "rope-beta-slow", cl::desc("yarn scaling: beta_slow (1)"),
+    cl::cat(category));
 cl::opt<int64_t> ropeOriginalContext(
     "rope-original-context",
-    cl::desc("llama3 scaling: original_max_position_embeddings"),
+    cl::desc("llama3 and yarn scaling: original_max_position_embeddings"),
     cl::cat(category));
 cl::opt<bool> tieEmbeddings(
     "tie-embeddings",
@@ -188,10 +195,10 @@ int main(int argc, char **argv) {
     config->ropeTheta = ropeTheta;
   if (ropeScaling.getNumOccurrences()) {
     if (ropeScaling != "none" && ropeScaling != "linear" &&
-        ropeScaling != "llama3")
+        ropeScaling != "llama3" && ropeScaling != "yarn")
       partition::tools::usageError(
           "partition-gen", "unknown --rope-scaling '" + ropeScaling +
-                               "'; expected none, linear or llama3");
+                               "'; expected none, linear, llama3 or yarn");
     config->ropeScaling = ropeScaling == "none" ? "" : ropeScaling.getValue();
   }
   if (ropeFactor.getNumOccurrences())
@@ -200,6 +207,10 @@ int main(int argc, char **argv) {
     config->ropeLowFreqFactor = ropeLowFreqFactor;
   if (ropeHighFreqFactor.getNumOccurrences())
     config->ropeHighFreqFactor = ropeHighFreqFactor;
+  if (ropeBetaFast.getNumOccurrences())
+    config->ropeBetaFast = ropeBetaFast;
+  if (ropeBetaSlow.getNumOccurrences())
+    config->ropeBetaSlow = ropeBetaSlow;
   if (ropeOriginalContext.getNumOccurrences())
     config->ropeOriginalContext = ropeOriginalContext;
   if (tieEmbeddings.getNumOccurrences())

@@ -183,6 +183,14 @@ std::vector<ModelConfig> familyConfigs() {
   qwen2Window.slidingWindow = 8;
   qwen2Window.windowFromLayer = 1;
   configs.push_back(qwen2Window);
+  // yarn with betas of its own (transformers' defaults are 32 and 1).
+  ModelConfig yarn = llama3;
+  yarn.ropeScaling = "yarn";
+  yarn.ropeFactor = 4.0;
+  yarn.ropeBetaFast = 16.0;
+  yarn.ropeBetaSlow = 2.0;
+  yarn.ropeOriginalContext = 10;
+  configs.push_back(yarn);
   return configs;
 }
 
@@ -457,6 +465,19 @@ TEST_F(HfInteropTest, FamilyConfigsReadAsFeatures) {
   nlohmann::json linear = hfConfig(familyConfigs()[6], "float32");
   EXPECT_EQ(linear["rope_scaling"],
             (nlohmann::json{{"rope_type", "linear"}, {"factor", 2.5}}));
+  nlohmann::json yarn = hfConfig(familyConfigs()[9], "float32");
+  EXPECT_EQ(yarn["rope_scaling"],
+            (nlohmann::json{{"rope_type", "yarn"},
+                            {"factor", 4.0},
+                            {"beta_fast", 16.0},
+                            {"beta_slow", 2.0},
+                            {"original_max_position_embeddings", 10}}));
+  // Absent betas are transformers' 32 and 1.
+  yarn["rope_scaling"].erase("beta_fast");
+  yarn["rope_scaling"].erase("beta_slow");
+  ModelConfig defaults = fromHfConfig(yarn, "config.json");
+  EXPECT_EQ(defaults.ropeBetaFast, 32.0);
+  EXPECT_EQ(defaults.ropeBetaSlow, 1.0);
 
   nlohmann::json mistral = hfConfig(familyConfigs()[3], "float32");
   EXPECT_EQ(mistral["architectures"][0], "MistralForCausalLM");

@@ -223,6 +223,21 @@ TEST(PipelineProgram, RejectsMisplacedRoles) {
             "p.ptp stage 1: program needs exactly one targets buffer");
 }
 
+TEST(PipelineProgram, RejectsLogitsBeforeTheLastStage) {
+  // logits_step's outputs are made where the loss is.
+  Program program = twoStages();
+  program.buffers[1].role = Role::Logits;
+  program.buffers[1].name = "mb0";
+  program.streams[0].buffers[1] = program.buffers[1];
+  EXPECT_EQ(rejection(program),
+            "p.ptp stage 0: program has logits buffers on a stage other than "
+            "the last, which makes them");
+  program = twoStages();
+  program.streams[1].buffers[1].role = Role::Logits;
+  program.streams[1].buffers[1].name = "mb0";
+  EXPECT_EQ(rejection(program), "");
+}
+
 TEST(PipelineProgram, RejectsATiedTensorOfTwoShapes) {
   Program program = twoStages();
   program.streams[1].buffers[0].shape = {2, 4};

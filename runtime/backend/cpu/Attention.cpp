@@ -128,12 +128,14 @@ void attachRopeTable(Geometry &g, float theta, const RopeScaling &scaling) {
     const Index half = g.dim / 2;
     table.cos.resize(g.seq * half);
     table.sin.resize(g.seq * half);
+    // yarn scales cos and sin (so q and k) by its attention factor.
+    const double amplitude = ropeAttentionFactor(scaling);
     for (Index i = 0; i < half; ++i) {
       const double freq = ropeFrequency(i, g.dim, double(theta), scaling);
       for (Index t = 0; t < g.seq; ++t) {
         const double angle = double(t) * freq;
-        table.cos[t * half + i] = static_cast<float>(std::cos(angle));
-        table.sin[t * half + i] = static_cast<float>(std::sin(angle));
+        table.cos[t * half + i] = static_cast<float>(amplitude * std::cos(angle));
+        table.sin[t * half + i] = static_cast<float>(amplitude * std::sin(angle));
       }
     }
     table.seq = g.seq;

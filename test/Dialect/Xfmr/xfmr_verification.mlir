@@ -870,7 +870,7 @@ func.func @attention_rope_scaling_without_theta(%q: tensor<2x4x8xf32>, %k: tenso
 // -----
 
 func.func @attention_rope_scaling_unknown(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
-  // expected-error @+1 {{'xfmr.attention' op rope_scaling "dynamic" is not one of linear, llama3}}
+  // expected-error @+1 {{'xfmr.attention' op rope_scaling "dynamic" is not one of linear, llama3, yarn}}
   %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "dynamic", rope_scaling_factors = array<f64: 4.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %o : tensor<2x4x8xf32>
 }
@@ -896,6 +896,22 @@ func.func @attention_rope_scaling_factor(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8
 func.func @attention_rope_scaling_llama3_bands(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   // expected-error @+1 {{'xfmr.attention' op llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and a positive integer original_context, got [8.000000e+00, 4.000000e+00, 1.000000e+00, 8.192000e+03]}}
   %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "llama3", rope_scaling_factors = array<f64: 8.0, 4.0, 1.0, 8192.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_rope_scaling_yarn_betas(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op yarn rope scaling needs factor >= 1, 0 < beta_slow < beta_fast, a positive integer original_context and rope_theta > 1, got [4.000000e+00, 1.000000e+00, 3.200000e+01, 3.200000e+01]}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32, rope_scaling = "yarn", rope_scaling_factors = array<f64: 4.0, 1.0, 32.0, 32.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_rope_scaling_yarn_theta(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op yarn rope scaling needs factor >= 1, 0 < beta_slow < beta_fast, a positive integer original_context and rope_theta > 1, got [4.000000e+00, 3.200000e+01, 1.000000e+00, 3.200000e+01]}}
+  %o = xfmr.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0 : f32, rope_scaling = "yarn", rope_scaling_factors = array<f64: 4.0, 32.0, 1.0, 32.0>} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %o : tensor<2x4x8xf32>
 }
 

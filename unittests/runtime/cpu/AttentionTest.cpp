@@ -14,13 +14,17 @@
 #include "runtime/backend/cpu/Kernels.h"
 #include "unittests/runtime/cpu/KernelTestUtils.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 using namespace partition::runtime::cpu;
 using namespace partition::runtime::cpu::testing;
+using partition::runtime::ropeAttentionFactor;
 using partition::runtime::ropeFrequency;
 using partition::runtime::RopeScaling;
 using partition::runtime::RopeScalingKind;
@@ -59,11 +63,26 @@ AttentionConfig config(const Case &c) {
   return cfg;
 }
 
-/// The scaled frequency, written from transformers' rope_type "linear" and
-/// "llama3" (_compute_llama3_parameters) independently of Rope.h.
-double scaledFrequency(double freq, const RopeScaling &s) {
+/// The scaled frequency of pair i of D, written from transformers'
+/// rope_type "linear", "llama3" (_compute_llama3_parameters) and "yarn"
+/// (_compute_yarn_parameters) independently of Rope.h.
+double scaledFrequency(double freq, const RopeScaling &s, double theta = 0,
+                       Index i = 0, Index dim = 0) {
   if (s.kind == RopeScalingKind::Linear)
     return freq / s.factor;
+  if (s.kind == RopeScalingKind::Yarn) {
+    auto correctionDim = [&](double rotations) {
+      return dim * std::log(s.originalContext / (rotations * 2 * M_PI)) /
+             (2 * std::log(theta));
+    };
+    double low = std::max(std::floor(correctionDim(s.betaFast)), 0.0);
+    double high = std::min(std::ceil(correctionDim(s.betaSlow)), dim - 1.0);
+    if (low == high)
+      high += 0.001;
+    double extrapolation =
+        1 - std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+    return freq / s.factor * (1 - extrapolation) + freq * extrapolation;
+  }
   if (s.kind != RopeScalingKind::Llama3)
     return freq;
   const double wavelen = 2 * M_PI / freq;
@@ -89,11 +108,17 @@ DVec ropeRef(const DVec &x, const Case &c, Index heads) {
         const Index base = ((b * c.seq + t) * heads + h) * c.dim;
         for (Index i = 0; i < half; ++i) {
           const double freq = scaledFrequency(
-              std::pow(c.theta, -2.0 * double(i) / c.dim), c.scaling);
+              std::pow(c.theta, -2.0 * double(i) / c.dim), c.scaling,
+              c.theta, i, c.dim);
           const double angle = double(t) * freq;
+          // yarn's attention factor (0.1 ln factor + 1) scales cos and sin.
+          const double m = c.scaling.kind == RopeScalingKind::Yarn
+                               ? 0.1 * std::log(c.scaling.factor) + 1
+                               : 1.0;
           const double x1 = x[base + i], x2 = x[base + i + half];
-          y[base + i] = x1 * std::cos(angle) - x2 * std::sin(angle);
-          y[base + i + half] = x2 * std::cos(angle) + x1 * std::sin(angle);
+          y[base + i] = m * (x1 * std::cos(angle) - x2 * std::sin(angle));
+          y[base + i + half] =
+              m * (x2 * std::cos(angle) + x1 * std::sin(angle));
         }
       }
   return y;
@@ -168,7 +193,66 @@ const Case kCases[] = {
     {1, 70, 2, 1, 4, true, 500.0, 40, {}, 7},
     {1, 150, 2, 2, 8, true, 10000.0, 40, {}, 100},
     {2, 33, 4, 2, 8, true, 10000.0, 40, {RopeScalingKind::Linear, 4.0}, 9},
+    // yarn with an original context of 32: at D = 16 pair 0 is kept, pair
+    // 1 on the ramp, the rest divided by the factor.
+    {1, 40, 2, 1, 16, true, 10000.0, 40,
+     RopeScaling::yarn(4.0, 32.0, 1.0, 32.0)},
 };
+
+// transformers' own yarn frequencies and attention factor, printed once
+// (transformers 5.25.0, torch 2.15.0, float32) by
+//   cfg = LlamaConfig(hidden_size=H, num_attention_heads=4,
+//       max_position_embeddings=P, rope_parameters={"rope_type": "yarn",
+//       "rope_theta": THETA, "factor": F,
+//       "original_max_position_embeddings": C, "beta_fast": BF,
+//       "beta_slow": BS})
+//   inv_freq, attention_factor = modeling_rope_utils
+//       ._compute_yarn_parameters(cfg)
+// for the two configurations below: Rope.h must give the same (within
+// float32's rounding of transformers' values).
+TEST(AttentionRopeScaling, YarnMatchesTransformers) {
+  struct Reference {
+    Index dim;
+    double theta;
+    RopeScaling scaling;
+    std::vector<double> frequencies;
+    double attentionFactor;
+  };
+  const Reference references[] = {
+      // H 64 (D 16), P 128, theta 1e4, F 4, C 32, BF 32, BS 1.
+      {16, 10000.0, RopeScaling::yarn(4.0, 32.0, 1.0, 32.0),
+       {1.0, 0.19764235615730286, 0.02500000037252903, 0.007905694656074047,
+        0.0024999999441206455, 0.0007905694656074047, 0.0002500000118743628,
+        7.905694656074047e-05},
+       1.138629436111989},
+      // H 128 (D 32), P 4096, theta 1e6, F 8, C 512, BF 16, BS 2.
+      {32, 1000000.0, RopeScaling::yarn(8.0, 16.0, 2.0, 512.0),
+       {1.0, 0.4216965138912201, 0.13892807066440582, 0.04218154773116112,
+        0.010870330035686493, 0.0016669018659740686, 0.0007029266562312841,
+        0.00029642172739841044, 0.0001250000059371814, 5.271206100587733e-05,
+        2.2228492525755428e-05, 9.373678039992228e-06, 3.9528467823402025e-06,
+        1.6669017668391461e-06, 7.029266839708725e-07,
+        2.964217173939687e-07},
+       1.2079441541679836},
+  };
+  for (const Reference &r : references) {
+    SCOPED_TRACE("D=" + std::to_string(r.dim));
+    for (Index i = 0; i < r.dim / 2; ++i) {
+      const double ours = ropeFrequency(i, r.dim, r.theta, r.scaling);
+      EXPECT_NEAR(ours, r.frequencies[i], 2e-7 * r.frequencies[i]) << i;
+      // And the test's own reference, which the attention cases use.
+      EXPECT_NEAR(ours,
+                  scaledFrequency(std::pow(r.theta, -2.0 * i / r.dim),
+                                  r.scaling, r.theta, i, r.dim),
+                  1e-15 * r.frequencies[i]);
+    }
+    EXPECT_NEAR(ropeAttentionFactor(r.scaling), r.attentionFactor, 1e-15);
+  }
+  // No other scaling scales cos and sin.
+  EXPECT_EQ(ropeAttentionFactor({RopeScalingKind::Llama3, 8.0, 1.0, 4.0,
+                                 100.0}),
+            1.0);
+}
 
 // The llama3 rule really has three bands at the last case's sizes, so the
 // case above checks each (wavelength 2 pi / theta^(-2i/D), i < 8).

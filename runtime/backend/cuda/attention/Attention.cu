@@ -257,11 +257,14 @@ __device__ void storeUnrotated(const float *tile, T *dst, Index ld, int r0,
 /// table[t * half + i] = (cos, sin)(t * theta^(-2i/D)), in double like the
 /// CPU kernel's table (in float, t * freq alone is off by ~t * 1e-7 rad).
 /// The frequency is scaled as runtime/program/Rope.h's ropeFrequency does
-/// (repeated here in device code): kind 1 linear, 2 llama3.
+/// (repeated here in device code): kind 1 linear, 2 llama3, 3 yarn (whose
+/// ramp bounds [yarnLow, yarnHigh] and attention factor `amplitude`, which
+/// multiplies cos and sin, the host computes with Rope.h).
 __global__ void ropeTableKernel(float2 *table, int seq, int half, int dim,
                                 float theta, int kind, double factor,
                                 double lowFreqFactor, double highFreqFactor,
-                                double originalContext) {
+                                double originalContext, double yarnLow,
+                                double yarnHigh, double amplitude) {
   const Index total = Index(seq) * half;
   for (Index idx = blockIdx.x * Index(blockDim.x) + threadIdx.x; idx < total;
        idx += Index(gridDim.x) * blockDim.x) {
@@ -279,9 +282,14 @@ __global__ void ropeTableKernel(float2 *table, int seq, int half, int dim,
                               (highFreqFactor - lowFreqFactor);
         freq = (1.0 - smooth) * freq / factor + smooth * freq;
       }
+    } else if (kind == 3) {
+      double ramp = (double(i) - yarnLow) / (yarnHigh - yarnLow);
+      ramp = ramp < 0.0 ? 0.0 : ramp > 1.0 ? 1.0 : ramp;
+      freq = freq / factor * ramp + freq * (1.0 - ramp);
     }
     const double angle = double(t) * freq;
-    table[idx] = make_float2(float(cos(angle)), float(sin(angle)));
+    table[idx] = make_float2(float(amplitude * cos(angle)),
+                             float(amplitude * sin(angle)));
   }
 }
 
@@ -733,10 +741,14 @@ const float2 *ropeTable(const char *kernel, const Plan &plan, char *ws,
     return nullptr;
   const Params &p = plan.params;
   auto *table = reinterpret_cast<float2 *>(ws + plan.table);
+  double yarnLow = 0.0, yarnHigh = 1.0;
+  if (plan.scaling.kind == RopeScalingKind::Yarn)
+    yarnRamp(p.dim, double(plan.theta), plan.scaling, yarnLow, yarnHigh);
   ropeTableKernel<<<blocksFor(Index(p.seq) * p.half), 256, 0, stream>>>(
       table, p.seq, p.half, p.dim, plan.theta, int(plan.scaling.kind),
       plan.scaling.factor, plan.scaling.lowFreqFactor,
-      plan.scaling.highFreqFactor, plan.scaling.originalContext);
+      plan.scaling.highFreqFactor, plan.scaling.originalContext, yarnLow,
+      yarnHigh, ropeAttentionFactor(plan.scaling));
   checkLaunch(kernel, "ropeTableKernel launch");
   return table;
 }

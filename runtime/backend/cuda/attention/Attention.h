@@ -34,7 +34,7 @@ struct AttentionShape {
   bool causal = true;
   /// RoPE base; 0 means no rotary embedding.
   float ropeTheta = 0.0f;
-  /// Its frequencies' scaling (linear, llama3; none by default).
+  /// Its frequencies' scaling (linear, llama3, yarn; none by default).
   RopeScaling ropeScaling = {};
   /// Sliding window W (causal only): query t sees keys s with
   /// t - W < s <= t. 0 means none.

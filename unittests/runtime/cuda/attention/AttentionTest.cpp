@@ -312,7 +312,9 @@ const Case kCases[] = {
     // One position.
     {2, 1, 2, 1, 32, true, 10000.0f},
     // RoPE scaling: Llama 3.1's (every band of the llama3 rule at D = 64
-    // with an original context of 32) and linear.
+    // with an original context of 32), linear, and yarn (pairs kept, on
+    // the ramp and divided at D = 64, theta 1e4, an original context of
+    // 32; cos and sin times its attention factor).
     {2, 77, 8, 2, 64, true, 500000.0f,
      {partition::runtime::RopeScalingKind::Llama3, 8.0, 1.0, 4.0, 32.0}},
     {1, 70, 4, 2, 32, true, 10000.0f,
@@ -325,6 +327,8 @@ const Case kCases[] = {
     {1, 150, 4, 2, 32, true, 10000.0f,
      {partition::runtime::RopeScalingKind::Linear, 4.0}, 70},
     {1, 40, 2, 1, 32, true, 10000.0f, {}, 64},
+    {2, 77, 8, 2, 64, true, 10000.0f,
+     partition::runtime::RopeScaling::yarn(4.0, 32.0, 1.0, 32.0)},
 };
 
 template <typename T> void compareWithCpu(double rtol, double atol) {
