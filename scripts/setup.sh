@@ -4,6 +4,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ lld ccache python3
+  python3-numpy  # lit's interpreter reads .npy / .npz in the token and logits tests
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools  # MLIR, FileCheck, lit
   libgtest-dev libopenblas-openmp-dev libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev
   openmpi-bin libopenmpi-dev  # MPI: runtime/comm and its tests (skipped without it)
