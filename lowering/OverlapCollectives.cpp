@@ -1,9 +1,11 @@
 //===- OverlapCollectives.cpp - start collectives early, wait late -------===//
 //
-// --rt-overlap-collectives: turns each data-parallel rt.all_reduce into an
-// async start placed right after the last writer of its buffers and an
-// rt.wait placed right before their next use, so that the runtime reduces
-// gradient buckets while the backward pass goes on. Only the collective and
+// --rt-overlap-collectives: turns each data-parallel collective (a bucket's
+// rt.all_reduce; ZeRO's rt.reduce_scatter of a gradient bucket and
+// rt.all_gather of updated parameters) into an async start placed right
+// after the last writer of its buffers and an rt.wait placed right before
+// their next use, so that the runtime reduces gradient buckets while the
+// backward pass goes on and gathers parameters while AdamW goes on. Only the collective and
 // its wait move; kernels keep their order (results stay bit-identical).
 //
 //===----------------------------------------------------------------------===//
@@ -113,22 +115,31 @@ struct OverlapCollectivesPass
         overlap(function.getBody().front(), *dataAxis);
   }
 
+  /// Whether `op` is a synchronous collective over exactly the data axis:
+  /// a bucket's all-reduce, ZeRO's reduce-scatter of a gradient bucket and
+  /// all-gather of updated parameters (stage 3: of a layer's parameters).
+  static bool isDataCollective(Operation *op, StringRef dataAxis) {
+    if (!isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp>(op) ||
+        op->getNumResults() != 0)
+      return false;
+    auto axes = op->getAttrOfType<ArrayAttr>("axes");
+    return axes && axes.size() == 1 &&
+           cast<StringAttr>(axes[0]).getValue() == dataAxis;
+  }
+
   void overlap(Block &body, StringRef dataAxis) {
-    SmallVector<rt::AllReduceOp> candidates;
-    for (auto allReduce : body.getOps<rt::AllReduceOp>()) {
-      ArrayAttr axes = allReduce.getAxes();
-      if (!allReduce.getToken() && axes.size() == 1 &&
-          cast<StringAttr>(axes[0]).getValue() == dataAxis)
-        candidates.push_back(allReduce);
-    }
+    SmallVector<Operation *> candidates;
+    for (Operation &op : body)
+      if (isDataCollective(&op, dataAxis))
+        candidates.push_back(&op);
     Operation *previousStart = nullptr;
     std::deque<InFlight> inFlight;
     SmallVector<rt::WaitOp> waits;
     int64_t bytesInFlight = 0;
-    for (rt::AllReduceOp allReduce : candidates) {
+    for (Operation *collective : candidates) {
       llvm::SmallPtrSet<Value, 8> bases;
       int64_t bytes = 0;
-      for (Value buffer : allReduce.getBuffers()) {
+      for (Value buffer : collective->getOperands()) {
         bases.insert(baseBuffer(buffer));
         // Saturated: the memory plan refuses sizes beyond 2^48 later.
         int64_t more = saturatedByteSize(buffer.getType());
@@ -138,7 +149,7 @@ struct OverlapCollectivesPass
       // buffer (or the previous start), so that it begins once the bucket
       // is complete and starts stay in program order.
       Operation *startBefore = &body.front();
-      for (Operation *op = allReduce->getPrevNode(); op;
+      for (Operation *op = collective->getPrevNode(); op;
            op = op->getPrevNode())
         if (op == previousStart || touches(op, bases) || !movableAcross(op)) {
           startBefore = op->getNextNode();
@@ -147,7 +158,7 @@ struct OverlapCollectivesPass
       // The wait: just before the next op that touches a buffer, else at
       // the end of the block.
       Operation *waitBefore = body.getTerminator();
-      for (Operation *op = allReduce->getNextNode(); op != waitBefore;
+      for (Operation *op = collective->getNextNode(); op != waitBefore;
            op = op->getNextNode())
         if (touches(op, bases) || !movableAcross(op)) {
           waitBefore = op;
@@ -171,17 +182,18 @@ struct OverlapCollectivesPass
         bytesInFlight -= inFlight.front().bytes;
         inFlight.pop_front();
       }
+      // The same op, async: its operands and attributes, and a token.
       OpBuilder builder(startBefore);
-      auto start = rt::AllReduceOp::create(
-          builder, allReduce.getLoc(), rt::TokenType::get(&getContext()),
-          allReduce.getBuffers(), allReduce.getMeshAttr(),
-          allReduce.getAxes(), allReduce.getReduceAttr(),
-          allReduce.getLabelAttr());
-      start->setDiscardableAttrs(allReduce->getDiscardableAttrDictionary());
+      OperationState state(collective->getLoc(), collective->getName());
+      state.addOperands(collective->getOperands());
+      state.addAttributes(collective->getAttrs());
+      state.addTypes(rt::TokenType::get(&getContext()));
+      Operation *start = builder.create(state);
       builder.setInsertionPoint(waitBefore);
-      auto wait = rt::WaitOp::create(builder, allReduce.getLoc(),
-                                     start.getToken(), allReduce.getBuffers());
-      allReduce.erase();
+      auto wait =
+          rt::WaitOp::create(builder, collective->getLoc(),
+                             start->getResult(0), collective->getOperands());
+      collective->erase();
       previousStart = start;
       // Kept in start order, which is wait order for the oldest first.
       inFlight.push_back({wait, bytes});
@@ -200,11 +212,14 @@ struct OverlapCollectivesPass
   /// gradient is complete last, is then updated last, while the other
   /// buckets' AdamW runs during its all-reduce. Stops at any op that
   /// touches the collective's buffers or conflicts with the kernels, at a
-  /// start (so the in-flight bound holds), at the wait of a collective
+  /// start when in flight is bounded (so that the bound holds), at the wait of a collective
   /// started later (the communication thread completes collectives in start
   /// order: waiting for that one first would only delay the kernels), and at
   /// the end of the block.
   void sinkWithConsumers(rt::WaitOp wait) {
+    // Without a bound a wait may pass later starts: ZeRO's all-gathers of
+    // updated parameters are then all waited for at the end of the step.
+    bool bounded = maxInFlight > 0 || maxBytesInFlight > 0;
     llvm::SmallPtrSet<Value, 8> bases;
     for (Value buffer : wait.getBuffers())
       bases.insert(baseBuffer(buffer));
@@ -227,8 +242,8 @@ struct OverlapCollectivesPass
     for (; before && !before->hasTrait<OpTrait::IsTerminator>();
          before = before->getNextNode()) {
       if (!movableAcross(before) || touches(before, bases) ||
-          (isa<rt::AllReduceOp, rt::AllGatherOp, rt::ReduceScatterOp>(
-               before) &&
+          (bounded && isa<rt::AllReduceOp, rt::AllGatherOp,
+                          rt::ReduceScatterOp>(before) &&
            before->getNumResults() == 1))
         break;
       if (auto other = dyn_cast<rt::WaitOp>(before);

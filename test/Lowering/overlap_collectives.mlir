@@ -116,6 +116,61 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
 
 // -----
 
+// ZeRO-1/2: the reduce-scatter of a gradient bucket starts right after the
+// kernel that packs the bucket and is waited for where AdamW reads its
+// shard; the all-gather of the updated shard starts right after AdamW, and
+// its wait, with the copy of the gathered bucket into the parameter, sinks
+// below the next bucket's updates (past its start: nothing bounds what is
+// in flight) to the end of the step.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 2, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+
+  // CHECK-LABEL: func.func @zero
+  // ONE-LABEL: func.func @zero
+  func.func @zero(%x: memref<2x8xf32>, %p: memref<2x8xf32>, %q: memref<1x8xf32>, %r1: memref<1x8xf32>) {
+    %b = memref.alloc() : memref<2x8xf32>
+    %h = memref.alloc() : memref<2x8xf32>
+    %r = memref.alloc() : memref<1x8xf32>
+    %u = memref.alloc() : memref<1x8xf32>
+    %u1 = memref.alloc() : memref<1x8xf32>
+    %all = memref.alloc() : memref<2x8xf32>
+    %all1 = memref.alloc() : memref<2x8xf32>
+    // CHECK: rt.kernel "gelu" ins(%{{.*}} : memref<2x8xf32>) outs(%[[B:[^ ,]+]] : memref<2x8xf32>)
+    // CHECK-NEXT: %[[RS:[^ ,]+]] = rt.reduce_scatter async %[[B]], %[[R:[^ ,]+]] on @mesh axes [dp] dim = 0 reduce = avg label = "bucket 0"
+    // CHECK-NEXT: rt.kernel "gelu"
+    // CHECK-NEXT: rt.kernel "gelu"
+    // CHECK-NEXT: rt.wait %[[RS]], %[[B]], %[[R]] : memref<2x8xf32>, memref<1x8xf32>
+    // CHECK-NEXT: rt.kernel "add" ins(%[[R]], %{{[^ ,]+}} : {{.*}}) outs(%[[U:[^ ,]+]] : memref<1x8xf32>)
+    // CHECK-NEXT: %[[AG:[^ ,]+]] = rt.all_gather async %[[U]], %[[ALL:[^ ,]+]] on @mesh axes [dp] dim = 0 label = "bucket 0 (updated)"
+    // CHECK-NEXT: rt.kernel "add" ins(%{{[^ ,]+}}, %{{[^ ,]+}} : {{.*}}) outs(%[[U1:[^ ,]+]] : memref<1x8xf32>)
+    // CHECK-NEXT: %[[AG1:[^ ,]+]] = rt.all_gather async %[[U1]], %[[ALL1:[^ ,]+]] on @mesh axes [dp] dim = 0 label = "bucket 1 (updated)"
+    // CHECK-NEXT: rt.wait %[[AG]], %[[U]], %[[ALL]]
+    // CHECK-NEXT: rt.kernel "gelu" ins(%[[ALL]] : memref<2x8xf32>)
+    // CHECK-NEXT: rt.wait %[[AG1]], %[[U1]], %[[ALL1]]
+    // CHECK-NEXT: rt.kernel "gelu" ins(%[[ALL1]] : memref<2x8xf32>)
+    // CHECK-NEXT: return
+    rt.kernel "gelu" ins(%x : memref<2x8xf32>) outs(%b : memref<2x8xf32>)
+    rt.kernel "gelu" ins(%x : memref<2x8xf32>) outs(%h : memref<2x8xf32>)
+    rt.kernel "gelu" ins(%h : memref<2x8xf32>) outs(%h : memref<2x8xf32>)
+    rt.reduce_scatter %b, %r on @mesh axes [dp] dim = 0 reduce = avg label = "bucket 0" : memref<2x8xf32>, memref<1x8xf32>
+    rt.kernel "add" ins(%r, %q : memref<1x8xf32>, memref<1x8xf32>) outs(%u : memref<1x8xf32>)
+    rt.all_gather %u, %all on @mesh axes [dp] dim = 0 label = "bucket 0 (updated)" : memref<1x8xf32>, memref<2x8xf32>
+    rt.kernel "gelu" ins(%all : memref<2x8xf32>) outs(%p : memref<2x8xf32>)
+    rt.kernel "add" ins(%r1, %q : memref<1x8xf32>, memref<1x8xf32>) outs(%u1 : memref<1x8xf32>)
+    rt.all_gather %u1, %all1 on @mesh axes [dp] dim = 0 label = "bucket 1 (updated)" : memref<1x8xf32>, memref<2x8xf32>
+    rt.kernel "gelu" ins(%all1 : memref<2x8xf32>) outs(%x : memref<2x8xf32>)
+    return
+  }
+  // Bounded: a wait does not sink past a later start.
+  // ONE: rt.all_gather async
+  // ONE-NEXT: rt.kernel "add"
+  // ONE-NEXT: rt.wait
+  // ONE-NEXT: rt.kernel "gelu"
+  // ONE-NEXT: rt.all_gather async
+}
+
+// -----
+
 // Without a plan (or a data axis) nothing changes.
 dist.mesh @mesh axes = [dp = 2]
 
