@@ -16,6 +16,7 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
+#include "dialects/Rt/RtViews.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include <cstdint>
@@ -32,12 +33,8 @@ using namespace mlir;
 namespace partition {
 namespace {
 
-/// The buffer `value` views: the source of its subviews, recursively.
-Value baseBuffer(Value value) {
-  while (auto view = value.getDefiningOp<memref::SubViewOp>())
-    value = view.getSource();
-  return value;
-}
+/// The buffer `value` views: the source of its views, recursively.
+Value baseBuffer(Value value) { return rt::viewedBuffer(value); }
 
 /// Whether `op` reads, writes or defines (a view of) one of `bases`.
 bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
@@ -57,7 +54,8 @@ bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
 bool movableAcross(Operation *op) {
   return isa<rt::KernelOp, rt::AllReduceOp, rt::AllGatherOp,
              rt::ReduceScatterOp, rt::WaitOp, rt::SendOp, rt::RecvOp,
-             memref::AllocOp, memref::SubViewOp, arith::ConstantOp>(op);
+             memref::AllocOp, memref::SubViewOp, memref::CollapseShapeOp,
+             arith::ConstantOp>(op);
 }
 
 /// The buffers `op` writes (bases): a kernel's outputs; every memref
@@ -155,12 +153,12 @@ struct OverlapCollectivesPass
           startBefore = op->getNextNode();
           break;
         }
-      // The wait: just before the next op that touches a buffer, else at
-      // the end of the block.
+      // The wait: just before the next op that touches a buffer (making a
+      // view of one touches nothing yet), else at the end of the block.
       Operation *waitBefore = body.getTerminator();
       for (Operation *op = collective->getNextNode(); op != waitBefore;
            op = op->getNextNode())
-        if (touches(op, bases) || !movableAcross(op)) {
+        if ((touches(op, bases) && !rt::isView(op)) || !movableAcross(op)) {
           waitBefore = op;
           break;
         }
@@ -202,7 +200,9 @@ struct OverlapCollectivesPass
     }
     for (auto [order, wait] : llvm::enumerate(waits))
       startOrder[wait] = order;
-    for (rt::WaitOp wait : waits)
+    // The last started first: a wait stops above the wait of a collective
+    // started after it, which must then already be as low as it goes.
+    for (rt::WaitOp wait : llvm::reverse(waits))
       sinkWithConsumers(wait);
   }
 

@@ -130,6 +130,7 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
   func.func @zero(%x: memref<2x8xf32>, %p: memref<2x8xf32>, %q: memref<1x8xf32>, %r1: memref<1x8xf32>) {
     %b = memref.alloc() : memref<2x8xf32>
     %h = memref.alloc() : memref<2x8xf32>
+    %h2 = memref.alloc() : memref<2x8xf32>
     %r = memref.alloc() : memref<1x8xf32>
     %u = memref.alloc() : memref<1x8xf32>
     %u1 = memref.alloc() : memref<1x8xf32>
@@ -151,7 +152,7 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
     // CHECK-NEXT: return
     rt.kernel "gelu" ins(%x : memref<2x8xf32>) outs(%b : memref<2x8xf32>)
     rt.kernel "gelu" ins(%x : memref<2x8xf32>) outs(%h : memref<2x8xf32>)
-    rt.kernel "gelu" ins(%h : memref<2x8xf32>) outs(%h : memref<2x8xf32>)
+    rt.kernel "gelu" ins(%h : memref<2x8xf32>) outs(%h2 : memref<2x8xf32>)
     rt.reduce_scatter %b, %r on @mesh axes [dp] dim = 0 reduce = avg label = "bucket 0" : memref<2x8xf32>, memref<1x8xf32>
     rt.kernel "add" ins(%r, %q : memref<1x8xf32>, memref<1x8xf32>) outs(%u : memref<1x8xf32>)
     rt.all_gather %u, %all on @mesh axes [dp] dim = 0 label = "bucket 0 (updated)" : memref<1x8xf32>, memref<2x8xf32>
