@@ -5,7 +5,10 @@
 // rt.all_gather of updated parameters) into an async start placed right
 // after the last writer of its buffers and an rt.wait placed right before
 // their next use, so that the runtime reduces gradient buckets while the
-// backward pass goes on and gathers parameters while AdamW goes on. Only the collective and
+// backward pass goes on and gathers parameters while AdamW goes on; with
+// tensor-parallel=true, also each tensor-parallel collective that has a
+// kernel to hide behind (an input gradient's sum under the weight
+// gradient's GEMM). Only the collective and
 // its wait move; kernels keep their order (results stay bit-identical).
 //
 //===----------------------------------------------------------------------===//
@@ -93,13 +96,20 @@ struct OverlapCollectivesPass
 
   /// Each wait's collective's place in start order.
   DenseMap<Operation *, unsigned> startOrder;
+  /// The waits of data-parallel collectives (those that sink).
+  llvm::SmallPtrSet<Operation *, 16> dataWaits;
+  /// The axes whose collectives start early, by role.
+  std::optional<StringRef> dataAxis, tensorAxis;
 
   void runOnOperation() override {
     dist::PlanAttr plan = dist::getPlan(getOperation());
     if (!plan)
       return;
-    std::optional<StringRef> dataAxis = plan.getAxis(dist::AxisRole::Data);
-    if (!dataAxis)
+    if (dataParallel)
+      dataAxis = plan.getAxis(dist::AxisRole::Data);
+    if (tensorParallel)
+      tensorAxis = plan.getAxis(dist::AxisRole::Tensor);
+    if (!dataAxis && !tensorAxis)
       return;
     if (maxInFlight < 0 || maxBytesInFlight < 0) {
       getOperation().emitError()
@@ -110,25 +120,46 @@ struct OverlapCollectivesPass
     }
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal())
-        overlap(function.getBody().front(), *dataAxis);
+        overlap(function.getBody().front());
   }
 
-  /// Whether `op` is a synchronous collective over exactly the data axis:
-  /// a bucket's all-reduce, ZeRO's reduce-scatter of a gradient bucket and
-  /// all-gather of updated parameters (stage 3: of a layer's parameters).
-  static bool isDataCollective(Operation *op, StringRef dataAxis) {
+  /// The one axis of `op` when it is a synchronous collective over exactly
+  /// one axis: the data axis (a bucket's all-reduce, ZeRO's reduce-scatter
+  /// of a gradient bucket and all-gather of updated parameters, stage 3's
+  /// of a layer's parameters) or the tensor axis (partial sums, sequence
+  /// parallelism's scatters and gathers).
+  static std::optional<StringRef> axisOf(Operation *op) {
     if (!isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp>(op) ||
         op->getNumResults() != 0)
-      return false;
+      return std::nullopt;
     auto axes = op->getAttrOfType<ArrayAttr>("axes");
-    return axes && axes.size() == 1 &&
-           cast<StringAttr>(axes[0]).getValue() == dataAxis;
+    if (!axes || axes.size() != 1)
+      return std::nullopt;
+    return cast<StringAttr>(axes[0]).getValue();
   }
 
-  void overlap(Block &body, StringRef dataAxis) {
+  bool isData(Operation *op) {
+    std::optional<StringRef> axis = axisOf(op);
+    return axis && dataAxis && *axis == *dataAxis;
+  }
+  bool isTensor(Operation *op) {
+    std::optional<StringRef> axis = axisOf(op);
+    return axis && tensorAxis && *axis == *tensorAxis;
+  }
+
+  /// Whether a kernel runs in [from, to): work a started collective can
+  /// hide behind.
+  static bool kernelBetween(Operation *from, Operation *to) {
+    for (Operation *op = from; op && op != to; op = op->getNextNode())
+      if (isa<rt::KernelOp>(op))
+        return true;
+    return false;
+  }
+
+  void overlap(Block &body) {
     SmallVector<Operation *> candidates;
     for (Operation &op : body)
-      if (isDataCollective(&op, dataAxis))
+      if (isData(&op) || isTensor(&op))
         candidates.push_back(&op);
     Operation *previousStart = nullptr;
     std::deque<InFlight> inFlight;
@@ -162,6 +193,13 @@ struct OverlapCollectivesPass
           waitBefore = op;
           break;
         }
+      // A tensor-parallel collective is mostly read right after it (the
+      // residual add, the norm's gradient): started only where a kernel
+      // runs before that read (the weight gradient's GEMM after the input
+      // gradient's); else a start and a wait would only add the hand-over
+      // to the communication thread.
+      if (isTensor(collective) && !kernelBetween(startBefore, waitBefore))
+        continue;
       // The budget: collectives whose wait comes before this start are
       // done; beyond the bounds, the oldest are waited for right here.
       while (!inFlight.empty() &&
@@ -180,6 +218,7 @@ struct OverlapCollectivesPass
         bytesInFlight -= inFlight.front().bytes;
         inFlight.pop_front();
       }
+      bool data = isData(collective);
       // The same op, async: its operands and attributes, and a token.
       OpBuilder builder(startBefore);
       OperationState state(collective->getLoc(), collective->getName());
@@ -197,13 +236,18 @@ struct OverlapCollectivesPass
       inFlight.push_back({wait, bytes});
       bytesInFlight += bytes;
       waits.push_back(wait);
+      if (data)
+        dataWaits.insert(wait);
     }
     for (auto [order, wait] : llvm::enumerate(waits))
       startOrder[wait] = order;
     // The last started first: a wait stops above the wait of a collective
     // started after it, which must then already be as low as it goes.
+    // Tensor-parallel waits stay where their value is first read: the
+    // backward pass reads it next.
     for (rt::WaitOp wait : llvm::reverse(waits))
-      sinkWithConsumers(wait);
+      if (dataWaits.contains(wait))
+        sinkWithConsumers(wait);
   }
 
   /// Moves a wait, together with the kernels right after it that read the

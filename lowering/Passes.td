@@ -78,10 +78,19 @@ def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> 
       copies out of their buckets) are waited for at the end of the step,
       while AdamW updates the next buckets.
 
+    With `tensor-parallel` (off by default; partition-compile sets it from
+    the plan's `overlap.tensor_parallel`), each collective over exactly
+    the tensor axis is split the same way where a kernel runs between its
+    start and its wait (in the backward of a column-parallel linear, the
+    input gradient's sum runs under the weight gradient's GEMM); one read
+    right after it stays blocking, and its wait stays where its value is
+    first read. `data-parallel=false` leaves the data axis alone.
+
     Runs after `--lower-to-rt` and before `--lower-memory-plan`, which then
     keeps the buffers of a started collective live (and untouched) until
     its wait. Kernels keep their order, so results are bit-identical.
-    Without a plan (or without a data axis) the module is left as it is.
+    Without a plan (or without the axes asked for) the module is left as
+    it is.
 
     Input:
     ```mlir
@@ -106,6 +115,12 @@ def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> 
     Option<"maxBytesInFlight", "max-bytes-in-flight", "int64_t", "0",
            "At most this many bytes of buffers in started collectives at "
            "once (0: no bound)">,
+    Option<"dataParallel", "data-parallel", "bool", "true",
+           "Start the collectives over the data axis">,
+    Option<"tensorParallel", "tensor-parallel", "bool", "false",
+           "Start the collectives over the tensor axis that have a kernel "
+           "to overlap (a weight gradient's GEMM after the input "
+           "gradient's)">,
   ];
 }
 

@@ -131,13 +131,19 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
 
 void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   pm.addPass(createLowerToRtPass());
-  // Data-parallel buckets reduced while the backward pass goes on; before
-  // the memory plan, which then keeps their buffers until the waits.
-  // (Pipelines keep their synchronous buckets for now.)
+  // Data-parallel buckets reduced while the backward pass goes on (and,
+  // when the plan asks, tensor-parallel collectives while independent
+  // kernels run); before the memory plan, which then keeps their buffers
+  // until the waits. (Pipelines keep their synchronous collectives.)
   std::optional<Plan> plan = readPlan(options.plan);
-  if (plan && plan->mesh.dp > 1 && plan->mesh.pp == 1 &&
-      plan->replicas.empty() && plan->overlap.dataParallel)
-    pm.addPass(createOverlapCollectivesPass());
+  if (plan && plan->mesh.pp == 1 && plan->replicas.empty()) {
+    OverlapCollectivesPassOptions overlap;
+    overlap.dataParallel = plan->mesh.dp > 1 && plan->overlap.dataParallel;
+    overlap.tensorParallel =
+        plan->mesh.tp > 1 && plan->overlap.tensorParallel;
+    if (overlap.dataParallel || overlap.tensorParallel)
+      pm.addPass(createOverlapCollectivesPass(overlap));
+  }
   MemoryPlanPassOptions memory;
   memory.report = options.memoryReport;
   pm.addPass(createMemoryPlanPass(memory));

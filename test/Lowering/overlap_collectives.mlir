@@ -1,6 +1,7 @@
 // RUN: partition-opt %s -split-input-file --rt-overlap-collectives | FileCheck %s
 // RUN: partition-opt %s -split-input-file --rt-overlap-collectives="max-in-flight=1" | FileCheck %s --check-prefix=ONE
 // RUN: partition-opt %s -split-input-file --rt-overlap-collectives="max-bytes-in-flight=300" | FileCheck %s --check-prefix=BYTES
+// RUN: partition-opt %s -split-input-file --rt-overlap-collectives="tensor-parallel=true data-parallel=false" | FileCheck %s --check-prefix=TP
 
 // --rt-overlap-collectives: each data-parallel all-reduce starts right after
 // the last op that touches its buffers and is waited for right before the
@@ -168,6 +169,50 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
   // ONE-NEXT: rt.wait
   // ONE-NEXT: rt.kernel "gelu"
   // ONE-NEXT: rt.all_gather async
+}
+
+// -----
+
+// tensor-parallel=true: the input gradient's sum over tp starts right after
+// the kernel that computes it and is waited for where it is read, after
+// the weight gradient's kernel; a sum read right after it stays blocking.
+// With data-parallel=false the data axis is left alone.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+
+  // By default only the data axis: the bucket.
+  // CHECK-LABEL: func.func @tensor_parallel
+  // CHECK-NOT: async {{.*}} axes [tp]
+  // CHECK: rt.all_reduce async {{.*}} axes [dp]
+  // CHECK-NOT: async {{.*}} axes [tp]
+  // CHECK: return
+  // TP-LABEL: func.func @tensor_parallel
+  func.func @tensor_parallel(%x: memref<16xf32>, %dy: memref<16xf32>) {
+    %dx = memref.alloc() : memref<16xf32>
+    %dw = memref.alloc() : memref<16xf32>
+    %y = memref.alloc() : memref<16xf32>
+    %a = memref.alloc() : memref<16xf32>
+    %b = memref.alloc() : memref<16xf32>
+    // TP:      rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[DX:[^ ,]+]] : memref<16xf32>)
+    // TP-NEXT: %[[T:[^ ,]+]] = rt.all_reduce async %[[DX]] on @mesh axes [tp] reduce = sum label = "input gradient"
+    // TP-NEXT: rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[DW:[^ ,]+]] : memref<16xf32>)
+    // TP-NEXT: rt.wait %[[T]], %[[DX]] : memref<16xf32>
+    // TP-NEXT: rt.kernel "gelu" ins(%[[DX]] : memref<16xf32>)
+    rt.kernel "gelu" ins(%dy : memref<16xf32>) outs(%dx : memref<16xf32>)
+    rt.all_reduce %dx on @mesh axes [tp] reduce = sum label = "input gradient" : memref<16xf32>
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%dw : memref<16xf32>)
+    rt.kernel "gelu" ins(%dx : memref<16xf32>) outs(%y : memref<16xf32>)
+    // TP-NEXT: rt.kernel "gelu"
+    // TP-NEXT: rt.all_reduce %{{[^ ]+}} on @mesh axes [tp] reduce = sum label = "read right after"
+    // TP-NEXT: rt.kernel "gelu"
+    rt.kernel "gelu" ins(%y : memref<16xf32>) outs(%a : memref<16xf32>)
+    rt.all_reduce %a on @mesh axes [tp] reduce = sum label = "read right after" : memref<16xf32>
+    rt.kernel "gelu" ins(%a : memref<16xf32>) outs(%b : memref<16xf32>)
+    // TP-NEXT: rt.all_reduce %{{[^ ]+}} on @mesh axes [dp] reduce = avg label = "bucket"
+    rt.all_reduce %dw on @mesh axes [dp] reduce = avg label = "bucket" : memref<16xf32>
+    // TP-NEXT: return
+    return
+  }
 }
 
 // -----
