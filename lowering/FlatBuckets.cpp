@@ -41,6 +41,18 @@ Value rowSlot(OpBuilder &builder, Location loc, Value row, int64_t offset,
                                    strides);
 }
 
+/// `buffer`, or a copy of it when it is a view of another layout: the
+/// kernels that read whole tensors read them contiguous.
+Value contiguous(OpBuilder &builder, Location loc, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (type.getLayout().isIdentity())
+    return buffer;
+  Value copy = memref::AllocOp::create(
+      builder, loc, MemRefType::get(type.getShape(), type.getElementType()));
+  createKernel(builder, loc, KernelId::Copy, buffer, copy, {});
+  return copy;
+}
+
 MemRefType bufferType(Type tensorType) {
   auto tensor = cast<RankedTensorType>(tensorType);
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
@@ -106,20 +118,10 @@ void FlatBucketLowering::lowerPack(OpBuilder &builder, IRMapping &buffers,
   for (Value input : pack.getInputs()) {
     // A tensor not written in its slot (or a bucket of several rows): one
     // flat_pack each, writing its columns of the bucket.
-    if (!placed.contains(input)) {
-      Value buffer = buffers.lookup(input);
-      auto type = cast<MemRefType>(buffer.getType());
-      if (!type.getLayout().isIdentity()) {
-        Value copy = memref::AllocOp::create(
-            builder, pack.getLoc(),
-            MemRefType::get(type.getShape(), type.getElementType()));
-        createKernel(builder, pack.getLoc(), KernelId::Copy, buffer, copy,
-                     {});
-        buffer = copy;
-      }
-      createKernel(builder, pack.getLoc(), KernelId::FlatPack, buffer, bucket,
-                   {offset});
-    }
+    if (!placed.contains(input))
+      createKernel(builder, pack.getLoc(), KernelId::FlatPack,
+                   contiguous(builder, pack.getLoc(), buffers.lookup(input)),
+                   bucket, {offset});
     offset += dist::flatChunk(elementsOf(input), rowCount);
   }
   buffers.map(pack.getResult(), bucket);
@@ -133,6 +135,8 @@ void FlatBucketLowering::lowerUnpack(OpBuilder &builder, IRMapping &buffers,
   bool views = rowCount == 1 && llvm::all_of(unpack.getResults(), [](Value r) {
                  return cast<RankedTensorType>(r.getType()).getRank() == 1;
                });
+  if (!views)
+    bucket = contiguous(builder, unpack.getLoc(), bucket);
   for (Value result : unpack.getResults()) {
     if (views) {
       buffers.map(result, rowSlot(builder, unpack.getLoc(), bucket, offset,
@@ -161,17 +165,11 @@ void FlatBucketLowering::lowerSlicedPack(OpBuilder &builder,
   int64_t rowCount = pack.getResult().getType().getDimSize(0), offset = 0;
   Value row = destination(slice.getResult());
   for (Value input : pack.getInputs()) {
-    Value buffer = buffers.lookup(input);
-    auto type = cast<MemRefType>(buffer.getType());
     int64_t chunk = elementsOf(input) / rowCount;
     // Seen flat, the tensor is `rowCount` chunks: this rank's is block
     // `index` along its only dimension.
-    Value flat = buffer;
-    if (!type.getLayout().isIdentity()) {
-      flat = memref::AllocOp::create(
-          builder, loc, MemRefType::get(type.getShape(), type.getElementType()));
-      createKernel(builder, loc, KernelId::Copy, buffer, flat, {});
-    }
+    Value flat = contiguous(builder, loc, buffers.lookup(input));
+    auto type = cast<MemRefType>(flat.getType());
     if (type.getRank() != 1) {
       ReassociationIndices all;
       for (int64_t d = 0; d < type.getRank(); ++d)
