@@ -256,14 +256,13 @@ struct OverlapCollectivesPass
   /// gradient is complete last, is then updated last, while the other
   /// buckets' AdamW runs during its all-reduce. Stops at any op that
   /// touches the collective's buffers or conflicts with the kernels, at a
-  /// start when in flight is bounded (so that the bound holds), at the wait of a collective
+  /// start (so that the bound holds, and so that ZeRO's gathered buckets
+  /// do not all live until the end of the step: waited for before the next
+  /// all-gather starts, each overlaps the next bucket's AdamW), at the wait of a collective
   /// started later (the communication thread completes collectives in start
   /// order: waiting for that one first would only delay the kernels), and at
   /// the end of the block.
   void sinkWithConsumers(rt::WaitOp wait) {
-    // Without a bound a wait may pass later starts: ZeRO's all-gathers of
-    // updated parameters are then all waited for at the end of the step.
-    bool bounded = maxInFlight > 0 || maxBytesInFlight > 0;
     llvm::SmallPtrSet<Value, 8> bases;
     for (Value buffer : wait.getBuffers())
       bases.insert(baseBuffer(buffer));
@@ -286,8 +285,8 @@ struct OverlapCollectivesPass
     for (; before && !before->hasTrait<OpTrait::IsTerminator>();
          before = before->getNextNode()) {
       if (!movableAcross(before) || touches(before, bases) ||
-          (bounded && isa<rt::AllReduceOp, rt::AllGatherOp,
-                          rt::ReduceScatterOp>(before) &&
+          (isa<rt::AllReduceOp, rt::AllGatherOp, rt::ReduceScatterOp>(
+               before) &&
            before->getNumResults() == 1))
         break;
       if (auto other = dyn_cast<rt::WaitOp>(before);

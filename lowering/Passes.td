@@ -72,11 +72,12 @@ def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> 
       collective's buffers (AdamW of the bucket's parameters), sinks below
       the ops that commute with them (no buffer written by one and touched
       by the other), up to the wait of a later-started collective, a start
-      (only when in flight is bounded) or the end: buckets are then updated
+      or the end (waits sink last-started first): buckets are then updated
       in the order they complete, the tied embedding's, complete last, is
-      updated last, and ZeRO's all-gathers of updated parameters (with the
-      copies out of their buckets) are waited for at the end of the step,
-      while AdamW updates the next buckets.
+      updated last, and each of ZeRO's all-gathers of updated parameters
+      (with the copies out of its bucket) is waited for after the next
+      bucket's AdamW, just before the next all-gather starts (the last at
+      the end of the step).
 
     With `tensor-parallel` (off by default; partition-compile sets it from
     the plan's `overlap.tensor_parallel`), each collective over exactly

@@ -121,8 +121,9 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
 // kernel that packs the bucket and is waited for where AdamW reads its
 // shard; the all-gather of the updated shard starts right after AdamW, and
 // its wait, with the copy of the gathered bucket into the parameter, sinks
-// below the next bucket's updates (past its start: nothing bounds what is
-// in flight) to the end of the step.
+// below the next bucket's update, up to the next start (so that the
+// gathered buckets do not all live until the end of the step); the last
+// is waited for at the end.
 module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 2, recompute = none, precision = "fp32">} {
   dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 
@@ -145,9 +146,9 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
     // CHECK-NEXT: rt.kernel "add" ins(%[[R]], %{{[^ ,]+}} : {{.*}}) outs(%[[U:[^ ,]+]] : memref<1x8xf32>)
     // CHECK-NEXT: %[[AG:[^ ,]+]] = rt.all_gather async %[[U]], %[[ALL:[^ ,]+]] on @mesh axes [dp] dim = 0 label = "bucket 0 (updated)"
     // CHECK-NEXT: rt.kernel "add" ins(%{{[^ ,]+}}, %{{[^ ,]+}} : {{.*}}) outs(%[[U1:[^ ,]+]] : memref<1x8xf32>)
-    // CHECK-NEXT: %[[AG1:[^ ,]+]] = rt.all_gather async %[[U1]], %[[ALL1:[^ ,]+]] on @mesh axes [dp] dim = 0 label = "bucket 1 (updated)"
     // CHECK-NEXT: rt.wait %[[AG]], %[[U]], %[[ALL]]
     // CHECK-NEXT: rt.kernel "gelu" ins(%[[ALL]] : memref<2x8xf32>)
+    // CHECK-NEXT: %[[AG1:[^ ,]+]] = rt.all_gather async %[[U1]], %[[ALL1:[^ ,]+]] on @mesh axes [dp] dim = 0 label = "bucket 1 (updated)"
     // CHECK-NEXT: rt.wait %[[AG1]], %[[U1]], %[[ALL1]]
     // CHECK-NEXT: rt.kernel "gelu" ins(%[[ALL1]] : memref<2x8xf32>)
     // CHECK-NEXT: return
@@ -163,7 +164,8 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
     rt.kernel "gelu" ins(%all1 : memref<2x8xf32>) outs(%x : memref<2x8xf32>)
     return
   }
-  // Bounded: a wait does not sink past a later start.
+  // One in flight: the same here (bucket 0's gather is waited for before
+  // bucket 1's starts either way).
   // ONE: rt.all_gather async
   // ONE-NEXT: rt.kernel "add"
   // ONE-NEXT: rt.wait
