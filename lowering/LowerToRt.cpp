@@ -11,6 +11,7 @@
 
 #include "lowering/Passes.h"
 
+#include "lowering/FlatBuckets.h"
 #include "lowering/PipelineStages.h"
 
 #include "dialects/Dist/DistOps.h"
@@ -22,6 +23,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <functional>
+#include <optional>
 
 namespace partition {
 #define GEN_PASS_DEF_LOWERTORTPASS
@@ -119,6 +121,8 @@ private:
   /// Axes joined by "," -> index of the step's argument holding this rank's
   /// index in that group, then (once the body exists) the argument itself.
   llvm::StringMap<unsigned> axisIndexArgs;
+  /// ZeRO's flat buckets, planned before the ops are lowered.
+  std::optional<FlatBucketLowering> flatBuckets;
 
   void findTiedEmbeddingSums(Block &body);
   LogicalResult lowerTiedEmbeddingSum(OpBuilder &builder, AddOp add,
@@ -487,6 +491,12 @@ LogicalResult StepLowering::lowerAllSlice(OpBuilder &builder,
   if (failed(blocks))
     return failure();
   Value index = lowered.getArgument(axisIndexArgs.lookup(joinAxes(op.getAxes())));
+  if (flatBuckets->slicesPack(op)) {
+    flatBuckets->lowerSlicedPack(builder, buffers, op, index, [&](Value r) {
+      return destinationFor(builder, r, position, false);
+    });
+    return success();
+  }
   Value out = destinationFor(builder, op.getResult(), position, false);
   createKernel(builder, op.getLoc(), KernelId::SliceBlock,
                ValueRange{buffers.lookup(op.getInput()), index},
@@ -547,31 +557,15 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
     return lowerBlockCollective(builder, op, position);
   if (auto slice = dyn_cast<dist::AllSliceOp>(op))
     return lowerAllSlice(builder, slice, position);
+  auto fresh = [&](Value result) {
+    return destinationFor(builder, result, position, false);
+  };
   if (auto pack = dyn_cast<dist::FlatPackOp>(op)) {
-    // One flat_pack per tensor, each writing its columns of one bucket.
-    Value bucket = destinationFor(builder, pack.getResult(), position, false);
-    int64_t rows = pack.getResult().getType().getDimSize(0), offset = 0;
-    for (Value input : pack.getInputs()) {
-      createKernel(builder, loc, KernelId::FlatPack,
-                   ValueRange{wholeBuffer(builder, loc, buffers.lookup(input))},
-                   ValueRange{bucket}, ArrayRef<int64_t>{offset});
-      offset += dist::flatChunk(
-          cast<RankedTensorType>(input.getType()).getNumElements(), rows);
-    }
-    buffers.map(pack.getResult(), bucket);
+    flatBuckets->lowerPack(builder, buffers, pack, fresh);
     return success();
   }
   if (auto unpack = dyn_cast<dist::FlatUnpackOp>(op)) {
-    Value bucket = wholeBuffer(builder, loc, buffers.lookup(unpack.getInput()));
-    int64_t rows = unpack.getInput().getType().getDimSize(0), offset = 0;
-    for (Value result : unpack.getResults()) {
-      Value out = destinationFor(builder, result, position, false);
-      createKernel(builder, loc, KernelId::FlatUnpack, ValueRange{bucket},
-                   ValueRange{out}, ArrayRef<int64_t>{offset});
-      offset += dist::flatChunk(
-          cast<RankedTensorType>(result.getType()).getNumElements(), rows);
-      buffers.map(result, out);
-    }
+    flatBuckets->lowerUnpack(builder, buffers, unpack, fresh);
     return success();
   }
   if (auto index = dyn_cast<dist::AxisIndexOp>(op)) {
@@ -622,7 +616,10 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
     inputs.push_back(buffers.lookup(operand));
   SmallVector<Value> outputs;
   for (Value result : op->getResults()) {
-    Value buffer = destinationFor(builder, result, position, inPlace);
+    // A value computed only to be packed into a row: written in its slot.
+    Value buffer = flatBuckets->slotFor(builder, result);
+    if (!buffer)
+      buffer = destinationFor(builder, result, position, inPlace);
     outputs.push_back(buffer);
     buffers.map(result, buffer);
   }
@@ -652,6 +649,7 @@ LogicalResult StepLowering::run() {
   };
   for (BlockArgument arg : oldBody.getArguments())
     lastUse[arg] = lastRead(arg);
+  flatBuckets.emplace(oldBody, positions, lastUse);
 
   if (failed(buildSignature()))
     return failure();

@@ -15,6 +15,7 @@
 #include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
+#include "dialects/Rt/RtViews.h"
 #include "lowering/MemoryReport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -197,9 +198,7 @@ FailureOr<TemporaryPlan> liveRanges(Block &body) {
     // buffers of an rt.all_reduce, which it reads and writes in place, and
     // those of an rt.wait: a started collective owns them until then.
     for (Value operand : op.getOperands()) {
-      Value base = operand;
-      while (auto view = base.getDefiningOp<memref::SubViewOp>())
-        base = view.getSource();
+      Value base = rt::viewedBuffer(operand);
       auto it = intervalOf.find(base);
       if (it != intervalOf.end())
         intervals[it->second].last =

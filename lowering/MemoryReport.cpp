@@ -4,6 +4,7 @@
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
+#include "dialects/Rt/RtViews.h"
 #include "lowering/ZeroMemory.h"
 #include "runtime/program/KernelTable.h"
 
@@ -122,9 +123,7 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
     }
     if (auto kernel = dyn_cast<KernelOp>(op)) {
       auto isActivation = [&](Value input) {
-        Value base = input;
-        while (auto view = base.getDefiningOp<memref::SubViewOp>())
-          base = view.getSource();
+        Value base = rt::viewedBuffer(input);
         auto it = intervalOf.find(base);
         return it != intervalOf.end() && intervals[it->second].isActivation;
       };

@@ -1,9 +1,14 @@
 //===- OverlapCollectives.cpp - start collectives early, wait late -------===//
 //
-// --rt-overlap-collectives: turns each data-parallel rt.all_reduce into an
-// async start placed right after the last writer of its buffers and an
-// rt.wait placed right before their next use, so that the runtime reduces
-// gradient buckets while the backward pass goes on. Only the collective and
+// --rt-overlap-collectives: turns each data-parallel collective (a bucket's
+// rt.all_reduce; ZeRO's rt.reduce_scatter of a gradient bucket and
+// rt.all_gather of updated parameters) into an async start placed right
+// after the last writer of its buffers and an rt.wait placed right before
+// their next use, so that the runtime reduces gradient buckets while the
+// backward pass goes on and gathers parameters while AdamW goes on; with
+// tensor-parallel=true, also each tensor-parallel collective that has a
+// kernel to hide behind (an input gradient's sum under the weight
+// gradient's GEMM). Only the collective and
 // its wait move; kernels keep their order (results stay bit-identical).
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +19,7 @@
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
+#include "dialects/Rt/RtViews.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include <cstdint>
@@ -30,12 +36,8 @@ using namespace mlir;
 namespace partition {
 namespace {
 
-/// The buffer `value` views: the source of its subviews, recursively.
-Value baseBuffer(Value value) {
-  while (auto view = value.getDefiningOp<memref::SubViewOp>())
-    value = view.getSource();
-  return value;
-}
+/// The buffer `value` views: the source of its views, recursively.
+Value baseBuffer(Value value) { return rt::viewedBuffer(value); }
 
 /// Whether `op` reads, writes or defines (a view of) one of `bases`.
 bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
@@ -55,7 +57,8 @@ bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
 bool movableAcross(Operation *op) {
   return isa<rt::KernelOp, rt::AllReduceOp, rt::AllGatherOp,
              rt::ReduceScatterOp, rt::WaitOp, rt::SendOp, rt::RecvOp,
-             memref::AllocOp, memref::SubViewOp, arith::ConstantOp>(op);
+             memref::AllocOp, memref::SubViewOp, memref::CollapseShapeOp,
+             arith::ConstantOp>(op);
 }
 
 /// The buffers `op` writes (bases): a kernel's outputs; every memref
@@ -93,13 +96,20 @@ struct OverlapCollectivesPass
 
   /// Each wait's collective's place in start order.
   DenseMap<Operation *, unsigned> startOrder;
+  /// The waits of data-parallel collectives (those that sink).
+  llvm::SmallPtrSet<Operation *, 16> dataWaits;
+  /// The axes whose collectives start early, by role.
+  std::optional<StringRef> dataAxis, tensorAxis;
 
   void runOnOperation() override {
     dist::PlanAttr plan = dist::getPlan(getOperation());
     if (!plan)
       return;
-    std::optional<StringRef> dataAxis = plan.getAxis(dist::AxisRole::Data);
-    if (!dataAxis)
+    if (dataParallel)
+      dataAxis = plan.getAxis(dist::AxisRole::Data);
+    if (tensorParallel)
+      tensorAxis = plan.getAxis(dist::AxisRole::Tensor);
+    if (!dataAxis && !tensorAxis)
       return;
     if (maxInFlight < 0 || maxBytesInFlight < 0) {
       getOperation().emitError()
@@ -110,25 +120,55 @@ struct OverlapCollectivesPass
     }
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal())
-        overlap(function.getBody().front(), *dataAxis);
+        overlap(function.getBody().front());
   }
 
-  void overlap(Block &body, StringRef dataAxis) {
-    SmallVector<rt::AllReduceOp> candidates;
-    for (auto allReduce : body.getOps<rt::AllReduceOp>()) {
-      ArrayAttr axes = allReduce.getAxes();
-      if (!allReduce.getToken() && axes.size() == 1 &&
-          cast<StringAttr>(axes[0]).getValue() == dataAxis)
-        candidates.push_back(allReduce);
-    }
+  /// The one axis of `op` when it is a synchronous collective over exactly
+  /// one axis: the data axis (a bucket's all-reduce, ZeRO's reduce-scatter
+  /// of a gradient bucket and all-gather of updated parameters, stage 3's
+  /// of a layer's parameters) or the tensor axis (partial sums, sequence
+  /// parallelism's scatters and gathers).
+  static std::optional<StringRef> axisOf(Operation *op) {
+    if (!isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp>(op) ||
+        op->getNumResults() != 0)
+      return std::nullopt;
+    auto axes = op->getAttrOfType<ArrayAttr>("axes");
+    if (!axes || axes.size() != 1)
+      return std::nullopt;
+    return cast<StringAttr>(axes[0]).getValue();
+  }
+
+  bool isData(Operation *op) {
+    std::optional<StringRef> axis = axisOf(op);
+    return axis && dataAxis && *axis == *dataAxis;
+  }
+  bool isTensor(Operation *op) {
+    std::optional<StringRef> axis = axisOf(op);
+    return axis && tensorAxis && *axis == *tensorAxis;
+  }
+
+  /// Whether a kernel runs in [from, to): work a started collective can
+  /// hide behind.
+  static bool kernelBetween(Operation *from, Operation *to) {
+    for (Operation *op = from; op && op != to; op = op->getNextNode())
+      if (isa<rt::KernelOp>(op))
+        return true;
+    return false;
+  }
+
+  void overlap(Block &body) {
+    SmallVector<Operation *> candidates;
+    for (Operation &op : body)
+      if (isData(&op) || isTensor(&op))
+        candidates.push_back(&op);
     Operation *previousStart = nullptr;
     std::deque<InFlight> inFlight;
     SmallVector<rt::WaitOp> waits;
     int64_t bytesInFlight = 0;
-    for (rt::AllReduceOp allReduce : candidates) {
+    for (Operation *collective : candidates) {
       llvm::SmallPtrSet<Value, 8> bases;
       int64_t bytes = 0;
-      for (Value buffer : allReduce.getBuffers()) {
+      for (Value buffer : collective->getOperands()) {
         bases.insert(baseBuffer(buffer));
         // Saturated: the memory plan refuses sizes beyond 2^48 later.
         int64_t more = saturatedByteSize(buffer.getType());
@@ -138,21 +178,28 @@ struct OverlapCollectivesPass
       // buffer (or the previous start), so that it begins once the bucket
       // is complete and starts stay in program order.
       Operation *startBefore = &body.front();
-      for (Operation *op = allReduce->getPrevNode(); op;
+      for (Operation *op = collective->getPrevNode(); op;
            op = op->getPrevNode())
         if (op == previousStart || touches(op, bases) || !movableAcross(op)) {
           startBefore = op->getNextNode();
           break;
         }
-      // The wait: just before the next op that touches a buffer, else at
-      // the end of the block.
+      // The wait: just before the next op that touches a buffer (making a
+      // view of one touches nothing yet), else at the end of the block.
       Operation *waitBefore = body.getTerminator();
-      for (Operation *op = allReduce->getNextNode(); op != waitBefore;
+      for (Operation *op = collective->getNextNode(); op != waitBefore;
            op = op->getNextNode())
-        if (touches(op, bases) || !movableAcross(op)) {
+        if ((touches(op, bases) && !rt::isView(op)) || !movableAcross(op)) {
           waitBefore = op;
           break;
         }
+      // A tensor-parallel collective is mostly read right after it (the
+      // residual add, the norm's gradient): started only where a kernel
+      // runs before that read (the weight gradient's GEMM after the input
+      // gradient's); else a start and a wait would only add the hand-over
+      // to the communication thread.
+      if (isTensor(collective) && !kernelBetween(startBefore, waitBefore))
+        continue;
       // The budget: collectives whose wait comes before this start are
       // done; beyond the bounds, the oldest are waited for right here.
       while (!inFlight.empty() &&
@@ -171,27 +218,36 @@ struct OverlapCollectivesPass
         bytesInFlight -= inFlight.front().bytes;
         inFlight.pop_front();
       }
+      bool data = isData(collective);
+      // The same op, async: its operands and attributes, and a token.
       OpBuilder builder(startBefore);
-      auto start = rt::AllReduceOp::create(
-          builder, allReduce.getLoc(), rt::TokenType::get(&getContext()),
-          allReduce.getBuffers(), allReduce.getMeshAttr(),
-          allReduce.getAxes(), allReduce.getReduceAttr(),
-          allReduce.getLabelAttr());
-      start->setDiscardableAttrs(allReduce->getDiscardableAttrDictionary());
+      OperationState state(collective->getLoc(), collective->getName());
+      state.addOperands(collective->getOperands());
+      state.addAttributes(collective->getAttrs());
+      state.addTypes(rt::TokenType::get(&getContext()));
+      Operation *start = builder.create(state);
       builder.setInsertionPoint(waitBefore);
-      auto wait = rt::WaitOp::create(builder, allReduce.getLoc(),
-                                     start.getToken(), allReduce.getBuffers());
-      allReduce.erase();
+      auto wait =
+          rt::WaitOp::create(builder, collective->getLoc(),
+                             start->getResult(0), collective->getOperands());
+      collective->erase();
       previousStart = start;
       // Kept in start order, which is wait order for the oldest first.
       inFlight.push_back({wait, bytes});
       bytesInFlight += bytes;
       waits.push_back(wait);
+      if (data)
+        dataWaits.insert(wait);
     }
     for (auto [order, wait] : llvm::enumerate(waits))
       startOrder[wait] = order;
-    for (rt::WaitOp wait : waits)
-      sinkWithConsumers(wait);
+    // The last started first: a wait stops above the wait of a collective
+    // started after it, which must then already be as low as it goes.
+    // Tensor-parallel waits stay where their value is first read: the
+    // backward pass reads it next.
+    for (rt::WaitOp wait : llvm::reverse(waits))
+      if (dataWaits.contains(wait))
+        sinkWithConsumers(wait);
   }
 
   /// Moves a wait, together with the kernels right after it that read the
@@ -200,7 +256,9 @@ struct OverlapCollectivesPass
   /// gradient is complete last, is then updated last, while the other
   /// buckets' AdamW runs during its all-reduce. Stops at any op that
   /// touches the collective's buffers or conflicts with the kernels, at a
-  /// start (so the in-flight bound holds), at the wait of a collective
+  /// start (so that the bound holds, and so that ZeRO's gathered buckets
+  /// do not all live until the end of the step: waited for before the next
+  /// all-gather starts, each overlaps the next bucket's AdamW), at the wait of a collective
   /// started later (the communication thread completes collectives in start
   /// order: waiting for that one first would only delay the kernels), and at
   /// the end of the block.

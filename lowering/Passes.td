@@ -48,12 +48,15 @@ def LowerToRtPass : Pass<"lower-to-rt", "::mlir::ModuleOp"> {
 }
 
 def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> {
-  let summary = "Start data-parallel all-reduces early and wait for them late";
+  let summary = "Start data-parallel collectives early and wait for them late";
   let description = [{
-    Splits each data-parallel `rt.all_reduce` (its axes are exactly the
-    axis whose role in `#dist.plan` is data) into a start (the same op,
-    `async`, returning a `!rt.token`) and an `rt.wait`, so that the runtime
-    reduces the bucket in the background while the rank computes:
+    Splits each data-parallel collective (an `rt.all_reduce`,
+    `rt.reduce_scatter` or `rt.all_gather` whose axes are exactly the axis
+    whose role in `#dist.plan` is data: a gradient bucket's all-reduce,
+    ZeRO's reduce-scatter of a bucket and all-gather of the updated
+    parameters, ZeRO-3's gathers of a layer's parameters) into a start (the
+    same op, `async`, returning a `!rt.token`) and an `rt.wait`, so that the
+    runtime moves the bucket in the background while the rank computes:
 
     - the start moves up to just after the last op that reads, writes or
       defines one of its buffers (for a gradient bucket: the kernel that
@@ -68,14 +71,27 @@ def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> 
     - then each wait, with the kernels right after it that read the
       collective's buffers (AdamW of the bucket's parameters), sinks below
       the ops that commute with them (no buffer written by one and touched
-      by the other), up to a start, the wait of a later-started collective
-      or the end: buckets are then updated in the order they complete, and
-      the tied embedding's, complete last, is updated last.
+      by the other), up to the wait of a later-started collective, a start
+      or the end (waits sink last-started first): buckets are then updated
+      in the order they complete, the tied embedding's, complete last, is
+      updated last, and each of ZeRO's all-gathers of updated parameters
+      (with the copies out of its bucket) is waited for after the next
+      bucket's AdamW, just before the next all-gather starts (the last at
+      the end of the step).
+
+    With `tensor-parallel` (off by default; partition-compile sets it from
+    the plan's `overlap.tensor_parallel`), each collective over exactly
+    the tensor axis is split the same way where a kernel runs between its
+    start and its wait (in the backward of a column-parallel linear, the
+    input gradient's sum runs under the weight gradient's GEMM); one read
+    right after it stays blocking, and its wait stays where its value is
+    first read. `data-parallel=false` leaves the data axis alone.
 
     Runs after `--lower-to-rt` and before `--lower-memory-plan`, which then
     keeps the buffers of a started collective live (and untouched) until
     its wait. Kernels keep their order, so results are bit-identical.
-    Without a plan (or without a data axis) the module is left as it is.
+    Without a plan (or without the axes asked for) the module is left as
+    it is.
 
     Input:
     ```mlir
@@ -100,6 +116,12 @@ def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> 
     Option<"maxBytesInFlight", "max-bytes-in-flight", "int64_t", "0",
            "At most this many bytes of buffers in started collectives at "
            "once (0: no bound)">,
+    Option<"dataParallel", "data-parallel", "bool", "true",
+           "Start the collectives over the data axis">,
+    Option<"tensorParallel", "tensor-parallel", "bool", "false",
+           "Start the collectives over the tensor axis that have a kernel "
+           "to overlap (a weight gradient's GEMM after the input "
+           "gradient's)">,
   ];
 }
 

@@ -537,6 +537,18 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
         return failure();
       continue;
     }
+    // A contiguous buffer seen flat: its bytes, another shape.
+    if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op)) {
+      auto base = bufferOffset.find(collapse.getSrc());
+      if (base == bufferOffset.end() ||
+          !collapse.getSrcType().getLayout().isIdentity())
+        return collapse.emitOpError(
+            "must collapse a planned buffer of the identity layout");
+      if (failed(addBuffer(collapse.getResult(), base->second,
+                           ptp::Role::Temporary, "", collapse)))
+        return failure();
+      continue;
+    }
     if (isa<AllGatherOp, ReduceScatterOp>(op)) {
       FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
           addBlockCollective(&op);

@@ -11,7 +11,7 @@ hits every plan alike, and prints per plan the median step time and
 (1 rank x 2 threads against 2 ranks x 1 thread: the same cores, the same
 global batch). Plans: dp2 with overlap (the default), dp2 without
 ("overlap": {"data_parallel": false}), dp2 ZeRO-1, tp2 + sequence
-parallelism; and dp2 with overlap once more with each rank bound to a core
+parallelism without and with "overlap": {"tensor_parallel": true}; and dp2 with overlap once more with each rank bound to a core
 (mpirun --bind-to core: the communication thread then shares its rank's
 core with the compute thread; every other run is --bind-to none, where the
 kernel places the four threads). Then one traced run of dp2 with overlap gives, from its
@@ -35,6 +35,9 @@ PLANS = [
     ("dp2 no overlap", {"mesh": {"dp": 2}, "overlap": {"data_parallel": False}}),
     ("dp2 zero-1", {"mesh": {"dp": 2}, "zero": {"stage": 1}}),
     ("tp2 + sp", {"mesh": {"tp": 2}, "tensor_parallel": {"sequence_parallel": True}}),
+    ("tp2 + sp, tp overlap", {"mesh": {"tp": 2},
+                              "tensor_parallel": {"sequence_parallel": True},
+                              "overlap": {"tensor_parallel": True}}),
 ]
 
 

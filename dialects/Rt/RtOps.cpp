@@ -1,6 +1,7 @@
 //===- RtOps.cpp - verifiers and custom syntax of the rt ops --------------===//
 
 #include "dialects/Rt/RtOps.h"
+#include "dialects/Rt/RtViews.h"
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Dist/DistSyntax.h"
@@ -58,12 +59,7 @@ LogicalResult verifyAsyncToken(Operation *op, Value token) {
   return success();
 }
 
-/// The buffer `value` views: the source of its subviews, recursively.
-Value baseBuffer(Value value) {
-  while (auto view = value.getDefiningOp<memref::SubViewOp>())
-    value = view.getSource();
-  return value;
-}
+Value baseBuffer(Value value) { return viewedBuffer(value); }
 
 } // namespace
 
@@ -89,7 +85,7 @@ LogicalResult WaitOp::verify() {
   for (Operation *op = start->getNextNode(); op && op != getOperation();
        op = op->getNextNode()) {
     // Making a view reads and writes nothing; using it does.
-    if (isa<memref::SubViewOp>(op))
+    if (isView(op))
       continue;
     for (Value operand : op->getOperands())
       if (isa<MemRefType>(operand.getType()) &&

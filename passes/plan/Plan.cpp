@@ -427,9 +427,11 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
   }
   if (auto zero = reader("zero", {"stage"}))
     zero->integer("stage", plan.zero.stage, 0, 3, "0, 1, 2 or 3");
-  if (auto overlap = reader("overlap", {"data_parallel"})) {
+  if (auto overlap = reader("overlap", {"data_parallel", "tensor_parallel"})) {
     overlap->boolean("data_parallel", plan.overlap.dataParallel);
     plan.overlap.dataParallelGiven = overlap->get("data_parallel");
+    overlap->boolean("tensor_parallel", plan.overlap.tensorParallel);
+    plan.overlap.tensorParallelGiven = overlap->get("tensor_parallel");
   }
   if (auto recompute = reader("recompute", {"policy", "budget_bytes"})) {
     recompute->choice("policy", plan.recompute.policy,

@@ -100,6 +100,12 @@ struct Plan {
     bool dataParallel = true;
     /// plan.json gave it (refused where it would do nothing).
     bool dataParallelGiven = false;
+    /// Start each tensor-parallel collective that has independent work
+    /// before its first use (the weight gradient's GEMM after the input
+    /// gradient's) and wait for it there (plans with tp > 1 and no
+    /// pipeline). Off by default: see docs/performance.md for why.
+    bool tensorParallel = false;
+    bool tensorParallelGiven = false;
   } overlap;
   struct Recompute {
     /// none, full, selective or budget.

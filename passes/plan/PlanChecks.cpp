@@ -291,5 +291,11 @@ LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
            "mesh.dp > 1, without a pipeline (mesh.pp = 1) and without "
            "replicas start their data-parallel buckets early "
            "(--rt-overlap-collectives); leave out overlap");
+  if (plan.overlap.tensorParallelGiven &&
+      (plan.mesh.tp == 1 || plan.mesh.pp > 1 || !plan.replicas.empty()))
+    refuse("overlap.tensor_parallel does nothing here: only plans with "
+           "mesh.tp > 1, without a pipeline (mesh.pp = 1) and without "
+           "replicas start their tensor-parallel collectives early "
+           "(--rt-overlap-collectives); leave out overlap.tensor_parallel");
   return llvm::failure(failed);
 }

@@ -7,9 +7,11 @@
 //
 //  - Every process of the node beats: a thread stores CLOCK_MONOTONIC into
 //    the process's slot of a table shared by the node's ranks (an MPI-3
-//    shared-memory window) every 100 ms. The thread calls no MPI function
-//    (MPI_THREAD_FUNNELED holds); it runs while the rank computes, so only
-//    a stopped (SIGSTOP, a debugger) or dead process falls silent.
+//    shared-memory window) every 100 ms. The thread calls no MPI function,
+//    so it needs nothing of MPI's thread support (MPI is initialised with
+//    MPI_THREAD_MULTIPLE for the communication thread, not for this one);
+//    it runs while the rank computes, so only a stopped (SIGSTOP, a
+//    debugger) or dead process falls silent.
 //  - The first rank to time out looks for the node's silent ranks, names
 //    the lowest, and posts the verdict (itself, the silent rank) in the
 //    table with a compare-and-swap. Ranks that time out later, or are

@@ -1,6 +1,7 @@
 // RUN: partition-opt %s -split-input-file --rt-overlap-collectives | FileCheck %s
 // RUN: partition-opt %s -split-input-file --rt-overlap-collectives="max-in-flight=1" | FileCheck %s --check-prefix=ONE
 // RUN: partition-opt %s -split-input-file --rt-overlap-collectives="max-bytes-in-flight=300" | FileCheck %s --check-prefix=BYTES
+// RUN: partition-opt %s -split-input-file --rt-overlap-collectives="tensor-parallel=true data-parallel=false" | FileCheck %s --check-prefix=TP
 
 // --rt-overlap-collectives: each data-parallel all-reduce starts right after
 // the last op that touches its buffers and is waited for right before the
@@ -110,6 +111,108 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
     // CHECK-NEXT: return
     rt.kernel "add" ins(%gwte, %x : memref<16xf32>, memref<16xf32>) outs(%wte : memref<16xf32>)
     rt.kernel "add" ins(%gw, %x : memref<16xf32>, memref<16xf32>) outs(%w : memref<16xf32>)
+    return
+  }
+}
+
+// -----
+
+// ZeRO-1/2: the reduce-scatter of a gradient bucket starts right after the
+// kernel that packs the bucket and is waited for where AdamW reads its
+// shard; the all-gather of the updated shard starts right after AdamW, and
+// its wait, with the copy of the gathered bucket into the parameter, sinks
+// below the next bucket's update, up to the next start (so that the
+// gathered buckets do not all live until the end of the step); the last
+// is waited for at the end.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 2, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+
+  // CHECK-LABEL: func.func @zero
+  // ONE-LABEL: func.func @zero
+  func.func @zero(%x: memref<2x8xf32>, %p: memref<2x8xf32>, %q: memref<1x8xf32>, %r1: memref<1x8xf32>) {
+    %b = memref.alloc() : memref<2x8xf32>
+    %h = memref.alloc() : memref<2x8xf32>
+    %h2 = memref.alloc() : memref<2x8xf32>
+    %r = memref.alloc() : memref<1x8xf32>
+    %u = memref.alloc() : memref<1x8xf32>
+    %u1 = memref.alloc() : memref<1x8xf32>
+    %all = memref.alloc() : memref<2x8xf32>
+    %all1 = memref.alloc() : memref<2x8xf32>
+    // CHECK: rt.kernel "gelu" ins(%{{.*}} : memref<2x8xf32>) outs(%[[B:[^ ,]+]] : memref<2x8xf32>)
+    // CHECK-NEXT: %[[RS:[^ ,]+]] = rt.reduce_scatter async %[[B]], %[[R:[^ ,]+]] on @mesh axes [dp] dim = 0 reduce = avg label = "bucket 0"
+    // CHECK-NEXT: rt.kernel "gelu"
+    // CHECK-NEXT: rt.kernel "gelu"
+    // CHECK-NEXT: rt.wait %[[RS]], %[[B]], %[[R]] : memref<2x8xf32>, memref<1x8xf32>
+    // CHECK-NEXT: rt.kernel "add" ins(%[[R]], %{{[^ ,]+}} : {{.*}}) outs(%[[U:[^ ,]+]] : memref<1x8xf32>)
+    // CHECK-NEXT: %[[AG:[^ ,]+]] = rt.all_gather async %[[U]], %[[ALL:[^ ,]+]] on @mesh axes [dp] dim = 0 label = "bucket 0 (updated)"
+    // CHECK-NEXT: rt.kernel "add" ins(%{{[^ ,]+}}, %{{[^ ,]+}} : {{.*}}) outs(%[[U1:[^ ,]+]] : memref<1x8xf32>)
+    // CHECK-NEXT: rt.wait %[[AG]], %[[U]], %[[ALL]]
+    // CHECK-NEXT: rt.kernel "gelu" ins(%[[ALL]] : memref<2x8xf32>)
+    // CHECK-NEXT: %[[AG1:[^ ,]+]] = rt.all_gather async %[[U1]], %[[ALL1:[^ ,]+]] on @mesh axes [dp] dim = 0 label = "bucket 1 (updated)"
+    // CHECK-NEXT: rt.wait %[[AG1]], %[[U1]], %[[ALL1]]
+    // CHECK-NEXT: rt.kernel "gelu" ins(%[[ALL1]] : memref<2x8xf32>)
+    // CHECK-NEXT: return
+    rt.kernel "gelu" ins(%x : memref<2x8xf32>) outs(%b : memref<2x8xf32>)
+    rt.kernel "gelu" ins(%x : memref<2x8xf32>) outs(%h : memref<2x8xf32>)
+    rt.kernel "gelu" ins(%h : memref<2x8xf32>) outs(%h2 : memref<2x8xf32>)
+    rt.reduce_scatter %b, %r on @mesh axes [dp] dim = 0 reduce = avg label = "bucket 0" : memref<2x8xf32>, memref<1x8xf32>
+    rt.kernel "add" ins(%r, %q : memref<1x8xf32>, memref<1x8xf32>) outs(%u : memref<1x8xf32>)
+    rt.all_gather %u, %all on @mesh axes [dp] dim = 0 label = "bucket 0 (updated)" : memref<1x8xf32>, memref<2x8xf32>
+    rt.kernel "gelu" ins(%all : memref<2x8xf32>) outs(%p : memref<2x8xf32>)
+    rt.kernel "add" ins(%r1, %q : memref<1x8xf32>, memref<1x8xf32>) outs(%u1 : memref<1x8xf32>)
+    rt.all_gather %u1, %all1 on @mesh axes [dp] dim = 0 label = "bucket 1 (updated)" : memref<1x8xf32>, memref<2x8xf32>
+    rt.kernel "gelu" ins(%all1 : memref<2x8xf32>) outs(%x : memref<2x8xf32>)
+    return
+  }
+  // One in flight: the same here (bucket 0's gather is waited for before
+  // bucket 1's starts either way).
+  // ONE: rt.all_gather async
+  // ONE-NEXT: rt.kernel "add"
+  // ONE-NEXT: rt.wait
+  // ONE-NEXT: rt.kernel "gelu"
+  // ONE-NEXT: rt.all_gather async
+}
+
+// -----
+
+// tensor-parallel=true: the input gradient's sum over tp starts right after
+// the kernel that computes it and is waited for where it is read, after
+// the weight gradient's kernel; a sum read right after it stays blocking.
+// With data-parallel=false the data axis is left alone.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+
+  // By default only the data axis: the bucket.
+  // CHECK-LABEL: func.func @tensor_parallel
+  // CHECK-NOT: async {{.*}} axes [tp]
+  // CHECK: rt.all_reduce async {{.*}} axes [dp]
+  // CHECK-NOT: async {{.*}} axes [tp]
+  // CHECK: return
+  // TP-LABEL: func.func @tensor_parallel
+  func.func @tensor_parallel(%x: memref<16xf32>, %dy: memref<16xf32>) {
+    %dx = memref.alloc() : memref<16xf32>
+    %dw = memref.alloc() : memref<16xf32>
+    %y = memref.alloc() : memref<16xf32>
+    %a = memref.alloc() : memref<16xf32>
+    %b = memref.alloc() : memref<16xf32>
+    // TP:      rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[DX:[^ ,]+]] : memref<16xf32>)
+    // TP-NEXT: %[[T:[^ ,]+]] = rt.all_reduce async %[[DX]] on @mesh axes [tp] reduce = sum label = "input gradient"
+    // TP-NEXT: rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[DW:[^ ,]+]] : memref<16xf32>)
+    // TP-NEXT: rt.wait %[[T]], %[[DX]] : memref<16xf32>
+    // TP-NEXT: rt.kernel "gelu" ins(%[[DX]] : memref<16xf32>)
+    rt.kernel "gelu" ins(%dy : memref<16xf32>) outs(%dx : memref<16xf32>)
+    rt.all_reduce %dx on @mesh axes [tp] reduce = sum label = "input gradient" : memref<16xf32>
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%dw : memref<16xf32>)
+    rt.kernel "gelu" ins(%dx : memref<16xf32>) outs(%y : memref<16xf32>)
+    // TP-NEXT: rt.kernel "gelu"
+    // TP-NEXT: rt.all_reduce %{{[^ ]+}} on @mesh axes [tp] reduce = sum label = "read right after"
+    // TP-NEXT: rt.kernel "gelu"
+    rt.kernel "gelu" ins(%y : memref<16xf32>) outs(%a : memref<16xf32>)
+    rt.all_reduce %a on @mesh axes [tp] reduce = sum label = "read right after" : memref<16xf32>
+    rt.kernel "gelu" ins(%a : memref<16xf32>) outs(%b : memref<16xf32>)
+    // TP-NEXT: rt.all_reduce %{{[^ ]+}} on @mesh axes [dp] reduce = avg label = "bucket"
+    rt.all_reduce %dw on @mesh axes [dp] reduce = avg label = "bucket" : memref<16xf32>
+    // TP-NEXT: return
     return
   }
 }

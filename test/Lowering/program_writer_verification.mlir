@@ -99,6 +99,19 @@ func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 :
 
 // -----
 
+// A collapse names the bytes of its source from the source's start: a
+// strided source (here rows 1-2 of a [4, 8] buffer) has none to name.
+func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 : i64} {
+  %c0 = arith.constant 0 : index
+  %v = memref.view %arena[%c0][] : memref<128xi8> to memref<4x8xf32>
+  %s = memref.subview %v[1, 0] [2, 8] [1, 1] : memref<4x8xf32> to memref<2x8xf32, strided<[8, 1], offset: 8>>
+  // expected-error @+1 {{'memref.collapse_shape' op must collapse a planned buffer of the identity layout}}
+  %c = memref.collapse_shape %s [[0, 1]] : memref<2x8xf32, strided<[8, 1], offset: 8>> into memref<16xf32, strided<[1], offset: 8>>
+  return
+}
+
+// -----
+
 func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 : i64} {
   // expected-error @+1 {{'rt.kernel' op operand is not a planned buffer (run --lower-memory-plan first)}}
   rt.kernel "fill" outs(%arena : memref<128xi8>) floats = [0.0]

@@ -16,7 +16,9 @@ track (tid 2): how many, and whether any of them ran while the rank was
 computing ("overlaps compute: yes" when some started collective's span
 overlaps a kernel span of the same step on the instruction track), then the
 share of their time hidden behind kernels (a measurement, printed for the
-benchmarks, not for FileCheck).
+benchmarks, not for FileCheck), and per kind of collective (all_reduce,
+reduce_scatter, all_gather) how many started and whether they overlap
+compute.
 """
 
 import argparse
@@ -72,6 +74,17 @@ def main():
             share = 100.0 * hidden / total if total > 0 else 0.0
             print(f"rank {rank}: hidden {share:.1f}% of {total / 1e3:.1f} ms "
                   f"of started collectives")
+            # By kind (the span's name begins with it): ZeRO starts both a
+            # reduce-scatter and an all-gather per bucket.
+            kinds = collections.defaultdict(list)
+            for s in started:
+                kinds[s["name"].split(" ")[0]].append(s)
+            for kind in sorted(kinds):
+                _, kind_hidden, _ = overlap(
+                    kinds[kind] + [s for s in spans[rank] if s["tid"] == 0])
+                print(f"rank {rank}: started {kind}: {len(kinds[kind])}, "
+                      f"overlaps compute: "
+                      f"{'yes' if kind_hidden > 0 else 'no'}")
 
 
 def overlap(spans):
