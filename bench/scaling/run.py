@@ -14,7 +14,11 @@ global batch). Plans: dp2 with overlap (the default), dp2 without
 parallelism without and with "overlap": {"tensor_parallel": true}; and dp2 with overlap once more with each rank bound to a core
 (mpirun --bind-to core: the communication thread then shares its rank's
 core with the compute thread; every other run is --bind-to none, where the
-kernel places the four threads). Then one traced run of dp2 with overlap gives, from its
+kernel places the four threads). A second model, of --pp-micro-batch
+sequences per micro-batch, compares a 2-stage 1F1B pipeline of
+--pp-microbatches micro-batches with one rank x 2 threads accumulating
+the same micro-batches, against 1 - the schedule's bubble
+(p - 1) / (m + p - 1). Then one traced run of dp2 with overlap gives, from its
 communication track (test/e2e/Inputs/trace.py), the share of the started
 data-parallel collectives' time hidden behind kernels.
 
@@ -86,6 +90,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=2,
                         help="steps left out of the median (first touches)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--pp-microbatches", type=int, default=8)
+    parser.add_argument("--pp-micro-batch", type=int, default=1,
+                        help="sequences per pipeline micro-batch")
     parser.add_argument("--work", default=None,
                         help="keep the programs and metrics here")
     args = parser.parse_args()
@@ -97,15 +104,32 @@ def main():
     model = os.path.join(work, "model.mlir")
     run([os.path.join(args.bin, "partition-gen"), "--preset", args.preset,
          "--batch", str(args.batch), "--seq-len", str(args.seq_len), "-o", model])
+    # The pipeline's model: its batch is one micro-batch.
+    pp_model = os.path.join(work, "model-pp.mlir")
+    run([os.path.join(args.bin, "partition-gen"), "--preset", args.preset,
+         "--batch", str(args.pp_micro_batch), "--seq-len", str(args.seq_len),
+         "-o", pp_model])
+    m = args.pp_microbatches
+    accumulate = f"1 rank x 2 threads, {m} micro-batches"
+    pipeline = f"pp2 1f1b, {m} micro-batches"
     programs = [("1 rank x 2 threads", None, 1, 2)]
     for name, plan in PLANS:
         programs.append((name, plan, 2, 1))
+    programs += [
+        (accumulate, {"pipeline": {"microbatches": m}}, 1, 2),
+        (pipeline, {"mesh": {"pp": 2},
+                    "pipeline": {"schedule": "1f1b", "microbatches": m}}, 2, 1),
+    ]
+    model_of = {accumulate: pp_model, pipeline: pp_model}
+    reference_of = {pipeline: accumulate, accumulate: accumulate}
     bound = "dp2 overlap, bound to cores"
     paths = {}
     for name, plan, _, _ in programs:
-        tag = name.replace(" ", "_").replace("+", "").replace("-", "")
+        tag = (name.replace(" ", "_").replace("+", "").replace("-", "")
+               .replace(",", ""))
         ptp = os.path.join(work, tag + ".ptp")
-        cmd = [os.path.join(args.bin, "partition-compile"), model, "-o", ptp]
+        cmd = [os.path.join(args.bin, "partition-compile"),
+               model_of.get(name, model), "-o", ptp]
         if plan:
             plan_path = os.path.join(work, tag + ".json")
             with open(plan_path, "w") as f:
@@ -123,17 +147,27 @@ def main():
             execute(args.bin, ptp, ranks, threads, args.steps, metrics,
                     bind="core" if name == bound else "none")
             times[name].append(step_ms(metrics, args.warmup))
-    single = statistics.median(times[programs[0][0]])
     print(f"{args.preset}, batch {args.batch}, seq {args.seq_len}: median step "
           f"ms over {args.repeats} interleaved runs of {args.steps} steps "
-          f"(first {args.warmup} left out)")
+          f"(first {args.warmup} left out); the pipeline rows: {m} "
+          f"micro-batches of {args.pp_micro_batch}, against their own "
+          f"accumulating single rank")
     print("| plan | ranks x threads | step ms (min-max) | efficiency |")
     print("|---|---|---:|---:|")
     for name, _, ranks, threads in programs:
+        single = statistics.median(times[reference_of.get(name,
+                                                          programs[0][0])])
         ms = statistics.median(times[name])
         spread = f"{min(times[name]):.0f}-{max(times[name]):.0f}"
         print(f"| {name} | {ranks} x {threads} | {ms:.0f} ({spread}) | "
               f"{100.0 * single / ms:.0f}% |")
+    bubble = 1.0 / (m + 1)  # (p - 1) / (m + p - 1) at p = 2
+    efficiency = (statistics.median(times[accumulate]) /
+                  statistics.median(times[pipeline]))
+    print(f"pp2 1F1B: predicted bubble {100 * bubble:.1f}%, so at most "
+          f"{100 * (1 - bubble):.0f}% efficiency; measured "
+          f"{100 * efficiency:.0f}% = {efficiency / (1 - bubble):.2f} of it "
+          f"(the target: within 10%, >= 0.90)")
     # The communication track of dp2 with overlap.
     ptp, tag = paths["dp2 overlap"]
     trace_path = os.path.join(work, "dp2_overlap.trace.json")
