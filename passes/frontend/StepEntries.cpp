@@ -119,6 +119,18 @@ FailureOr<ForwardSignature> analyzeForward(func::FuncOp forward) {
   return signature;
 }
 
+StepTokens stepTokensOf(func::FuncOp forward,
+                        const ForwardSignature &signature,
+                        int64_t microbatches) {
+  auto microTokens =
+      cast<RankedTensorType>(forward.getArgumentTypes()[signature.tokensArg]);
+  int64_t microBatch = microTokens.getDimSize(0);
+  return {microBatch,
+          RankedTensorType::get(
+              {microBatch * microbatches, microTokens.getDimSize(1)},
+              microTokens.getElementType())};
+}
+
 Value sliceBatch(OpBuilder &builder, Location loc, Value tokens,
                         int64_t index, int64_t microBatch) {
   auto type = cast<RankedTensorType>(tokens.getType());
@@ -147,12 +159,9 @@ LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
   OpBuilder builder(forward);
   Location loc = forward.getLoc();
   auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
-  auto microTokens = cast<RankedTensorType>(
-      forward.getArgumentTypes()[signature.tokensArg]);
-  int64_t microBatch = microTokens.getDimSize(0);
-  auto stepTokens = RankedTensorType::get(
-      {microBatch * microbatches, microTokens.getDimSize(1)},
-      microTokens.getElementType());
+  StepTokens stacked = stepTokensOf(forward, signature, microbatches);
+  int64_t microBatch = stacked.microBatch;
+  RankedTensorType stepTokens = stacked.type;
 
   SmallVector<Type> argTypes;
   for (unsigned arg : signature.paramArgs)
@@ -251,12 +260,9 @@ LogicalResult buildLogitsStep(ModuleOp module, func::FuncOp forward,
   auto logitsType = cast<RankedTensorType>(logits.getType());
   auto resultType =
       RankedTensorType::get(logitsType.getShape(), builder.getF32Type());
-  auto microTokens = cast<RankedTensorType>(
-      forward.getArgumentTypes()[signature.tokensArg]);
-  int64_t microBatch = microTokens.getDimSize(0);
-  auto stepTokens = RankedTensorType::get(
-      {microBatch * microbatches, microTokens.getDimSize(1)},
-      microTokens.getElementType());
+  StepTokens stacked = stepTokensOf(forward, signature, microbatches);
+  int64_t microBatch = stacked.microBatch;
+  RankedTensorType stepTokens = stacked.type;
   SmallVector<Type> argTypes;
   for (unsigned arg : signature.paramArgs)
     argTypes.push_back(forward.getArgumentTypes()[arg]);

@@ -34,6 +34,16 @@ struct ForwardSignature {
 /// doubled or of the wrong type.
 mlir::FailureOr<ForwardSignature> analyzeForward(mlir::func::FuncOp forward);
 
+/// The step's tokens: the forward function's [b, T] micro-batch, stacked
+/// `microbatches` times ([k*b, T]).
+struct StepTokens {
+  int64_t microBatch;
+  mlir::RankedTensorType type;
+};
+StepTokens stepTokensOf(mlir::func::FuncOp forward,
+                        const ForwardSignature &signature,
+                        int64_t microbatches);
+
 /// The micro-batch `index` of a [k*b, T] token tensor (the tensor itself
 /// when k = 1).
 mlir::Value sliceBatch(mlir::OpBuilder &builder, mlir::Location loc,

@@ -306,12 +306,9 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     auto scalarI32 = RankedTensorType::get({}, builder.getI32Type());
 
     bool withOptimizer = optimizer == "adamw";
-    auto microTokens = cast<RankedTensorType>(
-        forward.getArgumentTypes()[signature.tokensArg]);
-    int64_t microBatch = microTokens.getDimSize(0);
-    auto stepTokens = RankedTensorType::get(
-        {microBatch * microbatches, microTokens.getDimSize(1)},
-        microTokens.getElementType());
+    StepTokens stacked = stepTokensOf(forward, signature, microbatches);
+    int64_t microBatch = stacked.microBatch;
+    RankedTensorType stepTokens = stacked.type;
 
     SmallVector<Slot> argSlots, resultSlots;
     SmallVector<RankedTensorType> momentTypes;
