@@ -361,8 +361,11 @@ bool sameBits(const FVec &a, const FVec &b) {
 }
 
 // No atomics anywhere: two runs give the same bits, GQA groups included.
+// Three 64-row query tiles and five 32-key tiles, two query heads per kv
+// head: every reduction order the kernels have, at a size the emulator
+// runs in seconds.
 TEST(CudaAttentionTest, Deterministic) {
-  const Case c{2, 200, 8, 2, 64, true, 10000.0f};
+  const Case c{1, 130, 4, 2, 64, true, 10000.0f};
   const Inputs in = randomInputs(c, 7);
   for (bool isBf16 : {false, true}) {
     SCOPED_TRACE(isBf16 ? "bf16" : "fp32");
