@@ -3,6 +3,7 @@
 #include "lowering/ProgramWriter.h"
 
 #include "lowering/PipelineStages.h"
+#include "lowering/ProgramFields.h"
 
 #include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistDialect.h"
@@ -16,8 +17,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
-#include "llvm/ADT/StringSwitch.h"
-#include "llvm/Support/JSON.h"
 
 #include <map>
 
@@ -32,86 +31,6 @@ using partition::rt::SendOp;
 
 namespace partition {
 namespace {
-
-/// A dictionary attribute of scalars as a JSON object.
-std::string toJson(DictionaryAttr dict) {
-  llvm::json::Object object;
-  if (dict)
-    for (NamedAttribute attr : dict) {
-      Attribute value = attr.getValue();
-      // Before IntegerAttr: a BoolAttr is an i1 IntegerAttr, whose getInt()
-      // would write `true` as -1.
-      if (auto b = dyn_cast<BoolAttr>(value))
-        object[attr.getName().getValue()] = b.getValue();
-      else if (auto i = dyn_cast<IntegerAttr>(value))
-        object[attr.getName().getValue()] = i.getInt();
-      else if (auto f = dyn_cast<FloatAttr>(value))
-        object[attr.getName().getValue()] = f.getValueAsDouble();
-      else if (auto s = dyn_cast<StringAttr>(value))
-        object[attr.getName().getValue()] = s.getValue().str();
-      else if (auto list = dyn_cast<ArrayAttr>(value)) {
-        // A list of names (padded_params).
-        llvm::json::Array names;
-        for (Attribute item : list)
-          if (auto name = dyn_cast<StringAttr>(item))
-            names.push_back(name.getValue().str());
-        object[attr.getName().getValue()] = std::move(names);
-      }
-    }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::json::Value(std::move(object));
-  return text;
-}
-
-std::optional<ptp::Role> parseRole(StringRef role) {
-  return llvm::StringSwitch<std::optional<ptp::Role>>(role)
-      .Case("param", ptp::Role::Param)
-      .Case("moment1", ptp::Role::Moment1)
-      .Case("moment2", ptp::Role::Moment2)
-      .Case("step", ptp::Role::Step)
-      .Case("lr", ptp::Role::LearningRate)
-      .Case("tokens", ptp::Role::Tokens)
-      .Case("targets", ptp::Role::Targets)
-      .Case("loss", ptp::Role::Loss)
-      .Case("gradient", ptp::Role::Gradient)
-      .Case("axis_index", ptp::Role::AxisIndex)
-      .Case("logits", ptp::Role::Logits)
-      .Default(std::nullopt);
-}
-
-ptp::ReduceKind toProgram(dist::ReduceKind kind) {
-  switch (kind) {
-  case dist::ReduceKind::Sum:
-    return ptp::ReduceKind::Sum;
-  case dist::ReduceKind::Avg:
-    return ptp::ReduceKind::Avg;
-  case dist::ReduceKind::Max:
-    return ptp::ReduceKind::Max;
-  }
-  llvm_unreachable("unknown reduce kind");
-}
-
-/// An axis-index buffer names axes of the program's mesh, which the runtime
-/// looks up by name ("dp,tp"), and holds one i32.
-LogicalResult checkAxisIndex(memref::ViewOp view, StringRef name,
-                             dist::MeshOp mesh) {
-  auto type = cast<MemRefType>(view.getType());
-  if (type.getRank() != 0 || !type.getElementType().isInteger(32))
-    return view.emitOpError() << "is an axis index, which must be memref<i32>";
-  if (!mesh)
-    return view.emitOpError() << "is the index on axes '" << name
-                              << "', but the module has no dist.mesh";
-  SmallVector<StringRef> axes;
-  name.split(axes, ',');
-  for (StringRef axis : axes)
-    if (!llvm::is_contained(mesh.getAxisNames(),
-                            StringAttr::get(view.getContext(), axis)))
-      return view.emitOpError() << "is the index on axes '" << name << "', but '"
-                                << axis << "' is not an axis of @"
-                                << mesh.getSymName();
-  return success();
-}
 
 /// Writes one stream (a pipeline stage's buffers and functions) into `fbb`.
 class Writer {
@@ -128,6 +47,8 @@ public:
   }
 
 private:
+  LogicalResult addArenaView(memref::ViewOp view, Value arena);
+  LogicalResult addViewOfBuffer(Operation *op);
   LogicalResult addBuffer(Value value, int64_t offset, ptp::Role role,
                           StringRef name, Operation *op,
                           dist::ShardingAttr sharding = {},
@@ -430,6 +351,101 @@ LogicalResult Writer::addBuffer(Value value, int64_t offset, ptp::Role role,
   return success();
 }
 
+/// A state buffer or temporary: a memref.view of the arena at a constant
+/// offset, with its role, name and sharding. A state buffer seen by an
+/// earlier function is the same buffer, and must be sharded alike.
+LogicalResult Writer::addArenaView(memref::ViewOp view, Value arena) {
+  if (view.getSource() != arena)
+    return view.emitOpError("must view the arena argument");
+  std::optional<int64_t> offset =
+      getConstantIntValue(view.getByteShift());
+  if (!offset)
+    return view.emitOpError("needs a constant byte offset");
+  ptp::Role role = ptp::Role::Temporary;
+  StringRef name;
+  auto roleAttr = view->getAttrOfType<StringAttr>(RtDialect::kRoleAttrName);
+  if (roleAttr) {
+    std::optional<ptp::Role> parsed = parseRole(roleAttr.getValue());
+    if (!parsed)
+      return view.emitOpError() << "unknown role " << roleAttr;
+    role = *parsed;
+  }
+  if (auto nameAttr = view->getAttrOfType<StringAttr>(RtDialect::kNameAttrName))
+    name = nameAttr.getValue();
+  if (role == ptp::Role::AxisIndex &&
+      failed(checkAxisIndex(view, name, mesh)))
+    return failure();
+  Attribute shardingAttr =
+      view->getAttr(dist::DistDialect::kLocalShardingAttrName);
+  auto sharding = dyn_cast_or_null<dist::ShardingAttr>(shardingAttr);
+  if (shardingAttr && !sharding)
+    return view.emitOpError()
+           << dist::DistDialect::kLocalShardingAttrName
+           << " must be a #dist.sharding, but is " << shardingAttr;
+  Attribute flatShard =
+      view->getAttr(dist::DistDialect::kFlatShardAttrName);
+  if ((sharding || flatShard) && !roleAttr)
+    return view.emitOpError()
+           << "is a temporary with "
+           << (sharding ? dist::DistDialect::kLocalShardingAttrName
+                        : dist::DistDialect::kFlatShardAttrName)
+           << "; only state buffers are sharded";
+  if (roleAttr) {
+    auto key = std::make_pair(roleAttr.getValue().str(), name.str());
+    if (auto it = stateIndex.find(key); it != stateIndex.end()) {
+      if (stateSharding.lookup(it->second) != shardingAttr ||
+          stateFlatShard.lookup(it->second) != flatShard)
+        return view.emitOpError()
+               << "is the " << key.first << " " << key.second
+               << " with another "
+               << dist::DistDialect::kLocalShardingAttrName
+               << " than in an earlier function";
+      bufferIndex[view.getResult()] = it->second;
+      bufferOffset[view.getResult()] = *offset;
+      return success();
+    }
+    stateIndex[key] = buffers.size();
+    stateSharding[buffers.size()] = shardingAttr;
+    stateFlatShard[buffers.size()] = flatShard;
+  }
+  return addBuffer(view.getResult(), *offset, role, name, view, sharding,
+                   flatShard);
+}
+
+/// A view of a planned buffer: a subview at a static offset, or a
+/// contiguous buffer seen flat (its bytes, another shape).
+LogicalResult Writer::addViewOfBuffer(Operation *op) {
+  if (auto subview = dyn_cast<memref::SubViewOp>(op)) {
+    auto base = bufferOffset.find(subview.getSource());
+    if (base == bufferOffset.end())
+      return subview.emitOpError("must view a planned buffer");
+    // Layout offsets count from the start of the underlying allocation, so
+    // for a view of a view only the difference to the source's offset is
+    // new.
+    int64_t elementOffset, sourceOffset;
+    SmallVector<int64_t> strides;
+    if (failed(subview.getType().getStridesAndOffset(strides,
+                                                     elementOffset)) ||
+        failed(subview.getSourceType().getStridesAndOffset(strides,
+                                                           sourceOffset)) ||
+        ShapedType::isDynamic(elementOffset) ||
+        ShapedType::isDynamic(sourceOffset))
+      return subview.emitOpError("needs a static offset");
+    int64_t bytes = subview.getType().getElementTypeBitWidth() / 8;
+    return addBuffer(subview.getResult(),
+                     base->second + (elementOffset - sourceOffset) * bytes,
+                     ptp::Role::Temporary, "", subview);
+  }
+  auto collapse = cast<memref::CollapseShapeOp>(op);
+  auto base = bufferOffset.find(collapse.getSrc());
+  if (base == bufferOffset.end() ||
+      !collapse.getSrcType().getLayout().isIdentity())
+    return collapse.emitOpError(
+        "must collapse a planned buffer of the identity layout");
+  return addBuffer(collapse.getResult(), base->second, ptp::Role::Temporary,
+                   "", collapse);
+}
+
 LogicalResult Writer::addFunction(func::FuncOp function) {
   if (function.getNumArguments() != 1)
     return function.emitError("a planned step takes exactly one argument, "
@@ -454,120 +470,20 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
       continue;
     }
     if (auto view = dyn_cast<memref::ViewOp>(op)) {
-      if (view.getSource() != arena)
-        return view.emitOpError("must view the arena argument");
-      std::optional<int64_t> offset =
-          getConstantIntValue(view.getByteShift());
-      if (!offset)
-        return view.emitOpError("needs a constant byte offset");
-      ptp::Role role = ptp::Role::Temporary;
-      StringRef name;
-      auto roleAttr = view->getAttrOfType<StringAttr>(RtDialect::kRoleAttrName);
-      if (roleAttr) {
-        std::optional<ptp::Role> parsed = parseRole(roleAttr.getValue());
-        if (!parsed)
-          return view.emitOpError() << "unknown role " << roleAttr;
-        role = *parsed;
-      }
-      if (auto nameAttr = view->getAttrOfType<StringAttr>(RtDialect::kNameAttrName))
-        name = nameAttr.getValue();
-      if (role == ptp::Role::AxisIndex &&
-          failed(checkAxisIndex(view, name, mesh)))
-        return failure();
-      Attribute shardingAttr =
-          view->getAttr(dist::DistDialect::kLocalShardingAttrName);
-      auto sharding = dyn_cast_or_null<dist::ShardingAttr>(shardingAttr);
-      if (shardingAttr && !sharding)
-        return view.emitOpError()
-               << dist::DistDialect::kLocalShardingAttrName
-               << " must be a #dist.sharding, but is " << shardingAttr;
-      Attribute flatShard =
-          view->getAttr(dist::DistDialect::kFlatShardAttrName);
-      if ((sharding || flatShard) && !roleAttr)
-        return view.emitOpError()
-               << "is a temporary with "
-               << (sharding ? dist::DistDialect::kLocalShardingAttrName
-                            : dist::DistDialect::kFlatShardAttrName)
-               << "; only state buffers are sharded";
-      if (roleAttr) {
-        auto key = std::make_pair(roleAttr.getValue().str(), name.str());
-        if (auto it = stateIndex.find(key); it != stateIndex.end()) {
-          if (stateSharding.lookup(it->second) != shardingAttr ||
-              stateFlatShard.lookup(it->second) != flatShard)
-            return view.emitOpError()
-                   << "is the " << key.first << " " << key.second
-                   << " with another "
-                   << dist::DistDialect::kLocalShardingAttrName
-                   << " than in an earlier function";
-          bufferIndex[view.getResult()] = it->second;
-          bufferOffset[view.getResult()] = *offset;
-          continue;
-        }
-        stateIndex[key] = buffers.size();
-        stateSharding[buffers.size()] = shardingAttr;
-        stateFlatShard[buffers.size()] = flatShard;
-      }
-      if (failed(addBuffer(view.getResult(), *offset, role, name, view,
-                           sharding, flatShard)))
+      if (failed(addArenaView(view, arena)))
         return failure();
       continue;
     }
-    if (auto subview = dyn_cast<memref::SubViewOp>(op)) {
-      auto base = bufferOffset.find(subview.getSource());
-      if (base == bufferOffset.end())
-        return subview.emitOpError("must view a planned buffer");
-      // Layout offsets count from the start of the underlying allocation, so
-      // for a view of a view only the difference to the source's offset is
-      // new.
-      int64_t elementOffset, sourceOffset;
-      SmallVector<int64_t> strides;
-      if (failed(subview.getType().getStridesAndOffset(strides,
-                                                       elementOffset)) ||
-          failed(subview.getSourceType().getStridesAndOffset(strides,
-                                                             sourceOffset)) ||
-          ShapedType::isDynamic(elementOffset) ||
-          ShapedType::isDynamic(sourceOffset))
-        return subview.emitOpError("needs a static offset");
-      if (failed(addBuffer(subview.getResult(),
-                           base->second + (elementOffset - sourceOffset) *
-                                              (subview.getType()
-                                                   .getElementTypeBitWidth() /
-                                               8),
-                           ptp::Role::Temporary, "", subview)))
+    if (isa<memref::SubViewOp, memref::CollapseShapeOp>(op)) {
+      if (failed(addViewOfBuffer(&op)))
         return failure();
       continue;
     }
-    // A contiguous buffer seen flat: its bytes, another shape.
-    if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op)) {
-      auto base = bufferOffset.find(collapse.getSrc());
-      if (base == bufferOffset.end() ||
-          !collapse.getSrcType().getLayout().isIdentity())
-        return collapse.emitOpError(
-            "must collapse a planned buffer of the identity layout");
-      if (failed(addBuffer(collapse.getResult(), base->second,
-                           ptp::Role::Temporary, "", collapse)))
-        return failure();
-      continue;
-    }
-    if (isa<AllGatherOp, ReduceScatterOp>(op)) {
+    if (isa<AllGatherOp, ReduceScatterOp, SendOp, RecvOp, AllReduceOp>(op)) {
       FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
-          addBlockCollective(&op);
-      if (failed(instruction))
-        return failure();
-      instructions.push_back(*instruction);
-      continue;
-    }
-    if (isa<SendOp, RecvOp>(op)) {
-      FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
-          addTransfer(&op);
-      if (failed(instruction))
-        return failure();
-      instructions.push_back(*instruction);
-      continue;
-    }
-    if (auto allReduce = dyn_cast<AllReduceOp>(op)) {
-      FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
-          addAllReduce(allReduce);
+          isa<SendOp, RecvOp>(op)  ? addTransfer(&op)
+          : isa<AllReduceOp>(op) ? addAllReduce(cast<AllReduceOp>(op))
+                                 : addBlockCollective(&op);
       if (failed(instruction))
         return failure();
       instructions.push_back(*instruction);
