@@ -147,6 +147,26 @@ Value sliceBatch(OpBuilder &builder, Location loc, Value tokens,
                                         offsets, sizes, strides);
 }
 
+/// The forward function's arguments as micro-batch `micro` of an entry
+/// point sees them: the parameters are the entry block's first arguments,
+/// the tokens (and the targets, when given) rows [micro*b, (micro+1)*b) of
+/// its stacked `tokens` (`targets`).
+static IRMapping microBatchArguments(OpBuilder &builder, func::FuncOp forward,
+                                     const ForwardSignature &signature,
+                                     Block *body, Value tokens, Value targets,
+                                     int64_t micro, int64_t microBatch) {
+  Location loc = forward.getLoc();
+  IRMapping mapping;
+  for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+    mapping.map(forward.getArgument(arg), body->getArgument(index));
+  mapping.map(forward.getArgument(signature.tokensArg),
+              sliceBatch(builder, loc, tokens, micro, microBatch));
+  if (targets)
+    mapping.map(forward.getArgument(signature.targetsArg),
+                sliceBatch(builder, loc, targets, micro, microBatch));
+  return mapping;
+}
+
 /// @eval_step(params, tokens, targets) -> loss: the forward passes of the
 /// training step's micro-batches and their mean loss, without gradients.
 LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
@@ -194,13 +214,9 @@ LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
   Block &forwardBody = forward.getBody().front();
   Value total;
   for (int64_t micro = 0; micro < microbatches; ++micro) {
-    IRMapping mapping;
-    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
-      mapping.map(forward.getArgument(arg), body->getArgument(index));
-    mapping.map(forward.getArgument(signature.tokensArg),
-                sliceBatch(builder, loc, tokens, micro, microBatch));
-    mapping.map(forward.getArgument(signature.targetsArg),
-                sliceBatch(builder, loc, targets, micro, microBatch));
+    IRMapping mapping = microBatchArguments(builder, forward, signature, body,
+                                            tokens, targets, micro,
+                                            microBatch);
     for (Operation &op : forwardBody.without_terminator())
       builder.clone(op, mapping);
     Value loss =
@@ -291,11 +307,9 @@ LogicalResult buildLogitsStep(ModuleOp module, func::FuncOp forward,
   Value tokens = body->getArgument(numParams);
   SmallVector<Value> results;
   for (int64_t micro = 0; micro < microbatches; ++micro) {
-    IRMapping mapping;
-    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
-      mapping.map(forward.getArgument(arg), body->getArgument(index));
-    mapping.map(forward.getArgument(signature.tokensArg),
-                sliceBatch(builder, loc, tokens, micro, microBatch));
+    IRMapping mapping =
+        microBatchArguments(builder, forward, signature, body, tokens,
+                            /*targets=*/nullptr, micro, microBatch);
     for (Operation &op : forwardBody.without_terminator())
       if (needed.contains(&op))
         builder.clone(op, mapping);
