@@ -81,6 +81,17 @@ grep -E '^step ' failure.log | tail -n 2
 grep -E 'exited on signal|timed out' failure.log || true
 echo "the job stopped: rank $kill_rank lost after step $kill_after; $(grep -E '^(exit|ranks left)' failure.log | paste -sd ' ' -)"
 
+# The kill follows the "step N" line through mpirun's buffered output; on a
+# busy machine a short job can reach its last steps (and their checkpoint)
+# first. Then the resumed runs train past STEPS, so that there is still a
+# curve to compare.
+last=$(grep -oE '^step +[0-9]+' failure.log | tail -n 1 | grep -oE '[0-9]+$' || true)
+if [ "${last:-0}" -ge $((steps - 1)) ]; then
+  steps=$((steps + steps - kill_after))
+  run=(--steps "$steps" --lr "$lr" --eval-every 0)
+  echo "(the job reached step $last before the kill: the resumed runs train to step $steps)"
+fi
+
 echo "== 3. resume on $left ranks: replicas $degraded"
 "$bin/partition-run" --nproc "$left" degraded.ptp "${run[@]}" --resume ckpt \
   --save ckpt-ntp --metrics-out ntp.jsonl | tee ntp.log | grep -E '^(resumed|partition-run|step)' | sed -n '1,3p;$p'
