@@ -112,7 +112,8 @@ def Dist_AxisRole : I32EnumAttr<"AxisRole",
     "what a mesh axis splits", [
   I32EnumAttrCase<"Data", 0, "data">,
   I32EnumAttrCase<"Tensor", 1, "tensor">,
-  I32EnumAttrCase<"Pipeline", 2, "pipeline">
+  I32EnumAttrCase<"Pipeline", 2, "pipeline">,
+  I32EnumAttrCase<"Context", 3, "context">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::partition::dist";
@@ -195,6 +196,18 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
         embedding_tp = 4>
     ```
 
+    A plan with context parallelism (plan.json's mesh.cp > 1) has an axis
+    of role `context` over which every activation is split along the
+    sequence, and records `context_chunks = N`, the chunks each sequence is
+    cut into and fed in layout order (2 x cp with zigzag load balance: rank
+    r holds chunks r and 2 cp - 1 - r; cp without), and `context_method`
+    (`"all_gather"`, the default, or `"ring"`), how attention reaches the
+    other ranks' keys and values (docs/context-parallel.md):
+    ```mlir
+    #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline,
+        cp = context, tp = tensor], ..., context_chunks = 4>
+    ```
+
     Constraints (the attribute's verifier):
     - axis names are unique and non-empty, and each role has one axis at
       most, but tensor, which may span several (the first major: with
@@ -205,7 +218,10 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
       fp32 or bf16;
     - budget_bytes > 0 with recompute = budget, absent (0) otherwise;
     - vocab_multiple >= 1;
-    - every layer_tp degree >= 1, embedding_tp >= 0.
+    - every layer_tp degree >= 1, embedding_tp >= 0;
+    - context_chunks >= 0, positive exactly when an axis has the context
+      role and then a multiple of its size; context_method is all_gather
+      or ring.
 
     Constraints (on the module that carries it): the mesh symbol names a
     `dist.mesh` of the module, and every plan axis is an axis of it.
@@ -227,13 +243,18 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
         "the tensor-parallel degree of each layer">:$layer_tp,
     DefaultValuedParameter<"int64_t", "0",
         "the embedding / LM head's tensor-parallel degree; 0: all tensor "
-        "axes">:$embedding_tp
+        "axes">:$embedding_tp,
+    DefaultValuedParameter<"int64_t", "0",
+        "with a context axis: the chunks each sequence is cut into, in "
+        "layout order (2 x cp zigzag, cp contiguous); 0 without one">:$context_chunks,
+    StringRefParameter<"how attention crosses the context axis",
+                       "\"all_gather\"">:$context_method
   );
   let assemblyFormat = [{
     `<` `mesh` `=` $mesh `,` `axes` `=` custom<PlanAxes>($axes) `,`
     struct($sequence_parallel, $schedule, $microbatches, $zero_stage,
            $recompute, $budget_bytes, $precision, $vocab_multiple,
-           $layer_tp, $embedding_tp) `>`
+           $layer_tp, $embedding_tp, $context_chunks, $context_method) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

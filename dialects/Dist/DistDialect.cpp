@@ -276,7 +276,8 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t zeroStage, RecomputePolicy recompute,
                                int64_t budgetBytes, StringRef precision,
                                int64_t vocabMultiple, DenseI64ArrayAttr layerTp,
-                               int64_t embeddingTp) {
+                               int64_t embeddingTp, int64_t contextChunks,
+                               StringRef contextMethod) {
   if (vocabMultiple < 1)
     return emitError() << "vocab_multiple must be at least 1, got "
                        << vocabMultiple;
@@ -293,7 +294,7 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!mesh)
     return emitError() << "the plan needs a mesh symbol";
   llvm::StringSet<> names;
-  std::optional<PlanAxisAttr> byRole[3];
+  std::optional<PlanAxisAttr> byRole[4];
   for (PlanAxisAttr axis : axes) {
     if (!axis)
       return emitError() << "the plan's axes must be #dist.axis attributes";
@@ -312,6 +313,17 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          << "; give each role one axis";
     slot = axis;
   }
+  bool hasContext = byRole[static_cast<unsigned>(AxisRole::Context)].has_value();
+  if (contextChunks < 0 || (contextChunks > 0) != hasContext)
+    return emitError() << "context_chunks = " << contextChunks
+                       << (hasContext ? ", but the plan has a context axis: "
+                                        "give the chunks each sequence is "
+                                        "cut into"
+                                      : ", but the plan has no context axis "
+                                        "(leave it out)");
+  if (contextMethod != "all_gather" && contextMethod != "ring")
+    return emitError() << "context_method must be all_gather or ring, got \""
+                       << contextMethod << "\"";
   if (!llvm::is_contained(kSchedules, schedule))
     return emitError() << "schedule must be one of gpipe, 1f1b, "
                           "interleaved-1f1b, zero-bubble, got \""
@@ -371,6 +383,19 @@ static LogicalResult verifyPlanOn(Operation *op, Attribute value) {
                              << stringifyAxisRole(axis.getRole())
                              << ") is not an axis of the mesh "
                              << plan.getMesh();
+  if (std::optional<StringRef> context = plan.getAxis(AxisRole::Context)) {
+    int64_t size = 1;
+    for (auto [axisName, axisSize] :
+         llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
+      if (cast<StringAttr>(axisName).getValue() == *context)
+        size = axisSize;
+    if (plan.getContextChunks() % size != 0)
+      return op->emitError()
+             << "'" << name << "': context_chunks = "
+             << plan.getContextChunks()
+             << " is not a multiple of the context axis '" << *context
+             << "' (size " << size << ")";
+  }
   return success();
 }
 

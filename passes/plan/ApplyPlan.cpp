@@ -93,6 +93,8 @@ dist::AxisRole toAxisRole(Plan::AxisRole role) {
     return dist::AxisRole::Tensor;
   case Plan::AxisRole::Pipeline:
     return dist::AxisRole::Pipeline;
+  case Plan::AxisRole::Context:
+    return dist::AxisRole::Context;
   }
   llvm_unreachable("unknown Plan::AxisRole");
 }
@@ -187,7 +189,9 @@ dist::PlanAttr toAttr(const Plan &plan, ArrayRef<Plan::Axis> meshAxes,
       plan.zero.stage,
       *dist::symbolizeRecomputePolicy(plan.recompute.policy),
       plan.recompute.budgetBytes, plan.precision,
-      plan.tensorParallel.vocabMultiple, layerTp, embeddingTp);
+      plan.tensorParallel.vocabMultiple, layerTp, embeddingTp,
+      plan.mesh.cp > 1 ? plan.contextParallel.chunks(plan.mesh.cp) : 0,
+      plan.contextParallel.method);
 }
 
 struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {

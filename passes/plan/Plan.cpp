@@ -379,7 +379,8 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
   bool failed = false;
   ObjectReader top(*root, "",
                    {"mesh", "tensor_parallel", "pipeline", "zero",
-                    "recompute", "precision", "replicas", "overlap"},
+                    "recompute", "precision", "replicas", "overlap",
+                    "context_parallel"},
                    fileName, emitError, failed);
   auto reader = [&](StringRef key, ArrayRef<StringRef> known)
       -> std::optional<ObjectReader> {
@@ -388,18 +389,28 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
     return std::nullopt;
   };
   if (auto mesh = reader("mesh", {Plan::kDataAxis, Plan::kTensorAxis,
-                                  Plan::kPipelineAxis})) {
+                                  Plan::kPipelineAxis, Plan::kContextAxis})) {
     mesh->positive(Plan::kDataAxis, plan.mesh.dp);
     mesh->positive(Plan::kTensorAxis, plan.mesh.tp);
     mesh->positive(Plan::kPipelineAxis, plan.mesh.pp);
+    mesh->positive(Plan::kContextAxis, plan.mesh.cp);
     int64_t devices = 0;
     if (llvm::MulOverflow(plan.mesh.dp, plan.mesh.tp, devices) ||
         llvm::MulOverflow(devices, plan.mesh.pp, devices) ||
+        llvm::MulOverflow(devices, plan.mesh.cp, devices) ||
         devices > Plan::kMaxDevices)
-      mesh->error("the mesh of dp " + Twine(plan.mesh.dp) + " x tp " +
-                  Twine(plan.mesh.tp) + " x pp " + Twine(plan.mesh.pp) +
+      mesh->error("the mesh of dp " + Twine(plan.mesh.dp) + " x cp " +
+                  Twine(plan.mesh.cp) + " x tp " + Twine(plan.mesh.tp) +
+                  " x pp " + Twine(plan.mesh.pp) +
                   " devices is larger than the " + Twine(Plan::kMaxDevices) +
                   " supported");
+  }
+  if (auto context = reader("context_parallel", {"method", "load_balance"})) {
+    plan.contextParallel.given = true;
+    context->choice("method", plan.contextParallel.method,
+                    {"all_gather", "ring"});
+    context->choice("load_balance", plan.contextParallel.loadBalance,
+                    {"zigzag", "none"});
   }
   if (auto tp = reader("tensor_parallel",
                        {"sequence_parallel", "vocab_multiple", "per_layer",
@@ -456,7 +467,7 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
 
 int64_t Plan::devices() const {
   if (replicas.empty())
-    return mesh.dp * mesh.tp * mesh.pp;
+    return mesh.dp * mesh.cp * mesh.tp * mesh.pp;
   int64_t sum = 0;
   for (const Replica &replica : replicas)
     sum += replica.tp;
@@ -500,10 +511,14 @@ Plan::replicaRows(int64_t batch, size_t index) const {
                         batch / sum * replicas[index].batchShare);
 }
 
-llvm::SmallVector<Plan::Axis, 3> Plan::axes() const {
-  return {{kDataAxis, AxisRole::Data, mesh.dp},
-          {kPipelineAxis, AxisRole::Pipeline, mesh.pp},
-          {kTensorAxis, AxisRole::Tensor, mesh.tp}};
+llvm::SmallVector<Plan::Axis, 4> Plan::axes() const {
+  llvm::SmallVector<Axis, 4> axes = {{kDataAxis, AxisRole::Data, mesh.dp},
+                                      {kPipelineAxis, AxisRole::Pipeline,
+                                       mesh.pp}};
+  if (mesh.cp > 1)
+    axes.push_back({kContextAxis, AxisRole::Context, mesh.cp});
+  axes.push_back({kTensorAxis, AxisRole::Tensor, mesh.tp});
+  return axes;
 }
 
 int64_t Plan::layerTp(int64_t layer) const {

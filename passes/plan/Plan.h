@@ -35,9 +35,11 @@ namespace partition {
 
 struct Plan {
   struct Mesh {
-    int64_t dp = 1, tp = 1, pp = 1;
+    /// cp: context parallelism, the sequence split over ranks
+    /// (docs/context-parallel.md).
+    int64_t dp = 1, tp = 1, pp = 1, cp = 1;
   } mesh;
-  /// The most devices a mesh may have (dp x tp x pp), far beyond any
+  /// The most devices a mesh may have (dp x cp x tp x pp), far beyond any
   /// cluster, so that no size computed from the mesh overflows.
   static constexpr int64_t kMaxDevices = int64_t(1) << 24;
   struct TensorParallel {
@@ -91,6 +93,23 @@ struct Plan {
   struct Zero {
     int64_t stage = 0;
   } zero;
+  /// How attention crosses the sequence split of mesh.cp > 1.
+  struct ContextParallel {
+    /// all_gather (Llama 3: keys and values all-gathered, their gradients
+    /// reduce-scattered) or ring.
+    std::string method = "all_gather";
+    /// zigzag: each sequence cut into 2 x cp chunks, rank r holding chunks
+    /// r and 2 cp - 1 - r so that causal attention's work is even; none:
+    /// rank r holds the r-th contiguous block.
+    std::string loadBalance = "zigzag";
+    /// Whether plan.json gave the object (refused without cp > 1).
+    bool given = false;
+    /// The chunks a sequence is cut into for the layout: 2 x cp with
+    /// zigzag, else cp.
+    int64_t chunks(int64_t cp) const {
+      return loadBalance == "zigzag" ? 2 * cp : cp;
+    }
+  } contextParallel;
   /// Communication hidden behind computation (--rt-overlap-collectives):
   /// on by default.
   struct Overlap {
@@ -143,7 +162,7 @@ struct Plan {
 
   /// What a mesh axis splits: dist::AxisRole without MLIR (this header
   /// links without it); ApplyPlan.cpp converts (toAxisRole).
-  enum class AxisRole { Data, Tensor, Pipeline };
+  enum class AxisRole { Data, Tensor, Pipeline, Context };
   /// The names of the mesh's axes: plan.json's fields under "mesh"
   /// (spelled once, in PlanAxisNames.h). Everyone else looks axes up by
   /// role or uses these.
@@ -151,6 +170,7 @@ struct Plan {
   static constexpr llvm::StringLiteral kTensorAxis = planfile::kTensorAxis;
   static constexpr llvm::StringLiteral kPipelineAxis =
       planfile::kPipelineAxis;
+  static constexpr llvm::StringLiteral kContextAxis = planfile::kContextAxis;
   /// A mesh axis: its name (plan.json's field under "mesh"), its role and
   /// its size.
   struct Axis {
@@ -158,8 +178,12 @@ struct Plan {
     AxisRole role;
     int64_t size;
   };
-  /// The mesh's axes in mesh order (dp, pp, tp), size-1 axes included.
-  llvm::SmallVector<Axis, 3> axes() const;
+  /// The mesh's axes in mesh order (dp, pp, cp, tp), size-1 axes included
+  /// but cp, which is there only when cp > 1 (so plans without context
+  /// parallelism keep their mesh). tp varies fastest, then cp: as
+  /// Megatron-LM numbers ranks, the ranks of a context group are one
+  /// tensor group apart.
+  llvm::SmallVector<Axis, 4> axes() const;
 
   /// Whether parts of the model have their own tensor-parallel degree
   /// (tensor_parallel.per_layer or .embedding).

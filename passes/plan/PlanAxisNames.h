@@ -2,7 +2,7 @@
 //
 // The names of the mesh's axes: plan.json's fields under "mesh", spelled
 // once here. The plan reader (Plan.h) gives them as Plan::kDataAxis,
-// kTensorAxis and kPipelineAxis; the planner, which writes plans in plain
+// kTensorAxis, kPipelineAxis and kContextAxis; the planner, which writes plans in plain
 // C++ without LLVM, uses these. Everyone else looks an axis up by its role
 // or uses Plan's constants.
 //
@@ -16,6 +16,7 @@ namespace partition::planfile {
 inline constexpr char kDataAxis[] = "dp";
 inline constexpr char kTensorAxis[] = "tp";
 inline constexpr char kPipelineAxis[] = "pp";
+inline constexpr char kContextAxis[] = "cp";
 
 } // namespace partition::planfile
 

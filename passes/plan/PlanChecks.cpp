@@ -189,6 +189,24 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
       error("tensor_parallel.sequence_parallel: seq_len " + Twine(*seqLen) +
             " is not divisible by mesh.tp = " + Twine(mesh.tp));
   }
+  // Context parallelism cuts each sequence into chunks (2 x cp with the
+  // zigzag load balance), each rank's share of them further split over tp
+  // with sequence parallelism.
+  if (auto seqLen = model.seqLen; seqLen && mesh.cp > 1) {
+    int64_t chunks = plan.contextParallel.chunks(mesh.cp);
+    bool zigzag = plan.contextParallel.loadBalance == "zigzag";
+    if (*seqLen % chunks != 0)
+      error("mesh.cp = " + Twine(mesh.cp) + ": seq_len " + Twine(*seqLen) +
+            " does not split into " + Twine(chunks) + " equal chunks" +
+            (zigzag ? " (2 x cp, the zigzag load balance)" : "") +
+            "; use a seq_len that is a multiple of " + Twine(chunks) +
+            (zigzag ? " or context_parallel.load_balance \"none\"" : ""));
+    else if (plan.tensorParallel.sequenceParallel &&
+             *seqLen % (mesh.cp * mesh.tp) != 0)
+      error("mesh.cp = " + Twine(mesh.cp) + " with sequence parallelism: "
+            "seq_len " + Twine(*seqLen) + " is not divisible by mesh.cp x "
+            "mesh.tp = " + Twine(mesh.cp * mesh.tp));
+  }
   if (mesh.pp > 1 && plan.pipeline.microbatches < mesh.pp)
     error("pipeline.microbatches = " + Twine(plan.pipeline.microbatches) +
           " is fewer than mesh.pp = " + Twine(mesh.pp) +
@@ -219,6 +237,23 @@ struct NotImplemented {
 /// itself to passes/CompileFlow.cpp), so that no field is ever silently
 /// ignored.
 const std::vector<NotImplemented> kNotImplemented = {
+    {"context_parallel.method",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.mesh.cp == 1 || plan.contextParallel.method != "ring")
+         return std::nullopt;
+       return std::string("\"ring\"");
+     },
+     "ring attention (send/recv of key-value blocks merged by their "
+     "log-sum-exp)",
+     "use context_parallel.method \"all_gather\" (Llama 3's method)"},
+    {"mesh.cp with replicas",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.replicas.empty() || plan.mesh.cp == 1)
+         return std::nullopt;
+       return std::to_string(plan.mesh.cp);
+     },
+     "context parallelism inside nonuniform replicas",
+     "leave out mesh.cp or the replicas"},
     {"replicas with mesh.pp",
      [](const Plan &plan) -> std::optional<std::string> {
        if (plan.replicas.empty() || plan.mesh.pp == 1)
@@ -279,6 +314,9 @@ LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
     refuse("pipeline.schedule \"" + Twine(*plan.pipeline.schedule) +
            "\" does nothing without pipeline parallelism (mesh.pp = 1); "
            "give mesh.pp > 1 or leave out pipeline.schedule");
+  if (plan.contextParallel.given && plan.mesh.cp == 1)
+    refuse("context_parallel does nothing without context parallelism "
+           "(mesh.cp = 1); give mesh.cp > 1 or leave out context_parallel");
   if (plan.tensorParallel.vocabMultipleGiven && plan.mesh.tp == 1)
     refuse("tensor_parallel.vocab_multiple = " +
            Twine(plan.tensorParallel.vocabMultiple) +
