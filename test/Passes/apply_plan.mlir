@@ -35,7 +35,7 @@
 // CHECK-UNKNOWN-TOP: error: {{.*}}plan_unknown_top.json: unknown field 'pipline' (known: mesh, tensor_parallel, pipeline, zero, recompute, precision, replicas, overlap, context_parallel)
 
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_unknown_nested.json 2>&1 | FileCheck %s --check-prefix=CHECK-UNKNOWN-NESTED
-// CHECK-UNKNOWN-NESTED: error: {{.*}}plan_unknown_nested.json: unknown field 'mesh.ep' (known: dp, tp, pp)
+// CHECK-UNKNOWN-NESTED: error: {{.*}}plan_unknown_nested.json: unknown field 'mesh.ep' (known: dp, tp, pp, cp)
 
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_dp_zero.json 2>&1 | FileCheck %s --check-prefix=CHECK-DP-ZERO
 // CHECK-DP-ZERO: error: {{.*}}plan_dp_zero.json: mesh.dp must be a positive integer, got 0
