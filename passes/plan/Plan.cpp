@@ -399,8 +399,9 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
         llvm::MulOverflow(devices, plan.mesh.pp, devices) ||
         llvm::MulOverflow(devices, plan.mesh.cp, devices) ||
         devices > Plan::kMaxDevices)
-      mesh->error("the mesh of dp " + Twine(plan.mesh.dp) + " x cp " +
-                  Twine(plan.mesh.cp) + " x tp " + Twine(plan.mesh.tp) +
+      mesh->error("the mesh of dp " + Twine(plan.mesh.dp) +
+                  (plan.mesh.cp > 1 ? " x cp " + Twine(plan.mesh.cp) : "") +
+                  " x tp " + Twine(plan.mesh.tp) +
                   " x pp " + Twine(plan.mesh.pp) +
                   " devices is larger than the " + Twine(Plan::kMaxDevices) +
                   " supported");
