@@ -104,7 +104,7 @@
 
 // A message is one line: control characters in keys are escaped.
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_key_newline.json 2>&1 | FileCheck %s --check-prefix=CHECK-KEY-NEWLINE
-// CHECK-KEY-NEWLINE: error: {{.*}}plan_key_newline.json: unknown field 'mesh.d\0Ap' (known: dp, tp, pp){{$}}
+// CHECK-KEY-NEWLINE: error: {{.*}}plan_key_newline.json: unknown field 'mesh.d\0Ap' (known: dp, tp, pp, cp){{$}}
 
 // Every error is reported, not only the first.
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_many.json 2>&1 | FileCheck %s --check-prefix=CHECK-MANY
