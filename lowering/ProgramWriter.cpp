@@ -548,6 +548,8 @@ void finishProgram(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module,
             return ptp::AxisRole::Tensor;
           case dist::AxisRole::Pipeline:
             return ptp::AxisRole::Pipeline;
+          case dist::AxisRole::Context:
+            return ptp::AxisRole::Context;
           }
     return ptp::AxisRole::None;
   };
@@ -559,9 +561,13 @@ void finishProgram(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module,
       meshAxes.push_back(ptp::CreateMeshAxisDirect(fbb, axis.str().c_str(),
                                                    size, roleOf(axis)));
     }
+  // Context parallelism's zigzag: the order the tokens are fed in.
+  int64_t sequenceChunks =
+      plan && plan.getContextChunks() > 1 ? plan.getContextChunks() : 0;
   auto program = ptp::CreateProgramDirect(
       fbb, ptp::kSchemaVersion, model.c_str(), train.c_str(),
-      mesh ? &meshAxes : nullptr, &streams);
+      mesh ? &meshAxes : nullptr, &streams, /*replicas=*/nullptr,
+      sequenceChunks);
   ptp::FinishProgramBuffer(fbb, program);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());

@@ -72,7 +72,8 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   pm.addPass(createTrainStepPass(step));
 
   // The partitioner.
-  bool sharded = plan && (plan->mesh.dp > 1 || plan->mesh.tp > 1);
+  bool sharded = plan && (plan->mesh.dp > 1 || plan->mesh.tp > 1 ||
+                          plan->mesh.cp > 1);
   bool pipelined = plan && plan->mesh.pp > 1;
   int64_t bucketBytes = static_cast<int64_t>(options.bucketMb * 1024 * 1024);
   if (sharded) {

@@ -199,8 +199,10 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     A plan with context parallelism (plan.json's mesh.cp > 1) has an axis
     of role `context` over which every activation is split along the
     sequence, and records `context_chunks = N`, the chunks each sequence is
-    cut into and fed in layout order (2 x cp with zigzag load balance: rank
-    r holds chunks r and 2 cp - 1 - r; cp without), and `context_method`
+    cut into and reordered for the layout (`xfmr.sequence_positions`): 2 x
+    cp with the zigzag load balance (chunk order 0, 2cp-1, 1, 2cp-2, ...:
+    rank r holds chunks r and 2 cp - 1 - r), 1 without (rank r holds the
+    r-th block), and `context_method`
     (`"all_gather"`, the default, or `"ring"`), how attention reaches the
     other ranks' keys and values (docs/context-parallel.md):
     ```mlir
@@ -220,8 +222,8 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     - vocab_multiple >= 1;
     - every layer_tp degree >= 1, embedding_tp >= 0;
     - context_chunks >= 0, positive exactly when an axis has the context
-      role and then a multiple of its size; context_method is all_gather
-      or ring.
+      role, and then 1 or twice its size; context_method is all_gather or
+      ring.
 
     Constraints (on the module that carries it): the mesh symbol names a
     `dist.mesh` of the module, and every plan axis is an axis of it.
@@ -245,8 +247,8 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
         "the embedding / LM head's tensor-parallel degree; 0: all tensor "
         "axes">:$embedding_tp,
     DefaultValuedParameter<"int64_t", "0",
-        "with a context axis: the chunks each sequence is cut into, in "
-        "layout order (2 x cp zigzag, cp contiguous); 0 without one">:$context_chunks,
+        "with a context axis: the chunks each sequence is cut into and "
+        "reordered (2 x cp zigzag, 1 natural order); 0 without one">:$context_chunks,
     StringRefParameter<"how attention crosses the context axis",
                        "\"all_gather\"">:$context_method
   );

@@ -389,12 +389,12 @@ static LogicalResult verifyPlanOn(Operation *op, Attribute value) {
          llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
       if (cast<StringAttr>(axisName).getValue() == *context)
         size = axisSize;
-    if (plan.getContextChunks() % size != 0)
+    if (plan.getContextChunks() != 1 && plan.getContextChunks() != 2 * size)
       return op->emitError()
              << "'" << name << "': context_chunks = "
-             << plan.getContextChunks()
-             << " is not a multiple of the context axis '" << *context
-             << "' (size " << size << ")";
+             << plan.getContextChunks() << " is neither 1 (natural order) "
+             << "nor twice the context axis '" << *context << "' (size "
+             << size << ", the zigzag layout)";
   }
   return success();
 }

@@ -89,6 +89,7 @@ LogicalResult bucketStep(func::FuncOp step, int64_t bucketBytes) {
     int64_t bytes = saturatedByteSize(reduce->getOperand(0).getType());
     Bucket *open = buckets.empty() ? nullptr : &buckets.back();
     if (loss || !open || open->isLoss || open->bytes >= bucketBytes ||
+        open->members.front().getAxesAttr() != reduce.getAxesAttr() ||
         open->bytes + bytes > bucketBytes ||
         definedAt(reduce) >= open->firstUse) {
       buckets.emplace_back();

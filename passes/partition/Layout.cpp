@@ -81,6 +81,7 @@ FailureOr<PartitionMesh> lookupPartitionMesh(ModuleOp module) {
     return axis && mesh.shape.find(*axis) >= 0 ? *axis : StringRef();
   };
   mesh.dataAxis = axisFor(dist::AxisRole::Data);
+  mesh.contextAxis = axisFor(dist::AxisRole::Context);
   for (dist::PlanAxisAttr axis : plan.getAxes())
     if (axis.getRole() == dist::AxisRole::Tensor &&
         mesh.shape.find(axis.getName()) >= 0)
@@ -133,6 +134,13 @@ Axes PartitionMesh::tensorAxesOf(std::optional<int64_t> layer) const {
   }
   axes.resize(length);
   return axes;
+}
+
+bool PartitionMesh::isDataSum(ArrayRef<StringRef> axes) const {
+  return !axes.empty() && llvm::all_of(axes, [&](StringRef axis) {
+    return (!dataAxis.empty() && axis == dataAxis) ||
+           (!contextAxis.empty() && axis == contextAxis);
+  });
 }
 
 bool PartitionMesh::isPartAxes(ArrayRef<StringRef> axes) const {
@@ -243,20 +251,36 @@ Layout recordedArgumentLayout(func::FuncOp step, unsigned index) {
                           step.getArgument(index).getType());
 }
 
-bool scattersSequence(const PartitionMesh &mesh, const Layout &layout,
-                      OpOperand &use) {
+/// Whether `use` may take a rank-3 activation (batch, sequence, features)
+/// split along its sequence over `axes`: the dimension is not split yet,
+/// divides evenly, and the op's sequence factor is not opaque (or the op
+/// partitions it itself).
+static bool takesSequenceBlocks(const PartitionMesh &mesh,
+                                const Layout &layout, OpOperand &use,
+                                ArrayRef<StringRef> axes) {
   auto type = cast<RankedTensorType>(use.get().getType());
   auto ruled = dyn_cast<xfmr::ShardingRuleOpInterface>(use.getOwner());
-  if (!mesh.sequenceParallel || !mesh.hasTensor() ||
-      !mesh.isPartAxes(layout.partial) || type.getRank() != 3 ||
-      !layout.dims[kSequenceDim].empty() || !ruled ||
-      type.getDimSize(kSequenceDim) % mesh.shardsOf(layout.partial) != 0)
+  if (type.getRank() != 3 || !layout.dims[kSequenceDim].empty() || !ruled ||
+      type.getDimSize(kSequenceDim) % mesh.shardsOf(axes) != 0)
     return false;
   xfmr::ShardingRule rule = ruled.getShardingRule();
   int factor = rule.getOperand(use.getOperandNumber())[kSequenceDim];
   return factor != xfmr::ShardingRule::kNoFactor &&
          (!rule.getFactors()[factor].opaque ||
           rule.getFactors()[factor].partitionedByOp);
+}
+
+bool scattersContext(const PartitionMesh &mesh, const Layout &layout,
+                     OpOperand &use) {
+  return mesh.hasContext() && layout.partial == Axes{mesh.contextAxis} &&
+         takesSequenceBlocks(mesh, layout, use, layout.partial);
+}
+
+bool scattersSequence(const PartitionMesh &mesh, const Layout &layout,
+                      OpOperand &use) {
+  return mesh.sequenceParallel && mesh.hasTensor() &&
+         mesh.isPartAxes(layout.partial) &&
+         takesSequenceBlocks(mesh, layout, use, layout.partial);
 }
 
 } // namespace partition

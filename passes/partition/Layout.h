@@ -56,6 +56,9 @@ struct PartitionMesh {
   dist::MeshShape shape;
   /// The axis the batch is split over (empty: none).
   llvm::StringRef dataAxis;
+  /// The axis the sequence is split over (context parallelism; empty:
+  /// none). Parameters are replicated over it, like over the data axis.
+  llvm::StringRef contextAxis;
   /// The axes Megatron-style tensor parallelism splits weights over, major
   /// first: the plan's tp, or, with fewer key-value heads than tp, the axis
   /// of the key-value heads and the one their replicas span (ApplyPlan.cpp).
@@ -83,6 +86,13 @@ struct PartitionMesh {
   /// Axes in mesh order (a collective's group is a set).
   Axes inMeshOrder(llvm::ArrayRef<llvm::StringRef> axes) const;
   bool hasData() const { return !dataAxis.empty() && sizeOf(dataAxis) > 1; }
+  bool hasContext() const {
+    return !contextAxis.empty() && sizeOf(contextAxis) > 1;
+  }
+  /// Whether a partial sum over `axes` is a gradient summed over the ranks
+  /// that hold the same parameters: the data axis, the context axis or
+  /// both. Such sums wait for a gradient bucket (--dist-bucket-gradients).
+  bool isDataSum(llvm::ArrayRef<llvm::StringRef> axes) const;
   bool hasTensor() const {
     return shardsOf(tensorAxes) > 1;
   }
@@ -126,6 +136,13 @@ inline constexpr llvm::StringLiteral kOperandShardingsAttrName =
 /// agree on it, so both ask here.
 bool scattersSequence(const PartitionMesh &mesh, const Layout &layout,
                       mlir::OpOperand &use);
+
+/// With context parallelism: whether `use` takes its value, a partial sum
+/// over the context axis alone (the key and value gradients of attention,
+/// whose local queries saw every key), as sequence blocks over it (a
+/// reduce_scatter along the sequence, Llama 3's dK / dV) rather than whole.
+bool scattersContext(const PartitionMesh &mesh, const Layout &layout,
+                     mlir::OpOperand &use);
 
 /// The parameter argument `value` is, read through layout-preserving ops (a
 /// cast, with mixed precision) and all-gathers (ZeRO-3's, or a gather the

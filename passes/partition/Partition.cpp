@@ -196,7 +196,9 @@ Value StepPartition::reduceForBucket(Value value) {
     builder.setInsertionPointAfterValue(value);
   auto reduce = dist::AllReduceOp::create(
       builder, value.getLoc(), TypeRange{value.getType()}, ValueRange{value},
-      mesh.symbol, builder.getStrArrayAttr({mesh.dataAxis}),
+      mesh.symbol,
+      builder.getStrArrayAttr(
+          ArrayRef<StringRef>(mesh.inMeshOrder(layoutOf(value).partial))),
       dist::ReduceKindAttr::get(step.getContext(), dist::ReduceKind::Sum));
   reduce->setAttr(dist::DistDialect::kLabelAttrName,
                   builder.getStringAttr(kUnbucketedLabel));
@@ -211,7 +213,9 @@ Value StepPartition::reduceForBucket(Value value) {
 
 void StepPartition::completeSum(OpOperand &use) {
   Layout layout = layoutOf(use.get());
-  if (layout.partial == Axes{mesh.dataAxis})
+  if (scattersContext(mesh, layout, use))
+    use.set(scatterSequenceNow(use.get()));
+  else if (mesh.isDataSum(layout.partial))
     use.set(reduceForBucket(use.get()));
   else if (scattersSequence(mesh, layout, use))
     use.set(scatterSequenceNow(use.get()));

@@ -223,8 +223,9 @@ LogicalResult StepPropagation::applySeeds() {
 
 Layout StepPropagation::completedSum(OpOperand &use) const {
   Layout layout = layoutOf(use.get());
-  if (layout.partial != Axes{mesh.dataAxis} &&
-      scattersSequence(mesh, layout, use))
+  if (scattersContext(mesh, layout, use) ||
+      (!mesh.isDataSum(layout.partial) &&
+       scattersSequence(mesh, layout, use)))
     layout.dims[kSequenceDim] = layout.partial;
   layout.partial.clear();
   return layout;
@@ -293,7 +294,11 @@ LogicalResult StepPropagation::propagateSlice(tensor::ExtractSliceOp slice) {
     ArrayRef<int64_t> sizes = slice.getStaticSizes();
     llvm::SmallBitVector dropped = slice.getDroppedDims();
     for (auto [dim, axes] : llvm::enumerate(source.dims)) {
-      if (axes.empty())
+      // A dimension taken whole keeps its split (a micro-batch's rows of
+      // sequences split over the context axis).
+      if (axes.empty() ||
+          (!dropped.test(dim) && offsets[dim] == 0 &&
+           sizes[dim] == slice.getSourceType().getDimSize(dim)))
         continue;
       // Only rows split over the data axis may be sliced locally (the
       // micro-batches of gradient accumulation).

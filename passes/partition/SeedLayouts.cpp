@@ -4,7 +4,11 @@
 // every input of the training and evaluation steps that has a batch
 // dimension (the tokens and targets) is annotated `dist.sharding` split on
 // dimension 0 over it, so that data-parallel rank r holds rows
-// [r B/dp, (r+1) B/dp). Arguments the user annotated keep their annotation
+// [r B/dp, (r+1) B/dp). The plan's context axis, if any, splits their
+// sequence (dimension 1): context-parallel rank r holds the r-th block of
+// each sequence in layout order (the runtime feeds the zigzag chunks; the
+// attention ops' explicit positions say where each token was). Arguments
+// the user annotated keep their annotation
 // (annotations win); annotations are checked here: on the plan's mesh, and
 // whole or split, never partial.
 //
@@ -43,21 +47,29 @@ LogicalResult seedStep(func::FuncOp step, const PartitionMesh &mesh) {
       continue;
     }
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!mesh.hasData() || !type || type.getRank() == 0 ||
+    if ((!mesh.hasData() && !mesh.hasContext()) || !type ||
+        type.getRank() == 0 ||
         !step.getArgAttr(index, xfmr::XfmrDialect::kInputAttrName))
       continue;
     Layout rows = Layout::replicated(type);
-    rows.dims[0] = {mesh.dataAxis};
-    if (type.getDimSize(0) % mesh.sizeOf(mesh.dataAxis) != 0)
+    auto split = [&](int64_t dim, StringRef axis) -> LogicalResult {
+      rows.dims[dim] = {axis};
+      if (type.getDimSize(dim) % mesh.sizeOf(axis) == 0)
+        return success();
       return step.emitError()
              << "the "
              << step.getArgAttrOfType<StringAttr>(
                         index, xfmr::XfmrDialect::kInputAttrName)
                     .getValue()
-             << " batch has " << type.getDimSize(0)
-             << " elements in dimension 0, which do not split evenly over "
-             << describe({mesh.dataAxis}) << " ("
-             << mesh.sizeOf(mesh.dataAxis) << " blocks)";
+             << " batch has " << type.getDimSize(dim) << " elements in dimension "
+             << dim << ", which do not split evenly over " << describe({axis})
+             << " (" << mesh.sizeOf(axis) << " blocks)";
+    };
+    if (mesh.hasData() && failed(split(0, mesh.dataAxis)))
+      return failure();
+    if (mesh.hasContext() && type.getRank() >= 2 &&
+        failed(split(1, mesh.contextAxis)))
+      return failure();
     step.setArgAttr(index, dist::DistDialect::kShardingAttrName,
                     rows.toAttr(step.getContext(), meshName));
   }
@@ -72,8 +84,10 @@ struct SeedLayoutsPass : impl::SeedLayoutsPassBase<SeedLayoutsPass> {
     FailureOr<PartitionMesh> mesh = lookupPartitionMesh(module);
     if (failed(mesh))
       return signalPassFailure();
-    if (!dataParallel)
+    if (!dataParallel) {
       mesh->dataAxis = "";
+      mesh->contextAxis = "";
+    }
     SmallVector<func::FuncOp> steps = stepsToPartition(module);
     if (steps.empty()) {
       module.emitError(

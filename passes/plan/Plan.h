@@ -104,10 +104,12 @@ struct Plan {
     std::string loadBalance = "zigzag";
     /// Whether plan.json gave the object (refused without cp > 1).
     bool given = false;
-    /// The chunks a sequence is cut into for the layout: 2 x cp with
-    /// zigzag, else cp.
+    /// The chunks a sequence is cut into and reordered for the layout
+    /// (xfmr.sequence_positions): 2 x cp with zigzag (chunk order 0,
+    /// 2cp-1, 1, 2cp-2, ...: rank r's block is chunks r and 2cp-1-r), 1
+    /// (the natural order: rank r's block is the r-th) without.
     int64_t chunks(int64_t cp) const {
-      return loadBalance == "zigzag" ? 2 * cp : cp;
+      return loadBalance == "zigzag" ? 2 * cp : 1;
     }
   } contextParallel;
   /// Communication hidden behind computation (--rt-overlap-collectives):

@@ -193,8 +193,8 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
   // zigzag load balance), each rank's share of them further split over tp
   // with sequence parallelism.
   if (auto seqLen = model.seqLen; seqLen && mesh.cp > 1) {
-    int64_t chunks = plan.contextParallel.chunks(mesh.cp);
     bool zigzag = plan.contextParallel.loadBalance == "zigzag";
+    int64_t chunks = zigzag ? 2 * mesh.cp : mesh.cp;
     if (*seqLen % chunks != 0)
       error("mesh.cp = " + Twine(mesh.cp) + ": seq_len " + Twine(*seqLen) +
             " does not split into " + Twine(chunks) + " equal chunks" +

@@ -483,6 +483,13 @@ Program Program::parse(const uint8_t *data, size_t size,
 
   Program program;
   program.mesh = readMesh(*file, origin);
+  if (int64_t chunks = file->sequence_chunks(); chunks > 1 || chunks < 0) {
+    if (chunks < 0 || chunks % 2 != 0)
+      fail(origin, "sequence_chunks = " + std::to_string(chunks) +
+                       " is neither 0, 1 nor a positive even count; the file "
+                       "is corrupt");
+    program.sequenceChunks = chunks;
+  }
   for (auto [json, text] :
        {std::pair<nlohmann::json *, const flatbuffers::String *>{
             &program.model, file->model_json()},

@@ -178,7 +178,7 @@ struct Instruction {
 };
 
 /// What a mesh axis splits (the plan's role for it).
-enum class AxisRole : uint8_t { None = 0, Data, Tensor, Pipeline };
+enum class AxisRole : uint8_t { None = 0, Data, Tensor, Pipeline, Context };
 
 /// One named axis of the device mesh.
 struct MeshAxis {
@@ -235,6 +235,9 @@ public:
   nlohmann::json train;
   /// The device mesh, first axis major in rank numbering; empty: one device.
   std::vector<MeshAxis> mesh;
+  /// ptp::Program.sequence_chunks: the zigzag layout order the program
+  /// takes each sequence in (runtime/data/SequenceLayout.h); 1: natural.
+  int64_t sequenceChunks = 1;
   /// NTP: the replicas in rank order (replica 0 on the first ranks); then
   /// `streams` is empty, `mesh` is [dp = replicas, tp = the largest degree]
   /// and each rank runs its replica's program. Empty: uniform.

@@ -9,6 +9,8 @@
 
 #include "runtime/train/TrainerRun.h"
 
+#include "runtime/data/SequenceLayout.h"
+
 #include "runtime/train/Npz.h"
 
 #include <algorithm>
@@ -102,6 +104,11 @@ std::vector<float> Run::gatherLogits(int64_t step) {
                   logits.begin() + r * vocab);
     logits.resize(size_t(rows * seq * vocab));
   }
+  // Context parallelism's zigzag: back from the program's layout order.
+  if (!logits.empty())
+    logits = data::reorderSequences(logits, seq, vocab,
+                                    program.sequenceChunks,
+                                    /*toLayout=*/false);
   const size_t bytes = size_t(rows * seq * vocab) * sizeof(float);
   if (!replicaRun) {
     if (root && !leader) {

@@ -20,6 +20,7 @@
 #include "runtime/comm/SelfCommunicator.h"
 #include "runtime/backend/CudaProbe.h"
 #include "runtime/data/BatchLoader.h"
+#include "runtime/data/SequenceLayout.h"
 #ifdef PARTITION_HAVE_CUDA_BACKEND
 #include "runtime/backend/cuda/CudaBackend.h"
 #include <cuda_runtime_api.h>
@@ -383,9 +384,12 @@ void Run::feed(const data::Batch &whole) {
       backend->write(*targets, next.targets.data());
     return;
   }
-  // This rank's [rows, positions] block, as the program lays it out.
+  // This rank's [rows, positions] block, as the program lays it out (with
+  // context parallelism's zigzag, the sequence in its layout order).
   auto block = [&](const BufferInfo &buffer,
-                   const std::vector<int32_t> &whole) {
+                   const std::vector<int32_t> &natural) {
+    const std::vector<int32_t> whole = data::reorderSequences(
+        natural, global.seq, 1, program.sequenceChunks, /*toLayout=*/true);
     std::vector<int64_t> index =
         blockIndices(buffer.sharding, mesh->coordinates(), meshShape);
     int64_t rows = buffer.shape[0], columns = buffer.shape[1];

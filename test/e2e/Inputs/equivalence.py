@@ -87,7 +87,7 @@ def mesh_devices(plan):
         return sum(int(replica["tp"]) for replica in plan["replicas"])
     mesh = plan.get("mesh", {})
     devices = 1
-    for axis in ("dp", "tp", "pp"):
+    for axis in ("dp", "tp", "pp", "cp"):
         devices *= int(mesh.get(axis, 1))
     return devices
 
