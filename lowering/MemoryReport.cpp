@@ -80,12 +80,20 @@ void printModelState(ModuleOp module, const MemoryReport &totals,
   dist::PlanAttr plan = dist::getPlan(module);
   if (!plan)
     return;
-  std::optional<StringRef> dataAxis = plan.getAxis(dist::AxisRole::Data);
   FailureOr<dist::MeshShape> mesh =
       dist::lookupMeshShape(module, plan.getMesh());
-  if (!dataAxis || failed(mesh) || mesh->find(*dataAxis) < 0)
+  if (failed(mesh))
     return;
-  int64_t ranks = mesh->sizes[mesh->find(*dataAxis)];
+  // ZeRO's group: the data-parallel ranks and the context-parallel ones
+  // (parameters are replicated over both).
+  int64_t ranks = 1;
+  std::string group;
+  for (dist::AxisRole role : {dist::AxisRole::Data, dist::AxisRole::Context})
+    if (std::optional<StringRef> axis = plan.getAxis(role);
+        axis && mesh->find(*axis) >= 0 && mesh->sizes[mesh->find(*axis)] > 1) {
+      ranks *= mesh->sizes[mesh->find(*axis)];
+      group += (group.empty() ? "" : " x ") + axis->str();
+    }
   if (ranks < 2)
     return;
   // Whole tensors per replica, whatever ZeRO shards.
@@ -95,7 +103,7 @@ void printModelState(ModuleOp module, const MemoryReport &totals,
                       "gradients {4} + optimizer_state {5} = {6} bytes per "
                       "rank (closed form, 16 bytes of fp32 AdamW state for "
                       "each of {7} parameters)\n",
-                      plan.getZeroStage(), *dataAxis, ranks,
+                      plan.getZeroStage(), group, ranks,
                       static_cast<int64_t>(model.parameters),
                       static_cast<int64_t>(model.gradients),
                       static_cast<int64_t>(model.optimizerState),

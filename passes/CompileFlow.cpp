@@ -85,7 +85,9 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   // After bucketing: ZeRO turns the data-parallel gradient buckets into
   // reduce-scatters of flat buckets and shards AdamW's state. With a
   // pipeline, the buckets are formed per stage after the cut (below).
-  bool zero = plan && plan->zero.stage > 0 && plan->mesh.dp > 1;
+  // Over the data-parallel ranks and the context-parallel ones.
+  bool zero = plan && plan->zero.stage > 0 &&
+              (plan->mesh.dp > 1 || plan->mesh.cp > 1);
   if (zero && !pipelined)
     pm.addPass(createZeroPass());
   // Pipeline stages on local types (a stage's tp collectives stay inside
@@ -148,7 +150,7 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
     // step is live at once (arena 2.06 GB against 1.48 GB blocking). Two
     // in flight keep the communication thread busy (it runs one at a time)
     // for 1.72 GB.
-    if (plan->zero.stage > 0 && plan->mesh.dp > 1)
+    if (plan->zero.stage > 0 && (plan->mesh.dp > 1 || plan->mesh.cp > 1))
       overlap.maxInFlight = 2;
     if (overlap.dataParallel || overlap.tensorParallel)
       pm.addPass(createOverlapCollectivesPass(overlap));

@@ -304,7 +304,7 @@ LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
     emitError(fileName + ": " + message);
     failed = true;
   };
-  if (plan.zero.stage > 0 && plan.mesh.dp == 1)
+  if (plan.zero.stage > 0 && plan.mesh.dp == 1 && plan.mesh.cp == 1)
     refuse("zero.stage = " + Twine(plan.zero.stage) +
            " does nothing without data parallelism (mesh.dp = 1: ZeRO "
            "shards the optimizer state over data-parallel replicas); give "

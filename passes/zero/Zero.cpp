@@ -48,8 +48,21 @@ struct Member {
 class StepSharder {
 public:
   StepSharder(func::FuncOp step, const PartitionMesh &mesh, int64_t stage)
-      : step(step), mesh(mesh), stage(stage),
-        dp(mesh.sizeOf(mesh.dataAxis)) {}
+      : step(step), mesh(mesh), stage(stage), groupAxes(shardingAxes(mesh)),
+        dp(mesh.shardsOf(groupAxes)) {}
+
+  /// The axes ZeRO shards the state over: every axis the parameters are
+  /// replicated over and their gradients summed over, the data axis and
+  /// the context axis (Megatron-LM's distributed optimizer shards over
+  /// dp x cp likewise).
+  static Axes shardingAxes(const PartitionMesh &mesh) {
+    Axes axes;
+    if (mesh.hasData())
+      axes.push_back(mesh.dataAxis);
+    if (mesh.hasContext())
+      axes.push_back(mesh.contextAxis);
+    return mesh.inMeshOrder(axes);
+  }
 
   LogicalResult run();
   /// Stage 3: every parameter becomes its flat shard; each layer's
@@ -72,15 +85,19 @@ private:
   dist::ShardingAttr flatSharding() {
     return dist::ShardingAttr::get(step.getContext(),
                                    mesh.symbol.getValue(),
-                                   {SmallVector<StringRef>{mesh.dataAxis}});
+                                   {SmallVector<StringRef>(groupAxes.begin(),
+                                                           groupAxes.end())});
   }
   ArrayAttr dataAxes(OpBuilder &builder) {
-    return builder.getStrArrayAttr({mesh.dataAxis});
+    return builder.getStrArrayAttr(ArrayRef<StringRef>(groupAxes));
   }
 
   func::FuncOp step;
   const PartitionMesh &mesh;
   int64_t stage;
+  /// shardingAxes(mesh), and the ranks of their group (named dp: the
+  /// group is the data-parallel ranks unless the plan has a context axis).
+  Axes groupAxes;
   int64_t dp;
   /// Moments already sharded, and the flat_shard each got (for the results
   /// that update them).
@@ -99,8 +116,11 @@ bool isBackward(Operation *op) {
 FailureOr<SmallVector<Member>>
 StepSharder::membersOf(dist::AllReduceOp reduce) {
   SmallVector<Member> members;
-  if (!llvm::is_contained(reduce.getAxes().getAsValueRange<StringAttr>(),
-                          mesh.dataAxis))
+  if (groupAxes.empty() ||
+      !llvm::all_of(groupAxes, [&](StringRef axis) {
+        return llvm::is_contained(
+            reduce.getAxes().getAsValueRange<StringAttr>(), axis);
+      }))
     return members;
   for (auto [operand, result] :
        llvm::zip(reduce.getInputs(), reduce.getResults())) {
@@ -166,7 +186,7 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
     grads.push_back(member.grad);
   SmallVector<Attribute> otherAxes;
   for (Attribute axis : reduce.getAxes())
-    if (cast<StringAttr>(axis).getValue() != mesh.dataAxis)
+    if (!llvm::is_contained(groupAxes, cast<StringAttr>(axis).getValue()))
       otherAxes.push_back(axis);
   if (!otherAxes.empty()) {
     auto partial = dist::AllReduceOp::create(
@@ -432,9 +452,8 @@ LogicalResult StepSharder::run() {
   for (auto update : body.getOps<AdamWOp>())
     if (!shardedMoments.count(dyn_cast<BlockArgument>(update.getMoment1())))
       return update.emitOpError()
-             << "updates a parameter whose gradient is not summed over the "
-                "data axis '"
-             << mesh.dataAxis << "'; ZeRO shards the state over that sum";
+             << "updates a parameter whose gradient is not summed over "
+             << describe(groupAxes) << "; ZeRO shards the state over that sum";
   markResults();
   return success();
 }

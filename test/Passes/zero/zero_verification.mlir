@@ -29,7 +29,7 @@ module attributes {dist.plan = #plan} {
                         %t: tensor<i32> {xfmr.input = "step"}, %lr: tensor<f32> {xfmr.input = "lr"})
       -> (tensor<4xf32> {xfmr.param = "w"}, tensor<4xf32> {xfmr.moment1 = "w"}, tensor<4xf32> {xfmr.moment2 = "w"})
       attributes {xfmr.train_step = {}} {
-    // expected-error @+1 {{updates a parameter whose gradient is not summed over the data axis 'dp'; ZeRO shards the state over that sum}}
+    // expected-error @+1 {{updates a parameter whose gradient is not summed over [dp]; ZeRO shards the state over that sum}}
     %w2, %m2, %v2 = xfmr.adamw %w, %w, %m, %v, %t, %lr : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
     return %w2, %m2, %v2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   }
