@@ -5,7 +5,9 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Rt/RtViews.h"
+#include "dialects/Xfmr/XfmrDialect.h"
 #include "lowering/ZeroMemory.h"
+#include "passes/analysis/ContextBalance.h"
 #include "runtime/program/KernelTable.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -64,6 +66,49 @@ bool writesActivation(KernelOp kernel, llvm::function_ref<bool(Value)> isActivat
     return false;
   }
   return false;
+}
+
+/// With context parallelism: the causal attention work of each rank (the
+/// (query, key) pairs its local queries score, times 4 x hidden FLOPs for
+/// the forward's two matmuls), per layer and sequence, and how far the
+/// busiest rank is above the least busy one: even with the zigzag layout,
+/// 2 cp - 1 times the first rank's on the last one without.
+void printContextBalance(ModuleOp module, llvm::raw_ostream &os,
+                         const std::string &memory) {
+  dist::PlanAttr plan = dist::getPlan(module);
+  std::optional<StringRef> axis =
+      plan ? plan.getAxis(dist::AxisRole::Context) : std::nullopt;
+  FailureOr<dist::MeshShape> mesh =
+      plan ? dist::lookupMeshShape(module, plan.getMesh())
+           : FailureOr<dist::MeshShape>(failure());
+  if (!axis || failed(mesh) || mesh->find(*axis) < 0)
+    return;
+  DictionaryAttr model;
+  for (auto function : module.getOps<func::FuncOp>())
+    if ((model = function->getAttrOfType<DictionaryAttr>(
+             xfmr::XfmrDialect::kModelAttrName)))
+      break;
+  auto field = [&](StringRef name) -> int64_t {
+    auto value = model ? model.getAs<IntegerAttr>(name) : IntegerAttr();
+    return value ? value.getInt() : 0;
+  };
+  int64_t seqLen = field("seq_len"), hidden = field("hidden");
+  int64_t cp = mesh->sizes[mesh->find(*axis)];
+  if (seqLen <= 0 || seqLen % cp != 0)
+    return;
+  std::vector<int64_t> pairs =
+      contextAttentionPairs(seqLen, plan.getContextChunks(), cp,
+                            /*causal=*/true, field("sliding_window"));
+  os << memory << "context: causal attention FLOPs per rank, layer and "
+     << "sequence (forward, 4 x hidden per (query, key) pair):";
+  for (int64_t count : pairs)
+    os << " " << llvm::formatv("{0:e2}", double(count) * 4.0 * double(hidden));
+  os << llvm::formatv(" (busiest / least busy {0:f3}, ", imbalance(pairs))
+     << (plan.getContextChunks() > 1
+             ? "zigzag over " + std::to_string(plan.getContextChunks()) +
+                   " chunks"
+             : std::string("contiguous blocks"))
+     << " over " << *axis << "=" << cp << ")\n";
 }
 
 /// The model-state lines after the communication lines: the gradient
@@ -254,6 +299,7 @@ void printMemoryReport(ModuleOp module, const MemoryReport &totals,
   for (const Communication &comm : communication)
     printCommunication(comm, os);
   printModelState(module, totals, os, memory);
+  printContextBalance(module, os, memory);
 }
 
 } // namespace partition
