@@ -74,7 +74,7 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
       ++result.sends;
       return WalkResult::advance();
     }
-    if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op))
+    if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp, rt::RingShiftOp>(op))
       return WalkResult::advance();
     auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
     FailureOr<dist::MeshShape> mesh = dist::lookupMeshShape(
@@ -109,6 +109,12 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
       sent = sendBytes(sent, bytes, ranks, /*twice=*/false);
       addBytes(result.gatheredBytes, group, bytes);
       ++result.gathers;
+    } else if (auto shift = dyn_cast<rt::RingShiftOp>(op)) {
+      // Every rank of the ring sends its whole buffer once.
+      int64_t bytes = byteSize(shift.getInput().getType());
+      sent = ranks > 1 && sent ? std::optional<int64_t>(*sent + bytes) : sent;
+      addBytes(result.shiftedBytes, group, bytes);
+      ++result.shifts;
     } else {
       int64_t bytes =
           byteSize(cast<ReduceScatterOp>(op).getInput().getType());
@@ -132,7 +138,9 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
 void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
   os << "communication: " << comm.function << " sends " << comm.sentBytes
      << " bytes per rank per step (";
-  if (comm.buckets + comm.gathers + comm.scatters + comm.sends == 0) {
+  if (comm.buckets + comm.gathers + comm.scatters + comm.shifts +
+          comm.sends ==
+      0) {
     os << "no collectives)\n";
     return;
   }
@@ -153,6 +161,8 @@ void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
        "gathered");
   part(comm.scatters, "reduce-scatter", "reduce-scatters",
        comm.scatteredBytes, "scattered");
+  part(comm.shifts, "ring shift", "ring shifts", comm.shiftedBytes,
+       "passed on");
   part(comm.sends, "send", "sends", comm.sentBytesByPeer, "sent to");
   os << ")\n";
 }

@@ -23,10 +23,11 @@ using BytesByGroup = llvm::SmallVector<std::pair<std::string, int64_t>>;
 struct Communication {
   llvm::StringRef function;
   int64_t sentBytes = 0;
-  unsigned buckets = 0, gathers = 0, scatters = 0, sends = 0;
+  unsigned buckets = 0, gathers = 0, scatters = 0, shifts = 0, sends = 0;
   /// All-reduce: the bytes reduced; all-gather: the bytes of its output;
-  /// reduce-scatter: the bytes of its input.
-  BytesByGroup reducedBytes, gatheredBytes, scatteredBytes;
+  /// reduce-scatter: the bytes of its input; ring shift: the bytes each
+  /// rank passes on.
+  BytesByGroup reducedBytes, gatheredBytes, scatteredBytes, shiftedBytes;
   /// rt.send: the bytes sent, by peer ("pp=1").
   BytesByGroup sentBytesByPeer;
 };

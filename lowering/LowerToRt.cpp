@@ -443,16 +443,20 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
   Location loc = op->getLoc();
   Value input = op->getOperand(0), result = op->getResult(0);
   auto type = cast<RankedTensorType>(input.getType());
+  bool shift = isa<dist::RingShiftOp>(op);
   bool gather = isa<dist::AllGatherOp>(op);
-  StringRef kind = gather ? "all_gather" : "reduce_scatter";
-  // A gather moves elements (token ids too); a reduction adds floats.
+  StringRef kind =
+      shift ? "ring_shift" : gather ? "all_gather" : "reduce_scatter";
+  // A gather or a shift moves elements (token ids, positions too); a
+  // reduction adds floats.
   Type element = type.getElementType();
+  bool moves = gather || shift;
   bool supported = element.isF32() || element.isBF16() ||
-                   (gather && element.isInteger(32));
+                   (moves && element.isInteger(32));
   if (!supported)
     return op->emitOpError() << "moves " << type << ", but the runtime's "
                              << kind << " moves "
-                             << (gather ? "f32, bf16 and i32" : "f32 and bf16")
+                             << (moves ? "f32, bf16 and i32" : "f32 and bf16")
                              << " buffers only";
   auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
   auto axes = op->getAttrOfType<ArrayAttr>("axes");
@@ -464,7 +468,10 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
   StringAttr labelAttr = builder.getStringAttr(
       label && !label.getValue().empty() ? label.getValue() : kind);
   auto dim = op->getAttrOfType<IntegerAttr>("dim");
-  if (gather)
+  if (shift)
+    rt::RingShiftOp::create(builder, loc, /*token=*/Type(), in, out, meshName,
+                            axes, labelAttr);
+  else if (gather)
     rt::AllGatherOp::create(builder, loc, /*token=*/Type(), in, out, meshName, axes, dim,
                             labelAttr);
   else
@@ -553,7 +560,7 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
     return lowerTransfer(builder, op, position);
   if (auto allReduce = dyn_cast<dist::AllReduceOp>(op))
     return lowerAllReduce(builder, allReduce);
-  if (isa<dist::AllGatherOp, dist::ReduceScatterOp>(op))
+  if (isa<dist::AllGatherOp, dist::ReduceScatterOp, dist::RingShiftOp>(op))
     return lowerBlockCollective(builder, op, position);
   if (auto slice = dyn_cast<dist::AllSliceOp>(op))
     return lowerAllSlice(builder, slice, position);

@@ -316,7 +316,7 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
       if (!function.isExternal() &&
           llvm::any_of(function.getBody().getOps(), [](Operation &op) {
             return isa<KernelOp, AllReduceOp, AllGatherOp, ReduceScatterOp,
-                       WaitOp, SendOp, RecvOp>(op);
+                       rt::RingShiftOp, WaitOp, SendOp, RecvOp>(op);
           }))
         functions.push_back(function);
     if (functions.empty()) {

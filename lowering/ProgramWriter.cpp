@@ -151,11 +151,13 @@ Writer::addBlockCollective(Operation *op) {
   if (auto scatter = dyn_cast<ReduceScatterOp>(op))
     reduce = toProgram(scatter.getReduce());
   auto label = op->getAttrOfType<StringAttr>("label");
-  auto dim = op->getAttrOfType<IntegerAttr>("dim").getInt();
+  bool shift = isa<rt::RingShiftOp>(op);
+  auto dim = shift ? 0 : op->getAttrOfType<IntegerAttr>("dim").getInt();
   auto collective = ptp::CreateCollectiveDirect(
       fbb,
-      gather ? ptp::CollectiveKind::AllGather
-             : ptp::CollectiveKind::ReduceScatter,
+      shift    ? ptp::CollectiveKind::RingShift
+      : gather ? ptp::CollectiveKind::AllGather
+               : ptp::CollectiveKind::ReduceScatter,
       reduce, &*axes, label.getValue().str().c_str(),
       static_cast<uint32_t>(dim), /*started=*/op->getNumResults() == 1);
   return ptp::CreateInstructionDirect(fbb, /*kernel=*/0, &*args,
@@ -479,7 +481,8 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
         return failure();
       continue;
     }
-    if (isa<AllGatherOp, ReduceScatterOp, SendOp, RecvOp, AllReduceOp>(op)) {
+    if (isa<AllGatherOp, ReduceScatterOp, rt::RingShiftOp, SendOp, RecvOp,
+            AllReduceOp>(op)) {
       FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
           isa<SendOp, RecvOp>(op)  ? addTransfer(&op)
           : isa<AllReduceOp>(op) ? addAllReduce(cast<AllReduceOp>(op))

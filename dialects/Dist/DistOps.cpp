@@ -390,6 +390,15 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
   return resolveGroup(*this, getMeshAttr(), getAxes(), tables);
 }
 
+LogicalResult RingShiftOp::verify() {
+  return verifyCollectiveAxes(*this, getAxes());
+}
+
+LogicalResult RingShiftOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return success(
+      succeeded(resolveGroup(*this, getMeshAttr(), getAxes(), tables)));
+}
+
 LogicalResult AllGatherOp::verify() {
   RankedTensorType input = tensorType(getInput());
   if (failed(verifyCollectiveAxes(*this, getAxes())) ||

@@ -239,6 +239,34 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
   }];
 }
 
+def Dist_RingShiftOp : Dist_CollectiveOp<"ring_shift",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "passes each device's tensor to the next device of a ring";
+  let description = [{
+    The devices of the group, in group order (first axis major), form a
+    ring: device i sends its input to device i + 1 (the last to the first)
+    and its result is the input of device i - 1. Ring attention passes the
+    key and value blocks of context parallelism around the ring so, one
+    step per device of the group (docs/context-parallel.md).
+
+    Example:
+    ```mlir
+    %next = dist.ring_shift %k on @m axes [cp] : tensor<2x32x64xf32>
+    ```
+
+    Constraints:
+    - the mesh exists, and `axes` are distinct axes of it (at least one);
+    - the result has the input's type.
+  }];
+  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes);
+  let results = (outs Dist_StaticTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` custom<AxisNames>($axes) attr-dict `:`
+    type($input)
+  }];
+}
+
 def Dist_AxisIndexOp : Op<Dist_Dialect, "axis_index", [
     Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "this device's index in the group spanned by mesh axes";

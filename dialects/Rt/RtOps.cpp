@@ -65,7 +65,8 @@ Value baseBuffer(Value value) { return viewedBuffer(value); }
 
 LogicalResult WaitOp::verify() {
   Operation *start = getToken().getDefiningOp();
-  if (!start || !isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(start) ||
+  if (!start ||
+      !isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RingShiftOp>(start) ||
       start->getBlock() != getOperation()->getBlock())
     return emitOpError("must wait for a token returned by an async rt "
                        "collective of the same block");
@@ -231,13 +232,13 @@ LogicalResult verifyBlockCollective(Operation *op, Value input, Value output,
     // strided views.
     // A gather moves elements (token ids too); a reduction adds floats.
     Type element = type.getElementType();
-    bool words = isa<AllGatherOp>(op) && element.isInteger(32);
+    bool words = isa<AllGatherOp, RingShiftOp>(op) && element.isInteger(32);
     if ((!element.isF32() && !element.isBF16() && !words) ||
         !type.hasStaticShape() || !type.getLayout().isIdentity())
       return op->emitOpError() << what << " " << type
                                << " must be f32 or bf16 (or i32 for an "
-                                  "all_gather) with a static shape and the "
-                                  "identity layout";
+                                  "all_gather or ring_shift) with a static "
+                                  "shape and the identity layout";
   }
   if (cast<MemRefType>(input.getType()).getElementType() !=
       cast<MemRefType>(output.getType()).getElementType())
@@ -266,13 +267,18 @@ LogicalResult verifyBlockCollective(Operation *op, Value input, Value output,
   return success();
 }
 
+/// How a block collective's output relates to its input.
+enum class BlockKind { Gather, Scatter, Shift };
+
 /// Checks the mesh, the axes and their order, and that the output is the
 /// input with `dim` multiplied (gather) or divided (scatter) by the group's
-/// size.
+/// size, or the input's type (a ring shift).
 LogicalResult verifyBlockCollectiveUses(Operation *op, FlatSymbolRefAttr meshName,
                                         ArrayAttr axes, Value input,
-                                        Value output, int64_t dim, bool gather,
+                                        Value output, int64_t dim,
+                                        BlockKind kind,
                                         SymbolTableCollection &tables) {
+  bool gather = kind == BlockKind::Gather;
   FailureOr<partition::dist::MeshShape> mesh = partition::dist::lookupMeshShape(
       op, meshName, &tables, [&] { return op->emitOpError(); });
   if (failed(mesh))
@@ -295,6 +301,13 @@ LogicalResult verifyBlockCollectiveUses(Operation *op, FlatSymbolRefAttr meshNam
     group *= mesh->sizes[index];
   }
   auto inputType = cast<MemRefType>(input.getType());
+  if (kind == BlockKind::Shift) {
+    if (output.getType() != inputType)
+      return op->emitOpError() << "output must be " << inputType
+                               << " (the input's type), but is "
+                               << output.getType();
+    return success();
+  }
   SmallVector<int64_t> shape(inputType.getShape());
   if (!gather && shape[dim] % group != 0)
     return op->emitOpError() << "dimension " << dim << " of size "
@@ -321,7 +334,7 @@ LogicalResult AllGatherOp::verify() {
 
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyBlockCollectiveUses(*this, getMeshAttr(), getAxes(), getInput(),
-                                   getOutput(), getDim(), /*gather=*/true,
+                                   getOutput(), getDim(), BlockKind::Gather,
                                    tables);
 }
 
@@ -334,7 +347,20 @@ LogicalResult ReduceScatterOp::verify() {
 
 LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyBlockCollectiveUses(*this, getMeshAttr(), getAxes(), getInput(),
-                                   getOutput(), getDim(), /*gather=*/false,
+                                   getOutput(), getDim(), BlockKind::Scatter,
+                                   tables);
+}
+
+LogicalResult RingShiftOp::verify() {
+  if (failed(verifyAsyncToken(*this, getToken())))
+    return failure();
+  return verifyBlockCollective(*this, getInput(), getOutput(), /*dim=*/0,
+                               getLabel(), getAxes());
+}
+
+LogicalResult RingShiftOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyBlockCollectiveUses(*this, getMeshAttr(), getAxes(), getInput(),
+                                   getOutput(), /*dim=*/0, BlockKind::Shift,
                                    tables);
 }
 

@@ -295,6 +295,45 @@ def Rt_ReduceScatterOp : Rt_BlockCollectiveOp<"reduce_scatter"> {
   }];
 }
 
+def Rt_RingShiftOp : Op<Rt_Dialect, "ring_shift", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "sends a buffer to the next rank of a ring";
+  let description = [{
+    The ranks that share this rank's coordinates on every axis of `mesh`
+    except `axes`, in group order (the first listed axis major), form a
+    ring: this rank sends `input` to the next one (the last to the first)
+    and receives the previous one's into `output`, as `dist.ring_shift`.
+    `label` names it in traces and error messages.
+
+    Example:
+    ```mlir
+    rt.ring_shift %k, %next on @mesh axes [cp] label = "ring k 1"
+        : memref<2x32x64xf32>, memref<2x32x64xf32>
+    ```
+
+    Constraints:
+    - both buffers are f32, bf16 or i32, of one type, with a static shape
+      and the identity layout, and the output is not the input;
+    - `label` is not empty;
+    - `axes` are distinct (at least one), axes of `mesh`, listed in the
+      mesh's order;
+    - `async` (a token, as for `rt.all_reduce`): waited for once.
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "this rank's block", [MemRead]>:$input,
+    Arg<AnyMemRef, "the previous rank's block", [MemWrite]>:$output,
+    FlatSymbolRefAttr:$mesh,
+    StrArrayAttr:$axes,
+    StrAttr:$label);
+  let results = (outs Optional<Rt_TokenType>:$token);
+  let assemblyFormat = [{
+    custom<AsyncToken>(type($token)) ``
+    $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
+    `label` `=` $label attr-dict `:` type($input) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
 def Rt_WaitOp : Op<Rt_Dialect, "wait"> {
   let summary = "completes a started collective";
   let description = [{

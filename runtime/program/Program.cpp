@@ -92,7 +92,7 @@ Collective readCollective(const ptp::Collective &collective,
                           const std::string &origin, const std::string &where) {
   Collective result;
   auto kind = static_cast<uint8_t>(collective.kind());
-  if (kind > static_cast<uint8_t>(CollectiveKind::ReduceScatter))
+  if (kind > static_cast<uint8_t>(CollectiveKind::RingShift))
     fail(origin, where + " has an unknown collective kind " +
                      std::to_string(kind));
   result.kind = static_cast<CollectiveKind>(kind);

@@ -113,7 +113,12 @@ struct BufferInfo {
 };
 
 /// Mirrors ptp::CollectiveKind and ptp::ReduceKind.
-enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter };
+enum class CollectiveKind : uint8_t {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  RingShift
+};
 enum class ReduceKind : uint8_t { Sum, Avg, Max };
 
 const char *reduceKindName(ReduceKind reduce);

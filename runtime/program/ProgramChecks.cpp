@@ -43,7 +43,8 @@ void checkBlockCollective(const Collective &collective,
       fail(origin, what + " refers to buffer #" + std::to_string(arg) +
                        " of " + std::to_string(program.buffers.size()));
     // A gather moves words (token ids too); a reduction adds floats.
-    bool words = collective.kind == CollectiveKind::AllGather &&
+    bool words = (collective.kind == CollectiveKind::AllGather ||
+                  collective.kind == CollectiveKind::RingShift) &&
                  program.buffers[arg].dtype == DType::I32;
     if (!isFloat(program.buffers[arg].dtype) && !words)
       fail(origin, what + " uses buffer #" + std::to_string(arg) + " ('" +
@@ -66,6 +67,12 @@ void checkBlockCollective(const Collective &collective,
   int64_t group = 1;
   for (uint32_t axis : collective.axes)
     group *= program.mesh[axis].size;
+  if (collective.kind == CollectiveKind::RingShift) {
+    if (output.shape != input.shape)
+      fail(origin, what + " output " + shapeText(output.shape) +
+                       " must be its input's " + shapeText(input.shape));
+    return;
+  }
   std::vector<int64_t> expected = input.shape;
   bool gather = collective.kind == CollectiveKind::AllGather;
   if (!gather && expected[collective.dim] % group != 0)

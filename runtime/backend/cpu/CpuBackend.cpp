@@ -253,7 +253,9 @@ CpuBackend::compileCollective(const Program &program,
     addresses.push_back(
         reinterpret_cast<float *>(arena.get() + program.buffers[arg].offset));
   // The loader checked that a collective's buffers share one type.
-  if (program.buffers[instruction.args[0]].dtype != DType::BF16)
+  if (collective.kind == CollectiveKind::RingShift)
+    body = compileRingShift(program, instruction, *group);
+  else if (program.buffers[instruction.args[0]].dtype != DType::BF16)
     body = compileF32Collective(program, instruction, *group, addresses, pack);
   else
     body = compileBF16Collective(program, instruction, *group, addresses,
@@ -352,6 +354,36 @@ CpuBackend::compileF32Collective(const Program &program,
       std::memcpy(part.data, unpacked, part.count * sizeof(float));
       unpacked += part.count;
     }
+  };
+}
+
+std::function<void()>
+CpuBackend::compileRingShift(const Program &program,
+                             const Instruction &instruction,
+                             comm::Communicator &groupRef) {
+  const BufferInfo &input = program.buffers[instruction.args[0]];
+  const BufferInfo &output = program.buffers[instruction.args[1]];
+  const uint8_t *in = arena.get() + input.offset;
+  uint8_t *out = arena.get() + output.offset;
+  size_t bytes = size_t(input.bytes);
+  comm::Communicator *group = &groupRef;
+  std::string label = instruction.collective->label;
+  // One tag for every shift: between one pair of ranks sends arrive in
+  // order, and every rank of a ring runs the same shifts in the same order.
+  constexpr int kRingShiftTag = 17;
+  return [this, group, in, out, bytes, label] {
+    int size = group->size(), rank = group->rank();
+    if (size == 1) {
+      std::memcpy(out, in, bytes);
+      return;
+    }
+    comm::Context context{label.c_str(), currentStep};
+    // The send returns at once (eager), so every rank posts its send before
+    // any waits for its receive: no cycle of ranks waits on another.
+    group->sendEager(in, bytes, (rank + 1) % size, kRingShiftTag, context);
+    group->recvBytes(out, bytes, (rank + size - 1) % size, kRingShiftTag,
+                     context);
+    group->completeSends(context);
   };
 }
 

@@ -125,6 +125,11 @@ private:
                        const std::vector<float *> &addresses,
                        std::vector<float> *pack);
   /// An all-gather or reduce-scatter along `dim`, through `group`.
+  /// A RingShift: this rank's input to the next rank of the group, the
+  /// previous one's into the output (any element type: bytes).
+  std::function<void()> compileRingShift(const Program &program,
+                                         const Instruction &instruction,
+                                         comm::Communicator &group);
   std::function<void()> compileBlockCollective(const Program &program,
                                                const Instruction &instruction,
                                                comm::Communicator &group,

@@ -92,6 +92,29 @@ CudaBackend::compileCollective(const Program &program,
     return plan;
   }
 
+  if (collective.kind == CollectiveKind::RingShift) {
+    const BufferInfo &input = program.buffers[instruction.args[0]];
+    const BufferInfo &output = program.buffers[instruction.args[1]];
+    // NCCL moves the bytes as floats: every element type the loader allows
+    // (f32, i32, bf16 in pairs) is a whole number of them.
+    if (input.bytes % sizeof(float) != 0)
+      throw ProgramError(what + ": a ring shift of " +
+                         std::to_string(input.bytes) +
+                         " bytes, not a whole number of 4-byte words");
+    const float *in = reinterpret_cast<const float *>(arena + input.offset);
+    float *out = reinterpret_cast<float *>(arena + output.offset);
+    size_t count = size_t(input.bytes) / sizeof(float);
+    int size = nccl->size(), rank = nccl->rank();
+    int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+    // One NCCL group: the send and the receive of every rank together.
+    plan.call = [=](const std::vector<cudaEvent_t> &others) {
+      startAfter(others);
+      nccl->enqueueSendRecv(in, count, next, out, count, previous,
+                            {label.c_str(), currentStep});
+    };
+    return plan;
+  }
+
   const BufferInfo &input = program.buffers[instruction.args[0]];
   const BufferInfo &output = program.buffers[instruction.args[1]];
   if (output.dtype != dtype)
