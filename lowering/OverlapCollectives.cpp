@@ -98,15 +98,19 @@ struct OverlapCollectivesPass
   DenseMap<Operation *, unsigned> startOrder;
   /// The waits of data-parallel collectives (those that sink).
   llvm::SmallPtrSet<Operation *, 16> dataWaits;
-  /// The axes whose collectives start early, by role.
-  std::optional<StringRef> dataAxis, tensorAxis;
+  /// The axes whose collectives start early, by role (the context axis's
+  /// gradient sums are data-parallel ones: parameters are replicated over
+  /// it too).
+  std::optional<StringRef> dataAxis, contextAxis, tensorAxis;
 
   void runOnOperation() override {
     dist::PlanAttr plan = dist::getPlan(getOperation());
     if (!plan)
       return;
-    if (dataParallel)
+    if (dataParallel) {
       dataAxis = plan.getAxis(dist::AxisRole::Data);
+      contextAxis = plan.getAxis(dist::AxisRole::Context);
+    }
     if (tensorParallel)
       tensorAxis = plan.getAxis(dist::AxisRole::Tensor);
     if (!dataAxis && !tensorAxis)
@@ -138,9 +142,24 @@ struct OverlapCollectivesPass
     return cast<StringAttr>(axes[0]).getValue();
   }
 
+  /// A collective over the data axis, or over the context axis and
+  /// possibly the data axis (a gradient bucket of context parallelism, or
+  /// ZeRO's over dp x cp).
   bool isData(Operation *op) {
-    std::optional<StringRef> axis = axisOf(op);
-    return axis && dataAxis && *axis == *dataAxis;
+    if (!isa<rt::AllReduceOp, rt::ReduceScatterOp, rt::AllGatherOp>(op) ||
+        op->getNumResults() != 0)
+      return false;
+    auto axes = op->getAttrOfType<ArrayAttr>("axes");
+    if (!axes || axes.empty() || axes.size() > 2)
+      return false;
+    bool context = false;
+    for (StringRef axis : axes.getAsValueRange<StringAttr>()) {
+      context |= contextAxis && axis == *contextAxis;
+      if (!(dataAxis && axis == *dataAxis) &&
+          !(contextAxis && axis == *contextAxis))
+        return false;
+    }
+    return axes.size() == 1 || context;
   }
   bool isTensor(Operation *op) {
     std::optional<StringRef> axis = axisOf(op);

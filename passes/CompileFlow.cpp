@@ -141,7 +141,8 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   std::optional<Plan> plan = readPlan(options.plan);
   if (plan && plan->mesh.pp == 1 && plan->replicas.empty()) {
     OverlapCollectivesPassOptions overlap;
-    overlap.dataParallel = plan->mesh.dp > 1 && plan->overlap.dataParallel;
+    overlap.dataParallel =
+        (plan->mesh.dp > 1 || plan->mesh.cp > 1) && plan->overlap.dataParallel;
     overlap.tensorParallel =
         plan->mesh.tp > 1 && plan->overlap.tensorParallel;
     // ZeRO's started reduce-scatters keep their packed bucket (a copy of

@@ -324,7 +324,8 @@ LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
            "vocabulary is padded only to split it over tp ranks); give "
            "mesh.tp > 1 or leave out vocab_multiple");
   if (plan.overlap.dataParallelGiven &&
-      (plan.mesh.dp == 1 || plan.mesh.pp > 1 || !plan.replicas.empty()))
+      ((plan.mesh.dp == 1 && plan.mesh.cp == 1) || plan.mesh.pp > 1 ||
+       !plan.replicas.empty()))
     refuse("overlap.data_parallel does nothing here: only plans with "
            "mesh.dp > 1, without a pipeline (mesh.pp = 1) and without "
            "replicas start their data-parallel buckets early "
