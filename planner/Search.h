@@ -38,6 +38,11 @@ using Validate =
 /// fields are searched.
 struct Fixed {
   std::optional<int64_t> dp, tp, pp, virtualStages, microBatch, microbatches;
+  /// mesh.cp (1 forbids context parallelism), and context_parallel's
+  /// method and load balance. Unset cp is searched where it can pay
+  /// (searchContextParallel) or when no plan fits without it.
+  std::optional<int64_t> cp;
+  std::optional<std::string> cpMethod, cpLoadBalance;
   std::optional<std::string> schedule, recompute, precision;
   std::optional<bool> sequenceParallel;
   std::optional<int> zeroStage;

@@ -27,6 +27,7 @@
 #include "runtime/backend/cpu/BlasCore.h"
 #include "passes/plan/Plan.h"
 #include "planner/Cluster.h"
+#include "planner/ContextParallel.h"
 #include "planner/CostModel.h"
 #include "planner/Nonuniform.h"
 #include "planner/Search.h"
@@ -383,7 +384,8 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
   if (!stages.empty())
     os << "layers per stage: " << stages << "\n";
   if (!planFile.empty()) {
-    std::vector<std::string> open = searchedFields(fixed);
+    std::vector<std::string> open =
+        searchedFields(fixed, searchContextParallel(shape));
     os << "searched (not in " << planFile << "): micro-batch size";
     for (const std::string &field : open)
       os << ", " << field;
@@ -458,7 +460,7 @@ int main(int argc, char **argv) {
   fixed.maxMicroBatch = maxMicroBatch;
   int64_t devices = gpus;
   if (devices <= 0)
-    devices = *fixed.dp * *fixed.tp * *fixed.pp;
+    devices = *fixed.dp * fixed.cp.value_or(1) * *fixed.tp * *fixed.pp;
 
   SearchOptions options;
   options.devices = devices;

@@ -68,7 +68,8 @@ TEST(Cluster, BadFilesSayWhatIsWrong) {
             "memory_bandwidth, memory_efficiency, kernel_latency, "
             "devices_per_node, intra_node_bandwidth, intra_node_latency, "
             "inter_node_bandwidth, inter_node_latency, "
-            "overlaps_communication, shared_node, attention_kernel)");
+            "overlaps_communication, shared_node, attention_kernel, "
+            "attention_skips_masked)");
   EXPECT_NE(error(R"({"attention_kernel": "fast"})")
                 .find("must be one of fused, materialized"),
             std::string::npos);
