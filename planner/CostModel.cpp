@@ -204,8 +204,9 @@ Reshard boundaryReshard(const ModelShape &m, const Candidate &p,
   if (!p.sequenceParallel || from == to)
     return r;
   double e = p.precision == "bf16" ? 2 : 4;
-  double activation =
-      double(p.microBatch) * double(m.seqLen) * double(m.hidden) * e;
+  // The rank's cp-th of each sequence.
+  double activation = double(p.microBatch) * double(m.seqLen) /
+                      double(p.cp) * double(m.hidden) * e;
   int64_t low = std::min(from, to), high = std::max(from, to);
   // The gather joins the high / low ranks that hold pieces of one slice of
   // the low degree: ranks `low` apart in the tp group (sub-groups of

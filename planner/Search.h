@@ -1,6 +1,7 @@
 //===- Search.h - every plan of a model on N devices, ranked ----*- C++ -*-===//
 //
-// Enumerates dp x tp x pp meshes of exactly N devices, micro-batch sizes
+// Enumerates dp x tp x pp meshes of exactly N devices (x cp where it can
+// pay: ContextParallel.h), micro-batch sizes
 // and counts that make the global batch, pipeline schedules and virtual
 // stages, sequence parallelism, ZeRO stages and recompute policies;
 // predicts each (CostModel.h), and ranks the plans that fit by step time.

@@ -6,7 +6,8 @@
 //   partition-plan --calibrate -o cpu.json
 //   partition-plan --goodput --cluster C --gpus N [model.mlir]
 //
-// Searches dp x tp x pp, micro-batch size and count, schedule, virtual
+// Searches dp x tp x pp (x cp for long sequences, or where nothing fits
+// without it), micro-batch size and count, schedule, virtual
 // stages, SP, ZeRO and recompute for the model (its `xfmr.model`
 // configuration), predicts each plan with the cost model (planner/), and
 // ranks those that fit by step time. Only plans that partition-compile
