@@ -81,6 +81,7 @@ Cluster h100() {
   // This project's CUDA backend: NCCL on its own stream, flash attention.
   c.overlapsCommunication = true;
   c.attentionKernel = "fused";
+  c.attentionSkipsMasked = true;
   return c;
 }
 
@@ -192,6 +193,8 @@ const std::vector<Field> &fields() {
       {"shared_node", Field::Flag, nullptr, nullptr, &Cluster::sharedNode},
       {"attention_kernel", Field::Choice, nullptr, nullptr, nullptr,
        &Cluster::attentionKernel, {"fused", "materialized"}},
+      {"attention_skips_masked", Field::Flag, nullptr, nullptr,
+       &Cluster::attentionSkipsMasked},
   };
   return all;
 }

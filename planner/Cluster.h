@@ -61,6 +61,14 @@ struct Cluster {
   /// probabilities with a byte mask, the backward reading the saved
   /// probabilities and mask).
   std::string attentionKernel = "fused";
+  /// Whether the fused kernel's time is credited with the key blocks a
+  /// causal mask skips (a query block visits keys up to its last row:
+  /// about half the square). Both of this project's kernels skip them, as
+  /// FlashAttention does; it is on for the GPU profiles. Off on cpu-local:
+  /// its profile times sgemm, not the attention kernel, and crediting it
+  /// there moves the recorded CPU table's smallest plan (dp2, 2 layers of
+  /// 128) from 22% to 26% under its measured time (docs/planner.md).
+  bool attentionSkipsMasked = false;
   /// Whether the devices of a node are processes sharing its cores and
   /// memory (cpu-local: ranks on one machine): then each of the d devices
   /// on a node gets 1/d of the node's FLOP/s, bandwidth, compute units and

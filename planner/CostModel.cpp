@@ -4,6 +4,7 @@
 
 #include "passes/plan/PlanAxisNames.h"
 #include "planner/Collectives.h"
+#include "planner/ContextParallel.h"
 #include "planner/LayerCost.h"
 #include "planner/PipelineSimulation.h"
 #include "scheduling/Balance.h"
@@ -38,7 +39,13 @@ std::string Candidate::planJson() const {
   std::ostringstream os;
   os << "{\"mesh\": {\"" << planfile::kDataAxis << "\": " << dp << ", \""
      << planfile::kTensorAxis << "\": " << tp << ", \""
-     << planfile::kPipelineAxis << "\": " << pp << "}";
+     << planfile::kPipelineAxis << "\": " << pp;
+  if (cp > 1)
+    os << ", \"" << planfile::kContextAxis << "\": " << cp;
+  os << "}";
+  if (cp > 1)
+    os << ", \"context_parallel\": {\"method\": \"" << cpMethod
+       << "\", \"load_balance\": \"" << cpLoadBalance << "\"}";
   if (!perLayer.empty()) {
     // The compiler's nonuniform format (docs/planner.md, "Nonuniform
     // degrees").
@@ -90,7 +97,16 @@ std::string Candidate::label() const {
     }
     os << "]";
   }
-  os << (sequenceParallel ? "+sp" : "") << " pp" << pp;
+  os << (sequenceParallel ? "+sp" : "");
+  if (cp > 1) {
+    // cp16 (all_gather, zigzag); the other choices named.
+    os << " cp" << cp;
+    if (cpMethod != "all_gather")
+      os << " " << cpMethod;
+    if (cpLoadBalance != "zigzag")
+      os << " unbalanced";
+  }
+  os << " pp" << pp;
   if (pp > 1) {
     os << " " << schedule;
     if (virtualStages > 1)
@@ -188,8 +204,9 @@ Reshard boundaryReshard(const ModelShape &m, const Candidate &p,
   if (!p.sequenceParallel || from == to)
     return r;
   double e = p.precision == "bf16" ? 2 : 4;
-  double activation =
-      double(p.microBatch) * double(m.seqLen) * double(m.hidden) * e;
+  // The rank's cp-th of each sequence.
+  double activation = double(p.microBatch) * double(m.seqLen) /
+                      double(p.cp) * double(m.hidden) * e;
   int64_t low = std::min(from, to), high = std::max(from, to);
   // The gather joins the high / low ranks that hold pieces of one slice of
   // the low degree: ranks `low` apart in the tp group (sub-groups of
@@ -257,18 +274,22 @@ struct PlanLayers {
             double &w) const {
     if (!nonuniform) {
       const LayerCost &layer = uniform;
-      f = count * (layer.forwardCompute + layer.forwardComm);
+      f = count * (layer.forwardCompute + layer.forwardComm +
+                   layer.forwardContext);
       b = count * (layer.backwardInputCompute + layer.backwardComm +
-                   layer.recompute + layer.recomputeComm);
+                   layer.backwardContext + layer.recompute +
+                   layer.recomputeComm + layer.recomputeContext);
       w = count * layer.backwardWeight;
       return;
     }
     f = b = w = 0;
     for (int64_t i = first; i < first + int64_t(count); ++i) {
       const LayerCost &l = *at[size_t(i)];
-      f += l.forwardCompute + l.forwardComm + reshardBefore[size_t(i)].forward;
-      b += l.backwardInputCompute + l.backwardComm + l.recompute +
-           l.recomputeComm + reshardBefore[size_t(i)].backward;
+      f += l.forwardCompute + l.forwardComm + l.forwardContext +
+           reshardBefore[size_t(i)].forward;
+      b += l.backwardInputCompute + l.backwardComm + l.backwardContext +
+           l.recompute + l.recomputeComm + l.recomputeContext +
+           reshardBefore[size_t(i)].backward;
       w += l.backwardWeight;
     }
   }
@@ -352,10 +373,11 @@ bool pipelineSeconds(const ModelShape &m, const Candidate &p,
     return true;
   }
   double e = p.precision == "bf16" ? 2 : 4;
-  double n = double(p.microBatch) * double(m.seqLen);
+  double n = double(p.microBatch) * double(m.seqLen) / double(p.cp);
   double activationBytes = n * double(m.hidden) * e /
                            (p.sequenceParallel ? double(p.tp) : 1.0);
-  Link ppLink = groupLink(c, p.pp, p.tp);
+  // Stages are cp x tp ranks apart (mesh order dp, pp, cp, tp).
+  Link ppLink = groupLink(c, p.pp, p.tp * p.cp);
   PipelineTime pipe =
       simulatePipeline(p, costs.forward, costs.backward, costs.weight,
                        sendTime(activationBytes, ppLink));
@@ -374,23 +396,32 @@ bool pipelineSeconds(const ModelShape &m, const Candidate &p,
 /// less what the backward hides where the cluster overlaps communication.
 double dataParallelSeconds(const Candidate &p, const Cluster &c,
                            const ChunkCosts &costs, double stageParams) {
-  // fp32 gradients (this project reduces them in fp32 under bf16 too), dp
-  // ranks tp x pp apart.
+  // fp32 gradients (this project reduces them in fp32 under bf16 too),
+  // over dp x cp ranks: parameters are replicated over the context group
+  // too, whose ranks saw other tokens of the same sequences. dp ranks are
+  // tp x cp x pp apart, cp ranks tp apart; the group runs at its slowest
+  // link.
   double gradBytes = 4 * stageParams;
-  Link dpLink = groupLink(c, p.dp, p.tp * p.pp);
+  int64_t group = p.dp * p.cp;
+  Link dpLink = groupLink(c, p.dp, p.tp * p.cp * p.pp);
+  if (p.cp > 1) {
+    Link cpLink = groupLink(c, p.cp, p.tp);
+    if (p.dp == 1 || cpLink.bandwidth < dpLink.bandwidth)
+      dpLink = cpLink;
+  }
   double dataComm = 0;
   if (p.zeroStage == 0) {
-    dataComm = allReduceTime(gradBytes, p.dp, dpLink);
+    dataComm = allReduceTime(gradBytes, group, dpLink);
   } else if (p.zeroStage <= 2) {
     // Reduce-scatter the gradients, all-gather the updated parameters.
-    dataComm = reduceScatterTime(gradBytes, p.dp, dpLink) +
-               allGatherTime(gradBytes, p.dp, dpLink);
+    dataComm = reduceScatterTime(gradBytes, group, dpLink) +
+               allGatherTime(gradBytes, group, dpLink);
   } else {
     // ZeRO-3: parameters gathered before each forward and backward of
     // every micro-batch, gradients reduce-scattered after each backward.
     dataComm = double(p.microbatches) *
-               (2 * allGatherTime(gradBytes, p.dp, dpLink) +
-                reduceScatterTime(gradBytes, p.dp, dpLink));
+               (2 * allGatherTime(gradBytes, group, dpLink) +
+                reduceScatterTime(gradBytes, group, dpLink));
   }
   if (c.overlapsCommunication) {
     // Buckets reduce while earlier layers' backward still runs: what is
@@ -419,19 +450,24 @@ void layerBreakdown(const ModelShape &m, const Candidate &p,
   bd.tensorComm = mbs * stageLayers *
                   (layer.forwardComm + layer.backwardComm +
                    layer.recomputeComm);
+  bd.contextComm = mbs * stageLayers *
+                   (layer.forwardContext + layer.backwardContext +
+                    layer.recomputeContext);
   if (!layers.nonuniform)
     return;
   // The mean layer, and the resharding, per stage.
-  double recompute = 0, comm = 0;
+  double recompute = 0, comm = 0, context = 0;
   for (int64_t i = 0; i < m.layers; ++i) {
     const LayerCost &l = *layers.at[size_t(i)];
     recompute += l.recompute;
+    context += l.forwardContext + l.backwardContext + l.recomputeContext;
     comm += l.forwardComm + l.backwardComm + l.recomputeComm +
             layers.reshardBefore[size_t(i)].forward +
             layers.reshardBefore[size_t(i)].backward;
   }
   bd.recompute = mbs * recompute / double(p.pp);
   bd.tensorComm = mbs * comm / double(p.pp);
+  bd.contextComm = mbs * context / double(p.pp);
 }
 
 /// Model and hardware FLOPs per step, TFLOP/s per device and MFU.
@@ -460,10 +496,13 @@ void fillFlops(const ModelShape &m, const Candidate &p, const Cluster &c,
 Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
                    const ChunkSplit &split) {
   double e = p.precision == "bf16" ? 2 : 4;
-  double n = double(p.microBatch) * double(m.seqLen);
+  // Each rank's tokens: context parallelism divides every activation, the
+  // logits and the token buffers by cp.
+  double n = double(p.microBatch) * double(m.seqLen) / double(p.cp);
   double h = double(m.hidden), t = double(p.tp);
   double mbs = double(p.microbatches);
-  double dp = double(p.dp);
+  // ZeRO shards over the gradient reduction's group, dp x cp.
+  double dp = double(p.dp * p.cp);
   // Gradients: the accumulated sum (gradient accumulation without ZeRO-2
   // sharding it) held throughout, and this micro-batch's, which the
   // backward produces as it frees the activations (added at the end; see
@@ -508,7 +547,7 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
     double bytes = n * saved * e;
     if (c.attentionKernel == "materialized" && p.recompute != "full")
       bytes += double(p.microBatch) * double(m.heads) / t *
-               double(m.seqLen) * m.attendedKeys() * e;
+               double(m.seqLen) / double(p.cp) * m.attendedKeys() * e;
     return bytes;
   };
   // A stage's mean saved bytes per layer (its layers' own degrees in a
@@ -541,8 +580,10 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
                             double(p.virtualStages);
     int64_t inFlight = stagePeakInFlight(p.schedule, p.pp, p.microbatches,
                                          p.virtualStages, stage);
+    // The gathered K/V (and dK/dV) of the one layer running are transient.
     mem.activations = double(inFlight) * layersPerChunk * stageSaved(stage) +
-                      (p.recompute == "full" ? working : 0);
+                      (p.recompute == "full" ? working : 0) +
+                      contextTransientBytes(m, p);
     if (stage == p.pp - 1)
       mem.activations += logits;
     mem.other += inputs;
@@ -654,7 +695,7 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   // AdamW: read parameter, gradient and both moments, write three of
   // them (fp32): 28 bytes per parameter of this rank's shard.
   double optimizerParams =
-      stageParams / (p.zeroStage >= 1 ? double(p.dp) : 1.0);
+      stageParams / (p.zeroStage >= 1 ? double(p.dp * p.cp) : 1.0);
   double optimizer = streamTime(28 * optimizerParams, 1, c);
   out.stepSeconds = pipeline + dataComm + optimizer;
 
@@ -666,7 +707,7 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   bd.dataComm = dataComm;
   bd.optimizer = optimizer;
   bd.compute = out.stepSeconds - bd.recompute - bd.tensorComm -
-               bd.pipelineComm - bd.bubble - bd.dataComm - bd.optimizer;
+               bd.contextComm - bd.pipelineComm - bd.bubble - bd.dataComm - bd.optimizer;
 
   fillFlops(m, p, c, out);
   out.memory = stageMemory(m, p, c, split);

@@ -83,6 +83,12 @@ struct TpPart {
 /// chooses beyond it (the micro-batch size: the model's `batch`).
 struct Candidate {
   int64_t dp = 1, tp = 1, pp = 1;
+  /// Context parallelism: each sequence split over cp ranks
+  /// (planner/ContextParallel.h); the method ("all_gather" or "ring") and
+  /// load balance ("zigzag" or "none") of plan.json's context_parallel.
+  int64_t cp = 1;
+  std::string cpMethod = "all_gather";
+  std::string cpLoadBalance = "zigzag";
   /// Virtual stages per pipeline stage (interleaved 1F1B's chunks).
   int64_t virtualStages = 1;
   /// The layers of each model chunk (pp x virtualStages entries, in model
@@ -107,10 +113,11 @@ struct Candidate {
 
   /// The degree layer `layer` runs at.
   int64_t layerTp(int64_t layer) const;
-  int64_t devices() const { return dp * tp * pp; }
+  int64_t devices() const { return dp * cp * tp * pp; }
   int64_t globalBatch() const { return dp * microBatch * microbatches; }
   /// plan.json for this candidate (only the fields that differ from the
-  /// defaults; virtual_stages under "pipeline" when above 1).
+  /// defaults; virtual_stages under "pipeline" when above 1; mesh.cp and
+  /// context_parallel when cp > 1).
   std::string planJson() const;
   /// "dp4 tp2 pp1 sp mb2x4 1f1b z0 full bf16", for tables ("stages" after
   /// the schedule when the plan gives pipeline.stages).
@@ -123,6 +130,7 @@ struct Breakdown {
   double compute = 0;      // forward and backward kernels
   double recompute = 0;    // the forward work done again
   double tensorComm = 0;   // tp / SP collectives (exposed)
+  double contextComm = 0;  // cp's K/V gathers and dK/dV reduce-scatters
   double pipelineComm = 0; // pipeline sends on the critical path
   double bubble = 0;       // pipeline idle time
   double dataComm = 0;     // exposed gradient reduction (and ZeRO gathers)

@@ -3,6 +3,7 @@
 #include "planner/LayerCost.h"
 
 #include "planner/Collectives.h"
+#include "planner/ContextParallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -51,7 +52,10 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
   double e = prec == "bf16" ? 2 : 4;
   double t = double(p.tp), b = double(p.microBatch), s = double(m.seqLen);
   double h = double(m.hidden), f = double(m.ffn), d = double(m.headDim());
-  double n = b * s;
+  // This rank's tokens: context parallelism splits each sequence over cp
+  // ranks, and with it every GEMM row, elementwise kernel and activation.
+  double queries = s / double(p.cp);
+  double n = b * queries;
   double qkv = double(m.heads + 2 * m.kvHeads) * d;
   double sp = p.sequenceParallel ? t : 1; // replicated work split by SP
 
@@ -75,21 +79,27 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
     wgrad += gemmTime(g.N, g.K, g.M, 1, e, c, prec);
   }
 
-  // Attention: b x heads/t products of [s, d] x [d, s] and [s, s] x [s, d];
-  // with a sliding window w < s, of [s, d] x [d, w] and [s, w] x [w, d].
+  // Attention: b x heads/t products of the rank's queries [s/cp, d] with
+  // the keys they are charged for, [d, k], and [s/cp, k] x [k, d]: k is the
+  // whole sequence (the window w < s where there is one) at cp 1; with
+  // context parallelism the slowest rank's share of the causal work
+  // (ContextParallel.h: s with zigzag, more without).
   double heads = b * double(m.heads) / t;
-  double keys = m.attendedKeys();
-  double scores = gemmTime(s, keys, d, heads, e, c, prec);
-  double context = gemmTime(s, d, keys, heads, e, c, prec);
+  bool materialized = c.attentionKernel == "materialized";
+  // Materialized attention computes every score and masks it: no rank
+  // skips any, so the split is even whatever the load balance.
+  double keys = materialized ? m.attendedKeys() : attendedKeysPerQuery(m, p, c);
+  double scores = gemmTime(queries, keys, d, heads, e, c, prec);
+  double context = gemmTime(queries, d, keys, heads, e, c, prec);
   double attentionForward, attentionBackward;
-  if (c.attentionKernel == "materialized") {
+  if (materialized) {
     // Scale-mask-softmax reads the scores and writes the probabilities;
     // its backward reads probabilities and their gradient and writes the
     // scores' gradient. Four GEMMs in the backward (dP, dV, dQ, dK).
     // Dropout on the probabilities (Megatron-LM's attention dropout)
     // reads them and writes the dropped ones and a byte mask; its backward
     // reads the mask and the gradient and writes the gradient.
-    double elements = heads * s * keys;
+    double elements = heads * queries * keys;
     double softmax = 2 * elements * e, softmaxGrad = 3 * elements * e;
     double dropout = elements * (2 * e + 1);
     attentionForward = scores + context + streamTime(softmax + dropout, 2, c);
@@ -129,6 +139,13 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
                  reduceScatterTime(activation, p.tp, tpLink))
           : 2 * allReduceTime(activation, p.tp, tpLink);
 
+  ContextComm cpComm =
+      contextComm(m, p, c, attentionForward, attentionBackward);
+  cost.forwardContext = cpComm.forward;
+  cost.backwardContext = cpComm.backward;
+  cost.recomputeContext = cpComm.recompute;
+  cost.attentionForward = attentionForward;
+  cost.attentionBackward = attentionBackward;
   cost.forwardCompute = forwardGemm + attentionForward + forwardStream;
   cost.forwardComm = tpForward;
   cost.backwardInputCompute = dgrad + attentionBackward + backwardStream;
@@ -150,7 +167,8 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
 EndCost headCost(const ModelShape &m, const Candidate &p, const Cluster &c) {
   const std::string &prec = p.precision;
   double e = prec == "bf16" ? 2 : 4;
-  double t = double(p.tp), n = double(p.microBatch) * double(m.seqLen);
+  double t = double(p.tp);
+  double n = double(p.microBatch) * double(m.seqLen) / double(p.cp);
   double h = double(m.hidden), v = double(m.vocab) / t;
   EndCost cost;
   cost.forward = gemmTime(n, v, h, 1, e, c, prec) +
@@ -168,7 +186,8 @@ EndCost headCost(const ModelShape &m, const Candidate &p, const Cluster &c) {
 EndCost embeddingCost(const ModelShape &m, const Candidate &p,
                       const Cluster &c) {
   double e = p.precision == "bf16" ? 2 : 4;
-  double n = double(p.microBatch) * double(m.seqLen), h = double(m.hidden);
+  double n = double(p.microBatch) * double(m.seqLen) / double(p.cp);
+  double h = double(m.hidden);
   EndCost cost;
   cost.forward = streamTime(3 * n * h * e, 2, c);
   cost.weight = streamTime(3 * n * h * 4, 2, c);

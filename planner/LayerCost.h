@@ -26,12 +26,18 @@ double gemmTime(double M, double N, double K, double batch, double elemBytes,
 double streamTime(double bytes, double kernels, const Cluster &c);
 
 /// The parts of one transformer layer's work for one micro-batch on one
-/// rank (seconds).
+/// rank (seconds). With context parallelism the rank holds a cp-th of
+/// each sequence's tokens and the slowest rank's share of causal
+/// attention.
 struct LayerCost {
   double forwardCompute = 0, forwardComm = 0;
   double backwardInputCompute = 0, backwardComm = 0;
   double backwardWeight = 0;
   double recompute = 0, recomputeComm = 0;
+  /// Context parallelism's exposed K/V traffic (ContextParallel.h).
+  double forwardContext = 0, backwardContext = 0, recomputeContext = 0;
+  /// The rank's attention kernels alone (forward, backward), for reports.
+  double attentionForward = 0, attentionBackward = 0;
 };
 
 LayerCost layerCost(const ModelShape &m, const Candidate &p, const Cluster &c);

@@ -2,6 +2,8 @@
 
 #include "planner/Search.h"
 
+#include "planner/ContextParallel.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -58,41 +60,66 @@ struct Sweep {
   const Fixed &fixed;
   const Validate &validate;
   SearchResult &result;
+  /// Whether cp > 1 is tried when plan.json leaves mesh.cp open.
+  bool searchContext = false;
   std::vector<Prediction> fitting, unfit;
   std::string defaultPrecision =
       cluster.peakFlopsBf16 > cluster.peakFlopsFp32 ? "bf16" : "fp32";
 
-  /// Every mesh shape dp x tp x pp of the devices.
+  /// The context-parallel degrees tried on `rest` devices: the fixed one,
+  /// else 1 and, where searched, the powers of two dividing them whose
+  /// zigzag cuts the sequence into 2 cp equal chunks.
+  std::vector<int64_t> contextDegrees(int64_t rest) const {
+    if (fixed.cp)
+      return {*fixed.cp};
+    std::vector<int64_t> out = {1};
+    if (!searchContext)
+      return out;
+    for (int64_t cp = 2; cp <= rest; cp *= 2)
+      if (rest % cp == 0 && model.seqLen % (2 * cp) == 0)
+        out.push_back(cp);
+    return out;
+  }
+
+  /// Every mesh shape dp x cp x tp x pp of the devices.
   void meshes() {
     for (int64_t tp : either(fixed.tp, divisors(options.devices))) {
       if (options.devices % tp != 0)
         continue;
-      for (int64_t pp : either(fixed.pp, divisors(options.devices / tp))) {
-        if ((options.devices / tp) % pp != 0)
-          continue;
-        if (pp > model.layers) {
-          noteRefusal(result, "pp = " + std::to_string(pp) +
-                                  " is more than the model's " +
-                                  std::to_string(model.layers) + " layers");
-          continue;
-        }
-        int64_t dp = options.devices / tp / pp;
-        if (fixed.dp && *fixed.dp != dp)
-          continue;
-        if (options.globalBatch % dp != 0) {
-          noteRefusal(result, "the global batch of " +
-                                  std::to_string(options.globalBatch) +
-                                  " sequences is not divisible by dp = " +
-                                  std::to_string(dp));
-          continue;
-        }
-        microbatching(dp, tp, pp);
+      for (int64_t cp : contextDegrees(options.devices / tp))
+        if ((options.devices / tp) % cp == 0)
+          pipelines(tp, cp);
+    }
+  }
+
+  /// Every pipeline depth on the devices tp x cp leave.
+  void pipelines(int64_t tp, int64_t cp) {
+    int64_t rest = options.devices / tp / cp;
+    for (int64_t pp : either(fixed.pp, divisors(rest))) {
+      if (rest % pp != 0)
+        continue;
+      if (pp > model.layers) {
+        noteRefusal(result, "pp = " + std::to_string(pp) +
+                                " is more than the model's " +
+                                std::to_string(model.layers) + " layers");
+        continue;
       }
+      int64_t dp = rest / pp;
+      if (fixed.dp && *fixed.dp != dp)
+        continue;
+      if (options.globalBatch % dp != 0) {
+        noteRefusal(result, "the global batch of " +
+                                std::to_string(options.globalBatch) +
+                                " sequences is not divisible by dp = " +
+                                std::to_string(dp));
+        continue;
+      }
+      microbatching(dp, tp, pp, cp);
     }
   }
 
   /// Every micro-batch size of one mesh's replica batch.
-  void microbatching(int64_t dp, int64_t tp, int64_t pp) {
+  void microbatching(int64_t dp, int64_t tp, int64_t pp, int64_t cp) {
     int64_t perReplica = options.globalBatch / dp;
     std::vector<int64_t> sizes;
     for (int64_t b : divisors(perReplica))
@@ -108,6 +135,7 @@ struct Sweep {
       base.dp = dp;
       base.tp = tp;
       base.pp = pp;
+      base.cp = cp;
       base.microBatch = microBatch;
       base.microbatches = microbatches;
       schedules(base);
@@ -166,10 +194,30 @@ struct Sweep {
           c.precision = fixed.precision.value_or(defaultPrecision);
           if (fixed.perLayer)
             c.perLayer = *fixed.perLayer;
-          screen(c);
+          contextMethods(c);
         }
       }
     }
+  }
+
+  /// Every context-parallel method of `c` (cp > 1): all_gather and ring
+  /// (which the plan.json reader refuses until it is compiled, so it is
+  /// ranked only under --include-unimplemented), zigzag unless plan.json
+  /// asks for none (never faster: the same traffic, the last rank's work).
+  void contextMethods(Candidate c) {
+    if (c.cp == 1) {
+      screen(c);
+      return;
+    }
+    for (const std::string &method :
+         either(fixed.cpMethod, {std::string("all_gather"),
+                                 std::string("ring")}))
+      for (const std::string &balance :
+           either(fixed.cpLoadBalance, {std::string("zigzag")})) {
+        c.cpMethod = method;
+        c.cpLoadBalance = balance;
+        screen(c);
+      }
   }
 
   /// Predicts the bound of `c` and files it as fitting or unfit.
@@ -287,11 +335,15 @@ std::vector<Prediction> rankExactly(const ModelShape &model,
 
 } // namespace
 
-SearchResult search(const ModelShape &model, const Cluster &cluster,
-                    const SearchOptions &options, const Fixed &fixed,
-                    const Validate &validate, const MemoryOracle &memory) {
+namespace {
+
+SearchResult searchOnce(const ModelShape &model, const Cluster &cluster,
+                        const SearchOptions &options, const Fixed &fixed,
+                        const Validate &validate, const MemoryOracle &memory,
+                        bool searchContext) {
   SearchResult result;
-  Sweep sweep{model, cluster, options, fixed, validate, result, {}, {}};
+  Sweep sweep{model, cluster, options, fixed, validate, result};
+  sweep.searchContext = searchContext;
   sweep.meshes();
   // Branch and bound by lower bound; see rankExactly.
   std::stable_sort(sweep.fitting.begin(), sweep.fitting.end(), faster);
@@ -304,6 +356,27 @@ SearchResult search(const ModelShape &model, const Cluster &cluster,
   for (Prediction &p : sweep.unfit)
     result.ranked.push_back(std::move(p));
   return result;
+}
+
+} // namespace
+
+SearchResult search(const ModelShape &model, const Cluster &cluster,
+                    const SearchOptions &options, const Fixed &fixed,
+                    const Validate &validate, const MemoryOracle &memory) {
+  // Context parallelism is tried where it can pay (long sequences), and
+  // elsewhere only when nothing fits without it: short-sequence searches
+  // keep their space, and their answers.
+  bool wide = !fixed.cp && searchContextParallel(model);
+  SearchResult result =
+      searchOnce(model, cluster, options, fixed, validate, memory, wide);
+  bool anyFits = !result.ranked.empty() && result.ranked.front().fits;
+  if (anyFits || wide || fixed.cp)
+    return result;
+  SearchResult withContext =
+      searchOnce(model, cluster, options, fixed, validate, memory, true);
+  bool contextFits =
+      !withContext.ranked.empty() && withContext.ranked.front().fits;
+  return contextFits ? withContext : result;
 }
 
 } // namespace partition::planner

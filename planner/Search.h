@@ -1,6 +1,7 @@
 //===- Search.h - every plan of a model on N devices, ranked ----*- C++ -*-===//
 //
-// Enumerates dp x tp x pp meshes of exactly N devices, micro-batch sizes
+// Enumerates dp x tp x pp meshes of exactly N devices (x cp where it can
+// pay: ContextParallel.h), micro-batch sizes
 // and counts that make the global batch, pipeline schedules and virtual
 // stages, sequence parallelism, ZeRO stages and recompute policies;
 // predicts each (CostModel.h), and ranks the plans that fit by step time.
@@ -38,6 +39,11 @@ using Validate =
 /// fields are searched.
 struct Fixed {
   std::optional<int64_t> dp, tp, pp, virtualStages, microBatch, microbatches;
+  /// mesh.cp (1 forbids context parallelism), and context_parallel's
+  /// method and load balance. Unset cp is searched where it can pay
+  /// (searchContextParallel) or when no plan fits without it.
+  std::optional<int64_t> cp;
+  std::optional<std::string> cpMethod, cpLoadBalance;
   std::optional<std::string> schedule, recompute, precision;
   std::optional<bool> sequenceParallel;
   std::optional<int> zeroStage;

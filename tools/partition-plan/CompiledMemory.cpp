@@ -49,7 +49,8 @@ std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
       return std::nullopt;
     return *it->second + 8.0 * double(plan.microbatches -
                                       compiledMicrobatches) *
-                             double(plan.microBatch) * double(config.seqLen);
+                             double(plan.microBatch) * double(config.seqLen) /
+                             double(plan.cp);
   }
 
   DialectRegistry registry;
@@ -110,8 +111,10 @@ std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
   cache[id] = result;
   if (!result)
     return std::nullopt;
+  // The other micro-batches' token buffers (a cp-th of each sequence).
   return *result + 8.0 * double(plan.microbatches - compiledMicrobatches) *
-                       double(plan.microBatch) * double(config.seqLen);
+                       double(plan.microBatch) * double(config.seqLen) /
+                       double(plan.cp);
 }
 
 } // namespace partition::planner

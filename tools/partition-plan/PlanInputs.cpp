@@ -168,6 +168,14 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
     f.tp = plan->mesh.tp;
   if (has("mesh", Plan::kPipelineAxis) || !gpusGiven)
     f.pp = plan->mesh.pp;
+  // mesh.cp: 1 forbids context parallelism, N > 1 forces it; left out
+  // with --gpus it is searched where it can pay (ContextParallel.h).
+  if (has("mesh", Plan::kContextAxis) || !gpusGiven)
+    f.cp = plan->mesh.cp;
+  if (has("context_parallel", "method"))
+    f.cpMethod = plan->contextParallel.method;
+  if (has("context_parallel", "load_balance"))
+    f.cpLoadBalance = plan->contextParallel.loadBalance;
   if (has("tensor_parallel", "sequence_parallel"))
     f.sequenceParallel = plan->tensorParallel.sequenceParallel;
   if (has("zero", "stage"))
@@ -203,7 +211,7 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
   return f;
 }
 
-std::vector<std::string> searchedFields(const Fixed &f) {
+std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched) {
   std::vector<std::string> out;
   auto open = [&](bool fixed, const char *name) {
     if (!fixed)
@@ -216,6 +224,10 @@ std::vector<std::string> searchedFields(const Fixed &f) {
   open(bool(f.dp), "mesh.dp");
   open(bool(f.tp), "mesh.tp");
   open(bool(f.pp), "mesh.pp");
+  if (cpSearched)
+    open(bool(f.cp), "mesh.cp");
+  if (f.cp && *f.cp > 1)
+    open(bool(f.cpMethod), "context_parallel.method");
   if (above1(f.tp))
     open(bool(f.sequenceParallel), "tensor_parallel.sequence_parallel");
   if (above1(f.pp)) {

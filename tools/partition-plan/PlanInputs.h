@@ -44,8 +44,9 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
 /// The plan.json fields `f` leaves to the search, by their plan.json
 /// names (the micro-batch size is always searched: it is the model's
 /// batch, not a plan field; pipeline.stages left out is balanced by cost,
-/// as the compiler balances it).
-std::vector<std::string> searchedFields(const Fixed &f);
+/// as the compiler balances it). mesh.cp is named when `cpSearched`: the
+/// search tries it for this model (long sequences).
+std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched);
 
 } // namespace partition::planner
 

@@ -4,6 +4,10 @@
 
 #include "tools/partition-plan/PlanInputs.h"
 
+#include "planner/Collectives.h"
+#include "planner/ContextParallel.h"
+#include "planner/LayerCost.h"
+
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
@@ -19,6 +23,7 @@ std::vector<std::pair<const char *, double>> terms(const Breakdown &b) {
   return {{"compute", b.compute},
           {"recompute", b.recompute},
           {"tensor-parallel communication", b.tensorComm},
+          {"context-parallel communication", b.contextComm},
           {"pipeline communication", b.pipelineComm},
           {"pipeline bubble", b.bubble},
           {"data-parallel communication", b.dataComm},
@@ -67,6 +72,7 @@ nlohmann::ordered_json toJson(const Prediction &p) {
   out["breakdown"] = {{"compute_s", b.compute},
                       {"recompute_s", b.recompute},
                       {"tensor_parallel_comm_s", b.tensorComm},
+                      {"context_parallel_comm_s", b.contextComm},
                       {"pipeline_comm_s", b.pipelineComm},
                       {"bubble_s", b.bubble},
                       {"data_parallel_comm_s", b.dataComm},
@@ -145,6 +151,28 @@ void printWhatMatters(const Prediction &best, const ModelShape &model,
       c.virtualStages = 2;
       c.stages.clear();
     });
+  if (plan.cp > 1) {
+    add(plan.cpMethod == "ring" ? "with all_gather" : "with ring",
+        [](Candidate &c) {
+          c.cpMethod = c.cpMethod == "ring" ? "all_gather" : "ring";
+        });
+    add(plan.cpLoadBalance == "zigzag" ? "without zigzag" : "with zigzag",
+        [](Candidate &c) {
+          c.cpLoadBalance = c.cpLoadBalance == "zigzag" ? "none" : "zigzag";
+        });
+    // Half the context group, twice the replicas: the same devices and
+    // batch, each replica half the micro-batches.
+    if (plan.microbatches % 2 == 0 && plan.microbatches / 2 >= plan.pp &&
+        (plan.schedule != "interleaved-1f1b" ||
+         (plan.microbatches / 2) % plan.pp == 0))
+      add("with cp " + std::to_string(plan.cp / 2) + ", dp " +
+              std::to_string(plan.dp * 2),
+          [](Candidate &c) {
+            c.cp /= 2;
+            c.dp *= 2;
+            c.microbatches /= 2;
+          });
+  }
   if (plan.tp > 1 && plan.perLayer.empty())
     add(plan.sequenceParallel ? "without sequence parallelism"
                               : "with sequence parallelism",
@@ -187,6 +215,30 @@ void printWhatMatters(const Prediction &best, const ModelShape &model,
   }
 }
 
+/// The context-parallel terms of one layer and micro-batch: what each
+/// rank gathers, over which links, and the slowest rank's attention share.
+void printContextTerms(const Candidate &plan, const ModelShape &model,
+                       const Cluster &node, llvm::raw_ostream &os) {
+  Cluster c = deviceShare(node, plan.devices());
+  Link link = groupLink(c, plan.cp, plan.tp);
+  bool intra = link.bandwidth == c.intraNodeBandwidth &&
+               plan.cp * plan.tp <= c.devicesPerNode;
+  double share = causalShare(plan.cp, plan.cpLoadBalance);
+  LayerCost layer = layerCost(model, plan, c);
+  os << "  context parallelism: cp " << plan.cp << ", " << plan.cpMethod
+     << ", load balance " << plan.cpLoadBalance << "; per layer and "
+     << "micro-batch: K/V gathered " << gib(kvGatherBytes(model, plan))
+     << " per rank over " << (intra ? "NVLink (cp x tp fits a node)"
+                                    : "the inter-node network")
+     << "; exposed " << seconds(layer.forwardContext) << " forward, "
+     << seconds(layer.backwardContext + layer.recomputeContext)
+     << " backward; attention " << seconds(layer.attentionForward)
+     << " + " << seconds(layer.attentionBackward)
+     << "; the slowest rank does "
+     << llvm::format("%.4f", share) << " of the causal work (1/cp = "
+     << llvm::format("%.4f", 1.0 / double(plan.cp)) << ")\n";
+}
+
 void printExplanation(const std::vector<Prediction> &ranked,
                       const ModelShape &model, const Cluster &cluster,
                       llvm::raw_ostream &os) {
@@ -200,6 +252,8 @@ void printExplanation(const std::vector<Prediction> &ranked,
   os << "  dominant term: " << dominant->first << " ("
      << llvm::format("%.0f%%", 100 * dominant->second / best.stepSeconds)
      << " of the step)\n";
+  if (best.plan.cp > 1)
+    printContextTerms(best.plan, model, cluster, os);
   printWhatMatters(best, model, cluster, os);
   if (ranked.size() < 2) {
     os << "  no runner-up\n";

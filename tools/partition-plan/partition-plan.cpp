@@ -6,7 +6,8 @@
 //   partition-plan --calibrate -o cpu.json
 //   partition-plan --goodput --cluster C --gpus N [model.mlir]
 //
-// Searches dp x tp x pp, micro-batch size and count, schedule, virtual
+// Searches dp x tp x pp (x cp for long sequences, or where nothing fits
+// without it), micro-batch size and count, schedule, virtual
 // stages, SP, ZeRO and recompute for the model (its `xfmr.model`
 // configuration), predicts each plan with the cost model (planner/), and
 // ranks those that fit by step time. Only plans that partition-compile
@@ -27,6 +28,7 @@
 #include "runtime/backend/cpu/BlasCore.h"
 #include "passes/plan/Plan.h"
 #include "planner/Cluster.h"
+#include "planner/ContextParallel.h"
 #include "planner/CostModel.h"
 #include "planner/Nonuniform.h"
 #include "planner/Search.h"
@@ -383,7 +385,8 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
   if (!stages.empty())
     os << "layers per stage: " << stages << "\n";
   if (!planFile.empty()) {
-    std::vector<std::string> open = searchedFields(fixed);
+    std::vector<std::string> open =
+        searchedFields(fixed, searchContextParallel(shape));
     os << "searched (not in " << planFile << "): micro-batch size";
     for (const std::string &field : open)
       os << ", " << field;
@@ -458,7 +461,7 @@ int main(int argc, char **argv) {
   fixed.maxMicroBatch = maxMicroBatch;
   int64_t devices = gpus;
   if (devices <= 0)
-    devices = *fixed.dp * *fixed.tp * *fixed.pp;
+    devices = *fixed.dp * fixed.cp.value_or(1) * *fixed.tp * *fixed.pp;
 
   SearchOptions options;
   options.devices = devices;

@@ -18,7 +18,22 @@ TEST(Cluster, EveryProfileRoundTripsThroughJson) {
     EXPECT_EQ(back->peakFlopsBf16, profile->peakFlopsBf16);
     EXPECT_EQ(back->devicesPerNode, profile->devicesPerNode);
     EXPECT_EQ(back->attentionKernel, profile->attentionKernel);
+    EXPECT_EQ(back->attentionSkipsMasked, profile->attentionSkipsMasked);
   }
+}
+
+TEST(Cluster, GpuProfilesCreditTheCausalBlocksTheKernelSkips) {
+  EXPECT_TRUE(getProfile("h100-sxm-dgx")->attentionSkipsMasked);
+  EXPECT_TRUE(getProfile("h200-dgx")->attentionSkipsMasked);
+  EXPECT_TRUE(getProfile("gb200-nvl72")->attentionSkipsMasked);
+  // Materialized attention computes every score; cpu-local's profile does
+  // not time the attention kernel (Cluster.h).
+  EXPECT_FALSE(getProfile("a100-80gb-dgx")->attentionSkipsMasked);
+  EXPECT_FALSE(getProfile("cpu-local")->attentionSkipsMasked);
+  OrError<Cluster> c = parseCluster(
+      R"({"base": "h100-sxm-dgx", "attention_skips_masked": false})", "c.json");
+  ASSERT_TRUE(bool(c)) << c.error();
+  EXPECT_FALSE(c->attentionSkipsMasked);
 }
 
 TEST(Cluster, FileOverridesItsBase) {
@@ -68,7 +83,8 @@ TEST(Cluster, BadFilesSayWhatIsWrong) {
             "memory_bandwidth, memory_efficiency, kernel_latency, "
             "devices_per_node, intra_node_bandwidth, intra_node_latency, "
             "inter_node_bandwidth, inter_node_latency, "
-            "overlaps_communication, shared_node, attention_kernel)");
+            "overlaps_communication, shared_node, attention_kernel, "
+            "attention_skips_masked)");
   EXPECT_NE(error(R"({"attention_kernel": "fast"})")
                 .find("must be one of fused, materialized"),
             std::string::npos);
