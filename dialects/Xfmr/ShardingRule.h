@@ -180,6 +180,11 @@ public:
   /// `factor` (an all_slice: no communication).
   virtual mlir::Value sliceBlock(mlir::OpBuilder &builder, mlir::Value value,
                                  int64_t dim, int factor) = 0;
+  /// The previous device's `value` on the ring of the devices that hold
+  /// the blocks of `factor` (a dist.ring_shift: this device's goes to the
+  /// next one); `label` names it in traces.
+  virtual mlir::Value ringShift(mlir::OpBuilder &builder, mlir::Value value,
+                                int factor, llvm::StringRef label) = 0;
   /// Replaces the op's results by `values` (same types) and erases it.
   virtual void replaceOp(mlir::ValueRange values) = 0;
 };

@@ -320,6 +320,18 @@ public:
     return allSlice(builder, pass.meshRef(), value, factorAxes[factor], dim,
                     shards(factor));
   }
+  Value ringShift(OpBuilder &builder, Value value, int factor,
+                  StringRef label) override {
+    SmallVector<StringRef> axes(factorAxes[factor].begin(),
+                                factorAxes[factor].end());
+    auto shift = dist::RingShiftOp::create(builder, value.getLoc(),
+                                           value.getType(), value,
+                                           pass.meshRef(),
+                                           builder.getStrArrayAttr(axes));
+    shift->setAttr(dist::DistDialect::kLabelAttrName,
+                   builder.getStringAttr(label));
+    return shift.getResult();
+  }
   void replaceOp(ValueRange values) override {
     replacement.assign(values.begin(), values.end());
     for (auto [old, value] : llvm::zip(op->getResults(), values)) {
