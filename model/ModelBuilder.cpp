@@ -123,6 +123,7 @@ private:
             : IntegerAttr();
     return xfmr::AttentionOp::create(
         builder, named(name), q.getType(), q, k, v,
+        /*query_positions=*/Value(), /*key_positions=*/Value(),
         builder.getI64IntegerAttr(config.heads),
         builder.getI64IntegerAttr(config.kvHeads), builder.getBoolAttr(true),
         theta, scaling, factors, window);
@@ -147,7 +148,7 @@ private:
                                         tokens, wte);
     Value wpe = param("wpe", {config.positions, c});
     x = xfmr::PositionEmbeddingOp::create(builder, named("wpe"), x.getType(),
-                                          x, wpe);
+                                          x, wpe, /*positions=*/Value());
     for (int64_t layer = 0; layer < config.layers; ++layer) {
       currentLayer = layer;
       std::string prefix = "h." + std::to_string(layer);

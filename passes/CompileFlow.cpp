@@ -70,6 +70,12 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   step.withEval = options.optimizer == "adamw";
   step.withLogits = options.logits;
   pm.addPass(createTrainStepPass(step));
+  // After autodiff, so that the backward ops get the positions too.
+  if (options.explicitPositions > 0) {
+    ExplicitPositionsPassOptions positions;
+    positions.chunks = options.explicitPositions;
+    pm.addPass(createExplicitPositionsPass(positions));
+  }
 
   // The partitioner.
   bool sharded = plan && (plan->mesh.dp > 1 || plan->mesh.tp > 1 ||

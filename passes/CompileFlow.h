@@ -59,6 +59,11 @@ struct CompileFlowOptions
                      "for partition-run --dump-logits; its output buffer "
                      "stays in the arena)"),
       llvm::cl::init(false)};
+  Option<int64_t> explicitPositions{
+      *this, "explicit-positions",
+      llvm::cl::desc("Run --xfmr-explicit-positions with these chunks after "
+                     "the training step (0: not run)"),
+      llvm::cl::init(0)};
   Option<bool> memoryReport{
       *this, "memory-report",
       llvm::cl::desc("Print bytes per buffer category and the arena peak"),

@@ -115,6 +115,49 @@ def MixedPrecisionPass : Pass<"xfmr-mixed-precision", "::mlir::ModuleOp"> {
   let dependentDialects = ["::partition::xfmr::XfmrDialect"];
 }
 
+def ExplicitPositionsPass : Pass<"xfmr-explicit-positions", "::mlir::ModuleOp"> {
+  let summary = "Give every position-dependent op explicit positions";
+  let description = [{
+    Context parallelism feeds the sequence permuted (the zigzag layout:
+    `chunks` N chunks in the order 0, N-1, 1, N-2, ...), so every op whose
+    result depends on positions must be told each element's original
+    position. In every function holding an `xfmr.attention`,
+    `xfmr.attention_grad`, `xfmr.position_embedding` or
+    `xfmr.position_embedding_grad` without positions, the pass creates one
+    `xfmr.sequence_positions {length = T, chunks = N}` per sequence length T
+    at the function's entry and passes it to each such op (as both the
+    query and key positions of an attention), and marks the function's
+    tokens and targets arguments `xfmr.sequence_chunks = N`: the caller
+    must feed them in that order. Ops that already have positions are left
+    alone. With `chunks=1` the positions are the natural order and the step
+    computes what it did (through the positioned kernels).
+
+    Runs on the training step after autodiff (@train_step, the forward
+    functions it calls, @eval_step, @logits_step); partition-compile's
+    hidden `--explicit-positions=N` inserts it after `--xfmr-train-step`.
+
+    Input:
+    ```mlir
+    %o = xfmr.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 4 : i64}
+        : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>) -> tensor<2x16x64xf32>
+    ```
+    Output (`chunks=4`):
+    ```mlir
+    %pos = xfmr.sequence_positions {chunks = 4 : i64, length = 16 : i64} : () -> tensor<16xi32>
+    %o = xfmr.attention %q, %k, %v positions %pos, %pos {num_heads = 4 : i64, num_kv_heads = 4 : i64}
+        : (..., tensor<16xi32>, tensor<16xi32>) -> tensor<2x16x64xf32>
+    ```
+    Errors: `chunks` below 1 or odd (above 1), or not dividing a sequence
+    length.
+  }];
+  let dependentDialects = ["::partition::xfmr::XfmrDialect"];
+  let options = [
+    Option<"chunks", "chunks", "int64_t", "1",
+           "Chunks of the layout order: 1 (natural order) or 2 x the "
+           "context-parallel ranks (zigzag)">,
+  ];
+}
+
 def StatsPass : Pass<"xfmr-stats", "::mlir::ModuleOp"> {
   let summary = "Print parameter, token and FLOP counts of each model function";
   let description = [{

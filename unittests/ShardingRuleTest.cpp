@@ -5,7 +5,9 @@
 // training and evaluation steps of the GPT-2 and Llama presets (micro-batches
 // included), the rule must list every operand and result, one factor per
 // dimension, each factor's size equal to the dimension it maps to, and name
-// a mean's factors and scaled value correctly.
+// a mean's factors and scaled value correctly; also after
+// --xfmr-explicit-positions (the positions operands of attention and the
+// position embedding, xfmr.sequence_positions).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,17 +44,24 @@ void checkDims(mlir::Operation *op, const ShardingRule &rule,
   }
 }
 
-class PresetRules : public ::testing::TestWithParam<const char *> {};
+/// A preset, and the chunks of --xfmr-explicit-positions (0: not run).
+class PresetRules
+    : public ::testing::TestWithParam<std::tuple<const char *, int64_t>> {};
 
 TEST_P(PresetRules, EveryOpsRuleMatchesItsTypes) {
   mlir::MLIRContext context;
-  ModelConfig config = *getPreset(GetParam());
+  ModelConfig config = *getPreset(std::get<0>(GetParam()));
   auto module = buildForwardModule(context, config);
   mlir::PassManager pm(&context);
   TrainStepPassOptions options;
   options.microbatches = 2;
   options.withEval = true;
   pm.addPass(createTrainStepPass(options));
+  if (int64_t chunks = std::get<1>(GetParam())) {
+    ExplicitPositionsPassOptions positions;
+    positions.chunks = chunks;
+    pm.addPass(createExplicitPositionsPass(positions));
+  }
   ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
 
   int checked = 0;
@@ -84,8 +93,10 @@ TEST_P(PresetRules, EveryOpsRuleMatchesItsTypes) {
   EXPECT_GT(checked, 50);
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, PresetRules,
-                         ::testing::Values("gpt2-tiny", "llama-tiny"));
+INSTANTIATE_TEST_SUITE_P(
+    Presets, PresetRules,
+    ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
+                       ::testing::Values(int64_t(0), int64_t(4))));
 
 /// Spot checks of what the rules say, beyond their shapes.
 TEST(ShardingRules, LinearSumsOverItsInputFeatures) {
@@ -104,6 +115,35 @@ TEST(ShardingRules, LinearSumsOverItsInputFeatures) {
     found = true;
   });
   EXPECT_TRUE(found);
+}
+
+/// With explicit positions the query sequence splits (its positions go
+/// with it) and the key sequence stays whole: dK and dV sum over the
+/// queries, which is how context parallelism reduces them.
+TEST(ShardingRules, PositionedAttentionSplitsQueriesNotKeys) {
+  mlir::MLIRContext context;
+  auto module = buildForwardModule(context, *getPreset("llama-tiny"));
+  mlir::PassManager pm(&context);
+  pm.addPass(createTrainStepPass());
+  ExplicitPositionsPassOptions positions;
+  positions.chunks = 4;
+  pm.addPass(createExplicitPositionsPass(positions));
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  int found = 0;
+  module->walk([&](AttentionGradOp grad) {
+    ASSERT_TRUE(grad.getQueryPositions());
+    ShardingRule rule = grad.getShardingRule();
+    int t = rule.getOperand(1)[1], s = rule.getOperand(2)[1];
+    EXPECT_FALSE(rule.getFactors()[t].opaque);
+    EXPECT_TRUE(rule.getFactors()[s].opaque);
+    EXPECT_EQ(rule.getOperand(4)[0], t); // query_positions
+    EXPECT_EQ(rule.getOperand(5)[0], s); // key_positions
+    EXPECT_FALSE(rule.isSummedOver(t, 0));
+    EXPECT_TRUE(rule.isSummedOver(t, 1));
+    EXPECT_TRUE(rule.isSummedOver(t, 2));
+    ++found;
+  });
+  EXPECT_GT(found, 0);
 }
 
 } // namespace

@@ -53,10 +53,36 @@ static LogicalResult verifyAttention(AttentionLike attention) {
     return op->emitOpError() << "query features " << features
                              << " are not divisible by num_heads " << heads;
   int64_t headDim = features / heads;
+  // Explicit positions (both or neither) free the key sequence's length:
+  // local queries against all-gathered keys.
+  Value queryPositions = attention.getQueryPositions(),
+        keyPositions = attention.getKeyPositions();
+  if (bool(queryPositions) != bool(keyPositions))
+    return op->emitOpError()
+           << "query_positions and key_positions must be given together";
+  int64_t keySeq = q.getDimSize(1);
+  if (queryPositions) {
+    if (failed(expectRank(op, "key", key, 3, "[batch, seq, kv_heads*head_dim]")))
+      return failure();
+    keySeq = tensorType(key).getDimSize(1);
+    int64_t queryLength = tensorType(queryPositions).getDimSize(0);
+    int64_t keyLength = tensorType(keyPositions).getDimSize(0);
+    if (queryLength != q.getDimSize(1))
+      return op->emitOpError()
+             << "query_positions has " << queryLength
+             << " positions but the query sequence has " << q.getDimSize(1);
+    if (keyLength != keySeq)
+      return op->emitOpError() << "key_positions has " << keyLength
+                               << " positions but the key sequence has "
+                               << keySeq;
+  }
   if (failed(expectType(op, "key", key.getType(),
-                        {q.getDimSize(0), q.getDimSize(1), kvHeads * headDim},
+                        {q.getDimSize(0), keySeq, kvHeads * headDim},
                         q.getElementType(),
-                        "[B, T] of the query, num_kv_heads * head_dim " +
+                        (queryPositions ? "[B] of the query, num_kv_heads * "
+                                          "head_dim "
+                                        : "[B, T] of the query, num_kv_heads "
+                                          "* head_dim ") +
                             std::to_string(headDim))) ||
       failed(expectSameType(op, "value", value, "the key", key)))
     return failure();

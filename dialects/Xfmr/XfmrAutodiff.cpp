@@ -39,7 +39,7 @@ Grads PositionEmbeddingOp::buildBackward(OpBuilder &builder,
     grads[0] = grad;
   if (needOperandGrad[1])
     grads[1] = PositionEmbeddingGradOp::create(
-        builder, getLoc(), getTable().getType(), grad);
+        builder, getLoc(), getTable().getType(), grad, getPositions());
   return grads;
 }
 
@@ -159,7 +159,7 @@ Grads AttentionOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
   auto backward = AttentionGradOp::create(
       builder, getLoc(), getQuery().getType(), getKey().getType(),
       getValue().getType(), resultGrads[0], getQuery(), getKey(), getValue(),
-      getNumHeadsAttr(), getNumKvHeadsAttr(), getCausalAttr(),
+      getQueryPositions(), getKeyPositions(), getNumHeadsAttr(), getNumKvHeadsAttr(), getCausalAttr(),
       getRopeThetaAttr(), getRopeScalingAttr(), getRopeScalingFactorsAttr(),
       getSlidingWindowAttr());
   for (auto [index, grad] : llvm::enumerate(backward.getResults()))

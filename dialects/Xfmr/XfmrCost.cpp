@@ -53,14 +53,19 @@ std::optional<int64_t> LinearGradWeightOp::getMatmulFlops() {
 /// full T x T whether or not the mask is causal (the Megatron-LM
 /// convention); with a sliding window W < T, of [T, D] by [D, W]: each query
 /// meets W keys.
+///
+/// With explicit positions the queries [Tq] meet the keys [Tk] (local
+/// queries, gathered keys): Tq x Tk, or Tq x min(Tk, W) with a window.
 template <typename AttentionLike>
 static std::optional<int64_t> attentionForwardFlops(AttentionLike op) {
   auto type = cast<RankedTensorType>(op.getQuery().getType());
   int64_t batch = type.getDimSize(0), seq = type.getDimSize(1);
   int64_t features = type.getDimSize(2); // heads * head_dim
-  int64_t keys = seq;
+  int64_t keys = op.getQueryPositions()
+                     ? cast<RankedTensorType>(op.getKey().getType()).getDimSize(1)
+                     : seq;
   if (std::optional<uint64_t> window = op.getSlidingWindow())
-    keys = std::min<int64_t>(seq, int64_t(*window));
+    keys = std::min<int64_t>(keys, int64_t(*window));
   // 2 * (2 * batch * seq * keys * features)
   return partition::checkedElementCount({4, batch, seq, keys, features});
 }

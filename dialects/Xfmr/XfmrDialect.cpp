@@ -42,6 +42,16 @@ LogicalResult verifyValueAttribute(Operation *op, Site site, unsigned index,
                              << attr.getValue();
     return success();
   }
+  // Set by --xfmr-explicit-positions: the caller feeds this input's
+  // sequence in the layout order of that many chunks.
+  if (site == Site::Argument && name == XfmrDialect::kSequenceChunksAttrName) {
+    auto chunks = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!chunks || chunks.getInt() < 1)
+      return op->emitError() << "'" << name << "' on argument #" << index
+                             << " must be a positive integer, but is "
+                             << attr.getValue();
+    return success();
+  }
   bool known =
       isTensorRole(name) ||
       (site == Site::Result && name == XfmrDialect::kGradientAttrName) ||

@@ -10,6 +10,8 @@
 #include "dialects/Xfmr/XfmrOps.h"
 #include "runtime/program/Rope.h"
 
+#include <limits>
+
 using namespace mlir;
 
 namespace partition::xfmr {
@@ -34,9 +36,18 @@ KernelCall attentionCall(KernelId kernel, KernelId scaledKernel,
   std::optional<StringRef> scaling = op.getRopeScaling();
   int64_t seq = cast<ShapedType>(op.getQuery().getType()).getDimSize(1);
   int64_t window = 0;
+  // With explicit positions a window is kept whatever its size: the
+  // positions, not the local length, bound what it masks.
+  bool positions = bool(op.getQueryPositions());
+  if (positions)
+    seq = std::numeric_limits<int64_t>::max();
   if (std::optional<uint64_t> w = op.getSlidingWindow(); w && int64_t(*w) < seq)
     window = int64_t(*w);
-  if (!scaling && window == 0)
+  if (positions)
+    kernel = scaledKernel = kernel == KernelId::Attention
+                                ? KernelId::AttentionPositions
+                                : KernelId::AttentionPositionsGrad;
+  if (!scaling && window == 0 && !positions)
     return {kernel, ints, {theta}};
   ints.push_back(window);
   if (!scaling)
@@ -90,10 +101,16 @@ FailureOr<KernelCall> EmbeddingGradOp::getKernelCall() {
   return KernelCall{KernelId::EmbeddingGrad};
 }
 FailureOr<KernelCall> PositionEmbeddingOp::getKernelCall() {
-  return KernelCall{KernelId::PositionEmbedding};
+  return KernelCall{getPositions() ? KernelId::PositionEmbeddingAt
+                                   : KernelId::PositionEmbedding};
 }
 FailureOr<KernelCall> PositionEmbeddingGradOp::getKernelCall() {
-  return KernelCall{KernelId::PositionEmbeddingGrad};
+  return KernelCall{getPositions() ? KernelId::PositionEmbeddingAtGrad
+                                   : KernelId::PositionEmbeddingGrad};
+}
+FailureOr<KernelCall> SequencePositionsOp::getKernelCall() {
+  return KernelCall{KernelId::SequencePositions,
+                    {static_cast<int64_t>(getChunks())}};
 }
 
 // Normalisation: the epsilon is the one float.

@@ -166,6 +166,19 @@ static LogicalResult verifyPositionTable(Operation *op, StringRef what,
   return success();
 }
 
+/// Explicit positions of a [B, T, C] activation: one per element of T.
+static LogicalResult verifyPositions(Operation *op, Value positions,
+                                     RankedTensorType activation) {
+  if (!positions)
+    return success();
+  int64_t length = tensorType(positions).getDimSize(0);
+  if (length != activation.getDimSize(1))
+    return op->emitOpError() << "positions has " << length
+                             << " elements but the sequence has "
+                             << activation.getDimSize(1);
+  return success();
+}
+
 LogicalResult PositionEmbeddingOp::verify() {
   if (failed(verifyStaticShapes(*this)) ||
       failed(expectRank(*this, "input", getInput(), 3,
@@ -173,16 +186,39 @@ LogicalResult PositionEmbeddingOp::verify() {
       failed(expectSameType(*this, "result", getResult(), "the input",
                             getInput())))
     return failure();
-  return verifyPositionTable(*this, "table", tensorType(getInput()),
-                             getTable().getType());
+  if (failed(verifyPositionTable(*this, "table", tensorType(getInput()),
+                                 getTable().getType())))
+    return failure();
+  return verifyPositions(*this, getPositions(), tensorType(getInput()));
 }
 
 LogicalResult PositionEmbeddingGradOp::verify() {
   if (failed(verifyStaticShapes(*this)) ||
       failed(expectRank(*this, "grad", getGrad(), 3, "[batch, seq, hidden]")))
     return failure();
-  return verifyPositionTable(*this, "result", tensorType(getGrad()),
-                             getType());
+  if (failed(verifyPositionTable(*this, "result", tensorType(getGrad()),
+                                 getType())))
+    return failure();
+  return verifyPositions(*this, getPositions(), tensorType(getGrad()));
+}
+
+LogicalResult SequencePositionsOp::verify() {
+  int64_t length = getLength(), chunks = getChunks();
+  if (length <= 0)
+    return emitOpError() << "length must be positive, got " << length;
+  if (chunks < 1)
+    return emitOpError() << "chunks must be at least 1, got " << chunks;
+  if (chunks != 1 && chunks % 2 != 0)
+    return emitOpError() << "chunks must be 1 or even (two per "
+                            "context-parallel rank), got "
+                         << chunks;
+  if (length % chunks != 0)
+    return emitOpError() << "chunks " << chunks
+                         << " does not divide the length " << length;
+  if (getType().getDimSize(0) != length)
+    return emitOpError() << "result has " << getType().getDimSize(0)
+                         << " elements but length is " << length;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -89,6 +89,11 @@ def Xfmr_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kLayerAttrName = "xfmr.layer";
     /// On an argument: "tokens", "targets", "step" or "lr".
     static constexpr ::llvm::StringLiteral kInputAttrName = "xfmr.input";
+    /// On a tokens or targets argument: the number of chunks of the
+    /// layout order its sequence is fed in (xfmr.sequence_positions; set
+    /// by --xfmr-explicit-positions).
+    static constexpr ::llvm::StringLiteral kSequenceChunksAttrName =
+        "xfmr.sequence_chunks";
     /// On a result: "loss" or "step".
     static constexpr ::llvm::StringLiteral kOutputAttrName = "xfmr.output";
     /// On a function: the model configuration (a dictionary).
@@ -111,6 +116,7 @@ def Xfmr_FloatTensor : RankedTensorOf<[AnyFloat]>;
 def Xfmr_TokenTensor : 2DTensorOf<[I32]>;
 def Xfmr_ScalarF32 : 0DTensorOf<[F32]>;
 def Xfmr_ScalarI32 : 0DTensorOf<[I32]>;
+def Xfmr_PositionsTensor : 1DTensorOf<[I32]>;
 
 //===----------------------------------------------------------------------===//
 // Base classes
@@ -204,12 +210,28 @@ def Xfmr_PositionEmbeddingOp
         : (tensor<4x64x64xf32>, tensor<64x64xf32>) -> tensor<4x64x64xf32>
     ```
 
+    With `positions` (a [T] i32 vector; a permuted sequence, see
+    `xfmr.sequence_positions`), element t takes the row of its original
+    position: `result[b, t, :] = input[b, t, :] + table[positions[t], :]`.
+
+    ```mlir
+    %p = xfmr.position_embedding %x, %wpe positions %pos
+        : (tensor<4x64x64xf32>, tensor<64x64xf32>, tensor<64xi32>) -> tensor<4x64x64xf32>
+    ```
+
     Constraints:
     - `input` and the result are [B, T, C] of one type;
-    - `table` is [P, C] with P >= T, of the input's element type.
+    - `table` is [P, C] with P >= T, of the input's element type;
+    - `positions`, when present, is [T] (its values must lie in [0, P):
+      checked by the kernel).
   }];
-  let arguments = (ins Xfmr_FloatTensor:$input, Xfmr_FloatTensor:$table);
+  let arguments = (ins Xfmr_FloatTensor:$input, Xfmr_FloatTensor:$table,
+                       Optional<Xfmr_PositionsTensor>:$positions);
   let results = (outs Xfmr_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $table (`positions` $positions^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
 }
 
 def Xfmr_PositionEmbeddingGradOp : Xfmr_BackwardOp<"position_embedding_grad"> {
@@ -224,12 +246,56 @@ def Xfmr_PositionEmbeddingGradOp : Xfmr_BackwardOp<"position_embedding_grad"> {
         : (tensor<4x64x64xf32>) -> tensor<64x64xf32>
     ```
 
+    With `positions` (the forward's), `result[p, :]` sums `grad[b, t, :]`
+    over b and the t with `positions[t] = p`; the rows no t names are zero.
+
+    ```mlir
+    %dp = xfmr.position_embedding_grad %dh positions %pos
+        : (tensor<4x64x64xf32>, tensor<64xi32>) -> tensor<64x64xf32>
+    ```
+
     Constraints:
     - `grad` is [B, T, C] and the result is [P, C] with P >= T, of one
-      element type.
+      element type;
+    - `positions`, when present, is [T].
   }];
-  let arguments = (ins Xfmr_FloatTensor:$grad);
+  let arguments = (ins Xfmr_FloatTensor:$grad,
+                       Optional<Xfmr_PositionsTensor>:$positions);
   let results = (outs Xfmr_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad (`positions` $positions^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Xfmr_SequencePositionsOp
+    : Xfmr_Op<"sequence_positions", [], Xfmr_PartitionsLocally> {
+  let summary = "the original position of each element of a sequence in "
+                "layout order";
+  let description = [{
+    The positions that make a permuted sequence explicit (context
+    parallelism, --xfmr-explicit-positions): element i of the result is the
+    original position of the sequence's element i in the order the caller
+    feeds it. With `chunks` = 1 that is 0..T-1 (natural order). With an
+    even `chunks` N, the sequence is cut into N chunks of T/N and the layout
+    order is chunk 0, chunk N-1, chunk 1, chunk N-2, ...: layout block j
+    holds chunk j/2 for even j and chunk N-1-j/2 for odd j, so each of the
+    N/2 context-parallel ranks holds one early and one late chunk (the
+    causal load balance of Llama 3's context parallelism, "zigzag").
+
+    Example:
+    ```mlir
+    // 0 1 | 14 15 | 2 3 | 12 13 | 4 5 | 10 11 | 6 7 | 8 9
+    %pos = xfmr.sequence_positions {length = 16 : i64, chunks = 8 : i64}
+        : () -> tensor<16xi32>
+    ```
+
+    Constraints:
+    - `length` T is positive and the result is [T] i32;
+    - `chunks` is 1, or even and divides T.
+  }];
+  let arguments = (ins I64Attr:$length, I64Attr:$chunks);
+  let results = (outs Xfmr_PositionsTensor:$result);
 }
 
 //===----------------------------------------------------------------------===//
@@ -538,7 +604,8 @@ def Xfmr_ScaleOp : Xfmr_ForwardOp<"scale"> {
 //===----------------------------------------------------------------------===//
 
 def Xfmr_AttentionOp
-    : Xfmr_ForwardOp<"attention", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
+    : Xfmr_ForwardOp<"attention", [Xfmr_Matmul, AttrSizedOperandSegments],
+                     Xfmr_PartitionsLocally> {
   let summary = "multi-head scaled dot-product attention (causal, GQA, RoPE, "
                 "sliding window)";
   let description = [{
@@ -575,6 +642,15 @@ def Xfmr_AttentionOp
     included (transformers' sliding_window convention). A window of at
     least the sequence length masks nothing more than causality.
 
+    With `query_positions` and `key_positions` (both or neither; [Tq] and
+    [Tk] i32 vectors) the positions are explicit instead of the indices: a
+    permuted sequence (context parallelism's zigzag layout,
+    `xfmr.sequence_positions`) or local queries against all-gathered keys,
+    so Tq may differ from Tk. Query t sees key s iff not `causal` or
+    kp[s] <= qp[t] (with `sliding_window` W also kp[s] > qp[t] - W), and
+    RoPE rotates query t at angle qp[t] * freq and key s at kp[s] * freq.
+    A query that sees no key gets zeros.
+
     Example:
     ```mlir
     %o = xfmr.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64,
@@ -587,13 +663,18 @@ def Xfmr_AttentionOp
     %w = xfmr.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64,
                                     rope_theta = 1.0e+04 : f32, sliding_window = 16 : i64}
         : (tensor<4x64x64xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>) -> tensor<4x64x64xf32>
+    %l = xfmr.attention %q, %k, %v positions %qp, %kp {num_heads = 4 : i64, num_kv_heads = 2 : i64}
+        : (tensor<4x16x64xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>,
+           tensor<16xi32>, tensor<64xi32>) -> tensor<4x16x64xf32>
     ```
 
     Constraints:
     - `num_heads` and `num_kv_heads` are positive and `num_kv_heads` divides
       `num_heads`;
     - `query` and the result are [B, T, H*D] of one type;
-    - `key` and `value` are [B, T, Hkv*D] of that element type;
+    - `key` and `value` are [B, T, Hkv*D] of that element type (with
+      positions, [B, Tk, Hkv*D]);
+    - `query_positions` and `key_positions` come together, [Tq] and [Tk];
     - with `rope_theta`, it is positive and D is even;
     - `rope_scaling` and `rope_scaling_factors` come together and with
       `rope_theta`; the scaling is `linear` (one factor), `llama3` or
@@ -606,6 +687,8 @@ def Xfmr_AttentionOp
   }];
   let arguments = (ins Xfmr_FloatTensor:$query, Xfmr_FloatTensor:$key,
                        Xfmr_FloatTensor:$value,
+                       Optional<Xfmr_PositionsTensor>:$query_positions,
+                       Optional<Xfmr_PositionsTensor>:$key_positions,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        DefaultValuedAttr<BoolAttr, "true">:$causal,
                        OptionalAttr<F32Attr>:$rope_theta,
@@ -613,6 +696,11 @@ def Xfmr_AttentionOp
                        OptionalAttr<DenseF64ArrayAttr>:$rope_scaling_factors,
                        OptionalAttr<I64Attr>:$sliding_window);
   let results = (outs Xfmr_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value
+    (`positions` $query_positions^ `,` $key_positions)? attr-dict `:`
+    functional-type(operands, results)
+  }];
   let extraClassDeclaration = [{
     /// Head dimension D.
     int64_t getHeadDim();
@@ -620,7 +708,8 @@ def Xfmr_AttentionOp
 }
 
 def Xfmr_AttentionGradOp
-    : Xfmr_BackwardOp<"attention_grad", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
+    : Xfmr_BackwardOp<"attention_grad", [Xfmr_Matmul, AttrSizedOperandSegments],
+                      Xfmr_PartitionsLocally> {
   let summary = "backward of attention: query, key and value gradients";
   let description = [{
     Recomputes the attention probabilities from `query` and `key` and returns
@@ -641,11 +730,23 @@ def Xfmr_AttentionGradOp
         -> (tensor<4x64x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>)
     ```
 
+    With the forward's `query_positions` and `key_positions`, the
+    probabilities are those of the positioned forward:
+    ```mlir
+    %pq, %pk, %pv = xfmr.attention_grad %do, %q, %k, %v positions %qp, %kp
+        {num_heads = 4 : i64, num_kv_heads = 4 : i64}
+        : (tensor<4x16x64xf32>, tensor<4x16x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>,
+           tensor<16xi32>, tensor<64xi32>)
+        -> (tensor<4x16x64xf32>, tensor<4x64x64xf32>, tensor<4x64x64xf32>)
+    ```
+
     Constraints: those of `xfmr.attention`, with `grad` and `query_grad`
     typed like the query and `key_grad`, `value_grad` like the key.
   }];
   let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_FloatTensor:$query,
                        Xfmr_FloatTensor:$key, Xfmr_FloatTensor:$value,
+                       Optional<Xfmr_PositionsTensor>:$query_positions,
+                       Optional<Xfmr_PositionsTensor>:$key_positions,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        DefaultValuedAttr<BoolAttr, "true">:$causal,
                        OptionalAttr<F32Attr>:$rope_theta,
@@ -655,6 +756,11 @@ def Xfmr_AttentionGradOp
   let results = (outs Xfmr_FloatTensor:$query_grad,
                       Xfmr_FloatTensor:$key_grad,
                       Xfmr_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value
+    (`positions` $query_positions^ `,` $key_positions)? attr-dict `:`
+    functional-type(operands, results)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -110,14 +110,19 @@ ShardingRule normalisationGrad(Value input, unsigned numGainGrads) {
 /// Attention operands: query-like values are [b, t, hq], key-like values
 /// [b, s, hkv], the heads packed head-major in the last dimension, so a
 /// block of hq holds whole heads when the heads divide (partitionLocally
-/// checks and divides the head counts). Positions are opaque: the causal
-/// mask and RoPE need global positions.
+/// checks and divides the head counts). Without explicit positions the
+/// sequences are opaque: the causal mask and RoPE need global indices. With
+/// them, the query sequence t is not (each query carries its position, so a
+/// block of queries with its block of positions is that block of rows: Llama
+/// 3's context parallelism), while the key sequence s stays opaque (a
+/// softmax normalises along it); dK and dV are then sums over t.
 struct AttentionFactors {
   int b, t, s, hq, hkv;
 };
-AttentionFactors attentionFactors(ShardingRule &rule, Value query, Value key) {
+AttentionFactors attentionFactors(ShardingRule &rule, Value query, Value key,
+                                  bool positions) {
   AttentionFactors factors{rule.addFactor(dimOf(query, 0)),
-                           rule.addFactor(dimOf(query, 1), /*opaque=*/true),
+                           rule.addFactor(dimOf(query, 1), !positions),
                            rule.addFactor(dimOf(key, 1), /*opaque=*/true),
                            rule.addFactor(dimOf(query, 2)),
                            rule.addFactor(dimOf(key, 2))};
@@ -128,7 +133,8 @@ AttentionFactors attentionFactors(ShardingRule &rule, Value query, Value key) {
 /// The factors of an attention-like op, with its heads as blocks.
 template <typename AttentionLike>
 AttentionFactors attentionFactors(ShardingRule &rule, AttentionLike op) {
-  AttentionFactors factors = attentionFactors(rule, op.getQuery(), op.getKey());
+  AttentionFactors factors = attentionFactors(
+      rule, op.getQuery(), op.getKey(), bool(op.getQueryPositions()));
   rule.setBlocks(factors.hq, op.getNumHeads());
   rule.setBlocks(factors.hkv, op.getNumKvHeads());
   return factors;
@@ -223,28 +229,44 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
 
 // (input [b, t, c], table [p, c]) -> [b, t, c]; row t of the table is added
 // at position t, so p is opaque, and a split t needs the rows of its block
-// (partitionLocally).
+// (partitionLocally). With explicit positions (positions [t]) each element
+// names its row: t splits like any row dimension and the table stays whole.
 ShardingRule PositionEmbeddingOp::getShardingRule() {
   ShardingRule rule;
   int b = rule.addFactor(dimOf(getInput(), 0));
-  int t = rule.addOpFactor(dimOf(getInput(), 1));
+  int t = getPositions() ? rule.addFactor(dimOf(getInput(), 1))
+                         : rule.addOpFactor(dimOf(getInput(), 1));
   int c = rule.addFactor(dimOf(getInput(), 2));
   int p = rule.addFactor(dimOf(getTable(), 0), /*opaque=*/true);
   rule.addOperand({b, t, c});
   rule.addOperand({p, c});
+  if (getPositions())
+    rule.addOperand({t});
   rule.addResult({b, t, c});
   return rule;
 }
 
-// (grad [b, t, c]) -> [p, c], summed over b.
+// (grad [b, t, c]) -> [p, c], summed over b. With explicit positions
+// (positions [t]) also summed over t: a split t gives a partial table.
 ShardingRule PositionEmbeddingGradOp::getShardingRule() {
   ShardingRule rule;
   int b = rule.addFactor(dimOf(getGrad(), 0));
-  int t = rule.addFactor(dimOf(getGrad(), 1), /*opaque=*/true);
+  int t = rule.addFactor(dimOf(getGrad(), 1), /*opaque=*/!getPositions());
   int c = rule.addFactor(dimOf(getGrad(), 2));
   int p = rule.addFactor(dimOf(getResult(), 0), /*opaque=*/true);
   rule.addOperand({b, t, c});
+  if (getPositions())
+    rule.addOperand({t});
   rule.addResult({p, c});
+  return rule;
+}
+
+// () -> positions [t]: computed whole on every device; a split t keeps this
+// device's block (partitionLocally).
+ShardingRule SequencePositionsOp::getShardingRule() {
+  ShardingRule rule;
+  int t = rule.addFactor(dimOf(getResult(), 0));
+  rule.addResult({t});
   return rule;
 }
 
@@ -354,6 +376,10 @@ ShardingRule AttentionOp::getShardingRule() {
   rule.addOperand({f.b, f.t, f.hq});
   rule.addOperand({f.b, f.s, f.hkv});
   rule.addOperand({f.b, f.s, f.hkv});
+  if (getQueryPositions()) {
+    rule.addOperand({f.t});
+    rule.addOperand({f.s});
+  }
   rule.addResult({f.b, f.t, f.hq});
   return rule;
 }
@@ -366,6 +392,10 @@ ShardingRule AttentionGradOp::getShardingRule() {
   rule.addOperand({f.b, f.t, f.hq});
   rule.addOperand({f.b, f.s, f.hkv});
   rule.addOperand({f.b, f.s, f.hkv});
+  if (getQueryPositions()) {
+    rule.addOperand({f.t});
+    rule.addOperand({f.s});
+  }
   rule.addResult({f.b, f.t, f.hq});
   rule.addResult({f.b, f.s, f.hkv});
   rule.addResult({f.b, f.s, f.hkv});
@@ -656,13 +686,29 @@ LogicalResult SoftmaxCrossEntropyGradOp::partitionLocally(
   return success();
 }
 
+// The whole positions, then this device's block of them.
+LogicalResult SequencePositionsOp::partitionLocally(
+    LocalPartition &partition) {
+  if (partition.shards(0) == 1)
+    return success();
+  OpBuilder builder(*this);
+  auto whole = SequencePositionsOp::create(
+      builder, getLoc(),
+      RankedTensorType::get({int64_t(getLength())}, builder.getI32Type()),
+      getLengthAttr(), getChunksAttr());
+  Value block = partition.sliceBlock(builder, whole, /*dim=*/0, /*factor=*/0);
+  partition.replaceOp(block);
+  return success();
+}
+
 // Positions split into blocks (sequence parallelism): each device adds the
-// table rows of its own positions, the block of the first T rows.
+// table rows of its own positions, the block of the first T rows. Explicit
+// positions name their rows themselves: nothing to adapt.
 LogicalResult PositionEmbeddingOp::partitionLocally(
     LocalPartition &partition) {
   constexpr int kPositions = 1;
   int64_t shards = partition.shards(kPositions);
-  if (shards == 1)
+  if (shards == 1 || getPositions())
     return success();
   OpBuilder builder(*this);
   Location loc = getLoc();

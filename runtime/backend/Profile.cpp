@@ -46,8 +46,10 @@ InstructionCost describeKernel(const KernelArgs &a) {
   case KernelCost::Attention:
   case KernelCost::AttentionGrad:
     cost.shape = "B,T,H,D=" + dims({a.batch, a.seq, a.heads, a.headDim});
+    // Tq x Tk pairs: the keys are the queries' sequence unless the
+    // positions are explicit (then possibly all-gathered, longer).
     cost.flops = 4.0 * double(a.batch) * double(a.heads) * double(a.seq) *
-                 double(a.seq) * double(a.headDim) *
+                 double(a.keySeq ? a.keySeq : a.seq) * double(a.headDim) *
                  (info.cost == KernelCost::AttentionGrad ? 2.0 : 1.0);
     // Both backends skip the masked blocks (--xfmr-stats counts the full
     // T x T, the Megatron-LM convention for model FLOPs).

@@ -100,6 +100,8 @@ private:
   void attention();
   void checkEmbedding();
   void checkPositionEmbedding();
+  void checkPositionEmbeddingAt();
+  void checkSequencePositions();
   void checkNorm();
   void checkNormGrad();
   void checkLinear();
@@ -125,9 +127,12 @@ private:
 
 void Checker::attention() {
   bool isGrad = instruction.kernel == KernelId::AttentionGrad ||
-                instruction.kernel == KernelId::AttentionScaledGrad;
+                instruction.kernel == KernelId::AttentionScaledGrad ||
+                instruction.kernel == KernelId::AttentionPositionsGrad;
+  bool positioned = info.shape == KernelShape::AttentionPositions;
   bool scaled = instruction.kernel == KernelId::AttentionScaled ||
-                instruction.kernel == KernelId::AttentionScaledGrad;
+                instruction.kernel == KernelId::AttentionScaledGrad ||
+                positioned;
   int q = isGrad ? 1 : 0;
   allFloat({0, 1, 2});
   if (isGrad)
@@ -196,7 +201,17 @@ void Checker::attention() {
             "yarn RoPE scaling needs theta > 1, 0 < beta_slow < beta_fast "
             "and a positive original context");
   }
-  require(key.shape == std::vector<int64_t>{args.batch, args.seq,
+  // With positions the keys may be longer than the queries (local queries
+  // against all-gathered keys); without, they are the query's sequence.
+  args.keySeq = positioned ? key.shape[1] : args.seq;
+  if (positioned) {
+    const BufferInfo &queryPositions = in(q + 3), &keyPositions = in(q + 4);
+    dtype(queryPositions, DType::I32, "query positions");
+    dtype(keyPositions, DType::I32, "key positions");
+    vector(queryPositions, args.seq, "query positions");
+    vector(keyPositions, args.keySeq, "key positions");
+  }
+  require(key.shape == std::vector<int64_t>{args.batch, args.keySeq,
                                             args.kvHeads * args.headDim} &&
               value.shape == key.shape,
           "key " + shapeString(key) + " / value " + shapeString(value) +
@@ -252,6 +267,45 @@ void Checker::checkPositionEmbedding() {
               shapeString(x));
   if (!isGrad)
     sameElements(x, out(0), "result");
+}
+
+// position_embedding_at(_grad): the table's rows at explicit positions
+// (their values, checked against P by the kernels, are data).
+void Checker::checkPositionEmbeddingAt() {
+  bool isGrad = instruction.kernel == KernelId::PositionEmbeddingAtGrad;
+  allFloat(isGrad ? std::initializer_list<int>{0}
+                  : std::initializer_list<int>{0, 1});
+  const BufferInfo &x = in(0);
+  const BufferInfo &table = isGrad ? out(0) : in(1);
+  const BufferInfo &positions = in(isGrad ? 1 : 2);
+  rank(x, 3, "activation");
+  rank(table, 2, "table");
+  args.batch = x.shape[0];
+  args.seq = x.shape[1];
+  args.channels = x.shape[2];
+  args.positions = table.shape[0];
+  require(table.shape[1] == args.channels && args.positions > 0,
+          "table " + shapeString(table) + " does not fit activation " +
+              shapeString(x));
+  dtype(positions, DType::I32, "positions");
+  vector(positions, args.seq, "positions");
+  if (!isGrad)
+    sameElements(x, out(0), "result");
+}
+
+// sequence_positions: an i32 vector of T cut into `chunks` chunks.
+void Checker::checkSequencePositions() {
+  const BufferInfo &positions = out(0);
+  dtype(positions, DType::I32, "positions");
+  rank(positions, 1, "positions");
+  args.seq = positions.shape[0];
+  args.chunks = instruction.ints[0];
+  require(args.chunks == 1 ||
+              (args.chunks >= 2 && args.chunks % 2 == 0 &&
+               args.seq % args.chunks == 0),
+          "chunks " + std::to_string(args.chunks) +
+              " must be 1, or even and divide the length " +
+              std::to_string(args.seq));
 }
 
 void Checker::checkNorm() {
@@ -546,6 +600,15 @@ KernelArgs Checker::run() {
     break;
   case KernelShape::PositionEmbedding:
     checkPositionEmbedding();
+    break;
+  case KernelShape::PositionEmbeddingAt:
+    checkPositionEmbeddingAt();
+    break;
+  case KernelShape::SequencePositions:
+    checkSequencePositions();
+    break;
+  case KernelShape::AttentionPositions:
+    attention();
     break;
   case KernelShape::Norm:
     checkNorm();

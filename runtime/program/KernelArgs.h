@@ -34,6 +34,11 @@ struct KernelArgs {
   /// ids at or beyond it are padding); -1 for every other kernel.
   int64_t logicalVocab = -1;
   int64_t batch = 0, seq = 0;
+  /// Attention's key sequence: seq, or with explicit positions the keys'
+  /// own length (queries local, keys gathered).
+  int64_t keySeq = 0;
+  /// sequence_positions: the chunks of its layout order.
+  int64_t chunks = 1;
   /// Attention.
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   bool causal = true;

@@ -54,6 +54,9 @@ enum class KernelShape : uint8_t {
   VocabParallelEmbedding,
   VocabParallelStatistic,
   VocabParallelLoss,
+  SequencePositions,
+  AttentionPositions,
+  PositionEmbeddingAt,
 };
 
 /// How the profiler counts a kernel's FLOPs and labels its shape.

@@ -188,6 +188,30 @@ func.func @attention_window(%q: tensor<2x4x8xf32> {xfmr.param = "q"}, %k: tensor
 
 // -----
 
+// Explicit positions: sequence_positions (ints = [chunks]), the
+// attention_positions rows (ints and floats as attention_scaled; a window
+// is kept whatever the local length), position_embedding_at(_grad).
+// CHECK-LABEL: func.func @positions
+// CHECK: rt.kernel "sequence_positions" outs(%[[POS:.*]] : memref<4xi32>) ints = [2]{{$}}
+// CHECK: rt.kernel "position_embedding_at" ins(%{{.*}}, %{{.*}}, %[[POS]] : memref<2x4x8xf32>, memref<6x8xf32>, memref<4xi32>) outs(%{{.*}} : memref<2x4x8xf32>){{$}}
+// CHECK: rt.kernel "position_embedding_at_grad" ins(%{{.*}}, %[[POS]] : memref<2x4x8xf32>, memref<4xi32>) outs(%{{.*}} : memref<6x8xf32>){{$}}
+// CHECK: rt.kernel "attention_positions" ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[POS]], %[[POS]] : {{.*}}) outs(%{{.*}} : memref<2x4x8xf32>) ints = [2, 1, 1, 8] floats = [1.000000e+04, 0.000000e+00, 1.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00]{{$}}
+// CHECK: rt.kernel "attention_positions_grad" ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[POS]], %[[POS]] : {{.*}}) outs({{.*}}) ints = [2, 1, 1, 0] floats = [0.000000e+00, 0.000000e+00, 1.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00]{{$}}
+func.func @positions(%q: tensor<2x4x8xf32> {xfmr.param = "q"}, %k: tensor<2x4x4xf32> {xfmr.param = "k"},
+                     %v: tensor<2x4x4xf32> {xfmr.param = "v"}, %do: tensor<2x4x8xf32> {xfmr.param = "do"},
+                     %wpe: tensor<6x8xf32> {xfmr.param = "wpe"})
+    -> (tensor<f32> {xfmr.output = "loss"}) attributes {xfmr.train_step = {}} {
+  %pos = xfmr.sequence_positions {length = 4 : i64, chunks = 2 : i64} : () -> tensor<4xi32>
+  %h = xfmr.position_embedding %q, %wpe positions %pos : (tensor<2x4x8xf32>, tensor<6x8xf32>, tensor<4xi32>) -> tensor<2x4x8xf32>
+  %dwpe = xfmr.position_embedding_grad %h positions %pos : (tensor<2x4x8xf32>, tensor<4xi32>) -> tensor<6x8xf32>
+  %o = xfmr.attention %h, %k, %v positions %pos, %pos {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, sliding_window = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<2x4x8xf32>
+  %dq, %dk, %dv = xfmr.attention_grad %do, %o, %k, %v positions %pos, %pos {num_heads = 2 : i64, num_kv_heads = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<4xi32>, tensor<4xi32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>)
+  %loss = arith.constant dense<0.0> : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // The loss is written straight into its new argument, appended after the
 // old ones.
 // CHECK-LABEL: func.func @loss

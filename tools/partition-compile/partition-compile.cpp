@@ -88,6 +88,12 @@ cl::opt<bool> logits(
              "output buffer to the arena (on the last pipeline stage). Any "
              "plan"),
     cl::cat(category));
+cl::opt<int64_t> explicitPositions(
+    "explicit-positions",
+    cl::desc("Testing: run --xfmr-explicit-positions=chunks=N after the "
+             "training step (N = 1: natural order through the positioned "
+             "kernels; 0: not run)"),
+    cl::init(0), cl::Hidden, cl::cat(category));
 cl::opt<std::string> emitMlir("emit-mlir",
                               cl::desc("Also write the planned rt IR here"),
                               cl::value_desc("file.mlir"), cl::cat(category));
@@ -332,6 +338,7 @@ int main(int argc, char **argv) {
   options.bucketMb = bucketMb;
   options.memoryReport = memoryReport;
   options.logits = logits;
+  options.explicitPositions = explicitPositions;
 
   partition::Plan plan;
   bool replicas = !planReplicas(planFile, plan).empty();

@@ -155,6 +155,29 @@ struct KernelLauncher {
         cpu::attentionGrad(f(0), f(1), f(2), f(3), f(4), f(5), f(6), attention,
                            scratch, scratchBytes);
       };
+    // Explicit positions (a permuted sequence; context parallelism).
+    case KernelId::AttentionPositions:
+      return [=, *this] {
+        cpu::attentionPositions(f(0), f(1), f(2), i32(3), i32(4), f(5),
+                                a.keySeq, attention);
+      };
+    case KernelId::AttentionPositionsGrad:
+      return [=, *this] {
+        cpu::attentionPositionsGrad(f(0), f(1), f(2), f(3), i32(4), i32(5),
+                                    f(6), f(7), f(8), a.keySeq, attention);
+      };
+    case KernelId::SequencePositions:
+      return [=, *this] { cpu::sequencePositions(i32(0), a.seq, a.chunks); };
+    case KernelId::PositionEmbeddingAt:
+      return [=, *this] {
+        cpu::positionEmbeddingAt(f(0), f(1), i32(2), f(3), a.batch, a.seq,
+                                 a.positions, a.channels);
+      };
+    case KernelId::PositionEmbeddingAtGrad:
+      return [=, *this] {
+        cpu::positionEmbeddingAtGrad(f(0), i32(1), f(2), a.batch, a.seq,
+                                     a.positions, a.channels);
+      };
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {

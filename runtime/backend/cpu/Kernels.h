@@ -65,6 +65,26 @@ void positionEmbedding(const float *input, const float *table, float *result,
 void positionEmbeddingGrad(const float *grad, float *result, Index batch,
                            Index seq, Index positions, Index channels);
 
+/// positionEmbedding at explicit positions (a permuted sequence):
+/// result[b, t, :] = input[b, t, :] + table[positions[t], :]; every
+/// position must lie in [0, tablePositions) (else it throws).
+void positionEmbeddingAt(const float *input, const float *table,
+                         const std::int32_t *positions, float *result,
+                         Index batch, Index seq, Index tablePositions,
+                         Index channels);
+
+/// result[p, :] = sum over b and over the t with positions[t] = p of
+/// grad[b, t, :]; zero for the rows no t names. result is
+/// [tablePositions, channels].
+void positionEmbeddingAtGrad(const float *grad, const std::int32_t *positions,
+                             float *result, Index batch, Index seq,
+                             Index tablePositions, Index channels);
+
+/// The original position of each element of a sequence of `length` in the
+/// layout order of `chunks` chunks: 0..length-1 for one chunk; for an even
+/// number, chunk order 0, chunks-1, 1, chunks-2, ... (zigzag).
+void sequencePositions(std::int32_t *positions, Index length, Index chunks);
+
 //===----------------------------------------------------------------------===//
 // Normalisation (over the last dimension, `channels`)
 //===----------------------------------------------------------------------===//
@@ -161,6 +181,26 @@ void attentionGrad(const float *grad, const float *query, const float *key,
                    const float *value, float *queryGrad, float *keyGrad,
                    float *valueGrad, const AttentionConfig &config,
                    void *workspace = nullptr, std::size_t workspaceBytes = 0);
+
+/// Attention with explicit positions: query t (of config.seq) is at
+/// queryPositions[t], key s (of keySeq) at keyPositions[s]. When causal,
+/// query t sees key s iff keyPositions[s] <= queryPositions[t] (and with a
+/// window, keyPositions[s] > queryPositions[t] - window); RoPE rotates each
+/// row at its position. Query and result are [batch, seq, H*D], key and
+/// value [batch, keySeq, Hkv*D]. A query that sees no key gets zeros.
+/// Positions must be non-negative.
+void attentionPositions(const float *query, const float *key,
+                        const float *value, const std::int32_t *queryPositions,
+                        const std::int32_t *keyPositions, float *result,
+                        Index keySeq, const AttentionConfig &config);
+
+/// Its gradients with respect to the un-rotated query and key and the value.
+void attentionPositionsGrad(const float *grad, const float *query,
+                            const float *key, const float *value,
+                            const std::int32_t *queryPositions,
+                            const std::int32_t *keyPositions, float *queryGrad,
+                            float *keyGrad, float *valueGrad, Index keySeq,
+                            const AttentionConfig &config);
 
 //===----------------------------------------------------------------------===//
 // Loss: logits [rows, vocab], targets [rows]

@@ -213,6 +213,16 @@ template <typename T> struct KernelLauncher {
         cuda::attentionGrad<T>(t(0), t(1), t(2), t(3), t(4), t(5), t(6),
                                attention, ws, wsBytes, s);
       };
+    // Explicit positions: CPU only so far; the program is refused at load
+    // time, naming the kernel, rather than run wrongly.
+    case KernelId::SequencePositions:
+    case KernelId::AttentionPositions:
+    case KernelId::AttentionPositionsGrad:
+    case KernelId::PositionEmbeddingAt:
+    case KernelId::PositionEmbeddingAtGrad:
+      throw ProgramError(where + ": kernel " + std::string(kernelName(a.kernel)) +
+                         " has no CUDA implementation yet (explicit positions "
+                         "run on the CPU backend only)");
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {

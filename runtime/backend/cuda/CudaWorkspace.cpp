@@ -51,6 +51,11 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
   case KernelId::Embedding:
   case KernelId::PositionEmbedding:
   case KernelId::PositionEmbeddingGrad:
+  case KernelId::SequencePositions:
+  case KernelId::AttentionPositions:
+  case KernelId::AttentionPositionsGrad:
+  case KernelId::PositionEmbeddingAt:
+  case KernelId::PositionEmbeddingAtGrad:
   case KernelId::LayerNorm:
   case KernelId::RMSNorm:
   case KernelId::Linear:

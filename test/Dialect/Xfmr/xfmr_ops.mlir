@@ -450,3 +450,46 @@ func.func @train_step(%w: tensor<16x8xf32> {xfmr.param = "wte.weight"},
 // CHECK-LABEL: func.func private @external
 // CHECK-SAME:    (tensor<8xbf16> {xfmr.param = "ln_f.weight"}) -> (tensor<8xbf16> {xfmr.param = "ln_f.weight"})
 func.func private @external(tensor<8xbf16> {xfmr.param = "ln_f.weight"}) -> (tensor<8xbf16> {xfmr.param = "ln_f.weight"})
+
+// -----
+
+// Explicit positions (context parallelism): the zigzag order of 4 chunks.
+
+// CHECK-LABEL: func.func @sequence_positions
+func.func @sequence_positions() -> tensor<8xi32> {
+  // CHECK: xfmr.sequence_positions {chunks = 4 : i64, length = 8 : i64} : () -> tensor<8xi32>
+  %p = xfmr.sequence_positions {length = 8 : i64, chunks = 4 : i64} : () -> tensor<8xi32>
+  return %p : tensor<8xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @position_embedding_positions
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x4x8xf32>, %[[WPE:.*]]: tensor<6x8xf32>, %[[P:.*]]: tensor<4xi32>)
+func.func @position_embedding_positions(%x: tensor<2x4x8xf32>, %wpe: tensor<6x8xf32>, %pos: tensor<4xi32>) -> (tensor<2x4x8xf32>, tensor<6x8xf32>) {
+  // CHECK: xfmr.position_embedding %[[X]], %[[WPE]] positions %[[P]] : (tensor<2x4x8xf32>, tensor<6x8xf32>, tensor<4xi32>) -> tensor<2x4x8xf32>
+  %h = xfmr.position_embedding %x, %wpe positions %pos : (tensor<2x4x8xf32>, tensor<6x8xf32>, tensor<4xi32>) -> tensor<2x4x8xf32>
+  // CHECK: xfmr.position_embedding_grad %[[X]] positions %[[P]] : (tensor<2x4x8xf32>, tensor<4xi32>) -> tensor<6x8xf32>
+  %d = xfmr.position_embedding_grad %x positions %pos : (tensor<2x4x8xf32>, tensor<4xi32>) -> tensor<6x8xf32>
+  return %h, %d : tensor<2x4x8xf32>, tensor<6x8xf32>
+}
+
+// -----
+
+// Local queries (Tq = 4) against gathered keys (Tk = 8).
+
+// CHECK-LABEL: func.func @attention_positions
+// CHECK-SAME:    (%[[Q:.*]]: tensor<2x4x8xf32>, %[[K:.*]]: tensor<2x8x4xf32>, %[[V:.*]]: tensor<2x8x4xf32>, %[[QP:.*]]: tensor<4xi32>, %[[KP:.*]]: tensor<8xi32>
+func.func @attention_positions(%q: tensor<2x4x8xf32>, %k: tensor<2x8x4xf32>, %v: tensor<2x8x4xf32>, %qp: tensor<4xi32>, %kp: tensor<8xi32>, %do: tensor<2x4x8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) {
+  // CHECK: xfmr.attention %[[Q]], %[[K]], %[[V]] positions %[[QP]], %[[KP]] {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.000000e+04 : f32, sliding_window = 3 : i64}
+  // CHECK-SAME: : (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<4xi32>, tensor<8xi32>) -> tensor<2x4x8xf32>
+  %o = xfmr.attention %q, %k, %v positions %qp, %kp {num_heads = 2 : i64, num_kv_heads = 1 : i64, rope_theta = 1.0e+04 : f32, sliding_window = 3 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<4xi32>, tensor<8xi32>) -> tensor<2x4x8xf32>
+  // CHECK: xfmr.attention_grad %{{.*}}, %[[Q]], %[[K]], %[[V]] positions %[[QP]], %[[KP]] {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+  // CHECK-SAME: -> (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>)
+  %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v positions %qp, %kp {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<4xi32>, tensor<8xi32>)
+      -> (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>)
+  return %o, %dq, %dk, %dv : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>
+}

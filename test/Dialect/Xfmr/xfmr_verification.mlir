@@ -1422,3 +1422,116 @@ func.func @cast_integer(%t: tensor<16x8xi32>) -> tensor<16x8xbf16> {
   %h = xfmr.cast %t : (tensor<16x8xi32>) -> tensor<16x8xbf16>
   return %h : tensor<16x8xbf16>
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Explicit positions: xfmr.sequence_positions and the positions operands
+//===----------------------------------------------------------------------===//
+
+func.func @sequence_positions_length() -> tensor<0xi32> {
+  // expected-error @+1 {{'xfmr.sequence_positions' op length must be positive, got 0}}
+  %p = xfmr.sequence_positions {length = 0 : i64, chunks = 1 : i64} : () -> tensor<0xi32>
+  return %p : tensor<0xi32>
+}
+
+// -----
+
+func.func @sequence_positions_chunks() -> tensor<8xi32> {
+  // expected-error @+1 {{'xfmr.sequence_positions' op chunks must be at least 1, got 0}}
+  %p = xfmr.sequence_positions {length = 8 : i64, chunks = 0 : i64} : () -> tensor<8xi32>
+  return %p : tensor<8xi32>
+}
+
+// -----
+
+func.func @sequence_positions_odd_chunks() -> tensor<9xi32> {
+  // expected-error @+1 {{'xfmr.sequence_positions' op chunks must be 1 or even (two per context-parallel rank), got 3}}
+  %p = xfmr.sequence_positions {length = 9 : i64, chunks = 3 : i64} : () -> tensor<9xi32>
+  return %p : tensor<9xi32>
+}
+
+// -----
+
+func.func @sequence_positions_divide() -> tensor<6xi32> {
+  // expected-error @+1 {{'xfmr.sequence_positions' op chunks 4 does not divide the length 6}}
+  %p = xfmr.sequence_positions {length = 6 : i64, chunks = 4 : i64} : () -> tensor<6xi32>
+  return %p : tensor<6xi32>
+}
+
+// -----
+
+func.func @sequence_positions_result() -> tensor<4xi32> {
+  // expected-error @+1 {{'xfmr.sequence_positions' op result has 4 elements but length is 8}}
+  %p = xfmr.sequence_positions {length = 8 : i64, chunks = 2 : i64} : () -> tensor<4xi32>
+  return %p : tensor<4xi32>
+}
+
+// -----
+
+func.func @position_embedding_positions_length(%x: tensor<2x4x8xf32>, %wpe: tensor<6x8xf32>, %pos: tensor<3xi32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.position_embedding' op positions has 3 elements but the sequence has 4}}
+  %h = xfmr.position_embedding %x, %wpe positions %pos : (tensor<2x4x8xf32>, tensor<6x8xf32>, tensor<3xi32>) -> tensor<2x4x8xf32>
+  return %h : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @position_embedding_grad_positions_length(%dh: tensor<2x4x8xf32>, %pos: tensor<5xi32>) -> tensor<6x8xf32> {
+  // expected-error @+1 {{'xfmr.position_embedding_grad' op positions has 5 elements but the sequence has 4}}
+  %d = xfmr.position_embedding_grad %dh positions %pos : (tensor<2x4x8xf32>, tensor<5xi32>) -> tensor<6x8xf32>
+  return %d : tensor<6x8xf32>
+}
+
+// -----
+
+func.func @position_embedding_positions_type(%x: tensor<2x4x8xf32>, %wpe: tensor<6x8xf32>, %pos: tensor<4xi64>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.position_embedding' op operand #2 must be 1D tensor of 32-bit signless integer values}}
+  %h = xfmr.position_embedding %x, %wpe positions %pos : (tensor<2x4x8xf32>, tensor<6x8xf32>, tensor<4xi64>) -> tensor<2x4x8xf32>
+  return %h : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_query_positions_length(%q: tensor<2x4x8xf32>, %k: tensor<2x8x8xf32>, %v: tensor<2x8x8xf32>, %qp: tensor<3xi32>, %kp: tensor<8xi32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op query_positions has 3 positions but the query sequence has 4}}
+  %o = xfmr.attention %q, %k, %v positions %qp, %kp {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<3xi32>, tensor<8xi32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_key_positions_length(%q: tensor<2x4x8xf32>, %k: tensor<2x8x8xf32>, %v: tensor<2x8x8xf32>, %qp: tensor<4xi32>, %kp: tensor<4xi32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op key_positions has 4 positions but the key sequence has 8}}
+  %o = xfmr.attention %q, %k, %v positions %qp, %kp {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_positions_together(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>, %qp: tensor<4xi32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{'xfmr.attention' op query_positions and key_positions must be given together}}
+  %o = "xfmr.attention"(%q, %k, %v, %qp) {num_heads = 2 : i64, num_kv_heads = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0>}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4xi32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @attention_grad_key_positions_length(%do: tensor<2x4x8xf32>, %q: tensor<2x4x8xf32>, %k: tensor<2x8x8xf32>, %v: tensor<2x8x8xf32>, %qp: tensor<4xi32>, %kp: tensor<6xi32>)
+    -> (tensor<2x4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) {
+  // expected-error @+1 {{'xfmr.attention_grad' op key_positions has 6 positions but the key sequence has 8}}
+  %dq, %dk, %dv = xfmr.attention_grad %do, %q, %k, %v positions %qp, %kp {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<4xi32>, tensor<6xi32>)
+      -> (tensor<2x4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+  return %dq, %dk, %dv : tensor<2x4x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>
+}
+
+// -----
+
+func.func @sequence_chunks_attribute(%tokens: tensor<2x4xi32> {xfmr.input = "tokens", xfmr.sequence_chunks = 0 : i64}) {
+  // expected-error @-1 {{'xfmr.sequence_chunks' on argument #0 must be a positive integer, but is 0 : i64}}
+  return
+}

@@ -116,6 +116,25 @@ def same(args):
           f"{compared} values)")
 
 
+def close(args):
+    """The losses of two runs agree within --tolerance (relative), step by
+    step: the same training through different kernels."""
+    a, b = records(args.a), records(args.b)
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        sys.exit(f"error: {args.a} and {args.b} share no step")
+    worst = 0.0
+    for step in shared:
+        x, y = float(a[step]["loss"]), float(b[step]["loss"])
+        difference = abs(x - y) / max(abs(x), 1e-12)
+        worst = max(worst, difference)
+        if not difference <= args.tolerance:
+            sys.exit(f"error: step {step}: loss {x} in {args.a} but {y} in "
+                     f"{args.b} (relative difference {difference:.3g})")
+    print(f"close: steps {shared[0]}-{shared[-1]} ({len(shared)} steps) "
+          f"within {args.tolerance}")
+
+
 def differ(args):
     a, b = records(args.a), records(args.b)
     shared = sorted(set(a) & set(b))
@@ -140,6 +159,11 @@ def main():
     s.add_argument("b")
     s.add_argument("--keys", default="loss,eval_loss")
     s.set_defaults(run=same)
+    c2 = commands.add_parser("close")
+    c2.add_argument("a")
+    c2.add_argument("b")
+    c2.add_argument("--tolerance", type=float, default=1e-6)
+    c2.set_defaults(run=close)
     d = commands.add_parser("differ")
     d.add_argument("a")
     d.add_argument("b")
