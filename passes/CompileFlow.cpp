@@ -70,10 +70,15 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   step.withEval = options.optimizer == "adamw";
   step.withLogits = options.logits;
   pm.addPass(createTrainStepPass(step));
-  // After autodiff, so that the backward ops get the positions too.
-  if (options.explicitPositions > 0) {
+  // After autodiff, so that the backward ops get the positions too. Context
+  // parallelism's attention needs them: a rank's queries and keys are not
+  // the sequence's first ones (and, with zigzag, not contiguous).
+  int64_t positionChunks = options.explicitPositions;
+  if (positionChunks == 0 && plan && plan->mesh.cp > 1)
+    positionChunks = plan->contextParallel.chunks(plan->mesh.cp);
+  if (positionChunks > 0) {
     ExplicitPositionsPassOptions positions;
-    positions.chunks = options.explicitPositions;
+    positions.chunks = positionChunks;
     pm.addPass(createExplicitPositionsPass(positions));
   }
 
