@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 namespace partition::runtime::cpu {
@@ -57,6 +58,8 @@ struct Geometry {
   /// Per (query block, key block): whether any pair in it may be visible.
   std::vector<char> active;
   Index keyBlocks = 0;
+  /// Per key block: its smallest and largest position.
+  std::vector<Index> keyMin, keyMax;
 
   bool visible(Index t, Index s) const {
     if (!causal)
@@ -65,6 +68,36 @@ struct Geometry {
     return k <= q && (window == 0 || Index(k) > Index(q) - window);
   }
   bool pair(Index qb, Index kb) const { return active[qb * keyBlocks + kb]; }
+
+  /// Calls f(begin, end) for each maximal run [begin, end) of computed key
+  /// blocks of query block qb (one sgemm per run instead of per block).
+  template <typename F> void keyRuns(Index qb, F f) const {
+    for (Index kb = 0; kb < keyBlocks;) {
+      if (!pair(qb, kb)) {
+        ++kb;
+        continue;
+      }
+      Index end = kb + 1;
+      while (end < keyBlocks && pair(qb, end))
+        ++end;
+      f(kb, end);
+      kb = end;
+    }
+  }
+  /// The same for the computed query blocks of key block kb.
+  template <typename F> void queryRuns(Index kb, Index queryBlocks, F f) const {
+    for (Index qb = 0; qb < queryBlocks;) {
+      if (!pair(qb, kb)) {
+        ++qb;
+        continue;
+      }
+      Index end = qb + 1;
+      while (end < queryBlocks && pair(end, kb))
+        ++end;
+      f(qb, end);
+      qb = end;
+    }
+  }
 };
 
 void gemm(CBLAS_TRANSPOSE transA, CBLAS_TRANSPOSE transB, Index m, Index n,
@@ -133,25 +166,27 @@ Geometry setUp(const char *kernel, const AttentionConfig &config, Index keySeq,
   }
   // A pair of blocks is skipped when no key of it can be visible to any of
   // its queries: from the blocks' smallest and largest positions.
+  auto range = [](const std::int32_t *pos, Index begin, Index end) {
+    auto [lo, hi] = std::minmax_element(pos + begin, pos + end);
+    return std::pair<Index, Index>(*lo, *hi);
+  };
   const Index queryBlocks = blocksOf(g.tq);
   g.keyBlocks = blocksOf(g.tk);
+  g.keyMin.resize(g.keyBlocks);
+  g.keyMax.resize(g.keyBlocks);
+  for (Index kb = 0; kb < g.keyBlocks; ++kb)
+    std::tie(g.keyMin[kb], g.keyMax[kb]) =
+        range(kpos, kb * kBlock, std::min(g.tk, (kb + 1) * kBlock));
   g.active.assign(queryBlocks * g.keyBlocks, 1);
-  if (g.causal) {
-    auto range = [](const std::int32_t *pos, Index begin, Index end) {
-      auto [lo, hi] = std::minmax_element(pos + begin, pos + end);
-      return std::pair<Index, Index>(*lo, *hi);
-    };
+  if (g.causal)
     for (Index qb = 0; qb < queryBlocks; ++qb) {
       auto [qmin, qmax] =
           range(qpos, qb * kBlock, std::min(g.tq, (qb + 1) * kBlock));
-      for (Index kb = 0; kb < g.keyBlocks; ++kb) {
-        auto [kmin, kmax] =
-            range(kpos, kb * kBlock, std::min(g.tk, (kb + 1) * kBlock));
+      for (Index kb = 0; kb < g.keyBlocks; ++kb)
         g.active[qb * g.keyBlocks + kb] =
-            kmin <= qmax && (g.window == 0 || kmax > qmin - g.window);
-      }
+            g.keyMin[kb] <= qmax &&
+            (g.window == 0 || g.keyMax[kb] > qmin - g.window);
     }
-  }
   return g;
 }
 
@@ -198,42 +233,68 @@ void unrotateRows(const Geometry &g, const std::int32_t *positions, float *x,
 void probabilityBlock(const Geometry &g, Index qb, const float *q, Index ldq,
                       const float *k, Index ldk, float *block) {
   const Index i0 = qb * kBlock, i1 = std::min(g.tq, i0 + kBlock);
-  for (Index kb = 0; kb < g.keyBlocks; ++kb) {
-    const Index j0 = kb * kBlock, j1 = std::min(g.tk, j0 + kBlock);
-    if (g.pair(qb, kb))
-      gemm(CblasNoTrans, CblasTrans, i1 - i0, j1 - j0, g.dim, g.scale,
-           q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, block + j0, g.tk);
-  }
+  g.keyRuns(qb, [&](Index kb0, Index kb1) {
+    const Index j0 = kb0 * kBlock, j1 = std::min(g.tk, kb1 * kBlock);
+    gemm(CblasNoTrans, CblasTrans, i1 - i0, j1 - j0, g.dim, g.scale,
+         q + i0 * ldq, ldq, k + j0 * ldk, ldk, 0.0f, block + j0, g.tk);
+  });
+  // Per row, each computed key block is wholly visible, wholly hidden or
+  // mixed (checked per element); only visible columns are exponentiated.
   constexpr float lowest = -std::numeric_limits<float>::infinity();
+  enum Visibility : char { None, All, Mixed };
+  std::vector<char> visibility(g.keyBlocks);
   for (Index t = i0; t < i1; ++t) {
     float *row = block + (t - i0) * g.tk;
+    const Index q = g.qpos[t];
     float m = lowest;
     for (Index kb = 0; kb < g.keyBlocks; ++kb) {
       const Index j0 = kb * kBlock, j1 = std::min(g.tk, j0 + kBlock);
-      if (!g.pair(qb, kb)) {
-        std::fill(row + j0, row + j1, lowest);
+      char &v = visibility[kb];
+      if (!g.pair(qb, kb))
+        v = None;
+      else if (!g.causal)
+        v = All;
+      else if (g.keyMin[kb] > q || (g.window && g.keyMax[kb] <= q - g.window))
+        v = None;
+      else if (g.keyMax[kb] <= q && (!g.window || g.keyMin[kb] > q - g.window))
+        v = All;
+      else
+        v = Mixed;
+      if (v == None) {
+        std::fill(row + j0, row + j1, 0.0f);
         continue;
       }
-      for (Index s = j0; s < j1; ++s) {
-        if (!g.visible(t, s))
-          row[s] = lowest;
+      if (v == Mixed)
+        for (Index s = j0; s < j1; ++s)
+          if (!g.visible(t, s))
+            row[s] = lowest;
+      for (Index s = j0; s < j1; ++s)
         m = row[s] > m ? row[s] : m;
-      }
     }
     if (m == lowest) { // sees no key: a zero row
       std::fill(row, row + g.tk, 0.0f);
       continue;
     }
     float sum = 0.0f;
-    for (Index s = 0; s < g.tk; ++s) {
-      const float e = row[s] == lowest ? 0.0f : fastExp(row[s] - m);
-      row[s] = e;
-      sum += e;
+    for (Index kb = 0; kb < g.keyBlocks; ++kb) {
+      if (visibility[kb] == None)
+        continue;
+      const Index j0 = kb * kBlock, j1 = std::min(g.tk, j0 + kBlock);
+      for (Index s = j0; s < j1; ++s) {
+        const float e = row[s] == lowest ? 0.0f : fastExp(row[s] - m);
+        row[s] = e;
+        sum += e;
+      }
     }
     const float inv = 1.0f / sum;
+    for (Index kb = 0; kb < g.keyBlocks; ++kb) {
+      if (visibility[kb] == None)
+        continue;
+      const Index j0 = kb * kBlock, j1 = std::min(g.tk, j0 + kBlock);
 #pragma omp simd
-    for (Index s = 0; s < g.tk; ++s)
-      row[s] *= inv;
+      for (Index s = j0; s < j1; ++s)
+        row[s] *= inv;
+    }
   }
 }
 
@@ -277,14 +338,12 @@ void forwardHead(const Geometry &g, const float *query, const float *key,
     const Index i0 = qb * kBlock, i1 = std::min(g.tq, i0 + kBlock);
     probabilityBlock(g, qb, q, ldq, k, ldk, p);
     float beta = 0.0f;
-    for (Index kb = 0; kb < g.keyBlocks; ++kb) {
-      if (!g.pair(qb, kb))
-        continue;
-      const Index j0 = kb * kBlock, j1 = std::min(g.tk, j0 + kBlock);
+    g.keyRuns(qb, [&](Index kb0, Index kb1) {
+      const Index j0 = kb0 * kBlock, j1 = std::min(g.tk, kb1 * kBlock);
       gemm(CblasNoTrans, CblasNoTrans, i1 - i0, g.dim, j1 - j0, 1.0f, p + j0,
            g.tk, v + j0 * g.ldk, g.ldk, beta, out + i0 * g.ldq, g.ldq);
       beta = 1.0f;
-    }
+    });
     if (beta == 0.0f) // no visible key in the whole block
       for (Index t = i0; t < i1; ++t)
         std::fill(out + t * g.ldq, out + t * g.ldq + g.dim, 0.0f);
@@ -334,34 +393,45 @@ void backwardKvHead(const Geometry &g, const float *grad, const float *query,
       probabilityBlock(g, qb, q, ldq, k, ldk, p + i0 * g.tk);
       for (Index kb = 0; kb < g.keyBlocks; ++kb) {
         const Index j0 = kb * kBlock, j1 = std::min(g.tk, j0 + kBlock);
-        if (g.pair(qb, kb))
-          gemm(CblasNoTrans, CblasTrans, i1 - i0, j1 - j0, g.dim, 1.0f,
-               dout + i0 * g.ldq, g.ldq, v + j0 * g.ldk, g.ldk, 0.0f,
-               ds + i0 * g.tk + j0, g.tk);
-        else
+        if (!g.pair(qb, kb))
           for (Index t = i0; t < i1; ++t)
             std::fill(ds + t * g.tk + j0, ds + t * g.tk + j1, 0.0f);
       }
+      g.keyRuns(qb, [&](Index kb0, Index kb1) {
+        const Index j0 = kb0 * kBlock, j1 = std::min(g.tk, kb1 * kBlock);
+        gemm(CblasNoTrans, CblasTrans, i1 - i0, j1 - j0, g.dim, 1.0f,
+             dout + i0 * g.ldq, g.ldq, v + j0 * g.ldk, g.ldk, 0.0f,
+             ds + i0 * g.tk + j0, g.tk);
+      });
+      // The pairs not computed are zero in both P and dS already.
       for (Index t = i0; t < i1; ++t) {
         const float *pr = p + t * g.tk;
         float *dr = ds + t * g.tk;
         float dot = 0.0f;
-        for (Index s = 0; s < g.tk; ++s)
-          dot += pr[s] * dr[s];
+        for (Index kb = 0; kb < g.keyBlocks; ++kb) {
+          if (!g.pair(qb, kb))
+            continue;
+          const Index j1 = std::min(g.tk, (kb + 1) * kBlock);
+          for (Index s = kb * kBlock; s < j1; ++s)
+            dot += pr[s] * dr[s];
+        }
+        for (Index kb = 0; kb < g.keyBlocks; ++kb) {
+          if (!g.pair(qb, kb))
+            continue;
+          const Index j1 = std::min(g.tk, (kb + 1) * kBlock);
 #pragma omp simd
-        for (Index s = 0; s < g.tk; ++s)
-          dr[s] = g.scale * pr[s] * (dr[s] - dot);
+          for (Index s = kb * kBlock; s < j1; ++s)
+            dr[s] = g.scale * pr[s] * (dr[s] - dot);
+        }
       }
       float beta = 0.0f;
-      for (Index kb = 0; kb < g.keyBlocks; ++kb) {
-        if (!g.pair(qb, kb))
-          continue;
-        const Index j0 = kb * kBlock, j1 = std::min(g.tk, j0 + kBlock);
+      g.keyRuns(qb, [&](Index kb0, Index kb1) {
+        const Index j0 = kb0 * kBlock, j1 = std::min(g.tk, kb1 * kBlock);
         gemm(CblasNoTrans, CblasNoTrans, i1 - i0, g.dim, j1 - j0, 1.0f,
              ds + i0 * g.tk + j0, g.tk, k + j0 * ldk, ldk, beta,
              dq + i0 * g.ldq, g.ldq);
         beta = 1.0f;
-      }
+      });
       if (beta == 0.0f)
         for (Index t = i0; t < i1; ++t)
           std::fill(dq + t * g.ldq, dq + t * g.ldq + g.dim, 0.0f);
@@ -371,17 +441,15 @@ void backwardKvHead(const Geometry &g, const float *grad, const float *query,
     // Column phase: dV += P^T dO, dK += dS^T Q over the computed pairs.
     for (Index kb = 0; kb < g.keyBlocks; ++kb) {
       const Index j0 = kb * kBlock, j1 = std::min(g.tk, j0 + kBlock);
-      for (Index qb = 0; qb < queryBlocks; ++qb) {
-        if (!g.pair(qb, kb))
-          continue;
-        const Index i0 = qb * kBlock, i1 = std::min(g.tq, i0 + kBlock);
+      g.queryRuns(kb, queryBlocks, [&](Index qb0, Index qb1) {
+        const Index i0 = qb0 * kBlock, i1 = std::min(g.tq, qb1 * kBlock);
         gemm(CblasTrans, CblasNoTrans, j1 - j0, g.dim, i1 - i0, 1.0f,
              p + i0 * g.tk + j0, g.tk, dout + i0 * g.ldq, g.ldq, 1.0f,
              dv + j0 * g.ldk, g.ldk);
         gemm(CblasTrans, CblasNoTrans, j1 - j0, g.dim, i1 - i0, 1.0f,
              ds + i0 * g.tk + j0, g.tk, q + i0 * ldq, ldq, 1.0f,
              dk + j0 * g.ldk, g.ldk);
-      }
+      });
     }
   }
   // The rotation is linear: un-rotating the group's summed dK once.
