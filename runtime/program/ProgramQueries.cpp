@@ -36,7 +36,8 @@ const char *dtypeName(DType dtype) {
 }
 
 const char *collectiveKindName(CollectiveKind kind) {
-  static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                "ring_shift"};
   return names[static_cast<int>(kind)];
 }
 

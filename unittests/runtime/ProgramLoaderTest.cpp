@@ -264,9 +264,9 @@ TEST(ProgramLoader, RejectsBadCollectives) {
             "p.ptp: train_step instruction #0 has an unknown reduction 3");
   EXPECT_EQ(
       broken([](Program &, Instruction &i) {
-        i.collective->kind = static_cast<runtime::CollectiveKind>(3);
+        i.collective->kind = static_cast<runtime::CollectiveKind>(4);
       }),
-      "p.ptp: train_step instruction #0 has an unknown collective kind 3");
+      "p.ptp: train_step instruction #0 has an unknown collective kind 4");
 }
 
 /// minimalProgram on a dp=2 x tp=2 mesh, plus f32 buffers #6 "x" [2, 3, 4]
