@@ -34,12 +34,15 @@ struct KernelArgs {
   /// ids at or beyond it are padding); -1 for every other kernel.
   int64_t logicalVocab = -1;
   int64_t batch = 0, seq = 0;
+  /// The ring attention block kernels: the keys' sequence length (seq is
+  /// the queries').
+  int64_t keySeq = 0;
   /// Attention.
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   bool causal = true;
   float ropeTheta = 0.0f;
-  /// attention_scaled: the RoPE scaling (runtime/program/Rope.h) and the
-  /// sliding window (0: none).
+  /// attention_scaled and the ring attention kernels: the RoPE scaling
+  /// (runtime/program/Rope.h) and the sliding window (0: none).
   RopeScaling ropeScaling;
   int64_t window = 0;
   /// Elementwise kernels: elements of the output.

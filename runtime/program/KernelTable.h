@@ -54,6 +54,7 @@ enum class KernelShape : uint8_t {
   VocabParallelEmbedding,
   VocabParallelStatistic,
   VocabParallelLoss,
+  AttentionBlock, ///< the ring attention kernels
 };
 
 /// How the profiler counts a kernel's FLOPs and labels its shape.

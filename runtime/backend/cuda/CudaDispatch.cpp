@@ -213,6 +213,12 @@ template <typename T> struct KernelLauncher {
         cuda::attentionGrad<T>(t(0), t(1), t(2), t(3), t(4), t(5), t(6),
                                attention, ws, wsBytes, s);
       };
+    // Ring attention has no CUDA kernels yet (checkAndSize refuses it at
+    // load, so this is not reached).
+    case KernelId::AttentionBlock:
+    case KernelId::AttentionMerge:
+    case KernelId::AttentionBlockGrad:
+      refuseKernel(a.kernel);
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {
