@@ -2,7 +2,9 @@
 //
 // xfmr.attention and xfmr.attention_grad share one set of checks: heads,
 // the packed [B, T, H*D] / [B, T, Hkv*D] shapes, RoPE and its scaling, and
-// the sliding window.
+// the sliding window. The ring attention ops (attention_block and its
+// gradient, whose keys are a block of any length, and attention_merge)
+// add their positions and log-sum-exp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,9 +19,12 @@ using namespace mlir;
 using namespace partition::xfmr;
 using namespace partition::xfmr::verify;
 
-/// The checks shared by attention and its gradient.
+/// The checks shared by attention and its gradient, and by the ring
+/// attention block ops, whose keys are a block of their own length
+/// (`blockKeys`): their key sequence need not be the query's.
 template <typename AttentionLike>
-static LogicalResult verifyAttention(AttentionLike attention) {
+static LogicalResult verifyAttention(AttentionLike attention,
+                                     bool blockKeys = false) {
   Operation *op = attention.getOperation();
   Value query = attention.getQuery(), key = attention.getKey(),
         value = attention.getValue();
@@ -53,10 +58,17 @@ static LogicalResult verifyAttention(AttentionLike attention) {
     return op->emitOpError() << "query features " << features
                              << " are not divisible by num_heads " << heads;
   int64_t headDim = features / heads;
+  if (blockKeys &&
+      failed(expectRank(op, "key", key, 3, "[batch, seq, kv_heads*head_dim]")))
+    return failure();
+  int64_t keySeq = blockKeys ? tensorType(key).getDimSize(1) : q.getDimSize(1);
   if (failed(expectType(op, "key", key.getType(),
-                        {q.getDimSize(0), q.getDimSize(1), kvHeads * headDim},
+                        {q.getDimSize(0), keySeq, kvHeads * headDim},
                         q.getElementType(),
-                        "[B, T] of the query, num_kv_heads * head_dim " +
+                        (blockKeys ? "[B] of the query, num_kv_heads * "
+                                     "head_dim "
+                                   : "[B, T] of the query, num_kv_heads * "
+                                     "head_dim ") +
                             std::to_string(headDim))) ||
       failed(expectSameType(op, "value", value, "the key", key)))
     return failure();
@@ -132,4 +144,71 @@ LogicalResult AttentionGradOp::verify() {
     return failure();
   return expectSameType(*this, "value_grad", getValueGrad(), "the value",
                         getValue());
+}
+
+/// The checks of the ring attention ops beyond those of attention: the
+/// positions (i32, one per query and key) and the log-sum-exp [B, H, Tq] of
+/// f32.
+template <typename BlockLike>
+static LogicalResult verifyPositionsAndLse(BlockLike op, Value lse,
+                                           StringRef lseName) {
+  RankedTensorType q = tensorType(op.getQuery());
+  Builder builder(op.getContext());
+  Type i32 = builder.getI32Type();
+  if (failed(expectType(op, "query_positions",
+                        op.getQueryPositions().getType(), {q.getDimSize(1)},
+                        i32, "[Tq] of the query")) ||
+      failed(expectType(op, "key_positions", op.getKeyPositions().getType(),
+                        {tensorType(op.getKey()).getDimSize(1)}, i32,
+                        "[Tk] of the key")))
+    return failure();
+  return expectType(op, lseName, lse.getType(),
+                    {q.getDimSize(0), op.getNumHeads(), q.getDimSize(1)},
+                    builder.getF32Type(), "[B, num_heads, Tq] of the query");
+}
+
+LogicalResult AttentionBlockOp::verify() {
+  if (failed(verifyAttention(*this, /*blockKeys=*/true)) ||
+      failed(expectSameType(*this, "out", getOut(), "the query", getQuery())))
+    return failure();
+  return verifyPositionsAndLse(*this, getLse(), "lse");
+}
+
+LogicalResult AttentionBlockGradOp::verify() {
+  if (failed(verifyAttention(*this, /*blockKeys=*/true)) ||
+      failed(expectSameType(*this, "grad", getGrad(), "the query",
+                            getQuery())) ||
+      failed(expectSameType(*this, "out", getOut(), "the query",
+                            getQuery())) ||
+      failed(verifyPositionsAndLse(*this, getLse(), "lse")) ||
+      failed(expectSameType(*this, "query_grad", getQueryGrad(), "the query",
+                            getQuery())) ||
+      failed(expectSameType(*this, "key_grad", getKeyGrad(), "the key",
+                            getKey())))
+    return failure();
+  return expectSameType(*this, "value_grad", getValueGrad(), "the value",
+                        getValue());
+}
+
+LogicalResult AttentionMergeOp::verify() {
+  Operation *op = getOperation();
+  if (failed(verifyStaticShapes(op)) ||
+      failed(expectRank(op, "out_a", getOutA(), 3, "[batch, seq, features]")) ||
+      failed(expectSameType(op, "out_b", getOutB(), "out_a", getOutA())) ||
+      failed(expectSameType(op, "out", getOut(), "out_a", getOutA())) ||
+      failed(expectRank(op, "lse_a", getLseA(), 3, "[batch, heads, seq]")))
+    return failure();
+  RankedTensorType o = tensorType(getOutA());
+  int64_t heads = tensorType(getLseA()).getDimSize(1);
+  if (heads <= 0 || o.getDimSize(2) % heads != 0)
+    return emitOpError() << "lse_a has " << heads
+                         << " heads, which do not divide the "
+                         << o.getDimSize(2) << " features of out_a";
+  Type f32 = Builder(getContext()).getF32Type();
+  SmallVector<int64_t, 3> shape = {o.getDimSize(0), heads, o.getDimSize(1)};
+  if (failed(expectType(op, "lse_a", getLseA().getType(), shape, f32,
+                        "[B, heads, T] of out_a")) ||
+      failed(expectSameType(op, "lse_b", getLseB(), "lse_a", getLseA())))
+    return failure();
+  return expectSameType(op, "lse", getLse(), "lse_a", getLseA());
 }
