@@ -17,6 +17,10 @@
 // are not needed). A row block none of whose queries sees any key of the
 // block (causal: every key position above every query position; or every
 // key out of the window) is skipped: out 0 and lse -inf, or no gradient.
+// With the key positions ascending (contiguous and zigzag blocks both), a
+// row block multiplies only the key columns between the first inside its
+// lowest query's window and the last at or below its highest query, so a
+// causal block costs about what its visible pairs do.
 //
 // The RoPE tables are per call, at the block's positions (fillRopeTable,
 // shared with Attention.cpp, so position p rotates bit-identically there).
@@ -31,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace partition::runtime::cpu {
@@ -51,22 +56,37 @@ struct Block {
   std::int32_t keyMin, keyMax;
   std::vector<float> queryCos, querySin, keyCos, keySin;
 
+  /// Key positions in ascending order (contiguous and zigzag blocks both):
+  /// the keys a row block may see are then one range of columns.
+  bool keysSorted;
+
   bool visible(Index t, Index s) const {
     if (!g.causal)
       return true;
     const std::int64_t q = queryPositions[t], k = keyPositions[s];
     return k <= q && (g.window == 0 || k > q - g.window);
   }
-  /// Whether no query of rows [i0, i1) sees any key of the block.
-  bool hidden(Index i0, Index i1) const {
+  /// The key columns [begin, end) that queries [i0, i1) may see: all, or,
+  /// causal with sorted keys, those from the first inside the lowest
+  /// query's window to the last at or below the highest query. Empty when
+  /// no query of the rows sees any key of the block.
+  std::pair<Index, Index> keyRange(Index i0, Index i1) const {
     if (!g.causal || keySeq == 0)
-      return keySeq == 0;
+      return {0, keySeq};
     std::int64_t lo = queryPositions[i0], hi = lo;
     for (Index t = i0; t < i1; ++t) {
       lo = std::min<std::int64_t>(lo, queryPositions[t]);
       hi = std::max<std::int64_t>(hi, queryPositions[t]);
     }
-    return keyMin > hi || (g.window != 0 && keyMax <= lo - g.window);
+    if (keyMin > hi || (g.window != 0 && keyMax <= lo - g.window))
+      return {0, 0};
+    if (!keysSorted)
+      return {0, keySeq};
+    const std::int32_t *k = keyPositions;
+    const Index end = std::upper_bound(k, k + keySeq, hi) - k;
+    const Index begin =
+        g.window == 0 ? 0 : std::upper_bound(k, k + keySeq, lo - g.window) - k;
+    return {begin, std::max(begin, end)};
   }
 };
 
@@ -89,6 +109,7 @@ Block makeBlock(const char *kernel, const AttentionConfig &config,
     block.keyMin = std::min(block.keyMin, keyPositions[s]);
     block.keyMax = std::max(block.keyMax, keyPositions[s]);
   }
+  block.keysSorted = std::is_sorted(keyPositions, keyPositions + keySeq);
   if (block.g.rope) {
     const Index half = block.g.dim / 2;
     block.queryCos.resize(block.g.seq * half);
@@ -162,43 +183,46 @@ void forwardHead(const Block &block, const float *query, const float *key,
   q = headRows(g, q, g.ldq, Tq, scratch + keyFloats, ldq);
   for (Index i0 = 0; i0 < Tq; i0 += kBlock) {
     const Index i1 = std::min(Tq, i0 + kBlock);
-    if (block.hidden(i0, i1)) {
+    const auto [c0, c1] = block.keyRange(i0, i1);
+    const Index n = c1 - c0;
+    if (n == 0) {
       for (Index t = i0; t < i1; ++t) {
         std::fill(o + t * g.ldq, o + t * g.ldq + g.dim, 0.0f);
         l[t] = kMinusInf;
       }
       continue;
     }
-    gemm(CblasNoTrans, CblasTrans, i1 - i0, Tk, g.dim, g.scale, q + i0 * ldq,
-         ldq, k, ldk, 0.0f, scores, Tk);
+    // Scores [rows, n] of the key columns [c0, c1).
+    gemm(CblasNoTrans, CblasTrans, i1 - i0, n, g.dim, g.scale, q + i0 * ldq,
+         ldq, k + c0 * ldk, ldk, 0.0f, scores, n);
     for (Index t = i0; t < i1; ++t) {
-      float *row = scores + (t - i0) * Tk;
+      float *row = scores + (t - i0) * n;
       float m = kMinusInf;
-      for (Index s = 0; s < Tk; ++s) {
-        if (!block.visible(t, s))
+      for (Index s = 0; s < n; ++s) {
+        if (!block.visible(t, c0 + s))
           row[s] = kMinusInf;
         m = row[s] > m ? row[s] : m;
       }
       if (m == kMinusInf) {
-        std::fill(row, row + Tk, 0.0f);
+        std::fill(row, row + n, 0.0f);
         l[t] = kMinusInf;
         continue;
       }
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-      for (Index s = 0; s < Tk; ++s) {
+      for (Index s = 0; s < n; ++s) {
         const float e = fastExp(row[s] - m); // exp(-inf) = 0: masked
         row[s] = e;
         sum += e;
       }
       const float inv = 1.0f / sum;
 #pragma omp simd
-      for (Index s = 0; s < Tk; ++s)
+      for (Index s = 0; s < n; ++s)
         row[s] *= inv;
       l[t] = m + std::log(sum);
     }
-    gemm(CblasNoTrans, CblasNoTrans, i1 - i0, g.dim, Tk, 1.0f, scores, Tk, v,
-         g.ldk, 0.0f, o + i0 * g.ldq, g.ldq);
+    gemm(CblasNoTrans, CblasNoTrans, i1 - i0, g.dim, n, 1.0f, scores, n,
+         v + c0 * g.ldk, g.ldk, 0.0f, o + i0 * g.ldq, g.ldq);
   }
 }
 
@@ -235,21 +259,23 @@ void backwardKvHead(const Block &block, const float *grad, const float *query,
         headRows(g, query + qOffset, g.ldq, Tq, scratch + keyFloats, ldq);
     for (Index i0 = 0; i0 < Tq; i0 += kBlock) {
       const Index i1 = std::min(Tq, i0 + kBlock), rows = i1 - i0;
-      if (block.hidden(i0, i1)) {
+      const auto [c0, c1] = block.keyRange(i0, i1);
+      const Index n = c1 - c0;
+      if (n == 0) {
         for (Index t = i0; t < i1; ++t)
           std::fill(dq + t * g.ldq, dq + t * g.ldq + g.dim, 0.0f);
         continue;
       }
-      // P = exp(S - lse) over the visible keys: the probabilities of the
-      // whole attention, restricted to this block.
-      gemm(CblasNoTrans, CblasTrans, rows, Tk, g.dim, g.scale, q + i0 * ldq,
-           ldq, k, ldk, 0.0f, p, Tk);
+      // P = exp(S - lse) over the visible keys of columns [c0, c1): the
+      // probabilities of the whole attention, restricted to this block.
+      gemm(CblasNoTrans, CblasTrans, rows, n, g.dim, g.scale, q + i0 * ldq,
+           ldq, k + c0 * ldk, ldk, 0.0f, p, n);
       // dP = dO V^T.
-      gemm(CblasNoTrans, CblasTrans, rows, Tk, g.dim, 1.0f, dout + i0 * g.ldq,
-           g.ldq, v, g.ldk, 0.0f, ds, Tk);
+      gemm(CblasNoTrans, CblasTrans, rows, n, g.dim, 1.0f, dout + i0 * g.ldq,
+           g.ldq, v + c0 * g.ldk, g.ldk, 0.0f, ds, n);
       for (Index t = i0; t < i1; ++t) {
-        float *pr = p + (t - i0) * Tk;
-        float *dr = ds + (t - i0) * Tk;
+        float *pr = p + (t - i0) * n;
+        float *dr = ds + (t - i0) * n;
         // D_t = sum_d dO O: the softmax backward's rowsum(P dP) over all
         // blocks, which this block alone cannot form.
         const float *gt = dout + t * g.ldq, *ot = o + t * g.ldq;
@@ -257,22 +283,22 @@ void backwardKvHead(const Block &block, const float *grad, const float *query,
         for (Index d = 0; d < g.dim; ++d)
           dot += gt[d] * ot[d];
         const float lt = l[t];
-        for (Index s = 0; s < Tk; ++s) {
-          const float e = lt == kMinusInf || !block.visible(t, s)
+        for (Index s = 0; s < n; ++s) {
+          const float e = lt == kMinusInf || !block.visible(t, c0 + s)
                               ? 0.0f
                               : fastExp(pr[s] - lt);
           pr[s] = e;
           dr[s] = g.scale * e * (dr[s] - dot);
         }
       }
-      gemm(CblasNoTrans, CblasNoTrans, rows, g.dim, Tk, 1.0f, ds, Tk, k, ldk,
-           0.0f, dq + i0 * g.ldq, g.ldq);
+      gemm(CblasNoTrans, CblasNoTrans, rows, g.dim, n, 1.0f, ds, n,
+           k + c0 * ldk, ldk, 0.0f, dq + i0 * g.ldq, g.ldq);
       if (g.rope)
         unrotateRows(g, dq, g.ldq, i0, i1);
-      gemm(CblasTrans, CblasNoTrans, Tk, g.dim, rows, 1.0f, p, Tk,
-           dout + i0 * g.ldq, g.ldq, 1.0f, dv, g.ldk);
-      gemm(CblasTrans, CblasNoTrans, Tk, g.dim, rows, 1.0f, ds, Tk,
-           q + i0 * ldq, ldq, 1.0f, dk, g.ldk);
+      gemm(CblasTrans, CblasNoTrans, n, g.dim, rows, 1.0f, p, n,
+           dout + i0 * g.ldq, g.ldq, 1.0f, dv + c0 * g.ldk, g.ldk);
+      gemm(CblasTrans, CblasNoTrans, n, g.dim, rows, 1.0f, ds, n,
+           q + i0 * ldq, ldq, 1.0f, dk + c0 * g.ldk, g.ldk);
     }
   }
   // The rotation is linear: un-rotating the group's summed dK equals

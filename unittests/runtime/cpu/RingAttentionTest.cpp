@@ -4,8 +4,8 @@
 // double-precision reference written from the op descriptions (RoPE at each
 // row's position with Rope.h's frequencies, whose agreement with
 // transformers AttentionTest checks): one block holding every key is
-// attention; blocks of the keys, contiguous or in the zigzag order of
-// context parallelism, merged, are attention to fp32 rounding; a query that
+// attention; blocks of the keys, contiguous, in the zigzag order of context
+// parallelism or unsorted, merged, are attention to fp32 rounding; a query that
 // sees no key of a block gets 0 and -inf; and the blocks' backward, summed
 // over query ranks and key blocks, is attention_grad.
 //
@@ -120,16 +120,27 @@ Positions iota(std::int32_t begin, std::int32_t end) {
   return p;
 }
 
-/// The positions of block r of n over T: contiguous, or zigzag (chunks r
-/// and 2n - 1 - r of 2n, which balances the causal work).
-Positions blockPositions(Index seq, Index n, Index r, bool zigzag) {
-  if (!zigzag)
+/// How the keys of a block are laid out: contiguous; zigzag (chunks r and
+/// 2n - 1 - r of 2n, which balances the causal work), ascending; or the
+/// zigzag chunks swapped, so that the kernels cannot rely on sorted keys.
+enum class Layout { Contiguous, Zigzag, Unsorted };
+
+const char *name(Layout layout) {
+  return layout == Layout::Contiguous ? " contiguous"
+         : layout == Layout::Zigzag   ? " zigzag"
+                                      : " unsorted";
+}
+
+/// The positions of block r of n over T.
+Positions blockPositions(Index seq, Index n, Index r, Layout layout) {
+  if (layout == Layout::Contiguous)
     return iota(std::int32_t(r * seq / n), std::int32_t((r + 1) * seq / n));
   const Index chunk = seq / (2 * n);
   Positions p = iota(std::int32_t(r * chunk), std::int32_t((r + 1) * chunk));
   Positions second = iota(std::int32_t((2 * n - 1 - r) * chunk),
                           std::int32_t((2 * n - r) * chunk));
-  p.insert(p.end(), second.begin(), second.end());
+  p.insert(layout == Layout::Zigzag ? p.end() : p.begin(), second.begin(),
+           second.end());
   return p;
 }
 
@@ -247,9 +258,10 @@ TEST(RingAttention, OneBlockOfAllKeysIsAttention) {
 TEST(RingAttention, MergedBlocksAreAttention) {
   for (const Case &c : kCases)
     for (Index n : {2, 4})
-      for (bool zigzag : {false, true}) {
+      for (Layout layout :
+           {Layout::Contiguous, Layout::Zigzag, Layout::Unsorted}) {
         SCOPED_TRACE(describe(c) + " blocks=" + std::to_string(n) +
-                     (zigzag ? " zigzag" : " contiguous"));
+                     name(layout));
         const Inputs in = randomInputs(c, 11);
         FVec whole(in.q.size());
         attention(in.q.data(), in.k.data(), in.v.data(), whole.data(),
@@ -261,18 +273,18 @@ TEST(RingAttention, MergedBlocksAreAttention) {
         // others; here from the last, so that merges meet -inf on both
         // sides (the first causal rows see nothing of the later blocks).
         Partial merged =
-            runBlock(c, in, all, blockPositions(c.seq, n, n - 1, zigzag));
+            runBlock(c, in, all, blockPositions(c.seq, n, n - 1, layout));
         for (Index r = n - 2; r >= 0; --r)
           merged = merge(
               c, merged,
-              runBlock(c, in, all, blockPositions(c.seq, n, r, zigzag)),
+              runBlock(c, in, all, blockPositions(c.seq, n, r, layout)),
               c.seq);
         EXPECT_TRUE(allClose(merged.out, toDouble(whole), 1e-5, 1e-6));
         EXPECT_TRUE(allClose(merged.lse, lse, 1e-6, 1e-6));
 
         // A rank's zigzag queries (Tq != Tk) against the reference.
-        const Positions queries = blockPositions(c.seq, 2, 1, true);
-        const Positions keys = blockPositions(c.seq, n, 0, zigzag);
+        const Positions queries = blockPositions(c.seq, 2, 1, Layout::Zigzag);
+        const Positions keys = blockPositions(c.seq, n, 0, layout);
         const Partial part = runBlock(c, in, queries, keys);
         blockRef(gatherRows(in.q, c.batch, c.seq, queries),
                  gatherRows(in.k, c.batch, c.seq, keys),
@@ -315,18 +327,18 @@ TEST(RingAttention, BlockWithNoVisibleKey) {
     EXPECT_EQ(x, kMinusInf);
 }
 
-// The ring backward: queries split over `ranks` (zigzag), keys into `n`
+// The ring backward: queries split over `ranks` (layout), keys into `n`
 // blocks; attention_block_grad of every (rank, block) pair from the final
 // out and lse, dq summed into the rank's rows and dk, dv into the block's,
 // is attention_grad.
 TEST(RingAttention, BlockGradsSumToAttentionGrad) {
   for (const Case &c : kCases)
-    for (auto [ranks, n, zigzag] :
-         {std::tuple{1, 4, true}, std::tuple{2, 4, true},
-          std::tuple{2, 2, false}}) {
+    for (auto [ranks, n, layout] :
+         {std::tuple{1, 4, Layout::Zigzag}, std::tuple{2, 4, Layout::Zigzag},
+          std::tuple{2, 2, Layout::Contiguous},
+          std::tuple{2, 4, Layout::Unsorted}}) {
       SCOPED_TRACE(describe(c) + " ranks=" + std::to_string(ranks) +
-                   " blocks=" + std::to_string(n) +
-                   (zigzag ? " zigzag" : " contiguous"));
+                   " blocks=" + std::to_string(n) + name(layout));
       const Inputs in = randomInputs(c, 5);
       std::mt19937 rng(17);
       const FVec grad = randomFloats(in.q.size(), rng);
@@ -343,14 +355,15 @@ TEST(RingAttention, BlockGradsSumToAttentionGrad) {
           sumDv(dv.size(), 0.0);
       for (Index r = 0; r < ranks; ++r) {
         const Positions queries =
-            ranks == 1 ? all : blockPositions(c.seq, ranks, r, true);
+            ranks == 1 ? all
+                       : blockPositions(c.seq, ranks, r, Layout::Zigzag);
         const Index Tq = Index(queries.size());
         const FVec q = gatherRows(in.q, c.batch, c.seq, queries);
         const FVec g = gatherRows(grad, c.batch, c.seq, queries);
         const FVec o = gatherRows(out, c.batch, c.seq, queries);
         const FVec l = gatherLse(lse, c.batch, c.heads, c.seq, queries);
         for (Index j = 0; j < n; ++j) {
-          const Positions keys = blockPositions(c.seq, n, j, zigzag);
+          const Positions keys = blockPositions(c.seq, n, j, layout);
           const FVec k = gatherRows(in.k, c.batch, c.seq, keys);
           const FVec v = gatherRows(in.v, c.batch, c.seq, keys);
           FVec bq(q.size(), NAN), bk(k.size(), NAN), bv(v.size(), NAN);
