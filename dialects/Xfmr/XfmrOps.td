@@ -970,7 +970,7 @@ def Xfmr_VocabParallelCrossEntropyGradOp
 def Xfmr_Positions : 1DTensorOf<[I32]>;
 
 def Xfmr_AttentionBlockOp
-    : Xfmr_Op<"attention_block", [], Xfmr_PartitionsLocally> {
+    : Xfmr_Op<"attention_block", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
   let summary = "attention of the queries over one block of keys, with its "
                 "log-sum-exp";
   let description = [{
@@ -1044,7 +1044,7 @@ def Xfmr_AttentionMergeOp : Xfmr_Op<"attention_merge"> {
 }
 
 def Xfmr_AttentionBlockGradOp
-    : Xfmr_Op<"attention_block_grad", [], Xfmr_PartitionsLocally> {
+    : Xfmr_Op<"attention_block_grad", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
   let summary = "flash-attention backward of one key block";
   let description = [{
     The gradients of one block of `xfmr.attention_block` given the FINAL

@@ -64,8 +64,6 @@ namespace {
 
 constexpr Index kBlock = 64;
 
-Index round16(Index n) { return (n + 15) / 16 * 16; }
-
 } // namespace
 
 namespace detail {

@@ -19,6 +19,10 @@
 
 namespace partition::runtime::cpu::detail {
 
+/// n rounded up to a multiple of 16 floats (64 bytes): workspace slices
+/// start on cache lines.
+inline Index round16(Index n) { return (n + 15) / 16 * 16; }
+
 /// The sizes and attributes of one attention call, checked.
 struct Geometry {
   Index batch, seq, heads, kvHeads, dim, group;

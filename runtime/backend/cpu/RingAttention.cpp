@@ -160,8 +160,6 @@ void runUnits(Index units, Index floats, Unit unit) {
   }
 }
 
-Index round16(Index n) { return (n + 15) / 16 * 16; }
-
 /// Forward of query head h of batch b. Scratch: [rotated K | rotated Q]
 /// (RoPE only), then the scores [64, Tk].
 void forwardHead(const Block &block, const float *query, const float *key,
