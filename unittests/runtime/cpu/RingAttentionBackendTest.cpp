@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 
 using namespace partition;
 using runtime::BufferInfo;
@@ -57,7 +58,7 @@ uint32_t addBuffer(Program &program, DType dtype, std::vector<int64_t> shape) {
   buffer.elements = 1;
   for (int64_t dim : shape)
     buffer.elements *= dim;
-  buffer.bytes = uint64_t(buffer.elements) * 4;
+  buffer.bytes = uint64_t(buffer.elements) * runtime::dtypeBytes(dtype);
   buffer.offset = program.arenaBytes;
   program.arenaBytes += buffer.bytes;
   program.buffers.push_back(buffer);
@@ -76,20 +77,23 @@ Instruction kernel(KernelId id, std::vector<uint32_t> args) {
   return instruction;
 }
 
-Program ringProgram() {
+/// The activations in `activation` (f32, or bf16 as mixed precision has
+/// them); positions i32 and every lse f32 either way.
+Program ringProgram(DType activation = DType::F32) {
   Program program = testprograms::minimalProgram();
+  const DType a = activation;
   const std::vector<int64_t> query = {kBatch, kQueries, kHeads * kDim};
   const std::vector<int64_t> key = {kBatch, kKeys, kDim};
   const std::vector<int64_t> lse = {kBatch, kHeads, kQueries};
   for (auto [dtype, shape] :
        std::vector<std::pair<DType, std::vector<int64_t>>>{
-           {DType::F32, query},      {DType::F32, key},
-           {DType::F32, key},        {DType::I32, {kQueries}},
-           {DType::I32, {kKeys}},    {DType::F32, query},
-           {DType::F32, lse},        {DType::F32, query},
-           {DType::F32, lse},        {DType::F32, query},
-           {DType::F32, query},      {DType::F32, key},
-           {DType::F32, key}})
+           {a, query},            {a, key},
+           {a, key},              {DType::I32, {kQueries}},
+           {DType::I32, {kKeys}}, {a, query},
+           {DType::F32, lse},     {a, query},
+           {DType::F32, lse},     {a, query},
+           {a, query},            {a, key},
+           {a, key}})
     addBuffer(program, dtype, shape);
   program.functions[0].instructions = {
       kernel(KernelId::AttentionBlock,
@@ -179,6 +183,57 @@ TEST(RingAttentionBackend, InstructionsMatchDirectCalls) {
   EXPECT_EQ(read(QueryGrad), dq);
   EXPECT_EQ(read(KeyGrad), dk);
   EXPECT_EQ(read(ValueGrad), dv);
+}
+
+// bf16 activations (mixed precision) with f32 log-sum-exps: the loader
+// accepts the mix, the backend widens and rounds the bf16 buffers around
+// the fp32 kernels, so the outputs are the fp32 kernels' on the rounded
+// inputs, rounded.
+TEST(RingAttentionBackend, Bf16ActivationsWithF32Lse) {
+  Program program = roundTrip(ringProgram(DType::BF16));
+  auto backend = runtime::createCpuBackend(program);
+  std::mt19937 rng(9);
+  auto bf16 = [](std::vector<float> x) {
+    std::vector<uint16_t> y(x.size());
+    cpu::roundToBFloat16(x.data(), y.data(), cpu::Index(x.size()));
+    cpu::widenBFloat16(y.data(), x.data(), cpu::Index(x.size()));
+    return std::make_pair(y, x);
+  };
+  auto [q16, q] = bf16(randomFloats(kBatch * kQueries * kHeads * kDim, rng));
+  auto [k16, k] = bf16(randomFloats(kBatch * kKeys * kDim, rng));
+  auto [v16, v] = bf16(randomFloats(kBatch * kKeys * kDim, rng));
+  auto [g16, g] = bf16(randomFloats(q.size(), rng));
+  const std::vector<int32_t> queryPositions = {0, 1, 6, 7};
+  const std::vector<int32_t> keyPositions = {1, 2, 5};
+  backend->write(program.buffers[Query], q16.data());
+  backend->write(program.buffers[Key], k16.data());
+  backend->write(program.buffers[Value], v16.data());
+  backend->write(program.buffers[Grad], g16.data());
+  backend->write(program.buffers[QueryPositions], queryPositions.data());
+  backend->write(program.buffers[KeyPositions], keyPositions.data());
+  backend->run(0, 1);
+
+  cpu::AttentionConfig config;
+  config.batch = kBatch;
+  config.seq = kQueries;
+  config.numHeads = kHeads;
+  config.numKvHeads = 1;
+  config.headDim = kDim;
+  config.ropeTheta = 1e4f;
+  config.ropeScaling.kind = runtime::RopeScalingKind::Linear;
+  config.ropeScaling.factor = 2.0;
+  config.window = 3;
+  std::vector<float> out(q.size()), lse(kBatch * kHeads * kQueries);
+  cpu::attentionBlock(q.data(), k.data(), v.data(), queryPositions.data(),
+                      keyPositions.data(), out.data(), lse.data(), config,
+                      kKeys);
+  std::vector<float> readLse(lse.size());
+  backend->read(program.buffers[Lse], readLse.data());
+  EXPECT_EQ(readLse, lse);
+  std::vector<uint16_t> out16(out.size()), readOut(out.size());
+  cpu::roundToBFloat16(out.data(), out16.data(), cpu::Index(out.size()));
+  backend->read(program.buffers[Out], readOut.data());
+  EXPECT_EQ(readOut, out16);
 }
 
 /// The backend's message for a program changed by `change`.
