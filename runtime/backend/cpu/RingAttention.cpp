@@ -7,9 +7,9 @@
 //
 // Algorithm, per (batch, head) unit for the forward and per (batch, kv head)
 // unit for the backward (its query heads in sequence, accumulating dK and dV
-// in place, as Attention.cpp): blocks of kBlock = 64 query rows against all
-// Tk keys of the block, each product one strided cblas_sgemm (heads packed in
-// the features need no transposes). The forward writes a row block's scores
+// in place, as Attention.cpp): blocks of kBlock = 64 query rows against the
+// block's keys, each product one strided cblas_sgemm (heads packed in the
+// features need no transposes). The forward writes a row block's scores
 // [64, Tk], softmaxes them with the row's log-sum-exp and multiplies by V;
 // the backward recomputes P = exp(S - lse) from the final lse, forms dS and
 // adds the row block's share of dK and dV at once (its key block is the
@@ -24,6 +24,12 @@
 //
 // The RoPE tables are per call, at the block's positions (fillRopeTable,
 // shared with Attention.cpp, so position p rotates bit-identically there).
+//
+// Threading: the units are spread over the OpenMP team, each thread with
+// its own scratch (threadScratch slot 2) and sgemm single-threaded; with
+// fewer units than threads the rest of the team idles (Attention.cpp's
+// row-block parallelism inside a unit is not repeated here: B * H units
+// exceed the cores at the sizes ring attention is for).
 //
 //===----------------------------------------------------------------------===//
 
