@@ -97,12 +97,26 @@ public:
   void setBlocks(int factor, int64_t blocks) {
     factors[factor].blocks = blocks;
   }
-  /// The factor tied to `factor`, or kNoFactor.
+  /// The factor tied to `factor`, or kNoFactor (the first tie that names
+  /// it; tiedGroup for all).
   int tiedWith(int factor) const {
     for (auto [a, b] : ties)
       if (a == factor || b == factor)
         return a == factor ? b : a;
     return kNoFactor;
+  }
+  /// Every factor tied to `factor`, directly or through others (the query
+  /// heads, their key-value heads and the heads of a log-sum-exp
+  /// [b, h, t]); `factor` itself excluded.
+  llvm::SmallVector<int, 2> tiedGroup(int factor) const {
+    llvm::SmallVector<int, 2> group = {factor};
+    for (size_t next = 0; next < group.size(); ++next)
+      for (auto [a, b] : ties)
+        for (auto [from, to] : {std::pair(a, b), std::pair(b, a)})
+          if (from == group[next] && !llvm::is_contained(group, to))
+            group.push_back(to);
+    group.erase(group.begin());
+    return group;
   }
   /// The op divides by the product of the sizes of `factors`; it is linear
   /// in `value`.

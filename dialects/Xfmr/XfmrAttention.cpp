@@ -2,7 +2,9 @@
 //
 // xfmr.attention and xfmr.attention_grad share one set of checks: heads,
 // the packed [B, T, H*D] / [B, T, Hkv*D] shapes, RoPE and its scaling, and
-// the sliding window.
+// the sliding window. The ring attention ops (attention_block and its
+// gradient, whose keys are a block of any length, and attention_merge)
+// add their positions and log-sum-exp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,9 +19,12 @@ using namespace mlir;
 using namespace partition::xfmr;
 using namespace partition::xfmr::verify;
 
-/// The checks shared by attention and its gradient.
+/// The checks shared by attention and its gradient, and by the ring
+/// attention block ops, whose keys are a block of their own length
+/// (`blockKeys`): their key sequence need not be the query's.
 template <typename AttentionLike>
-static LogicalResult verifyAttention(AttentionLike attention) {
+static LogicalResult verifyAttention(AttentionLike attention,
+                                     bool blockKeys = false) {
   Operation *op = attention.getOperation();
   Value query = attention.getQuery(), key = attention.getKey(),
         value = attention.getValue();
@@ -54,17 +59,24 @@ static LogicalResult verifyAttention(AttentionLike attention) {
                              << " are not divisible by num_heads " << heads;
   int64_t headDim = features / heads;
   // Explicit positions (both or neither) free the key sequence's length:
-  // local queries against all-gathered keys.
-  Value queryPositions = attention.getQueryPositions(),
-        keyPositions = attention.getKeyPositions();
-  if (bool(queryPositions) != bool(keyPositions))
-    return op->emitOpError()
-           << "query_positions and key_positions must be given together";
+  // local queries against all-gathered keys. The ring's block ops always
+  // have positions (their own verifiers check them) and keys of their own.
+  Value queryPositions, keyPositions;
+  if (!blockKeys) {
+    queryPositions = attention.getQueryPositions();
+    keyPositions = attention.getKeyPositions();
+    if (bool(queryPositions) != bool(keyPositions))
+      return op->emitOpError()
+             << "query_positions and key_positions must be given together";
+  }
+  bool ownKeys = blockKeys || queryPositions;
   int64_t keySeq = q.getDimSize(1);
-  if (queryPositions) {
+  if (ownKeys) {
     if (failed(expectRank(op, "key", key, 3, "[batch, seq, kv_heads*head_dim]")))
       return failure();
     keySeq = tensorType(key).getDimSize(1);
+  }
+  if (queryPositions) {
     int64_t queryLength = tensorType(queryPositions).getDimSize(0);
     int64_t keyLength = tensorType(keyPositions).getDimSize(0);
     if (queryLength != q.getDimSize(1))
@@ -79,10 +91,10 @@ static LogicalResult verifyAttention(AttentionLike attention) {
   if (failed(expectType(op, "key", key.getType(),
                         {q.getDimSize(0), keySeq, kvHeads * headDim},
                         q.getElementType(),
-                        (queryPositions ? "[B] of the query, num_kv_heads * "
-                                          "head_dim "
-                                        : "[B, T] of the query, num_kv_heads "
-                                          "* head_dim ") +
+                        (ownKeys ? "[B] of the query, num_kv_heads * "
+                                   "head_dim "
+                                 : "[B, T] of the query, num_kv_heads * "
+                                   "head_dim ") +
                             std::to_string(headDim))) ||
       failed(expectSameType(op, "value", value, "the key", key)))
     return failure();
@@ -158,4 +170,71 @@ LogicalResult AttentionGradOp::verify() {
     return failure();
   return expectSameType(*this, "value_grad", getValueGrad(), "the value",
                         getValue());
+}
+
+/// The checks of the ring attention ops beyond those of attention: the
+/// positions (i32, one per query and key) and the log-sum-exp [B, H, Tq] of
+/// f32.
+template <typename BlockLike>
+static LogicalResult verifyPositionsAndLse(BlockLike op, Value lse,
+                                           StringRef lseName) {
+  RankedTensorType q = tensorType(op.getQuery());
+  Builder builder(op.getContext());
+  Type i32 = builder.getI32Type();
+  if (failed(expectType(op, "query_positions",
+                        op.getQueryPositions().getType(), {q.getDimSize(1)},
+                        i32, "[Tq] of the query")) ||
+      failed(expectType(op, "key_positions", op.getKeyPositions().getType(),
+                        {tensorType(op.getKey()).getDimSize(1)}, i32,
+                        "[Tk] of the key")))
+    return failure();
+  return expectType(op, lseName, lse.getType(),
+                    {q.getDimSize(0), op.getNumHeads(), q.getDimSize(1)},
+                    builder.getF32Type(), "[B, num_heads, Tq] of the query");
+}
+
+LogicalResult AttentionBlockOp::verify() {
+  if (failed(verifyAttention(*this, /*blockKeys=*/true)) ||
+      failed(expectSameType(*this, "out", getOut(), "the query", getQuery())))
+    return failure();
+  return verifyPositionsAndLse(*this, getLse(), "lse");
+}
+
+LogicalResult AttentionBlockGradOp::verify() {
+  if (failed(verifyAttention(*this, /*blockKeys=*/true)) ||
+      failed(expectSameType(*this, "grad", getGrad(), "the query",
+                            getQuery())) ||
+      failed(expectSameType(*this, "out", getOut(), "the query",
+                            getQuery())) ||
+      failed(verifyPositionsAndLse(*this, getLse(), "lse")) ||
+      failed(expectSameType(*this, "query_grad", getQueryGrad(), "the query",
+                            getQuery())) ||
+      failed(expectSameType(*this, "key_grad", getKeyGrad(), "the key",
+                            getKey())))
+    return failure();
+  return expectSameType(*this, "value_grad", getValueGrad(), "the value",
+                        getValue());
+}
+
+LogicalResult AttentionMergeOp::verify() {
+  Operation *op = getOperation();
+  if (failed(verifyStaticShapes(op)) ||
+      failed(expectRank(op, "out_a", getOutA(), 3, "[batch, seq, features]")) ||
+      failed(expectSameType(op, "out_b", getOutB(), "out_a", getOutA())) ||
+      failed(expectSameType(op, "out", getOut(), "out_a", getOutA())) ||
+      failed(expectRank(op, "lse_a", getLseA(), 3, "[batch, heads, seq]")))
+    return failure();
+  RankedTensorType o = tensorType(getOutA());
+  int64_t heads = tensorType(getLseA()).getDimSize(1);
+  if (heads <= 0 || o.getDimSize(2) % heads != 0)
+    return emitOpError() << "lse_a has " << heads
+                         << " heads, which do not divide the "
+                         << o.getDimSize(2) << " features of out_a";
+  Type f32 = Builder(getContext()).getF32Type();
+  SmallVector<int64_t, 3> shape = {o.getDimSize(0), heads, o.getDimSize(1)};
+  if (failed(expectType(op, "lse_a", getLseA().getType(), shape, f32,
+                        "[B, heads, T] of out_a")) ||
+      failed(expectSameType(op, "lse_b", getLseB(), "lse_a", getLseA())))
+    return failure();
+  return expectSameType(op, "lse", getLse(), "lse_a", getLseA());
 }

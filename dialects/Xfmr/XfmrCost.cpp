@@ -49,21 +49,16 @@ std::optional<int64_t> LinearGradWeightOp::getMatmulFlops() {
   return twice(numElements(getGrad()), lastDim(getInput()));
 }
 
-/// Q K^T and P V: each B*H products of [T, D] by [D, T] sized matrices, at
-/// full T x T whether or not the mask is causal (the Megatron-LM
-/// convention); with a sliding window W < T, of [T, D] by [D, W]: each query
-/// meets W keys.
-///
-/// With explicit positions the queries [Tq] meet the keys [Tk] (local
-/// queries, gathered keys): Tq x Tk, or Tq x min(Tk, W) with a window.
+/// Q K^T and P V: each B*H products of [T, D] by [D, S] sized matrices (S
+/// keys: T, or a ring attention block's), at full T x S whether or not the
+/// mask is causal (the Megatron-LM convention); with a sliding window
+/// W < S, of [T, D] by [D, W]: each query meets W keys.
 template <typename AttentionLike>
 static std::optional<int64_t> attentionForwardFlops(AttentionLike op) {
   auto type = cast<RankedTensorType>(op.getQuery().getType());
   int64_t batch = type.getDimSize(0), seq = type.getDimSize(1);
   int64_t features = type.getDimSize(2); // heads * head_dim
-  int64_t keys = op.getQueryPositions()
-                     ? cast<RankedTensorType>(op.getKey().getType()).getDimSize(1)
-                     : seq;
+  int64_t keys = cast<RankedTensorType>(op.getKey().getType()).getDimSize(1);
   if (std::optional<uint64_t> window = op.getSlidingWindow())
     keys = std::min<int64_t>(keys, int64_t(*window));
   // 2 * (2 * batch * seq * keys * features)
@@ -76,6 +71,17 @@ std::optional<int64_t> AttentionOp::getMatmulFlops() {
 
 std::optional<int64_t> AttentionGradOp::getMatmulFlops() {
   // dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q.
+  std::optional<int64_t> forward = attentionForwardFlops(*this);
+  return forward ? llvm::checkedMul(*forward, int64_t(2)) : std::nullopt;
+}
+
+std::optional<int64_t> AttentionBlockOp::getMatmulFlops() {
+  return attentionForwardFlops(*this);
+}
+
+std::optional<int64_t> AttentionBlockGradOp::getMatmulFlops() {
+  // As attention_grad's: dV, dP, dQ and dK (the recomputed scores are not
+  // counted).
   std::optional<int64_t> forward = attentionForwardFlops(*this);
   return forward ? llvm::checkedMul(*forward, int64_t(2)) : std::nullopt;
 }

@@ -21,6 +21,27 @@ using runtime::KernelId;
 
 float f32(const APFloat &value) { return value.convertToFloat(); }
 
+/// The float parameters of the attention_scaled rows: rope_theta (0: none),
+/// the scaling kind (runtime::RopeScalingKind) and its factors.
+template <typename AttentionLike>
+SmallVector<float, 4> scaledFloats(AttentionLike op) {
+  float theta = op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f;
+  std::optional<StringRef> scaling = op.getRopeScaling();
+  if (!scaling)
+    return {theta, float(runtime::RopeScalingKind::None), 1.0f, 0.0f, 0.0f,
+            0.0f};
+  ArrayRef<double> f = *op.getRopeScalingFactors();
+  // linear: [factor]; llama3 and yarn: four factors, in the op's order.
+  runtime::RopeScalingKind kind = *scaling == "llama3"
+                                      ? runtime::RopeScalingKind::Llama3
+                                  : *scaling == "yarn"
+                                      ? runtime::RopeScalingKind::Yarn
+                                      : runtime::RopeScalingKind::Linear;
+  bool four = f.size() == 4;
+  return {theta, float(kind), float(f[0]), four ? float(f[1]) : 0.0f,
+          four ? float(f[2]) : 0.0f, four ? float(f[3]) : 0.0f};
+}
+
 /// Plain (causal, RoPE) attention takes the original rows; RoPE scaling or
 /// a sliding window the attention_scaled rows with their parameters
 /// (runtime::RopeScalingKind, the window), so that a model without either
@@ -33,7 +54,6 @@ KernelCall attentionCall(KernelId kernel, KernelId scaledKernel,
                                   static_cast<int64_t>(op.getNumKvHeads()),
                                   op.getCausal() ? 1 : 0};
   float theta = op.getRopeTheta() ? f32(*op.getRopeTheta()) : 0.0f;
-  std::optional<StringRef> scaling = op.getRopeScaling();
   int64_t seq = cast<ShapedType>(op.getQuery().getType()).getDimSize(1);
   int64_t window = 0;
   // With explicit positions a window is kept whatever its size: the
@@ -47,26 +67,22 @@ KernelCall attentionCall(KernelId kernel, KernelId scaledKernel,
     kernel = scaledKernel = kernel == KernelId::Attention
                                 ? KernelId::AttentionPositions
                                 : KernelId::AttentionPositionsGrad;
-  if (!scaling && window == 0 && !positions)
+  if (!op.getRopeScaling() && window == 0 && !positions)
     return {kernel, ints, {theta}};
   ints.push_back(window);
-  if (!scaling)
-    return {scaledKernel,
-            ints,
-            {theta, float(runtime::RopeScalingKind::None), 1.0f, 0.0f, 0.0f,
-             0.0f}};
-  ArrayRef<double> f = *op.getRopeScalingFactors();
-  // linear: [factor]; llama3 and yarn: four factors, in the op's order.
-  runtime::RopeScalingKind kind = *scaling == "llama3"
-                                      ? runtime::RopeScalingKind::Llama3
-                                  : *scaling == "yarn"
-                                      ? runtime::RopeScalingKind::Yarn
-                                      : runtime::RopeScalingKind::Linear;
-  bool four = f.size() == 4;
-  return {scaledKernel,
-          ints,
-          {theta, float(kind), float(f[0]), four ? float(f[1]) : 0.0f,
-           four ? float(f[2]) : 0.0f, four ? float(f[3]) : 0.0f}};
+  return {scaledKernel, ints, scaledFloats(op)};
+}
+
+/// The ring attention block rows take attention_scaled's parameters
+/// always; the window is kept whatever the block's length (positions, not
+/// the block, bound it).
+template <typename BlockLike> KernelCall blockCall(KernelId kernel, BlockLike op) {
+  std::optional<uint64_t> window = op.getSlidingWindow();
+  return {kernel,
+          {static_cast<int64_t>(op.getNumHeads()),
+           static_cast<int64_t>(op.getNumKvHeads()), op.getCausal() ? 1 : 0,
+           window ? int64_t(*window) : 0},
+          scaledFloats(op)};
 }
 
 /// The whole-vocabulary loss kernels have no mask: a padded vocabulary runs
@@ -212,6 +228,17 @@ FailureOr<KernelCall> VocabParallelLossOp::getKernelCall() {
 FailureOr<KernelCall> VocabParallelCrossEntropyGradOp::getKernelCall() {
   return maskedOrNot(getVocab(), KernelId::VocabParallelCrossEntropyGrad,
                      KernelId::VocabParallelMaskedCrossEntropyGrad);
+}
+
+// Ring attention (context parallelism).
+FailureOr<KernelCall> AttentionBlockOp::getKernelCall() {
+  return blockCall(KernelId::AttentionBlock, *this);
+}
+FailureOr<KernelCall> AttentionBlockGradOp::getKernelCall() {
+  return blockCall(KernelId::AttentionBlockGrad, *this);
+}
+FailureOr<KernelCall> AttentionMergeOp::getKernelCall() {
+  return KernelCall{KernelId::AttentionMerge};
 }
 
 } // namespace partition::xfmr

@@ -1060,4 +1060,139 @@ def Xfmr_VocabParallelCrossEntropyGradOp
   let results = (outs Xfmr_FloatTensor:$result);
 }
 
+//===----------------------------------------------------------------------===//
+// Ring attention (context parallelism)
+//===----------------------------------------------------------------------===//
+//
+// With the sequence split over cp ranks, ring attention keeps each rank's
+// queries and passes the key/value blocks around the ring: each block's
+// partial attention is merged into the running one by its log-sum-exp
+// (flash attention's online softmax), and the backward runs per block from
+// the final output and log-sum-exp. The partitioner emits these ops after
+// autodiff (like the vocab_parallel_* ops), so they have no backward. With
+// the zigzag layout a rank's positions are not contiguous: every op takes
+// the original position of each query and key explicitly.
+
+def Xfmr_Positions : 1DTensorOf<[I32]>;
+
+def Xfmr_AttentionBlockOp
+    : Xfmr_Op<"attention_block", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
+  let summary = "attention of the queries over one block of keys, with its "
+                "log-sum-exp";
+  let description = [{
+    Softmax attention of `query` [B, Tq, H*D] over the Tk keys and values of
+    this block only (`key`, `value` [B, Tk, Hkv*D]), at the original
+    positions `query_positions` [Tq] and `key_positions` [Tk]: query t sees
+    key s iff not `causal` or key_positions[s] <= query_positions[t], and,
+    with `sliding_window` W, also key_positions[s] > query_positions[t] - W.
+    RoPE (with `rope_theta`, and `rope_scaling`) rotates query t by the angle
+    query_positions[t] x frequency and key s by key_positions[s] x
+    frequency. Heads, GQA, the score scale 1/sqrt(D) and the RoPE attributes
+    are those of `xfmr.attention`.
+
+    `lse` [B, H, Tq] (f32) is log sum_s exp(score[t, s]) over the visible
+    keys, so that `xfmr.attention_merge` combines the partial attentions of
+    disjoint key blocks exactly. A query that sees no key of this block gets
+    a zero output and an lse of exactly -inf. With all the keys in one block
+    at positions 0..T-1 the output is `xfmr.attention`'s.
+
+    Example:
+    ```mlir
+    %o, %lse = xfmr.attention_block %q, %k, %v, %qpos, %kpos
+        {num_heads = 4 : i64, num_kv_heads = 2 : i64, rope_theta = 1.0e+04 : f32}
+        : (tensor<4x32x64xf32>, tensor<4x16x32xf32>, tensor<4x16x32xf32>,
+           tensor<32xi32>, tensor<16xi32>) -> (tensor<4x32x64xf32>, tensor<4x4x32xf32>)
+    ```
+
+    Constraints: the attributes' of `xfmr.attention`; `query` and `out` are
+    [B, Tq, H*D] of one type; `key` and `value` are [B, Tk, Hkv*D] of its
+    element type; `query_positions` is [Tq] and `key_positions` [Tk] of i32;
+    `lse` is [B, H, Tq] of f32.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$query, Xfmr_FloatTensor:$key,
+                       Xfmr_FloatTensor:$value,
+                       Xfmr_Positions:$query_positions,
+                       Xfmr_Positions:$key_positions,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       DefaultValuedAttr<BoolAttr, "true">:$causal,
+                       OptionalAttr<F32Attr>:$rope_theta,
+                       OptionalAttr<StrAttr>:$rope_scaling,
+                       OptionalAttr<DenseF64ArrayAttr>:$rope_scaling_factors,
+                       OptionalAttr<I64Attr>:$sliding_window);
+  let results = (outs Xfmr_FloatTensor:$out, Xfmr_FloatTensor:$lse);
+}
+
+def Xfmr_AttentionMergeOp : Xfmr_Op<"attention_merge"> {
+  let summary = "combines two partial attentions over disjoint key sets";
+  let description = [{
+    With heads packed in the features (head h is features [h*D, (h+1)*D) of
+    `out_a`, `out_b` [B, T, H*D]) and `lse_a`, `lse_b` [B, H, T]:
+    `lse = logaddexp(lse_a, lse_b)` and
+    `out[b, t, h*D + d] = out_a[...] exp(lse_a[b, h, t] - lse) +
+    out_b[...] exp(lse_b[b, h, t] - lse)`: the attention over the union of
+    the two key sets, exactly. Where both lse are -inf (no visible key in
+    either), the output is 0 and the lse -inf.
+
+    Example:
+    ```mlir
+    %o, %lse = xfmr.attention_merge %oa, %la, %ob, %lb
+        : (tensor<4x32x64xf32>, tensor<4x4x32xf32>, tensor<4x32x64xf32>,
+           tensor<4x4x32xf32>) -> (tensor<4x32x64xf32>, tensor<4x4x32xf32>)
+    ```
+
+    Constraints:
+    - `out_a`, `out_b` and `out` have one type, [B, T, C];
+    - `lse_a`, `lse_b` and `lse` are [B, H, T] of f32, with H dividing C.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$out_a, Xfmr_FloatTensor:$lse_a,
+                       Xfmr_FloatTensor:$out_b, Xfmr_FloatTensor:$lse_b);
+  let results = (outs Xfmr_FloatTensor:$out, Xfmr_FloatTensor:$lse);
+}
+
+def Xfmr_AttentionBlockGradOp
+    : Xfmr_Op<"attention_block_grad", [Xfmr_Matmul], Xfmr_PartitionsLocally> {
+  let summary = "flash-attention backward of one key block";
+  let description = [{
+    The gradients of one block of `xfmr.attention_block` given the FINAL
+    `out` and `lse` of the whole attention (over every block): with
+    p = exp(score - lse) for the visible keys (0 for the others) and
+    D_t = sum_d grad[t, d] out[t, d] per head, dS = p (grad v^T - D),
+    `query_grad` = scale dS k, `key_grad` = scale dS^T q and
+    `value_grad` = p^T grad, the query and key gradients taken back through
+    RoPE's rotation (so with respect to the un-rotated inputs, as
+    `xfmr.attention_grad`) and the key and value gradients summed over the
+    query heads of each GQA group. Summed over all blocks, `query_grad` is
+    `xfmr.attention_grad`'s; the key and value gradients of each block are
+    its rows of `xfmr.attention_grad`'s.
+
+    Example:
+    ```mlir
+    %dq, %dk, %dv = xfmr.attention_block_grad %do, %q, %k, %v, %qpos, %kpos, %o, %lse
+        {num_heads = 4 : i64, num_kv_heads = 2 : i64}
+        : (tensor<4x32x64xf32>, tensor<4x32x64xf32>, tensor<4x16x32xf32>,
+           tensor<4x16x32xf32>, tensor<32xi32>, tensor<16xi32>,
+           tensor<4x32x64xf32>, tensor<4x4x32xf32>)
+        -> (tensor<4x32x64xf32>, tensor<4x16x32xf32>, tensor<4x16x32xf32>)
+    ```
+
+    Constraints: those of `xfmr.attention_block`, with `grad`, `out` and
+    `query_grad` typed like the query, `key_grad` and `value_grad` like the
+    key, and `lse` [B, H, Tq] of f32.
+  }];
+  let arguments = (ins Xfmr_FloatTensor:$grad, Xfmr_FloatTensor:$query,
+                       Xfmr_FloatTensor:$key, Xfmr_FloatTensor:$value,
+                       Xfmr_Positions:$query_positions,
+                       Xfmr_Positions:$key_positions,
+                       Xfmr_FloatTensor:$out, Xfmr_FloatTensor:$lse,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       DefaultValuedAttr<BoolAttr, "true">:$causal,
+                       OptionalAttr<F32Attr>:$rope_theta,
+                       OptionalAttr<StrAttr>:$rope_scaling,
+                       OptionalAttr<DenseF64ArrayAttr>:$rope_scaling_factors,
+                       OptionalAttr<I64Attr>:$sliding_window);
+  let results = (outs Xfmr_FloatTensor:$query_grad,
+                      Xfmr_FloatTensor:$key_grad,
+                      Xfmr_FloatTensor:$value_grad);
+}
+
 #endif // PARTITION_XFMR_OPS

@@ -27,9 +27,9 @@ SmallVector<int> ShardingRule::addFactorsFor(Value value, bool opaque) {
 bool ShardingRule::isSummedOver(int factor, unsigned resultIndex) const {
   if (llvm::is_contained(results[resultIndex], factor))
     return false;
-  int tied = tiedWith(factor);
-  if (tied != kNoFactor && llvm::is_contained(results[resultIndex], tied))
-    return false;
+  for (int tied : tiedGroup(factor))
+    if (llvm::is_contained(results[resultIndex], tied))
+      return false;
   for (auto [index, dims] : llvm::enumerate(operands)) {
     bool read = resultIndex >= resultReads.size() ||
                 resultReads[resultIndex].empty() ||
@@ -402,6 +402,91 @@ ShardingRule AttentionGradOp::getShardingRule() {
   return rule;
 }
 
+// --- Ring attention ----------------------------------------------------------
+
+namespace {
+/// The factors of a ring attention block op: those of attention (in its
+/// order, which localizeHeads reads), except that the query positions t
+/// split (each query carries its position), plus the heads h of the
+/// log-sum-exp [b, h, t], tied to the packed query heads.
+struct BlockFactors {
+  AttentionFactors a;
+  int h;
+};
+template <typename BlockLike>
+BlockFactors blockFactors(ShardingRule &rule, BlockLike op) {
+  Value query = op.getQuery(), key = op.getKey();
+  AttentionFactors a{rule.addFactor(dimOf(query, 0)),
+                     rule.addFactor(dimOf(query, 1)),
+                     rule.addFactor(dimOf(key, 1), /*opaque=*/true),
+                     rule.addFactor(dimOf(query, 2)),
+                     rule.addFactor(dimOf(key, 2))};
+  int h = rule.addFactor(op.getNumHeads());
+  rule.setBlocks(a.hq, op.getNumHeads());
+  rule.setBlocks(a.hkv, op.getNumKvHeads());
+  rule.setBlocks(h, op.getNumHeads());
+  rule.tie(a.hq, a.hkv);
+  rule.tie(a.hq, h);
+  return {a, h};
+}
+} // namespace
+
+// (q [b, t, hq], k [b, s, hkv], v [b, s, hkv], qpos [t], kpos [s])
+//   -> (out [b, t, hq], lse [b, h, t]).
+ShardingRule AttentionBlockOp::getShardingRule() {
+  ShardingRule rule;
+  auto [f, h] = blockFactors(rule, *this);
+  rule.addOperand({f.b, f.t, f.hq});
+  rule.addOperand({f.b, f.s, f.hkv});
+  rule.addOperand({f.b, f.s, f.hkv});
+  rule.addOperand({f.t});
+  rule.addOperand({f.s});
+  rule.addResult({f.b, f.t, f.hq});
+  rule.addResult({f.b, h, f.t});
+  return rule;
+}
+
+// (dy [b, t, hq], q, k [b, s, hkv], v, qpos [t], kpos [s], out [b, t, hq],
+//   lse [b, h, t]) -> (dq [b, t, hq], dk, dv [b, s, hkv]): dk and dv sum
+//   over the query positions.
+ShardingRule AttentionBlockGradOp::getShardingRule() {
+  ShardingRule rule;
+  auto [f, h] = blockFactors(rule, *this);
+  rule.addOperand({f.b, f.t, f.hq});
+  rule.addOperand({f.b, f.t, f.hq});
+  rule.addOperand({f.b, f.s, f.hkv});
+  rule.addOperand({f.b, f.s, f.hkv});
+  rule.addOperand({f.t});
+  rule.addOperand({f.s});
+  rule.addOperand({f.b, f.t, f.hq});
+  rule.addOperand({f.b, h, f.t});
+  rule.addResult({f.b, f.t, f.hq});
+  rule.addResult({f.b, f.s, f.hkv});
+  rule.addResult({f.b, f.s, f.hkv});
+  return rule;
+}
+
+// (out_a [b, t, c], lse_a [b, h, t], out_b, lse_b) -> (out, lse): c holds
+// whole heads, tied to h.
+ShardingRule AttentionMergeOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t heads = dimOf(getLseA(), 1);
+  int b = rule.addFactor(dimOf(getOutA(), 0));
+  int t = rule.addFactor(dimOf(getOutA(), 1));
+  int c = rule.addFactor(dimOf(getOutA(), 2));
+  int h = rule.addFactor(heads);
+  rule.setBlocks(c, heads);
+  rule.setBlocks(h, heads);
+  rule.tie(c, h);
+  for (int i = 0; i < 2; ++i) {
+    rule.addOperand({b, t, c});
+    rule.addOperand({b, h, t});
+  }
+  rule.addResult({b, t, c});
+  rule.addResult({b, h, t});
+  return rule;
+}
+
 // --- Loss --------------------------------------------------------------------
 
 // (logits [b, t, v], targets [b, t]) -> loss []: the mean over b and t. The
@@ -601,6 +686,15 @@ LogicalResult AttentionOp::partitionLocally(LocalPartition &partition) {
 }
 
 LogicalResult AttentionGradOp::partitionLocally(LocalPartition &partition) {
+  return localizeHeads(*this, partition);
+}
+
+LogicalResult AttentionBlockOp::partitionLocally(LocalPartition &partition) {
+  return localizeHeads(*this, partition);
+}
+
+LogicalResult
+AttentionBlockGradOp::partitionLocally(LocalPartition &partition) {
   return localizeHeads(*this, partition);
 }
 

@@ -68,9 +68,9 @@ void printRule(Operation *op, const ShardingRule &rule, raw_ostream &os) {
        << scaled.index;
   }
   for (unsigned factor = 0; factor < rule.getFactors().size(); ++factor)
-    if (int tied = rule.tiedWith(factor);
-        tied != ShardingRule::kNoFactor && static_cast<int>(factor) < tied)
-      os << " | tied " << name(factor) << " " << name(tied);
+    for (int tied : rule.tiedGroup(factor))
+      if (static_cast<int>(factor) < tied)
+        os << " | tied " << name(factor) << " " << name(tied);
   if (rule.linear)
     os << " | linear";
   os << "\n";

@@ -520,8 +520,9 @@ StepPropagation::decideFactors(const ShardingRule &rule,
       // Tied factors are split alike, a coarser one (fewer blocks than
       // the shards) over the major axes whose shards divide its blocks:
       // replicated over the rest.
-      int tied = rule.tiedWith(proposal.factor);
-      if (tied != ShardingRule::kNoFactor && !decided[tied]) {
+      for (int tied : rule.tiedGroup(proposal.factor)) {
+        if (decided[tied])
+          continue;
         factorAxes[tied] = proposal.axes;
         int64_t blocks = rule.getFactors()[tied].blocks;
         while (blocks > 0 && !factorAxes[tied].empty() &&
@@ -595,15 +596,16 @@ LogicalResult StepPropagation::layoutResults(Operation *op,
     // those devices holds one term of the coarse blocks' sum.
     ArrayRef<int> resultFactors = rule.getResult(result.getResultNumber());
     for (int factor : resultFactors) {
-      int tied = factor == ShardingRule::kNoFactor ? ShardingRule::kNoFactor
-                                                   : rule.tiedWith(factor);
-      if (tied == ShardingRule::kNoFactor ||
-          llvm::is_contained(resultFactors, tied))
+      if (factor == ShardingRule::kNoFactor)
         continue;
-      for (StringRef axis : factorAxes[tied])
-        if (!llvm::is_contained(factorAxes[factor], axis) &&
-            !llvm::is_contained(layout.partial, axis))
-          layout.partial.push_back(axis);
+      for (int tied : rule.tiedGroup(factor)) {
+        if (llvm::is_contained(resultFactors, tied))
+          continue;
+        for (StringRef axis : factorAxes[tied])
+          if (!llvm::is_contained(factorAxes[factor], axis) &&
+              !llvm::is_contained(layout.partial, axis))
+            layout.partial.push_back(axis);
+      }
     }
     // In mesh order, so that it meets the other terms of the same sum.
     if (partialInLinear)

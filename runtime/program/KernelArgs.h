@@ -43,8 +43,8 @@ struct KernelArgs {
   int64_t heads = 0, kvHeads = 0, headDim = 0;
   bool causal = true;
   float ropeTheta = 0.0f;
-  /// attention_scaled: the RoPE scaling (runtime/program/Rope.h) and the
-  /// sliding window (0: none).
+  /// attention_scaled and the ring attention kernels: the RoPE scaling
+  /// (runtime/program/Rope.h) and the sliding window (0: none).
   RopeScaling ropeScaling;
   int64_t window = 0;
   /// Elementwise kernels: elements of the output.

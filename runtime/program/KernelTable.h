@@ -57,6 +57,7 @@ enum class KernelShape : uint8_t {
   SequencePositions,
   AttentionPositions,
   PositionEmbeddingAt,
+  AttentionBlock, ///< the ring attention kernels
 };
 
 /// How the profiler counts a kernel's FLOPs and labels its shape.

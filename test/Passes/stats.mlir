@@ -130,6 +130,31 @@ func.func @another(%s: tensor<f32> {xfmr.param = "s"},
 
 // -----
 
+// Ring attention counts each block's products at full Tq x Tk, as
+// attention: the block (4*B*Tq*Tk*F = 4*2*3*2*8 = 384) and its gradient
+// (768); the merge multiplies no matrices.
+// CHECK:      function: ring
+// CHECK-NEXT: parameters: 64
+// CHECK-NEXT: tokens_per_step: 6
+// CHECK-NEXT: flops_per_step: 1152
+
+func.func @ring(%q: tensor<2x3x8xf32> {xfmr.param = "q"},
+                %k: tensor<2x2x4xf32> {xfmr.param = "k"},
+                %tokens: tensor<2x3xi32> {xfmr.input = "tokens"},
+                %qpos: tensor<3xi32>, %kpos: tensor<2xi32>)
+    attributes {xfmr.train_step = {}} {
+  %o, %l = xfmr.attention_block %q, %k, %k, %qpos, %kpos {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+      : (tensor<2x3x8xf32>, tensor<2x2x4xf32>, tensor<2x2x4xf32>, tensor<3xi32>, tensor<2xi32>) -> (tensor<2x3x8xf32>, tensor<2x2x3xf32>)
+  %m, %ml = xfmr.attention_merge %o, %l, %o, %l
+      : (tensor<2x3x8xf32>, tensor<2x2x3xf32>, tensor<2x3x8xf32>, tensor<2x2x3xf32>) -> (tensor<2x3x8xf32>, tensor<2x2x3xf32>)
+  %dq, %dk, %dv = xfmr.attention_block_grad %m, %q, %k, %k, %qpos, %kpos, %m, %ml {num_heads = 2 : i64, num_kv_heads = 1 : i64}
+      : (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x2x4xf32>, tensor<2x2x4xf32>, tensor<3xi32>, tensor<2xi32>, tensor<2x3x8xf32>, tensor<2x2x3xf32>)
+      -> (tensor<2x3x8xf32>, tensor<2x2x4xf32>, tensor<2x2x4xf32>)
+  return
+}
+
+// -----
+
 // expected-error@+1 {{has no argument with xfmr.input = "tokens"}}
 func.func @no_tokens(%w: tensor<4x8xf32> {xfmr.param = "w"}) {
   return

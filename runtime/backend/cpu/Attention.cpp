@@ -46,9 +46,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backend/cpu/AttentionSupport.h"
 #include "runtime/backend/cpu/KernelSupport.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -64,20 +64,12 @@ namespace {
 
 constexpr Index kBlock = 64;
 
-Index round16(Index n) { return (n + 15) / 16 * 16; }
+} // namespace
 
-struct Geometry {
-  Index batch, seq, heads, kvHeads, dim, group;
-  Index ldq, ldk; // row strides of query/result/grad and of key/value
-  float scale;
-  bool causal;
-  bool rope;
-  Index window; // 0: none (also for a window of at least seq)
-  const float *cos = nullptr; // [seq, dim/2]
-  const float *sin = nullptr;
-};
+namespace detail {
 
-Geometry validate(const char *kernel, const AttentionConfig &config) {
+Geometry attentionGeometry(const char *kernel,
+                           const AttentionConfig &config) {
   checkNonNegative(kernel, {config.batch, config.seq});
   if (config.numHeads <= 0 || config.numKvHeads <= 0 || config.headDim <= 0)
     fail(kernel, "num_heads, num_kv_heads and the head dimension must be "
@@ -112,6 +104,26 @@ Geometry validate(const char *kernel, const AttentionConfig &config) {
   return g;
 }
 
+void fillRopeTable(const std::int32_t *positions, Index rows, Index dim,
+                   float theta, const RopeScaling &scaling, float *cos,
+                   float *sin) {
+  const Index half = dim / 2;
+  // yarn scales cos and sin (so q and k) by its attention factor.
+  const double amplitude = ropeAttentionFactor(scaling);
+  for (Index i = 0; i < half; ++i) {
+    const double freq = ropeFrequency(i, dim, double(theta), scaling);
+    for (Index t = 0; t < rows; ++t) {
+      const double angle = double(positions ? positions[t] : t) * freq;
+      cos[t * half + i] = static_cast<float>(amplitude * std::cos(angle));
+      sin[t * half + i] = static_cast<float>(amplitude * std::sin(angle));
+    }
+  }
+}
+
+} // namespace detail
+
+namespace {
+
 struct RopeTable {
   Index seq = -1, dim = -1;
   float theta = 0.0f;
@@ -119,25 +131,16 @@ struct RopeTable {
   std::vector<float> cos, sin;
 };
 
-/// cos/sin of t * theta^(-2i/D) for t < T, i < D/2, computed in double:
-/// in float, the angle t * freq alone would be off by ~t * 1e-7 rad.
+/// cos/sin of t * theta^(-2i/D) for t < T, i < D/2 (fillRopeTable),
+/// cached per calling thread for the last (T, D, theta, scaling).
 void attachRopeTable(Geometry &g, float theta, const RopeScaling &scaling) {
   thread_local RopeTable table;
   if (table.seq != g.seq || table.dim != g.dim || table.theta != theta ||
       !(table.scaling == scaling)) {
-    const Index half = g.dim / 2;
-    table.cos.resize(g.seq * half);
-    table.sin.resize(g.seq * half);
-    // yarn scales cos and sin (so q and k) by its attention factor.
-    const double amplitude = ropeAttentionFactor(scaling);
-    for (Index i = 0; i < half; ++i) {
-      const double freq = ropeFrequency(i, g.dim, double(theta), scaling);
-      for (Index t = 0; t < g.seq; ++t) {
-        const double angle = double(t) * freq;
-        table.cos[t * half + i] = static_cast<float>(amplitude * std::cos(angle));
-        table.sin[t * half + i] = static_cast<float>(amplitude * std::sin(angle));
-      }
-    }
+    table.cos.resize(g.seq * (g.dim / 2));
+    table.sin.resize(g.seq * (g.dim / 2));
+    fillRopeTable(nullptr, g.seq, g.dim, theta, scaling, table.cos.data(),
+                  table.sin.data());
     table.seq = g.seq;
     table.dim = g.dim;
     table.theta = theta;
@@ -146,6 +149,10 @@ void attachRopeTable(Geometry &g, float theta, const RopeScaling &scaling) {
   g.cos = table.cos.data();
   g.sin = table.sin.data();
 }
+
+} // namespace
+
+namespace detail {
 
 void gemm(CBLAS_TRANSPOSE transA, CBLAS_TRANSPOSE transB, Index m, Index n,
           Index k, float alpha, const float *a, Index lda, const float *b,
@@ -191,6 +198,10 @@ void unrotateRows(const Geometry &g, float *x, Index ld, Index r0, Index r1) {
     }
   }
 }
+
+} // namespace detail
+
+namespace {
 
 /// How one unit (a head, or a kv head with its query heads) runs: alone on
 /// its thread (`inner` false), or with its row/column blocks spread over a
@@ -464,12 +475,12 @@ void runUnits(const char *kernel, Index units, Index sliceFloats,
 } // namespace
 
 std::size_t attentionWorkspaceSize(const AttentionConfig &config) {
-  Geometry g = validate("attention", config);
+  Geometry g = attentionGeometry("attention", config);
   return sizeof(float) * forwardSliceFloats(g) * omp_get_max_threads();
 }
 
 std::size_t attentionGradWorkspaceSize(const AttentionConfig &config) {
-  Geometry g = validate("attention_grad", config);
+  Geometry g = attentionGeometry("attention_grad", config);
   return sizeof(float) * backwardSliceFloats(g) * omp_get_max_threads();
 }
 
@@ -477,7 +488,7 @@ void attention(const float *query, const float *key, const float *value,
                float *result, const AttentionConfig &config, void *workspace,
                std::size_t workspaceBytes) {
   const char *kernel = "attention";
-  Geometry g = validate(kernel, config);
+  Geometry g = attentionGeometry(kernel, config);
   if (g.batch == 0 || g.seq == 0)
     return;
   if (g.rope)
@@ -494,7 +505,7 @@ void attentionGrad(const float *grad, const float *query, const float *key,
                    float *valueGrad, const AttentionConfig &config,
                    void *workspace, std::size_t workspaceBytes) {
   const char *kernel = "attention_grad";
-  Geometry g = validate(kernel, config);
+  Geometry g = attentionGeometry(kernel, config);
   if (g.batch == 0 || g.seq == 0)
     return;
   if (g.rope)

@@ -178,6 +178,23 @@ struct KernelLauncher {
         cpu::positionEmbeddingAtGrad(f(0), i32(1), f(2), a.batch, a.seq,
                                      a.positions, a.channels);
       };
+    // Ring attention: one key block at explicit positions, the merge of two
+    // partial attentions, one block's backward.
+    case KernelId::AttentionBlock:
+      return [=, *this] {
+        cpu::attentionBlock(f(0), f(1), f(2), i32(3), i32(4), f(5), f(6),
+                            attention, a.keySeq);
+      };
+    case KernelId::AttentionMerge:
+      return [=, *this] {
+        cpu::attentionMerge(f(0), f(1), f(2), f(3), f(4), f(5), a.batch, a.seq,
+                            a.heads, a.headDim);
+      };
+    case KernelId::AttentionBlockGrad:
+      return [=, *this] {
+        cpu::attentionBlockGrad(f(0), f(1), f(2), f(3), i32(4), i32(5), f(6),
+                                f(7), f(8), f(9), f(10), attention, a.keySeq);
+      };
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {

@@ -203,6 +203,40 @@ void attentionPositionsGrad(const float *grad, const float *query,
                             const AttentionConfig &config);
 
 //===----------------------------------------------------------------------===//
+// Ring attention (context parallelism; RingAttention.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Attention of the queries [batch, config.seq, H*D] over one block of
+/// `keySeq` keys and values [batch, keySeq, Hkv*D] at explicit positions:
+/// query t sees key s iff !causal or keyPositions[s] <= queryPositions[t]
+/// (and, with a window W, keyPositions[s] > queryPositions[t] - W); RoPE
+/// rotates each row by its position. lse [batch, H, seq] is the log-sum-exp
+/// of the visible scores; a query that sees no key gets out 0, lse -inf.
+void attentionBlock(const float *query, const float *key, const float *value,
+                    const std::int32_t *queryPositions,
+                    const std::int32_t *keyPositions, float *out, float *lse,
+                    const AttentionConfig &config, Index keySeq);
+
+/// The exact combination of two partial attentions over disjoint key sets:
+/// lse = logaddexp(lseA, lseB), out = outA exp(lseA - lse) + outB exp(lseB -
+/// lse) per head (outs [batch, seq, heads * headDim], lses [batch, heads,
+/// seq]); both -inf gives out 0, lse -inf.
+void attentionMerge(const float *outA, const float *lseA, const float *outB,
+                    const float *lseB, float *out, float *lse, Index batch,
+                    Index seq, Index heads, Index headDim);
+
+/// The backward of one key block given the final out and lse of the whole
+/// attention: dq (this block's term of the sum over blocks), dk and dv (the
+/// block's rows), with respect to the un-rotated query and key.
+void attentionBlockGrad(const float *grad, const float *query,
+                        const float *key, const float *value,
+                        const std::int32_t *queryPositions,
+                        const std::int32_t *keyPositions, const float *out,
+                        const float *lse, float *queryGrad, float *keyGrad,
+                        float *valueGrad, const AttentionConfig &config,
+                        Index keySeq);
+
+//===----------------------------------------------------------------------===//
 // Loss: logits [rows, vocab], targets [rows]
 //===----------------------------------------------------------------------===//
 

@@ -223,6 +223,12 @@ template <typename T> struct KernelLauncher {
       throw ProgramError(where + ": kernel " + std::string(kernelName(a.kernel)) +
                          " has no CUDA implementation yet (explicit positions "
                          "run on the CPU backend only)");
+    // Ring attention has no CUDA kernels yet (checkAndSize refuses it at
+    // load, so this is not reached).
+    case KernelId::AttentionBlock:
+    case KernelId::AttentionMerge:
+    case KernelId::AttentionBlockGrad:
+      refuseKernel(a.kernel);
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {

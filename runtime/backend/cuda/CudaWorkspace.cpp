@@ -46,6 +46,10 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
     return std::max(cuda::attentionWorkspaceSize(shape, bf),
                     cuda::attentionGradWorkspaceSize(shape, bf));
   }
+  case KernelId::AttentionBlock:
+  case KernelId::AttentionMerge:
+  case KernelId::AttentionBlockGrad:
+    refuseKernel(a.kernel);
   // No workspace. Every kernel is listed (no default): a kernel added
   // to Kernels.def fails to build here until it says what it needs.
   case KernelId::Embedding:
