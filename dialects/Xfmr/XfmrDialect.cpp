@@ -117,6 +117,21 @@ LogicalResult XfmrDialect::verifyRegionResultAttribute(Operation *op,
 LogicalResult XfmrDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == kContextRingAttrName) {
+    if (!isa<AttentionOp, AttentionGradOp>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name
+                             << "' is a unit attribute of xfmr.attention "
+                                "and xfmr.attention_grad";
+    bool positions = isa<AttentionOp>(op)
+                         ? bool(cast<AttentionOp>(op).getQueryPositions())
+                         : bool(cast<AttentionGradOp>(op).getQueryPositions());
+    if (!positions)
+      return op->emitError() << "'" << name
+                             << "' needs explicit positions: the ring "
+                                "passes key blocks whose positions it must "
+                                "know (run --xfmr-explicit-positions)";
+    return success();
+  }
   if (name != kModelAttrName && name != kTrainStepAttrName &&
       name != kEvalStepAttrName)
     return op->emitError() << "unknown attribute '" << name << "'";

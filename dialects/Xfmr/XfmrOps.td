@@ -94,6 +94,12 @@ def Xfmr_Dialect : Dialect {
     /// by --xfmr-explicit-positions).
     static constexpr ::llvm::StringLiteral kSequenceChunksAttrName =
         "xfmr.sequence_chunks";
+    /// On an attention or attention_grad op (a unit attribute, set by
+    /// --dist-seed-layouts for context_parallel.method "ring"): its query
+    /// and key sequences are the op's own factors, and a split over the
+    /// context axis becomes the ring (dialects/Xfmr/ContextRing.h).
+    static constexpr ::llvm::StringLiteral kContextRingAttrName =
+        "xfmr.context_ring";
     /// On a result: "loss" or "step".
     static constexpr ::llvm::StringLiteral kOutputAttrName = "xfmr.output";
     /// On a function: the model configuration (a dictionary).

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Xfmr/XfmrOps.h"
+#include "dialects/Xfmr/ContextRing.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/StringExtras.h"
@@ -120,12 +121,23 @@ struct AttentionFactors {
   int b, t, s, hq, hkv;
 };
 AttentionFactors attentionFactors(ShardingRule &rule, Value query, Value key,
-                                  bool positions) {
-  AttentionFactors factors{rule.addFactor(dimOf(query, 0)),
-                           rule.addFactor(dimOf(query, 1), !positions),
-                           rule.addFactor(dimOf(key, 1), /*opaque=*/true),
-                           rule.addFactor(dimOf(query, 2)),
-                           rule.addFactor(dimOf(key, 2))};
+                                  bool positions, bool ring) {
+  // Under context parallelism's ring both sequences are the op's own: it
+  // computes with its queries and keys split (ContextRing.h) and its
+  // results are complete (no key-value gradient left partial).
+  // Factor indices 0..4 in this order (partitionLocally names them).
+  int b = rule.addFactor(dimOf(query, 0));
+  int t = ring ? rule.addOpFactor(dimOf(query, 1))
+               : rule.addFactor(dimOf(query, 1), !positions);
+  // The ring splits the queries and the keys alike, over the same axis:
+  // one factor for both sequences (an axis splits one factor only). The
+  // key factor then stays unused, so that the heads keep their indices.
+  int s = rule.addFactor(dimOf(key, 1), /*opaque=*/true);
+  if (ring)
+    s = t;
+  int hq = rule.addFactor(dimOf(query, 2));
+  int hkv = rule.addFactor(dimOf(key, 2));
+  AttentionFactors factors{b, t, s, hq, hkv};
   rule.tie(factors.hq, factors.hkv);
   return factors;
 }
@@ -134,7 +146,8 @@ AttentionFactors attentionFactors(ShardingRule &rule, Value query, Value key,
 template <typename AttentionLike>
 AttentionFactors attentionFactors(ShardingRule &rule, AttentionLike op) {
   AttentionFactors factors = attentionFactors(
-      rule, op.getQuery(), op.getKey(), bool(op.getQueryPositions()));
+      rule, op.getQuery(), op.getKey(), bool(op.getQueryPositions()),
+      op->hasAttr(XfmrDialect::kContextRingAttrName));
   rule.setBlocks(factors.hq, op.getNumHeads());
   rule.setBlocks(factors.hkv, op.getNumKvHeads());
   return factors;
@@ -681,12 +694,26 @@ LogicalResult LinearOp::partitionLocally(LocalPartition &partition) {
   return success();
 }
 
+// The factor index of attentionFactors' query sequence, which the ring
+// splits the keys by too.
+constexpr int kSequenceFactor = 1;
+
 LogicalResult AttentionOp::partitionLocally(LocalPartition &partition) {
-  return localizeHeads(*this, partition);
+  if (failed(localizeHeads(*this, partition)))
+    return failure();
+  if ((*this)->hasAttr(XfmrDialect::kContextRingAttrName) &&
+      partition.shards(kSequenceFactor) > 1)
+    return ringAttention(*this, partition, kSequenceFactor);
+  return success();
 }
 
 LogicalResult AttentionGradOp::partitionLocally(LocalPartition &partition) {
-  return localizeHeads(*this, partition);
+  if (failed(localizeHeads(*this, partition)))
+    return failure();
+  if ((*this)->hasAttr(XfmrDialect::kContextRingAttrName) &&
+      partition.shards(kSequenceFactor) > 1)
+    return ringAttentionGrad(*this, partition, kSequenceFactor);
+  return success();
 }
 
 LogicalResult AttentionBlockOp::partitionLocally(LocalPartition &partition) {

@@ -82,6 +82,7 @@ FailureOr<PartitionMesh> lookupPartitionMesh(ModuleOp module) {
   };
   mesh.dataAxis = axisFor(dist::AxisRole::Data);
   mesh.contextAxis = axisFor(dist::AxisRole::Context);
+  mesh.contextRing = plan.getContextMethod() == "ring";
   for (dist::PlanAxisAttr axis : plan.getAxes())
     if (axis.getRole() == dist::AxisRole::Tensor &&
         mesh.shape.find(axis.getName()) >= 0)

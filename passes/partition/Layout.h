@@ -59,6 +59,10 @@ struct PartitionMesh {
   /// The axis the sequence is split over (context parallelism; empty:
   /// none). Parameters are replicated over it, like over the data axis.
   llvm::StringRef contextAxis;
+  /// context_parallel.method "ring": attention crosses the context axis by
+  /// passing key-value blocks around (dialects/Xfmr/ContextRing.h) rather
+  /// than by all-gathering them.
+  bool contextRing = false;
   /// The axes Megatron-style tensor parallelism splits weights over, major
   /// first: the plan's tp, or, with fewer key-value heads than tp, the axis
   /// of the key-value heads and the one their replicas span (ApplyPlan.cpp).

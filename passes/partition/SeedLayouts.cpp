@@ -18,6 +18,7 @@
 #include "passes/partition/Layout.h"
 
 #include "dialects/Xfmr/XfmrDialect.h"
+#include "dialects/Xfmr/XfmrOps.h"
 
 namespace partition {
 #define GEN_PASS_DEF_SEEDLAYOUTSPASS
@@ -72,6 +73,29 @@ LogicalResult seedStep(func::FuncOp step, const PartitionMesh &mesh) {
       return failure();
     step.setArgAttr(index, dist::DistDialect::kShardingAttrName,
                     rows.toAttr(step.getContext(), meshName));
+  }
+  // The ring: attention's sequences become its own factors (the sharding
+  // rule reads the mark), so propagation leaves the keys split.
+  if (mesh.hasContext() && mesh.contextRing) {
+    WalkResult marked = step.walk([&](Operation *op) {
+      if (!isa<xfmr::AttentionOp, xfmr::AttentionGradOp>(op))
+        return WalkResult::advance();
+      bool positions =
+          isa<xfmr::AttentionOp>(op)
+              ? bool(cast<xfmr::AttentionOp>(op).getQueryPositions())
+              : bool(cast<xfmr::AttentionGradOp>(op).getQueryPositions());
+      if (!positions) {
+        op->emitOpError() << "has no explicit positions, which context "
+                             "parallelism's ring needs (run "
+                             "--xfmr-explicit-positions first)";
+        return WalkResult::interrupt();
+      }
+      op->setAttr(xfmr::XfmrDialect::kContextRingAttrName,
+                  UnitAttr::get(op->getContext()));
+      return WalkResult::advance();
+    });
+    if (marked.wasInterrupted())
+      return failure();
   }
   return success();
 }

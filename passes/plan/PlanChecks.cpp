@@ -237,15 +237,6 @@ struct NotImplemented {
 /// itself to passes/CompileFlow.cpp), so that no field is ever silently
 /// ignored.
 const std::vector<NotImplemented> kNotImplemented = {
-    {"context_parallel.method",
-     [](const Plan &plan) -> std::optional<std::string> {
-       if (plan.mesh.cp == 1 || plan.contextParallel.method != "ring")
-         return std::nullopt;
-       return std::string("\"ring\"");
-     },
-     "ring attention (send/recv of key-value blocks merged by their "
-     "log-sum-exp)",
-     "use context_parallel.method \"all_gather\" (Llama 3's method)"},
     {"mesh.cp with replicas",
      [](const Plan &plan) -> std::optional<std::string> {
        if (plan.replicas.empty() || plan.mesh.cp == 1)
