@@ -213,6 +213,10 @@ def main():
     parser.add_argument("--bf16-tolerance", type=float, default=3e-4)
     parser.add_argument("--bf16-param-tolerance", type=float, default=0.2)
     parser.add_argument("--lr-scale", type=float, default=1.0)
+    parser.add_argument("--compile-flag", action="append", default=[],
+                        help="an extra partition-compile flag for the "
+                        "partitioned programs (controls: a wrong program "
+                        "must fail)")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
 
@@ -243,7 +247,7 @@ def main():
 
         program = os.path.join(args.workdir, name + ".ptp")
         run(["partition-compile", args.model, "-o", program, "--plan",
-             plan_path])
+             plan_path] + args.compile_flag)
         ranks = mesh_devices(plan)
         plan_losses, plan_params = train(launcher(ranks), program, args,
                                          args.workdir, name,
