@@ -14,10 +14,11 @@
 //
 // The backward pass runs the forward ring again for the output and its
 // log-sum-exp (attention_grad recomputes, as it does on one device), then a
-// second ring in which each key-value block travels with the accumulated
-// gradient of its keys and values: every device adds its queries'
-// contribution (xfmr.attention_block_grad) and passes both on, and one
-// last shift brings each block's gradient home.
+// second ring over the same blocks (they are not passed again) in which
+// the accumulated gradient of each block's keys and values travels: every
+// device adds its queries' contribution (xfmr.attention_block_grad) to the
+// gradient it received and passes it on, and the last shift brings each
+// block's gradient home.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,11 +63,13 @@ Block shift(OpBuilder &builder, LocalPartition &partition, int keyFactor,
 }
 
 /// The forward ring: the attention of `query` over every device's block,
-/// and its log-sum-exp.
+/// and its log-sum-exp; `blocks` (if given) receives the blocks in ring
+/// order, this device's first, for a backward ring to reuse.
 std::pair<Value, Value> forwardRing(OpBuilder &builder, Location loc,
                                     LocalPartition &partition, int keyFactor,
                                     Operation *op, Value query,
-                                    Value queryPositions, Block block) {
+                                    Value queryPositions, Block block,
+                                    SmallVectorImpl<Block> *blocks = nullptr) {
   int64_t devices = partition.shards(keyFactor);
   auto queryType = cast<RankedTensorType>(query.getType());
   int64_t heads = cast<IntegerAttr>(op->getAttr("num_heads")).getInt();
@@ -76,6 +79,8 @@ std::pair<Value, Value> forwardRing(OpBuilder &builder, Location loc,
   SmallVector<NamedAttribute> attributes = blockAttributes(op);
   Value out, lse;
   for (int64_t step = 0; step < devices; ++step) {
+    if (blocks)
+      blocks->push_back(block);
     // The next block's transfer first: it moves while this one computes.
     Block next = step + 1 < devices
                      ? shift(builder, partition, keyFactor, block,
@@ -120,17 +125,18 @@ LogicalResult ringAttentionGrad(AttentionGradOp op, LocalPartition &partition,
   OpBuilder builder(op);
   Location loc = op.getLoc();
   Block own{op.getKey(), op.getValue(), op.getKeyPositions()};
-  auto [out, lse] = forwardRing(builder, loc, partition, keyFactor, op,
-                                op.getQuery(), op.getQueryPositions(), own);
+  // The forward ring's blocks serve the backward ring too: each is passed
+  // once.
+  SmallVector<Block> blocks;
+  auto [out, lse] =
+      forwardRing(builder, loc, partition, keyFactor, op, op.getQuery(),
+                  op.getQueryPositions(), own, &blocks);
   int64_t devices = partition.shards(keyFactor);
   SmallVector<NamedAttribute> attributes = blockAttributes(op);
-  Block block = own;
   Value queryGrad, keyGrad, valueGrad;
   for (int64_t step = 0; step < devices; ++step) {
     std::string label = std::to_string(step + 1);
-    Block next = step + 1 < devices
-                     ? shift(builder, partition, keyFactor, block, label)
-                     : Block{};
+    const Block &block = blocks[step];
     auto grads = AttentionBlockGradOp::create(
         builder, loc,
         TypeRange{op.getQuery().getType(), op.getKey().getType(),
@@ -154,7 +160,6 @@ LogicalResult ringAttentionGrad(AttentionGradOp op, LocalPartition &partition,
                                   "ring dk " + label);
     valueGrad = partition.ringShift(builder, valueGrad, keyFactor,
                                     "ring dv " + label);
-    block = next;
   }
   partition.replaceOp({queryGrad, keyGrad, valueGrad});
   return success();
