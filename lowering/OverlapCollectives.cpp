@@ -55,7 +55,7 @@ bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
 /// the rt ops (whose every memory effect is on their memref operands) and
 /// the pure bookkeeping of the lowered step. Anything else stops the move.
 bool movableAcross(Operation *op) {
-  return isa<rt::KernelOp, rt::AllReduceOp, rt::AllGatherOp,
+  return isa<rt::KernelOp, rt::AllReduceOp, rt::AllGatherOp, rt::RingShiftOp,
              rt::ReduceScatterOp, rt::WaitOp, rt::SendOp, rt::RecvOp,
              memref::AllocOp, memref::SubViewOp, memref::CollapseShapeOp,
              arith::ConstantOp>(op);
@@ -83,6 +83,14 @@ bool conflicts(Operation *a, Operation *b) {
   llvm::SmallPtrSet<Value, 8> writesA = writtenBases(a),
                               writesB = writtenBases(b);
   return touches(b, writesA) || touches(a, writesB);
+}
+
+/// Whether `op` writes one of `bases` (a view writes nothing).
+bool writesAny(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
+  if (rt::isView(op))
+    return false;
+  return llvm::any_of(writtenBases(op),
+                      [&](Value base) { return bases.contains(base); });
 }
 
 struct InFlight {
@@ -165,6 +173,18 @@ struct OverlapCollectivesPass
     std::optional<StringRef> axis = axisOf(op);
     return axis && tensorAxis && *axis == *tensorAxis;
   }
+  /// Ring attention's shift of the next key-value block over the context
+  /// axis: started before the current block's attention, which reads the
+  /// block being sent (an out-of-place shift only reads its input).
+  bool isContextShift(Operation *op) {
+    auto shift = dyn_cast<rt::RingShiftOp>(op);
+    if (!shift || shift->getNumResults() != 0 || !contextAxis)
+      return false;
+    auto axes = shift.getAxes().getAsValueRange<StringAttr>();
+    return llvm::all_of(axes, [&](StringRef axis) {
+      return axis == *contextAxis;
+    });
+  }
 
   /// Whether a kernel runs in [from, to): work a started collective can
   /// hide behind.
@@ -178,17 +198,23 @@ struct OverlapCollectivesPass
   void overlap(Block &body) {
     SmallVector<Operation *> candidates;
     for (Operation &op : body)
-      if (isData(&op) || isTensor(&op))
+      if (isData(&op) || isTensor(&op) || isContextShift(&op))
         candidates.push_back(&op);
     Operation *previousStart = nullptr;
     std::deque<InFlight> inFlight;
     SmallVector<rt::WaitOp> waits;
     int64_t bytesInFlight = 0;
     for (Operation *collective : candidates) {
-      llvm::SmallPtrSet<Value, 8> bases;
+      // `bases`: the buffers no other op may touch while it runs; a ring
+      // shift's input (`shared`) may still be read, not written.
+      llvm::SmallPtrSet<Value, 8> bases, shared;
+      bool sharesInput = isContextShift(collective);
+      if (sharesInput)
+        shared.insert(baseBuffer(collective->getOperand(0)));
       int64_t bytes = 0;
       for (Value buffer : collective->getOperands()) {
-        bases.insert(baseBuffer(buffer));
+        if (!shared.contains(baseBuffer(buffer)))
+          bases.insert(baseBuffer(buffer));
         // Saturated: the memory plan refuses sizes beyond 2^48 later.
         int64_t more = saturatedByteSize(buffer.getType());
         bytes = more > INT64_MAX - bytes ? INT64_MAX : bytes + more;
@@ -199,7 +225,8 @@ struct OverlapCollectivesPass
       Operation *startBefore = &body.front();
       for (Operation *op = collective->getPrevNode(); op;
            op = op->getPrevNode())
-        if (op == previousStart || touches(op, bases) || !movableAcross(op)) {
+        if (op == previousStart || touches(op, bases) ||
+            writesAny(op, shared) || !movableAcross(op)) {
           startBefore = op->getNextNode();
           break;
         }
@@ -208,7 +235,8 @@ struct OverlapCollectivesPass
       Operation *waitBefore = body.getTerminator();
       for (Operation *op = collective->getNextNode(); op != waitBefore;
            op = op->getNextNode())
-        if ((touches(op, bases) && !rt::isView(op)) || !movableAcross(op)) {
+        if ((touches(op, bases) && !rt::isView(op)) || writesAny(op, shared) ||
+            !movableAcross(op)) {
           waitBefore = op;
           break;
         }

@@ -61,6 +61,18 @@ LogicalResult verifyAsyncToken(Operation *op, Value token) {
 
 Value baseBuffer(Value value) { return viewedBuffer(value); }
 
+/// Whether `op` reads the buffer `base` and never writes it: a kernel
+/// input that is no output, the input of an out-of-place collective or a
+/// send.
+bool onlyReads(Operation *op, Value base) {
+  auto is = [&](Value value) { return baseBuffer(value) == base; };
+  if (auto kernel = dyn_cast<KernelOp>(op))
+    return llvm::none_of(kernel.getOutputs(), is);
+  if (isa<AllGatherOp, ReduceScatterOp, RingShiftOp>(op))
+    return !is(op->getOperand(1));
+  return isa<SendOp>(op);
+}
+
 } // namespace
 
 LogicalResult WaitOp::verify() {
@@ -79,10 +91,14 @@ LogicalResult WaitOp::verify() {
                             "for ("
                          << expected.size() << " buffers, in its order), but "
                          << "names " << getBuffers().size();
-  // Between the start and the wait the buffers belong to the collective.
+  // Between the start and the wait the buffers belong to the collective;
+  // a ring shift's input may still be read (it only reads it too).
   llvm::SmallPtrSet<Value, 4> bases;
   for (Value buffer : expected)
     bases.insert(baseBuffer(buffer));
+  Value sharedInput = isa<RingShiftOp>(start)
+                          ? baseBuffer(start->getOperand(0))
+                          : Value();
   for (Operation *op = start->getNextNode(); op && op != getOperation();
        op = op->getNextNode()) {
     // Making a view reads and writes nothing; using it does.
@@ -90,7 +106,9 @@ LogicalResult WaitOp::verify() {
       continue;
     for (Value operand : op->getOperands())
       if (isa<MemRefType>(operand.getType()) &&
-          bases.contains(baseBuffer(operand))) {
+          bases.contains(baseBuffer(operand)) &&
+          !(sharedInput && baseBuffer(operand) == sharedInput &&
+            onlyReads(op, sharedInput))) {
         InFlightDiagnostic diag =
             op->emitOpError() << "uses a buffer of an async collective before "
                                  "its rt.wait";

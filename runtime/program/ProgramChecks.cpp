@@ -352,6 +352,42 @@ void checkStartedCollectives(const Function &function, const Program &program,
       }
     return false;
   };
+  // Whether instruction `j` writes buffer `arg` (its outputs; an
+  // all-reduce's buckets; an out-of-place collective's output; a receive).
+  auto writes = [&](const Instruction &j, uint32_t arg) {
+    auto at = [&](size_t from) {
+      return std::find(j.args.begin() + std::min(from, j.args.size()),
+                       j.args.end(), arg) != j.args.end();
+    };
+    if (j.collective)
+      return j.collective->kind == CollectiveKind::AllReduce
+                 ? at(0)
+                 : j.args.size() > 1 && j.args[1] == arg;
+    if (j.transfer)
+      return !j.transfer->send && at(0);
+    if (j.waitFor)
+      return false;
+    return at(size_t(kernelInfo(j.kernel).inputs));
+  };
+  // A ring shift only reads its input: other instructions may read it
+  // while it runs (the current key-value block's attention), not write it.
+  auto conflictsWith = [&](const Instruction &start, const Instruction &j) {
+    if (!start.collective ||
+        start.collective->kind != CollectiveKind::RingShift)
+      return overlaps(start, j);
+    Instruction output = start, input = start;
+    output.args = {start.args[1]};
+    input.args = {start.args[0]};
+    if (overlaps(output, j))
+      return true;
+    for (uint32_t arg : j.args) {
+      Instruction one = j;
+      one.args = {arg};
+      if (overlaps(input, one) && (writes(j, arg) || arg != start.args[0]))
+        return true;
+    }
+    return false;
+  };
   // Per started collective, the index of its wait once seen.
   std::map<size_t, size_t> waitOf;
   for (size_t i = 0; i < code.size(); ++i) {
@@ -370,7 +406,7 @@ void checkStartedCollectives(const Function &function, const Program &program,
     // The buffers belong to the collective while it runs: any other
     // instruction on their bytes would race with it.
     for (size_t j = start + 1; j < i; ++j)
-      if (overlaps(code[start], code[j]))
+      if (conflictsWith(code[start], code[j]))
         fail(origin, name(j) + " touches the buffers of " + name(start) +
                          " (" + code[start].collective->label +
                          "), which runs until its wait at instruction #" +

@@ -31,3 +31,19 @@ func.func @rt_ring_shift(%x: memref<2x8xf32>, %y: memref<2x8xf32>, %p: memref<8x
   rt.wait %t, %p, %q : memref<8xi32>, memref<8xi32>
   return
 }
+
+// -----
+
+// A started ring shift's input may be read while it runs (the current
+// block's attention reads the block being passed on).
+dist.mesh @m axes = [cp = 2]
+// CHECK-LABEL: func.func @read_while_shifting
+func.func @read_while_shifting(%k: memref<2x8xf32>, %next: memref<2x8xf32>, %y: memref<2x8xf32>) {
+  // CHECK: rt.ring_shift async
+  %t = rt.ring_shift async %k, %next on @m axes [cp] label = "ring k 1" : memref<2x8xf32>, memref<2x8xf32>
+  // CHECK-NEXT: rt.kernel "gelu" ins(%{{.*}} : memref<2x8xf32>) outs(%{{.*}} : memref<2x8xf32>)
+  rt.kernel "gelu" ins(%k : memref<2x8xf32>) outs(%y : memref<2x8xf32>)
+  // CHECK-NEXT: rt.wait
+  rt.wait %t, %k, %next : memref<2x8xf32>, memref<2x8xf32>
+  return
+}

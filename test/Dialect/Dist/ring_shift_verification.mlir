@@ -62,3 +62,29 @@ func.func @rt_f16(%x: memref<2x8xf16>, %y: memref<2x8xf16>) {
   rt.ring_shift %x, %y on @m axes [cp] label = "r" : memref<2x8xf16>, memref<2x8xf16>
   return
 }
+
+// -----
+
+dist.mesh @m axes = [cp = 2]
+func.func @write_input_while_shifting(%k: memref<2x8xf32>, %next: memref<2x8xf32>, %x: memref<2x8xf32>) {
+  // expected-note @+1 {{the collective starts here}}
+  %t = rt.ring_shift async %k, %next on @m axes [cp] label = "r" : memref<2x8xf32>, memref<2x8xf32>
+  // expected-error @+1 {{'rt.kernel' op uses a buffer of an async collective before its rt.wait}}
+  rt.kernel "gelu" ins(%x : memref<2x8xf32>) outs(%k : memref<2x8xf32>)
+  // expected-note @+1 {{and is waited for here}}
+  rt.wait %t, %k, %next : memref<2x8xf32>, memref<2x8xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [cp = 2]
+func.func @read_output_while_shifting(%k: memref<2x8xf32>, %next: memref<2x8xf32>, %y: memref<2x8xf32>) {
+  // expected-note @+1 {{the collective starts here}}
+  %t = rt.ring_shift async %k, %next on @m axes [cp] label = "r" : memref<2x8xf32>, memref<2x8xf32>
+  // expected-error @+1 {{'rt.kernel' op uses a buffer of an async collective before its rt.wait}}
+  rt.kernel "gelu" ins(%next : memref<2x8xf32>) outs(%y : memref<2x8xf32>)
+  // expected-note @+1 {{and is waited for here}}
+  rt.wait %t, %k, %next : memref<2x8xf32>, memref<2x8xf32>
+  return
+}
