@@ -213,20 +213,38 @@ template <typename T> struct KernelLauncher {
         cuda::attentionGrad<T>(t(0), t(1), t(2), t(3), t(4), t(5), t(6),
                                attention, ws, wsBytes, s);
       };
-    // Explicit positions: CPU only so far; the program is refused at load
-    // time, naming the kernel, rather than run wrongly.
-    case KernelId::SequencePositions:
+    // Context parallelism: explicit positions and ring attention's merge.
+    case KernelId::SequencePositions: {
+      int64_t chunks = a.chunks;
+      return [=, *this] { cuda::sequencePositions(i32(0), seq, chunks, s); };
+    }
+    case KernelId::PositionEmbeddingAt:
+      return [=, *this] {
+        cuda::positionEmbeddingAt<T>(t(0), t(1), i32(2), t(3), batch, seq,
+                                     positions, channels, bad, s);
+      };
+    case KernelId::PositionEmbeddingAtGrad:
+      return [=, *this] {
+        cuda::positionEmbeddingAtGrad<T>(t(0), i32(1), t(2), batch, seq,
+                                         positions, channels, bad, s);
+      };
+    case KernelId::AttentionMerge: {
+      int64_t heads = a.heads, headDim = a.headDim;
+      return [=, *this] {
+        cuda::attentionMerge<T>(t(0), f(1), t(2), f(3), t(4), f(5), batch, seq,
+                                heads, headDim, s);
+      };
+    }
+    // Attention at explicit positions: CPU only so far; the program is
+    // refused at load time, naming the kernel, rather than run wrongly.
     case KernelId::AttentionPositions:
     case KernelId::AttentionPositionsGrad:
-    case KernelId::PositionEmbeddingAt:
-    case KernelId::PositionEmbeddingAtGrad:
       throw ProgramError(where + ": kernel " + std::string(kernelName(a.kernel)) +
                          " has no CUDA implementation yet (explicit positions "
                          "run on the CPU backend only)");
-    // Ring attention has no CUDA kernels yet (checkAndSize refuses it at
-    // load, so this is not reached).
+    // Ring attention's blocks have no CUDA kernels yet (checkAndSize
+    // refuses them at load, so this is not reached).
     case KernelId::AttentionBlock:
-    case KernelId::AttentionMerge:
     case KernelId::AttentionBlockGrad:
       refuseKernel(a.kernel);
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.

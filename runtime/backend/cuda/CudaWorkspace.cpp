@@ -47,7 +47,6 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
                     cuda::attentionGradWorkspaceSize(shape, bf));
   }
   case KernelId::AttentionBlock:
-  case KernelId::AttentionMerge:
   case KernelId::AttentionBlockGrad:
     refuseKernel(a.kernel);
   // No workspace. Every kernel is listed (no default): a kernel added
@@ -60,6 +59,7 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
   case KernelId::AttentionPositionsGrad:
   case KernelId::PositionEmbeddingAt:
   case KernelId::PositionEmbeddingAtGrad:
+  case KernelId::AttentionMerge:
   case KernelId::LayerNorm:
   case KernelId::RMSNorm:
   case KernelId::Linear:
