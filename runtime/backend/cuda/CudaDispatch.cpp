@@ -235,13 +235,23 @@ template <typename T> struct KernelLauncher {
                                 heads, headDim, s);
       };
     }
-    // Attention at explicit positions: CPU only so far; the program is
-    // refused at load time, naming the kernel, rather than run wrongly.
-    case KernelId::AttentionPositions:
-    case KernelId::AttentionPositionsGrad:
-      throw ProgramError(where + ": kernel " + std::string(kernelName(a.kernel)) +
-                         " has no CUDA implementation yet (explicit positions "
-                         "run on the CPU backend only)");
+    // Attention at explicit positions (queries and keys of their own
+    // lengths).
+    case KernelId::AttentionPositions: {
+      int64_t keySeq = a.keySeq;
+      return [=, *this] {
+        cuda::attentionPositions<T>(t(0), t(1), t(2), i32(3), i32(4), t(5),
+                                    attention, keySeq, ws, wsBytes, s);
+      };
+    }
+    case KernelId::AttentionPositionsGrad: {
+      int64_t keySeq = a.keySeq;
+      return [=, *this] {
+        cuda::attentionPositionsGrad<T>(t(0), t(1), t(2), t(3), i32(4), i32(5),
+                                        t(6), t(7), t(8), attention, keySeq,
+                                        ws, wsBytes, s);
+      };
+    }
     // Ring attention's blocks have no CUDA kernels yet (checkAndSize
     // refuses them at load, so this is not reached).
     case KernelId::AttentionBlock:

@@ -46,6 +46,15 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
     return std::max(cuda::attentionWorkspaceSize(shape, bf),
                     cuda::attentionGradWorkspaceSize(shape, bf));
   }
+  case KernelId::AttentionPositions:
+  case KernelId::AttentionPositionsGrad: {
+    cuda::AttentionShape shape{a.batch,   a.seq,     a.heads,
+                               a.kvHeads, a.headDim, a.causal,
+                               a.ropeTheta, a.ropeScaling, a.window};
+    return std::max(
+        cuda::attentionPositionsWorkspaceSize(shape, a.keySeq, false),
+        cuda::attentionPositionsWorkspaceSize(shape, a.keySeq, true));
+  }
   case KernelId::AttentionBlock:
   case KernelId::AttentionBlockGrad:
     refuseKernel(a.kernel);
@@ -55,8 +64,6 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
   case KernelId::PositionEmbedding:
   case KernelId::PositionEmbeddingGrad:
   case KernelId::SequencePositions:
-  case KernelId::AttentionPositions:
-  case KernelId::AttentionPositionsGrad:
   case KernelId::PositionEmbeddingAt:
   case KernelId::PositionEmbeddingAtGrad:
   case KernelId::AttentionMerge:

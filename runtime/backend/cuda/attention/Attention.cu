@@ -32,6 +32,14 @@
 // sees its last key, masking inside the tiles the same way: the work is
 // about T (W + 96) per product instead of T^2 / 2.
 //
+// Explicit positions (attention_positions): the query and key sequences
+// have their own lengths and i32 positions; query t sees key s iff
+// !causal or kpos[s] <= qpos[t] (and kpos[s] > qpos[t] - W), checked per
+// element; the RoPE tables (one for the queries, one for the keys) are
+// built at the positions. No tile is skipped then (positions are device
+// data): every block visits every tile of the other side. A query that
+// sees no key gets zeros (l = 0), lse -inf, and contributes nothing.
+//
 // Arithmetic is fp32 on CUDA cores, not tensor cores: the brief asks for
 // CPU-identical semantics within 1e-4 in fp32 storage, which TF32/bf16 mma
 // inputs would not meet, and one simple code path for both storage types is
@@ -80,20 +88,40 @@ template <int kD> constexpr int kRowStride = kD + 4;
 /// Everything a kernel needs about the shape, by value.
 struct Params {
   int seq, heads, kvHeads, group, dim, half;
+  int kseq; // key rows (seq without explicit positions)
   Index ldq, ldk; // row strides of query/result/grad and of key/value
   float scale;
   bool causal;
   int window; // 0: none (also for a window of at least seq)
+  /// Explicit positions (attention_positions): query t sees key s iff
+  /// !causal or kpos[s] <= qpos[t] (and kpos[s] > qpos[t] - W); null for
+  /// the implicit 0..seq-1 of both.
+  const std::int32_t *qpos, *kpos;
 };
 
 /// Whether query `row` sees key `col` (both inside the sequence).
 __device__ __forceinline__ bool visible(const Params &p, int row, int col) {
+  if (p.qpos) {
+    if (!p.causal)
+      return true;
+    const Index q = p.qpos[row], k = p.kpos[col];
+    return k <= q && (p.window == 0 || k > q - p.window);
+  }
   return (!p.causal || col <= row) && (p.window == 0 || col > row - p.window);
+}
+
+/// The end of the keys a block of query rows starting at q0 visits.
+__device__ __forceinline__ int keyEnd(const Params &p, int q0) {
+  if (p.qpos)
+    return p.kseq;
+  return p.causal ? min(p.seq, q0 + kRows) : p.seq;
 }
 
 /// The first key tile a block of query rows starting at q0 visits: the
 /// tile of its first row's first key.
 __device__ __forceinline__ int firstKeyTile(const Params &p, int q0) {
+  if (p.qpos)
+    return 0; // positions: every key tile (masked per element)
   const int first = q0 - p.window + 1;
   return p.window == 0 || first <= 0 ? 0 : first / kInner * kInner;
 }
@@ -137,12 +165,12 @@ __device__ __forceinline__ float halfWarpSum(float x) {
 /// x1 = x[i], x2 = x[i + D/2].
 template <int kD, int kTileRows, typename T>
 __device__ void loadTile(float *dst, const T *src, Index ld, int r0,
-                         const Params &p, const float2 *rope) {
+                         int rows, const Params &p, const float2 *rope) {
   for (int idx = threadIdx.x; idx < kTileRows * kD; idx += kThreads) {
     const int r = idx / kD, d = idx % kD;
     const int t = r0 + r;
     float x = 0.0f;
-    if (t < p.seq && d < p.dim) {
+    if (t < rows && d < p.dim) {
       const T *row = src + Index(t) * ld;
       if (rope) {
         const int i = d < p.half ? d : d - p.half;
@@ -232,12 +260,13 @@ __device__ __forceinline__ void tileAccumulate(const float *p, const float *b,
 /// rotated head into one with respect to the un-rotated head.
 template <int kD, typename T>
 __device__ void storeUnrotated(const float *tile, T *dst, Index ld, int r0,
-                               const Params &p, const float2 *rope) {
+                               int rows, const Params &p,
+                               const float2 *rope) {
   constexpr int S = kRowStride<kD>;
   for (int idx = threadIdx.x; idx < kRows * kD; idx += kThreads) {
     const int r = idx / kD, d = idx % kD;
     const int t = r0 + r;
-    if (t >= p.seq || d >= p.dim)
+    if (t >= rows || d >= p.dim)
       continue;
     float value = tile[r * S + d];
     if (rope) {
@@ -260,7 +289,8 @@ __device__ void storeUnrotated(const float *tile, T *dst, Index ld, int r0,
 /// (repeated here in device code): kind 1 linear, 2 llama3, 3 yarn (whose
 /// ramp bounds [yarnLow, yarnHigh] and attention factor `amplitude`, which
 /// multiplies cos and sin, the host computes with Rope.h).
-__global__ void ropeTableKernel(float2 *table, int seq, int half, int dim,
+__global__ void ropeTableKernel(float2 *table, const std::int32_t *positions,
+                                int seq, int half, int dim,
                                 float theta, int kind, double factor,
                                 double lowFreqFactor, double highFreqFactor,
                                 double originalContext, double yarnLow,
@@ -287,7 +317,7 @@ __global__ void ropeTableKernel(float2 *table, int seq, int half, int dim,
       ramp = ramp < 0.0 ? 0.0 : ramp > 1.0 ? 1.0 : ramp;
       freq = freq / factor * ramp + freq * (1.0 - ramp);
     }
-    const double angle = double(t) * freq;
+    const double angle = double(positions ? positions[t] : t) * freq;
     table[idx] = make_float2(float(amplitude * cos(angle)),
                              float(amplitude * sin(angle)));
   }
@@ -308,7 +338,7 @@ template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const T *query, const T *key, const T *value, T *result,
                   const T *grad, float *lse, float *delta, const float2 *rope,
-                  Params p) {
+                  const float2 *krope, Params p) {
   extern __shared__ float4 smemRaw[];
   constexpr int S = kRowStride<kD>;
   constexpr int kCols = kInner / 16;
@@ -324,9 +354,9 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kRows;
   const int tx = lane16(), ty = rowGroup();
   const Index qOffset = Index(b) * p.seq * p.ldq + Index(h) * p.dim;
-  const Index kOffset = Index(b) * p.seq * p.ldk + Index(kvh) * p.dim;
+  const Index kOffset = Index(b) * p.kseq * p.ldk + Index(kvh) * p.dim;
 
-  loadTile<kD, kRows>(qs, query + qOffset, p.ldq, q0, p, rope);
+  loadTile<kD, kRows>(qs, query + qOffset, p.ldq, q0, p.seq, p, rope);
 
   float o[4][kAcc], m[4], l[4];
 #pragma unroll
@@ -338,11 +368,11 @@ __global__ void __launch_bounds__(kThreads)
       o[i][j] = 0.0f;
   }
 
-  const int keyEnd = p.causal ? min(p.seq, q0 + kRows) : p.seq;
-  for (int k0 = firstKeyTile(p, q0); k0 < keyEnd; k0 += kInner) {
+  const int kEnd = keyEnd(p, q0);
+  for (int k0 = firstKeyTile(p, q0); k0 < kEnd; k0 += kInner) {
     __syncthreads(); // the previous tile's readers are done
-    loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p, rope);
-    loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p, nullptr);
+    loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p.kseq, p, krope);
+    loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p.kseq, p, nullptr);
     __syncthreads();
 
     float s[4][kCols];
@@ -354,7 +384,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
         const int col = k0 + tx + 16 * j;
-        const bool valid = col < p.seq && visible(p, row, col);
+        const bool valid = row < p.seq && col < p.kseq && visible(p, row, col);
         s[i][j] = valid ? p.scale * s[i][j] : -INFINITY;
         tileMax = fmaxf(tileMax, s[i][j]);
       }
@@ -388,7 +418,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < 4; ++i) {
     const int row = q0 + ty * 4 + i;
     const bool rowValid = row < p.seq;
-    const float inv = 1.0f / l[i];
+    // A row that sees no key (explicit positions only) gets zeros.
+    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < kAcc; ++j) {
@@ -425,7 +456,7 @@ template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const T *query, const T *key, const T *value, const T *grad,
                     const float *lse, const float *delta, const float2 *rope,
-                    T *queryGrad, Params p) {
+                    const float2 *krope, T *queryGrad, Params p) {
   extern __shared__ float4 smemRaw[];
   constexpr int S = kRowStride<kD>;
   constexpr int kCols = kInner / 16;
@@ -441,11 +472,11 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kRows;
   const int tx = lane16(), ty = rowGroup();
   const Index qOffset = Index(b) * p.seq * p.ldq + Index(h) * p.dim;
-  const Index kOffset = Index(b) * p.seq * p.ldk + Index(kvh) * p.dim;
+  const Index kOffset = Index(b) * p.kseq * p.ldk + Index(kvh) * p.dim;
   const Index statOffset = (Index(b) * p.heads + h) * p.seq;
 
-  loadTile<kD, kRows>(qs, query + qOffset, p.ldq, q0, p, rope);
-  loadTile<kD, kRows>(dos, grad + qOffset, p.ldq, q0, p, nullptr);
+  loadTile<kD, kRows>(qs, query + qOffset, p.ldq, q0, p.seq, p, rope);
+  loadTile<kD, kRows>(dos, grad + qOffset, p.ldq, q0, p.seq, p, nullptr);
 
   float rowLse[4], rowDelta[4], dq[4][kAcc];
 #pragma unroll
@@ -458,11 +489,11 @@ __global__ void __launch_bounds__(kThreads)
       dq[i][j] = 0.0f;
   }
 
-  const int keyEnd = p.causal ? min(p.seq, q0 + kRows) : p.seq;
-  for (int k0 = firstKeyTile(p, q0); k0 < keyEnd; k0 += kInner) {
+  const int kEnd = keyEnd(p, q0);
+  for (int k0 = firstKeyTile(p, q0); k0 < kEnd; k0 += kInner) {
     __syncthreads();
-    loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p, rope);
-    loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p, nullptr);
+    loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p.kseq, p, krope);
+    loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p.kseq, p, nullptr);
     __syncthreads();
 
     float s[4][kCols], dp[4][kCols];
@@ -474,7 +505,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
         const int col = k0 + tx + 16 * j;
-        const bool valid = row < p.seq && col < p.seq && visible(p, row, col);
+        const bool valid = row < p.seq && col < p.kseq && visible(p, row, col);
         const float prob = valid ? expf(p.scale * s[i][j] - rowLse[i]) : 0.0f;
         // The softmax backward with the score scale folded in, in the CPU
         // kernel's order.
@@ -495,7 +526,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kAcc; ++j)
       qs[(ty * 4 + i) * S + tx + 16 * j] = dq[i][j];
   __syncthreads();
-  storeUnrotated<kD>(qs, queryGrad + qOffset, p.ldq, q0, p, rope);
+  storeUnrotated<kD>(qs, queryGrad + qOffset, p.ldq, q0, p.seq, p, rope);
 }
 
 //===----------------------------------------------------------------------===//
@@ -514,7 +545,8 @@ template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
     keyValueGradKernel(const T *query, const T *key, const T *value,
                        const T *grad, const float *lse, const float *delta,
-                       const float2 *rope, T *keyGrad, T *valueGrad, Params p) {
+                       const float2 *rope, const float2 *krope, T *keyGrad,
+                       T *valueGrad, Params p) {
   extern __shared__ float4 smemRaw[];
   constexpr int S = kRowStride<kD>;
   constexpr int kCols = kInner / 16;
@@ -532,10 +564,10 @@ __global__ void __launch_bounds__(kThreads)
   // Key tile 0 meets the most causal queries: start it first.
   const int k0 = blockIdx.y * kRows;
   const int tx = lane16(), ty = rowGroup();
-  const Index kOffset = Index(b) * p.seq * p.ldk + Index(kvh) * p.dim;
+  const Index kOffset = Index(b) * p.kseq * p.ldk + Index(kvh) * p.dim;
 
-  loadTile<kD, kRows>(ks, key + kOffset, p.ldk, k0, p, rope);
-  loadTile<kD, kRows>(vs, value + kOffset, p.ldk, k0, p, nullptr);
+  loadTile<kD, kRows>(ks, key + kOffset, p.ldk, k0, p.kseq, p, krope);
+  loadTile<kD, kRows>(vs, value + kOffset, p.ldk, k0, p.kseq, p, nullptr);
 
   float dk[4][kAcc], dv[4][kAcc];
 #pragma unroll
@@ -548,16 +580,19 @@ __global__ void __launch_bounds__(kThreads)
 
   // k0 is a multiple of kInner: causal blocks start at their diagonal tile,
   // and with a window end after the last query that sees key k0 + 63.
-  const int qStart = p.causal ? k0 : 0;
-  const int qEnd = p.window == 0 ? p.seq : min(p.seq, k0 + kRows - 1 + p.window);
+  // With explicit positions every query tile (masked per element).
+  const int qStart = p.qpos || !p.causal ? 0 : k0;
+  const int qEnd = p.qpos || p.window == 0
+                       ? p.seq
+                       : min(p.seq, k0 + kRows - 1 + p.window);
   for (int g = 0; g < p.group; ++g) {
     const int h = kvh * p.group + g;
     const Index qOffset = Index(b) * p.seq * p.ldq + Index(h) * p.dim;
     const Index statOffset = (Index(b) * p.heads + h) * p.seq;
     for (int q0 = qStart; q0 < qEnd; q0 += kInner) {
       __syncthreads();
-      loadTile<kD, kInner>(qs, query + qOffset, p.ldq, q0, p, rope);
-      loadTile<kD, kInner>(dos, grad + qOffset, p.ldq, q0, p, nullptr);
+      loadTile<kD, kInner>(qs, query + qOffset, p.ldq, q0, p.seq, p, rope);
+      loadTile<kD, kInner>(dos, grad + qOffset, p.ldq, q0, p.seq, p, nullptr);
       if (threadIdx.x < kInner) {
         const int row = q0 + threadIdx.x;
         lses[threadIdx.x] = row < p.seq ? lse[statOffset + row] : 0.0f;
@@ -577,7 +612,7 @@ __global__ void __launch_bounds__(kThreads)
           const int r = tx + 16 * j;
           const int row = q0 + r; // query position
           const bool valid =
-              row < p.seq && col < p.seq && visible(p, row, col);
+              row < p.seq && col < p.kseq && visible(p, row, col);
           const float prob = valid ? expf(p.scale * s[i][j] - lses[r]) : 0.0f;
           ps[(ty * 4 + i) * kPStride + r] = prob;
           dss[(ty * 4 + i) * kPStride + r] =
@@ -596,7 +631,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kAcc; ++j) {
       const int d = tx + 16 * j;
-      if (row < p.seq && d < p.dim)
+      if (row < p.kseq && d < p.dim)
         valueGrad[kOffset + Index(row) * p.ldk + d] = fromFloat<T>(dv[i][j]);
     }
   }
@@ -609,7 +644,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kAcc; ++j)
       ks[(ty * 4 + i) * S + tx + 16 * j] = dk[i][j];
   __syncthreads();
-  storeUnrotated<kD>(ks, keyGrad + kOffset, p.ldk, k0, p, rope);
+  storeUnrotated<kD>(ks, keyGrad + kOffset, p.ldk, k0, p.kseq, p, krope);
 }
 
 //===----------------------------------------------------------------------===//
@@ -645,13 +680,24 @@ struct Plan {
   RopeScaling scaling;
   int paddedDim = 0;
   std::size_t table = 0;          // RoPE only
+  std::size_t keyTable = 0;       // RoPE at explicit positions: the keys'
+  bool positioned = false;
   std::size_t lse = 0, delta = 0; // backward only
   std::size_t forwardBytes = 0, backwardBytes = 0;
 };
 
-Plan makePlan(const char *kernel, const AttentionShape &shape) {
+/// keySeq < 0: implicit positions (keys are the query's sequence);
+/// otherwise explicit positions with keySeq keys.
+Plan makePlan(const char *kernel, const AttentionShape &shape,
+              Index keySeq = -1) {
   if (shape.batch < 0 || shape.seq < 0)
     fail(kernel, "negative batch or sequence length");
+  const bool positioned = keySeq >= 0;
+  const Index kseq = positioned ? keySeq : shape.seq;
+  if (kseq > Index(65535) * kRows)
+    fail(kernel, "key sequence length " + std::to_string(kseq) +
+                     " is above the CUDA kernel's limit of " +
+                     std::to_string(Index(65535) * kRows));
   if (shape.numHeads <= 0 || shape.numKvHeads <= 0 || shape.headDim <= 0)
     fail(kernel, "num_heads, num_kv_heads and the head dimension must be "
                  "positive");
@@ -692,7 +738,14 @@ Plan makePlan(const char *kernel, const AttentionShape &shape) {
   p.ldk = shape.numKvHeads * shape.headDim;
   p.scale = static_cast<float>(1.0 / std::sqrt(double(shape.headDim)));
   p.causal = shape.causal;
-  p.window = shape.window < shape.seq ? int(shape.window) : 0;
+  p.kseq = int(kseq);
+  p.qpos = p.kpos = nullptr;
+  // Positions may exceed seq: the window is kept as given (it fits an int
+  // as positions do).
+  p.window = positioned ? int(std::min<Index>(shape.window, INT_MAX))
+             : shape.window < shape.seq ? int(shape.window)
+                                        : 0;
+  plan.positioned = positioned;
   plan.batch = shape.batch;
   plan.rope = rope;
   plan.theta = shape.ropeTheta;
@@ -704,6 +757,11 @@ Plan makePlan(const char *kernel, const AttentionShape &shape) {
   if (rope) {
     plan.table = offset;
     offset += align256(sizeof(float2) * std::size_t(shape.seq) * p.half);
+    plan.keyTable = plan.table;
+    if (positioned) {
+      plan.keyTable = offset;
+      offset += align256(sizeof(float2) * std::size_t(kseq) * p.half);
+    }
   }
   plan.forwardBytes = offset;
   const std::size_t stats = sizeof(float) * rows * std::size_t(p.heads);
@@ -733,24 +791,41 @@ unsigned blocksFor(Index work) {
   return unsigned(std::min<Index>((work + 255) / 256, 4096));
 }
 
-/// Fills the RoPE cos/sin table at the start of the workspace; null
-/// without RoPE.
+/// Fills a RoPE cos/sin table of `rows` rows at `offset` in the workspace
+/// (at positions[t], or t without positions); null without RoPE.
 const float2 *ropeTable(const char *kernel, const Plan &plan, char *ws,
-                        cudaStream_t stream) {
-  if (!plan.rope)
+                        cudaStream_t stream, std::size_t offset, int rows,
+                        const std::int32_t *positions) {
+  if (!plan.rope || rows == 0)
     return nullptr;
   const Params &p = plan.params;
-  auto *table = reinterpret_cast<float2 *>(ws + plan.table);
+  auto *table = reinterpret_cast<float2 *>(ws + offset);
   double yarnLow = 0.0, yarnHigh = 1.0;
   if (plan.scaling.kind == RopeScalingKind::Yarn)
     yarnRamp(p.dim, double(plan.theta), plan.scaling, yarnLow, yarnHigh);
-  ropeTableKernel<<<blocksFor(Index(p.seq) * p.half), 256, 0, stream>>>(
-      table, p.seq, p.half, p.dim, plan.theta, int(plan.scaling.kind),
-      plan.scaling.factor, plan.scaling.lowFreqFactor,
+  ropeTableKernel<<<blocksFor(Index(rows) * p.half), 256, 0, stream>>>(
+      table, positions, rows, p.half, p.dim, plan.theta,
+      int(plan.scaling.kind), plan.scaling.factor, plan.scaling.lowFreqFactor,
       plan.scaling.highFreqFactor, plan.scaling.originalContext, yarnLow,
       yarnHigh, ropeAttentionFactor(plan.scaling));
   checkLaunch(kernel, "ropeTableKernel launch");
   return table;
+}
+
+/// The queries' table (the keys' too without explicit positions).
+const float2 *ropeTable(const char *kernel, const Plan &plan, char *ws,
+                        cudaStream_t stream) {
+  return ropeTable(kernel, plan, ws, stream, plan.table, plan.params.seq,
+                   plan.params.qpos);
+}
+
+/// The keys' table: the queries' one without explicit positions.
+const float2 *keyRopeTable(const char *kernel, const Plan &plan, char *ws,
+                           cudaStream_t stream, const float2 *queryTable) {
+  if (!plan.positioned)
+    return queryTable;
+  return ropeTable(kernel, plan, ws, stream, plan.keyTable, plan.params.kseq,
+                   plan.params.kpos);
 }
 
 template <typename Kernel>
@@ -768,41 +843,49 @@ template <int kD, typename T>
 void launchForward(const char *kernel, const Plan &plan, const T *query,
                    const T *key, const T *value, T *result, const T *grad,
                    float *lse, float *delta, const float2 *rope,
-                   cudaStream_t stream) {
+                   const float2 *krope, cudaStream_t stream) {
   const Params &p = plan.params;
+  if (tiles(p.seq) == 0)
+    return;
   auto *function = forwardKernel<kD, T>;
   constexpr std::size_t smem = forwardSmemBytes<kD>();
   allowSmem(kernel, "cudaFuncSetAttribute(forwardKernel)", function, smem);
   const dim3 grid(unsigned(plan.batch * p.heads), tiles(p.seq));
   function<<<grid, kThreads, smem, stream>>>(query, key, value, result, grad,
-                                             lse, delta, rope, p);
+                                             lse, delta, rope, krope, p);
   checkLaunch(kernel, "forwardKernel launch");
 }
 
 template <int kD, typename T>
 void launchBackward(const char *kernel, const Plan &plan, const T *query,
                     const T *key, const T *value, const T *grad,
-                    const float2 *rope, T *queryGrad, T *keyGrad, T *valueGrad,
-                    float *lse, float *delta, cudaStream_t stream) {
+                    const float2 *rope, const float2 *krope, T *queryGrad,
+                    T *keyGrad, T *valueGrad, float *lse, float *delta,
+                    cudaStream_t stream) {
   const Params &p = plan.params;
   // Statistics pass: lse and delta = rowsum(dO * O), no O written.
   launchForward<kD, T>(kernel, plan, query, key, value, nullptr, grad, lse,
-                       delta, rope, stream);
+                       delta, rope, krope, stream);
 
   auto *dq = queryGradKernel<kD, T>;
   constexpr std::size_t dqSmem = queryGradSmemBytes<kD>();
   allowSmem(kernel, "cudaFuncSetAttribute(queryGradKernel)", dq, dqSmem);
-  dq<<<dim3(unsigned(plan.batch * p.heads), tiles(p.seq)), kThreads, dqSmem,
-       stream>>>(query, key, value, grad, lse, delta, rope, queryGrad, p);
-  checkLaunch(kernel, "queryGradKernel launch");
+  if (tiles(p.seq) > 0) {
+    dq<<<dim3(unsigned(plan.batch * p.heads), tiles(p.seq)), kThreads, dqSmem,
+         stream>>>(query, key, value, grad, lse, delta, rope, krope, queryGrad,
+                   p);
+    checkLaunch(kernel, "queryGradKernel launch");
+  }
 
   auto *dkv = keyValueGradKernel<kD, T>;
   constexpr std::size_t dkvSmem = keyValueGradSmemBytes<kD>();
   allowSmem(kernel, "cudaFuncSetAttribute(keyValueGradKernel)", dkv, dkvSmem);
-  dkv<<<dim3(unsigned(plan.batch * p.kvHeads), tiles(p.seq)), kThreads, dkvSmem,
-        stream>>>(query, key, value, grad, lse, delta, rope, keyGrad, valueGrad,
-                  p);
-  checkLaunch(kernel, "keyValueGradKernel launch");
+  if (tiles(p.kseq) > 0) {
+    dkv<<<dim3(unsigned(plan.batch * p.kvHeads), tiles(p.kseq)), kThreads,
+          dkvSmem, stream>>>(query, key, value, grad, lse, delta, rope, krope,
+                             keyGrad, valueGrad, p);
+    checkLaunch(kernel, "keyValueGradKernel launch");
+  }
 }
 
 /// Calls f(std::integral_constant<int, kD>) for the plan's padded dimension.
@@ -844,7 +927,7 @@ void attention(const T *query, const T *key, const T *value, T *result,
   withPaddedDim(plan.paddedDim, [&](auto dim) {
     launchForward<decltype(dim)::value, T>(kernel, plan, query, key, value,
                                            result, nullptr, nullptr, nullptr,
-                                           rope, stream);
+                                           rope, rope, stream);
   });
 }
 
@@ -864,10 +947,90 @@ void attentionGrad(const T *grad, const T *query, const T *key, const T *value,
   const float2 *rope = ropeTable(kernel, plan, ws, stream);
   withPaddedDim(plan.paddedDim, [&](auto dim) {
     launchBackward<decltype(dim)::value, T>(kernel, plan, query, key, value,
-                                            grad, rope, queryGrad, keyGrad,
-                                            valueGrad, lse, delta, stream);
+                                            grad, rope, rope, queryGrad,
+                                            keyGrad, valueGrad, lse, delta,
+                                            stream);
   });
 }
+
+std::size_t attentionPositionsWorkspaceSize(const AttentionShape &shape,
+                                           std::int64_t keySeq, bool grad) {
+  const char *kernel = grad ? "attention_positions_grad"
+                            : "attention_positions";
+  if (keySeq < 0)
+    fail(kernel, "negative key sequence length");
+  const Plan plan = makePlan(kernel, shape, keySeq);
+  return grad ? plan.backwardBytes : plan.forwardBytes;
+}
+
+template <typename T>
+void attentionPositions(const T *query, const T *key, const T *value,
+                        const std::int32_t *queryPositions,
+                        const std::int32_t *keyPositions, T *result,
+                        const AttentionShape &shape, std::int64_t keySeq,
+                        void *workspace, std::size_t workspaceBytes,
+                        cudaStream_t stream) {
+  const char *kernel = "attention_positions";
+  if (keySeq < 0)
+    fail(kernel, "negative key sequence length");
+  Plan plan = makePlan(kernel, shape, keySeq);
+  plan.params.qpos = queryPositions;
+  plan.params.kpos = keyPositions;
+  checkWorkspace(kernel, workspace, workspaceBytes, plan.forwardBytes);
+  if (plan.batch == 0 || plan.params.seq == 0)
+    return;
+  char *ws = static_cast<char *>(workspace);
+  const float2 *rope = ropeTable(kernel, plan, ws, stream);
+  const float2 *krope = keyRopeTable(kernel, plan, ws, stream, rope);
+  withPaddedDim(plan.paddedDim, [&](auto dim) {
+    launchForward<decltype(dim)::value, T>(kernel, plan, query, key, value,
+                                           result, nullptr, nullptr, nullptr,
+                                           rope, krope, stream);
+  });
+}
+
+template <typename T>
+void attentionPositionsGrad(const T *grad, const T *query, const T *key,
+                            const T *value, const std::int32_t *queryPositions,
+                            const std::int32_t *keyPositions, T *queryGrad,
+                            T *keyGrad, T *valueGrad,
+                            const AttentionShape &shape, std::int64_t keySeq,
+                            void *workspace, std::size_t workspaceBytes,
+                            cudaStream_t stream) {
+  const char *kernel = "attention_positions_grad";
+  if (keySeq < 0)
+    fail(kernel, "negative key sequence length");
+  Plan plan = makePlan(kernel, shape, keySeq);
+  plan.params.qpos = queryPositions;
+  plan.params.kpos = keyPositions;
+  checkWorkspace(kernel, workspace, workspaceBytes, plan.backwardBytes);
+  if (plan.batch == 0)
+    return;
+  char *ws = static_cast<char *>(workspace);
+  float *lse = reinterpret_cast<float *>(ws + plan.lse);
+  float *delta = reinterpret_cast<float *>(ws + plan.delta);
+  const float2 *rope = ropeTable(kernel, plan, ws, stream);
+  const float2 *krope = keyRopeTable(kernel, plan, ws, stream, rope);
+  withPaddedDim(plan.paddedDim, [&](auto dim) {
+    launchBackward<decltype(dim)::value, T>(kernel, plan, query, key, value,
+                                            grad, rope, krope, queryGrad,
+                                            keyGrad, valueGrad, lse, delta,
+                                            stream);
+  });
+}
+
+#define PARTITION_INSTANTIATE_POSITIONS(T)                                     \
+  template void attentionPositions<T>(                                         \
+      const T *, const T *, const T *, const std::int32_t *,                   \
+      const std::int32_t *, T *, const AttentionShape &, std::int64_t, void *, \
+      std::size_t, cudaStream_t);                                              \
+  template void attentionPositionsGrad<T>(                                     \
+      const T *, const T *, const T *, const T *, const std::int32_t *,        \
+      const std::int32_t *, T *, T *, T *, const AttentionShape &,             \
+      std::int64_t, void *, std::size_t, cudaStream_t);
+PARTITION_INSTANTIATE_POSITIONS(float)
+PARTITION_INSTANTIATE_POSITIONS(__nv_bfloat16)
+#undef PARTITION_INSTANTIATE_POSITIONS
 
 template void attention<float>(const float *, const float *, const float *,
                                float *, const AttentionShape &, void *,

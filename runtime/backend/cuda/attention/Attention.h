@@ -65,6 +65,31 @@ void attentionGrad(const T *grad, const T *query, const T *key,
                    const AttentionShape &shape, void *workspace,
                    std::size_t workspaceBytes, cudaStream_t stream);
 
+/// Attention at explicit positions (context parallelism's
+/// attention_positions, cpu::attentionPositions): query t (of shape.seq)
+/// sees key s (of keySeq, which may differ) iff !causal or kpos[s] <=
+/// qpos[t] (with a window W also kpos[s] > qpos[t] - W); RoPE rotates each
+/// row at its position; a query that sees no key gets zeros. Positions are
+/// i32 device vectors [shape.seq] and [keySeq]. The workspace holds the
+/// queries' and keys' RoPE tables (and the backward's statistics).
+std::size_t attentionPositionsWorkspaceSize(const AttentionShape &shape,
+                                           std::int64_t keySeq, bool grad);
+template <typename T>
+void attentionPositions(const T *query, const T *key, const T *value,
+                        const std::int32_t *queryPositions,
+                        const std::int32_t *keyPositions, T *result,
+                        const AttentionShape &shape, std::int64_t keySeq,
+                        void *workspace, std::size_t workspaceBytes,
+                        cudaStream_t stream);
+template <typename T>
+void attentionPositionsGrad(const T *grad, const T *query, const T *key,
+                            const T *value, const std::int32_t *queryPositions,
+                            const std::int32_t *keyPositions, T *queryGrad,
+                            T *keyGrad, T *valueGrad,
+                            const AttentionShape &shape, std::int64_t keySeq,
+                            void *workspace, std::size_t workspaceBytes,
+                            cudaStream_t stream);
+
 } // namespace partition::runtime::cuda
 
 #endif // PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTION_H
