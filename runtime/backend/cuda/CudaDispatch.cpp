@@ -252,11 +252,23 @@ template <typename T> struct KernelLauncher {
                                         ws, wsBytes, s);
       };
     }
-    // Ring attention's blocks have no CUDA kernels yet (checkAndSize
-    // refuses them at load, so this is not reached).
-    case KernelId::AttentionBlock:
-    case KernelId::AttentionBlockGrad:
-      refuseKernel(a.kernel);
+    // Ring attention: one key block with its lse, and its backward from the
+    // final out and lse.
+    case KernelId::AttentionBlock: {
+      int64_t keySeq = a.keySeq;
+      return [=, *this] {
+        cuda::attentionBlock<T>(t(0), t(1), t(2), i32(3), i32(4), t(5), f(6),
+                                attention, keySeq, ws, wsBytes, s);
+      };
+    }
+    case KernelId::AttentionBlockGrad: {
+      int64_t keySeq = a.keySeq;
+      return [=, *this] {
+        cuda::attentionBlockGrad<T>(t(0), t(1), t(2), t(3), i32(4), i32(5),
+                                    t(6), f(7), t(8), t(9), t(10), attention,
+                                    keySeq, ws, wsBytes, s);
+      };
+    }
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {

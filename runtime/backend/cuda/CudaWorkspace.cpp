@@ -47,7 +47,9 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
                     cuda::attentionGradWorkspaceSize(shape, bf));
   }
   case KernelId::AttentionPositions:
-  case KernelId::AttentionPositionsGrad: {
+  case KernelId::AttentionPositionsGrad:
+  case KernelId::AttentionBlock:
+  case KernelId::AttentionBlockGrad: {
     cuda::AttentionShape shape{a.batch,   a.seq,     a.heads,
                                a.kvHeads, a.headDim, a.causal,
                                a.ropeTheta, a.ropeScaling, a.window};
@@ -55,9 +57,6 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
         cuda::attentionPositionsWorkspaceSize(shape, a.keySeq, false),
         cuda::attentionPositionsWorkspaceSize(shape, a.keySeq, true));
   }
-  case KernelId::AttentionBlock:
-  case KernelId::AttentionBlockGrad:
-    refuseKernel(a.kernel);
   // No workspace. Every kernel is listed (no default): a kernel added
   // to Kernels.def fails to build here until it says what it needs.
   case KernelId::Embedding:

@@ -323,6 +323,24 @@ __global__ void ropeTableKernel(float2 *table, const std::int32_t *positions,
   }
 }
 
+/// attention_block_grad's delta[b, h, t] = sum_d grad * out (the final
+/// out), in d order like the CPU kernel; one thread per row.
+template <typename T>
+__global__ void deltaKernel(const T *grad, const T *out, float *delta,
+                            Index rows, int seq, int heads, int dim,
+                            Index ldq) {
+  for (Index idx = blockIdx.x * Index(blockDim.x) + threadIdx.x; idx < rows;
+       idx += Index(gridDim.x) * blockDim.x) {
+    const Index t = idx % seq, bh = idx / seq;
+    const Index h = bh % heads, b = bh / heads;
+    const Index offset = (b * seq + t) * ldq + h * dim;
+    float dot = 0.0f;
+    for (int d = 0; d < dim; ++d)
+      dot += toFloat(grad[offset + d]) * toFloat(out[offset + d]);
+    delta[idx] = dot;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Forward (and the backward's statistics pass)
 //===----------------------------------------------------------------------===//
@@ -431,13 +449,15 @@ __global__ void __launch_bounds__(kThreads)
       if (grad && in)
         dot = fmaf(toFloat(grad[qOffset + Index(row) * p.ldq + d]), out, dot);
     }
-    if (grad) {
+    if (grad)
       dot = halfWarpSum(dot); // every lane: rows differ between half warps
-      if (rowValid && tx == 0) {
-        const Index stat = (Index(b) * p.heads + h) * p.seq + row;
-        lse[stat] = m[i] + logf(l[i]);
+    // lse: the statistics pass, or attention_block's output (-inf for a
+    // row that sees no key: m = -inf, l = 0).
+    if (lse && rowValid && tx == 0) {
+      const Index stat = (Index(b) * p.heads + h) * p.seq + row;
+      lse[stat] = m[i] + logf(l[i]);
+      if (grad)
         delta[stat] = dot;
-      }
     }
   }
 }
@@ -860,12 +880,14 @@ template <int kD, typename T>
 void launchBackward(const char *kernel, const Plan &plan, const T *query,
                     const T *key, const T *value, const T *grad,
                     const float2 *rope, const float2 *krope, T *queryGrad,
-                    T *keyGrad, T *valueGrad, float *lse, float *delta,
-                    cudaStream_t stream) {
+                    T *keyGrad, T *valueGrad, const float *lse, float *delta,
+                    cudaStream_t stream, bool statistics = true) {
   const Params &p = plan.params;
-  // Statistics pass: lse and delta = rowsum(dO * O), no O written.
-  launchForward<kD, T>(kernel, plan, query, key, value, nullptr, grad, lse,
-                       delta, rope, krope, stream);
+  // Statistics pass: lse and delta = rowsum(dO * O), no O written (not for
+  // attention_block_grad, which is given lse and computes delta from out).
+  if (statistics)
+    launchForward<kD, T>(kernel, plan, query, key, value, nullptr, grad,
+                         const_cast<float *>(lse), delta, rope, krope, stream);
 
   auto *dq = queryGradKernel<kD, T>;
   constexpr std::size_t dqSmem = queryGradSmemBytes<kD>();
@@ -1019,7 +1041,77 @@ void attentionPositionsGrad(const T *grad, const T *query, const T *key,
   });
 }
 
+template <typename T>
+void attentionBlock(const T *query, const T *key, const T *value,
+                    const std::int32_t *queryPositions,
+                    const std::int32_t *keyPositions, T *result, float *lse,
+                    const AttentionShape &shape, std::int64_t keySeq,
+                    void *workspace, std::size_t workspaceBytes,
+                    cudaStream_t stream) {
+  const char *kernel = "attention_block";
+  if (keySeq < 0)
+    fail(kernel, "negative key sequence length");
+  Plan plan = makePlan(kernel, shape, keySeq);
+  plan.params.qpos = queryPositions;
+  plan.params.kpos = keyPositions;
+  checkWorkspace(kernel, workspace, workspaceBytes, plan.forwardBytes);
+  if (plan.batch == 0 || plan.params.seq == 0)
+    return;
+  char *ws = static_cast<char *>(workspace);
+  const float2 *rope = ropeTable(kernel, plan, ws, stream);
+  const float2 *krope = keyRopeTable(kernel, plan, ws, stream, rope);
+  withPaddedDim(plan.paddedDim, [&](auto dim) {
+    launchForward<decltype(dim)::value, T>(kernel, plan, query, key, value,
+                                           result, nullptr, lse, nullptr, rope,
+                                           krope, stream);
+  });
+}
+
+template <typename T>
+void attentionBlockGrad(const T *grad, const T *query, const T *key,
+                        const T *value, const std::int32_t *queryPositions,
+                        const std::int32_t *keyPositions, const T *out,
+                        const float *lse, T *queryGrad, T *keyGrad,
+                        T *valueGrad, const AttentionShape &shape,
+                        std::int64_t keySeq, void *workspace,
+                        std::size_t workspaceBytes, cudaStream_t stream) {
+  const char *kernel = "attention_block_grad";
+  if (keySeq < 0)
+    fail(kernel, "negative key sequence length");
+  Plan plan = makePlan(kernel, shape, keySeq);
+  plan.params.qpos = queryPositions;
+  plan.params.kpos = keyPositions;
+  checkWorkspace(kernel, workspace, workspaceBytes, plan.backwardBytes);
+  if (plan.batch == 0)
+    return;
+  const Params &p = plan.params;
+  char *ws = static_cast<char *>(workspace);
+  float *delta = reinterpret_cast<float *>(ws + plan.delta);
+  const Index rows = plan.batch * p.heads * p.seq;
+  if (rows > 0) {
+    deltaKernel<T><<<blocksFor(rows), 256, 0, stream>>>(
+        grad, out, delta, rows, p.seq, p.heads, p.dim, p.ldq);
+    checkLaunch(kernel, "deltaKernel launch");
+  }
+  const float2 *rope = ropeTable(kernel, plan, ws, stream);
+  const float2 *krope = keyRopeTable(kernel, plan, ws, stream, rope);
+  withPaddedDim(plan.paddedDim, [&](auto dim) {
+    launchBackward<decltype(dim)::value, T>(
+        kernel, plan, query, key, value, grad, rope, krope, queryGrad, keyGrad,
+        valueGrad, lse, delta, stream, /*statistics=*/false);
+  });
+}
+
 #define PARTITION_INSTANTIATE_POSITIONS(T)                                     \
+  template void attentionBlock<T>(                                             \
+      const T *, const T *, const T *, const std::int32_t *,                   \
+      const std::int32_t *, T *, float *, const AttentionShape &,              \
+      std::int64_t, void *, std::size_t, cudaStream_t);                        \
+  template void attentionBlockGrad<T>(                                         \
+      const T *, const T *, const T *, const T *, const std::int32_t *,        \
+      const std::int32_t *, const T *, const float *, T *, T *, T *,           \
+      const AttentionShape &, std::int64_t, void *, std::size_t,               \
+      cudaStream_t);                                                           \
   template void attentionPositions<T>(                                         \
       const T *, const T *, const T *, const std::int32_t *,                   \
       const std::int32_t *, T *, const AttentionShape &, std::int64_t, void *, \

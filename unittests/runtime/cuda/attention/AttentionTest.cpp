@@ -501,6 +501,144 @@ TEST(CudaAttentionTest, PositionsBf16MatchesCpu) {
   comparePositionsWithCpu<bf16>(2e-2, 1e-3);
 }
 
+//===----------------------------------------------------------------------===//
+// Ring attention: attention_block (with lse) per key block and
+// attention_block_grad from the final out and lse (the CPU blocks merged by
+// cpu::attentionMerge), against cpu::attentionBlock(Grad).
+//===----------------------------------------------------------------------===//
+
+template <typename T> void compareBlocksWithCpu(double rtol, double atol) {
+  unsigned seed = 500;
+  for (const PositionsCase &pc : positionsCases()) {
+    const Case &c = pc.c;
+    SCOPED_TRACE(describe(c) + " Tk=" + std::to_string(pc.keySeq));
+    std::mt19937 rng(seed++);
+    const std::int64_t tk = pc.keySeq, half = tk / 2;
+    const std::size_t qSize = c.batch * c.seq * c.heads * c.dim;
+    const std::size_t lseSize = c.batch * c.heads * c.seq;
+    Inputs in;
+    in.q = randomFloats(qSize, rng, -2.0f, 2.0f);
+    in.k = randomFloats(c.batch * tk * c.kvHeads * c.dim, rng, -2.0f, 2.0f);
+    in.v = randomFloats(c.batch * tk * c.kvHeads * c.dim, rng, -1.0f, 1.0f);
+    in.g = randomFloats(qSize, rng, -1.0f, 1.0f);
+    if (std::is_same_v<T, bf16>) {
+      in.q = roundToBf16(in.q);
+      in.k = roundToBf16(in.k);
+      in.v = roundToBf16(in.v);
+      in.g = roundToBf16(in.g);
+    }
+    // The keys in two blocks [0, half) and [half, tk) (the first with the
+    // second half's positions swapped in would be the same test).
+    const std::int64_t lens[2] = {half, tk - half};
+    const std::int64_t starts[2] = {0, half};
+    const cpu::AttentionConfig cfg = configOf(c);
+    const gpu::AttentionShape shape = shapeOf(c);
+    const std::int64_t row = c.kvHeads * c.dim;
+    FVec blockOut[2], blockLse[2];
+    DeviceBuffer q(qSize * sizeof(T)), g(qSize * sizeof(T));
+    DeviceBuffer qp(pc.qpos.size() * 4);
+    upload<T>(q, encode<T>(in.q));
+    upload<T>(g, encode<T>(in.g));
+    check(cudaMemcpy(qp.as<void>(), pc.qpos.data(), pc.qpos.size() * 4,
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+    struct Block {
+      FVec k, v;
+      std::vector<std::int32_t> kpos;
+    } blocks[2];
+    for (int i = 0; i < 2; ++i) {
+      Block &bl = blocks[i];
+      for (std::int64_t b = 0; b < c.batch; ++b)
+        for (std::int64_t s = 0; s < lens[i]; ++s) {
+          const std::size_t from = (b * tk + starts[i] + s) * row;
+          bl.k.insert(bl.k.end(), in.k.begin() + from,
+                      in.k.begin() + from + row);
+          bl.v.insert(bl.v.end(), in.v.begin() + from,
+                      in.v.begin() + from + row);
+        }
+      bl.kpos.assign(pc.kpos.begin() + starts[i],
+                     pc.kpos.begin() + starts[i] + lens[i]);
+      blockOut[i].assign(qSize, 0.0f);
+      blockLse[i].assign(lseSize, 0.0f);
+      cpu::attentionBlock(in.q.data(), bl.k.data(), bl.v.data(),
+                          pc.qpos.data(), bl.kpos.data(), blockOut[i].data(),
+                          blockLse[i].data(), cfg, lens[i]);
+    }
+    FVec out(qSize), lse(lseSize);
+    cpu::attentionMerge(blockOut[0].data(), blockLse[0].data(),
+                        blockOut[1].data(), blockLse[1].data(), out.data(),
+                        lse.data(), c.batch, c.seq, c.heads, c.dim);
+    if (std::is_same_v<T, bf16>)
+      out = roundToBf16(out);
+    DeviceBuffer dOut(qSize * sizeof(T)), dLse(lseSize * 4);
+    upload<T>(dOut, encode<T>(out));
+    check(cudaMemcpy(dLse.as<void>(), lse.data(), lseSize * 4,
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+    for (int i = 0; i < 2; ++i) {
+      SCOPED_TRACE("block " + std::to_string(i));
+      const Block &bl = blocks[i];
+      const std::size_t kSize = bl.k.size();
+      FVec dq(qSize, 0.0f), dk(kSize, 0.0f), dv(kSize, 0.0f);
+      cpu::attentionBlockGrad(in.g.data(), in.q.data(), bl.k.data(),
+                              bl.v.data(), pc.qpos.data(), bl.kpos.data(),
+                              out.data(), lse.data(), dq.data(), dk.data(),
+                              dv.data(), cfg, lens[i]);
+      DeviceBuffer k(kSize * sizeof(T)), v(kSize * sizeof(T));
+      DeviceBuffer kp(bl.kpos.size() * 4 + 4);
+      DeviceBuffer o(qSize * sizeof(T)), l(lseSize * 4);
+      DeviceBuffer gq(qSize * sizeof(T)), gk(kSize * sizeof(T) + 4),
+          gv(kSize * sizeof(T) + 4);
+      upload<T>(k, encode<T>(bl.k));
+      upload<T>(v, encode<T>(bl.v));
+      check(cudaMemcpy(kp.as<void>(), bl.kpos.data(), bl.kpos.size() * 4,
+                       cudaMemcpyHostToDevice),
+            "cudaMemcpy");
+      for (const DeviceBuffer *b : {&o, &l, &gq, &gk, &gv})
+        check(cudaMemset(b->as<void>(), 0xFF, b->size()), "cudaMemset");
+      const std::size_t wsBytes = std::max(
+          gpu::attentionPositionsWorkspaceSize(shape, lens[i], false),
+          gpu::attentionPositionsWorkspaceSize(shape, lens[i], true));
+      DeviceBuffer ws(wsBytes);
+      gpu::attentionBlock<T>(q.as<T>(), k.as<T>(), v.as<T>(),
+                             qp.as<std::int32_t>(), kp.as<std::int32_t>(),
+                             o.as<T>(), l.as<float>(), shape, lens[i],
+                             ws.as<void>(), wsBytes, nullptr);
+      gpu::attentionBlockGrad<T>(
+          g.as<T>(), q.as<T>(), k.as<T>(), v.as<T>(), qp.as<std::int32_t>(),
+          kp.as<std::int32_t>(), dOut.as<T>(), dLse.as<float>(), gq.as<T>(),
+          gk.as<T>(), gv.as<T>(), shape, lens[i], ws.as<void>(), wsBytes,
+          nullptr);
+      check(cudaDeviceSynchronize(), "attention block kernels");
+      EXPECT_TRUE(allClose("block out", download<T>(o, qSize), blockOut[i],
+                           rtol, atol));
+      // -inf (a query that sees no key of the block) must match exactly.
+      auto finite = [](FVec x) {
+        for (float &e : x)
+          if (e == -INFINITY)
+            e = -1e30f;
+        return x;
+      };
+      EXPECT_TRUE(allClose("block lse", finite(download<float>(l, lseSize)),
+                           finite(blockLse[i]), 1e-4, 1e-5));
+      EXPECT_TRUE(allClose("query grad", download<T>(gq, qSize), dq, rtol,
+                           atol));
+      EXPECT_TRUE(allClose("key grad", download<T>(gk, kSize), dk, rtol,
+                           atol));
+      EXPECT_TRUE(allClose("value grad", download<T>(gv, kSize), dv, rtol,
+                           atol));
+    }
+  }
+}
+
+TEST(CudaAttentionTest, BlocksFp32MatchCpu) {
+  compareBlocksWithCpu<float>(1e-4, 1e-5);
+}
+
+TEST(CudaAttentionTest, BlocksBf16MatchCpu) {
+  compareBlocksWithCpu<bf16>(2e-2, 1e-3);
+}
+
 bool sameBits(const FVec &a, const FVec &b) {
   return a.size() == b.size() &&
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
