@@ -36,8 +36,12 @@
 // have their own lengths and i32 positions; query t sees key s iff
 // !causal or kpos[s] <= qpos[t] (and kpos[s] > qpos[t] - W), checked per
 // element; the RoPE tables (one for the queries, one for the keys) are
-// built at the positions. No tile is skipped then (positions are device
-// data): every block visits every tile of the other side. A query that
+// built at the positions. Positions are device data, so a block walks
+// every tile of the other side, but with causal masking skips (thread 0
+// reading the tile's positions and deciding for the block) a tile all of
+// whose keys come after all of its queries, or fall before all their
+// windows: with zigzag or contiguous layouts about the causal half of the
+// work. A query that
 // sees no key gets zeros (l = 0), lse -inf, and contributes nothing.
 //
 // Arithmetic is fp32 on CUDA cores, not tensor cores: the brief asks for
@@ -108,6 +112,31 @@ __device__ __forceinline__ bool visible(const Params &p, int row, int col) {
     return k <= q && (p.window == 0 || k > q - p.window);
   }
   return (!p.causal || col <= row) && (p.window == 0 || col > row - p.window);
+}
+
+/// Explicit positions, causal: the smallest and largest position of rows
+/// [r0, r0 + n) (clipped to `rows`); min > max when there are none.
+__device__ __forceinline__ void positionRange(const std::int32_t *pos, int r0,
+                                              int n, int rows, Index &lo,
+                                              Index &hi) {
+  lo = LLONG_MAX;
+  hi = LLONG_MIN;
+  for (int r = r0; r < r0 + n && r < rows; ++r) {
+    const Index x = pos[r];
+    lo = x < lo ? x : lo;
+    hi = x > hi ? x : hi;
+  }
+}
+
+/// Whether no key of a tile (positions [kLo, kHi]) is visible to any query
+/// of a tile (positions [qLo, qHi]): all the keys come after all the
+/// queries, or (with a window) all fall before every query's window.
+/// Skipping such a tile changes no bit: it adds exp(-inf) = 0 everywhere.
+__device__ __forceinline__ bool tileHidden(const Params &p, Index qLo,
+                                           Index qHi, Index kLo, Index kHi) {
+  if (qLo > qHi || kLo > kHi)
+    return true;
+  return kLo > qHi || (p.window != 0 && kHi <= qLo - p.window);
 }
 
 /// The end of the keys a block of query rows starting at q0 visits.
@@ -386,9 +415,26 @@ __global__ void __launch_bounds__(kThreads)
       o[i][j] = 0.0f;
   }
 
+  // Explicit positions, causal: key tiles that no query of the block can
+  // see are skipped (thread 0 decides, for the whole block).
+  __shared__ int hidden;
+  const bool skipping = p.qpos && p.causal;
+  Index qLo = 0, qHi = 0;
+  if (skipping && threadIdx.x == 0)
+    positionRange(p.qpos, q0, kRows, p.seq, qLo, qHi);
   const int kEnd = keyEnd(p, q0);
   for (int k0 = firstKeyTile(p, q0); k0 < kEnd; k0 += kInner) {
     __syncthreads(); // the previous tile's readers are done
+    if (skipping) {
+      if (threadIdx.x == 0) {
+        Index kLo, kHi;
+        positionRange(p.kpos, k0, kInner, p.kseq, kLo, kHi);
+        hidden = tileHidden(p, qLo, qHi, kLo, kHi);
+      }
+      __syncthreads();
+      if (hidden)
+        continue;
+    }
     loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p.kseq, p, krope);
     loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p.kseq, p, nullptr);
     __syncthreads();
@@ -509,9 +555,24 @@ __global__ void __launch_bounds__(kThreads)
       dq[i][j] = 0.0f;
   }
 
+  __shared__ int hidden;
+  const bool skipping = p.qpos && p.causal;
+  Index qLo = 0, qHi = 0;
+  if (skipping && threadIdx.x == 0)
+    positionRange(p.qpos, q0, kRows, p.seq, qLo, qHi);
   const int kEnd = keyEnd(p, q0);
   for (int k0 = firstKeyTile(p, q0); k0 < kEnd; k0 += kInner) {
     __syncthreads();
+    if (skipping) {
+      if (threadIdx.x == 0) {
+        Index kLo, kHi;
+        positionRange(p.kpos, k0, kInner, p.kseq, kLo, kHi);
+        hidden = tileHidden(p, qLo, qHi, kLo, kHi);
+      }
+      __syncthreads();
+      if (hidden)
+        continue;
+    }
     loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p.kseq, p, krope);
     loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p.kseq, p, nullptr);
     __syncthreads();
@@ -605,12 +666,27 @@ __global__ void __launch_bounds__(kThreads)
   const int qEnd = p.qpos || p.window == 0
                        ? p.seq
                        : min(p.seq, k0 + kRows - 1 + p.window);
+  __shared__ int hidden;
+  const bool skipping = p.qpos && p.causal;
+  Index kLo = 0, kHi = 0;
+  if (skipping && threadIdx.x == 0)
+    positionRange(p.kpos, k0, kRows, p.kseq, kLo, kHi);
   for (int g = 0; g < p.group; ++g) {
     const int h = kvh * p.group + g;
     const Index qOffset = Index(b) * p.seq * p.ldq + Index(h) * p.dim;
     const Index statOffset = (Index(b) * p.heads + h) * p.seq;
     for (int q0 = qStart; q0 < qEnd; q0 += kInner) {
       __syncthreads();
+      if (skipping) {
+        if (threadIdx.x == 0) {
+          Index qLo, qHi;
+          positionRange(p.qpos, q0, kInner, p.seq, qLo, qHi);
+          hidden = tileHidden(p, qLo, qHi, kLo, kHi);
+        }
+        __syncthreads();
+        if (hidden)
+          continue;
+      }
       loadTile<kD, kInner>(qs, query + qOffset, p.ldq, q0, p.seq, p, rope);
       loadTile<kD, kInner>(dos, grad + qOffset, p.ldq, q0, p.seq, p, nullptr);
       if (threadIdx.x < kInner) {
