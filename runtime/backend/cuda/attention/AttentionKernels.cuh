@@ -1,4 +1,4 @@
-//===- Attention.cu - flash attention forward and backward ----------------===//
+//===- AttentionKernels.cuh - flash attention kernels ----------*- CUDA -*-===//
 //
 // Algorithm (FlashAttention, Dao et al. 2022, written from the paper): a
 // thread block owns 64 rows (query rows in the forward and dQ kernels, key
@@ -63,7 +63,13 @@
 // and delta (batch * heads * seq floats each); the gradients themselves are
 // accumulated in registers.
 //
+// The kernels and the host-side plan shared by AttentionForward.cu and
+// AttentionBackward.cu (one anonymous namespace per translation unit).
+//
 //===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTIONKERNELS_CUH
+#define PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTIONKERNELS_CUH
 
 #include "runtime/backend/cuda/attention/Attention.h"
 
@@ -1003,218 +1009,6 @@ template <typename F> void withPaddedDim(int paddedDim, F &&f) {
 
 } // namespace
 
-std::size_t attentionWorkspaceSize(const AttentionShape &shape, bool) {
-  return makePlan("attention", shape).forwardBytes;
-}
-
-std::size_t attentionGradWorkspaceSize(const AttentionShape &shape, bool) {
-  return makePlan("attention_grad", shape).backwardBytes;
-}
-
-template <typename T>
-void attention(const T *query, const T *key, const T *value, T *result,
-               const AttentionShape &shape, void *workspace,
-               std::size_t workspaceBytes, cudaStream_t stream) {
-  const char *kernel = "attention";
-  const Plan plan = makePlan(kernel, shape);
-  checkWorkspace(kernel, workspace, workspaceBytes, plan.forwardBytes);
-  if (plan.batch == 0 || plan.params.seq == 0)
-    return;
-  char *ws = static_cast<char *>(workspace);
-  const float2 *rope = ropeTable(kernel, plan, ws, stream);
-  withPaddedDim(plan.paddedDim, [&](auto dim) {
-    launchForward<decltype(dim)::value, T>(kernel, plan, query, key, value,
-                                           result, nullptr, nullptr, nullptr,
-                                           rope, rope, stream);
-  });
-}
-
-template <typename T>
-void attentionGrad(const T *grad, const T *query, const T *key, const T *value,
-                   T *queryGrad, T *keyGrad, T *valueGrad,
-                   const AttentionShape &shape, void *workspace,
-                   std::size_t workspaceBytes, cudaStream_t stream) {
-  const char *kernel = "attention_grad";
-  const Plan plan = makePlan(kernel, shape);
-  checkWorkspace(kernel, workspace, workspaceBytes, plan.backwardBytes);
-  if (plan.batch == 0 || plan.params.seq == 0)
-    return;
-  char *ws = static_cast<char *>(workspace);
-  float *lse = reinterpret_cast<float *>(ws + plan.lse);
-  float *delta = reinterpret_cast<float *>(ws + plan.delta);
-  const float2 *rope = ropeTable(kernel, plan, ws, stream);
-  withPaddedDim(plan.paddedDim, [&](auto dim) {
-    launchBackward<decltype(dim)::value, T>(kernel, plan, query, key, value,
-                                            grad, rope, rope, queryGrad,
-                                            keyGrad, valueGrad, lse, delta,
-                                            stream);
-  });
-}
-
-std::size_t attentionPositionsWorkspaceSize(const AttentionShape &shape,
-                                           std::int64_t keySeq, bool grad) {
-  const char *kernel = grad ? "attention_positions_grad"
-                            : "attention_positions";
-  if (keySeq < 0)
-    fail(kernel, "negative key sequence length");
-  const Plan plan = makePlan(kernel, shape, keySeq);
-  return grad ? plan.backwardBytes : plan.forwardBytes;
-}
-
-template <typename T>
-void attentionPositions(const T *query, const T *key, const T *value,
-                        const std::int32_t *queryPositions,
-                        const std::int32_t *keyPositions, T *result,
-                        const AttentionShape &shape, std::int64_t keySeq,
-                        void *workspace, std::size_t workspaceBytes,
-                        cudaStream_t stream) {
-  const char *kernel = "attention_positions";
-  if (keySeq < 0)
-    fail(kernel, "negative key sequence length");
-  Plan plan = makePlan(kernel, shape, keySeq);
-  plan.params.qpos = queryPositions;
-  plan.params.kpos = keyPositions;
-  checkWorkspace(kernel, workspace, workspaceBytes, plan.forwardBytes);
-  if (plan.batch == 0 || plan.params.seq == 0)
-    return;
-  char *ws = static_cast<char *>(workspace);
-  const float2 *rope = ropeTable(kernel, plan, ws, stream);
-  const float2 *krope = keyRopeTable(kernel, plan, ws, stream, rope);
-  withPaddedDim(plan.paddedDim, [&](auto dim) {
-    launchForward<decltype(dim)::value, T>(kernel, plan, query, key, value,
-                                           result, nullptr, nullptr, nullptr,
-                                           rope, krope, stream);
-  });
-}
-
-template <typename T>
-void attentionPositionsGrad(const T *grad, const T *query, const T *key,
-                            const T *value, const std::int32_t *queryPositions,
-                            const std::int32_t *keyPositions, T *queryGrad,
-                            T *keyGrad, T *valueGrad,
-                            const AttentionShape &shape, std::int64_t keySeq,
-                            void *workspace, std::size_t workspaceBytes,
-                            cudaStream_t stream) {
-  const char *kernel = "attention_positions_grad";
-  if (keySeq < 0)
-    fail(kernel, "negative key sequence length");
-  Plan plan = makePlan(kernel, shape, keySeq);
-  plan.params.qpos = queryPositions;
-  plan.params.kpos = keyPositions;
-  checkWorkspace(kernel, workspace, workspaceBytes, plan.backwardBytes);
-  if (plan.batch == 0)
-    return;
-  char *ws = static_cast<char *>(workspace);
-  float *lse = reinterpret_cast<float *>(ws + plan.lse);
-  float *delta = reinterpret_cast<float *>(ws + plan.delta);
-  const float2 *rope = ropeTable(kernel, plan, ws, stream);
-  const float2 *krope = keyRopeTable(kernel, plan, ws, stream, rope);
-  withPaddedDim(plan.paddedDim, [&](auto dim) {
-    launchBackward<decltype(dim)::value, T>(kernel, plan, query, key, value,
-                                            grad, rope, krope, queryGrad,
-                                            keyGrad, valueGrad, lse, delta,
-                                            stream);
-  });
-}
-
-template <typename T>
-void attentionBlock(const T *query, const T *key, const T *value,
-                    const std::int32_t *queryPositions,
-                    const std::int32_t *keyPositions, T *result, float *lse,
-                    const AttentionShape &shape, std::int64_t keySeq,
-                    void *workspace, std::size_t workspaceBytes,
-                    cudaStream_t stream) {
-  const char *kernel = "attention_block";
-  if (keySeq < 0)
-    fail(kernel, "negative key sequence length");
-  Plan plan = makePlan(kernel, shape, keySeq);
-  plan.params.qpos = queryPositions;
-  plan.params.kpos = keyPositions;
-  checkWorkspace(kernel, workspace, workspaceBytes, plan.forwardBytes);
-  if (plan.batch == 0 || plan.params.seq == 0)
-    return;
-  char *ws = static_cast<char *>(workspace);
-  const float2 *rope = ropeTable(kernel, plan, ws, stream);
-  const float2 *krope = keyRopeTable(kernel, plan, ws, stream, rope);
-  withPaddedDim(plan.paddedDim, [&](auto dim) {
-    launchForward<decltype(dim)::value, T>(kernel, plan, query, key, value,
-                                           result, nullptr, lse, nullptr, rope,
-                                           krope, stream);
-  });
-}
-
-template <typename T>
-void attentionBlockGrad(const T *grad, const T *query, const T *key,
-                        const T *value, const std::int32_t *queryPositions,
-                        const std::int32_t *keyPositions, const T *out,
-                        const float *lse, T *queryGrad, T *keyGrad,
-                        T *valueGrad, const AttentionShape &shape,
-                        std::int64_t keySeq, void *workspace,
-                        std::size_t workspaceBytes, cudaStream_t stream) {
-  const char *kernel = "attention_block_grad";
-  if (keySeq < 0)
-    fail(kernel, "negative key sequence length");
-  Plan plan = makePlan(kernel, shape, keySeq);
-  plan.params.qpos = queryPositions;
-  plan.params.kpos = keyPositions;
-  checkWorkspace(kernel, workspace, workspaceBytes, plan.backwardBytes);
-  if (plan.batch == 0)
-    return;
-  const Params &p = plan.params;
-  char *ws = static_cast<char *>(workspace);
-  float *delta = reinterpret_cast<float *>(ws + plan.delta);
-  const Index rows = plan.batch * p.heads * p.seq;
-  if (rows > 0) {
-    deltaKernel<T><<<blocksFor(rows), 256, 0, stream>>>(
-        grad, out, delta, rows, p.seq, p.heads, p.dim, p.ldq);
-    checkLaunch(kernel, "deltaKernel launch");
-  }
-  const float2 *rope = ropeTable(kernel, plan, ws, stream);
-  const float2 *krope = keyRopeTable(kernel, plan, ws, stream, rope);
-  withPaddedDim(plan.paddedDim, [&](auto dim) {
-    launchBackward<decltype(dim)::value, T>(
-        kernel, plan, query, key, value, grad, rope, krope, queryGrad, keyGrad,
-        valueGrad, lse, delta, stream, /*statistics=*/false);
-  });
-}
-
-#define PARTITION_INSTANTIATE_POSITIONS(T)                                     \
-  template void attentionBlock<T>(                                             \
-      const T *, const T *, const T *, const std::int32_t *,                   \
-      const std::int32_t *, T *, float *, const AttentionShape &,              \
-      std::int64_t, void *, std::size_t, cudaStream_t);                        \
-  template void attentionBlockGrad<T>(                                         \
-      const T *, const T *, const T *, const T *, const std::int32_t *,        \
-      const std::int32_t *, const T *, const float *, T *, T *, T *,           \
-      const AttentionShape &, std::int64_t, void *, std::size_t,               \
-      cudaStream_t);                                                           \
-  template void attentionPositions<T>(                                         \
-      const T *, const T *, const T *, const std::int32_t *,                   \
-      const std::int32_t *, T *, const AttentionShape &, std::int64_t, void *, \
-      std::size_t, cudaStream_t);                                              \
-  template void attentionPositionsGrad<T>(                                     \
-      const T *, const T *, const T *, const T *, const std::int32_t *,        \
-      const std::int32_t *, T *, T *, T *, const AttentionShape &,             \
-      std::int64_t, void *, std::size_t, cudaStream_t);
-PARTITION_INSTANTIATE_POSITIONS(float)
-PARTITION_INSTANTIATE_POSITIONS(__nv_bfloat16)
-#undef PARTITION_INSTANTIATE_POSITIONS
-
-template void attention<float>(const float *, const float *, const float *,
-                               float *, const AttentionShape &, void *,
-                               std::size_t, cudaStream_t);
-template void attention<__nv_bfloat16>(const __nv_bfloat16 *,
-                                       const __nv_bfloat16 *,
-                                       const __nv_bfloat16 *, __nv_bfloat16 *,
-                                       const AttentionShape &, void *,
-                                       std::size_t, cudaStream_t);
-template void attentionGrad<float>(const float *, const float *, const float *,
-                                   const float *, float *, float *, float *,
-                                   const AttentionShape &, void *, std::size_t,
-                                   cudaStream_t);
-template void attentionGrad<__nv_bfloat16>(
-    const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
-    const __nv_bfloat16 *, __nv_bfloat16 *, __nv_bfloat16 *, __nv_bfloat16 *,
-    const AttentionShape &, void *, std::size_t, cudaStream_t);
-
 } // namespace partition::runtime::cuda
+
+#endif // PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTIONKERNELS_CUH
