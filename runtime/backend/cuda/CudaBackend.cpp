@@ -327,7 +327,7 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
               function.name);
     throw ProgramError(function.name +
                        ": a token id out of range of the vocabulary (or an "
-                       "axis index out of range) reached a kernel; the "
+                       "axis index or a position out of range) reached a kernel; the "
                        "step's results are invalid");
   }
 }

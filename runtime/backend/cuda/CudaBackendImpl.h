@@ -65,16 +65,6 @@ inline void checkCublas(cublasStatus_t status, const char *call,
                      cublasLtGetStatusString(status));
 }
 
-/// The kernels of Kernels.def the CUDA backend has no body for yet (the
-/// ring attention ones): refused at load (checkAndSize), with one line
-/// naming the kernel and what to run instead.
-[[noreturn]] inline void refuseKernel(KernelId kernel) {
-  throw std::runtime_error(
-      std::string(lookupKernel(static_cast<uint32_t>(kernel))->name) +
-      " has no CUDA kernel yet; run ring attention on the CPU backend or use "
-      "context_parallel.method all_gather");
-}
-
 using cuda::ByteRange;
 
 inline ByteRange rangeOf(const BufferInfo &buffer) {

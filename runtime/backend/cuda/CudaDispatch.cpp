@@ -213,22 +213,62 @@ template <typename T> struct KernelLauncher {
         cuda::attentionGrad<T>(t(0), t(1), t(2), t(3), t(4), t(5), t(6),
                                attention, ws, wsBytes, s);
       };
-    // Explicit positions: CPU only so far; the program is refused at load
-    // time, naming the kernel, rather than run wrongly.
-    case KernelId::SequencePositions:
-    case KernelId::AttentionPositions:
-    case KernelId::AttentionPositionsGrad:
+    // Context parallelism: explicit positions and ring attention's merge.
+    case KernelId::SequencePositions: {
+      int64_t chunks = a.chunks;
+      return [=, *this] { cuda::sequencePositions(i32(0), seq, chunks, s); };
+    }
     case KernelId::PositionEmbeddingAt:
+      return [=, *this] {
+        cuda::positionEmbeddingAt<T>(t(0), t(1), i32(2), t(3), batch, seq,
+                                     positions, channels, bad, s);
+      };
     case KernelId::PositionEmbeddingAtGrad:
-      throw ProgramError(where + ": kernel " + std::string(kernelName(a.kernel)) +
-                         " has no CUDA implementation yet (explicit positions "
-                         "run on the CPU backend only)");
-    // Ring attention has no CUDA kernels yet (checkAndSize refuses it at
-    // load, so this is not reached).
-    case KernelId::AttentionBlock:
-    case KernelId::AttentionMerge:
-    case KernelId::AttentionBlockGrad:
-      refuseKernel(a.kernel);
+      return [=, *this] {
+        cuda::positionEmbeddingAtGrad<T>(t(0), i32(1), t(2), batch, seq,
+                                         positions, channels, bad, s);
+      };
+    case KernelId::AttentionMerge: {
+      int64_t heads = a.heads, headDim = a.headDim;
+      return [=, *this] {
+        cuda::attentionMerge<T>(t(0), f(1), t(2), f(3), t(4), f(5), batch, seq,
+                                heads, headDim, s);
+      };
+    }
+    // Attention at explicit positions (queries and keys of their own
+    // lengths).
+    case KernelId::AttentionPositions: {
+      int64_t keySeq = a.keySeq;
+      return [=, *this] {
+        cuda::attentionPositions<T>(t(0), t(1), t(2), i32(3), i32(4), t(5),
+                                    attention, keySeq, ws, wsBytes, s);
+      };
+    }
+    case KernelId::AttentionPositionsGrad: {
+      int64_t keySeq = a.keySeq;
+      return [=, *this] {
+        cuda::attentionPositionsGrad<T>(t(0), t(1), t(2), t(3), i32(4), i32(5),
+                                        t(6), t(7), t(8), attention, keySeq,
+                                        ws, wsBytes, s);
+      };
+    }
+    // Ring attention: one key block with its lse, and its backward from the
+    // final out and lse.
+    case KernelId::AttentionBlock: {
+      int64_t keySeq = a.keySeq;
+      return [=, *this] {
+        cuda::attentionBlock<T>(t(0), t(1), t(2), i32(3), i32(4), t(5), f(6),
+                                attention, keySeq, ws, wsBytes, s);
+      };
+    }
+    case KernelId::AttentionBlockGrad: {
+      int64_t keySeq = a.keySeq;
+      return [=, *this] {
+        cuda::attentionBlockGrad<T>(t(0), t(1), t(2), t(3), i32(4), i32(5),
+                                    t(6), f(7), t(8), t(9), t(10), attention,
+                                    keySeq, ws, wsBytes, s);
+      };
+    }
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {

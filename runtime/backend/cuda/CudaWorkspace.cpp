@@ -46,20 +46,26 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
     return std::max(cuda::attentionWorkspaceSize(shape, bf),
                     cuda::attentionGradWorkspaceSize(shape, bf));
   }
+  case KernelId::AttentionPositions:
+  case KernelId::AttentionPositionsGrad:
   case KernelId::AttentionBlock:
-  case KernelId::AttentionMerge:
-  case KernelId::AttentionBlockGrad:
-    refuseKernel(a.kernel);
+  case KernelId::AttentionBlockGrad: {
+    cuda::AttentionShape shape{a.batch,   a.seq,     a.heads,
+                               a.kvHeads, a.headDim, a.causal,
+                               a.ropeTheta, a.ropeScaling, a.window};
+    return std::max(
+        cuda::attentionPositionsWorkspaceSize(shape, a.keySeq, false),
+        cuda::attentionPositionsWorkspaceSize(shape, a.keySeq, true));
+  }
   // No workspace. Every kernel is listed (no default): a kernel added
   // to Kernels.def fails to build here until it says what it needs.
   case KernelId::Embedding:
   case KernelId::PositionEmbedding:
   case KernelId::PositionEmbeddingGrad:
   case KernelId::SequencePositions:
-  case KernelId::AttentionPositions:
-  case KernelId::AttentionPositionsGrad:
   case KernelId::PositionEmbeddingAt:
   case KernelId::PositionEmbeddingAtGrad:
+  case KernelId::AttentionMerge:
   case KernelId::LayerNorm:
   case KernelId::RMSNorm:
   case KernelId::Linear:

@@ -65,6 +65,55 @@ void attentionGrad(const T *grad, const T *query, const T *key,
                    const AttentionShape &shape, void *workspace,
                    std::size_t workspaceBytes, cudaStream_t stream);
 
+/// Attention at explicit positions (context parallelism's
+/// attention_positions, cpu::attentionPositions): query t (of shape.seq)
+/// sees key s (of keySeq, which may differ) iff !causal or kpos[s] <=
+/// qpos[t] (with a window W also kpos[s] > qpos[t] - W); RoPE rotates each
+/// row at its position; a query that sees no key gets zeros. Positions are
+/// i32 device vectors [shape.seq] and [keySeq]. The workspace holds the
+/// queries' and keys' RoPE tables (and the backward's statistics).
+std::size_t attentionPositionsWorkspaceSize(const AttentionShape &shape,
+                                           std::int64_t keySeq, bool grad);
+template <typename T>
+void attentionPositions(const T *query, const T *key, const T *value,
+                        const std::int32_t *queryPositions,
+                        const std::int32_t *keyPositions, T *result,
+                        const AttentionShape &shape, std::int64_t keySeq,
+                        void *workspace, std::size_t workspaceBytes,
+                        cudaStream_t stream);
+template <typename T>
+void attentionPositionsGrad(const T *grad, const T *query, const T *key,
+                            const T *value, const std::int32_t *queryPositions,
+                            const std::int32_t *keyPositions, T *queryGrad,
+                            T *keyGrad, T *valueGrad,
+                            const AttentionShape &shape, std::int64_t keySeq,
+                            void *workspace, std::size_t workspaceBytes,
+                            cudaStream_t stream);
+
+/// Ring attention (cpu::attentionBlock / attentionBlockGrad): attention
+/// over one block of keySeq keys at explicit positions, as
+/// attentionPositions, also writing the per-row log-sum-exp lse [batch,
+/// numHeads, seq] (fp32; -inf, with out 0, for a query that sees no key of
+/// the block). Same workspace as attentionPositions.
+template <typename T>
+void attentionBlock(const T *query, const T *key, const T *value,
+                    const std::int32_t *queryPositions,
+                    const std::int32_t *keyPositions, T *result, float *lse,
+                    const AttentionShape &shape, std::int64_t keySeq,
+                    void *workspace, std::size_t workspaceBytes,
+                    cudaStream_t stream);
+/// The flash backward of one key block from the final out and lse of the
+/// whole attention: dq (this block's term), dk and dv (the block's rows).
+/// Workspace: attentionPositionsWorkspaceSize(shape, keySeq, true).
+template <typename T>
+void attentionBlockGrad(const T *grad, const T *query, const T *key,
+                        const T *value, const std::int32_t *queryPositions,
+                        const std::int32_t *keyPositions, const T *out,
+                        const float *lse, T *queryGrad, T *keyGrad,
+                        T *valueGrad, const AttentionShape &shape,
+                        std::int64_t keySeq, void *workspace,
+                        std::size_t workspaceBytes, cudaStream_t stream);
+
 } // namespace partition::runtime::cuda
 
 #endif // PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTION_H

@@ -99,6 +99,40 @@ void positionEmbeddingGrad(const T *grad, T *result, Index batch, Index seq,
                            Index positions, Index channels,
                            cudaStream_t stream);
 
+/// Context parallelism's explicit positions (Positions.cu).
+/// positions[T] (i32): chunks == 1 gives 0..T-1; chunks even (dividing T)
+/// gives the zigzag layout (layout block j holds chunk j / 2, j even, or
+/// chunks - 1 - j / 2, j odd), as cpu::sequencePositions.
+void sequencePositions(std::int32_t *positions, Index length, Index chunks,
+                       cudaStream_t stream);
+/// result[b, t, :] = input[b, t, :] + table[positions[t], :] (table
+/// [tablePositions, channels]); result may alias input. A position outside
+/// the table sets *badId (that row then adds nothing).
+template <typename T>
+void positionEmbeddingAt(const T *input, const T *table,
+                         const std::int32_t *positions, T *result, Index batch,
+                         Index seq, Index tablePositions, Index channels,
+                         int *badId, cudaStream_t stream);
+/// result[p, :] = the sum over the t with positions[t] == p (increasing t)
+/// and then over b (in order) of grad[b, t, :]; zeros for the rows no t
+/// names. No atomics: bitwise reproducible, the CPU kernel's order. A bad
+/// position sets *badId and contributes nothing.
+template <typename T>
+void positionEmbeddingAtGrad(const T *grad, const std::int32_t *positions,
+                             T *result, Index batch, Index seq,
+                             Index tablePositions, Index channels, int *badId,
+                             cudaStream_t stream);
+/// Ring attention's merge of two partial attentions over disjoint keys:
+/// lse = logaddexp(lseA, lseB), out = outA exp(lseA - lse) + outB exp(lseB -
+/// lse) per head (outs [batch, seq, heads * headDim] in T, lses [batch,
+/// heads, seq] fp32); both -inf gives out 0 and lse -inf. out may alias outA
+/// or outB, lse lseA or lseB.
+template <typename T>
+void attentionMerge(const T *outA, const float *lseA, const T *outB,
+                    const float *lseB, T *out, float *lse, Index batch,
+                    Index seq, Index heads, Index headDim,
+                    cudaStream_t stream);
+
 //===----------------------------------------------------------------------===//
 // Normalisation over the last dimension
 //===----------------------------------------------------------------------===//

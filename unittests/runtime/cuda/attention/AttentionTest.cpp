@@ -355,6 +355,290 @@ TEST(CudaAttentionTest, Fp32MatchesCpu) { compareWithCpu<float>(1e-4, 1e-5); }
 
 TEST(CudaAttentionTest, Bf16MatchesCpu) { compareWithCpu<bf16>(2e-2, 1e-3); }
 
+//===----------------------------------------------------------------------===//
+// Explicit positions (attention_positions): queries and keys of their own
+// lengths at i32 positions, against cpu::attentionPositions(Grad).
+//===----------------------------------------------------------------------===//
+
+struct PositionsCase {
+  Case c; // c.seq: the queries
+  std::int64_t keySeq;
+  std::vector<std::int32_t> qpos, kpos;
+};
+
+std::vector<std::int32_t> zigzag(std::int64_t length, std::int64_t chunks) {
+  std::vector<std::int32_t> v(length);
+  cpu::sequencePositions(v.data(), length, chunks);
+  return v;
+}
+
+std::vector<PositionsCase> positionsCases() {
+  std::vector<PositionsCase> cases;
+  // All-gathered keys in zigzag layout (cp 2: 4 chunks of 40), the local
+  // queries of rank 1 (layout blocks 2 and 3), GQA with RoPE.
+  {
+    const std::vector<std::int32_t> all = zigzag(160, 4);
+    PositionsCase pc{{2, 80, 8, 2, 64, true, 10000.0f}, 160, {}, all};
+    pc.qpos.assign(all.begin() + 80, all.end());
+    cases.push_back(pc);
+  }
+  // Rank 0 of cp 4 (chunks 0 and 7 of 8 x 12), a sliding window, one kv
+  // head, head dim 32 (padded), llama3 RoPE scaling.
+  {
+    const std::vector<std::int32_t> all = zigzag(96, 8);
+    PositionsCase pc{{1, 24, 4, 1, 32, true, 500000.0f,
+                      {partition::runtime::RopeScalingKind::Llama3, 8.0, 1.0,
+                       4.0, 32.0},
+                      10},
+                     96, {}, all};
+    pc.qpos.assign(all.begin(), all.begin() + 24);
+    cases.push_back(pc);
+  }
+  // More queries than keys, keys at odd positions from 9: the first
+  // queries see no key (zeros); no RoPE, odd head dim.
+  {
+    PositionsCase pc{{2, 70, 2, 2, 40, true, 0.0f}, 33, {}, {}};
+    for (int t = 0; t < 70; ++t)
+      pc.qpos.push_back(t);
+    for (int s = 0; s < 33; ++s)
+      pc.kpos.push_back(9 + 2 * s);
+    cases.push_back(pc);
+  }
+  // Full (non-causal) attention over shuffled key positions, RoPE.
+  {
+    PositionsCase pc{{1, 40, 4, 2, 64, false, 10000.0f}, 100, {}, {}};
+    std::mt19937 rng(7);
+    for (int t = 0; t < 40; ++t)
+      pc.qpos.push_back(int(rng() % 200));
+    for (int s = 0; s < 100; ++s)
+      pc.kpos.push_back(int(rng() % 200));
+    cases.push_back(pc);
+  }
+  return cases;
+}
+
+template <typename T>
+void comparePositionsWithCpu(double rtol, double atol) {
+  unsigned seed = 300;
+  for (const PositionsCase &pc : positionsCases()) {
+    const Case &c = pc.c;
+    SCOPED_TRACE(describe(c) + " Tk=" + std::to_string(pc.keySeq));
+    std::mt19937 rng(seed++);
+    const std::size_t qSize = c.batch * c.seq * c.heads * c.dim;
+    const std::size_t kSize = c.batch * pc.keySeq * c.kvHeads * c.dim;
+    Inputs in;
+    in.q = randomFloats(qSize, rng, -2.0f, 2.0f);
+    in.k = randomFloats(kSize, rng, -2.0f, 2.0f);
+    in.v = randomFloats(kSize, rng, -1.0f, 1.0f);
+    in.g = randomFloats(qSize, rng, -1.0f, 1.0f);
+    if (std::is_same_v<T, bf16>) {
+      in.q = roundToBf16(in.q);
+      in.k = roundToBf16(in.k);
+      in.v = roundToBf16(in.v);
+      in.g = roundToBf16(in.g);
+    }
+    const cpu::AttentionConfig cfg = configOf(c);
+    Outputs expected;
+    expected.out.assign(qSize, 0.0f);
+    expected.dq.assign(qSize, 0.0f);
+    expected.dk.assign(kSize, 0.0f);
+    expected.dv.assign(kSize, 0.0f);
+    cpu::attentionPositions(in.q.data(), in.k.data(), in.v.data(),
+                            pc.qpos.data(), pc.kpos.data(),
+                            expected.out.data(), pc.keySeq, cfg);
+    cpu::attentionPositionsGrad(in.g.data(), in.q.data(), in.k.data(),
+                                in.v.data(), pc.qpos.data(), pc.kpos.data(),
+                                expected.dq.data(), expected.dk.data(),
+                                expected.dv.data(), pc.keySeq, cfg);
+
+    const gpu::AttentionShape shape = shapeOf(c);
+    const std::size_t qBytes = qSize * sizeof(T), kBytes = kSize * sizeof(T);
+    DeviceBuffer q(qBytes), k(kBytes), v(kBytes), g(qBytes);
+    DeviceBuffer out(qBytes), dq(qBytes), dk(kBytes), dv(kBytes);
+    DeviceBuffer qp(pc.qpos.size() * 4), kp(pc.kpos.size() * 4);
+    upload<T>(q, encode<T>(in.q));
+    upload<T>(k, encode<T>(in.k));
+    upload<T>(v, encode<T>(in.v));
+    upload<T>(g, encode<T>(in.g));
+    check(cudaMemcpy(qp.as<void>(), pc.qpos.data(), pc.qpos.size() * 4,
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+    check(cudaMemcpy(kp.as<void>(), pc.kpos.data(), pc.kpos.size() * 4,
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+    for (const DeviceBuffer *b : {&out, &dq, &dk, &dv})
+      check(cudaMemset(b->as<void>(), 0xFF, b->size()), "cudaMemset");
+    const std::size_t wsBytes = std::max(
+        gpu::attentionPositionsWorkspaceSize(shape, pc.keySeq, false),
+        gpu::attentionPositionsWorkspaceSize(shape, pc.keySeq, true));
+    DeviceBuffer ws(wsBytes);
+    const auto *qpos = qp.as<std::int32_t>();
+    const auto *kpos = kp.as<std::int32_t>();
+    gpu::attentionPositions<T>(q.as<T>(), k.as<T>(), v.as<T>(), qpos, kpos,
+                               out.as<T>(), shape, pc.keySeq, ws.as<void>(),
+                               wsBytes, nullptr);
+    gpu::attentionPositionsGrad<T>(g.as<T>(), q.as<T>(), k.as<T>(), v.as<T>(),
+                                   qpos, kpos, dq.as<T>(), dk.as<T>(),
+                                   dv.as<T>(), shape, pc.keySeq, ws.as<void>(),
+                                   wsBytes, nullptr);
+    check(cudaDeviceSynchronize(), "attention kernels");
+    EXPECT_TRUE(allClose("result", download<T>(out, qSize), expected.out,
+                         rtol, atol));
+    EXPECT_TRUE(allClose("query grad", download<T>(dq, qSize), expected.dq,
+                         rtol, atol));
+    EXPECT_TRUE(allClose("key grad", download<T>(dk, kSize), expected.dk,
+                         rtol, atol));
+    EXPECT_TRUE(allClose("value grad", download<T>(dv, kSize), expected.dv,
+                         rtol, atol));
+  }
+}
+
+TEST(CudaAttentionTest, PositionsFp32MatchesCpu) {
+  comparePositionsWithCpu<float>(1e-4, 1e-5);
+}
+
+TEST(CudaAttentionTest, PositionsBf16MatchesCpu) {
+  comparePositionsWithCpu<bf16>(2e-2, 1e-3);
+}
+
+//===----------------------------------------------------------------------===//
+// Ring attention: attention_block (with lse) per key block and
+// attention_block_grad from the final out and lse (the CPU blocks merged by
+// cpu::attentionMerge), against cpu::attentionBlock(Grad).
+//===----------------------------------------------------------------------===//
+
+template <typename T> void compareBlocksWithCpu(double rtol, double atol) {
+  unsigned seed = 500;
+  for (const PositionsCase &pc : positionsCases()) {
+    const Case &c = pc.c;
+    SCOPED_TRACE(describe(c) + " Tk=" + std::to_string(pc.keySeq));
+    std::mt19937 rng(seed++);
+    const std::int64_t tk = pc.keySeq, half = tk / 2;
+    const std::size_t qSize = c.batch * c.seq * c.heads * c.dim;
+    const std::size_t lseSize = c.batch * c.heads * c.seq;
+    Inputs in;
+    in.q = randomFloats(qSize, rng, -2.0f, 2.0f);
+    in.k = randomFloats(c.batch * tk * c.kvHeads * c.dim, rng, -2.0f, 2.0f);
+    in.v = randomFloats(c.batch * tk * c.kvHeads * c.dim, rng, -1.0f, 1.0f);
+    in.g = randomFloats(qSize, rng, -1.0f, 1.0f);
+    if (std::is_same_v<T, bf16>) {
+      in.q = roundToBf16(in.q);
+      in.k = roundToBf16(in.k);
+      in.v = roundToBf16(in.v);
+      in.g = roundToBf16(in.g);
+    }
+    // The keys in two blocks [0, half) and [half, tk) (the first with the
+    // second half's positions swapped in would be the same test).
+    const std::int64_t lens[2] = {half, tk - half};
+    const std::int64_t starts[2] = {0, half};
+    const cpu::AttentionConfig cfg = configOf(c);
+    const gpu::AttentionShape shape = shapeOf(c);
+    const std::int64_t row = c.kvHeads * c.dim;
+    FVec blockOut[2], blockLse[2];
+    DeviceBuffer q(qSize * sizeof(T)), g(qSize * sizeof(T));
+    DeviceBuffer qp(pc.qpos.size() * 4);
+    upload<T>(q, encode<T>(in.q));
+    upload<T>(g, encode<T>(in.g));
+    check(cudaMemcpy(qp.as<void>(), pc.qpos.data(), pc.qpos.size() * 4,
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+    struct Block {
+      FVec k, v;
+      std::vector<std::int32_t> kpos;
+    } blocks[2];
+    for (int i = 0; i < 2; ++i) {
+      Block &bl = blocks[i];
+      for (std::int64_t b = 0; b < c.batch; ++b)
+        for (std::int64_t s = 0; s < lens[i]; ++s) {
+          const std::size_t from = (b * tk + starts[i] + s) * row;
+          bl.k.insert(bl.k.end(), in.k.begin() + from,
+                      in.k.begin() + from + row);
+          bl.v.insert(bl.v.end(), in.v.begin() + from,
+                      in.v.begin() + from + row);
+        }
+      bl.kpos.assign(pc.kpos.begin() + starts[i],
+                     pc.kpos.begin() + starts[i] + lens[i]);
+      blockOut[i].assign(qSize, 0.0f);
+      blockLse[i].assign(lseSize, 0.0f);
+      cpu::attentionBlock(in.q.data(), bl.k.data(), bl.v.data(),
+                          pc.qpos.data(), bl.kpos.data(), blockOut[i].data(),
+                          blockLse[i].data(), cfg, lens[i]);
+    }
+    FVec out(qSize), lse(lseSize);
+    cpu::attentionMerge(blockOut[0].data(), blockLse[0].data(),
+                        blockOut[1].data(), blockLse[1].data(), out.data(),
+                        lse.data(), c.batch, c.seq, c.heads, c.dim);
+    if (std::is_same_v<T, bf16>)
+      out = roundToBf16(out);
+    DeviceBuffer dOut(qSize * sizeof(T)), dLse(lseSize * 4);
+    upload<T>(dOut, encode<T>(out));
+    check(cudaMemcpy(dLse.as<void>(), lse.data(), lseSize * 4,
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+    for (int i = 0; i < 2; ++i) {
+      SCOPED_TRACE("block " + std::to_string(i));
+      const Block &bl = blocks[i];
+      const std::size_t kSize = bl.k.size();
+      FVec dq(qSize, 0.0f), dk(kSize, 0.0f), dv(kSize, 0.0f);
+      cpu::attentionBlockGrad(in.g.data(), in.q.data(), bl.k.data(),
+                              bl.v.data(), pc.qpos.data(), bl.kpos.data(),
+                              out.data(), lse.data(), dq.data(), dk.data(),
+                              dv.data(), cfg, lens[i]);
+      DeviceBuffer k(kSize * sizeof(T)), v(kSize * sizeof(T));
+      DeviceBuffer kp(bl.kpos.size() * 4 + 4);
+      DeviceBuffer o(qSize * sizeof(T)), l(lseSize * 4);
+      DeviceBuffer gq(qSize * sizeof(T)), gk(kSize * sizeof(T) + 4),
+          gv(kSize * sizeof(T) + 4);
+      upload<T>(k, encode<T>(bl.k));
+      upload<T>(v, encode<T>(bl.v));
+      check(cudaMemcpy(kp.as<void>(), bl.kpos.data(), bl.kpos.size() * 4,
+                       cudaMemcpyHostToDevice),
+            "cudaMemcpy");
+      for (const DeviceBuffer *b : {&o, &l, &gq, &gk, &gv})
+        check(cudaMemset(b->as<void>(), 0xFF, b->size()), "cudaMemset");
+      const std::size_t wsBytes = std::max(
+          gpu::attentionPositionsWorkspaceSize(shape, lens[i], false),
+          gpu::attentionPositionsWorkspaceSize(shape, lens[i], true));
+      DeviceBuffer ws(wsBytes);
+      gpu::attentionBlock<T>(q.as<T>(), k.as<T>(), v.as<T>(),
+                             qp.as<std::int32_t>(), kp.as<std::int32_t>(),
+                             o.as<T>(), l.as<float>(), shape, lens[i],
+                             ws.as<void>(), wsBytes, nullptr);
+      gpu::attentionBlockGrad<T>(
+          g.as<T>(), q.as<T>(), k.as<T>(), v.as<T>(), qp.as<std::int32_t>(),
+          kp.as<std::int32_t>(), dOut.as<T>(), dLse.as<float>(), gq.as<T>(),
+          gk.as<T>(), gv.as<T>(), shape, lens[i], ws.as<void>(), wsBytes,
+          nullptr);
+      check(cudaDeviceSynchronize(), "attention block kernels");
+      EXPECT_TRUE(allClose("block out", download<T>(o, qSize), blockOut[i],
+                           rtol, atol));
+      // -inf (a query that sees no key of the block) must match exactly.
+      auto finite = [](FVec x) {
+        for (float &e : x)
+          if (e == -INFINITY)
+            e = -1e30f;
+        return x;
+      };
+      EXPECT_TRUE(allClose("block lse", finite(download<float>(l, lseSize)),
+                           finite(blockLse[i]), 1e-4, 1e-5));
+      EXPECT_TRUE(allClose("query grad", download<T>(gq, qSize), dq, rtol,
+                           atol));
+      EXPECT_TRUE(allClose("key grad", download<T>(gk, kSize), dk, rtol,
+                           atol));
+      EXPECT_TRUE(allClose("value grad", download<T>(gv, kSize), dv, rtol,
+                           atol));
+    }
+  }
+}
+
+TEST(CudaAttentionTest, BlocksFp32MatchCpu) {
+  compareBlocksWithCpu<float>(1e-4, 1e-5);
+}
+
+TEST(CudaAttentionTest, BlocksBf16MatchCpu) {
+  compareBlocksWithCpu<bf16>(2e-2, 1e-3);
+}
+
 bool sameBits(const FVec &a, const FVec &b) {
   return a.size() == b.size() &&
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

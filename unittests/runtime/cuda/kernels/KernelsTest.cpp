@@ -503,6 +503,178 @@ TYPED_TEST(CudaTyped, PositionEmbedding) {
 }
 
 //===----------------------------------------------------------------------===//
+// Context parallelism: explicit positions and the attention merge
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaTest, SequencePositions) {
+  for (Index length : {0, 1, 48, 1000})
+    for (Index chunks : {1, 2, 4, 8}) {
+      if (chunks > 1 && length % chunks != 0)
+        continue;
+      IVec expected(length);
+      cpu::sequencePositions(expected.data(), length, chunks);
+      DeviceArray<std::int32_t> positions(length);
+      cuda::sequencePositions(positions.get(), length, chunks, stream);
+      const std::vector<unsigned char> raw = positions.bytes();
+      IVec actual(length);
+      if (length)
+        std::memcpy(actual.data(), raw.data(), raw.size());
+      EXPECT_EQ(actual, expected) << "length " << length << " chunks " << chunks;
+    }
+  DeviceArray<std::int32_t> positions(12);
+  EXPECT_THROW(cuda::sequencePositions(positions.get(), 12, 3, stream),
+               std::invalid_argument);
+  EXPECT_THROW(cuda::sequencePositions(positions.get(), 12, 8, stream),
+               std::invalid_argument);
+}
+
+TYPED_TEST(CudaTyped, PositionEmbeddingAt) {
+  using T = TypeParam;
+  std::mt19937 rng(17);
+  struct Case {
+    Index batch, seq, table, channels;
+    bool zigzag;
+  };
+  // Zigzag positions of a longer sequence, and random ones with repeats,
+  // unused rows and a table shorter than the sequence; channels over one
+  // tile of the gradient's blocks and odd ones; more positions than one
+  // scan tile (300).
+  for (const Case &c : {Case{2, 32, 64, 64, true}, Case{3, 300, 40, 37, false},
+                        Case{1, 7, 9, 130, false}, Case{4, 16, 32, 5, true}}) {
+    IVec positions(c.seq);
+    if (c.zigzag) {
+      IVec whole(c.table);
+      cpu::sequencePositions(whole.data(), c.table, 4);
+      // Rank 1 of 2 holds layout blocks 2 and 3 of 4.
+      std::copy(whole.begin() + c.table / 2,
+                whole.begin() + c.table / 2 + c.seq, positions.begin());
+    } else {
+      positions = randomIds(c.seq, 0, std::int32_t(c.table), rng);
+    }
+    const FVec input = rounded<T>(randomFloats(c.batch * c.seq * c.channels, rng));
+    const FVec table = rounded<T>(randomFloats(c.table * c.channels, rng));
+    FVec expected(input.size());
+    cpu::positionEmbeddingAt(input.data(), table.data(), positions.data(),
+                             expected.data(), c.batch, c.seq, c.table,
+                             c.channels);
+    auto dInput = device<T>(input);
+    auto dTable = device<T>(table);
+    auto dPositions = deviceIds(positions);
+    DeviceArray<T> result(input.size());
+    cuda::positionEmbeddingAt<T>(dInput->get(), dTable->get(),
+                                 dPositions->get(), result.get(), c.batch,
+                                 c.seq, c.table, c.channels,
+                                 this->badId->get(), this->stream);
+    // In place, as the backend may run it.
+    cuda::positionEmbeddingAt<T>(dInput->get(), dTable->get(),
+                                 dPositions->get(), dInput->get(), c.batch,
+                                 c.seq, c.table, c.channels,
+                                 this->badId->get(), this->stream);
+    this->sync();
+    EXPECT_TRUE(
+        close(result.download(), expected, Storage<T>::rtol, kCancelFloor));
+    EXPECT_TRUE(
+        close(dInput->download(), expected, Storage<T>::rtol, kCancelFloor));
+    EXPECT_EQ(this->readBadId(), 0);
+
+    const FVec grad = rounded<T>(randomFloats(c.batch * c.seq * c.channels, rng));
+    FVec expectedGrad(c.table * c.channels);
+    cpu::positionEmbeddingAtGrad(grad.data(), positions.data(),
+                                 expectedGrad.data(), c.batch, c.seq, c.table,
+                                 c.channels);
+    auto dGrad = device<T>(grad);
+    std::vector<unsigned char> first;
+    for (int run = 0; run < 2; ++run) {
+      DeviceArray<T> tableGrad(c.table * c.channels);
+      tableGrad.upload(FVec(c.table * c.channels, NAN)); // every row written
+      cuda::positionEmbeddingAtGrad<T>(dGrad->get(), dPositions->get(),
+                                       tableGrad.get(), c.batch, c.seq,
+                                       c.table, c.channels, this->badId->get(),
+                                       this->stream);
+      if (run == 0) {
+        first = tableGrad.bytes();
+        // The CPU kernel's order: fp32 bit for bit, bf16 its rounding.
+        EXPECT_TRUE(exact(tableGrad.download(), rounded<T>(expectedGrad)));
+      } else {
+        EXPECT_EQ(tableGrad.bytes(), first);
+      }
+    }
+    EXPECT_EQ(this->readBadId(), 0);
+  }
+  // A position outside the table is flagged, reads nothing outside it.
+  const Index batch = 2, seq = 4, table = 3, channels = 8;
+  auto dPositions = deviceIds(IVec{0, 3, -1, 2});
+  auto dInput = device<T>(FVec(batch * seq * channels, 1.0f));
+  auto dTable = device<T>(FVec(table * channels, 2.0f));
+  DeviceArray<T> result(batch * seq * channels);
+  cuda::positionEmbeddingAt<T>(dInput->get(), dTable->get(), dPositions->get(),
+                               result.get(), batch, seq, table, channels,
+                               this->badId->get(), this->stream);
+  EXPECT_EQ(this->readBadId(), 1);
+  const FVec out = result.download();
+  EXPECT_EQ(out[0], 3.0f);
+  EXPECT_EQ(out[1 * channels], 1.0f);
+  EXPECT_EQ(out[2 * channels], 1.0f);
+  this->clearBadId();
+  DeviceArray<T> tableGrad(table * channels);
+  cuda::positionEmbeddingAtGrad<T>(dInput->get(), dPositions->get(),
+                                   tableGrad.get(), batch, seq, table,
+                                   channels, this->badId->get(), this->stream);
+  EXPECT_EQ(this->readBadId(), 1);
+  const FVec g = tableGrad.download();
+  EXPECT_EQ(g[0], 2.0f);
+  EXPECT_EQ(g[1 * channels], 0.0f);
+  EXPECT_EQ(g[2 * channels], 2.0f);
+  this->clearBadId();
+}
+
+TYPED_TEST(CudaTyped, AttentionMerge) {
+  using T = TypeParam;
+  std::mt19937 rng(23);
+  struct Case {
+    Index batch, seq, heads, headDim;
+  };
+  // Heads beyond one block of threads (300) and odd head sizes.
+  for (const Case &c : {Case{2, 5, 4, 16}, Case{1, 3, 300, 3},
+                        Case{3, 7, 3, 37}}) {
+    const Index features = c.heads * c.headDim;
+    const Index n = c.batch * c.seq * features, rows = c.batch * c.heads * c.seq;
+    const FVec outA = rounded<T>(randomFloats(n, rng));
+    const FVec outB = rounded<T>(randomFloats(n, rng));
+    FVec lseA = randomFloats(rows, rng, -4.0f, 4.0f);
+    FVec lseB = randomFloats(rows, rng, -4.0f, 4.0f);
+    // A query that saw no key of one block, or of either.
+    for (Index r = 0; r < rows; r += 3)
+      lseA[r] = -INFINITY;
+    for (Index r = 0; r < rows; r += 5)
+      lseB[r] = -INFINITY;
+    FVec expected(n), expectedLse(rows);
+    cpu::attentionMerge(rounded<T>(outA).data(), lseA.data(), outB.data(),
+                        lseB.data(), expected.data(), expectedLse.data(),
+                        c.batch, c.seq, c.heads, c.headDim);
+    auto dOutA = device<T>(outA);
+    auto dOutB = device<T>(outB);
+    auto dLseA = device<float>(lseA);
+    auto dLseB = device<float>(lseB);
+    DeviceArray<T> out(n);
+    DeviceArray<float> lse(rows);
+    cuda::attentionMerge<T>(dOutA->get(), dLseA->get(), dOutB->get(),
+                            dLseB->get(), out.get(), lse.get(), c.batch, c.seq,
+                            c.heads, c.headDim, this->stream);
+    // In place into a, as the ring accumulates.
+    cuda::attentionMerge<T>(dOutA->get(), dLseA->get(), dOutB->get(),
+                            dLseB->get(), dOutA->get(), dLseA->get(), c.batch,
+                            c.seq, c.heads, c.headDim, this->stream);
+    this->sync();
+    EXPECT_TRUE(close(out.download(), expected, Storage<T>::rtol, kSmallFloor));
+    EXPECT_TRUE(close(lse.download(), expectedLse, kFp32Rtol, kSmallFloor));
+    EXPECT_TRUE(
+        close(dOutA->download(), expected, Storage<T>::rtol, kSmallFloor));
+    EXPECT_TRUE(close(dLseA->download(), expectedLse, kFp32Rtol, kSmallFloor));
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Norms
 //===----------------------------------------------------------------------===//
 

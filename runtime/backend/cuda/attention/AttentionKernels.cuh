@@ -1,4 +1,4 @@
-//===- Attention.cu - flash attention forward and backward ----------------===//
+//===- AttentionKernels.cuh - flash attention kernels ----------*- CUDA -*-===//
 //
 // Algorithm (FlashAttention, Dao et al. 2022, written from the paper): a
 // thread block owns 64 rows (query rows in the forward and dQ kernels, key
@@ -32,6 +32,18 @@
 // sees its last key, masking inside the tiles the same way: the work is
 // about T (W + 96) per product instead of T^2 / 2.
 //
+// Explicit positions (attention_positions): the query and key sequences
+// have their own lengths and i32 positions; query t sees key s iff
+// !causal or kpos[s] <= qpos[t] (and kpos[s] > qpos[t] - W), checked per
+// element; the RoPE tables (one for the queries, one for the keys) are
+// built at the positions. Positions are device data, so a block walks
+// every tile of the other side, but with causal masking skips (thread 0
+// reading the tile's positions and deciding for the block) a tile all of
+// whose keys come after all of its queries, or fall before all their
+// windows: with zigzag or contiguous layouts about the causal half of the
+// work. A query that
+// sees no key gets zeros (l = 0), lse -inf, and contributes nothing.
+//
 // Arithmetic is fp32 on CUDA cores, not tensor cores: the brief asks for
 // CPU-identical semantics within 1e-4 in fp32 storage, which TF32/bf16 mma
 // inputs would not meet, and one simple code path for both storage types is
@@ -51,7 +63,13 @@
 // and delta (batch * heads * seq floats each); the gradients themselves are
 // accumulated in registers.
 //
+// The kernels and the host-side plan shared by AttentionForward.cu and
+// AttentionBackward.cu (one anonymous namespace per translation unit).
+//
 //===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTIONKERNELS_CUH
+#define PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTIONKERNELS_CUH
 
 #include "runtime/backend/cuda/attention/Attention.h"
 
@@ -80,20 +98,65 @@ template <int kD> constexpr int kRowStride = kD + 4;
 /// Everything a kernel needs about the shape, by value.
 struct Params {
   int seq, heads, kvHeads, group, dim, half;
+  int kseq; // key rows (seq without explicit positions)
   Index ldq, ldk; // row strides of query/result/grad and of key/value
   float scale;
   bool causal;
   int window; // 0: none (also for a window of at least seq)
+  /// Explicit positions (attention_positions): query t sees key s iff
+  /// !causal or kpos[s] <= qpos[t] (and kpos[s] > qpos[t] - W); null for
+  /// the implicit 0..seq-1 of both.
+  const std::int32_t *qpos, *kpos;
 };
 
 /// Whether query `row` sees key `col` (both inside the sequence).
 __device__ __forceinline__ bool visible(const Params &p, int row, int col) {
+  if (p.qpos) {
+    if (!p.causal)
+      return true;
+    const Index q = p.qpos[row], k = p.kpos[col];
+    return k <= q && (p.window == 0 || k > q - p.window);
+  }
   return (!p.causal || col <= row) && (p.window == 0 || col > row - p.window);
+}
+
+/// Explicit positions, causal: the smallest and largest position of rows
+/// [r0, r0 + n) (clipped to `rows`); min > max when there are none.
+__device__ __forceinline__ void positionRange(const std::int32_t *pos, int r0,
+                                              int n, int rows, Index &lo,
+                                              Index &hi) {
+  lo = LLONG_MAX;
+  hi = LLONG_MIN;
+  for (int r = r0; r < r0 + n && r < rows; ++r) {
+    const Index x = pos[r];
+    lo = x < lo ? x : lo;
+    hi = x > hi ? x : hi;
+  }
+}
+
+/// Whether no key of a tile (positions [kLo, kHi]) is visible to any query
+/// of a tile (positions [qLo, qHi]): all the keys come after all the
+/// queries, or (with a window) all fall before every query's window.
+/// Skipping such a tile changes no bit: it adds exp(-inf) = 0 everywhere.
+__device__ __forceinline__ bool tileHidden(const Params &p, Index qLo,
+                                           Index qHi, Index kLo, Index kHi) {
+  if (qLo > qHi || kLo > kHi)
+    return true;
+  return kLo > qHi || (p.window != 0 && kHi <= qLo - p.window);
+}
+
+/// The end of the keys a block of query rows starting at q0 visits.
+__device__ __forceinline__ int keyEnd(const Params &p, int q0) {
+  if (p.qpos)
+    return p.kseq;
+  return p.causal ? min(p.seq, q0 + kRows) : p.seq;
 }
 
 /// The first key tile a block of query rows starting at q0 visits: the
 /// tile of its first row's first key.
 __device__ __forceinline__ int firstKeyTile(const Params &p, int q0) {
+  if (p.qpos)
+    return 0; // positions: every key tile (masked per element)
   const int first = q0 - p.window + 1;
   return p.window == 0 || first <= 0 ? 0 : first / kInner * kInner;
 }
@@ -137,12 +200,12 @@ __device__ __forceinline__ float halfWarpSum(float x) {
 /// x1 = x[i], x2 = x[i + D/2].
 template <int kD, int kTileRows, typename T>
 __device__ void loadTile(float *dst, const T *src, Index ld, int r0,
-                         const Params &p, const float2 *rope) {
+                         int rows, const Params &p, const float2 *rope) {
   for (int idx = threadIdx.x; idx < kTileRows * kD; idx += kThreads) {
     const int r = idx / kD, d = idx % kD;
     const int t = r0 + r;
     float x = 0.0f;
-    if (t < p.seq && d < p.dim) {
+    if (t < rows && d < p.dim) {
       const T *row = src + Index(t) * ld;
       if (rope) {
         const int i = d < p.half ? d : d - p.half;
@@ -232,12 +295,13 @@ __device__ __forceinline__ void tileAccumulate(const float *p, const float *b,
 /// rotated head into one with respect to the un-rotated head.
 template <int kD, typename T>
 __device__ void storeUnrotated(const float *tile, T *dst, Index ld, int r0,
-                               const Params &p, const float2 *rope) {
+                               int rows, const Params &p,
+                               const float2 *rope) {
   constexpr int S = kRowStride<kD>;
   for (int idx = threadIdx.x; idx < kRows * kD; idx += kThreads) {
     const int r = idx / kD, d = idx % kD;
     const int t = r0 + r;
-    if (t >= p.seq || d >= p.dim)
+    if (t >= rows || d >= p.dim)
       continue;
     float value = tile[r * S + d];
     if (rope) {
@@ -260,7 +324,8 @@ __device__ void storeUnrotated(const float *tile, T *dst, Index ld, int r0,
 /// (repeated here in device code): kind 1 linear, 2 llama3, 3 yarn (whose
 /// ramp bounds [yarnLow, yarnHigh] and attention factor `amplitude`, which
 /// multiplies cos and sin, the host computes with Rope.h).
-__global__ void ropeTableKernel(float2 *table, int seq, int half, int dim,
+__global__ void ropeTableKernel(float2 *table, const std::int32_t *positions,
+                                int seq, int half, int dim,
                                 float theta, int kind, double factor,
                                 double lowFreqFactor, double highFreqFactor,
                                 double originalContext, double yarnLow,
@@ -287,9 +352,27 @@ __global__ void ropeTableKernel(float2 *table, int seq, int half, int dim,
       ramp = ramp < 0.0 ? 0.0 : ramp > 1.0 ? 1.0 : ramp;
       freq = freq / factor * ramp + freq * (1.0 - ramp);
     }
-    const double angle = double(t) * freq;
+    const double angle = double(positions ? positions[t] : t) * freq;
     table[idx] = make_float2(float(amplitude * cos(angle)),
                              float(amplitude * sin(angle)));
+  }
+}
+
+/// attention_block_grad's delta[b, h, t] = sum_d grad * out (the final
+/// out), in d order like the CPU kernel; one thread per row.
+template <typename T>
+__global__ void deltaKernel(const T *grad, const T *out, float *delta,
+                            Index rows, int seq, int heads, int dim,
+                            Index ldq) {
+  for (Index idx = blockIdx.x * Index(blockDim.x) + threadIdx.x; idx < rows;
+       idx += Index(gridDim.x) * blockDim.x) {
+    const Index t = idx % seq, bh = idx / seq;
+    const Index h = bh % heads, b = bh / heads;
+    const Index offset = (b * seq + t) * ldq + h * dim;
+    float dot = 0.0f;
+    for (int d = 0; d < dim; ++d)
+      dot += toFloat(grad[offset + d]) * toFloat(out[offset + d]);
+    delta[idx] = dot;
   }
 }
 
@@ -308,7 +391,7 @@ template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const T *query, const T *key, const T *value, T *result,
                   const T *grad, float *lse, float *delta, const float2 *rope,
-                  Params p) {
+                  const float2 *krope, Params p) {
   extern __shared__ float4 smemRaw[];
   constexpr int S = kRowStride<kD>;
   constexpr int kCols = kInner / 16;
@@ -324,9 +407,9 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kRows;
   const int tx = lane16(), ty = rowGroup();
   const Index qOffset = Index(b) * p.seq * p.ldq + Index(h) * p.dim;
-  const Index kOffset = Index(b) * p.seq * p.ldk + Index(kvh) * p.dim;
+  const Index kOffset = Index(b) * p.kseq * p.ldk + Index(kvh) * p.dim;
 
-  loadTile<kD, kRows>(qs, query + qOffset, p.ldq, q0, p, rope);
+  loadTile<kD, kRows>(qs, query + qOffset, p.ldq, q0, p.seq, p, rope);
 
   float o[4][kAcc], m[4], l[4];
 #pragma unroll
@@ -338,11 +421,28 @@ __global__ void __launch_bounds__(kThreads)
       o[i][j] = 0.0f;
   }
 
-  const int keyEnd = p.causal ? min(p.seq, q0 + kRows) : p.seq;
-  for (int k0 = firstKeyTile(p, q0); k0 < keyEnd; k0 += kInner) {
+  // Explicit positions, causal: key tiles that no query of the block can
+  // see are skipped (thread 0 decides, for the whole block).
+  __shared__ int hidden;
+  const bool skipping = p.qpos && p.causal;
+  Index qLo = 0, qHi = 0;
+  if (skipping && threadIdx.x == 0)
+    positionRange(p.qpos, q0, kRows, p.seq, qLo, qHi);
+  const int kEnd = keyEnd(p, q0);
+  for (int k0 = firstKeyTile(p, q0); k0 < kEnd; k0 += kInner) {
     __syncthreads(); // the previous tile's readers are done
-    loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p, rope);
-    loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p, nullptr);
+    if (skipping) {
+      if (threadIdx.x == 0) {
+        Index kLo, kHi;
+        positionRange(p.kpos, k0, kInner, p.kseq, kLo, kHi);
+        hidden = tileHidden(p, qLo, qHi, kLo, kHi);
+      }
+      __syncthreads();
+      if (hidden)
+        continue;
+    }
+    loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p.kseq, p, krope);
+    loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p.kseq, p, nullptr);
     __syncthreads();
 
     float s[4][kCols];
@@ -354,7 +454,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
         const int col = k0 + tx + 16 * j;
-        const bool valid = col < p.seq && visible(p, row, col);
+        const bool valid = row < p.seq && col < p.kseq && visible(p, row, col);
         s[i][j] = valid ? p.scale * s[i][j] : -INFINITY;
         tileMax = fmaxf(tileMax, s[i][j]);
       }
@@ -388,7 +488,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < 4; ++i) {
     const int row = q0 + ty * 4 + i;
     const bool rowValid = row < p.seq;
-    const float inv = 1.0f / l[i];
+    // A row that sees no key (explicit positions only) gets zeros.
+    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < kAcc; ++j) {
@@ -400,13 +501,15 @@ __global__ void __launch_bounds__(kThreads)
       if (grad && in)
         dot = fmaf(toFloat(grad[qOffset + Index(row) * p.ldq + d]), out, dot);
     }
-    if (grad) {
+    if (grad)
       dot = halfWarpSum(dot); // every lane: rows differ between half warps
-      if (rowValid && tx == 0) {
-        const Index stat = (Index(b) * p.heads + h) * p.seq + row;
-        lse[stat] = m[i] + logf(l[i]);
+    // lse: the statistics pass, or attention_block's output (-inf for a
+    // row that sees no key: m = -inf, l = 0).
+    if (lse && rowValid && tx == 0) {
+      const Index stat = (Index(b) * p.heads + h) * p.seq + row;
+      lse[stat] = m[i] + logf(l[i]);
+      if (grad)
         delta[stat] = dot;
-      }
     }
   }
 }
@@ -425,7 +528,7 @@ template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const T *query, const T *key, const T *value, const T *grad,
                     const float *lse, const float *delta, const float2 *rope,
-                    T *queryGrad, Params p) {
+                    const float2 *krope, T *queryGrad, Params p) {
   extern __shared__ float4 smemRaw[];
   constexpr int S = kRowStride<kD>;
   constexpr int kCols = kInner / 16;
@@ -441,11 +544,11 @@ __global__ void __launch_bounds__(kThreads)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kRows;
   const int tx = lane16(), ty = rowGroup();
   const Index qOffset = Index(b) * p.seq * p.ldq + Index(h) * p.dim;
-  const Index kOffset = Index(b) * p.seq * p.ldk + Index(kvh) * p.dim;
+  const Index kOffset = Index(b) * p.kseq * p.ldk + Index(kvh) * p.dim;
   const Index statOffset = (Index(b) * p.heads + h) * p.seq;
 
-  loadTile<kD, kRows>(qs, query + qOffset, p.ldq, q0, p, rope);
-  loadTile<kD, kRows>(dos, grad + qOffset, p.ldq, q0, p, nullptr);
+  loadTile<kD, kRows>(qs, query + qOffset, p.ldq, q0, p.seq, p, rope);
+  loadTile<kD, kRows>(dos, grad + qOffset, p.ldq, q0, p.seq, p, nullptr);
 
   float rowLse[4], rowDelta[4], dq[4][kAcc];
 #pragma unroll
@@ -458,11 +561,26 @@ __global__ void __launch_bounds__(kThreads)
       dq[i][j] = 0.0f;
   }
 
-  const int keyEnd = p.causal ? min(p.seq, q0 + kRows) : p.seq;
-  for (int k0 = firstKeyTile(p, q0); k0 < keyEnd; k0 += kInner) {
+  __shared__ int hidden;
+  const bool skipping = p.qpos && p.causal;
+  Index qLo = 0, qHi = 0;
+  if (skipping && threadIdx.x == 0)
+    positionRange(p.qpos, q0, kRows, p.seq, qLo, qHi);
+  const int kEnd = keyEnd(p, q0);
+  for (int k0 = firstKeyTile(p, q0); k0 < kEnd; k0 += kInner) {
     __syncthreads();
-    loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p, rope);
-    loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p, nullptr);
+    if (skipping) {
+      if (threadIdx.x == 0) {
+        Index kLo, kHi;
+        positionRange(p.kpos, k0, kInner, p.kseq, kLo, kHi);
+        hidden = tileHidden(p, qLo, qHi, kLo, kHi);
+      }
+      __syncthreads();
+      if (hidden)
+        continue;
+    }
+    loadTile<kD, kInner>(ks, key + kOffset, p.ldk, k0, p.kseq, p, krope);
+    loadTile<kD, kInner>(vs, value + kOffset, p.ldk, k0, p.kseq, p, nullptr);
     __syncthreads();
 
     float s[4][kCols], dp[4][kCols];
@@ -474,7 +592,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
         const int col = k0 + tx + 16 * j;
-        const bool valid = row < p.seq && col < p.seq && visible(p, row, col);
+        const bool valid = row < p.seq && col < p.kseq && visible(p, row, col);
         const float prob = valid ? expf(p.scale * s[i][j] - rowLse[i]) : 0.0f;
         // The softmax backward with the score scale folded in, in the CPU
         // kernel's order.
@@ -495,7 +613,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kAcc; ++j)
       qs[(ty * 4 + i) * S + tx + 16 * j] = dq[i][j];
   __syncthreads();
-  storeUnrotated<kD>(qs, queryGrad + qOffset, p.ldq, q0, p, rope);
+  storeUnrotated<kD>(qs, queryGrad + qOffset, p.ldq, q0, p.seq, p, rope);
 }
 
 //===----------------------------------------------------------------------===//
@@ -514,7 +632,8 @@ template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
     keyValueGradKernel(const T *query, const T *key, const T *value,
                        const T *grad, const float *lse, const float *delta,
-                       const float2 *rope, T *keyGrad, T *valueGrad, Params p) {
+                       const float2 *rope, const float2 *krope, T *keyGrad,
+                       T *valueGrad, Params p) {
   extern __shared__ float4 smemRaw[];
   constexpr int S = kRowStride<kD>;
   constexpr int kCols = kInner / 16;
@@ -532,10 +651,10 @@ __global__ void __launch_bounds__(kThreads)
   // Key tile 0 meets the most causal queries: start it first.
   const int k0 = blockIdx.y * kRows;
   const int tx = lane16(), ty = rowGroup();
-  const Index kOffset = Index(b) * p.seq * p.ldk + Index(kvh) * p.dim;
+  const Index kOffset = Index(b) * p.kseq * p.ldk + Index(kvh) * p.dim;
 
-  loadTile<kD, kRows>(ks, key + kOffset, p.ldk, k0, p, rope);
-  loadTile<kD, kRows>(vs, value + kOffset, p.ldk, k0, p, nullptr);
+  loadTile<kD, kRows>(ks, key + kOffset, p.ldk, k0, p.kseq, p, krope);
+  loadTile<kD, kRows>(vs, value + kOffset, p.ldk, k0, p.kseq, p, nullptr);
 
   float dk[4][kAcc], dv[4][kAcc];
 #pragma unroll
@@ -548,16 +667,34 @@ __global__ void __launch_bounds__(kThreads)
 
   // k0 is a multiple of kInner: causal blocks start at their diagonal tile,
   // and with a window end after the last query that sees key k0 + 63.
-  const int qStart = p.causal ? k0 : 0;
-  const int qEnd = p.window == 0 ? p.seq : min(p.seq, k0 + kRows - 1 + p.window);
+  // With explicit positions every query tile (masked per element).
+  const int qStart = p.qpos || !p.causal ? 0 : k0;
+  const int qEnd = p.qpos || p.window == 0
+                       ? p.seq
+                       : min(p.seq, k0 + kRows - 1 + p.window);
+  __shared__ int hidden;
+  const bool skipping = p.qpos && p.causal;
+  Index kLo = 0, kHi = 0;
+  if (skipping && threadIdx.x == 0)
+    positionRange(p.kpos, k0, kRows, p.kseq, kLo, kHi);
   for (int g = 0; g < p.group; ++g) {
     const int h = kvh * p.group + g;
     const Index qOffset = Index(b) * p.seq * p.ldq + Index(h) * p.dim;
     const Index statOffset = (Index(b) * p.heads + h) * p.seq;
     for (int q0 = qStart; q0 < qEnd; q0 += kInner) {
       __syncthreads();
-      loadTile<kD, kInner>(qs, query + qOffset, p.ldq, q0, p, rope);
-      loadTile<kD, kInner>(dos, grad + qOffset, p.ldq, q0, p, nullptr);
+      if (skipping) {
+        if (threadIdx.x == 0) {
+          Index qLo, qHi;
+          positionRange(p.qpos, q0, kInner, p.seq, qLo, qHi);
+          hidden = tileHidden(p, qLo, qHi, kLo, kHi);
+        }
+        __syncthreads();
+        if (hidden)
+          continue;
+      }
+      loadTile<kD, kInner>(qs, query + qOffset, p.ldq, q0, p.seq, p, rope);
+      loadTile<kD, kInner>(dos, grad + qOffset, p.ldq, q0, p.seq, p, nullptr);
       if (threadIdx.x < kInner) {
         const int row = q0 + threadIdx.x;
         lses[threadIdx.x] = row < p.seq ? lse[statOffset + row] : 0.0f;
@@ -577,7 +714,7 @@ __global__ void __launch_bounds__(kThreads)
           const int r = tx + 16 * j;
           const int row = q0 + r; // query position
           const bool valid =
-              row < p.seq && col < p.seq && visible(p, row, col);
+              row < p.seq && col < p.kseq && visible(p, row, col);
           const float prob = valid ? expf(p.scale * s[i][j] - lses[r]) : 0.0f;
           ps[(ty * 4 + i) * kPStride + r] = prob;
           dss[(ty * 4 + i) * kPStride + r] =
@@ -596,7 +733,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kAcc; ++j) {
       const int d = tx + 16 * j;
-      if (row < p.seq && d < p.dim)
+      if (row < p.kseq && d < p.dim)
         valueGrad[kOffset + Index(row) * p.ldk + d] = fromFloat<T>(dv[i][j]);
     }
   }
@@ -609,7 +746,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kAcc; ++j)
       ks[(ty * 4 + i) * S + tx + 16 * j] = dk[i][j];
   __syncthreads();
-  storeUnrotated<kD>(ks, keyGrad + kOffset, p.ldk, k0, p, rope);
+  storeUnrotated<kD>(ks, keyGrad + kOffset, p.ldk, k0, p.kseq, p, krope);
 }
 
 //===----------------------------------------------------------------------===//
@@ -645,13 +782,24 @@ struct Plan {
   RopeScaling scaling;
   int paddedDim = 0;
   std::size_t table = 0;          // RoPE only
+  std::size_t keyTable = 0;       // RoPE at explicit positions: the keys'
+  bool positioned = false;
   std::size_t lse = 0, delta = 0; // backward only
   std::size_t forwardBytes = 0, backwardBytes = 0;
 };
 
-Plan makePlan(const char *kernel, const AttentionShape &shape) {
+/// keySeq < 0: implicit positions (keys are the query's sequence);
+/// otherwise explicit positions with keySeq keys.
+Plan makePlan(const char *kernel, const AttentionShape &shape,
+              Index keySeq = -1) {
   if (shape.batch < 0 || shape.seq < 0)
     fail(kernel, "negative batch or sequence length");
+  const bool positioned = keySeq >= 0;
+  const Index kseq = positioned ? keySeq : shape.seq;
+  if (kseq > Index(65535) * kRows)
+    fail(kernel, "key sequence length " + std::to_string(kseq) +
+                     " is above the CUDA kernel's limit of " +
+                     std::to_string(Index(65535) * kRows));
   if (shape.numHeads <= 0 || shape.numKvHeads <= 0 || shape.headDim <= 0)
     fail(kernel, "num_heads, num_kv_heads and the head dimension must be "
                  "positive");
@@ -692,7 +840,14 @@ Plan makePlan(const char *kernel, const AttentionShape &shape) {
   p.ldk = shape.numKvHeads * shape.headDim;
   p.scale = static_cast<float>(1.0 / std::sqrt(double(shape.headDim)));
   p.causal = shape.causal;
-  p.window = shape.window < shape.seq ? int(shape.window) : 0;
+  p.kseq = int(kseq);
+  p.qpos = p.kpos = nullptr;
+  // Positions may exceed seq: the window is kept as given (it fits an int
+  // as positions do).
+  p.window = positioned ? int(std::min<Index>(shape.window, INT_MAX))
+             : shape.window < shape.seq ? int(shape.window)
+                                        : 0;
+  plan.positioned = positioned;
   plan.batch = shape.batch;
   plan.rope = rope;
   plan.theta = shape.ropeTheta;
@@ -704,6 +859,11 @@ Plan makePlan(const char *kernel, const AttentionShape &shape) {
   if (rope) {
     plan.table = offset;
     offset += align256(sizeof(float2) * std::size_t(shape.seq) * p.half);
+    plan.keyTable = plan.table;
+    if (positioned) {
+      plan.keyTable = offset;
+      offset += align256(sizeof(float2) * std::size_t(kseq) * p.half);
+    }
   }
   plan.forwardBytes = offset;
   const std::size_t stats = sizeof(float) * rows * std::size_t(p.heads);
@@ -733,24 +893,41 @@ unsigned blocksFor(Index work) {
   return unsigned(std::min<Index>((work + 255) / 256, 4096));
 }
 
-/// Fills the RoPE cos/sin table at the start of the workspace; null
-/// without RoPE.
+/// Fills a RoPE cos/sin table of `rows` rows at `offset` in the workspace
+/// (at positions[t], or t without positions); null without RoPE.
 const float2 *ropeTable(const char *kernel, const Plan &plan, char *ws,
-                        cudaStream_t stream) {
-  if (!plan.rope)
+                        cudaStream_t stream, std::size_t offset, int rows,
+                        const std::int32_t *positions) {
+  if (!plan.rope || rows == 0)
     return nullptr;
   const Params &p = plan.params;
-  auto *table = reinterpret_cast<float2 *>(ws + plan.table);
+  auto *table = reinterpret_cast<float2 *>(ws + offset);
   double yarnLow = 0.0, yarnHigh = 1.0;
   if (plan.scaling.kind == RopeScalingKind::Yarn)
     yarnRamp(p.dim, double(plan.theta), plan.scaling, yarnLow, yarnHigh);
-  ropeTableKernel<<<blocksFor(Index(p.seq) * p.half), 256, 0, stream>>>(
-      table, p.seq, p.half, p.dim, plan.theta, int(plan.scaling.kind),
-      plan.scaling.factor, plan.scaling.lowFreqFactor,
+  ropeTableKernel<<<blocksFor(Index(rows) * p.half), 256, 0, stream>>>(
+      table, positions, rows, p.half, p.dim, plan.theta,
+      int(plan.scaling.kind), plan.scaling.factor, plan.scaling.lowFreqFactor,
       plan.scaling.highFreqFactor, plan.scaling.originalContext, yarnLow,
       yarnHigh, ropeAttentionFactor(plan.scaling));
   checkLaunch(kernel, "ropeTableKernel launch");
   return table;
+}
+
+/// The queries' table (the keys' too without explicit positions).
+const float2 *ropeTable(const char *kernel, const Plan &plan, char *ws,
+                        cudaStream_t stream) {
+  return ropeTable(kernel, plan, ws, stream, plan.table, plan.params.seq,
+                   plan.params.qpos);
+}
+
+/// The keys' table: the queries' one without explicit positions.
+const float2 *keyRopeTable(const char *kernel, const Plan &plan, char *ws,
+                           cudaStream_t stream, const float2 *queryTable) {
+  if (!plan.positioned)
+    return queryTable;
+  return ropeTable(kernel, plan, ws, stream, plan.keyTable, plan.params.kseq,
+                   plan.params.kpos);
 }
 
 template <typename Kernel>
@@ -768,41 +945,51 @@ template <int kD, typename T>
 void launchForward(const char *kernel, const Plan &plan, const T *query,
                    const T *key, const T *value, T *result, const T *grad,
                    float *lse, float *delta, const float2 *rope,
-                   cudaStream_t stream) {
+                   const float2 *krope, cudaStream_t stream) {
   const Params &p = plan.params;
+  if (tiles(p.seq) == 0)
+    return;
   auto *function = forwardKernel<kD, T>;
   constexpr std::size_t smem = forwardSmemBytes<kD>();
   allowSmem(kernel, "cudaFuncSetAttribute(forwardKernel)", function, smem);
   const dim3 grid(unsigned(plan.batch * p.heads), tiles(p.seq));
   function<<<grid, kThreads, smem, stream>>>(query, key, value, result, grad,
-                                             lse, delta, rope, p);
+                                             lse, delta, rope, krope, p);
   checkLaunch(kernel, "forwardKernel launch");
 }
 
 template <int kD, typename T>
 void launchBackward(const char *kernel, const Plan &plan, const T *query,
                     const T *key, const T *value, const T *grad,
-                    const float2 *rope, T *queryGrad, T *keyGrad, T *valueGrad,
-                    float *lse, float *delta, cudaStream_t stream) {
+                    const float2 *rope, const float2 *krope, T *queryGrad,
+                    T *keyGrad, T *valueGrad, const float *lse, float *delta,
+                    cudaStream_t stream, bool statistics = true) {
   const Params &p = plan.params;
-  // Statistics pass: lse and delta = rowsum(dO * O), no O written.
-  launchForward<kD, T>(kernel, plan, query, key, value, nullptr, grad, lse,
-                       delta, rope, stream);
+  // Statistics pass: lse and delta = rowsum(dO * O), no O written (not for
+  // attention_block_grad, which is given lse and computes delta from out).
+  if (statistics)
+    launchForward<kD, T>(kernel, plan, query, key, value, nullptr, grad,
+                         const_cast<float *>(lse), delta, rope, krope, stream);
 
   auto *dq = queryGradKernel<kD, T>;
   constexpr std::size_t dqSmem = queryGradSmemBytes<kD>();
   allowSmem(kernel, "cudaFuncSetAttribute(queryGradKernel)", dq, dqSmem);
-  dq<<<dim3(unsigned(plan.batch * p.heads), tiles(p.seq)), kThreads, dqSmem,
-       stream>>>(query, key, value, grad, lse, delta, rope, queryGrad, p);
-  checkLaunch(kernel, "queryGradKernel launch");
+  if (tiles(p.seq) > 0) {
+    dq<<<dim3(unsigned(plan.batch * p.heads), tiles(p.seq)), kThreads, dqSmem,
+         stream>>>(query, key, value, grad, lse, delta, rope, krope, queryGrad,
+                   p);
+    checkLaunch(kernel, "queryGradKernel launch");
+  }
 
   auto *dkv = keyValueGradKernel<kD, T>;
   constexpr std::size_t dkvSmem = keyValueGradSmemBytes<kD>();
   allowSmem(kernel, "cudaFuncSetAttribute(keyValueGradKernel)", dkv, dkvSmem);
-  dkv<<<dim3(unsigned(plan.batch * p.kvHeads), tiles(p.seq)), kThreads, dkvSmem,
-        stream>>>(query, key, value, grad, lse, delta, rope, keyGrad, valueGrad,
-                  p);
-  checkLaunch(kernel, "keyValueGradKernel launch");
+  if (tiles(p.kseq) > 0) {
+    dkv<<<dim3(unsigned(plan.batch * p.kvHeads), tiles(p.kseq)), kThreads,
+          dkvSmem, stream>>>(query, key, value, grad, lse, delta, rope, krope,
+                             keyGrad, valueGrad, p);
+    checkLaunch(kernel, "keyValueGradKernel launch");
+  }
 }
 
 /// Calls f(std::integral_constant<int, kD>) for the plan's padded dimension.
@@ -822,68 +1009,6 @@ template <typename F> void withPaddedDim(int paddedDim, F &&f) {
 
 } // namespace
 
-std::size_t attentionWorkspaceSize(const AttentionShape &shape, bool) {
-  return makePlan("attention", shape).forwardBytes;
-}
-
-std::size_t attentionGradWorkspaceSize(const AttentionShape &shape, bool) {
-  return makePlan("attention_grad", shape).backwardBytes;
-}
-
-template <typename T>
-void attention(const T *query, const T *key, const T *value, T *result,
-               const AttentionShape &shape, void *workspace,
-               std::size_t workspaceBytes, cudaStream_t stream) {
-  const char *kernel = "attention";
-  const Plan plan = makePlan(kernel, shape);
-  checkWorkspace(kernel, workspace, workspaceBytes, plan.forwardBytes);
-  if (plan.batch == 0 || plan.params.seq == 0)
-    return;
-  char *ws = static_cast<char *>(workspace);
-  const float2 *rope = ropeTable(kernel, plan, ws, stream);
-  withPaddedDim(plan.paddedDim, [&](auto dim) {
-    launchForward<decltype(dim)::value, T>(kernel, plan, query, key, value,
-                                           result, nullptr, nullptr, nullptr,
-                                           rope, stream);
-  });
-}
-
-template <typename T>
-void attentionGrad(const T *grad, const T *query, const T *key, const T *value,
-                   T *queryGrad, T *keyGrad, T *valueGrad,
-                   const AttentionShape &shape, void *workspace,
-                   std::size_t workspaceBytes, cudaStream_t stream) {
-  const char *kernel = "attention_grad";
-  const Plan plan = makePlan(kernel, shape);
-  checkWorkspace(kernel, workspace, workspaceBytes, plan.backwardBytes);
-  if (plan.batch == 0 || plan.params.seq == 0)
-    return;
-  char *ws = static_cast<char *>(workspace);
-  float *lse = reinterpret_cast<float *>(ws + plan.lse);
-  float *delta = reinterpret_cast<float *>(ws + plan.delta);
-  const float2 *rope = ropeTable(kernel, plan, ws, stream);
-  withPaddedDim(plan.paddedDim, [&](auto dim) {
-    launchBackward<decltype(dim)::value, T>(kernel, plan, query, key, value,
-                                            grad, rope, queryGrad, keyGrad,
-                                            valueGrad, lse, delta, stream);
-  });
-}
-
-template void attention<float>(const float *, const float *, const float *,
-                               float *, const AttentionShape &, void *,
-                               std::size_t, cudaStream_t);
-template void attention<__nv_bfloat16>(const __nv_bfloat16 *,
-                                       const __nv_bfloat16 *,
-                                       const __nv_bfloat16 *, __nv_bfloat16 *,
-                                       const AttentionShape &, void *,
-                                       std::size_t, cudaStream_t);
-template void attentionGrad<float>(const float *, const float *, const float *,
-                                   const float *, float *, float *, float *,
-                                   const AttentionShape &, void *, std::size_t,
-                                   cudaStream_t);
-template void attentionGrad<__nv_bfloat16>(
-    const __nv_bfloat16 *, const __nv_bfloat16 *, const __nv_bfloat16 *,
-    const __nv_bfloat16 *, __nv_bfloat16 *, __nv_bfloat16 *, __nv_bfloat16 *,
-    const AttentionShape &, void *, std::size_t, cudaStream_t);
-
 } // namespace partition::runtime::cuda
+
+#endif // PARTITION_RUNTIME_CUDA_ATTENTION_ATTENTIONKERNELS_CUH
