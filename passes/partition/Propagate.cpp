@@ -414,8 +414,17 @@ void StepPropagation::passPartials(Operation *op, const ShardingRule &rule,
         });
       });
     };
+    // A sum over the context axis alone that this use can take as
+    // sequence blocks is scattered instead (all_gather attention's key and
+    // value gradients): once, for every use, at their own width rather
+    // than at the width of each linear op's result.
+    auto scattered = [&](unsigned index) {
+      return scattersContext(mesh, operandLayouts[index],
+                             op->getOpOperand(index));
+    };
     if (partials.size() == 1 && rule.isLinearIn(partials.front()) &&
-        !splitsOver(operandLayouts[partials.front()].partial)) {
+        !splitsOver(operandLayouts[partials.front()].partial) &&
+        !scattered(partials.front())) {
       partialThrough = true;
       partialInLinear = true;
     }
