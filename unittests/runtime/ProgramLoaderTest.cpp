@@ -177,6 +177,75 @@ TEST(ProgramLoader, RejectsBadStartsAndWaits) {
             "collective, a transfer and a wait");
 }
 
+/// Context parallelism's ring: minimalProgram on a cp = 2 mesh with two
+/// more [4] buffers, #6 "next" and #7 "out"; a started ring shift of a (#0)
+/// into next, then gelu of a into out (a read of the block being sent),
+/// then the wait.
+Program ringProgram() {
+  Program program = testprograms::minimalProgram();
+  program.mesh = {{"dp", 1, runtime::AxisRole::Data},
+                  {"pp", 1},
+                  {"cp", 2, runtime::AxisRole::Context},
+                  {"tp", 1}};
+  program.sequenceChunks = 4;
+  for (const char *name : {"next", "out"}) {
+    runtime::BufferInfo buffer = program.buffers[0];
+    buffer.name = name;
+    buffer.offset = program.arenaBytes;
+    program.arenaBytes += buffer.bytes;
+    program.buffers.push_back(buffer);
+  }
+  Instruction shift;
+  shift.args = {0, 6};
+  shift.collective = Collective{runtime::CollectiveKind::RingShift,
+                                ReduceKind::Sum, {2}, "ring k 1"};
+  shift.collective->started = true;
+  std::vector<Instruction> &code = program.functions[0].instructions;
+  code.push_back(shift);
+  code.push_back(gelu(0, 7));
+  code.push_back(waitFor(0));
+  return program;
+}
+
+TEST(ProgramLoader, RingShiftRoundTripsAndItsInputMayBeRead) {
+  Program loaded = roundTrip(ringProgram());
+  EXPECT_EQ(loaded.mesh[2].role, runtime::AxisRole::Context);
+  EXPECT_EQ(loaded.sequenceChunks, 4);
+  const std::vector<Instruction> &code = loaded.functions[0].instructions;
+  ASSERT_EQ(code.size(), 3u);
+  EXPECT_EQ(code[0].collective->kind, runtime::CollectiveKind::RingShift);
+  EXPECT_TRUE(code[0].collective->started);
+}
+
+// While a ring shift runs its input may be read, not written, and its
+// output not touched; its buffers are one shape; the zigzag order is even.
+TEST(ProgramLoader, RejectsBadRingShifts) {
+  auto broken = [](auto change) {
+    Program program = ringProgram();
+    change(program);
+    return rejection(program);
+  };
+  EXPECT_EQ(broken([](Program &p) {
+              p.functions[0].instructions[1] = gelu(7, 0);
+            }),
+            "p.ptp: train_step instruction #1 touches the buffers of "
+            "train_step instruction #0 (ring k 1), which runs until its "
+            "wait at instruction #2");
+  EXPECT_EQ(broken([](Program &p) {
+              p.functions[0].instructions[1] = gelu(6, 7);
+            }),
+            "p.ptp: train_step instruction #1 touches the buffers of "
+            "train_step instruction #0 (ring k 1), which runs until its "
+            "wait at instruction #2");
+  EXPECT_NE(broken([](Program &p) {
+              p.functions[0].instructions[0].args = {0, 2};
+            }).find("must be its input's [4]"),
+            std::string::npos);
+  EXPECT_EQ(broken([](Program &p) { p.sequenceChunks = 3; }),
+            "p.ptp: sequence_chunks = 3 is neither 0, 1 nor a positive even "
+            "count; the file is corrupt");
+}
+
 TEST(ProgramLoader, RejectsBadMeshes) {
   Program program = meshProgram();
   program.mesh[1].size = 0;

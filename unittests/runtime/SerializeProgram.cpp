@@ -116,7 +116,8 @@ std::string serializeProgram(const runtime::Program &program) {
   std::string model = program.model.dump(), train = program.train.dump();
   auto root = ptp::CreateProgramDirect(
       fbb, ptp::kSchemaVersion, model.c_str(), train.c_str(),
-      program.mesh.empty() ? nullptr : &mesh, &streams);
+      program.mesh.empty() ? nullptr : &mesh, &streams, /*replicas=*/nullptr,
+      program.sequenceChunks > 1 ? program.sequenceChunks : 0);
   ptp::FinishProgramBuffer(fbb, root);
   return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                      fbb.GetSize());
