@@ -121,6 +121,22 @@ std::vector<float> randomFloats(size_t n, std::mt19937 &rng) {
   return v;
 }
 
+/// The attention parameters ringProgram's instructions carry, for the
+/// direct calls the program's results are compared with.
+cpu::AttentionConfig programConfig() {
+  cpu::AttentionConfig config;
+  config.batch = kBatch;
+  config.seq = kQueries;
+  config.numHeads = kHeads;
+  config.numKvHeads = 1;
+  config.headDim = kDim;
+  config.ropeTheta = 1e4f;
+  config.ropeScaling.kind = runtime::RopeScalingKind::Linear;
+  config.ropeScaling.factor = 2.0;
+  config.window = 3;
+  return config;
+}
+
 TEST(RingAttentionBackend, InstructionsMatchDirectCalls) {
   Program program = roundTrip(ringProgram());
   auto backend = runtime::createCpuBackend(program);
@@ -149,16 +165,7 @@ TEST(RingAttentionBackend, InstructionsMatchDirectCalls) {
     backend->read(program.buffers[index], values.data());
     return values;
   };
-  cpu::AttentionConfig config;
-  config.batch = kBatch;
-  config.seq = kQueries;
-  config.numHeads = kHeads;
-  config.numKvHeads = 1;
-  config.headDim = kDim;
-  config.ropeTheta = 1e4f;
-  config.ropeScaling.kind = runtime::RopeScalingKind::Linear;
-  config.ropeScaling.factor = 2.0;
-  config.window = 3;
+  cpu::AttentionConfig config = programConfig();
   std::vector<float> out(q.size()), lse(kBatch * kHeads * kQueries);
   cpu::attentionBlock(q.data(), k.data(), v.data(), queryPositions.data(),
                       keyPositions.data(), out.data(), lse.data(), config,
@@ -213,16 +220,7 @@ TEST(RingAttentionBackend, Bf16ActivationsWithF32Lse) {
   backend->write(program.buffers[KeyPositions], keyPositions.data());
   backend->run(0, 1);
 
-  cpu::AttentionConfig config;
-  config.batch = kBatch;
-  config.seq = kQueries;
-  config.numHeads = kHeads;
-  config.numKvHeads = 1;
-  config.headDim = kDim;
-  config.ropeTheta = 1e4f;
-  config.ropeScaling.kind = runtime::RopeScalingKind::Linear;
-  config.ropeScaling.factor = 2.0;
-  config.window = 3;
+  cpu::AttentionConfig config = programConfig();
   std::vector<float> out(q.size()), lse(kBatch * kHeads * kQueries);
   cpu::attentionBlock(q.data(), k.data(), v.data(), queryPositions.data(),
                       keyPositions.data(), out.data(), lse.data(), config,
