@@ -178,3 +178,70 @@ Grads SoftmaxCrossEntropyOp::buildBackward(OpBuilder &builder,
         getTargets(), getVocabAttr());
   return grads;
 }
+
+// Mixture of experts: the selection (expert ids, slots, counts) is not
+// differentiated; gradients reach the router's logits through the gates and
+// the auxiliary loss.
+
+Grads MoeRouteOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                                ArrayRef<bool> needOperandGrad) {
+  SmallVector<Value> grads = noGrads(*this);
+  if (resultGrads[0] && needOperandGrad[0])
+    grads[0] = MoeRouteGradOp::create(builder, getLoc(), getLogits().getType(),
+                                      resultGrads[0], getLogits(),
+                                      getExperts(), getTopKAttr(),
+                                      getScoringAttr());
+  return grads;
+}
+
+Grads MoeDispatchOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                                   ArrayRef<bool> needOperandGrad) {
+  SmallVector<Value> grads = noGrads(*this);
+  if (resultGrads[0] && needOperandGrad[0])
+    grads[0] = MoeDispatchGradOp::create(builder, getLoc(),
+                                         getInput().getType(), resultGrads[0],
+                                         getExperts(), getSlots());
+  return grads;
+}
+
+Grads MoeCombineOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                                  ArrayRef<bool> needOperandGrad) {
+  SmallVector<Value> grads = noGrads(*this);
+  if (!resultGrads[0] || (!needOperandGrad[0] && !needOperandGrad[1]))
+    return grads;
+  auto backward = MoeCombineGradOp::create(
+      builder, getLoc(), getExpertOutput().getType(), getGates().getType(),
+      resultGrads[0], getExpertOutput(), getGates(), getExperts(), getSlots());
+  if (needOperandGrad[0])
+    grads[0] = backward.getExpertOutputGrad();
+  if (needOperandGrad[1])
+    grads[1] = backward.getGatesGrad();
+  return grads;
+}
+
+Grads ExpertLinearOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                                    ArrayRef<bool> needOperandGrad) {
+  SmallVector<Value> grads = noGrads(*this);
+  Value grad = resultGrads[0];
+  if (!grad)
+    return grads;
+  if (needOperandGrad[0])
+    grads[0] = ExpertLinearGradInputOp::create(
+        builder, getLoc(), getInput().getType(), grad, getWeight(),
+        getCounts(), getRoutedRowsAttr());
+  if (needOperandGrad[1])
+    grads[1] = ExpertLinearGradWeightOp::create(
+        builder, getLoc(), getWeight().getType(), grad, getInput(),
+        getCounts(), getRoutedRowsAttr());
+  return grads;
+}
+
+Grads MoeAuxLossOp::buildBackward(OpBuilder &builder, ValueRange resultGrads,
+                                  ArrayRef<bool> needOperandGrad) {
+  SmallVector<Value> grads = noGrads(*this);
+  if (resultGrads[0] && needOperandGrad[0])
+    grads[0] = MoeAuxLossGradOp::create(
+        builder, getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
+        getExperts(), getAuxCoefAttr(), getZCoefAttr(), getScoringAttr());
+  return grads;
+}

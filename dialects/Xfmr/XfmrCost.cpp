@@ -85,3 +85,31 @@ std::optional<int64_t> AttentionBlockGradOp::getMatmulFlops() {
   std::optional<int64_t> forward = attentionForwardFlops(*this);
   return forward ? llvm::checkedMul(*forward, int64_t(2)) : std::nullopt;
 }
+
+/// An expert linear layer multiplies B x min(E x C, routed_rows) rows (the
+/// filled ones; every row without routed_rows) of `features` into `outputs`.
+template <typename ExpertLinearLike>
+static std::optional<int64_t> expertFlops(ExpertLinearLike op, Value rows,
+                                          int64_t outputs) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(rows.getType()).getShape();
+  std::optional<int64_t> perGroup =
+      llvm::checkedMul(shape[1], shape[2]); // E x C
+  if (!perGroup)
+    return std::nullopt;
+  if (std::optional<uint64_t> routed = op.getRoutedRows())
+    perGroup = std::min<int64_t>(*perGroup, int64_t(*routed));
+  return partition::checkedElementCount(
+      {2, shape[0], *perGroup, shape[3], outputs});
+}
+
+std::optional<int64_t> ExpertLinearOp::getMatmulFlops() {
+  return expertFlops(*this, getInput(), getWeight().getType().getDimSize(1));
+}
+
+std::optional<int64_t> ExpertLinearGradInputOp::getMatmulFlops() {
+  return expertFlops(*this, getGrad(), getWeight().getType().getDimSize(2));
+}
+
+std::optional<int64_t> ExpertLinearGradWeightOp::getMatmulFlops() {
+  return expertFlops(*this, getGrad(), lastDim(getInput()));
+}

@@ -241,4 +241,55 @@ FailureOr<KernelCall> AttentionMergeOp::getKernelCall() {
   return KernelCall{KernelId::AttentionMerge};
 }
 
+// Mixture of experts. Scoring as an integer: 0 softmax, 1 softmax_topk,
+// 2 sigmoid (runtime::MoeScoring).
+namespace {
+int64_t scoringCode(StringRef scoring) {
+  return scoring == "sigmoid" ? 2 : scoring == "softmax_topk" ? 1 : 0;
+}
+} // namespace
+
+FailureOr<KernelCall> MoeRouteOp::getKernelCall() {
+  return KernelCall{getBias() ? KernelId::MoeRouteBiased : KernelId::MoeRoute,
+                    {static_cast<int64_t>(getTopK()),
+                     static_cast<int64_t>(getCapacity()),
+                     scoringCode(getScoring())}};
+}
+FailureOr<KernelCall> MoeRouteGradOp::getKernelCall() {
+  return KernelCall{KernelId::MoeRouteGrad,
+                    {static_cast<int64_t>(getTopK()),
+                     scoringCode(getScoring())}};
+}
+FailureOr<KernelCall> MoeDispatchOp::getKernelCall() {
+  return KernelCall{KernelId::MoeDispatch};
+}
+FailureOr<KernelCall> MoeDispatchGradOp::getKernelCall() {
+  return KernelCall{KernelId::MoeDispatchGrad};
+}
+FailureOr<KernelCall> MoeCombineOp::getKernelCall() {
+  return KernelCall{KernelId::MoeCombine};
+}
+FailureOr<KernelCall> MoeCombineGradOp::getKernelCall() {
+  return KernelCall{KernelId::MoeCombineGrad};
+}
+FailureOr<KernelCall> ExpertLinearOp::getKernelCall() {
+  return KernelCall{KernelId::ExpertLinear};
+}
+FailureOr<KernelCall> ExpertLinearGradInputOp::getKernelCall() {
+  return KernelCall{KernelId::ExpertLinearGradInput};
+}
+FailureOr<KernelCall> ExpertLinearGradWeightOp::getKernelCall() {
+  return KernelCall{KernelId::ExpertLinearGradWeight};
+}
+FailureOr<KernelCall> MoeAuxLossOp::getKernelCall() {
+  return KernelCall{KernelId::MoeAuxLoss,
+                    {scoringCode(getScoring())},
+                    {f32(getAuxCoef()), f32(getZCoef())}};
+}
+FailureOr<KernelCall> MoeAuxLossGradOp::getKernelCall() {
+  return KernelCall{KernelId::MoeAuxLossGrad,
+                    {scoringCode(getScoring())},
+                    {f32(getAuxCoef()), f32(getZCoef())}};
+}
+
 } // namespace partition::xfmr

@@ -903,5 +903,6 @@ def Xfmr_VocabParallelCrossEntropyGradOp
 }
 
 include "dialects/Xfmr/XfmrAttentionOps.td"
+include "dialects/Xfmr/XfmrMoeOps.td"
 
 #endif // PARTITION_XFMR_OPS

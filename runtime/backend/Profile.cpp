@@ -39,6 +39,9 @@ InstructionCost describeKernel(const KernelArgs &a) {
     cost.bytes += double(buffer->bytes);
   switch (info.cost) {
   case KernelCost::Gemm:
+  // The expert GEMMs: every row of the buffers, an upper bound of the
+  // routed rows (the kernels skip the empty ones).
+  case KernelCost::GroupedGemm:
     cost.shape = "M,K,N=" + dims({a.rows, a.inFeatures, a.outFeatures});
     cost.flops = 2.0 * double(a.rows) * double(a.inFeatures) *
                  double(a.outFeatures);

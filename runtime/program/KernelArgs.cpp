@@ -448,6 +448,18 @@ KernelArgs Checker::run() {
   case KernelShape::AttentionBlock:
     checkAttentionBlock();
     break;
+  case KernelShape::MoeRoute:
+    checkMoeRoute();
+    break;
+  case KernelShape::MoeDispatch:
+    checkMoeDispatch();
+    break;
+  case KernelShape::ExpertLinear:
+    checkExpertLinear();
+    break;
+  case KernelShape::MoeAuxLoss:
+    checkMoeAuxLoss();
+    break;
   }
   // Outputs never overlap inputs, except exactly (in-place kernels).
   for (int o = 0; o < info.outputs; ++o)

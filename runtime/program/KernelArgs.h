@@ -10,6 +10,7 @@
 #ifndef PARTITION_RUNTIME_KERNELARGS_H
 #define PARTITION_RUNTIME_KERNELARGS_H
 
+#include "runtime/program/MoeScoring.h"
 #include "runtime/program/Program.h"
 #include "runtime/program/Rope.h"
 
@@ -53,6 +54,12 @@ struct KernelArgs {
   /// flat_pack / flat_unpack: the bucket is [rows, channels]; the tensor
   /// (size elements) takes blockDim columns from column inner.
   int64_t outer = 0, blockDim = 0, inner = 0, blocks = 0;
+  /// Mixture of experts: batch and seq are the groups and their tokens,
+  /// channels the features of a token; experts E, choices per token top_k,
+  /// rows per group and expert capacity, the router's MoeScoring.
+  /// expert_linear: inFeatures / outFeatures of each expert's weight.
+  int64_t experts = 0, topK = 0, capacity = 0;
+  MoeScoring scoring = MoeScoring::Softmax;
 };
 
 /// Checks `instruction` of `program`; throws ProgramError naming it (as

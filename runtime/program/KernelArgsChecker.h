@@ -1,7 +1,7 @@
 //===- KernelArgsChecker.h - the checks of one kernel call -----*- C++ -*-===//
 //
-// Internal to KernelArgs.cpp and KernelArgsAttention.cpp (the attention
-// rows' checks, the longest family): the Checker that validates one kernel
+// Internal to KernelArgs.cpp, KernelArgsAttention.cpp (the attention
+// rows' checks, the longest family) and KernelArgsMoe.cpp: the Checker that validates one kernel
 // instruction's buffers and parameters against its row of Kernels.def and
 // fills in the dimensions its body uses.
 //
@@ -129,6 +129,13 @@ private:
   void checkVocabParallelEmbedding();
   void checkVocabParallelStatistic();
   void checkVocabParallelLoss();
+  // Mixture of experts (KernelArgsMoe.cpp).
+  void moeChoices(const BufferInfo &buffer, const char *what, DType type);
+  void moeScoring(int64_t code);
+  void checkMoeRoute();
+  void checkMoeDispatch();
+  void checkExpertLinear();
+  void checkMoeAuxLoss();
 
   const std::string &where;
   const Instruction &instruction;

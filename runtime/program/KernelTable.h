@@ -58,11 +58,17 @@ enum class KernelShape : uint8_t {
   AttentionPositions,
   PositionEmbeddingAt,
   AttentionBlock, ///< the ring attention kernels
+  MoeRoute,       ///< routing and the auxiliary loss's gradient inputs
+  MoeDispatch,    ///< dispatch and combine, and their gradients
+  ExpertLinear,   ///< the experts' grouped GEMMs
+  MoeAuxLoss,
 };
 
 /// How the profiler counts a kernel's FLOPs and labels its shape.
 enum class KernelCost : uint8_t {
   Gemm,          ///< 2 M K N
+  GroupedGemm,   ///< 2 M K N over every row of the expert buffers (the
+                 ///< capacity: an upper bound of the routed rows)
   Attention,     ///< 4 B H T^2 D, halved when causal, less with a window
   AttentionGrad, ///< twice the forward
   CrossEntropy,  ///< no FLOPs counted; labelled by rows and vocabulary

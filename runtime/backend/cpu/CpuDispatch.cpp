@@ -32,6 +32,12 @@ struct KernelLauncher {
   int32_t *i32(int i) const {
     return reinterpret_cast<int32_t *>(pointers[i]);
   }
+  cpu::MoeShape moe() const {
+    return {a.batch, a.seq, a.channels, a.experts, a.topK, a.capacity};
+  }
+  cpu::ExpertGemmShape expertGemm() const {
+    return {a.batch, a.experts, a.capacity, a.inFeatures, a.outFeatures};
+  }
 
   /// The call of kernel `a.kernel`. Every kernel is listed (no default):
   /// a kernel added to Kernels.def fails to build here until the CPU
@@ -195,6 +201,61 @@ struct KernelLauncher {
         cpu::attentionBlockGrad(f(0), f(1), f(2), f(3), i32(4), i32(5), f(6),
                                 f(7), f(8), f(9), f(10), attention, a.keySeq);
       };
+    // Mixture of experts: routing, dispatch and combine, the grouped
+    // expert GEMMs and the load-balancing loss.
+    case KernelId::MoeRoute:
+    case KernelId::MoeRouteBiased: {
+      bool biased = a.kernel == KernelId::MoeRouteBiased;
+      int o = biased ? 2 : 1;
+      return [=, *this] {
+        cpu::moeRoute(f(0), biased ? f(1) : nullptr, f(o), i32(o + 1),
+                      i32(o + 2), i32(o + 3), moe(), a.scoring);
+      };
+    }
+    case KernelId::MoeRouteGrad:
+      return [=, *this] {
+        cpu::moeRouteGrad(f(0), f(1), i32(2), f(3), moe(), a.scoring);
+      };
+    case KernelId::MoeDispatch:
+      return [=, *this] { cpu::moeDispatch(f(0), i32(1), i32(2), f(3), moe()); };
+    case KernelId::MoeDispatchGrad:
+      return [=, *this] {
+        cpu::moeDispatchGrad(f(0), i32(1), i32(2), f(3), moe());
+      };
+    case KernelId::MoeCombine:
+      return [=, *this] {
+        cpu::moeCombine(f(0), f(1), i32(2), i32(3), f(4), moe());
+      };
+    case KernelId::MoeCombineGrad:
+      return [=, *this] {
+        cpu::moeCombineGrad(f(0), f(1), f(2), i32(3), i32(4), f(5), f(6),
+                            moe());
+      };
+    case KernelId::ExpertLinear:
+      return [=, *this] {
+        cpu::expertLinear(f(0), f(1), i32(2), f(3), expertGemm());
+      };
+    case KernelId::ExpertLinearGradInput:
+      return [=, *this] {
+        cpu::expertLinearGradInput(f(0), f(1), i32(2), f(3), expertGemm());
+      };
+    case KernelId::ExpertLinearGradWeight:
+      return [=, *this] {
+        cpu::expertLinearGradWeight(f(0), f(1), i32(2), f(3), expertGemm());
+      };
+    case KernelId::MoeAuxLoss: {
+      float aux = floats[0], z = floats[1];
+      return [=, *this] {
+        cpu::moeAuxLoss(f(0), i32(1), f(2), moe(), a.scoring, aux, z);
+      };
+    }
+    case KernelId::MoeAuxLossGrad: {
+      float aux = floats[0], z = floats[1];
+      return [=, *this] {
+        cpu::moeAuxLossGrad(f(0), f(1), i32(2), f(3), moe(), a.scoring, aux,
+                            z);
+      };
+    }
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {

@@ -31,6 +31,7 @@
 #ifndef PARTITION_RUNTIME_CPU_KERNELS_H
 #define PARTITION_RUNTIME_CPU_KERNELS_H
 
+#include "runtime/program/MoeScoring.h"
 #include "runtime/program/Rope.h"
 
 #include <cstddef>
@@ -350,6 +351,83 @@ void vocabParallelCrossEntropyGrad(const float *lossGrad, const float *logits,
                                    const float *sumExp, float *result,
                                    Index rows, Index localVocab,
                                    Index vocab = -1);
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts (runtime/backend/cpu/Moe.cpp; the ops are in
+// dialects/Xfmr/XfmrMoeOps.td). Each of the `batch` sequences is a token
+// group; the choices are [batch, seq, topK] (gates f32, expert ids and slots
+// i32, slot -1 for a choice dropped past the capacity); an expert buffer is
+// [batch, experts, capacity, channels], its rows past counts[b, e] zero.
+// Expert ids and slots out of range, and counts above the capacity, throw.
+//===----------------------------------------------------------------------===//
+
+struct MoeShape {
+  Index batch = 0, seq = 0, channels = 0, experts = 0, topK = 0,
+        capacity = 0;
+};
+
+/// Top-k routing of every token, gates from `scoring`; `bias` [experts]
+/// (may be null) shifts the selection scores only. Fills each group's
+/// capacity in GShard's priority (every first choice in sequence order,
+/// then every second, ...).
+void moeRoute(const float *logits, const float *bias, float *gates,
+              std::int32_t *experts, std::int32_t *slots,
+              std::int32_t *counts, const MoeShape &shape, MoeScoring scoring);
+/// The logits' gradient from the gates', the selection held fixed.
+void moeRouteGrad(const float *gatesGrad, const float *logits,
+                  const std::int32_t *experts, float *logitsGrad,
+                  const MoeShape &shape, MoeScoring scoring);
+/// buffer rows = the tokens of their (expert, slot); the rest zero.
+void moeDispatch(const float *input, const std::int32_t *experts,
+                 const std::int32_t *slots, float *buffer,
+                 const MoeShape &shape);
+/// inputGrad[token] = the sum of its kept choices' rows of bufferGrad.
+void moeDispatchGrad(const float *bufferGrad, const std::int32_t *experts,
+                     const std::int32_t *slots, float *inputGrad,
+                     const MoeShape &shape);
+/// result[token] = sum over its kept choices of gate * row (gates null:
+/// weight 1, which is moeDispatchGrad).
+void moeCombine(const float *buffer, const float *gates,
+                const std::int32_t *experts, const std::int32_t *slots,
+                float *result, const MoeShape &shape);
+/// bufferGrad rows = gate * resultGrad[token] (zero where no choice sits);
+/// gatesGrad = <resultGrad[token], row>, 0 for a dropped choice.
+void moeCombineGrad(const float *resultGrad, const float *buffer,
+                    const float *gates, const std::int32_t *experts,
+                    const std::int32_t *slots, float *bufferGrad,
+                    float *gatesGrad, const MoeShape &shape);
+
+/// The grouped GEMMs of the experts' linear layers: rows
+/// [batch, experts, capacity, *], weights [experts, outFeatures,
+/// inFeatures], counts [batch, experts].
+struct ExpertGemmShape {
+  Index batch = 0, experts = 0, capacity = 0, inFeatures = 0,
+        outFeatures = 0;
+};
+/// result[b, e, c] = input[b, e, c] W_e^T for c < counts[b, e], else 0.
+void expertLinear(const float *input, const float *weight,
+                  const std::int32_t *counts, float *result,
+                  const ExpertGemmShape &shape);
+/// inputGrad[b, e, c] = grad[b, e, c] W_e for c < counts[b, e], else 0.
+void expertLinearGradInput(const float *grad, const float *weight,
+                           const std::int32_t *counts, float *inputGrad,
+                           const ExpertGemmShape &shape);
+/// weightGrad[e] = sum over b of grad[b, e, :n]^T input[b, e, :n],
+/// n = counts[b, e] (summed in b order).
+void expertLinearGradWeight(const float *grad, const float *input,
+                            const std::int32_t *counts, float *weightGrad,
+                            const ExpertGemmShape &shape);
+
+/// *loss = auxCoef * mean over groups of E sum_i f_i P_i + zCoef * mean
+/// over tokens of logsumexp(logits)^2 (f_i: the group's choices of expert
+/// i over its tokens; P_i: the mean normalised score).
+void moeAuxLoss(const float *logits, const std::int32_t *experts, float *loss,
+                const MoeShape &shape, MoeScoring scoring, float auxCoef,
+                float zCoef);
+void moeAuxLossGrad(const float *lossGrad, const float *logits,
+                    const std::int32_t *experts, float *logitsGrad,
+                    const MoeShape &shape, MoeScoring scoring, float auxCoef,
+                    float zCoef);
 
 } // namespace partition::runtime::cpu
 

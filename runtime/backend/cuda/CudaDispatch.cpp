@@ -330,6 +330,20 @@ template <typename T> struct KernelLauncher {
     case KernelId::LinearGradWeightBias:
     case KernelId::NumKernels:
       break;
+    // WIP (not to land): the MoE kernels' CUDA bodies.
+    case KernelId::MoeRoute:
+    case KernelId::MoeRouteBiased:
+    case KernelId::MoeRouteGrad:
+    case KernelId::MoeDispatch:
+    case KernelId::MoeDispatchGrad:
+    case KernelId::MoeCombine:
+    case KernelId::MoeCombineGrad:
+    case KernelId::ExpertLinear:
+    case KernelId::ExpertLinearGradInput:
+    case KernelId::ExpertLinearGradWeight:
+    case KernelId::MoeAuxLoss:
+    case KernelId::MoeAuxLossGrad:
+      throw ProgramError(where + ": WIP moe kernel on CUDA");
     }
     throw ProgramError(where + ": invalid kernel id");
   }

@@ -95,6 +95,18 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
   case KernelId::VocabParallelMaskedSumExp:
   case KernelId::VocabParallelMaskedCrossEntropyGrad:
   case KernelId::Cast:
+  case KernelId::MoeRoute:
+  case KernelId::MoeRouteBiased:
+  case KernelId::MoeRouteGrad:
+  case KernelId::MoeDispatch:
+  case KernelId::MoeDispatchGrad:
+  case KernelId::MoeCombine:
+  case KernelId::MoeCombineGrad:
+  case KernelId::ExpertLinear:
+  case KernelId::ExpertLinearGradInput:
+  case KernelId::ExpertLinearGradWeight:
+  case KernelId::MoeAuxLoss:
+  case KernelId::MoeAuxLossGrad:
   case KernelId::NumKernels:
     break;
   }
