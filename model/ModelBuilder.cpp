@@ -133,10 +133,83 @@ private:
     return xfmr::AddOp::create(builder, lhs.getLoc(), lhs.getType(), lhs, rhs);
   }
 
+  /// The cross-entropy plus every MoE layer's load-balancing loss.
   Value loss(Value logits) {
-    return xfmr::SoftmaxCrossEntropyOp::create(
+    Value loss = xfmr::SoftmaxCrossEntropyOp::create(
         builder, named("loss"), RankedTensorType::get({}, f32), logits,
         targets, /*vocab=*/IntegerAttr());
+    for (Value aux : auxLosses)
+      loss = add(loss, aux);
+    return loss;
+  }
+
+  /// Llama's feed-forward block: w2(silu(w1 x) * w3 x).
+  Value swigluBlock(const Twine &name, Value input, int64_t width) {
+    Value gate = linear(name + ".w1", input, width, false);
+    Value up = linear(name + ".w3", input, width, false);
+    Value h = xfmr::SwigluOp::create(builder, named(name + ".swiglu"),
+                                     gate.getType(), gate, up);
+    return linear(name + ".w2", h, config.hidden, false);
+  }
+
+  /// A MoE layer's feed-forward block (docs/moe.md): the router, top-k
+  /// routing with capacity, dispatch into [B, E, C, H] buffers, the experts'
+  /// SwiGLU as grouped GEMMs over stacked weights [E, Fe, H] / [E, H, Fe],
+  /// the gate-weighted combine, the shared experts, and the layer's
+  /// load-balancing loss (added to the model's loss).
+  Value mixtureOfExperts(const Twine &name, Value input) {
+    const int64_t E = config.experts, K = config.topK, H = config.hidden;
+    const int64_t Fe = config.expertWidth(), C = config.expertCapacity();
+    const int64_t B = config.batch, S = config.seqLen;
+    Value router = param(name + ".router.weight", {E, H});
+    Value logits = xfmr::LinearOp::create(builder, named(name + ".router"),
+                                          activation(E), input, router,
+                                          Value());
+    StringAttr scoring = builder.getStringAttr(
+        config.router == "softmax-topk" ? "softmax_topk" : config.router);
+    Type i32 = builder.getI32Type();
+    auto choices = [&](Type element) {
+      return RankedTensorType::get({B, S, K}, element);
+    };
+    auto route = xfmr::MoeRouteOp::create(
+        builder, named(name + ".route"),
+        TypeRange{choices(f32), choices(i32), choices(i32),
+                  RankedTensorType::get({B, E}, i32)},
+        logits, /*bias=*/Value(), builder.getI64IntegerAttr(K),
+        builder.getI64IntegerAttr(C), scoring);
+    Value xe = xfmr::MoeDispatchOp::create(
+        builder, named(name + ".dispatch"), tensor({B, E, C, H}), input,
+        route.getExperts(), route.getSlots());
+    IntegerAttr routedRows = builder.getI64IntegerAttr(S * K);
+    auto expertLinear = [&](const Twine &weightName, Value rows,
+                            int64_t outFeatures) -> Value {
+      int64_t inFeatures = cast<RankedTensorType>(rows.getType()).getDimSize(3);
+      Value weight = param(name + ".experts." + weightName,
+                           {E, outFeatures, inFeatures});
+      return xfmr::ExpertLinearOp::create(
+          builder, named(name + ".experts." + weightName),
+          tensor({B, E, C, outFeatures}), rows, weight, route.getCounts(),
+          routedRows);
+    };
+    Value gate = expertLinear("w1", xe, Fe);
+    Value up = expertLinear("w3", xe, Fe);
+    Value h = xfmr::SwigluOp::create(builder, named(name + ".experts.swiglu"),
+                                     gate.getType(), gate, up);
+    Value ye = expertLinear("w2", h, H);
+    Value y = xfmr::MoeCombineOp::create(builder, named(name + ".combine"),
+                                         input.getType(), ye, route.getGates(),
+                                         route.getExperts(), route.getSlots());
+    if (config.sharedExperts > 0)
+      y = add(y, swigluBlock(name + ".shared_experts", input,
+                             config.sharedExperts * Fe));
+    if (config.loadBalance == "aux-loss" &&
+        (config.auxLossCoef > 0 || config.zLossCoef > 0))
+      auxLosses.push_back(xfmr::MoeAuxLossOp::create(
+          builder, named(name + ".aux_loss"), RankedTensorType::get({}, f32),
+          logits, route.getExperts(),
+          builder.getF32FloatAttr(config.auxLossCoef),
+          builder.getF32FloatAttr(config.zLossCoef), scoring));
+    return y;
   }
 
   FloatAttr epsilon() { return builder.getF32FloatAttr(config.normEpsilon); }
@@ -159,6 +232,10 @@ private:
       Value o = attention(prefix + ".attn", q, k, v, /*rope=*/false, layer);
       x = add(x, linear(prefix + ".attn.c_proj", o, c, true));
       Value m = layerNorm(prefix + ".ln_2", x);
+      if (config.isMoeLayer(layer)) {
+        x = add(x, mixtureOfExperts(prefix + ".moe", m));
+        continue;
+      }
       Value h = linear(prefix + ".mlp.c_fc", m, config.ffn, true);
       h = xfmr::GeluOp::create(builder, named(prefix + ".mlp.gelu"),
                                h.getType(), h);
@@ -190,12 +267,9 @@ private:
       Value o = attention(prefix + ".attention", q, k, v, /*rope=*/true, layer);
       x = add(x, linear(prefix + ".attention.wo", o, c, config.outputBias));
       Value m = rmsNorm(prefix + ".ffn_norm", x);
-      Value gate = linear(prefix + ".feed_forward.w1", m, config.ffn, false);
-      Value up = linear(prefix + ".feed_forward.w3", m, config.ffn, false);
-      Value h = xfmr::SwigluOp::create(
-          builder, named(prefix + ".feed_forward.swiglu"), gate.getType(),
-          gate, up);
-      x = add(x, linear(prefix + ".feed_forward.w2", h, c, false));
+      x = add(x, config.isMoeLayer(layer)
+                     ? mixtureOfExperts(prefix + ".feed_forward", m)
+                     : swigluBlock(prefix + ".feed_forward", m, config.ffn));
     }
     currentLayer = -1;
     x = rmsNorm("norm", x);
@@ -274,6 +348,25 @@ private:
     if (!config.family.empty() && config.family != archName(config.arch))
       fields.push_back(builder.getNamedAttr(
           "family", builder.getStringAttr(config.family)));
+    if (config.isMoe()) {
+      fields.push_back(builder.getNamedAttr("experts", i64(config.experts)));
+      fields.push_back(builder.getNamedAttr("top_k", i64(config.topK)));
+      fields.push_back(builder.getNamedAttr("moe_every", i64(config.moeEvery)));
+      fields.push_back(builder.getNamedAttr("shared_experts",
+                                            i64(config.sharedExperts)));
+      fields.push_back(builder.getNamedAttr("expert_ffn",
+                                            i64(config.expertWidth())));
+      fields.push_back(builder.getNamedAttr(
+          "capacity_factor", builder.getF64FloatAttr(config.capacityFactor)));
+      fields.push_back(builder.getNamedAttr(
+          "router", builder.getStringAttr(config.router)));
+      fields.push_back(builder.getNamedAttr(
+          "load_balance", builder.getStringAttr(config.loadBalance)));
+      fields.push_back(builder.getNamedAttr(
+          "aux_loss_coef", builder.getF64FloatAttr(config.auxLossCoef)));
+      fields.push_back(builder.getNamedAttr(
+          "z_loss_coef", builder.getF64FloatAttr(config.zLossCoef)));
+    }
     return builder.getDictionaryAttr(fields);
   }
 
@@ -288,6 +381,8 @@ private:
   SmallVector<int64_t> paramLayers;
   /// The layer being built, -1 outside the layers.
   int64_t currentLayer = -1;
+  /// The load-balancing loss of each MoE layer built so far.
+  SmallVector<Value> auxLosses;
 };
 
 } // namespace

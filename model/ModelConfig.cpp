@@ -28,8 +28,16 @@ std::string ModelConfig::familyName() const {
 
 const std::vector<std::string> &llamaFamilies() {
   static const std::vector<std::string> families = {"llama", "mistral",
-                                                    "qwen2"};
+                                                    "qwen2", "mixtral"};
   return families;
+}
+
+int64_t ModelConfig::expertCapacity() const {
+  if (capacityFactor <= 0.0 || experts <= 0)
+    return seqLen;
+  double rows = std::ceil(capacityFactor * double(topK) * double(seqLen) /
+                          double(experts));
+  return std::clamp<int64_t>(int64_t(std::min(rows, 9e18)), 1, seqLen);
 }
 
 std::optional<int64_t> defaultFfn(Arch arch, int64_t hidden) {
@@ -94,6 +102,17 @@ ModelConfig slidingWindow(ModelConfig c, int64_t window) {
   return c;
 }
 
+/// A mixture of experts: E experts of width F, top-k, the aux-loss
+/// coefficient.
+ModelConfig moe(ModelConfig c, int64_t experts, int64_t topK, int64_t width,
+                double auxCoef) {
+  c.experts = experts;
+  c.topK = topK;
+  c.expertFfn = width == c.ffn ? 0 : width;
+  c.auxLossCoef = auxCoef;
+  return c;
+}
+
 /// A Llama-arch model of a newer family: its context, norm epsilon, rotary
 /// base, head and biases.
 ModelConfig family(ModelConfig c, const char *name, int64_t context,
@@ -149,6 +168,17 @@ const std::vector<std::pair<std::string, ModelConfig>> &presets() {
                               128, 1e-5, 1000000.0, false, false)},
       {"qwen2-tiny", family(llama(2, 64, 4, 2, 176, 256, 64, 4), "qwen2",
                             128, 1e-6, 1000000.0, false, true)},
+      // Mixtral-8x7B-v0.1's config.json: 8 experts of 14336, top-2, a 32k
+      // context, theta 1e6, router_aux_loss_coef 0.02; and its test size
+      // (4 experts of 96, top-2).
+      {"mixtral-8x7b",
+       moe(family(llama(32, 4096, 32, 8, 14336, 32000, 4096, 1), "mixtral",
+                  32768, 1e-5, 1000000.0, false, false),
+           8, 2, 14336, 0.02)},
+      {"mixtral-tiny",
+       moe(family(llama(2, 64, 4, 2, 176, 256, 64, 4), "mixtral", 128, 1e-5,
+                  1000000.0, false, false),
+           4, 2, 96, 0.02)},
   };
   return table;
 }
@@ -188,34 +218,105 @@ std::optional<int64_t> parameterCount(const ModelConfig &c) {
     if (size <= 0)
       return std::nullopt;
   const int64_t C = c.hidden, F = c.ffn;
-  int64_t total = 0, layer = 0;
+  // `layer`: a layer without its feed-forward block; `dense`: that block.
+  int64_t total = 0, layer = 0, dense = 0;
   if (c.arch == Arch::GPT2) {
     // wte, wpe, ln_f; per layer ln_1, ln_2 (weight and bias), q, k, v and
-    // the attention projection (C x C and a bias each), the MLP's c_fc
+    // the attention projection (C x C and a bias each); the MLP's c_fc
     // (C x F, bias F) and c_proj (F x C, bias C). The LM head is wte.
     total = add(add(mul(c.vocab, C), mul(std::max<int64_t>(c.positions, 0), C)),
                 mul(2, C));
-    layer = add(add(mul(4, C), mul(4, add(mul(C, C), C))),
-                add(add(mul(C, F), F), add(mul(F, C), C)));
+    layer = add(mul(4, C), mul(4, add(mul(C, C), C)));
+    dense = add(add(mul(C, F), F), add(mul(F, C), C));
   } else {
     // The embedding, the final norm and the output unless tied; per layer
     // two norms, wq and wo (C x C), wk and wv (C x kv-heads x head dim),
-    // the SwiGLU's three C x F matrices, and the biases it has (q, k, v;
-    // the output projection's).
+    // the biases it has (q, k, v; the output projection's); the SwiGLU's
+    // three C x F matrices.
     int64_t kv = mul(c.kvHeads, c.hidden / c.heads);
     total = add(mul(c.tieEmbedding ? 1 : 2, mul(c.vocab, C)), C);
-    layer = add(add(mul(2, C), mul(2, mul(C, C))),
-                add(mul(2, mul(C, kv)), mul(3, mul(C, F))));
+    layer = add(add(mul(2, C), mul(2, mul(C, C))), mul(2, mul(C, kv)));
     if (c.qkvBias)
       layer = add(layer, add(C, mul(2, kv)));
     if (c.outputBias)
       layer = add(layer, C);
+    dense = mul(3, mul(C, F));
   }
+  // A MoE layer's block: the router (E x C) and three C x Fe matrices per
+  // expert, routed or shared.
+  int64_t moeLayers = c.moeLayers();
+  int64_t sparse = add(mul(c.experts, C),
+                       mul(add(c.experts, c.sharedExperts),
+                           mul(3, mul(C, c.expertWidth()))));
   total = add(total, mul(c.layers, layer));
+  total = add(total, mul(c.layers - moeLayers, dense));
+  total = add(total, mul(moeLayers, sparse));
   if (overflow)
     return std::nullopt;
   return total;
 }
+
+namespace {
+
+/// The mixture-of-experts settings (docs/moe.md), each refusal naming
+/// the flag to change.
+void validateExperts(const ModelConfig &c, std::vector<std::string> &problems) {
+  auto field = [](const char *name, auto value) {
+    std::ostringstream os;
+    os << name << " (" << value << ")";
+    return os.str();
+  };
+  if (c.experts < 0)
+    problems.push_back(field("experts", c.experts) +
+                       " must be positive (0 for a dense model)");
+  if (c.family == "mixtral" && c.experts <= 0)
+    problems.push_back("family mixtral is a mixture of experts: give "
+                       "--experts and --top-k");
+  if (c.family == "mixtral" && (c.qkvBias || c.outputBias))
+    problems.push_back("family mixtral has no attention biases");
+  if (c.experts <= 0) {
+    if (c.topK != 0 || c.sharedExperts != 0 || c.expertFfn != 0 ||
+        c.capacityFactor != 0.0)
+      problems.push_back("--top-k, --shared-experts, --expert-ffn and "
+                         "--capacity-factor need --experts");
+    return;
+  }
+  if (c.topK < 1 || c.topK > c.experts)
+    problems.push_back(field("top-k", c.topK) + " must be in [1, " +
+                       field("experts", c.experts) + "]");
+  if (c.moeEvery < 1 || (c.layers > 0 && c.moeEvery > c.layers))
+    problems.push_back(field("moe-every", c.moeEvery) +
+                       " must be in [1, layers]: layer l is a MoE layer "
+                       "when (l + 1) % moe-every == 0");
+  if (c.sharedExperts < 0)
+    problems.push_back(field("shared-experts", c.sharedExperts) +
+                       " must not be negative");
+  if (c.expertFfn < 0)
+    problems.push_back(field("expert-ffn", c.expertFfn) +
+                       " must be positive (0: --ffn)");
+  if (!(c.capacityFactor >= 0.0) || !std::isfinite(c.capacityFactor))
+    problems.push_back(field("capacity-factor", c.capacityFactor) +
+                       " must be positive (0 for dropless)");
+  if (c.router != "softmax" && c.router != "softmax-topk" &&
+      c.router != "sigmoid")
+    problems.push_back("router '" + c.router +
+                       "' is not one of softmax, softmax-topk, sigmoid");
+  if (c.loadBalance != "aux-loss" && c.loadBalance != "aux-free" &&
+      c.loadBalance != "none")
+    problems.push_back("load balance '" + c.loadBalance +
+                       "' is not one of aux-loss, aux-free, none");
+  if (c.loadBalance == "aux-free")
+    problems.push_back("load balance aux-free (DeepSeek-V3's bias) is not "
+                       "implemented yet: use aux-loss or none");
+  if (!(c.auxLossCoef >= 0.0) || !std::isfinite(c.auxLossCoef))
+    problems.push_back(field("aux-loss-coef", c.auxLossCoef) +
+                       " must be finite and not negative");
+  if (!(c.zLossCoef >= 0.0) || !std::isfinite(c.zLossCoef))
+    problems.push_back(field("z-loss-coef", c.zLossCoef) +
+                       " must be finite and not negative");
+}
+
+} // namespace
 
 std::string validate(const ModelConfig &c) {
   std::vector<std::string> problems;
@@ -301,9 +402,10 @@ std::string validate(const ModelConfig &c) {
   if (c.slidingWindow < 0)
     problems.push_back(field("sliding window", c.slidingWindow) +
                        " must be positive (0 for none)");
-  else if (c.slidingWindow > 0 && c.family != "mistral" && c.family != "qwen2")
-    problems.push_back("a sliding window is a feature of families mistral "
-                       "and qwen2, not of " + c.familyName());
+  else if (c.slidingWindow > 0 && c.family != "mistral" &&
+           c.family != "qwen2" && c.family != "mixtral")
+    problems.push_back("a sliding window is a feature of families mistral, "
+                       "qwen2 and mixtral, not of " + c.familyName());
   else if (c.slidingWindow > 0 && c.positions > 0 &&
            c.slidingWindow >= c.positions)
     problems.push_back(field("sliding window", c.slidingWindow) +
@@ -333,7 +435,7 @@ std::string validate(const ModelConfig &c) {
       std::find(llamaFamilies().begin(), llamaFamilies().end(), c.family) ==
           llamaFamilies().end())
     problems.push_back("family '" + c.family +
-                       "' is not one of llama, mistral, qwen2");
+                       "' is not one of llama, mistral, qwen2, mixtral");
   // What each family's transformers class can hold: Mistral has no
   // biases, Qwen2 has q/k/v biases and no output bias.
   if (c.family == "mistral" && (c.qkvBias || c.outputBias))
@@ -345,6 +447,8 @@ std::string validate(const ModelConfig &c) {
     problems.push_back("family llama has biases on q, k, v and the output "
                        "projection together (attention_bias) or none; q/k/v "
                        "biases alone are family qwen2's");
+
+  validateExperts(c, problems);
 
   std::ostringstream line;
   for (size_t i = 0; i < problems.size(); ++i)

@@ -86,6 +86,30 @@ struct ModelConfig {
   /// the model only: the features above decide what it computes.
   std::string family;
 
+  /// Mixture of experts (docs/moe.md); 0 experts is a dense model. Layer l
+  /// is a MoE layer iff (l + 1) % moeEvery == 0 (Qwen-MoE's
+  /// decoder_sparse_step): its feed-forward block is a router over
+  /// `experts` SwiGLU experts of width expertFfn (0: ffn), each token going
+  /// through its topK best, plus `sharedExperts` experts every token goes
+  /// through (one dense SwiGLU of sharedExperts x that width).
+  int64_t experts = 0;
+  int64_t topK = 0;
+  int64_t moeEvery = 1;
+  int64_t sharedExperts = 0;
+  int64_t expertFfn = 0;
+  /// Each expert takes at most ceil(capacityFactor x topK x seqLen /
+  /// experts) tokens of a sequence (the token group), the rest dropped; 0
+  /// is dropless.
+  double capacityFactor = 0.0;
+  /// The router's scoring: "softmax" (Mixtral), "softmax-topk" or "sigmoid"
+  /// (DeepSeek-V3).
+  std::string router = "softmax";
+  /// "aux-loss" (Switch / GShard, with auxLossCoef and the router z-loss
+  /// zLossCoef), "aux-free" (DeepSeek-V3's per-expert bias) or "none".
+  std::string loadBalance = "aux-loss";
+  double auxLossCoef = 0.01;
+  double zLossCoef = 0.0;
+
   static constexpr double kDefaultNormEpsilon = 1e-5;
   static constexpr double kDefaultRopeTheta = 10000.0;
 
@@ -93,6 +117,16 @@ struct ModelConfig {
   bool tiedEmbedding() const { return arch == Arch::GPT2 || tieEmbedding; }
   /// family, or the arch's name when none is set.
   std::string familyName() const;
+
+  bool isMoe() const { return experts > 0; }
+  bool isMoeLayer(int64_t layer) const {
+    return isMoe() && moeEvery > 0 && (layer + 1) % moeEvery == 0;
+  }
+  int64_t moeLayers() const { return isMoe() && moeEvery > 0 ? layers / moeEvery : 0; }
+  /// The width of each expert's SwiGLU.
+  int64_t expertWidth() const { return expertFfn > 0 ? expertFfn : ffn; }
+  /// Rows per sequence and expert: the capacity, or the sequence (dropless).
+  int64_t expertCapacity() const;
 };
 
 /// The Hugging Face families of the Llama arch (model_type values).

@@ -38,7 +38,7 @@ std::vector<float> initialParameter(const std::string &name,
   double stddev = 0.02;
   for (const char *residual :
        {"attn.c_proj.weight", "mlp.c_proj.weight", "attention.wo.weight",
-        "feed_forward.w2.weight"})
+        "feed_forward.w2.weight", "experts.w2", "shared_experts.w2.weight"})
     if (endsWith(name, residual))
       stddev /= std::sqrt(2.0 * double(std::max<int64_t>(layers, 1)));
 

@@ -5,6 +5,8 @@
 //   partition-gen --arch llama --layers 2 --hidden 96 --heads 6 ...
 //   partition-gen --preset qwen2-tiny --rope-theta 500000 --tie-embeddings
 //   partition-gen --preset mistral-tiny --sliding-window 16
+//   partition-gen --arch mixtral --preset llama-tiny --experts 4 --top-k 1
+//   partition-gen --preset mixtral-tiny --capacity-factor 1.25
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +34,7 @@ cl::OptionCategory category("partition-gen options");
 
 cl::opt<std::string> preset("preset", cl::desc("Starting configuration"),
                             cl::init("gpt2-tiny"), cl::cat(category));
-cl::opt<std::string> arch("arch", cl::desc("gpt2 | llama"), cl::cat(category));
+cl::opt<std::string> arch("arch", cl::desc("gpt2 | llama | mixtral (llama with MoE layers)"), cl::cat(category));
 cl::opt<int64_t> layers("layers", cl::desc("Transformer blocks"),
                         cl::cat(category));
 cl::opt<int64_t> hidden("hidden", cl::desc("Model width C"),
@@ -116,6 +118,50 @@ cl::opt<int64_t> windowFromLayer(
     cl::desc("The first layer with the sliding window; the ones below "
              "attend fully (family qwen2's max_window_layers; default 0)"),
     cl::value_desc("N"), cl::cat(category));
+// Mixture of experts (docs/moe.md).
+cl::opt<int64_t> experts("experts",
+                         cl::desc("Experts per MoE layer (0: a dense model; "
+                                  "--arch mixtral: 8)"),
+                         cl::cat(category));
+cl::opt<int64_t> topK("top-k",
+                      cl::desc("Experts each token goes through (--arch "
+                               "mixtral: 2)"),
+                      cl::cat(category));
+cl::opt<int64_t> moeEvery("moe-every",
+                          cl::desc("Every Nth layer is a MoE layer: layer l "
+                                   "when (l + 1) % N == 0 (default 1)"),
+                          cl::value_desc("N"), cl::cat(category));
+cl::opt<int64_t> sharedExperts(
+    "shared-experts",
+    cl::desc("Experts every token goes through besides its top-k (Qwen-MoE, "
+             "DeepSeek; default 0)"),
+    cl::cat(category));
+cl::opt<int64_t> expertFfn("expert-ffn",
+                           cl::desc("Width of each expert's SwiGLU (default: "
+                                    "--ffn)"),
+                           cl::cat(category));
+cl::opt<double> capacityFactor(
+    "capacity-factor",
+    cl::desc("Each expert takes at most ceil(C k T / E) tokens of a "
+             "sequence, the rest dropped; 0 is dropless (default)"),
+    cl::value_desc("C"), cl::cat(category));
+cl::opt<std::string> router("router",
+                            cl::desc("Router scoring: softmax (Mixtral) | "
+                                     "softmax-topk | sigmoid (DeepSeek-V3)"),
+                            cl::cat(category));
+cl::opt<std::string> loadBalance(
+    "load-balance",
+    cl::desc("aux-loss (Switch / GShard; default) | aux-free | none"),
+    cl::cat(category));
+cl::opt<double> auxLossCoef("aux-loss-coef",
+                            cl::desc("Coefficient of the load-balancing loss "
+                                     "(transformers' router_aux_loss_coef; "
+                                     "default 0.01, mixtral-* 0.02)"),
+                            cl::cat(category));
+cl::opt<double> zLossCoef("z-loss-coef",
+                          cl::desc("Coefficient of the router z-loss "
+                                   "(default 0)"),
+                          cl::cat(category));
 cl::opt<int64_t> batch("batch", cl::desc("Sequences per forward pass "
                                          "(the micro-batch)"),
                        cl::cat(category));
@@ -135,8 +181,8 @@ int main(int argc, char **argv) {
     presets += (presets.empty() ? "" : ", ") + name;
   partition::tools::parseCommandLine(
       argc, argv,
-      "partition-gen: emits the forward-plus-loss function of a GPT-2 or "
-      "Llama style model in the xfmr dialect.\nPresets: " +
+      "partition-gen: emits the forward-plus-loss function of a GPT-2, "
+      "Llama or Mixtral style model in the xfmr dialect.\nPresets: " +
           presets + "\n");
 
   std::optional<ModelConfig> config = getPreset(preset);
@@ -144,13 +190,26 @@ int main(int argc, char **argv) {
     partition::tools::usageError("partition-gen", "unknown preset '" + preset +
                                                       "'; known presets: " +
                                                       presets);
+  // mixtral is a Llama with MoE feed-forward blocks: 8 experts, top-2,
+  // unless given.
+  bool mixtral = arch == "mixtral";
+  if (mixtral) {
+    arch = "llama";
+    if (!family.getNumOccurrences())
+      family = "mixtral";
+    if (config->experts == 0) {
+      config->experts = 8;
+      config->topK = 2;
+    }
+  }
   if (arch.getNumOccurrences()) {
     std::optional<Arch> parsed = parseArch(arch);
     if (!parsed)
       partition::tools::usageError("partition-gen",
                                    "unknown arch '" + arch +
-                                       "'; expected gpt2 or llama (mistral "
-                                       "and qwen2 are llama with --family)");
+                                       "'; expected gpt2, llama or mixtral "
+                                       "(mistral and qwen2 are llama with "
+                                       "--family)");
     config->arch = *parsed;
     // The newer features belong to the llama arch: a gpt2 starts plain.
     if (config->arch == Arch::GPT2) {
@@ -171,7 +230,8 @@ int main(int argc, char **argv) {
         known.end())
       partition::tools::usageError("partition-gen",
                                    "unknown family '" + family +
-                                       "'; expected llama, mistral or qwen2");
+                                       "'; expected llama, mistral, qwen2 "
+                                       "or mixtral");
     const std::string presetFamily = config->familyName();
     config->family = family == "llama" ? "" : family.getValue();
     // Each family's biases, unless given.
@@ -251,6 +311,28 @@ int main(int argc, char **argv) {
     config->positions = std::max(config->positions, config->seqLen);
   if (batch.getNumOccurrences())
     config->batch = batch;
+  if (experts.getNumOccurrences())
+    config->experts = experts;
+  if (topK.getNumOccurrences())
+    config->topK = topK;
+  else if (config->experts > 0 && config->topK == 0)
+    config->topK = std::min<int64_t>(2, config->experts);
+  if (moeEvery.getNumOccurrences())
+    config->moeEvery = moeEvery;
+  if (sharedExperts.getNumOccurrences())
+    config->sharedExperts = sharedExperts;
+  if (expertFfn.getNumOccurrences())
+    config->expertFfn = expertFfn;
+  if (capacityFactor.getNumOccurrences())
+    config->capacityFactor = capacityFactor;
+  if (router.getNumOccurrences())
+    config->router = router;
+  if (loadBalance.getNumOccurrences())
+    config->loadBalance = loadBalance;
+  if (auxLossCoef.getNumOccurrences())
+    config->auxLossCoef = auxLossCoef;
+  if (zLossCoef.getNumOccurrences())
+    config->zLossCoef = zLossCoef;
 
   if (std::string problems = validate(*config); !problems.empty())
     return fail("invalid model configuration: " + problems);

@@ -433,6 +433,42 @@ TEST(GradientCheck, LlamaGqaRopeMicrobatches) {
   gradientCheck(smallLlama(), 2, 5);
 }
 
+/// Mixture of experts: the small Llama with 4 experts of 24, its router,
+/// grouped expert GEMMs, combine and load-balancing loss (with a z-loss;
+/// coefficients large enough to matter). The routing is piecewise constant
+/// in the parameters, and the steps here (up to 2% of every entry) would
+/// flip near-tied choices of some of the 64 tokens, so every token takes
+/// all 4 experts (top-k = E, dropless): the choices then never change, and
+/// every gradient path of the layer (gates, aux loss, expert weights) is
+/// checked. The kernels' tests (MoeTest.cpp) check top-k < E and dropped
+/// tokens with the routing held fixed.
+model::ModelConfig smallMixtral() {
+  model::ModelConfig config = smallLlama();
+  config.family = "mixtral";
+  config.experts = 4;
+  config.topK = 4;
+  config.expertFfn = 24;
+  config.auxLossCoef = 0.1;
+  config.zLossCoef = 0.01;
+  return config;
+}
+
+TEST(GradientCheck, MixtralAllExperts) { gradientCheck(smallMixtral(), 1, 7); }
+
+/// Sigmoid routing, a shared expert, MoE on every second layer, on a GPT-2
+/// base.
+TEST(GradientCheck, Gpt2MoeSigmoidShared) {
+  model::ModelConfig config = smallGpt2();
+  config.experts = 3;
+  config.topK = 3;
+  config.expertFfn = 24;
+  config.router = "sigmoid";
+  config.sharedExperts = 1;
+  config.moeEvery = 2;
+  config.auxLossCoef = 0.1;
+  gradientCheck(config, 1, 8);
+}
+
 /// The check must flag a wrong gradient: each corruption of one tensor's
 /// gradient (scaled by 1.01, negated, one row zeroed, the largest entry
 /// negated, entries permuted) has to fail at least one comparison, while
