@@ -154,7 +154,7 @@ LogicalResult MoeRouteOp::verify() {
                           "[E], the logits' experts")))
       return failure();
   if (failed(expectChoices(*this, "gates", getGates(), getLogits(), topK,
-                           f32)) ||
+                           tensorType(getLogits()).getElementType())) ||
       failed(expectChoices(*this, "experts", getExperts(), getLogits(), topK,
                            i32)) ||
       failed(expectChoices(*this, "slots", getSlots(), getLogits(), topK,
@@ -174,10 +174,9 @@ LogicalResult MoeRouteGradOp::verify() {
   if (topK < 1 || topK > experts)
     return emitOpError() << "top_k must be in [1, " << experts
                          << "] (the experts), got " << topK;
-  Type f32 = Float32Type::get(getContext());
   Type i32 = IntegerType::get(getContext(), 32);
   if (failed(expectChoices(*this, "gates_grad", getGatesGrad(), getLogits(),
-                           topK, f32)) ||
+                           topK, tensorType(getLogits()).getElementType())) ||
       failed(expectChoices(*this, "experts", getExperts(), getLogits(), topK,
                            i32)))
     return failure();
@@ -216,7 +215,7 @@ LogicalResult MoeCombineOp::verify() {
     return failure();
   return expectChoices(*this, "gates", getGates(), getResult(),
                        tensorType(getExperts()).getDimSize(2),
-                       Float32Type::get(getContext()));
+                       tensorType(getExpertOutput()).getElementType());
 }
 
 LogicalResult MoeCombineGradOp::verify() {
@@ -229,7 +228,7 @@ LogicalResult MoeCombineGradOp::verify() {
                                 getGrad())) ||
       failed(expectChoices(*this, "gates", getGates(), getGrad(),
                            tensorType(getExperts()).getDimSize(2),
-                           Float32Type::get(getContext()))) ||
+                           tensorType(getExpertOutput()).getElementType())) ||
       failed(expectSameType(*this, "expert_output_grad",
                             getExpertOutputGrad(), "the expert output",
                             getExpertOutput())))

@@ -43,7 +43,7 @@ def Xfmr_MoeRouteOp : Xfmr_ForwardOp<"moe_route"> {
     an expert's capacity is dropped: its slot is -1 and the token's output
     from that expert is zero.
 
-    Results: `gates` [B, S, k] (f32), `experts` [B, S, k] (i32, the chosen
+    Results: `gates` [B, S, k] (of the logits' element type), `experts` [B, S, k] (i32, the chosen
     expert ids in descending score), `slots` [B, S, k] (i32, the row of
     the token in its expert's buffer, or -1), `counts` [B, E] (i32, the
     filled rows per group and expert). Only `gates` is differentiable
@@ -57,7 +57,7 @@ def Xfmr_MoeRouteOp : Xfmr_ForwardOp<"moe_route"> {
     ```
 
     Constraints:
-    - `logits` is [B, S, E] of f32; `bias` (if any) is [E] of f32;
+    - `logits` is [B, S, E] of a float type; `bias` (if any) is [E] of f32;
     - 1 <= top_k <= E; 1 <= capacity <= S;
     - `scoring` is "softmax", "softmax_topk" or "sigmoid";
     - the results have the shapes and types above.
@@ -84,7 +84,7 @@ def Xfmr_MoeRouteGradOp : Xfmr_BackwardOp<"moe_route_grad"> {
     ```
 
     Constraints:
-    - `gates_grad` is [B, S, k] of f32, `logits` [B, S, E] of f32 and
+    - `gates_grad` is [B, S, k] and `logits` [B, S, E] of one float type,
       `experts` [B, S, k] of i32; the result has the logits' type;
     - `top_k` and `scoring` as in `xfmr.moe_route`.
   }];
@@ -152,7 +152,8 @@ def Xfmr_MoeCombineOp : Xfmr_ForwardOp<"moe_combine"> {
     ```
 
     Constraints:
-    - `expert_output` is [B, E, C, H]; `gates` is [B, S, k] of f32;
+    - `expert_output` is [B, E, C, H]; `gates` is [B, S, k] of its
+      element type;
       `experts` and `slots` are [B, S, k] of i32;
     - the result is [B, S, H] of the expert output's element type.
   }];
@@ -179,8 +180,8 @@ def Xfmr_MoeCombineGradOp : Xfmr_BackwardOp<"moe_combine_grad"> {
     ```
 
     Constraints:
-    - `grad` is [B, S, H]; `expert_output` [B, E, C, H] of its element
-      type; `gates` [B, S, k] of f32; `experts`, `slots` [B, S, k] of i32;
+    - `grad` is [B, S, H]; `expert_output` [B, E, C, H] and `gates`
+      [B, S, k] of its element type; `experts`, `slots` [B, S, k] of i32;
     - `expert_output_grad` has the expert output's type, `gates_grad` the
       gates'.
   }];
@@ -287,7 +288,8 @@ def Xfmr_MoeAuxLossOp : Xfmr_ForwardOp<"moe_aux_loss"> {
     ```
 
     Constraints:
-    - `logits` is [B, S, E] of f32 and `experts` [B, S, k] of i32;
+    - `logits` is [B, S, E] of a float type and `experts` [B, S, k] of
+      i32;
     - the result is a scalar f32; `aux_coef` and `z_coef` are finite and
       not negative;
     - `scoring` as in `xfmr.moe_route`.

@@ -1,6 +1,6 @@
 //===- KernelArgsMoe.cpp - shape checks of the mixture-of-experts rows ----===//
 //
-// The routing tensors are [B, S, k] (gates f32, expert ids and slots i32),
+// The routing tensors are [B, S, k] (gates of the logits' float type, expert ids and slots i32),
 // the logits [B, S, E], the expert buffers [B, E, C, H] with counts [B, E]
 // (i32). Each check fills batch, seq, channels, experts, topK and capacity
 // from the buffers that carry them and checks the rest against those.
@@ -47,7 +47,7 @@ void Checker::checkMoeRoute() {
               std::to_string(args.experts) + "]");
   if (grad) {
     moeScoring(instruction.ints[1]);
-    moeChoices(in(0), "gates gradient", DType::F32);
+    moeChoices(in(0), "gates gradient", logits.dtype);
     moeChoices(in(2), "experts", DType::I32);
     dtype(out(0), logits.dtype, "logits gradient");
     sameElements(logits, out(0), "logits gradient");
@@ -62,7 +62,7 @@ void Checker::checkMoeRoute() {
     dtype(in(1), DType::F32, "bias");
     vector(in(1), args.experts, "bias");
   }
-  moeChoices(out(0), "gates", DType::F32);
+  moeChoices(out(0), "gates", logits.dtype);
   moeChoices(out(1), "experts", DType::I32);
   moeChoices(out(2), "slots", DType::I32);
   dtype(out(3), DType::I32, "counts");
@@ -101,11 +101,11 @@ void Checker::checkMoeDispatch() {
   moeChoices(in(experts + 1), "slots", DType::I32);
   bool gates = kernel == KernelId::MoeCombine || combineGrad;
   if (gates)
-    moeChoices(in(experts - 1), "gates", DType::F32);
+    moeChoices(in(experts - 1), "gates", args.floatType);
   if (combineGrad) {
     sameElements(out(0), buffer, "expert buffer gradient");
     dtype(out(0), args.floatType, "expert buffer gradient");
-    moeChoices(out(1), "gates gradient", DType::F32);
+    moeChoices(out(1), "gates gradient", args.floatType);
   }
 }
 

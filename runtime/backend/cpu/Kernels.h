@@ -355,7 +355,7 @@ void vocabParallelCrossEntropyGrad(const float *lossGrad, const float *logits,
 //===----------------------------------------------------------------------===//
 // Mixture of experts (runtime/backend/cpu/Moe.cpp; the ops are in
 // dialects/Xfmr/XfmrMoeOps.td). Each of the `batch` sequences is a token
-// group; the choices are [batch, seq, topK] (gates f32, expert ids and slots
+// group; the choices are [batch, seq, topK] (gates, expert ids and slots
 // i32, slot -1 for a choice dropped past the capacity); an expert buffer is
 // [batch, experts, capacity, channels], its rows past counts[b, e] zero.
 // Expert ids and slots out of range, and counts above the capacity, throw.
