@@ -210,6 +210,12 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
         cp = context, tp = tensor], ..., context_chunks = 4>
     ```
 
+    A plan with expert parallelism (plan.json's moe.expert_parallel = EP >
+    1) records `expert_parallel = EP`: the experts of every MoE layer are
+    split over the data axis (EP is its size), each rank holding E / EP of
+    them, and the tokens move to their experts and back by all-to-alls
+    (docs/moe.md).
+
     Constraints (the attribute's verifier):
     - axis names are unique and non-empty, and each role has one axis at
       most, but tensor, which may span several (the first major: with
@@ -223,7 +229,8 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     - every layer_tp degree >= 1, embedding_tp >= 0;
     - context_chunks >= 0, positive exactly when an axis has the context
       role, and then 1 or twice its size; context_method is all_gather or
-      ring.
+      ring;
+    - expert_parallel >= 1.
 
     Constraints (on the module that carries it): the mesh symbol names a
     `dist.mesh` of the module, and every plan axis is an axis of it.
@@ -250,13 +257,17 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
         "with a context axis: the chunks each sequence is cut into and "
         "reordered (2 x cp zigzag, 1 natural order); 0 without one">:$context_chunks,
     StringRefParameter<"how attention crosses the context axis",
-                       "\"all_gather\"">:$context_method
+                       "\"all_gather\"">:$context_method,
+    DefaultValuedParameter<"int64_t", "1",
+        "the ranks the experts of a MoE layer are split over (over the "
+        "data axis)">:$expert_parallel
   );
   let assemblyFormat = [{
     `<` `mesh` `=` $mesh `,` `axes` `=` custom<PlanAxes>($axes) `,`
     struct($sequence_parallel, $schedule, $microbatches, $zero_stage,
            $recompute, $budget_bytes, $precision, $vocab_multiple,
-           $layer_tp, $embedding_tp, $context_chunks, $context_method) `>`
+           $layer_tp, $embedding_tp, $context_chunks, $context_method,
+           $expert_parallel) `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

@@ -277,7 +277,11 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t budgetBytes, StringRef precision,
                                int64_t vocabMultiple, DenseI64ArrayAttr layerTp,
                                int64_t embeddingTp, int64_t contextChunks,
-                               StringRef contextMethod) {
+                               StringRef contextMethod,
+                               int64_t expertParallel) {
+  if (expertParallel < 1)
+    return emitError() << "expert_parallel must be at least 1, got "
+                       << expertParallel;
   if (vocabMultiple < 1)
     return emitError() << "vocab_multiple must be at least 1, got "
                        << vocabMultiple;

@@ -144,6 +144,12 @@ public:
   void setWeightSplitFactor(int factor) { weightSplitFactor = factor; }
   int getWeightSplitFactor() const { return weightSplitFactor; }
 
+  /// The factor that indexes the experts of a MoE layer (their stacked
+  /// weights' first dimension): expert parallelism splits it over its axis
+  /// when the op places the weights.
+  void setExpertFactor(int factor) { expertFactor = factor; }
+  int getExpertFactor() const { return expertFactor; }
+
   /// Results are sums of (scaled) operands: partial operands, all over the
   /// same axes, give a result partial over them. (add, scale.)
   bool linear = false;
@@ -163,6 +169,7 @@ private:
   std::optional<ScaledValue> meanScaled;
   llvm::SmallVector<std::pair<int, int>> ties;
   int weightSplitFactor = kNoFactor;
+  int expertFactor = kNoFactor;
   llvm::SmallVector<unsigned, 1> linearIn;
   /// Per result: the operands it reads (empty: all).
   llvm::SmallVector<llvm::SmallVector<unsigned, 2>> resultReads;

@@ -151,6 +151,7 @@ ShardingRule ExpertLinearOp::getShardingRule() {
   rule.addOperand({b, e});
   rule.addResult({b, e, c, n});
   rule.setWeightSplitFactor(n);
+  rule.setExpertFactor(e);
   return rule;
 }
 
@@ -168,6 +169,7 @@ ShardingRule ExpertLinearGradInputOp::getShardingRule() {
   rule.addOperand({b, e});
   rule.addResult({b, e, c, k});
   rule.setLinearIn(0);
+  rule.setExpertFactor(e);
   return rule;
 }
 
@@ -185,6 +187,7 @@ ShardingRule ExpertLinearGradWeightOp::getShardingRule() {
   rule.addOperand({b, e});
   rule.addResult({e, n, k});
   rule.setLinearIn(0);
+  rule.setExpertFactor(e);
   return rule;
 }
 

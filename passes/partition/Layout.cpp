@@ -83,6 +83,8 @@ FailureOr<PartitionMesh> lookupPartitionMesh(ModuleOp module) {
   mesh.dataAxis = axisFor(dist::AxisRole::Data);
   mesh.contextAxis = axisFor(dist::AxisRole::Context);
   mesh.contextRing = plan.getContextMethod() == "ring";
+  if (plan.getExpertParallel() > 1)
+    mesh.expertAxis = mesh.dataAxis;
   for (dist::PlanAxisAttr axis : plan.getAxes())
     if (axis.getRole() == dist::AxisRole::Tensor &&
         mesh.shape.find(axis.getName()) >= 0)

@@ -63,6 +63,10 @@ struct PartitionMesh {
   /// passing key-value blocks around (dialects/Xfmr/ContextRing.h) rather
   /// than by all-gathering them.
   bool contextRing = false;
+  /// The axis the experts of MoE layers are split over (expert
+  /// parallelism; empty: none): the data axis, whose size is the plan's
+  /// moe.expert_parallel.
+  llvm::StringRef expertAxis;
   /// The axes Megatron-style tensor parallelism splits weights over, major
   /// first: the plan's tp, or, with fewer key-value heads than tp, the axis
   /// of the key-value heads and the one their replicas span (ApplyPlan.cpp).

@@ -335,7 +335,7 @@ LogicalResult StepPropagation::propagateSlice(tensor::ExtractSliceOp slice) {
 }
 
 LogicalResult StepPropagation::propagateOp(Operation *op) {
-  if (tensorParallel && mesh.hasTensor() &&
+  if (tensorParallel && (mesh.hasTensor() || !mesh.expertAxis.empty()) &&
       failed(placeWeightsFor(op, mesh, *this)))
     return failure();
   auto ruled = dyn_cast<ShardingRuleOpInterface>(op);

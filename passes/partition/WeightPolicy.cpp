@@ -9,8 +9,105 @@ using namespace partition::xfmr;
 
 namespace partition {
 
+namespace {
+
+/// Places weights as `base` does, with the expert dimension of each MoE
+/// weight split over the expert axis besides (major to its tensor split).
+class ExpertAxisPlacement : public WeightPlacement {
+public:
+  ExpertAxisPlacement(WeightPlacement &base,
+                      const llvm::StringMap<unsigned> &expertDims,
+                      StringRef expertAxis)
+      : base(base), expertDims(expertDims), expertAxis(expertAxis) {}
+
+  Layout layoutOf(Value value) const override { return base.layoutOf(value); }
+  std::optional<StringRef> undecidedState(Value value) const override {
+    return base.undecidedState(value);
+  }
+  bool isPlacedState(Value value) const override {
+    return base.isPlacedState(value);
+  }
+  std::optional<int64_t> layerOf(Value value) const override {
+    return base.layerOf(value);
+  }
+  LogicalResult decideState(StringRef name, ArrayRef<Axes> dims) override {
+    SmallVector<Axes> withExperts(dims.begin(), dims.end());
+    auto found = expertDims.find(name);
+    if (found != expertDims.end())
+      withExperts[found->second].insert(withExperts[found->second].begin(),
+                                        expertAxis);
+    return base.decideState(name, withExperts);
+  }
+
+private:
+  WeightPlacement &base;
+  const llvm::StringMap<unsigned> &expertDims;
+  StringRef expertAxis;
+};
+
+LogicalResult placeTensorParallel(Operation *op, const PartitionMesh &mesh,
+                                  WeightPlacement &placement);
+
+} // namespace
+
+// Expert parallelism: a MoE op's stacked expert weights split their expert
+// dimension over the expert axis, whatever the tensor policy does with
+// their features (Megatron-LM's expert tensor parallelism = tp).
 LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
                               WeightPlacement &placement) {
+  auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+  // The tensor policy runs only with tensor axes of more than one rank
+  // (a plan may have a tp axis of size 1).
+  auto tensorPolicy = [&](WeightPlacement &target) {
+    return mesh.hasTensor() ? placeTensorParallel(op, mesh, target)
+                            : success();
+  };
+  if (!ruled || mesh.expertAxis.empty() || isLayoutPreserving(op))
+    return tensorPolicy(placement);
+  ShardingRule rule = ruled.getShardingRule();
+  int expert = rule.getExpertFactor();
+  if (expert == ShardingRule::kNoFactor)
+    return tensorPolicy(placement);
+  llvm::StringMap<unsigned> expertDims;
+  SmallVector<std::pair<unsigned, StringRef>> weights;
+  int64_t shards = mesh.sizeOf(mesh.expertAxis);
+  for (OpOperand &use : op->getOpOperands()) {
+    std::optional<StringRef> name = placement.undecidedState(use.get());
+    ArrayRef<int> factors = rule.getOperand(use.getOperandNumber());
+    const int *at = llvm::find(factors, expert);
+    if (!name || at == factors.end())
+      continue;
+    int64_t experts = rule.getFactors()[expert].size;
+    if (experts % shards != 0)
+      return op->emitOpError()
+             << "cannot split the " << experts << " experts of '" << *name
+             << "' over " << mesh.expertAxis << " = " << shards
+             << " for expert parallelism; choose moe.expert_parallel that "
+                "divides "
+             << experts;
+    expertDims[*name] = at - factors.begin();
+    weights.push_back({use.getOperandNumber(), *name});
+  }
+  ExpertAxisPlacement withExperts(placement, expertDims, mesh.expertAxis);
+  if (failed(tensorPolicy(withExperts)))
+    return failure();
+  // What the tensor policy left unplaced (no tensor axes): the experts'
+  // split alone.
+  for (auto [index, name] : weights) {
+    if (!placement.undecidedState(op->getOperand(index)))
+      continue;
+    SmallVector<Axes> dims(rule.getOperand(index).size());
+    dims[expertDims[name]] = {mesh.expertAxis};
+    if (failed(placement.decideState(name, dims)))
+      return failure();
+  }
+  return success();
+}
+
+namespace {
+
+LogicalResult placeTensorParallel(Operation *op, const PartitionMesh &mesh,
+                                  WeightPlacement &placement) {
   auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
   if (!ruled)
     return success();
@@ -145,5 +242,7 @@ LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
   }
   return success();
 }
+
+} // namespace
 
 } // namespace partition

@@ -36,8 +36,9 @@ PlanModel planModel(DictionaryAttr config) {
       return value.getInt();
     return std::nullopt;
   };
-  return {field("batch"), field("heads"), field("kv_heads"),
-          field("layers"), field("vocab"), field("seq_len")};
+  return {field("batch"), field("heads"),  field("kv_heads"),
+          field("layers"), field("vocab"),  field("seq_len"),
+          field("experts")};
 }
 
 /// With replicas (NTP), `plan` becomes replica `index`'s uniform plan; a
@@ -191,7 +192,7 @@ dist::PlanAttr toAttr(const Plan &plan, ArrayRef<Plan::Axis> meshAxes,
       plan.recompute.budgetBytes, plan.precision,
       plan.tensorParallel.vocabMultiple, layerTp, embeddingTp,
       plan.mesh.cp > 1 ? plan.contextParallel.chunks(plan.mesh.cp) : 0,
-      plan.contextParallel.method);
+      plan.contextParallel.method, plan.moe.expertParallel);
 }
 
 struct ApplyPlanPass : impl::ApplyPlanPassBase<ApplyPlanPass> {

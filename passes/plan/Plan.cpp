@@ -380,7 +380,7 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
   ObjectReader top(*root, "",
                    {"mesh", "tensor_parallel", "pipeline", "zero",
                     "recompute", "precision", "replicas", "overlap",
-                    "context_parallel"},
+                    "context_parallel", "moe"},
                    fileName, emitError, failed);
   auto reader = [&](StringRef key, ArrayRef<StringRef> known)
       -> std::optional<ObjectReader> {
@@ -412,6 +412,13 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
                     {"all_gather", "ring"});
     context->choice("load_balance", plan.contextParallel.loadBalance,
                     {"zigzag", "none"});
+  }
+  if (auto moe = reader("moe", {"expert_parallel", "expert_tensor_parallel"})) {
+    moe->integer("expert_parallel", plan.moe.expertParallel, 1,
+                 Plan::kMaxDevices, "a positive integer (the ranks the "
+                                    "experts are split over)");
+    moe->integer("expert_tensor_parallel", plan.moe.expertTensorParallel, 1,
+                 Plan::kMaxDevices, "a positive integer");
   }
   if (auto tp = reader("tensor_parallel",
                        {"sequence_parallel", "vocab_multiple", "per_layer",

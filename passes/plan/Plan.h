@@ -112,6 +112,16 @@ struct Plan {
       return loadBalance == "zigzag" ? 2 * cp : 1;
     }
   } contextParallel;
+  /// Mixture-of-experts parallelism (docs/moe.md).
+  struct Moe {
+    /// The ranks each MoE layer's experts are split over, out of the
+    /// data-parallel ones (E / EP experts per rank; the tokens reach their
+    /// experts by all-to-alls).
+    int64_t expertParallel = 1;
+    /// The tensor-parallel degree of the experts' FFN; 0: not given (the
+    /// model's, mesh.tp: Megatron-LM's default).
+    int64_t expertTensorParallel = 0;
+  } moe;
   /// Communication hidden behind computation (--rt-overlap-collectives):
   /// on by default.
   struct Overlap {
@@ -223,6 +233,8 @@ llvm::FailureOr<Plan> parsePlan(llvm::StringRef json, llvm::StringRef fileName,
 /// configuration); absent fields are not checked.
 struct PlanModel {
   std::optional<int64_t> batch, heads, kvHeads, layers, vocab, seqLen;
+  /// The experts of each MoE layer; 0 or absent: a dense model.
+  std::optional<int64_t> experts;
 };
 
 /// Checks that the model can follow the plan; every problem is reported

@@ -82,6 +82,38 @@ void checkPartDegrees(const Plan &plan, const PlanModel &model,
   }
 }
 
+/// Expert parallelism (plan.json's moe) against the model's experts.
+void checkExperts(const Plan &plan, const PlanModel &model,
+                  llvm::function_ref<void(const Twine &)> error) {
+  const Plan::Moe &moe = plan.moe;
+  int64_t experts = model.experts.value_or(0);
+  bool moeGiven = moe.expertParallel > 1 || moe.expertTensorParallel > 0;
+  // A known model (its layers given) without experts is dense.
+  if (moeGiven && experts == 0 && model.layers)
+    error("moe: the model has no experts (a dense model); leave out moe, "
+          "or generate a mixture of experts (partition-gen --experts E)");
+  if (moe.expertParallel > 1) {
+    if (plan.mesh.dp % moe.expertParallel != 0)
+      error("moe.expert_parallel = " + Twine(moe.expertParallel) +
+            " does not divide mesh.dp = " + Twine(plan.mesh.dp) +
+            ": the experts are split over data-parallel ranks");
+    else if (moe.expertParallel != plan.mesh.dp)
+      error("moe.expert_parallel = " + Twine(moe.expertParallel) +
+            " below mesh.dp = " + Twine(plan.mesh.dp) +
+            " (experts replicated over dp / ep groups) is not implemented "
+            "yet: give expert_parallel = mesh.dp");
+    if (experts > 0 && experts % moe.expertParallel != 0)
+      error("moe.expert_parallel = " + Twine(moe.expertParallel) +
+            " does not divide the model's " + Twine(experts) +
+            " experts; choose a degree that divides them");
+  }
+  if (moe.expertTensorParallel > 0 && moe.expertTensorParallel != plan.mesh.tp)
+    error("moe.expert_tensor_parallel = " + Twine(moe.expertTensorParallel) +
+          " differs from mesh.tp = " + Twine(plan.mesh.tp) +
+          ": the experts split over the model's tensor axis (Megatron-LM's "
+          "default); another degree is not implemented yet: leave it out");
+}
+
 } // namespace
 
 LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
@@ -122,6 +154,7 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
     return llvm::failure(failed);
   }
 
+  checkExperts(plan, model, error);
   if (auto batch = model.batch; batch && *batch % mesh.dp != 0)
     error("the batch of " + Twine(*batch) +
           " sequences is not divisible by mesh.dp = " + Twine(mesh.dp));

@@ -77,6 +77,24 @@ private:
   /// some other reduction (the loss, a tensor-parallel partial sum).
   FailureOr<SmallVector<Member>> membersOf(dist::AllReduceOp reduce);
   LogicalResult shard(dist::AllReduceOp reduce, ArrayRef<Member> members);
+  /// Whether `value` (a parameter argument) is split over a group axis
+  /// already: each rank of the group holds other blocks (expert
+  /// parallelism's experts), which ZeRO leaves as they are.
+  bool splitOverGroup(Value value) {
+    auto arg = dyn_cast<BlockArgument>(value);
+    if (!arg)
+      return false;
+    auto sharding = step.getArgAttrOfType<dist::ShardingAttr>(
+        arg.getArgNumber(), dist::DistDialect::kLocalShardingAttrName);
+    if (!sharding)
+      return false;
+    Layout layout = Layout::fromAttr(sharding, arg.getType());
+    return llvm::any_of(layout.dims, [&](const Axes &axes) {
+      return llvm::any_of(axes, [&](StringRef axis) {
+        return llvm::is_contained(groupAxes, axis);
+      });
+    });
+  }
   /// Makes argument `arg` (a moment) the flat shard of `chunk` elements.
   void shardMoment(BlockArgument arg, int64_t chunk);
   /// Marks a result that updates a sharded argument (same role and name).
@@ -315,7 +333,8 @@ LogicalResult StepSharder::shardParameters() {
   int64_t ungrouped = -1;
   for (BlockArgument arg : body.getArguments()) {
     unsigned index = arg.getArgNumber();
-    if (!step.getArgAttr(index, XfmrDialect::kParamAttrName))
+    if (!step.getArgAttr(index, XfmrDialect::kParamAttrName) ||
+        splitOverGroup(arg))
       continue;
     auto layer = step.getArgAttrOfType<IntegerAttr>(
         index, XfmrDialect::kLayerAttrName);
@@ -448,9 +467,12 @@ LogicalResult StepSharder::run() {
   for (auto &[reduce, members] : work)
     if (failed(shard(reduce, members)))
       return failure();
-  // Every AdamW update now works on chunks.
+  // Every AdamW update now works on chunks, but those of parameters split
+  // over the group already (expert parallelism's experts: their state is
+  // partitioned with them).
   for (auto update : body.getOps<AdamWOp>())
-    if (!shardedMoments.count(dyn_cast<BlockArgument>(update.getMoment1())))
+    if (!shardedMoments.count(dyn_cast<BlockArgument>(update.getMoment1())) &&
+        !splitOverGroup(update.getParam()))
       return update.emitOpError()
              << "updates a parameter whose gradient is not summed over "
              << describe(groupAxes) << "; ZeRO shards the state over that sum";
