@@ -74,7 +74,8 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
       ++result.sends;
       return WalkResult::advance();
     }
-    if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp, rt::RingShiftOp>(op))
+    if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp, rt::RingShiftOp,
+             rt::AllToAllOp>(op))
       return WalkResult::advance();
     auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
     FailureOr<dist::MeshShape> mesh = dist::lookupMeshShape(
@@ -109,6 +110,12 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
       sent = sendBytes(sent, bytes, ranks, /*twice=*/false);
       addBytes(result.gatheredBytes, group, bytes);
       ++result.gathers;
+    } else if (auto move = dyn_cast<rt::AllToAllOp>(op)) {
+      // Every rank keeps one of its N blocks and sends the other N - 1.
+      int64_t bytes = byteSize(move.getInput().getType());
+      sent = sendBytes(sent, bytes, ranks, /*twice=*/false);
+      addBytes(result.movedBytes, group, bytes);
+      ++result.moves;
     } else if (auto shift = dyn_cast<rt::RingShiftOp>(op)) {
       // Every rank of the ring sends its whole buffer once.
       int64_t bytes = byteSize(shift.getInput().getType());
@@ -139,7 +146,7 @@ void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
   os << "communication: " << comm.function << " sends " << comm.sentBytes
      << " bytes per rank per step (";
   if (comm.buckets + comm.gathers + comm.scatters + comm.shifts +
-          comm.sends ==
+          comm.moves + comm.sends ==
       0) {
     os << "no collectives)\n";
     return;
@@ -163,6 +170,7 @@ void printCommunication(const Communication &comm, llvm::raw_ostream &os) {
        comm.scatteredBytes, "scattered");
   part(comm.shifts, "ring shift", "ring shifts", comm.shiftedBytes,
        "passed on");
+  part(comm.moves, "all-to-all", "all-to-alls", comm.movedBytes, "exchanged");
   part(comm.sends, "send", "sends", comm.sentBytesByPeer, "sent to");
   os << ")\n";
 }

@@ -23,11 +23,14 @@ using BytesByGroup = llvm::SmallVector<std::pair<std::string, int64_t>>;
 struct Communication {
   llvm::StringRef function;
   int64_t sentBytes = 0;
-  unsigned buckets = 0, gathers = 0, scatters = 0, shifts = 0, sends = 0;
+  unsigned buckets = 0, gathers = 0, scatters = 0, shifts = 0, moves = 0,
+           sends = 0;
   /// All-reduce: the bytes reduced; all-gather: the bytes of its output;
   /// reduce-scatter: the bytes of its input; ring shift: the bytes each
-  /// rank passes on.
-  BytesByGroup reducedBytes, gatheredBytes, scatteredBytes, shiftedBytes;
+  /// rank passes on; all-to-all: the bytes of its input (1 / N of them
+  /// stay on the rank).
+  BytesByGroup reducedBytes, gatheredBytes, scatteredBytes, shiftedBytes,
+      movedBytes;
   /// rt.send: the bytes sent, by peer ("pp=1").
   BytesByGroup sentBytesByPeer;
 };

@@ -445,12 +445,15 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
   auto type = cast<RankedTensorType>(input.getType());
   bool shift = isa<dist::RingShiftOp>(op);
   bool gather = isa<dist::AllGatherOp>(op);
-  StringRef kind =
-      shift ? "ring_shift" : gather ? "all_gather" : "reduce_scatter";
-  // A gather or a shift moves elements (token ids, positions too); a
-  // reduction adds floats.
+  auto move = dyn_cast<dist::AllToAllOp>(op);
+  StringRef kind = shift    ? "ring_shift"
+                   : gather ? "all_gather"
+                   : move   ? "all_to_all"
+                            : "reduce_scatter";
+  // A gather, a shift or an all_to_all moves elements (token ids,
+  // positions, expert counts too); a reduction adds floats.
   Type element = type.getElementType();
-  bool moves = gather || shift;
+  bool moves = gather || shift || move;
   bool supported = element.isF32() || element.isBF16() ||
                    (moves && element.isInteger(32));
   if (!supported)
@@ -471,6 +474,10 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
   if (shift)
     rt::RingShiftOp::create(builder, loc, /*token=*/Type(), in, out, meshName,
                             axes, labelAttr);
+  else if (move)
+    rt::AllToAllOp::create(builder, loc, /*token=*/Type(), in, out, meshName,
+                           axes, move.getSplitDimAttr(),
+                           move.getConcatDimAttr(), labelAttr);
   else if (gather)
     rt::AllGatherOp::create(builder, loc, /*token=*/Type(), in, out, meshName, axes, dim,
                             labelAttr);
@@ -560,7 +567,8 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
     return lowerTransfer(builder, op, position);
   if (auto allReduce = dyn_cast<dist::AllReduceOp>(op))
     return lowerAllReduce(builder, allReduce);
-  if (isa<dist::AllGatherOp, dist::ReduceScatterOp, dist::RingShiftOp>(op))
+  if (isa<dist::AllGatherOp, dist::ReduceScatterOp, dist::RingShiftOp,
+          dist::AllToAllOp>(op))
     return lowerBlockCollective(builder, op, position);
   if (auto slice = dyn_cast<dist::AllSliceOp>(op))
     return lowerAllSlice(builder, slice, position);

@@ -316,7 +316,8 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
       if (!function.isExternal() &&
           llvm::any_of(function.getBody().getOps(), [](Operation &op) {
             return isa<KernelOp, AllReduceOp, AllGatherOp, ReduceScatterOp,
-                       rt::RingShiftOp, WaitOp, SendOp, RecvOp>(op);
+                       rt::RingShiftOp, rt::AllToAllOp, WaitOp, SendOp,
+                       RecvOp>(op);
           }))
         functions.push_back(function);
     if (functions.empty()) {

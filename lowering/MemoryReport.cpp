@@ -164,7 +164,8 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
   for (Operation &op : body) {
     // A gradient gathered or reduce-scattered (ZeRO) is still a gradient,
     // an activation gathered (sequence parallelism) still an activation.
-    if (isa<AllGatherOp, ReduceScatterOp, rt::RingShiftOp>(op)) {
+    if (isa<AllGatherOp, ReduceScatterOp, rt::RingShiftOp, rt::AllToAllOp>(
+            op)) {
       auto from = intervalOf.find(op.getOperand(0));
       auto to = intervalOf.find(op.getOperand(1));
       if (from != intervalOf.end() && to != intervalOf.end()) {

@@ -56,6 +56,7 @@ bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
 /// the pure bookkeeping of the lowered step. Anything else stops the move.
 bool movableAcross(Operation *op) {
   return isa<rt::KernelOp, rt::AllReduceOp, rt::AllGatherOp, rt::RingShiftOp,
+             rt::AllToAllOp,
              rt::ReduceScatterOp, rt::WaitOp, rt::SendOp, rt::RecvOp,
              memref::AllocOp, memref::SubViewOp, memref::CollapseShapeOp,
              arith::ConstantOp>(op);

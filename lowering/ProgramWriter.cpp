@@ -152,14 +152,19 @@ Writer::addBlockCollective(Operation *op) {
     reduce = toProgram(scatter.getReduce());
   auto label = op->getAttrOfType<StringAttr>("label");
   bool shift = isa<rt::RingShiftOp>(op);
-  auto dim = shift ? 0 : op->getAttrOfType<IntegerAttr>("dim").getInt();
+  auto move = dyn_cast<rt::AllToAllOp>(op);
+  int64_t dim = shift  ? 0
+                : move ? int64_t(move.getSplitDim())
+                       : op->getAttrOfType<IntegerAttr>("dim").getInt();
   auto collective = ptp::CreateCollectiveDirect(
       fbb,
       shift    ? ptp::CollectiveKind::RingShift
+      : move   ? ptp::CollectiveKind::AllToAll
       : gather ? ptp::CollectiveKind::AllGather
                : ptp::CollectiveKind::ReduceScatter,
       reduce, &*axes, label.getValue().str().c_str(),
-      static_cast<uint32_t>(dim), /*started=*/op->getNumResults() == 1);
+      static_cast<uint32_t>(dim), /*started=*/op->getNumResults() == 1,
+      static_cast<uint32_t>(move ? move.getConcatDim() : 0));
   return ptp::CreateInstructionDirect(fbb, /*kernel=*/0, &*args,
                                       /*ints=*/nullptr, /*floats=*/nullptr,
                                       collective);
@@ -481,8 +486,8 @@ LogicalResult Writer::addFunction(func::FuncOp function) {
         return failure();
       continue;
     }
-    if (isa<AllGatherOp, ReduceScatterOp, rt::RingShiftOp, SendOp, RecvOp,
-            AllReduceOp>(op)) {
+    if (isa<AllGatherOp, ReduceScatterOp, rt::RingShiftOp, rt::AllToAllOp,
+            SendOp, RecvOp, AllReduceOp>(op)) {
       FailureOr<flatbuffers::Offset<ptp::Instruction>> instruction =
           isa<SendOp, RecvOp>(op)  ? addTransfer(&op)
           : isa<AllReduceOp>(op) ? addAllReduce(cast<AllReduceOp>(op))

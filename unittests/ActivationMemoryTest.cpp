@@ -77,7 +77,8 @@ dist::PlanAttr planFor(mlir::MLIRContext &context, bool sequenceParallel,
       &context, mlir::FlatSymbolRefAttr::get(&context, "mesh"), axes,
       sequenceParallel, "1f1b", 1, 0, dist::RecomputePolicy::None, 0,
       "fp32", /*vocabMultiple=*/128, /*layerTp=*/nullptr,
-      /*embeddingTp=*/0, /*contextChunks=*/0, "all_gather");
+      /*embeddingTp=*/0, /*contextChunks=*/0, "all_gather",
+      /*expertParallel=*/1);
 }
 
 std::map<int64_t, LayerMemory> analyze(const Shape &shape, int64_t tp,

@@ -424,6 +424,44 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
                               formatAxes(strings(getAxes())));
 }
 
+LogicalResult AllToAllOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyCollectiveAxes(*this, getAxes())) ||
+      failed(verifyDimInRange(*this, "split_dim", getSplitDim(), input)) ||
+      failed(verifyDimInRange(*this, "concat_dim", getConcatDim(), input)))
+    return failure();
+  if (getSplitDim() == getConcatDim())
+    return emitOpError() << "split_dim and concat_dim are both "
+                         << getSplitDim()
+                         << "; an all_to_all moves a split between two "
+                            "dimensions";
+  return verifyRankAndElementType(*this, input, tensorType(getResult()));
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> shards =
+      resolveGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(shards))
+    return failure();
+  RankedTensorType input = tensorType(getInput());
+  int64_t split = getSplitDim(), concat = getConcatDim();
+  if (input.getDimSize(split) % *shards != 0)
+    return emitOpError() << "split_dim " << split << " of size "
+                         << input.getDimSize(split)
+                         << " is not divisible by " << *shards
+                         << ", the size of axes "
+                         << formatAxes(strings(getAxes()));
+  SmallVector<int64_t> shape(input.getShape());
+  shape[split] /= *shards;
+  shape[concat] *= *shards;
+  return verifyResultType(*this, tensorType(getResult()), shape,
+                          input.getElementType(),
+                          "split_dim " + Twine(split) + " divided and "
+                              "concat_dim " + Twine(concat) + " multiplied "
+                              "by " + Twine(*shards) + ", the size of axes " +
+                              formatAxes(strings(getAxes())));
+}
+
 /// An op whose result is its input with dimension `dim` split into as many
 /// blocks as the group of `axes` has devices (reduce_scatter, all_slice):
 /// the checks that need no mesh, then those that do.

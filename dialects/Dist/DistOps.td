@@ -267,6 +267,42 @@ def Dist_RingShiftOp : Dist_CollectiveOp<"ring_shift",
   }];
 }
 
+def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
+  let summary = "moves a split from one dimension to another across a group";
+  let description = [{
+    Each device cuts its input along `split_dim` into as many blocks as the
+    group has devices and sends block j to the group's device j; its result
+    is the blocks it receives, concatenated along `concat_dim` in group
+    order. What an all_gather along `concat_dim` followed by taking this
+    device's block along `split_dim` computes, with 1 / N of the traffic:
+    expert parallelism moves tokens from their data-parallel ranks to their
+    experts' ranks and back so (docs/moe.md).
+
+    Example:
+    ```mlir
+    %y = dist.all_to_all %x on @m axes [dp] split_dim = 1 concat_dim = 0
+        : tensor<2x4x8x16xf32> -> tensor<4x2x8x16xf32>
+    ```
+
+    Constraints:
+    - the mesh exists, and `axes` are distinct axes of it (at least one);
+    - `split_dim` and `concat_dim` are distinct dimensions of the input;
+      `split_dim` is divisible by the product of the sizes of `axes`;
+    - the result is the input with `split_dim` divided by that product and
+      `concat_dim` multiplied by it.
+  }];
+  let arguments = (ins Dist_StaticTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$split_dim,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$concat_dim);
+  let results = (outs Dist_StaticTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` custom<AxisNames>($axes) `split_dim` `=`
+    $split_dim `concat_dim` `=` $concat_dim attr-dict `:` type($input) `->`
+    type($result)
+  }];
+}
+
 def Dist_AxisIndexOp : Op<Dist_Dialect, "axis_index", [
     Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "this device's index in the group spanned by mesh axes";

@@ -250,12 +250,14 @@ LogicalResult verifyBlockCollective(Operation *op, Value input, Value output,
     // strided views.
     // A gather moves elements (token ids too); a reduction adds floats.
     Type element = type.getElementType();
-    bool words = isa<AllGatherOp, RingShiftOp>(op) && element.isInteger(32);
+    bool words = isa<AllGatherOp, RingShiftOp, AllToAllOp>(op) &&
+                 element.isInteger(32);
     if ((!element.isF32() && !element.isBF16() && !words) ||
         !type.hasStaticShape() || !type.getLayout().isIdentity())
       return op->emitOpError() << what << " " << type
                                << " must be f32 or bf16 (or i32 for an "
-                                  "all_gather or ring_shift) with a static "
+                                  "all_gather, ring_shift or all_to_all) "
+                                  "with a static "
                                   "shape and the identity layout";
   }
   if (cast<MemRefType>(input.getType()).getElementType() !=
@@ -286,7 +288,7 @@ LogicalResult verifyBlockCollective(Operation *op, Value input, Value output,
 }
 
 /// How a block collective's output relates to its input.
-enum class BlockKind { Gather, Scatter, Shift };
+enum class BlockKind { Gather, Scatter, Shift, Move };
 
 /// Checks the mesh, the axes and their order, and that the output is the
 /// input with `dim` multiplied (gather) or divided (scatter) by the group's
@@ -295,7 +297,8 @@ LogicalResult verifyBlockCollectiveUses(Operation *op, FlatSymbolRefAttr meshNam
                                         ArrayAttr axes, Value input,
                                         Value output, int64_t dim,
                                         BlockKind kind,
-                                        SymbolTableCollection &tables) {
+                                        SymbolTableCollection &tables,
+                                        int64_t concatDim = -1) {
   bool gather = kind == BlockKind::Gather;
   FailureOr<partition::dist::MeshShape> mesh = partition::dist::lookupMeshShape(
       op, meshName, &tables, [&] { return op->emitOpError(); });
@@ -327,6 +330,22 @@ LogicalResult verifyBlockCollectiveUses(Operation *op, FlatSymbolRefAttr meshNam
     return success();
   }
   SmallVector<int64_t> shape(inputType.getShape());
+  if (kind == BlockKind::Move) {
+    if (shape[dim] % group != 0)
+      return op->emitOpError() << "split_dim " << dim << " of size "
+                               << shape[dim] << " is not divisible by "
+                               << group << ", the size of axes " << axes;
+    shape[dim] /= group;
+    shape[concatDim] *= group;
+    auto expected = MemRefType::get(shape, inputType.getElementType());
+    if (output.getType() != expected)
+      return op->emitOpError()
+             << "output must be " << expected << " (the input divided by "
+             << group << " along split_dim " << dim << " and multiplied by "
+             << "it along concat_dim " << concatDim << "), but is "
+             << output.getType();
+    return success();
+  }
   if (!gather && shape[dim] % group != 0)
     return op->emitOpError() << "dimension " << dim << " of size "
                              << shape[dim] << " is not divisible by " << group
@@ -354,6 +373,25 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyBlockCollectiveUses(*this, getMeshAttr(), getAxes(), getInput(),
                                    getOutput(), getDim(), BlockKind::Gather,
                                    tables);
+}
+
+LogicalResult AllToAllOp::verify() {
+  if (failed(verifyAsyncToken(*this, getToken())) ||
+      failed(verifyBlockCollective(*this, getInput(), getOutput(),
+                                   getSplitDim(), getLabel(), getAxes())) ||
+      failed(verifyBlockCollective(*this, getInput(), getOutput(),
+                                   getConcatDim(), getLabel(), getAxes())))
+    return failure();
+  if (getSplitDim() == getConcatDim())
+    return emitOpError() << "split_dim and concat_dim are both "
+                         << getSplitDim() << "; they must differ";
+  return success();
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyBlockCollectiveUses(*this, getMeshAttr(), getAxes(), getInput(),
+                                   getOutput(), getSplitDim(), BlockKind::Move,
+                                   tables, getConcatDim());
 }
 
 LogicalResult ReduceScatterOp::verify() {

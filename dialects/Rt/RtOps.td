@@ -253,6 +253,50 @@ def Rt_AllGatherOp : Rt_BlockCollectiveOp<"all_gather"> {
   }];
 }
 
+def Rt_AllToAllOp : Rt_BlockCollectiveOp<"all_to_all"> {
+  let summary = "moves a split between dimensions across a group";
+  let description = [{
+    Cuts `input` along `split_dim` into as many blocks as the group (the
+    ranks that share this rank's coordinates on every axis of `mesh` except
+    `axes`) has ranks, sends block j to the group's rank j, and writes the
+    blocks it receives into `output`, concatenated along `concat_dim` in
+    group order (the first listed axis major), as `dist.all_to_all`.
+    `label` names it in the runtime's error messages.
+
+    Example:
+    ```mlir
+    rt.all_to_all %x, %y on @mesh axes [dp] split_dim = 1 concat_dim = 0
+        label = "dispatch" : memref<2x4x8xf32>, memref<4x2x8xf32>
+    ```
+
+    Constraints:
+    - both buffers are f32, bf16 or i32, of one element type, with static
+      shapes and the identity layout, and the output is not the input;
+    - `split_dim` and `concat_dim` are distinct dimensions of the input;
+      `label` is not empty;
+    - `axes` are distinct (at least one), axes of `mesh`, listed in the
+      mesh's order;
+    - the output is the input with `split_dim` divided and `concat_dim`
+      multiplied by the product of the sizes of `axes`;
+    - `async` (a token, as for `rt.all_reduce`): waited for once.
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "the local buffer", [MemRead]>:$input,
+    Arg<AnyMemRef, "the received blocks", [MemWrite]>:$output,
+    FlatSymbolRefAttr:$mesh,
+    StrArrayAttr:$axes,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$split_dim,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$concat_dim,
+    StrAttr:$label);
+  let results = (outs Optional<Rt_TokenType>:$token);
+  let assemblyFormat = [{
+    custom<AsyncToken>(type($token)) ``
+    $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
+    `split_dim` `=` $split_dim `concat_dim` `=` $concat_dim
+    `label` `=` $label attr-dict `:` type($input) `,` type($output)
+  }];
+}
+
 def Rt_ReduceScatterOp : Rt_BlockCollectiveOp<"reduce_scatter"> {
   let summary = "reduces over a group and keeps this rank's block";
   let description = [{

@@ -255,6 +255,41 @@ Value StepPartition::reshard(Value value, ArrayRef<Axes> dims,
       ++prefix;
     common.push_back(prefix);
   }
+  // One dimension losing exactly the axes another gains: an all_to_all
+  // moves the split (a gather there and a slice here, at 1 / N of the
+  // traffic): expert parallelism's dispatch and combine.
+  SmallVector<unsigned> losing, gaining;
+  for (unsigned dim = 0; dim < dims.size(); ++dim) {
+    if (common[dim] < from.dims[dim].size())
+      losing.push_back(dim);
+    if (common[dim] < dims[dim].size())
+      gaining.push_back(dim);
+  }
+  if (losing.size() == 1 && gaining.size() == 1 && losing[0] != gaining[0] &&
+      ArrayRef<StringRef>(from.dims[losing[0]])
+              .drop_front(common[losing[0]]) ==
+          ArrayRef<StringRef>(dims[gaining[0]]).drop_front(common[gaining[0]])) {
+    unsigned concat = losing[0], split = gaining[0];
+    SmallVector<StringRef> moved(from.dims[concat].begin() + common[concat],
+                                 from.dims[concat].end());
+    int64_t shards = mesh.shardsOf(moved);
+    auto type = cast<RankedTensorType>(value.getType());
+    if (type.getDimSize(split) % shards == 0) {
+      SmallVector<int64_t> shape(type.getShape());
+      shape[split] /= shards;
+      shape[concat] *= shards;
+      value = dist::AllToAllOp::create(
+          builder, user->getLoc(), type.clone(shape), value, mesh.symbol,
+          builder.getStrArrayAttr(moved), builder.getI64IntegerAttr(split),
+          builder.getI64IntegerAttr(concat));
+      for (unsigned dim = 0; dim < dims.size(); ++dim)
+        from.dims[dim] = dims[dim];
+      layouts[value] = from;
+      reshardCache[original].push_back(
+          {SmallVector<Axes>(dims), value, forBackward});
+      return value;
+    }
+  }
   for (unsigned dim = 0; dim < dims.size(); ++dim) {
     const Axes &have = from.dims[dim];
     if (common[dim] == have.size())

@@ -36,9 +36,12 @@ PlanModel planModel(DictionaryAttr config) {
       return value.getInt();
     return std::nullopt;
   };
-  return {field("batch"), field("heads"),  field("kv_heads"),
-          field("layers"), field("vocab"),  field("seq_len"),
-          field("experts")};
+  PlanModel model{field("batch"), field("heads"),  field("kv_heads"),
+                  field("layers"), field("vocab"),  field("seq_len"),
+                  field("experts")};
+  if (auto factor = config.getAs<FloatAttr>("capacity_factor"))
+    model.expertCapacity = factor.getValueAsDouble() > 0;
+  return model;
 }
 
 /// With replicas (NTP), `plan` becomes replica `index`'s uniform plan; a

@@ -235,6 +235,8 @@ struct PlanModel {
   std::optional<int64_t> batch, heads, kvHeads, layers, vocab, seqLen;
   /// The experts of each MoE layer; 0 or absent: a dense model.
   std::optional<int64_t> experts;
+  /// A MoE model whose experts have a capacity (they drop tokens).
+  bool expertCapacity = false;
 };
 
 /// Checks that the model can follow the plan; every problem is reported

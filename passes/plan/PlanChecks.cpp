@@ -107,6 +107,14 @@ void checkExperts(const Plan &plan, const PlanModel &model,
             " does not divide the model's " + Twine(experts) +
             " experts; choose a degree that divides them");
   }
+  // Capacity fills in sequence order; the context layout reorders the
+  // sequence (zigzag), so the same tokens would not drop.
+  if (model.expertCapacity && plan.mesh.cp > 1)
+    error("mesh.cp = " + Twine(plan.mesh.cp) +
+          " with experts that drop tokens (a capacity factor) is not "
+          "implemented yet: the capacity fills in sequence order, which "
+          "context parallelism's layout changes; use a dropless model "
+          "(--capacity-factor 0) or mesh.cp = 1");
   if (moe.expertTensorParallel > 0 && moe.expertTensorParallel != plan.mesh.tp)
     error("moe.expert_tensor_parallel = " + Twine(moe.expertTensorParallel) +
           " differs from mesh.tp = " + Twine(plan.mesh.tp) +

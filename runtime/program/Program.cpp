@@ -92,7 +92,7 @@ Collective readCollective(const ptp::Collective &collective,
                           const std::string &origin, const std::string &where) {
   Collective result;
   auto kind = static_cast<uint8_t>(collective.kind());
-  if (kind > static_cast<uint8_t>(CollectiveKind::RingShift))
+  if (kind > static_cast<uint8_t>(CollectiveKind::AllToAll))
     fail(origin, where + " has an unknown collective kind " +
                      std::to_string(kind));
   result.kind = static_cast<CollectiveKind>(kind);
@@ -104,6 +104,7 @@ Collective readCollective(const ptp::Collective &collective,
                      ? collective.label()->str()
                      : where;
   result.dim = collective.dim();
+  result.concatDim = collective.concat_dim();
   result.started = collective.started();
   std::string what = where + " (" + collectiveKindName(result.kind) + " '" +
                      result.label + "')";

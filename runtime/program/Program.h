@@ -117,7 +117,8 @@ enum class CollectiveKind : uint8_t {
   AllReduce,
   AllGather,
   ReduceScatter,
-  RingShift
+  RingShift,
+  AllToAll
 };
 enum class ReduceKind : uint8_t { Sum, Avg, Max };
 
@@ -135,8 +136,11 @@ struct Collective {
   /// Names it in error messages; never empty (the loader fills in
   /// "<function> instruction #i" when the file has none).
   std::string label;
-  /// AllGather / ReduceScatter: the dimension blocks are taken along.
+  /// AllGather / ReduceScatter: the dimension blocks are taken along;
+  /// AllToAll: the dimension the input is cut along.
   uint32_t dim = 0;
+  /// AllToAll: the dimension the received blocks are concatenated along.
+  uint32_t concatDim = 0;
   /// Started: runs in the background until the Wait instruction that names
   /// it (ptp::Collective.started); no instruction in between touches its
   /// buffers (checked at load).

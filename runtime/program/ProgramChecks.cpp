@@ -44,7 +44,8 @@ void checkBlockCollective(const Collective &collective,
                        " of " + std::to_string(program.buffers.size()));
     // A gather moves words (token ids too); a reduction adds floats.
     bool words = (collective.kind == CollectiveKind::AllGather ||
-                  collective.kind == CollectiveKind::RingShift) &&
+                  collective.kind == CollectiveKind::RingShift ||
+                  collective.kind == CollectiveKind::AllToAll) &&
                  program.buffers[arg].dtype == DType::I32;
     if (!isFloat(program.buffers[arg].dtype) && !words)
       fail(origin, what + " uses buffer #" + std::to_string(arg) + " ('" +
@@ -74,6 +75,27 @@ void checkBlockCollective(const Collective &collective,
     return;
   }
   std::vector<int64_t> expected = input.shape;
+  if (collective.kind == CollectiveKind::AllToAll) {
+    uint32_t split = collective.dim, concat = collective.concatDim;
+    if (concat >= input.shape.size() || concat == split)
+      fail(origin, what + " has concat_dim " + std::to_string(concat) +
+                       ", which must be a dimension of its input " +
+                       shapeText(input.shape) + " other than split_dim " +
+                       std::to_string(split));
+    if (expected[split] % group != 0)
+      fail(origin, what + " cuts dimension " + std::to_string(split) +
+                       " of " + shapeText(input.shape) + " into " +
+                       std::to_string(group) +
+                       " blocks, which does not divide");
+    expected[split] /= group;
+    expected[concat] *= group;
+    if (output.shape != expected)
+      fail(origin, what + " output " + shapeText(output.shape) +
+                       " must be " + shapeText(expected) + " (input " +
+                       shapeText(input.shape) + ", group of " +
+                       std::to_string(group) + ")");
+    return;
+  }
   bool gather = collective.kind == CollectiveKind::AllGather;
   if (!gather && expected[collective.dim] % group != 0)
     fail(origin, what + " splits dimension " + std::to_string(collective.dim) +

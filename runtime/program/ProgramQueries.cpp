@@ -37,7 +37,7 @@ const char *dtypeName(DType dtype) {
 
 const char *collectiveKindName(CollectiveKind kind) {
   static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter",
-                                "ring_shift"};
+                                "ring_shift", "all_to_all"};
   return names[static_cast<int>(kind)];
 }
 

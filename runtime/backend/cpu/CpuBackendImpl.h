@@ -127,6 +127,12 @@ private:
   /// An all-gather or reduce-scatter along `dim`, through `group`.
   /// A RingShift: this rank's input to the next rank of the group, the
   /// previous one's into the output (any element type: bytes).
+  /// An all_to_all: the input's blocks along split_dim to the group's
+  /// ranks, the received ones along concat_dim.
+  std::function<void()> compileAllToAll(const Program &program,
+                                        const Instruction &instruction,
+                                        comm::Communicator &group, float *in,
+                                        float *out, std::vector<float> *pack);
   std::function<void()> compileRingShift(const Program &program,
                                          const Instruction &instruction,
                                          comm::Communicator &group);

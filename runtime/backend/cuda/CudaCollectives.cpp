@@ -122,6 +122,53 @@ CudaBackend::compileCollective(const Program &program,
                        dtypeName(output.dtype));
   uint8_t *in = arena + input.offset;
   uint8_t *out = arena + output.offset;
+  if (collective.kind == CollectiveKind::AllToAll) {
+    // The input cut along split_dim, packed as [N, outer, block, inner] on
+    // the compute stream; NCCL's grouped send/recv; the blocks received
+    // unpacked along concat_dim on the communication stream. NCCL moves
+    // 4-byte words (a bf16 buffer of an even size, i32 and f32).
+    if (input.bytes % sizeof(float) != 0)
+      throw ProgramError(what + ": an all_to_all of " +
+                         std::to_string(input.bytes) +
+                         " bytes, not a whole number of 4-byte words");
+    int64_t blocks = nccl->size();
+    int elementBytes = int(dtypeBytes(dtype));
+    auto around = [](const std::vector<int64_t> &shape, uint32_t dim) {
+      int64_t outer = 1, inner = 1;
+      for (uint32_t d = 0; d < dim; ++d)
+        outer *= shape[d];
+      for (size_t d = dim + 1; d < shape.size(); ++d)
+        inner *= shape[d];
+      return std::make_pair(outer, inner);
+    };
+    auto [sendOuter, sendInner] = around(input.shape, collective.dim);
+    int64_t sendDim = input.shape[collective.dim] / blocks;
+    auto [recvOuter, recvInner] = around(output.shape, collective.concatDim);
+    int64_t recvDim = output.shape[collective.concatDim] / blocks;
+    size_t bytes = size_t(input.bytes);
+    uint8_t *send = staging, *recv = staging + bytes;
+    ByteRange stagingRange{arenaSize, arenaSize + 2 * bytes};
+    plan.ranges.push_back(stagingRange);
+    plan.computeRanges = {rangeOf(input), stagingRange};
+    size_t words = bytes / sizeof(float) / size_t(blocks);
+    plan.call = [=](const std::vector<cudaEvent_t> &others) {
+      const uint8_t *from = in;
+      if (sendOuter > 1) {
+        cuda::packBlocks(in, send, sendOuter, sendDim, sendInner, blocks,
+                         elementBytes, computeStream);
+        from = send;
+      }
+      startAfter(others);
+      uint8_t *to = recvOuter > 1 ? recv : out;
+      nccl->enqueueAllToAll(reinterpret_cast<const float *>(from),
+                            reinterpret_cast<float *>(to), words,
+                            {label.c_str(), currentStep});
+      if (recvOuter > 1)
+        cuda::unpackBlocks(recv, out, recvOuter, recvDim, recvInner, blocks,
+                           elementBytes, commStream);
+    };
+    return plan;
+  }
   bool gather = collective.kind == CollectiveKind::AllGather;
   const BufferInfo &block = gather ? input : output;
   int64_t outer = 1, inner = 1;

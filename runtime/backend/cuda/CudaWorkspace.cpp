@@ -145,8 +145,11 @@ CudaBackend::checkAndSize(const Program &program) {
         continue;
       const BufferInfo &input = program.buffers[instruction.args[0]];
       const BufferInfo &output = program.buffers[instruction.args[1]];
+      // An all_to_all packs its input and receives into staging: twice.
+      size_t copies =
+          instruction.collective->kind == CollectiveKind::AllToAll ? 2 : 1;
       stagingSize = std::max<size_t>(
-          stagingSize, std::max(input.bytes, output.bytes));
+          stagingSize, copies * size_t(std::max(input.bytes, output.bytes)));
     }
   return checked;
 }
