@@ -68,7 +68,7 @@ bool onlyReads(Operation *op, Value base) {
   auto is = [&](Value value) { return baseBuffer(value) == base; };
   if (auto kernel = dyn_cast<KernelOp>(op))
     return llvm::none_of(kernel.getOutputs(), is);
-  if (isa<AllGatherOp, ReduceScatterOp, RingShiftOp>(op))
+  if (isa<AllGatherOp, ReduceScatterOp, RingShiftOp, AllToAllOp>(op))
     return !is(op->getOperand(1));
   return isa<SendOp>(op);
 }
@@ -78,7 +78,8 @@ bool onlyReads(Operation *op, Value base) {
 LogicalResult WaitOp::verify() {
   Operation *start = getToken().getDefiningOp();
   if (!start ||
-      !isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RingShiftOp>(start) ||
+      !isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RingShiftOp,
+           AllToAllOp>(start) ||
       start->getBlock() != getOperation()->getBlock())
     return emitOpError("must wait for a token returned by an async rt "
                        "collective of the same block");

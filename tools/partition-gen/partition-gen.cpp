@@ -195,8 +195,6 @@ int main(int argc, char **argv) {
   bool mixtral = arch == "mixtral";
   if (mixtral) {
     arch = "llama";
-    if (!family.getNumOccurrences())
-      family = "mixtral";
     if (config->experts == 0) {
       config->experts = 8;
       config->topK = 2;
@@ -224,6 +222,8 @@ int main(int argc, char **argv) {
       config->windowFromLayer = plain.windowFromLayer;
     }
   }
+  if (mixtral && !family.getNumOccurrences())
+    config->family = "mixtral";
   if (family.getNumOccurrences()) {
     const std::vector<std::string> &known = llamaFamilies();
     if (std::find(known.begin(), known.end(), family.getValue()) ==
