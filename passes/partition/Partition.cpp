@@ -278,10 +278,16 @@ Value StepPartition::reshard(Value value, ArrayRef<Axes> dims,
       SmallVector<int64_t> shape(type.getShape());
       shape[split] /= shards;
       shape[concat] *= shards;
-      value = dist::AllToAllOp::create(
+      auto move = dist::AllToAllOp::create(
           builder, user->getLoc(), type.clone(shape), value, mesh.symbol,
           builder.getStrArrayAttr(moved), builder.getI64IntegerAttr(split),
           builder.getI64IntegerAttr(concat));
+      // Named by its reader in traces ("to xfmr.expert_linear over [dp]").
+      move->setAttr(dist::DistDialect::kLabelAttrName,
+                    builder.getStringAttr("to " +
+                                          user->getName().getStringRef() +
+                                          " over " + describe(moved)));
+      value = move;
       for (unsigned dim = 0; dim < dims.size(); ++dim)
         from.dims[dim] = dims[dim];
       layouts[value] = from;
