@@ -9,7 +9,7 @@
 using namespace partition::model;
 
 TEST(ModelConfig, EveryPresetIsValid) {
-  ASSERT_EQ(presetNames().size(), 15u);
+  ASSERT_EQ(presetNames().size(), 17u);
   for (const std::string &name : presetNames()) {
     std::optional<ModelConfig> config = getPreset(name);
     ASSERT_TRUE(config) << name;
@@ -158,7 +158,7 @@ TEST(ModelConfig, FamilyFeatures) {
   mistral = *getPreset("mistral-tiny");
   mistral.family = "gemma";
   EXPECT_EQ(validate(mistral),
-            "family 'gemma' is not one of llama, mistral, qwen2");
+            "family 'gemma' is not one of llama, mistral, qwen2, mixtral");
   ModelConfig gpt2 = *getPreset("gpt2-tiny");
   gpt2.qkvBias = true;
   EXPECT_NE(validate(gpt2).find("settings of arch llama"), std::string::npos);
@@ -200,8 +200,8 @@ TEST(ModelConfig, FamilyFeatures) {
   llama = *getPreset("llama3-tiny");
   llama.slidingWindow = 16;
   EXPECT_EQ(validate(llama),
-            "a sliding window is a feature of families mistral and qwen2, "
-            "not of llama");
+            "a sliding window is a feature of families mistral, qwen2 and "
+            "mixtral, not of llama");
   // Qwen2's window from a layer on; Mistral's on every layer.
   ModelConfig qwen2 = *getPreset("qwen2-tiny");
   qwen2.slidingWindow = 16;

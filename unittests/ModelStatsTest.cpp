@@ -47,10 +47,20 @@ ClosedForm closedForm(const ModelConfig &c) {
   int64_t attention = C * qWidth + 2 * C * kvWidth + qWidth * C;
   int64_t biases = (c.qkvBias ? qWidth + 2 * kvWidth : 0) +
                    (c.outputBias ? C : 0);
-  int64_t perLayer = C + attention + biases + C + 3 * C * F;
+  // A MoE layer's block: the router (E x C) and E experts of three C x Fe
+  // matrices (plus the shared ones); a token multiplies the router and
+  // its k experts' matrices (dropless: every choice is computed).
+  const int64_t moeLayers = c.moeLayers(), denseLayers = L - moeLayers;
+  const int64_t Fe = c.expertWidth();
+  int64_t moeParams = c.experts * C +
+                      (c.experts + c.sharedExperts) * 3 * C * Fe;
+  int64_t moeActive = c.experts * C + (c.topK + c.sharedExperts) * 3 * C * Fe;
+  int64_t perLayer = C + attention + biases + C;
   // A tied head is the embedding: one V x C table, used twice.
-  int64_t params = V * C + L * perLayer + C + (c.tieEmbedding ? 0 : V * C);
-  return {params, L * (attention + 3 * C * F) + V * C};
+  int64_t params = V * C + L * perLayer + denseLayers * 3 * C * F +
+                   moeLayers * moeParams + C + (c.tieEmbedding ? 0 : V * C);
+  return {params, L * attention + denseLayers * 3 * C * F +
+                      moeLayers * moeActive + V * C};
 }
 
 /// 6 N_matmul + 12 L C T per token: the Megatron-LM / PaLM convention.

@@ -333,9 +333,9 @@ TEST(ProgramLoader, RejectsBadCollectives) {
             "p.ptp: train_step instruction #0 has an unknown reduction 3");
   EXPECT_EQ(
       broken([](Program &, Instruction &i) {
-        i.collective->kind = static_cast<runtime::CollectiveKind>(4);
+        i.collective->kind = static_cast<runtime::CollectiveKind>(5);
       }),
-      "p.ptp: train_step instruction #0 has an unknown collective kind 4");
+      "p.ptp: train_step instruction #0 has an unknown collective kind 5");
 }
 
 /// minimalProgram on a dp=2 x tp=2 mesh, plus f32 buffers #6 "x" [2, 3, 4]
@@ -388,6 +388,50 @@ TEST(ProgramLoader, BlockCollectivesRoundTrip) {
                                         ? 7u
                                         : 6u}));
   }
+}
+
+// An all_to_all of y [2, 6, 4] over tp (2 ranks): cut along dimension 1,
+// the blocks received concatenated along dimension 0: [4, 3, 4].
+TEST(ProgramLoader, AllToAllRoundTripsAndIsChecked) {
+  auto program = [] {
+    Program p = blockProgram(runtime::CollectiveKind::ReduceScatter);
+    // The output, #9 "z" [4, 3, 4], past the end of the arena.
+    runtime::BufferInfo z = p.buffers[7];
+    z.name = "z";
+    z.shape = {4, 3, 4};
+    z.offset = p.arenaBytes;
+    p.arenaBytes += z.bytes;
+    p.buffers.push_back(z);
+    Instruction &i = p.functions[0].instructions[0];
+    i.args = {7, 9};
+    i.collective->kind = runtime::CollectiveKind::AllToAll;
+    i.collective->label = "dispatch";
+    i.collective->concatDim = 0;
+    return p;
+  };
+  Program loaded = roundTrip(program());
+  const Collective &collective = *loaded.functions[0].instructions[0].collective;
+  EXPECT_EQ(collective.kind, runtime::CollectiveKind::AllToAll);
+  EXPECT_EQ(collective.dim, 1u);
+  EXPECT_EQ(collective.concatDim, 0u);
+  const std::string what =
+      "p.ptp: train_step instruction #0 (all_to_all 'dispatch') ";
+  Program same = program();
+  same.functions[0].instructions[0].collective->concatDim = 1;
+  EXPECT_EQ(rejection(same),
+            what + "has concat_dim 1, which must be a dimension of its input "
+                   "[2,6,4] other than split_dim 1");
+  Program wrong = program();
+  wrong.buffers[9].shape = {2, 3, 8};
+  EXPECT_EQ(rejection(wrong),
+            what + "output [2,3,8] must be [4,3,4] (input [2,6,4], group of "
+                   "2)");
+  Program indivisible = program();
+  indivisible.functions[0].instructions[0].collective->axes = {0, 2};
+  indivisible.buffers[9].shape = {8, 1, 4};
+  EXPECT_EQ(rejection(indivisible),
+            what + "cuts dimension 1 of [2,6,4] into 4 blocks, which does not "
+                   "divide");
 }
 
 TEST(ProgramLoader, RejectsBadBlockCollectives) {

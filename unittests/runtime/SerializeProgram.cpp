@@ -42,7 +42,8 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
             fbb, static_cast<ptp::CollectiveKind>(instruction.collective->kind),
             static_cast<ptp::ReduceKind>(instruction.collective->reduce), &axes,
             instruction.collective->label.c_str(),
-            instruction.collective->dim, instruction.collective->started);
+            instruction.collective->dim, instruction.collective->started,
+            instruction.collective->concatDim);
       }
       flatbuffers::Offset<ptp::Transfer> transfer = 0;
       if (instruction.transfer)

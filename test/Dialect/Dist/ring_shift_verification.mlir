@@ -58,7 +58,7 @@ func.func @rt_order(%x: memref<2x8xf32>, %y: memref<2x8xf32>) {
 
 dist.mesh @m axes = [dp = 2, cp = 2]
 func.func @rt_f16(%x: memref<2x8xf16>, %y: memref<2x8xf16>) {
-  // expected-error @+1 {{'rt.ring_shift' op input 'memref<2x8xf16>' must be f32 or bf16 (or i32 for an all_gather or ring_shift) with a static shape and the identity layout}}
+  // expected-error @+1 {{'rt.ring_shift' op input 'memref<2x8xf16>' must be f32 or bf16 (or i32 for an all_gather, ring_shift or all_to_all) with a static shape and the identity layout}}
   rt.ring_shift %x, %y on @m axes [cp] label = "r" : memref<2x8xf16>, memref<2x8xf16>
   return
 }

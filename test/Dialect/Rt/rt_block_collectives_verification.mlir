@@ -5,7 +5,7 @@
 
 dist.mesh @mesh axes = [dp = 2, tp = 2]
 func.func @not_f32(%x: memref<4x8xf16>, %y: memref<4x16xf16>) {
-  // expected-error @+1 {{'rt.all_gather' op input 'memref<4x8xf16>' must be f32 or bf16 (or i32 for an all_gather or ring_shift) with a static shape and the identity layout}}
+  // expected-error @+1 {{'rt.all_gather' op input 'memref<4x8xf16>' must be f32 or bf16 (or i32 for an all_gather, ring_shift or all_to_all) with a static shape and the identity layout}}
   rt.all_gather %x, %y on @mesh axes [tp] dim = 1 label = "g" : memref<4x8xf16>, memref<4x16xf16>
   return
 }
@@ -14,7 +14,7 @@ func.func @not_f32(%x: memref<4x8xf16>, %y: memref<4x16xf16>) {
 
 dist.mesh @mesh axes = [dp = 2, tp = 2]
 func.func @dynamic_output(%x: memref<4x8xf32>, %y: memref<?x16xf32>) {
-  // expected-error @+1 {{'rt.all_gather' op output 'memref<?x16xf32>' must be f32 or bf16 (or i32 for an all_gather or ring_shift) with a static shape and the identity layout}}
+  // expected-error @+1 {{'rt.all_gather' op output 'memref<?x16xf32>' must be f32 or bf16 (or i32 for an all_gather, ring_shift or all_to_all) with a static shape and the identity layout}}
   rt.all_gather %x, %y on @mesh axes [tp] dim = 1 label = "g" : memref<4x8xf32>, memref<?x16xf32>
   return
 }
@@ -23,7 +23,7 @@ func.func @dynamic_output(%x: memref<4x8xf32>, %y: memref<?x16xf32>) {
 
 dist.mesh @mesh axes = [dp = 2, tp = 2]
 func.func @strided(%x: memref<8x16xf32>, %y: memref<4x16xf32, strided<[16, 1], offset: 64>>) {
-  // expected-error @+1 {{'rt.reduce_scatter' op output 'memref<4x16xf32, strided<[16, 1], offset: 64>>' must be f32 or bf16 (or i32 for an all_gather or ring_shift) with a static shape and the identity layout}}
+  // expected-error @+1 {{'rt.reduce_scatter' op output 'memref<4x16xf32, strided<[16, 1], offset: 64>>' must be f32 or bf16 (or i32 for an all_gather, ring_shift or all_to_all) with a static shape and the identity layout}}
   rt.reduce_scatter %x, %y on @mesh axes [tp] dim = 0 reduce = sum label = "s" : memref<8x16xf32>, memref<4x16xf32, strided<[16, 1], offset: 64>>
   return
 }
