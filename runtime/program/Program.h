@@ -123,8 +123,15 @@ enum class CollectiveKind : uint8_t {
 enum class ReduceKind : uint8_t { Sum, Avg, Max };
 
 const char *reduceKindName(ReduceKind reduce);
-/// "all_reduce", "all_gather", "reduce_scatter".
+/// "all_reduce", "all_gather", "reduce_scatter", "ring_shift",
+/// "all_to_all".
 const char *collectiveKindName(CollectiveKind kind);
+
+/// A tensor of `shape` seen as [outer, shape[dim], inner]: the products of
+/// the dimensions before and after `dim` (how the backends cut a buffer
+/// into blocks along one dimension).
+std::pair<int64_t, int64_t> outerAndInner(const std::vector<int64_t> &shape,
+                                          uint32_t dim);
 
 /// A collective over the ranks that share every mesh coordinate except
 /// those on `axes`.

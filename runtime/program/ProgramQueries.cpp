@@ -41,6 +41,16 @@ const char *collectiveKindName(CollectiveKind kind) {
   return names[static_cast<int>(kind)];
 }
 
+std::pair<int64_t, int64_t> outerAndInner(const std::vector<int64_t> &shape,
+                                          uint32_t dim) {
+  int64_t outer = 1, inner = 1;
+  for (uint32_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  return {outer, inner};
+}
+
 const char *reduceKindName(ReduceKind reduce) {
   static const char *names[] = {"sum", "avg", "max"};
   return names[static_cast<int>(reduce)];

@@ -454,17 +454,10 @@ CpuBackend::compileAllToAll(const Program &program,
   const BufferInfo &input = program.buffers[instruction.args[0]];
   const BufferInfo &output = program.buffers[instruction.args[1]];
   int64_t blocks = group.size();
-  auto split = [](const std::vector<int64_t> &shape, uint32_t dim) {
-    int64_t outer = 1, inner = 1;
-    for (uint32_t d = 0; d < dim; ++d)
-      outer *= shape[d];
-    for (size_t d = dim + 1; d < shape.size(); ++d)
-      inner *= shape[d];
-    return std::make_pair(outer, inner);
-  };
-  auto [sendOuter, sendInner] = split(input.shape, collective.dim);
+  auto [sendOuter, sendInner] = outerAndInner(input.shape, collective.dim);
   int64_t sendDim = input.shape[collective.dim] / blocks;
-  auto [recvOuter, recvInner] = split(output.shape, collective.concatDim);
+  auto [recvOuter, recvInner] =
+      outerAndInner(output.shape, collective.concatDim);
   int64_t recvDim = output.shape[collective.concatDim] / blocks;
   size_t count = size_t(input.elements);
   if (pack->size() < 2 * count)

@@ -335,52 +335,56 @@ void moeCombineGrad(const float *resultGrad, const float *buffer,
   }
 }
 
-void expertLinear(const float *input, const float *weight,
-                  const std::int32_t *counts, float *result,
-                  const ExpertGemmShape &g) {
-  const char *kernel = "expert_linear";
+namespace {
+
+/// The filled rows of every (group, expert) block times its expert's
+/// weight [E, N, K]: `rows` [B, E, C, inner] -> `result` [B, E, C, outer],
+/// with the weight transposed (forward: inner K, outer N) or not (input
+/// gradient: inner N, outer K); the rows past the counts are zero.
+void expertRowsTimesWeight(const char *kernel, const float *rows,
+                           const float *weight, const std::int32_t *counts,
+                           float *result, const ExpertGemmShape &g,
+                           bool transposeWeight) {
   checkNonNegative(kernel, {g.batch, g.experts, g.capacity, g.inFeatures,
                             g.outFeatures});
   checkCounts(kernel, counts, g.batch * g.experts, g.capacity);
-  const int n = blasInt(kernel, g.outFeatures), k = blasInt(kernel, g.inFeatures);
+  // The weight's rows are K long whichever way it is read.
+  blasInt(kernel, g.outFeatures);
   blasInt(kernel, g.capacity);
+  const int k = blasInt(kernel, g.inFeatures);
+  const Index inner = transposeWeight ? g.inFeatures : g.outFeatures;
+  const Index outer = transposeWeight ? g.outFeatures : g.inFeatures;
   forEachGemm(g.batch * g.experts, [&](Index group) {
-    const Index e = group % g.experts, rows = counts[group];
-    const float *x = input + group * g.capacity * g.inFeatures;
-    float *y = result + group * g.capacity * g.outFeatures;
-    if (rows > 0 && k > 0)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), n, k,
-                  1.0f, x, k, weight + e * g.outFeatures * g.inFeatures, k,
-                  0.0f, y, n);
+    const Index e = group % g.experts, filled = counts[group];
+    const float *x = rows + group * g.capacity * inner;
+    float *y = result + group * g.capacity * outer;
+    const float *w = weight + e * g.outFeatures * g.inFeatures;
+    if (filled > 0 && inner > 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                  transposeWeight ? CblasTrans : CblasNoTrans, int(filled),
+                  int(outer), int(inner), 1.0f, x, int(inner), w, k, 0.0f, y,
+                  int(outer));
     else
-      std::memset(y, 0, sizeof(float) * rows * g.outFeatures);
-    std::memset(y + rows * g.outFeatures, 0,
-                sizeof(float) * (g.capacity - rows) * g.outFeatures);
+      std::memset(y, 0, sizeof(float) * filled * outer);
+    std::memset(y + filled * outer, 0,
+                sizeof(float) * (g.capacity - filled) * outer);
   });
+}
+
+} // namespace
+
+void expertLinear(const float *input, const float *weight,
+                  const std::int32_t *counts, float *result,
+                  const ExpertGemmShape &g) {
+  expertRowsTimesWeight("expert_linear", input, weight, counts, result, g,
+                        /*transposeWeight=*/true);
 }
 
 void expertLinearGradInput(const float *grad, const float *weight,
                            const std::int32_t *counts, float *inputGrad,
                            const ExpertGemmShape &g) {
-  const char *kernel = "expert_linear_grad_input";
-  checkNonNegative(kernel, {g.batch, g.experts, g.capacity, g.inFeatures,
-                            g.outFeatures});
-  checkCounts(kernel, counts, g.batch * g.experts, g.capacity);
-  const int n = blasInt(kernel, g.outFeatures), k = blasInt(kernel, g.inFeatures);
-  blasInt(kernel, g.capacity);
-  forEachGemm(g.batch * g.experts, [&](Index group) {
-    const Index e = group % g.experts, rows = counts[group];
-    const float *dy = grad + group * g.capacity * g.outFeatures;
-    float *dx = inputGrad + group * g.capacity * g.inFeatures;
-    if (rows > 0 && n > 0)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), k, n,
-                  1.0f, dy, n, weight + e * g.outFeatures * g.inFeatures, k,
-                  0.0f, dx, k);
-    else
-      std::memset(dx, 0, sizeof(float) * rows * g.inFeatures);
-    std::memset(dx + rows * g.inFeatures, 0,
-                sizeof(float) * (g.capacity - rows) * g.inFeatures);
-  });
+  expertRowsTimesWeight("expert_linear_grad_input", grad, weight, counts,
+                        inputGrad, g, /*transposeWeight=*/false);
 }
 
 void expertLinearGradWeight(const float *grad, const float *input,

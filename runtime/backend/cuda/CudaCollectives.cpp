@@ -133,17 +133,10 @@ CudaBackend::compileCollective(const Program &program,
                          " bytes, not a whole number of 4-byte words");
     int64_t blocks = nccl->size();
     int elementBytes = int(dtypeBytes(dtype));
-    auto around = [](const std::vector<int64_t> &shape, uint32_t dim) {
-      int64_t outer = 1, inner = 1;
-      for (uint32_t d = 0; d < dim; ++d)
-        outer *= shape[d];
-      for (size_t d = dim + 1; d < shape.size(); ++d)
-        inner *= shape[d];
-      return std::make_pair(outer, inner);
-    };
-    auto [sendOuter, sendInner] = around(input.shape, collective.dim);
+    auto [sendOuter, sendInner] = outerAndInner(input.shape, collective.dim);
     int64_t sendDim = input.shape[collective.dim] / blocks;
-    auto [recvOuter, recvInner] = around(output.shape, collective.concatDim);
+    auto [recvOuter, recvInner] =
+        outerAndInner(output.shape, collective.concatDim);
     int64_t recvDim = output.shape[collective.concatDim] / blocks;
     size_t bytes = size_t(input.bytes);
     uint8_t *send = staging, *recv = staging + bytes;
