@@ -111,6 +111,49 @@ void printContextBalance(ModuleOp module, llvm::raw_ostream &os,
      << " over " << *axis << "=" << cp << ")\n";
 }
 
+/// The experts of a mixture-of-experts model per rank, in closed form from
+/// the model (xfmr.model) and the plan: each MoE layer's E experts of three
+/// H x F matrices, E / EP of them on a rank (expert parallelism), their
+/// features / tp (split with the model's tensor axes), in fp32 with 8 bytes
+/// of AdamW state per element (ZeRO leaves the experts' state alone).
+void printExperts(ModuleOp module, llvm::raw_ostream &os,
+                  const std::string &memory) {
+  DictionaryAttr model;
+  for (auto function : module.getOps<func::FuncOp>())
+    if ((model = function->getAttrOfType<DictionaryAttr>(
+             xfmr::XfmrDialect::kModelAttrName)))
+      break;
+  auto field = [&](StringRef name) -> int64_t {
+    auto value = model ? model.getAs<IntegerAttr>(name) : IntegerAttr();
+    return value ? value.getInt() : 0;
+  };
+  int64_t experts = field("experts"), every = field("moe_every");
+  if (experts <= 0 || every <= 0)
+    return;
+  int64_t layers = field("layers") / every;
+  int64_t perExpert = 3 * field("hidden") * field("expert_ffn");
+  int64_t ep = 1, tp = 1;
+  if (dist::PlanAttr plan = dist::getPlan(module)) {
+    ep = plan.getExpertParallel();
+    if (FailureOr<dist::MeshShape> mesh =
+            dist::lookupMeshShape(module, plan.getMesh());
+        succeeded(mesh))
+      for (dist::PlanAxisAttr axis : plan.getAxes())
+        if (axis.getRole() == dist::AxisRole::Tensor &&
+            mesh->find(axis.getName()) >= 0)
+          tp *= mesh->sizes[mesh->find(axis.getName())];
+  }
+  int64_t local = experts / std::max<int64_t>(ep, 1);
+  int64_t parameters = layers * local * perExpert / std::max<int64_t>(tp, 1);
+  os << memory
+     << llvm::formatv("experts {0} of {1} per MoE layer on each rank "
+                      "(expert_parallel {2}, tp {3}), {4} layers: parameters "
+                      "{5} + optimizer_state {6} bytes per rank (closed "
+                      "form, fp32)\n",
+                      local, experts, ep, tp, layers, 4 * parameters,
+                      8 * parameters);
+}
+
 /// The model-state lines after the communication lines: the gradient
 /// bytes live at most at once (ZeRO shards them), ZeRO's flat buckets, and,
 /// for a data-parallel plan, the model state per rank as ZeRO's closed
@@ -300,6 +343,7 @@ void printMemoryReport(ModuleOp module, const MemoryReport &totals,
   for (const Communication &comm : communication)
     printCommunication(comm, os);
   printModelState(module, totals, os, memory);
+  printExperts(module, os, memory);
   printContextBalance(module, os, memory);
 }
 
