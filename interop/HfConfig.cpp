@@ -2,6 +2,8 @@
 
 #include "interop/HfConfig.h"
 
+#include "interop/HfFields.h"
+#include "interop/HfMoe.h"
 #include "interop/InteropError.h"
 #include "support/JsonReader.h"
 
@@ -20,113 +22,6 @@ namespace {
 /// GPT-2 tokens (vocab 50257). Other vocabularies have no known special ids.
 constexpr int64_t kGpt2EndOfText = 50256;
 constexpr int64_t kGpt2Vocab = 50257;
-
-std::string show(const json &value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-/// Reads the fields of one JSON object, each error naming the field.
-class Fields {
-public:
-  /// `prefix` starts every error, followed by the key.
-  Fields(const json &object, std::string prefix)
-      : object(object), prefix(std::move(prefix)) {}
-
-  bool has(const std::string &key) const {
-    return object.contains(key) && !object.at(key).is_null();
-  }
-
-  [[noreturn]] void refuse(const std::string &key,
-                           const std::string &problem) const {
-    // Keys come from the file: escaped, so that the message is one line.
-    throw InteropError(prefix + jsonreader::showKey(key) + " " + problem);
-  }
-
-  /// A positive integer; `fallback` (the transformers default) when absent.
-  int64_t positive(const std::string &key,
-                   std::optional<int64_t> fallback = std::nullopt) {
-    used.insert(key);
-    if (!has(key)) {
-      if (fallback)
-        return *fallback;
-      refuse(key, "is missing; it must be a positive integer");
-    }
-    const json &value = object.at(key);
-    if (!value.is_number_integer() || value.get<int64_t>() <= 0)
-      refuse(key, "must be a positive integer, got " + show(value));
-    return value.get<int64_t>();
-  }
-
-  /// A non-negative integer; `fallback` when absent.
-  int64_t nonNegative(const std::string &key, int64_t fallback) {
-    used.insert(key);
-    if (!has(key))
-      return fallback;
-    const json &value = object.at(key);
-    if (!value.is_number_integer() || value.get<int64_t>() < 0)
-      refuse(key, "must be a non-negative integer, got " + show(value));
-    return value.get<int64_t>();
-  }
-
-  std::optional<int64_t> optionalPositive(const std::string &key) {
-    if (!has(key)) {
-      used.insert(key);
-      return std::nullopt;
-    }
-    return positive(key);
-  }
-
-  bool boolean(const std::string &key, bool fallback) {
-    used.insert(key);
-    if (!has(key))
-      return fallback;
-    const json &value = object.at(key);
-    if (!value.is_boolean())
-      refuse(key, "must be true or false, got " + show(value));
-    return value.get<bool>();
-  }
-
-  std::string string(const std::string &key, const std::string &fallback) {
-    used.insert(key);
-    if (!has(key))
-      return fallback;
-    const json &value = object.at(key);
-    if (!value.is_string())
-      refuse(key, "must be a string, got " + show(value));
-    return value.get<std::string>();
-  }
-
-  double number(const std::string &key, double fallback) {
-    used.insert(key);
-    if (!has(key))
-      return fallback;
-    const json &value = object.at(key);
-    if (!value.is_number())
-      refuse(key, "must be a number, got " + show(value));
-    return value.get<double>();
-  }
-
-  /// Refuses `key` unless it equals `expected` (absent: `fallback`).
-  void requireBool(const std::string &key, bool fallback, bool expected,
-                   const std::string &why) {
-    if (boolean(key, fallback) != expected)
-      refuse(key, "= " + std::string(expected ? "false" : "true") +
-                      " cannot be expressed: " + why);
-  }
-
-  void requireNumber(const std::string &key, double fallback, double expected,
-                     const std::string &why) {
-    double value = number(key, fallback);
-    if (value != expected)
-      refuse(key, "= " + (has(key) ? show(object.at(key)) : show(fallback)) +
-                      (has(key) ? "" : " (the transformers default)") +
-                      " cannot be expressed: " + why);
-  }
-
-  const json &object;
-  std::string prefix;
-  std::set<std::string> used;
-};
 
 ModelConfig gpt2FromHf(Fields &f) {
   ModelConfig c;
@@ -178,6 +73,9 @@ FamilyDefaults familyDefaults(const std::string &type) {
     return {32000, 4096, 14336, 32, 32, 4096 * 32, 8, 4096};
   if (type == "qwen2")
     return {151936, 4096, 22016, 32, 32, 32768, 32, 4096};
+  // MixtralConfig: no window unless one is given.
+  if (type == "mixtral")
+    return {32000, 4096, 14336, 32, 32, 4096 * 32, 8, std::nullopt};
   return {32000, 4096, 11008, 32, 32, 2048, 0, std::nullopt};
 }
 
@@ -185,7 +83,7 @@ FamilyDefaults familyDefaults(const std::string &type) {
 /// in "rope_parameters", older versions in "rope_theta" and "rope_scaling".
 /// "linear" and "llama3" scaling are read; any other type is refused by
 /// name, and so is any parameter partition would not use.
-void ropeFromHf(Fields &f, ModelConfig &c) {
+void ropeFromHf(Fields &f, ModelConfig &c, double defaultTheta) {
   auto refuseScaling = [&](const std::string &key, const std::string &type) {
     f.refuse(key, "= \"" + type +
                       "\" cannot be expressed: RoPE scaling \"" + type +
@@ -268,7 +166,7 @@ void ropeFromHf(Fields &f, ModelConfig &c) {
     readScaling("rope_scaling", scaling,
                 r.has("rope_type") ? "rope_type" : "type", r);
   }
-  double theta = f.number("rope_theta", ModelConfig::kDefaultRopeTheta);
+  double theta = f.number("rope_theta", defaultTheta);
   f.used.insert("rope_parameters");
   if (f.has("rope_parameters")) {
     const json &rope = f.object.at("rope_parameters");
@@ -317,12 +215,15 @@ ModelConfig llamaFromHf(Fields &f, const std::string &type) {
     f.refuse("head_dim", "= " + std::to_string(*headDim) +
                              " cannot be expressed: partition's head dim is "
                              "hidden_size / num_attention_heads");
-  // All three config classes default to 1e-6.
-  c.normEpsilon = f.number("rms_norm_eps", 1e-6);
+  // LlamaConfig, MistralConfig and Qwen2Config default to 1e-6,
+  // MixtralConfig to 1e-5.
+  c.normEpsilon = f.number("rms_norm_eps", type == "mixtral" ? 1e-5 : 1e-6);
   if (!(c.normEpsilon > 0.0))
     f.refuse("rms_norm_eps", "must be a positive number, got " +
                                  show(f.object.at("rms_norm_eps")));
-  ropeFromHf(f, c);
+  // MixtralConfig's absent base is 1e6 (its default_theta).
+  ropeFromHf(f, c,
+             type == "mixtral" ? 1e6 : ModelConfig::kDefaultRopeTheta);
   c.tieEmbedding = f.boolean("tie_word_embeddings", false);
   // Biases: Llama's attention_bias is on q, k, v and o; Qwen2 always has
   // q, k, v biases and none on o (its config has no such field, so one
@@ -345,7 +246,7 @@ ModelConfig llamaFromHf(Fields &f, const std::string &type) {
   auto window = [&] {
     return f.has("sliding_window") ? f.positive("sliding_window")
            : f.object.contains("sliding_window") ? 0
-                                                 : *d.slidingWindow;
+                                                 : d.slidingWindow.value_or(0);
   };
   if (type == "qwen2") {
     // Qwen2Config: the window only with use_sliding_window, and on the
@@ -354,7 +255,7 @@ ModelConfig llamaFromHf(Fields &f, const std::string &type) {
       c.slidingWindow = window();
       c.windowFromLayer = f.nonNegative("max_window_layers", 28);
     }
-  } else if (type == "mistral") {
+  } else if (type == "mistral" || type == "mixtral") {
     c.slidingWindow = window();
   } else if (f.has("sliding_window")) {
     // LlamaForCausalLM would ignore it: the config is probably a Mistral
@@ -424,6 +325,8 @@ ModelConfig llamaFromHf(Fields &f, const std::string &type) {
       f.refuse(key, "= " + show(value) + " cannot be expressed: " + feature +
                         " is not supported");
   }
+  if (type == "mixtral")
+    mixtralFromHf(f, c);
   return c;
 }
 
@@ -471,6 +374,7 @@ json modelToJson(const ModelConfig &c) {
     model["output_bias"] = true;
   if (!c.family.empty() && c.family != model::archName(c.arch))
     model["family"] = c.family;
+  moeToJson(c, model);
   return model;
 }
 
@@ -510,6 +414,7 @@ ModelConfig modelFromJson(const json &model, const std::string &where) {
   c.qkvBias = f.boolean("qkv_bias", false);
   c.outputBias = f.boolean("output_bias", false);
   c.family = f.string("family", "");
+  moeFromJson(f, c);
   bool tied = f.boolean("tied_embedding", c.tiedEmbedding());
   if (c.arch == Arch::Llama)
     c.tieEmbedding = tied;
@@ -546,9 +451,10 @@ std::string hfArchitecture(const ModelConfig &c) {
   if (c.arch == Arch::GPT2)
     return "GPT2LMHeadModel";
   std::string family = c.familyName();
-  return family == "mistral" ? "MistralForCausalLM"
-         : family == "qwen2" ? "Qwen2ForCausalLM"
-                             : "LlamaForCausalLM";
+  return family == "mistral"   ? "MistralForCausalLM"
+         : family == "qwen2"   ? "Qwen2ForCausalLM"
+         : family == "mixtral" ? "MixtralForCausalLM"
+                               : "LlamaForCausalLM";
 }
 
 json hfConfig(const ModelConfig &c, const std::string &dtype) {
@@ -603,6 +509,8 @@ json hfConfig(const ModelConfig &c, const std::string &dtype) {
     } else if (family == "mistral") {
       config["sliding_window"] =
           c.slidingWindow > 0 ? json(c.slidingWindow) : json(nullptr);
+    } else if (family == "mixtral") {
+      mixtralToHf(c, config);
     } else {
       bool window = c.slidingWindow > 0;
       config["use_sliding_window"] = window;
@@ -644,8 +552,8 @@ ModelConfig fromHfConfig(const json &config, const std::string &file,
     f.refuse("model_type",
              (f.has("model_type") ? "= " + show(config.at("model_type"))
                                   : std::string("is missing")) +
-                 ": partition-import reads gpt2, llama, mistral and qwen2 "
-                 "models only");
+                 ": partition-import reads gpt2, llama, mistral, qwen2 and "
+                 "mixtral models only");
 
   // The training shape: flags, then what partition-export recorded, then
   // defaults.

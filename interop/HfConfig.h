@@ -44,7 +44,8 @@ nlohmann::json hfConfig(const model::ModelConfig &config,
                         const std::string &dtype);
 
 /// The transformers class `config` exports as (GPT2LMHeadModel,
-/// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM).
+/// LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+/// MixtralForCausalLM).
 std::string hfArchitecture(const model::ModelConfig &config);
 
 /// generation_config.json for `config`.

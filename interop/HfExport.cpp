@@ -3,6 +3,7 @@
 #include "interop/HfExport.h"
 
 #include "interop/HfConfig.h"
+#include "interop/HfMoe.h"
 #include "interop/HfWeights.h"
 #include "interop/InteropError.h"
 #include "runtime/checkpoint/AtomicFile.h"
@@ -109,6 +110,8 @@ ExportResult exportHf(const std::string &checkpointDir,
   const nlohmann::json &modelJson = *parsed;
   ExportResult result;
   result.config = modelFromJson(modelJson, file);
+  if (std::string problem = moeExportProblem(result.config); !problem.empty())
+    throw InteropError(file + ": " + problem);
   result.step = checkpoint.state.step;
 
   // Every parameter, verified, before anything is written.

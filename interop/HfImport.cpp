@@ -188,12 +188,22 @@ HfModel readHfModel(const std::string &dir, const TrainingShape &shape) {
     return "";
   };
 
+  // Mixtral's experts: one tensor per expert (save_pretrained's files),
+  // or transformers 5's fused module state when the directory holds it
+  // (a mixture of the two is refused below, tensor by tensor).
+  MoeLayout layout = MoeLayout::PerExpert;
+  for (int64_t layer = 0; layer < config.layers; ++layer)
+    if (config.isMoeLayer(layer) &&
+        weights.where.count("model.layers." + std::to_string(layer) +
+                            ".mlp.experts.gate_up_proj"))
+      layout = MoeLayout::Fused;
+
   std::map<std::string, Shape> shapes;
   for (const ParamShape &param : modelParameters(config))
     shapes[param.name] = param.shape;
   std::set<std::string> used;
   std::map<std::string, Tensor> params;
-  for (const HfTensorMap &map : hfTensorMap(config)) {
+  for (const HfTensorMap &map : hfTensorMap(config, layout)) {
     std::string name = locate(map.hfName);
     if (name.empty())
       throw InteropError(dir + ": tensor '" + map.hfName +

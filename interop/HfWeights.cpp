@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/MLIRContext.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -42,10 +43,34 @@ std::vector<ParamShape> modelParameters(const ModelConfig &config) {
   return params;
 }
 
-std::vector<HfTensorMap> hfTensorMap(const ModelConfig &config) {
+std::vector<HfTensorMap> hfTensorMap(const ModelConfig &config,
+                                     MoeLayout layout) {
   std::vector<HfTensorMap> maps;
   auto copy = [&](std::string hf, std::string param) {
     maps.push_back({std::move(hf), {std::move(param)}, false});
+  };
+  // A Mixtral feed-forward block: `p` and `h` end with the block's name.
+  auto experts = [&](const std::string &p, const std::string &h) {
+    if (layout == MoeLayout::Fused) {
+      copy(h + "mlp.gate.weight", p + "router.weight");
+      // gate_up_proj[e] = [w1[e]; w3[e]]: transformers chunks its output
+      // in two, gate first.
+      maps.push_back({h + "mlp.experts.gate_up_proj",
+                      {p + "experts.w1", p + "experts.w3"},
+                      false,
+                      /*concatDim=*/1});
+      copy(h + "mlp.experts.down_proj", p + "experts.w2");
+      return;
+    }
+    copy(h + "block_sparse_moe.gate.weight", p + "router.weight");
+    for (int64_t e = 0; e < config.experts; ++e)
+      for (const char *w : {"w1", "w2", "w3"})
+        maps.push_back({h + "block_sparse_moe.experts." + std::to_string(e) +
+                            "." + w + ".weight",
+                        {p + "experts." + w},
+                        false,
+                        0,
+                        /*slice=*/e});
   };
   if (config.arch == Arch::GPT2) {
     copy("transformer.wte.weight", "wte");
@@ -88,6 +113,10 @@ std::vector<HfTensorMap> hfTensorMap(const ModelConfig &config) {
                p + "attention." + ours + ".bias");
       }
       copy(h + "post_attention_layernorm.weight", p + "ffn_norm.weight");
+      if (config.isMoeLayer(layer)) {
+        experts(p + "feed_forward.", h);
+        continue;
+      }
       for (const auto &[ours, theirs] :
            {std::pair{"w1", "gate_proj"}, {"w3", "up_proj"},
             {"w2", "down_proj"}})
@@ -100,17 +129,32 @@ std::vector<HfTensorMap> hfTensorMap(const ModelConfig &config) {
       copy("lm_head.weight", "output.weight");
   }
 
-  // Every parameter of the builder's model exactly once, nothing else.
-  std::set<std::string> expected, seen;
+  // Every parameter of the builder's model exactly once (a sliced one in
+  // every slice of its dimension 0), nothing else.
+  std::map<std::string, int64_t> expected;
+  std::set<std::string> seen;
   for (const ParamShape &param : modelParameters(config))
-    expected.insert(param.name);
+    expected[param.name] = param.shape.empty() ? 1 : param.shape[0];
+  std::map<std::string, std::set<int64_t>> slices;
   for (const HfTensorMap &map : maps)
     for (const std::string &part : map.parts)
-      if (!expected.count(part) || !seen.insert(part).second)
+      if (!expected.count(part) ||
+          (map.slice < 0 ? !seen.insert(part).second
+                         : map.parts.size() != 1 || map.slice >= expected[part] ||
+                               !slices[part].insert(map.slice).second))
         throw InteropError("internal error: the transformers tensor table "
                            "names parameter '" + part +
                            "' wrongly (a bug in interop/HfWeights.cpp)");
-  if (seen != expected)
+  // A sliced parameter: every slice, and not also mapped whole.
+  for (const auto &[part, indices] : slices)
+    if (int64_t(indices.size()) != expected[part] || !seen.insert(part).second)
+      throw InteropError("internal error: the transformers tensor table "
+                         "slices parameter '" + part +
+                         "' wrongly (a bug in interop/HfWeights.cpp)");
+  std::set<std::string> names;
+  for (const auto &[name, rows] : expected)
+    names.insert(name);
+  if (seen != names)
     throw InteropError("internal error: the transformers tensor table misses "
                        "parameters of the " +
                        std::string(model::archName(config.arch)) +
@@ -120,13 +164,21 @@ std::vector<HfTensorMap> hfTensorMap(const ModelConfig &config) {
 
 namespace {
 
-int64_t rowsOf(const Shape &shape) { return shape.empty() ? 1 : shape[0]; }
+int64_t product(const Shape &shape, size_t from, size_t to) {
+  int64_t result = 1;
+  for (size_t i = from; i < to && i < shape.size(); ++i)
+    result *= shape[i];
+  return result;
+}
 
-int64_t rowWidth(const Shape &shape) {
-  int64_t width = 1;
-  for (size_t i = 1; i < shape.size(); ++i)
-    width *= shape[i];
-  return width;
+/// Concatenation along `dim` is, for each index of the dimensions before
+/// it (`outer` of them), one chunk of every part in turn: the chunk is
+/// the part's elements from `dim` on.
+int64_t outerOf(const Shape &shape, int64_t dim) {
+  return product(shape, 0, size_t(dim));
+}
+int64_t chunkOf(const Shape &shape, int64_t dim) {
+  return product(shape, size_t(dim), shape.size());
 }
 
 /// [rows, cols] -> [cols, rows].
@@ -144,8 +196,13 @@ std::vector<float> transposed(const std::vector<float> &values, int64_t rows,
 Shape hfShape(const HfTensorMap &map,
               const std::map<std::string, Shape> &shapes) {
   Shape shape = shapes.at(map.parts.front());
-  for (size_t i = 1; i < map.parts.size(); ++i)
-    shape[0] += rowsOf(shapes.at(map.parts[i]));
+  if (map.slice >= 0)
+    return Shape(shape.begin() + 1, shape.end());
+  size_t dim = size_t(map.concatDim);
+  for (size_t i = 1; i < map.parts.size(); ++i) {
+    const Shape &part = shapes.at(map.parts[i]);
+    shape[dim] += dim < part.size() ? part[dim] : 1;
+  }
   if (map.transpose)
     std::swap(shape[0], shape[1]);
   return shape;
@@ -155,13 +212,24 @@ Tensor toHf(const HfTensorMap &map,
             const std::map<std::string, Tensor> &params) {
   std::map<std::string, Shape> shapes;
   Tensor result;
-  for (const std::string &part : map.parts) {
-    const Tensor &param = params.at(part);
-    shapes[part] = param.shape;
-    result.values.insert(result.values.end(), param.values.begin(),
-                         param.values.end());
-  }
+  for (const std::string &part : map.parts)
+    shapes[part] = params.at(part).shape;
   result.shape = hfShape(map, shapes);
+  if (map.slice >= 0) {
+    const Tensor &param = params.at(map.parts.front());
+    size_t size = size_t(chunkOf(param.shape, 1));
+    auto begin = param.values.begin() + map.slice * size;
+    result.values.assign(begin, begin + size);
+    return result;
+  }
+  int64_t outer = outerOf(shapes.at(map.parts.front()), map.concatDim);
+  for (int64_t o = 0; o < outer; ++o)
+    for (const std::string &part : map.parts) {
+      const Tensor &param = params.at(part);
+      size_t chunk = size_t(chunkOf(param.shape, map.concatDim));
+      auto begin = param.values.begin() + o * chunk;
+      result.values.insert(result.values.end(), begin, begin + chunk);
+    }
   if (map.transpose)
     result.values = transposed(result.values, result.shape[1], result.shape[0]);
   return result;
@@ -170,17 +238,30 @@ Tensor toHf(const HfTensorMap &map,
 void fromHf(const HfTensorMap &map, const Tensor &hf,
             const std::map<std::string, Shape> &shapes,
             std::map<std::string, Tensor> &params) {
+  if (map.slice >= 0) {
+    const std::string &part = map.parts.front();
+    const Shape &shape = shapes.at(part);
+    Tensor &param = params[part];
+    if (param.values.empty())
+      param = {shape, std::vector<float>(size_t(chunkOf(shape, 0)))};
+    std::copy(hf.values.begin(), hf.values.end(),
+              param.values.begin() + map.slice * chunkOf(shape, 1));
+    return;
+  }
   std::vector<float> rows =
       map.transpose ? transposed(hf.values, hf.shape[0], hf.shape[1])
                     : hf.values;
-  size_t offset = 0;
-  for (const std::string &part : map.parts) {
-    const Shape &shape = shapes.at(part);
-    size_t elements = size_t(rowsOf(shape) * rowWidth(shape));
-    params[part] = {shape, std::vector<float>(rows.begin() + offset,
-                                              rows.begin() + offset + elements)};
-    offset += elements;
-  }
+  for (const std::string &part : map.parts)
+    params[part] = {shapes.at(part), {}};
+  int64_t outer = outerOf(shapes.at(map.parts.front()), map.concatDim);
+  auto next = rows.begin();
+  for (int64_t o = 0; o < outer; ++o)
+    for (const std::string &part : map.parts) {
+      size_t chunk = size_t(chunkOf(shapes.at(part), map.concatDim));
+      std::vector<float> &values = params[part].values;
+      values.insert(values.end(), next, next + chunk);
+      next += chunk;
+    }
 }
 
 uint16_t floatToBf16(float value) {

@@ -16,6 +16,14 @@
 //          input_layernorm / post_attention_layernorm. No permutation of q
 //          and k: partition's rotary embedding pairs feature i with i + D/2,
 //          as transformers' rotate_half does.
+//   Mixtral (family mixtral; every layer a MoE layer) as Llama but for the
+//          feed-forward block: router -> block_sparse_moe.gate, and the
+//          stacked experts [E, F, H] / [E, H, F] one tensor per expert,
+//          block_sparse_moe.experts.e.w1 / w3 / w2 (what save_pretrained
+//          writes, transformers 4 and 5 alike); transformers 5's module
+//          state (mlp.gate, mlp.experts.gate_up_proj [E, 2F, H] = w1 and w3
+//          concatenated per expert, mlp.experts.down_proj [E, H, F]) is read
+//          too (MoeLayout::Fused).
 //
 // The partition side comes from the model builder itself
 // (modelParameters), so the table cannot drift from partition-gen: every
@@ -48,16 +56,28 @@ std::vector<ParamShape> modelParameters(const model::ModelConfig &config);
 /// One transformers tensor.
 struct HfTensorMap {
   std::string hfName;
-  /// The partition parameters it holds, concatenated along dimension 0.
+  /// The partition parameters it holds, concatenated along dimension
+  /// `concatDim` (0 but for Mixtral's fused gate_up_proj, 1).
   std::vector<std::string> parts;
   /// transformers stores the transpose of the concatenation (GPT-2's
   /// Conv1D).
   bool transpose = false;
+  int64_t concatDim = 0;
+  /// >= 0: the tensor is this index of the single part's dimension 0 (one
+  /// expert of a stacked expert weight), that dimension dropped.
+  int64_t slice = -1;
 };
+
+/// How a Mixtral directory names its expert weights: per expert
+/// (block_sparse_moe.experts.e.w1, what save_pretrained writes) or fused
+/// (transformers 5's mlp.experts.gate_up_proj / down_proj state dict).
+enum class MoeLayout { PerExpert, Fused };
+
 /// Every transformers tensor of `config`'s model, in the order
 /// model.safetensors lists them. Throws InteropError if the table and the
 /// builder disagree (a bug, not an input error).
-std::vector<HfTensorMap> hfTensorMap(const model::ModelConfig &config);
+std::vector<HfTensorMap> hfTensorMap(const model::ModelConfig &config,
+                                     MoeLayout layout = MoeLayout::PerExpert);
 
 /// A dense fp32 tensor, row-major.
 struct Tensor {
@@ -71,7 +91,8 @@ Tensor toHf(const HfTensorMap &map,
 
 /// The inverse: splits (and transposes back) transformers tensor `hf` into
 /// the parameters of `map`, whose shapes `shapes` gives; adds them to
-/// `params`. The caller has checked hf.shape against hfShape().
+/// `params` (a slice fills its part of a parameter, which the first slice
+/// read allocates). The caller has checked hf.shape against hfShape().
 void fromHf(const HfTensorMap &map, const Tensor &hf,
             const std::map<std::string, Shape> &shapes,
             std::map<std::string, Tensor> &params);

@@ -5,7 +5,8 @@
 # (test/oracle/hf_oracle.py: loss and one AdamW step of GPT-2 and Llama
 # against PyTorch; test/oracle/hf_families.py: Llama 3, Llama 3.2, Mistral,
 # Qwen2 and yarn-scaled Llama, logits and 10 AdamW steps under three plans;
-# both share test/oracle/oracle_common.py). PYTHON picks the interpreter (default python3).
+# test/oracle/hf_mixtral.py: Mixtral, logits, 10 AdamW steps and the final
+# parameters; all share test/oracle/oracle_common.py). PYTHON picks the interpreter (default python3).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PARTITION_BUILD_DIR:-$root/build}
@@ -18,3 +19,4 @@ fi
 "$root/scripts/build.sh"
 OMP_NUM_THREADS=1 "$python" "$root/test/oracle/hf_oracle.py" --bin "$build/bin"
 OMP_NUM_THREADS=1 "$python" "$root/test/oracle/hf_families.py" --bin "$build/bin"
+OMP_NUM_THREADS=1 "$python" "$root/test/oracle/hf_mixtral.py" --bin "$build/bin"

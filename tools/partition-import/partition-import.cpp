@@ -68,8 +68,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   tools::parseCommandLine(
       argc, argv,
-      "partition-import: reads a Hugging Face GPT-2, Llama, Mistral or Qwen2 "
-      "model directory "
+      "partition-import: reads a Hugging Face GPT-2, Llama, Mistral, Qwen2 or "
+      "Mixtral model directory "
       "and writes the xfmr model and a checkpoint of its weights.\n");
   interop::TrainingShape shape;
   if (seqLen.getNumOccurrences()) {

@@ -19,6 +19,12 @@ partition-import refusal tests (Python's standard library only).
   hf_dir.py truncate SRC DST              model.safetensors cut short
   hf_dir.py unlisted SRC DST              a shard (of 2) holds a tensor the
                                           index does not list
+  hf_dir.py fuse SRC DST                  Mixtral's per-expert tensors
+                                          (block_sparse_moe.experts.e.w1..)
+                                          as transformers 5's module state:
+                                          mlp.gate.weight,
+                                          mlp.experts.gate_up_proj [E, 2F, H]
+                                          (w1[e] then w3[e]), down_proj
 """
 
 import json
@@ -100,6 +106,29 @@ def main():
             weight_map.pop(names[0])
         with open(os.path.join(dst, WEIGHTS + ".index.json"), "w") as f:
             json.dump({"metadata": {}, "weight_map": weight_map}, f)
+        return
+    if command == "fuse":
+        fused, experts = {}, {}
+        for name, (dtype, shape, raw) in tensors.items():
+            if ".block_sparse_moe.experts." not in name:
+                fused[name.replace(".block_sparse_moe.gate.", ".mlp.gate.")] = (
+                    dtype, shape, raw)
+                continue
+            layer, rest_ = name.split(".block_sparse_moe.experts.")
+            expert, weight = rest_.split(".")[:2]
+            experts.setdefault(layer, {})[(int(expert), weight)] = (
+                dtype, shape, raw)
+        for layer, table in experts.items():
+            count = 1 + max(e for e, _ in table)
+            dtype, (f, h), _ = table[(0, "w1")]
+            fused[layer + ".mlp.experts.gate_up_proj"] = (
+                dtype, [count, 2 * f, h],
+                b"".join(table[(e, "w1")][2] + table[(e, "w3")][2]
+                         for e in range(count)))
+            fused[layer + ".mlp.experts.down_proj"] = (
+                dtype, [count, h, f],
+                b"".join(table[(e, "w2")][2] for e in range(count)))
+        save(weights, metadata, fused)
         return
     if command == "openai":
         renamed = {}
