@@ -620,12 +620,20 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
   // and up for SwiGLU).
   double working = n * (fullLayerAt(smallest) +
                         (m.llama ? 2 : 1) * f / smallest) * e;
-  if (m.isMoe()) // the mean layer's, with the gradients of its buffers
+  if (m.isMoe()) {
+    // A MoE layer's backward holds its rebuilt buffers and one
+    // buffer-sized gradient at a time (the combine's, then the experts'
+    // input's: rows x h; the F-wide gradients die as they go): mixtral-tiny
+    // at seq 64, dp 2 / ep 2, 4,435,968 bytes against the compiler's
+    // 4,434,624 (docs/planner.md, "Mixtures of experts").
+    double rowsPerToken = double(m.experts) * double(m.capacity) /
+                          double(std::max<int64_t>(1, m.seqLen));
     working = n *
               (fullLayerAt(smallest) +
                (1 - moeShare) * (m.llama ? 2 : 1) * f / smallest +
-               moeShare * moeSavedPerToken(m, smallest, false)) *
+               moeShare * rowsPerToken * h) *
               e;
+  }
   double logits = n * double(m.vocab) / t * (e + 4);
   double inputs = 8 * n * mbs;
   Memory most;
