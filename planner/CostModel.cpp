@@ -567,18 +567,12 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
                                   double(m.headDim());
   // Saved bytes of one layer at degree `t` (what the backward reads), and
   // the elements per token of a whole layer's backward working set.
-  // A MoE model's mean layer: moeShare of the layers keep their MoE
-  // block's buffers (Experts.h) instead of the dense block's f terms.
-  double moeShare = m.isMoe() ? double(m.moeLayers()) / double(m.layers) : 0;
-  auto moeTerm = [&](double t, double denseF, bool selective) {
-    return moeShare * (moeSavedPerToken(m, t, selective) - denseF * f / t);
-  };
+  // (A MoE model's mean layer keeps its MoE blocks' buffers instead of
+  // the dense block's f terms: moeSavedDelta, 0 for a dense model.)
   auto fullLayerAt = [&](double t) {
     double sp = p.sequenceParallel ? t : 1.0;
-    double full = 4 * h / sp + (qkv + h + (m.llama ? 3 : 2) * f) / t;
-    if (m.isMoe())
-      full += moeTerm(t, m.llama ? 3 : 2, false);
-    return full;
+    return 4 * h / sp + (qkv + h + (m.llama ? 3 : 2) * f) / t +
+           moeSavedDelta(m, t, /*selective=*/false);
   };
   auto savedAt = [&](double t) {
     double sp = p.sequenceParallel ? t : 1.0;
@@ -588,12 +582,11 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
     // f of 4h + 2f); for Llama the compiler keeps SwiGLU's gate and up
     // outputs and rebuilds one norm and the product (h + f of 4h + 3f),
     // as --dist-recompute's memory plan shows (bench/planner/memory_table).
-    if (p.recompute == "selective") {
-      saved = m.llama ? 3 * h / sp + (qkv + h + 2 * f) / t
-                      : 2 * h / sp + (qkv + h + f) / t;
-      if (m.isMoe())
-        saved += moeTerm(t, m.llama ? 2 : 1, true);
-    } else if (p.recompute == "full")
+    if (p.recompute == "selective")
+      saved = (m.llama ? 3 * h / sp + (qkv + h + 2 * f) / t
+                       : 2 * h / sp + (qkv + h + f) / t) +
+              moeSavedDelta(m, t, /*selective=*/true);
+    else if (p.recompute == "full")
       saved = h / sp;
     double bytes = n * saved * e;
     if (c.attentionKernel == "materialized" && p.recompute != "full")
@@ -619,21 +612,8 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
   // activations and the gradients of its MLP's intermediates (f, or gate
   // and up for SwiGLU).
   double working = n * (fullLayerAt(smallest) +
-                        (m.llama ? 2 : 1) * f / smallest) * e;
-  if (m.isMoe()) {
-    // A MoE layer's backward holds its rebuilt buffers and one
-    // buffer-sized gradient at a time (the combine's, then the experts'
-    // input's: rows x h; the F-wide gradients die as they go): mixtral-tiny
-    // at seq 64, dp 2 / ep 2, 4,435,968 bytes against the compiler's
-    // 4,434,624 (docs/planner.md, "Mixtures of experts").
-    double rowsPerToken = double(m.experts) * double(m.capacity) /
-                          double(std::max<int64_t>(1, m.seqLen));
-    working = n *
-              (fullLayerAt(smallest) +
-               (1 - moeShare) * (m.llama ? 2 : 1) * f / smallest +
-               moeShare * rowsPerToken * h) *
-              e;
-  }
+                        (m.llama ? 2 : 1) * f / smallest +
+                        moeWorkingDelta(m, smallest)) * e;
   double logits = n * double(m.vocab) / t * (e + 4);
   double inputs = 8 * n * mbs;
   Memory most;

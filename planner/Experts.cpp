@@ -75,11 +75,38 @@ double expertAllToAllBytes(const ModelShape &m, const Candidate &p) {
 
 double moeSavedPerToken(const ModelShape &m, double t, bool selective) {
   double h = double(m.hidden), f = double(m.expertFfn);
-  double rowsPerToken = double(m.experts) * double(m.capacity) /
-                        double(std::max<int64_t>(1, m.seqLen));
-  double expertRows = rowsPerToken * (2 * h + (selective ? 2 : 3) * f / t);
+  double expertRows =
+      double(m.experts) * double(m.capacity) /
+      double(std::max<int64_t>(1, m.seqLen)) * (2 * h + (selective ? 2 : 3) * f / t);
   double shared = double(m.sharedExperts) * (selective ? 2 : 3) * f / t;
   return expertRows + double(m.experts) + shared;
+}
+
+namespace {
+/// The share of the layers that are MoE layers.
+double moeShare(const ModelShape &m) {
+  return m.isMoe() ? double(m.moeLayers()) / double(m.layers) : 0;
+}
+/// Buffer rows per token: E C / S.
+double rowsPerToken(const ModelShape &m) {
+  return double(m.experts) * double(m.capacity) /
+         double(std::max<int64_t>(1, m.seqLen));
+}
+} // namespace
+
+double moeSavedDelta(const ModelShape &m, double t, bool selective) {
+  if (!m.isMoe())
+    return 0;
+  double dense = (m.llama ? 3 : 2) - (selective ? 1 : 0);
+  return moeShare(m) * (moeSavedPerToken(m, t, selective) -
+                        dense * double(m.ffn) / t);
+}
+
+double moeWorkingDelta(const ModelShape &m, double t) {
+  if (!m.isMoe())
+    return 0;
+  double dense = (m.llama ? 2 : 1) * double(m.ffn) / t;
+  return moeShare(m) * (rowsPerToken(m) * double(m.hidden) - dense);
 }
 
 ExpertLayerCost expertLayerCost(const ModelShape &m, const Candidate &p,

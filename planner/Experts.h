@@ -98,6 +98,19 @@ double expertAllToAllBytes(const ModelShape &m, const Candidate &p);
 /// experts' (as a dense SwiGLU's).
 double moeSavedPerToken(const ModelShape &m, double t, bool selective);
 
+/// What a MoE model's mean layer keeps per token beyond the dense
+/// formula of CostModel.cpp (which counts a dense block's 3f/t, or 2f/t
+/// under selective recomputation, 2f/t and f/t for GPT-2): the MoE
+/// layers' share of moeSavedPerToken less those f terms. 0 when dense.
+double moeSavedDelta(const ModelShape &m, double t, bool selective);
+/// The same for the working set of one layer's backward under full
+/// recomputation: a MoE layer holds its rebuilt buffers and one
+/// buffer-sized gradient at a time (the combine's, then the experts'
+/// input's: rows x h; the F-wide gradients die as they go) instead of a
+/// dense block's f-wide gradients. mixtral-tiny at seq 64, dp 2 / ep 2,
+/// full: 4,435,968 bytes against the compiler's 4,434,624.
+double moeWorkingDelta(const ModelShape &m, double t);
+
 /// One MoE layer's feed-forward block for one micro-batch on one rank
 /// (seconds), to be put in place of a dense block's.
 struct ExpertLayerCost {
