@@ -36,6 +36,12 @@ double reduceScatterTime(double bytes, int64_t size, const Link &link) {
   return allGatherTime(bytes, size, link);
 }
 
+double allToAllTime(double bytes, int64_t size, const Link &link) {
+  // Pairwise exchange (NCCL's grouped send/recv, MPI_Alltoall): the same
+  // steps as a ring all-gather of this output size.
+  return allGatherTime(bytes, size, link);
+}
+
 double sendTime(double bytes, const Link &link) {
   if (bytes <= 0)
     return 0;

@@ -36,6 +36,12 @@ double allReduceTime(double bytes, int64_t size, const Link &link);
 double allGatherTime(double bytes, int64_t size, const Link &link);
 /// Reduce-scatter whose input is `bytes`.
 double reduceScatterTime(double bytes, int64_t size, const Link &link);
+/// All-to-all of `bytes` per rank (each rank sends bytes/n to each of the
+/// n - 1 others, keeps its own n-th): n - 1 pairwise steps of bytes/n,
+/// (n - 1)/n of the buffer on the wire per rank, at the group's slowest
+/// link (the bytes to a rank of the same node go as fast, but the step
+/// waits for the inter-node ones).
+double allToAllTime(double bytes, int64_t size, const Link &link);
 /// One message between two ranks.
 double sendTime(double bytes, const Link &link);
 

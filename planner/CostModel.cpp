@@ -5,6 +5,7 @@
 #include "passes/plan/PlanAxisNames.h"
 #include "planner/Collectives.h"
 #include "planner/ContextParallel.h"
+#include "planner/Experts.h"
 #include "planner/LayerCost.h"
 #include "planner/PipelineSimulation.h"
 #include "scheduling/Balance.h"
@@ -28,11 +29,12 @@ int64_t ModelShape::layerParameters() const {
 
 int64_t ModelShape::parameters() const {
   int64_t embedding = vocab * hidden;
+  // A MoE layer's feed-forward block in place of a dense one's.
+  int64_t stack = layers * layerParameters() +
+                  moeLayers() * (moeFfnParameters(*this) - denseFfnParameters(*this));
   if (llama) // embedding, the head unless tied, final RMSNorm
-    return layers * layerParameters() + (tiedHead ? 1 : 2) * embedding +
-           hidden;
-  return layers * layerParameters() + embedding + positions * hidden +
-         2 * hidden;
+    return stack + (tiedHead ? 1 : 2) * embedding + hidden;
+  return stack + embedding + positions * hidden + 2 * hidden;
 }
 
 std::string Candidate::planJson() const {
@@ -78,6 +80,8 @@ std::string Candidate::planJson() const {
     os << ", \"zero\": {\"stage\": " << zeroStage << "}";
   if (recompute != "none")
     os << ", \"recompute\": {\"policy\": \"" << recompute << "\"}";
+  if (ep > 1)
+    os << ", \"moe\": {\"expert_parallel\": " << ep << "}";
   os << ", \"precision\": \"" << precision << "\"}";
   return os.str();
 }
@@ -106,6 +110,8 @@ std::string Candidate::label() const {
     if (cpLoadBalance != "zigzag")
       os << " unbalanced";
   }
+  if (ep > 1)
+    os << " ep" << ep;
   os << " pp" << pp;
   if (pp > 1) {
     os << " " << schedule;
@@ -137,6 +143,10 @@ double modelFlopsPerStep(const ModelShape &m, int64_t sequences) {
   if (!m.llama) // biases and LayerNorms are not matmul weights
     matmulParams = h * double((m.heads + 2 * m.kvHeads) * m.headDim()) +
                    h * h + 2 * h * double(m.ffn);
+  // MoE layers: the router's and the token's k experts' (and the shared
+  // experts') matmuls instead of the dense block's (Experts.h).
+  matmulParams += double(m.moeLayers()) / double(std::max<int64_t>(1, m.layers)) *
+                  (activeFfnMatmulParameters(m) - denseFfnMatmulParameters(m));
   double keys = m.attendedKeys();
   double perTokenForward = double(m.layers) * (2 * matmulParams + 4 * keys * h) +
                            2 * h * double(m.vocab);
@@ -176,18 +186,26 @@ std::vector<int64_t> stageLayerIndices(const ChunkSplit &split,
   return out;
 }
 
-/// Parameters held by pipeline stage `stage` on one tp rank.
+/// Parameters held by pipeline stage `stage` on one tp rank; with
+/// `expertsOnly`, only its expert weights (a 1/ep share: Experts.h).
 double stageParameters(const ModelShape &m, const Candidate &p,
-                       const ChunkSplit &split, int64_t stage) {
+                       const ChunkSplit &split, int64_t stage,
+                       bool expertsOnly = false) {
   double t = double(p.tp);
-  double params =
-      double(split.stageLayers(p, stage)) * double(m.layerParameters()) / t;
+  // The mean layer, its experts split over ep ranks.
+  double experts = m.meanLayerExpertParameters();
+  double layer = expertsOnly ? experts / double(p.ep)
+                             : m.meanLayerParameters() - experts +
+                                   experts / double(p.ep);
+  double params = double(split.stageLayers(p, stage)) * layer / t;
   if (!p.perLayer.empty()) {
     // Each layer of the stage at its own degree.
     params = 0;
-    for (int64_t layer : stageLayerIndices(split, p, stage))
-      params += double(m.layerParameters()) / double(p.layerTp(layer));
+    for (int64_t l : stageLayerIndices(split, p, stage))
+      params += layer / double(p.layerTp(l));
   }
+  if (expertsOnly)
+    return params;
   double embedding = double(m.vocab) * double(m.hidden) / t;
   if (stage == 0)
     params += embedding + double(m.positions) * double(m.hidden);
@@ -275,10 +293,11 @@ struct PlanLayers {
     if (!nonuniform) {
       const LayerCost &layer = uniform;
       f = count * (layer.forwardCompute + layer.forwardComm +
-                   layer.forwardContext);
+                   layer.forwardContext + layer.forwardExpert);
       b = count * (layer.backwardInputCompute + layer.backwardComm +
                    layer.backwardContext + layer.recompute +
-                   layer.recomputeComm + layer.recomputeContext);
+                   layer.recomputeComm + layer.recomputeContext +
+                   layer.backwardExpert + layer.recomputeExpert);
       w = count * layer.backwardWeight;
       return;
     }
@@ -286,9 +305,10 @@ struct PlanLayers {
     for (int64_t i = first; i < first + int64_t(count); ++i) {
       const LayerCost &l = *at[size_t(i)];
       f += l.forwardCompute + l.forwardComm + l.forwardContext +
-           reshardBefore[size_t(i)].forward;
+           l.forwardExpert + reshardBefore[size_t(i)].forward;
       b += l.backwardInputCompute + l.backwardComm + l.backwardContext +
            l.recompute + l.recomputeComm + l.recomputeContext +
+           l.backwardExpert + l.recomputeExpert +
            reshardBefore[size_t(i)].backward;
       w += l.backwardWeight;
     }
@@ -337,12 +357,19 @@ ChunkCosts chunkCosts(const Candidate &p, const PlanLayers &layers,
 
 /// The parameters of the stage the data-parallel reduction and the
 /// optimizer wait for, the one with the most (the embedding's, or the one
-/// with most layers when the split is uneven).
+/// with most layers when the split is uneven); `experts`: its expert
+/// weights (split over ep).
 double busiestStageParameters(const ModelShape &m, const Candidate &p,
-                              const ChunkSplit &split) {
+                              const ChunkSplit &split, double &experts) {
   double params = 0;
-  for (int64_t stage = 0; stage < p.pp; ++stage)
-    params = std::max(params, stageParameters(m, p, split, stage));
+  experts = 0;
+  for (int64_t stage = 0; stage < p.pp; ++stage) {
+    double held = stageParameters(m, p, split, stage);
+    if (held > params) {
+      params = held;
+      experts = stageParameters(m, p, split, stage, /*expertsOnly=*/true);
+    }
+  }
   return params;
 }
 
@@ -396,6 +423,9 @@ bool pipelineSeconds(const ModelShape &m, const Candidate &p,
 /// less what the backward hides where the cluster overlaps communication.
 double dataParallelSeconds(const Candidate &p, const Cluster &c,
                            const ChunkCosts &costs, double stageParams) {
+  // stageParams: the parameters the data-parallel group reduces (under
+  // expert parallelism not the experts': their gradients are complete on
+  // the rank that holds them).
   // fp32 gradients (this project reduces them in fp32 under bf16 too),
   // over dp x cp ranks: parameters are replicated over the context group
   // too, whose ranks saw other tokens of the same sequences. dp ranks are
@@ -453,14 +483,18 @@ void layerBreakdown(const ModelShape &m, const Candidate &p,
   bd.contextComm = mbs * stageLayers *
                    (layer.forwardContext + layer.backwardContext +
                     layer.recomputeContext);
+  bd.expertComm = mbs * stageLayers *
+                  (layer.forwardExpert + layer.backwardExpert +
+                   layer.recomputeExpert);
   if (!layers.nonuniform)
     return;
   // The mean layer, and the resharding, per stage.
-  double recompute = 0, comm = 0, context = 0;
+  double recompute = 0, comm = 0, context = 0, expert = 0;
   for (int64_t i = 0; i < m.layers; ++i) {
     const LayerCost &l = *layers.at[size_t(i)];
     recompute += l.recompute;
     context += l.forwardContext + l.backwardContext + l.recomputeContext;
+    expert += l.forwardExpert + l.backwardExpert + l.recomputeExpert;
     comm += l.forwardComm + l.backwardComm + l.recomputeComm +
             layers.reshardBefore[size_t(i)].forward +
             layers.reshardBefore[size_t(i)].backward;
@@ -468,6 +502,7 @@ void layerBreakdown(const ModelShape &m, const Candidate &p,
   bd.recompute = mbs * recompute / double(p.pp);
   bd.tensorComm = mbs * comm / double(p.pp);
   bd.contextComm = mbs * context / double(p.pp);
+  bd.expertComm = mbs * expert / double(p.pp);
 }
 
 /// Model and hardware FLOPs per step, TFLOP/s per device and MFU.
@@ -509,13 +544,18 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
   // the stage loop). With one micro-batch ZeRO-1 reduce-scatters each
   // bucket as it is produced, as ZeRO-2 does (the compiler's plan).
   double newGradientShare = 1;
-  auto stateMemory = [&](double params, Memory &mem) {
+  // `experts`: of `params`, the expert weights expert parallelism split
+  // (0 without it): ZeRO leaves them, and their state, whole.
+  auto stateMemory = [&](double params, double experts, Memory &mem) {
     mem = Memory();
-    mem.parameters = 4 * params / (p.zeroStage >= 3 ? dp : 1.0);
+    double dense = params - experts;
+    mem.parameters = 4 * dense / (p.zeroStage >= 3 ? dp : 1.0) + 4 * experts;
     bool sharded = p.zeroStage >= 2 || (p.zeroStage == 1 && p.microbatches == 1);
-    newGradientShare = 4 * params / (sharded ? dp : 1.0);
-    mem.gradients = p.microbatches > 1 && p.zeroStage < 2 ? 4 * params : 0;
-    mem.optimizer = 8 * params / (p.zeroStage >= 1 ? dp : 1.0);
+    newGradientShare = 4 * dense / (sharded ? dp : 1.0) + 4 * experts;
+    mem.gradients = p.microbatches > 1 && p.zeroStage < 2 ? 4 * params
+                    : p.microbatches > 1                  ? 4 * experts
+                                                          : 0;
+    mem.optimizer = 8 * dense / (p.zeroStage >= 1 ? dp : 1.0) + 8 * experts;
     // The bf16 copies of the weights the backward reads; selective
     // recomputation rebuilds them (a cast is cheap work between matmuls)
     // instead, full recomputation keeps them (it repeats the layers'
@@ -527,9 +567,12 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
                                   double(m.headDim());
   // Saved bytes of one layer at degree `t` (what the backward reads), and
   // the elements per token of a whole layer's backward working set.
+  // (A MoE model's mean layer keeps its MoE blocks' buffers instead of
+  // the dense block's f terms: moeSavedDelta, 0 for a dense model.)
   auto fullLayerAt = [&](double t) {
     double sp = p.sequenceParallel ? t : 1.0;
-    return 4 * h / sp + (qkv + h + (m.llama ? 3 : 2) * f) / t;
+    return 4 * h / sp + (qkv + h + (m.llama ? 3 : 2) * f) / t +
+           moeSavedDelta(m, t, /*selective=*/false);
   };
   auto savedAt = [&](double t) {
     double sp = p.sequenceParallel ? t : 1.0;
@@ -540,8 +583,9 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
     // outputs and rebuilds one norm and the product (h + f of 4h + 3f),
     // as --dist-recompute's memory plan shows (bench/planner/memory_table).
     if (p.recompute == "selective")
-      saved = m.llama ? 3 * h / sp + (qkv + h + 2 * f) / t
-                      : 2 * h / sp + (qkv + h + f) / t;
+      saved = (m.llama ? 3 * h / sp + (qkv + h + 2 * f) / t
+                       : 2 * h / sp + (qkv + h + f) / t) +
+              moeSavedDelta(m, t, /*selective=*/true);
     else if (p.recompute == "full")
       saved = h / sp;
     double bytes = n * saved * e;
@@ -568,13 +612,15 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
   // activations and the gradients of its MLP's intermediates (f, or gate
   // and up for SwiGLU).
   double working = n * (fullLayerAt(smallest) +
-                        (m.llama ? 2 : 1) * f / smallest) * e;
+                        (m.llama ? 2 : 1) * f / smallest +
+                        moeWorkingDelta(m, smallest)) * e;
   double logits = n * double(m.vocab) / t * (e + 4);
   double inputs = 8 * n * mbs;
   Memory most;
   for (int64_t stage = 0; stage < p.pp; ++stage) {
     Memory mem;
-    stateMemory(stageParameters(m, p, split, stage), mem);
+    stateMemory(stageParameters(m, p, split, stage),
+                p.ep > 1 ? stageParameters(m, p, split, stage, true) : 0, mem);
     // The stage's chunks in flight at once, each of its mean layers.
     double layersPerChunk = double(split.stageLayers(p, stage)) /
                             double(p.virtualStages);
@@ -682,7 +728,12 @@ Prediction predict(const ModelShape &m, const Candidate &p,
 
   // Gradient accumulation across micro-batches: read the sum and the new
   // gradient, write the sum (fp32), per parameter per micro-batch.
-  double stageParams = busiestStageParameters(m, p, split);
+  double stageExperts = 0;
+  double stageParams = busiestStageParameters(m, p, split, stageExperts);
+  // Expert weights under expert parallelism join no data-parallel
+  // reduction and ZeRO leaves their state whole (already split over ep).
+  double epExperts = p.ep > 1 ? stageExperts : 0;
+  double reducedParams = stageParams - epExperts;
   double accumulate =
       p.microbatches > 1 ? streamTime(12 * stageParams, 1, c) : 0;
   double pipeline, bubble, pipelineComm;
@@ -691,11 +742,12 @@ Prediction predict(const ModelShape &m, const Candidate &p,
     return out;
   // Every micro-batch after the first adds into the sum.
   pipeline += double(p.microbatches - 1) * accumulate;
-  double dataComm = dataParallelSeconds(p, c, costs, stageParams);
+  double dataComm = dataParallelSeconds(p, c, costs, reducedParams);
   // AdamW: read parameter, gradient and both moments, write three of
   // them (fp32): 28 bytes per parameter of this rank's shard.
   double optimizerParams =
-      stageParams / (p.zeroStage >= 1 ? double(p.dp * p.cp) : 1.0);
+      reducedParams / (p.zeroStage >= 1 ? double(p.dp * p.cp) : 1.0) +
+      epExperts;
   double optimizer = streamTime(28 * optimizerParams, 1, c);
   out.stepSeconds = pipeline + dataComm + optimizer;
 
@@ -707,7 +759,8 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   bd.dataComm = dataComm;
   bd.optimizer = optimizer;
   bd.compute = out.stepSeconds - bd.recompute - bd.tensorComm -
-               bd.contextComm - bd.pipelineComm - bd.bubble - bd.dataComm - bd.optimizer;
+               bd.contextComm - bd.expertComm - bd.pipelineComm - bd.bubble -
+               bd.dataComm - bd.optimizer;
 
   fillFlops(m, p, c, out);
   out.memory = stageMemory(m, p, c, split);

@@ -54,6 +54,13 @@ struct ModelShape {
   /// (Qwen2's max_window_layers; 0 for Mistral), each query meets this
   /// many keys when below seqLen; 0 means none.
   int64_t slidingWindow = 0, windowFromLayer = 0;
+  /// Mixture of experts (planner/Experts.h): every moeEvery-th layer's
+  /// feed-forward block is a router over `experts` SwiGLU experts of width
+  /// expertFfn, topK of them per token, plus sharedExperts experts every
+  /// token takes; `capacity` rows per sequence and expert (seqLen when
+  /// dropless). 0 experts: a dense model.
+  int64_t experts = 0, topK = 0, moeEvery = 1, sharedExperts = 0;
+  int64_t expertFfn = 0, capacity = 0;
 
   int64_t headDim() const { return hidden / heads; }
   /// The keys one query's attention multiplies, averaged over the layers:
@@ -68,9 +75,25 @@ struct ModelShape {
             double(windowFromLayer) * double(seqLen)) /
            double(layers);
   }
-  /// Parameters of one transformer layer, and of the whole model.
+  bool isMoe() const { return experts > 0; }
+  /// Layers whose feed-forward block is a MoE block (the model builder's
+  /// (l + 1) % moeEvery == 0).
+  int64_t moeLayers() const {
+    return isMoe() && moeEvery > 0 ? layers / moeEvery : 0;
+  }
+  /// Parameters of one dense transformer layer, and of the whole model
+  /// (every expert counted).
   int64_t layerParameters() const;
   int64_t parameters() const;
+  /// The parameters of the mean layer (MoE layers hold more), and of it
+  /// the stacked expert weights, which expert parallelism splits (0 for a
+  /// dense model): Experts.cpp.
+  double meanLayerParameters() const;
+  double meanLayerExpertParameters() const;
+  /// The parameters one token's forward multiplies (only its top-k
+  /// experts, the router and the shared experts of a MoE layer): the
+  /// "active" parameters a MoE model is quoted by. parameters() when dense.
+  double activeParameters() const;
 };
 
 /// A tensor-parallel degree for layers first..last (inclusive): a part of
@@ -110,6 +133,10 @@ struct Candidate {
   /// part at a smaller degree d runs on sub-groups of d ranks, the tp/d
   /// copies computing it redundantly (planner/Nonuniform.h).
   std::vector<TpPart> perLayer;
+  /// Expert parallelism (plan.json's moe.expert_parallel): each MoE
+  /// layer's experts split over this many ranks of the data axis; the
+  /// compiler takes 1 or mesh.dp (planner/Experts.h).
+  int64_t ep = 1;
 
   /// The degree layer `layer` runs at.
   int64_t layerTp(int64_t layer) const;
@@ -131,6 +158,7 @@ struct Breakdown {
   double recompute = 0;    // the forward work done again
   double tensorComm = 0;   // tp / SP collectives (exposed)
   double contextComm = 0;  // cp's K/V gathers and dK/dV reduce-scatters
+  double expertComm = 0;   // expert parallelism's all-to-alls
   double pipelineComm = 0; // pipeline sends on the critical path
   double bubble = 0;       // pipeline idle time
   double dataComm = 0;     // exposed gradient reduction (and ZeRO gathers)

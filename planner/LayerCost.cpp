@@ -4,6 +4,7 @@
 
 #include "planner/Collectives.h"
 #include "planner/ContextParallel.h"
+#include "planner/Experts.h"
 
 #include <algorithm>
 #include <cmath>
@@ -64,19 +65,34 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
     double M, N, K;
   };
   std::vector<Gemm> linears = {{n, qkv / t, h}, {n, h, h / t}};
+  std::vector<Gemm> ffn;
   if (m.llama) {
-    linears.push_back({n, 2 * f / t, h});
-    linears.push_back({n, h, f / t});
+    ffn.push_back({n, 2 * f / t, h});
+    ffn.push_back({n, h, f / t});
   } else {
-    linears.push_back({n, f / t, h});
-    linears.push_back({n, h, f / t});
+    ffn.push_back({n, f / t, h});
+    ffn.push_back({n, h, f / t});
   }
+  // A MoE model's layer is the mean of its layers: moeShare of them have
+  // a MoE block (Experts.h) instead of the dense feed-forward one.
+  double moeShare = m.isMoe() ? double(m.moeLayers()) / double(m.layers) : 0;
+  if (!m.isMoe())
+    linears.insert(linears.end(), ffn.begin(), ffn.end());
   LayerCost cost;
   double forwardGemm = 0, dgrad = 0, wgrad = 0;
   for (const Gemm &g : linears) {
     forwardGemm += gemmTime(g.M, g.N, g.K, 1, e, c, prec);
     dgrad += gemmTime(g.M, g.K, g.N, 1, e, c, prec);
     wgrad += gemmTime(g.N, g.K, g.M, 1, e, c, prec);
+  }
+  ExpertLayerCost moe;
+  if (m.isMoe()) {
+    for (const Gemm &g : ffn) {
+      forwardGemm += (1 - moeShare) * gemmTime(g.M, g.N, g.K, 1, e, c, prec);
+      dgrad += (1 - moeShare) * gemmTime(g.M, g.K, g.N, 1, e, c, prec);
+      wgrad += (1 - moeShare) * gemmTime(g.N, g.K, g.M, 1, e, c, prec);
+    }
+    moe = expertLayerCost(m, p, c);
   }
 
   // Attention: b x heads/t products of the rank's queries [s/cp, d] with
@@ -120,10 +136,15 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
   double replicated = (4 * h + 6 * h) / sp;
   double sharded = m.llama ? 3 * f / t + 2 * (qkv - d * m.kvHeads) / t
                            : 2 * f / t;
+  if (m.isMoe()) // the MoE blocks' SwiGLU is in the expert cost
+    sharded -= moeShare * (m.llama ? 3 : 2) * f / t;
   double elementwise = n * (replicated + sharded) * e;
   // bf16: each use of a parameter reads an fp32 master and writes a bf16
   // copy, once per micro-batch.
-  double casts = prec == "bf16" ? 6.0 * double(m.layerParameters()) / t : 0;
+  // (A rank's share: its E / EP experts' weights.)
+  double experts = m.meanLayerExpertParameters();
+  double held = m.meanLayerParameters() - experts + experts / double(p.ep);
+  double casts = prec == "bf16" ? 6.0 * held / t : 0;
   double forwardStream = streamTime(elementwise + casts, 7, c);
   // Their backward reads the input and the output gradient and writes the
   // input gradient: about 1.5 times the forward's traffic.
@@ -146,17 +167,23 @@ LayerCost layerCost(const ModelShape &m, const Candidate &p,
   cost.recomputeContext = cpComm.recompute;
   cost.attentionForward = attentionForward;
   cost.attentionBackward = attentionBackward;
-  cost.forwardCompute = forwardGemm + attentionForward + forwardStream;
-  cost.forwardComm = tpForward;
-  cost.backwardInputCompute = dgrad + attentionBackward + backwardStream;
-  cost.backwardComm = tpForward;
-  cost.backwardWeight = wgrad;
+  cost.forwardCompute =
+      forwardGemm + attentionForward + forwardStream + moeShare * moe.forwardCompute;
+  cost.forwardComm = tpForward + moeShare * moe.forwardTensor;
+  cost.backwardInputCompute = dgrad + attentionBackward + backwardStream +
+                              moeShare * moe.backwardInputCompute;
+  cost.backwardComm = tpForward + moeShare * moe.backwardTensor;
+  cost.backwardWeight = wgrad + moeShare * moe.backwardWeight;
+  cost.forwardExpert = moeShare * moe.forwardAllToAll;
+  cost.backwardExpert = moeShare * moe.backwardAllToAll;
   if (p.recompute == "full") {
+    // The layer's forward again, its all-to-alls included.
     cost.recompute = cost.forwardCompute;
-    cost.recomputeComm = tpForward;
+    cost.recomputeComm = cost.forwardComm;
+    cost.recomputeExpert = cost.forwardExpert;
   } else if (p.recompute == "selective") {
     // Norms, activations, residual sums and casts again; SP's gathers.
-    cost.recompute = forwardStream;
+    cost.recompute = forwardStream + moeShare * moe.recomputeStream;
     cost.recomputeComm =
         p.sequenceParallel ? 2 * allGatherTime(activation, p.tp, tpLink) : 0;
   }

@@ -36,6 +36,8 @@ struct LayerCost {
   double recompute = 0, recomputeComm = 0;
   /// Context parallelism's exposed K/V traffic (ContextParallel.h).
   double forwardContext = 0, backwardContext = 0, recomputeContext = 0;
+  /// Expert parallelism's all-to-alls (Experts.h), for the mean layer.
+  double forwardExpert = 0, backwardExpert = 0, recomputeExpert = 0;
   /// The rank's attention kernels alone (forward, backward), for reports.
   double attentionForward = 0, attentionBackward = 0;
 };

@@ -3,6 +3,7 @@
 #include "planner/Search.h"
 
 #include "planner/ContextParallel.h"
+#include "planner/Experts.h"
 
 #include <algorithm>
 #include <cmath>
@@ -138,7 +139,11 @@ struct Sweep {
       base.cp = cp;
       base.microBatch = microBatch;
       base.microbatches = microbatches;
-      schedules(base);
+      // Expert parallelism: the degrees the compiler takes (1 or dp).
+      for (int64_t ep : either(fixed.ep, expertParallelDegrees(model, dp))) {
+        base.ep = ep;
+        schedules(base);
+      }
     }
   }
 

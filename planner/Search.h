@@ -1,7 +1,8 @@
 //===- Search.h - every plan of a model on N devices, ranked ----*- C++ -*-===//
 //
 // Enumerates dp x tp x pp meshes of exactly N devices (x cp where it can
-// pay: ContextParallel.h), micro-batch sizes
+// pay: ContextParallel.h; expert parallelism 1 or dp for a mixture of
+// experts: Experts.h), micro-batch sizes
 // and counts that make the global batch, pipeline schedules and virtual
 // stages, sequence parallelism, ZeRO stages and recompute policies;
 // predicts each (CostModel.h), and ranks the plans that fit by step time.
@@ -52,6 +53,9 @@ struct Fixed {
   /// tensor_parallel.per_layer: each layer range's degree
   /// (Candidate::perLayer).
   std::optional<std::vector<TpPart>> perLayer;
+  /// moe.expert_parallel (Candidate::ep): unset, a MoE model's search
+  /// tries 1 and mesh.dp (expertParallelDegrees).
+  std::optional<int64_t> ep;
   /// The largest micro-batch size tried (sequences per replica).
   int64_t maxMicroBatch = 32;
 };

@@ -64,6 +64,16 @@ std::optional<model::ModelConfig> readModel(mlir::ModuleOp module,
       c.windowFromLayer = from.getInt();
     if (auto bias = dict.getAs<mlir::BoolAttr>("output_bias"))
       c.outputBias = bias.getValue();
+    // A mixture of experts (ModelBuilder writes these only then).
+    if (dict.get("experts")) {
+      field("experts", c.experts);
+      field("top_k", c.topK);
+      field("moe_every", c.moeEvery);
+      field("shared_experts", c.sharedExperts);
+      field("expert_ffn", c.expertFfn);
+      if (auto factor = dict.getAs<mlir::FloatAttr>("capacity_factor"))
+        c.capacityFactor = factor.getValueAsDouble();
+    }
     if (!error.empty())
       return std::nullopt;
     return c;
@@ -90,6 +100,14 @@ ModelShape shapeOf(const model::ModelConfig &c) {
   m.positions = m.llama ? 0 : c.positions;
   m.slidingWindow = c.slidingWindow;
   m.windowFromLayer = c.windowFromLayer;
+  if (c.isMoe()) {
+    m.experts = c.experts;
+    m.topK = c.topK;
+    m.moeEvery = c.moeEvery;
+    m.sharedExperts = c.sharedExperts;
+    m.expertFfn = c.expertWidth();
+    m.capacity = c.expertCapacity();
+  }
   return m;
 }
 
@@ -114,6 +132,8 @@ std::string validate(const Candidate &c, const model::ModelConfig &model,
   }
   PlanModel pm{c.microBatch * c.dp, model.heads, model.kvHeads,
                model.layers, model.vocab, model.seqLen};
+  pm.experts = model.experts;
+  pm.expertCapacity = model.isMoe() && model.capacityFactor > 0;
   // A field the mesh ignores (a fixed zero.stage at dp 1) would be refused
   // by the compiler: hard, as a model the plan cannot follow.
   if (failed(checkPlanAgainstModel(*plan, pm, "plan", record)) ||
@@ -193,6 +213,9 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
                                     plan->pipeline.stages.end());
   if (has("pipeline", "microbatches"))
     f.microbatches = plan->pipeline.microbatches;
+  // moe.expert_tensor_parallel may only restate mesh.tp: nothing to fix.
+  if (has("moe", "expert_parallel") || !gpusGiven)
+    f.ep = plan->moe.expertParallel;
   if (!plan->tensorParallel.perLayer.empty()) {
     std::vector<TpPart> parts;
     for (const Plan::TensorParallel::LayerRange &range :
@@ -211,7 +234,8 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
   return f;
 }
 
-std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched) {
+std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched,
+                                        bool moe) {
   std::vector<std::string> out;
   auto open = [&](bool fixed, const char *name) {
     if (!fixed)
@@ -238,6 +262,8 @@ std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched) {
   open(bool(f.microbatches), "pipeline.microbatches");
   if (above1(f.dp))
     open(bool(f.zeroStage), "zero.stage");
+  if (moe && above1(f.dp))
+    open(bool(f.ep), "moe.expert_parallel");
   open(bool(f.recompute), "recompute.policy");
   open(bool(f.precision), "precision");
   return out;

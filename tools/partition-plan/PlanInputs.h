@@ -45,8 +45,10 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
 /// names (the micro-batch size is always searched: it is the model's
 /// batch, not a plan field; pipeline.stages left out is balanced by cost,
 /// as the compiler balances it). mesh.cp is named when `cpSearched`: the
-/// search tries it for this model (long sequences).
-std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched);
+/// search tries it for this model (long sequences); moe.expert_parallel
+/// when `moe` (a mixture of experts) and dp may exceed 1.
+std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched,
+                                        bool moe = false);
 
 } // namespace partition::planner
 

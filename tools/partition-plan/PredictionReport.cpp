@@ -2,6 +2,8 @@
 
 #include "tools/partition-plan/PredictionReport.h"
 
+#include "planner/Experts.h"
+
 #include "tools/partition-plan/PlanInputs.h"
 
 #include "planner/Collectives.h"
@@ -24,6 +26,7 @@ std::vector<std::pair<const char *, double>> terms(const Breakdown &b) {
           {"recompute", b.recompute},
           {"tensor-parallel communication", b.tensorComm},
           {"context-parallel communication", b.contextComm},
+          {"expert-parallel communication", b.expertComm},
           {"pipeline communication", b.pipelineComm},
           {"pipeline bubble", b.bubble},
           {"data-parallel communication", b.dataComm},
@@ -77,8 +80,27 @@ nlohmann::ordered_json toJson(const Prediction &p) {
                       {"bubble_s", b.bubble},
                       {"data_parallel_comm_s", b.dataComm},
                       {"optimizer_s", b.optimizer}};
+  if (p.plan.ep > 1)
+    out["breakdown"]["expert_parallel_comm_s"] = b.expertComm;
   return out;
 }
+void printExperts(const ModelShape &m, const Prediction &p,
+                  llvm::raw_ostream &os) {
+  const Candidate &c = p.plan;
+  os << "experts: " << m.experts << " per MoE layer (" << m.moeLayers()
+     << " of " << m.layers << " layers), top-" << m.topK << ", capacity "
+     << m.capacity << " rows per sequence"
+     << (m.capacity >= m.seqLen ? " (dropless)" : "") << ", "
+     << llvm::format("%.3g", modelFlopsPerStep(m, 1) / 3 / double(m.seqLen))
+     << " forward FLOPs per token; experts per rank: " << m.experts / c.ep
+     << " of " << m.experts << " (ep " << c.ep << ")";
+  if (c.ep > 1)
+    os << ", each all-to-all " << gib(expertAllToAllBytes(m, c))
+       << " per rank per micro-batch, 6 per MoE layer (2 forward, 4 "
+          "backward)";
+  os << "\n";
+}
+
 std::string stageLayersText(const Prediction &p) {
   const Candidate &c = p.plan;
   if (c.pp <= 1 || int64_t(p.chunkLayers.size()) != c.pp * c.virtualStages)
@@ -194,6 +216,12 @@ void printWhatMatters(const Prediction &best, const ModelShape &model,
         add(stage == 0 ? std::string("without ZeRO")
                        : "with ZeRO-" + std::to_string(stage),
             [&](Candidate &c) { c.zeroStage = stage; });
+  // Expert parallelism: 1 or dp, the degrees the compiler takes.
+  if (model.isMoe() && plan.dp > 1 &&
+      expertParallelDegrees(model, plan.dp).size() > 1)
+    add(plan.ep > 1 ? std::string("without expert parallelism")
+                    : "with expert parallelism " + std::to_string(plan.dp),
+        [&](Candidate &c) { c.ep = c.ep > 1 ? 1 : c.dp; });
   if (changes.empty())
     return;
   Prediction closed = predict(model, plan, cluster);

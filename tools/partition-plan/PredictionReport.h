@@ -37,6 +37,12 @@ std::string stageLayersText(const Prediction &p);
 /// The step's terms, one line each.
 void printBreakdown(const Prediction &p, llvm::raw_ostream &os);
 
+/// A mixture of experts' line: its experts, top-k and capacity, the FLOPs
+/// per token, and under the plan the experts per rank and the bytes of
+/// each all-to-all (planner/Experts.h).
+void printExperts(const ModelShape &shape, const Prediction &p,
+                  llvm::raw_ostream &os);
+
 /// --explain: the best plan's breakdown, its dominant term, what it would
 /// cost with one choice changed (interleaving, sequence parallelism, the
 /// neighbouring recompute policies and ZeRO stages), and where the

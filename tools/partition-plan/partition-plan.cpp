@@ -340,7 +340,11 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
   const Prediction &best = result.ranked.front();
   os << kTool << ": " << input << " (" << model::archName(config.arch)
      << ", " << llvm::format("%.3g", double(shape.parameters()))
-     << " parameters) on " << devices << " x " << cluster.name
+     << " parameters";
+  if (shape.isMoe())
+    os << ", " << llvm::format("%.3g", shape.activeParameters())
+       << " active";
+  os << ") on " << devices << " x " << cluster.name
      << ", global batch " << globalBatch << ": " << result.evaluated
      << " plans predicted, " << result.refused << " refused, "
      << result.unfit << " do not fit ("
@@ -384,9 +388,11 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
   std::string stages = stageLayersText(best);
   if (!stages.empty())
     os << "layers per stage: " << stages << "\n";
+  if (shape.isMoe())
+    printExperts(shape, best, os);
   if (!planFile.empty()) {
     std::vector<std::string> open =
-        searchedFields(fixed, searchContextParallel(shape));
+        searchedFields(fixed, searchContextParallel(shape), shape.isMoe());
     os << "searched (not in " << planFile << "): micro-batch size";
     for (const std::string &field : open)
       os << ", " << field;
