@@ -7,6 +7,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include <memory>
+#include <vector>
 
 namespace partition::runtime {
 
@@ -38,6 +39,18 @@ public:
   /// Records a span per instruction run from now on into `trace` (null:
   /// stop); the trace must outlive the runs.
   virtual void setTrace(TraceRecorder *trace) { this->trace = trace; }
+
+  /// Mixture of experts: what the routing kernels (moe_route) decided since
+  /// the last call, summed over every layer, group and run (a recomputed
+  /// forward counts again), and reset; false when this backend does not
+  /// observe its routing (CUDA: the counts stay on the device).
+  struct RoutingCounts {
+    /// Per expert: the choices it kept (within its capacity).
+    std::vector<double> kept;
+    /// Every top-k choice, and those dropped past a capacity.
+    double choices = 0, dropped = 0;
+  };
+  virtual bool takeRoutingCounts(RoutingCounts &counts) { return false; }
 
 protected:
   TraceRecorder *trace = nullptr;

@@ -230,6 +230,9 @@ bool Run::trainStep(Session &session, int64_t s) {
     backend->write(*session.lrBuffer, &lr);
   auto start = std::chrono::steady_clock::now();
   double cpuStart = processCpuMilliseconds();
+  // The routing counts of this step's run only (not the last evaluation's).
+  Backend::RoutingCounts earlier;
+  backend->takeRoutingCounts(earlier);
   backend->run(session.step, s + 1);
   if (replicaSum) {
     auto summing = TraceRecorder::Clock::now();
@@ -301,6 +304,9 @@ void Run::reportStep(Session &session, int64_t s, float lr, float value,
                            {"step_ms", ms},
                            {"step_cpu_ms", cpuMs},
                            {"tokens_per_s", tokensPerSecond}};
+  nlohmann::json routing = routingRecord(s + 1);
+  if (!routing.is_null())
+    record.update(routing);
   if (session.canEvaluate && ((s + 1) % options.evalEvery == 0 || last)) {
     double evalLoss = evaluate(s + 1);
     if (evalStop) {
@@ -327,8 +333,46 @@ void Run::reportStep(Session &session, int64_t s, float lr, float value,
               tokensPerSecond);
   if (record.contains("eval_loss"))
     std::printf(" | eval %.4f", record["eval_loss"].get<double>());
+  if (!routing.is_null())
+    std::printf(" | experts %.0f-%.0f tok, %.1f%% dropped",
+                routing["moe_expert_tokens"]["min"].get<double>(),
+                routing["moe_expert_tokens"]["max"].get<double>(),
+                100.0 * routing["moe_dropped_fraction"].get<double>());
   std::printf("\n");
   std::fflush(stdout);
+}
+
+// Every rank adds what its routing kernels saw; ranks that route the same
+// tokens (tensor-parallel ones, a recomputed forward) count them more than
+// once, uniformly, so the counts are scaled to the step's own choices:
+// tokens x top-k x MoE layers.
+nlohmann::json Run::routingRecord(int64_t step) {
+  if (experts <= 0 || moeLayers <= 0)
+    return nullptr;
+  Backend::RoutingCounts counts;
+  if (!backend->takeRoutingCounts(counts))
+    return nullptr;
+  std::vector<float> sums(size_t(experts) + 2, 0.0f);
+  sums[0] = float(counts.choices);
+  sums[1] = float(counts.dropped);
+  for (size_t e = 0; e < counts.kept.size() && e < size_t(experts); ++e)
+    sums[e + 2] = float(counts.kept[e]);
+  world.allReduce(sums.data(), sums.size(), comm::ReduceOp::Sum,
+                  {"expert routing counts", step});
+  double choices = double(batch * seq * topK * moeLayers);
+  if (sums[0] <= 0 || choices <= 0)
+    return nullptr;
+  double copies = sums[0] / choices;
+  double least = 1e300, most = 0, total = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    double perLayer = sums[size_t(e) + 2] / copies / double(moeLayers);
+    least = std::min(least, perLayer);
+    most = std::max(most, perLayer);
+    total += perLayer;
+  }
+  return {{"moe_dropped_fraction", sums[1] / sums[0]},
+          {"moe_expert_tokens",
+           {{"min", least}, {"max", most}, {"mean", total / double(experts)}}}};
 }
 
 void Run::warnIfEvalWraps(const data::BatchLoader &loader,

@@ -288,6 +288,11 @@ Run::Run(const TrainOptions &options, const Program &loaded,
                              : batchShape.shape[1];
   vocab = program.modelInt("vocab");
   layers = program.modelInt("layers");
+  if (program.model.contains("experts")) {
+    experts = program.modelInt("experts");
+    topK = program.modelInt("top_k");
+    moeLayers = layers / std::max<int64_t>(program.modelInt("moe_every"), 1);
+  }
   if (replicaRun) {
     // The loader yields global batches; feed() takes the replica's rows.
     const ReplicaProgram &replica = replicaRun->loaded.replicas[replicaRun->index];

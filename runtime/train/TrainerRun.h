@@ -183,6 +183,11 @@ private:
   float stepLoss(Session &session, int64_t s);
   void reportStep(Session &session, int64_t s, float lr, float value,
                   double ms, double cpuMs, bool last);
+  /// A MoE model's routing in the step just run, summed over every rank
+  /// (a world collective, on every rank alike): the metrics record's
+  /// moe_dropped_fraction and moe_expert_tokens; null when the backend
+  /// does not observe its routing (CUDA) or the model is dense.
+  nlohmann::json routingRecord(int64_t step);
   TrainResult finish(Session &session);
   /// Every rank's peak memory: this rank's RSS and device bytes, every
   /// rank's (RSS, device), and with stages or replicas every rank's
@@ -293,6 +298,8 @@ private:
   int64_t dpRank = 0, dpSize = 1;
   comm::Communicator *dpGroup = nullptr;
   int64_t localBatch = 0, batch = 0, seq = 0, vocab = 0, layers = 0;
+  /// A mixture-of-experts model's experts, top-k and MoE layers (0: dense).
+  int64_t experts = 0, topK = 0, moeLayers = 0;
   std::unique_ptr<data::BatchLoader> trainLoader;
   data::TokenRange evalRange;
   int64_t startStep = 0;

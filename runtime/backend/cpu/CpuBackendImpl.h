@@ -82,6 +82,11 @@ public:
   }
   using Backend::run;
   void run(size_t index, int64_t step) override;
+  bool takeRoutingCounts(RoutingCounts &counts) override {
+    counts = routing;
+    routing = RoutingCounts{};
+    return true;
+  }
   uint64_t workspaceBytes() const override {
     return workspace.size +
            (staging.size() + startedStaging.size() + bf16Staging.size() +
@@ -204,6 +209,8 @@ private:
   /// fp32 copies of one kernel instruction's bf16 operands, sized for the
   /// instruction with the most (instructions run one at a time).
   std::vector<float> bf16Staging;
+  /// What the moe_route kernels decided since takeRoutingCounts.
+  RoutingCounts routing;
   /// fp32 copies of each bf16 collective's buffers.
   std::vector<std::unique_ptr<float[]>> collectiveCopies;
   size_t collectiveCopyElements = 0;

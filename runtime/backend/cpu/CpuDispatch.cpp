@@ -428,7 +428,27 @@ CpuBackend::compileKernel(const KernelArgs &a, const Instruction &instruction,
                         a.headDim, a.causal, a.ropeTheta, a.ropeScaling,
                         a.window};
   launcher.floats = instruction.floats;
-  return launcher.compile();
+  std::function<void()> kernel = launcher.compile();
+  if (a.kernel != KernelId::MoeRoute && a.kernel != KernelId::MoeRouteBiased)
+    return kernel;
+  // Routing: count what each expert kept and what was dropped, from the
+  // kernel's own outputs (slots and counts), for the metrics.
+  int outputs = a.kernel == KernelId::MoeRoute ? 1 : 2;
+  const int32_t *slots = reinterpret_cast<const int32_t *>(pointers[outputs + 2]);
+  const int32_t *counts = reinterpret_cast<const int32_t *>(pointers[outputs + 3]);
+  int64_t choices = a.batch * a.seq * a.topK, experts = a.experts,
+          groups = a.batch;
+  return [this, kernel, slots, counts, choices, experts, groups] {
+    kernel();
+    if (int64_t(routing.kept.size()) < experts)
+      routing.kept.resize(size_t(experts), 0.0);
+    for (int64_t b = 0; b < groups; ++b)
+      for (int64_t e = 0; e < experts; ++e)
+        routing.kept[size_t(e)] += counts[b * experts + e];
+    for (int64_t i = 0; i < choices; ++i)
+      routing.dropped += slots[i] < 0;
+    routing.choices += double(choices);
+  };
 }
 
 } // namespace partition::runtime::cpubackend
