@@ -176,7 +176,8 @@ void printModelState(ModuleOp module, const MemoryReport &totals,
   // (parameters are replicated over both).
   int64_t ranks = 1;
   std::string group;
-  for (dist::AxisRole role : {dist::AxisRole::Data, dist::AxisRole::Context})
+  for (dist::AxisRole role : {dist::AxisRole::Data, dist::AxisRole::Expert,
+                              dist::AxisRole::Context})
     if (std::optional<StringRef> axis = plan.getAxis(role);
         axis && mesh->find(*axis) >= 0 && mesh->sizes[mesh->find(*axis)] > 1) {
       ranks *= mesh->sizes[mesh->find(*axis)];

@@ -110,7 +110,7 @@ struct OverlapCollectivesPass
   /// The axes whose collectives start early, by role (the context axis's
   /// gradient sums are data-parallel ones: parameters are replicated over
   /// it too).
-  std::optional<StringRef> dataAxis, contextAxis, tensorAxis;
+  std::optional<StringRef> dataAxis, expertAxis, contextAxis, tensorAxis;
 
   void runOnOperation() override {
     dist::PlanAttr plan = dist::getPlan(getOperation());
@@ -118,6 +118,7 @@ struct OverlapCollectivesPass
       return;
     if (dataParallel) {
       dataAxis = plan.getAxis(dist::AxisRole::Data);
+      expertAxis = plan.getAxis(dist::AxisRole::Expert);
       contextAxis = plan.getAxis(dist::AxisRole::Context);
     }
     if (tensorParallel)
@@ -159,16 +160,16 @@ struct OverlapCollectivesPass
         op->getNumResults() != 0)
       return false;
     auto axes = op->getAttrOfType<ArrayAttr>("axes");
-    if (!axes || axes.empty() || axes.size() > 2)
+    if (!axes || axes.empty() || axes.size() > 3)
       return false;
-    bool context = false;
-    for (StringRef axis : axes.getAsValueRange<StringAttr>()) {
-      context |= contextAxis && axis == *contextAxis;
+    // Over the data axes (the expert axis is data-parallel ranks too) and
+    // the context axis.
+    for (StringRef axis : axes.getAsValueRange<StringAttr>())
       if (!(dataAxis && axis == *dataAxis) &&
+          !(expertAxis && axis == *expertAxis) &&
           !(contextAxis && axis == *contextAxis))
         return false;
-    }
-    return axes.size() == 1 || context;
+    return true;
   }
   bool isTensor(Operation *op) {
     std::optional<StringRef> axis = axisOf(op);

@@ -552,6 +552,8 @@ void finishProgram(flatbuffers::FlatBufferBuilder &fbb, ModuleOp module,
           switch (planAxis.getRole()) {
           case dist::AxisRole::Data:
             return ptp::AxisRole::Data;
+          case dist::AxisRole::Expert:
+            return ptp::AxisRole::Expert;
           case dist::AxisRole::Tensor:
             return ptp::AxisRole::Tensor;
           case dist::AxisRole::Pipeline:

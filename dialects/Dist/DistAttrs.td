@@ -113,7 +113,8 @@ def Dist_AxisRole : I32EnumAttr<"AxisRole",
   I32EnumAttrCase<"Data", 0, "data">,
   I32EnumAttrCase<"Tensor", 1, "tensor">,
   I32EnumAttrCase<"Pipeline", 2, "pipeline">,
-  I32EnumAttrCase<"Context", 3, "context">
+  I32EnumAttrCase<"Context", 3, "context">,
+  I32EnumAttrCase<"Expert", 4, "expert">
 ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::partition::dist";
@@ -211,10 +212,11 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     ```
 
     A plan with expert parallelism (plan.json's moe.expert_parallel = EP >
-    1) records `expert_parallel = EP`: the experts of every MoE layer are
-    split over the data axis (EP is its size), each rank holding E / EP of
-    them, and the tokens move to their experts and back by all-to-alls
-    (docs/moe.md).
+    1) has an axis of role `expert`, of EP ranks, after the data axis (of
+    dp / EP ranks): the batch is split over both, the experts of every MoE
+    layer over the expert axis, each rank holding E / EP of them, and the
+    tokens move to their experts and back by all-to-alls; it records
+    `expert_parallel = EP` (docs/moe.md).
 
     Constraints (the attribute's verifier):
     - axis names are unique and non-empty, and each role has one axis at
@@ -230,7 +232,8 @@ def Dist_PlanAttr : AttrDef<Dist_Dialect, "Plan"> {
     - context_chunks >= 0, positive exactly when an axis has the context
       role, and then 1 or twice its size; context_method is all_gather or
       ring;
-    - expert_parallel >= 1.
+    - expert_parallel >= 1, above 1 exactly when an axis has the expert
+      role.
 
     Constraints (on the module that carries it): the mesh symbol names a
     `dist.mesh` of the module, and every plan axis is an axis of it.

@@ -44,7 +44,8 @@ static ParseResult parsePlanAxes(AsmParser &parser,
         std::optional<AxisRole> symbol = symbolizeAxisRole(role);
         if (!symbol)
           return parser.emitError(roleLoc, "unknown axis role '")
-                 << role << "' (known: data, tensor, pipeline)";
+                 << role
+                 << "' (known: data, tensor, pipeline, context, expert)";
         axes.push_back(PlanAxisAttr::get(parser.getContext(), name, *symbol));
         return success();
       });
@@ -298,7 +299,7 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!mesh)
     return emitError() << "the plan needs a mesh symbol";
   llvm::StringSet<> names;
-  std::optional<PlanAxisAttr> byRole[4];
+  std::optional<PlanAxisAttr> byRole[5]; // one per AxisRole
   for (PlanAxisAttr axis : axes) {
     if (!axis)
       return emitError() << "the plan's axes must be #dist.axis attributes";
@@ -317,6 +318,12 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          << "; give each role one axis";
     slot = axis;
   }
+  bool hasExperts = byRole[static_cast<unsigned>(AxisRole::Expert)].has_value();
+  if ((expertParallel > 1) != hasExperts)
+    return emitError() << "expert_parallel = " << expertParallel
+                       << (hasExperts ? ", but the plan has an expert axis: "
+                                        "give its size"
+                                      : ", but the plan has no expert axis");
   bool hasContext = byRole[static_cast<unsigned>(AxisRole::Context)].has_value();
   if (contextChunks < 0 || (contextChunks > 0) != hasContext)
     return emitError() << "context_chunks = " << contextChunks

@@ -83,8 +83,7 @@ FailureOr<PartitionMesh> lookupPartitionMesh(ModuleOp module) {
   mesh.dataAxis = axisFor(dist::AxisRole::Data);
   mesh.contextAxis = axisFor(dist::AxisRole::Context);
   mesh.contextRing = plan.getContextMethod() == "ring";
-  if (plan.getExpertParallel() > 1)
-    mesh.expertAxis = mesh.dataAxis;
+  mesh.expertAxis = axisFor(dist::AxisRole::Expert);
   for (dist::PlanAxisAttr axis : plan.getAxes())
     if (axis.getRole() == dist::AxisRole::Tensor &&
         mesh.shape.find(axis.getName()) >= 0)
@@ -142,6 +141,7 @@ Axes PartitionMesh::tensorAxesOf(std::optional<int64_t> layer) const {
 bool PartitionMesh::isDataSum(ArrayRef<StringRef> axes) const {
   return !axes.empty() && llvm::all_of(axes, [&](StringRef axis) {
     return (!dataAxis.empty() && axis == dataAxis) ||
+           (!expertAxis.empty() && axis == expertAxis) ||
            (!contextAxis.empty() && axis == contextAxis);
   });
 }

@@ -64,8 +64,9 @@ struct PartitionMesh {
   /// than by all-gathering them.
   bool contextRing = false;
   /// The axis the experts of MoE layers are split over (expert
-  /// parallelism; empty: none): the data axis, whose size is the plan's
-  /// moe.expert_parallel.
+  /// parallelism, role Expert; empty: none): the minor part of the
+  /// data-parallel ranks, of the plan's moe.expert_parallel ranks. The
+  /// batch is split over it as over the data axis.
   llvm::StringRef expertAxis;
   /// The axes Megatron-style tensor parallelism splits weights over, major
   /// first: the plan's tp, or, with fewer key-value heads than tp, the axis
@@ -93,7 +94,16 @@ struct PartitionMesh {
   int64_t shardsOf(llvm::ArrayRef<llvm::StringRef> axes) const;
   /// Axes in mesh order (a collective's group is a set).
   Axes inMeshOrder(llvm::ArrayRef<llvm::StringRef> axes) const;
-  bool hasData() const { return !dataAxis.empty() && sizeOf(dataAxis) > 1; }
+  /// The axes the batch is split over, in mesh order: the data axis and
+  /// the expert axis, those of more than one rank.
+  Axes batchAxes() const {
+    Axes axes;
+    for (llvm::StringRef axis : {dataAxis, expertAxis})
+      if (!axis.empty() && sizeOf(axis) > 1)
+        axes.push_back(axis);
+    return axes;
+  }
+  bool hasData() const { return !batchAxes().empty(); }
   bool hasContext() const {
     return !contextAxis.empty() && sizeOf(contextAxis) > 1;
   }

@@ -303,18 +303,22 @@ LogicalResult StepPropagation::propagateSlice(tensor::ExtractSliceOp slice) {
       // Only rows split over the data axis may be sliced locally (the
       // micro-batches of gradient accumulation).
       int64_t shards = mesh.shardsOf(axes);
-      if (mesh.dataAxis.empty() || axes != Axes{mesh.dataAxis})
+      Axes batch = mesh.batchAxes();
+      std::string batchName = batch.size() > 1    ? describe(batch)
+                              : batch.size() == 1 ? batch.front().str()
+                                                  : mesh.dataAxis.str();
+      if (batch.empty() || axes != batch)
         return slice.emitOpError()
                << "slices dimension " << dim << ", which is split over "
                << describe(axes)
                << "; only the batch rows (split over the data axis"
-               << (mesh.dataAxis.empty() ? "" : " " + mesh.dataAxis.str())
+               << (batch.size() > 1 ? "es " : " ") << batchName
                << ") may be sliced";
       if (dropped.test(dim) || offsets[dim] % shards || sizes[dim] % shards)
         return slice.emitOpError()
                << "takes rows [" << offsets[dim] << ", "
                << offsets[dim] + sizes[dim] << ") of a batch split over "
-               << mesh.dataAxis << " = " << shards
+               << batchName << " = " << shards
                << "; each micro-batch must hold a multiple of " << shards
                << " rows";
     }
@@ -526,13 +530,14 @@ StepPropagation::decideFactors(const ShardingRule &rule,
   };
   for (const Proposal &proposal : proposals)
     if (take(proposal.factor, proposal.axes)) {
+      const Axes &taken = factorAxes[proposal.factor];
       // Tied factors are split alike, a coarser one (fewer blocks than
       // the shards) over the major axes whose shards divide its blocks:
       // replicated over the rest.
       for (int tied : rule.tiedGroup(proposal.factor)) {
         if (decided[tied])
           continue;
-        factorAxes[tied] = proposal.axes;
+        factorAxes[tied] = taken;
         int64_t blocks = rule.getFactors()[tied].blocks;
         while (blocks > 0 && !factorAxes[tied].empty() &&
                blocks % mesh.shardsOf(factorAxes[tied]) != 0)

@@ -53,9 +53,9 @@ LogicalResult seedStep(func::FuncOp step, const PartitionMesh &mesh) {
         !step.getArgAttr(index, xfmr::XfmrDialect::kInputAttrName))
       continue;
     Layout rows = Layout::replicated(type);
-    auto split = [&](int64_t dim, StringRef axis) -> LogicalResult {
-      rows.dims[dim] = {axis};
-      if (type.getDimSize(dim) % mesh.sizeOf(axis) == 0)
+    auto split = [&](int64_t dim, const Axes &axes) -> LogicalResult {
+      rows.dims[dim] = axes;
+      if (type.getDimSize(dim) % mesh.shardsOf(axes) == 0)
         return success();
       return step.emitError()
              << "the "
@@ -63,13 +63,13 @@ LogicalResult seedStep(func::FuncOp step, const PartitionMesh &mesh) {
                         index, xfmr::XfmrDialect::kInputAttrName)
                     .getValue()
              << " batch has " << type.getDimSize(dim) << " elements in dimension "
-             << dim << ", which do not split evenly over " << describe({axis})
-             << " (" << mesh.sizeOf(axis) << " blocks)";
+             << dim << ", which do not split evenly over " << describe(axes)
+             << " (" << mesh.shardsOf(axes) << " blocks)";
     };
-    if (mesh.hasData() && failed(split(0, mesh.dataAxis)))
+    if (mesh.hasData() && failed(split(0, mesh.batchAxes())))
       return failure();
     if (mesh.hasContext() && type.getRank() >= 2 &&
-        failed(split(1, mesh.contextAxis)))
+        failed(split(1, {mesh.contextAxis})))
       return failure();
     step.setArgAttr(index, dist::DistDialect::kShardingAttrName,
                     rows.toAttr(step.getContext(), meshName));
@@ -110,6 +110,7 @@ struct SeedLayoutsPass : impl::SeedLayoutsPassBase<SeedLayoutsPass> {
       return signalPassFailure();
     if (!dataParallel) {
       mesh->dataAxis = "";
+      mesh->expertAxis = "";
       mesh->contextAxis = "";
     }
     SmallVector<func::FuncOp> steps = stepsToPartition(module);

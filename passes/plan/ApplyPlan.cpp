@@ -99,6 +99,8 @@ dist::AxisRole toAxisRole(Plan::AxisRole role) {
     return dist::AxisRole::Pipeline;
   case Plan::AxisRole::Context:
     return dist::AxisRole::Context;
+  case Plan::AxisRole::Expert:
+    return dist::AxisRole::Expert;
   }
   llvm_unreachable("unknown Plan::AxisRole");
 }

@@ -520,9 +520,17 @@ Plan::replicaRows(int64_t batch, size_t index) const {
 }
 
 llvm::SmallVector<Plan::Axis, 4> Plan::axes() const {
-  llvm::SmallVector<Axis, 4> axes = {{kDataAxis, AxisRole::Data, mesh.dp},
-                                      {kPipelineAxis, AxisRole::Pipeline,
-                                       mesh.pp}};
+  // Expert parallelism cuts the data-parallel ranks in two: dp / EP
+  // replicas of ep = EP ranks that split the experts, ep varying faster
+  // (an expert group's ranks are neighbours), ranks numbered as without
+  // the cut.
+  int64_t ep = moe.expertParallel;
+  bool experts = ep > 1 && mesh.dp % ep == 0;
+  llvm::SmallVector<Axis, 4> axes = {
+      {kDataAxis, AxisRole::Data, experts ? mesh.dp / ep : mesh.dp}};
+  if (experts)
+    axes.push_back({kExpertAxis, AxisRole::Expert, ep});
+  axes.push_back({kPipelineAxis, AxisRole::Pipeline, mesh.pp});
   if (mesh.cp > 1)
     axes.push_back({kContextAxis, AxisRole::Context, mesh.cp});
   axes.push_back({kTensorAxis, AxisRole::Tensor, mesh.tp});

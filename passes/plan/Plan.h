@@ -174,7 +174,7 @@ struct Plan {
 
   /// What a mesh axis splits: dist::AxisRole without MLIR (this header
   /// links without it); ApplyPlan.cpp converts (toAxisRole).
-  enum class AxisRole { Data, Tensor, Pipeline, Context };
+  enum class AxisRole { Data, Tensor, Pipeline, Context, Expert };
   /// The names of the mesh's axes: plan.json's fields under "mesh"
   /// (spelled once, in PlanAxisNames.h). Everyone else looks axes up by
   /// role or uses these.
@@ -183,6 +183,7 @@ struct Plan {
   static constexpr llvm::StringLiteral kPipelineAxis =
       planfile::kPipelineAxis;
   static constexpr llvm::StringLiteral kContextAxis = planfile::kContextAxis;
+  static constexpr llvm::StringLiteral kExpertAxis = planfile::kExpertAxis;
   /// A mesh axis: its name (plan.json's field under "mesh"), its role and
   /// its size.
   struct Axis {

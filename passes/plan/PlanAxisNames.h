@@ -17,6 +17,9 @@ inline constexpr char kDataAxis[] = "dp";
 inline constexpr char kTensorAxis[] = "tp";
 inline constexpr char kPipelineAxis[] = "pp";
 inline constexpr char kContextAxis[] = "cp";
+/// With expert parallelism: the part of the data-parallel ranks the experts
+/// are split over (not a plan.json field: moe.expert_parallel sizes it).
+inline constexpr char kExpertAxis[] = "ep";
 
 } // namespace partition::planfile
 

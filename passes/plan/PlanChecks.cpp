@@ -97,11 +97,6 @@ void checkExperts(const Plan &plan, const PlanModel &model,
       error("moe.expert_parallel = " + Twine(moe.expertParallel) +
             " does not divide mesh.dp = " + Twine(plan.mesh.dp) +
             ": the experts are split over data-parallel ranks");
-    else if (moe.expertParallel != plan.mesh.dp)
-      error("moe.expert_parallel = " + Twine(moe.expertParallel) +
-            " below mesh.dp = " + Twine(plan.mesh.dp) +
-            " (experts replicated over dp / ep groups) is not implemented "
-            "yet: give expert_parallel = mesh.dp");
     if (experts > 0 && experts % moe.expertParallel != 0)
       error("moe.expert_parallel = " + Twine(moe.expertParallel) +
             " does not divide the model's " + Twine(experts) +

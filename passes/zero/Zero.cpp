@@ -57,8 +57,8 @@ public:
   /// dp x cp likewise).
   static Axes shardingAxes(const PartitionMesh &mesh) {
     Axes axes;
-    if (mesh.hasData())
-      axes.push_back(mesh.dataAxis);
+    for (StringRef axis : mesh.batchAxes())
+      axes.push_back(axis);
     if (mesh.hasContext())
       axes.push_back(mesh.contextAxis);
     return mesh.inMeshOrder(axes);

@@ -194,7 +194,16 @@ struct Instruction {
 };
 
 /// What a mesh axis splits (the plan's role for it).
-enum class AxisRole : uint8_t { None = 0, Data, Tensor, Pipeline, Context };
+/// Expert: the part of the data-parallel ranks MoE experts are split over
+/// (expert parallelism); the batch is split over it as over Data.
+enum class AxisRole : uint8_t {
+  None = 0,
+  Data,
+  Tensor,
+  Pipeline,
+  Context,
+  Expert
+};
 
 /// One named axis of the device mesh.
 struct MeshAxis {
@@ -270,6 +279,10 @@ public:
   /// The index of the mesh axis with the data role (the batch's rows, the
   /// replicas compared at start-up), or -1.
   int dataAxisIndex() const;
+  /// The axes the batch is split over: the data axis and, with expert
+  /// parallelism, the expert axis (in mesh order); the data-parallel ranks
+  /// are their group.
+  std::vector<uint32_t> dataAxisIndices() const;
   /// The index of the mesh axis with the pipeline role (a rank's stage is
   /// its coordinate on it), or -1.
   int pipelineAxisIndex() const;

@@ -126,6 +126,14 @@ int Program::dataAxisIndex() const {
   return -1;
 }
 
+std::vector<uint32_t> Program::dataAxisIndices() const {
+  std::vector<uint32_t> axes;
+  for (size_t i = 0; i < mesh.size(); ++i)
+    if (mesh[i].role == AxisRole::Data || mesh[i].role == AxisRole::Expert)
+      axes.push_back(uint32_t(i));
+  return axes;
+}
+
 int Program::axisIndex(const std::string &name) const {
   for (size_t i = 0; i < mesh.size(); ++i)
     if (mesh[i].name == name)

@@ -381,12 +381,15 @@ void Run::checkReplicas(const char *after) {
   uint64_t hash = 0xcbf29ce484222325ull;
   // A block split over dp differs between replicas by design: leave it out.
   // Blocks split over other axes are the same block on every replica.
-  int dpAxis = program.dataAxisIndex();
+  std::vector<uint32_t> dataAxes = program.dataAxisIndices();
   for (Role role : {Role::Param, Role::Moment1, Role::Moment2, Role::Step})
     for (size_t index : program.withRole(role)) {
       const BufferInfo &buffer = program.buffers[index];
       std::vector<uint32_t> axes = buffer.stateGroup();
-      if (std::find(axes.begin(), axes.end(), uint32_t(dpAxis)) != axes.end())
+      if (std::any_of(axes.begin(), axes.end(), [&](uint32_t axis) {
+            return std::find(dataAxes.begin(), dataAxes.end(), axis) !=
+                   dataAxes.end();
+          }))
         continue;
       std::vector<uint8_t> bytes(buffer.bytes);
       backend->read(buffer, bytes.data());

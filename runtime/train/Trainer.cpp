@@ -118,8 +118,8 @@ std::vector<std::vector<uint32_t>> neededGroups(const Program &program) {
       if (buffer.sharded())
         groups.push_back(buffer.stateGroup());
   }
-  if (int dp = program.dataAxisIndex(); dp >= 0)
-    groups.push_back({static_cast<uint32_t>(dp)});
+  if (std::vector<uint32_t> data = program.dataAxisIndices(); !data.empty())
+    groups.push_back(data);
   return groups;
 }
 
@@ -255,12 +255,14 @@ Run::Run(const TrainOptions &options, const Program &loaded,
   if (mesh) {
     for (const comm::MeshAxisSize &axis : mesh->mesh())
       meshShape.push_back(axis.size);
-    // The data axis is found by its role (#dist.plan), not its name.
-    if (int dp = program.dataAxisIndex(); dp >= 0) {
-      const std::string &axis = program.mesh[dp].name;
-      dpRank = mesh->coordinate(axis);
-      dpSize = mesh->axisSize(axis);
-      dpGroup = mesh->group({static_cast<uint32_t>(dp)});
+    // The data axes are found by their roles (#dist.plan), not their
+    // names: the data axis and, with expert parallelism, the expert axis;
+    // a rank's data-parallel index is its position in their group.
+    if (std::vector<uint32_t> data = program.dataAxisIndices();
+        !data.empty()) {
+      dpGroup = mesh->group(data);
+      dpRank = dpGroup->rank();
+      dpSize = dpGroup->size();
     }
     // Pipeline stages: the loss comes from the last one. Its rank with
     // every other coordinate 0 broadcasts it.

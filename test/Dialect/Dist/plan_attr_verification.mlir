@@ -20,8 +20,8 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = ["" = data], sequ
 
 // -----
 
-// expected-error @+1 {{unknown axis role 'expert' (known: data, tensor, pipeline)}}
-module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [ep = expert], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
+// expected-error @+1 {{unknown axis role 'pixel' (known: data, tensor, pipeline, context, expert)}}
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [px = pixel], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 }
 
 // -----
@@ -116,4 +116,16 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [tp = tensor], se
 // expected-error @+1 {{embedding_tp must be at least 1 (or 0: all the tensor axes), got -2}}
 module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32", embedding_tp = -2>} {
   dist.mesh @mesh axes = [tp = 2]
+}
+
+// -----
+
+// expected-error @+1 {{expert_parallel = 2, but the plan has no expert axis}}
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32", expert_parallel = 2>} {
+}
+
+// -----
+
+// expected-error @+1 {{expert_parallel = 1, but the plan has an expert axis: give its size}}
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, ep = expert], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32">} {
 }
