@@ -102,6 +102,16 @@ void checkStatus(const char *kernel, const char *call, cublasStatus_t status) {
                              cublasGetStatusString(status));
 }
 
+/// Puts `handle` on `stream` unless it is there already: cublasSetStream
+/// resets the handle's workspace to cuBLAS's own pool, so the backend's
+/// setting (its GEMM workspace) survives only if the stream never changes.
+void onStream(const char *kernel, cublasHandle_t handle, cudaStream_t stream) {
+  cudaStream_t current = nullptr;
+  checkStatus(kernel, "cublasGetStream", cublasGetStream(handle, &current));
+  if (current != stream)
+    checkStatus(kernel, "cublasSetStream", cublasSetStream(handle, stream));
+}
+
 /// Column-major C_i = alpha op(A_i) op(B_i) + beta C_i for the E experts of
 /// one group (i = 0..E-1, each operand at its own stride).
 struct Batched {
@@ -153,7 +163,7 @@ void expertLinear(cublasHandle_t handle, const T *input, const T *weight,
   if (g.batch * E * C * N == 0)
     return;
   if (K > 0) {
-    checkStatus(kernel, "cublasSetStream", cublasSetStream(handle, stream));
+    onStream(kernel, handle, stream);
     Batched p{CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(C), int(K),
               int(K), int(K), int(N), N * K, C * K, C * N};
     for (Index b = 0; b < g.batch; ++b)
@@ -179,7 +189,7 @@ void expertLinearGradInput(cublasHandle_t handle, const T *grad,
   if (g.batch * E * C * K == 0)
     return;
   if (N > 0) {
-    checkStatus(kernel, "cublasSetStream", cublasSetStream(handle, stream));
+    onStream(kernel, handle, stream);
     Batched p{CUBLAS_OP_N, CUBLAS_OP_N, int(K), int(C), int(N),
               int(K), int(N), int(K), N * K, C * N, C * K};
     for (Index b = 0; b < g.batch; ++b)
@@ -215,7 +225,7 @@ void expertLinearGradWeight(cublasHandle_t handle, const T *grad,
     checkLaunch(kernel);
     return;
   }
-  checkStatus(kernel, "cublasSetStream", cublasSetStream(handle, stream));
+  onStream(kernel, handle, stream);
   Batched p{CUBLAS_OP_N, CUBLAS_OP_T, int(K), int(N), int(C),
             int(K), int(N), int(K), C * K, C * N, N * K};
   for (Index b = 0; b < g.batch; ++b)

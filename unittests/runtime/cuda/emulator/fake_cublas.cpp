@@ -54,6 +54,11 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+cublasStatus_t cublasGetStream_v2(cublasHandle_t, cudaStream_t *stream) {
+  *stream = nullptr;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 const char *cublasGetStatusString(cublasStatus_t status) {
   return status == CUBLAS_STATUS_SUCCESS ? "success" : "emulated failure";
 }
