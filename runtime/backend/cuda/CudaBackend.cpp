@@ -101,6 +101,10 @@ void CudaBackend::allocate(const Program &program, const std::string &setup) {
   checkCuda(cudaEventCreateWithFlags(&computeReady, cudaEventDisableTiming),
             "cudaEventCreateWithFlags", setup);
   checkCublas(cublasLtCreate(&lt), "cublasLtCreate", setup);
+  checkCublas(cublasCreate(&blas), "cublasCreate", setup);
+  checkCublas(cublasSetStream(blas, compute), "cublasSetStream", setup);
+  checkCublas(cublasSetWorkspace(blas, gemmWorkspace, gemmWorkspaceSize),
+              "cublasSetWorkspace", setup);
 }
 
 std::unique_ptr<CudaBackend::CompiledFunction>
@@ -230,6 +234,8 @@ CudaBackend::~CudaBackend() {
       cudaEventDestroy(event);
   }
   gemmPlans.clear();
+  if (blas)
+    cublasDestroy(blas);
   if (lt)
     cublasLtDestroy(lt);
   if (computeReady)
@@ -327,7 +333,8 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
               function.name);
     throw ProgramError(function.name +
                        ": a token id out of range of the vocabulary (or an "
-                       "axis index or a position out of range) reached a kernel; the "
+                       "axis index, a position, or an MoE expert id, slot or "
+                       "count out of range) reached a kernel; the "
                        "step's results are invalid");
   }
 }

@@ -22,6 +22,7 @@
 #include "runtime/backend/cuda/attention/Attention.h"
 #include "runtime/backend/cuda/StreamPlan.h"
 #include "runtime/backend/cuda/kernels/Kernels.h"
+#include "runtime/backend/cuda/kernels/Moe.h"
 #ifdef PARTITION_HAVE_NCCL
 #include "runtime/comm/NcclCommunicator.h"
 #endif
@@ -269,6 +270,11 @@ private:
   cudaStream_t compute = nullptr;
   cudaEvent_t computeReady = nullptr;
   cublasLtHandle_t lt = nullptr;
+  /// cuBLAS for the experts' strided-batched GEMMs (cuBLASLt has no
+  /// per-batch weight offsets without one plan per group), on the compute
+  /// stream with cuBLASLt's workspace: both run in stream order on
+  /// `compute`, never at once.
+  cublasHandle_t blas = nullptr;
   /// TF32 tensor cores for fp32 GEMMs (PARTITION_CUDA_TF32=1): faster, but
   /// fp32 programs then no longer match the CPU backend to 1e-4.
   bool tf32 = false;

@@ -35,6 +35,11 @@ template <typename T> struct KernelLauncher {
   int64_t rows = 0, channels = 0, vocab = 0, size = 0, batch = 0, seq = 0,
           positions = 0;
   cuda::AttentionShape attention{};
+  cuda::MoeShape moe{};
+  cuda::ExpertGemmShape expertGemm{};
+  MoeScoring scoring = MoeScoring::Softmax;
+  cublasHandle_t blas = nullptr;
+  bool tf32 = false;
 
   float *f(int i) const { return reinterpret_cast<float *>(p[i]); }
   int32_t *i32(int i) const { return reinterpret_cast<int32_t *>(p[i]); }
@@ -330,20 +335,72 @@ template <typename T> struct KernelLauncher {
     case KernelId::LinearGradWeightBias:
     case KernelId::NumKernels:
       break;
-    // WIP (not to land): the MoE kernels' CUDA bodies.
+    // Mixture of experts (kernels/Moe.h): routing, dispatch and combine,
+    // the router's losses; gates follow the float type (T), the aux loss
+    // and its incoming gradient are f32.
     case KernelId::MoeRoute:
-    case KernelId::MoeRouteBiased:
+    case KernelId::MoeRouteBiased: {
+      int o = a.kernel == KernelId::MoeRouteBiased ? 2 : 1;
+      bool biased = o == 2;
+      return [=, *this] {
+        cuda::moeRoute<T>(t(0), biased ? f(1) : nullptr, t(o), i32(o + 1),
+                          i32(o + 2), i32(o + 3), moe, scoring, s);
+      };
+    }
     case KernelId::MoeRouteGrad:
+      return [=, *this] {
+        cuda::moeRouteGrad<T>(t(0), t(1), i32(2), t(3), moe, scoring, bad, s);
+      };
     case KernelId::MoeDispatch:
+      return [=, *this] {
+        cuda::moeDispatch<T>(t(0), i32(1), i32(2), t(3), moe, bad, s);
+      };
     case KernelId::MoeDispatchGrad:
+      return [=, *this] {
+        cuda::moeCombine<T>(t(0), nullptr, i32(1), i32(2), t(3), moe, bad, s);
+      };
     case KernelId::MoeCombine:
+      return [=, *this] {
+        cuda::moeCombine<T>(t(0), t(1), i32(2), i32(3), t(4), moe, bad, s);
+      };
     case KernelId::MoeCombineGrad:
+      return [=, *this] {
+        cuda::moeCombineGrad<T>(t(0), t(1), t(2), i32(3), i32(4), t(5), t(6),
+                                moe, bad, s);
+      };
+    case KernelId::MoeAuxLoss: {
+      float aux = floats[0], z = floats[1];
+      return [=, *this] {
+        cuda::moeAuxLoss<T>(t(0), i32(1), f(2), moe, scoring, aux, z, ws, bad,
+                            s);
+      };
+    }
+    case KernelId::MoeAuxLossGrad: {
+      float aux = floats[0], z = floats[1];
+      return [=, *this] {
+        cuda::moeAuxLossGrad<T>(f(0), t(1), i32(2), t(3), moe, scoring, aux,
+                                z, ws, bad, s);
+      };
+    }
+    // The experts' grouped GEMMs (cost GroupedGemm, so not compileLinear's):
+    // cuBLAS strided-batched calls at full capacity, rows past the counts
+    // re-zeroed (exact because every producer leaves them zero; see
+    // kernels/ExpertGemm.cu).
     case KernelId::ExpertLinear:
+      return [=, *this] {
+        cuda::expertLinear<T>(blas, t(0), t(1), i32(2), t(3), expertGemm,
+                              tf32, bad, s);
+      };
     case KernelId::ExpertLinearGradInput:
+      return [=, *this] {
+        cuda::expertLinearGradInput<T>(blas, t(0), t(1), i32(2), t(3),
+                                       expertGemm, tf32, bad, s);
+      };
     case KernelId::ExpertLinearGradWeight:
-    case KernelId::MoeAuxLoss:
-    case KernelId::MoeAuxLossGrad:
-      throw ProgramError(where + ": WIP moe kernel on CUDA");
+      return [=, *this] {
+        cuda::expertLinearGradWeight<T>(blas, t(0), t(1), i32(2), t(3),
+                                        expertGemm, tf32, bad, s);
+      };
     }
     throw ProgramError(where + ": invalid kernel id");
   }
@@ -371,6 +428,13 @@ std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
     launcher.attention = {a.batch,   a.seq,    a.heads,      a.kvHeads,
                           a.headDim, a.causal, a.ropeTheta, a.ropeScaling,
                           a.window};
+    launcher.moe = {a.batch,   a.seq,  a.channels,
+                    a.experts, a.topK, a.capacity};
+    launcher.expertGemm = {a.batch, a.experts, a.capacity, a.inFeatures,
+                           a.outFeatures};
+    launcher.scoring = a.scoring;
+    launcher.blas = blas;
+    launcher.tf32 = tf32;
     // GEMMs go to cuBLASLt; every other kernel to its launch.
     if (kernelInfo(a.kernel).cost == KernelCost::Gemm)
       return compileLinear(a, where);

@@ -57,6 +57,11 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
         cuda::attentionPositionsWorkspaceSize(shape, a.keySeq, false),
         cuda::attentionPositionsWorkspaceSize(shape, a.keySeq, true));
   }
+  // Per-token statistics and per-group sums of the router's losses.
+  case KernelId::MoeAuxLoss:
+  case KernelId::MoeAuxLossGrad:
+    return cuda::moeAuxLossWorkspaceSize(
+        {a.batch, a.seq, a.channels, a.experts, a.topK, a.capacity});
   // No workspace. Every kernel is listed (no default): a kernel added
   // to Kernels.def fails to build here until it says what it needs.
   case KernelId::Embedding:
@@ -105,8 +110,6 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
   case KernelId::ExpertLinear:
   case KernelId::ExpertLinearGradInput:
   case KernelId::ExpertLinearGradWeight:
-  case KernelId::MoeAuxLoss:
-  case KernelId::MoeAuxLossGrad:
   case KernelId::NumKernels:
     break;
   }

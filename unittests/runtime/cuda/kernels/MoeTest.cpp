@@ -1,0 +1,429 @@
+//===- MoeTest.cpp - CUDA mixture-of-experts kernels against the CPU ------===//
+//
+// Every kernel of runtime/backend/cuda/kernels/Moe.h on the same random
+// inputs (fixed seeds) as its CPU counterpart (runtime/backend/cpu/Moe.cpp),
+// in fp32 and bf16 storage (bf16: inputs rounded first, the CPU runs on the
+// rounded values in fp32, the CUDA result may differ by one bf16 rounding).
+// The routing cases cover top-1 and top-2, the three scorings, a bias, a
+// capacity that drops choices and experts left empty (the tests assert that
+// they did); the expert GEMMs run with counts below the capacity (and 0).
+// Ids and slots must match exactly, data movement is exact, the rest is
+// compared to 1e-5 (fp32) relative, with KernelsTest.cpp's floors.
+// Runs on a GPU and in the emulator (unittests/runtime/cuda/emulator, where
+// cuBLAS is fake_cublas.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "unittests/runtime/cuda/kernels/MoeTestSupport.h"
+
+#include "runtime/backend/cpu/Kernels.h"
+#include "runtime/backend/cuda/kernels/Moe.h"
+
+#include <memory>
+#include <random>
+
+namespace {
+
+using namespace partition::moetest;
+namespace cpu = partition::runtime::cpu;
+namespace cuda = partition::runtime::cuda;
+using partition::runtime::MoeScoring;
+using Index = std::int64_t;
+
+constexpr double kCancelFloor = 0.1;
+
+FVec randomFloats(std::size_t n, std::mt19937 &rng, float lo = -2.0f,
+                  float hi = 2.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  FVec v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+struct RouteCase {
+  Index batch, seq, experts, topK, capacity;
+  MoeScoring scoring;
+  bool bias;
+};
+
+std::vector<RouteCase> routeCases() {
+  std::vector<RouteCase> cases;
+  for (MoeScoring scoring :
+       {MoeScoring::Softmax, MoeScoring::SoftmaxTopK, MoeScoring::Sigmoid})
+    for (bool bias : {false, true}) {
+      cases.push_back({2, 12, 4, 1, 12, scoring, bias}); // dropless top-1
+      cases.push_back({2, 12, 4, 2, 3, scoring, bias});  // top-2, drops
+      cases.push_back({1, 6, 8, 1, 6, scoring, bias});   // empty experts
+      cases.push_back({3, 9, 6, 2, 4, scoring, bias});
+    }
+  return cases;
+}
+
+cpu::MoeShape cpuShape(const RouteCase &c, Index channels = 0) {
+  cpu::MoeShape s;
+  s.batch = c.batch, s.seq = c.seq, s.channels = channels;
+  s.experts = c.experts, s.topK = c.topK, s.capacity = c.capacity;
+  return s;
+}
+cuda::MoeShape cudaShape(const RouteCase &c, Index channels = 0) {
+  cuda::MoeShape s;
+  s.batch = c.batch, s.seq = c.seq, s.channels = channels;
+  s.experts = c.experts, s.topK = c.topK, s.capacity = c.capacity;
+  return s;
+}
+
+/// The CPU routing of `logits` (already rounded to the storage type).
+struct Routing {
+  FVec gates;
+  IVec experts, slots, counts;
+};
+Routing cpuRoute(const FVec &logits, const FVec *bias, const RouteCase &c) {
+  const std::size_t choices = std::size_t(c.batch * c.seq * c.topK);
+  Routing r{FVec(choices), IVec(choices), IVec(choices),
+            IVec(std::size_t(c.batch * c.experts))};
+  cpu::moeRoute(logits.data(), bias ? bias->data() : nullptr, r.gates.data(),
+                r.experts.data(), r.slots.data(), r.counts.data(),
+                cpuShape(c), c.scoring);
+  return r;
+}
+
+template <typename T> class Moe : public ::testing::Test {
+protected:
+  void SetUp() override {
+    check(cudaStreamCreate(&stream), "cudaStreamCreate");
+    bad = std::make_unique<Device<int>>(1);
+    clearBad();
+    ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  }
+  void TearDown() override {
+    cublasDestroy(handle);
+    bad.reset();
+    cudaStreamDestroy(stream);
+  }
+  void clearBad() { bad->upload(IVec{0}); }
+  int badFlag() { return bad->values()[0]; }
+
+  cudaStream_t stream = nullptr;
+  cublasHandle_t handle = nullptr;
+  std::unique_ptr<Device<int>> bad;
+  std::mt19937 rng{20261204};
+};
+
+using Storages = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(Moe, Storages);
+
+TYPED_TEST(Moe, RouteMatchesCpu) {
+  using T = TypeParam;
+  bool dropped = false, empty = false;
+  for (const RouteCase &c : routeCases()) {
+    SCOPED_TRACE(testing::Message()
+                 << "scoring " << int(c.scoring) << " k " << c.topK
+                 << " capacity " << c.capacity << " bias " << c.bias);
+    const FVec logits =
+        rounded<T>(randomFloats(c.batch * c.seq * c.experts, this->rng));
+    const FVec bias = randomFloats(c.experts, this->rng, -0.3f, 0.3f);
+    const Routing want = cpuRoute(logits, c.bias ? &bias : nullptr, c);
+    const std::size_t choices = want.experts.size();
+    Device<T> dLogits(logits.size()), dGates(choices);
+    Device<float> dBias(bias.size());
+    Device<std::int32_t> dExperts(choices), dSlots(choices),
+        dCounts(want.counts.size());
+    dLogits.upload(logits);
+    dBias.upload(bias);
+    cuda::moeRoute<T>(dLogits.get(), c.bias ? dBias.get() : nullptr,
+                      dGates.get(), dExperts.get(), dSlots.get(),
+                      dCounts.get(), cudaShape(c), c.scoring, this->stream);
+    EXPECT_EQ(dExperts.values(), want.experts);
+    EXPECT_EQ(dSlots.values(), want.slots);
+    EXPECT_EQ(dCounts.values(), want.counts);
+    EXPECT_TRUE(close(dGates.floats(), want.gates, rtolOf<T>()));
+    for (std::int32_t slot : want.slots)
+      dropped |= slot < 0;
+    for (std::int32_t count : want.counts)
+      empty |= count == 0;
+  }
+  EXPECT_TRUE(dropped) << "no case dropped a choice past the capacity";
+  EXPECT_TRUE(empty) << "no case left an expert empty";
+}
+
+TYPED_TEST(Moe, RouteGradMatchesCpu) {
+  using T = TypeParam;
+  for (const RouteCase &c : routeCases()) {
+    if (c.bias)
+      continue;
+    SCOPED_TRACE(testing::Message() << "scoring " << int(c.scoring) << " k "
+                                    << c.topK);
+    const FVec logits =
+        rounded<T>(randomFloats(c.batch * c.seq * c.experts, this->rng));
+    const Routing r = cpuRoute(logits, nullptr, c);
+    const FVec gatesGrad =
+        rounded<T>(randomFloats(r.experts.size(), this->rng));
+    FVec want(logits.size());
+    cpu::moeRouteGrad(gatesGrad.data(), logits.data(), r.experts.data(),
+                      want.data(), cpuShape(c), c.scoring);
+    Device<T> dGatesGrad(gatesGrad.size()), dLogits(logits.size()),
+        dResult(logits.size());
+    Device<std::int32_t> dExperts(r.experts.size());
+    dGatesGrad.upload(gatesGrad);
+    dLogits.upload(logits);
+    dExperts.upload(r.experts);
+    dResult.upload(FVec(logits.size(), 7.0f)); // must be overwritten
+    cuda::moeRouteGrad<T>(dGatesGrad.get(), dLogits.get(), dExperts.get(),
+                          dResult.get(), cudaShape(c), c.scoring,
+                          this->bad->get(), this->stream);
+    EXPECT_TRUE(close(dResult.floats(), want, rtolOf<T>(), kCancelFloor));
+    EXPECT_EQ(this->badFlag(), 0);
+  }
+}
+
+TYPED_TEST(Moe, DispatchAndCombineMatchCpu) {
+  using T = TypeParam;
+  const Index H = 11; // odd: no vector path assumed
+  for (const RouteCase &c : routeCases()) {
+    if (c.bias || c.scoring == MoeScoring::SoftmaxTopK)
+      continue;
+    SCOPED_TRACE(testing::Message() << "k " << c.topK << " capacity "
+                                    << c.capacity);
+    const Routing r = cpuRoute(
+        randomFloats(c.batch * c.seq * c.experts, this->rng), nullptr, c);
+    const FVec gates = rounded<T>(r.gates);
+    const std::size_t tokens = c.batch * c.seq * H,
+                      rows = c.batch * c.experts * c.capacity * H;
+    const FVec x = rounded<T>(randomFloats(tokens, this->rng));
+    const FVec buffer = rounded<T>(randomFloats(rows, this->rng));
+    const FVec dy = rounded<T>(randomFloats(tokens, this->rng));
+    const cpu::MoeShape cs = cpuShape(c, H);
+    FVec wantBuffer(rows), wantDx(tokens), wantY(tokens), wantDb(rows),
+        wantDg(gates.size());
+    cpu::moeDispatch(x.data(), r.experts.data(), r.slots.data(),
+                     wantBuffer.data(), cs);
+    cpu::moeDispatchGrad(buffer.data(), r.experts.data(), r.slots.data(),
+                         wantDx.data(), cs);
+    cpu::moeCombine(buffer.data(), gates.data(), r.experts.data(),
+                    r.slots.data(), wantY.data(), cs);
+    cpu::moeCombineGrad(dy.data(), buffer.data(), gates.data(),
+                        r.experts.data(), r.slots.data(), wantDb.data(),
+                        wantDg.data(), cs);
+
+    Device<T> dX(tokens), dBuffer(rows), dDy(tokens), dGates(gates.size());
+    Device<T> outBuffer(rows), outDx(tokens), outY(tokens), outDb(rows),
+        outDg(gates.size());
+    Device<std::int32_t> dExperts(r.experts.size()), dSlots(r.slots.size());
+    dX.upload(x), dBuffer.upload(buffer), dDy.upload(dy);
+    dGates.upload(gates), dExperts.upload(r.experts);
+    dSlots.upload(r.slots);
+    // Garbage first: rows no choice fills must come back zero.
+    outBuffer.upload(FVec(rows, 7.0f));
+    outDb.upload(FVec(rows, 7.0f));
+    const cuda::MoeShape s = cudaShape(c, H);
+    int *bad = this->bad->get();
+    cuda::moeDispatch<T>(dX.get(), dExperts.get(), dSlots.get(),
+                         outBuffer.get(), s, bad, this->stream);
+    cuda::moeCombine<T>(dBuffer.get(), nullptr, dExperts.get(), dSlots.get(),
+                        outDx.get(), s, bad, this->stream);
+    cuda::moeCombine<T>(dBuffer.get(), dGates.get(), dExperts.get(),
+                        dSlots.get(), outY.get(), s, bad, this->stream);
+    cuda::moeCombineGrad<T>(dDy.get(), dBuffer.get(), dGates.get(),
+                            dExperts.get(), dSlots.get(), outDb.get(),
+                            outDg.get(), s, bad, this->stream);
+    EXPECT_TRUE(close(outBuffer.floats(), wantBuffer, 0.0));
+    EXPECT_TRUE(close(outDx.floats(), wantDx, rtolOf<T>(), kCancelFloor));
+    EXPECT_TRUE(close(outY.floats(), wantY, rtolOf<T>(), kCancelFloor));
+    EXPECT_TRUE(close(outDb.floats(), wantDb, rtolOf<T>()));
+    EXPECT_TRUE(close(outDg.floats(), wantDg, rtolOf<T>(), kCancelFloor));
+    EXPECT_EQ(this->badFlag(), 0);
+  }
+}
+
+/// B = 2 groups of E = 3 experts at capacity 5, counts below it (and 0).
+struct GemmCase {
+  cuda::ExpertGemmShape g{2, 3, 5, 7, 6};
+  IVec counts{5, 0, 2, 3, 1, 0};
+  cpu::ExpertGemmShape cpuShape() const {
+    return {g.batch, g.experts, g.capacity, g.inFeatures, g.outFeatures};
+  }
+  /// Random rows of `features`, zero past the counts unless `garbage`.
+  FVec rows(Index features, bool garbage, std::mt19937 &rng) const {
+    FVec v = randomFloats(g.batch * g.experts * g.capacity * features, rng);
+    for (Index group = 0; group < g.batch * g.experts; ++group)
+      for (Index c = counts[group]; c < g.capacity; ++c)
+        for (Index f = 0; f < features; ++f)
+          v[(group * g.capacity + c) * features + f] = garbage ? 5.0f : 0.0f;
+    return v;
+  }
+  /// Whether every row past the counts is exactly zero.
+  bool zeroTail(const FVec &v, Index features) const {
+    for (Index group = 0; group < g.batch * g.experts; ++group)
+      for (Index c = counts[group]; c < g.capacity; ++c)
+        for (Index f = 0; f < features; ++f)
+          if (v[(group * g.capacity + c) * features + f] != 0.0f)
+            return false;
+    return true;
+  }
+};
+
+TYPED_TEST(Moe, ExpertGemmsMatchCpu) {
+  using T = TypeParam;
+  const GemmCase gc;
+  const auto &g = gc.g;
+  const Index K = g.inFeatures, N = g.outFeatures;
+  // Forward and input gradient read only the counted rows on the CPU:
+  // garbage past them must not leak into the CUDA result.
+  const FVec x = rounded<T>(gc.rows(K, true, this->rng));
+  const FVec dy = rounded<T>(gc.rows(N, true, this->rng));
+  const FVec w = rounded<T>(randomFloats(g.experts * N * K, this->rng));
+  // The weight gradient's operands keep the invariant (zero past counts).
+  const FVec x0 = rounded<T>(gc.rows(K, false, this->rng));
+  const FVec dy0 = rounded<T>(gc.rows(N, false, this->rng));
+  FVec wantY(g.batch * g.experts * g.capacity * N), wantDx(x.size()),
+      wantDw(w.size());
+  cpu::expertLinear(x.data(), w.data(), gc.counts.data(), wantY.data(),
+                    gc.cpuShape());
+  cpu::expertLinearGradInput(dy.data(), w.data(), gc.counts.data(),
+                             wantDx.data(), gc.cpuShape());
+  cpu::expertLinearGradWeight(dy0.data(), x0.data(), gc.counts.data(),
+                              wantDw.data(), gc.cpuShape());
+
+  Device<T> dX(x.size()), dDy(dy.size()), dW(w.size()), dX0(x0.size()),
+      dDy0(dy0.size()), outY(wantY.size()), outDx(x.size()),
+      outDw(w.size());
+  Device<std::int32_t> dCounts(gc.counts.size());
+  dX.upload(x), dDy.upload(dy), dW.upload(w), dX0.upload(x0);
+  dDy0.upload(dy0), dCounts.upload(gc.counts);
+  for (Device<T> *out : {&outY, &outDx})
+    out->upload(FVec(out == &outY ? wantY.size() : x.size(), 9.0f));
+  outDw.upload(FVec(w.size(), 9.0f));
+  int *bad = this->bad->get();
+  cuda::expertLinear<T>(this->handle, dX.get(), dW.get(), dCounts.get(),
+                        outY.get(), g, false, bad, this->stream);
+  cuda::expertLinearGradInput<T>(this->handle, dDy.get(), dW.get(),
+                                 dCounts.get(), outDx.get(), g, false, bad,
+                                 this->stream);
+  cuda::expertLinearGradWeight<T>(this->handle, dDy0.get(), dX0.get(),
+                                  dCounts.get(), outDw.get(), g, false, bad,
+                                  this->stream);
+  const FVec y = outY.floats(), dx = outDx.floats();
+  EXPECT_TRUE(gc.zeroTail(y, N));
+  EXPECT_TRUE(gc.zeroTail(dx, K));
+  EXPECT_TRUE(close(y, wantY, rtolOf<T>(), kCancelFloor));
+  EXPECT_TRUE(close(dx, wantDx, rtolOf<T>(), kCancelFloor));
+  // bf16: the running sum over the B groups is rounded once per group.
+  EXPECT_TRUE(close(outDw.floats(), wantDw, g.batch * rtolOf<T>(),
+                    kCancelFloor));
+  EXPECT_EQ(this->badFlag(), 0);
+}
+
+TYPED_TEST(Moe, AuxLossMatchesCpu) {
+  using T = TypeParam;
+  for (const RouteCase &c : routeCases()) {
+    if (c.bias)
+      continue;
+    for (auto [aux, z] : {std::pair{0.01f, 0.001f}, std::pair{1.0f, 0.5f}}) {
+      SCOPED_TRACE(testing::Message() << "scoring " << int(c.scoring) << " k "
+                                      << c.topK << " aux " << aux);
+      const FVec logits =
+          rounded<T>(randomFloats(c.batch * c.seq * c.experts, this->rng));
+      const Routing r = cpuRoute(logits, nullptr, c);
+      const cpu::MoeShape cs = cpuShape(c);
+      float wantLoss = 0, lossGrad = 0.75f;
+      FVec wantGrad(logits.size());
+      cpu::moeAuxLoss(logits.data(), r.experts.data(), &wantLoss, cs,
+                      c.scoring, aux, z);
+      cpu::moeAuxLossGrad(&lossGrad, logits.data(), r.experts.data(),
+                          wantGrad.data(), cs, c.scoring, aux, z);
+      const cuda::MoeShape s = cudaShape(c);
+      Device<unsigned char> ws(cuda::moeAuxLossWorkspaceSize(s));
+      Device<T> dLogits(logits.size()), outGrad(logits.size());
+      Device<float> dLossGrad(1), outLoss(1);
+      Device<std::int32_t> dExperts(r.experts.size());
+      dLogits.upload(logits), dExperts.upload(r.experts);
+      dLossGrad.upload(FVec{lossGrad});
+      cuda::moeAuxLoss<T>(dLogits.get(), dExperts.get(), outLoss.get(), s,
+                          c.scoring, aux, z, ws.get(), this->bad->get(),
+                          this->stream);
+      cuda::moeAuxLossGrad<T>(dLossGrad.get(), dLogits.get(), dExperts.get(),
+                              outGrad.get(), s, c.scoring, aux, z, ws.get(),
+                              this->bad->get(), this->stream);
+      // The loss is f32 from the same (rounded) logits in both storages.
+      EXPECT_TRUE(close(outLoss.floats(), FVec{wantLoss}, kFp32Rtol));
+      EXPECT_TRUE(
+          close(outGrad.floats(), wantGrad, rtolOf<T>(), kCancelFloor));
+      EXPECT_EQ(this->badFlag(), 0);
+    }
+  }
+}
+
+// Corrupt routing sets the flag and stays inside the buffers (the emulator
+// allocates exact sizes; ASan builds see any overrun).
+TYPED_TEST(Moe, BadIdsAreFlagged) {
+  using T = TypeParam;
+  const RouteCase c{1, 4, 3, 2, 2, MoeScoring::Softmax, false};
+  const Index H = 5;
+  const cuda::MoeShape s = cudaShape(c, H);
+  const std::size_t choices = 8, tokens = 4 * H, rows = 3 * 2 * H;
+  Device<T> x(tokens), buffer(rows), gates(choices), out(tokens),
+      outRows(rows), outGates(choices), logits(12), logitsGrad(12);
+  x.upload(FVec(tokens, 1.0f)), buffer.upload(FVec(rows, 1.0f));
+  gates.upload(FVec(choices, 0.5f)), logits.upload(FVec(12, 0.1f));
+  Device<std::int32_t> experts(choices), slots(choices);
+  const IVec goodExperts{0, 1, 1, 2, 2, 0, 0, 1};
+  const IVec goodSlots{0, 0, 1, 0, 1, 1, -1, -1};
+  auto expectBad = [&](const IVec &e, const IVec &sl, const char *what) {
+    experts.upload(e), slots.upload(sl);
+    this->clearBad();
+    cuda::moeDispatch<T>(x.get(), experts.get(), slots.get(), outRows.get(),
+                         s, this->bad->get(), this->stream);
+    EXPECT_EQ(this->badFlag(), 1) << what << ": dispatch";
+    this->clearBad();
+    cuda::moeCombine<T>(buffer.get(), gates.get(), experts.get(),
+                        slots.get(), out.get(), s, this->bad->get(),
+                        this->stream);
+    EXPECT_EQ(this->badFlag(), 1) << what << ": combine";
+    this->clearBad();
+    cuda::moeCombineGrad<T>(x.get(), buffer.get(), gates.get(), experts.get(),
+                            slots.get(), outRows.get(), outGates.get(), s,
+                            this->bad->get(), this->stream);
+    EXPECT_EQ(this->badFlag(), 1) << what << ": combine_grad";
+  };
+  IVec e = goodExperts, sl = goodSlots;
+  e[3] = 3;
+  expectBad(e, goodSlots, "expert id = E");
+  e[3] = -1;
+  expectBad(e, goodSlots, "expert id -1");
+  sl[2] = 2;
+  expectBad(goodExperts, sl, "slot = capacity");
+  // The good routing is not flagged.
+  experts.upload(goodExperts), slots.upload(goodSlots);
+  this->clearBad();
+  cuda::moeCombine<T>(buffer.get(), gates.get(), experts.get(), slots.get(),
+                      out.get(), s, this->bad->get(), this->stream);
+  EXPECT_EQ(this->badFlag(), 0);
+  // The router's gradient and aux loss with an expert id out of range.
+  e = goodExperts, e[5] = 7;
+  experts.upload(e);
+  this->clearBad();
+  cuda::moeRouteGrad<T>(gates.get(), logits.get(), experts.get(),
+                        logitsGrad.get(), s, c.scoring, this->bad->get(),
+                        this->stream);
+  EXPECT_EQ(this->badFlag(), 1) << "route_grad";
+  Device<unsigned char> ws(cuda::moeAuxLossWorkspaceSize(s));
+  Device<float> loss(1);
+  this->clearBad();
+  cuda::moeAuxLoss<T>(logits.get(), experts.get(), loss.get(), s, c.scoring,
+                      0.01f, 0.001f, ws.get(), this->bad->get(), this->stream);
+  EXPECT_EQ(this->badFlag(), 1) << "aux_loss";
+  // A count past the capacity empties its block and is flagged.
+  const cuda::ExpertGemmShape g{1, 2, 2, 3, 2};
+  Device<T> gx(12), gw(12), gy(8);
+  gx.upload(FVec(12, 1.0f)), gw.upload(FVec(12, 1.0f));
+  Device<std::int32_t> counts(2);
+  counts.upload(IVec{3, 1});
+  this->clearBad();
+  cuda::expertLinear<T>(this->handle, gx.get(), gw.get(), counts.get(),
+                        gy.get(), g, false, this->bad->get(), this->stream);
+  EXPECT_EQ(this->badFlag(), 1) << "expert_linear";
+  EXPECT_EQ(gy.floats(), (FVec{0, 0, 0, 0, 3, 3, 0, 0}));
+}
+
+} // namespace
