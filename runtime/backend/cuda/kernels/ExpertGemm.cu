@@ -151,30 +151,43 @@ void zeroTail(const char *kernel, T *rows, const std::int32_t *counts,
 //   y  = x W^T :  Y^T (N x C, ld N) = (W^T)^T X^T,  A = W (K x N, ld K, T)
 //   dx = dy W  :  DX^T (K x C, ld K) = W^T DY^T,   A = W (K x N, ld K, N)
 //   dW = dy^T x:  DW^T (K x N, ld K) = X^T DY,     B = DY^T (N x C, ld N, T)
+/// Each group's expert blocks [C, inner] times its expert's weight, into
+/// [C, outer]: transposed (forward: inner K, outer N) or as it is (input
+/// gradient: inner N, outer K); the rows past the counts zeroed after.
+template <typename T>
+void rowsTimesWeight(const char *kernel, cublasHandle_t handle, const T *rows,
+                     const T *weight, const std::int32_t *counts, T *result,
+                     const ExpertGemmShape &g, bool transposeWeight,
+                     bool tf32, int *badId, cudaStream_t stream) {
+  checkGemm(kernel, g);
+  const Index C = g.capacity, K = g.inFeatures, N = g.outFeatures,
+              E = g.experts;
+  const Index inner = transposeWeight ? K : N, outer = transposeWeight ? N : K;
+  if (g.batch * E * C * outer == 0)
+    return;
+  if (inner > 0) {
+    onStream(kernel, handle, stream);
+    Batched p{transposeWeight ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
+              int(outer), int(C), int(inner), int(K), int(inner), int(outer),
+              N * K, C * inner, C * outer};
+    for (Index b = 0; b < g.batch; ++b)
+      batched<T>(kernel, handle, p, weight, rows + b * E * C * inner,
+                 result + b * E * C * outer, 0.0f, int(E), tf32);
+  } else {
+    zeroAllKernel<T><<<flatBlocks(g.batch * E * C * outer), kFlatThreads, 0,
+                       stream>>>(result, g.batch * E * C * outer);
+    checkLaunch(kernel);
+  }
+  zeroTail(kernel, result, counts, g, outer, badId, stream);
+}
+
 template <typename T>
 void expertLinear(cublasHandle_t handle, const T *input, const T *weight,
                   const std::int32_t *counts, T *result,
                   const ExpertGemmShape &g, bool tf32, int *badId,
                   cudaStream_t stream) {
-  const char *kernel = "expert_linear";
-  checkGemm(kernel, g);
-  const Index C = g.capacity, K = g.inFeatures, N = g.outFeatures,
-              E = g.experts;
-  if (g.batch * E * C * N == 0)
-    return;
-  if (K > 0) {
-    onStream(kernel, handle, stream);
-    Batched p{CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(C), int(K),
-              int(K), int(K), int(N), N * K, C * K, C * N};
-    for (Index b = 0; b < g.batch; ++b)
-      batched<T>(kernel, handle, p, weight, input + b * E * C * K,
-                 result + b * E * C * N, 0.0f, int(E), tf32);
-  } else {
-    zeroAllKernel<T><<<flatBlocks(g.batch * E * C * N), kFlatThreads, 0,
-                       stream>>>(result, g.batch * E * C * N);
-    checkLaunch(kernel);
-  }
-  zeroTail(kernel, result, counts, g, N, badId, stream);
+  rowsTimesWeight("expert_linear", handle, input, weight, counts, result, g,
+                  /*transposeWeight=*/true, tf32, badId, stream);
 }
 
 template <typename T>
@@ -182,25 +195,9 @@ void expertLinearGradInput(cublasHandle_t handle, const T *grad,
                            const T *weight, const std::int32_t *counts,
                            T *inputGrad, const ExpertGemmShape &g, bool tf32,
                            int *badId, cudaStream_t stream) {
-  const char *kernel = "expert_linear_grad_input";
-  checkGemm(kernel, g);
-  const Index C = g.capacity, K = g.inFeatures, N = g.outFeatures,
-              E = g.experts;
-  if (g.batch * E * C * K == 0)
-    return;
-  if (N > 0) {
-    onStream(kernel, handle, stream);
-    Batched p{CUBLAS_OP_N, CUBLAS_OP_N, int(K), int(C), int(N),
-              int(K), int(N), int(K), N * K, C * N, C * K};
-    for (Index b = 0; b < g.batch; ++b)
-      batched<T>(kernel, handle, p, weight, grad + b * E * C * N,
-                 inputGrad + b * E * C * K, 0.0f, int(E), tf32);
-  } else {
-    zeroAllKernel<T><<<flatBlocks(g.batch * E * C * K), kFlatThreads, 0,
-                       stream>>>(inputGrad, g.batch * E * C * K);
-    checkLaunch(kernel);
-  }
-  zeroTail(kernel, inputGrad, counts, g, K, badId, stream);
+  rowsTimesWeight("expert_linear_grad_input", handle, grad, weight, counts,
+                  inputGrad, g, /*transposeWeight=*/false, tf32, badId,
+                  stream);
 }
 
 template <typename T>
