@@ -7,6 +7,8 @@
 #include "interop/InteropError.h"
 #include "runtime/checkpoint/Checkpoint.h"
 
+#include "unittests/interop/TempDirTest.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,23 +27,7 @@ using partition::model::ModelConfig;
 
 namespace {
 
-class HfInteropTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() /
-          ("partition-interop-" + std::to_string(::getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-
-  std::string path(const std::string &name) const {
-    return (dir / name).string();
-  }
-
-  fs::path dir;
-};
+using HfInteropTest = partition::interop::testing::TempDirTest;
 
 /// Sizes where no two dimensions coincide, so a transposition or a wrong
 /// split cannot go unnoticed; the GPT-2 FFN is not 4C.

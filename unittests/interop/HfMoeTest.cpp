@@ -16,6 +16,8 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Safetensors.h"
 
+#include "unittests/interop/TempDirTest.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,21 +35,7 @@ using partition::model::ModelConfig;
 
 namespace {
 
-class HfMoeTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() /
-          ("partition-interop-moe-" + std::to_string(::getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-  std::string path(const std::string &name) const {
-    return (dir / name).string();
-  }
-  fs::path dir;
-};
+using HfMoeTest = partition::interop::testing::TempDirTest;
 
 /// A Mixtral of sizes that never coincide (E 3, F 10, H 24), so that a
 /// transposed or mis-split expert cannot go unnoticed; a window and GQA.
