@@ -46,7 +46,7 @@ import os
 import sys
 
 from oracle_common import (dumped_logits, logits_error, metrics,
-                           oracle_main, run)
+                           oracle_main, run, token_batches)
 
 SEQ, BATCH, STEPS = 32, 4, 10
 TOL = 1e-5
@@ -128,7 +128,6 @@ def yarn_families(transformers):
 
 
 def check(name, spec, tools, work, torch, transformers):
-    import numpy as np
     config_class, model_class, features = spec
     work = os.path.join(work, name)
     os.makedirs(work, exist_ok=True)
@@ -150,18 +149,7 @@ def check(name, spec, tools, work, torch, transformers):
 
     # Batch s is the window tokens[s*B*T : (s+1)*B*T + 1] (BatchLoader);
     # the first 90% of the file is the training range: 16 windows hold 14.
-    generator = np.random.default_rng(7)
-    tokens = generator.integers(0, 256, size=16 * BATCH * SEQ,
-                                dtype=np.uint16)
-    data = os.path.join(work, "tokens.bin")
-    tokens.tofile(data)
-    batches = []
-    for step in range(STEPS):
-        window = torch.from_numpy(
-            tokens[step * BATCH * SEQ:(step + 1) * BATCH * SEQ + 1].astype(
-                np.int64))
-        batches.append((window[:-1].reshape(BATCH, SEQ),
-                        window[1:].reshape(BATCH, SEQ)))
+    data, batches = token_batches(work, BATCH, SEQ, STEPS)
 
     init = os.path.join(work, "init.ckpt")
     runs, dumps = {}, {}

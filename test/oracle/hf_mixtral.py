@@ -57,7 +57,7 @@ import shutil
 import sys
 
 from oracle_common import (dumped_logits, logits_error, metrics,
-                           oracle_main, run)
+                           oracle_main, run, token_batches)
 
 SEQ, STEPS = 32, 10
 TOL = {"loss": 1e-5, "logits": 1e-5, "param": 1e-4}
@@ -100,7 +100,6 @@ def imported(tools, hf_dir, work, name, safetensors):
 
 
 def check(name, spec, tools, work, torch, transformers):
-    import numpy as np
     import safetensors.torch as safetensors
     work = os.path.join(work, name)
     os.makedirs(work, exist_ok=True)
@@ -120,18 +119,7 @@ def check(name, spec, tools, work, torch, transformers):
     model.save_pretrained(hf_dir, safe_serialization=True)
 
     # Batch s is the window tokens[s*B*T : (s+1)*B*T + 1] (BatchLoader).
-    generator = np.random.default_rng(7)
-    tokens = generator.integers(0, 256, size=16 * batch * SEQ,
-                                dtype=np.uint16)
-    data = os.path.join(work, "tokens.bin")
-    tokens.tofile(data)
-    batches = []
-    for step in range(STEPS):
-        window = torch.from_numpy(
-            tokens[step * batch * SEQ:(step + 1) * batch * SEQ + 1].astype(
-                np.int64))
-        batches.append((window[:-1].reshape(batch, SEQ),
-                        window[1:].reshape(batch, SEQ)))
+    data, batches = token_batches(work, batch, SEQ, STEPS)
 
     init, mlir = os.path.join(work, "init.ckpt"), os.path.join(work, "m.mlir")
     run([tools["partition-import"], hf_dir, "-o", mlir, "--checkpoint", init,

@@ -1,4 +1,4 @@
-"""What the transformers oracles (hf_oracle.py, hf_families.py) share.
+"""What the transformers oracles (hf_oracle.py, hf_families.py, hf_mixtral.py) share.
 
 The tools under test by name, running them (a failure stops the oracle
 with the command and its output), reading --metrics-out and --dump-logits,
@@ -39,6 +39,28 @@ def dumped_logits(path):
     import numpy as np
     with np.load(path) as archive:
         return archive["input_ids"], archive["logits"]
+
+
+def token_batches(work, batch, seq, steps, windows=16):
+    """Random token ids written as partition-run's raw --data file, and the
+    (inputs, targets) of each of `steps` training batches as the runtime's
+    BatchLoader reads them: batch s is the window tokens[s*B*T :
+    (s+1)*B*T + 1]. Returns (the data file's path, the batches)."""
+    import numpy as np
+    import torch
+    generator = np.random.default_rng(7)
+    tokens = generator.integers(0, 256, size=windows * batch * seq,
+                                dtype=np.uint16)
+    data = os.path.join(work, "tokens.bin")
+    tokens.tofile(data)
+    batches = []
+    for step in range(steps):
+        window = torch.from_numpy(
+            tokens[step * batch * seq:(step + 1) * batch * seq + 1].astype(
+                np.int64))
+        batches.append((window[:-1].reshape(batch, seq),
+                        window[1:].reshape(batch, seq)))
+    return data, batches
 
 
 def logits_error(ours, theirs):
