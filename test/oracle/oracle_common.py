@@ -1,4 +1,5 @@
-"""What the transformers oracles (hf_oracle.py, hf_families.py, hf_mixtral.py) share.
+"""What the transformers oracles (hf_oracle.py, hf_families.py and
+hf_mixtral.py) share.
 
 The tools under test by name, running them (a failure stops the oracle
 with the command and its output), reading --metrics-out and --dump-logits,

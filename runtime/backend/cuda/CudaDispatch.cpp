@@ -340,6 +340,13 @@ template <typename T> struct KernelLauncher {
     // and its incoming gradient are f32.
     case KernelId::MoeRoute:
     case KernelId::MoeRouteBiased: {
+      if (a.topK > cuda::kMaxRouteTopK || a.experts > cuda::kMaxRouteExperts)
+        throw ProgramError(
+            where + ": routes to " + std::to_string(a.topK) + " of " +
+            std::to_string(a.experts) + " experts; the CUDA routing kernel "
+            "takes top_k up to " + std::to_string(cuda::kMaxRouteTopK) +
+            " and " + std::to_string(cuda::kMaxRouteExperts) +
+            " experts (run it on the CPU backend)");
       int o = a.kernel == KernelId::MoeRouteBiased ? 2 : 1;
       bool biased = o == 2;
       return [=, *this] {

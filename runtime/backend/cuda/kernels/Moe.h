@@ -34,6 +34,12 @@ struct MoeShape {
         capacity = 0;
 };
 
+/// The routing kernel's limits: a token's k gates live in registers, a
+/// group's per-expert counters in 48 KiB of shared memory. The backend
+/// refuses a program beyond them when it compiles it, before any step.
+inline constexpr Index kMaxRouteTopK = 64;
+inline constexpr Index kMaxRouteExperts = 48 * 1024 / Index(sizeof(int));
+
 /// Top-k routing of every token (ties to the lower expert), gates from
 /// `scoring`; `bias` [experts] (f32, may be null) shifts the selection
 /// only. Each group's capacity is filled in GShard's priority: every

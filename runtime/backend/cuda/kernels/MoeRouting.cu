@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kRouteThreads)
       chosen[j] = std::int32_t(best);
     }
     // The gates in registers: top_k <= 64 (checked on the host).
-    float g[64];
+    float g[kMaxRouteTopK];
     chosenGates(l, chosen, K, scoring, g);
     for (Index j = 0; j < K; ++j)
       store(gates + token * K + j, g[j]);
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kRouteThreads)
       flagBadId(badId);
       continue;
     }
-    float g[64];
+    float g[kMaxRouteTopK];
     chosenGates(l, chosen, K, scoring, g);
     double dot = 0, total = 0;
     for (Index j = 0; j < K; ++j)
@@ -180,9 +180,10 @@ void checkMoe(const char *kernel, const MoeShape &s) {
   if (s.topK < 1 || s.topK > s.experts)
     fail(kernel, "top_k " + std::to_string(s.topK) + " is not in [1, " +
                      std::to_string(s.experts) + "]");
-  // The gates of a token live in registers (float[64]).
-  if (s.topK > 64)
-    fail(kernel, "top_k " + std::to_string(s.topK) + " exceeds 64");
+  // The gates of a token live in registers.
+  if (s.topK > kMaxRouteTopK)
+    fail(kernel, "top_k " + std::to_string(s.topK) + " exceeds " +
+                     std::to_string(kMaxRouteTopK));
 }
 
 unsigned tokenBlocks(Index tokens) {
@@ -202,7 +203,7 @@ void moeRoute(const T *logits, const float *bias, T *gates,
   if (s.capacity < 1 || s.capacity > s.seq)
     fail(kernel, "capacity " + std::to_string(s.capacity) +
                      " is not in [1, " + std::to_string(s.seq) + "]");
-  if (s.experts * Index(sizeof(int)) > 48 * 1024)
+  if (s.experts > kMaxRouteExperts)
     fail(kernel, std::to_string(s.experts) + " experts exceed the counters' "
                                              "48 KiB of shared memory");
   const Index tokens = s.batch * s.seq;
