@@ -216,17 +216,19 @@ def prepare(args):
             "environment": test["environment"], "skip": test["skip"],
             "timeout": test["timeout"]})
 
-    # Programs: gpt2-tiny for the end-to-end test, the benchmark models at
-    # the largest llm.c-like batch whose planned arena fits the budget.
+    # Programs: gpt2-tiny (fp32, bf16) and mixtral-tiny (fp32) for the
+    # end-to-end test, the benchmark models at the largest llm.c-like batch
+    # whose planned arena fits the budget.
     workdir = os.path.join(out_dir, "compile")
     os.makedirs(workdir, exist_ok=True)
-    for precision in ("fp32", "bf16"):
-        ptp, meta = compile_program(bin_dir, workdir, "gpt2-tiny", precision, 4)
+    for model, precision in (("gpt2-tiny", "fp32"), ("gpt2-tiny", "bf16"),
+                             ("mixtral-tiny", "fp32")):
+        ptp, meta = compile_program(bin_dir, workdir, model, precision, 4)
         if ptp:
             shutil.copy2(ptp, os.path.join(stage, "programs",
-                                           f"gpt2-tiny-{precision}.ptp"))
+                                           f"{model}-{precision}.ptp"))
         else:
-            manifest["notes"].append(f"gpt2-tiny {precision}: {meta}")
+            manifest["notes"].append(f"{model} {precision}: {meta}")
     budget = float(os.environ.get("BENCH_BUDGET_GIB", "120")) * (1 << 30)
     models = os.environ.get("BENCH_MODELS", "gpt2-124m gpt2-1.5b").split()
     for model in models:

@@ -49,6 +49,11 @@ public:
     std::vector<double> kept;
     /// Every top-k choice, and those dropped past a capacity.
     double choices = 0, dropped = 0;
+    /// The moe_aux_loss kernels' values (a mean over their groups each)
+    /// times their groups, and those groups: over the world, auxLoss /
+    /// auxGroups is the mean of one MoE layer's router losses, whatever
+    /// the split of the batch or the copies of tensor-parallel ranks.
+    double auxLoss = 0, auxGroups = 0;
   };
   virtual bool takeRoutingCounts(RoutingCounts &counts) { return false; }
 

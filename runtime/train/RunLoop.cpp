@@ -333,11 +333,14 @@ void Run::reportStep(Session &session, int64_t s, float lr, float value,
               tokensPerSecond);
   if (record.contains("eval_loss"))
     std::printf(" | eval %.4f", record["eval_loss"].get<double>());
-  if (!routing.is_null())
+  if (!routing.is_null()) {
     std::printf(" | experts %.0f-%.0f tok, %.1f%% dropped",
                 routing["moe_expert_tokens"]["min"].get<double>(),
                 routing["moe_expert_tokens"]["max"].get<double>(),
                 100.0 * routing["moe_dropped_fraction"].get<double>());
+    if (routing.contains("moe_aux_loss"))
+      std::printf(", aux %.4f", routing["moe_aux_loss"].get<double>());
+  }
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -352,11 +355,13 @@ nlohmann::json Run::routingRecord(int64_t step) {
   Backend::RoutingCounts counts;
   if (!backend->takeRoutingCounts(counts))
     return nullptr;
-  std::vector<float> sums(size_t(experts) + 2, 0.0f);
+  std::vector<float> sums(size_t(experts) + 4, 0.0f);
   sums[0] = float(counts.choices);
   sums[1] = float(counts.dropped);
+  sums[2] = float(counts.auxLoss);
+  sums[3] = float(counts.auxGroups);
   for (size_t e = 0; e < counts.kept.size() && e < size_t(experts); ++e)
-    sums[e + 2] = float(counts.kept[e]);
+    sums[e + 4] = float(counts.kept[e]);
   world.allReduce(sums.data(), sums.size(), comm::ReduceOp::Sum,
                   {"expert routing counts", step});
   double choices = double(batch * seq * topK * moeLayers);
@@ -365,14 +370,22 @@ nlohmann::json Run::routingRecord(int64_t step) {
   double copies = sums[0] / choices;
   double least = 1e300, most = 0, total = 0;
   for (int64_t e = 0; e < experts; ++e) {
-    double perLayer = sums[size_t(e) + 2] / copies / double(moeLayers);
+    double perLayer = sums[size_t(e) + 4] / copies / double(moeLayers);
     least = std::min(least, perLayer);
     most = std::max(most, perLayer);
     total += perLayer;
   }
-  return {{"moe_dropped_fraction", sums[1] / sums[0]},
-          {"moe_expert_tokens",
-           {{"min", least}, {"max", most}, {"mean", total / double(experts)}}}};
+  nlohmann::json record = {
+      {"moe_dropped_fraction", sums[1] / sums[0]},
+      {"moe_expert_tokens",
+       {{"min", least}, {"max", most}, {"mean", total / double(experts)}}}};
+  // Every MoE layer computes its router losses over the whole batch once
+  // per copy, so the weighted mean is one layer's: times the layers, the
+  // part of the step's loss that is not the cross-entropy.
+  if (sums[3] > 0)
+    record["moe_aux_loss"] = double(sums[2]) / double(sums[3]) *
+                             double(moeLayers);
+  return record;
 }
 
 void Run::warnIfEvalWraps(const data::BatchLoader &loader,

@@ -429,6 +429,17 @@ CpuBackend::compileKernel(const KernelArgs &a, const Instruction &instruction,
                         a.window};
   launcher.floats = instruction.floats;
   std::function<void()> kernel = launcher.compile();
+  if (a.kernel == KernelId::MoeAuxLoss) {
+    // The router's losses for the metrics: the kernel's mean over its
+    // groups, weighted by their number (Backend::RoutingCounts).
+    const float *value = reinterpret_cast<const float *>(pointers[2]);
+    double groups = double(a.batch);
+    return [this, kernel, value, groups] {
+      kernel();
+      routing.auxLoss += double(*value) * groups;
+      routing.auxGroups += groups;
+    };
+  }
   if (a.kernel != KernelId::MoeRoute && a.kernel != KernelId::MoeRouteBiased)
     return kernel;
   // Routing: count what each expert kept and what was dropped, from the

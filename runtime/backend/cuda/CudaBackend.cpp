@@ -96,6 +96,15 @@ void CudaBackend::allocate(const Program &program, const std::string &setup) {
     staging = static_cast<uint8_t *>(allocate(stagingSize, "staging buffer"));
   badId = static_cast<int *>(allocate(sizeof(int), "token check flag"));
   checkCuda(cudaMemset(badId, 0, sizeof(int)), "cudaMemset", setup);
+  if (routingExperts > 0) {
+    size_t bytes = size_t(routingExperts) * sizeof(unsigned long long);
+    routingKept = static_cast<unsigned long long *>(
+        allocate(bytes, "expert load counters"));
+    checkCuda(cudaMemset(routingKept, 0, bytes), "cudaMemset", setup);
+    routingAux =
+        static_cast<double *>(allocate(sizeof(double), "router loss sum"));
+    checkCuda(cudaMemset(routingAux, 0, sizeof(double)), "cudaMemset", setup);
+  }
   checkCuda(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
             "cudaStreamCreateWithFlags", setup);
   checkCuda(cudaEventCreateWithFlags(&computeReady, cudaEventDisableTiming),
@@ -246,7 +255,9 @@ CudaBackend::~CudaBackend() {
     cudaFree(memory);
   for (void *memory : {static_cast<void *>(arena), workspace, gemmWorkspace,
                        static_cast<void *>(staging),
-                       static_cast<void *>(badId)})
+                       static_cast<void *>(badId),
+                       static_cast<void *>(routingKept),
+                       static_cast<void *>(routingAux)})
     if (memory)
       cudaFree(memory);
 }
@@ -304,6 +315,44 @@ void CudaBackend::run(size_t index, int64_t step) {
     }
   }
   join(function, step);
+}
+
+bool CudaBackend::takeRoutingCounts(RoutingCounts &counts) {
+  counts = RoutingCounts{};
+  if (!routingKept)
+    return true;
+  // Once per step, after run() has joined the compute stream: one small
+  // copy back, then the counters restart (on the compute stream, ordered
+  // before the next step's routes).
+  const char *what = "reading the expert load";
+  checkCuda(cudaSetDevice(device), "cudaSetDevice", what);
+  checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize", what);
+  std::vector<unsigned long long> kept(size_t(routingExperts), 0);
+  checkCuda(cudaMemcpy(kept.data(), routingKept,
+                       kept.size() * sizeof(unsigned long long),
+                       cudaMemcpyDeviceToHost),
+            "cudaMemcpy", what);
+  checkCuda(cudaMemsetAsync(routingKept, 0,
+                            kept.size() * sizeof(unsigned long long), compute),
+            "cudaMemsetAsync", what);
+  double aux = 0;
+  checkCuda(cudaMemcpy(&aux, routingAux, sizeof(double),
+                       cudaMemcpyDeviceToHost),
+            "cudaMemcpy", what);
+  checkCuda(cudaMemsetAsync(routingAux, 0, sizeof(double), compute),
+            "cudaMemsetAsync", what);
+  counts.auxLoss = aux;
+  counts.auxGroups = routingAuxGroups;
+  routingAuxGroups = 0;
+  // Every choice is kept by its expert or dropped past its capacity.
+  double total = 0;
+  counts.kept.assign(kept.begin(), kept.end());
+  for (double k : counts.kept)
+    total += k;
+  counts.choices = routingChoices;
+  counts.dropped = std::max(0.0, routingChoices - total);
+  routingChoices = 0;
+  return true;
 }
 
 void CudaBackend::join(CompiledFunction &function, int64_t step) {

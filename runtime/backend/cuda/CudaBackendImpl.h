@@ -162,8 +162,11 @@ public:
   }
   using Backend::run;
   void run(size_t index, int64_t step) override;
+  bool takeRoutingCounts(RoutingCounts &counts) override;
   uint64_t workspaceBytes() const override {
-    return workspaceSize + gemmWorkspaceSize + stagingSize + sizeof(int);
+    return workspaceSize + gemmWorkspaceSize + stagingSize + sizeof(int) +
+           size_t(routingExperts) * sizeof(unsigned long long) +
+           (routingAux ? sizeof(double) : 0);
   }
   uint64_t deviceBytes() const override {
     return arenaSize + workspaceBytes() + sendStagingSize;
@@ -267,6 +270,17 @@ private:
   size_t stagingSize = 0;
   /// Set by the kernels when a token or target id is out of range.
   int *badId = nullptr;
+  /// The metrics' expert load: per expert, the rows every moe_route since
+  /// the last takeRoutingCounts kept (device, summed by the tally kernel
+  /// after each route), and on the host the choices those routes made.
+  /// Null when the program routes nothing.
+  unsigned long long *routingKept = nullptr;
+  int64_t routingExperts = 0;
+  double routingChoices = 0;
+  /// The moe_aux_loss values times their groups (device, one double) and
+  /// the groups (host), as RoutingCounts holds them.
+  double *routingAux = nullptr;
+  double routingAuxGroups = 0;
   cudaStream_t compute = nullptr;
   cudaEvent_t computeReady = nullptr;
   cublasLtHandle_t lt = nullptr;

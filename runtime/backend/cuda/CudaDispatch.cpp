@@ -447,9 +447,34 @@ std::function<void()> CudaBackend::compileKernel(const KernelArgs &a,
       return compileLinear(a, where);
     return launcher.compile(a, where);
   };
-  if (a.floatType == DType::BF16)
-    return typed(Tag<bf16>{});
-  return typed(Tag<float>{});
+  std::function<void()> kernel =
+      a.floatType == DType::BF16 ? typed(Tag<bf16>{}) : typed(Tag<float>{});
+  if (a.kernel == KernelId::MoeAuxLoss && routingAux) {
+    // The router's losses for the metrics, weighted by their groups, as
+    // the CPU backend tallies them.
+    const auto *value =
+        reinterpret_cast<const float *>(arena + a.buffers.back()->offset);
+    double groups = double(a.batch);
+    return [this, kernel, value, groups] {
+      kernel();
+      cuda::moeAuxLossTally(value, routingAux, groups, compute);
+      routingAuxGroups += groups;
+    };
+  }
+  if (a.kernel != KernelId::MoeRoute && a.kernel != KernelId::MoeRouteBiased)
+    return kernel;
+  // Routing: the expert load for the metrics, summed on the device from
+  // the kernel's counts (the last output) as the CPU backend sums its own.
+  const auto *counts =
+      reinterpret_cast<const int32_t *>(arena + a.buffers.back()->offset);
+  cuda::MoeShape shape{a.batch,   a.seq,  a.channels,
+                       a.experts, a.topK, a.capacity};
+  double choices = double(a.batch * a.seq * a.topK);
+  return [this, kernel, counts, shape, choices] {
+    kernel();
+    cuda::moeRoutingTally(counts, routingKept, shape, compute);
+    routingChoices += choices;
+  };
 }
 
 } // namespace partition::runtime::cudabackend

@@ -138,6 +138,9 @@ CudaBackend::checkAndSize(const Program &program) {
                            std::to_string(i) + ": " + error.what());
       }
       workspaceSize = std::max(workspaceSize, need);
+      if (a.kernel == KernelId::MoeRoute ||
+          a.kernel == KernelId::MoeRouteBiased)
+        routingExperts = std::max(routingExperts, a.experts);
     }
   }
   // Staging for blocks along an inner dimension.

@@ -19,6 +19,12 @@
 
   metrics.py differ A B
       Fails unless some shared step has a different loss.
+
+  metrics.py router-loss A B [--tolerance T]
+      A trains a mixture of experts with its router losses (aux / z-loss),
+      B the same model, seed and data without them: at step 1 (the same
+      parameters) A's moe_aux_loss must be A's loss minus B's, within T
+      relative to it.
 """
 
 import argparse
@@ -144,6 +150,22 @@ def differ(args):
     print(f"different: {len(different)} of {len(shared)} steps")
 
 
+def router_loss(args):
+    a, b = records(args.a), records(args.b)
+    if 1 not in a or 1 not in b:
+        sys.exit("error: both runs need step 1")
+    if "moe_aux_loss" not in a[1]:
+        sys.exit(f"error: {args.a}: step 1 has no moe_aux_loss")
+    reported = float(a[1]["moe_aux_loss"])
+    difference = float(a[1]["loss"]) - float(b[1]["loss"])
+    error = abs(reported - difference) / max(abs(difference), 1e-12)
+    if not (difference > 0 and error <= args.tolerance):
+        sys.exit(f"error: moe_aux_loss {reported} but the losses differ by "
+                 f"{difference} (relative error {error:.3g})")
+    print(f"router loss: {reported:.6f}, the loss's part {difference:.6f} "
+          f"(within {args.tolerance})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -168,6 +190,11 @@ def main():
     d.add_argument("a")
     d.add_argument("b")
     d.set_defaults(run=differ)
+    r = commands.add_parser("router-loss")
+    r.add_argument("a")
+    r.add_argument("b")
+    r.add_argument("--tolerance", type=float, default=1e-4)
+    r.set_defaults(run=router_loss)
     args = parser.parse_args()
     args.run(args)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """runtime-cuda-e2e: the CUDA backend against the CPU backend, end to end.
 
-Trains gpt2-tiny for 20 steps from the same .ptp, seed and data on both
+Trains gpt2-tiny and mixtral-tiny for 20 steps from the same .ptp, seed and data on both
 backends and compares the loss of every step (and the final eval loss):
 
   fp32 program: CUDA vs CPU, relative difference <= 1e-4 per step (cuBLASLt
@@ -12,13 +12,18 @@ backends and compares the loss of every step (and the final eval loss):
                 about 2%), and, where the CPU backend runs bf16 programs,
                 CUDA vs CPU on the bf16 program to the same 2e-2.
 
+  MoE program (mixtral-tiny, fp32): CUDA vs CPU, the losses to 1e-4 per step
+                and the routing metrics (expert load min / max / mean and
+                the dropped fraction, counted on the device) to 1e-2: a
+                near-tie may route one token differently.
+
 Without a usable GPU (or a build without the CUDA backend) it prints
 "runtime-cuda-e2e: skipped: REASON" and exits 0; ctest reports it skipped.
 
   cuda_e2e.py --bin DIR [--ptp-dir DIR] --workdir DIR
 
 --bin holds partition-run (and partition-gen / partition-compile, needed
-unless --ptp-dir already holds gpt2-tiny-fp32.ptp and gpt2-tiny-bf16.ptp, as
+unless --ptp-dir already holds gpt2-tiny-fp32.ptp, gpt2-tiny-bf16.ptp and mixtral-tiny-fp32.ptp, as
 bench/gpu-check.sh prepare leaves them for machines without MLIR).
 """
 
@@ -45,11 +50,13 @@ def skip(reason):
 
 
 def compile_programs(args):
-    """{precision: path of the .ptp}, compiled unless given."""
+    """{tag: path of the .ptp} (fp32, bf16, moe), compiled unless given."""
     programs = {}
     os.makedirs(args.workdir, exist_ok=True)
-    for precision in ("fp32", "bf16"):
-        name = f"gpt2-tiny-{precision}.ptp"
+    for model, precision, tag in (("gpt2-tiny", "fp32", "fp32"),
+                                  ("gpt2-tiny", "bf16", "bf16"),
+                                  ("mixtral-tiny", "fp32", "moe")):
+        name = f"{model}-{precision}.ptp"
         if args.ptp_dir and os.path.exists(os.path.join(args.ptp_dir, name)):
             programs[precision] = os.path.join(args.ptp_dir, name)
             continue
@@ -58,23 +65,23 @@ def compile_programs(args):
         if not (os.path.exists(gen) and os.path.exists(compile_)):
             sys.exit(f"error: no {name} in --ptp-dir and no partition-gen / "
                      f"partition-compile in {args.bin}")
-        model = os.path.join(args.workdir, "gpt2-tiny.mlir")
-        if not os.path.exists(model):
-            result = run([gen, "--preset", "gpt2-tiny", "-o", model])
+        mlir = os.path.join(args.workdir, f"{model}.mlir")
+        if not os.path.exists(mlir):
+            result = run([gen, "--preset", model, "-o", mlir])
             if result.returncode:
                 sys.exit(result.stdout)
         plan = os.path.join(args.workdir, f"plan-{precision}.json")
         with open(plan, "w") as f:
             json.dump({"precision": precision}, f)
         path = os.path.join(args.workdir, name)
-        result = run([compile_, model, "-o", path, "--plan", plan])
+        result = run([compile_, mlir, "-o", path, "--plan", plan])
         if result.returncode:
-            if precision == "bf16":
+            if tag == "bf16":
                 print(f"note: the bf16 program does not compile "
                       f"({result.stdout.strip()}); comparing fp32 only")
                 continue
             sys.exit(result.stdout)
-        programs[precision] = path
+        programs[tag] = path
     return programs
 
 
@@ -97,7 +104,30 @@ def train(args, program, backend, tag):
             losses[record["step"]] = record["loss"]
             if "eval_loss" in record:
                 losses["eval"] = record["eval_loss"]
+            if "moe_expert_tokens" in record:
+                load = record["moe_expert_tokens"]
+                losses[("routing", record["step"])] = (
+                    load["min"], load["max"], load["mean"],
+                    record["moe_dropped_fraction"])
     return losses
+
+
+def compare_routing(reference, candidate, what):
+    """The routing metrics of every step, 1e-2 relative (a near-tie may
+    send one token elsewhere); missing on either side fails."""
+    worst = 0.0
+    for step in range(1, STEPS + 1):
+        a, b = reference.get(("routing", step)), candidate.get(("routing", step))
+        if a is None or b is None:
+            print(f"{what}: step {step}: routing metrics missing "
+                  f"({'cpu' if a is None else 'cuda'})")
+            return False
+        for x, y in zip(a, b):
+            worst = max(worst, abs(x - y) / max(abs(x), 1e-2))
+    ok = worst <= 1e-2
+    print(f"{what}: routing metrics max relative difference {worst:.2e}: "
+          f"{'OK' if ok else 'FAILED'}")
+    return ok
 
 
 def compare(reference, candidate, tolerance, what):
@@ -155,6 +185,12 @@ def main():
             ok &= compare(cpu16, gpu16, BF16_TOLERANCE, "bf16 cuda vs bf16 cpu")
         else:
             print("note: the CPU backend does not run the bf16 program")
+    cpuMoe = train(args, programs["moe"], "cpu", "moe")
+    gpuMoe = train(args, programs["moe"], "cuda", "moe")
+    if cpuMoe is None or gpuMoe is None:
+        sys.exit("error: a mixture-of-experts run failed")
+    ok &= compare(cpuMoe, gpuMoe, FP32_TOLERANCE, "moe cuda vs cpu")
+    ok &= compare_routing(cpuMoe, gpuMoe, "moe cuda vs cpu")
     if not ok:
         sys.exit(1)
     print(f"{NAME}: OK")

@@ -49,6 +49,11 @@ void moeRoute(const T *logits, const float *bias, T *gates,
               std::int32_t *experts, std::int32_t *slots,
               std::int32_t *counts, const MoeShape &shape, MoeScoring scoring,
               cudaStream_t stream);
+/// kept[e] += the rows expert e kept over every group of `counts`
+/// [batch, experts] (a moe_route's): the metrics' expert load, summed on
+/// the device so that a step reads it back once.
+void moeRoutingTally(const std::int32_t *counts, unsigned long long *kept,
+                     const MoeShape &shape, cudaStream_t stream);
 /// The logits' gradient from the gates', the selection held fixed.
 template <typename T>
 void moeRouteGrad(const T *gatesGrad, const T *logits,
@@ -75,6 +80,10 @@ void moeCombineGrad(const T *resultGrad, const T *buffer, const T *gates,
                     T *bufferGrad, T *gatesGrad, const MoeShape &shape,
                     int *badId, cudaStream_t stream);
 
+/// *sum += *loss * weight (f32 loss, double sum; the metrics' router
+/// losses, weighted by the groups the loss is a mean over).
+void moeAuxLossTally(const float *loss, double *sum, double weight,
+                     cudaStream_t stream);
 /// Workspace of moeAuxLoss and moeAuxLossGrad (per-token statistics,
 /// per-group fractions and partial sums).
 std::size_t moeAuxLossWorkspaceSize(const MoeShape &shape);

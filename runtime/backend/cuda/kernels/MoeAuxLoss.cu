@@ -203,7 +203,20 @@ unsigned tokenBlocks(Index tokens) {
       1, std::min<Index>(65535, (tokens + kTokenThreads - 1) / kTokenThreads)));
 }
 
+/// *sum += *loss * weight, by one thread (stream-ordered after the loss).
+__global__ void tallyAuxLossKernel(const float *loss, double *sum,
+                                   double weight) {
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *sum += double(*loss) * weight;
+}
+
 } // namespace
+
+void moeAuxLossTally(const float *loss, double *sum, double weight,
+                     cudaStream_t stream) {
+  tallyAuxLossKernel<<<1, 32, 0, stream>>>(loss, sum, weight);
+  checkLaunch("moe_aux_loss_tally");
+}
 
 std::size_t moeAuxLossWorkspaceSize(const MoeShape &shape) {
   return auxLayout(nullptr, shape).bytes;

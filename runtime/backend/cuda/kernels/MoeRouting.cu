@@ -175,6 +175,20 @@ __global__ void __launch_bounds__(kRouteThreads)
   }
 }
 
+/// One thread per expert adds the rows it kept over every group (the
+/// metrics' load; stream-ordered after the routing, so no atomics).
+__global__ void tallyRoutingKernel(const std::int32_t *counts,
+                                   unsigned long long *kept, Index B,
+                                   Index E) {
+  for (Index e = blockIdx.x * Index(blockDim.x) + threadIdx.x; e < E;
+       e += Index(gridDim.x) * blockDim.x) {
+    unsigned long long sum = 0;
+    for (Index b = 0; b < B; ++b)
+      sum += (unsigned long long)(counts[b * E + e]);
+    kept[e] += sum;
+  }
+}
+
 void checkMoe(const char *kernel, const MoeShape &s) {
   checkNonNegative(kernel, {s.batch, s.seq, s.experts, s.topK, s.capacity});
   if (s.topK < 1 || s.topK > s.experts)
@@ -231,6 +245,17 @@ void moeRouteGrad(const T *gatesGrad, const T *logits,
   routeGradKernel<T><<<tokenBlocks(tokens), kRouteThreads, 0, stream>>>(
       gatesGrad, logits, experts, logitsGrad, tokens, s.experts, s.topK,
       scoring, badId);
+  checkLaunch(kernel);
+}
+
+void moeRoutingTally(const std::int32_t *counts, unsigned long long *kept,
+                     const MoeShape &s, cudaStream_t stream) {
+  const char *kernel = "moe_routing_tally";
+  checkNonNegative(kernel, {s.batch, s.experts});
+  if (s.experts == 0)
+    return;
+  tallyRoutingKernel<<<tokenBlocks(s.experts), kRouteThreads, 0, stream>>>(
+      counts, kept, s.batch, s.experts);
   checkLaunch(kernel);
 }
 

@@ -147,6 +147,34 @@ TYPED_TEST(Moe, RouteMatchesCpu) {
   EXPECT_TRUE(empty) << "no case left an expert empty";
 }
 
+// The metrics' expert load: the tally adds each route's counts per expert
+// over its groups, and keeps adding until the backend resets it.
+TYPED_TEST(Moe, RoutingTallyAddsCountsOverGroups) {
+  const RouteCase c{3, 9, 6, 2, 4, MoeScoring::Softmax, false};
+  const FVec logits =
+      rounded<TypeParam>(randomFloats(c.batch * c.seq * c.experts, this->rng));
+  const Routing routed = cpuRoute(logits, nullptr, c);
+  Device<std::int32_t> dCounts(routed.counts.size());
+  dCounts.upload(routed.counts);
+  Device<unsigned long long> kept(std::size_t(c.experts));
+  kept.upload(std::vector<unsigned long long>(std::size_t(c.experts), 0));
+  for (int route = 0; route < 2; ++route)
+    cuda::moeRoutingTally(dCounts.get(), kept.get(), cudaShape(c),
+                          this->stream);
+  std::vector<unsigned long long> want(std::size_t(c.experts), 0);
+  unsigned long long total = 0;
+  for (Index b = 0; b < c.batch; ++b)
+    for (Index e = 0; e < c.experts; ++e) {
+      want[std::size_t(e)] += 2 * routed.counts[std::size_t(b * c.experts + e)];
+      total += 2 * routed.counts[std::size_t(b * c.experts + e)];
+    }
+  EXPECT_EQ(kept.values(), want);
+  // Capacity 4 of 9 tokens' top-2: some choices were dropped, so the kept
+  // rows are fewer than the choices and the backend's dropped count is
+  // not trivially zero.
+  EXPECT_LT(total, 2u * unsigned(c.batch * c.seq * c.topK));
+}
+
 TYPED_TEST(Moe, RouteGradMatchesCpu) {
   using T = TypeParam;
   for (const RouteCase &c : routeCases()) {
