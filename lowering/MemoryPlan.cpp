@@ -209,7 +209,11 @@ FailureOr<TemporaryPlan> liveRanges(Block &body) {
 }
 
 /// Greedy by size: largest first, each at the lowest offset that overlaps
-/// no placed buffer live at the same time.
+/// no placed buffer live at the same time. The placed buffers are kept in
+/// offset order, so that each placement walks them once, skipping those
+/// live at other times, and stops at the first gap that fits: the same
+/// placement as sorting each buffer's conflicts, without the sorts (they
+/// were a third of the compile of a 48-layer pipeline stage).
 LogicalResult placeLargestFirst(func::FuncOp function, TemporaryPlan &plan) {
   SmallVector<Interval> &intervals = plan.intervals;
   SmallVector<Interval *> order;
@@ -218,18 +222,13 @@ LogicalResult placeLargestFirst(func::FuncOp function, TemporaryPlan &plan) {
   llvm::stable_sort(order, [](const Interval *a, const Interval *b) {
     return a->bytes > b->bytes;
   });
-  SmallVector<Interval *> placed;
+  std::vector<Interval *> byOffset;
+  byOffset.reserve(order.size());
   for (Interval *interval : order) {
-    // Placed buffers whose lifetime overlaps, by increasing offset.
-    SmallVector<Interval *> conflicts;
-    for (Interval *other : placed)
-      if (other->first <= interval->last && interval->first <= other->last)
-        conflicts.push_back(other);
-    llvm::sort(conflicts, [](const Interval *a, const Interval *b) {
-      return a->offset < b->offset;
-    });
     int64_t offset = 0;
-    for (Interval *other : conflicts) {
+    for (Interval *other : byOffset) {
+      if (other->first > interval->last || interval->first > other->last)
+        continue;
       if (offset + interval->bytes <= other->offset)
         break;
       offset = std::max(offset, alignUp(other->offset + other->bytes));
@@ -244,7 +243,11 @@ LogicalResult placeLargestFirst(func::FuncOp function, TemporaryPlan &plan) {
              << ")" << kAdvice;
     interval->offset = offset;
     plan.peak = std::max(plan.peak, offset + interval->bytes);
-    placed.push_back(interval);
+    byOffset.insert(llvm::upper_bound(byOffset, offset,
+                                      [](int64_t value, const Interval *b) {
+                                        return value < b->offset;
+                                      }),
+                    interval);
   }
   return success();
 }
