@@ -294,7 +294,27 @@ std::vector<Prediction> rankExactly(const ModelShape &model,
   std::vector<Prediction> exact;
   std::vector<double> bestTimes; // sorted exact times, at most `top`
   size_t keep = size_t(std::max<int64_t>(1, options.top));
-  for (Prediction &bound : fitting) {
+  // Prefetching: the next few plans that may be compiled, announced as
+  // each one is asked for (the oracle starts what it has threads for).
+  size_t announced = 0;
+  auto announceAfter = [&](size_t index) {
+    if (!options.prefetchMemory)
+      return;
+    constexpr size_t kLookahead = 8;
+    announced = std::max(announced, index + 1);
+    for (size_t n = 0; announced < fitting.size() && n < kLookahead;
+         ++announced) {
+      const Prediction &next = fitting[announced];
+      if (bestTimes.size() >= keep && next.stepSeconds > bestTimes.back())
+        break;
+      if (!next.notCompilable.empty())
+        continue;
+      options.prefetchMemory(next.plan);
+      ++n;
+    }
+  };
+  for (size_t index = 0; index < fitting.size(); ++index) {
+    Prediction &bound = fitting[index];
     if (bestTimes.size() >= keep && bound.stepSeconds > bestTimes.back())
       break;
     // The plan.json reader is asked here, of the plans the ranking
@@ -313,6 +333,7 @@ std::vector<Prediction> rankExactly(const ModelShape &model,
       continue;
     p.notCompilable = refusal;
     if (memory && refusal.empty()) {
+      announceAfter(index);
       if (std::optional<double> bytes = memory(p.plan)) {
         p.memoryPerRank = *bytes;
         p.memorySource = "compiled";

@@ -70,6 +70,11 @@ struct SearchOptions {
   /// their pipelines); the others are ranked by a lower bound and dropped
   /// once that bound exceeds the K-th best exact step time.
   int64_t top = 10;
+  /// Called with the plans the exact phase will ask `memory` about next
+  /// (those its bound does not yet rule out), so that an oracle can start
+  /// them early, in parallel; optional, and the ranking is the same
+  /// without it.
+  std::function<void(const Candidate &)> prefetchMemory;
 };
 
 struct SearchResult {

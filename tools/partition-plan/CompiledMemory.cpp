@@ -20,12 +20,30 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <thread>
 
 using namespace mlir;
 
 namespace partition::planner {
 
-std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
+CompiledMemory::CompiledMemory(model::ModelConfig config, unsigned parallel)
+    : config(std::move(config)),
+      parallel(parallel ? parallel
+                        : std::max(1u, std::thread::hardware_concurrency())) {}
+
+CompiledMemory::~CompiledMemory() {
+  // Prefetches still running hold `this` (and take the lock to finish).
+  std::vector<std::shared_future<Result>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto &[id, result] : results)
+      pending.push_back(result);
+  }
+  for (auto &result : pending)
+    result.wait();
+}
+
+CompiledMemory::Key CompiledMemory::keyOf(const Candidate &plan) const {
   // Without a pipeline, micro-batches run one after another: two show
   // what a third adds (its tokens), so larger counts are extrapolated.
   // A pipeline keeps several in flight: 1F1B and ZB-H1 at most pp per
@@ -42,22 +60,67 @@ std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
   Candidate key = plan;
   key.dp = std::min<int64_t>(plan.dp, 2); // dp > 1 adds buckets, not size
   key.microbatches = compiledMicrobatches;
-  std::string id = key.planJson() + " mb" + std::to_string(plan.microBatch) +
-                   " dp" + std::to_string(plan.dp);
-  if (auto it = cache.find(id); it != cache.end()) {
-    if (!it->second)
-      return std::nullopt;
-    return *it->second + 8.0 * double(plan.microbatches -
-                                      compiledMicrobatches) *
-                             double(plan.microBatch) * double(config.seqLen) /
-                             double(plan.cp);
-  }
+  return {key.planJson() + " mb" + std::to_string(plan.microBatch) + " dp" +
+              std::to_string(plan.dp),
+          compiledMicrobatches};
+}
 
+std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
+  Key key = keyOf(plan);
+  std::unique_lock<std::mutex> lock(mutex);
+  auto it = results.find(key.id);
+  std::shared_future<Result> pending;
+  if (it != results.end()) {
+    pending = it->second;
+    lock.unlock();
+  } else {
+    // Compiled here, outside the lock; others asking meanwhile wait for
+    // this promise.
+    std::promise<Result> here;
+    pending = here.get_future().share();
+    results.emplace(key.id, pending);
+    ++running;
+    lock.unlock();
+    here.set_value(compile(plan, key));
+    lock.lock();
+    --running;
+    lock.unlock();
+  }
+  const Result &result = pending.get();
+  if (!result.arena) {
+    error = result.error;
+    return std::nullopt;
+  }
+  // The other micro-batches' token buffers (a cp-th of each sequence).
+  return *result.arena + 8.0 * double(plan.microbatches - key.microbatches) *
+                             double(plan.microBatch) *
+                             double(config.seqLen) / double(plan.cp);
+}
+
+void CompiledMemory::prefetch(const Candidate &plan) {
+  Key key = keyOf(plan);
+  std::lock_guard<std::mutex> lock(mutex);
+  // One thread stays the caller's.
+  if (running + 1 >= parallel || results.count(key.id))
+    return;
+  ++running;
+  results.emplace(key.id,
+                  std::async(std::launch::async, [this, plan, key] {
+                    Result result = compile(plan, key);
+                    std::lock_guard<std::mutex> done(mutex);
+                    --running;
+                    return result;
+                  }).share());
+}
+
+CompiledMemory::Result CompiledMemory::compile(const Candidate &plan,
+                                               const Key &key) const {
   DialectRegistry registry;
   registry.insert<xfmr::XfmrDialect, rt::RtDialect, dist::DistDialect,
                   arith::ArithDialect, func::FuncDialect,
                   memref::MemRefDialect, tensor::TensorDialect>();
-  MLIRContext context(registry);
+  // Compiles run side by side (prefetch): one thread each, not a pool each.
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
   context.loadAllAvailableDialects();
   std::string diagnostics;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
@@ -71,30 +134,33 @@ std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
   shape.batch = plan.microBatch * plan.dp;
   OwningOpRef<ModuleOp> module = model::buildForwardModule(context, shape);
 
+  Result result;
   // --dist-apply-plan reads the plan from a file.
   SmallString<128> path;
   int fd;
-  std::optional<double> result;
   if (llvm::sys::fs::createTemporaryFile("partition-plan", "json", fd,
                                          path)) {
-    error = "cannot create a temporary plan file";
-    cache[id] = std::nullopt;
-    return std::nullopt;
+    result.error = "cannot create a temporary plan file";
+    return result;
   }
   {
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     Candidate written = plan;
-    written.microbatches = compiledMicrobatches;
+    written.microbatches = key.microbatches;
     os << written.planJson();
   }
   CompileFlowOptions options;
   options.plan = std::string(path);
-  options.microbatches = compiledMicrobatches;
+  options.microbatches = key.microbatches;
   PassManager pm(&context);
+  // The verifier between passes guards the compiler's own invariants,
+  // which partition-compile and the tests check; here it was a tenth of
+  // each compile, for an arena size.
+  pm.enableVerifier(false);
   buildCompileFlow(pm, options);
   ++count;
   if (failed(pm.run(*module))) {
-    error = diagnostics.empty() ? "the compile failed" : diagnostics;
+    result.error = diagnostics.empty() ? "the compile failed" : diagnostics;
   } else {
     int64_t arena = 0;
     module->walk([&](func::FuncOp function) {
@@ -103,18 +169,12 @@ std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
         arena = std::max(arena, bytes.getInt());
     });
     if (arena > 0)
-      result = double(arena);
+      result.arena = double(arena);
     else
-      error = "the compiled program has no arena";
+      result.error = "the compiled program has no arena";
   }
   llvm::sys::fs::remove(path);
-  cache[id] = result;
-  if (!result)
-    return std::nullopt;
-  // The other micro-batches' token buffers (a cp-th of each sequence).
-  return *result + 8.0 * double(plan.microbatches - compiledMicrobatches) *
-                       double(plan.microBatch) * double(config.seqLen) /
-                       double(plan.cp);
+  return result;
 }
 
 } // namespace partition::planner

@@ -8,7 +8,9 @@
 // planned function (`rt.arena_bytes`). Two micro-batches stand for any
 // number above one (the unrolled step holds one micro-batch's activations
 // at a time; only the token buffers grow, added by hand), which keeps
-// compiles short.
+// compiles short. Compiles the search will ask for next run on threads of
+// their own while it waits for one (prefetch): on N hardware threads up to
+// N at once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +20,10 @@
 #include "model/ModelConfig.h"
 #include "planner/CostModel.h"
 
+#include <atomic>
+#include <future>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -26,18 +31,44 @@ namespace partition::planner {
 
 class CompiledMemory {
 public:
-  explicit CompiledMemory(model::ModelConfig config) : config(config) {}
+  /// `parallel`: how many compiles may run at once (the caller's one and
+  /// prefetches); 0 takes the machine's hardware threads.
+  explicit CompiledMemory(model::ModelConfig config, unsigned parallel = 0);
+  ~CompiledMemory();
   /// Arena bytes per rank, or nullopt when the compile fails (`error` says
-  /// why). Memoized on what changes the per-rank program.
+  /// why). Memoized on what changes the per-rank program; a compile that
+  /// prefetch() started is waited for, not repeated.
   std::optional<double> bytes(const Candidate &plan);
+  /// Starts compiling `plan` on a thread of its own when a thread is free
+  /// and its result is not known or coming: the search calls this for the
+  /// plans it will ask about next, so that their compiles overlap (the
+  /// results, and so the search, are the same as without it).
+  void prefetch(const Candidate &plan);
   const std::string &lastError() const { return error; }
   int compiles() const { return count; }
 
 private:
+  struct Result {
+    std::optional<double> arena;
+    std::string error;
+  };
+  /// What is compiled for `plan`: its cache key and micro-batch count.
+  struct Key {
+    std::string id;
+    int64_t microbatches;
+  };
+  Key keyOf(const Candidate &plan) const;
+  /// Compiles `plan` at `key.microbatches` in a context of its own
+  /// (thread-safe).
+  Result compile(const Candidate &plan, const Key &key) const;
+
   model::ModelConfig config;
-  std::map<std::string, std::optional<double>> cache;
+  unsigned parallel;
+  std::mutex mutex;
+  std::map<std::string, std::shared_future<Result>> results;
+  unsigned running = 0;
   std::string error;
-  int count = 0;
+  mutable std::atomic<int> count{0};
 };
 
 } // namespace partition::planner

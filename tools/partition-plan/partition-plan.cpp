@@ -111,6 +111,13 @@ cl::opt<std::string> memorySource(
              "compile, the closed form for the rest), compiled or "
              "closed-form"),
     cl::init("auto"), cl::cat(category));
+cl::opt<unsigned> jobs(
+    "jobs",
+    cl::desc("Memory plans compiled at once for --memory auto / compiled: "
+             "the next plans the search will ask about start while it "
+             "waits for one (default 0: the machine's hardware threads; "
+             "1: one at a time); the result is the same"),
+    cl::init(0), cl::cat(category));
 cl::opt<bool> includeUnimplemented(
     "include-unimplemented",
     cl::desc("Also rank plans partition-compile refuses only because a "
@@ -331,6 +338,7 @@ int noPlan(const SearchResult &result, const Cluster &cluster,
 void printRanking(const model::ModelConfig &config, const ModelShape &shape,
                   const Cluster &cluster, int64_t devices,
                   const SearchResult &result, double planningSeconds,
+                  int compiledPlans,
                   const NonuniformReport *nonuniformReport,
                   const Prediction &written, const Fixed &fixed) {
   llvm::raw_ostream &os = llvm::outs();
@@ -348,7 +356,11 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
      << ", global batch " << globalBatch << ": " << result.evaluated
      << " plans predicted, " << result.refused << " refused, "
      << result.unfit << " do not fit ("
-     << llvm::format("%.2f", planningSeconds) << " s)\n";
+     << llvm::format("%.2f", planningSeconds) << " s";
+  if (compiledPlans > 0)
+    os << ", " << compiledPlans << " memory plan"
+       << (compiledPlans == 1 ? "" : "s") << " compiled";
+  os << ")\n";
   os << llvm::format("%4s  %-48s %12s %9s %6s %10s  %s\n", "rank", "plan",
                      "step", "TFLOP/s", "MFU", "memory", "source");
   for (size_t i = 0; i < shown.size(); ++i) {
@@ -475,10 +487,12 @@ int main(int argc, char **argv) {
   options.top = std::max<int64_t>(top, 2);
   options.includeUncompilable = includeUnimplemented || !planFile.empty();
 
-  CompiledMemory compiled(*config);
+  CompiledMemory compiled(*config, jobs);
   MemoryOracle oracle = nullptr;
-  if (memorySource != "closed-form")
+  if (memorySource != "closed-form") {
     oracle = [&](const Candidate &c) { return compiled.bytes(c); };
+    options.prefetchMemory = [&](const Candidate &c) { compiled.prefetch(c); };
+  }
 
   auto start = std::chrono::steady_clock::now();
   SearchResult result = search(
@@ -563,7 +577,7 @@ int main(int argc, char **argv) {
   }
 
   printRanking(*config, shape, *cluster, devices, result, planningSeconds,
-               nonuniformReport ? &*nonuniformReport : nullptr, *written,
+               compiled.compiles(), nonuniformReport ? &*nonuniformReport : nullptr, *written,
                fixed);
   return 0;
 }
