@@ -7,7 +7,9 @@
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "model/ModelBuilder.h"
+#include "lowering/Passes.h"
 #include "passes/CompileFlow.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,7 +31,13 @@ namespace partition::planner {
 CompiledMemory::CompiledMemory(model::ModelConfig config, unsigned parallel)
     : config(std::move(config)),
       parallel(parallel ? parallel
-                        : std::max(1u, std::thread::hardware_concurrency())) {}
+                        : std::max(1u, std::thread::hardware_concurrency())) {
+  // The compile flow registers the passes a recomputation budget names
+  // (buildCompileFlow); the registry has no lock: filled here, on this
+  // thread, the compiles on other threads only find them there.
+  registerPartitionPasses();
+  registerLoweringPasses();
+}
 
 CompiledMemory::~CompiledMemory() {
   // Prefetches still running hold `this` (and take the lock to finish).
