@@ -202,7 +202,7 @@ StepPropagation::decideFactors(const ShardingRule &rule,
                                ArrayRef<Layout> operandLayouts) const {
   SmallVector<Axes> factorAxes(rule.getFactors().size());
   SmallVector<bool> decided(rule.getFactors().size(), false);
-  /// The proposal that decided each factor.
+  // The proposal that decided each factor.
   SmallVector<const Proposal *> decidedBy(rule.getFactors().size(), nullptr);
   llvm::SmallSet<StringRef, 4> usedAxes;
   auto unused = [&](ArrayRef<StringRef> axes) {
@@ -223,7 +223,7 @@ StepPropagation::decideFactors(const ShardingRule &rule,
   // by batch and ep by expert). When the first proposal of a factor is the
   // major part P of an equally urgent later one, and its operand splits
   // another dimension over the rest S, the finer split wins: the operand
-  // moves S by an all_to_all rather than another gathering the batch.
+  // moves S by an all_to_all rather than being gathered whole.
   auto extends = [&](const Proposal &proposal) {
     const Proposal *first = decidedBy[proposal.factor];
     const Axes &have = factorAxes[proposal.factor];
