@@ -205,19 +205,38 @@ void printModelState(ModuleOp module, const MemoryReport &totals,
     }
   if (ranks < 2)
     return;
-  // Whole tensors per replica, whatever ZeRO shards.
+  // Whole tensors per replica, whatever ZeRO shards. The experts (split
+  // over the expert axis) are sharded over the rest of the group, their
+  // expert-data-parallel ranks.
   double psi = static_cast<double>(totals.parameterElements);
-  ZeroStateBytes model = zeroStateBytes(plan.getZeroStage(), psi, ranks);
+  double experts = static_cast<double>(totals.expertElements);
+  int64_t expertRanks = ranks;
+  if (std::optional<StringRef> axis = plan.getAxis(dist::AxisRole::Expert);
+      axis && mesh->find(*axis) >= 0)
+    expertRanks /= mesh->sizes[mesh->find(*axis)];
+  ZeroStateBytes model =
+      zeroStateBytes(plan.getZeroStage(), psi - experts, ranks);
+  ZeroStateBytes expert =
+      zeroStateBytes(plan.getZeroStage(), experts, expertRanks);
+  model.parameters += expert.parameters;
+  model.gradients += expert.gradients;
+  model.optimizerState += expert.optimizerState;
+  std::string expertsText =
+      experts > 0 ? llvm::formatv(", {0} of them experts over their {1} "
+                                  "expert-data-parallel ranks",
+                                  static_cast<int64_t>(experts), expertRanks)
+                        .str()
+                  : std::string();
   os << memory << llvm::formatv("zero stage {0} over {1}={2}: parameters {3} + "
                       "gradients {4} + optimizer_state {5} = {6} bytes per "
                       "rank (closed form, 16 bytes of fp32 AdamW state for "
-                      "each of {7} parameters)\n",
+                      "each of {7} parameters{8})\n",
                       plan.getZeroStage(), group, ranks,
                       static_cast<int64_t>(model.parameters),
                       static_cast<int64_t>(model.gradients),
                       static_cast<int64_t>(model.optimizerState),
                       static_cast<int64_t>(model.total()),
-                      static_cast<int64_t>(psi));
+                      static_cast<int64_t>(psi), expertsText);
 }
 
 } // namespace
