@@ -106,6 +106,10 @@ private:
 LogicalResult StateLayout::add(func::FuncOp function, MemoryReport &report) {
   // Within one function two arguments with one key would share a buffer.
   llvm::DenseMap<Key, unsigned> seen;
+  std::optional<StringRef> expertAxis;
+  if (auto module = function->getParentOfType<ModuleOp>())
+    if (dist::PlanAttr plan = dist::getPlan(module))
+      expertAxis = plan.getAxis(dist::AxisRole::Expert);
   for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
     Type argType = function.getArgumentTypes()[i];
     auto type = dyn_cast<MemRefType>(argType);
@@ -148,6 +152,8 @@ LogicalResult StateLayout::add(func::FuncOp function, MemoryReport &report) {
     if (key.first == "param") {
       report.parameters += *bytes;
       int64_t elements = type.getNumElements();
+      auto block = function.getArgAttrOfType<dist::ShardingAttr>(
+          i, dist::DistDialect::kLocalShardingAttrName);
       if (Attribute flat =
               function.getArgAttr(i, dist::DistDialect::kFlatShardAttrName))
         if (FailureOr<dist::FlatShard> shard = dist::readFlatShard(flat);
@@ -155,8 +161,16 @@ LogicalResult StateLayout::add(func::FuncOp function, MemoryReport &report) {
           elements = 1;
           for (int64_t dim : shard->shape)
             elements *= dim;
+          block = shard->blockOf;
         }
       report.parameterElements += elements;
+      if (block && expertAxis)
+        for (unsigned dim = 0, rank = block.getDims().size(); dim < rank;
+             ++dim)
+          if (llvm::is_contained(block.getDimAxes(dim), *expertAxis)) {
+            report.expertElements += elements;
+            break;
+          }
     }
     else if (key.first == "moment1" || key.first == "moment2" ||
              key.first == "step")

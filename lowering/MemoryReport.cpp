@@ -115,7 +115,9 @@ void printContextBalance(ModuleOp module, llvm::raw_ostream &os,
 /// the model (xfmr.model) and the plan: each MoE layer's E experts of three
 /// H x F matrices, E / EP of them on a rank (expert parallelism), their
 /// features / tp (split with the model's tensor axes), in fp32 with 8 bytes
-/// of AdamW state per element (ZeRO leaves the experts' state alone).
+/// of AdamW state per element. ZeRO shards the experts' state (stage 1-2)
+/// and the experts themselves (stage 3) over their expert-data-parallel
+/// group: the data and context ranks (dp / EP replicas of each expert).
 void printExperts(ModuleOp module, llvm::raw_ostream &os,
                   const std::string &memory) {
   DictionaryAttr model;
@@ -132,26 +134,44 @@ void printExperts(ModuleOp module, llvm::raw_ostream &os,
     return;
   int64_t layers = field("layers") / every;
   int64_t perExpert = 3 * field("hidden") * field("expert_ffn");
-  int64_t ep = 1, tp = 1;
+  int64_t ep = 1, tp = 1, replicas = 1, stage = 0;
   if (dist::PlanAttr plan = dist::getPlan(module)) {
     ep = plan.getExpertParallel();
+    stage = plan.getZeroStage();
     if (FailureOr<dist::MeshShape> mesh =
             dist::lookupMeshShape(module, plan.getMesh());
         succeeded(mesh))
-      for (dist::PlanAxisAttr axis : plan.getAxes())
-        if (axis.getRole() == dist::AxisRole::Tensor &&
-            mesh->find(axis.getName()) >= 0)
-          tp *= mesh->sizes[mesh->find(axis.getName())];
+      for (dist::PlanAxisAttr axis : plan.getAxes()) {
+        if (mesh->find(axis.getName()) < 0)
+          continue;
+        int64_t size = mesh->sizes[mesh->find(axis.getName())];
+        if (axis.getRole() == dist::AxisRole::Tensor)
+          tp *= size;
+        if (axis.getRole() == dist::AxisRole::Data ||
+            axis.getRole() == dist::AxisRole::Context)
+          replicas *= size;
+      }
   }
   int64_t local = experts / std::max<int64_t>(ep, 1);
-  int64_t parameters = layers * local * perExpert / std::max<int64_t>(tp, 1);
+  int64_t elements = layers * local * perExpert / std::max<int64_t>(tp, 1);
+  auto sharded = [&](int64_t bytes, bool byZero) {
+    return byZero ? (bytes + replicas - 1) / replicas : bytes;
+  };
+  std::string zero =
+      stage > 0 && replicas > 1
+          ? llvm::formatv(", ZeRO-{0} over the {1} expert-data-parallel "
+                          "ranks",
+                          stage, replicas)
+                .str()
+          : std::string();
   os << memory
      << llvm::formatv("experts {0} of {1} per MoE layer on each rank "
-                      "(expert_parallel {2}, tp {3}), {4} layers: parameters "
-                      "{5} + optimizer_state {6} bytes per rank (closed "
-                      "form, fp32)\n",
-                      local, experts, ep, tp, layers, 4 * parameters,
-                      8 * parameters);
+                      "(expert_parallel {2}, tp {3}{7}), {4} layers: "
+                      "parameters {5} + optimizer_state {6} bytes per rank "
+                      "(closed form, fp32)\n",
+                      local, experts, ep, tp, layers,
+                      sharded(4 * elements, stage >= 3),
+                      sharded(8 * elements, stage >= 1), zero);
 }
 
 /// The model-state lines after the communication lines: the gradient
@@ -185,19 +205,38 @@ void printModelState(ModuleOp module, const MemoryReport &totals,
     }
   if (ranks < 2)
     return;
-  // Whole tensors per replica, whatever ZeRO shards.
+  // Whole tensors per replica, whatever ZeRO shards. The experts (split
+  // over the expert axis) are sharded over the rest of the group, their
+  // expert-data-parallel ranks.
   double psi = static_cast<double>(totals.parameterElements);
-  ZeroStateBytes model = zeroStateBytes(plan.getZeroStage(), psi, ranks);
+  double experts = static_cast<double>(totals.expertElements);
+  int64_t expertRanks = ranks;
+  if (std::optional<StringRef> axis = plan.getAxis(dist::AxisRole::Expert);
+      axis && mesh->find(*axis) >= 0)
+    expertRanks /= mesh->sizes[mesh->find(*axis)];
+  ZeroStateBytes model =
+      zeroStateBytes(plan.getZeroStage(), psi - experts, ranks);
+  ZeroStateBytes expert =
+      zeroStateBytes(plan.getZeroStage(), experts, expertRanks);
+  model.parameters += expert.parameters;
+  model.gradients += expert.gradients;
+  model.optimizerState += expert.optimizerState;
+  std::string expertsText =
+      experts > 0 ? llvm::formatv(", {0} of them experts over their {1} "
+                                  "expert-data-parallel ranks",
+                                  static_cast<int64_t>(experts), expertRanks)
+                        .str()
+                  : std::string();
   os << memory << llvm::formatv("zero stage {0} over {1}={2}: parameters {3} + "
                       "gradients {4} + optimizer_state {5} = {6} bytes per "
                       "rank (closed form, 16 bytes of fp32 AdamW state for "
-                      "each of {7} parameters)\n",
+                      "each of {7} parameters{8})\n",
                       plan.getZeroStage(), group, ranks,
                       static_cast<int64_t>(model.parameters),
                       static_cast<int64_t>(model.gradients),
                       static_cast<int64_t>(model.optimizerState),
                       static_cast<int64_t>(model.total()),
-                      static_cast<int64_t>(psi));
+                      static_cast<int64_t>(psi), expertsText);
 }
 
 } // namespace

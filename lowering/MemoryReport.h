@@ -60,6 +60,9 @@ struct MemoryReport {
   /// Elements of the parameters (per replica, before any ZeRO sharding: a
   /// flat shard counts its whole tensor).
   int64_t parameterElements = 0;
+  /// Of those, the experts' (split over the plan's expert axis): ZeRO
+  /// shards their state over their expert-data-parallel group alone.
+  int64_t expertElements = 0;
   int64_t temporariesPeak = 0, arena = 0;
 };
 

@@ -491,6 +491,14 @@ def ZeroPass : Pass<"dist-zero", "::mlir::ModuleOp"> {
     Per rank and step the traffic is that of the all-reduce it replaces,
     2 Psi (dp - 1) / dp bytes for Psi bytes of gradients.
 
+    "dp" is each parameter's group: the data-parallel axes (data, expert
+    and context) it is not split over. Expert parallelism's experts are
+    split over the expert axis, so their state is sharded over the data
+    axis alone (Megatron-LM's expert-data-parallel group: the ranks that
+    hold the same experts), in buckets of their own; the other parameters'
+    over all of them. A parameter whose group is one rank (experts when
+    moe.expert_parallel = mesh.dp) keeps its state whole.
+
     Stage 2 compiles to the same program: every bucket is reduce-scattered
     right after its last gradient is produced and only the chunk is kept,
     since the memory plan frees each whole gradient after its bucket's
@@ -503,7 +511,8 @@ def ZeroPass : Pass<"dist-zero", "::mlir::ModuleOp"> {
 
     Stage 3 also shards the parameters (`dist.flat_shard` on them, in the
     evaluation step too): each layer's parameters (`xfmr.layer`; every
-    other parameter a group of its own) are all-gathered into whole
+    other parameter a group of its own; a layer's experts apart from its
+    other parameters, over their own group) are all-gathered into whole
     tensors before each run of forward uses and again before each run of
     backward uses, each gather issued where the gather before it is first
     used (prefetch, one layer ahead); the memory plan frees the whole

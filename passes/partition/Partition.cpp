@@ -230,11 +230,17 @@ Value StepPartition::reshard(Value value, ArrayRef<Axes> dims,
   // Not from the forward pass into the backward: keeping a gathered
   // tensor alive until its gradient would undo what splitting it saves
   // (sequence parallelism keeps the split input and gathers it again).
+  // An all_to_all is: it holds as many bytes as its input, which the
+  // backward would otherwise keep alive to exchange it again (expert
+  // parallelism's dispatched tokens and expert outputs, read by the
+  // weight gradients and the combine's gradient).
   bool forBackward = isa<XfmrDialect>(user->getDialect()) &&
                      !isa<AutodiffOpInterface>(user);
   auto &cached = reshardCache[value];
   for (auto &[dimsDone, resharded, backward] : cached)
-    if (dimsDone == dims && backward == forBackward &&
+    if (dimsDone == dims &&
+        (backward == forBackward ||
+         isa_and_nonnull<dist::AllToAllOp>(resharded.getDefiningOp())) &&
         (!isa<OpResult>(resharded) ||
          resharded.getDefiningOp()->isBeforeInBlock(user)))
       return resharded;

@@ -25,18 +25,16 @@
 // operand in a layout other than replicated. An op absent of both runs
 // replicated.
 //
+// This file walks the steps; PropagateFactors.cpp decides each op's factors.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/partition/Layout.h"
-#include "passes/partition/WeightPolicy.h"
+#include "passes/partition/StepPropagation.h"
 
 #include "dialects/Xfmr/XfmrOps.h"
 
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/SmallSet.h"
-#include "llvm/ADT/StringMap.h"
 
 namespace partition {
 #define GEN_PASS_DEF_PROPAGATEPASS
@@ -47,94 +45,6 @@ using namespace mlir;
 using namespace partition::xfmr;
 
 namespace partition {
-namespace {
-
-class StepPropagation : public WeightPlacement {
-public:
-  StepPropagation(func::FuncOp step, const PartitionMesh &mesh,
-                  bool tensorParallel,
-                  llvm::StringMap<SmallVector<Axes>> &stateLayouts)
-      : step(step), mesh(mesh), tensorParallel(tensorParallel),
-        stateLayouts(stateLayouts) {}
-
-  LogicalResult run();
-
-  // WeightPlacement.
-  Layout layoutOf(Value value) const override {
-    auto found = layouts.find(value);
-    return found != layouts.end() ? found->second
-                                  : Layout::replicated(value.getType());
-  }
-  std::optional<StringRef> undecidedState(Value value) const override;
-  bool isPlacedState(Value value) const override {
-    return isStateArgument(value) && !undecidedState(value);
-  }
-  LogicalResult decideState(StringRef name, ArrayRef<Axes> dims) override;
-  std::optional<int64_t> layerOf(Value value) const override {
-    return stateLayer(step, value);
-  }
-
-private:
-  /// Checks that `layout` splits `value`'s dimensions evenly and records it.
-  LogicalResult setLayout(Value value, const Layout &layout, Operation *where,
-                          const Twine &what);
-  bool isStateArgument(Value value) const {
-    auto arg = dyn_cast<BlockArgument>(value);
-    return arg && arg.getOwner()->getParentOp() == step &&
-           !stateOf(step, arg.getArgNumber()).first.empty();
-  }
-  LogicalResult applySeeds();
-  /// The layout `use` consumes a partial value in when it needs the whole
-  /// sum: a sum over the data axis alone waits for a gradient bucket (the
-  /// dimensions stay), a sum over the tensor axis may be scattered along
-  /// the sequence, anything else is all-reduced.
-  Layout completedSum(OpOperand &use) const;
-  /// The layout a gradient must have: that of the state whose update it
-  /// feeds, through linear ops (sums, scalings, casts), if any.
-  std::optional<SmallVector<Axes>> requiredDims(Value value) const;
-  LogicalResult propagateSlice(tensor::ExtractSliceOp slice);
-  LogicalResult propagateOp(Operation *op);
-  /// A proposal to split `factor` over `axes`; lower priorities go first.
-  struct Proposal {
-    int factor;
-    Axes axes;
-    int priority;
-  };
-  /// Records `op`, which has no sharding rule, as run replicated.
-  LogicalResult propagateUnruled(Operation *op);
-  /// Decides whether `op` passes its partial operands through (setting
-  /// `passedPartial`, the axes its results stay partial over); otherwise
-  /// replaces them in `operandLayouts` by their completed sums.
-  void passPartials(Operation *op, const ShardingRule &rule,
-                    SmallVector<Layout> &operandLayouts, Axes &passedPartial,
-                    bool &partialInLinear) const;
-  /// The factor splits `op`'s results and operands propose, by priority.
-  LogicalResult proposeSplits(Operation *op, const ShardingRule &rule,
-                              ArrayRef<Layout> operandLayouts,
-                              SmallVector<Proposal> &proposals) const;
-  /// The axes of each factor, taking `proposals` in order.
-  SmallVector<Axes> decideFactors(const ShardingRule &rule,
-                                  ArrayRef<Proposal> proposals) const;
-  /// The layouts `op` consumes its operands in; places state seen for the
-  /// first time.
-  LogicalResult consumeOperands(Operation *op, const ShardingRule &rule,
-                                ArrayRef<Axes> factorAxes,
-                                ArrayRef<Layout> operandLayouts,
-                                SmallVector<Layout> &consumed);
-  /// Sets the layouts of `op`'s results from the factors' axes.
-  LogicalResult layoutResults(Operation *op, const ShardingRule &rule,
-                              ArrayRef<Axes> factorAxes,
-                              const Axes &passedPartial,
-                              bool partialInLinear);
-  LogicalResult propagateReturn(Operation *terminator);
-  void record(Operation *op, ArrayRef<Layout> operands);
-
-  func::FuncOp step;
-  const PartitionMesh &mesh;
-  bool tensorParallel;
-  llvm::StringMap<SmallVector<Axes>> &stateLayouts;
-  DenseMap<Value, Layout> layouts;
-};
 
 LogicalResult StepPropagation::setLayout(Value value, const Layout &layout,
                                          Operation *where, const Twine &what) {
@@ -219,39 +129,6 @@ LogicalResult StepPropagation::applySeeds() {
       return failure();
   }
   return success();
-}
-
-Layout StepPropagation::completedSum(OpOperand &use) const {
-  Layout layout = layoutOf(use.get());
-  if (scattersContext(mesh, layout, use) ||
-      (!mesh.isDataSum(layout.partial) &&
-       scattersSequence(mesh, layout, use)))
-    layout.dims[kSequenceDim] = layout.partial;
-  layout.partial.clear();
-  return layout;
-}
-
-std::optional<SmallVector<Axes>>
-StepPropagation::requiredDims(Value value) const {
-  for (OpOperand &use : value.getUses()) {
-    auto ruled = dyn_cast<ShardingRuleOpInterface>(use.getOwner());
-    if (!ruled)
-      continue;
-    ShardingRule rule = ruled.getShardingRule();
-    if (rule.linear) {
-      for (Value result : use.getOwner()->getResults())
-        if (auto dims = requiredDims(result))
-          return dims;
-      continue;
-    }
-    // An update of state: the gradient has the state's factors.
-    ArrayRef<int> factors = rule.getOperand(use.getOperandNumber());
-    for (OpOperand &other : use.getOwner()->getOpOperands())
-      if (&other != &use && isStateArgument(other.get()) &&
-          rule.getOperand(other.getOperandNumber()) == factors)
-        return layoutOf(other.get()).dims;
-  }
-  return std::nullopt;
 }
 
 void StepPropagation::record(Operation *op, ArrayRef<Layout> operands) {
@@ -357,7 +234,7 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
   SmallVector<Proposal> proposals;
   if (failed(proposeSplits(op, rule, operandLayouts, proposals)))
     return failure();
-  SmallVector<Axes> factorAxes = decideFactors(rule, proposals);
+  SmallVector<Axes> factorAxes = decideFactors(rule, proposals, operandLayouts);
 
   SmallVector<Layout> consumed;
   if (failed(consumeOperands(op, rule, factorAxes, operandLayouts, consumed)))
@@ -383,251 +260,6 @@ LogicalResult StepPropagation::propagateUnruled(Operation *op) {
     operands.push_back(layout.partial.empty() ? layout : completedSum(use));
   }
   record(op, operands);
-  return success();
-}
-
-void StepPropagation::passPartials(Operation *op, const ShardingRule &rule,
-                                   SmallVector<Layout> &operandLayouts,
-                                   Axes &passedPartial,
-                                   bool &partialInLinear) const {
-  // Partial operands pass through linear ops when all are partial over the
-  // same axes; anything else consumes their whole sums.
-  bool partialThrough =
-      rule.linear && !operandLayouts.empty() &&
-      !operandLayouts.front().partial.empty() &&
-      llvm::all_of(operandLayouts, [&](const Layout &layout) {
-        return layout.partial == operandLayouts.front().partial;
-      });
-  // An op linear in its only partial operand, none of whose axes split
-  // another operand, makes a term of its result from each term of the sum:
-  // the key / value gradients of replicated key-value heads, partial over
-  // tp_kv_rep, reach the weight gradients (summed over the ranks that share
-  // the head with the data-parallel sum) and the input gradient (summed
-  // with the query's) without a sum of their own.
-  if (!partialThrough) {
-    SmallVector<unsigned> partials;
-    for (auto [index, layout] : llvm::enumerate(operandLayouts))
-      if (!layout.partial.empty())
-        partials.push_back(index);
-    auto splitsOver = [&](const Axes &axes) {
-      return llvm::any_of(operandLayouts, [&](const Layout &layout) {
-        return llvm::any_of(layout.dims, [&](const Axes &dim) {
-          return llvm::any_of(dim, [&](StringRef axis) {
-            return llvm::is_contained(axes, axis);
-          });
-        });
-      });
-    };
-    // A sum over the context axis alone that this use can take as
-    // sequence blocks is scattered instead (all_gather attention's key and
-    // value gradients): once, for every use, at their own width rather
-    // than at the width of each linear op's result.
-    auto scattered = [&](unsigned index) {
-      return scattersContext(mesh, operandLayouts[index],
-                             op->getOpOperand(index));
-    };
-    if (partials.size() == 1 && rule.isLinearIn(partials.front()) &&
-        !splitsOver(operandLayouts[partials.front()].partial) &&
-        !scattered(partials.front())) {
-      partialThrough = true;
-      partialInLinear = true;
-    }
-  }
-  if (partialThrough) {
-    for (const Layout &layout : operandLayouts)
-      if (!layout.partial.empty())
-        passedPartial = layout.partial;
-  } else {
-    for (OpOperand &use : op->getOpOperands())
-      if (!operandLayouts[use.getOperandNumber()].partial.empty())
-        operandLayouts[use.getOperandNumber()] = completedSum(use);
-  }
-}
-
-LogicalResult
-StepPropagation::proposeSplits(Operation *op, const ShardingRule &rule,
-                               ArrayRef<Layout> operandLayouts,
-                               SmallVector<Proposal> &proposals) const {
-  // Which factors are split, and over which axes: every split operand
-  // dimension proposes its factor's axes. An axis can split one factor
-  // only, so proposals are taken in priority order and those that reuse a
-  // taken axis are dropped (their operands are resharded):
-  //  0. the layouts of state (weights are placed once, activations follow)
-  //     and of the state a result is the gradient of;
-  //  1. factors the results keep (a sequence-split input meeting a
-  //     column-parallel weight keeps the weight's split: the input is
-  //     gathered, as Megatron's sequence parallelism does);
-  //  2. factors summed over (a weight gradient gathers the sequence).
-  // Opaque factors stay whole unless the op splits them itself.
-  auto keptByResults = [&](int factor) {
-    for (unsigned r = 0; r < rule.getNumResults(); ++r)
-      if (llvm::is_contained(rule.getResult(r), factor))
-        return true;
-    return false;
-  };
-  for (OpResult result : op->getResults()) {
-    std::optional<SmallVector<Axes>> required = requiredDims(result);
-    if (!required)
-      continue;
-    for (auto [dim, factor] :
-         llvm::enumerate(rule.getResult(result.getResultNumber())))
-      if (factor != ShardingRule::kNoFactor && !(*required)[dim].empty() &&
-          !rule.getFactors()[factor].opaque)
-        proposals.push_back({factor, (*required)[dim], 0});
-  }
-  for (auto [index, layout] : llvm::enumerate(operandLayouts)) {
-    Value operand = op->getOperand(index);
-    // State read through a layout-preserving op (the bf16 cast of a
-    // weight) claims its factors as the weight itself would: a cast weight
-    // must not lose to a sequence-split activation and be gathered.
-    bool state = isStateArgument(operand) ||
-                 (operand.getDefiningOp() &&
-                  isLayoutPreserving(operand.getDefiningOp()) &&
-                  isStateArgument(operand.getDefiningOp()->getOperand(0)));
-    // Undecided state takes the layout of its first use (below); placed
-    // state claims its factors, whole ones too: a whole parameter's
-    // update is computed whole even if its gradient came split.
-    if (state && undecidedState(operand))
-      continue;
-    for (auto [dim, axes] : llvm::enumerate(layout.dims)) {
-      int factor = rule.getOperand(index)[dim];
-      if (factor == ShardingRule::kNoFactor) {
-        if (!axes.empty())
-          return op->emitOpError()
-                 << "has dimension " << dim << " of operand #" << index
-                 << " split over " << describe(axes)
-                 << ", but its sharding rule maps that dimension to no "
-                    "factor";
-        continue;
-      }
-      const ShardingRule::Factor &info = rule.getFactors()[factor];
-      if ((axes.empty() && !state) || (info.opaque && !info.partitionedByOp))
-        continue;
-      proposals.push_back(
-          {factor, axes, state ? 0 : keptByResults(factor) ? 1 : 2});
-    }
-  }
-  llvm::stable_sort(proposals, [](const Proposal &a, const Proposal &b) {
-    return a.priority < b.priority;
-  });
-  return success();
-}
-
-SmallVector<Axes>
-StepPropagation::decideFactors(const ShardingRule &rule,
-                               ArrayRef<Proposal> proposals) const {
-  SmallVector<Axes> factorAxes(rule.getFactors().size());
-  SmallVector<bool> decided(rule.getFactors().size(), false);
-  llvm::SmallSet<StringRef, 4> usedAxes;
-  auto take = [&](int factor, const Axes &axes) {
-    if (decided[factor] ||
-        llvm::any_of(axes, [&](StringRef axis) { return usedAxes.count(axis); }))
-      return false;
-    factorAxes[factor] = axes;
-    decided[factor] = true;
-    usedAxes.insert(axes.begin(), axes.end());
-    return true;
-  };
-  for (const Proposal &proposal : proposals)
-    if (take(proposal.factor, proposal.axes)) {
-      const Axes &taken = factorAxes[proposal.factor];
-      // Tied factors are split alike, a coarser one (fewer blocks than
-      // the shards) over the major axes whose shards divide its blocks:
-      // replicated over the rest.
-      for (int tied : rule.tiedGroup(proposal.factor)) {
-        if (decided[tied])
-          continue;
-        factorAxes[tied] = taken;
-        int64_t blocks = rule.getFactors()[tied].blocks;
-        while (blocks > 0 && !factorAxes[tied].empty() &&
-               blocks % mesh.shardsOf(factorAxes[tied]) != 0)
-          factorAxes[tied].pop_back();
-        decided[tied] = true;
-      }
-    }
-  return factorAxes;
-}
-
-LogicalResult StepPropagation::consumeOperands(
-    Operation *op, const ShardingRule &rule, ArrayRef<Axes> factorAxes,
-    ArrayRef<Layout> operandLayouts, SmallVector<Layout> &consumed) {
-  // Operands are consumed in the factors' layouts; state seen for the first
-  // time is placed that way.
-  for (OpOperand &use : op->getOpOperands()) {
-    unsigned index = use.getOperandNumber();
-    Layout want;
-    for (int factor : rule.getOperand(index))
-      want.dims.push_back(factor == ShardingRule::kNoFactor
-                              ? Axes{}
-                              : factorAxes[factor]);
-    want.partial = operandLayouts[index].partial;
-    if (want.dims != operandLayouts[index].dims) {
-      if (std::optional<StringRef> name = undecidedState(use.get())) {
-        if (failed(decideState(*name, want.dims)))
-          return failure();
-      } else {
-        auto type = cast<RankedTensorType>(use.get().getType());
-        for (auto [dim, axes] : llvm::enumerate(want.dims)) {
-          int64_t shards = mesh.shardsOf(axes);
-          if (type.getDimSize(dim) % shards != 0)
-            return op->emitOpError()
-                   << "needs operand dimension " << dim << " of size "
-                   << type.getDimSize(dim) << " split over "
-                   << describe(axes) << " (" << shards
-                   << " blocks), which does not divide it";
-        }
-      }
-    }
-    consumed.push_back(want);
-  }
-  return success();
-}
-
-LogicalResult StepPropagation::layoutResults(Operation *op,
-                                             const ShardingRule &rule,
-                                             ArrayRef<Axes> factorAxes,
-                                             const Axes &passedPartial,
-                                             bool partialInLinear) {
-  // Results: split like their factors; partial over the split factors they
-  // sum over (not those the op splits itself).
-  for (OpResult result : op->getResults()) {
-    Layout layout;
-    for (int factor : rule.getResult(result.getResultNumber()))
-      layout.dims.push_back(factor == ShardingRule::kNoFactor
-                                ? Axes{}
-                                : factorAxes[factor]);
-    layout.partial = passedPartial;
-    for (auto [factor, axes] : llvm::enumerate(factorAxes)) {
-      if (axes.empty() || rule.getFactors()[factor].partitionedByOp ||
-          !rule.isSummedOver(factor, result.getResultNumber()))
-        continue;
-      for (StringRef axis : axes)
-        if (!llvm::is_contained(layout.partial, axis))
-          layout.partial.push_back(axis);
-    }
-    // A coarser tied factor replicated over some axes of the finer one
-    // (key-value heads shared by query heads of several devices): each of
-    // those devices holds one term of the coarse blocks' sum.
-    ArrayRef<int> resultFactors = rule.getResult(result.getResultNumber());
-    for (int factor : resultFactors) {
-      if (factor == ShardingRule::kNoFactor)
-        continue;
-      for (int tied : rule.tiedGroup(factor)) {
-        if (llvm::is_contained(resultFactors, tied))
-          continue;
-        for (StringRef axis : factorAxes[tied])
-          if (!llvm::is_contained(factorAxes[factor], axis) &&
-              !llvm::is_contained(layout.partial, axis))
-            layout.partial.push_back(axis);
-      }
-    }
-    // In mesh order, so that it meets the other terms of the same sum.
-    if (partialInLinear)
-      layout.partial = mesh.inMeshOrder(layout.partial);
-    if (failed(setLayout(result, layout, op,
-                         "result #" + Twine(result.getResultNumber()))))
-      return failure();
-  }
   return success();
 }
 
@@ -696,6 +328,8 @@ LogicalResult StepPropagation::run() {
   }
   return success();
 }
+
+namespace {
 
 struct PropagatePass : impl::PropagatePassBase<PropagatePass> {
   using PropagatePassBase::PropagatePassBase;

@@ -48,8 +48,8 @@ struct Member {
 class StepSharder {
 public:
   StepSharder(func::FuncOp step, const PartitionMesh &mesh, int64_t stage)
-      : step(step), mesh(mesh), stage(stage), groupAxes(shardingAxes(mesh)),
-        dp(mesh.shardsOf(groupAxes)) {}
+      : step(step), mesh(mesh), stage(stage),
+        groupAxes(shardingAxes(mesh)) {}
 
   /// The axes ZeRO shards the state over: every axis the parameters are
   /// replicated over and their gradients summed over, the data axis and
@@ -77,46 +77,53 @@ private:
   /// some other reduction (the loss, a tensor-parallel partial sum).
   FailureOr<SmallVector<Member>> membersOf(dist::AllReduceOp reduce);
   LogicalResult shard(dist::AllReduceOp reduce, ArrayRef<Member> members);
-  /// Whether `value` (a parameter argument) is split over a group axis
-  /// already: each rank of the group holds other blocks (expert
-  /// parallelism's experts), which ZeRO leaves as they are.
-  bool splitOverGroup(Value value) {
+  /// The axes `value`'s state (a parameter argument's) is sharded over:
+  /// the group's axes but those it is split over already. Expert
+  /// parallelism's experts are split over the expert axis, so their state
+  /// is sharded over the ranks that hold the same experts (Megatron-LM's
+  /// expert-data-parallel group: the data axis), and over nothing when
+  /// those are one rank (expert_parallel = dp).
+  Axes groupOf(Value value) {
     auto arg = dyn_cast<BlockArgument>(value);
     if (!arg)
-      return false;
+      return groupAxes;
+    // Sharded already (stage 3's parameters): over the group it names.
+    if (Attribute flat = step.getArgAttr(arg.getArgNumber(),
+                                         dist::DistDialect::kFlatShardAttrName))
+      if (FailureOr<dist::FlatShard> shard = dist::readFlatShard(flat);
+          succeeded(shard))
+        return Axes(shard->flat.getDimAxes(0));
     auto sharding = step.getArgAttrOfType<dist::ShardingAttr>(
         arg.getArgNumber(), dist::DistDialect::kLocalShardingAttrName);
     if (!sharding)
-      return false;
+      return groupAxes;
     Layout layout = Layout::fromAttr(sharding, arg.getType());
-    return llvm::any_of(layout.dims, [&](const Axes &axes) {
-      return llvm::any_of(axes, [&](StringRef axis) {
-        return llvm::is_contained(groupAxes, axis);
-      });
-    });
+    Axes group;
+    for (StringRef axis : groupAxes)
+      if (llvm::none_of(layout.dims, [&](const Axes &axes) {
+            return llvm::is_contained(axes, axis);
+          }))
+        group.push_back(axis);
+    return group;
   }
-  /// Makes argument `arg` (a moment) the flat shard of `chunk` elements.
-  void shardMoment(BlockArgument arg, int64_t chunk);
+  /// Makes argument `arg` (a moment) the flat shard of `chunk` elements
+  /// over `group`.
+  void shardMoment(BlockArgument arg, int64_t chunk, const Axes &group);
   /// Marks a result that updates a sharded argument (same role and name).
   void markResults();
 
-  dist::ShardingAttr flatSharding() {
-    return dist::ShardingAttr::get(step.getContext(),
-                                   mesh.symbol.getValue(),
-                                   {SmallVector<StringRef>(groupAxes.begin(),
-                                                           groupAxes.end())});
-  }
-  ArrayAttr dataAxes(OpBuilder &builder) {
-    return builder.getStrArrayAttr(ArrayRef<StringRef>(groupAxes));
+  dist::ShardingAttr flatSharding(const Axes &group) {
+    return dist::ShardingAttr::get(
+        step.getContext(), mesh.symbol.getValue(),
+        {SmallVector<StringRef>(group.begin(), group.end())});
   }
 
   func::FuncOp step;
   const PartitionMesh &mesh;
   int64_t stage;
-  /// shardingAxes(mesh), and the ranks of their group (named dp: the
-  /// group is the data-parallel ranks unless the plan has a context axis).
+  /// shardingAxes(mesh): the group of the parameters split over none of
+  /// them (groupOf gives each parameter's).
   Axes groupAxes;
-  int64_t dp;
   /// Moments already sharded, and the flat_shard each got (for the results
   /// that update them).
   DenseMap<BlockArgument, DictionaryAttr> shardedMoments;
@@ -134,11 +141,11 @@ bool isBackward(Operation *op) {
 FailureOr<SmallVector<Member>>
 StepSharder::membersOf(dist::AllReduceOp reduce) {
   SmallVector<Member> members;
-  if (groupAxes.empty() ||
-      !llvm::all_of(groupAxes, [&](StringRef axis) {
-        return llvm::is_contained(
-            reduce.getAxes().getAsValueRange<StringAttr>(), axis);
-      }))
+  auto reduced = [&](StringRef axis) {
+    return llvm::is_contained(reduce.getAxes().getAsValueRange<StringAttr>(),
+                              axis);
+  };
+  if (llvm::none_of(groupAxes, reduced))
     return members;
   for (auto [operand, result] :
        llvm::zip(reduce.getInputs(), reduce.getResults())) {
@@ -166,10 +173,22 @@ StepSharder::membersOf(dist::AllReduceOp reduce) {
     return reduce.emitOpError()
            << "reduces gradients that AdamW reads together with other "
               "values; ZeRO needs buckets of gradients alone";
+  // A bucket's gradients share a group (buckets are made per set of
+  // axes); a sum over less than the group, or a group of one rank, is
+  // left alone (run() names the updates that stay whole wrongly).
+  Axes group = groupOf(members.front().update.getParam());
+  for (const Member &member : members)
+    if (groupOf(member.update.getParam()) != group)
+      return reduce.emitOpError()
+             << "reduces gradients of parameters sharded over different "
+                "groups; ZeRO needs a bucket per group";
+  if (mesh.shardsOf(group) < 2 || !llvm::all_of(group, reduced))
+    return SmallVector<Member>{};
   return members;
 }
 
-void StepSharder::shardMoment(BlockArgument arg, int64_t chunk) {
+void StepSharder::shardMoment(BlockArgument arg, int64_t chunk,
+                              const Axes &group) {
   if (shardedMoments.count(arg) || shardedParams.count(arg))
     return;
   unsigned index = arg.getArgNumber();
@@ -177,7 +196,7 @@ void StepSharder::shardMoment(BlockArgument arg, int64_t chunk) {
   auto blockOf = step.getArgAttrOfType<dist::ShardingAttr>(
       index, dist::DistDialect::kLocalShardingAttrName);
   DictionaryAttr flat =
-      dist::buildFlatShard(flatSharding(), type.getShape(), blockOf);
+      dist::buildFlatShard(flatSharding(group), type.getShape(), blockOf);
   step.removeArgAttr(index, dist::DistDialect::kLocalShardingAttrName);
   step.setArgAttr(index, dist::DistDialect::kFlatShardAttrName, flat);
   arg.setType(RankedTensorType::get({chunk}, type.getElementType()));
@@ -198,13 +217,18 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
                                              suffix.str()));
   };
 
-  // A sum over the data axis and others: the other axes first, whole.
+  // The members' group (membersOf checked they share it): every data-
+  // parallel rank, or the expert-data-parallel ones for the experts.
+  Axes group = groupOf(members.front().update.getParam());
+  int64_t dp = mesh.shardsOf(group);
+  ArrayAttr groupAttr = builder.getStrArrayAttr(ArrayRef<StringRef>(group));
+  // A sum over the group and others: the other axes first, whole.
   SmallVector<Value> grads;
   for (const Member &member : members)
     grads.push_back(member.grad);
   SmallVector<Attribute> otherAxes;
   for (Attribute axis : reduce.getAxes())
-    if (!llvm::is_contained(groupAxes, cast<StringAttr>(axis).getValue()))
+    if (!llvm::is_contained(group, cast<StringAttr>(axis).getValue()))
       otherAxes.push_back(axis);
   if (!otherAxes.empty()) {
     auto partial = dist::AllReduceOp::create(
@@ -231,7 +255,7 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
   auto rowType = RankedTensorType::get({1, columns}, element);
   auto packed = dist::FlatPackOp::create(builder, loc, bucketType, grads);
   auto scattered = dist::ReduceScatterOp::create(
-      builder, loc, rowType, packed, reduce.getMeshAttr(), dataAxes(builder),
+      builder, loc, rowType, packed, reduce.getMeshAttr(), groupAttr,
       builder.getI64IntegerAttr(0), reduce.getReduceAttr());
   labelled(scattered, " (reduce-scatter)");
   auto gradChunks =
@@ -261,7 +285,7 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
         builder, loc, RankedTensorType::get({dp, columns}, element), params);
     auto ownRow = dist::AllSliceOp::create(
         builder, loc, RankedTensorType::get({1, columns}, element),
-        paramBucket, reduce.getMeshAttr(), dataAxes(builder),
+        paramBucket, reduce.getMeshAttr(), groupAttr,
         builder.getI64IntegerAttr(0));
     auto unpacked = dist::FlatUnpackOp::create(builder, loc, chunkTypes,
                                                ownRow.getResult());
@@ -278,7 +302,7 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
         return update.emitOpError()
                << "reads a moment that is not a state argument of @"
                << step.getSymName() << " used by this update alone";
-      shardMoment(arg, chunks[index]);
+      shardMoment(arg, chunks[index], group);
     }
     auto chunked = AdamWOp::create(
         builder, update.getLoc(),
@@ -307,7 +331,7 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
                                              updatedChunks);
   auto gathered = dist::AllGatherOp::create(
       builder, loc, bucketType, ownUpdated, reduce.getMeshAttr(),
-      dataAxes(builder), builder.getI64IntegerAttr(0));
+      groupAttr, builder.getI64IntegerAttr(0));
   labelled(gathered, " (updated parameters)");
   SmallVector<Type> paramTypes;
   for (Value param : params)
@@ -328,20 +352,27 @@ LogicalResult StepSharder::shardParameters() {
   for (auto [index, op] : llvm::enumerate(body))
     positions[&op] = index;
   // Parameters by layer (xfmr.layer; the others, embeddings and the final
-  // norm, each a group of their own), in argument order.
-  std::map<int64_t, SmallVector<BlockArgument>> layers;
+  // norm, each a group of their own) and by the ranks they are sharded
+  // over (a MoE layer's experts over their expert-data-parallel group, its
+  // other parameters over every data-parallel rank), in argument order.
+  // Parameters whose group is one rank stay whole.
+  std::map<std::pair<int64_t, std::string>, SmallVector<BlockArgument>>
+      layers;
   int64_t ungrouped = -1;
   for (BlockArgument arg : body.getArguments()) {
     unsigned index = arg.getArgNumber();
     if (!step.getArgAttr(index, XfmrDialect::kParamAttrName) ||
-        splitOverGroup(arg))
+        mesh.shardsOf(groupOf(arg)) < 2)
       continue;
     auto layer = step.getArgAttrOfType<IntegerAttr>(
         index, XfmrDialect::kLayerAttrName);
-    layers[layer ? layer.getInt() : ungrouped--].push_back(arg);
+    layers[{layer ? layer.getInt() : ungrouped--,
+            llvm::join(groupOf(arg), ",")}]
+        .push_back(arg);
   }
   // Each run of same-phase uses of a group gets one gather.
   struct Gather {
+    Axes group;
     SmallVector<BlockArgument> params;
     SmallVector<Type> types;
     SmallVector<OpOperand *> uses;
@@ -365,6 +396,7 @@ LogicalResult StepSharder::shardParameters() {
       bool backward = isBackward(use->getOwner());
       if (!phase || *phase != backward) {
         gathers.emplace_back();
+        gathers.back().group = groupOf(params.front());
         gathers.back().params = params;
         for (BlockArgument param : params)
           gathers.back().types.push_back(param.getType());
@@ -384,12 +416,13 @@ LogicalResult StepSharder::shardParameters() {
       unsigned index = param.getArgNumber();
       auto blockOf = step.getArgAttrOfType<dist::ShardingAttr>(
           index, dist::DistDialect::kLocalShardingAttrName);
+      Axes group = groupOf(param);
       DictionaryAttr flat =
-          dist::buildFlatShard(flatSharding(), type.getShape(), blockOf);
+          dist::buildFlatShard(flatSharding(group), type.getShape(), blockOf);
       step.removeArgAttr(index, dist::DistDialect::kLocalShardingAttrName);
       step.setArgAttr(index, dist::DistDialect::kFlatShardAttrName, flat);
       param.setType(RankedTensorType::get(
-          {dist::flatChunk(type.getNumElements(), dp)},
+          {dist::flatChunk(type.getNumElements(), mesh.shardsOf(group))},
           type.getElementType()));
       shardedParams[param] = flat;
     }
@@ -410,8 +443,12 @@ LogicalResult StepSharder::shardParameters() {
     auto row = dist::FlatPackOp::create(
         builder, loc, RankedTensorType::get({1, columns}, element), chunks);
     auto all = dist::AllGatherOp::create(
-        builder, loc, RankedTensorType::get({dp, columns}, element), row,
-        mesh.symbol, dataAxes(builder), builder.getI64IntegerAttr(0));
+        builder, loc,
+        RankedTensorType::get({mesh.shardsOf(gather.group), columns},
+                              element),
+        row, mesh.symbol,
+        builder.getStrArrayAttr(ArrayRef<StringRef>(gather.group)),
+        builder.getI64IntegerAttr(0));
     all->setAttr(
         dist::DistDialect::kLabelAttrName,
         builder.getStringAttr(
@@ -467,15 +504,16 @@ LogicalResult StepSharder::run() {
   for (auto &[reduce, members] : work)
     if (failed(shard(reduce, members)))
       return failure();
-  // Every AdamW update now works on chunks, but those of parameters split
-  // over the group already (expert parallelism's experts: their state is
-  // partitioned with them).
+  // Every AdamW update now works on chunks, but those of parameters whose
+  // group is one rank (experts split over every data-parallel rank: their
+  // state is partitioned with them).
   for (auto update : body.getOps<AdamWOp>())
     if (!shardedMoments.count(dyn_cast<BlockArgument>(update.getMoment1())) &&
-        !splitOverGroup(update.getParam()))
+        mesh.shardsOf(groupOf(update.getParam())) > 1)
       return update.emitOpError()
              << "updates a parameter whose gradient is not summed over "
-             << describe(groupAxes) << "; ZeRO shards the state over that sum";
+             << describe(groupOf(update.getParam()))
+             << "; ZeRO shards the state over that sum";
   markResults();
   return success();
 }

@@ -79,3 +79,38 @@ module attributes {dist.plan = #plan} {
 // GPT2: xfmr.linear_grad_weight {{.*}} dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []], partial = [dp]>} : ({{.*}}) -> tensor<256x64xbf16>
 // GPT2-LABEL: func.func @eval_step
 // GPT2-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, xfmr.layer = 0 : i64, xfmr.param = "h.0.mlp.c_fc.weight"}
+
+// -----
+
+// Expert parallelism below dp (docs/moe.md): tokens split over [dp, ep] by
+// batch meet experts split over ep. The expert GEMM splits the batch over
+// dp, the major part of its split whose minor part ep the experts took
+// from the same buffer, so the buffer is one all_to_all over ep away
+// (rather than whole along the batch: gathered from the other replicas).
+// The combine is the converse: the gates propose the batch over [dp, ep]
+// as urgently as the experts' output proposes dp, and the output splits
+// its experts over the rest, ep: the batch takes [dp, ep] and the output
+// moves back by the reverse all_to_all. (Split results are returned as
+// blocks only for state, gradients and logits: the output is named so.)
+
+#plan = #dist.plan<mesh = @mesh, axes = [dp = data, ep = expert, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 0, recompute = none, precision = "fp32", expert_parallel = 2>
+module attributes {dist.plan = #plan} {
+  dist.mesh @mesh axes = [dp = 2, ep = 2, pp = 1, tp = 1]
+  // CHECK-LABEL: func.func @eval_step
+  // CHECK: %[[H:.*]] = xfmr.expert_linear {{.*}} {dist.operand_shardings = [#dist.sharding<@mesh, {{\[\[}}dp], [ep], [], []]>, #dist.sharding<@mesh, {{\[\[}}ep], [], []]>, #dist.sharding<@mesh, {{\[\[}}dp], [ep]]>], dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], [ep], [], []]>
+  // CHECK: xfmr.moe_combine %[[H]], {{.*}} {dist.operand_shardings = [#dist.sharding<@mesh, {{\[\[}}dp, ep], [], [], []]>, #dist.sharding<@mesh, {{\[\[}}dp, ep], [], []]>, #dist.sharding<@mesh, {{\[\[}}dp, ep], [], []]>, #dist.sharding<@mesh, {{\[\[}}dp, ep], [], []]>], dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp, ep], [], []]>}
+  // Annotated layouts, not the weight policy's: the same without it.
+  // NO-TP-LABEL: func.func @eval_step
+  // NO-TP: xfmr.expert_linear {{.*}} {dist.operand_shardings = [#dist.sharding<@mesh, {{\[\[}}dp], [ep], [], []]>
+  // NO-TP: xfmr.moe_combine {{.*}} {dist.operand_shardings = [#dist.sharding<@mesh, {{\[\[}}dp, ep], [], [], []]>
+  func.func @eval_step(%w: tensor<4x16x16xf32> {dist.sharding = #dist.sharding<@mesh, [[ep], [], []]>, xfmr.param = "experts.w2"},
+                       %xe: tensor<4x4x8x16xf32> {dist.sharding = #dist.sharding<@mesh, [[dp, ep], [], [], []]>},
+                       %counts: tensor<4x4xi32> {dist.sharding = #dist.sharding<@mesh, [[dp, ep], []]>},
+                       %gates: tensor<4x8x2xf32> {dist.sharding = #dist.sharding<@mesh, [[dp, ep], [], []]>},
+                       %experts: tensor<4x8x2xi32> {dist.sharding = #dist.sharding<@mesh, [[dp, ep], [], []]>},
+                       %slots: tensor<4x8x2xi32> {dist.sharding = #dist.sharding<@mesh, [[dp, ep], [], []]>}) -> (tensor<4x8x16xf32> {xfmr.output = "logits"}) attributes {xfmr.eval_step = {}} {
+    %h = xfmr.expert_linear %xe, %w, %counts {routed_rows = 64 : i64} : (tensor<4x4x8x16xf32>, tensor<4x16x16xf32>, tensor<4x4xi32>) -> tensor<4x4x8x16xf32>
+    %y = xfmr.moe_combine %h, %gates, %experts, %slots : (tensor<4x4x8x16xf32>, tensor<4x8x2xf32>, tensor<4x8x2xi32>, tensor<4x8x2xi32>) -> tensor<4x8x16xf32>
+    return %y : tensor<4x8x16xf32>
+  }
+}

@@ -1,0 +1,129 @@
+//===- StepPropagation.h - one step's layout propagation --------*- C++ -*-===//
+//
+// The state of --dist-propagate over one step (Propagate.cpp describes the
+// pass): the walk over the step's ops lives in Propagate.cpp, the decisions
+// for one op (which factors are split over which axes, how its operands are
+// consumed and its results laid out) in PropagateFactors.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_PASSES_PARTITION_STEPPROPAGATION_H
+#define PARTITION_PASSES_PARTITION_STEPPROPAGATION_H
+
+#include "passes/partition/Layout.h"
+#include "passes/partition/WeightPolicy.h"
+
+#include "dialects/Xfmr/ShardingRule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace partition {
+
+using mlir::ArrayRef;
+using mlir::BlockArgument;
+using mlir::dyn_cast;
+using mlir::DenseMap;
+using mlir::LogicalResult;
+using mlir::Operation;
+using mlir::OpOperand;
+using mlir::SmallVector;
+using mlir::StringRef;
+using mlir::Twine;
+using mlir::Value;
+using xfmr::ShardingRule;
+
+class StepPropagation : public WeightPlacement {
+public:
+  StepPropagation(mlir::func::FuncOp step, const PartitionMesh &mesh,
+                  bool tensorParallel,
+                  llvm::StringMap<SmallVector<Axes>> &stateLayouts)
+      : step(step), mesh(mesh), tensorParallel(tensorParallel),
+        stateLayouts(stateLayouts) {}
+
+  LogicalResult run();
+
+  // WeightPlacement.
+  Layout layoutOf(Value value) const override {
+    auto found = layouts.find(value);
+    return found != layouts.end() ? found->second
+                                  : Layout::replicated(value.getType());
+  }
+  std::optional<StringRef> undecidedState(Value value) const override;
+  bool isPlacedState(Value value) const override {
+    return isStateArgument(value) && !undecidedState(value);
+  }
+  LogicalResult decideState(StringRef name, ArrayRef<Axes> dims) override;
+  std::optional<int64_t> layerOf(Value value) const override {
+    return stateLayer(step, value);
+  }
+
+private:
+  /// Checks that `layout` splits `value`'s dimensions evenly and records it.
+  LogicalResult setLayout(Value value, const Layout &layout, Operation *where,
+                          const Twine &what);
+  bool isStateArgument(Value value) const {
+    auto arg = dyn_cast<BlockArgument>(value);
+    return arg && arg.getOwner()->getParentOp() == step &&
+           !stateOf(step, arg.getArgNumber()).first.empty();
+  }
+  LogicalResult applySeeds();
+  /// The layout `use` consumes a partial value in when it needs the whole
+  /// sum: a sum over the data axis alone waits for a gradient bucket (the
+  /// dimensions stay), a sum over the tensor axis may be scattered along
+  /// the sequence, anything else is all-reduced.
+  Layout completedSum(OpOperand &use) const;
+  /// The layout a gradient must have: that of the state whose update it
+  /// feeds, through linear ops (sums, scalings, casts), if any.
+  std::optional<SmallVector<Axes>> requiredDims(Value value) const;
+  LogicalResult propagateSlice(mlir::tensor::ExtractSliceOp slice);
+  LogicalResult propagateOp(Operation *op);
+  /// A proposal to split `factor` over `axes`; lower priorities go first.
+  struct Proposal {
+    int factor;
+    Axes axes;
+    int priority;
+    /// The operand whose dimension proposes it; -1 for a result's.
+    int operand = -1;
+  };
+  /// Records `op`, which has no sharding rule, as run replicated.
+  LogicalResult propagateUnruled(Operation *op);
+  /// Decides whether `op` passes its partial operands through (setting
+  /// `passedPartial`, the axes its results stay partial over); otherwise
+  /// replaces them in `operandLayouts` by their completed sums.
+  void passPartials(Operation *op, const ShardingRule &rule,
+                    SmallVector<Layout> &operandLayouts, Axes &passedPartial,
+                    bool &partialInLinear) const;
+  /// The factor splits `op`'s results and operands propose, by priority.
+  LogicalResult proposeSplits(Operation *op, const ShardingRule &rule,
+                              ArrayRef<Layout> operandLayouts,
+                              SmallVector<Proposal> &proposals) const;
+  /// The axes of each factor, taking `proposals` in order.
+  SmallVector<Axes> decideFactors(const ShardingRule &rule,
+                                  ArrayRef<Proposal> proposals,
+                                  ArrayRef<Layout> operandLayouts) const;
+  /// The layouts `op` consumes its operands in; places state seen for the
+  /// first time.
+  LogicalResult consumeOperands(Operation *op, const ShardingRule &rule,
+                                ArrayRef<Axes> factorAxes,
+                                ArrayRef<Layout> operandLayouts,
+                                SmallVector<Layout> &consumed);
+  /// Sets the layouts of `op`'s results from the factors' axes.
+  LogicalResult layoutResults(Operation *op, const ShardingRule &rule,
+                              ArrayRef<Axes> factorAxes,
+                              const Axes &passedPartial,
+                              bool partialInLinear);
+  LogicalResult propagateReturn(Operation *terminator);
+  void record(Operation *op, ArrayRef<Layout> operands);
+
+  mlir::func::FuncOp step;
+  const PartitionMesh &mesh;
+  bool tensorParallel;
+  llvm::StringMap<SmallVector<Axes>> &stateLayouts;
+  DenseMap<Value, Layout> layouts;
+};
+
+} // namespace partition
+
+#endif // PARTITION_PASSES_PARTITION_STEPPROPAGATION_H
