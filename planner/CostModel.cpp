@@ -321,7 +321,8 @@ bool pipelineSeconds(const ModelShape &m, const Candidate &p,
 /// The data-parallel gradient reduction (and ZeRO's gathers) of one step,
 /// less what the backward hides where the cluster overlaps communication.
 double dataParallelSeconds(const Candidate &p, const Cluster &c,
-                           const ChunkCosts &costs, double stageParams) {
+                           const ChunkCosts &costs, double stageParams,
+                           int64_t strideFactor = 1) {
   // stageParams: the parameters the data-parallel group reduces (under
   // expert parallelism not the experts': their gradients are complete on
   // the rank that holds them).
@@ -332,7 +333,8 @@ double dataParallelSeconds(const Candidate &p, const Cluster &c,
   // link.
   double gradBytes = 4 * stageParams;
   int64_t group = p.dp * p.cp;
-  Link dpLink = groupLink(c, p.dp, p.tp * p.cp * p.pp);
+  // (`strideFactor`: the experts' group, ep x further apart.)
+  Link dpLink = groupLink(c, p.dp, strideFactor * p.tp * p.cp * p.pp);
   if (p.cp > 1) {
     Link cpLink = groupLink(c, p.cp, p.tp);
     if (p.dp == 1 || cpLink.bandwidth < dpLink.bandwidth)
@@ -444,17 +446,24 @@ Memory stageMemory(const ModelShape &m, const Candidate &p, const Cluster &c,
   // bucket as it is produced, as ZeRO-2 does (the compiler's plan).
   double newGradientShare = 1;
   // `experts`: of `params`, the expert weights expert parallelism split
-  // (0 without it): ZeRO leaves them, and their state, whole.
+  // (0 without it): ZeRO shards them, and their state, over the ranks that
+  // hold the same experts (the expert-data-parallel group, dp x cp / ep;
+  // one rank when ep = dp: whole).
+  double expertDp = dp / double(p.ep);
   auto stateMemory = [&](double params, double experts, Memory &mem) {
     mem = Memory();
     double dense = params - experts;
-    mem.parameters = 4 * dense / (p.zeroStage >= 3 ? dp : 1.0) + 4 * experts;
+    auto zero = [&](int stage, double group) {
+      return p.zeroStage >= stage ? group : 1.0;
+    };
+    mem.parameters = 4 * dense / zero(3, dp) + 4 * experts / zero(3, expertDp);
     bool sharded = p.zeroStage >= 2 || (p.zeroStage == 1 && p.microbatches == 1);
-    newGradientShare = 4 * dense / (sharded ? dp : 1.0) + 4 * experts;
+    newGradientShare = 4 * dense / (sharded ? dp : 1.0) +
+                       4 * experts / (sharded ? expertDp : 1.0);
     mem.gradients = p.microbatches > 1 && p.zeroStage < 2 ? 4 * params
-                    : p.microbatches > 1                  ? 4 * experts
-                                                          : 0;
-    mem.optimizer = 8 * dense / (p.zeroStage >= 1 ? dp : 1.0) + 8 * experts;
+                    : p.microbatches > 1 ? 4 * experts / expertDp
+                                         : 0;
+    mem.optimizer = 8 * dense / zero(1, dp) + 8 * experts / zero(1, expertDp);
     // The bf16 copies of the weights the backward reads; selective
     // recomputation rebuilds them (a cast is cheap work between matmuls)
     // instead, full recomputation keeps them (it repeats the layers'
@@ -629,8 +638,9 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   // gradient, write the sum (fp32), per parameter per micro-batch.
   double stageExperts = 0;
   double stageParams = busiestStageParameters(m, p, split, stageExperts);
-  // Expert weights under expert parallelism join no data-parallel
-  // reduction and ZeRO leaves their state whole (already split over ep).
+  // Expert weights under expert parallelism are reduced (and ZeRO-split)
+  // over their own group, the dp / ep ranks that hold the same experts;
+  // the other weights over the whole data group.
   double epExperts = p.ep > 1 ? stageExperts : 0;
   double reducedParams = stageParams - epExperts;
   double accumulate =
@@ -642,11 +652,20 @@ Prediction predict(const ModelShape &m, const Candidate &p,
   // Every micro-batch after the first adds into the sum.
   pipeline += double(p.microbatches - 1) * accumulate;
   double dataComm = dataParallelSeconds(p, c, costs, reducedParams);
+  double expertGroup = double(p.dp * p.cp) / double(p.ep);
+  if (epExperts > 0 && expertGroup > 1) {
+    // The experts' own reduction: ep ranks hold each expert group's
+    // replicas dp / ep apart in the data group; the same collectives over
+    // that group, alongside (not hidden more than the others).
+    Candidate experts = p;
+    experts.dp = p.dp / p.ep;
+    dataComm += dataParallelSeconds(experts, c, costs, epExperts, p.ep);
+  }
   // AdamW: read parameter, gradient and both moments, write three of
   // them (fp32): 28 bytes per parameter of this rank's shard.
   double optimizerParams =
       reducedParams / (p.zeroStage >= 1 ? double(p.dp * p.cp) : 1.0) +
-      epExperts;
+      epExperts / (p.zeroStage >= 1 ? expertGroup : 1.0);
   double optimizer = streamTime(28 * optimizerParams, 1, c);
   out.stepSeconds = pipeline + dataComm + optimizer;
 

@@ -58,9 +58,13 @@ double ModelShape::activeParameters() const {
 }
 
 std::vector<int64_t> expertParallelDegrees(const ModelShape &m, int64_t dp) {
-  if (!m.isMoe() || dp <= 1 || m.experts % dp != 0)
-    return {1};
-  return {1, dp};
+  std::vector<int64_t> degrees{1};
+  if (!m.isMoe())
+    return degrees;
+  for (int64_t ep = 2; ep <= dp; ++ep)
+    if (dp % ep == 0 && m.experts % ep == 0)
+      degrees.push_back(ep);
+  return degrees;
 }
 
 double expertBufferRows(const ModelShape &m, const Candidate &p) {
@@ -176,10 +180,8 @@ ExpertLayerCost expertLayerCost(const ModelShape &m, const Candidate &p,
     // What the compiler emits per micro-batch (passes/partition, test:
     // mixtral-tiny at ep 2, `partition-compile --memory-report`): forward
     // the dispatched buffer out and the experts' output back; backward the
-    // output again for the combine's gradient, the output's gradient out,
-    // the dispatched buffer again for the weight gradients and the input's
-    // gradient back. Four, not two: the exchanged copies of the forward are
-    // not kept for the backward, they are exchanged again.
+    // output's gradient out and the input's gradient back (the backward
+    // reads the forward's exchanged copies).
     cost.forwardAllToAll = kForwardAllToAlls * a2a;
     cost.backwardAllToAll = kBackwardAllToAlls * a2a;
   }

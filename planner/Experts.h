@@ -7,25 +7,28 @@
 // three grouped GEMMs (w1, w3: H -> F; w2: F -> H) over the buffer's
 // filled rows (B S k of them, balanced); the combine.
 //
-// Expert parallelism (plan.json's moe.expert_parallel = EP, which the
-// compiler takes only as 1 or mesh.dp, dividing the experts) splits each
-// MoE layer's stacked expert weights over EP ranks of the data axis:
+// Expert parallelism (plan.json's moe.expert_parallel = EP, dividing
+// mesh.dp and the experts) splits each MoE layer's stacked expert weights
+// over EP ranks of the data axis (the minor part of it: ranks tp x cp x
+// pp apart):
 //
 //  - per MoE layer and micro-batch, two all-to-alls forward (the buffer
 //    [B_local, E, C, H] to the experts' ranks, [B_local EP, E/EP, C, H],
-//    and back) and four backward (the compiler exchanges the forward's
-//    buffers again rather than keeping the exchanged copies: see
-//    kBackwardAllToAlls), each sending (EP - 1)/EP of the buffer at
-//    capacity (what the runtime moves, padding included: the bytes do not
-//    depend on the routing); over EP ranks tp x cp x pp apart, so at the
-//    link that group spans. Nothing hides them: the experts wait for
-//    their rows and the combine for the experts;
+//    and back) and two backward (the output's gradient out, the input's
+//    back: the backward reads the forward's exchanged copies), each
+//    sending (EP - 1)/EP of the buffer at capacity (what the runtime
+//    moves, padding included: the bytes do not depend on the routing);
+//    plus a small one of the counts. Nothing hides them: the experts wait
+//    for their rows and the combine for the experts;
 //  - the compute per rank is unchanged on balanced routing: a rank's E/EP
 //    experts get the k choices of EP ranks' tokens for them, B S k rows;
 //  - expert weights, their gradients and AdamW state are an EP-th per
-//    rank; their gradients are complete where they are (every token
-//    routed to an expert came to its rank), so the data-parallel
-//    reduction leaves them out, and ZeRO leaves them (already split).
+//    rank. Every token routed to an expert came to its rank, so its
+//    gradient needs summing only over the ranks that hold the same
+//    experts, dp / EP of them (dp x cp / EP with context parallelism):
+//    the expert-data-parallel group, which also shards them under ZeRO
+//    (Megatron's expert-data-parallel group). At EP = dp it is one rank:
+//    no reduction, state whole.
 //
 // Under tensor parallelism the experts' features split over tp as a dense
 // FFN's (w1 / w3 column-, w2 row-parallel) and the whole buffer stays on
@@ -69,16 +72,14 @@ double activeFfnMatmulParameters(const ModelShape &m);
 
 /// Buffer-sized all-to-alls per MoE layer and micro-batch under expert
 /// parallelism, as partition-compile emits them (its --memory-report
-/// counts 6 per layer, and 2 of the small counts): forward, the dispatched
-/// buffer to the experts and their output back; backward, the output to
-/// the combine's gradient again, the output's gradient to the experts,
-/// the dispatched buffer again to the weight gradients, and the input's
-/// gradient back.
-inline constexpr double kForwardAllToAlls = 2, kBackwardAllToAlls = 4;
+/// counts 4 per layer, and 1 of the small counts): forward, the dispatched
+/// buffer to the experts and their output back; backward, the output's
+/// gradient to the experts and the input's gradient back.
+inline constexpr double kForwardAllToAlls = 2, kBackwardAllToAlls = 2;
 
 /// The expert-parallel degrees the compiler accepts for `dp` data-parallel
-/// ranks: 1, and dp when dp > 1 divides the experts (EP below dp is
-/// refused by passes/plan/PlanChecks.cpp). {1} for a dense model.
+/// ranks: 1 and every degree dividing both dp and the experts. {1} for a
+/// dense model.
 std::vector<int64_t> expertParallelDegrees(const ModelShape &m, int64_t dp);
 
 /// Rows of one micro-batch's expert buffer on one rank: b x E x C (the

@@ -56,13 +56,26 @@ LogicalResult placeTensorParallel(Operation *op, const PartitionMesh &mesh,
 LogicalResult placeWeightsFor(Operation *op, const PartitionMesh &mesh,
                               WeightPlacement &placement) {
   auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
+  // A parameter read through a layout-preserving op (the cast of mixed
+  // precision) comes right before the op that uses it, after every other
+  // operand of that op: decide for that op now, so that the cast already
+  // produces the chosen blocks (with or without tensor axes: a bf16 expert
+  // weight must stay split over the expert axis).
+  if (ruled && isLayoutPreserving(op)) {
+    if (!placement.undecidedState(op->getResult(0)))
+      return success();
+    for (Operation *user = op->getNextNode(); user; user = user->getNextNode())
+      if (llvm::is_contained(user->getOperands(), op->getResult(0)))
+        return placeWeightsFor(user, mesh, placement);
+    return success();
+  }
   // The tensor policy runs only with tensor axes of more than one rank
   // (a plan may have a tp axis of size 1).
   auto tensorPolicy = [&](WeightPlacement &target) {
     return mesh.hasTensor() ? placeTensorParallel(op, mesh, target)
                             : success();
   };
-  if (!ruled || mesh.expertAxis.empty() || isLayoutPreserving(op))
+  if (!ruled || mesh.expertAxis.empty())
     return tensorPolicy(placement);
   ShardingRule rule = ruled.getShardingRule();
   int expert = rule.getExpertFactor();
@@ -109,20 +122,9 @@ namespace {
 LogicalResult placeTensorParallel(Operation *op, const PartitionMesh &mesh,
                                   WeightPlacement &placement) {
   auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
-  if (!ruled)
+  // (Layout-preserving ops are looked through by placeWeightsFor.)
+  if (!ruled || isLayoutPreserving(op))
     return success();
-  // A parameter read through a layout-preserving op (the cast of mixed
-  // precision) comes right before the op that uses it, after every other
-  // operand of that op: decide for that op now, so that the cast already
-  // produces the chosen blocks.
-  if (isLayoutPreserving(op)) {
-    if (!placement.undecidedState(op->getResult(0)))
-      return success();
-    for (Operation *user = op->getNextNode(); user; user = user->getNextNode())
-      if (llvm::is_contained(user->getOperands(), op->getResult(0)))
-        return placeWeightsFor(user, mesh, placement);
-    return success();
-  }
 
   // Only ops that name a weight factor (matrix products and lookups) have
   // a policy; the parameters of the others (norm gains, position tables)

@@ -96,8 +96,10 @@ void printExperts(const ModelShape &m, const Prediction &p,
      << " of " << m.experts << " (ep " << c.ep << ")";
   if (c.ep > 1)
     os << ", each all-to-all " << gib(expertAllToAllBytes(m, c))
-       << " per rank per micro-batch, 6 per MoE layer (2 forward, 4 "
-          "backward)";
+       << " per rank per micro-batch, "
+       << int(kForwardAllToAlls + kBackwardAllToAlls) << " per MoE layer ("
+       << int(kForwardAllToAlls) << " forward, " << int(kBackwardAllToAlls)
+       << " backward)";
   os << "\n";
 }
 

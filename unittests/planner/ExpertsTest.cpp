@@ -128,12 +128,12 @@ TEST(Experts, AllToAllOnTheLinkTheGroupSpans) {
   ModelShape m = mixtral();
   Cluster c = h100();
   // tp 8 x dp 8: the 8 EP ranks are 8 apart, one per node: inter-node,
-  // 50 GB/s and 10 us. 2 all-to-alls forward, 4 backward (as the compiler
+  // 50 GB/s and 10 us. 2 all-to-alls forward, 2 backward (as the compiler
   // emits them), each 7 x (10 us + 33,554,432 B / 50 GB/s) = 4.76762048 ms.
   ExpertLayerCost far = expertLayerCost(m, plan(8, 8, 8), c);
   double step = 7 * (10e-6 + 33554432.0 / 50e9);
   EXPECT_NEAR(far.forwardAllToAll, 2 * step, 1e-12);
-  EXPECT_NEAR(far.backwardAllToAll, 4 * step, 1e-12);
+  EXPECT_NEAR(far.backwardAllToAll, 2 * step, 1e-12);
   // dp 8 x tp 1 in one node: NVLink, 360 GB/s and 5 us:
   // 7 x (5 us + 33,554,432 / 360e9) = 0.68745 ms each.
   ExpertLayerCost near = expertLayerCost(m, plan(8, 1, 8), c);
@@ -167,44 +167,64 @@ TEST(Experts, ExpertStateAnEpThPerRank) {
   EXPECT_DOUBLE_EQ(p1.memory.parameters, 4 * (dense + experts));
   EXPECT_DOUBLE_EQ(p8.memory.parameters, 4 * (dense + experts / 8));
   EXPECT_DOUBLE_EQ(p8.memory.optimizer, 8 * (dense + experts / 8));
-  // ZeRO-1 shards the rest over dp 8 and leaves the experts' moments.
+  // ZeRO-1 shards the rest over dp 8 and leaves the experts' moments:
+  // at ep = dp no other rank holds the same experts.
   eight.zeroStage = 1;
   Prediction z = predict(m, eight, c);
   EXPECT_DOUBLE_EQ(z.memory.optimizer, 8 * (dense / 8 + experts / 8));
+  // ep 4 of dp 8: each expert's state sits on 2 ranks, the
+  // expert-data-parallel group ZeRO shards it over (ZeRO-3: the weights
+  // too).
+  Candidate four = plan(8, 8, 4);
+  four.recompute = "full";
+  four.zeroStage = 3;
+  Prediction z4 = predict(m, four, c);
+  EXPECT_DOUBLE_EQ(z4.memory.optimizer, 8 * (dense / 8 + experts / 4 / 2));
+  EXPECT_DOUBLE_EQ(z4.memory.parameters, 4 * (dense / 8 + experts / 4 / 2));
   // Without EP ZeRO-1 shards every moment, experts' too.
   one.zeroStage = 1;
   EXPECT_DOUBLE_EQ(predict(m, one, c).memory.optimizer,
                    8 * (dense + experts) / 8);
 }
 
-TEST(Experts, GradientReductionLeavesTheExpertsOut) {
+TEST(Experts, ExpertsReducedOverTheirOwnGroup) {
   ModelShape m = mixtral();
   Cluster c = h100();
   c.overlapsCommunication = false; // the whole reduction, exposed
   Candidate one = plan(8, 8, 1), eight = plan(8, 8, 8);
   // dp ranks 8 apart: across nodes. ep 8 reduces the 200,704,000 dense
-  // parameters per rank (fp32); without EP the experts' 5,637,144,576 too.
+  // parameters per rank (fp32), the experts nowhere (one rank holds
+  // each); without EP the experts' 5,637,144,576 too.
   Link inter = groupLink(c, 8, 8);
   EXPECT_NEAR(predict(m, eight, c).breakdown.dataComm,
               allReduceTime(4 * 200704000.0, 8, inter), 1e-9);
   EXPECT_NEAR(predict(m, one, c).breakdown.dataComm,
               allReduceTime(4 * (200704000.0 + 5637144576.0), 8, inter), 1e-9);
-  // The all-to-alls are the expert-parallel term: 32 layers x 6 x
-  // 4.76762048 ms = 915.4 ms per micro-batch; full recomputation replays
-  // the forward's 2: 32 x 8 x 4.76762048 ms = 1220.5 ms.
+  // ep 4 of dp 8: the experts' quarter, 1,409,286,144 per rank, reduced
+  // over their group of 2 ranks, 4 x 8 apart, beside the dense ones.
+  Candidate four = plan(8, 8, 4);
+  EXPECT_NEAR(predict(m, four, c).breakdown.dataComm,
+              allReduceTime(4 * 200704000.0, 8, inter) +
+                  allReduceTime(4 * 5637144576.0 / 4, 2,
+                                groupLink(c, 2, 4 * 8)),
+              1e-9);
+  // The all-to-alls are the expert-parallel term: 32 layers x 4 x
+  // 4.76762048 ms = 610.3 ms per micro-batch; full recomputation replays
+  // the forward's 2: 32 x 6 x 4.76762048 ms = 915.4 ms.
   EXPECT_NEAR(predict(m, eight, c).breakdown.expertComm,
-              32 * 6 * 7 * (10e-6 + 33554432.0 / 50e9), 1e-9);
+              32 * 4 * 7 * (10e-6 + 33554432.0 / 50e9), 1e-9);
   eight.recompute = "full";
   EXPECT_NEAR(predict(m, eight, c).breakdown.expertComm,
-              32 * 8 * 7 * (10e-6 + 33554432.0 / 50e9), 1e-9);
+              32 * 6 * 7 * (10e-6 + 33554432.0 / 50e9), 1e-9);
 }
 
 TEST(Experts, DegreesTheCompilerAccepts) {
   ModelShape m = mixtral();
-  // 1 or dp, dp dividing the 8 experts.
-  EXPECT_EQ(expertParallelDegrees(m, 8), (std::vector<int64_t>{1, 8}));
+  // Every degree dividing dp and the 8 experts.
+  EXPECT_EQ(expertParallelDegrees(m, 8), (std::vector<int64_t>{1, 2, 4, 8}));
   EXPECT_EQ(expertParallelDegrees(m, 2), (std::vector<int64_t>{1, 2}));
-  EXPECT_EQ(expertParallelDegrees(m, 16), (std::vector<int64_t>{1}));
+  EXPECT_EQ(expertParallelDegrees(m, 16), (std::vector<int64_t>{1, 2, 4, 8}));
+  EXPECT_EQ(expertParallelDegrees(m, 12), (std::vector<int64_t>{1, 2, 4}));
   EXPECT_EQ(expertParallelDegrees(m, 1), (std::vector<int64_t>{1}));
   m.experts = 0;
   EXPECT_EQ(expertParallelDegrees(m, 8), (std::vector<int64_t>{1}));
