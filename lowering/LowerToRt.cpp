@@ -11,15 +11,9 @@
 
 #include "lowering/Passes.h"
 
-#include "lowering/FlatBuckets.h"
 #include "lowering/PipelineStages.h"
+#include "lowering/StepLowering.h"
 
-#include "dialects/Dist/DistOps.h"
-#include "dialects/Rt/RtOps.h"
-#include "dialects/Xfmr/XfmrOps.h"
-#include "runtime/program/KernelTable.h"
-
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <functional>
@@ -35,20 +29,8 @@ using namespace partition::xfmr;
 using partition::rt::KernelOp;
 using partition::rt::RtDialect;
 
-namespace partition {
+namespace partition::rtlowering {
 namespace {
-
-using runtime::KernelId;
-
-/// Emits an rt.kernel. The lowering names kernels only by id and takes the
-/// name from the table (runtime/program/Kernels.def), so a typo cannot compile.
-KernelOp createKernel(OpBuilder &builder, Location loc, KernelId kernel,
-                      ValueRange inputs, ValueRange outputs,
-                      ArrayRef<int64_t> ints = {}, ArrayRef<float> floats = {}) {
-  std::string_view name = runtime::kernelName(kernel);
-  return KernelOp::create(builder, loc, StringRef(name.data(), name.size()),
-                          inputs, outputs, ints, floats);
-}
 
 using xfmr::KernelCall;
 
@@ -63,72 +45,7 @@ FailureOr<KernelCall> kernelFor(Operation *op) {
   return op->emitOpError("has no runtime kernel");
 }
 
-bool isStaticTensor(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  return tensor && tensor.hasStaticShape();
-}
-
-MemRefType bufferType(Type tensorType) {
-  auto tensor = cast<RankedTensorType>(tensorType);
-  return MemRefType::get(tensor.getShape(), tensor.getElementType());
-}
-
-/// Lowers one training-step function in place of itself.
-class StepLowering {
-public:
-  explicit StepLowering(func::FuncOp step) : step(step) {}
-
-  LogicalResult run();
-
-private:
-  LogicalResult buildSignature();
-  LogicalResult lowerOp(OpBuilder &builder, Operation *op, unsigned position);
-  LogicalResult lowerAllReduce(OpBuilder &builder, dist::AllReduceOp op);
-  LogicalResult lowerBlockCollective(OpBuilder &builder, Operation *op,
-                                     unsigned position);
-  LogicalResult lowerAllSlice(OpBuilder &builder, dist::AllSliceOp op,
-                              unsigned position);
-  /// dist.send / dist.recv: rt.send of the value's buffer, rt.recv into a
-  /// fresh one.
-  LogicalResult lowerTransfer(OpBuilder &builder, Operation *op,
-                              unsigned position);
-  /// Adds one `axis_index` argument per distinct axes list of the
-  /// dist.axis_index and dist.all_slice ops of the step.
-  void addAxisIndexArguments(SmallVectorImpl<Type> &argTypes,
-                             SmallVectorImpl<DictionaryAttr> &argAttrs);
-  /// The buffer `result` is written to: the state buffer it updates when
-  /// that buffer's old value is dead, else a fresh allocation.
-  Value destinationFor(OpBuilder &builder, Value result, unsigned position,
-                       bool inPlace);
-
-  func::FuncOp step;
-  func::FuncOp lowered;
-  IRMapping buffers;
-  /// Return operand index -> argument of `lowered` that receives it.
-  SmallVector<Value> resultTargets;
-  /// Tensor value returned by the old function -> its target buffer.
-  DenseMap<Value, Value> tiedTargets;
-  /// Last position at which each old argument is read.
-  DenseMap<Value, unsigned> lastUse;
-  /// Old argument tied to each target buffer (for the liveness check).
-  DenseMap<Value, Value> targetToOldArg;
-  /// Tied embeddings: an xfmr.add of an embedding gradient (used only
-  /// there) and another gradient becomes one embedding_grad_add that
-  /// scatters onto the other gradient, saving the zeroed table and the sum
-  /// of two [V, C] tensors. Maps each such add to its embedding_grad.
-  DenseMap<Operation *, EmbeddingGradOp> fusedAdds;
-  llvm::SmallPtrSet<Operation *, 2> fusedEmbeddingGrads;
-  /// Axes joined by "," -> index of the step's argument holding this rank's
-  /// index in that group, then (once the body exists) the argument itself.
-  llvm::StringMap<unsigned> axisIndexArgs;
-  /// ZeRO's flat buckets, planned before the ops are lowered.
-  std::optional<FlatBucketLowering> flatBuckets;
-
-  void findTiedEmbeddingSums(Block &body);
-  LogicalResult lowerTiedEmbeddingSum(OpBuilder &builder, AddOp add,
-                                      EmbeddingGradOp scatter,
-                                      unsigned position);
-};
+} // namespace
 
 void StepLowering::findTiedEmbeddingSums(Block &body) {
   for (auto add : body.getOps<AddOp>())
@@ -302,8 +219,6 @@ LogicalResult StepLowering::buildSignature() {
   return success();
 }
 
-/// `tp`, `dp,tp`: how an axis-index buffer is named (rt.name), in the
-/// listed order, since the first listed axis is the major one.
 std::string joinAxes(ArrayAttr axes) {
   std::string joined;
   for (Attribute axis : axes)
@@ -352,212 +267,6 @@ Value StepLowering::destinationFor(OpBuilder &builder, Value result,
   }
   return memref::AllocOp::create(builder, result.getLoc(),
                                  bufferType(result.getType()));
-}
-
-/// The label of a collective whose dist op has no dist.label.
-constexpr StringLiteral kDefaultCollectiveLabel = "all_reduce";
-
-LogicalResult StepLowering::lowerAllReduce(OpBuilder &builder,
-                                           dist::AllReduceOp op) {
-  Location loc = op.getLoc();
-  SmallVector<Value> bucket;
-  for (Value input : op.getInputs()) {
-    auto type = cast<RankedTensorType>(input.getType());
-    if (!type.getElementType().isF32() && !type.getElementType().isBF16())
-      return op.emitOpError() << "reduces " << type
-                              << ", but the runtime reduces f32 and bf16 "
-                                 "buffers only";
-    // The runtime reduces in place. The input's buffer may take the result
-    // only when nothing reads the input afterwards and the buffer is a
-    // temporary of its own: an argument holds state (or the step's input)
-    // that other code, or the next step, reads, and a view aliases its
-    // source.
-    Value buffer = buffers.lookup(input);
-    bool overwritable = input.hasOneUse() &&
-                        buffer.getDefiningOp<memref::AllocOp>() &&
-                        !llvm::is_contained(bucket, buffer);
-    if (!overwritable) {
-      Value copy = memref::AllocOp::create(builder, input.getLoc(),
-                                           bufferType(type));
-      createKernel(builder, loc, KernelId::Copy, ValueRange{buffer},
-                   ValueRange{copy});
-      buffer = copy;
-    }
-    bucket.push_back(buffer);
-  }
-  auto label = op->getAttrOfType<StringAttr>(dist::DistDialect::kLabelAttrName);
-  rt::AllReduceOp::create(
-      builder, loc, /*token=*/Type(), bucket, op.getMeshAttr(), op.getAxes(), op.getReduceAttr(),
-      builder.getStringAttr(label && !label.getValue().empty()
-                                ? label.getValue()
-                                : StringRef(kDefaultCollectiveLabel)));
-  // A returned result is copied into its target at the return, like any
-  // other value whose buffer is not the target.
-  for (auto [result, buffer] : llvm::zip(op.getResults(), bucket))
-    buffers.map(result, buffer);
-  return success();
-}
-
-/// The size of the group of `axes` of `mesh`, and fails (reporting on
-/// `op`) unless `axes` are listed in the mesh's order when `ordered`: the
-/// runtime ranks a group by mesh coordinates, in the mesh's axis order.
-FailureOr<int64_t> groupOf(Operation *op, FlatSymbolRefAttr meshName,
-                           ArrayAttr axes, bool ordered) {
-  FailureOr<dist::MeshShape> mesh = dist::lookupMeshShape(
-      op, meshName, nullptr, [&] { return op->emitOpError(); });
-  if (failed(mesh))
-    return failure();
-  int64_t group = 1, previous = -1;
-  for (Attribute axis : axes) {
-    int64_t index = mesh->find(cast<StringAttr>(axis).getValue());
-    if (index < 0)
-      return op->emitOpError() << "axis " << axis << " is not an axis of "
-                               << meshName;
-    if (ordered && index < previous)
-      return op->emitOpError()
-             << "runs over axes " << axes << ", which are not in the order "
-             << "of the axes of " << meshName
-             << ": the runtime orders a group by mesh coordinates";
-    previous = index;
-    group *= mesh->sizes[index];
-  }
-  return group;
-}
-
-/// A buffer the runtime can move as whole blocks: `buffer` itself when it
-/// has the identity layout, else a copy (a micro-batch view is strided).
-Value wholeBuffer(OpBuilder &builder, Location loc, Value buffer) {
-  auto type = cast<MemRefType>(buffer.getType());
-  if (type.getLayout().isIdentity())
-    return buffer;
-  Value copy = memref::AllocOp::create(
-      builder, loc, MemRefType::get(type.getShape(), type.getElementType()));
-  createKernel(builder, loc, KernelId::Copy, ValueRange{buffer},
-               ValueRange{copy});
-  return copy;
-}
-
-LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
-                                                 Operation *op,
-                                                 unsigned position) {
-  Location loc = op->getLoc();
-  Value input = op->getOperand(0), result = op->getResult(0);
-  auto type = cast<RankedTensorType>(input.getType());
-  bool shift = isa<dist::RingShiftOp>(op);
-  bool gather = isa<dist::AllGatherOp>(op);
-  auto move = dyn_cast<dist::AllToAllOp>(op);
-  StringRef kind = shift    ? "ring_shift"
-                   : gather ? "all_gather"
-                   : move   ? "all_to_all"
-                            : "reduce_scatter";
-  // A gather, a shift or an all_to_all moves elements (token ids,
-  // positions, expert counts too); a reduction adds floats.
-  Type element = type.getElementType();
-  bool moves = gather || shift || move;
-  bool supported = element.isF32() || element.isBF16() ||
-                   (moves && element.isInteger(32));
-  if (!supported)
-    return op->emitOpError() << "moves " << type << ", but the runtime's "
-                             << kind << " moves "
-                             << (moves ? "f32, bf16 and i32" : "f32 and bf16")
-                             << " buffers only";
-  auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
-  auto axes = op->getAttrOfType<ArrayAttr>("axes");
-  if (failed(groupOf(op, meshName, axes, /*ordered=*/true)))
-    return failure();
-  Value in = wholeBuffer(builder, loc, buffers.lookup(input));
-  Value out = destinationFor(builder, result, position, /*inPlace=*/false);
-  auto label = op->getAttrOfType<StringAttr>(dist::DistDialect::kLabelAttrName);
-  StringAttr labelAttr = builder.getStringAttr(
-      label && !label.getValue().empty() ? label.getValue() : kind);
-  auto dim = op->getAttrOfType<IntegerAttr>("dim");
-  if (shift)
-    rt::RingShiftOp::create(builder, loc, /*token=*/Type(), in, out, meshName,
-                            axes, labelAttr);
-  else if (move)
-    rt::AllToAllOp::create(builder, loc, /*token=*/Type(), in, out, meshName,
-                           axes, move.getSplitDimAttr(),
-                           move.getConcatDimAttr(), labelAttr);
-  else if (gather)
-    rt::AllGatherOp::create(builder, loc, /*token=*/Type(), in, out, meshName, axes, dim,
-                            labelAttr);
-  else
-    rt::ReduceScatterOp::create(
-        builder, loc, /*token=*/Type(), in, out, meshName, axes, dim,
-        cast<dist::ReduceScatterOp>(op).getReduceAttr(), labelAttr);
-  buffers.map(result, out);
-  return success();
-}
-
-LogicalResult StepLowering::lowerAllSlice(OpBuilder &builder,
-                                          dist::AllSliceOp op,
-                                          unsigned position) {
-  auto type = cast<RankedTensorType>(op.getInput().getType());
-  if (!type.getElementType().isF32() && !type.getElementType().isBF16() &&
-      !type.getElementType().isInteger(32))
-    return op.emitOpError() << "slices " << type
-                            << ", but the runtime's slice_block slices f32, "
-                               "bf16 and i32 buffers only";
-  // The first listed axis is major in the index, as in the group order of
-  // dist.all_gather, so any order of axes is fine here.
-  FailureOr<int64_t> blocks =
-      groupOf(op, op.getMeshAttr(), op.getAxes(), /*ordered=*/false);
-  if (failed(blocks))
-    return failure();
-  Value index = lowered.getArgument(axisIndexArgs.lookup(joinAxes(op.getAxes())));
-  if (flatBuckets->slicesPack(op)) {
-    flatBuckets->lowerSlicedPack(builder, buffers, op, index, [&](Value r) {
-      return destinationFor(builder, r, position, false);
-    });
-    return success();
-  }
-  Value out = destinationFor(builder, op.getResult(), position, false);
-  createKernel(builder, op.getLoc(), KernelId::SliceBlock,
-               ValueRange{buffers.lookup(op.getInput()), index},
-               ValueRange{out},
-               ArrayRef<int64_t>{static_cast<int64_t>(op.getDim()), *blocks});
-  buffers.map(op.getResult(), out);
-  return success();
-}
-
-LogicalResult StepLowering::lowerTransfer(OpBuilder &builder, Operation *op,
-                                          unsigned position) {
-  Location loc = op->getLoc();
-  bool send = isa<dist::SendOp>(op);
-  Value value = send ? op->getOperand(0) : op->getResult(0);
-  auto type = cast<RankedTensorType>(value.getType());
-  Type element = type.getElementType();
-  if (!element.isF32() && !element.isBF16() && !element.isInteger(32))
-    return op->emitOpError() << (send ? "sends " : "receives ") << type
-                             << ", but the runtime moves f32, bf16 and i32 "
-                                "buffers only";
-  auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
-  auto axes = op->getAttrOfType<ArrayAttr>("peer_axes");
-  auto coords = op->getAttrOfType<DenseI64ArrayAttr>("peer_coords");
-  if (axes.size() != 1)
-    return op->emitOpError()
-           << "names its peer by " << axes.size()
-           << " coordinates, but the runtime moves data between pipeline "
-              "stages only: give the peer's coordinate on the pipeline axis "
-              "alone";
-  // Without a label, the peer names the transfer (both sides alike: "pp").
-  auto label = op->getAttrOfType<StringAttr>("label");
-  std::string text =
-      label && !label.getValue().empty()
-          ? label.getValue().str()
-          : (send ? "send to " : "recv from ") +
-                cast<StringAttr>(axes[0]).getValue().str() + "=" +
-                std::to_string(coords[0]);
-  StringAttr labelAttr = builder.getStringAttr(text);
-  if (send) {
-    Value in = wholeBuffer(builder, loc, buffers.lookup(value));
-    rt::SendOp::create(builder, loc, in, meshName, axes, coords, labelAttr);
-    return success();
-  }
-  Value out = destinationFor(builder, value, position, /*inPlace=*/false);
-  rt::RecvOp::create(builder, loc, out, meshName, axes, coords, labelAttr);
-  buffers.map(value, out);
-  return success();
 }
 
 LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
@@ -688,6 +397,11 @@ LogicalResult StepLowering::run() {
   return success();
 }
 
+} // namespace partition::rtlowering
+
+namespace partition {
+namespace {
+
 struct LowerToRtPass : impl::LowerToRtPassBase<LowerToRtPass> {
   void runOnOperation() override {
     SmallVector<func::FuncOp> steps;
@@ -701,7 +415,7 @@ struct LowerToRtPass : impl::LowerToRtPassBase<LowerToRtPass> {
       return signalPassFailure();
     }
     for (func::FuncOp step : steps)
-      if (failed(StepLowering(step).run()))
+      if (failed(rtlowering::StepLowering(step).run()))
         return signalPassFailure();
   }
 };
