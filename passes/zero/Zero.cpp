@@ -336,6 +336,10 @@ LogicalResult StepSharder::shardParameters() {
     if (!step.getArgAttr(index, XfmrDialect::kParamAttrName) ||
         splitOverGroup(arg))
       continue;
+    // State that AdamW does not train (an aux-free routing bias, moved
+    // whole by its own update) stays whole: it has no chunk to update.
+    if (step.getArgAttr(index, XfmrDialect::kRoutingBiasAttrName))
+      continue;
     auto layer = step.getArgAttrOfType<IntegerAttr>(
         index, XfmrDialect::kLayerAttrName);
     layers[layer ? layer.getInt() : ungrouped--].push_back(arg);
