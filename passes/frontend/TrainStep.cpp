@@ -2,8 +2,9 @@
 //
 // Builds @train_step from the forward function: per micro-batch a clone of
 // the forward pass followed by its reverse-mode derivative, then one AdamW
-// update per parameter. The derivative is generic: each op emits its own
-// backward through AutodiffOpInterface.
+// update per trained parameter and one xfmr.moe_bias_update per routing bias
+// (xfmr.routing_bias: state, not trained). The derivative is generic: each op
+// emits its own backward through AutodiffOpInterface.
 //
 //===----------------------------------------------------------------------===//
 
@@ -307,6 +308,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   /// With AdamW:  (params, moment1, moment2, step, lr, tokens, targets)
   ///              -> (loss, params', moment1', moment2', step + 1)
   /// Without:     (params, tokens, targets) -> (loss, gradients)
+  /// The moments and gradients are the trained parameters' (not the
+  /// routing biases').
   TrainStepLayout declareTrainStep(OpBuilder &builder, func::FuncOp forward,
                                    const ForwardSignature &signature) {
     Location loc = forward.getLoc();
@@ -403,8 +406,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
         step.setArgAttr(index, kShardingAttrName, sharding);
     for (auto [index, slot] : llvm::enumerate(resultSlots))
       step.setResultAttr(index, slot.attr, slot.value);
-    return {step,   numParams,   trained,
-            routingBiases, momentTypes, microBatch};
+    return {step, numParams, trained, routingBiases, momentTypes, microBatch};
   }
 
   /// The forward and backward passes of every micro-batch of the step,

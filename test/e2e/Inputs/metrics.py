@@ -174,6 +174,7 @@ def router_loss(args):
 
 def same_biases(args):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
     from equivalence import read_safetensors
 
     def biases(directory):
