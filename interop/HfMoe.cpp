@@ -120,6 +120,9 @@ std::string moeExportProblem(const ModelConfig &c) {
           " (Mixtral's is softmax, top-k, renormalised)";
   else if (c.zLossCoef != 0.0)
     why = "a router z-loss (coefficient " + show(c.zLossCoef) + ")";
+  else if (c.loadBalance == "aux-free")
+    why = "aux-free load balancing (DeepSeek-V3's routing bias; Mixtral "
+          "has none)";
   if (why.empty())
     return "";
   return "the model's mixture of experts has " + why +
@@ -139,6 +142,8 @@ void moeToJson(const ModelConfig &c, json &model) {
   model["load_balance"] = c.loadBalance;
   model["aux_loss_coef"] = c.auxLossCoef;
   model["z_loss_coef"] = c.zLossCoef;
+  if (c.loadBalance == "aux-free")
+    model["bias_update_rate"] = c.biasUpdateRate;
 }
 
 void moeFromJson(Fields &f, ModelConfig &c) {
@@ -157,6 +162,7 @@ void moeFromJson(Fields &f, ModelConfig &c) {
   c.loadBalance = f.string("load_balance", "aux-loss");
   c.auxLossCoef = f.number("aux_loss_coef", 0.01);
   c.zLossCoef = f.number("z_loss_coef", 0.0);
+  c.biasUpdateRate = f.number("bias_update_rate", 0.001);
 }
 
 } // namespace partition::interop

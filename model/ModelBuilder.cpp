@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
 
@@ -42,6 +43,9 @@ public:
       if (paramLayers[index] >= 0)
         function.setArgAttr(index, xfmr::XfmrDialect::kLayerAttrName,
                             builder.getI64IntegerAttr(paramLayers[index]));
+      if (routingBiases.contains(index))
+        function.setArgAttr(index, xfmr::XfmrDialect::kRoutingBiasAttrName,
+                            builder.getF32FloatAttr(config.biasUpdateRate));
     }
     unsigned numParams = paramNames.size();
     function.setArgAttr(numParams, xfmr::XfmrDialect::kInputAttrName,
@@ -167,6 +171,12 @@ private:
                                           Value());
     StringAttr scoring = builder.getStringAttr(
         config.router == "softmax-topk" ? "softmax_topk" : config.router);
+    // DeepSeek-V3's routing bias: state, not trained (xfmr.routing_bias).
+    Value bias;
+    if (config.loadBalance == "aux-free") {
+      routingBiases.insert(paramNames.size());
+      bias = param(name + ".router.expert_bias", {E});
+    }
     Type i32 = builder.getI32Type();
     auto choices = [&](Type element) {
       return RankedTensorType::get({B, S, K}, element);
@@ -175,7 +185,7 @@ private:
         builder, named(name + ".route"),
         TypeRange{choices(f32), choices(i32), choices(i32),
                   RankedTensorType::get({B, E}, i32)},
-        logits, /*bias=*/Value(), builder.getI64IntegerAttr(K),
+        logits, bias, builder.getI64IntegerAttr(K),
         builder.getI64IntegerAttr(C), scoring);
     Value xe = xfmr::MoeDispatchOp::create(
         builder, named(name + ".dispatch"), tensor({B, E, C, H}), input,
@@ -202,12 +212,12 @@ private:
     if (config.sharedExperts > 0)
       y = add(y, swigluBlock(name + ".shared_experts", input,
                              config.sharedExperts * Fe));
-    if (config.loadBalance == "aux-loss" &&
-        (config.auxLossCoef > 0 || config.zLossCoef > 0))
+    // aux-free balances by the bias alone; its router may keep a z-loss.
+    double auxCoef = config.loadBalance == "aux-loss" ? config.auxLossCoef : 0;
+    if (config.loadBalance != "none" && (auxCoef > 0 || config.zLossCoef > 0))
       auxLosses.push_back(xfmr::MoeAuxLossOp::create(
           builder, named(name + ".aux_loss"), RankedTensorType::get({}, f32),
-          logits, route.getExperts(),
-          builder.getF32FloatAttr(config.auxLossCoef),
+          logits, route.getExperts(), builder.getF32FloatAttr(auxCoef),
           builder.getF32FloatAttr(config.zLossCoef), scoring));
     return y;
   }
@@ -366,6 +376,9 @@ private:
           "aux_loss_coef", builder.getF64FloatAttr(config.auxLossCoef)));
       fields.push_back(builder.getNamedAttr(
           "z_loss_coef", builder.getF64FloatAttr(config.zLossCoef)));
+      if (config.loadBalance == "aux-free")
+        fields.push_back(builder.getNamedAttr(
+            "bias_update_rate", builder.getF64FloatAttr(config.biasUpdateRate)));
     }
     return builder.getDictionaryAttr(fields);
   }
@@ -379,6 +392,8 @@ private:
   SmallVector<std::string> paramNames;
   /// Per parameter: its transformer layer, -1 outside the layers.
   SmallVector<int64_t> paramLayers;
+  /// The parameters that are routing biases (their indices).
+  llvm::DenseSet<unsigned> routingBiases;
   /// The layer being built, -1 outside the layers.
   int64_t currentLayer = -1;
   /// The load-balancing loss of each MoE layer built so far.

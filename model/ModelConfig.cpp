@@ -305,9 +305,9 @@ void validateExperts(const ModelConfig &c, std::vector<std::string> &problems) {
       c.loadBalance != "none")
     problems.push_back("load balance '" + c.loadBalance +
                        "' is not one of aux-loss, aux-free, none");
-  if (c.loadBalance == "aux-free")
-    problems.push_back("load balance aux-free (DeepSeek-V3's bias) is not "
-                       "implemented yet: use aux-loss or none");
+  if (!(c.biasUpdateRate >= 0.0) || !std::isfinite(c.biasUpdateRate))
+    problems.push_back(field("bias-update-rate", c.biasUpdateRate) +
+                       " must be finite and not negative");
   if (!(c.auxLossCoef >= 0.0) || !std::isfinite(c.auxLossCoef))
     problems.push_back(field("aux-loss-coef", c.auxLossCoef) +
                        " must be finite and not negative");

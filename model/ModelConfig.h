@@ -109,6 +109,9 @@ struct ModelConfig {
   std::string loadBalance = "aux-loss";
   double auxLossCoef = 0.01;
   double zLossCoef = 0.0;
+  /// "aux-free": DeepSeek-V3's bias update speed (gamma): each step every
+  /// expert's routing bias moves by this much against its load error.
+  double biasUpdateRate = 0.001;
 
   static constexpr double kDefaultNormEpsilon = 1e-5;
   static constexpr double kDefaultRopeTheta = 10000.0;

@@ -10,7 +10,11 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
   let description = [{
     Replaces the module's forward function (the one whose arguments carry
     `xfmr.param`) by `@train_step`: reverse-mode automatic differentiation of
-    the loss followed by an AdamW update of every parameter.
+    the loss followed by an AdamW update of every parameter. A parameter
+    marked `xfmr.routing_bias = <rate>` (DeepSeek-V3's aux-free balancing)
+    is state, not trained: no gradient, no moments; after the last
+    micro-batch it is updated once by `xfmr.moe_bias_update` from the sum
+    of the `xfmr.moe_expert_load` of every `xfmr.moe_route` that takes it.
 
     Autodiff is generic: each op builds its own backward through the
     `AutodiffOpInterface`; values that do not depend on a parameter get no

@@ -5,6 +5,8 @@
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace partition::xfmr;
 
@@ -40,6 +42,22 @@ LogicalResult verifyValueAttribute(Operation *op, Site site, unsigned index,
       return op->emitError() << "'" << name << "' on argument #" << index
                              << " must be a non-negative integer, but is "
                              << attr.getValue();
+    return success();
+  }
+  if (site == Site::Argument && name == XfmrDialect::kRoutingBiasAttrName) {
+    auto rate = dyn_cast<FloatAttr>(attr.getValue());
+    if (!rate || !(rate.getValueAsDouble() >= 0.0) ||
+        !std::isfinite(rate.getValueAsDouble()))
+      return op->emitError() << "'" << name << "' on argument #" << index
+                             << " must be a finite, non-negative float (the "
+                                "update rate), but is "
+                             << attr.getValue();
+    auto tensor = dyn_cast_if_present<RankedTensorType>(type);
+    if (!tensor || tensor.getRank() != 1 || !tensor.getElementType().isF32())
+      return op->emitError() << "'" << name << "' on argument #" << index
+                             << " needs an [experts] f32 tensor, but the "
+                                "argument is "
+                             << type;
     return success();
   }
   // Set by --xfmr-explicit-positions: the caller feeds this input's

@@ -291,5 +291,11 @@ FailureOr<KernelCall> MoeAuxLossGradOp::getKernelCall() {
                     {scoringCode(getScoring())},
                     {f32(getAuxCoef()), f32(getZCoef())}};
 }
+FailureOr<KernelCall> MoeExpertLoadOp::getKernelCall() {
+  return KernelCall{KernelId::MoeExpertLoad};
+}
+FailureOr<KernelCall> MoeBiasUpdateOp::getKernelCall() {
+  return KernelCall{KernelId::MoeBiasUpdate, {}, {f32(getRate())}};
+}
 
 } // namespace partition::xfmr

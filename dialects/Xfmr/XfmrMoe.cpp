@@ -306,3 +306,25 @@ LogicalResult MoeAuxLossGradOp::verify() {
   return expectSameType(*this, "result", getResult(), "the logits",
                         getLogits());
 }
+
+LogicalResult MoeExpertLoadOp::verify() {
+  if (failed(verifyStaticShapes(*this)) ||
+      failed(expectRank(*this, "counts", getCounts(), 2, "[batch, experts]")))
+    return failure();
+  return expectType(*this, "result", getResult().getType(),
+                    {tensorType(getCounts()).getDimSize(1)},
+                    Float32Type::get(getContext()),
+                    "[E], the counts' experts");
+}
+
+LogicalResult MoeBiasUpdateOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  float rate = getRate().convertToFloat();
+  if (!(rate >= 0.0f) || !std::isfinite(rate))
+    return emitOpError() << "rate must be finite and not negative, got "
+                         << rate;
+  if (failed(expectSameType(*this, "load", getLoad(), "the bias", getBias())))
+    return failure();
+  return expectSameType(*this, "result", getResult(), "the bias", getBias());
+}

@@ -320,4 +320,59 @@ def Xfmr_MoeAuxLossGradOp : Xfmr_BackwardOp<"moe_aux_loss_grad"> {
   let results = (outs Xfmr_FloatTensor:$result);
 }
 
+// DeepSeek-V3's auxiliary-loss-free balancing (docs/moe.md): the step sums
+// each expert's routed tokens over its micro-batches (moe_expert_load, whose
+// batch sum the partitioner completes over the data and expert ranks like any
+// reduction) and moves the routing bias against the load error once
+// (moe_bias_update). Neither is differentiated: the bias is state, not a
+// trained parameter.
+
+def Xfmr_MoeExpertLoadOp : Xfmr_Op<"moe_expert_load"> {
+  let summary = "tokens routed to each expert, summed over the batch";
+  let description = [{
+    `result[e] = sum over b of counts[b, e]`, as f32: the load of each
+    expert over the token groups of `counts` (the per-group counts of
+    `xfmr.moe_route`). A sum over the batch, so a batch split over ranks
+    leaves partial loads that the partitioner sums over those ranks; the
+    counts are integers, so the sum is exact in f32 (below 2^24 tokens) and
+    every split gives the same load.
+
+    Example:
+    ```mlir
+    %load = xfmr.moe_expert_load %counts : (tensor<4x8xi32>) -> tensor<8xf32>
+    ```
+
+    Constraints:
+    - `counts` is [B, E] of i32; the result is [E] of f32.
+  }];
+  let arguments = (ins Xfmr_IndexTensor:$counts);
+  let results = (outs 1DTensorOf<[F32]>:$result);
+}
+
+def Xfmr_MoeBiasUpdateOp : Xfmr_Op<"moe_bias_update"> {
+  let summary = "one step of DeepSeek-V3's routing-bias update";
+  let description = [{
+    `result[i] = bias[i] + rate * sign(mean(load) - load[i])`: an expert
+    that took fewer tokens than the mean gets a larger bias (it is chosen
+    more often by `xfmr.moe_route`), one that took more a smaller one, one
+    at the mean keeps its bias (sign(0) = 0). `load` is the tokens routed to
+    each expert over the whole step (`xfmr.moe_expert_load`, summed over
+    micro-batches); `rate` is DeepSeek-V3's bias update speed (gamma). The
+    mean couples the experts, so the experts' dimension is not split.
+
+    Example:
+    ```mlir
+    %new = xfmr.moe_bias_update %bias, %load {rate = 1.0e-03 : f32}
+        : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    ```
+
+    Constraints:
+    - `bias`, `load` and the result are [E] of f32;
+    - `rate` is finite and not negative.
+  }];
+  let arguments = (ins 1DTensorOf<[F32]>:$bias, 1DTensorOf<[F32]>:$load,
+                       F32Attr:$rate);
+  let results = (outs 1DTensorOf<[F32]>:$result);
+}
+
 #endif // PARTITION_XFMR_MOE_OPS

@@ -217,3 +217,27 @@ ShardingRule MoeAuxLossGradOp::getShardingRule() {
   rule.setMean({f.b}, {/*isResult=*/false, 0});
   return rule;
 }
+
+// counts [b, e] -> load [e], summed over b: a batch split over the data and
+// expert ranks leaves each rank a part of the load, which the partitioner
+// completes by an all_reduce before the load is used (the global load that
+// DeepSeek-V3's bias update needs, the same on every plan).
+ShardingRule MoeExpertLoadOp::getShardingRule() {
+  ShardingRule rule;
+  int b = rule.addFactor(dimOf(getCounts(), 0));
+  int e = rule.addFactor(dimOf(getCounts(), 1), /*opaque=*/true);
+  rule.addOperand({b, e});
+  rule.addResult({e});
+  return rule;
+}
+
+// (bias [e], load [e]) -> [e]; the load's mean couples the experts, so e
+// stays whole.
+ShardingRule MoeBiasUpdateOp::getShardingRule() {
+  ShardingRule rule;
+  int e = rule.addFactor(dimOf(getBias(), 0), /*opaque=*/true);
+  rule.addOperand({e});
+  rule.addOperand({e});
+  rule.addResult({e});
+  return rule;
+}

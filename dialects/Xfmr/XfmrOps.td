@@ -87,6 +87,13 @@ def Xfmr_Dialect : Dialect {
     /// head). partition-gen writes it, so that no pass reads the layer from
     /// a parameter's name.
     static constexpr ::llvm::StringLiteral kLayerAttrName = "xfmr.layer";
+    /// On a parameter argument: its update rate. The parameter is a routing
+    /// bias (DeepSeek-V3's auxiliary-loss-free balancing): model state that
+    /// the step does not train (no gradient, no moments, no decay) but
+    /// moves once per step by xfmr.moe_bias_update at this rate, from the
+    /// load of the routes that take it (docs/design.md, "State").
+    static constexpr ::llvm::StringLiteral kRoutingBiasAttrName =
+        "xfmr.routing_bias";
     /// On an argument: "tokens", "targets", "step" or "lr".
     static constexpr ::llvm::StringLiteral kInputAttrName = "xfmr.input";
     /// On a tokens or targets argument: the number of chunks of the

@@ -65,6 +65,11 @@ struct MixedPrecisionPass
     for (BlockArgument arg : forward.getArguments()) {
       if (!forward.getArgAttr(arg.getArgNumber(), XfmrDialect::kParamAttrName))
         continue;
+      // A routing bias stays f32: it only shifts the selection, and the
+      // step adds rate-sized steps to it that bf16 would round away.
+      if (forward.getArgAttr(arg.getArgNumber(),
+                             XfmrDialect::kRoutingBiasAttrName))
+        continue;
       Type castType = computeType(arg.getType());
       if (castType == arg.getType())
         continue;

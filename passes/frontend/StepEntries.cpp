@@ -35,6 +35,9 @@ void markEvaluationEntry(OpBuilder &builder, func::FuncOp forward,
                      forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
     if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
       entry.setArgAttr(index, XfmrDialect::kLayerAttrName, layer);
+    if (Attribute rate =
+            forward.getArgAttr(arg, XfmrDialect::kRoutingBiasAttrName))
+      entry.setArgAttr(index, XfmrDialect::kRoutingBiasAttrName, rate);
     if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
       entry.setArgAttr(index, kShardingAttrName, sharding);
   }

@@ -2,8 +2,9 @@
 //
 // Builds @train_step from the forward function: per micro-batch a clone of
 // the forward pass followed by its reverse-mode derivative, then one AdamW
-// update per parameter. The derivative is generic: each op emits its own
-// backward through AutodiffOpInterface.
+// update per trained parameter and one xfmr.moe_bias_update per routing bias
+// (xfmr.routing_bias: state, not trained). The derivative is generic: each op
+// emits its own backward through AutodiffOpInterface.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace partition {
 #define GEN_PASS_DEF_TRAINSTEPPASS
@@ -178,9 +180,17 @@ private:
 struct TrainStepLayout {
   func::FuncOp step;
   size_t numParams;
+  /// The indices (among the parameters) of the trained ones, which have
+  /// moments, and the routing biases' rates (by index), which do not.
+  SmallVector<size_t> trained;
+  llvm::DenseMap<size_t, FloatAttr> routingBiases;
   SmallVector<RankedTensorType> momentTypes;
   int64_t microBatch;
 };
+
+/// Each routing bias's (parameter index) moe_route counts, one per
+/// micro-batch: the load its update needs.
+using RoutedCounts = llvm::MapVector<size_t, SmallVector<Value>>;
 
 struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   using Base::Base;
@@ -274,9 +284,10 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
 
     // --- Forward and backward of each micro-batch. ------------------------
     SmallVector<Value> grads;
+    RoutedCounts routed;
     FailureOr<Value> meanLoss =
-        forwardAndBackward(builder, forward, *signature, params, tokens,
-                           targets, layout.microBatch, grads);
+        forwardAndBackward(builder, forward, *signature, layout, params,
+                           tokens, targets, grads, routed);
     if (failed(meanLoss))
       return failure();
     SmallVector<Value> results{*meanLoss};
@@ -287,8 +298,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     }
 
     // --- AdamW. ------------------------------------------------------------
-    appendAdamW(builder, loc, stepArgs, numParams, grads, layout.momentTypes,
-                results);
+    appendAdamW(builder, loc, stepArgs, layout, grads, routed, results);
     func::ReturnOp::create(builder, loc, results);
     return success();
   }
@@ -298,6 +308,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   /// With AdamW:  (params, moment1, moment2, step, lr, tokens, targets)
   ///              -> (loss, params', moment1', moment2', step + 1)
   /// Without:     (params, tokens, targets) -> (loss, gradients)
+  /// The moments and gradients are the trained parameters' (not the
+  /// routing biases').
   TrainStepLayout declareTrainStep(OpBuilder &builder, func::FuncOp forward,
                                    const ForwardSignature &signature) {
     Location loc = forward.getLoc();
@@ -312,28 +324,39 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
 
     SmallVector<Slot> argSlots, resultSlots;
     SmallVector<RankedTensorType> momentTypes;
+    SmallVector<size_t> trained;
+    llvm::DenseMap<size_t, FloatAttr> routingBiases;
     auto role = [&](StringRef value) { return builder.getStringAttr(value); };
-    for (unsigned arg : signature.paramArgs) {
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
       auto type = cast<RankedTensorType>(forward.getArgumentTypes()[arg]);
-      momentTypes.push_back(RankedTensorType::get(type.getShape(), f32));
       argSlots.push_back({type, XfmrDialect::kParamAttrName,
                           forward.getArgAttrOfType<StringAttr>(
                               arg, XfmrDialect::kParamAttrName)});
+      // A routing bias is state the step moves by its own rule: it has no
+      // gradient and no moments.
+      if (auto rate = forward.getArgAttrOfType<FloatAttr>(
+              arg, XfmrDialect::kRoutingBiasAttrName)) {
+        routingBiases[index] = rate;
+        continue;
+      }
+      trained.push_back(index);
+      momentTypes.push_back(RankedTensorType::get(type.getShape(), f32));
     }
-    size_t numParams = argSlots.size();
+    size_t numParams = argSlots.size(), numTrained = trained.size();
     resultSlots.push_back({scalarF32, XfmrDialect::kOutputAttrName, role("loss")});
     if (withOptimizer) {
       for (StringRef attr :
            {XfmrDialect::kMoment1AttrName, XfmrDialect::kMoment2AttrName})
-        for (size_t i = 0; i < numParams; ++i)
-          argSlots.push_back({momentTypes[i], attr, argSlots[i].value});
+        for (size_t i = 0; i < numTrained; ++i)
+          argSlots.push_back({momentTypes[i], attr, argSlots[trained[i]].value});
       argSlots.push_back({scalarI32, XfmrDialect::kInputAttrName, role("step")});
       argSlots.push_back({scalarF32, XfmrDialect::kInputAttrName, role("lr")});
       // The state comes back updated, in the order it came in.
-      resultSlots.append(argSlots.begin(), argSlots.begin() + 3 * numParams);
+      resultSlots.append(argSlots.begin(),
+                         argSlots.begin() + numParams + 2 * numTrained);
       resultSlots.push_back({scalarI32, XfmrDialect::kOutputAttrName, role("step")});
     } else {
-      for (size_t i = 0; i < numParams; ++i)
+      for (size_t i : trained)
         resultSlots.push_back({argSlots[i].type, XfmrDialect::kGradientAttrName,
                                argSlots[i].value});
     }
@@ -353,12 +376,22 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     step->setAttr(XfmrDialect::kTrainStepAttrName, hyperParameters(builder));
     for (auto [index, slot] : llvm::enumerate(argSlots))
       step.setArgAttr(index, slot.attr, slot.value);
-    // A parameter's layer goes with it and with its moments.
-    for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
+    // A parameter's layer goes with it and with its moments; a routing
+    // bias stays marked (ZeRO leaves it whole).
+    for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
       if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
-        for (size_t copy = 0; copy < (withOptimizer ? 3u : 1u); ++copy)
-          step.setArgAttr(index + copy * numParams, XfmrDialect::kLayerAttrName,
-                          layer);
+        step.setArgAttr(index, XfmrDialect::kLayerAttrName, layer);
+      if (Attribute rate =
+              forward.getArgAttr(arg, XfmrDialect::kRoutingBiasAttrName))
+        step.setArgAttr(index, XfmrDialect::kRoutingBiasAttrName, rate);
+    }
+    if (withOptimizer)
+      for (auto [moment, index] : llvm::enumerate(trained))
+        if (Attribute layer = forward.getArgAttr(signature.paramArgs[index],
+                                                 XfmrDialect::kLayerAttrName))
+          for (size_t copy = 0; copy < 2; ++copy)
+            step.setArgAttr(numParams + copy * numTrained + moment,
+                            XfmrDialect::kLayerAttrName, layer);
     // Sharding annotations on the weights travel with them (the moments
     // follow their parameter when the step is partitioned).
     for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
@@ -373,22 +406,26 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
         step.setArgAttr(index, kShardingAttrName, sharding);
     for (auto [index, slot] : llvm::enumerate(resultSlots))
       step.setResultAttr(index, slot.attr, slot.value);
-    return {step, numParams, momentTypes, microBatch};
+    return {step, numParams, trained, routingBiases, momentTypes, microBatch};
   }
 
   /// The forward and backward passes of every micro-batch of the step,
-  /// built at `builder`'s insertion point: returns the mean loss and sets
-  /// `grads` to each parameter's gradient (of that mean).
+  /// built at `builder`'s insertion point: returns the mean loss, sets
+  /// `grads` to each trained parameter's gradient (of that mean) and
+  /// `routed` to the counts of the routes that take each routing bias.
   FailureOr<Value> forwardAndBackward(OpBuilder &builder, func::FuncOp forward,
                                       const ForwardSignature &signature,
+                                      const TrainStepLayout &layout,
                                       ValueRange params, Value tokens,
-                                      Value targets, int64_t microBatch,
-                                      SmallVectorImpl<Value> &grads) {
+                                      Value targets,
+                                      SmallVectorImpl<Value> &grads,
+                                      RoutedCounts &routed) {
     Location loc = forward.getLoc();
+    int64_t microBatch = layout.microBatch;
     auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
     ReverseModeDifferentiator differentiator(builder);
-    for (Value param : params)
-      differentiator.markActive(param);
+    for (size_t index : layout.trained)
+      differentiator.markActive(params[index]);
     // d(mean of k losses)/d(loss_i) = 1/k: seeding with it averages the
     // accumulated gradients without a separate scaling pass.
     double inverseCount = 1.0 / static_cast<double>(microbatches);
@@ -408,8 +445,14 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
 
       SmallVector<Operation *> cloned;
       Block &forwardBody = forward.getBody().front();
-      for (Operation &op : forwardBody.without_terminator())
+      for (Operation &op : forwardBody.without_terminator()) {
         cloned.push_back(builder.clone(op, mapping));
+        if (auto route = dyn_cast<MoeRouteOp>(cloned.back()))
+          if (Value bias = route.getBias())
+            for (auto [index, rate] : layout.routingBiases)
+              if (bias == params[index])
+                routed[index].push_back(route.getCounts());
+      }
       Value loss = mapping.lookupOrDefault(
           forwardBody.getTerminator()->getOperand(0));
       differentiator.propagateActivity(cloned);
@@ -427,7 +470,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     if (microbatches > 1)
       meanLoss = ScaleOp::create(builder, loc, scalarF32, meanLoss,
                                  builder.getF32FloatAttr(inverseCount));
-    for (Value param : params) {
+    for (size_t index : layout.trained) {
+      Value param = params[index];
       Value grad = differentiator.gradient(param);
       if (!grad) // The loss does not depend on it: its gradient is zero.
         grad = arith::ConstantOp::create(
@@ -437,37 +481,60 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     return meanLoss;
   }
 
-  /// One AdamW update per parameter, appending the new parameters, moments
-  /// and step counter to `results`.
+  /// One AdamW update per trained parameter and one bias update per routing
+  /// bias, appending the new parameters, moments and step counter to
+  /// `results`.
   void appendAdamW(OpBuilder &builder, Location loc, ValueRange stepArgs,
-                   size_t numParams, ArrayRef<Value> grads,
-                   ArrayRef<RankedTensorType> momentTypes,
+                   const TrainStepLayout &layout, ArrayRef<Value> grads,
+                   const RoutedCounts &routed,
                    SmallVectorImpl<Value> &results) {
     auto scalarI32 = RankedTensorType::get({}, builder.getI32Type());
+    size_t numParams = layout.numParams, numTrained = layout.trained.size();
     ValueRange params = stepArgs.take_front(numParams);
-    ValueRange moment1 = stepArgs.slice(numParams, numParams);
-    ValueRange moment2 = stepArgs.slice(2 * numParams, numParams);
-    Value stepCount = stepArgs[3 * numParams];
-    Value lr = stepArgs[3 * numParams + 1];
+    ValueRange moment1 = stepArgs.slice(numParams, numTrained);
+    ValueRange moment2 = stepArgs.slice(numParams + numTrained, numTrained);
+    Value stepCount = stepArgs[numParams + 2 * numTrained];
+    Value lr = stepArgs[numParams + 2 * numTrained + 1];
     Value one = arith::ConstantOp::create(
         builder, loc, DenseElementsAttr::get(scalarI32, builder.getI32IntegerAttr(1)
                                                            .getValue()));
     Value nextStep = arith::AddIOp::create(builder, loc, stepCount, one);
-    SmallVector<Value> newParams, newMoment1, newMoment2;
-    for (size_t i = 0; i < numParams; ++i) {
-      Value param = params[i];
+    SmallVector<Value> newParams(params.begin(), params.end());
+    SmallVector<Value> newMoment1, newMoment2;
+    for (auto [i, index] : llvm::enumerate(layout.trained)) {
+      Value param = params[index];
       auto paramType = cast<RankedTensorType>(param.getType());
+      const RankedTensorType &momentType = layout.momentTypes[i];
       // Decay matrices only, as Megatron-LM and nanoGPT do: decaying norm
       // gains and biases towards zero hurts and saves nothing.
       double decay = paramType.getRank() >= 2 ? weightDecay.getValue() : 0.0;
       auto update = AdamWOp::create(
-          builder, param.getLoc(), paramType, momentTypes[i], momentTypes[i],
-          param, grads[i], moment1[i], moment2[i], nextStep, lr,
+          builder, param.getLoc(), paramType, momentType, momentType, param,
+          grads[i], moment1[i], moment2[i], nextStep, lr,
           builder.getF32FloatAttr(beta1), builder.getF32FloatAttr(beta2),
           builder.getF32FloatAttr(epsilon), builder.getF32FloatAttr(decay));
-      newParams.push_back(update.getNewParam());
+      newParams[index] = update.getNewParam();
       newMoment1.push_back(update.getNewMoment1());
       newMoment2.push_back(update.getNewMoment2());
+    }
+    // DeepSeek-V3's bias update, after every micro-batch: the load is the
+    // step's (each micro-batch's summed), so the bias moves once per step
+    // whatever the micro-batching. A bias no route takes keeps its value.
+    for (auto [index, counts] : routed) {
+      Value bias = params[index];
+      auto biasType = cast<RankedTensorType>(bias.getType());
+      Value load;
+      for (Value micro : counts) {
+        Value part =
+            MoeExpertLoadOp::create(builder, bias.getLoc(), biasType, micro);
+        load = load ? AddOp::create(builder, bias.getLoc(), biasType, load,
+                                    part)
+                          .getResult()
+                    : part;
+      }
+      newParams[index] = MoeBiasUpdateOp::create(
+          builder, bias.getLoc(), biasType, bias, load,
+          layout.routingBiases.lookup(index));
     }
 
     results.append(newParams);

@@ -7,7 +7,9 @@
 // it is computed, so that communication can overlap the rest of the
 // backward pass. A bucket closes when full, and before a gradient it cannot
 // wait for (one computed after another member is first needed). The loss
-// is reduced on its own ("loss"): it is needed for reporting only.
+// is reduced on its own ("loss"): it is needed for reporting only; so is
+// the expert load of aux-free balancing ("expert load"), which only the
+// routing bias's update reads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,7 @@
 #include "dialects/CheckedSize.h"
 
 #include "dialects/Xfmr/XfmrDialect.h"
+#include "dialects/Xfmr/XfmrOps.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -62,21 +65,25 @@ LogicalResult bucketStep(func::FuncOp step, int64_t bucketBytes) {
     return first;
   };
   Operation *terminator = body.getTerminator();
-  auto isLoss = [&](dist::AllReduceOp reduce) {
-    for (OpOperand &use : reduce->getResult(0).getUses())
+  // The label of a sum reduced on its own, or "" for a gradient.
+  auto soloLabel = [&](dist::AllReduceOp reduce) -> StringRef {
+    for (OpOperand &use : reduce->getResult(0).getUses()) {
+      if (isa<xfmr::MoeBiasUpdateOp>(use.getOwner()))
+        return "expert load";
       if (use.getOwner() == terminator)
         if (auto output = step.getResultAttrOfType<StringAttr>(
                 use.getOperandNumber(), xfmr::XfmrDialect::kOutputAttrName);
             output && output.getValue() == "loss")
-          return true;
-    return false;
+          return "loss";
+    }
+    return "";
   };
 
   struct Bucket {
     SmallVector<dist::AllReduceOp> members;
     int64_t bytes = 0;
     unsigned firstUse = ~0u;
-    bool isLoss = false;
+    StringRef solo; // a sum reduced on its own: its label
   };
   // In the order the gradients are computed (the reductions of one op's
   // results are in the order they were needed).
@@ -85,16 +92,17 @@ LogicalResult bucketStep(func::FuncOp step, int64_t bucketBytes) {
   });
   SmallVector<Bucket> buckets;
   for (dist::AllReduceOp reduce : pending) {
-    bool loss = isLoss(reduce);
+    StringRef solo = soloLabel(reduce);
     int64_t bytes = saturatedByteSize(reduce->getOperand(0).getType());
     Bucket *open = buckets.empty() ? nullptr : &buckets.back();
-    if (loss || !open || open->isLoss || open->bytes >= bucketBytes ||
+    if (!solo.empty() || !open || !open->solo.empty() ||
+        open->bytes >= bucketBytes ||
         open->members.front().getAxesAttr() != reduce.getAxesAttr() ||
         open->bytes + bytes > bucketBytes ||
         definedAt(reduce) >= open->firstUse) {
       buckets.emplace_back();
       open = &buckets.back();
-      open->isLoss = loss;
+      open->solo = solo;
     }
     open->members.push_back(reduce);
     open->bytes += bytes;
@@ -120,8 +128,9 @@ LogicalResult bucketStep(func::FuncOp step, int64_t bucketBytes) {
         builder, last.getLoc(), types, values, last.getMeshAttr(),
         last.getAxesAttr(), last.getReduceAttr());
     std::string label =
-        bucket.isLoss ? std::string("loss")
-                      : "gradient bucket " + std::to_string(gradientBuckets++);
+        !bucket.solo.empty()
+            ? bucket.solo.str()
+            : "gradient bucket " + std::to_string(gradientBuckets++);
     reduce->setAttr(dist::DistDialect::kLabelAttrName,
                     builder.getStringAttr(label));
     for (auto [member, sum] : llvm::zip(bucket.members, reduce.getResults())) {

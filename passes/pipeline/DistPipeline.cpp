@@ -235,20 +235,27 @@ std::vector<std::string> placeTrainStep(func::FuncOp train, int layers,
   for (auto &entry : trainPlacement.replicated)
     replicatedOps.insert(entry.first);
   trainPlacement.analysis = analyzeStep(train, layers, replicatedOps);
-  for (AdamWOp adamw : train.getBody().front().getOps<AdamWOp>()) {
-    if (trainPlacement.replicated.contains(adamw))
+  // Each update (AdamW, or a routing bias's) on its parameter's stage.
+  for (Operation &update : train.getBody().front()) {
+    Value updated;
+    if (auto adamw = dyn_cast<AdamWOp>(update))
+      updated = adamw.getParam();
+    else if (auto bias = dyn_cast<MoeBiasUpdateOp>(update))
+      updated = bias.getBias();
+    if (!updated || trainPlacement.replicated.contains(&update))
       continue;
-    BlockArgument param = parameterArgument(adamw.getParam(), train);
+    BlockArgument param = parameterArgument(updated, train);
     int stage = 0;
     if (param && !trainStages[param.getArgNumber()].empty())
       stage = *trainStages[param.getArgNumber()].begin();
-    trainPlacement.optimizerStage[adamw] = stage;
+    trainPlacement.optimizerStage[&update] = stage;
   }
   // What follows an update (rare) runs where the update does.
   for (Operation &op : train.getBody().front()) {
     auto role = trainPlacement.analysis.roles.find(&op);
     if (role == trainPlacement.analysis.roles.end() ||
-        role->second.phase != Phase::Optimizer || isa<AdamWOp>(op) ||
+        role->second.phase != Phase::Optimizer ||
+        isa<AdamWOp, MoeBiasUpdateOp>(op) ||
         trainPlacement.replicated.contains(&op))
       continue;
     for (Value operand : op.getOperands())

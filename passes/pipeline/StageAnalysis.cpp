@@ -171,7 +171,10 @@ private:
     });
     bool communicates = isa<dist::DistDialect>(op.getDialect()) &&
                         !isa<dist::AxisIndexOp, dist::AllSliceOp>(op);
-    if (isa<AdamWOp>(op) || afterOptimizer || optimizer.contains(&op))
+    // A routing bias's update (aux-free balancing) is an optimizer update:
+    // after every micro-batch, on its parameter's stage.
+    if (isa<AdamWOp, MoeBiasUpdateOp>(op) || afterOptimizer ||
+        optimizer.contains(&op))
       return Phase::Optimizer;
     if (operandsOnDemand && !op.getNumRegions() &&
         !op.hasTrait<OpTrait::IsTerminator>() && !communicates &&

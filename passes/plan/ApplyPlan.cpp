@@ -41,6 +41,8 @@ PlanModel planModel(DictionaryAttr config) {
                   field("experts")};
   if (auto factor = config.getAs<FloatAttr>("capacity_factor"))
     model.expertCapacity = factor.getValueAsDouble() > 0;
+  if (auto balance = config.getAs<StringAttr>("load_balance"))
+    model.routingBias = balance.getValue() == "aux-free";
   return model;
 }
 

@@ -238,6 +238,8 @@ struct PlanModel {
   std::optional<int64_t> experts;
   /// A MoE model whose experts have a capacity (they drop tokens).
   bool expertCapacity = false;
+  /// A MoE model with DeepSeek-V3's routing bias (load_balance aux-free).
+  bool routingBias = false;
 };
 
 /// Checks that the model can follow the plan; every problem is reported

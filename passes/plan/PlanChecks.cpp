@@ -146,6 +146,13 @@ LogicalResult partition::checkPlanAgainstModel(const Plan &plan,
             Twine(granule) + ", " + Twine(2 * granule) + ", " +
             Twine(3 * granule) + "...) or other shares");
     }
+    // Replicas sum their gradients, not their expert loads: each would
+    // move the bias by its own rows.
+    if (model.routingBias)
+      error("replicas with an aux-free routing bias (load_balance aux-free) "
+            "are not implemented yet: each replica would update the bias "
+            "from its own rows; leave out the replicas or use another "
+            "--load-balance");
     PlanModel perReplica = model;
     perReplica.batch.reset();
     std::set<int64_t> checked;

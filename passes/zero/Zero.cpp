@@ -364,6 +364,10 @@ LogicalResult StepSharder::shardParameters() {
     if (!step.getArgAttr(index, XfmrDialect::kParamAttrName) ||
         mesh.shardsOf(groupOf(arg)) < 2)
       continue;
+    // State that AdamW does not train (an aux-free routing bias, moved
+    // whole by its own update) stays whole: it has no chunk to update.
+    if (step.getArgAttr(index, XfmrDialect::kRoutingBiasAttrName))
+      continue;
     auto layer = step.getArgAttrOfType<IntegerAttr>(
         index, XfmrDialect::kLayerAttrName);
     layers[{layer ? layer.getInt() : ungrouped--,

@@ -460,6 +460,9 @@ KernelArgs Checker::run() {
   case KernelShape::MoeAuxLoss:
     checkMoeAuxLoss();
     break;
+  case KernelShape::MoeBias:
+    checkMoeBias();
+    break;
   }
   // Outputs never overlap inputs, except exactly (in-place kernels).
   for (int o = 0; o < info.outputs; ++o)

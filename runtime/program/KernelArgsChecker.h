@@ -136,6 +136,7 @@ private:
   void checkMoeDispatch();
   void checkExpertLinear();
   void checkMoeAuxLoss();
+  void checkMoeBias();
 
   const std::string &where;
   const Instruction &instruction;

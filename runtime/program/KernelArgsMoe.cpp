@@ -186,4 +186,28 @@ void Checker::checkMoeAuxLoss() {
   }
 }
 
+// moe_expert_load: counts [B, E] (i32) -> load [E] (f32);
+// moe_bias_update: bias [E], load [E] -> bias' [E] (f32), floats: rate.
+void Checker::checkMoeBias() {
+  if (instruction.kernel == KernelId::MoeExpertLoad) {
+    dtype(in(0), DType::I32, "counts");
+    rank(in(0), 2, "counts");
+    args.batch = in(0).shape[0];
+    args.experts = in(0).shape[1];
+    dtype(out(0), DType::F32, "load");
+    vector(out(0), args.experts, "load");
+    return;
+  }
+  rank(in(0), 1, "bias");
+  args.experts = in(0).shape[0];
+  for (int i = 0; i < 2; ++i)
+    dtype(in(i), DType::F32, i == 0 ? "bias" : "load");
+  vector(in(1), args.experts, "load");
+  dtype(out(0), DType::F32, "new bias");
+  vector(out(0), args.experts, "new bias");
+  float rate = instruction.floats[0];
+  require(rate >= 0 && rate < INFINITY,
+          "the bias update rate must be finite and not negative");
+}
+
 } // namespace partition::runtime::kernelargs

@@ -62,6 +62,7 @@ enum class KernelShape : uint8_t {
   MoeDispatch,    ///< dispatch and combine, and their gradients
   ExpertLinear,   ///< the experts' grouped GEMMs
   MoeAuxLoss,
+  MoeBias, ///< the expert load and the routing-bias update
 };
 
 /// How the profiler counts a kernel's FLOPs and labels its shape.

@@ -30,7 +30,8 @@ std::vector<float> initialParameter(const std::string &name,
   int64_t elements = 1;
   for (int64_t dim : shape)
     elements *= dim;
-  if (endsWith(name, ".bias"))
+  // Biases start at zero, DeepSeek-V3's routing bias (expert_bias) too.
+  if (endsWith(name, ".bias") || endsWith(name, ".expert_bias"))
     return std::vector<float>(elements, 0.0f);
   if (shape.size() <= 1)
     return std::vector<float>(elements, 1.0f);

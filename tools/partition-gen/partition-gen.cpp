@@ -158,6 +158,12 @@ cl::opt<double> auxLossCoef("aux-loss-coef",
                                      "(transformers' router_aux_loss_coef; "
                                      "default 0.01, mixtral-* 0.02)"),
                             cl::cat(category));
+cl::opt<double> biasUpdateRate(
+    "bias-update-rate",
+    cl::desc("--load-balance aux-free: how far each step moves an expert's "
+             "routing bias against its load error (DeepSeek-V3's gamma; "
+             "default 0.001)"),
+    cl::cat(category));
 cl::opt<double> zLossCoef("z-loss-coef",
                           cl::desc("Coefficient of the router z-loss "
                                    "(default 0)"),
@@ -333,6 +339,13 @@ int main(int argc, char **argv) {
     config->auxLossCoef = auxLossCoef;
   if (zLossCoef.getNumOccurrences())
     config->zLossCoef = zLossCoef;
+  if (biasUpdateRate.getNumOccurrences()) {
+    if (config->loadBalance != "aux-free")
+      return fail("--bias-update-rate is the rate of --load-balance "
+                  "aux-free's routing bias: give --load-balance aux-free "
+                  "or drop it");
+    config->biasUpdateRate = biasUpdateRate;
+  }
 
   if (std::string problems = validate(*config); !problems.empty())
     return fail("invalid model configuration: " + problems);

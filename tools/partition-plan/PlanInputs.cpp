@@ -134,6 +134,7 @@ std::string validate(const Candidate &c, const model::ModelConfig &model,
                model.layers, model.vocab, model.seqLen};
   pm.experts = model.experts;
   pm.expertCapacity = model.isMoe() && model.capacityFactor > 0;
+  pm.routingBias = model.isMoe() && model.loadBalance == "aux-free";
   // A field the mesh ignores (a fixed zero.stage at dp 1) would be refused
   // by the compiler: hard, as a model the plan cannot follow.
   if (failed(checkPlanAgainstModel(*plan, pm, "plan", record)) ||

@@ -360,6 +360,9 @@ TEST_F(HfMoeTest, ExportRefusesWhatMixtralCannotExpress) {
       {[](ModelConfig &c) { c.zLossCoef = 0.001; },
        "the model's mixture of experts has a router z-loss (coefficient "
        "0.001)" + tail},
+      {[](ModelConfig &c) { c.loadBalance = "aux-free"; },
+       "the model's mixture of experts has aux-free load balancing "
+       "(DeepSeek-V3's routing bias; Mixtral has none)" + tail},
       {[](ModelConfig &c) { c.family = "mistral"; },
        "a mistral model with experts has no transformers class; a mixture "
        "of experts exports as family mixtral (MixtralForCausalLM) only"},

@@ -256,6 +256,18 @@ struct KernelLauncher {
                             z);
       };
     }
+    // DeepSeek-V3's routing-bias update, once per step.
+    case KernelId::MoeExpertLoad: {
+      int64_t batch = a.batch, experts = a.experts;
+      return [=, *this] { cpu::moeExpertLoad(i32(0), f(1), batch, experts); };
+    }
+    case KernelId::MoeBiasUpdate: {
+      int64_t experts = a.experts;
+      float rate = floats[0];
+      return [=, *this] {
+        cpu::moeBiasUpdate(f(0), f(1), f(2), experts, rate);
+      };
+    }
     // The cross-entropy loss, whole or in its vocabulary-parallel steps.
     case KernelId::SoftmaxCrossEntropy:
       return [=, *this] {

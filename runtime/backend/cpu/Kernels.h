@@ -429,6 +429,15 @@ void moeAuxLossGrad(const float *lossGrad, const float *logits,
                     const MoeShape &shape, MoeScoring scoring, float auxCoef,
                     float zCoef);
 
+/// DeepSeek-V3's auxiliary-loss-free balancing (MoeBias.cpp): load[e] = the
+/// sum over b of counts[b, e] (i32 [batch, experts]) ...
+void moeExpertLoad(const std::int32_t *counts, float *load, Index batch,
+                   Index experts);
+/// ... and newBias[e] = bias[e] + rate * sign(mean(load) - load[e]) (may be
+/// in place).
+void moeBiasUpdate(const float *bias, const float *load, float *newBias,
+                   Index experts, float rate);
+
 } // namespace partition::runtime::cpu
 
 #endif // PARTITION_RUNTIME_CPU_KERNELS_H

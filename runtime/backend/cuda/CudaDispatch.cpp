@@ -389,6 +389,20 @@ template <typename T> struct KernelLauncher {
                                 z, ws, bad, s);
       };
     }
+    // DeepSeek-V3's routing-bias update (f32), once per step.
+    case KernelId::MoeExpertLoad: {
+      int64_t batch = a.batch, experts = a.experts;
+      return [=, *this] {
+        cuda::moeExpertLoad(i32(0), f(1), batch, experts, s);
+      };
+    }
+    case KernelId::MoeBiasUpdate: {
+      int64_t experts = a.experts;
+      float rate = floats[0];
+      return [=, *this] {
+        cuda::moeBiasUpdate(f(0), f(1), f(2), experts, rate, s);
+      };
+    }
     // The experts' grouped GEMMs (cost GroupedGemm, so not compileLinear's):
     // cuBLAS strided-batched calls at full capacity, rows past the counts
     // re-zeroed (exact because every producer leaves them zero; see

@@ -110,6 +110,8 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
   case KernelId::ExpertLinear:
   case KernelId::ExpertLinearGradInput:
   case KernelId::ExpertLinearGradWeight:
+  case KernelId::MoeExpertLoad:
+  case KernelId::MoeBiasUpdate:
   case KernelId::NumKernels:
     break;
   }

@@ -84,3 +84,17 @@ func.func @aux_loss(%logits: tensor<2x4x3xf32>, %e: tensor<2x4x2xi32>, %d: tenso
       : (tensor<f32>, tensor<2x4x3xf32>, tensor<2x4x2xi32>) -> tensor<2x4x3xf32>
   return %aux, %dl : tensor<f32>, tensor<2x4x3xf32>
 }
+
+// -----
+
+// DeepSeek-V3's auxiliary-loss-free balancing: the load of each expert over
+// the batch, and one bias update from it.
+// CHECK-LABEL: func.func @bias_update
+func.func @bias_update(%counts: tensor<2x3xi32>, %bias: tensor<3xf32>) -> tensor<3xf32> {
+  // CHECK: %[[LOAD:.*]] = xfmr.moe_expert_load %{{.*}} : (tensor<2x3xi32>) -> tensor<3xf32>
+  %load = xfmr.moe_expert_load %counts : (tensor<2x3xi32>) -> tensor<3xf32>
+  // CHECK: xfmr.moe_bias_update %{{.*}}, %[[LOAD]] {rate = 1.250000e-01 : f32} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %new = xfmr.moe_bias_update %bias, %load {rate = 1.25e-01 : f32}
+      : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %new : tensor<3xf32>
+}

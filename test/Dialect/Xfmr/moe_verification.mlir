@@ -266,3 +266,47 @@ func.func @aux_grad_result(%d: tensor<f32>, %l: tensor<2x4x3xf32>, %e: tensor<2x
   %dl = xfmr.moe_aux_loss_grad %d, %l, %e {aux_coef = 1.0 : f32, z_coef = 0.0 : f32} : (tensor<f32>, tensor<2x4x3xf32>, tensor<2x4x2xi32>) -> tensor<2x4x2xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// xfmr.moe_expert_load and xfmr.moe_bias_update
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @load_counts_rank(%n: tensor<2x3x1xi32>) {
+  // expected-error @+1 {{'xfmr.moe_expert_load' op counts must have rank 2 ([batch, experts]), but has rank 3}}
+  %l = xfmr.moe_expert_load %n : (tensor<2x3x1xi32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @load_experts(%n: tensor<2x3xi32>) {
+  // expected-error @+1 {{'xfmr.moe_expert_load' op result must be 'tensor<3xf32>' ([E], the counts' experts), but is 'tensor<4xf32>'}}
+  %l = xfmr.moe_expert_load %n : (tensor<2x3xi32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @bias_update_rate(%b: tensor<3xf32>, %l: tensor<3xf32>) {
+  // expected-error @+1 {{'xfmr.moe_bias_update' op rate must be finite and not negative, got -1.000000e-03}}
+  %n = xfmr.moe_bias_update %b, %l {rate = -1.0e-03 : f32} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @bias_update_load(%b: tensor<3xf32>, %l: tensor<4xf32>) {
+  // expected-error @+1 {{'xfmr.moe_bias_update' op load must have the type of the bias, 'tensor<3xf32>', but is 'tensor<4xf32>'}}
+  %n = xfmr.moe_bias_update %b, %l {rate = 1.0e-03 : f32} : (tensor<3xf32>, tensor<4xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @bias_update_result(%b: tensor<3xf32>, %l: tensor<3xf32>) {
+  // expected-error @+1 {{'xfmr.moe_bias_update' op result must have the type of the bias, 'tensor<3xf32>', but is 'tensor<4xf32>'}}
+  %n = xfmr.moe_bias_update %b, %l {rate = 1.0e-03 : f32} : (tensor<3xf32>, tensor<3xf32>) -> tensor<4xf32>
+  return
+}

@@ -1535,3 +1535,17 @@ func.func @sequence_chunks_attribute(%tokens: tensor<2x4xi32> {xfmr.input = "tok
   // expected-error @-1 {{'xfmr.sequence_chunks' on argument #0 must be a positive integer, but is 0 : i64}}
   return
 }
+
+// -----
+
+// expected-error @+1 {{'xfmr.routing_bias' on argument #0 must be a finite, non-negative float (the update rate), but is -1.000000e+00 : f32}}
+func.func @routing_bias_rate(%b: tensor<4xf32> {xfmr.param = "h.0.moe.router.expert_bias", xfmr.routing_bias = -1.0 : f32}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'xfmr.routing_bias' on argument #0 needs an [experts] f32 tensor, but the argument is 'tensor<4x2xf32>'}}
+func.func @routing_bias_type(%b: tensor<4x2xf32> {xfmr.param = "h.0.moe.router.expert_bias", xfmr.routing_bias = 1.0e-03 : f32}) {
+  return
+}

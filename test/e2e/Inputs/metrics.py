@@ -25,11 +25,17 @@
       B the same model, seed and data without them: at step 1 (the same
       parameters) A's moe_aux_loss must be A's loss minus B's, within T
       relative to it.
+
+  metrics.py same-biases CKPT CKPT...
+      The routing biases (DeepSeek-V3's aux-free balancing, tensors named
+      *.expert_bias) of every checkpoint equal the first's bit for bit, and
+      moved from their zero start. Prints their number and largest |bias|.
 """
 
 import argparse
 import json
 import math
+import os
 import re
 import sys
 
@@ -166,6 +172,34 @@ def router_loss(args):
           f"(within {args.tolerance})")
 
 
+def same_biases(args):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    from equivalence import read_safetensors
+
+    def biases(directory):
+        tensors = read_safetensors(
+            os.path.join(directory, "checkpoint.safetensors"))
+        found = {name: list(values) for name, values in tensors.items()
+                 if name.endswith(".expert_bias")}
+        if not found:
+            sys.exit(f"error: {directory} holds no routing bias")
+        return found
+
+    first = biases(args.checkpoints[0])
+    for other in args.checkpoints[1:]:
+        for name, values in biases(other).items():
+            if first.get(name) != values:
+                sys.exit(f"error: {name} differs between "
+                         f"{args.checkpoints[0]} and {other}: "
+                         f"{first.get(name)} against {values}")
+    largest = max(abs(x) for values in first.values() for x in values)
+    if largest == 0:
+        sys.exit("error: the routing biases are all zero: they never moved")
+    print(f"{len(first)} routing biases equal bit for bit, moved by up to "
+          f"{largest:.4g}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -195,6 +229,9 @@ def main():
     r.add_argument("b")
     r.add_argument("--tolerance", type=float, default=1e-4)
     r.set_defaults(run=router_loss)
+    b = commands.add_parser("same-biases")
+    b.add_argument("checkpoints", nargs="+")
+    b.set_defaults(run=same_biases)
     args = parser.parse_args()
     args.run(args)
 

@@ -360,4 +360,48 @@ TEST(MoeDispatchTest, RejectsOutOfRangeChoices) {
                std::invalid_argument);
 }
 
+// A bias smaller than the scores' gaps still reorders close experts: the
+// routing with it differs from the routing without, and its gates are the
+// unbiased scores' of the experts it picked.
+TEST(MoeRouteTest, BiasChangesThePicks) {
+  MoeShape s{1, 2, 0, 3, 1, 2};
+  // Token 0 prefers expert 0 by a hair, token 1 expert 2 by a lot.
+  FVec logits = {0.30f, 0.29f, -1.0f, -1.0f, 0.0f, 2.0f};
+  FVec gates(2), bias = {0.0f, 0.05f, 0.0f};
+  std::vector<std::int32_t> experts(2), slots(2), counts(3);
+  for (MoeScoring scoring : kScorings) {
+    moeRoute(logits.data(), nullptr, gates.data(), experts.data(),
+             slots.data(), counts.data(), s, scoring);
+    EXPECT_EQ(experts, (std::vector<std::int32_t>{0, 2}));
+    moeRoute(logits.data(), bias.data(), gates.data(), experts.data(),
+             slots.data(), counts.data(), s, scoring);
+    EXPECT_EQ(experts, (std::vector<std::int32_t>{1, 2}));
+    EXPECT_EQ(counts, (std::vector<std::int32_t>{0, 1, 1}));
+    // top-1: the normalised gate of the one choice is 1, the bias unseen.
+    EXPECT_FLOAT_EQ(gates[0], 1.0f);
+  }
+}
+
+// DeepSeek-V3's update on a hand example: loads 6, 2, 4, 4 over two groups
+// (mean 4): the busy expert's bias goes down by the rate, the idle one's
+// up, the two at the mean keep theirs; in place gives the same.
+TEST(MoeBiasTest, UpdateMovesAgainstTheLoadError) {
+  std::vector<std::int32_t> counts = {4, 1, 3, 0,   // group 0
+                                      2, 1, 1, 4};  // group 1
+  FVec load(4);
+  moeExpertLoad(counts.data(), load.data(), 2, 4);
+  EXPECT_EQ(load, (FVec{6.0f, 2.0f, 4.0f, 4.0f}));
+  FVec bias = {0.5f, -0.25f, 0.0f, 1.0f}, next(4);
+  moeBiasUpdate(bias.data(), load.data(), next.data(), 4, 0.125f);
+  EXPECT_EQ(next, (FVec{0.375f, -0.125f, 0.0f, 1.0f}));
+  moeBiasUpdate(bias.data(), load.data(), bias.data(), 4, 0.125f);
+  EXPECT_EQ(bias, next);
+  // A balanced load leaves the bias alone; a negative rate is refused.
+  FVec even = {3.0f, 3.0f, 3.0f, 3.0f};
+  moeBiasUpdate(next.data(), even.data(), bias.data(), 4, 0.125f);
+  EXPECT_EQ(bias, next);
+  EXPECT_THROW(moeBiasUpdate(next.data(), even.data(), bias.data(), 4, -1.0f),
+               std::exception);
+}
+
 } // namespace

@@ -131,6 +131,15 @@ void expertLinearGradWeight(cublasHandle_t handle, const T *grad,
                             T *weightGrad, const ExpertGemmShape &shape,
                             bool tf32, int *badId, cudaStream_t stream);
 
+/// DeepSeek-V3's auxiliary-loss-free balancing, as the CPU kernels
+/// (runtime/backend/cpu/Kernels.h): load[e] = sum over b of counts[b, e];
+/// newBias[e] = bias[e] + rate * sign(mean(load) - load[e]) (may be in
+/// place).
+void moeExpertLoad(const std::int32_t *counts, float *load, Index batch,
+                   Index experts, cudaStream_t stream);
+void moeBiasUpdate(const float *bias, const float *load, float *newBias,
+                   Index experts, float rate, cudaStream_t stream);
+
 } // namespace partition::runtime::cuda
 
 #endif // PARTITION_RUNTIME_CUDA_KERNELS_MOE_H

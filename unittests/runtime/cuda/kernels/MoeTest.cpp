@@ -342,6 +342,31 @@ TYPED_TEST(Moe, ExpertGemmsMatchCpu) {
   EXPECT_EQ(this->badFlag(), 0);
 }
 
+// DeepSeek-V3's bias update: the load of each case's routing and the new
+// bias equal the CPU's bit for bit (the same double mean and sign), in
+// place too. Both are f32 whatever the storage T (the fixture's only use).
+TYPED_TEST(Moe, BiasUpdateMatchesCpu) {
+  for (const RouteCase &c : routeCases()) {
+    const FVec logits = randomFloats(c.batch * c.seq * c.experts, this->rng);
+    const Routing r = cpuRoute(logits, nullptr, c);
+    const FVec bias = randomFloats(c.experts, this->rng, -0.3f, 0.3f);
+    FVec wantLoad(c.experts), wantBias(c.experts);
+    cpu::moeExpertLoad(r.counts.data(), wantLoad.data(), c.batch, c.experts);
+    cpu::moeBiasUpdate(bias.data(), wantLoad.data(), wantBias.data(),
+                       c.experts, 0.01f);
+    Device<std::int32_t> dCounts(r.counts.size());
+    Device<float> dLoad(c.experts), dBias(c.experts);
+    dCounts.upload(r.counts);
+    dBias.upload(bias);
+    cuda::moeExpertLoad(dCounts.get(), dLoad.get(), c.batch, c.experts,
+                        this->stream);
+    cuda::moeBiasUpdate(dBias.get(), dLoad.get(), dBias.get(), c.experts,
+                        0.01f, this->stream);
+    EXPECT_EQ(dLoad.values(), wantLoad);
+    EXPECT_EQ(dBias.values(), wantBias);
+  }
+}
+
 TYPED_TEST(Moe, AuxLossMatchesCpu) {
   using T = TypeParam;
   for (const RouteCase &c : routeCases()) {
