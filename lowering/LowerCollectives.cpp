@@ -131,10 +131,19 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
   if (shift)
     rt::RingShiftOp::create(builder, loc, /*token=*/Type(), in, out, meshName,
                             axes, labelAttr);
-  else if (move)
-    rt::AllToAllOp::create(builder, loc, /*token=*/Type(), in, out, meshName,
-                           axes, move.getSplitDimAttr(),
-                           move.getConcatDimAttr(), labelAttr);
+  else if (move) {
+    SmallVector<Value, 2> counts;
+    IntegerAttr rowsDim;
+    if (auto it = countedExchanges.find(op); it != countedExchanges.end()) {
+      counts = {wholeBuffer(builder, loc, buffers.lookup(it->second.first)),
+                wholeBuffer(builder, loc, buffers.lookup(it->second.second))};
+      rowsDim = builder.getI64IntegerAttr(
+          cast<RankedTensorType>(it->second.first.getType()).getRank());
+    }
+    rt::AllToAllOp::create(builder, loc, /*token=*/Type(), in, out, counts,
+                           meshName, axes, move.getSplitDimAttr(),
+                           move.getConcatDimAttr(), labelAttr, rowsDim);
+  }
   else if (gather)
     rt::AllGatherOp::create(builder, loc, /*token=*/Type(), in, out, meshName, axes, dim,
                             labelAttr);
@@ -144,6 +153,93 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
         cast<dist::ReduceScatterOp>(op).getReduceAttr(), labelAttr);
   buffers.map(result, out);
   return success();
+}
+
+namespace {
+
+/// The counts of filled rows of a mixture-of-experts buffer's cells (its
+/// [B, E] dimensions before the capacity's rows), where the step holds
+/// them: the routing's counts for the dispatched buffer and the combine's
+/// gradient, the expert GEMMs' counts for their outputs, those of the
+/// exchanges already paired (`exchanged`); null when unknown.
+Value countsOfBuffer(Value value, const DenseMap<Value, Value> &exchanged) {
+  if (auto it = exchanged.find(value); it != exchanged.end())
+    return it->second;
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return {};
+  auto routeCounts = [](Value slots) -> Value {
+    auto route = slots.getDefiningOp<xfmr::MoeRouteOp>();
+    return route ? route.getCounts() : Value();
+  };
+  if (auto dispatch = dyn_cast<xfmr::MoeDispatchOp>(def))
+    return routeCounts(dispatch.getSlots());
+  if (auto combine = dyn_cast<xfmr::MoeCombineGradOp>(def))
+    return value == combine.getExpertOutputGrad()
+               ? routeCounts(combine.getSlots())
+               : Value();
+  if (auto linear = dyn_cast<xfmr::ExpertLinearOp>(def))
+    return linear.getCounts();
+  if (auto grad = dyn_cast<xfmr::ExpertLinearGradInputOp>(def))
+    return grad.getCounts();
+  // A sum of buffers with the same cells (the experts' input gradient from
+  // w1 and w3), and a cast, keep them.
+  if (auto add = dyn_cast<xfmr::AddOp>(def)) {
+    Value lhs = countsOfBuffer(add.getLhs(), exchanged);
+    return lhs == countsOfBuffer(add.getRhs(), exchanged) ? lhs : Value();
+  }
+  if (auto cast = dyn_cast<xfmr::CastOp>(def))
+    return countsOfBuffer(cast->getOperand(0), exchanged);
+  return {};
+}
+
+bool sameGroup(dist::AllToAllOp a, dist::AllToAllOp b) {
+  return a.getMeshAttr() == b.getMeshAttr() && a.getAxes() == b.getAxes();
+}
+
+} // namespace
+
+void StepLowering::pairCountedExchanges(Block &body) {
+  DenseMap<Value, Value> exchanged;
+  SmallVector<dist::AllToAllOp> moves(body.getOps<dist::AllToAllOp>());
+  for (dist::AllToAllOp move : moves) {
+    auto type = cast<RankedTensorType>(move.getInput().getType());
+    if (!isa<FloatType>(type.getElementType()))
+      continue;
+    Value in = countsOfBuffer(move.getInput(), exchanged);
+    if (!in)
+      continue;
+    int64_t rows = cast<RankedTensorType>(in.getType()).getRank();
+    if (rows <= int64_t(move.getSplitDim()) ||
+        rows <= int64_t(move.getConcatDim()) || rows + 1 >= type.getRank())
+      continue;
+    // The output's counts: the same exchange of the input's counts (the
+    // dispatch side), or the counts the input's were exchanged from (the
+    // way back).
+    Value out;
+    for (Operation *user : in.getUsers()) {
+      auto counts = dyn_cast<dist::AllToAllOp>(user);
+      if (counts && counts.getInput() == in && sameGroup(counts, move) &&
+          counts.getSplitDim() == move.getSplitDim() &&
+          counts.getConcatDim() == move.getConcatDim()) {
+        // Its operand is defined before `move` (it is `move`'s input's
+        // counts): it may run first, and must, to be read by it.
+        if (move->isBeforeInBlock(counts))
+          counts->moveBefore(move);
+        out = counts.getResult();
+        break;
+      }
+    }
+    if (auto back = in.getDefiningOp<dist::AllToAllOp>();
+        !out && back && sameGroup(back, move) &&
+        back.getSplitDim() == move.getConcatDim() &&
+        back.getConcatDim() == move.getSplitDim())
+      out = back.getInput();
+    if (!out)
+      continue;
+    countedExchanges[move] = {in, out};
+    exchanged[move.getResult()] = out;
+  }
 }
 
 LogicalResult StepLowering::lowerAllSlice(OpBuilder &builder,

@@ -357,6 +357,8 @@ LogicalResult StepLowering::run() {
     return step.emitError("a training step to lower must have a body of "
                           "exactly one block");
   Block &oldBody = step.getBody().front();
+  // First: it may move ops.
+  pairCountedExchanges(oldBody);
   DenseMap<Operation *, unsigned> positions;
   for (auto [index, op] : llvm::enumerate(oldBody))
     positions[&op] = index;

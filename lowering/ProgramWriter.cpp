@@ -164,7 +164,8 @@ Writer::addBlockCollective(Operation *op) {
                : ptp::CollectiveKind::ReduceScatter,
       reduce, &*axes, label.getValue().str().c_str(),
       static_cast<uint32_t>(dim), /*started=*/op->getNumResults() == 1,
-      static_cast<uint32_t>(move ? move.getConcatDim() : 0));
+      static_cast<uint32_t>(move ? move.getConcatDim() : 0),
+      static_cast<uint32_t>(move ? move.getRowsDim().value_or(0) : 0));
   return ptp::CreateInstructionDirect(fbb, /*kernel=*/0, &*args,
                                       /*ints=*/nullptr, /*floats=*/nullptr,
                                       collective);

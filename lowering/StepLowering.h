@@ -71,6 +71,11 @@ private:
                                      unsigned position);
   LogicalResult lowerAllSlice(OpBuilder &builder, dist::AllSliceOp op,
                               unsigned position);
+  /// Mixture-of-experts buffers exchanged by all_to_all: finds the counts
+  /// of filled rows of each one's input and output cells among the step's
+  /// values (moving the counts' own all_to_all before it when it comes
+  /// later), so that the lowered rt.all_to_all moves only those rows.
+  void pairCountedExchanges(Block &body);
   /// dist.send / dist.recv: rt.send of the value's buffer, rt.recv into a
   /// fresh one.
   LogicalResult lowerTransfer(OpBuilder &builder, Operation *op,
@@ -104,6 +109,8 @@ private:
   /// Axes joined by "," -> index of the step's argument holding this rank's
   /// index in that group, then (once the body exists) the argument itself.
   llvm::StringMap<unsigned> axisIndexArgs;
+  /// dist.all_to_all -> (its input's counts, its output's counts).
+  DenseMap<Operation *, std::pair<Value, Value>> countedExchanges;
   /// ZeRO's flat buckets, planned before the ops are lowered.
   std::optional<FlatBucketLowering> flatBuckets;
 

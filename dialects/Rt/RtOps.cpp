@@ -386,6 +386,37 @@ LogicalResult AllToAllOp::verify() {
   if (getSplitDim() == getConcatDim())
     return emitOpError() << "split_dim and concat_dim are both "
                          << getSplitDim() << "; they must differ";
+  std::optional<uint64_t> rows = getRowsDim();
+  if (getCounts().empty() != !rows)
+    return emitOpError("takes counts and rows_dim together: the filled rows "
+                       "of the input's and the output's cells");
+  if (!rows)
+    return success();
+  if (getCounts().size() != 2)
+    return emitOpError() << "takes two counts (the input's and the output's "
+                            "cells), not "
+                         << getCounts().size();
+  auto inputType = cast<MemRefType>(getInput().getType());
+  int64_t r = int64_t(*rows);
+  if (r <= int64_t(getSplitDim()) || r <= int64_t(getConcatDim()) ||
+      r + 1 >= inputType.getRank())
+    return emitOpError() << "rows_dim " << r
+                         << " must come after split_dim and concat_dim and "
+                            "before the last dimension of "
+                         << inputType;
+  for (auto [what, counts, buffer] :
+       {std::tuple<StringRef, Value, Value>{"input", getCounts()[0],
+                                            getInput()},
+        {"output", getCounts()[1], getOutput()}}) {
+    auto type = cast<MemRefType>(counts.getType());
+    auto shape = cast<MemRefType>(buffer.getType()).getShape().take_front(r);
+    if (!type.getElementType().isInteger(32) || !type.hasStaticShape() ||
+        !type.getLayout().isIdentity() || type.getShape() != shape)
+      return emitOpError() << "the " << what << "'s counts " << type
+                           << " must be i32 of the " << what
+                           << "'s cells (its dimensions before rows_dim "
+                           << r << ") with the identity layout";
+  }
   return success();
 }
 

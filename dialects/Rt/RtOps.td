@@ -269,6 +269,22 @@ def Rt_AllToAllOp : Rt_BlockCollectiveOp<"all_to_all"> {
         label = "dispatch" : memref<2x4x8xf32>, memref<4x2x8xf32>
     ```
 
+    With `counts(%send, %recv) rows_dim = r` only the filled rows move
+    (mixture-of-experts buffers, `[B, E, C, H]` with `r = 2`): the buffers'
+    dimensions before `r` are cells of `shape[r]` rows each, `%send` (the
+    input's cells) and `%recv` (the output's) say how many leading rows of
+    each cell hold data; those rows are exchanged and the output's other
+    rows are zero. The result is the full exchange's wherever the input's
+    rows past the counts are zero, which the MoE ops guarantee.
+
+    Example:
+    ```mlir
+    rt.all_to_all %x, %y on @mesh axes [ep] split_dim = 1 concat_dim = 0
+        label = "dispatch" counts(%c, %d) rows_dim = 2
+        : memref<1x4x8x16xf32>, memref<2x2x8x16xf32>,
+          memref<1x4xi32>, memref<2x2xi32>
+    ```
+
     Constraints:
     - both buffers are f32, bf16 or i32, of one element type, with static
       shapes and the identity layout, and the output is not the input;
@@ -278,22 +294,31 @@ def Rt_AllToAllOp : Rt_BlockCollectiveOp<"all_to_all"> {
       mesh's order;
     - the output is the input with `split_dim` divided and `concat_dim`
       multiplied by the product of the sizes of `axes`;
+    - `counts`: two i32 buffers with static shapes and the identity layout,
+      the input's and the output's dimensions before `rows_dim`, which
+      comes after `split_dim` and `concat_dim` and before the last
+      dimension (none without `counts`);
     - `async` (a token, as for `rt.all_reduce`): waited for once.
   }];
   let arguments = (ins
     Arg<AnyMemRef, "the local buffer", [MemRead]>:$input,
     Arg<AnyMemRef, "the received blocks", [MemWrite]>:$output,
+    Arg<Variadic<AnyMemRef>, "the filled rows of the input's and the "
+        "output's cells", [MemRead]>:$counts,
     FlatSymbolRefAttr:$mesh,
     StrArrayAttr:$axes,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$split_dim,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$concat_dim,
-    StrAttr:$label);
+    StrAttr:$label,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$rows_dim);
   let results = (outs Optional<Rt_TokenType>:$token);
   let assemblyFormat = [{
     custom<AsyncToken>(type($token)) ``
     $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
     `split_dim` `=` $split_dim `concat_dim` `=` $concat_dim
-    `label` `=` $label attr-dict `:` type($input) `,` type($output)
+    `label` `=` $label
+    (`counts` `(` $counts^ `)` `rows_dim` `=` $rows_dim)?
+    attr-dict `:` type($input) `,` type($output) (`,` type($counts)^)?
   }];
 }
 

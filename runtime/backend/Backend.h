@@ -54,6 +54,9 @@ public:
     /// auxGroups is the mean of one MoE layer's router losses, whatever
     /// the split of the batch or the copies of tensor-parallel ranks.
     double auxLoss = 0, auxGroups = 0;
+    /// Bytes this rank's all-to-alls sent to other ranks (the CPU
+    /// backend's; the filled rows where counts say which).
+    double exchangedBytes = 0;
   };
   virtual bool takeRoutingCounts(RoutingCounts &counts) { return false; }
 

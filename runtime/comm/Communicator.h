@@ -44,6 +44,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace partition::runtime::comm {
 
@@ -103,6 +104,19 @@ public:
   /// block i of rank j's recv.
   virtual void allToAll(const float *send, float *recv, size_t countPerRank,
                         const Context &ctx) = 0;
+  /// An all-to-all of variable sizes, in rows of `rowElements` floats:
+  /// send holds sendRows[j] rows for rank j, then the next rank's; recv
+  /// receives recvRows[i] rows from rank i, in rank order. Every rank's
+  /// recvRows[i] must be rank i's sendRows for it. The default throws
+  /// std::logic_error (NCCL's, which the CUDA backend drives itself).
+  virtual void allToAllRows(const float *send,
+                            const std::vector<int64_t> &sendRows, float *recv,
+                            const std::vector<int64_t> &recvRows,
+                            size_t rowElements, const Context &ctx) {
+    (void)send, (void)sendRows, (void)recv, (void)recvRows, (void)rowElements;
+    throw std::logic_error(std::string(ctx.what ? ctx.what : "all_to_all") +
+                           ": this communicator does not move counted rows");
+  }
   /// data on every rank = data on root.
   virtual void broadcast(float *data, size_t count, int root,
                          const Context &ctx) = 0;

@@ -290,6 +290,42 @@ void MpiCommunicator::allToAll(const float *send, float *recv,
   wait(request, name, ctx);
 }
 
+void MpiCommunicator::allToAllRows(const float *send,
+                                   const std::vector<int64_t> &sendRows,
+                                   float *recv,
+                                   const std::vector<int64_t> &recvRows,
+                                   size_t rowElements, const Context &ctx) {
+  const char *name = "all_to_all";
+  if (sendRows.size() != size_t(size_) || recvRows.size() != size_t(size_))
+    throw std::logic_error(std::string(name) + ": rows for " +
+                           std::to_string(sendRows.size()) + " ranks, not " +
+                           std::to_string(size_));
+  // Counted in rows (a contiguous type), so that the ints MPI takes hold
+  // them whatever the rows' size.
+  std::vector<int> sendCounts(size_), sendAt(size_), recvCounts(size_),
+      recvAt(size_);
+  size_t sent = 0, received = 0;
+  for (int r = 0; r < size_; ++r) {
+    sendCounts[r] = toInt(size_t(sendRows[r]), name, ctx);
+    recvCounts[r] = toInt(size_t(recvRows[r]), name, ctx);
+    sendAt[r] = toInt(sent, name, ctx);
+    recvAt[r] = toInt(received, name, ctx);
+    sent += size_t(sendRows[r]);
+    received += size_t(recvRows[r]);
+  }
+  MPI_Datatype row;
+  check(MPI_Type_contiguous(toInt(rowElements, name, ctx), MPI_FLOAT, &row),
+        name, ctx);
+  check(MPI_Type_commit(&row), name, ctx);
+  MPI_Request request;
+  check(MPI_Ialltoallv(send, sendCounts.data(), sendAt.data(), row, recv,
+                       recvCounts.data(), recvAt.data(), row, comm_,
+                       &request),
+        name, ctx);
+  wait(request, name, ctx);
+  MPI_Type_free(&row);
+}
+
 void MpiCommunicator::broadcast(float *data, size_t count, int root,
                                 const Context &ctx) {
   const char *name = "broadcast";

@@ -68,6 +68,9 @@ public:
                      ReduceOp op, const Context &ctx) override;
   void allToAll(const float *send, float *recv, size_t countPerRank,
                 const Context &ctx) override;
+  void allToAllRows(const float *send, const std::vector<int64_t> &sendRows,
+                    float *recv, const std::vector<int64_t> &recvRows,
+                    size_t rowElements, const Context &ctx) override;
   void broadcast(float *data, size_t count, int root,
                  const Context &ctx) override;
   void send(const float *data, size_t count, int peer, int tag,

@@ -44,6 +44,18 @@ void SelfCommunicator::allToAll(const float *send, float *recv,
   copy(send, recv, countPerRank);
 }
 
+void SelfCommunicator::allToAllRows(const float *send,
+                                    const std::vector<int64_t> &sendRows,
+                                    float *recv,
+                                    const std::vector<int64_t> &recvRows,
+                                    size_t rowElements, const Context &ctx) {
+  if (sendRows.size() != 1 || recvRows.size() != 1 ||
+      sendRows[0] != recvRows[0])
+    throw std::logic_error(std::string(ctx.what ? ctx.what : "all_to_all") +
+                           ": one rank sends itself what it receives");
+  copy(send, recv, size_t(sendRows[0]) * rowElements);
+}
+
 void SelfCommunicator::broadcast(float *, size_t, int root,
                                  const Context &ctx) {
   if (root != 0)

@@ -28,6 +28,9 @@ public:
                      ReduceOp, const Context &) override;
   void allToAll(const float *send, float *recv, size_t countPerRank,
                 const Context &) override;
+  void allToAllRows(const float *send, const std::vector<int64_t> &sendRows,
+                    float *recv, const std::vector<int64_t> &recvRows,
+                    size_t rowElements, const Context &ctx) override;
   void broadcast(float *, size_t, int root, const Context &ctx) override;
   /// There is no peer: send and recv throw std::logic_error.
   void send(const float *, size_t, int peer, int, const Context &ctx) override;

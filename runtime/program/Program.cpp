@@ -105,6 +105,7 @@ Collective readCollective(const ptp::Collective &collective,
                      : where;
   result.dim = collective.dim();
   result.concatDim = collective.concat_dim();
+  result.rowsDim = collective.rows_dim();
   result.started = collective.started();
   std::string what = where + " (" + collectiveKindName(result.kind) + " '" +
                      result.label + "')";

@@ -148,6 +148,10 @@ struct Collective {
   uint32_t dim = 0;
   /// AllToAll: the dimension the received blocks are concatenated along.
   uint32_t concatDim = 0;
+  /// AllToAll: 0, or the dimension of rows of which only the filled ones
+  /// move (args[2] and args[3] count them per cell of the input and the
+  /// output: ptp::Collective.rows_dim).
+  uint32_t rowsDim = 0;
   /// Started: runs in the background until the Wait instruction that names
   /// it (ptp::Collective.started); no instruction in between touches its
   /// buffers (checked at load).

@@ -32,13 +32,52 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 /// all-gather also i32), of one type, disjoint, and the
 /// output is the input with `dim` multiplied (gather) or divided (scatter)
 /// by the group's size, so the backend's block copies stay inside both.
+/// An all_to_all's counts of filled rows (args[2], args[3]): i32, the
+/// input's and the output's dimensions before rows_dim, which comes after
+/// the split and concatenated dimensions and before the last one.
+void checkCountedRows(const Collective &collective, const Instruction &decoded,
+                      const Program &program, const std::string &origin,
+                      const std::string &what) {
+  const BufferInfo &input = program.buffers[decoded.args[0]];
+  uint32_t rows = collective.rowsDim;
+  if (collective.kind != CollectiveKind::AllToAll)
+    fail(origin, what + " has rows_dim " + std::to_string(rows) +
+                     ", which only an all_to_all takes");
+  if (rows <= collective.dim || rows <= collective.concatDim ||
+      rows + 1 >= input.shape.size())
+    fail(origin, what + " has rows_dim " + std::to_string(rows) +
+                     ", which must come after split_dim and concat_dim and "
+                     "before the last dimension of its input " +
+                     shapeText(input.shape));
+  for (size_t k : {size_t(2), size_t(3)}) {
+    if (decoded.args[k] >= program.buffers.size())
+      fail(origin, what + " refers to buffer #" +
+                       std::to_string(decoded.args[k]) + " of " +
+                       std::to_string(program.buffers.size()));
+    const BufferInfo &counts = program.buffers[decoded.args[k]];
+    const BufferInfo &cells = program.buffers[decoded.args[k - 2]];
+    std::vector<int64_t> shape(cells.shape.begin(),
+                               cells.shape.begin() + rows);
+    if (counts.dtype != DType::I32 || counts.shape != shape)
+      fail(origin, what + " counts the " +
+                       (k == 2 ? "input's" : "output's") +
+                       " filled rows in buffer #" +
+                       std::to_string(decoded.args[k]) + " ('" +
+                       counts.name + "'), which must be i32 " +
+                       shapeText(shape));
+  }
+}
+
 void checkBlockCollective(const Collective &collective,
                           const Instruction &decoded, const Program &program,
                           const std::string &origin, const std::string &what) {
-  if (decoded.args.size() != 2)
+  size_t buffers = collective.rowsDim ? 4 : 2;
+  if (decoded.args.size() != buffers)
     fail(origin, what + " has " + std::to_string(decoded.args.size()) +
-                     " buffers; it takes an input and an output");
-  for (uint32_t arg : decoded.args) {
+                     " buffers; it takes an input and an output" +
+                     (collective.rowsDim ? " and their counts of filled rows"
+                                         : ""));
+  for (uint32_t arg : {decoded.args[0], decoded.args[1]}) {
     if (arg >= program.buffers.size())
       fail(origin, what + " refers to buffer #" + std::to_string(arg) +
                        " of " + std::to_string(program.buffers.size()));
@@ -55,6 +94,8 @@ void checkBlockCollective(const Collective &collective,
   if (program.buffers[decoded.args[0]].dtype !=
       program.buffers[decoded.args[1]].dtype)
     fail(origin, what + " has an input and an output of different types");
+  if (collective.rowsDim)
+    checkCountedRows(collective, decoded, program, origin, what);
   const BufferInfo &input = program.buffers[decoded.args[0]];
   const BufferInfo &output = program.buffers[decoded.args[1]];
   if (input.offset < output.offset + output.bytes &&

@@ -8,7 +8,7 @@
 namespace partition::ptp {
 
 /// Version of Program.fbs together with the kernel table's order.
-inline constexpr uint32_t kSchemaVersion = 10;
+inline constexpr uint32_t kSchemaVersion = 11;
 
 } // namespace partition::ptp
 

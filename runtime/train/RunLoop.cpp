@@ -355,13 +355,14 @@ nlohmann::json Run::routingRecord(int64_t step) {
   Backend::RoutingCounts counts;
   if (!backend->takeRoutingCounts(counts))
     return nullptr;
-  std::vector<float> sums(size_t(experts) + 4, 0.0f);
+  std::vector<float> sums(size_t(experts) + 5, 0.0f);
   sums[0] = float(counts.choices);
   sums[1] = float(counts.dropped);
   sums[2] = float(counts.auxLoss);
   sums[3] = float(counts.auxGroups);
+  sums[4] = float(counts.exchangedBytes);
   for (size_t e = 0; e < counts.kept.size() && e < size_t(experts); ++e)
-    sums[e + 4] = float(counts.kept[e]);
+    sums[e + 5] = float(counts.kept[e]);
   world.allReduce(sums.data(), sums.size(), comm::ReduceOp::Sum,
                   {"expert routing counts", step});
   double choices = double(batch * seq * topK * moeLayers);
@@ -370,7 +371,7 @@ nlohmann::json Run::routingRecord(int64_t step) {
   double copies = sums[0] / choices;
   double least = 1e300, most = 0, total = 0;
   for (int64_t e = 0; e < experts; ++e) {
-    double perLayer = sums[size_t(e) + 4] / copies / double(moeLayers);
+    double perLayer = sums[size_t(e) + 5] / copies / double(moeLayers);
     least = std::min(least, perLayer);
     most = std::max(most, perLayer);
     total += perLayer;
@@ -385,6 +386,11 @@ nlohmann::json Run::routingRecord(int64_t step) {
   if (sums[3] > 0)
     record["moe_aux_loss"] = double(sums[2]) / double(sums[3]) *
                              double(moeLayers);
+  // What expert parallelism's all-to-alls sent per rank in the step, on
+  // average (the filled rows only where the compiler paired their counts;
+  // the CPU backend's measure).
+  if (sums[4] > 0)
+    record["moe_all_to_all_bytes"] = double(sums[4]) / double(world.size());
   return record;
 }
 

@@ -341,22 +341,30 @@ TEST(ProgramLoader, RejectsBadCollectives) {
 /// minimalProgram on a dp=2 x tp=2 mesh, plus f32 buffers #6 "x" [2, 3, 4]
 /// and #7 "y" [2, 6, 4] and an i32 scalar #8, with one collective over tp
 /// along dimension 1: x -> y for a gather, y -> x for a scatter.
+/// Appends a 4-byte-element buffer at the end of `program`'s arena;
+/// returns its index.
+uint32_t addArenaBuffer(Program &program, const char *name,
+                        runtime::DType dtype, std::vector<int64_t> shape) {
+  runtime::BufferInfo buffer;
+  buffer.name = name;
+  buffer.dtype = dtype;
+  buffer.shape = shape;
+  buffer.elements = 1;
+  for (int64_t dim : shape)
+    buffer.elements *= dim;
+  buffer.bytes = uint64_t(buffer.elements) * 4;
+  buffer.offset = program.arenaBytes;
+  program.arenaBytes += buffer.bytes;
+  program.buffers.push_back(buffer);
+  return uint32_t(program.buffers.size() - 1);
+}
+
 Program blockProgram(runtime::CollectiveKind kind) {
   Program program = testprograms::minimalProgram();
   program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};
   auto add = [&](const char *name, runtime::DType dtype,
                  std::vector<int64_t> shape) {
-    runtime::BufferInfo buffer;
-    buffer.name = name;
-    buffer.dtype = dtype;
-    buffer.shape = shape;
-    buffer.elements = 1;
-    for (int64_t dim : shape)
-      buffer.elements *= dim;
-    buffer.bytes = uint64_t(buffer.elements) * 4;
-    buffer.offset = program.arenaBytes;
-    program.arenaBytes += buffer.bytes;
-    program.buffers.push_back(buffer);
+    addArenaBuffer(program, name, dtype, shape);
   };
   add("x", runtime::DType::F32, {2, 3, 4});
   add("y", runtime::DType::F32, {2, 6, 4});
@@ -432,6 +440,54 @@ TEST(ProgramLoader, AllToAllRoundTripsAndIsChecked) {
   EXPECT_EQ(rejection(indivisible),
             what + "cuts dimension 1 of [2,6,4] into 4 blocks, which does not "
                    "divide");
+}
+
+// A counted all_to_all (mixture-of-experts buffers): [1, 4, 8, 2] cut
+// along the experts (dimension 1) over tp, [2, 2, 8, 2] received; the
+// counts of filled rows of each [B, E] cell ride as args 2 and 3.
+TEST(ProgramLoader, CountedAllToAllRoundTripsAndIsChecked) {
+  auto program = [] {
+    Program p = blockProgram(runtime::CollectiveKind::ReduceScatter);
+    auto add = [&](const char *name, runtime::DType dtype,
+                   std::vector<int64_t> shape) {
+      return addArenaBuffer(p, name, dtype, shape);
+    };
+    uint32_t in = add("in", runtime::DType::F32, {1, 4, 8, 2});
+    uint32_t out = add("out", runtime::DType::F32, {2, 2, 8, 2});
+    uint32_t sent = add("sent", runtime::DType::I32, {1, 4});
+    uint32_t received = add("received", runtime::DType::I32, {2, 2});
+    Instruction &i = p.functions[0].instructions[0];
+    i.args = {in, out, sent, received};
+    i.collective->kind = runtime::CollectiveKind::AllToAll;
+    i.collective->label = "dispatch";
+    i.collective->concatDim = 0;
+    i.collective->rowsDim = 2;
+    return p;
+  };
+  Program loaded = roundTrip(program());
+  const Instruction &instruction = loaded.functions[0].instructions[0];
+  EXPECT_EQ(instruction.collective->rowsDim, 2u);
+  EXPECT_EQ(instruction.args.size(), 4u);
+  const std::string what =
+      "p.ptp: train_step instruction #0 (all_to_all 'dispatch') ";
+  Program three = program();
+  three.functions[0].instructions[0].args.pop_back();
+  EXPECT_EQ(rejection(three),
+            what + "has 3 buffers; it takes an input and an output and their "
+                   "counts of filled rows");
+  Program rows = program();
+  rows.functions[0].instructions[0].collective->rowsDim = 1;
+  EXPECT_EQ(rejection(rows),
+            what + "has rows_dim 1, which must come after split_dim and "
+                   "concat_dim and before the last dimension of its input "
+                   "[1,4,8,2]");
+  Program shape = program();
+  // The same bytes, the output's cells miscounted.
+  shape.buffers[shape.functions[0].instructions[0].args[3]].shape = {4, 1};
+  EXPECT_EQ(rejection(shape),
+            what + "counts the output's filled rows in buffer #" +
+                std::to_string(shape.functions[0].instructions[0].args[3]) +
+                " ('received'), which must be i32 [2,2]");
 }
 
 TEST(ProgramLoader, RejectsBadBlockCollectives) {

@@ -43,7 +43,8 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
             static_cast<ptp::ReduceKind>(instruction.collective->reduce), &axes,
             instruction.collective->label.c_str(),
             instruction.collective->dim, instruction.collective->started,
-            instruction.collective->concatDim);
+            instruction.collective->concatDim,
+            instruction.collective->rowsDim);
       }
       flatbuffers::Offset<ptp::Transfer> transfer = 0;
       if (instruction.transfer)

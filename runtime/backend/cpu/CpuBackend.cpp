@@ -441,46 +441,6 @@ CpuBackend::compileBlockCollective(const Program &program,
   };
 }
 
-// The communicator's all-to-all sends contiguous blocks by rank: the input
-// cut along split_dim is packed as [N, outer, block, inner] (unless the cut
-// is along the outermost dimensions), and the blocks received, each the
-// input's shape with split_dim divided, are unpacked along concat_dim.
-std::function<void()>
-CpuBackend::compileAllToAll(const Program &program,
-                            const Instruction &instruction,
-                            comm::Communicator &group, float *in, float *out,
-                            std::vector<float> *pack) {
-  const Collective &collective = *instruction.collective;
-  const BufferInfo &input = program.buffers[instruction.args[0]];
-  const BufferInfo &output = program.buffers[instruction.args[1]];
-  int64_t blocks = group.size();
-  auto [sendOuter, sendInner] = outerAndInner(input.shape, collective.dim);
-  int64_t sendDim = input.shape[collective.dim] / blocks;
-  auto [recvOuter, recvInner] =
-      outerAndInner(output.shape, collective.concatDim);
-  int64_t recvDim = output.shape[collective.concatDim] / blocks;
-  size_t count = size_t(input.elements);
-  if (pack->size() < 2 * count)
-    pack->resize(2 * count);
-  comm::Communicator *communicator = &group;
-  std::string label = collective.label;
-  return [this, communicator, in, out, count, blocks, label, pack,
-          sendOuter = sendOuter, sendInner = sendInner, sendDim,
-          recvOuter = recvOuter, recvInner = recvInner, recvDim] {
-    float *send = pack->data(), *recv = pack->data() + count;
-    const float *from = in;
-    if (sendOuter > 1) {
-      cpu::packBlocks(in, send, sendOuter, sendDim, sendInner, blocks);
-      from = send;
-    }
-    float *to = recvOuter > 1 ? recv : out;
-    communicator->allToAll(from, to, count / size_t(blocks),
-                           {label.c_str(), currentStep});
-    if (recvOuter > 1)
-      cpu::unpackBlocks(recv, out, recvOuter, recvDim, recvInner, blocks);
-  };
-}
-
 } // namespace cpubackend
 
 std::unique_ptr<Backend>

@@ -138,6 +138,12 @@ private:
                                         const Instruction &instruction,
                                         comm::Communicator &group, float *in,
                                         float *out, std::vector<float> *pack);
+  /// An all_to_all with counts (rows_dim): only the filled rows move.
+  std::function<void()> compileCountedAllToAll(const Program &program,
+                                               const Instruction &instruction,
+                                               comm::Communicator &group,
+                                               float *in, float *out,
+                                               std::vector<float> *pack);
   std::function<void()> compileRingShift(const Program &program,
                                          const Instruction &instruction,
                                          comm::Communicator &group);

@@ -33,3 +33,17 @@ func.func @rt_all_to_all(%x: memref<2x4x8xf32>, %y: memref<4x2x8xf32>, %n: memre
   rt.wait %t, %n, %k : memref<2x4xi32>, memref<4x2xi32>
   return
 }
+
+// -----
+
+// Counted rows: only the filled rows of each [B, E] cell of a [B, E, C, H]
+// buffer move.
+dist.mesh @m axes = [dp = 2]
+// CHECK-LABEL: func.func @rt_all_to_all_counted
+func.func @rt_all_to_all_counted(%x: memref<1x4x8x16xf32>, %y: memref<2x2x8x16xf32>, %c: memref<1x4xi32>, %d: memref<2x2xi32>) {
+  // CHECK: rt.all_to_all %{{.*}}, %{{.*}} on @m axes [dp] split_dim = 1 concat_dim = 0 label = "dispatch" counts(%{{.*}}, %{{.*}}) rows_dim = 2 : memref<1x4x8x16xf32>, memref<2x2x8x16xf32>, memref<1x4xi32>, memref<2x2xi32>
+  rt.all_to_all %x, %y on @m axes [dp] split_dim = 1 concat_dim = 0 label = "dispatch" counts(%c, %d) rows_dim = 2 : memref<1x4x8x16xf32>, memref<2x2x8x16xf32>, memref<1x4xi32>, memref<2x2xi32>
+  // CHECK: rt.all_to_all %{{.*}}, %{{.*}} on @m axes [dp] split_dim = 0 concat_dim = 1 label = "combine" counts(%{{.*}}, %{{.*}}) rows_dim = 2
+  rt.all_to_all %y, %x on @m axes [dp] split_dim = 0 concat_dim = 1 label = "combine" counts(%d, %c) rows_dim = 2 : memref<2x2x8x16xf32>, memref<1x4x8x16xf32>, memref<2x2xi32>, memref<1x4xi32>
+  return
+}

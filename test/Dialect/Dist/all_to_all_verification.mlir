@@ -98,3 +98,39 @@ func.func @rt_order(%x: memref<2x8xf32>, %y: memref<8x2xf32>) {
   rt.all_to_all %x, %y on @m axes [tp, dp] split_dim = 1 concat_dim = 0 label = "a" : memref<2x8xf32>, memref<8x2xf32>
   return
 }
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @rt_counts_without_rows(%x: memref<1x4x8x16xf32>, %y: memref<2x2x8x16xf32>) {
+  // expected-error @+1 {{'rt.all_to_all' op takes counts and rows_dim together: the filled rows of the input's and the output's cells}}
+  "rt.all_to_all"(%x, %y) <{axes = ["dp"], concat_dim = 0 : i64, label = "a", mesh = @m, split_dim = 1 : i64, rows_dim = 2 : i64}> : (memref<1x4x8x16xf32>, memref<2x2x8x16xf32>) -> ()
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @rt_one_count(%x: memref<1x4x8x16xf32>, %y: memref<2x2x8x16xf32>, %c: memref<1x4xi32>) {
+  // expected-error @+1 {{'rt.all_to_all' op takes two counts (the input's and the output's cells), not 1}}
+  rt.all_to_all %x, %y on @m axes [dp] split_dim = 1 concat_dim = 0 label = "a" counts(%c) rows_dim = 2 : memref<1x4x8x16xf32>, memref<2x2x8x16xf32>, memref<1x4xi32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @rt_rows_dim(%x: memref<1x4x8x16xf32>, %y: memref<2x2x8x16xf32>, %c: memref<1xi32>, %d: memref<2xi32>) {
+  // expected-error @+1 {{'rt.all_to_all' op rows_dim 1 must come after split_dim and concat_dim and before the last dimension of 'memref<1x4x8x16xf32>'}}
+  rt.all_to_all %x, %y on @m axes [dp] split_dim = 1 concat_dim = 0 label = "a" counts(%c, %d) rows_dim = 1 : memref<1x4x8x16xf32>, memref<2x2x8x16xf32>, memref<1xi32>, memref<2xi32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2]
+func.func @rt_counts_shape(%x: memref<1x4x8x16xf32>, %y: memref<2x2x8x16xf32>, %c: memref<1x4xi32>, %d: memref<2x4xi32>) {
+  // expected-error @+1 {{'rt.all_to_all' op the output's counts 'memref<2x4xi32>' must be i32 of the output's cells (its dimensions before rows_dim 2) with the identity layout}}
+  rt.all_to_all %x, %y on @m axes [dp] split_dim = 1 concat_dim = 0 label = "a" counts(%c, %d) rows_dim = 2 : memref<1x4x8x16xf32>, memref<2x2x8x16xf32>, memref<1x4xi32>, memref<2x4xi32>
+  return
+}
