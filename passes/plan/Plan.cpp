@@ -125,6 +125,20 @@ public:
     out = text->str();
   }
 
+  /// A non-empty string field (a path).
+  bool text(StringRef key, std::string &out, StringRef expected) {
+    const json::Value *value = get(key);
+    if (!value)
+      return false;
+    std::optional<StringRef> text = value->getAsString();
+    if (!text || text->empty()) {
+      error(fieldPath(key) + " must be " + expected + ", got " + show(*value));
+      return false;
+    }
+    out = text->str();
+    return true;
+  }
+
   /// A non-empty list of positive integers (layer counts).
   void layerCounts(StringRef key, llvm::SmallVector<int64_t> &out) {
     const json::Value *value = get(key);
@@ -352,6 +366,30 @@ void readPartDegrees(ObjectReader &tp, Plan &plan, StringRef fileName,
     }
 }
 
+/// plan.json's "offload": the tiers asked for, the NVMe files' directory
+/// (required with "nvme") and the staging buffer, at least one 4096-byte
+/// block per slice of each moment.
+void readOffload(ObjectReader &reader, Plan::Offload &offload) {
+  offload.given = true;
+  reader.choice("optimizer", offload.optimizer, {"none", "host", "nvme"});
+  reader.choice("parameters", offload.parameters, {"none", "host", "nvme"});
+  offload.pathGiven =
+      reader.text("path", offload.path,
+                  "a directory (a non-empty string: where each rank's "
+                  "offload file goes)");
+  offload.bufferBytesGiven = reader.get("buffer_bytes");
+  reader.integer("buffer_bytes", offload.bufferBytes,
+                 Plan::Offload::kMinBufferBytes,
+                 std::numeric_limits<int64_t>::max(),
+                 "at least " + std::to_string(Plan::Offload::kMinBufferBytes) +
+                     " (three slices of both moments staged at once, each "
+                     "at least one 4096-byte I/O block)");
+  if (offload.optimizer == "nvme" && !reader.get("path"))
+    reader.error("offload.path is required with offload.optimizer \"nvme\": "
+                 "the directory of each rank's offload file "
+                 "(partition-run --offload-path overrides it)");
+}
+
 } // namespace
 
 FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
@@ -380,7 +418,7 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
   ObjectReader top(*root, "",
                    {"mesh", "tensor_parallel", "pipeline", "zero",
                     "recompute", "precision", "replicas", "overlap",
-                    "context_parallel", "moe"},
+                    "context_parallel", "moe", "offload"},
                    fileName, emitError, failed);
   auto reader = [&](StringRef key, ArrayRef<StringRef> known)
       -> std::optional<ObjectReader> {
@@ -465,6 +503,9 @@ FailureOr<Plan> partition::parsePlan(StringRef text, StringRef fileName,
                        "recompute.policy \"budget\", got policy \"" +
                        plan.recompute.policy + "\"");
   }
+  if (auto offload = reader("offload", {"optimizer", "parameters", "path",
+                                        "buffer_bytes"}))
+    readOffload(*offload, plan.offload);
   top.choice("precision", plan.precision, {"fp32", "bf16"});
   if (const json::Value *value = top.get("replicas"))
     readReplicas(*value, *root, plan, fileName, emitError, failed);

@@ -7,7 +7,7 @@
 // with a message that starts with the file's name and names the field path
 // and the value; checkPlanAgainstModel rejects plans a model cannot follow
 // and checkPlanImplemented the combinations no pass implements yet (today
-// only ones with nonuniform `replicas`).
+// ones with nonuniform `replicas`, and parameter offload).
 //
 // This is the one place plan.json is read. It depends on LLVMSupport and
 // nlohmann-json only (not MLIR), so that fuzz/PlanFuzzer.cpp links it
@@ -146,6 +146,39 @@ struct Plan {
   } recompute;
   /// fp32 or bf16.
   std::string precision = "fp32";
+  /// Optimizer state in a tier of its own (docs/offload.md): the AdamW
+  /// moments held in host memory or in a file on NVMe and staged through
+  /// the arena slice by slice (--rt-offload-optimizer).
+  struct Offload {
+    /// none, host or nvme.
+    std::string optimizer = "none";
+    /// none, host or nvme: parameter offload (ZeRO-3), refused until its
+    /// pass exists (checkPlanImplemented).
+    std::string parameters = "none";
+    /// nvme: the directory of the per-rank offload files (partition-run
+    /// --offload-path overrides it).
+    std::string path;
+    /// The most bytes of staging buffers in the arena at once: the slice
+    /// being updated, the next one being read and the last one being
+    /// written, each of both moments.
+    int64_t bufferBytes = kDefaultBufferBytes;
+    /// Whether plan.json gave the object, path and buffer_bytes
+    /// (checkPlanTakesEffect refuses them with optimizer none).
+    bool given = false, pathGiven = false, bufferBytesGiven = false;
+    /// 64 MiB: slices of 10.7 MiB per moment (gpt2-124m's embedding
+    /// table, 154 MB, in 15).
+    static constexpr int64_t kDefaultBufferBytes = int64_t(64) << 20;
+    /// Slices are whole 4096-byte I/O blocks (O_DIRECT's unit), three of
+    /// each moment staged at once: the smallest buffer holds six blocks.
+    static constexpr int64_t kSliceAlignment = 4096;
+    static constexpr int64_t kStagedSlices = 3 * 2;
+    static constexpr int64_t kMinBufferBytes = kStagedSlices * kSliceAlignment;
+    /// The bytes of one moment's slice under `bufferBytes`.
+    static int64_t sliceBytes(int64_t bufferBytes) {
+      return bufferBytes / kStagedSlices / kSliceAlignment * kSliceAlignment;
+    }
+    bool enabled() const { return optimizer != "none"; }
+  } offload;
   /// Nonuniform tensor parallelism across data-parallel replicas (NTP,
   /// docs/nonuniform-tp.md): replica i runs the step at its own tp degree
   /// on ranks numbered replica by replica, on `batchShare` parts of each

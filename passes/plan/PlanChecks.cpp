@@ -312,6 +312,24 @@ const std::vector<NotImplemented> kNotImplemented = {
      },
      "per-part degrees inside nonuniform replicas",
      "leave out tensor_parallel.per_layer / .embedding or the replicas"},
+    {"offload.parameters",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.offload.parameters == "none")
+         return std::nullopt;
+       return "\"" + plan.offload.parameters + "\"";
+     },
+     "parameter offload (ZeRO-Infinity's: ZeRO-3's parameter shards in a "
+     "tier, gathered layer by layer)",
+     "leave out offload.parameters (offload.optimizer moves the AdamW "
+     "moments)"},
+    {"offload.optimizer with replicas",
+     [](const Plan &plan) -> std::optional<std::string> {
+       if (plan.replicas.empty() || !plan.offload.enabled())
+         return std::nullopt;
+       return "\"" + plan.offload.optimizer + "\"";
+     },
+     "optimizer-state offload inside nonuniform replicas",
+     "leave out offload or the replicas"},
 };
 
 } // namespace
@@ -364,6 +382,19 @@ LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
            "mesh.dp > 1, without a pipeline (mesh.pp = 1) and without "
            "replicas start their data-parallel buckets early "
            "(--rt-overlap-collectives); leave out overlap");
+  // offload: its path and buffer only mean something for the tiers that
+  // use them.
+  if (!plan.offload.enabled() && plan.offload.parameters == "none" &&
+      (plan.offload.pathGiven || plan.offload.bufferBytesGiven))
+    refuse(Twine("offload.") +
+           (plan.offload.pathGiven ? "path" : "buffer_bytes") +
+           " does nothing with offload.optimizer \"none\" (nothing is "
+           "offloaded); give offload.optimizer \"host\" or \"nvme\", or "
+           "leave out offload");
+  else if (plan.offload.optimizer == "host" && plan.offload.pathGiven)
+    refuse("offload.path does nothing with offload.optimizer \"host\" "
+           "(only the nvme tier keeps files); leave out offload.path or "
+           "give offload.optimizer \"nvme\"");
   if (plan.overlap.tensorParallelGiven &&
       (plan.mesh.tp == 1 || plan.mesh.pp > 1 || !plan.replicas.empty()))
     refuse("overlap.tensor_parallel does nothing here: only plans with "

@@ -32,7 +32,7 @@
 //===----------------------------------------------------------------------===//
 
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_unknown_top.json 2>&1 | FileCheck %s --check-prefix=CHECK-UNKNOWN-TOP
-// CHECK-UNKNOWN-TOP: error: {{.*}}plan_unknown_top.json: unknown field 'pipline' (known: mesh, tensor_parallel, pipeline, zero, recompute, precision, replicas, overlap, context_parallel, moe)
+// CHECK-UNKNOWN-TOP: error: {{.*}}plan_unknown_top.json: unknown field 'pipline' (known: mesh, tensor_parallel, pipeline, zero, recompute, precision, replicas, overlap, context_parallel, moe, offload)
 
 // RUN: not partition-opt %s --dist-apply-plan=plan=%S/Inputs/plan_unknown_nested.json 2>&1 | FileCheck %s --check-prefix=CHECK-UNKNOWN-NESTED
 // CHECK-UNKNOWN-NESTED: error: {{.*}}plan_unknown_nested.json: unknown field 'mesh.ep' (known: dp, tp, pp, cp)
