@@ -3,6 +3,8 @@
 #include "dialects/Rt/RtDialect.h"
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtOps.h"
+#include "dialects/Rt/RtTiers.h"
+#include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
 using namespace partition::rt;
@@ -43,6 +45,14 @@ static LogicalResult verifyBufferAttribute(Operation *op, NamedAttribute attr,
                               "axis_index, but is "
                            << attr.getValue();
   }
+  if (name == RtDialect::kTierAttrName) {
+    auto tier = dyn_cast<StringAttr>(attr.getValue());
+    if (tier && isTierName(tier.getValue()))
+      return success();
+    return op->emitError() << "'" << name << "'" << site
+                           << " must be \"host\" or \"nvme\", but is "
+                           << attr.getValue();
+  }
   if (name == RtDialect::kNameAttrName) {
     auto text = dyn_cast<StringAttr>(attr.getValue());
     if (text && !text.getValue().empty())
@@ -55,6 +65,15 @@ static LogicalResult verifyBufferAttribute(Operation *op, NamedAttribute attr,
 
 LogicalResult RtDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
+  if (attr.getName() == kOffloadPathAttrName) {
+    auto path = dyn_cast<StringAttr>(attr.getValue());
+    if (isa<ModuleOp>(op) && path && !path.getValue().empty())
+      return success();
+    return op->emitError() << "'" << kOffloadPathAttrName
+                           << "' must be a non-empty string on the module, "
+                              "but is "
+                           << attr.getValue();
+  }
   if (attr.getName() == kArenaBytesAttrName) {
     auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
     if (bytes && bytes.getInt() >= 0)

@@ -1,6 +1,7 @@
 //===- RtOps.cpp - verifiers and custom syntax of the rt ops --------------===//
 
 #include "dialects/Rt/RtOps.h"
+#include "dialects/Rt/RtTiers.h"
 #include "dialects/Rt/RtViews.h"
 
 #include "dialects/Dist/DistOps.h"
@@ -39,10 +40,12 @@ void printAsyncToken(OpAsmPrinter &printer, Operation *, Type tokenType) {
     printer << "async ";
 }
 
+} // namespace
+
 /// A started collective's token is completed by exactly one rt.wait: a
 /// second wait would wait for nothing, none would leave the collective
 /// running past the step (the runtime refuses both, this says where).
-LogicalResult verifyAsyncToken(Operation *op, Value token) {
+LogicalResult partition::rt::verifyAsyncToken(Operation *op, Value token) {
   if (!token)
     return success();
   unsigned waits = 0, uses = 0;
@@ -58,6 +61,8 @@ LogicalResult verifyAsyncToken(Operation *op, Value token) {
                              << " other uses";
   return success();
 }
+
+namespace {
 
 Value baseBuffer(Value value) { return viewedBuffer(value); }
 
@@ -79,10 +84,10 @@ LogicalResult WaitOp::verify() {
   Operation *start = getToken().getDefiningOp();
   if (!start ||
       !isa<AllReduceOp, AllGatherOp, ReduceScatterOp, RingShiftOp,
-           AllToAllOp>(start) ||
+           AllToAllOp, TierReadOp, TierWriteOp>(start) ||
       start->getBlock() != getOperation()->getBlock())
     return emitOpError("must wait for a token returned by an async rt "
-                       "collective of the same block");
+                       "collective or tier transfer of the same block");
   // The collective's buffers: the wait keeps exactly those in use.
   SmallVector<Value> expected;
   for (Value operand : start->getOperands())
@@ -92,28 +97,33 @@ LogicalResult WaitOp::verify() {
                             "for ("
                          << expected.size() << " buffers, in its order), but "
                          << "names " << getBuffers().size();
-  // Between the start and the wait the buffers belong to the collective;
-  // a ring shift's input may still be read (it only reads it too).
-  llvm::SmallPtrSet<Value, 4> bases;
-  for (Value buffer : expected)
-    bases.insert(baseBuffer(buffer));
+  // Between the start and the wait the buffers belong to the collective
+  // (views of other bytes of one buffer, as the slices of a tier transfer,
+  // do not); a ring shift's input may still be read (it only reads it too).
   Value sharedInput = isa<RingShiftOp>(start)
                           ? baseBuffer(start->getOperand(0))
                           : Value();
+  StringRef what = isa<TierReadOp, TierWriteOp>(start) ? "tier transfer"
+                                                         : "collective";
+  auto owned = [&](Value operand) {
+    return llvm::any_of(expected, [&](Value buffer) {
+      return mayOverlap(operand, buffer);
+    });
+  };
   for (Operation *op = start->getNextNode(); op && op != getOperation();
        op = op->getNextNode()) {
     // Making a view reads and writes nothing; using it does.
     if (isView(op))
       continue;
     for (Value operand : op->getOperands())
-      if (isa<MemRefType>(operand.getType()) &&
-          bases.contains(baseBuffer(operand)) &&
+      if (isa<MemRefType>(operand.getType()) && owned(operand) &&
           !(sharedInput && baseBuffer(operand) == sharedInput &&
             onlyReads(op, sharedInput))) {
         InFlightDiagnostic diag =
-            op->emitOpError() << "uses a buffer of an async collective before "
+            op->emitOpError() << "uses a buffer of an async " << what
+                              << " before "
                                  "its rt.wait";
-        diag.attachNote(start->getLoc()) << "the collective starts here";
+        diag.attachNote(start->getLoc()) << "the " << what << " starts here";
         diag.attachNote(getLoc()) << "and is waited for here";
         return diag;
       }
@@ -164,7 +174,7 @@ LogicalResult KernelOp::verify() {
       if (llvm::is_contained(getInputs(), output))
         return emitOpError() << "kernel \"" << getKernel()
                              << "\" cannot write one of its inputs";
-  return success();
+  return verifyInArena(*this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -209,7 +219,7 @@ LogicalResult AllReduceOp::verify() {
         return emitOpError()
                << "axis '" << cast<StringAttr>(axes[i]).getValue()
                << "' is listed twice in axes " << axes;
-  return success();
+  return verifyInArena(*this);
 }
 
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
@@ -285,7 +295,7 @@ LogicalResult verifyBlockCollective(Operation *op, Value input, Value output,
         return op->emitOpError()
                << "axis '" << cast<StringAttr>(axes[i]).getValue()
                << "' is listed twice in axes " << axes;
-  return success();
+  return verifyInArena(op);
 }
 
 /// How a block collective's output relates to its input.
@@ -478,7 +488,7 @@ LogicalResult verifyPointToPoint(Operation *op, Value buffer, ArrayAttr axes,
                              << " is negative";
   if (label.empty())
     return op->emitOpError("must have a non-empty label");
-  return success();
+  return verifyInArena(op);
 }
 
 LogicalResult verifyPointToPointUses(Operation *op, FlatSymbolRefAttr meshName,

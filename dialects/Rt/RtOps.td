@@ -40,7 +40,14 @@ def Rt_Dialect : Dialect {
       scalar: this rank's index in the group of the mesh axes `rt.name`
       lists, comma-separated);
     - `rt.name` (a state buffer): the parameter it belongs to;
-    - `rt.arena_bytes` (a planned function): the arena's size in bytes.
+    - `rt.tier` (a state buffer, or a planned function's tier argument):
+      `host` or `nvme`, the buffer lives in that tier of its own, outside
+      the arena (`--rt-offload-optimizer`): kernels and collectives never
+      touch it, `rt.tier_read` / `rt.tier_write` move it through a staging
+      buffer of the arena;
+    - `rt.arena_bytes` (a planned function): the arena's size in bytes;
+    - `rt.offload_path` (the module): the directory of the NVMe tier's
+      files (the plan's `offload.path`).
 
     Example (a planned step, abridged):
     ```mlir
@@ -68,6 +75,12 @@ def Rt_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNameAttrName = "rt.name";
     /// On a planned function: the arena's size in bytes.
     static constexpr ::llvm::StringLiteral kArenaBytesAttrName = "rt.arena_bytes";
+    /// On a state buffer, or a planned function's tier argument: host or
+    /// nvme, the tier it lives in, outside the arena.
+    static constexpr ::llvm::StringLiteral kTierAttrName = "rt.tier";
+    /// On the module: the NVMe tier's directory (plan.json offload.path).
+    static constexpr ::llvm::StringLiteral kOffloadPathAttrName =
+        "rt.offload_path";
   }];
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
@@ -77,13 +90,15 @@ def Rt_Dialect : Dialect {
 
 def Rt_TokenType : TypeDef<Rt_Dialect, "Token"> {
   let mnemonic = "token";
-  let summary = "a started collective, until an rt.wait completes it";
+  let summary = "a started collective or tier transfer, until an rt.wait completes it";
   let description = [{
-    The result of a collective marked `async` (`rt.all_reduce`,
-    `rt.all_gather`, `rt.reduce_scatter`): the collective has started and
-    runs in the background (the CPU runtime's communication thread, the CUDA
-    runtime's communication stream) until the one `rt.wait` that consumes
-    the token. Its buffers belong to the collective in between.
+    The result of a collective or tier transfer marked `async`
+    (`rt.all_reduce`, `rt.all_gather`, `rt.reduce_scatter`,
+    `rt.ring_shift`, `rt.all_to_all`, `rt.tier_read`, `rt.tier_write`): it
+    has started and runs in the background (the CPU runtime's communication
+    thread or I/O engine, the CUDA runtime's communication stream) until
+    the one `rt.wait` that consumes the token. Its buffers belong to it in
+    between.
 
     Example:
     ```mlir
@@ -404,14 +419,15 @@ def Rt_RingShiftOp : Op<Rt_Dialect, "ring_shift", [
 }
 
 def Rt_WaitOp : Op<Rt_Dialect, "wait"> {
-  let summary = "completes a started collective";
+  let summary = "completes a started collective or tier transfer";
   let description = [{
-    Blocks until the collective that returned `token` (an `async`
-    `rt.all_reduce`, `rt.all_gather` or `rt.reduce_scatter`) is done on
-    this rank; from here on its buffers hold its result and may be read and
-    written again. `buffers` are the collective's own, in its order: the
-    wait reads and writes them, so that liveness, the memory plan and any
-    pass that moves ops see the buffers in use until here.
+    Blocks until the collective or tier transfer that returned `token` (an
+    `async` `rt.all_reduce`, `rt.all_gather`, `rt.reduce_scatter`,
+    `rt.ring_shift`, `rt.all_to_all`, `rt.tier_read` or `rt.tier_write`) is
+    done on this rank; from here on its buffers hold its result and may be
+    read and written again. `buffers` are the started op's own, in its
+    order: the wait reads and writes them, so that liveness, the memory
+    plan and any pass that moves ops see the buffers in use until here.
 
     Example:
     ```mlir
@@ -422,11 +438,12 @@ def Rt_WaitOp : Op<Rt_Dialect, "wait"> {
     ```
 
     Constraints:
-    - `token` is the result of an rt collective in the same block (so the
-      wait follows its start);
-    - `buffers` are that collective's buffers, in order;
-    - no op between the collective and the wait reads or writes one of
-      them (by value, or through a subview of it).
+    - `token` is the result of an rt collective or tier transfer in the
+      same block (so the wait follows its start);
+    - `buffers` are its buffers, in order;
+    - no op between the start and the wait reads or writes bytes of one
+      of them (by value, or through a view of it; views of disjoint parts
+      of one buffer, as a tier transfer's slices, do not conflict).
   }];
   let arguments = (ins
     Rt_TokenType:$token,
@@ -436,6 +453,81 @@ def Rt_WaitOp : Op<Rt_Dialect, "wait"> {
     $token `,` $buffers attr-dict `:` type($buffers)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Tier transfers (offload)
+//===----------------------------------------------------------------------===//
+
+// A copy between a buffer of a tier (host or NVMe, rt.tier) and a staging
+// buffer of the arena.
+class Rt_TierTransferOp<string mnemonic> : Op<Rt_Dialect, mnemonic> {
+  let results = (outs Optional<Rt_TokenType>:$token);
+  let assemblyFormat = [{
+    custom<AsyncToken>(type($token)) ``
+    $source `,` $destination `label` `=` $label attr-dict
+    `:` type($source) `,` type($destination)
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_TierReadOp : Rt_TierTransferOp<"tier_read"> {
+  let summary = "copies a tier's buffer into a staging buffer of the arena";
+  let description = [{
+    Reads `source`, a buffer of a tier outside the arena (a state buffer
+    marked `rt.tier`, or a slice of one: a view at a static offset), into
+    `destination`, a buffer of the arena of the same element type and
+    count (`--rt-offload-optimizer` stages AdamW's moments so). `label`
+    names the transfer in traces and in the runtime's error messages (an
+    I/O error names it and the file). With `async` the read only starts
+    here and returns a token (`!rt.token`) that one `rt.wait` completes;
+    no op in between may touch its buffers.
+
+    Example:
+    ```mlir
+    %t = rt.tier_read async %m1, %staging label = "moment1 wte [0, 4096)"
+        : memref<4096xf32, strided<[1]>>, memref<4096xf32>
+    rt.kernel "gelu_grad" ins(...) outs(...)
+    rt.wait %t, %m1, %staging : memref<4096xf32, strided<[1]>>, memref<4096xf32>
+    ```
+
+    Constraints:
+    - `source` is in a tier (its buffer, through views, is marked
+      `rt.tier`), `destination` is not;
+    - both have static shapes, contiguous row-major layouts, one element
+      type (f32, bf16 or i32) and as many elements;
+    - `label` is not empty;
+    - `async`: the token is waited for by exactly one `rt.wait`.
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "the tier's buffer", [MemRead]>:$source,
+    Arg<AnyMemRef, "the staging buffer", [MemWrite]>:$destination,
+    StrAttr:$label);
+}
+
+def Rt_TierWriteOp : Rt_TierTransferOp<"tier_write"> {
+  let summary = "copies a staging buffer of the arena into a tier's buffer";
+  let description = [{
+    Writes `source`, a buffer of the arena, into `destination`, a buffer
+    of a tier (a state buffer marked `rt.tier`, or a slice of one) of the
+    same element type and count: the write-back of a staged update. As
+    `rt.tier_read` otherwise (`label`, `async`).
+
+    Example:
+    ```mlir
+    %t = rt.tier_write async %staging, %m1 label = "moment1 wte [0, 4096)"
+        : memref<4096xf32>, memref<4096xf32, strided<[1]>>
+    ...
+    rt.wait %t, %staging, %m1 : memref<4096xf32>, memref<4096xf32, strided<[1]>>
+    ```
+
+    Constraints: as for `rt.tier_read`, with the tier on the destination's
+    side.
+  }];
+  let arguments = (ins
+    Arg<AnyMemRef, "the staging buffer", [MemRead]>:$source,
+    Arg<AnyMemRef, "the tier's buffer", [MemWrite]>:$destination,
+    StrAttr:$label);
 }
 
 //===----------------------------------------------------------------------===//

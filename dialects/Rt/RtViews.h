@@ -12,6 +12,10 @@
 #define PARTITION_DIALECTS_RT_RTVIEWS_H
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
+
+#include <optional>
+#include <utility>
 
 namespace partition::rt {
 
@@ -31,6 +35,37 @@ inline mlir::Value viewedBuffer(mlir::Value value) {
       break;
   }
   return value;
+}
+
+/// The bytes of the buffer it views (viewedBuffer) that `value` covers,
+/// [begin, end), from its layout's static offset (which counts from the
+/// start of that buffer through any chain of views); nullopt when the
+/// layout is not static and contiguous.
+inline std::optional<std::pair<int64_t, int64_t>> viewedBytes(mlir::Value value) {
+  auto type = mlir::dyn_cast<mlir::MemRefType>(value.getType());
+  if (!type || !type.hasStaticShape() ||
+      !type.getElementType().isIntOrFloat() ||
+      type.getElementTypeBitWidth() % 8 != 0 ||
+      !mlir::memref::isStaticShapeAndContiguousRowMajor(type))
+    return std::nullopt;
+  llvm::SmallVector<int64_t> strides;
+  int64_t offset = 0;
+  if (mlir::failed(type.getStridesAndOffset(strides, offset)) ||
+      mlir::ShapedType::isDynamic(offset))
+    return std::nullopt;
+  int64_t bytes = type.getElementTypeBitWidth() / 8;
+  return std::make_pair(offset * bytes,
+                        (offset + type.getNumElements()) * bytes);
+}
+
+/// Whether `a` and `b` may share bytes: views of one buffer, unless both
+/// cover known, disjoint byte ranges of it (two slices of one tensor).
+inline bool mayOverlap(mlir::Value a, mlir::Value b) {
+  if (viewedBuffer(a) != viewedBuffer(b))
+    return false;
+  std::optional<std::pair<int64_t, int64_t>> x = viewedBytes(a),
+                                              y = viewedBytes(b);
+  return !x || !y || (x->first < y->second && y->first < x->second);
 }
 
 } // namespace partition::rt

@@ -36,7 +36,7 @@ func.func @token_returned(%a: memref<4x8xf32>, %b: memref<8x8xf32>) -> !rt.token
 // -----
 
 func.func @token_argument(%t: !rt.token, %a: memref<4xf32>) {
-  // expected-error @+1 {{'rt.wait' op must wait for a token returned by an async rt collective of the same block}}
+  // expected-error @+1 {{'rt.wait' op must wait for a token returned by an async rt collective or tier transfer of the same block}}
   rt.wait %t, %a : memref<4xf32>
   return
 }
@@ -89,7 +89,7 @@ func.func @other_block(%a: memref<4xf32>, %c: i1) {
   %t = rt.all_reduce async %a on @mesh axes [dp] reduce = sum label = "b" : memref<4xf32>
   // A region of another block (an unregistered op stands for any).
   "test.region"() ({
-    // expected-error @+1 {{'rt.wait' op must wait for a token returned by an async rt collective of the same block}}
+    // expected-error @+1 {{'rt.wait' op must wait for a token returned by an async rt collective or tier transfer of the same block}}
     rt.wait %t, %a : memref<4xf32>
     "test.terminator"() : () -> ()
   }) : () -> ()
