@@ -15,6 +15,7 @@
 #include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
+#include "dialects/Rt/RtTiers.h"
 #include "dialects/Rt/RtViews.h"
 #include "lowering/MemoryReport.h"
 
@@ -40,9 +41,13 @@ namespace partition {
 namespace {
 
 constexpr int64_t kAlignment = 64;
+/// Buffers of a tier, and the staging buffers their transfers fill, start
+/// and end at whole I/O blocks: O_DIRECT moves 4096-byte blocks between
+/// 4096-aligned addresses and file offsets (runtime/offload/IoEngine.h).
+constexpr int64_t kIoBlock = 4096;
 
-int64_t alignUp(int64_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+int64_t alignUp(int64_t bytes, int64_t alignment = kAlignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
 }
 
 /// What `type` lacks to be placed in the arena, or "" when nothing.
@@ -85,10 +90,16 @@ FailureOr<int64_t> placeableBytes(MemRefType type,
 class StateLayout {
 public:
   LogicalResult add(func::FuncOp function, MemoryReport &report);
+  /// The offset of argument `arg`: in the arena, or in its tier's space
+  /// when it has an rt.tier.
   int64_t offsetOf(func::FuncOp function, unsigned arg) const {
     return offsets.lookup(keyOf(function, arg)).first;
   }
   int64_t bytes() const { return end; }
+  /// The bytes of the host and NVMe tiers (0: the stage has none).
+  int64_t tierBytes(StringRef tier) const {
+    return tier == "host" ? hostEnd : nvmeEnd;
+  }
 
 private:
   using Key = std::pair<StringRef, StringRef>;
@@ -100,7 +111,7 @@ private:
     return {get(RtDialect::kRoleAttrName), get(RtDialect::kNameAttrName)};
   }
   llvm::DenseMap<Key, std::pair<int64_t, Type>> offsets;
-  int64_t end = 0;
+  int64_t end = 0, hostEnd = 0, nvmeEnd = 0;
 };
 
 LogicalResult StateLayout::add(func::FuncOp function, MemoryReport &report) {
@@ -131,7 +142,15 @@ LogicalResult StateLayout::add(func::FuncOp function, MemoryReport &report) {
         placeableBytes(type, [&] { return function.emitError(); });
     if (failed(bytes))
       return failure();
-    auto [it, inserted] = offsets.try_emplace(key, end, type);
+    // A tiered buffer (the offload's moments) is laid out in its tier's
+    // own space, at whole I/O blocks; the arena does not hold it.
+    auto tier = function.getArgAttrOfType<StringAttr>(i, RtDialect::kTierAttrName);
+    int64_t &space = !tier                        ? end
+                     : tier.getValue() == "host" ? hostEnd
+                                                  : nvmeEnd;
+    if (tier)
+      space = alignUp(space, kIoBlock);
+    auto [it, inserted] = offsets.try_emplace(key, space, type);
     if (!inserted) {
       if (it->second.second != type)
         return function.emitError()
@@ -142,13 +161,20 @@ LogicalResult StateLayout::add(func::FuncOp function, MemoryReport &report) {
       continue;
     }
     // Both terms are at most 2^48: the sum cannot overflow.
-    end = alignUp(end + *bytes);
-    if (end > kMaxAddressableBytes)
+    space = alignUp(space + *bytes, tier ? kIoBlock : kAlignment);
+    if (space > kMaxAddressableBytes)
       return function.emitError()
              << "the parameters, optimizer state and inputs need more than "
              << kAddressable << " (reached at argument #" << i << ", "
              << key.first << (key.second.empty() ? "" : " ") << key.second
              << ")" << kAdvice;
+    if (tier) {
+      (tier.getValue() == "host" ? report.hostState : report.nvmeState) +=
+          *bytes;
+      (tier.getValue() == "host" ? report.hostBytes : report.nvmeBytes) =
+          space;
+      continue;
+    }
     if (key.first == "param") {
       report.parameters += *bytes;
       int64_t elements = type.getNumElements();
@@ -206,6 +232,14 @@ FailureOr<TemporaryPlan> liveRanges(Block &body) {
       intervalOf[alloc.getResult()] = intervals.size();
       unsigned position = positions[&op];
       intervals.push_back({alloc, *bytes, position, position});
+      // A tier transfer's staging buffer: whole I/O blocks.
+      if (llvm::any_of(alloc->getUsers(), [](Operation *user) {
+            return isa<rt::TierReadOp, rt::TierWriteOp>(user);
+          })) {
+        intervals.back().isStaging = true;
+        intervals.back().alignment = kIoBlock;
+        intervals.back().bytes = alignUp(*bytes, kIoBlock);
+      }
       continue;
     }
     // Every operand is live at its op: kernel inputs and outputs alike, the
@@ -245,7 +279,8 @@ LogicalResult placeLargestFirst(func::FuncOp function, TemporaryPlan &plan) {
         continue;
       if (offset + interval->bytes <= other->offset)
         break;
-      offset = std::max(offset, alignUp(other->offset + other->bytes));
+      offset = std::max(offset, alignUp(other->offset + other->bytes,
+                                        interval->alignment));
     }
     // Offsets and sizes are at most 2^48 (checked here as each buffer is
     // placed), so these sums cannot overflow.
@@ -283,7 +318,8 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
 
 /// Gives `function` one arena argument and makes every buffer a view of it.
 LogicalResult rewriteWithArena(func::FuncOp function, const StateLayout &state,
-                               TemporaryPlan &plan, int64_t arenaBytes) {
+                               int64_t temporariesStart, TemporaryPlan &plan,
+                               int64_t arenaBytes) {
   Block &body = function.getBody().front();
   OpBuilder builder = OpBuilder::atBlockBegin(&body);
   Location loc = function.getLoc();
@@ -298,10 +334,32 @@ LogicalResult rewriteWithArena(func::FuncOp function, const StateLayout &state,
     return memref::ViewOp::create(builder, viewLoc, type, arena, offsetValue,
                                   ValueRange{});
   };
+  // One argument per tier after the arena, its bytes at whole blocks, so
+  // that every function of the stage takes the same arguments.
+  unsigned numArgs = numState + 1;
+  llvm::StringMap<BlockArgument> tiers;
+  for (StringRef tier : {"host", "nvme"}) {
+    if (state.tierBytes(tier) == 0)
+      continue;
+    auto tierType = MemRefType::get({state.tierBytes(tier)},
+                                    builder.getI8Type());
+    if (failed(function.insertArgument(
+            numArgs, tierType,
+            builder.getDictionaryAttr(builder.getNamedAttr(
+                RtDialect::kTierAttrName, builder.getStringAttr(tier))),
+            loc)))
+      return failure();
+    tiers[tier] = body.getArgument(numArgs++);
+  }
   for (unsigned i = 0; i < numState; ++i) {
     BlockArgument arg = body.getArgument(i);
-    auto view = makeView(arg.getLoc(), state.offsetOf(function, i),
-                         cast<MemRefType>(arg.getType()));
+    auto tier = function.getArgAttrOfType<StringAttr>(i, RtDialect::kTierAttrName);
+    Value offsetValue = arith::ConstantIndexOp::create(
+        builder, arg.getLoc(), state.offsetOf(function, i));
+    auto view = memref::ViewOp::create(
+        builder, arg.getLoc(), cast<MemRefType>(arg.getType()),
+        tier ? tiers.lookup(tier.getValue()) : arena, offsetValue,
+        ValueRange{});
     if (DictionaryAttr attrs = function.getArgAttrDict(i))
       for (NamedAttribute attr : attrs)
         view->setAttr(attr.getName(), attr.getValue());
@@ -310,13 +368,13 @@ LogicalResult rewriteWithArena(func::FuncOp function, const StateLayout &state,
   for (Interval &interval : plan.intervals) {
     builder.setInsertionPoint(interval.alloc);
     auto view = makeView(interval.alloc.getLoc(),
-                         state.bytes() + interval.offset,
+                         temporariesStart + interval.offset,
                          interval.alloc.getType());
     interval.alloc.replaceAllUsesWith(view.getResult());
     interval.alloc.erase();
   }
-  llvm::BitVector stateArgs(numState + 1, true);
-  stateArgs.reset(numState);
+  llvm::BitVector stateArgs(numArgs, false);
+  stateArgs.set(0, numState);
   if (failed(function.eraseArguments(stateArgs)))
     return failure();
   function->setAttr(RtDialect::kArenaBytesAttrName,
@@ -379,8 +437,12 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
         return failure();
       communication.push_back(*comm);
     }
-    // Each term is at most 2^48 (checked as it was laid out).
-    totals.arena = alignUp(state.bytes() + totals.temporariesPeak);
+    // Each term is at most 2^48 (checked as it was laid out). Staging
+    // buffers start at whole I/O blocks of the arena: so does the room
+    // of the temporaries after the state.
+    int64_t stateBytes = totals.hasStaging ? alignUp(state.bytes(), kIoBlock)
+                                           : state.bytes();
+    totals.arena = alignUp(stateBytes + totals.temporariesPeak);
     if (totals.arena > kMaxAddressableBytes)
       return getOperation().emitError()
              << "the arena " << (prefix.empty() ? "" : "of " + prefix)
@@ -388,7 +450,8 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
              << state.bytes() << ", temporaries " << totals.temporariesPeak
              << "), more than " << kAddressable << kAdvice;
     for (auto [function, plan] : llvm::zip(functions, plans))
-      if (failed(rewriteWithArena(function, state, plan, totals.arena)))
+      if (failed(rewriteWithArena(function, state, stateBytes, plan,
+                                  totals.arena)))
         return failure();
 
     if (!report)

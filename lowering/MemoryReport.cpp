@@ -303,11 +303,15 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
 void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   ArrayRef<Interval> intervals = plan.intervals;
   SmallVector<int64_t> delta(body.getOperations().size() + 1, 0);
-  SmallVector<int64_t> gradientDelta(delta.size(), 0), bucketDelta(delta.size(), 0);
+  SmallVector<int64_t> gradientDelta(delta.size(), 0), bucketDelta(delta.size(), 0),
+      stagingDelta(delta.size(), 0);
   for (const Interval &interval : intervals) {
     delta[interval.first] += interval.bytes;
     delta[interval.last + 1] -= interval.bytes;
-    if (interval.isBucket) {
+    if (interval.isStaging) {
+      stagingDelta[interval.first] += interval.bytes;
+      stagingDelta[interval.last + 1] -= interval.bytes;
+    } else if (interval.isBucket) {
       bucketDelta[interval.first] += interval.bytes;
       bucketDelta[interval.last + 1] -= interval.bytes;
     } else if (interval.isGradient) {
@@ -316,13 +320,15 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
     }
   }
   // The most gradient bytes and bucket bytes live at once, wherever.
-  int64_t gradientsPeak = 0, bucketsPeak = 0;
-  for (int64_t g = 0, b = 0, at = 0; at + 1 < static_cast<int64_t>(delta.size());
-       ++at) {
+  int64_t gradientsPeak = 0, bucketsPeak = 0, stagingPeak = 0;
+  for (int64_t g = 0, b = 0, t = 0, at = 0;
+       at + 1 < static_cast<int64_t>(delta.size()); ++at) {
     g += gradientDelta[at];
     b += bucketDelta[at];
+    t += stagingDelta[at];
     gradientsPeak = std::max(gradientsPeak, g);
     bucketsPeak = std::max(bucketsPeak, b);
+    stagingPeak = std::max(stagingPeak, t);
   }
   unsigned peakAt = 0;
   for (int64_t live = 0, most = -1, at = 0;
@@ -331,17 +337,22 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
     if (live > most)
       most = live, peakAt = at;
   }
-  int64_t gradients = 0, activations = 0, others = 0, buckets = 0;
+  int64_t gradients = 0, activations = 0, others = 0, buckets = 0,
+          staging = 0;
   for (const Interval &interval : intervals)
     if (interval.first <= peakAt && peakAt <= interval.last)
-      (interval.isBucket       ? buckets
+      (interval.isStaging      ? staging
+       : interval.isBucket     ? buckets
        : interval.isGradient   ? gradients
        : interval.isActivation ? activations
                                : others) += interval.bytes;
   report.gradientsPeak = std::max(report.gradientsPeak, gradientsPeak);
   report.bucketsPeak = std::max(report.bucketsPeak, bucketsPeak);
+  report.stagingPeak = std::max(report.stagingPeak, stagingPeak);
   report.hasBuckets |= llvm::any_of(
       intervals, [](const Interval &interval) { return interval.isBucket; });
+  report.hasStaging |= llvm::any_of(
+      intervals, [](const Interval &interval) { return interval.isStaging; });
   // Functions never run at the same time: report the one whose
   // temporaries need the most room.
   if (plan.peak >= report.temporariesPeak) {
@@ -349,6 +360,7 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
     report.activations = activations;
     report.otherTemporaries = others;
     report.bucketsAtPeak = buckets;
+    report.stagingAtPeak = staging;
     report.temporariesPeak = plan.peak;
   }
 }
@@ -371,7 +383,7 @@ void printMemoryReport(ModuleOp module, const MemoryReport &totals,
   int64_t unused = totals.arena - totals.parameters -
                    totals.optimizerState - totals.inputs - gradients -
                    totals.activations - totals.otherTemporaries -
-                   totals.bucketsAtPeak;
+                   totals.bucketsAtPeak - totals.stagingAtPeak;
   os << memory << "arena_peak = parameters " << totals.parameters
      << " + optimizer_state " << totals.optimizerState << " + inputs "
      << totals.inputs << " + gradients " << gradients << " + activations "
@@ -379,7 +391,23 @@ void printMemoryReport(ModuleOp module, const MemoryReport &totals,
      << totals.otherTemporaries;
   if (totals.hasBuckets)
     os << " + gather_scatter_buffers " << totals.bucketsAtPeak;
+  if (totals.hasStaging)
+    os << " + offload_staging " << totals.stagingAtPeak;
   os << " + alignment_and_fragmentation " << unused << "\n";
+  // The offload: the state outside the arena, and what each rank holds in
+  // each tier.
+  for (auto [tier, state, bytes] :
+       {std::tuple<StringRef, int64_t, int64_t>{"host", totals.hostState,
+                                                totals.hostBytes},
+        {"nvme", totals.nvmeState, totals.nvmeBytes}})
+    if (bytes > 0)
+      os << memory << "offloaded_optimizer_state " << state << " in the "
+         << tier << " tier (" << bytes
+         << " bytes at whole 4096-byte blocks), staged through at most "
+         << totals.stagingPeak << " bytes of the arena\n";
+  if (totals.hostBytes > 0 || totals.nvmeBytes > 0)
+    os << memory << "tiers per rank: arena " << totals.arena << ", host "
+       << totals.hostBytes << ", nvme " << totals.nvmeBytes << " bytes\n";
   for (const Communication &comm : communication)
     printCommunication(comm, os);
   printModelState(module, totals, os, memory);

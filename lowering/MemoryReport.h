@@ -33,6 +33,11 @@ struct Interval {
   /// A flat bucket (ZeRO): written by flat_pack, or a reduce-scatter or
   /// all-gather of one. Reported on a line of its own.
   bool isBucket = false;
+  /// A staging buffer of a tier transfer (rt.tier_read / rt.tier_write):
+  /// placed at whole I/O blocks (`alignment`, its `bytes` rounded up to
+  /// them), as the NVMe tier's O_DIRECT transfers need.
+  bool isStaging = false;
+  int64_t alignment = 64;
 };
 
 /// The temporaries of one function, placed relative to the end of the state.
@@ -64,6 +69,13 @@ struct MemoryReport {
   /// shards their state over their expert-data-parallel group alone.
   int64_t expertElements = 0;
   int64_t temporariesPeak = 0, arena = 0;
+  /// Offload (--rt-offload-optimizer): the optimizer state laid out in
+  /// each tier outside the arena (its bytes, and the tier's size with
+  /// every buffer at whole I/O blocks), and the staging buffers live at
+  /// the peak and at most.
+  int64_t hostState = 0, nvmeState = 0, hostBytes = 0, nvmeBytes = 0;
+  int64_t stagingAtPeak = 0, stagingPeak = 0;
+  bool hasStaging = false;
 };
 
 /// Marks each temporary of `body` (its live ranges already in `plan`) as a

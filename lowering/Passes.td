@@ -125,6 +125,81 @@ def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> 
   ];
 }
 
+def OffloadOptimizerPass : Pass<"rt-offload-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Keep AdamW's moments in a host or NVMe tier, staged slice by slice";
+  let description = [{
+    ZeRO-Offload / ZeRO-Infinity's optimizer-state offload, planned by the
+    compiler (plan.json `"offload": {"optimizer": "host" | "nvme", "path":
+    DIR, "buffer_bytes": N}`; docs/offload.md). Every moment argument
+    (`rt.role` `moment1` / `moment2`) is marked `rt.tier = "<tier>"`: the
+    memory plan then lays it out in that tier's own space, not in the
+    arena. Each `adamw` kernel that updates tiered moments instead updates
+    them through staging buffers of the arena:
+
+    - the moments (and with them the parameter and gradient, AdamW being
+      elementwise) are cut into slices of `buffer-bytes / 6` bytes per
+      moment, rounded down to whole 4096-byte I/O blocks (one slice when
+      the tensor fits), so that three slices of both moments, at most
+      `buffer-bytes`, are staged at once: the one updated, the next one
+      read and the last one written;
+    - each slice's moments are read by an `async` `rt.tier_read` into
+      fresh staging buffers, started before the previous slice's update
+      (the first before the kernel that precedes the first update), and
+      waited for just before the slice's `adamw`, which updates the
+      staging buffers in place;
+    - each slice is written back by an `async` `rt.tier_write` right after
+      its update; its wait goes as late as the budget allows: just before
+      a later read whose staging would exceed `buffer-bytes` (the oldest
+      write-backs first), else at the end of the function.
+
+    Updates keep their order and arithmetic (a slice of an elementwise
+    update is the update of that slice): results are bit-identical.
+    Runs after `--lower-to-rt` (and `--rt-overlap-collectives`), before
+    `--lower-memory-plan`. With `tier=nvme` the module gets
+    `rt.offload_path = "<path>"`, which the program carries to the
+    runtime.
+
+    Input:
+    ```mlir
+    func.func @train_step(%w: memref<4096xf32> {rt.role = "param", rt.name = "w"},
+                          %m: memref<4096xf32> {rt.role = "moment1", rt.name = "w"},
+                          %v: memref<4096xf32> {rt.role = "moment2", rt.name = "w"}, ...) {
+      ...
+      rt.kernel "adamw" ins(%w, %g, %m, %v, %t, %lr : ...) outs(%w, %m, %v : ...) floats = ...
+      return
+    }
+    ```
+    Output (`tier=nvme path=/scratch buffer-bytes=24576`: two slices of
+    1024 elements):
+    ```mlir
+    func.func @train_step(..., %m: memref<4096xf32> {rt.name = "w", rt.role = "moment1", rt.tier = "nvme"}, ...) {
+      %s0 = memref.alloc() : memref<1024xf32>
+      %r0 = rt.tier_read async %m0, %s0 label = "moment1 w [0, 1024)" : ...
+      ...
+      rt.wait %r0, %m0, %s0 : ...
+      rt.kernel "adamw" ins(%w0, %g0, %s0, %t0, %t, %lr : ...) outs(%w0, %s0, %t0 : ...) floats = ...
+      %w0 = rt.tier_write async %s0, %m0 label = "moment1 w [0, 1024)" : ...
+      ...
+      rt.wait %w0, %s0, %m0 : ...
+      return
+    }
+    ```
+  }];
+  let dependentDialects = ["::partition::rt::RtDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let options = [
+    Option<"tier", "tier", "std::string", "\"nvme\"",
+           "The moments' tier: host (host memory beside the arena) or nvme "
+           "(a file per rank under `path`)">,
+    Option<"bufferBytes", "buffer-bytes", "int64_t", "64 << 20",
+           "The most bytes of staging buffers in the arena at once (at "
+           "least 24576: three 4096-byte slices of both moments)">,
+    Option<"path", "path", "std::string", "",
+           "tier=nvme: the directory of the offload files (recorded on the "
+           "module as rt.offload_path)">,
+  ];
+}
+
 def MemoryPlanPass : Pass<"lower-memory-plan", "::mlir::ModuleOp"> {
   let summary = "Place every buffer at an offset in one arena, reusing dead space";
   let description = [{

@@ -32,6 +32,17 @@ std::optional<Plan> readPlan(const std::string &path) {
   return *plan;
 }
 
+/// The plan's optimizer-state offload, if it asks for one.
+void addOffloadPass(OpPassManager &pm, const Plan &plan) {
+  if (!plan.offload.enabled())
+    return;
+  OffloadOptimizerPassOptions offload;
+  offload.tier = plan.offload.optimizer;
+  offload.bufferBytes = plan.offload.bufferBytes;
+  offload.path = plan.offload.path;
+  pm.addPass(createOffloadOptimizerPass(offload));
+}
+
 } // namespace
 
 void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
@@ -133,6 +144,7 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
       OpPassManager after(ModuleOp::getOperationName());
       addStagePasses(after);
       after.addPass(createLowerToRtPass());
+      addOffloadPass(after, *plan);
       after.addPass(createMemoryPlanPass());
       llvm::raw_string_ostream text(recompute.measurePipeline);
       after.printAsTextualPipeline(text);
@@ -167,6 +179,10 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
     if (overlap.dataParallel || overlap.tensorParallel)
       pm.addPass(createOverlapCollectivesPass(overlap));
   }
+  // After the overlap (whose collectives the staged updates then keep
+  // around them), before the memory plan, which lays the tier out.
+  if (plan)
+    addOffloadPass(pm, *plan);
   MemoryPlanPassOptions memory;
   memory.report = options.memoryReport;
   pm.addPass(createMemoryPlanPass(memory));
