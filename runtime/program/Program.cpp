@@ -36,6 +36,9 @@ constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 40;
 /// The arena may exceed the end of its last buffer by alignment padding,
 /// up to one page.
 constexpr uint64_t kArenaSlack = 4096;
+/// A tier (the offload's host memory or NVMe file) holds at most what a
+/// machine addresses.
+constexpr uint64_t kMaxTierBytes = uint64_t(1) << 48;
 /// A corrupt mesh must not ask for more ranks than any launcher could give
 /// (and its product must not overflow).
 constexpr int64_t kMaxDevices = int64_t(1) << 20;
@@ -155,10 +158,31 @@ Transfer readTransfer(const ptp::Transfer &transfer, const Instruction &decoded,
   return result;
 }
 
-/// Decodes buffer #`index` of a stream whose arena is `arenaBytes` long:
-/// its role, type, shape, place in the arena and sharding.
+/// Decodes a copy between a tier and the arena and checks it
+/// (checkTierCopy).
+TierCopy readTierCopy(const ptp::TierCopy &copy, const Instruction &decoded,
+                      const Program &program, const std::string &origin,
+                      const std::string &where) {
+  TierCopy result;
+  auto kind = static_cast<uint8_t>(copy.kind());
+  if (kind > static_cast<uint8_t>(ptp::TierCopyKind::MAX))
+    fail(origin, where + " has an unknown tier copy kind " +
+                     std::to_string(kind));
+  result.write = copy.kind() == ptp::TierCopyKind::Write;
+  result.started = copy.started();
+  result.label = copy.label() && copy.label()->size() ? copy.label()->str()
+                                                      : where;
+  checkTierCopy(result, decoded, program, origin,
+                where + " (" + tierCopyKindName(result) + " '" +
+                    result.label + "')");
+  return result;
+}
+
+/// Decodes buffer #`index` of the stream `program` is reading (its arena
+/// and tiers known): its role, type, shape, place in the arena or its tier
+/// and sharding.
 BufferInfo readBuffer(const ptp::Buffer *buffer, size_t index,
-                      uint64_t arenaBytes, const std::string &origin) {
+                      const Program &program, const std::string &origin) {
   BufferInfo info;
   std::string where = "buffer #" + std::to_string(index);
   auto role = static_cast<uint8_t>(buffer->role());
@@ -182,12 +206,34 @@ BufferInfo readBuffer(const ptp::Buffer *buffer, size_t index,
   info.elements = elements;
   info.bytes = static_cast<uint64_t>(elements) * dtypeBytes(info.dtype);
   info.offset = buffer->offset();
-  if (info.offset % dtypeBytes(info.dtype) != 0 || info.offset > arenaBytes ||
-      info.bytes > arenaBytes - info.offset)
+  auto tier = static_cast<uint8_t>(buffer->tier());
+  if (tier > static_cast<uint8_t>(Tier::Nvme))
+    fail(origin, where + " has an unknown tier " + std::to_string(tier));
+  info.tier = static_cast<Tier>(tier);
+  uint64_t space = info.tier == Tier::Arena  ? program.arenaBytes
+                   : info.tier == Tier::Host ? program.hostBytes
+                                             : program.nvmeBytes;
+  std::string place = info.tier == Tier::Arena
+                          ? std::string("the arena")
+                          : std::string("the ") + tierName(info.tier) + " tier";
+  if (info.offset % dtypeBytes(info.dtype) != 0 || info.offset > space ||
+      info.bytes > space - info.offset)
     fail(origin, where + " [" + std::to_string(info.offset) + ", +" +
-                     std::to_string(info.bytes) +
-                     ") lies outside the arena of " +
-                     std::to_string(arenaBytes) + " bytes");
+                     std::to_string(info.bytes) + ") lies outside " + place +
+                     " of " + std::to_string(space) + " bytes");
+  // A tier moves whole blocks (O_DIRECT), and holds only the offloaded
+  // optimizer state and slices of it.
+  if (info.tier != Tier::Arena) {
+    if (info.offset % kTierBlock != 0)
+      fail(origin, where + " starts at byte " + std::to_string(info.offset) +
+                       " of " + place + ", not at a whole " +
+                       std::to_string(kTierBlock) + "-byte block");
+    if (info.role != Role::Moment1 && info.role != Role::Moment2 &&
+        info.role != Role::Temporary)
+      fail(origin, where + " ('" + info.name + "') is a " +
+                       roleName(info.role) + " in " + place +
+                       "; only moments (and slices of them) are offloaded");
+  }
   if (buffer->sharding()) {
     for (const ptp::DimSharding *dim : *buffer->sharding()) {
       std::vector<uint32_t> axes;
@@ -234,10 +280,11 @@ Function readFunction(const ptp::Function *function, const Program &program,
                             instruction->floats()->end());
     if ((instruction->collective() != nullptr) +
             (instruction->transfer() != nullptr) +
-            (instruction->wait() != nullptr) >
+            (instruction->wait() != nullptr) +
+            (instruction->tier_copy() != nullptr) >
         1)
-      fail(origin, where + " is more than one of a collective, a transfer "
-                           "and a wait");
+      fail(origin, where + " is more than one of a collective, a transfer, "
+                           "a wait and a tier copy");
     if (const ptp::Wait *wait = instruction->wait()) {
       // Which collective it completes is checked with the whole function
       // (check::checkStartedCollectives).
@@ -255,6 +302,13 @@ Function readFunction(const ptp::Function *function, const Program &program,
       decodedFunction.instructions.push_back(std::move(decoded));
       continue;
     }
+    if (const ptp::TierCopy *copy = instruction->tier_copy()) {
+      decoded.tierCopy = readTierCopy(*copy, decoded, program, origin, where);
+      decodedFunction.instructions.push_back(std::move(decoded));
+      continue;
+    }
+    // Kernels, collectives and transfers run on the arena alone.
+    checkInArena(decoded, program, origin, where);
     if (const ptp::Transfer *transfer = instruction->transfer()) {
       decoded.transfer =
           readTransfer(*transfer, decoded, program, origin, where, index);
@@ -339,16 +393,29 @@ void readStream(Program &program, const ptp::Stream &stream,
                      " bytes is out of range");
   if (!stream.buffers() || !stream.functions())
     fail(origin, "program has no buffer or function table");
+  // The tiers: whole blocks, and no larger than a machine addresses (a
+  // corrupt size must not become an allocation or a file of exabytes).
+  program.hostBytes = stream.host_bytes();
+  program.nvmeBytes = stream.nvme_bytes();
+  for (auto [tier, bytes] : {std::pair<Tier, uint64_t>{Tier::Host,
+                                                       program.hostBytes},
+                             {Tier::Nvme, program.nvmeBytes}})
+    if (bytes % kTierBlock != 0 || bytes > kMaxTierBytes)
+      fail(origin, std::string("the ") + tierName(tier) + " tier's " +
+                       std::to_string(bytes) +
+                       " bytes are not whole " + std::to_string(kTierBlock) +
+                       "-byte blocks up to 2^48; the file is corrupt");
 
   for (const ptp::Buffer *buffer : *stream.buffers())
-    program.buffers.push_back(readBuffer(buffer, program.buffers.size(),
-                                         program.arenaBytes, origin));
+    program.buffers.push_back(
+        readBuffer(buffer, program.buffers.size(), program, origin));
   // The memory planner makes the arena exactly as large as its buffers
   // (aligned). Anything beyond a page of slack is a corrupt size, which must
   // not become a request to allocate and zero up to kMaxArenaBytes.
   uint64_t extent = 0;
   for (const BufferInfo &buffer : program.buffers)
-    extent = std::max(extent, buffer.offset + buffer.bytes);
+    if (buffer.tier == Tier::Arena)
+      extent = std::max(extent, buffer.offset + buffer.bytes);
   if (program.arenaBytes > (extent + kArenaSlack - 1) / kArenaSlack * kArenaSlack)
     fail(origin, "arena size " + std::to_string(program.arenaBytes) +
                      " bytes is larger than its buffers need (" +
@@ -532,10 +599,16 @@ Program Program::parse(const uint8_t *data, size_t size,
     program.buffers.clear();
     program.functions.clear();
     readStream(program, *stream, where, k, paddedSeen);
-    program.streams.push_back(Stream{program.arenaBytes,
-                                     std::move(program.buffers),
-                                     std::move(program.functions)});
+    program.streams.push_back(Stream{
+        program.arenaBytes, std::move(program.buffers),
+        std::move(program.functions), program.hostBytes, program.nvmeBytes});
+    if (program.nvmeBytes > 0 &&
+        (!file->offload_path() || file->offload_path()->size() == 0))
+      fail(where, "has an nvme tier but the program names no offload "
+                  "path; recompile it");
   }
+  if (file->offload_path())
+    program.offloadPath = file->offload_path()->str();
   if (program.model.contains("padded_params")) {
     std::set<std::string> tables;
     for (const nlohmann::json &name : program.model["padded_params"])

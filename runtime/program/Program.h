@@ -64,6 +64,16 @@ enum class Role : uint8_t {
 
 const char *roleName(Role role);
 
+/// Mirrors ptp::Tier: where a buffer lives (the offload, docs/offload.md).
+enum class Tier : uint8_t { Arena, Host, Nvme };
+
+/// "arena", "host", "nvme".
+const char *tierName(Tier tier);
+
+/// A tier's buffers, and the arena buffers its copies stage them in, start
+/// at whole blocks of this many bytes (O_DIRECT's unit).
+inline constexpr uint64_t kTierBlock = 4096;
+
 struct BufferInfo {
   Role role = Role::Temporary;
   std::string name;
@@ -85,6 +95,12 @@ struct BufferInfo {
   /// chunk i, `shape` is [chunk]. Empty: not a flat shard.
   std::vector<uint32_t> flatAxes;
   std::vector<int64_t> flatShape;
+
+  /// Arena: `offset` counts from the start of the arena. Host or Nvme:
+  /// from the start of that tier's space (Program::hostBytes / nvmeBytes),
+  /// at a whole kTierBlock; only TierCopy instructions name the buffer,
+  /// and the backend's read / write reach it in its tier.
+  Tier tier = Tier::Arena;
 
   /// Set by the loader for the state of a padded vocabulary (the model
   /// description's padded_params, --dist-pad-vocab): logicalShape() with
@@ -177,6 +193,27 @@ inline const char *transferKindName(const Transfer &transfer) {
   return transfer.send ? "send" : "recv";
 }
 
+/// A copy between a tier and the arena (ptp::TierCopy): args are [tier
+/// buffer, arena buffer] for a read, [arena buffer, tier buffer] for a
+/// write, of one type and size.
+struct TierCopy {
+  bool write = false;
+  /// Names it in traces and error messages ("moment1 wte [0, 4096)"); never
+  /// empty (the loader fills in "<function> instruction #i").
+  std::string label;
+  /// Runs in the background until the Wait that names it; no instruction
+  /// in between touches its buffers (checked at load).
+  bool started = false;
+  /// The indices into args of the tier's buffer and the arena's.
+  size_t tierArg() const { return write ? 1 : 0; }
+  size_t arenaArg() const { return write ? 0 : 1; }
+};
+
+/// "tier_read" or "tier_write".
+inline const char *tierCopyKindName(const TierCopy &copy) {
+  return copy.write ? "tier_write" : "tier_read";
+}
+
 struct Instruction {
   /// Meaningless when `collective` or `transfer` is set.
   KernelId kernel = KernelId::NumKernels;
@@ -190,11 +227,22 @@ struct Instruction {
   std::optional<Collective> collective;
   /// Set for a send or receive: args holds its one buffer.
   std::optional<Transfer> transfer;
-  /// Set for the wait of a started collective: the index of its
-  /// instruction in the function (earlier; args is empty).
+  /// Set for the wait of a started collective or tier copy: the index of
+  /// its instruction in the function (earlier; args is empty).
   std::optional<uint32_t> waitFor;
-  /// A kernel call: neither a collective, a transfer nor a wait.
-  bool isKernel() const { return !collective && !transfer && !waitFor; }
+  /// Set for a copy between a tier and the arena: args holds its two
+  /// buffers.
+  std::optional<TierCopy> tierCopy;
+  /// A kernel call: neither a collective, a transfer, a wait nor a tier
+  /// copy.
+  bool isKernel() const {
+    return !collective && !transfer && !waitFor && !tierCopy;
+  }
+  /// Started here, completed by a later Wait: a collective or tier copy.
+  bool started() const {
+    return (collective && collective->started) ||
+           (tierCopy && tierCopy->started);
+  }
 };
 
 /// What a mesh axis splits (the plan's role for it).
@@ -227,6 +275,9 @@ struct Stream {
   uint64_t arenaBytes = 0;
   std::vector<BufferInfo> buffers;
   std::vector<Function> functions;
+  /// The bytes of its host and NVMe tiers (multiples of kTierBlock; 0:
+  /// none).
+  uint64_t hostBytes = 0, nvmeBytes = 0;
 };
 
 class Program;
@@ -254,6 +305,12 @@ public:
   uint64_t arenaBytes = 0;
   std::vector<BufferInfo> buffers;
   std::vector<Function> functions;
+  /// The selected stream's tiers (Stream::hostBytes, nvmeBytes).
+  uint64_t hostBytes = 0, nvmeBytes = 0;
+  /// The directory of the NVMe tier's files (ptp::Program.offload_path;
+  /// partition-run --offload-path replaces it); set when a stream has an
+  /// NVMe tier.
+  std::string offloadPath;
   /// Every stream of the program, one per pipeline stage (one without a
   /// pipeline axis), and the index of the selected one.
   std::vector<Stream> streams;
@@ -295,6 +352,9 @@ public:
   /// True when any function of any stream has a collective or a transfer
   /// (the run needs communicators).
   bool hasCollectives() const;
+  /// True when any stream (or replica) keeps buffers in a tier outside its
+  /// arena (the offload).
+  bool hasTiers() const;
   /// The buffers of `role` in every stream: (stream, buffer index), streams
   /// in order.
   std::vector<std::pair<size_t, size_t>> withRoleInStreams(Role role) const;

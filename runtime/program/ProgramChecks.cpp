@@ -237,6 +237,58 @@ void checkTransfer(const Transfer &transfer, const Instruction &decoded,
                         "none");
 }
 
+void checkInArena(const Instruction &decoded, const Program &program,
+                  const std::string &origin, const std::string &where) {
+  for (uint32_t arg : decoded.args)
+    if (arg < program.buffers.size() &&
+        program.buffers[arg].tier != Tier::Arena)
+      fail(origin, where + " uses buffer #" + std::to_string(arg) + " ('" +
+                       program.buffers[arg].name + "'), which lives in the " +
+                       tierName(program.buffers[arg].tier) +
+                       " tier; only tier copies reach a tier");
+}
+
+void checkTierCopy(const TierCopy &copy, const Instruction &decoded,
+                   const Program &program, const std::string &origin,
+                   const std::string &what) {
+  if (decoded.args.size() != 2)
+    fail(origin, what + " has " + std::to_string(decoded.args.size()) +
+                     " buffers; a tier copy moves one between a tier and "
+                     "the arena");
+  for (uint32_t arg : decoded.args)
+    if (arg >= program.buffers.size())
+      fail(origin, what + " refers to buffer #" + std::to_string(arg) +
+                       " of " + std::to_string(program.buffers.size()));
+  if (!decoded.ints.empty() || !decoded.floats.empty())
+    fail(origin, what + " has integer or float parameters; tier copies "
+                        "take none");
+  const BufferInfo &tiered = program.buffers[decoded.args[copy.tierArg()]];
+  const BufferInfo &staged = program.buffers[decoded.args[copy.arenaArg()]];
+  if (tiered.tier == Tier::Arena || staged.tier != Tier::Arena)
+    fail(origin, what + (copy.write ? " must write from the arena into a "
+                                      "tier"
+                                    : " must read from a tier into the "
+                                      "arena") +
+                     ", but it names buffers of the " +
+                     tierName(program.buffers[decoded.args[0]].tier) +
+                     " and the " +
+                     tierName(program.buffers[decoded.args[1]].tier));
+  if (tiered.dtype != staged.dtype || tiered.bytes != staged.bytes)
+    fail(origin, what + " moves " + std::to_string(tiered.bytes) + " bytes of " +
+                     dtypeName(tiered.dtype) + " into " +
+                     std::to_string(staged.bytes) + " bytes of " +
+                     dtypeName(staged.dtype) +
+                     "; both sides must have one type and size");
+  // O_DIRECT: whole blocks in memory as in the file (the tier's buffers
+  // were checked as decoded).
+  if (tiered.tier == Tier::Nvme && staged.offset % kTierBlock != 0)
+    fail(origin, what + " stages in buffer #" +
+                     std::to_string(decoded.args[copy.arenaArg()]) +
+                     " at byte " + std::to_string(staged.offset) +
+                     " of the arena, not at a whole " +
+                     std::to_string(kTierBlock) + "-byte block");
+}
+
 /// Each AxisIndex buffer is an i32 scalar whose name lists distinct axes of
 /// the mesh, and no two share a name (one buffer per group of axes).
 void checkAxisIndexBuffers(const Program &program, const std::string &origin) {
@@ -401,6 +453,10 @@ void checkStreamRoles(const Program &program, const std::string &origin) {
 /// the same order, so no rank waits for a transfer that never comes.
 void checkStartedCollectives(const Function &function, const Program &program,
                              const std::string &origin) {
+  auto labelOf = [](const Instruction &started) {
+    return started.collective ? started.collective->label
+                              : started.tierCopy->label;
+  };
   const std::vector<Instruction> &code = function.instructions;
   auto name = [&](size_t i) {
     return function.name + " instruction #" + std::to_string(i);
@@ -410,7 +466,8 @@ void checkStartedCollectives(const Function &function, const Program &program,
       for (uint32_t y : b.args) {
         // Indices were checked against the buffer table as decoded.
         const BufferInfo &p = program.buffers[x], &q = program.buffers[y];
-        if (p.offset < q.offset + q.bytes && q.offset < p.offset + p.bytes)
+        if (p.tier == q.tier && p.offset < q.offset + q.bytes &&
+            q.offset < p.offset + p.bytes)
           return true;
       }
     return false;
@@ -428,6 +485,8 @@ void checkStartedCollectives(const Function &function, const Program &program,
                  : j.args.size() > 1 && j.args[1] == arg;
     if (j.transfer)
       return !j.transfer->send && at(0);
+    if (j.tierCopy)
+      return j.args.size() > 1 && j.args[1] == arg;
     if (j.waitFor)
       return false;
     return at(size_t(kernelInfo(j.kernel).inputs));
@@ -457,11 +516,11 @@ void checkStartedCollectives(const Function &function, const Program &program,
     if (!code[i].waitFor)
       continue;
     size_t start = *code[i].waitFor;
-    if (start >= i || !code[start].collective ||
-        !code[start].collective->started)
+    if (start >= i || !code[start].started())
       fail(origin, name(i) + " waits for instruction #" +
                        std::to_string(start) +
-                       ", which is not an earlier started collective");
+                       ", which is not an earlier started collective or "
+                       "tier copy");
     if (auto [it, inserted] = waitOf.emplace(start, i); !inserted)
       fail(origin, name(i) + " waits for " + name(start) +
                        " again (first waited for by instruction #" +
@@ -471,13 +530,13 @@ void checkStartedCollectives(const Function &function, const Program &program,
     for (size_t j = start + 1; j < i; ++j)
       if (conflictsWith(code[start], code[j]))
         fail(origin, name(j) + " touches the buffers of " + name(start) +
-                         " (" + code[start].collective->label +
+                         " (" + labelOf(code[start]) +
                          "), which runs until its wait at instruction #" +
                          std::to_string(i));
   }
   for (size_t i = 0; i < code.size(); ++i)
-    if (code[i].collective && code[i].collective->started && !waitOf.count(i))
-      fail(origin, name(i) + " (" + code[i].collective->label +
+    if (code[i].started() && !waitOf.count(i))
+      fail(origin, name(i) + " (" + labelOf(code[i]) +
                        ") is started but never waited for");
 }
 

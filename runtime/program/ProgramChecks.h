@@ -36,10 +36,21 @@ void checkTransfer(const Transfer &transfer, const Instruction &decoded,
                    const Program &program, const std::string &origin,
                    const std::string &what, size_t stage);
 
-/// Started collectives and their waits in one decoded function: each wait
-/// names an earlier started collective, each started collective is waited
-/// for exactly once, and no instruction in between touches (reads or
-/// writes bytes overlapping) its buffers.
+/// Every buffer an instruction other than a tier copy names lives in the
+/// arena (kernels, collectives and transfers address only the arena).
+void checkInArena(const Instruction &decoded, const Program &program,
+                  const std::string &origin, const std::string &where);
+
+/// A copy between a tier and the arena: its tier's buffer and the arena's,
+/// one type and size, whole blocks on both sides for the NVMe tier.
+void checkTierCopy(const TierCopy &copy, const Instruction &decoded,
+                   const Program &program, const std::string &origin,
+                   const std::string &what);
+
+/// Started collectives and tier copies and their waits in one decoded
+/// function: each wait names an earlier started one, each is waited for
+/// exactly once, and no instruction in between touches (reads or writes
+/// bytes overlapping, in the same tier) its buffers.
 void checkStartedCollectives(const Function &function, const Program &program,
                              const std::string &origin);
 

@@ -7,8 +7,9 @@
 
 namespace partition::ptp {
 
-/// Version of Program.fbs together with the kernel table's order.
-inline constexpr uint32_t kSchemaVersion = 11;
+/// Version of Program.fbs together with the kernel table's order (12:
+/// tiers, tier copies and the offload path).
+inline constexpr uint32_t kSchemaVersion = 12;
 
 } // namespace partition::ptp
 

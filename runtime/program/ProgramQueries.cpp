@@ -30,6 +30,11 @@ const char *roleName(Role role) {
   return names[static_cast<int>(role)];
 }
 
+const char *tierName(Tier tier) {
+  static const char *names[] = {"arena", "host", "nvme"};
+  return names[static_cast<int>(tier)];
+}
+
 const char *dtypeName(DType dtype) {
   static const char *names[] = {"f32", "i32", "bf16"};
   return names[static_cast<int>(dtype)];
@@ -170,6 +175,18 @@ void Program::selectStream(size_t index) {
   arenaBytes = streams[index].arenaBytes;
   buffers = streams[index].buffers;
   functions = streams[index].functions;
+  hostBytes = streams[index].hostBytes;
+  nvmeBytes = streams[index].nvmeBytes;
+}
+
+bool Program::hasTiers() const {
+  for (const Stream &each : streams)
+    if (each.hostBytes > 0 || each.nvmeBytes > 0)
+      return true;
+  for (const ReplicaProgram &replica : replicas)
+    if (replica.program->hasTiers())
+      return true;
+  return hostBytes > 0 || nvmeBytes > 0;
 }
 
 std::vector<std::pair<size_t, size_t>>

@@ -28,14 +28,14 @@ func.func @eval_step(%arena: memref<256xi8>) attributes {rt.arena_bytes = 256 : 
 
 // -----
 
-// expected-error @+1 {{a planned step takes exactly one argument, the arena}}
+// expected-error @+1 {{a planned step takes the arena, then one argument per tier it offloads to (rt.tier, at most one each of host and nvme), each an i8 buffer}}
 func.func @train_step(%arena: memref<128xi8>, %w: memref<4xf32>) attributes {rt.arena_bytes = 128 : i64} {
   return
 }
 
 // -----
 
-// expected-error @+1 {{a planned step takes exactly one argument, the arena}}
+// expected-error @+1 {{a planned step takes the arena, then one argument per tier it offloads to (rt.tier, at most one each of host and nvme), each an i8 buffer}}
 func.func @train_step() attributes {rt.arena_bytes = 0 : i64} {
   return
 }
@@ -46,7 +46,7 @@ func.func @train_step() attributes {rt.arena_bytes = 0 : i64} {
 func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 : i64} {
   %c0 = arith.constant 0 : index
   %c64 = arith.constant 64 : index
-  // expected-error @+1 {{'arith.addi' op cannot be written to a program: the runtime executes rt.kernel, collective, rt.wait, rt.send and rt.recv ops only}}
+  // expected-error @+1 {{'arith.addi' op cannot be written to a program: the runtime executes rt.kernel, collective, rt.wait, rt.send, rt.recv, rt.tier_read and rt.tier_write ops only}}
   %off = arith.addi %c0, %c64 : index
   %w = memref.view %arena[%off][] : memref<128xi8> to memref<4xf32>
   return
@@ -55,7 +55,7 @@ func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 :
 // -----
 
 func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 : i64} {
-  // expected-error @+1 {{'memref.alloc' op cannot be written to a program: the runtime executes rt.kernel, collective, rt.wait, rt.send and rt.recv ops only}}
+  // expected-error @+1 {{'memref.alloc' op cannot be written to a program: the runtime executes rt.kernel, collective, rt.wait, rt.send, rt.recv, rt.tier_read and rt.tier_write ops only}}
   %x = memref.alloc() : memref<4xf32>
   rt.kernel "fill" outs(%x : memref<4xf32>) floats = [0.0]
   return

@@ -151,13 +151,13 @@ TEST(ProgramLoader, RejectsBadStartsAndWaits) {
   using Code = std::vector<Instruction>;
   EXPECT_EQ(broken([](Code &code) { code[0].collective->started = false; }),
             "p.ptp: train_step instruction #2 waits for instruction #0, "
-            "which is not an earlier started collective");
+            "which is not an earlier started collective or tier copy");
   EXPECT_EQ(broken([](Code &code) { code[2].waitFor = 1; }),
             "p.ptp: train_step instruction #2 waits for instruction #1, "
-            "which is not an earlier started collective");
+            "which is not an earlier started collective or tier copy");
   EXPECT_EQ(broken([](Code &code) { code[2].waitFor = 7; }),
             "p.ptp: train_step instruction #2 waits for instruction #7, "
-            "which is not an earlier started collective");
+            "which is not an earlier started collective or tier copy");
   EXPECT_EQ(broken([](Code &code) { code.pop_back(); }),
             "p.ptp: train_step instruction #0 (grads bucket 0) is started "
             "but never waited for");
@@ -174,7 +174,7 @@ TEST(ProgramLoader, RejectsBadStartsAndWaits) {
             "parameters; a wait takes none");
   EXPECT_EQ(broken([](Code &code) { code[2].transfer = runtime::Transfer{}; }),
             "p.ptp: train_step instruction #2 is more than one of a "
-            "collective, a transfer and a wait");
+            "collective, a transfer, a wait and a tier copy");
 }
 
 /// Context parallelism's ring: minimalProgram on a cp = 2 mesh with two

@@ -13,7 +13,8 @@ namespace {
 flatbuffers::Offset<ptp::Stream>
 serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
                 const std::vector<runtime::BufferInfo> &bufferInfos,
-                const std::vector<runtime::Function> &functionList) {
+                const std::vector<runtime::Function> &functionList,
+                uint64_t hostBytes, uint64_t nvmeBytes) {
   std::vector<flatbuffers::Offset<ptp::Buffer>> buffers;
   for (const runtime::BufferInfo &buffer : bufferInfos) {
     std::vector<flatbuffers::Offset<ptp::DimSharding>> sharding;
@@ -28,7 +29,8 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
         static_cast<ptp::DType>(buffer.dtype), &buffer.shape, buffer.offset,
         buffer.sharding.empty() ? nullptr : &sharding,
         buffer.flat() ? &flatAxes : nullptr,
-        buffer.flat() ? &buffer.flatShape : nullptr));
+        buffer.flat() ? &buffer.flatShape : nullptr,
+        static_cast<ptp::Tier>(buffer.tier)));
   }
   std::vector<flatbuffers::Offset<ptp::Function>> functions;
   for (const runtime::Function &function : functionList) {
@@ -57,27 +59,37 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
       flatbuffers::Offset<ptp::Wait> wait = 0;
       if (instruction.waitFor)
         wait = ptp::CreateWait(fbb, *instruction.waitFor);
+      flatbuffers::Offset<ptp::TierCopy> tierCopy = 0;
+      if (instruction.tierCopy)
+        tierCopy = ptp::CreateTierCopyDirect(
+            fbb,
+            instruction.tierCopy->write ? ptp::TierCopyKind::Write
+                                        : ptp::TierCopyKind::Read,
+            instruction.tierCopy->label.c_str(),
+            instruction.tierCopy->started);
       bool kernel = instruction.isKernel();
       instructions.push_back(ptp::CreateInstructionDirect(
           fbb, kernel ? static_cast<uint16_t>(instruction.kernel) : 0,
           &instruction.args, &instruction.ints, &instruction.floats,
-          collective, transfer, wait));
+          collective, transfer, wait, tierCopy));
     }
     functions.push_back(
         ptp::CreateFunctionDirect(fbb, function.name.c_str(), &instructions));
   }
-  return ptp::CreateStreamDirect(fbb, arenaBytes, &buffers, &functions);
+  return ptp::CreateStreamDirect(fbb, arenaBytes, &buffers, &functions,
+                                 hostBytes, nvmeBytes);
 }
 
 } // namespace
 
-std::string serializeProgram(const runtime::Program &program) {
+std::string serializeProgram(const runtime::Program &program,
+                             uint32_t version) {
   flatbuffers::FlatBufferBuilder fbb;
   // NTP: each replica's program nested as its own bytes, no streams.
   if (!program.replicas.empty()) {
     std::vector<flatbuffers::Offset<ptp::Replica>> replicas;
     for (const runtime::ReplicaProgram &replica : program.replicas) {
-      std::string bytes = serializeProgram(*replica.program);
+      std::string bytes = serializeProgram(*replica.program, version);
       auto nested = fbb.CreateVector(
           reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
       replicas.push_back(ptp::CreateReplica(fbb, replica.tp,
@@ -91,7 +103,7 @@ std::string serializeProgram(const runtime::Program &program) {
           static_cast<ptp::AxisRole>(axis.role)));
     std::string model = program.model.dump(), train = program.train.dump();
     auto root = ptp::CreateProgramDirect(
-        fbb, ptp::kSchemaVersion, model.c_str(), train.c_str(),
+        fbb, version, model.c_str(), train.c_str(),
         program.mesh.empty() ? nullptr : &mesh,
         /*streams=*/nullptr, &replicas);
     ptp::FinishProgramBuffer(fbb, root);
@@ -106,10 +118,13 @@ std::string serializeProgram(const runtime::Program &program) {
     streams.push_back(
         k == program.stream || program.streams.empty()
             ? serializeStream(fbb, program.arenaBytes, program.buffers,
-                              program.functions)
+                              program.functions, program.hostBytes,
+                              program.nvmeBytes)
             : serializeStream(fbb, program.streams[k].arenaBytes,
                               program.streams[k].buffers,
-                              program.streams[k].functions));
+                              program.streams[k].functions,
+                              program.streams[k].hostBytes,
+                              program.streams[k].nvmeBytes));
   std::vector<flatbuffers::Offset<ptp::MeshAxis>> mesh;
   for (const runtime::MeshAxis &axis : program.mesh)
     mesh.push_back(ptp::CreateMeshAxisDirect(
@@ -117,9 +132,10 @@ std::string serializeProgram(const runtime::Program &program) {
         static_cast<ptp::AxisRole>(axis.role)));
   std::string model = program.model.dump(), train = program.train.dump();
   auto root = ptp::CreateProgramDirect(
-      fbb, ptp::kSchemaVersion, model.c_str(), train.c_str(),
+      fbb, version, model.c_str(), train.c_str(),
       program.mesh.empty() ? nullptr : &mesh, &streams, /*replicas=*/nullptr,
-      program.sequenceChunks > 1 ? program.sequenceChunks : 0);
+      program.sequenceChunks > 1 ? program.sequenceChunks : 0,
+      program.offloadPath.empty() ? nullptr : program.offloadPath.c_str());
   ptp::FinishProgramBuffer(fbb, root);
   return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
                      fbb.GetSize());

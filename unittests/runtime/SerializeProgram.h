@@ -10,13 +10,16 @@
 #define PARTITION_UNITTESTS_RUNTIME_SERIALIZEPROGRAM_H
 
 #include "runtime/program/Program.h"
+#include "runtime/program/ProgramFormat.h"
 
 #include <string>
 
 namespace partition::testprograms {
 
-/// The .ptp bytes of `program` (schema version: the current one).
-std::string serializeProgram(const runtime::Program &program);
+/// The .ptp bytes of `program`, of schema `version` (the current one
+/// unless a test writes an older file).
+std::string serializeProgram(const runtime::Program &program,
+                             uint32_t version = ptp::kSchemaVersion);
 
 /// A minimal valid program: f32 buffers "a" [4], "b" [2, 3], "c" [5], and
 /// the tokens, targets and loss buffers; a train_step with no instructions.
