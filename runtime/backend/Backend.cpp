@@ -26,9 +26,17 @@ TraceSpan traceSpanOf(const Program &program, const Instruction &instruction) {
     span.label = instruction.collective->label;
     span.name = std::string(collectiveKindName(instruction.collective->kind)) +
                 " " + span.label;
+  } else if (instruction.tierCopy) {
+    // The offload's staging: the bytes of one side.
+    span.category = "tier copy";
+    span.label = instruction.tierCopy->label;
+    span.name = std::string(tierCopyKindName(*instruction.tierCopy)) + " " +
+                span.label;
+    span.bytes = program.buffers[instruction.args[0]].bytes;
+    return span;
   } else if (instruction.waitFor) {
     // Time blocked on a started collective (its own span is on the
-    // communication track).
+    // communication track) or tier copy.
     span.category = "wait";
     span.name = "wait #" + std::to_string(*instruction.waitFor);
     return span;

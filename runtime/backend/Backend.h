@@ -34,6 +34,9 @@ public:
   void run(size_t index) { run(index, -1); }
   /// Bytes the backend holds beyond the arena (kernel workspaces).
   virtual uint64_t workspaceBytes() const = 0;
+  /// Where the program's tiers live (the offload: "nvme tier: N bytes per
+  /// rank in FILE (uring, O_DIRECT)"), or "" without tiers.
+  virtual std::string describeTiers() const { return ""; }
   /// Device memory the backend holds (arena and workspaces); 0 on the CPU.
   virtual uint64_t deviceBytes() const { return 0; }
   /// Records a span per instruction run from now on into `trace` (null:
@@ -117,13 +120,23 @@ comm::ReduceOp reduceOpOf(ReduceKind reduce);
 int32_t axisIndexValue(const Program &program, const BufferInfo &buffer,
                        const comm::MeshCommunicators *communicators);
 
+/// Where a backend keeps the tiers of an offload program (docs/offload.md).
+struct OffloadOptions {
+  /// The NVMe tier's directory (partition-run --offload-path); empty: the
+  /// program's (the plan's offload.path).
+  std::string path;
+  /// Names this rank's file (partition-offload-PID-TAG.bin): "rank3".
+  std::string tag;
+};
+
 /// The CPU backend: OpenBLAS and OpenMP kernels on a host arena, collectives
 /// through `communicators` (the groups of the program's mesh; required when
-/// the program has collectives, and must outlive the backend). Checks every
-/// instruction first; throws ProgramError.
+/// the program has collectives, and must outlive the backend), tiers as
+/// `offload` says. Checks every instruction first; throws ProgramError.
 std::unique_ptr<Backend>
 createCpuBackend(const Program &program,
-                 const comm::MeshCommunicators *communicators = nullptr);
+                 const comm::MeshCommunicators *communicators = nullptr,
+                 const OffloadOptions &offload = {});
 
 /// The CUDA backend (runtime/backend/cuda/CudaBackend.h, built with CUDA only):
 /// the arena on `device`, collectives through NCCL communicators.

@@ -90,11 +90,14 @@ InstructionCost describeCollective(const Program &program,
     cost.kernel = "wait";
     return cost;
   }
-  cost.kernel = instruction.transfer
-                    ? transferKindName(*instruction.transfer)
-                    : collectiveKindName(instruction.collective->kind);
+  cost.kernel = instruction.transfer   ? transferKindName(*instruction.transfer)
+                : instruction.tierCopy ? tierCopyKindName(*instruction.tierCopy)
+                                       : collectiveKindName(
+                                             instruction.collective->kind);
+  // A tier copy moves one side's bytes.
   for (uint32_t arg : instruction.args)
-    cost.bytes += double(program.buffers[arg].bytes);
+    if (!instruction.tierCopy || arg == instruction.args[0])
+      cost.bytes += double(program.buffers[arg].bytes);
   cost.shape = "bytes=" + std::to_string(int64_t(cost.bytes));
   return cost;
 }

@@ -221,6 +221,10 @@ void Run::openOutputs(Session &session) {
                 static_cast<long long>(batch), static_cast<long long>(seq),
                 program.withRoleInStreams(Role::Param).size() - tiedCopies(),
                 kernels.c_str());
+  // The offload: where rank 0's optimizer state lives.
+  if (std::string tiers = backend->describeTiers(); !quiet && !tiers.empty())
+    std::printf("partition-run: offload: %s%s\n", tiers.c_str(),
+                global.size() > 1 ? " (rank 0; every rank has its own)" : "");
 }
 
 bool Run::trainStep(Session &session, int64_t s) {

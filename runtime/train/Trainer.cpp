@@ -250,7 +250,12 @@ Run::Run(const TrainOptions &options, const Program &loaded,
       if (std::vector<std::vector<uint32_t>> started = startedGroups(program);
           !started.empty())
         mesh->addStartedGroups(started);
-    backend = createCpuBackend(program, mesh.get());
+    // The offload's files, one per rank (under mpirun each rank is a
+    // process of its own; the tag tells a node's files apart).
+    OffloadOptions offload;
+    offload.path = options.offloadPath;
+    offload.tag = "rank" + std::to_string(global.rank());
+    backend = createCpuBackend(program, mesh.get(), offload);
   }
   if (mesh) {
     for (const comm::MeshAxisSize &axis : mesh->mesh())

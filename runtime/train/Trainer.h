@@ -71,6 +71,9 @@ struct TrainOptions {
   double commTimeoutSeconds = 300;
   /// auto, cpu or cuda (see chooseBackend).
   std::string backend = "auto";
+  /// --offload-path: the directory of the offload's NVMe files instead of
+  /// the program's (the plan's offload.path); empty: the program's.
+  std::string offloadPath;
   /// This rank's index among the job's ranks on its node, and their number
   /// (set by partition-run from MPI): the CUDA backend gives each its own
   /// device, node rank r taking device r.

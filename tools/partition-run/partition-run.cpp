@@ -18,6 +18,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -88,6 +89,10 @@ Trains the model of a program compiled by partition-compile.
                        --evaluate, both
   --stop-after N       stop after step N (saving with --save), keeping the
                        learning-rate schedule of --steps, to resume later
+  --offload-path DIR   a program compiled with "offload": {"optimizer":
+                       "nvme"}: put each rank's offload file in DIR instead
+                       of the plan's offload.path (files of dead runs there
+                       are removed first)
   --backend B          auto (default): CUDA when this build has the CUDA
                        backend and a GPU is visible, else the CPU; cpu;
                        cuda: the CUDA backend or an error naming why not
@@ -265,6 +270,7 @@ CommandLine parse(int argc, char **argv) {
       {"--resume", text(options.resume)},
       {"--init-from", text(options.initFrom)},
       {"--dump-logits", text(options.dumpLogits)},
+      {"--offload-path", text(options.offloadPath)},
       {"--stop-after", integer(options.stopAfter, "--stop-after", 0, kMaxSteps)},
       {"--nproc", integer(line.nproc, "--nproc", 1, 1 << 20)},
       // Seconds; a week bounds what a deadline can hold without overflow.
@@ -415,6 +421,10 @@ int main(int argc, char **argv) {
   // After MPI_Init, so that these handlers are the ones in place: the first
   // SIGINT / SIGTERM stops the run after its current step, on every rank.
   rt::installInterruptHandlers();
+  // A write past a file-size limit (ulimit -f) then fails with EFBIG, as a
+  // full disk fails with ENOSPC: one line naming the file, not a signal
+  // that kills the rank with a core dump.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     rt::checkWorldSize(program, options.program, world->size());
   } catch (const std::exception &error) {

@@ -14,11 +14,14 @@ namespace partition::runtime {
 namespace cpubackend {
 
 CpuBackend::CpuBackend(const Program &program,
-                       const comm::MeshCommunicators *communicators)
+                       const comm::MeshCommunicators *communicators,
+                       const OffloadOptions &offload)
     : arena(allocateAligned(program.arenaBytes)),
       communicators(communicators) {
   // Zero so that uninitialised state (moments, the step) starts at zero.
   std::memset(arena.get(), 0, program.arenaBytes);
+  if (program.hostBytes > 0 || program.nvmeBytes > 0)
+    tiers = std::make_unique<CpuTiers>(program, offload);
   writeAxisIndices(program);
   std::vector<std::vector<KernelArgs>> checked = checkInstructions(program);
   size_t bf16StagingElements = 0;
@@ -52,9 +55,33 @@ CpuBackend::CpuBackend(const Program &program,
     CompiledFunction compiled;
     compiled.name = function.name;
     compiled.tickets.assign(function.instructions.size(), -1);
+    // Each tier copy's index in `tiers`, for its wait.
+    std::map<size_t, size_t> tierCopies;
     for (size_t i = 0; i < function.instructions.size(); ++i) {
       const Instruction &instruction = function.instructions[i];
       std::string where = function.name + " instruction #" + std::to_string(i);
+      if (instruction.tierCopy) {
+        std::string name = where + " (" +
+                           tierCopyKindName(*instruction.tierCopy) + " '" +
+                           instruction.tierCopy->label + "')";
+        size_t copy = tiers->compile(program, instruction, arena.get(), name);
+        tierCopies[i] = copy;
+        compiled.calls.push_back([this, copy] { tiers->start(copy); });
+        compiled.names.push_back(name);
+        compiled.spans.push_back(traceSpanOf(program, instruction));
+        if (profile.enabled)
+          compiled.costs.push_back(describeCollective(program, instruction));
+        continue;
+      }
+      if (instruction.waitFor && tierCopies.count(*instruction.waitFor)) {
+        size_t copy = tierCopies[*instruction.waitFor];
+        compiled.calls.push_back([this, copy] { tiers->wait(copy); });
+        compiled.names.push_back(where + " (wait)");
+        compiled.spans.push_back(traceSpanOf(program, instruction));
+        if (profile.enabled)
+          compiled.costs.push_back(describeCollective(program, instruction));
+        continue;
+      }
       if (instruction.waitFor) {
         compiled.calls.push_back(compileWait(f, *instruction.waitFor));
         compiled.names.push_back(where + " (wait)");
@@ -445,8 +472,10 @@ CpuBackend::compileBlockCollective(const Program &program,
 
 std::unique_ptr<Backend>
 createCpuBackend(const Program &program,
-                 const comm::MeshCommunicators *communicators) {
-  return std::make_unique<cpubackend::CpuBackend>(program, communicators);
+                 const comm::MeshCommunicators *communicators,
+                 const OffloadOptions &offload) {
+  return std::make_unique<cpubackend::CpuBackend>(program, communicators,
+                                                  offload);
 }
 
 } // namespace partition::runtime

@@ -17,6 +17,7 @@
 #include "runtime/backend/Trace.h"
 #include "runtime/comm/MeshCommunicators.h"
 #include "runtime/backend/cpu/CommunicationThread.h"
+#include "runtime/backend/cpu/CpuTiers.h"
 #include "runtime/backend/cpu/Kernels.h"
 
 #include <algorithm>
@@ -70,15 +71,23 @@ inline size_t stagedElements(const KernelArgs &args) {
 class CpuBackend final : public Backend {
 public:
   CpuBackend(const Program &program,
-             const comm::MeshCommunicators *communicators);
+             const comm::MeshCommunicators *communicators,
+             const OffloadOptions &offload);
   ~CpuBackend() override;
 
   const char *name() const override { return "cpu"; }
   void write(const BufferInfo &buffer, const void *source) override {
+    if (buffer.tier != Tier::Arena)
+      return tiers->write(buffer, source);
     std::memcpy(arena.get() + buffer.offset, source, buffer.bytes);
   }
   void read(const BufferInfo &buffer, void *destination) override {
+    if (buffer.tier != Tier::Arena)
+      return tiers->read(buffer, destination);
     std::memcpy(destination, arena.get() + buffer.offset, buffer.bytes);
+  }
+  std::string describeTiers() const override {
+    return tiers ? tiers->describe() : std::string();
   }
   using Backend::run;
   void run(size_t index, int64_t step) override;
@@ -163,6 +172,9 @@ private:
   void writeAxisIndices(const Program &program);
 
   std::unique_ptr<uint8_t[], AlignedFree> arena;
+  /// The offload's tiers (null without): after the arena, so that their
+  /// I/O engine, which drains its requests into the arena, goes first.
+  std::unique_ptr<CpuTiers> tiers;
   /// Attention scratch, sized for the largest attention of the program.
   struct Workspace {
     std::unique_ptr<uint8_t[], AlignedFree> data;
@@ -224,9 +236,13 @@ private:
   int64_t currentStep = -1;
 };
 
+/// At whole I/O blocks, so that the offload's staging buffers (at whole
+/// blocks of the arena) can be read and written with O_DIRECT.
 inline uint8_t *allocateAligned(size_t bytes) {
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void *memory = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  constexpr size_t kAlignment = 4096;
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void *memory =
+      std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (!memory)
     throw ProgramError("cannot allocate " + std::to_string(bytes) +
                        " bytes of host memory for the arena");

@@ -456,6 +456,14 @@ void CudaBackend::printProfile(const CompiledFunction &function) const {
 std::unique_ptr<Backend>
 createCudaBackend(const Program &program,
                   const comm::MeshCommunicators *communicators, int device) {
+  // Before anything is allocated: the host tier in pinned memory with the
+  // update on the CPU, and the NVMe tier through the I/O engine, are not
+  // built for GPUs yet (docs/offload.md).
+  if (program.hasTiers())
+    throw ProgramError("the program keeps its optimizer state in an "
+                       "offload tier (plan.json offload), which the CUDA "
+                       "backend does not run yet; run it with --backend cpu "
+                       "or compile it without offload");
   return std::make_unique<cudabackend::CudaBackend>(program, communicators,
                                                     device);
 }
