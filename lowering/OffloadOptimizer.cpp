@@ -117,12 +117,12 @@ struct OffloadOptimizerPass
     if (!rt::isTierName(tier)) {
       module.emitError() << "--rt-offload-optimizer: tier must be host or "
                             "nvme, not '"
-                         << tier << "'";
+                         << static_cast<std::string>(tier) << "'";
       return signalPassFailure();
     }
     if (bufferBytes < Offload::kMinBufferBytes) {
       module.emitError() << "--rt-offload-optimizer: buffer-bytes "
-                         << bufferBytes << " is below "
+                         << static_cast<int64_t>(bufferBytes) << " is below "
                          << Offload::kMinBufferBytes
                          << ", three 4096-byte slices of both moments";
       return signalPassFailure();

@@ -170,3 +170,43 @@ func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 :
   %w = memref.view %arena[%c0][] {rt.role = "param", rt.name = "w"} : memref<128xi8> to memref<4000000000x4000000000xf32>
   return
 }
+
+// -----
+
+// The offload's tiers (program format 12): an NVMe tier needs the module's
+// rt.offload_path, a tier holds only moments, and the functions of a
+// stage share their tiers.
+// expected-error @below {{the program has an nvme tier but the module no rt.offload_path (the directory of its files; --rt-offload-optimizer sets it)}}
+module {
+  func.func @train_step(%arena: memref<128xi8>, %tier: memref<4096xi8> {rt.tier = "nvme"}) attributes {rt.arena_bytes = 128 : i64} {
+    return
+  }
+}
+
+// -----
+
+func.func @train_step(%arena: memref<128xi8>, %tier: memref<4096xi8> {rt.tier = "host"}) attributes {rt.arena_bytes = 128 : i64} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'memref.view' op lives in a tier but is no moment: only the optimizer state is offloaded}}
+  %w = memref.view %tier[%c0][] {rt.role = "param", rt.name = "w", rt.tier = "host"} : memref<4096xi8> to memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @train_step(%arena: memref<128xi8>, %tier: memref<4096xi8> {rt.tier = "host"}) attributes {rt.arena_bytes = 128 : i64} {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'memref.view' op buffer [0, 8192) lies outside the host tier of 4096 bytes}}
+  %m = memref.view %tier[%c0][] {rt.role = "moment1", rt.name = "w", rt.tier = "host"} : memref<4096xi8> to memref<2048xf32>
+  return
+}
+
+// -----
+
+func.func @train_step(%arena: memref<128xi8>, %tier: memref<4096xi8> {rt.tier = "host"}) attributes {rt.arena_bytes = 128 : i64} {
+  return
+}
+// expected-error @+1 {{has a host tier of 8192 bytes, but another function of its stage has one of 4096; the functions of a stage share their tiers}}
+func.func @eval_step(%arena: memref<128xi8>, %tier: memref<8192xi8> {rt.tier = "host"}) attributes {rt.arena_bytes = 128 : i64} {
+  return
+}

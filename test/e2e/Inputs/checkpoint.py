@@ -10,6 +10,10 @@ order, each as key NUL value NUL).
                                       tensors and the metadata, every CRC-32C
                                       matches"
   checkpoint.py names DIR             the tensor names, one a line
+  checkpoint.py same DIR OTHER        every tensor of DIR in OTHER, with the
+                                      same dtype, shape and bytes, and no
+                                      other; prints "identical: N tensors
+                                      (K moments)"
   checkpoint.py flip DIR OUT --tensor NAME [--count 16]
                                       COUNT bytes inverted in the middle of
                                       NAME's data (checksums left as they are)
@@ -124,6 +128,27 @@ def names(args):
     print("\n".join(tensors(header)))
 
 
+def same(args):
+    header, data = load(args.dir)
+    other_header, other_data = load(args.other)
+    if sorted(tensors(header)) != sorted(tensors(other_header)):
+        sys.exit(f"checkpoint.py: {args.dir} and {args.other} hold other "
+                 f"tensors: {sorted(set(tensors(header)) ^ set(tensors(other_header)))}")
+    for name in tensors(header):
+        mine, theirs = header[name], other_header[name]
+        for key in ("dtype", "shape"):
+            if mine[key] != theirs[key]:
+                sys.exit(f"checkpoint.py: {name}: {key} {mine[key]} against "
+                         f"{theirs[key]}")
+        begin, end = span(header, name)
+        other_begin, other_end = span(other_header, name)
+        if data[begin:end] != other_data[other_begin:other_end]:
+            sys.exit(f"checkpoint.py: {name} differs")
+    moments = sum(1 for name in tensors(header)
+                  if name.endswith((".adam_m", ".adam_v")))
+    print(f"identical: {len(tensors(header))} tensors ({moments} moments)")
+
+
 def flip(args):
     header, data = load(args.dir)
     begin, end = span(header, args.tensor)
@@ -181,6 +206,10 @@ def main():
         sub = commands.add_parser(name)
         sub.add_argument("dir")
         sub.set_defaults(run=function)
+    sub = commands.add_parser("same")
+    sub.add_argument("dir")
+    sub.add_argument("other")
+    sub.set_defaults(run=same)
     for name, function in (("flip", flip), ("nan", nan), ("rename", rename),
                            ("set", set_metadata), ("version1", version1)):
         sub = commands.add_parser(name)

@@ -74,20 +74,29 @@ def f32(value):
     return repr(value)
 
 TRANSFERS = ["send", "recv"]
+TIERS = ["arena", "host", "nvme"]
+TIER_COPIES = ["tier_read", "tier_write"]
 
 
 def dump_stream(stream, kernels):
-    # Stream: arena_bytes, buffers, functions.
+    # Stream: arena_bytes, buffers, functions, host_bytes, nvme_bytes (the
+    # offload's tiers, version 12; printed when there are any).
     print("arena_bytes", stream.scalar(0, "Q"))
+    for field, tier in ((3, "host"), (4, "nvme")):
+        if stream.scalar(field, "Q"):
+            print("%s_bytes %d" % (tier, stream.scalar(field, "Q")))
     for i, b in enumerate(stream.tables(1)):
         shape = "x".join(str(d) for d in b.vector(3, "q")) or "scalar"
         name = b.string(1)
         # Buffer.sharding: per dimension, mesh axis indices; absent: whole.
         sharding = [d.vector(0, "B") for d in b.tables(5)]
-        print("buffer #%d %s %s %s @%d%s%s" % (
+        # Buffer.tier (field 8): the offload's tier, when not the arena.
+        tier = b.scalar(8, "B")
+        print("buffer #%d %s %s %s @%d%s%s%s" % (
             i, ROLES[b.scalar(0, "B")], DTYPES[b.scalar(2, "B")], shape,
             b.scalar(4, "Q"), ' "%s"' % name if name else "",
-            " sharding %s" % sharding if sharding else ""))
+            " sharding %s" % sharding if sharding else "",
+            " tier %s" % TIERS[tier] if tier else ""))
     for function in stream.tables(2):
         print("function", function.string(0))
         for ins in function.tables(1):
@@ -99,6 +108,19 @@ def dump_stream(stream, kernels):
                     TRANSFERS[transfer.scalar(0, "B")], ins.vector(1, "I"),
                     transfer.scalar(1, "B"), transfer.scalar(2, "q"),
                     transfer.string(3)))
+                continue
+            # Instruction.tier_copy (field 7): kind, label, started.
+            at = ins._target(7)
+            if at is not None:
+                copy = Table(ins.data, at)
+                print('  %s %s label "%s"%s' % (
+                    TIER_COPIES[copy.scalar(0, "B")], ins.vector(1, "I"),
+                    copy.string(1), " started" if copy.scalar(2, "B") else ""))
+                continue
+            # Instruction.wait (field 6): the started instruction's index.
+            at = ins._target(6)
+            if at is not None:
+                print("  wait #%d" % Table(ins.data, at).scalar(0, "I"))
                 continue
             kernel = ins.scalar(0, "H")
             line = "  %s %s" % (kernels[kernel] if kernel < len(kernels) else "#%d" % kernel,
@@ -128,6 +150,9 @@ def main():
         dump_stream(stream, kernels)
     print("model", program.string(4))
     print("train", program.string(5))
+    # Program.offload_path (field 10, version 12): the NVMe tier's directory.
+    if program.string(10) is not None:
+        print("offload_path", program.string(10))
 
 
 if __name__ == "__main__":
