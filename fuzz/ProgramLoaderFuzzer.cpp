@@ -55,7 +55,8 @@ void exerciseStream(const Program &program) {
       if (const auto &collective = function.instructions[i].collective) {
         for (uint32_t arg : function.instructions[i].args)
           if (arg >= program.buffers.size() ||
-              program.buffers[arg].dtype != DType::F32)
+              program.buffers[arg].dtype != DType::F32 ||
+              program.buffers[arg].tier != Tier::Arena)
             bug("collective with an unchecked buffer", collective->label);
         int64_t group = 1;
         for (uint32_t axis : collective->axes) {
@@ -78,11 +79,29 @@ void exerciseStream(const Program &program) {
         }
         continue;
       }
-      // A wait completes an earlier started collective (checked by the
-      // loader with the whole function); it names no buffer.
+      // A tier copy (the offload) moves one buffer of a tier into one of
+      // the arena of the same size, or back: each inside its own space.
+      if (const auto &copy = function.instructions[i].tierCopy) {
+        const std::vector<uint32_t> &a = function.instructions[i].args;
+        if (a.size() != 2 || a[0] >= program.buffers.size() ||
+            a[1] >= program.buffers.size())
+          bug("tier copy with an unchecked buffer", copy->label);
+        const BufferInfo &tiered = program.buffers[a[copy->tierArg()]];
+        const BufferInfo &staged = program.buffers[a[copy->arenaArg()]];
+        uint64_t space =
+            tiered.tier == Tier::Host ? program.hostBytes : program.nvmeBytes;
+        if (tiered.tier == Tier::Arena || staged.tier != Tier::Arena ||
+            tiered.bytes != staged.bytes ||
+            tiered.offset + tiered.bytes > space ||
+            staged.offset + staged.bytes > program.arenaBytes)
+          bug("tier copy with unchecked buffers", copy->label);
+        continue;
+      }
+      // A wait completes an earlier started collective or tier copy
+      // (checked by the loader with the whole function); it names no
+      // buffer.
       if (const auto &start = function.instructions[i].waitFor) {
-        if (*start >= i || !function.instructions[*start].collective ||
-            !function.instructions[*start].collective->started)
+        if (*start >= i || !function.instructions[*start].started())
           bug("wait for an unchecked collective", function.name);
         continue;
       }
@@ -93,7 +112,8 @@ void exerciseStream(const Program &program) {
       // The checked sizes index the arena: they must describe buffers that
       // lie inside it.
       for (const BufferInfo *buffer : args.buffers)
-        if (buffer->offset + buffer->bytes > program.arenaBytes)
+        if (buffer->tier != Tier::Arena ||
+            buffer->offset + buffer->bytes > program.arenaBytes)
           bug("checked buffer outside the arena", buffer->name);
     }
   // The backend writes every axis index from its axes; the loader checked

@@ -6,8 +6,9 @@
 Builds a seed corpus in a temporary directory -- real programs compiled by
 DIR/partition-gen and DIR/partition-compile (gpt2-tiny; a small llama with
 grouped-query attention; gpt2-tiny with two micro-batches; gpt2-tiny
-without an optimizer; data-parallel ones with collectives; a two-stage
-pipeline with sends and receives), plus
+without an optimizer; data-parallel ones with collectives; gpt2-tiny with
+its moments offloaded to NVMe; a two-stage pipeline with sends and
+receives), plus
 truncations of the first -- then runs FUZZER
 for N mutated inputs (libFuzzer flags when --libfuzzer, else the
 StandaloneFuzzDriver's). Fails if the fuzzer reports a crash, a sanitizer
@@ -78,6 +79,14 @@ def main():
         subprocess.run([compile_, os.path.join(scratch, "gpt2.mlir"), "-o",
                         os.path.join(seeds, "gpt2-dp2.ptp"), "--plan", plan],
                        capture_output=True)
+        # The offload (schema v12: moments in an NVMe tier, sliced tier
+        # copies started and waited for).
+        plan = os.path.join(scratch, "offload.json")
+        with open(plan, "w") as f:
+            f.write('{"offload": {"optimizer": "nvme", "path": "/tmp", '
+                    '"buffer_bytes": 98304}}')
+        run([compile_, os.path.join(scratch, "gpt2.mlir"), "-o",
+             os.path.join(seeds, "gpt2-offload.ptp"), "--plan", plan])
         # Nonuniform replicas (schema v7: a whole program nested per
         # replica, tp 2 and tp 1).
         plan = os.path.join(scratch, "ntp.json")

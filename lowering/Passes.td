@@ -169,19 +169,26 @@ def OffloadOptimizerPass : Pass<"rt-offload-optimizer", "::mlir::ModuleOp"> {
       return
     }
     ```
-    Output (`tier=nvme path=/scratch buffer-bytes=24576`: two slices of
-    1024 elements):
+    Output (`tier=nvme path=/scratch buffer-bytes=24576`: slices of 1024
+    elements; the moment2 ops, alike, left out):
     ```mlir
-    func.func @train_step(..., %m: memref<4096xf32> {rt.name = "w", rt.role = "moment1", rt.tier = "nvme"}, ...) {
-      %s0 = memref.alloc() : memref<1024xf32>
-      %r0 = rt.tier_read async %m0, %s0 label = "moment1 w [0, 1024)" : ...
-      ...
-      rt.wait %r0, %m0, %s0 : ...
-      rt.kernel "adamw" ins(%w0, %g0, %s0, %t0, %t, %lr : ...) outs(%w0, %s0, %t0 : ...) floats = ...
-      %w0 = rt.tier_write async %s0, %m0 label = "moment1 w [0, 1024)" : ...
-      ...
-      rt.wait %w0, %s0, %m0 : ...
-      return
+    module attributes {rt.offload_path = "/scratch"} {
+      func.func @train_step(..., %m: memref<4096xf32> {rt.name = "w", rt.role = "moment1", rt.tier = "nvme"}, ...) {
+        ...
+        %m_0 = memref.subview %m[0] [1024] [1] : memref<4096xf32> to memref<1024xf32, strided<[1]>>
+        %s_0 = memref.alloc() : memref<1024xf32>
+        %r_0 = rt.tier_read async %m_0, %s_0 label = "moment1 w [0, 1024)" : ...
+        rt.kernel "embedding_grad" ...     // the last weight gradient: the first read runs under it
+        ...                                // slice 1's reads start here
+        rt.wait %r_0, %m_0, %s_0 : ...
+        rt.kernel "adamw" ins(%w_0, %g_0, %s_0, %v_0, %t, %lr : ...) outs(%w_0, %s_0, %v_0 : ...) floats = ...
+        %t_0 = rt.tier_write async %s_0, %m_0 label = "moment1 w [0, 1024)" : ...
+        ...                                // slice 1's update; slice 2's reads
+        ...                                // slice 3's reads would exceed the buffer: slice 0 first completes
+        rt.wait %t_0, %s_0, %m_0 : ...
+        ...
+        return
+      }
     }
     ```
   }];
@@ -225,6 +232,16 @@ def MemoryPlanPass : Pass<"lower-memory-plan", "::mlir::ModuleOp"> {
     them in place. The buffers of a started (`async`) collective stay live
     until its `rt.wait`, which names them: nothing else is placed on their
     bytes while the collective runs in the background.
+
+    State marked `rt.tier` (`--rt-offload-optimizer`'s moments) is laid out
+    in its tier's own space, not in the arena, each buffer at a whole
+    4096-byte block; the function takes one more `memref<Nxi8>` argument
+    per tier (`{rt.tier = "nvme"}`), the tiered state being views of it.
+    The staging buffers of `rt.tier_read` / `rt.tier_write` are placed at
+    whole blocks of the arena (the temporaries then start at one), their
+    sizes rounded up to blocks: what O_DIRECT moves. The report adds the
+    staging at the peak (`offload_staging`), each tier's state and size,
+    and `tiers per rank: arena A, host H, nvme N bytes`.
 
     Input:
     ```mlir

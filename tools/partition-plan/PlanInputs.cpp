@@ -226,6 +226,13 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
   }
   // A field the cost model cannot follow is refused rather than predicted
   // as something else.
+  if (plan->offload.given) {
+    error = path + ": offload is not predicted by the cost model (the "
+                   "planner does not cost tier transfers yet: "
+                   "docs/offload.md); leave it out to predict the plan "
+                   "without it";
+    return llvm::failure();
+  }
   if (plan->tensorParallel.embeddingTp) {
     error = path + ": tensor_parallel.embedding.tp is not predicted by the "
                    "cost model (the embedding and LM head run at mesh.tp "
