@@ -47,6 +47,13 @@ StreamWriter::collectiveAxes(Operation *op, FlatSymbolRefAttr meshName,
   return axes;
 }
 
+std::pair<int64_t, int64_t> StreamWriter::arenaRange(Value buffer) const {
+  int64_t begin = bufferOffset.lookup(buffer);
+  // addBuffer has checked that the buffer lies inside the arena.
+  int64_t bytes = *checkedByteSize(cast<MemRefType>(buffer.getType()));
+  return std::make_pair(begin, begin + bytes);
+}
+
 FailureOr<flatbuffers::Offset<ptp::Instruction>>
 StreamWriter::addBlockCollective(Operation *op) {
   bool gather = isa<AllGatherOp>(op);
@@ -59,14 +66,8 @@ StreamWriter::addBlockCollective(Operation *op) {
     return failure();
   // Distinct values may still be views of overlapping bytes; the runtime
   // would read blocks it has already overwritten (the loader rejects it).
-  auto range = [&](Value buffer) {
-    int64_t begin = bufferOffset.lookup(buffer);
-    // addBuffer has checked that the buffer lies inside the arena.
-    int64_t bytes = *checkedByteSize(cast<MemRefType>(buffer.getType()));
-    return std::make_pair(begin, begin + bytes);
-  };
-  auto [inBegin, inEnd] = range(op->getOperand(0));
-  auto [outBegin, outEnd] = range(op->getOperand(1));
+  auto [inBegin, inEnd] = arenaRange(op->getOperand(0));
+  auto [outBegin, outEnd] = arenaRange(op->getOperand(1));
   if (inBegin < outEnd && outBegin < inEnd)
     return op->emitOpError()
            << "reads [" << inBegin << ", " << inEnd << ") and writes ["
@@ -146,17 +147,11 @@ StreamWriter::addAllReduce(AllReduceOp allReduce) {
     return failure();
   // Distinct values may still be views of the same bytes; reduced twice in
   // one bucket, those bytes would be reduced twice (the loader rejects it).
-  auto range = [&](Value buffer) {
-    int64_t begin = bufferOffset.lookup(buffer);
-    // addBuffer has checked that the buffer lies inside the arena.
-    int64_t bytes = *checkedByteSize(cast<MemRefType>(buffer.getType()));
-    return std::make_pair(begin, begin + bytes);
-  };
   OperandRange buffers = allReduce.getBuffers();
   for (unsigned i = 0, e = buffers.size(); i < e; ++i)
     for (unsigned j = 0; j < i; ++j) {
-      auto [beginI, endI] = range(buffers[i]);
-      auto [beginJ, endJ] = range(buffers[j]);
+      auto [beginI, endI] = arenaRange(buffers[i]);
+      auto [beginJ, endJ] = arenaRange(buffers[j]);
       if (beginI < endJ && beginJ < endI)
         return allReduce.emitOpError()
                << "reduces buffers #" << j << " [" << beginJ << ", " << endJ

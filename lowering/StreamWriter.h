@@ -77,6 +77,8 @@ private:
   mlir::FailureOr<std::vector<uint8_t>>
   collectiveAxes(mlir::Operation *op, mlir::FlatSymbolRefAttr meshName,
                  mlir::ArrayAttr axes);
+  /// The bytes [begin, end) of a planned buffer of the arena.
+  std::pair<int64_t, int64_t> arenaRange(mlir::Value buffer) const;
   /// An rt.tier_read or rt.tier_write: args [source, destination].
   mlir::FailureOr<flatbuffers::Offset<ptp::Instruction>>
   addTierCopy(mlir::Operation *op);
