@@ -102,10 +102,9 @@ Value flatSlice(OpBuilder &builder, Location loc, Value value, int64_t offset,
     }
     value = collapsed;
   }
-  return memref::SubViewOp::create(builder, loc, value,
-                                   ArrayRef<int64_t>{offset},
-                                   ArrayRef<int64_t>{size},
-                                   ArrayRef<int64_t>{1});
+  return memref::SubViewOp::create(
+      builder, loc, value, ArrayRef<int64_t>{offset}, ArrayRef<int64_t>{size},
+      ArrayRef<int64_t>{1});
 }
 
 struct OffloadOptimizerPass
@@ -160,7 +159,8 @@ struct OffloadOptimizerPass
     for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
       auto role =
           function.getArgAttrOfType<StringAttr>(i, RtDialect::kRoleAttrName);
-      if (!role || (role.getValue() != "moment1" && role.getValue() != "moment2"))
+      if (!role ||
+          (role.getValue() != "moment1" && role.getValue() != "moment2"))
         continue;
       function.setArgAttr(i, RtDialect::kTierAttrName,
                           StringAttr::get(&getContext(), tier));
@@ -179,13 +179,12 @@ struct OffloadOptimizerPass
       if (!usesMoment)
         continue;
       auto kernel = dyn_cast<KernelOp>(op);
-      bool staged = kernel && isAdamW(kernel) &&
-                    moments.count(kernel.getInputs()[kMoment1]) &&
-                    moments.count(kernel.getInputs()[kMoment2]) &&
-                    kernel.getOutputs()[kNewMoment1] ==
-                        kernel.getInputs()[kMoment1] &&
-                    kernel.getOutputs()[kNewMoment2] ==
-                        kernel.getInputs()[kMoment2];
+      bool staged =
+          kernel && isAdamW(kernel) &&
+          moments.count(kernel.getInputs()[kMoment1]) &&
+          moments.count(kernel.getInputs()[kMoment2]) &&
+          kernel.getOutputs()[kNewMoment1] == kernel.getInputs()[kMoment1] &&
+          kernel.getOutputs()[kNewMoment2] == kernel.getInputs()[kMoment2];
       if (!staged)
         return op.emitOpError()
                << "uses an AdamW moment, which --rt-offload-optimizer moves "
@@ -284,9 +283,9 @@ struct OffloadOptimizerPass
     Location loc = update.getLoc();
     OpBuilder builder(at);
     auto slice = [&](Value value) {
-      return unit.whole ? value
-                        : flatSlice(builder, loc, value, unit.offset,
-                                    unit.size, flat);
+      return unit.whole
+                 ? value
+                 : flatSlice(builder, loc, value, unit.offset, unit.size, flat);
     };
     // "moment1 h.0.attn.c_attn.weight [0, 4096)": what an I/O error names.
     auto label = [&](unsigned index) {

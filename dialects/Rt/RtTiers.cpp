@@ -33,8 +33,8 @@ LogicalResult verifyInArena(Operation *op) {
     if (isa<MemRefType>(operand.getType()))
       if (std::optional<StringRef> tier = tierOf(operand))
         return op->emitOpError()
-               << "operand #" << index << " lives in the " << *tier
-               << " tier (" << RtDialect::kTierAttrName
+               << "operand #" << index << " lives in the " << *tier << " tier ("
+               << RtDialect::kTierAttrName
                << "); kernels and collectives run on the arena: stage it "
                   "through rt.tier_read and rt.tier_write";
   return success();
@@ -61,9 +61,8 @@ LogicalResult verifyTransfer(Operation *op, Value tiered, Value staged,
            << " tier; it must be a staging buffer of the arena";
   auto tieredType = cast<MemRefType>(tiered.getType());
   auto stagedType = cast<MemRefType>(staged.getType());
-  for (auto [what, type] : {std::pair<StringRef, MemRefType>{"source",
-                                                             read ? tieredType
-                                                                  : stagedType},
+  for (auto [what, type] : {std::pair<StringRef, MemRefType>{
+                                "source", read ? tieredType : stagedType},
                             {"destination", read ? stagedType : tieredType}}) {
     Type element = type.getElementType();
     if (!(element.isF32() || element.isBF16() || element.isInteger(32)) ||

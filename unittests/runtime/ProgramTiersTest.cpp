@@ -255,9 +255,8 @@ TEST(ProgramTiers, CpuBackendHostTier) {
 TEST(ProgramTiers, CpuBackendNvmeTier) {
   std::string directory = freshDirectory();
   runtime::OffloadOptions offload{directory, "test"};
-  for (auto [elements, slice] : {std::pair<int64_t, int64_t>{2048, 1024},
-                                 {1500, 1024},
-                                 {100, 1024}}) {
+  for (auto [elements, slice] :
+       {std::pair<int64_t, int64_t>{2048, 1024}, {1500, 1024}, {100, 1024}}) {
     Program program = tierProgram(Tier::Nvme, elements, slice);
     program.offloadPath = "/nonexistent";
     expectStepsUpdateTheTier(program, offload);

@@ -3,7 +3,6 @@
 #include "runtime/backend/cpu/CpuTiers.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -34,16 +33,16 @@ std::unique_ptr<IoEngine> makeEngine(std::string &name) {
 
 CpuTiers::CpuTiers(const Program &program, const OffloadOptions &options) {
   if (program.hostBytes > 0) {
-    hostTierBytes = program.hostBytes;
-    void *memory = std::aligned_alloc(kIoAlignment, hostTierBytes);
-    if (!memory)
+    try {
+      hostTier = AlignedBuffer(program.hostBytes);
+    } catch (const std::bad_alloc &) {
       throw ProgramError("cannot allocate the host tier's " +
-                         std::to_string(hostTierBytes) +
+                         std::to_string(program.hostBytes) +
                          " bytes of host memory (the offloaded optimizer "
                          "state)");
+    }
     // Zero, as the arena: moments start at zero.
-    std::memset(memory, 0, hostTierBytes);
-    hostTier = {static_cast<uint8_t *>(memory), std::free};
+    std::memset(hostTier.data(), 0, hostTier.size());
   }
   if (program.nvmeBytes == 0)
     return;
@@ -61,18 +60,18 @@ CpuTiers::CpuTiers(const Program &program, const OffloadOptions &options) {
         program.nvmeBytes);
     engine = makeEngine(engineName);
   } catch (const std::exception &error) {
-    throw ProgramError(std::string("the offload's nvme tier (") +
-                       std::to_string(program.nvmeBytes) +
-                       " bytes of optimizer state for this rank): " +
-                       error.what());
+    throw ProgramError(
+        std::string("the offload's nvme tier (") +
+        std::to_string(program.nvmeBytes) +
+        " bytes of optimizer state for this rank): " + error.what());
   }
   bounce = AlignedBuffer(kBounceBytes);
 }
 
 std::string CpuTiers::describe() const {
   std::string text;
-  if (hostTierBytes > 0)
-    text = "host tier: " + std::to_string(hostTierBytes) +
+  if (hostTier.size() > 0)
+    text = "host tier: " + std::to_string(hostTier.size()) +
            " bytes per rank in host memory beside the arena";
   if (file)
     text += std::string(text.empty() ? "" : "; ") +
@@ -80,13 +79,6 @@ std::string CpuTiers::describe() const {
             " bytes per rank in " + file->path() + " (" + engineName +
             (file->direct() ? ", O_DIRECT)" : ", through the page cache)");
   return text;
-}
-
-uint64_t CpuTiers::hostBytes() const {
-  uint64_t bytes = hostTierBytes + bounce.size();
-  for (const Copy &copy : copies)
-    bytes += copy.tail.size();
-  return bytes;
 }
 
 void CpuTiers::moveSync(bool write, uint64_t fileOffset, uint8_t *host,
@@ -101,8 +93,8 @@ void CpuTiers::moveSync(bool write, uint64_t fileOffset, uint8_t *host,
       if (write) {
         std::memcpy(staging, host + done, part);
         std::memset(staging + part, 0, blocks - part);
-        engine->wait(engine->submit(
-            file->write(fileOffset + done, staging, blocks)));
+        engine->wait(
+            engine->submit(file->write(fileOffset + done, staging, blocks)));
       } else {
         engine->wait(
             engine->submit(file->read(fileOffset + done, staging, blocks)));
@@ -117,18 +109,21 @@ void CpuTiers::moveSync(bool write, uint64_t fileOffset, uint8_t *host,
 
 void CpuTiers::read(const BufferInfo &buffer, void *destination) {
   if (buffer.tier == Tier::Host) {
-    std::memcpy(destination, hostTier.get() + buffer.offset, buffer.bytes);
+    std::memcpy(destination,
+                static_cast<uint8_t *>(hostTier.data()) + buffer.offset,
+                buffer.bytes);
     return;
   }
-  moveSync(/*write=*/false, buffer.offset,
-           static_cast<uint8_t *>(destination), buffer.bytes,
+  moveSync(/*write=*/false, buffer.offset, static_cast<uint8_t *>(destination),
+           buffer.bytes,
            "reading " + std::string(roleName(buffer.role)) + " '" +
                buffer.name + "' from the nvme tier");
 }
 
 void CpuTiers::write(const BufferInfo &buffer, const void *source) {
   if (buffer.tier == Tier::Host) {
-    std::memcpy(hostTier.get() + buffer.offset, source, buffer.bytes);
+    std::memcpy(static_cast<uint8_t *>(hostTier.data()) + buffer.offset, source,
+                buffer.bytes);
     return;
   }
   moveSync(/*write=*/true, buffer.offset,
@@ -137,9 +132,8 @@ void CpuTiers::write(const BufferInfo &buffer, const void *source) {
                buffer.name + "' to the nvme tier");
 }
 
-size_t CpuTiers::compile(const Program &program,
-                         const Instruction &instruction, uint8_t *arena,
-                         const std::string &name) {
+size_t CpuTiers::compile(const Program &program, const Instruction &instruction,
+                         uint8_t *arena, const std::string &name) {
   const TierCopy &tierCopy = *instruction.tierCopy;
   // The loader checked the two sides: one tier, one arena, one size.
   const BufferInfo &tiered =
@@ -153,7 +147,7 @@ size_t CpuTiers::compile(const Program &program,
   copy.arena = arena + staged.offset;
   copy.bytes = tiered.bytes;
   if (tiered.tier == Tier::Host) {
-    copy.host = hostTier.get() + tiered.offset;
+    copy.host = static_cast<uint8_t *>(hostTier.data()) + tiered.offset;
   } else {
     copy.fileOffset = tiered.offset;
     copy.body = copy.bytes / kIoAlignment * kIoAlignment;

@@ -53,8 +53,6 @@ public:
   /// "nvme tier: 966656 bytes per rank in FILE (uring, O_DIRECT)"; "" when
   /// the program has no tier.
   std::string describe() const;
-  /// Host memory held beside the arena: the host tier and bounce blocks.
-  uint64_t hostBytes() const;
 
 private:
   /// A compiled tier copy.
@@ -75,11 +73,11 @@ private:
   void fail(const Copy &copy, const std::exception &error) const;
   /// A synchronous transfer of `bytes` at `fileOffset` through bounce
   /// blocks (any host address).
-  void moveSync(bool write, uint64_t fileOffset, uint8_t *host,
-                uint64_t bytes, const std::string &what);
+  void moveSync(bool write, uint64_t fileOffset, uint8_t *host, uint64_t bytes,
+                const std::string &what);
 
-  std::unique_ptr<uint8_t[], void (*)(void *)> hostTier{nullptr, nullptr};
-  uint64_t hostTierBytes = 0;
+  /// The host tier (empty without one).
+  offload::AlignedBuffer hostTier;
   std::unique_ptr<offload::OffloadFile> file;
   std::unique_ptr<offload::IoEngine> engine;
   std::string engineName;
