@@ -108,7 +108,7 @@ public:
   /// send holds sendRows[j] rows for rank j, then the next rank's; recv
   /// receives recvRows[i] rows from rank i, in rank order. Every rank's
   /// recvRows[i] must be rank i's sendRows for it. The default throws
-  /// std::logic_error (NCCL's, which the CUDA backend drives itself).
+  /// std::logic_error (a communicator that cannot).
   virtual void allToAllRows(const float *send,
                             const std::vector<int64_t> &sendRows, float *recv,
                             const std::vector<int64_t> &recvRows,

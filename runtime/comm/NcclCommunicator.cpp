@@ -94,8 +94,7 @@ const char *dataTypeName(DataType type) {
 
 class NcclCommunicator::DeviceScope {
 public:
-  DeviceScope(const NcclCommunicator &comm, const char *op,
-              const Context &ctx)
+  DeviceScope(const NcclCommunicator &comm, const char *op, const Context &ctx)
       : device_(comm.device_) {
     comm.checkCuda(cudaGetDevice(&previous_), "cudaGetDevice", op, ctx);
     if (previous_ != device_)
@@ -118,8 +117,7 @@ private:
 //===----------------------------------------------------------------------===//
 
 std::unique_ptr<NcclCommunicator>
-NcclCommunicator::world(MpiCommunicator &mpi, int device,
-                        NcclOptions options) {
+NcclCommunicator::world(MpiCommunicator &mpi, int device, NcclOptions options) {
   Context ctx("nccl world", -1);
   std::unique_ptr<NcclCommunicator> comm(
       new NcclCommunicator(mpi.worldRank(), "", device, options));
@@ -143,8 +141,8 @@ NcclCommunicator::world(MpiCommunicator &mpi, int device,
   return comm;
 }
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::single(int device,
-                                                           NcclOptions options) {
+std::unique_ptr<NcclCommunicator>
+NcclCommunicator::single(int device, NcclOptions options) {
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   ncclResult_t rc = ncclGetUniqueId(&id);
@@ -159,8 +157,8 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::single(int device,
 }
 
 std::unique_ptr<NcclCommunicator>
-NcclCommunicator::create(const ncclUniqueId &id, int rank, int size,
-                         int device, NcclOptions options) {
+NcclCommunicator::create(const ncclUniqueId &id, int rank, int size, int device,
+                         NcclOptions options) {
   Context ctx("nccl world", -1);
   std::unique_ptr<NcclCommunicator> comm(
       new NcclCommunicator(rank, "", device, options));
@@ -170,8 +168,8 @@ NcclCommunicator::create(const ncclUniqueId &id, int rank, int size,
   return comm;
 }
 
-NcclCommunicator::NcclCommunicator(int worldRank, std::string group,
-                                   int device, NcclOptions options)
+NcclCommunicator::NcclCommunicator(int worldRank, std::string group, int device,
+                                   NcclOptions options)
     : group_(std::move(group)), options_(options), device_(device),
       worldRank_(worldRank) {}
 
@@ -197,8 +195,7 @@ void NcclCommunicator::init(const ncclUniqueId &id, int rank, int size,
   checkCuda(cudaMemset(scratch_, 0, sizeof(float)), "cudaMemset", name, ctx);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  ncclResult_t rc =
-      ncclCommInitRankConfig(&comm_, size, id, rank, &config);
+  ncclResult_t rc = ncclCommInitRankConfig(&comm_, size, id, rank, &config);
   if (rc != ncclSuccess && rc != ncclInProgress)
     fail(name, ctx,
          std::string("failed: ncclCommInitRankConfig: ") +
@@ -299,8 +296,8 @@ void NcclCommunicator::checkCuda(cudaError_t error, const char *call,
   if (error == cudaSuccess)
     return;
   fail(op, ctx,
-       std::string("failed: ") + call + ": " + cudaGetErrorName(error) +
-           " (" + cudaGetErrorString(error) + ")");
+       std::string("failed: ") + call + ": " + cudaGetErrorName(error) + " (" +
+           cudaGetErrorString(error) + ")");
 }
 
 void NcclCommunicator::checkNccl(ncclResult_t rc, ncclComm_t comm,
@@ -400,15 +397,14 @@ void NcclCommunicator::reduceScatterOn(const char *name, const void *send,
                                        ncclDataType_t type, ReduceOp op,
                                        const Context &ctx,
                                        Clock::time_point until) {
-  checkNccl(ncclReduceScatter(send, recv, countPerRank, type, ncclOp(op),
-                              comm_, stream_),
+  checkNccl(ncclReduceScatter(send, recv, countPerRank, type, ncclOp(op), comm_,
+                              stream_),
             comm_, name, ctx, until);
 }
 
 void NcclCommunicator::allToAllOn(const char *name, const float *send,
                                   float *recv, size_t countPerRank,
-                                  const Context &ctx,
-                                  Clock::time_point until) {
+                                  const Context &ctx, Clock::time_point until) {
   // One group of a send and a recv per peer (self included): NCCL runs them
   // concurrently, so the order of peers cannot deadlock.
   checkNccl(ncclGroupStart(), comm_, name, ctx, until);
@@ -424,18 +420,48 @@ void NcclCommunicator::allToAllOn(const char *name, const float *send,
   checkNccl(ncclGroupEnd(), comm_, name, ctx, until);
 }
 
-void NcclCommunicator::broadcastOn(const char *name, float *data,
-                                   size_t count, int root, const Context &ctx,
+void NcclCommunicator::allToAllBytesOn(const char *name, const void *send,
+                                       const std::vector<size_t> &sendBytes,
+                                       void *recv,
+                                       const std::vector<size_t> &recvBytes,
+                                       const Context &ctx,
+                                       Clock::time_point until) {
+  if (sendBytes.size() != size_t(size_) || recvBytes.size() != size_t(size_))
+    fail(name, ctx,
+         "failed: " + std::to_string(sendBytes.size()) + " send and " +
+             std::to_string(recvBytes.size()) + " receive sizes for " +
+             std::to_string(size_) + " ranks");
+  // As allToAllOn, one group; a peer with nothing to move is left out, so
+  // an expert that received no tokens costs no transfer.
+  const auto *from = static_cast<const uint8_t *>(send);
+  auto *to = static_cast<uint8_t *>(recv);
+  checkNccl(ncclGroupStart(), comm_, name, ctx, until);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (sendBytes[size_t(peer)] > 0)
+      checkNccl(ncclSend(from, sendBytes[size_t(peer)], ncclUint8, peer, comm_,
+                         stream_),
+                comm_, name, ctx, until);
+    if (recvBytes[size_t(peer)] > 0)
+      checkNccl(ncclRecv(to, recvBytes[size_t(peer)], ncclUint8, peer, comm_,
+                         stream_),
+                comm_, name, ctx, until);
+    from += sendBytes[size_t(peer)];
+    to += recvBytes[size_t(peer)];
+  }
+  checkNccl(ncclGroupEnd(), comm_, name, ctx, until);
+}
+
+void NcclCommunicator::broadcastOn(const char *name, float *data, size_t count,
+                                   int root, const Context &ctx,
                                    Clock::time_point until) {
   checkPeer(root, "root", name, ctx);
-  checkNccl(ncclBroadcast(data, data, count, ncclFloat32, root, comm_,
-                          stream_),
+  checkNccl(ncclBroadcast(data, data, count, ncclFloat32, root, comm_, stream_),
             comm_, name, ctx, until);
 }
 
-void NcclCommunicator::sendOn(const char *name, const float *data,
-                              size_t count, int peer, int tag,
-                              const Context &ctx, Clock::time_point until) {
+void NcclCommunicator::sendOn(const char *name, const float *data, size_t count,
+                              int peer, int tag, const Context &ctx,
+                              Clock::time_point until) {
   checkPeer(peer, "peer", name, ctx);
   checkTag(tag, name, ctx);
   checkNccl(ncclSend(data, count, ncclFloat32, peer, comm_, stream_), comm_,
@@ -454,8 +480,7 @@ void NcclCommunicator::recvOn(const char *name, float *data, size_t count,
 void NcclCommunicator::sendRecvOn(const char *name, const float *send,
                                   size_t sendCount, int sendPeer, float *recv,
                                   size_t recvCount, int recvPeer,
-                                  const Context &ctx,
-                                  Clock::time_point until) {
+                                  const Context &ctx, Clock::time_point until) {
   checkPeer(sendPeer, "peer", name, ctx);
   checkPeer(recvPeer, "peer", name, ctx);
   checkNccl(ncclGroupStart(), comm_, name, ctx, until);
@@ -499,8 +524,7 @@ void NcclCommunicator::reduceScatter(const float *send, float *recv,
   const char *name = "reduce_scatter";
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
-  reduceScatterOn(name, send, recv, countPerRank, ncclFloat32, op, ctx,
-                  until);
+  reduceScatterOn(name, send, recv, countPerRank, ncclFloat32, op, ctx, until);
   waitStream(name, ctx, until);
 }
 
@@ -513,6 +537,28 @@ void NcclCommunicator::allToAll(const float *send, float *recv,
   waitStream(name, ctx, until);
 }
 
+void NcclCommunicator::allToAllRows(const float *send,
+                                    const std::vector<int64_t> &sendRows,
+                                    float *recv,
+                                    const std::vector<int64_t> &recvRows,
+                                    size_t rowElements, const Context &ctx) {
+  const char *name = "all_to_all";
+  DeviceScope scope(*this, name, ctx);
+  auto bytesOf = [&](const std::vector<int64_t> &rows) {
+    std::vector<size_t> bytes;
+    for (int64_t n : rows) {
+      if (n < 0)
+        fail(name, ctx, "failed: a negative row count " + std::to_string(n));
+      bytes.push_back(size_t(n) * rowElements * sizeof(float));
+    }
+    return bytes;
+  };
+  Clock::time_point until = deadline();
+  allToAllBytesOn(name, send, bytesOf(sendRows), recv, bytesOf(recvRows), ctx,
+                  until);
+  waitStream(name, ctx, until);
+}
+
 void NcclCommunicator::broadcast(float *data, size_t count, int root,
                                  const Context &ctx) {
   const char *name = "broadcast";
@@ -522,8 +568,8 @@ void NcclCommunicator::broadcast(float *data, size_t count, int root,
   waitStream(name, ctx, until);
 }
 
-void NcclCommunicator::send(const float *data, size_t count, int peer,
-                            int tag, const Context &ctx) {
+void NcclCommunicator::send(const float *data, size_t count, int peer, int tag,
+                            const Context &ctx) {
   const char *name = "send";
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
@@ -573,8 +619,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key,
   config.blocking = 0;
   ncclComm_t child = nullptr;
   ncclResult_t rc =
-      ncclCommSplit(comm_, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color,
-                    key, &child, &config);
+      ncclCommSplit(comm_, color == kNoColor ? NCCL_SPLIT_NOCOLOR : color, key,
+                    &child, &config);
   if (rc != ncclSuccess && rc != ncclInProgress)
     fail(name, ctx, "failed: ncclCommSplit: " + ncclErrorText(rc, comm_));
   // The split is collective over this communicator: a missing peer leaves
@@ -632,8 +678,7 @@ void NcclCommunicator::enqueueAllGather(const void *send, void *recv,
                                         const Context &ctx) {
   const char *name = "all_gather";
   DeviceScope scope(*this, name, ctx);
-  allGatherOn(name, send, recv, countPerRank, ncclType(type), ctx,
-              deadline());
+  allGatherOn(name, send, recv, countPerRank, ncclType(type), ctx, deadline());
 }
 
 void NcclCommunicator::enqueueReduceScatter(const void *send, void *recv,
@@ -647,8 +692,7 @@ void NcclCommunicator::enqueueReduceScatter(const void *send, void *recv,
 
 void NcclCommunicator::enqueueAllReduceBucket(const Span *spans,
                                               size_t numSpans, DataType type,
-                                              ReduceOp op,
-                                              const Context &ctx) {
+                                              ReduceOp op, const Context &ctx) {
   const char *name = "all_reduce";
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
@@ -675,6 +719,14 @@ void NcclCommunicator::enqueueAllToAll(const float *send, float *recv,
   allToAllOn(name, send, recv, countPerRank, ctx, deadline());
 }
 
+void NcclCommunicator::enqueueAllToAllBytes(
+    const void *send, const std::vector<size_t> &sendBytes, void *recv,
+    const std::vector<size_t> &recvBytes, const Context &ctx) {
+  const char *name = "all_to_all";
+  DeviceScope scope(*this, name, ctx);
+  allToAllBytesOn(name, send, sendBytes, recv, recvBytes, ctx, deadline());
+}
+
 void NcclCommunicator::enqueueBroadcast(float *data, size_t count, int root,
                                         const Context &ctx) {
   const char *name = "broadcast";
@@ -689,8 +741,8 @@ void NcclCommunicator::enqueueSend(const float *data, size_t count, int peer,
   sendOn(name, data, count, peer, tag, ctx, deadline());
 }
 
-void NcclCommunicator::enqueueRecv(float *data, size_t count, int peer,
-                                   int tag, const Context &ctx) {
+void NcclCommunicator::enqueueRecv(float *data, size_t count, int peer, int tag,
+                                   const Context &ctx) {
   const char *name = "recv";
   DeviceScope scope(*this, name, ctx);
   recvOn(name, data, count, peer, tag, ctx, deadline());
@@ -711,8 +763,8 @@ void NcclCommunicator::enqueueSendBytes(const void *data, size_t bytes,
   const char *name = "send";
   DeviceScope scope(*this, name, ctx);
   checkPeer(peer, "peer", name, ctx);
-  checkNccl(ncclSend(data, bytes, ncclUint8, peer, comm_, stream_), comm_,
-            name, ctx, deadline());
+  checkNccl(ncclSend(data, bytes, ncclUint8, peer, comm_, stream_), comm_, name,
+            ctx, deadline());
 }
 
 void NcclCommunicator::enqueueRecvBytes(void *data, size_t bytes, int peer,
@@ -720,8 +772,8 @@ void NcclCommunicator::enqueueRecvBytes(void *data, size_t bytes, int peer,
   const char *name = "recv";
   DeviceScope scope(*this, name, ctx);
   checkPeer(peer, "peer", name, ctx);
-  checkNccl(ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_), comm_,
-            name, ctx, deadline());
+  checkNccl(ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_), comm_, name,
+            ctx, deadline());
 }
 
 void NcclCommunicator::synchronize(const Context &ctx) {

@@ -3,8 +3,9 @@
 // The GPU implementation of Communicator: NCCL collectives on device buffers
 // (float32 through the Communicator interface; the enqueue forms also take
 // bfloat16 and int32, see DataType; device memory of this communicator's
-// device), bootstrapped over MPI. Built only where the CUDA toolkit and NCCL >= 2.18 are found
-// (cmake/CUDA.cmake: PARTITION_HAVE_NCCL, target PartitionCommNccl).
+// device), bootstrapped over MPI. Built only where the CUDA toolkit and NCCL
+// >= 2.18 are found (cmake/CUDA.cmake: PARTITION_HAVE_NCCL, target
+// PartitionCommNccl).
 //
 // Communicators are non-blocking NCCL communicators (ncclConfig_t.blocking =
 // 0), so nothing inside NCCL can block the host: every operation enqueues on
@@ -74,14 +75,15 @@ public:
   /// One rank alone, without MPI (a single-device program that still has
   /// collectives, e.g. over a mesh of size 1).
   static std::unique_ptr<NcclCommunicator> single(int device,
-                                                   NcclOptions options = {});
+                                                  NcclOptions options = {});
 
   /// Lower-level bootstrap without MPI: rank `rank` of `size` ranks that
   /// share `id` (from ncclGetUniqueId on one of them). Error messages name
   /// `rank`. For single-process use and tests.
-  static std::unique_ptr<NcclCommunicator>
-  create(const ncclUniqueId &id, int rank, int size, int device,
-         NcclOptions options = {});
+  static std::unique_ptr<NcclCommunicator> create(const ncclUniqueId &id,
+                                                  int rank, int size,
+                                                  int device,
+                                                  NcclOptions options = {});
 
   /// Flushes outstanding work (ncclCommFinalize, polled against the
   /// timeout), then destroys the NCCL communicator and the stream.
@@ -113,6 +115,9 @@ public:
                      ReduceOp op, const Context &ctx) override;
   void allToAll(const float *send, float *recv, size_t countPerRank,
                 const Context &ctx) override;
+  void allToAllRows(const float *send, const std::vector<int64_t> &sendRows,
+                    float *recv, const std::vector<int64_t> &recvRows,
+                    size_t rowElements, const Context &ctx) override;
   void broadcast(float *data, size_t count, int root,
                  const Context &ctx) override;
   void send(const float *data, size_t count, int peer, int tag,
@@ -129,9 +134,8 @@ public:
   /// Sends sendCount floats to sendPeer and receives recvCount floats from
   /// recvPeer as one NCCL group, so a pipeline's paired exchange (or a rank
   /// sending to itself) cannot deadlock. Blocking.
-  void sendRecv(const float *send, size_t sendCount, int sendPeer,
-                float *recv, size_t recvCount, int recvPeer,
-                const Context &ctx);
+  void sendRecv(const float *send, size_t sendCount, int sendPeer, float *recv,
+                size_t recvCount, int recvPeer, const Context &ctx);
 
   // Enqueue-only forms: they return once the operation is on stream() (after
   // NCCL has left its ncclInProgress state), with the same arguments,
@@ -141,28 +145,35 @@ public:
                         ReduceOp op, const Context &ctx);
   void enqueueAllGather(const float *send, float *recv, size_t countPerRank,
                         const Context &ctx);
-  void enqueueReduceScatter(const float *send, float *recv,
-                            size_t countPerRank, ReduceOp op,
-                            const Context &ctx);
+  void enqueueReduceScatter(const float *send, float *recv, size_t countPerRank,
+                            ReduceOp op, const Context &ctx);
   // Typed forms: counts are elements of `type` (Max and Avg on I32 are
   // NCCL's integer max / truncating average).
   void enqueueAllReduce(const void *send, void *recv, size_t count,
                         DataType type, ReduceOp op, const Context &ctx);
   void enqueueAllGather(const void *send, void *recv, size_t countPerRank,
                         DataType type, const Context &ctx);
-  void enqueueReduceScatter(const void *send, void *recv,
-                            size_t countPerRank, DataType type, ReduceOp op,
-                            const Context &ctx);
+  void enqueueReduceScatter(const void *send, void *recv, size_t countPerRank,
+                            DataType type, ReduceOp op, const Context &ctx);
   /// A bucket of buffers of one type, each all-reduced in place, as one
   /// NCCL group (one launch, no packing copy).
   struct Span {
     void *data;
     size_t count;
   };
-  void enqueueAllReduceBucket(const Span *spans, size_t numSpans,
-                              DataType type, ReduceOp op, const Context &ctx);
+  void enqueueAllReduceBucket(const Span *spans, size_t numSpans, DataType type,
+                              ReduceOp op, const Context &ctx);
   void enqueueAllToAll(const float *send, float *recv, size_t countPerRank,
                        const Context &ctx);
+  /// An all-to-all of variable sizes in bytes (device pointers): send
+  /// holds sendBytes[j] bytes for rank j, then the next rank's; recv
+  /// receives recvBytes[i] bytes from rank i, in rank order. One NCCL group
+  /// of a send and a receive per peer with bytes to move (a mixture of
+  /// experts' filled rows, runtime/backend/cuda/CudaCollectives.cpp).
+  void enqueueAllToAllBytes(const void *send,
+                            const std::vector<size_t> &sendBytes, void *recv,
+                            const std::vector<size_t> &recvBytes,
+                            const Context &ctx);
   void enqueueBroadcast(float *data, size_t count, int root,
                         const Context &ctx);
   void enqueueSend(const float *data, size_t count, int peer, int tag,
@@ -176,8 +187,7 @@ public:
   /// stream(); the buffer must stay valid until the stream has passed them.
   void enqueueSendBytes(const void *data, size_t bytes, int peer,
                         const Context &ctx);
-  void enqueueRecvBytes(void *data, size_t bytes, int peer,
-                        const Context &ctx);
+  void enqueueRecvBytes(void *data, size_t bytes, int peer, const Context &ctx);
   /// Waits until everything enqueued on stream() has completed, polling
   /// against the timeout ("synchronize" in messages).
   void synchronize(const Context &ctx);
@@ -216,18 +226,22 @@ private:
   /// Takes over an initialised comm (from ncclCommSplit) and makes a stream.
   void adopt(ncclComm_t comm, const Context &ctx);
 
-  void allReduceOn(const char *name, const void *send, void *recv,
-                   size_t count, ncclDataType_t type, ReduceOp op,
-                   const Context &ctx, Clock::time_point until);
+  void allReduceOn(const char *name, const void *send, void *recv, size_t count,
+                   ncclDataType_t type, ReduceOp op, const Context &ctx,
+                   Clock::time_point until);
   void allGatherOn(const char *name, const void *send, void *recv,
-                   size_t countPerRank, ncclDataType_t type,
-                   const Context &ctx, Clock::time_point until);
+                   size_t countPerRank, ncclDataType_t type, const Context &ctx,
+                   Clock::time_point until);
   void reduceScatterOn(const char *name, const void *send, void *recv,
                        size_t countPerRank, ncclDataType_t type, ReduceOp op,
                        const Context &ctx, Clock::time_point until);
   void allToAllOn(const char *name, const float *send, float *recv,
                   size_t countPerRank, const Context &ctx,
                   Clock::time_point until);
+  void allToAllBytesOn(const char *name, const void *send,
+                       const std::vector<size_t> &sendBytes, void *recv,
+                       const std::vector<size_t> &recvBytes, const Context &ctx,
+                       Clock::time_point until);
   void broadcastOn(const char *name, float *data, size_t count, int root,
                    const Context &ctx, Clock::time_point until);
   void sendOn(const char *name, const float *data, size_t count, int peer,

@@ -253,6 +253,8 @@ CudaBackend::~CudaBackend() {
     cudaStreamDestroy(compute);
   for (void *memory : sendStaging)
     cudaFree(memory);
+  for (void *memory : pinnedCounts)
+    cudaFreeHost(memory);
   for (void *memory : {static_cast<void *>(arena), workspace, gemmWorkspace,
                        static_cast<void *>(staging),
                        static_cast<void *>(badId),
@@ -319,6 +321,8 @@ void CudaBackend::run(size_t index, int64_t step) {
 
 bool CudaBackend::takeRoutingCounts(RoutingCounts &counts) {
   counts = RoutingCounts{};
+  counts.exchangedBytes = routingExchanged;
+  routingExchanged = 0;
   if (!routingKept)
     return true;
   // Once per step, after run() has joined the compute stream: one small

@@ -15,14 +15,14 @@
 
 #include "runtime/backend/cuda/CudaBackend.h"
 
-#include "runtime/program/KernelArgs.h"
 #include "runtime/backend/Profile.h"
 #include "runtime/backend/Trace.h"
-#include "runtime/comm/MeshCommunicators.h"
-#include "runtime/backend/cuda/attention/Attention.h"
 #include "runtime/backend/cuda/StreamPlan.h"
+#include "runtime/backend/cuda/attention/Attention.h"
 #include "runtime/backend/cuda/kernels/Kernels.h"
 #include "runtime/backend/cuda/kernels/Moe.h"
+#include "runtime/comm/MeshCommunicators.h"
+#include "runtime/program/KernelArgs.h"
 #ifdef PARTITION_HAVE_NCCL
 #include "runtime/comm/NcclCommunicator.h"
 #endif
@@ -53,8 +53,8 @@ inline void checkCuda(cudaError_t error, const char *call,
                       const std::string &where) {
   if (error == cudaSuccess)
     return;
-  throw ProgramError(where + ": " + call + " failed: " +
-                     cudaGetErrorName(error) + " (" +
+  throw ProgramError(where + ": " + call +
+                     " failed: " + cudaGetErrorName(error) + " (" +
                      cudaGetErrorString(error) + ")");
 }
 
@@ -62,8 +62,8 @@ inline void checkCublas(cublasStatus_t status, const char *call,
                         const std::string &where) {
   if (status == CUBLAS_STATUS_SUCCESS)
     return;
-  throw ProgramError(where + ": " + call + " failed: " +
-                     cublasLtGetStatusString(status));
+  throw ProgramError(where + ": " + call +
+                     " failed: " + cublasLtGetStatusString(status));
 }
 
 using cuda::ByteRange;
@@ -245,6 +245,19 @@ private:
   CollectivePlan compileCollective(const Program &program,
                                    const Instruction &instruction,
                                    const std::string &where);
+#ifdef PARTITION_HAVE_NCCL
+  /// An all_to_all with counts: only the filled rows move.
+  CollectivePlan compileCountedAllToAll(
+      const Program &program, const Instruction &instruction,
+      CollectivePlan plan, comm::NcclCommunicator *nccl,
+      const std::string &what,
+      const std::function<void(const std::vector<cudaEvent_t> &)> &startAfter);
+#endif
+  /// Pinned host memory of the counted all-to-alls' counts, one block per
+  /// exchange (freed with the backend).
+  std::vector<void *> pinnedCounts;
+  /// Bytes the all-to-alls sent to other ranks since takeRoutingCounts.
+  double routingExchanged = 0;
   /// A send (through a staging copy of its own) or a receive.
   CollectivePlan compileTransfer(const Program &program,
                                  const Instruction &instruction,

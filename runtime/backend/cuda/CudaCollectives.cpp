@@ -26,8 +26,8 @@ void startAfterCompute(cudaStream_t commStream, cudaStream_t computeStream,
   checkCuda(cudaStreamWaitEvent(commStream, ready, 0), "cudaStreamWaitEvent",
             what);
   for (cudaEvent_t other : others)
-    checkCuda(cudaStreamWaitEvent(commStream, other, 0),
-              "cudaStreamWaitEvent", what);
+    checkCuda(cudaStreamWaitEvent(commStream, other, 0), "cudaStreamWaitEvent",
+              what);
 }
 
 } // namespace
@@ -47,8 +47,9 @@ CudaBackend::compileCollective(const Program &program,
 #else
   auto *nccl = dynamic_cast<comm::NcclCommunicator *>(group);
   if (!nccl)
-    throw ProgramError(what + ": the CUDA backend needs NCCL communicators "
-                              "for mesh axes '" +
+    throw ProgramError(what +
+                       ": the CUDA backend needs NCCL communicators "
+                       "for mesh axes '" +
                        communicators->groupName(collective.axes) + "'");
   if (nccl->device() != device)
     throw ProgramError(what + ": the communicator is on device " +
@@ -122,6 +123,9 @@ CudaBackend::compileCollective(const Program &program,
                        dtypeName(output.dtype));
   uint8_t *in = arena + input.offset;
   uint8_t *out = arena + output.offset;
+  if (collective.kind == CollectiveKind::AllToAll && collective.rowsDim)
+    return compileCountedAllToAll(program, instruction, plan, nccl, what,
+                                  startAfter);
   if (collective.kind == CollectiveKind::AllToAll) {
     // The input cut along split_dim, packed as [N, outer, block, inner] on
     // the compute stream; NCCL's grouped send/recv; the blocks received
@@ -156,6 +160,7 @@ CudaBackend::compileCollective(const Program &program,
       nccl->enqueueAllToAll(reinterpret_cast<const float *>(from),
                             reinterpret_cast<float *>(to), words,
                             {label.c_str(), currentStep});
+      routingExchanged += double(words) * double(blocks - 1) * sizeof(float);
       if (recvOuter > 1)
         cuda::unpackBlocks(recv, out, recvOuter, recvDim, recvInner, blocks,
                            elementBytes, commStream);
@@ -193,7 +198,7 @@ CudaBackend::compileCollective(const Program &program,
   // takes part in the overlap checks as the range just past the arena.
   uint8_t *packed = staging;
   ByteRange stagingRange{arenaSize, arenaSize + count * size_t(blocks) *
-                                                size_t(elementBytes)};
+                                                    size_t(elementBytes)};
   plan.ranges.push_back(stagingRange);
   if (gather) {
     plan.call = [=](const std::vector<cudaEvent_t> &others) {
@@ -216,6 +221,124 @@ CudaBackend::compileCollective(const Program &program,
   };
   return plan;
 #endif
+}
+
+namespace {
+
+/// A counted all-to-all buffer's cells (its dimensions before rows_dim) and
+/// which group rank each belongs to along `dim` (MoeExchange.cu).
+cuda::CountedCells countedCells(const BufferInfo &buffer, uint32_t rowsDim,
+                                uint32_t dim, int64_t ranks) {
+  cuda::CountedCells cells;
+  cells.count = 1;
+  for (uint32_t d = 0; d < rowsDim; ++d)
+    cells.count *= buffer.shape[d];
+  cells.rows = buffer.shape[rowsDim];
+  for (size_t d = rowsDim + 1; d < buffer.shape.size(); ++d)
+    cells.inner *= buffer.shape[d];
+  for (uint32_t d = dim + 1; d < rowsDim; ++d)
+    cells.stride *= buffer.shape[d];
+  cells.dimSize = buffer.shape[dim];
+  cells.per = buffer.shape[dim] / ranks;
+  return cells;
+}
+
+/// The rows each group rank sends (or receives), from a cell's counts read
+/// back to the host; a count outside [0, rows] is a corrupt program.
+std::vector<int64_t> rowsPerRank(const int32_t *counts,
+                                 const cuda::CountedCells &cells, int64_t ranks,
+                                 const std::string &what,
+                                 const std::string &name) {
+  std::vector<int64_t> rows(size_t(ranks), 0);
+  for (int64_t c = 0; c < cells.count; ++c) {
+    int32_t filled = counts[c];
+    if (filled < 0 || filled > cells.rows)
+      throw ProgramError(what + ": " + std::to_string(filled) +
+                         " filled rows counted in a cell of '" + name +
+                         "', which holds " + std::to_string(cells.rows));
+    rows[size_t(c / cells.stride % cells.dimSize / cells.per)] += filled;
+  }
+  return rows;
+}
+
+} // namespace
+
+// A mixture of experts' exchange with counts (docs/moe.md): only the filled
+// rows move, as on CPU ranks (CpuAllToAll.cpp), in the same layout. NCCL
+// needs every transfer's size on the host, so the counts are read back
+// first: one small copy and one host synchronisation of the communication
+// stream per exchange (as dropless MoE implementations do for their
+// variable-size all-to-alls). Then, on that stream, a kernel packs the
+// filled rows by destination into staging, one NCCL group sends and
+// receives each peer's bytes, and a kernel unpacks them into the output's
+// cells, zeroing the rows past the counts.
+CudaBackend::CollectivePlan CudaBackend::compileCountedAllToAll(
+    const Program &program, const Instruction &instruction, CollectivePlan plan,
+    comm::NcclCommunicator *nccl, const std::string &what,
+    const std::function<void(const std::vector<cudaEvent_t> &)> &startAfter) {
+  const Collective &collective = *instruction.collective;
+  const BufferInfo &input = program.buffers[instruction.args[0]];
+  const BufferInfo &output = program.buffers[instruction.args[1]];
+  const BufferInfo &sendCountsBuffer = program.buffers[instruction.args[2]];
+  const BufferInfo &recvCountsBuffer = program.buffers[instruction.args[3]];
+  int64_t ranks = nccl->size();
+  cuda::CountedCells send =
+      countedCells(input, collective.rowsDim, collective.dim, ranks);
+  cuda::CountedCells recv =
+      countedCells(output, collective.rowsDim, collective.concatDim, ranks);
+  int elementBytes = int(dtypeBytes(input.dtype));
+  // The loader checked the counts: i32, one per cell.
+  const auto *sendCounts =
+      reinterpret_cast<const int32_t *>(arena + sendCountsBuffer.offset);
+  const auto *recvCounts =
+      reinterpret_cast<const int32_t *>(arena + recvCountsBuffer.offset);
+  void *pinned = nullptr;
+  size_t countBytes = size_t(send.count + recv.count) * sizeof(int32_t);
+  checkCuda(cudaMallocHost(&pinned, std::max<size_t>(countBytes, 1)),
+            "cudaMallocHost", what + " (its counts on the host)");
+  pinnedCounts.push_back(pinned);
+  auto *hostSend = static_cast<int32_t *>(pinned);
+  int32_t *hostRecv = hostSend + send.count;
+  uint8_t *in = arena + input.offset, *out = arena + output.offset;
+  uint8_t *packed = staging, *received = staging + size_t(input.bytes);
+  ByteRange stagingRange{arenaSize, arenaSize + size_t(input.bytes) +
+                                        size_t(output.bytes)};
+  plan.ranges.push_back(stagingRange);
+  cudaStream_t commStream = nccl->stream();
+  size_t rowBytes = size_t(send.inner) * size_t(elementBytes);
+  std::string label = collective.label, name = input.name,
+              outputName = output.name;
+  plan.call = [=](const std::vector<cudaEvent_t> &others) {
+    startAfter(others);
+    checkCuda(cudaMemcpyAsync(hostSend, sendCounts,
+                              size_t(send.count) * sizeof(int32_t),
+                              cudaMemcpyDeviceToHost, commStream),
+              "cudaMemcpyAsync", what);
+    checkCuda(cudaMemcpyAsync(hostRecv, recvCounts,
+                              size_t(recv.count) * sizeof(int32_t),
+                              cudaMemcpyDeviceToHost, commStream),
+              "cudaMemcpyAsync", what);
+    checkCuda(cudaStreamSynchronize(commStream), "cudaStreamSynchronize",
+              what + " (reading its counts)");
+    std::vector<int64_t> sendRows =
+        rowsPerRank(hostSend, send, ranks, what, name);
+    std::vector<int64_t> recvRows =
+        rowsPerRank(hostRecv, recv, ranks, what, outputName);
+    std::vector<size_t> sendBytes, recvBytes;
+    for (int64_t r = 0; r < ranks; ++r) {
+      sendBytes.push_back(size_t(sendRows[size_t(r)]) * rowBytes);
+      recvBytes.push_back(size_t(recvRows[size_t(r)]) * rowBytes);
+      if (r != nccl->rank())
+        routingExchanged += double(sendBytes.back());
+    }
+    cuda::packCountedRows(in, sendCounts, packed, send, elementBytes,
+                          commStream);
+    nccl->enqueueAllToAllBytes(packed, sendBytes, received, recvBytes,
+                               {label.c_str(), currentStep});
+    cuda::unpackCountedRows(received, recvCounts, out, recv, elementBytes,
+                            commStream);
+  };
+  return plan;
 }
 
 CudaBackend::CollectivePlan

@@ -135,6 +135,34 @@ void testCollectives(Communicator &comm, const std::vector<int> &members,
                     label + " all_to_all");
   }
 
+  // all-to-all of counted rows: rank i sends (i + j) % 3 rows of 3 floats
+  // to rank j (none to some), and rank j receives them in rank order.
+  {
+    const size_t row = 3;
+    auto rows = [](int from, int to) { return int64_t((from + to) % 3); };
+    auto element = [&](int from, int to, size_t i) {
+      return static_cast<float>(members[from] * 1000 + members[to] * 10 + i);
+    };
+    std::vector<int64_t> sendRows(n), recvRows(n);
+    std::vector<float> send, expected;
+    for (int to = 0; to < n; ++to) {
+      sendRows[to] = rows(me, to);
+      for (size_t i = 0; i < size_t(sendRows[to]) * row; ++i)
+        send.push_back(element(me, to, i));
+    }
+    for (int from = 0; from < n; ++from) {
+      recvRows[from] = rows(from, me);
+      for (size_t i = 0; i < size_t(recvRows[from]) * row; ++i)
+        expected.push_back(element(from, me, i));
+    }
+    std::vector<float> recv(expected.size() + 1, -1);
+    comm.allToAllRows(send.data(), sendRows, recv.data(), recvRows, row,
+                      {"counted all to all", 4});
+    for (size_t i = 0; i < expected.size(); ++i)
+      EXPECT_EQ_F(recv[i], expected[i], label + " all_to_all rows");
+    EXPECT_EQ_F(recv.back(), -1.0f, label + " all_to_all rows past the end");
+  }
+
   // broadcast from the last (non-zero) rank and from rank 0.
   for (int root : {n - 1, 0}) {
     std::vector<float> data(count);
@@ -186,8 +214,7 @@ int runCollectives(int argc, char **argv) {
     auto rowComm = world->split(row, col, {"row"});
     auto colComm = world->split(col, row, {"col"});
     EXPECT_TRUE(rowComm && rowComm->size() == 2 && rowComm->rank() == col);
-    EXPECT_TRUE(colComm && colComm->size() == n / 2 &&
-                colComm->rank() == row);
+    EXPECT_TRUE(colComm && colComm->size() == n / 2 && colComm->rank() == row);
     if (rowComm && colComm) {
       testCollectives(*rowComm, {row * 2, row * 2 + 1}, "row");
       std::vector<int> colMembers;
@@ -323,9 +350,9 @@ int runTransferFault(int argc, char **argv) {
     std::fprintf(stderr, "rank %d: was not aborted\n", worldRank);
     return 0;
   }
-  world->recvBytes(&x, sizeof(x), 1, 11,
-                   {"B mb0 gradients stage1->0", 4,
-                    "(stage 0, from stage 1 = rank 1)"});
+  world->recvBytes(
+      &x, sizeof(x), 1, 11,
+      {"B mb0 gradients stage1->0", 4, "(stage 0, from stage 1 = rank 1)"});
   std::fprintf(stderr, "rank 0: recv returned without its peer\n");
   return 0;
 }

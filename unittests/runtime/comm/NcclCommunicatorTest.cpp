@@ -22,8 +22,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/NcclCommunicator.h"
+#include "runtime/comm/MpiCommunicator.h"
 
 #include <gtest/gtest.h>
 
@@ -136,8 +136,8 @@ protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU();
     if (!world_)
-      world_ = NcclCommunicator::world(mpiWorld(), localDevice(),
-                                       NcclOptions{60.0});
+      world_ =
+          NcclCommunicator::world(mpiWorld(), localDevice(), NcclOptions{60.0});
     comm = world_.get();
     n = comm->size();
     me = comm->rank();
@@ -180,8 +180,7 @@ TEST_F(NcclTest, AllReduceSumAvgMax) {
       ASSERT_EQ(got[i], sum[i]) << "sum, element " << i;
 
     DeviceBuffer send(values(me, count)), recv(count);
-    comm->allReduce(send.get(), recv.get(), count, ReduceOp::Avg,
-                    {"avg", 2});
+    comm->allReduce(send.get(), recv.get(), count, ReduceOp::Avg, {"avg", 2});
     got = recv.download();
     // ncclAvg pre-multiplies by 1/n: exact for powers of two, else 4 ulps.
     for (size_t i = 0; i < count; ++i)
@@ -243,6 +242,35 @@ TEST_F(NcclTest, AllToAll) {
           << "block " << r;
 }
 
+// Counted rows (a mixture of experts' filled rows): rank r sends
+// (r + j) % 3 rows of 4 floats to rank j, none to some.
+TEST_F(NcclTest, AllToAllRows) {
+  const size_t row = 4;
+  auto rows = [](int from, int to) { return int64_t((from + to) % 3); };
+  auto element = [](int from, int to, size_t i) {
+    return static_cast<float>(from * 1000 + to * 10 + i);
+  };
+  std::vector<int64_t> sendRows(n), recvRows(n);
+  std::vector<float> host, expected;
+  for (int to = 0; to < n; ++to) {
+    sendRows[to] = rows(me, to);
+    for (size_t i = 0; i < size_t(sendRows[to]) * row; ++i)
+      host.push_back(element(me, to, i));
+  }
+  for (int from = 0; from < n; ++from) {
+    recvRows[from] = rows(from, me);
+    for (size_t i = 0; i < size_t(recvRows[from]) * row; ++i)
+      expected.push_back(element(from, me, i));
+  }
+  host.push_back(0); // never an empty buffer
+  DeviceBuffer send(host), recv(expected.size() + 1);
+  comm->allToAllRows(send.get(), sendRows, recv.get(), recvRows, row,
+                     {"counted all to all", 6});
+  std::vector<float> got = recv.download();
+  got.pop_back();
+  EXPECT_EQ(got, expected);
+}
+
 TEST_F(NcclTest, Broadcast) {
   const size_t count = 17;
   for (int root : {n - 1, 0}) {
@@ -295,8 +323,8 @@ TEST_F(NcclTest, Barrier) {
   comm->barrier({"barrier", 11});
   auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
       Clock::now() - start);
-  EXPECT_GE(waited.count(), 150) << "rank " << me
-                                 << " left the barrier before rank 0 entered";
+  EXPECT_GE(waited.count(), 150)
+      << "rank " << me << " left the barrier before rank 0 entered";
 }
 
 TEST_F(NcclTest, SplitByParityReversed) {
@@ -358,9 +386,9 @@ TEST_F(NcclTest, EnqueueOrdersOnStream) {
   const size_t count = 1 << 16;
   DeviceBuffer data(values(me, count));
   float *host = nullptr;
-  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void **>(&host),
-                           count * sizeof(float)),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMallocHost(reinterpret_cast<void **>(&host), count * sizeof(float)),
+      cudaSuccess);
   comm->enqueueAllReduce(data.get(), data.get(), count, ReduceOp::Sum,
                          {"overlap", 16});
   ASSERT_EQ(cudaMemcpyAsync(host, data.get(), count * sizeof(float),
@@ -379,8 +407,7 @@ TEST_F(NcclTest, EnqueueOrdersOnStream) {
   const size_t small = 4;
   DeviceBuffer a(values(me, small * n)), b(small * n), c(small);
   comm->enqueueAllGather(a.get(), b.get(), small, {"q", 17});
-  comm->enqueueReduceScatter(a.get(), c.get(), small, ReduceOp::Sum,
-                             {"q", 17});
+  comm->enqueueReduceScatter(a.get(), c.get(), small, ReduceOp::Sum, {"q", 17});
   comm->enqueueAllToAll(a.get(), b.get(), small, {"q", 17});
   comm->enqueueBroadcast(a.get(), small, 0, {"q", 17});
   comm->enqueueSendRecv(a.get(), small, (me + 1) % n, c.get(), small,

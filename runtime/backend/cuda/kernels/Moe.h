@@ -30,8 +30,7 @@
 namespace partition::runtime::cuda {
 
 struct MoeShape {
-  Index batch = 0, seq = 0, channels = 0, experts = 0, topK = 0,
-        capacity = 0;
+  Index batch = 0, seq = 0, channels = 0, experts = 0, topK = 0, capacity = 0;
 };
 
 /// The routing kernel's limits: a token's k gates live in registers, a
@@ -46,9 +45,8 @@ inline constexpr Index kMaxRouteExperts = 48 * 1024 / Index(sizeof(int));
 /// token's first choice in sequence order, then every second, ...
 template <typename T>
 void moeRoute(const T *logits, const float *bias, T *gates,
-              std::int32_t *experts, std::int32_t *slots,
-              std::int32_t *counts, const MoeShape &shape, MoeScoring scoring,
-              cudaStream_t stream);
+              std::int32_t *experts, std::int32_t *slots, std::int32_t *counts,
+              const MoeShape &shape, MoeScoring scoring, cudaStream_t stream);
 /// kept[e] += the rows expert e kept over every group of `counts`
 /// [batch, experts] (a moe_route's): the metrics' expert load, summed on
 /// the device so that a step reads it back once.
@@ -93,8 +91,7 @@ std::size_t moeAuxLossWorkspaceSize(const MoeShape &shape);
 template <typename T>
 void moeAuxLoss(const T *logits, const std::int32_t *experts, float *loss,
                 const MoeShape &shape, MoeScoring scoring, float auxCoef,
-                float zCoef, void *workspace, int *badId,
-                cudaStream_t stream);
+                float zCoef, void *workspace, int *badId, cudaStream_t stream);
 template <typename T>
 void moeAuxLossGrad(const float *lossGrad, const T *logits,
                     const std::int32_t *experts, T *logitsGrad,
@@ -107,8 +104,7 @@ void moeAuxLossGrad(const float *lossGrad, const T *logits,
 /// strided-batched GEMMs over whole blocks of `capacity` rows on `handle`
 /// (its stream is set to `stream`); `tf32` allows TF32 for fp32 storage.
 struct ExpertGemmShape {
-  Index batch = 0, experts = 0, capacity = 0, inFeatures = 0,
-        outFeatures = 0;
+  Index batch = 0, experts = 0, capacity = 0, inFeatures = 0, outFeatures = 0;
 };
 /// result[b, e, c] = input[b, e, c] W_e^T for c < counts[b, e], else 0.
 template <typename T>
@@ -130,6 +126,27 @@ void expertLinearGradWeight(cublasHandle_t handle, const T *grad,
                             const T *input, const std::int32_t *counts,
                             T *weightGrad, const ExpertGemmShape &shape,
                             bool tf32, int *badId, cudaStream_t stream);
+
+/// A counted all-to-all's buffer (docs/moe.md): `count` cells (its
+/// dimensions before rows_dim, row-major), each `rows` rows of `inner`
+/// elements; cell c goes to (or comes from) group rank
+/// (c / stride) % dimSize / per, where stride is the product of the cell
+/// dimensions after the split (or concat) dimension and dimSize its size.
+struct CountedCells {
+  Index count = 0, rows = 0, inner = 1;
+  Index stride = 1, dimSize = 1, per = 1;
+};
+/// packed = the first counts[c] rows of every cell, grouped by rank (ranks
+/// in order, cells in order within a rank): what the NCCL sends move.
+/// Elements of 2 or 4 bytes; counts (device) are clamped to [0, rows].
+void packCountedRows(const void *input, const std::int32_t *counts,
+                     void *packed, const CountedCells &cells,
+                     int bytesPerElement, cudaStream_t stream);
+/// The inverse into the output's cells, with the rows past each count
+/// zeroed.
+void unpackCountedRows(const void *packed, const std::int32_t *counts,
+                       void *output, const CountedCells &cells,
+                       int bytesPerElement, cudaStream_t stream);
 
 /// DeepSeek-V3's auxiliary-loss-free balancing, as the CPU kernels
 /// (runtime/backend/cpu/Kernels.h): load[e] = sum over b of counts[b, e];

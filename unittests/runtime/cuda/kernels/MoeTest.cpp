@@ -83,8 +83,8 @@ Routing cpuRoute(const FVec &logits, const FVec *bias, const RouteCase &c) {
   Routing r{FVec(choices), IVec(choices), IVec(choices),
             IVec(std::size_t(c.batch * c.experts))};
   cpu::moeRoute(logits.data(), bias ? bias->data() : nullptr, r.gates.data(),
-                r.experts.data(), r.slots.data(), r.counts.data(),
-                cpuShape(c), c.scoring);
+                r.experts.data(), r.slots.data(), r.counts.data(), cpuShape(c),
+                c.scoring);
   return r;
 }
 
@@ -132,8 +132,8 @@ TYPED_TEST(Moe, RouteMatchesCpu) {
     dLogits.upload(logits);
     dBias.upload(bias);
     cuda::moeRoute<T>(dLogits.get(), c.bias ? dBias.get() : nullptr,
-                      dGates.get(), dExperts.get(), dSlots.get(),
-                      dCounts.get(), cudaShape(c), c.scoring, this->stream);
+                      dGates.get(), dExperts.get(), dSlots.get(), dCounts.get(),
+                      cudaShape(c), c.scoring, this->stream);
     EXPECT_EQ(dExperts.values(), want.experts);
     EXPECT_EQ(dSlots.values(), want.slots);
     EXPECT_EQ(dCounts.values(), want.counts);
@@ -180,8 +180,8 @@ TYPED_TEST(Moe, RouteGradMatchesCpu) {
   for (const RouteCase &c : routeCases()) {
     if (c.bias)
       continue;
-    SCOPED_TRACE(testing::Message() << "scoring " << int(c.scoring) << " k "
-                                    << c.topK);
+    SCOPED_TRACE(testing::Message()
+                 << "scoring " << int(c.scoring) << " k " << c.topK);
     const FVec logits =
         rounded<T>(randomFloats(c.batch * c.seq * c.experts, this->rng));
     const Routing r = cpuRoute(logits, nullptr, c);
@@ -211,8 +211,8 @@ TYPED_TEST(Moe, DispatchAndCombineMatchCpu) {
   for (const RouteCase &c : routeCases()) {
     if (c.bias || c.scoring == MoeScoring::SoftmaxTopK)
       continue;
-    SCOPED_TRACE(testing::Message() << "k " << c.topK << " capacity "
-                                    << c.capacity);
+    SCOPED_TRACE(testing::Message()
+                 << "k " << c.topK << " capacity " << c.capacity);
     const Routing r = cpuRoute(
         randomFloats(c.batch * c.seq * c.experts, this->rng), nullptr, c);
     const FVec gates = rounded<T>(r.gates);
@@ -314,8 +314,7 @@ TYPED_TEST(Moe, ExpertGemmsMatchCpu) {
                               wantDw.data(), gc.cpuShape());
 
   Device<T> dX(x.size()), dDy(dy.size()), dW(w.size()), dX0(x0.size()),
-      dDy0(dy0.size()), outY(wantY.size()), outDx(x.size()),
-      outDw(w.size());
+      dDy0(dy0.size()), outY(wantY.size()), outDx(x.size()), outDw(w.size());
   Device<std::int32_t> dCounts(gc.counts.size());
   dX.upload(x), dDy.upload(dy), dW.upload(w), dX0.upload(x0);
   dDy0.upload(dy0), dCounts.upload(gc.counts);
@@ -337,8 +336,8 @@ TYPED_TEST(Moe, ExpertGemmsMatchCpu) {
   EXPECT_TRUE(close(y, wantY, rtolOf<T>(), kCancelFloor));
   EXPECT_TRUE(close(dx, wantDx, rtolOf<T>(), kCancelFloor));
   // bf16: the running sum over the B groups is rounded once per group.
-  EXPECT_TRUE(close(outDw.floats(), wantDw, g.batch * rtolOf<T>(),
-                    kCancelFloor));
+  EXPECT_TRUE(
+      close(outDw.floats(), wantDw, g.batch * rtolOf<T>(), kCancelFloor));
   EXPECT_EQ(this->badFlag(), 0);
 }
 
@@ -352,16 +351,16 @@ TYPED_TEST(Moe, BiasUpdateMatchesCpu) {
     const FVec bias = randomFloats(c.experts, this->rng, -0.3f, 0.3f);
     FVec wantLoad(c.experts), wantBias(c.experts);
     cpu::moeExpertLoad(r.counts.data(), wantLoad.data(), c.batch, c.experts);
-    cpu::moeBiasUpdate(bias.data(), wantLoad.data(), wantBias.data(),
-                       c.experts, 0.01f);
+    cpu::moeBiasUpdate(bias.data(), wantLoad.data(), wantBias.data(), c.experts,
+                       0.01f);
     Device<std::int32_t> dCounts(r.counts.size());
     Device<float> dLoad(c.experts), dBias(c.experts);
     dCounts.upload(r.counts);
     dBias.upload(bias);
     cuda::moeExpertLoad(dCounts.get(), dLoad.get(), c.batch, c.experts,
                         this->stream);
-    cuda::moeBiasUpdate(dBias.get(), dLoad.get(), dBias.get(), c.experts,
-                        0.01f, this->stream);
+    cuda::moeBiasUpdate(dBias.get(), dLoad.get(), dBias.get(), c.experts, 0.01f,
+                        this->stream);
     EXPECT_EQ(dLoad.values(), wantLoad);
     EXPECT_EQ(dBias.values(), wantBias);
   }
@@ -381,8 +380,8 @@ TYPED_TEST(Moe, AuxLossMatchesCpu) {
       const cpu::MoeShape cs = cpuShape(c);
       float wantLoss = 0, lossGrad = 0.75f;
       FVec wantGrad(logits.size());
-      cpu::moeAuxLoss(logits.data(), r.experts.data(), &wantLoss, cs,
-                      c.scoring, aux, z);
+      cpu::moeAuxLoss(logits.data(), r.experts.data(), &wantLoss, cs, c.scoring,
+                      aux, z);
       cpu::moeAuxLossGrad(&lossGrad, logits.data(), r.experts.data(),
                           wantGrad.data(), cs, c.scoring, aux, z);
       const cuda::MoeShape s = cudaShape(c);
@@ -400,8 +399,7 @@ TYPED_TEST(Moe, AuxLossMatchesCpu) {
                               this->bad->get(), this->stream);
       // The loss is f32 from the same (rounded) logits in both storages.
       EXPECT_TRUE(close(outLoss.floats(), FVec{wantLoss}, kFp32Rtol));
-      EXPECT_TRUE(
-          close(outGrad.floats(), wantGrad, rtolOf<T>(), kCancelFloor));
+      EXPECT_TRUE(close(outGrad.floats(), wantGrad, rtolOf<T>(), kCancelFloor));
       EXPECT_EQ(this->badFlag(), 0);
     }
   }
@@ -415,8 +413,8 @@ TYPED_TEST(Moe, BadIdsAreFlagged) {
   const Index H = 5;
   const cuda::MoeShape s = cudaShape(c, H);
   const std::size_t choices = 8, tokens = 4 * H, rows = 3 * 2 * H;
-  Device<T> x(tokens), buffer(rows), gates(choices), out(tokens),
-      outRows(rows), outGates(choices), logits(12), logitsGrad(12);
+  Device<T> x(tokens), buffer(rows), gates(choices), out(tokens), outRows(rows),
+      outGates(choices), logits(12), logitsGrad(12);
   x.upload(FVec(tokens, 1.0f)), buffer.upload(FVec(rows, 1.0f));
   gates.upload(FVec(choices, 0.5f)), logits.upload(FVec(12, 0.1f));
   Device<std::int32_t> experts(choices), slots(choices);
@@ -425,13 +423,12 @@ TYPED_TEST(Moe, BadIdsAreFlagged) {
   auto expectBad = [&](const IVec &e, const IVec &sl, const char *what) {
     experts.upload(e), slots.upload(sl);
     this->clearBad();
-    cuda::moeDispatch<T>(x.get(), experts.get(), slots.get(), outRows.get(),
-                         s, this->bad->get(), this->stream);
+    cuda::moeDispatch<T>(x.get(), experts.get(), slots.get(), outRows.get(), s,
+                         this->bad->get(), this->stream);
     EXPECT_EQ(this->badFlag(), 1) << what << ": dispatch";
     this->clearBad();
-    cuda::moeCombine<T>(buffer.get(), gates.get(), experts.get(),
-                        slots.get(), out.get(), s, this->bad->get(),
-                        this->stream);
+    cuda::moeCombine<T>(buffer.get(), gates.get(), experts.get(), slots.get(),
+                        out.get(), s, this->bad->get(), this->stream);
     EXPECT_EQ(this->badFlag(), 1) << what << ": combine";
     this->clearBad();
     cuda::moeCombineGrad<T>(x.get(), buffer.get(), gates.get(), experts.get(),
@@ -477,6 +474,100 @@ TYPED_TEST(Moe, BadIdsAreFlagged) {
                         gy.get(), g, false, this->bad->get(), this->stream);
   EXPECT_EQ(this->badFlag(), 1) << "expert_linear";
   EXPECT_EQ(gy.floats(), (FVec{0, 0, 0, 0, 3, 3, 0, 0}));
+}
+
+// The counted all-to-all's pack and unpack (MoeExchange.cu), through an
+// exchange between simulated ranks: each rank's expert buffer [B, E, C, H]
+// is cut along the experts (rank r takes experts [r E/R, (r+1) E/R)), and
+// each receives [R B, E/R, C, H], source rank s's rows at batch rows
+// [s B, (s+1) B). Only the filled rows move (the packed sizes are the
+// counts' sums), arrive where the dense all-to-all puts them, and the rows
+// past the counts come out zero whatever the input held there. Counts of
+// 0, partial and full capacity.
+TYPED_TEST(Moe, CountedExchangeMovesTheFilledRows) {
+  using T = TypeParam;
+  const int bytes = int(sizeof(T));
+  struct ExchangeCase {
+    Index ranks, batch, experts, capacity, channels;
+  };
+  for (const ExchangeCase &x :
+       {ExchangeCase{2, 2, 4, 3, 5}, ExchangeCase{3, 1, 6, 4, 3},
+        ExchangeCase{2, 3, 2, 2, 1}, ExchangeCase{1, 2, 3, 2, 4}}) {
+    SCOPED_TRACE(testing::Message() << x.ranks << " ranks, batch " << x.batch
+                                    << ", " << x.experts << " experts");
+    const Index R = x.ranks, B = x.batch, E = x.experts, C = x.capacity,
+                H = x.channels, local = E / R;
+    const Index cellSize = C * H;
+    // Send side: cells [B, E], the rank of (b, e) is e / local.
+    const cuda::CountedCells send{B * E, C, H, /*stride=*/1, E, local};
+    // Receive side: cells [R B, local], the source of (row, e) is row / B.
+    const cuda::CountedCells recv{R * B * local, C, H, local, R * B, B};
+    std::vector<FVec> inputs;
+    std::vector<IVec> counts;
+    std::uniform_int_distribution<int> fill(0, int(C));
+    for (Index r = 0; r < R; ++r) {
+      // Rows past the counts hold garbage: they must not travel.
+      inputs.push_back(rounded<T>(randomFloats(B * E * cellSize, this->rng)));
+      IVec c(std::size_t(B * E));
+      for (std::int32_t &n : c)
+        n = fill(this->rng);
+      c[0] = 0, c[std::size_t(B * E - 1)] = std::int32_t(C);
+      counts.push_back(c);
+    }
+    // Pack on every rank; split each packed buffer by destination.
+    std::vector<std::vector<FVec>> segments(static_cast<std::size_t>(R));
+    for (Index r = 0; r < R; ++r) {
+      Device<T> in(inputs[r].size()), packed(inputs[r].size());
+      Device<std::int32_t> dCounts(counts[r].size());
+      in.upload(inputs[r]), dCounts.upload(counts[r]);
+      cuda::packCountedRows(in.get(), dCounts.get(), packed.get(), send, bytes,
+                            this->stream);
+      const FVec all = packed.floats();
+      Index at = 0;
+      for (Index to = 0; to < R; ++to) {
+        Index rows = 0;
+        for (Index b = 0; b < B; ++b)
+          for (Index e = to * local; e < (to + 1) * local; ++e)
+            rows += counts[r][std::size_t(b * E + e)];
+        segments[r].push_back(
+            FVec(all.begin() + at * H, all.begin() + (at + rows) * H));
+        at += rows;
+      }
+    }
+    // Receive: the segments of every source in rank order, unpacked.
+    for (Index to = 0; to < R; ++to) {
+      FVec received;
+      IVec recvCounts(std::size_t(R * B * local));
+      for (Index from = 0; from < R; ++from) {
+        const FVec &seg = segments[from][to];
+        received.insert(received.end(), seg.begin(), seg.end());
+        for (Index b = 0; b < B; ++b)
+          for (Index e = 0; e < local; ++e)
+            recvCounts[std::size_t((from * B + b) * local + e)] =
+                counts[from][std::size_t(b * E + to * local + e)];
+      }
+      const std::size_t outSize = std::size_t(R * B * local * cellSize);
+      Device<T> dReceived(std::max<std::size_t>(received.size(), 1)),
+          out(outSize);
+      if (!received.empty())
+        dReceived.upload(received);
+      out.upload(FVec(outSize, 7.0f)); // stale rows: must become zeros
+      Device<std::int32_t> dCounts(recvCounts.size());
+      dCounts.upload(recvCounts);
+      cuda::unpackCountedRows(dReceived.get(), dCounts.get(), out.get(), recv,
+                              bytes, this->stream);
+      FVec want(outSize, 0.0f);
+      for (Index from = 0; from < R; ++from)
+        for (Index b = 0; b < B; ++b)
+          for (Index e = 0; e < local; ++e) {
+            const Index source = b * E + to * local + e;
+            const Index filled = counts[from][std::size_t(source)];
+            std::copy_n(inputs[from].begin() + source * cellSize, filled * H,
+                        want.begin() + ((from * B + b) * local + e) * cellSize);
+          }
+      EXPECT_EQ(out.floats(), want) << "rank " << to;
+    }
+  }
 }
 
 } // namespace
