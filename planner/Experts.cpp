@@ -77,6 +77,14 @@ double expertAllToAllBytes(const ModelShape &m, const Candidate &p) {
   return expertBufferRows(m, p) * double(m.hidden) * e;
 }
 
+double expertExchangeBytes(const ModelShape &m, const Candidate &p) {
+  double e = p.precision == "bf16" ? 2 : 4;
+  double tokens =
+      double(p.microBatch) * double(m.seqLen) / double(p.cp);
+  double rows = std::min(tokens * double(m.topK), expertBufferRows(m, p));
+  return rows * double(m.hidden) * e;
+}
+
 double moeSavedPerToken(const ModelShape &m, double t, bool selective) {
   double h = double(m.hidden), f = double(m.expertFfn);
   double expertRows =
@@ -176,7 +184,7 @@ ExpertLayerCost expertLayerCost(const ModelShape &m, const Candidate &p,
     // The EP ranks are the data-parallel ones: tp x cp x pp apart (mesh
     // order dp, pp, cp, tp).
     Link epLink = groupLink(c, p.ep, p.tp * p.cp * p.pp);
-    double a2a = allToAllTime(bufferBytes, p.ep, epLink);
+    double a2a = allToAllTime(expertExchangeBytes(m, p), p.ep, epLink);
     // What the compiler emits per micro-batch (passes/partition, test:
     // mixtral-tiny at ep 2, `partition-compile --memory-report`): forward
     // the dispatched buffer out and the experts' output back; backward the

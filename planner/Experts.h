@@ -87,9 +87,16 @@ std::vector<int64_t> expertParallelDegrees(const ModelShape &m, int64_t dp);
 /// with context parallelism.
 double expertBufferRows(const ModelShape &m, const Candidate &p);
 
-/// Bytes one all-to-all moves per rank per micro-batch: the buffer at
-/// capacity (b E C h elements of the activation type).
+/// Bytes of one micro-batch's expert buffer on one rank at capacity
+/// (b E C h elements of the activation type): what its tp all-reduce
+/// moves.
 double expertAllToAllBytes(const ModelShape &m, const Candidate &p);
+
+/// Bytes one all-to-all moves per rank per micro-batch: only the filled
+/// rows travel (both backends' counted exchanges, docs/moe.md), with
+/// balanced routing the micro-batch's tokens times top-k, at most the
+/// buffer.
+double expertExchangeBytes(const ModelShape &m, const Candidate &p);
 
 /// Elements per token one MoE layer's block keeps for the backward (its
 /// part of a layer's saved activations, tp degree `t`): the buffer rows

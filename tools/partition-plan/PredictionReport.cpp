@@ -95,8 +95,9 @@ void printExperts(const ModelShape &m, const Prediction &p,
      << " forward FLOPs per token; experts per rank: " << m.experts / c.ep
      << " of " << m.experts << " (ep " << c.ep << ")";
   if (c.ep > 1)
-    os << ", each all-to-all " << gib(expertAllToAllBytes(m, c))
-       << " per rank per micro-batch, "
+    os << ", each all-to-all " << gib(expertExchangeBytes(m, c))
+       << " per rank per micro-batch (the filled rows; "
+       << gib(expertAllToAllBytes(m, c)) << " at capacity), "
        << int(kForwardAllToAlls + kBackwardAllToAlls) << " per MoE layer ("
        << int(kForwardAllToAlls) << " forward, " << int(kBackwardAllToAlls)
        << " backward)";

@@ -107,11 +107,20 @@ TEST(Experts, BufferAndAllToAllBytes) {
   // rows top-2 fills (8,192).
   EXPECT_EQ(expertBufferRows(m, p), 32768.0);
   EXPECT_EQ(expertAllToAllBytes(m, p), 268435456.0);
+  // The exchanges move the filled rows: 4096 tokens x top-2 = 8,192 rows,
+  // 67,108,864 bytes.
+  EXPECT_EQ(expertExchangeBytes(m, p), 67108864.0);
   p.precision = "fp32";
   EXPECT_EQ(expertAllToAllBytes(m, p), 536870912.0);
+  EXPECT_EQ(expertExchangeBytes(m, p), 134217728.0);
   // With a capacity factor of 1.25: ceil(1.25 x 2 x 4096 / 8) = 1280 rows.
   m.capacity = 1280;
   EXPECT_EQ(expertBufferRows(m, plan(8, 8, 8)), 10240.0);
+  // Top-2 of 8 at capacity factor 1.25 fills at most 8,192 of them.
+  EXPECT_EQ(expertExchangeBytes(m, plan(8, 8, 8)), 8192.0 * 4096 * 2);
+  // Below the filled rows (capacity factor 0.5): the capacity bounds them.
+  m.capacity = 512;
+  EXPECT_EQ(expertExchangeBytes(m, plan(8, 8, 8)), 4096.0 * 4096 * 2);
 }
 
 TEST(Experts, AllToAllFormula) {
@@ -129,15 +138,16 @@ TEST(Experts, AllToAllOnTheLinkTheGroupSpans) {
   Cluster c = h100();
   // tp 8 x dp 8: the 8 EP ranks are 8 apart, one per node: inter-node,
   // 50 GB/s and 10 us. 2 all-to-alls forward, 2 backward (as the compiler
-  // emits them), each 7 x (10 us + 33,554,432 B / 50 GB/s) = 4.76762048 ms.
+  // emits them), each moving the 67,108,864 bytes of filled rows:
+  // 7 x (10 us + 8,388,608 B / 50 GB/s) = 1.24440512 ms.
   ExpertLayerCost far = expertLayerCost(m, plan(8, 8, 8), c);
-  double step = 7 * (10e-6 + 33554432.0 / 50e9);
+  double step = 7 * (10e-6 + 8388608.0 / 50e9);
   EXPECT_NEAR(far.forwardAllToAll, 2 * step, 1e-12);
   EXPECT_NEAR(far.backwardAllToAll, 2 * step, 1e-12);
   // dp 8 x tp 1 in one node: NVLink, 360 GB/s and 5 us:
-  // 7 x (5 us + 33,554,432 / 360e9) = 0.68745 ms each.
+  // 7 x (5 us + 8,388,608 / 360e9) = 0.19811 ms each.
   ExpertLayerCost near = expertLayerCost(m, plan(8, 1, 8), c);
-  EXPECT_NEAR(near.forwardAllToAll, 2 * 7 * (5e-6 + 33554432.0 / 360e9),
+  EXPECT_NEAR(near.forwardAllToAll, 2 * 7 * (5e-6 + 8388608.0 / 360e9),
               1e-12);
   // Without expert parallelism nothing is exchanged.
   ExpertLayerCost none = expertLayerCost(m, plan(8, 8, 1), c);
@@ -209,13 +219,13 @@ TEST(Experts, ExpertsReducedOverTheirOwnGroup) {
                                 groupLink(c, 2, 4 * 8)),
               1e-9);
   // The all-to-alls are the expert-parallel term: 32 layers x 4 x
-  // 4.76762048 ms = 610.3 ms per micro-batch; full recomputation replays
-  // the forward's 2: 32 x 6 x 4.76762048 ms = 915.4 ms.
+  // 1.24440512 ms = 159.3 ms per micro-batch; full recomputation replays
+  // the forward's 2: 32 x 6 x 1.24440512 ms = 238.9 ms.
   EXPECT_NEAR(predict(m, eight, c).breakdown.expertComm,
-              32 * 4 * 7 * (10e-6 + 33554432.0 / 50e9), 1e-9);
+              32 * 4 * 7 * (10e-6 + 8388608.0 / 50e9), 1e-9);
   eight.recompute = "full";
   EXPECT_NEAR(predict(m, eight, c).breakdown.expertComm,
-              32 * 6 * 7 * (10e-6 + 33554432.0 / 50e9), 1e-9);
+              32 * 6 * 7 * (10e-6 + 8388608.0 / 50e9), 1e-9);
 }
 
 TEST(Experts, DegreesTheCompilerAccepts) {
