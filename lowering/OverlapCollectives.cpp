@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/RtEffects.h"
 
 #include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistDialect.h"
@@ -36,63 +37,7 @@ using namespace mlir;
 namespace partition {
 namespace {
 
-/// The buffer `value` views: the source of its views, recursively.
-Value baseBuffer(Value value) { return rt::viewedBuffer(value); }
-
-/// Whether `op` reads, writes or defines (a view of) one of `bases`.
-bool touches(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
-  for (Value operand : op->getOperands())
-    if (isa<MemRefType>(operand.getType()) &&
-        bases.contains(baseBuffer(operand)))
-      return true;
-  for (Value result : op->getResults())
-    if (isa<MemRefType>(result.getType()) && bases.contains(baseBuffer(result)))
-      return true;
-  return false;
-}
-
-/// Ops a start or wait may move across when they do not touch its buffers:
-/// the rt ops (whose every memory effect is on their memref operands) and
-/// the pure bookkeeping of the lowered step. Anything else stops the move.
-bool movableAcross(Operation *op) {
-  return isa<rt::KernelOp, rt::AllReduceOp, rt::AllGatherOp, rt::RingShiftOp,
-             rt::AllToAllOp,
-             rt::ReduceScatterOp, rt::WaitOp, rt::SendOp, rt::RecvOp,
-             memref::AllocOp, memref::SubViewOp, memref::CollapseShapeOp,
-             arith::ConstantOp>(op);
-}
-
-/// The buffers `op` writes (bases): a kernel's outputs; every memref
-/// operand of any other op, conservatively.
-llvm::SmallPtrSet<Value, 8> writtenBases(Operation *op) {
-  llvm::SmallPtrSet<Value, 8> bases;
-  if (auto kernel = dyn_cast<rt::KernelOp>(op)) {
-    for (Value output : kernel.getOutputs())
-      bases.insert(baseBuffer(output));
-    return bases;
-  }
-  for (Value operand : op->getOperands())
-    if (isa<MemRefType>(operand.getType()))
-      bases.insert(baseBuffer(operand));
-  return bases;
-}
-
-/// Whether running `a` and `b` in either order could give another result:
-/// one writes a buffer the other reads or writes (reads of one buffer by
-/// both, AdamW's learning rate and step, commute).
-bool conflicts(Operation *a, Operation *b) {
-  llvm::SmallPtrSet<Value, 8> writesA = writtenBases(a),
-                              writesB = writtenBases(b);
-  return touches(b, writesA) || touches(a, writesB);
-}
-
-/// Whether `op` writes one of `bases` (a view writes nothing).
-bool writesAny(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
-  if (rt::isView(op))
-    return false;
-  return llvm::any_of(writtenBases(op),
-                      [&](Value base) { return bases.contains(base); });
-}
+using namespace rteffects;
 
 struct InFlight {
   rt::WaitOp wait;
