@@ -15,7 +15,8 @@ std::string collectiveName(const Instruction &instruction,
          " '" + instruction.collective->label + "')";
 }
 
-TraceSpan traceSpanOf(const Program &program, const Instruction &instruction) {
+TraceSpan traceSpanOf(const Program &program, const Function &function,
+                      const Instruction &instruction) {
   TraceSpan span;
   if (instruction.transfer) {
     span.category = transferKindName(*instruction.transfer);
@@ -36,9 +37,17 @@ TraceSpan traceSpanOf(const Program &program, const Instruction &instruction) {
     return span;
   } else if (instruction.waitFor) {
     // Time blocked on a started collective (its own span is on the
-    // communication track) or tier copy.
+    // communication track) or tier copy, named by what it waits for:
+    // "wait #12 all_reduce grads bucket 3", "wait #40 tier_read moment1
+    // wte [0, 4096)" (the loader checked the index).
     span.category = "wait";
     span.name = "wait #" + std::to_string(*instruction.waitFor);
+    if (*instruction.waitFor < function.instructions.size()) {
+      TraceSpan started = traceSpanOf(
+          program, function, function.instructions[*instruction.waitFor]);
+      span.label = started.name;
+      span.name += " " + started.name;
+    }
     return span;
   } else {
     span.category = "kernel";

@@ -94,8 +94,10 @@ TransferRoute transferRoute(const Program &program,
 
 /// The --trace span of an instruction (times unset): a kernel by its
 /// name; a collective, send or receive by its kind and label, with the
-/// bytes of its buffers.
-TraceSpan traceSpanOf(const Program &program, const Instruction &instruction);
+/// bytes of its buffers; a wait by the instruction it waits for (of
+/// `function`).
+TraceSpan traceSpanOf(const Program &program, const Function &function,
+                      const Instruction &instruction);
 
 /// "WHERE (KIND 'LABEL')": how errors name a collective instruction.
 std::string collectiveName(const Instruction &instruction,

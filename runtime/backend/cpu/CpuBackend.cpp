@@ -68,7 +68,7 @@ CpuBackend::CpuBackend(const Program &program,
         tierCopies[i] = copy;
         compiled.calls.push_back([this, copy] { tiers->start(copy); });
         compiled.names.push_back(name);
-        compiled.spans.push_back(traceSpanOf(program, instruction));
+        compiled.spans.push_back(traceSpanOf(program, function, instruction));
         if (profile.enabled)
           compiled.costs.push_back(describeCollective(program, instruction));
         continue;
@@ -77,7 +77,7 @@ CpuBackend::CpuBackend(const Program &program,
         size_t copy = tierCopies[*instruction.waitFor];
         compiled.calls.push_back([this, copy] { tiers->wait(copy); });
         compiled.names.push_back(where + " (wait)");
-        compiled.spans.push_back(traceSpanOf(program, instruction));
+        compiled.spans.push_back(traceSpanOf(program, function, instruction));
         if (profile.enabled)
           compiled.costs.push_back(describeCollective(program, instruction));
         continue;
@@ -85,7 +85,7 @@ CpuBackend::CpuBackend(const Program &program,
       if (instruction.waitFor) {
         compiled.calls.push_back(compileWait(f, *instruction.waitFor));
         compiled.names.push_back(where + " (wait)");
-        compiled.spans.push_back(traceSpanOf(program, instruction));
+        compiled.spans.push_back(traceSpanOf(program, function, instruction));
         if (profile.enabled)
           compiled.costs.push_back(describeCollective(program, instruction));
         continue;
@@ -98,7 +98,7 @@ CpuBackend::CpuBackend(const Program &program,
         compiled.names.push_back(instruction.transfer
                                      ? transferName(instruction, where)
                                      : collectiveName(instruction, where));
-        compiled.spans.push_back(traceSpanOf(program, instruction));
+        compiled.spans.push_back(traceSpanOf(program, function, instruction));
         if (profile.enabled)
           compiled.costs.push_back(describeCollective(program, instruction));
         continue;
@@ -110,7 +110,7 @@ CpuBackend::CpuBackend(const Program &program,
           std::string(
               lookupKernel(static_cast<uint32_t>(checked[f][i].kernel))->name) +
           ")");
-      compiled.spans.push_back(traceSpanOf(program, instruction));
+      compiled.spans.push_back(traceSpanOf(program, function, instruction));
       if (profile.enabled)
         compiled.costs.push_back(describeKernel(checked[f][i]));
     }

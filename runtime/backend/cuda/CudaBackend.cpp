@@ -155,7 +155,7 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
       compiled->names.push_back(instruction.transfer
                                     ? transferName(instruction, where)
                                     : collectiveName(instruction, where));
-      compiled->spans.push_back(traceSpanOf(program, instruction));
+      compiled->spans.push_back(traceSpanOf(program, function, instruction));
       if (profile.enabled)
         compiled->costs.push_back(describeCollective(program, instruction));
     } else if (instruction.waitFor) {
@@ -164,7 +164,7 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
       plannedInstruction.waitFor = *instruction.waitFor;
       step.stream = compute;
       step.call = [] {};
-      compiled->spans.push_back(traceSpanOf(program, instruction));
+      compiled->spans.push_back(traceSpanOf(program, function, instruction));
       compiled->names.push_back(where + " (wait)");
       if (profile.enabled)
         compiled->costs.push_back(describeCollective(program, instruction));
@@ -174,7 +174,7 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
         plannedInstruction.ranges.push_back(rangeOf(*buffer));
       step.stream = compute;
       step.call = compileKernel(args, instruction, where);
-      compiled->spans.push_back(traceSpanOf(program, instruction));
+      compiled->spans.push_back(traceSpanOf(program, function, instruction));
       compiled->names.push_back(
           where + " (" +
           std::string(lookupKernel(static_cast<uint32_t>(args.kernel))->name) +

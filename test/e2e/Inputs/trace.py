@@ -19,6 +19,13 @@ share of their time hidden behind kernels (a measurement, printed for the
 benchmarks, not for FileCheck), and per kind of collective (all_reduce,
 reduce_scatter, all_gather) how many started and whether they overlap
 compute.
+
+With --offload, per rank the offload's tier copies (tier_read and
+tier_write, category "tier copy"): how many per step and their bytes, and
+the time the rank was blocked in their waits per step (each wait's span
+names what it waits for), the exposed part of the offload's I/O: printed
+as "blocked in tier waits: yes" for FileCheck and in milliseconds per step
+(steps after the first) for the benchmarks.
 """
 
 import argparse
@@ -32,6 +39,7 @@ def main():
     parser.add_argument("file")
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--overlap", action="store_true")
+    parser.add_argument("--offload", action="store_true")
     args = parser.parse_args()
     with open(args.file) as f:
         document = json.load(f)
@@ -85,6 +93,29 @@ def main():
                 print(f"rank {rank}: started {kind}: {len(kinds[kind])}, "
                       f"overlaps compute: "
                       f"{'yes' if kind_hidden > 0 else 'no'}")
+        if args.offload:
+            offload(rank, spans[rank])
+
+
+def offload(rank, spans):
+    """The tier copies of `spans` per step, and the time blocked in their
+    waits (the exposed I/O)."""
+    copies = [s for s in spans if s["cat"] == "tier copy"]
+    waits = [s for s in spans if s["cat"] == "wait" and
+             s["name"].split(" ")[2:3] in (["tier_read"], ["tier_write"])]
+    steps = sorted({s["args"].get("step", 0) for s in copies})
+    for kind in ("tier_read", "tier_write"):
+        mine = [s for s in copies if s["name"].startswith(kind)]
+        per_step = len(mine) // max(1, len(steps))
+        size = sum(s["args"].get("bytes", 0) for s in mine) // max(1, len(steps))
+        print(f"rank {rank}: {kind}: {per_step} per step, {size} bytes")
+    print(f"rank {rank}: blocked in tier waits: "
+          f"{'yes' if any(w['dur'] > 0 for w in waits) else 'no'}")
+    later = [s for s in steps if s > steps[0]] if steps else []
+    blocked = sum(w["dur"] for w in waits
+                  if w["args"].get("step", 0) in later)
+    print(f"rank {rank}: blocked {blocked / 1e3 / max(1, len(later)):.1f} ms "
+          f"per step in tier waits (steps after the first)")
 
 
 def overlap(spans):
