@@ -3,14 +3,17 @@
 // --rt-offload-optimizer: marks the moment arguments of every function with
 // their tier (host or nvme), and rewrites each adamw kernel on them into
 // slices whose moments are read from the tier into staging buffers of the
-// arena, updated there and written back. Reads start one slice ahead,
-// write-backs are waited for as late as the staging budget allows
-// (buffer-bytes); the kernels keep their order and arithmetic, so the
+// arena, updated there and written back. Each update first moves up to
+// where its gradient is complete (into the backward pass), reads start as
+// many slices ahead as half the staging budget (buffer-bytes) holds, and
+// write-backs are waited for as late as the budget allows; the kernels
+// keep their arithmetic and only cross kernels they commute with, so the
 // result is bit-identical to the step without offload (docs/offload.md).
 //
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/RtEffects.h"
 
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Rt/RtTiers.h"
@@ -18,6 +21,8 @@
 #include "runtime/program/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/ADT/SetVector.h"
 
 #include <deque>
 
@@ -37,7 +42,8 @@ using Offload = Plan::Offload;
 
 /// adamw's operands (runtime/program/Kernels.def): inputs param, grad, m,
 /// v, step, lr; outputs param', m', v'.
-constexpr unsigned kParam = 0, kGrad = 1, kMoment1 = 2, kMoment2 = 3;
+constexpr unsigned kParam = 0, kGrad = 1, kMoment1 = 2, kMoment2 = 3,
+                   kStep = 4, kLearningRate = 5;
 constexpr unsigned kNewParam = 0, kNewMoment1 = 1, kNewMoment2 = 2;
 
 const runtime::KernelInfo &infoOf(KernelOp kernel) {
@@ -200,11 +206,85 @@ struct OffloadOptimizerPass
                  << " updates too; each moment is staged once per step";
       updates.push_back(kernel);
     }
+    hoist(body, updates);
     SmallVector<Unit> units = cut(updates);
     stage(function, units);
     for (KernelOp update : updates)
       update.erase();
     return true;
+  }
+
+  /// Moves `op` up to just below the last op it depends on: one that
+  /// defines an operand of it, that it conflicts with
+  /// (rteffects::conflicts), or that nothing may cross. The step computes
+  /// the same values.
+  /// With `withBuffers`, the allocations and views of its operands move up
+  /// first (the memory plan counts a buffer live from its allocation, so
+  /// only the step counter's few bytes do).
+  static void hoistOp(Block &body, Operation *op, bool withBuffers = false) {
+    if (withBuffers)
+      for (Value operand : op->getOperands())
+        if (Operation *definition = operand.getDefiningOp())
+          if (definition->getBlock() == &body &&
+              isa<memref::AllocOp, memref::SubViewOp, memref::CollapseShapeOp,
+                  arith::ConstantOp>(definition))
+            hoistOp(body, definition, /*withBuffers=*/true);
+    for (Operation *above = op->getPrevNode(); above;
+         above = above->getPrevNode()) {
+      bool definesOperand = llvm::any_of(above->getResults(), [&](Value v) {
+        return llvm::is_contained(op->getOperands(), v);
+      });
+      if (definesOperand || !rteffects::movableAcross(above) ||
+          rteffects::conflicts(op, above)) {
+        op->moveAfter(above);
+        return;
+      }
+    }
+    op->moveBefore(&body.front());
+  }
+
+  /// Moves each update up to just below the last op it depends on (the
+  /// kernel that completes its gradient, the wait of its bucket's
+  /// reduction, the last read of the parameter), so that the moments'
+  /// transfers run under the backward pass that follows instead of after
+  /// it, as ZeRO-Offload updates each bucket once its gradient is ready.
+  /// The step counter's increment, which the train step places after the
+  /// backward pass and every update reads, moves up first (with the
+  /// kernels that compute its operands). Only non-conflicting ops are
+  /// crossed, so the step computes the same values: AdamW is elementwise
+  /// and each update touches its own parameter and moments, reading the
+  /// shared step and learning rate. `updates` comes back in the new
+  /// program order.
+  void hoist(Block &body, SmallVectorImpl<KernelOp> &updates) {
+    llvm::SmallPtrSet<Operation *, 8> isUpdate;
+    llvm::SmallPtrSet<Value, 4> shared;
+    for (KernelOp update : updates) {
+      isUpdate.insert(update);
+      for (unsigned index : {kStep, kLearningRate})
+        shared.insert(rteffects::baseBuffer(update.getInputs()[index]));
+    }
+    // The writers of the step (and learning rate), and transitively the
+    // kernels writing their inputs, in program order.
+    llvm::SetVector<Operation *> chain;
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      ops.push_back(&op);
+    llvm::SmallPtrSet<Value, 8> wanted(shared.begin(), shared.end());
+    for (Operation *op : llvm::reverse(ops)) {
+      if (isUpdate.contains(op) || !isa<KernelOp>(op) ||
+          !rteffects::writesAny(op, wanted))
+        continue;
+      chain.insert(op);
+      for (Value input : cast<KernelOp>(op).getInputs())
+        wanted.insert(rteffects::baseBuffer(input));
+    }
+    for (Operation *op : llvm::reverse(chain))
+      hoistOp(body, op, /*withBuffers=*/true);
+    for (KernelOp update : updates)
+      hoistOp(body, update);
+    llvm::sort(updates, [](KernelOp a, KernelOp b) {
+      return a->isBeforeInBlock(b);
+    });
   }
 
   /// The slices of each update: of `buffer-bytes / 6` bytes per moment,
@@ -233,26 +313,42 @@ struct OffloadOptimizerPass
     return units;
   }
 
-  /// The transfers of every unit, in order, each unit's reads started
-  /// before the previous unit's update (the first unit's before the kernel
-  /// that precedes its update) and waited for just before its own; each
-  /// write-back started right after the update and waited for just before
-  /// the first later read that would exceed buffer-bytes of staging
-  /// (oldest first), else at the end of the function.
+  /// The transfers of every unit, in order. Each unit's reads start as
+  /// many units ahead as half of buffer-bytes holds (the units read and
+  /// not yet updated, this one included; at least one ahead: before the
+  /// previous unit's update, the first unit's before the kernel that
+  /// precedes its update) and are waited for just before its own update;
+  /// each write-back starts right after the update and is waited for just
+  /// before the first later read that would exceed buffer-bytes of
+  /// staging (oldest first), else at the end of the function. Reading
+  /// ahead keeps the disk busy through updates that follow each other
+  /// (a large tensor's slices) and through the backward pass between
+  /// hoisted ones; the other half of the budget is for the write-backs in
+  /// flight.
   void stage(func::FuncOp function, MutableArrayRef<Unit> units) {
     Block &body = function.getBody().front();
     flat.clear();
     std::deque<Unit *> pending; // written back, not yet waited for
     int64_t stagedBytes = 0;
+    size_t ahead = 0;      // the unit before whose update reads start
+    int64_t aheadBytes = 0; // staging of units [ahead, i)
+    size_t written = 0;     // units [0, written) are in `pending` or waited
     for (size_t i = 0; i < units.size(); ++i) {
       Unit &unit = units[i];
-      Operation *at = i > 0 ? units[i - 1].readWaits.front().getOperation()
-                            : firstReadPoint(unit.update);
-      // Units before the previous one have started their write-backs
-      // before `at`: the oldest are waited for there while this unit's
-      // staging would not fit.
-      if (i >= 2)
-        pending.push_back(&units[i - 2]);
+      Operation *at = firstReadPoint(unit.update);
+      if (i > 0) {
+        aheadBytes += units[i - 1].bytes;
+        while (ahead + 1 < i && aheadBytes + unit.bytes > bufferBytes / 2) {
+          aheadBytes -= units[ahead].bytes;
+          ++ahead;
+        }
+        at = units[ahead].readWaits.front().getOperation();
+      }
+      // Units before `ahead` have started their write-backs before `at`:
+      // the oldest are waited for there while this unit's staging would
+      // not fit.
+      for (; written < ahead; ++written)
+        pending.push_back(&units[written]);
       while (!pending.empty() && stagedBytes + unit.bytes > bufferBytes) {
         Unit *oldest = pending.front();
         pending.pop_front();

@@ -136,15 +136,19 @@ def OffloadOptimizerPass : Pass<"rt-offload-optimizer", "::mlir::ModuleOp"> {
     arena. Each `adamw` kernel that updates tiered moments instead updates
     them through staging buffers of the arena:
 
+    - each update first moves up to just below the last op it depends on
+      (the kernel completing its gradient, its bucket's wait, the last read
+      of its parameter; the step counter's increment moves up before
+      them), crossing only ops that touch none of its buffers, so that its
+      transfers run under the rest of the backward pass;
     - the moments (and with them the parameter and gradient, AdamW being
-      elementwise) are cut into slices of `buffer-bytes / 6` bytes per
-      moment, rounded down to whole 4096-byte I/O blocks (one slice when
-      the tensor fits), so that three slices of both moments, at most
-      `buffer-bytes`, are staged at once: the one updated, the next one
-      read and the last one written;
+      elementwise) are cut into slices of `buffer-bytes / 12` bytes per
+      moment, rounded down to whole 4096-byte I/O blocks (at least one;
+      one slice when the tensor fits);
     - each slice's moments are read by an `async` `rt.tier_read` into
-      fresh staging buffers, started before the previous slice's update
-      (the first before the kernel that precedes the first update), and
+      fresh staging buffers, started as many slices ahead as half of
+      `buffer-bytes` holds (at least before the previous slice's update;
+      the first before the kernel that precedes the first update), and
       waited for just before the slice's `adamw`, which updates the
       staging buffers in place;
     - each slice is written back by an `async` `rt.tier_write` right after
@@ -152,8 +156,9 @@ def OffloadOptimizerPass : Pass<"rt-offload-optimizer", "::mlir::ModuleOp"> {
       a later read whose staging would exceed `buffer-bytes` (the oldest
       write-backs first), else at the end of the function.
 
-    Updates keep their order and arithmetic (a slice of an elementwise
-    update is the update of that slice): results are bit-identical.
+    Updates keep their arithmetic (a slice of an elementwise update is the
+    update of that slice) and cross only kernels they commute with:
+    results are bit-identical.
     Runs after `--lower-to-rt` (and `--rt-overlap-collectives`), before
     `--lower-memory-plan`. With `tier=nvme` the module gets
     `rt.offload_path = "<path>"`, which the program carries to the

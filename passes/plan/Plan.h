@@ -158,24 +158,29 @@ struct Plan {
     /// nvme: the directory of the per-rank offload files (partition-run
     /// --offload-path overrides it).
     std::string path;
-    /// The most bytes of staging buffers in the arena at once: the slice
-    /// being updated, the next one being read and the last one being
-    /// written, each of both moments.
+    /// The most bytes of staging buffers in the arena at once: half for
+    /// the slices read ahead (the one being updated included), half for
+    /// those being written back, each of both moments.
     int64_t bufferBytes = kDefaultBufferBytes;
     /// Whether plan.json gave the object, path and buffer_bytes
     /// (checkPlanTakesEffect refuses them with optimizer none).
     bool given = false, pathGiven = false, bufferBytesGiven = false;
-    /// 64 MiB: slices of 10.7 MiB per moment (gpt2-124m's embedding
-    /// table, 154 MB, in 15).
+    /// 64 MiB: slices of 5.3 MiB per moment (gpt2-124m's embedding
+    /// table, 154 MB, in 29).
     static constexpr int64_t kDefaultBufferBytes = int64_t(64) << 20;
-    /// Slices are whole 4096-byte I/O blocks (O_DIRECT's unit), three of
-    /// each moment staged at once: the smallest buffer holds six blocks.
+    /// Slices are whole 4096-byte I/O blocks (O_DIRECT's unit). The
+    /// smallest buffer holds three slices of both moments (one updated, one
+    /// read, one written); a larger one is cut in twelfths, so that three
+    /// slices of both moments are read ahead while three are written.
     static constexpr int64_t kSliceAlignment = 4096;
-    static constexpr int64_t kStagedSlices = 3 * 2;
-    static constexpr int64_t kMinBufferBytes = kStagedSlices * kSliceAlignment;
+    static constexpr int64_t kMinBufferBytes = 3 * 2 * kSliceAlignment;
+    static constexpr int64_t kSlicesPerBuffer = 6 * 2;
     /// The bytes of one moment's slice under `bufferBytes`.
     static int64_t sliceBytes(int64_t bufferBytes) {
-      return bufferBytes / kStagedSlices / kSliceAlignment * kSliceAlignment;
+      return std::max<int64_t>(kSliceAlignment, bufferBytes /
+                                                    kSlicesPerBuffer /
+                                                    kSliceAlignment *
+                                                    kSliceAlignment);
     }
     bool enabled() const { return optimizer != "none"; }
   } offload;

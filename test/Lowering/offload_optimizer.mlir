@@ -1,5 +1,6 @@
 // RUN: partition-opt %s --rt-offload-optimizer="tier=nvme path=/scratch buffer-bytes=24576" | FileCheck %s
 // RUN: partition-opt %s --rt-offload-optimizer="tier=host buffer-bytes=24576" | FileCheck %s --check-prefix=HOST
+// RUN: partition-opt %s --rt-offload-optimizer="tier=nvme path=/scratch buffer-bytes=49152" | FileCheck %s --check-prefix=AHEAD
 // RUN: partition-opt %s --rt-offload-optimizer="tier=nvme path=/scratch" | FileCheck %s --check-prefix=WHOLE
 // The memory plan of the result: the moments in a tier of their own, the
 // staging buffers at whole 4096-byte blocks of the arena.
@@ -10,11 +11,13 @@
 // --rt-offload-optimizer: the moments of w (3 x 1024) and b (64) move to a
 // tier; with buffer-bytes 24576 (three slices of both moments at 4096 bytes
 // each, 1024 elements) w's update runs in three slices, b's whole. Each
-// slice's reads start before the previous slice's update (the first before
-// the kernel before the first update), its write-backs right after its
-// own update, and are waited for at the end unless a later read would
-// exceed the 24576 bytes of staging: w's first slice is waited for before
-// b's read.
+// update first moves up to just below what it depends on: b's below the
+// gelu that writes its gradient, above w's gradient (fill), so b's
+// write-back runs under fill. Reads start as many slices ahead as half the
+// budget holds (here one: before the previous slice's update; the first
+// before the kernel that precedes its update), write-backs right after
+// their update, waited for at the end unless a later read would exceed the
+// 24576 bytes of staging: b's is waited for before w's last slice's read.
 
 // CHECK: module attributes {rt.offload_path = "/scratch"}
 // CHECK-LABEL: func.func @train_step
@@ -22,15 +25,24 @@
 // CHECK-SAME: %[[MB:[^:]+]]: memref<64xf32> {rt.name = "b", rt.role = "moment1", rt.tier = "nvme"}
 // CHECK-SAME: %[[VW:[^:]+]]: memref<3x1024xf32> {rt.name = "w", rt.role = "moment2", rt.tier = "nvme"}
 // CHECK-SAME: %[[VB:[^:]+]]: memref<64xf32> {rt.name = "b", rt.role = "moment2", rt.tier = "nvme"}
-// CHECK:      rt.kernel "gelu"
+// b's reads run under gelu.
+// CHECK:      %[[RB:.*]] = rt.tier_read async %[[MB]], %[[SB:[^ ]+]] label = "moment1 b"
+// CHECK:      rt.tier_read async %[[VB]], %{{.*}} label = "moment2 b"
+// CHECK-NEXT: rt.kernel "gelu"
+// w's first slice is read under b's update.
 // CHECK:      %[[FLATM:.*]] = memref.collapse_shape %[[MW]] {{\[\[}}0, 1]] : memref<3x1024xf32> into memref<3072xf32>
 // CHECK-NEXT: %[[M0:.*]] = memref.subview %[[FLATM]][0] [1024] [1]
 // CHECK-NEXT: %[[SM0:.*]] = memref.alloc() : memref<1024xf32>
 // CHECK-NEXT: %[[RM0:.*]] = rt.tier_read async %[[M0]], %[[SM0]] label = "moment1 w [0, 1024)"
 // CHECK:      %[[SV0:.*]] = memref.alloc() : memref<1024xf32>
 // CHECK-NEXT: %[[RV0:.*]] = rt.tier_read async %{{.*}}, %[[SV0]] label = "moment2 w [0, 1024)"
-// The gradient's kernel runs under the first reads.
-// CHECK-NEXT: rt.kernel "fill" outs(%[[GW:.*]] : memref<3x1024xf32>)
+// CHECK-NEXT: rt.wait %[[RB]], %[[MB]], %[[SB]]
+// CHECK-NEXT: rt.wait
+// CHECK-NEXT: rt.kernel "adamw" ins(%{{.*}}, %{{.*}}, %[[SB]], %{{.*}}, %{{.*}}, %{{.*}} : memref<64xf32>, memref<64xf32>, memref<64xf32>, memref<64xf32>, memref<i32>, memref<f32>)
+// CHECK-NEXT: %[[WB:.*]] = rt.tier_write async %[[SB]], %[[MB]] label = "moment1 b"
+// CHECK-NEXT: %[[WVB:.*]] = rt.tier_write async
+// w's gradient, under b's write-backs and w's first reads.
+// CHECK:      rt.kernel "fill" outs(%[[GW:.*]] : memref<3x1024xf32>)
 // CHECK:      rt.tier_read async %{{.*}}, %{{.*}} label = "moment1 w [1024, 2048)"
 // CHECK:      rt.tier_read async %{{.*}}, %{{.*}} label = "moment2 w [1024, 2048)"
 // CHECK-NEXT: rt.wait %[[RM0]], %[[M0]], %[[SM0]]
@@ -39,30 +51,42 @@
 // CHECK:      rt.kernel "adamw" ins(%{{.*}}, %{{.*}}, %[[SM0]], %[[SV0]], %{{.*}}, %{{.*}} : memref<1024xf32, strided<[1]>>, memref<1024xf32, strided<[1]>>, memref<1024xf32>, memref<1024xf32>, memref<i32>, memref<f32>) outs(%{{.*}}, %[[SM0]], %[[SV0]] : memref<1024xf32, strided<[1]>>, memref<1024xf32>, memref<1024xf32>)
 // CHECK-NEXT: %[[WM0:.*]] = rt.tier_write async %[[SM0]], %[[M0]] label = "moment1 w [0, 1024)"
 // CHECK-NEXT: %[[WV0:.*]] = rt.tier_write async %[[SV0]], %{{.*}} label = "moment2 w [0, 1024)"
+// Three units staged (b, w's first two slices): b's write-back completes
+// before the last slice's reads take its room.
+// CHECK-NEXT: rt.wait %[[WB]], %[[SB]], %[[MB]]
+// CHECK-NEXT: rt.wait %[[WVB]]
 // CHECK:      rt.tier_read async %{{.*}}, %{{.*}} label = "moment1 w [2048, 3072)"
 // CHECK:      rt.tier_read async %{{.*}}, %{{.*}} label = "moment2 w [2048, 3072)"
 // CHECK:      rt.kernel "adamw" ins(%{{.*}} : memref<1024xf32, strided<[1], offset: 1024>>
-// CHECK:      rt.tier_write async {{.*}} label = "moment2 w [1024, 2048)"
-// Three slices staged: the first one's write-back completes before b's
-// reads take its room.
+// CHECK:      rt.kernel "adamw" ins(%{{.*}} : memref<1024xf32, strided<[1], offset: 2048>>
+// CHECK:      rt.tier_write async {{.*}} label = "moment2 w [2048, 3072)"
+// The rest complete at the end of the step, oldest first.
 // CHECK-NEXT: rt.wait %[[WM0]], %[[SM0]], %[[M0]]
 // CHECK-NEXT: rt.wait %[[WV0]], %[[SV0]]
-// CHECK-NEXT: %[[SB:.*]] = memref.alloc() : memref<64xf32>
-// CHECK-NEXT: rt.tier_read async %[[MB]], %[[SB]] label = "moment1 b"
-// CHECK:      rt.tier_read async %[[VB]], %{{.*}} label = "moment2 b"
-// CHECK:      rt.kernel "adamw" ins(%{{.*}} : memref<1024xf32, strided<[1], offset: 2048>>
-// CHECK:      rt.kernel "adamw" ins(%{{.*}}, %{{.*}}, %[[SB]], %{{.*}}, %{{.*}}, %{{.*}} : memref<64xf32>, memref<64xf32>, memref<64xf32>, memref<64xf32>, memref<i32>, memref<f32>)
-// CHECK-NEXT: rt.tier_write async %[[SB]], %[[MB]] label = "moment1 b"
-// CHECK-NEXT: rt.tier_write async
-// The rest complete at the end of the step, oldest first.
 // CHECK-NEXT: rt.wait {{.*}} : memref<1024xf32>, memref<1024xf32, strided<[1], offset: 1024>>
 // CHECK-NEXT: rt.wait {{.*}} : memref<1024xf32>, memref<1024xf32, strided<[1], offset: 1024>>
 // CHECK-NEXT: rt.wait {{.*}} : memref<1024xf32>, memref<1024xf32, strided<[1], offset: 2048>>
 // CHECK-NEXT: rt.wait {{.*}} : memref<1024xf32>, memref<1024xf32, strided<[1], offset: 2048>>
-// CHECK-NEXT: rt.wait {{.*}} : memref<64xf32>, memref<64xf32>
-// CHECK-NEXT: rt.wait {{.*}} : memref<64xf32>, memref<64xf32>
 // CHECK-NEXT: return
 // CHECK-NOT:  rt.kernel "adamw" ins(%{{.*}}, %{{.*}}, %[[MW]]
+
+// A budget of 49152 bytes (half of it, three units, for reads ahead): w's
+// first two slices are read before b's update, its last under the fill,
+// and every write-back completes at the end.
+// AHEAD:      rt.kernel "gelu"
+// AHEAD:      label = "moment2 w [0, 1024)"
+// AHEAD-NOT:  rt.kernel
+// AHEAD:      rt.tier_read async {{.*}} label = "moment1 w [1024, 2048)"
+// AHEAD-NOT:  rt.kernel
+// AHEAD:      rt.tier_read async {{.*}} label = "moment2 w [1024, 2048)"
+// AHEAD-NEXT: rt.wait
+// AHEAD-NEXT: rt.wait
+// AHEAD-NEXT: rt.kernel "adamw" ins({{.*}} : memref<64xf32>,
+// AHEAD:      rt.kernel "fill"
+// AHEAD-NOT:  rt.kernel
+// AHEAD:      rt.tier_read async {{.*}} label = "moment1 w [2048, 3072)"
+// AHEAD:      rt.tier_write async {{.*}} label = "moment2 w [2048, 3072)"
+// AHEAD-NEXT: rt.wait {{.*}} : memref<64xf32>, memref<64xf32>
 
 // The host tier: the same staging, no path.
 // HOST-NOT:   rt.offload_path
@@ -79,25 +103,24 @@
 // from the next whole block on, the temporaries; the moments are views of
 // the tier argument at whole blocks.
 // PLAN-LABEL: func.func @train_step
-// PLAN-SAME:  (%[[ARENA:.*]]: memref<53504xi8>, %[[TIER:.*]]: memref<32768xi8> {rt.tier = "nvme"})
+// PLAN-SAME:  (%[[ARENA:.*]]: memref<53248xi8>, %[[TIER:.*]]: memref<32768xi8> {rt.tier = "nvme"})
 // PLAN:       memref.view %[[TIER]][%c0{{(_[0-9]+)?}}][] {rt.name = "w", rt.role = "moment1", rt.tier = "nvme"} : memref<32768xi8> to memref<3x1024xf32>
 // PLAN:       memref.view %[[TIER]][%c12288{{(_[0-9]+)?}}][] {rt.name = "b", rt.role = "moment1", rt.tier = "nvme"} : memref<32768xi8> to memref<64xf32>
 // PLAN:       memref.view %[[TIER]][%c16384{{(_[0-9]+)?}}][] {rt.name = "w", rt.role = "moment2", rt.tier = "nvme"}
 // PLAN:       memref.view %[[TIER]][%c28672{{(_[0-9]+)?}}][] {rt.name = "b", rt.role = "moment2", rt.tier = "nvme"}
 // PLAN:       memref.view %[[ARENA]][%c12672{{(_[0-9]+)?}}][] {rt.role = "tokens"}
-// PLAN:       %[[S0:.*]] = memref.view %[[ARENA]][%c28672{{(_[0-9]+)?}}][] : memref<53504xi8> to memref<1024xf32>
-// PLAN-NEXT:  rt.tier_read async %{{.*}}, %[[S0]] label = "moment1 w [0, 1024)"
-// PLAN:       %[[S1:.*]] = memref.view %[[ARENA]][%c32768{{(_[0-9]+)?}}][] : memref<53504xi8> to memref<1024xf32>
-// PLAN-NEXT:  rt.tier_read async %{{.*}}, %[[S1]] label = "moment2 w [0, 1024)"
-// b's staging reuses the first slice's blocks, free once its write-back
-// completed.
-// PLAN:       %[[SB:.*]] = memref.view %[[ARENA]][%c28672{{(_[0-9]+)?}}][] : memref<53504xi8> to memref<64xf32>
+// PLAN:       %[[SB:.*]] = memref.view %[[ARENA]][%c28672{{(_[0-9]+)?}}][] : memref<53248xi8> to memref<64xf32>
 // PLAN-NEXT:  rt.tier_read async %{{.*}}, %[[SB]] label = "moment1 b"
+// PLAN:       %[[S0:.*]] = memref.view %[[ARENA]][%c36864{{(_[0-9]+)?}}][] : memref<53248xi8> to memref<1024xf32>
+// PLAN-NEXT:  rt.tier_read async %{{.*}}, %[[S0]] label = "moment1 w [0, 1024)"
+// w's last slice reuses b's blocks, free once its write-back completed.
+// PLAN:       %[[S2:.*]] = memref.view %[[ARENA]][%c28672{{(_[0-9]+)?}}][] : memref<53248xi8> to memref<1024xf32>
+// PLAN-NEXT:  rt.tier_read async %{{.*}}, %[[S2]] label = "moment1 w [2048, 3072)"
 
 // REPORT:      memory: optimizer_state 4{{$}}
-// REPORT:      memory: arena_peak = parameters 12544 + optimizer_state 4 + inputs 260 + gradients 0 + activations 256 + other_temporaries 12288 + offload_staging 24576 + alignment_and_fragmentation 3576{{$}}
+// REPORT:      memory: arena_peak = parameters 12544 + optimizer_state 4 + inputs 260 + gradients 0 + activations 0 + other_temporaries 12288 + offload_staging 24576 + alignment_and_fragmentation 3576{{$}}
 // REPORT-NEXT: memory: offloaded_optimizer_state 25088 in the nvme tier (32768 bytes at whole 4096-byte blocks), staged through at most 24576 bytes of the arena
-// REPORT-NEXT: memory: tiers per rank: arena 53504, host 0, nvme 32768 bytes
+// REPORT-NEXT: memory: tiers per rank: arena 53248, host 0, nvme 32768 bytes
 
 module {
   func.func @train_step(%w: memref<3x1024xf32> {rt.role = "param", rt.name = "w"},
