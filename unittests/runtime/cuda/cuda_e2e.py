@@ -58,7 +58,7 @@ def compile_programs(args):
                                   ("mixtral-tiny", "fp32", "moe")):
         name = f"{model}-{precision}.ptp"
         if args.ptp_dir and os.path.exists(os.path.join(args.ptp_dir, name)):
-            programs[precision] = os.path.join(args.ptp_dir, name)
+            programs[tag] = os.path.join(args.ptp_dir, name)
             continue
         gen = os.path.join(args.bin, "partition-gen")
         compile_ = os.path.join(args.bin, "partition-compile")
