@@ -128,9 +128,11 @@ def max_glibc(binary):
     return max(((int(a), int(b)) for a, b in versions), default=(0, 0))
 
 
-def compile_program(src_bin, workdir, model, precision, batch, microbatches=1):
-    """Compiles model at batch; returns (ptp path, meta) or (None, error)."""
-    stem = f"{model}-{precision}-b{batch}"
+def compile_program(src_bin, workdir, model, precision, batch, microbatches=1,
+                    plan_extra=None, suffix=""):
+    """Compiles model at batch; returns (ptp path, meta) or (None, error).
+    plan_extra: more of the plan than its precision (named by suffix)."""
+    stem = f"{model}-{precision}{suffix}-b{batch}"
     mlir = os.path.join(workdir, f"{model}-b{batch}.mlir")
     if not os.path.exists(mlir):
         code, out = run([os.path.join(src_bin, "partition-gen"), "--preset",
@@ -138,9 +140,9 @@ def compile_program(src_bin, workdir, model, precision, batch, microbatches=1):
                          "-o", mlir])
         if code:
             return None, out.strip()
-    plan = os.path.join(workdir, f"plan-{precision}.json")
+    plan = os.path.join(workdir, f"plan-{precision}{suffix}.json")
     with open(plan, "w") as f:
-        json.dump({"precision": precision}, f)
+        json.dump(dict(plan_extra or {}, precision=precision), f)
     ptp = os.path.join(workdir, stem + ".ptp")
     log(f"prepare: compiling {stem}")
     code, out = run([os.path.join(src_bin, "partition-compile"), mlir, "-o",
@@ -216,19 +218,24 @@ def prepare(args):
             "environment": test["environment"], "skip": test["skip"],
             "timeout": test["timeout"]})
 
-    # Programs: gpt2-tiny (fp32, bf16) and mixtral-tiny (fp32) for the
+    # Programs: gpt2-tiny (fp32, bf16) and mixtral-tiny (fp32, and with
+    # expert parallelism over 2 ranks: its counted all-to-alls) for the
     # end-to-end test, the benchmark models at the largest llm.c-like batch
     # whose planned arena fits the budget.
     workdir = os.path.join(out_dir, "compile")
     os.makedirs(workdir, exist_ok=True)
-    for model, precision in (("gpt2-tiny", "fp32"), ("gpt2-tiny", "bf16"),
-                             ("mixtral-tiny", "fp32")):
-        ptp, meta = compile_program(bin_dir, workdir, model, precision, 4)
+    ep2 = {"mesh": {"dp": 2}, "moe": {"expert_parallel": 2}}
+    for model, precision, extra, suffix in (
+            ("gpt2-tiny", "fp32", None, ""), ("gpt2-tiny", "bf16", None, ""),
+            ("mixtral-tiny", "fp32", None, ""),
+            ("mixtral-tiny", "fp32", ep2, "-ep2")):
+        ptp, meta = compile_program(bin_dir, workdir, model, precision, 4,
+                                    plan_extra=extra, suffix=suffix)
         if ptp:
             shutil.copy2(ptp, os.path.join(stage, "programs",
-                                           f"{model}-{precision}.ptp"))
+                                           f"{model}-{precision}{suffix}.ptp"))
         else:
-            manifest["notes"].append(f"{model} {precision}: {meta}")
+            manifest["notes"].append(f"{model} {precision}{suffix}: {meta}")
     budget = float(os.environ.get("BENCH_BUDGET_GIB", "120")) * (1 << 30)
     models = os.environ.get("BENCH_MODELS", "gpt2-124m gpt2-1.5b").split()
     for model in models:

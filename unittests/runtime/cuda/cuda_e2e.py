@@ -16,6 +16,13 @@ backends and compares the loss of every step (and the final eval loss):
                 and the routing metrics (expert load min / max / mean and
                 the dropped fraction, counted on the device) to 1e-2: a
                 near-tie may route one token differently.
+  MoE program with expert parallelism (mixtral-tiny, fp32, mesh dp 2,
+                moe.expert_parallel 2), 2 ranks under mpirun: its counted
+                all-to-alls (only the filled rows move; NCCL on CUDA,
+                MPI_Ialltoallv on CPU). CUDA vs CPU as above, and the bytes
+                exchanged per step (moe_all_to_all_bytes) to 1e-2. NCCL
+                needs one GPU per rank: on a machine with one GPU, or
+                without mpirun, this case prints a note and is not run.
 
 Without a usable GPU (or a build without the CUDA backend) it prints
 "runtime-cuda-e2e: skipped: REASON" and exits 0; ctest reports it skipped.
@@ -23,13 +30,15 @@ Without a usable GPU (or a build without the CUDA backend) it prints
   cuda_e2e.py --bin DIR [--ptp-dir DIR] --workdir DIR
 
 --bin holds partition-run (and partition-gen / partition-compile, needed
-unless --ptp-dir already holds gpt2-tiny-fp32.ptp, gpt2-tiny-bf16.ptp and mixtral-tiny-fp32.ptp, as
-bench/gpu-check.sh prepare leaves them for machines without MLIR).
+unless --ptp-dir already holds gpt2-tiny-fp32.ptp, gpt2-tiny-bf16.ptp,
+mixtral-tiny-fp32.ptp and mixtral-tiny-fp32-ep2.ptp, as bench/gpu-check.sh
+prepare leaves them for machines without MLIR).
 """
 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -37,6 +46,10 @@ STEPS = 20
 FP32_TOLERANCE = 1e-4
 BF16_TOLERANCE = 2e-2
 NAME = "runtime-cuda-e2e"
+# Expert parallelism over 2 ranks: the MoE layers' token exchanges are
+# counted all-to-alls (docs/moe.md).
+EP2_PLAN = {"mesh": {"dp": 2}, "moe": {"expert_parallel": 2}}
+EP2_RANKS = 2
 
 
 def run(command, **kwargs):
@@ -50,13 +63,17 @@ def skip(reason):
 
 
 def compile_programs(args):
-    """{tag: path of the .ptp} (fp32, bf16, moe), compiled unless given."""
+    """{tag: path of the .ptp} (fp32, bf16, moe, moe-ep2), compiled unless
+    given."""
     programs = {}
     os.makedirs(args.workdir, exist_ok=True)
-    for model, precision, tag in (("gpt2-tiny", "fp32", "fp32"),
-                                  ("gpt2-tiny", "bf16", "bf16"),
-                                  ("mixtral-tiny", "fp32", "moe")):
-        name = f"{model}-{precision}.ptp"
+    for model, precision, tag, extra in (
+            ("gpt2-tiny", "fp32", "fp32", None),
+            ("gpt2-tiny", "bf16", "bf16", None),
+            ("mixtral-tiny", "fp32", "moe", None),
+            ("mixtral-tiny", "fp32", "moe-ep2", EP2_PLAN)):
+        suffix = "-ep2" if extra else ""
+        name = f"{model}-{precision}{suffix}.ptp"
         if args.ptp_dir and os.path.exists(os.path.join(args.ptp_dir, name)):
             programs[tag] = os.path.join(args.ptp_dir, name)
             continue
@@ -70,9 +87,9 @@ def compile_programs(args):
             result = run([gen, "--preset", model, "-o", mlir])
             if result.returncode:
                 sys.exit(result.stdout)
-        plan = os.path.join(args.workdir, f"plan-{precision}.json")
+        plan = os.path.join(args.workdir, f"plan-{precision}{suffix}.json")
         with open(plan, "w") as f:
-            json.dump({"precision": precision}, f)
+            json.dump(dict(extra or {}, precision=precision), f)
         path = os.path.join(args.workdir, name)
         result = run([compile_, mlir, "-o", path, "--plan", plan])
         if result.returncode:
@@ -80,20 +97,36 @@ def compile_programs(args):
                 print(f"note: the bf16 program does not compile "
                       f"({result.stdout.strip()}); comparing fp32 only")
                 continue
+            if tag == "moe-ep2":
+                print(f"note: the expert-parallel program does not compile "
+                      f"({result.stdout.strip()}); not comparing it")
+                continue
             sys.exit(result.stdout)
         programs[tag] = path
     return programs
 
 
-def train(args, program, backend, tag):
+def train(args, program, backend, tag, launcher=None, failed=None):
+    """{step: loss, "eval": eval loss, ("routing", step): ...,
+    ("bytes", step): moe_all_to_all_bytes}; None when the run fails (its
+    output in failed[0] when failed is a list). launcher: the mpirun
+    command line that starts the ranks, if any."""
     metrics = os.path.join(args.workdir, f"{tag}.{backend}.jsonl")
-    command = [os.path.join(args.bin, "partition-run"), program,
-               "--steps", str(STEPS), "--lr", "3e-3", "--seed", "7",
-               "--eval-every", str(STEPS), "--backend", backend,
-               "--metrics-out", metrics]
-    result = run(command)
+    command = (launcher or []) + [
+        os.path.join(args.bin, "partition-run"), program,
+        "--steps", str(STEPS), "--lr", "3e-3", "--seed", "7",
+        "--eval-every", str(STEPS), "--backend", backend,
+        "--metrics-out", metrics]
+    env = dict(os.environ)
+    if launcher:
+        # Open MPI refuses root without these (the comm tests set them too).
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    result = run(command, env=env)
     print(f"$ {' '.join(command)}\n{result.stdout.rstrip()}")
     if result.returncode:
+        if failed is not None:
+            failed.append(result.stdout)
         return None
     losses = {}
     with open(metrics) as f:
@@ -109,24 +142,59 @@ def train(args, program, backend, tag):
                 losses[("routing", record["step"])] = (
                     load["min"], load["max"], load["mean"],
                     record["moe_dropped_fraction"])
+            if "moe_all_to_all_bytes" in record:
+                losses[("bytes", record["step"])] = (
+                    record["moe_all_to_all_bytes"],)
     return losses
 
 
-def compare_routing(reference, candidate, what):
-    """The routing metrics of every step, 1e-2 relative (a near-tie may
+def compare_routing(reference, candidate, what, key="routing",
+                    title="routing metrics"):
+    """The routing metrics (key "routing") or the bytes the all-to-alls
+    exchanged (key "bytes") of every step, 1e-2 relative (a near-tie may
     send one token elsewhere); missing on either side fails."""
     worst = 0.0
     for step in range(1, STEPS + 1):
-        a, b = reference.get(("routing", step)), candidate.get(("routing", step))
+        a, b = reference.get((key, step)), candidate.get((key, step))
         if a is None or b is None:
-            print(f"{what}: step {step}: routing metrics missing "
+            print(f"{what}: step {step}: {title} missing "
                   f"({'cpu' if a is None else 'cuda'})")
             return False
         for x, y in zip(a, b):
             worst = max(worst, abs(x - y) / max(abs(x), 1e-2))
     ok = worst <= 1e-2
-    print(f"{what}: routing metrics max relative difference {worst:.2e}: "
+    print(f"{what}: {title} max relative difference {worst:.2e}: "
           f"{'OK' if ok else 'FAILED'}")
+    return ok
+
+
+def compare_expert_parallel(args, program):
+    """mixtral-tiny with expert parallelism on 2 ranks, CUDA vs CPU: the
+    counted all-to-alls. True when it agrees or cannot run here (a note
+    says why), False when it disagrees; exits when the CPU run fails."""
+    mpiexec = shutil.which("mpirun") or shutil.which("mpiexec")
+    if not mpiexec:
+        print("note: no mpirun here: the expert-parallel program (counted "
+              "all-to-alls) was not run")
+        return True
+    launcher = [mpiexec, "-n", str(EP2_RANKS)]
+    failed = []
+    gpu = train(args, program, "cuda", "moe-ep2", launcher, failed)
+    if gpu is None:
+        if "CUDA device(s)" in failed[0]:
+            # NCCL needs a device per rank (docs/cuda.md).
+            print(f"note: the expert-parallel program (counted all-to-alls) "
+                  f"needs {EP2_RANKS} GPUs; not run: "
+                  f"{failed[0].strip().splitlines()[-1]}")
+            return True
+        sys.exit("error: the expert-parallel run on CUDA failed")
+    cpu = train(args, program, "cpu", "moe-ep2", launcher)
+    if cpu is None:
+        sys.exit("error: the expert-parallel run on the CPU failed")
+    what = "moe ep 2 cuda vs cpu"
+    ok = compare(cpu, gpu, FP32_TOLERANCE, what)
+    ok &= compare_routing(cpu, gpu, what)
+    ok &= compare_routing(cpu, gpu, what, "bytes", "all-to-all bytes")
     return ok
 
 
@@ -191,6 +259,8 @@ def main():
         sys.exit("error: a mixture-of-experts run failed")
     ok &= compare(cpuMoe, gpuMoe, FP32_TOLERANCE, "moe cuda vs cpu")
     ok &= compare_routing(cpuMoe, gpuMoe, "moe cuda vs cpu")
+    if "moe-ep2" in programs:
+        ok &= compare_expert_parallel(args, programs["moe-ep2"])
     if not ok:
         sys.exit(1)
     print(f"{NAME}: OK")
