@@ -570,4 +570,42 @@ TYPED_TEST(Moe, CountedExchangeMovesTheFilledRows) {
   }
 }
 
+// The exchange kernels never index outside a buffer: a count beyond the
+// capacity moves the whole cell and a negative one nothing (the host checks
+// the counts it reads back before launching; these stand in for a count
+// changed behind its back). Bad shapes and element sizes are refused.
+TYPED_TEST(Moe, CountedRowsClampTheCountsAndCheckTheirArguments) {
+  using T = TypeParam;
+  const int bytes = int(sizeof(T));
+  // Two ranks, one cell each, 2 rows of 3.
+  const cuda::CountedCells cells{2, 2, 3, /*stride=*/1, 2, 1};
+  const FVec input = rounded<T>(FVec{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  Device<T> in(12), packed(12), out(12);
+  in.upload(input), packed.upload(FVec(12, -1.0f));
+  Device<std::int32_t> counts(2);
+  counts.upload(IVec{5, -3});
+  cuda::packCountedRows(in.get(), counts.get(), packed.get(), cells, bytes,
+                        this->stream);
+  FVec want(12, -1.0f);
+  std::copy_n(input.begin(), 6, want.begin());
+  EXPECT_EQ(packed.floats(), want) << "pack: 5 rows clamp to 2, -3 to 0";
+  out.upload(FVec(12, 7.0f));
+  cuda::unpackCountedRows(packed.get(), counts.get(), out.get(), cells, bytes,
+                          this->stream);
+  want = FVec(12, 0.0f);
+  std::copy_n(input.begin(), 6, want.begin());
+  EXPECT_EQ(out.floats(), want) << "unpack: the clamped cell is zeroed";
+  EXPECT_THROW(cuda::packCountedRows(in.get(), counts.get(), packed.get(),
+                                     cells, 8, this->stream),
+               std::invalid_argument);
+  EXPECT_THROW(cuda::unpackCountedRows(packed.get(), counts.get(), out.get(),
+                                       cuda::CountedCells{2, 2, 3, 1, 2, 0},
+                                       bytes, this->stream),
+               std::invalid_argument);
+  EXPECT_THROW(cuda::packCountedRows(in.get(), counts.get(), packed.get(),
+                                     cuda::CountedCells{-1, 2, 3, 1, 2, 1},
+                                     bytes, this->stream),
+               std::invalid_argument);
+}
+
 } // namespace
