@@ -267,11 +267,11 @@ std::vector<int64_t> rowsPerRank(const int32_t *counts,
 // rows move, as on CPU ranks (CpuAllToAll.cpp), in the same layout. NCCL
 // needs every transfer's size on the host, so the counts are read back
 // first: one small copy and one host synchronisation of the communication
-// stream per exchange (as dropless MoE implementations do for their
-// variable-size all-to-alls). Then, on that stream, a kernel packs the
-// filled rows by destination into staging, one NCCL group sends and
-// receives each peer's bytes, and a kernel unpacks them into the output's
-// cells, zeroing the rows past the counts.
+// stream per exchange, against the communicator's timeout (as dropless MoE
+// implementations do for their variable-size all-to-alls). Then, on that
+// stream, a kernel packs the filled rows by destination into staging, one NCCL
+// group sends and receives each peer's bytes, and a kernel unpacks them into
+// the output's cells, zeroing the rows past the counts.
 CudaBackend::CollectivePlan CudaBackend::compileCountedAllToAll(
     const Program &program, const Instruction &instruction, CollectivePlan plan,
     comm::NcclCommunicator *nccl, const std::string &what,
@@ -318,8 +318,11 @@ CudaBackend::CollectivePlan CudaBackend::compileCountedAllToAll(
                               size_t(recv.count) * sizeof(int32_t),
                               cudaMemcpyDeviceToHost, commStream),
               "cudaMemcpyAsync", what);
-    checkCuda(cudaStreamSynchronize(commStream), "cudaStreamSynchronize",
-              what + " (reading its counts)");
+    // The one host synchronization per exchange. Against the
+    // communicator's timeout, polling NCCL's asynchronous errors: the
+    // stream also holds the counts' own all-to-all, which a lost peer
+    // would otherwise leave this wait blocked on forever.
+    nccl->synchronize({label.c_str(), currentStep});
     std::vector<int64_t> sendRows =
         rowsPerRank(hostSend, send, ranks, what, name);
     std::vector<int64_t> recvRows =
