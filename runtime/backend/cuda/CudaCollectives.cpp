@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backend/cuda/CountedExchange.h"
 #include "runtime/backend/cuda/CudaBackendImpl.h"
 
 #include <algorithm>
@@ -222,46 +223,6 @@ CudaBackend::compileCollective(const Program &program,
   return plan;
 #endif
 }
-
-namespace {
-
-/// A counted all-to-all buffer's cells (its dimensions before rows_dim) and
-/// which group rank each belongs to along `dim` (MoeExchange.cu).
-cuda::CountedCells countedCells(const BufferInfo &buffer, uint32_t rowsDim,
-                                uint32_t dim, int64_t ranks) {
-  cuda::CountedCells cells;
-  cells.count = 1;
-  for (uint32_t d = 0; d < rowsDim; ++d)
-    cells.count *= buffer.shape[d];
-  cells.rows = buffer.shape[rowsDim];
-  for (size_t d = rowsDim + 1; d < buffer.shape.size(); ++d)
-    cells.inner *= buffer.shape[d];
-  for (uint32_t d = dim + 1; d < rowsDim; ++d)
-    cells.stride *= buffer.shape[d];
-  cells.dimSize = buffer.shape[dim];
-  cells.per = buffer.shape[dim] / ranks;
-  return cells;
-}
-
-/// The rows each group rank sends (or receives), from a cell's counts read
-/// back to the host; a count outside [0, rows] is a corrupt program.
-std::vector<int64_t> rowsPerRank(const int32_t *counts,
-                                 const cuda::CountedCells &cells, int64_t ranks,
-                                 const std::string &what,
-                                 const std::string &name) {
-  std::vector<int64_t> rows(size_t(ranks), 0);
-  for (int64_t c = 0; c < cells.count; ++c) {
-    int32_t filled = counts[c];
-    if (filled < 0 || filled > cells.rows)
-      throw ProgramError(what + ": " + std::to_string(filled) +
-                         " filled rows counted in a cell of '" + name +
-                         "', which holds " + std::to_string(cells.rows));
-    rows[size_t(c / cells.stride % cells.dimSize / cells.per)] += filled;
-  }
-  return rows;
-}
-
-} // namespace
 
 // A mixture of experts' exchange with counts (docs/moe.md): only the filled
 // rows move, as on CPU ranks (CpuAllToAll.cpp), in the same layout. NCCL

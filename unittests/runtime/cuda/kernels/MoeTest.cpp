@@ -17,6 +17,7 @@
 #include "unittests/runtime/cuda/kernels/MoeTestSupport.h"
 
 #include "runtime/backend/cpu/Kernels.h"
+#include "runtime/backend/cuda/CountedExchange.h"
 #include "runtime/backend/cuda/kernels/Moe.h"
 
 #include <memory>
@@ -606,6 +607,50 @@ TYPED_TEST(Moe, CountedRowsClampTheCountsAndCheckTheirArguments) {
                                      cuda::CountedCells{-1, 2, 3, 1, 2, 1},
                                      bytes, this->stream),
                std::invalid_argument);
+}
+
+// The host side (CountedExchange.h): the cells and ranks the backend
+// derives from a buffer's shape, as CountedExchangeMovesTheFilledRows
+// writes them by hand, and the rows per rank that size the NCCL transfers;
+// a count outside [0, rows] is refused with the collective's label.
+TEST(CountedExchangeHost, CellsRowsPerRankAndBadCounts) {
+  using partition::runtime::BufferInfo;
+  using partition::runtime::ProgramError;
+  namespace cb = partition::runtime::cudabackend;
+  // [B 2, E 4, C 3, H 5] cut along the experts over 2 ranks; received as
+  // [R B 4, E/R 2, C 3, H 5], the source rank along dimension 0.
+  BufferInfo sent, received;
+  sent.name = "dispatched", sent.shape = {2, 4, 3, 5};
+  received.name = "received", received.shape = {4, 2, 3, 5};
+  const cuda::CountedCells send = cb::countedCells(sent, 2, 1, 2);
+  const cuda::CountedCells recv = cb::countedCells(received, 2, 0, 2);
+  EXPECT_EQ(std::vector<Index>({send.count, send.rows, send.inner, send.stride,
+                                send.dimSize, send.per}),
+            std::vector<Index>({8, 3, 5, 1, 4, 2}));
+  EXPECT_EQ(std::vector<Index>({recv.count, recv.rows, recv.inner, recv.stride,
+                                recv.dimSize, recv.per}),
+            std::vector<Index>({8, 3, 5, 2, 4, 2}));
+  // Cells (b, e): experts 0, 1 go to rank 0, experts 2, 3 to rank 1.
+  const IVec counts{0, 1, 2, 3, 3, 2, 1, 0};
+  EXPECT_EQ(cb::rowsPerRank(counts.data(), send, 2, "x", "dispatched"),
+            (std::vector<std::int64_t>{0 + 1 + 3 + 2, 2 + 3 + 1 + 0}));
+  // Cells (row, e): rows 0, 1 come from rank 0, rows 2, 3 from rank 1.
+  EXPECT_EQ(cb::rowsPerRank(counts.data(), recv, 2, "x", "received"),
+            (std::vector<std::int64_t>{0 + 1 + 2 + 3, 3 + 2 + 1 + 0}));
+  for (std::int32_t bad : {-1, 4}) {
+    IVec c = counts;
+    c[5] = bad;
+    try {
+      cb::rowsPerRank(c.data(), send, 2, "rt.all_to_all 'moe.dispatch'",
+                      "dispatched");
+      ADD_FAILURE() << "count " << bad << " accepted";
+    } catch (const ProgramError &error) {
+      EXPECT_EQ(std::string(error.what()),
+                "rt.all_to_all 'moe.dispatch': " + std::to_string(bad) +
+                    " filled rows counted in a cell of 'dispatched', which "
+                    "holds 3");
+    }
+  }
 }
 
 } // namespace
