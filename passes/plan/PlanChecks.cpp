@@ -389,9 +389,10 @@ LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
            plan.offload.parameters +
            "\"); leave out offload.path or give \"nvme\"");
   // Parameter offload moves ZeRO-3's parameter shards: without them there
-  // is nothing to move.
+  // is nothing to move (over context parallelism alone the parameters stay
+  // whole).
   if (plan.offload.parameters != "none" &&
-      (plan.zero.stage != 3 || (plan.mesh.dp == 1 && plan.mesh.cp == 1)))
+      (plan.zero.stage != 3 || plan.mesh.dp == 1))
     refuse("offload.parameters = \"" + plan.offload.parameters +
            "\" offloads ZeRO-3's parameter shards, but the plan has " +
            (plan.zero.stage != 3

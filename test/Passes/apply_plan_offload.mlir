@@ -43,6 +43,9 @@
 // RUN: echo '{"offload": {"parameters": "host"}}' > %t/params-nozero.json
 // RUN: not partition-opt %s --dist-apply-plan=plan=%t/params-nozero.json 2>&1 | FileCheck %s --check-prefix=CHECK-PARAMS-NOZERO
 // CHECK-PARAMS-NOZERO: error: {{.*}}params-nozero.json: offload.parameters = "host" offloads ZeRO-3's parameter shards, but the plan has zero.stage 0; give zero.stage 3
+// RUN: echo '{"mesh": {"cp": 2}, "zero": {"stage": 3}, "offload": {"parameters": "host"}}' > %t/params-cp.json
+// RUN: not partition-opt %s --dist-apply-plan=plan=%t/params-cp.json 2>&1 | FileCheck %s --check-prefix=CHECK-PARAMS-CP
+// CHECK-PARAMS-CP: error: {{.*}}params-cp.json: offload.parameters = "host" offloads ZeRO-3's parameter shards, but the plan has no data-parallel axis (mesh.dp = 1); give zero.stage 3 with mesh.dp > 1, or leave out offload.parameters
 // RUN: echo '{"mesh": {"dp": 2}, "zero": {"stage": 3}, "offload": {"parameters": "host", "path": "/scratch"}}' > %t/params-hostpath.json
 // RUN: not partition-opt %s --dist-apply-plan=plan=%t/params-hostpath.json 2>&1 | FileCheck %s --check-prefix=CHECK-PARAMS-HOSTPATH
 // CHECK-PARAMS-HOSTPATH: error: {{.*}}params-hostpath.json: offload.path does nothing without the nvme tier (only it keeps files; offload.optimizer is "none", offload.parameters "host"); leave out offload.path or give "nvme"
