@@ -474,7 +474,9 @@ struct OffloadOptimizerPass
   /// ahead keeps the disk busy through updates that follow each other
   /// (a large tensor's slices) and through the backward pass between
   /// hoisted ones; the other half of the budget is for the write-backs in
-  /// flight.
+  /// flight. A pack (a shard's flat_pack) is a unit without write-back:
+  /// its staging is free once packed, and its reads run ahead of the
+  /// all-gather's packing as an update's run ahead of the update.
   void stage(func::FuncOp function, MutableArrayRef<Unit> units) {
     Block &body = function.getBody().front();
     flat.clear();
