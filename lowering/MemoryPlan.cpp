@@ -169,14 +169,20 @@ LogicalResult StateLayout::add(func::FuncOp function, MemoryReport &report) {
              << key.first << (key.second.empty() ? "" : " ") << key.second
              << ")" << kAdvice;
     if (tier) {
-      (tier.getValue() == "host" ? report.hostState : report.nvmeState) +=
-          *bytes;
-      (tier.getValue() == "host" ? report.hostBytes : report.nvmeBytes) =
-          space;
-      continue;
+      bool host = tier.getValue() == "host";
+      // ZeRO-3's parameter shards (--rt-offload-optimizer parameters=...)
+      // or the moments.
+      if (key.first == "param")
+        (host ? report.hostParameters : report.nvmeParameters) += *bytes;
+      else
+        (host ? report.hostState : report.nvmeState) += *bytes;
+      (host ? report.hostBytes : report.nvmeBytes) = space;
+      if (key.first != "param")
+        continue;
     }
     if (key.first == "param") {
-      report.parameters += *bytes;
+      if (!tier)
+        report.parameters += *bytes;
       int64_t elements = type.getNumElements();
       auto block = function.getArgAttrOfType<dist::ShardingAttr>(
           i, dist::DistDialect::kLocalShardingAttrName);

@@ -396,15 +396,20 @@ void printMemoryReport(ModuleOp module, const MemoryReport &totals,
   os << " + alignment_and_fragmentation " << unused << "\n";
   // The offload: the state outside the arena, and what each rank holds in
   // each tier.
-  for (auto [tier, state, bytes] :
-       {std::tuple<StringRef, int64_t, int64_t>{"host", totals.hostState,
-                                                totals.hostBytes},
-        {"nvme", totals.nvmeState, totals.nvmeBytes}})
-    if (bytes > 0)
-      os << memory << "offloaded_optimizer_state " << state << " in the "
-         << tier << " tier (" << bytes
+  for (auto [tier, state, params, bytes] :
+       {std::tuple<StringRef, int64_t, int64_t, int64_t>{
+            "host", totals.hostState, totals.hostParameters, totals.hostBytes},
+        {"nvme", totals.nvmeState, totals.nvmeParameters, totals.nvmeBytes}})
+    if (bytes > 0) {
+      os << memory << "offloaded_";
+      if (state > 0)
+        os << "optimizer_state " << state << (params > 0 ? " + " : "");
+      if (params > 0)
+        os << "parameters " << params;
+      os << " in the " << tier << " tier (" << bytes
          << " bytes at whole 4096-byte blocks), staged through at most "
          << totals.stagingPeak << " bytes of the arena\n";
+    }
   if (totals.hostBytes > 0 || totals.nvmeBytes > 0)
     os << memory << "tiers per rank: arena " << totals.arena << ", host "
        << totals.hostBytes << ", nvme " << totals.nvmeBytes << " bytes\n";

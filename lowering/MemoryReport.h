@@ -74,6 +74,8 @@ struct MemoryReport {
   /// every buffer at whole I/O blocks), and the staging buffers live at
   /// the peak and at most.
   int64_t hostState = 0, nvmeState = 0, hostBytes = 0, nvmeBytes = 0;
+  /// ZeRO-3's parameter shards in each tier (parameter offload).
+  int64_t hostParameters = 0, nvmeParameters = 0;
   int64_t stagingAtPeak = 0, stagingPeak = 0;
   bool hasStaging = false;
 };

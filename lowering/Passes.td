@@ -159,6 +159,19 @@ def OffloadOptimizerPass : Pass<"rt-offload-optimizer", "::mlir::ModuleOp"> {
     Updates keep their arithmetic (a slice of an elementwise update is the
     update of that slice) and cross only kernels they commute with:
     results are bit-identical.
+    With `parameters=host|nvme` (ZeRO-Infinity's parameter offload, under
+    ZeRO-3) every parameter argument with a `dist.flat_shard` goes to that
+    tier as well: each adamw stages its parameter slice with the moments
+    (slices of `buffer-bytes / 18` bytes per operand, or `/ 6` when only
+    the parameter is tiered), and each `flat_pack` of a shard into its
+    all-gather's one-row bucket becomes, per slice, a read into a staging
+    buffer and a `flat_pack` of it at the slice's columns; these reads
+    are scheduled with the updates' in one program-order sequence under
+    the same budget, so they start as far ahead of their pack (and so of
+    the all-gather, which ZeRO-3 already prefetches one layer ahead) as
+    half of `buffer-bytes` holds. `tier=none` leaves the moments in the
+    arena.
+
     Runs after `--lower-to-rt` (and `--rt-overlap-collectives`), before
     `--lower-memory-plan`. With `tier=nvme` the module gets
     `rt.offload_path = "<path>"`, which the program carries to the
@@ -201,8 +214,12 @@ def OffloadOptimizerPass : Pass<"rt-offload-optimizer", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
   let options = [
     Option<"tier", "tier", "std::string", "\"nvme\"",
-           "The moments' tier: host (host memory beside the arena) or nvme "
-           "(a file per rank under `path`)">,
+           "The moments' tier: host (host memory beside the arena), nvme "
+           "(a file per rank under `path`) or none (moments in the arena)">,
+    Option<"parameters", "parameters", "std::string", "\"none\"",
+           "The tier of ZeRO-3's parameter shards (none, host or nvme): "
+           "each flat_pack of a shard for its all-gather and each adamw "
+           "update of it staged like the moments">,
     Option<"bufferBytes", "buffer-bytes", "int64_t", "64 << 20",
            "The most bytes of staging buffers in the arena at once (at "
            "least 24576: three 4096-byte slices of both moments)">,

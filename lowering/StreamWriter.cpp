@@ -224,11 +224,12 @@ LogicalResult StreamWriter::addArenaView(memref::ViewOp view) {
     stateSharding[buffers.size()] = shardingAttr;
     stateFlatShard[buffers.size()] = flatShard;
   }
+  // A tier holds the optimizer state and ZeRO-3's parameter shards.
   if (tier != ptp::Tier::Arena && role != ptp::Role::Moment1 &&
-      role != ptp::Role::Moment2)
+      role != ptp::Role::Moment2 && !(role == ptp::Role::Param && flatShard))
     return view.emitOpError()
-           << "lives in a tier but is no moment: only the optimizer state "
-              "is offloaded";
+           << "lives in a tier but is neither a moment nor a ZeRO-3 "
+              "parameter shard: only those are offloaded";
   return addBuffer(view.getResult(), *offset, role, name, view, sharding,
                    flatShard, tier);
 }

@@ -34,10 +34,11 @@ std::optional<Plan> readPlan(const std::string &path) {
 
 /// The plan's optimizer-state offload, if it asks for one.
 void addOffloadPass(OpPassManager &pm, const Plan &plan) {
-  if (!plan.offload.enabled())
+  if (!plan.offload.enabled() && plan.offload.parameters == "none")
     return;
   OffloadOptimizerPassOptions offload;
   offload.tier = plan.offload.optimizer;
+  offload.parameters = plan.offload.parameters;
   offload.bufferBytes = plan.offload.bufferBytes;
   offload.path = plan.offload.path;
   pm.addPass(createOffloadOptimizerPass(offload));

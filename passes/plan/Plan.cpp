@@ -384,7 +384,12 @@ void readOffload(ObjectReader &reader, Plan::Offload &offload) {
                  "at least " + std::to_string(Plan::Offload::kMinBufferBytes) +
                      " (three slices of both moments staged at once, each "
                      "at least one 4096-byte I/O block)");
-  if (offload.optimizer == "nvme" && !reader.get("path"))
+  if (offload.optimizer != "nvme" && offload.parameters == "nvme" &&
+      !reader.get("path"))
+    reader.error("offload.path is required with offload.parameters "
+                 "\"nvme\": the directory of each rank's offload file "
+                 "(partition-run --offload-path overrides it)");
+  else if (offload.optimizer == "nvme" && !reader.get("path"))
     reader.error("offload.path is required with offload.optimizer \"nvme\": "
                  "the directory of each rank's offload file "
                  "(partition-run --offload-path overrides it)");

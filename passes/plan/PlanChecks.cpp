@@ -312,16 +312,6 @@ const std::vector<NotImplemented> kNotImplemented = {
      },
      "per-part degrees inside nonuniform replicas",
      "leave out tensor_parallel.per_layer / .embedding or the replicas"},
-    {"offload.parameters",
-     [](const Plan &plan) -> std::optional<std::string> {
-       if (plan.offload.parameters == "none")
-         return std::nullopt;
-       return "\"" + plan.offload.parameters + "\"";
-     },
-     "parameter offload (ZeRO-Infinity's: ZeRO-3's parameter shards in a "
-     "tier, gathered layer by layer)",
-     "leave out offload.parameters (offload.optimizer moves the AdamW "
-     "moments)"},
     {"offload.optimizer with replicas",
      [](const Plan &plan) -> std::optional<std::string> {
        if (plan.replicas.empty() || !plan.offload.enabled())
@@ -391,10 +381,25 @@ LogicalResult partition::checkPlanTakesEffect(const Plan &plan,
            " does nothing with offload.optimizer \"none\" (nothing is "
            "offloaded); give offload.optimizer \"host\" or \"nvme\", or "
            "leave out offload");
-  else if (plan.offload.optimizer == "host" && plan.offload.pathGiven)
-    refuse("offload.path does nothing with offload.optimizer \"host\" "
-           "(only the nvme tier keeps files); leave out offload.path or "
-           "give offload.optimizer \"nvme\"");
+  else if (plan.offload.optimizer != "nvme" &&
+           plan.offload.parameters != "nvme" && plan.offload.pathGiven)
+    refuse("offload.path does nothing without the nvme tier (only it "
+           "keeps files; offload.optimizer is \"" +
+           plan.offload.optimizer + "\", offload.parameters \"" +
+           plan.offload.parameters +
+           "\"); leave out offload.path or give \"nvme\"");
+  // Parameter offload moves ZeRO-3's parameter shards: without them there
+  // is nothing to move (over context parallelism alone the parameters stay
+  // whole).
+  if (plan.offload.parameters != "none" &&
+      (plan.zero.stage != 3 || plan.mesh.dp == 1))
+    refuse("offload.parameters = \"" + plan.offload.parameters +
+           "\" offloads ZeRO-3's parameter shards, but the plan has " +
+           (plan.zero.stage != 3
+                ? "zero.stage " + std::to_string(plan.zero.stage)
+                : std::string("no data-parallel axis (mesh.dp = 1)")) +
+           "; give zero.stage 3 with mesh.dp > 1, or leave out "
+           "offload.parameters");
   if (plan.overlap.tensorParallelGiven &&
       (plan.mesh.tp == 1 || plan.mesh.pp > 1 || !plan.replicas.empty()))
     refuse("overlap.tensor_parallel does nothing here: only plans with "

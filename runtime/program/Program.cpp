@@ -228,11 +228,18 @@ BufferInfo readBuffer(const ptp::Buffer *buffer, size_t index,
       fail(origin, where + " starts at byte " + std::to_string(info.offset) +
                        " of " + place + ", not at a whole " +
                        std::to_string(kTierBlock) + "-byte block");
+    bool shard = info.role == Role::Param && buffer->flat_axes() &&
+                 buffer->flat_axes()->size() > 0;
     if (info.role != Role::Moment1 && info.role != Role::Moment2 &&
-        info.role != Role::Temporary)
+        info.role != Role::Temporary && !shard)
       fail(origin, where + " ('" + info.name + "') is a " +
-                       roleName(info.role) + " in " + place +
-                       "; only moments (and slices of them) are offloaded");
+                       (info.role == Role::Param ? std::string("parameter "
+                                                               "but no ZeRO-3 "
+                                                               "shard")
+                                                 : roleName(info.role)) +
+                       " in " + place +
+                       "; only moments and ZeRO-3 parameter shards (and "
+                       "slices of them) are offloaded");
   }
   if (buffer->sharding()) {
     for (const ptp::DimSharding *dim : *buffer->sharding()) {

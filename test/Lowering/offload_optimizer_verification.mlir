@@ -6,9 +6,9 @@
 // One case per error of --rt-offload-optimizer: its options, a moment it
 // cannot stage, a step with nothing to offload.
 
-// TIER: error: --rt-offload-optimizer: tier must be host or nvme, not 'disk'
+// TIER: error: --rt-offload-optimizer: tier must be none, host or nvme, not 'disk'
 // SMALL: error: --rt-offload-optimizer: buffer-bytes 4096 is below 24576, three 4096-byte slices of both moments
-// PATH: error: --rt-offload-optimizer: tier nvme needs path, the directory of the offload files
+// PATH: error: --rt-offload-optimizer: the nvme tier needs path, the directory of the offload files
 
 // A moment read by something other than its adamw.
 func.func @other_use(%w: memref<64xf32> {rt.role = "param", rt.name = "w"},

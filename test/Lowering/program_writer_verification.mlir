@@ -174,8 +174,8 @@ func.func @train_step(%arena: memref<128xi8>) attributes {rt.arena_bytes = 128 :
 // -----
 
 // The offload's tiers (program format 12): an NVMe tier needs the module's
-// rt.offload_path, a tier holds only moments, and the functions of a
-// stage share their tiers.
+// rt.offload_path, a tier holds only moments and ZeRO-3 parameter shards,
+// and the functions of a stage share their tiers.
 // expected-error @below {{the program has an nvme tier but the module no rt.offload_path (the directory of its files; --rt-offload-optimizer sets it)}}
 module {
   func.func @train_step(%arena: memref<128xi8>, %tier: memref<4096xi8> {rt.tier = "nvme"}) attributes {rt.arena_bytes = 128 : i64} {
@@ -187,7 +187,7 @@ module {
 
 func.func @train_step(%arena: memref<128xi8>, %tier: memref<4096xi8> {rt.tier = "host"}) attributes {rt.arena_bytes = 128 : i64} {
   %c0 = arith.constant 0 : index
-  // expected-error @+1 {{'memref.view' op lives in a tier but is no moment: only the optimizer state is offloaded}}
+  // expected-error @+1 {{'memref.view' op lives in a tier but is neither a moment nor a ZeRO-3 parameter shard: only those are offloaded}}
   %w = memref.view %tier[%c0][] {rt.role = "param", rt.name = "w", rt.tier = "host"} : memref<4096xi8> to memref<4xf32>
   return
 }

@@ -28,9 +28,27 @@
 // RUN: not partition-opt %s --dist-apply-plan=plan=%t/small.json 2>&1 | FileCheck %s --check-prefix=CHECK-SMALL
 // CHECK-SMALL: error: {{.*}}small.json: offload.buffer_bytes must be at least 24576 (three slices of both moments staged at once, each at least one 4096-byte I/O block), got 4096
 
-// RUN: echo '{"offload": {"optimizer": "host", "parameters": "nvme"}}' > %t/params.json
-// RUN: not partition-opt %s --dist-apply-plan=plan=%t/params.json 2>&1 | FileCheck %s --check-prefix=CHECK-PARAMS
-// CHECK-PARAMS: error: {{.*}}params.json: offload.parameters = "nvme" needs parameter offload (ZeRO-Infinity's: ZeRO-3's parameter shards in a tier, gathered layer by layer), which is not implemented yet; leave out offload.parameters (offload.optimizer moves the AdamW moments)
+// Parameter offload (ZeRO-Infinity's): ZeRO-3's parameter shards in a
+// tier, with or without the moments; an NVMe tier of either needs a path.
+// RUN: echo '{"mesh": {"dp": 2}, "zero": {"stage": 3}, "offload": {"parameters": "nvme", "path": "/scratch"}}' > %t/params.json
+// RUN: partition-opt %s --dist-apply-plan=plan=%t/params.json | FileCheck %s --check-prefix=CHECK-NVME
+// RUN: echo '{"mesh": {"dp": 2}, "zero": {"stage": 3}, "offload": {"optimizer": "host", "parameters": "host"}}' > %t/params-host.json
+// RUN: partition-opt %s --dist-apply-plan=plan=%t/params-host.json | FileCheck %s --check-prefix=CHECK-NVME
+// RUN: echo '{"mesh": {"dp": 2}, "zero": {"stage": 3}, "offload": {"optimizer": "host", "parameters": "nvme"}}' > %t/params-nopath.json
+// RUN: not partition-opt %s --dist-apply-plan=plan=%t/params-nopath.json 2>&1 | FileCheck %s --check-prefix=CHECK-PARAMS-NOPATH
+// CHECK-PARAMS-NOPATH: error: {{.*}}params-nopath.json: offload.path is required with offload.parameters "nvme": the directory of each rank's offload file (partition-run --offload-path overrides it)
+// RUN: echo '{"mesh": {"dp": 2}, "zero": {"stage": 1}, "offload": {"parameters": "host"}}' > %t/params-zero1.json
+// RUN: not partition-opt %s --dist-apply-plan=plan=%t/params-zero1.json 2>&1 | FileCheck %s --check-prefix=CHECK-PARAMS-ZERO1
+// CHECK-PARAMS-ZERO1: error: {{.*}}params-zero1.json: offload.parameters = "host" offloads ZeRO-3's parameter shards, but the plan has zero.stage 1; give zero.stage 3 with mesh.dp > 1, or leave out offload.parameters
+// RUN: echo '{"offload": {"parameters": "host"}}' > %t/params-nozero.json
+// RUN: not partition-opt %s --dist-apply-plan=plan=%t/params-nozero.json 2>&1 | FileCheck %s --check-prefix=CHECK-PARAMS-NOZERO
+// CHECK-PARAMS-NOZERO: error: {{.*}}params-nozero.json: offload.parameters = "host" offloads ZeRO-3's parameter shards, but the plan has zero.stage 0; give zero.stage 3
+// RUN: echo '{"mesh": {"cp": 2}, "zero": {"stage": 3}, "offload": {"parameters": "host"}}' > %t/params-cp.json
+// RUN: not partition-opt %s --dist-apply-plan=plan=%t/params-cp.json 2>&1 | FileCheck %s --check-prefix=CHECK-PARAMS-CP
+// CHECK-PARAMS-CP: error: {{.*}}params-cp.json: offload.parameters = "host" offloads ZeRO-3's parameter shards, but the plan has no data-parallel axis (mesh.dp = 1); give zero.stage 3 with mesh.dp > 1, or leave out offload.parameters
+// RUN: echo '{"mesh": {"dp": 2}, "zero": {"stage": 3}, "offload": {"parameters": "host", "path": "/scratch"}}' > %t/params-hostpath.json
+// RUN: not partition-opt %s --dist-apply-plan=plan=%t/params-hostpath.json 2>&1 | FileCheck %s --check-prefix=CHECK-PARAMS-HOSTPATH
+// CHECK-PARAMS-HOSTPATH: error: {{.*}}params-hostpath.json: offload.path does nothing without the nvme tier (only it keeps files; offload.optimizer is "none", offload.parameters "host"); leave out offload.path or give "nvme"
 
 // RUN: echo '{"offload": {"path": "/scratch"}}' > %t/inert.json
 // RUN: not partition-opt %s --dist-apply-plan=plan=%t/inert.json 2>&1 | FileCheck %s --check-prefix=CHECK-INERT
@@ -41,7 +59,7 @@
 
 // RUN: echo '{"offload": {"optimizer": "host", "path": "/scratch"}}' > %t/hostpath.json
 // RUN: not partition-opt %s --dist-apply-plan=plan=%t/hostpath.json 2>&1 | FileCheck %s --check-prefix=CHECK-HOSTPATH
-// CHECK-HOSTPATH: error: {{.*}}hostpath.json: offload.path does nothing with offload.optimizer "host" (only the nvme tier keeps files); leave out offload.path or give offload.optimizer "nvme"
+// CHECK-HOSTPATH: error: {{.*}}hostpath.json: offload.path does nothing without the nvme tier (only it keeps files; offload.optimizer is "host", offload.parameters "none"); leave out offload.path or give "nvme"
 
 // RUN: echo '{"replicas": [{"tp": 2}, {"tp": 1}], "offload": {"optimizer": "host"}}' > %t/replicas.json
 // RUN: not partition-opt %s --dist-apply-plan=plan=%t/replicas.json 2>&1 | FileCheck %s --check-prefix=CHECK-REPLICAS

@@ -145,6 +145,18 @@ TEST(ProgramTiers, RejectsAnOlderSchemaVersion) {
   }
 }
 
+TEST(ProgramTiers, ParameterShardInATier) {
+  // ZeRO-3's parameter shards (a flat shard over dp) may live in a tier.
+  Program program = tierProgram(Tier::Nvme, 2048, 1024);
+  program.mesh = {{"dp", 2, runtime::AxisRole::Data}};
+  program.buffers[6].role = Role::Param;
+  program.buffers[6].flatAxes = {0};
+  program.buffers[6].flatShape = {4096};
+  Program loaded = roundTrip(program);
+  EXPECT_EQ(loaded.buffers[6].role, Role::Param);
+  EXPECT_EQ(loaded.buffers[6].tier, Tier::Nvme);
+}
+
 TEST(ProgramTiers, RejectsBadTiers) {
   auto broken = [](auto change) {
     Program program = tierProgram(Tier::Nvme, 2048, 1024);
@@ -161,8 +173,9 @@ TEST(ProgramTiers, RejectsBadTiers) {
             "p.ptp: buffer #9 starts at byte 100 of the nvme tier, not at a "
             "whole 4096-byte block");
   EXPECT_EQ(broken([](Program &p) { p.buffers[6].role = Role::Param; }),
-            "p.ptp: buffer #6 ('w') is a param in the nvme tier; only "
-            "moments (and slices of them) are offloaded");
+            "p.ptp: buffer #6 ('w') is a parameter but no ZeRO-3 shard in "
+            "the nvme tier; only moments and ZeRO-3 parameter shards (and "
+            "slices of them) are offloaded");
   EXPECT_EQ(broken([](Program &p) { p.offloadPath.clear(); }),
             "p.ptp: has an nvme tier but the program names no offload path; "
             "recompile it");

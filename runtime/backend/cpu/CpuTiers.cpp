@@ -29,6 +29,20 @@ std::unique_ptr<IoEngine> makeEngine(std::string &name) {
   return offload::makeIoEngine(options);
 }
 
+/// What `tier` holds, for its errors: "optimizer state", "parameters"
+/// (ZeRO-3's shards) or both.
+std::string tierContents(const Program &program, Tier tier) {
+  bool state = false, parameters = false;
+  for (const BufferInfo &buffer : program.buffers)
+    if (buffer.tier == tier) {
+      parameters |= buffer.role == Role::Param;
+      state |= buffer.role == Role::Moment1 || buffer.role == Role::Moment2;
+    }
+  if (parameters && state)
+    return "optimizer state and parameters";
+  return parameters ? "parameters" : "optimizer state";
+}
+
 } // namespace
 
 CpuTiers::CpuTiers(const Program &program, const OffloadOptions &options) {
@@ -38,8 +52,8 @@ CpuTiers::CpuTiers(const Program &program, const OffloadOptions &options) {
     } catch (const std::bad_alloc &) {
       throw ProgramError("cannot allocate the host tier's " +
                          std::to_string(program.hostBytes) +
-                         " bytes of host memory (the offloaded optimizer "
-                         "state)");
+                         " bytes of host memory (the offloaded " +
+                         tierContents(program, Tier::Host) + ")");
     }
     // Zero, as the arena: moments start at zero.
     std::memset(hostTier.data(), 0, hostTier.size());
@@ -60,10 +74,10 @@ CpuTiers::CpuTiers(const Program &program, const OffloadOptions &options) {
         program.nvmeBytes);
     engine = makeEngine(engineName);
   } catch (const std::exception &error) {
-    throw ProgramError(
-        std::string("the offload's nvme tier (") +
-        std::to_string(program.nvmeBytes) +
-        " bytes of optimizer state for this rank): " + error.what());
+    throw ProgramError(std::string("the offload's nvme tier (") +
+                       std::to_string(program.nvmeBytes) + " bytes of " +
+                       tierContents(program, Tier::Nvme) +
+                       " for this rank): " + error.what());
   }
   bounce = AlignedBuffer(kBounceBytes);
 }
