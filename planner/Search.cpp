@@ -225,10 +225,38 @@ struct Sweep {
       }
   }
 
-  /// Predicts the bound of `c` and files it as fitting or unfit.
-  void screen(const Candidate &c) {
-    Prediction p = predict(model, c, cluster, /*exactPipeline=*/false);
+  /// The offload tiers a plan that does not fit may try (Fixed::offload).
+  std::vector<std::string> offloadTiers() const {
+    std::vector<std::string> tiers;
+    if (cluster.hostLinkBandwidth > 0 && cluster.hostMemoryBytes > 0 &&
+        !cluster.sharedNode)
+      tiers.push_back("host");
+    if (cluster.hasDisk())
+      tiers.push_back("nvme");
+    return tiers;
+  }
+
+  /// Predicts the bound of `base` and files it as fitting or unfit; with
+  /// offload searched, a plan that does not fit is tried with each tier
+  /// and the fastest that fits is kept instead (offload only adds time,
+  /// so a plan that fits keeps its moments).
+  void screen(Candidate base) {
+    base.offload = fixed.offload.value_or("none");
+    base.offloadBufferBytes = fixed.offloadBufferBytes;
+    base.offloadPath = fixed.offloadPath;
+    Prediction p = predict(model, base, cluster, /*exactPipeline=*/false);
     ++result.evaluated;
+    if (!p.fits && std::isfinite(p.stepSeconds) && !fixed.offload) {
+      for (const std::string &tier : offloadTiers()) {
+        Candidate c = base;
+        c.offload = tier;
+        Prediction q = predict(model, c, cluster, /*exactPipeline=*/false);
+        ++result.evaluated;
+        if (q.fits && std::isfinite(q.stepSeconds) &&
+            (!p.fits || q.stepSeconds < p.stepSeconds))
+          p = std::move(q);
+      }
+    }
     if (!std::isfinite(p.stepSeconds))
       return;
     if (p.fits)
@@ -337,7 +365,8 @@ std::vector<Prediction> rankExactly(const ModelShape &model,
       if (std::optional<double> bytes = memory(p.plan)) {
         p.memoryPerRank = *bytes;
         p.memorySource = "compiled";
-        p.fits = *bytes <= deviceShare(cluster, p.plan.devices()).memoryBytes;
+        p.fits = *bytes <= deviceShare(cluster, p.plan.devices()).memoryBytes &&
+                 p.tierFits;
         if (!p.fits) {
           noteUnfit(result, *bytes);
           if (options.keepUnfit)
