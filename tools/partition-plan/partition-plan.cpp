@@ -158,6 +158,19 @@ cl::opt<bool> calibrate(
     cl::desc("Time GEMMs (OpenBLAS), memory and MPI collectives here and "
              "write a cluster profile (-o, default stdout)"),
     cl::cat(category));
+cl::opt<std::string> calibrateDir(
+    "calibrate-dir",
+    cl::desc("Where --calibrate measures the disk for the offload's nvme "
+             "tier (a temporary file of --calibrate-disk-mib, removed): "
+             "default the current directory, where partition-run puts "
+             "offload files when the plan's path is \".\" (not $TMPDIR, "
+             "often a tmpfs)"),
+    cl::init("."), cl::cat(category));
+cl::opt<unsigned> calibrateDiskMib(
+    "calibrate-disk-mib",
+    cl::desc("MiB written and read by --calibrate's disk measurement, three "
+             "times each (256)"),
+    cl::init(256), cl::cat(category));
 cl::opt<int> calibrateRanks("calibrate-ranks",
                             cl::desc("MPI ranks for --calibrate (2)"),
                             cl::init(2), cl::cat(category));
@@ -465,7 +478,8 @@ int main(int argc, char **argv) {
   if (calibrateWorker)
     return runCollectivesWorker();
   if (calibrate)
-    return runCalibration(argv[0], calibrateRanks, output);
+    return runCalibration(argv[0], calibrateRanks, output, calibrateDir,
+                          std::size_t(calibrateDiskMib) << 20);
 
   if (goodputMode)
     return runGoodput();
