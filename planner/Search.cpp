@@ -309,14 +309,15 @@ void fileUnfit(const SearchOptions &options, const Validate &validate,
 
 /// Branch and bound over `fitting` (sorted by lower bound): simulates
 /// pipelines, asks `memory`, and returns the best `options.top` exactly.
-std::vector<Prediction> rankExactly(const ModelShape &model,
-                                    const Cluster &cluster,
-                                    const SearchOptions &options,
-                                    const Validate &validate,
-                                    const MemoryOracle &memory,
-                                    std::vector<Prediction> &fitting,
-                                    std::vector<Prediction> &unfit,
-                                    SearchResult &result) {
+/// `offloadTiers`: the tiers a plan whose compiled memory does not fit may
+/// try (empty when plan.json or --offload fixed the field).
+std::vector<Prediction>
+rankExactly(const ModelShape &model, const Cluster &cluster,
+            const SearchOptions &options, const Validate &validate,
+            const MemoryOracle &memory,
+            const std::vector<std::string> &offloadTiers,
+            std::vector<Prediction> &fitting, std::vector<Prediction> &unfit,
+            SearchResult &result) {
   // Simulate pipelines until the bound exceeds the K-th best exact time
   // (exact >= bound, so nothing later can enter the top K).
   std::vector<Prediction> exact;
@@ -365,8 +366,29 @@ std::vector<Prediction> rankExactly(const ModelShape &model,
       if (std::optional<double> bytes = memory(p.plan)) {
         p.memoryPerRank = *bytes;
         p.memorySource = "compiled";
-        p.fits = *bytes <= deviceShare(cluster, p.plan.devices()).memoryBytes &&
-                 p.tierFits;
+        double room = deviceShare(cluster, p.plan.devices()).memoryBytes;
+        p.fits = *bytes <= room && p.tierFits;
+        // The closed form fitted, the compiler's plan does not: with the
+        // moments in a tier it may (the first tier that fits, in the
+        // order offloadTiers gives: host before nvme).
+        bool hard = false;
+        for (size_t t = 0;
+             !p.fits && p.plan.offload == "none" && t < offloadTiers.size();
+             ++t) {
+          Candidate offloaded = p.plan;
+          offloaded.offload = offloadTiers[t];
+          Prediction q = predict(model, offloaded, cluster);
+          std::optional<double> tierBytes;
+          if (std::isfinite(q.stepSeconds) && q.tierFits &&
+              validate(offloaded, hard).empty())
+            tierBytes = memory(offloaded);
+          if (tierBytes && *tierBytes <= room) {
+            q.memoryPerRank = *tierBytes;
+            q.memorySource = "compiled";
+            q.fits = true;
+            p = std::move(q);
+          }
+        }
         if (!p.fits) {
           noteUnfit(result, *bytes);
           if (options.keepUnfit)
@@ -403,9 +425,10 @@ SearchResult searchOnce(const ModelShape &model, const Cluster &cluster,
   // Branch and bound by lower bound; see rankExactly.
   std::stable_sort(sweep.fitting.begin(), sweep.fitting.end(), faster);
   fileUnfit(options, validate, sweep.unfit, result);
-  std::vector<Prediction> exact =
-      rankExactly(model, cluster, options, validate, memory, sweep.fitting,
-                  sweep.unfit, result);
+  std::vector<Prediction> exact = rankExactly(
+      model, cluster, options, validate, memory,
+      fixed.offload ? std::vector<std::string>() : sweep.offloadTiers(),
+      sweep.fitting, sweep.unfit, result);
   std::stable_sort(sweep.unfit.begin(), sweep.unfit.end(), faster);
   result.ranked = std::move(exact);
   for (Prediction &p : sweep.unfit)

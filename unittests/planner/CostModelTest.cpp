@@ -340,6 +340,34 @@ TEST(Search, OffloadsOnlyWhatDoesNotFitOtherwise) {
   EXPECT_GT(disk.ranked.front().breakdown.offload, 0);
 }
 
+// Where the closed form fits but the compiler's memory plan does not, the
+// search asks the compiler again with the moments in a tier.
+TEST(Search, OffloadsWhenOnlyTheCompiledMemoryDoesNotFit) {
+  Cluster c = *getProfile("a100-80gb-dgx");
+  ModelShape m = small();
+  SearchOptions options;
+  options.devices = 1;
+  options.globalBatch = 1;
+  Validate any = [](const Candidate &, bool &hard) {
+    hard = false;
+    return std::string();
+  };
+  MemoryOracle compiled = [&](const Candidate &p) -> std::optional<double> {
+    return p.offload == "none" ? 2 * c.memoryBytes : 1e9;
+  };
+  SearchResult result = search(m, c, options, Fixed{}, any, compiled);
+  ASSERT_FALSE(result.ranked.empty());
+  const Prediction &best = result.ranked.front();
+  EXPECT_TRUE(best.fits);
+  EXPECT_EQ(best.plan.offload, "host");
+  EXPECT_EQ(best.memorySource, "compiled");
+  EXPECT_EQ(best.memoryPerRank, 1e9);
+  Fixed forbid;
+  forbid.offload = "none";
+  SearchResult none = search(m, c, options, forbid, any, compiled);
+  EXPECT_TRUE(none.ranked.empty() || !none.ranked.front().fits);
+}
+
 // The cost model simulates long pipelines at 2p and 4p micro-batches and
 // extends the step linearly (CostModel.cpp, simulatePipeline): that holds
 // when every further micro-batch adds the same time, which this checks
