@@ -621,9 +621,9 @@ std::vector<int64_t> chunkLayerCounts(const ModelShape &m, const Candidate &p,
 }
 
 double offloadSeconds(const std::string &tier, double bytes,
-                      int64_t bufferBytes, double update, double lead,
-                      const Cluster &node, const Cluster &device,
-                      int64_t ranksOnNode) {
+                      int64_t bufferBytes, double update, double window,
+                      double lastShare, const Cluster &node,
+                      const Cluster &device, int64_t ranksOnNode) {
   if (tier == "none" || !(bytes > 0))
     return 0;
   double read, write;
@@ -646,16 +646,22 @@ double offloadSeconds(const std::string &tier, double bytes,
     return readTime + writeTime;
   double io =
       tier == "nvme" ? readTime + writeTime : std::max(readTime, writeTime);
-  // --rt-offload-optimizer reads slice i + 1 under slice i's update and
-  // writes slice i back under the next ones: the transfers hide behind the
-  // update (and the first slice's read behind the backward's last
-  // weight-gradient kernel, `lead`), except the first slice's read where it
-  // is longer than `lead` and the last slice's write, waited for at the end
-  // of the step. Slices: sliceBytes per moment, two moments.
+  // --rt-offload-optimizer moves each update into the backward pass below
+  // the kernel completing its gradient and reads its slices ahead, so the
+  // transfers of every tensor but the one completed last run under the
+  // rest of the backward (`window`) and the updates; what they leave
+  // spills into the last tensor's (the embedding's: `lastShare` of the
+  // bytes and of the update), whose update stays at the end of the step
+  // with only its own update to hide under. The last slice's write-back is
+  // waited for at the end of the step, and the first slice's read where it
+  // is longer than the window. Slices: sliceBytes per moment, two moments.
   double slice =
       std::min(bytes, 2.0 * double(planfile::offloadSliceBytes(bufferBytes)));
-  double ends = std::max(0.0, slice / read - lead) + slice / write;
-  return std::max(ends, io - update - lead);
+  double share = std::clamp(lastShare, 0.0, 1.0);
+  double spill =
+      std::max(0.0, io * (1 - share) - window - update * (1 - share));
+  double ends = std::max(0.0, slice / read - window) + slice / write;
+  return std::max(ends, spill + io * share - update * share);
 }
 
 Prediction predict(const ModelShape &m, const Candidate &p,
@@ -708,16 +714,25 @@ Prediction predict(const ModelShape &m, const Candidate &p,
       reducedParams / (p.zeroStage >= 1 ? double(p.dp * p.cp) : 1.0) +
       epExperts / (p.zeroStage >= 1 ? expertGroup : 1.0);
   double optimizer = streamTime(28 * optimizerParams, 1, c);
-  // Optimizer offload: this rank's shard of both moments (the first
-  // slice's read starts before the embedding's weight gradient, the
-  // backward's last; on other stages a layer's, longer: this is the
-  // smaller lead).
+  // Optimizer offload: this rank's shard of both moments, moved under the
+  // last micro-batch's backward on the first stage (the embedding's, whose
+  // gradient completes last: its share of the stage's parameters is the
+  // part that stays at the end; on a busiest stage without it, none).
   double offload = 0;
   if (p.offload != "none") {
     out.offloadedBytes = 8 * optimizerParams;
+    double window = 0;
+    for (int64_t v = 0; v < p.virtualStages; ++v)
+      window += costs.backward[v * p.pp] + costs.weight[v * p.pp];
+    double embedding = (double(m.vocab) / double(p.tp) + double(m.positions)) *
+                       double(m.hidden);
+    double lastShare =
+        stageParameters(m, p, split, 0) >= stageParams && stageParams > 0
+            ? embedding / stageParams
+            : 0.0;
     offload =
         offloadSeconds(p.offload, out.offloadedBytes, p.offloadBufferBytes,
-                       optimizer, embed.weight, node, c,
+                       optimizer, window, lastShare, node, c,
                        std::min<int64_t>(p.devices(), node.devicesPerNode));
   }
   out.stepSeconds = pipeline + dataComm + optimizer + offload;

@@ -247,16 +247,18 @@ std::vector<int64_t> chunkLayerCounts(const ModelShape &model,
 
 /// The exposed seconds of optimizer offload per step (CostModel.cpp,
 /// offloadSeconds): `bytes` of moments of this rank read from and written
-/// back to `tier` ("host" or "nvme") around an update of `update` seconds,
-/// the first slice's read started `lead` seconds before the update (the
-/// backward's last weight-gradient kernel), slices of
+/// back to `tier` ("host" or "nvme") around updates of `update` seconds in
+/// all, which the compiler moves into the backward pass (`window` seconds
+/// of it, the last micro-batch's) except the update of the tensor whose
+/// gradient completes last (`lastShare` of the bytes and of the update:
+/// the embedding), at the end of the step; slices of
 /// planfile::offloadSliceBytes(bufferBytes) per moment. `node` is the whole
 /// node, `device` this rank's share of it, `ranksOnNode` the ranks sharing
 /// the node's disk.
 double offloadSeconds(const std::string &tier, double bytes,
-                      int64_t bufferBytes, double update, double lead,
-                      const Cluster &node, const Cluster &device,
-                      int64_t ranksOnNode);
+                      int64_t bufferBytes, double update, double window,
+                      double lastShare, const Cluster &node,
+                      const Cluster &device, int64_t ranksOnNode);
 
 /// The model FLOPs of a step of `sequences` sequences (no recompute).
 double modelFlopsPerStep(const ModelShape &model, int64_t sequences);

@@ -249,31 +249,35 @@ TEST(Search, OnlyWhatTheValidatorAcceptsAndEveryPlanFits) {
 // Optimizer offload's exposed time, by hand: 8 GB of moments per rank
 // through a disk of 4 GB/s read and 2 GB/s write shared by two ranks (2
 // and 1 GB/s each): 4 s of reads and 8 s of writes, one after the other.
-// Slices of 4096000 bytes per moment (buffer_bytes 24576000 / 6), 8192000
-// of both: the first read 4.096 ms less the 1 ms lead, the last write
-// 8.192 ms.
-TEST(CostModel, OffloadExposesWhatTheUpdateDoesNotHide) {
+// Slices of 4096000 bytes per moment (buffer_bytes 49152000 / 12), 8192000
+// of both. The updates (5 s) move into the backward (a 3 s window) but the
+// embedding's, a quarter of the bytes, which stays at the end: 9 s of I/O
+// under 3 + 3.75 s leave 2.25 s, which add to the embedding's 3 s of I/O
+// under its 1.25 s update: 4 s exposed.
+TEST(CostModel, OffloadExposesWhatTheBackwardAndUpdatesDoNotHide) {
   Cluster node = *getProfile("a100-80gb-dgx");
   node.diskReadBandwidth = 4e9;
   node.diskWriteBandwidth = 2e9;
-  int64_t buffer = 6 * 4096 * 1000;
-  // A 5 s update hides 5 s of the 12: 12 - 5 - 0.001.
-  EXPECT_NEAR(offloadSeconds("nvme", 8e9, buffer, 5, 1e-3, node, node, 2),
-              6.999, 1e-9);
-  // A 20 s update hides all but the ends.
-  EXPECT_NEAR(offloadSeconds("nvme", 8e9, buffer, 20, 1e-3, node, node, 2),
-              (8.192e6 / 2e9 - 1e-3) + 8.192e6 / 1e9, 1e-12);
+  int64_t buffer = 12 * 4096 * 1000;
+  EXPECT_NEAR(offloadSeconds("nvme", 8e9, buffer, 5, 3, 0.25, node, node, 2),
+              4.0, 1e-9);
+  // A 20 s window hides the rest: the embedding's 3 s less its update.
+  EXPECT_NEAR(offloadSeconds("nvme", 8e9, buffer, 5, 20, 0.25, node, node, 2),
+              1.75, 1e-9);
+  // Nothing at the end: only the last slice's write-back (8.192 ms).
+  EXPECT_NEAR(offloadSeconds("nvme", 8e9, buffer, 5, 20, 0, node, node, 2),
+              8.192e6 / 1e9, 1e-12);
   // The host link (25 GB/s each way, both ways at once): 0.32 s, of which
   // a 0.25 s update hides 0.25 s and a 0.5 s update all but the ends.
-  EXPECT_NEAR(offloadSeconds("host", 8e9, buffer, 0.25, 0, node, node, 8),
+  EXPECT_NEAR(offloadSeconds("host", 8e9, buffer, 0.25, 0, 0, node, node, 8),
               8e9 / 25e9 - 0.25, 1e-12);
-  EXPECT_NEAR(offloadSeconds("host", 8e9, buffer, 0.5, 0, node, node, 8),
+  EXPECT_NEAR(offloadSeconds("host", 8e9, buffer, 0.5, 0, 0, node, node, 8),
               2 * 8.192e6 / 25e9, 1e-12);
   // cpu-local's host tier: memcpys on the rank, nothing overlaps.
   Cluster cpu = *getProfile("cpu-local");
-  EXPECT_NEAR(offloadSeconds("host", 1e9, buffer, 10, 0, cpu, cpu, 1),
+  EXPECT_NEAR(offloadSeconds("host", 1e9, buffer, 10, 1, 0.5, cpu, cpu, 1),
               2 * 1e9 / cpu.hostLinkBandwidth, 1e-12);
-  EXPECT_EQ(offloadSeconds("none", 8e9, buffer, 5, 0, node, node, 2), 0);
+  EXPECT_EQ(offloadSeconds("none", 8e9, buffer, 5, 0, 0, node, node, 2), 0);
 }
 
 // The whole prediction: the moments (8 B per parameter of the rank's
