@@ -15,11 +15,13 @@ change in the machine's load hits both alike, and prints:
     invocation (the runtime's own I/O engine on a file in --dir; memcpy,
     GEMMs and collectives besides), written as the cluster file the
     prediction uses;
-  - from one traced run (partition-run --trace) of the offload program:
-    the time the rank spent in the tier copies' starts and waits per step
-    (the exposed I/O) against the I/O's time at the measured bandwidth
-    (bytes read / read bandwidth + bytes written / write bandwidth): the
-    share hidden behind compute;
+  - from one traced run (partition-run --trace) of each program: the time
+    the rank spent in the tier copies' starts and waits per step (the
+    exposed I/O) against the I/O's time at the measured bandwidth (bytes
+    read / read bandwidth + bytes written / write bandwidth), the share
+    hidden behind compute; and the kernels' time per step with and without
+    offload (what the compute loses beside the I/O, which the planner does
+    not model);
   - `partition-plan --plan` of both plans on the calibrated cluster: the
     predicted step times, the breakdown's `offload` line, against the
     measured overhead (the issue's goal: within 25%).
@@ -71,35 +73,35 @@ def tier_io(trace_path, warm):
     spans = [e for e in events if e.get("ph") == "X"
              and e.get("args", {}).get("step", 0) > warm]
     steps = len({e["args"]["step"] for e in spans}) or 1
-    # A tier copy's wait is "wait #N", N the copy's instruction index in its
-    # function; the copies are the spans of category "tier copy", in
-    # instruction order, so their indices come from the instruction track's
-    # order within one step.
+    # On the instruction track (tid 0): the copies' starts and the waits
+    # named by what they wait for ("wait #40 tier_read moment1 wte ...").
     exposed = 0.0
     read_bytes = write_bytes = 0
-    one_step = min(e["args"]["step"] for e in spans) if spans else 0
-    track = sorted((e for e in spans if e.get("tid", 0) == 0
-                    and e["args"]["step"] == one_step),
-                   key=lambda e: e["ts"])
-    copies = set()
-    for index, e in enumerate(track):
-        if e.get("cat") == "tier copy":
-            copies.add(index)
     for e in spans:
         if e.get("tid", 0) != 0:
             continue
         if e.get("cat") == "tier copy":
             exposed += e["dur"]
-            if e["name"].startswith("tier_read") or e["name"].startswith("read"):
+            if e["name"].startswith("tier_read"):
                 read_bytes += e["args"].get("bytes", 0)
             else:
                 write_bytes += e["args"].get("bytes", 0)
-        elif e.get("cat") == "wait":
-            target = int(e["name"].split("#")[1])
-            if target in copies:
-                exposed += e["dur"]
+        elif e.get("cat") == "wait" and e["name"].split(" ")[2:3] in (
+                ["tier_read"], ["tier_write"]):
+            exposed += e["dur"]
     return (exposed / 1e6 / steps, read_bytes / steps, write_bytes / steps,
             steps)
+
+
+def kernel_seconds(trace_path, warm):
+    """Per step after the warm-up: the seconds of the instruction track's
+    kernels."""
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    spans = [e for e in events if e.get("ph") == "X" and e.get("tid", 0) == 0
+             and e.get("args", {}).get("step", 0) > warm]
+    steps = len({e["args"]["step"] for e in spans}) or 1
+    return sum(e["dur"] for e in spans if e.get("cat") == "kernel") / 1e6 / steps
 
 
 def main():
@@ -177,12 +179,17 @@ def main():
                   and p["plan"].get("recompute") is None]
         predicted[name] = ranked[0]
 
-    # One traced run of the offload program.
-    trace_path = os.path.join(work, "nvme.trace.json")
-    execute(args.bin, programs["nvme"][0], args.threads,
-            max(args.steps, args.warmup + 1),
-            os.path.join(work, "trace.jsonl"), trace=trace_path)
+    # One traced run of each: the offload's exposed I/O, and what the
+    # kernels lose beside it.
+    traces = {}
+    for name, (ptp, _, tag) in programs.items():
+        traces[name] = os.path.join(work, tag + ".trace.json")
+        execute(args.bin, ptp, args.threads, max(args.steps, args.warmup + 1),
+                os.path.join(work, tag + ".trace.jsonl"), trace=traces[name])
+    trace_path = traces["nvme"]
     exposed, read_bytes, write_bytes, traced = tier_io(trace_path, args.warmup)
+    kernels = {name: kernel_seconds(path, args.warmup)
+               for name, path in traces.items()}
     io_seconds = read_bytes / read_bw + write_bytes / write_bw
 
     base = statistics.median(times["no offload"])
@@ -214,7 +221,9 @@ def main():
           f"{1e3 * io_seconds:.0f} ms of I/O at the measured bandwidth; the "
           f"rank spent {1e3 * exposed:.0f} ms per step starting and waiting "
           f"for tier copies: {100 * hidden:.0f}% of the I/O hidden behind "
-          f"compute")
+          f"compute; kernels {1e3 * kernels['no offload']:.0f} ms per step "
+          f"without offload, {1e3 * kernels['nvme']:.0f} ms with it (beside "
+          f"the I/O)")
     print("load at end:", run(["uptime"]).stdout.strip())
 
 
