@@ -10,6 +10,8 @@
 
 #include "passes/plan/PlanAxisNames.h"
 
+#include <nlohmann/json.hpp>
+
 #include <sstream>
 
 namespace partition::planner {
@@ -59,6 +61,14 @@ std::string Candidate::planJson() const {
     os << ", \"recompute\": {\"policy\": \"" << recompute << "\"}";
   if (ep > 1)
     os << ", \"moe\": {\"expert_parallel\": " << ep << "}";
+  if (offload != "none") {
+    os << ", \"offload\": {\"optimizer\": \"" << offload << "\"";
+    if (offload == "nvme")
+      os << ", \"path\": " << nlohmann::json(offloadPath).dump();
+    if (offloadBufferBytes != planfile::kOffloadDefaultBufferBytes)
+      os << ", \"buffer_bytes\": " << offloadBufferBytes;
+    os << "}";
+  }
   os << ", \"precision\": \"" << precision << "\"}";
   return os.str();
 }
@@ -102,6 +112,8 @@ std::string Candidate::label() const {
     os << " zero" << zeroStage;
   if (recompute != "none")
     os << " rc-" << recompute;
+  if (offload != "none")
+    os << " off-" << offload;
   os << " " << precision;
   return os.str();
 }

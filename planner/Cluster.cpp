@@ -56,6 +56,18 @@ Cluster a100() {
   // attention yet).
   c.overlapsCommunication = false;
   c.attentionKernel = "materialized";
+  // Offload. Each A100 sits on its own PCIe Gen4 x16 link (31.5 GB/s raw
+  // each way); CUDA's bandwidthTest moves pinned host memory at about 25
+  // GB/s over it. DGX A100 80 GB data sheet: 2 TB of host memory, 30 TB of
+  // internal storage as 8 x 3.84 TB U.2 NVMe drives in RAID 0; a PCIe Gen4
+  // U.2 drive of that class (Samsung PM1733 3.84 TB data sheet) reads 7.0
+  // GB/s and writes 3.8 GB/s sequentially: 56 and 30 GB/s for the node, the
+  // drives' own figures (an upper bound: `partition-plan --calibrate` on a
+  // node measures its filesystem).
+  c.hostLinkBandwidth = 25e9;
+  c.hostMemoryBytes = 2e12;
+  c.diskReadBandwidth = 8 * 7.0e9;
+  c.diskWriteBandwidth = 8 * 3.8e9;
   return c;
 }
 
@@ -82,6 +94,10 @@ Cluster h100() {
   c.overlapsCommunication = true;
   c.attentionKernel = "fused";
   c.attentionSkipsMasked = true;
+  // PCIe Gen5 x16 to each GPU: 63 GB/s raw each way, about 55 GB/s of
+  // pinned copies. DGX H100 data sheet: 2 TB of host memory, 8 x 3.84 TB
+  // U.2 NVMe internal storage (the drives' figures as on DGX A100).
+  c.hostLinkBandwidth = 55e9;
   return c;
 }
 
@@ -112,6 +128,15 @@ Cluster gb200() {
   c.devicesPerNode = 72;
   c.intraNodeBandwidth = 720e9; // 900 raw each way, 80% for NCCL
   c.interNodeBandwidth = 50e9;
+  // NVLink-C2C between each Grace CPU and its two GPUs: 900 GB/s both
+  // ways, 450 each way shared by two GPUs; 480 GB of LPDDR5X per Grace,
+  // 36 per rack (the data sheet's "up to 17 TB"). The data sheet gives no
+  // local NVMe figure: no disk here (give disk_read_bandwidth and
+  // disk_write_bandwidth in a cluster file for the nvme tier).
+  c.hostLinkBandwidth = 225e9;
+  c.hostMemoryBytes = 36 * 480e9;
+  c.diskReadBandwidth = 0;
+  c.diskWriteBandwidth = 0;
   return c;
 }
 
@@ -147,6 +172,16 @@ Cluster cpuLocal() {
   c.interNodeLatency = 50e-6;
   c.overlapsCommunication = false;
   c.sharedNode = true;
+  // Offload: the host tier is the ranks' own memory (no host memory of
+  // its own); a copy to it is a memcpy of the rank: 256 MiB, the median
+  // of 5. The disk under /work through the runtime's I/O engine (io_uring,
+  // O_DIRECT, 256 MiB written then read, medians of 3). Both as
+  // `--calibrate` measured them on 2026-12-05 at load 1.2 (partition-
+  // bench-io agrees: 1.4 / 2.2 GB/s on a quiet machine, docs/offload.md).
+  c.hostLinkBandwidth = 10.6e9;
+  c.hostMemoryBytes = 0;
+  c.diskReadBandwidth = 1.2e9;
+  c.diskWriteBandwidth = 2.0e9;
   return c;
 }
 
@@ -163,7 +198,7 @@ const Profile kProfiles[] = {{"a100-80gb-dgx", a100},
 /// One field of the JSON form: its key and how it reads and writes.
 struct Field {
   const char *key;
-  enum Kind { Number, Count, Flag, Choice } kind;
+  enum Kind { Number, Count, Flag, Choice, NonNegative } kind;
   double Cluster::*number = nullptr;
   int Cluster::*count = nullptr;
   bool Cluster::*flag = nullptr;
@@ -195,6 +230,11 @@ const std::vector<Field> &fields() {
        &Cluster::attentionKernel, {"fused", "materialized"}},
       {"attention_skips_masked", Field::Flag, nullptr, nullptr,
        &Cluster::attentionSkipsMasked},
+      {"host_link_bandwidth", Field::NonNegative, &Cluster::hostLinkBandwidth},
+      {"host_memory_bytes", Field::NonNegative, &Cluster::hostMemoryBytes},
+      {"disk_read_bandwidth", Field::NonNegative, &Cluster::diskReadBandwidth},
+      {"disk_write_bandwidth", Field::NonNegative,
+       &Cluster::diskWriteBandwidth},
   };
   return all;
 }
@@ -291,6 +331,15 @@ OrError<Cluster> parseCluster(const std::string &text,
                     show(value));
       cluster.*(field->number) = value.get<double>();
       break;
+    case Field::NonNegative:
+      // 0: the cluster has none (no disk, no host memory of its own).
+      if (!value.is_number() || !(value.get<double>() >= 0) ||
+          !std::isfinite(value.get<double>()))
+        return fail("field '" + key +
+                    "' must be a number, 0 or more (0: none), got " +
+                    show(value));
+      cluster.*(field->number) = value.get<double>();
+      break;
     case Field::Count:
       if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
           value.get<int64_t>() > (1 << 24))
@@ -324,6 +373,11 @@ OrError<Cluster> parseCluster(const std::string &text,
   if (cluster.gemmEfficiency > 1 || cluster.memoryEfficiency > 1)
     return fail("gemm_efficiency and memory_efficiency are fractions of "
                 "peak, at most 1");
+  if ((cluster.diskReadBandwidth > 0) != (cluster.diskWriteBandwidth > 0))
+    return fail("disk_read_bandwidth and disk_write_bandwidth are both 0 "
+                "(no disk) or both positive, got " +
+                show(cluster.diskReadBandwidth) + " and " +
+                show(cluster.diskWriteBandwidth));
   return cluster;
 }
 
@@ -353,6 +407,7 @@ std::string clusterToJson(const Cluster &cluster) {
   for (const Field &field : fields()) {
     switch (field.kind) {
     case Field::Number:
+    case Field::NonNegative:
       out[field.key] = cluster.*(field.number);
       break;
     case Field::Count:

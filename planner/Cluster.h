@@ -74,6 +74,20 @@ struct Cluster {
   /// on a node gets 1/d of the node's FLOP/s, bandwidth, compute units and
   /// memory, which the figures above describe whole.
   bool sharedNode = false;
+  /// Optimizer offload (docs/offload.md): the link between a device and
+  /// its host memory, per device, one direction (bytes/s: PCIe, NVLink-C2C;
+  /// on cpu-local a memcpy); the host memory of a node (bytes; 0 where the
+  /// devices are the host's own processes, sharedNode: the host tier is
+  /// then the same memory as the devices'); and the node's disk for the
+  /// nvme tier, read and write (bytes/s, shared by the node's devices; 0:
+  /// no disk, the nvme tier is not considered).
+  double hostLinkBandwidth = 0;
+  double hostMemoryBytes = 0;
+  double diskReadBandwidth = 0, diskWriteBandwidth = 0;
+
+  bool hasDisk() const {
+    return diskReadBandwidth > 0 && diskWriteBandwidth > 0;
+  }
 
   double peakFlops(const std::string &precision) const {
     return precision == "bf16" ? peakFlopsBf16 : peakFlopsFp32;

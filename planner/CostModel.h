@@ -32,6 +32,7 @@
 #ifndef PARTITION_PLANNER_COSTMODEL_H
 #define PARTITION_PLANNER_COSTMODEL_H
 
+#include "passes/plan/PlanAxisNames.h"
 #include "planner/Cluster.h"
 
 #include <cstdint>
@@ -137,6 +138,12 @@ struct Candidate {
   /// layer's experts split over this many ranks of the data axis; the
   /// compiler takes 1 or mesh.dp (planner/Experts.h).
   int64_t ep = 1;
+  /// Optimizer offload (plan.json's offload, docs/offload.md): the tier of
+  /// AdamW's moments ("none", "host" or "nvme"), the staging budget in the
+  /// arena, and the nvme tier's directory (written to plan.json).
+  std::string offload = "none";
+  int64_t offloadBufferBytes = planfile::kOffloadDefaultBufferBytes;
+  std::string offloadPath = ".";
 
   /// The degree layer `layer` runs at.
   int64_t layerTp(int64_t layer) const;
@@ -163,6 +170,7 @@ struct Breakdown {
   double bubble = 0;       // pipeline idle time
   double dataComm = 0;     // exposed gradient reduction (and ZeRO gathers)
   double optimizer = 0;    // AdamW
+  double offload = 0;      // exposed tier transfers of the moments
 };
 
 struct Memory {
@@ -192,6 +200,11 @@ struct Prediction {
   /// "closed-form" or "compiled" (the compiler's memory plan).
   std::string memorySource = "closed-form";
   bool fits = false;
+  /// Optimizer offload: this rank's moments in the tier (bytes), and
+  /// whether the node's host memory holds its ranks' (the host tier; the
+  /// disk's size is not modelled).
+  double offloadedBytes = 0;
+  bool tierFits = true;
   /// Empty when partition-compile accepts the plan, else why not.
   std::string notCompilable;
 };
@@ -231,6 +244,21 @@ Cluster deviceShare(const Cluster &node, int64_t devices);
 std::vector<int64_t> chunkLayerCounts(const ModelShape &model,
                                       const Candidate &plan,
                                       const Cluster &cluster);
+
+/// The exposed seconds of optimizer offload per step (CostModel.cpp,
+/// offloadSeconds): `bytes` of moments of this rank read from and written
+/// back to `tier` ("host" or "nvme") around updates of `update` seconds in
+/// all, which the compiler moves into the backward pass (`window` seconds
+/// of it, the last micro-batch's) except the update of the tensor whose
+/// gradient completes last (`lastShare` of the bytes and of the update:
+/// the embedding), at the end of the step; slices of
+/// planfile::offloadSliceBytes(bufferBytes) per moment. `node` is the whole
+/// node, `device` this rank's share of it, `ranksOnNode` the ranks sharing
+/// the node's disk.
+double offloadSeconds(const std::string &tier, double bytes,
+                      int64_t bufferBytes, double update, double window,
+                      double lastShare, const Cluster &node,
+                      const Cluster &device, int64_t ranksOnNode);
 
 /// The model FLOPs of a step of `sequences` sequences (no recompute).
 double modelFlopsPerStep(const ModelShape &model, int64_t sequences);

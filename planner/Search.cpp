@@ -225,10 +225,38 @@ struct Sweep {
       }
   }
 
-  /// Predicts the bound of `c` and files it as fitting or unfit.
-  void screen(const Candidate &c) {
-    Prediction p = predict(model, c, cluster, /*exactPipeline=*/false);
+  /// The offload tiers a plan that does not fit may try (Fixed::offload).
+  std::vector<std::string> offloadTiers() const {
+    std::vector<std::string> tiers;
+    if (cluster.hostLinkBandwidth > 0 && cluster.hostMemoryBytes > 0 &&
+        !cluster.sharedNode)
+      tiers.push_back("host");
+    if (cluster.hasDisk())
+      tiers.push_back("nvme");
+    return tiers;
+  }
+
+  /// Predicts the bound of `base` and files it as fitting or unfit; with
+  /// offload searched, a plan that does not fit is tried with each tier
+  /// and the fastest that fits is kept instead (offload only adds time,
+  /// so a plan that fits keeps its moments).
+  void screen(Candidate base) {
+    base.offload = fixed.offload.value_or("none");
+    base.offloadBufferBytes = fixed.offloadBufferBytes;
+    base.offloadPath = fixed.offloadPath;
+    Prediction p = predict(model, base, cluster, /*exactPipeline=*/false);
     ++result.evaluated;
+    if (!p.fits && std::isfinite(p.stepSeconds) && !fixed.offload) {
+      for (const std::string &tier : offloadTiers()) {
+        Candidate c = base;
+        c.offload = tier;
+        Prediction q = predict(model, c, cluster, /*exactPipeline=*/false);
+        ++result.evaluated;
+        if (q.fits && std::isfinite(q.stepSeconds) &&
+            (!p.fits || q.stepSeconds < p.stepSeconds))
+          p = std::move(q);
+      }
+    }
     if (!std::isfinite(p.stepSeconds))
       return;
     if (p.fits)
@@ -281,14 +309,15 @@ void fileUnfit(const SearchOptions &options, const Validate &validate,
 
 /// Branch and bound over `fitting` (sorted by lower bound): simulates
 /// pipelines, asks `memory`, and returns the best `options.top` exactly.
-std::vector<Prediction> rankExactly(const ModelShape &model,
-                                    const Cluster &cluster,
-                                    const SearchOptions &options,
-                                    const Validate &validate,
-                                    const MemoryOracle &memory,
-                                    std::vector<Prediction> &fitting,
-                                    std::vector<Prediction> &unfit,
-                                    SearchResult &result) {
+/// `offloadTiers`: the tiers a plan whose compiled memory does not fit may
+/// try (empty when plan.json or --offload fixed the field).
+std::vector<Prediction>
+rankExactly(const ModelShape &model, const Cluster &cluster,
+            const SearchOptions &options, const Validate &validate,
+            const MemoryOracle &memory,
+            const std::vector<std::string> &offloadTiers,
+            std::vector<Prediction> &fitting, std::vector<Prediction> &unfit,
+            SearchResult &result) {
   // Simulate pipelines until the bound exceeds the K-th best exact time
   // (exact >= bound, so nothing later can enter the top K).
   std::vector<Prediction> exact;
@@ -337,7 +366,29 @@ std::vector<Prediction> rankExactly(const ModelShape &model,
       if (std::optional<double> bytes = memory(p.plan)) {
         p.memoryPerRank = *bytes;
         p.memorySource = "compiled";
-        p.fits = *bytes <= deviceShare(cluster, p.plan.devices()).memoryBytes;
+        double room = deviceShare(cluster, p.plan.devices()).memoryBytes;
+        p.fits = *bytes <= room && p.tierFits;
+        // The closed form fitted, the compiler's plan does not: with the
+        // moments in a tier it may (the first tier that fits, in the
+        // order offloadTiers gives: host before nvme).
+        bool hard = false;
+        for (size_t t = 0;
+             !p.fits && p.plan.offload == "none" && t < offloadTiers.size();
+             ++t) {
+          Candidate offloaded = p.plan;
+          offloaded.offload = offloadTiers[t];
+          Prediction q = predict(model, offloaded, cluster);
+          std::optional<double> tierBytes;
+          if (std::isfinite(q.stepSeconds) && q.tierFits &&
+              validate(offloaded, hard).empty())
+            tierBytes = memory(offloaded);
+          if (tierBytes && *tierBytes <= room) {
+            q.memoryPerRank = *tierBytes;
+            q.memorySource = "compiled";
+            q.fits = true;
+            p = std::move(q);
+          }
+        }
         if (!p.fits) {
           noteUnfit(result, *bytes);
           if (options.keepUnfit)
@@ -374,9 +425,10 @@ SearchResult searchOnce(const ModelShape &model, const Cluster &cluster,
   // Branch and bound by lower bound; see rankExactly.
   std::stable_sort(sweep.fitting.begin(), sweep.fitting.end(), faster);
   fileUnfit(options, validate, sweep.unfit, result);
-  std::vector<Prediction> exact =
-      rankExactly(model, cluster, options, validate, memory, sweep.fitting,
-                  sweep.unfit, result);
+  std::vector<Prediction> exact = rankExactly(
+      model, cluster, options, validate, memory,
+      fixed.offload ? std::vector<std::string>() : sweep.offloadTiers(),
+      sweep.fitting, sweep.unfit, result);
   std::stable_sort(sweep.unfit.begin(), sweep.unfit.end(), faster);
   result.ranked = std::move(exact);
   for (Prediction &p : sweep.unfit)

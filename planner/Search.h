@@ -56,6 +56,14 @@ struct Fixed {
   /// moe.expert_parallel (Candidate::ep): unset, a MoE model's search
   /// tries 1 and mesh.dp (expertParallelDegrees).
   std::optional<int64_t> ep;
+  /// plan.json's offload.optimizer ("none", "host", "nvme"); unset (auto):
+  /// a plan that does not fit is tried with the tiers the cluster has
+  /// (host where the node has host memory of its own and a host link, nvme
+  /// where it has a disk), and kept with the fastest that fits.
+  std::optional<std::string> offload;
+  /// offload.buffer_bytes and offload.path of the plans that offload.
+  int64_t offloadBufferBytes = planfile::kOffloadDefaultBufferBytes;
+  std::string offloadPath = ".";
   /// The largest micro-batch size tried (sequences per replica).
   int64_t maxMicroBatch = 32;
 };

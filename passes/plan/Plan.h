@@ -167,20 +167,19 @@ struct Plan {
     bool given = false, pathGiven = false, bufferBytesGiven = false;
     /// 64 MiB: slices of 5.3 MiB per moment (gpt2-124m's embedding
     /// table, 154 MB, in 29).
-    static constexpr int64_t kDefaultBufferBytes = int64_t(64) << 20;
+    static constexpr int64_t kDefaultBufferBytes =
+        planfile::kOffloadDefaultBufferBytes;
     /// Slices are whole 4096-byte I/O blocks (O_DIRECT's unit). The
     /// smallest buffer holds three slices of both moments (one updated, one
     /// read, one written); a larger one is cut in twelfths, so that three
     /// slices of both moments are read ahead while three are written.
-    static constexpr int64_t kSliceAlignment = 4096;
-    static constexpr int64_t kMinBufferBytes = 3 * 2 * kSliceAlignment;
-    static constexpr int64_t kSlicesPerBuffer = 6 * 2;
+    static constexpr int64_t kSliceAlignment = planfile::kOffloadSliceAlignment;
+    static constexpr int64_t kMinBufferBytes = planfile::kOffloadMinBufferBytes;
+    static constexpr int64_t kSlicesPerBuffer =
+        planfile::kOffloadSlicesPerBuffer;
     /// The bytes of one moment's slice under `bufferBytes`.
     static int64_t sliceBytes(int64_t bufferBytes) {
-      return std::max<int64_t>(kSliceAlignment, bufferBytes /
-                                                    kSlicesPerBuffer /
-                                                    kSliceAlignment *
-                                                    kSliceAlignment);
+      return planfile::offloadSliceBytes(bufferBytes);
     }
     bool enabled() const { return optimizer != "none"; }
   } offload;

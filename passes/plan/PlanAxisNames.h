@@ -11,6 +11,8 @@
 #ifndef PARTITION_PASSES_PLAN_PLANAXISNAMES_H
 #define PARTITION_PASSES_PLAN_PLANAXISNAMES_H
 
+#include <cstdint>
+
 namespace partition::planfile {
 
 inline constexpr char kDataAxis[] = "dp";
@@ -20,6 +22,22 @@ inline constexpr char kContextAxis[] = "cp";
 /// With expert parallelism: the part of the data-parallel ranks the experts
 /// are split over (not a plan.json field: moe.expert_parallel sizes it).
 inline constexpr char kExpertAxis[] = "ep";
+
+/// offload's staging (Plan::Offload, which the planner's cost model reads
+/// here): the default buffer_bytes, 64 MiB; slices are whole 4096-byte I/O
+/// blocks (O_DIRECT's unit), a twelfth of the buffer per moment (at least
+/// one block; the smallest buffer holds three slices of both moments).
+inline constexpr int64_t kOffloadDefaultBufferBytes = int64_t(64) << 20;
+inline constexpr int64_t kOffloadSliceAlignment = 4096;
+inline constexpr int64_t kOffloadMinBufferBytes =
+    3 * 2 * kOffloadSliceAlignment;
+inline constexpr int64_t kOffloadSlicesPerBuffer = 6 * 2;
+/// The bytes of one moment's slice under `bufferBytes`.
+inline constexpr int64_t offloadSliceBytes(int64_t bufferBytes) {
+  int64_t slice = bufferBytes / kOffloadSlicesPerBuffer /
+                  kOffloadSliceAlignment * kOffloadSliceAlignment;
+  return slice > kOffloadSliceAlignment ? slice : kOffloadSliceAlignment;
+}
 
 } // namespace partition::planfile
 

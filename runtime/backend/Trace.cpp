@@ -67,7 +67,8 @@ std::string traceJson(const std::vector<std::vector<TraceSpan>> &ranks,
   for (size_t rank = 0; rank < ranks.size(); ++rank) {
     // Track names: the process is the rank, thread 0 its instructions,
     // thread 1 its step functions, thread 2 its started collectives as the
-    // communication thread ran them.
+    // communication thread ran them, thread 3 its offload tier copies from
+    // start to wait.
     events.push_back({{"name", "process_name"},
                       {"ph", "M"},
                       {"pid", rank},
@@ -78,7 +79,8 @@ std::string traceJson(const std::vector<std::vector<TraceSpan>> &ranks,
                       {"args", {{"sort_index", rank}}}});
     for (auto [tid, name] : {std::pair<int, const char *>{0, "instructions"},
                              {1, "steps"},
-                             {2, "communication"}})
+                             {2, "communication"},
+                             {3, "tier I/O"}})
       events.push_back({{"name", "thread_name"},
                         {"ph", "M"},
                         {"pid", rank},

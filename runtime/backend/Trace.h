@@ -43,7 +43,8 @@ struct TraceSpan {
   int64_t step = -1;
   /// 0: instructions; 1: step functions (a track of their own); 2: started
   /// collectives, from when the communication thread began them to when
-  /// they completed (the communication track).
+  /// they completed (the communication track); 3: offload tier copies,
+  /// from their start to their wait's return (the tier track).
   int tid = 0;
 };
 

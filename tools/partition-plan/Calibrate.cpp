@@ -3,6 +3,7 @@
 #include "tools/partition-plan/Calibrate.h"
 
 #include "planner/Cluster.h"
+#include "runtime/offload/Bandwidth.h"
 
 #include <cblas.h>
 #include <mpi.h>
@@ -13,8 +14,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -64,6 +67,15 @@ double triadBandwidth() {
       c[i] = a[i] + 0.5f * b[i];
   });
   return 3.0 * sizeof(float) * double(n) / t;
+}
+
+/// The host tier's "link" on CPU ranks: a rank's memcpy of 256 MiB (each
+/// byte read and written once; one direction, as the link's figure is).
+double memcpyBandwidth() {
+  size_t n = size_t(256) << 20;
+  std::vector<char> from(n, 1), to(n, 0);
+  double t = medianTime(5, [&] { std::memcpy(to.data(), from.data(), n); });
+  return double(n) / t;
 }
 
 double parallelRegionCost() {
@@ -147,7 +159,8 @@ int runCollectivesWorker() {
   return 0;
 }
 
-int runCalibration(const char *self, int ranks, const std::string &output) {
+int runCalibration(const char *self, int ranks, const std::string &output,
+                   const std::string &diskDirectory, std::size_t diskBytes) {
   Cluster c = *getProfile("cpu-local");
   int threads = omp_get_max_threads();
   std::fprintf(stderr, "calibrating with %d threads...\n", threads);
@@ -173,6 +186,32 @@ int runCalibration(const char *self, int ranks, const std::string &output) {
                "sgemm %.1f GFLOP/s, triad %.2f GB/s, parallel region %.2f "
                "us\n",
                peak / 1e9, c.memoryBandwidth / 1e9, c.kernelLatency * 1e6);
+
+  // Offload: the host tier is a memcpy of the rank's; the nvme tier the
+  // disk under `diskDirectory`, through the runtime's own I/O engine.
+  c.hostLinkBandwidth = memcpyBandwidth();
+  std::string diskError;
+  std::optional<runtime::offload::DiskBandwidth> disk =
+      runtime::offload::measureDiskBandwidth(diskDirectory, diskBytes,
+                                             /*repeats=*/3, diskError);
+  if (!disk) {
+    std::fprintf(stderr,
+                 "partition-plan: error: cannot measure the disk "
+                 "in '%s' for the offload's nvme tier: %s (give "
+                 "another directory with --calibrate-dir)\n",
+                 diskDirectory.c_str(), diskError.c_str());
+    return 1;
+  }
+  c.diskReadBandwidth = disk->read;
+  c.diskWriteBandwidth = disk->write;
+  std::fprintf(stderr,
+               "memcpy %.2f GB/s; disk in '%s' (%zu MiB, %s, %s engine): "
+               "write %.2f GB/s, read %.2f GB/s\n",
+               c.hostLinkBandwidth / 1e9, diskDirectory.c_str(),
+               diskBytes >> 20,
+               disk->direct ? "O_DIRECT" : "page cache: no O_DIRECT there",
+               disk->engine.c_str(), c.diskWriteBandwidth / 1e9,
+               c.diskReadBandwidth / 1e9);
 
   // Collectives under mpirun.
   std::string command = std::string("mpirun -n ") + std::to_string(ranks) +

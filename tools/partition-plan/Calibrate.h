@@ -13,13 +13,17 @@
 #ifndef PARTITION_TOOLS_PARTITION_PLAN_CALIBRATE_H
 #define PARTITION_TOOLS_PARTITION_PLAN_CALIBRATE_H
 
+#include <cstddef>
 #include <string>
 
 namespace partition::planner {
 
 /// Measures and writes the profile to `output` (stdout when empty);
-/// `self` is argv[0], re-run under mpirun for the collectives.
-int runCalibration(const char *self, int ranks, const std::string &output);
+/// `self` is argv[0], re-run under mpirun for the collectives. The disk's
+/// bandwidth (the offload's nvme tier) is measured on a temporary file of
+/// `diskBytes` in `diskDirectory`.
+int runCalibration(const char *self, int ranks, const std::string &output,
+                   const std::string &diskDirectory, std::size_t diskBytes);
 
 /// The MPI side: every rank times all-reduces; rank 0 prints one JSON
 /// line {"latency": s, "bandwidth": bytes/s}.

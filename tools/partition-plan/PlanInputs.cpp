@@ -226,13 +226,19 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
   }
   // A field the cost model cannot follow is refused rather than predicted
   // as something else.
-  if (plan->offload.given) {
-    error = path + ": offload is not predicted by the cost model (the "
-                   "planner does not cost tier transfers yet: "
-                   "docs/offload.md); leave it out to predict the plan "
-                   "without it";
+  // offload.optimizer as written ("none" forbids it); the staging budget
+  // and the nvme path are written back to the plan the planner emits.
+  if (plan->offload.parameters != "none") {
+    error = path + ": offload.parameters is not predicted by the cost model "
+                   "(only the optimizer's transfers are; docs/offload.md); "
+                   "leave it out to predict the plan without it";
     return llvm::failure();
   }
+  if (has("offload", "optimizer"))
+    f.offload = plan->offload.optimizer;
+  f.offloadBufferBytes = plan->offload.bufferBytes;
+  if (plan->offload.pathGiven)
+    f.offloadPath = plan->offload.path;
   if (plan->tensorParallel.embeddingTp) {
     error = path + ": tensor_parallel.embedding.tp is not predicted by the "
                    "cost model (the embedding and LM head run at mesh.tp "
@@ -243,7 +249,7 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
 }
 
 std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched,
-                                        bool moe) {
+                                        bool moe, bool offloaded) {
   std::vector<std::string> out;
   auto open = [&](bool fixed, const char *name) {
     if (!fixed)
@@ -273,6 +279,8 @@ std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched,
   if (moe && above1(f.dp))
     open(bool(f.ep), "moe.expert_parallel");
   open(bool(f.recompute), "recompute.policy");
+  if (offloaded)
+    open(bool(f.offload), "offload.optimizer");
   open(bool(f.precision), "precision");
   return out;
 }

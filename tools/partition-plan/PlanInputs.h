@@ -47,8 +47,11 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
 /// as the compiler balances it). mesh.cp is named when `cpSearched`: the
 /// search tries it for this model (long sequences); moe.expert_parallel
 /// when `moe` (a mixture of experts) and dp may exceed 1.
+/// (offload.optimizer is named when `offloaded`: the search tries it only
+/// for plans that do not fit otherwise.)
 std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched,
-                                        bool moe = false);
+                                        bool moe = false,
+                                        bool offloaded = false);
 
 } // namespace partition::planner
 

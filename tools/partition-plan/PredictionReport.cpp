@@ -30,7 +30,8 @@ std::vector<std::pair<const char *, double>> terms(const Breakdown &b) {
           {"pipeline communication", b.pipelineComm},
           {"pipeline bubble", b.bubble},
           {"data-parallel communication", b.dataComm},
-          {"optimizer", b.optimizer}};
+          {"optimizer", b.optimizer},
+          {"offload", b.offload}};
 }
 
 } // namespace
@@ -82,6 +83,10 @@ nlohmann::ordered_json toJson(const Prediction &p) {
                       {"optimizer_s", b.optimizer}};
   if (p.plan.ep > 1)
     out["breakdown"]["expert_parallel_comm_s"] = b.expertComm;
+  if (p.plan.offload != "none") {
+    out["breakdown"]["offload_s"] = b.offload;
+    out["offloaded_bytes_per_rank"] = p.offloadedBytes;
+  }
   return out;
 }
 void printExperts(const ModelShape &m, const Prediction &p,
@@ -145,6 +150,11 @@ void printBreakdown(const Prediction &p, llvm::raw_ostream &os) {
   else
     os << ": the compiler's memory plan";
   os << ")\n";
+  if (p.plan.offload != "none")
+    os << "  offload: " << gib(p.offloadedBytes)
+       << " of moments per rank in the " << p.plan.offload
+       << " tier, staged through " << gib(double(p.plan.offloadBufferBytes))
+       << " of buffers\n";
 }
 
 /// What the winner would cost with one choice changed: each line's

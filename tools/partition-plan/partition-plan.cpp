@@ -124,6 +124,26 @@ cl::opt<bool> includeUnimplemented(
              "pass is missing, marked (none today: every plan.json field "
              "has its pass)"),
     cl::cat(category));
+cl::opt<std::string> offloadMode(
+    "offload",
+    cl::desc("Optimizer offload (plan.json's offload.optimizer): auto (a "
+             "plan that does not fit in device memory is tried with the "
+             "host tier where the node has host memory of its own, and the "
+             "nvme tier where the cluster has a disk; the fastest that "
+             "fits is kept), none, host or nvme (every plan)"),
+    cl::init("auto"), cl::cat(category));
+cl::opt<std::string> offloadPath(
+    "offload-path",
+    cl::desc("offload.path written into plans that offload to nvme (default "
+             "\".\", the directory partition-run starts in; partition-run "
+             "--offload-path overrides it)"),
+    cl::init(""), cl::cat(category));
+cl::opt<int64_t> offloadBufferBytes(
+    "offload-buffer-bytes",
+    cl::desc("offload.buffer_bytes of plans that offload: the staging "
+             "buffers' bytes in device memory (default: the plan's, else "
+             "64 MiB)"),
+    cl::init(0), cl::cat(category));
 cl::opt<int64_t> maxMicroBatch(
     "max-micro-batch", cl::desc("Largest micro-batch size tried (32)"),
     cl::init(32), cl::cat(category));
@@ -138,6 +158,19 @@ cl::opt<bool> calibrate(
     cl::desc("Time GEMMs (OpenBLAS), memory and MPI collectives here and "
              "write a cluster profile (-o, default stdout)"),
     cl::cat(category));
+cl::opt<std::string> calibrateDir(
+    "calibrate-dir",
+    cl::desc("Where --calibrate measures the disk for the offload's nvme "
+             "tier (a temporary file of --calibrate-disk-mib, removed): "
+             "default the current directory, where partition-run puts "
+             "offload files when the plan's path is \".\" (not $TMPDIR, "
+             "often a tmpfs)"),
+    cl::init("."), cl::cat(category));
+cl::opt<unsigned> calibrateDiskMib(
+    "calibrate-disk-mib",
+    cl::desc("MiB written and read by --calibrate's disk measurement, three "
+             "times each (256)"),
+    cl::init(256), cl::cat(category));
 cl::opt<int> calibrateRanks("calibrate-ranks",
                             cl::desc("MPI ranks for --calibrate (2)"),
                             cl::init(2), cl::cat(category));
@@ -404,7 +437,8 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
     printExperts(shape, best, os);
   if (!planFile.empty()) {
     std::vector<std::string> open =
-        searchedFields(fixed, searchContextParallel(shape), shape.isMoe());
+        searchedFields(fixed, searchContextParallel(shape), shape.isMoe(),
+                       best.plan.offload != "none");
     os << "searched (not in " << planFile << "): micro-batch size";
     for (const std::string &field : open)
       os << ", " << field;
@@ -444,7 +478,8 @@ int main(int argc, char **argv) {
   if (calibrateWorker)
     return runCollectivesWorker();
   if (calibrate)
-    return runCalibration(argv[0], calibrateRanks, output);
+    return runCalibration(argv[0], calibrateRanks, output, calibrateDir,
+                          std::size_t(calibrateDiskMib) << 20);
 
   if (goodputMode)
     return runGoodput();
@@ -476,6 +511,44 @@ int main(int argc, char **argv) {
                                    *fixed.precision + "\"");
     fixed.precision = precision.getValue();
   }
+  if (offloadMode != "auto") {
+    if (offloadMode != "none" && offloadMode != "host" && offloadMode != "nvme")
+      tools::usageError(kTool, "--offload must be auto, none, host or nvme, "
+                               "got '" +
+                                   offloadMode.getValue() + "'");
+    if (fixed.offload && *fixed.offload != offloadMode.getValue())
+      tools::usageError(kTool, "--offload " + offloadMode.getValue() +
+                                   " contradicts " + planFile +
+                                   "'s offload.optimizer \"" + *fixed.offload +
+                                   "\"");
+    fixed.offload = offloadMode.getValue();
+  }
+  if (offloadMode == "none" &&
+      (!offloadPath.empty() || offloadBufferBytes.getNumOccurrences()))
+    tools::usageError(kTool, "--offload-path and --offload-buffer-bytes "
+                             "would do nothing with --offload none");
+  if (!offloadPath.empty())
+    fixed.offloadPath = offloadPath;
+  if (offloadBufferBytes.getNumOccurrences()) {
+    if (offloadBufferBytes < Plan::Offload::kMinBufferBytes)
+      tools::usageError(kTool,
+                        "--offload-buffer-bytes must be at least " +
+                            std::to_string(Plan::Offload::kMinBufferBytes) +
+                            " (six 4096-byte blocks), got " +
+                            std::to_string(offloadBufferBytes));
+    fixed.offloadBufferBytes = offloadBufferBytes;
+  }
+  if (fixed.offload && *fixed.offload == "nvme" && !cluster->hasDisk())
+    tools::usageError(kTool, "offload.optimizer \"nvme\" needs the "
+                             "cluster's disk bandwidth; " +
+                                 cluster->name +
+                                 " has none (give disk_read_bandwidth and "
+                                 "disk_write_bandwidth in a cluster file)");
+  if (fixed.offload && *fixed.offload == "host" &&
+      !(cluster->hostLinkBandwidth > 0))
+    tools::usageError(kTool, "offload.optimizer \"host\" needs the "
+                             "cluster's host_link_bandwidth; " +
+                                 cluster->name + " has none");
   fixed.maxMicroBatch = maxMicroBatch;
   int64_t devices = gpus;
   if (devices <= 0)

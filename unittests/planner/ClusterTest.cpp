@@ -84,10 +84,47 @@ TEST(Cluster, BadFilesSayWhatIsWrong) {
             "devices_per_node, intra_node_bandwidth, intra_node_latency, "
             "inter_node_bandwidth, inter_node_latency, "
             "overlaps_communication, shared_node, attention_kernel, "
-            "attention_skips_masked)");
+            "attention_skips_masked, host_link_bandwidth, host_memory_bytes, "
+            "disk_read_bandwidth, disk_write_bandwidth)");
+  // The offload fields: 0 is "none", a negative or non-number is not, and
+  // a disk reads and writes.
+  EXPECT_EQ(error(R"({"disk_read_bandwidth": -1})"),
+            "c.json: field 'disk_read_bandwidth' must be a number, 0 or "
+            "more (0: none), got -1");
+  EXPECT_EQ(error(R"({"host_link_bandwidth": "fast"})"),
+            "c.json: field 'host_link_bandwidth' must be a number, 0 or "
+            "more (0: none), got \"fast\"");
+  EXPECT_EQ(error(R"({"base": "gb200-nvl72", "disk_read_bandwidth": 6e9})"),
+            "c.json: disk_read_bandwidth and disk_write_bandwidth are both 0 "
+            "(no disk) or both positive, got 6000000000.0 and 0.0");
   EXPECT_NE(error(R"({"attention_kernel": "fast"})")
                 .find("must be one of fused, materialized"),
             std::string::npos);
+}
+
+TEST(Cluster, OffloadFieldsHaveDefaultsAndOverrides) {
+  // Every shipped profile has a host link; the DGX nodes host memory and
+  // a disk, cpu-local its disk but no host memory of its own (the ranks'
+  // memory is the host's), GB200 no disk figure.
+  for (const std::string &name : profileNames()) {
+    Cluster c = *getProfile(name);
+    EXPECT_GT(c.hostLinkBandwidth, 0) << name;
+    EXPECT_EQ(c.hasDisk(), name != "gb200-nvl72") << name;
+    EXPECT_EQ(c.hostMemoryBytes > 0, name != "cpu-local") << name;
+  }
+  EXPECT_EQ(getProfile("h100-sxm-dgx")->hostLinkBandwidth, 55e9);
+  OrError<Cluster> c = parseCluster(
+      R"({"base": "h100-sxm-dgx", "disk_read_bandwidth": 6.5e9,
+          "disk_write_bandwidth": 5e9, "host_memory_bytes": 0})",
+      "c.json");
+  ASSERT_TRUE(bool(c)) << c.error();
+  EXPECT_EQ(c->diskReadBandwidth, 6.5e9);
+  EXPECT_EQ(c->diskWriteBandwidth, 5e9);
+  EXPECT_EQ(c->hostMemoryBytes, 0);
+  OrError<Cluster> none = parseCluster(
+      R"({"disk_read_bandwidth": 0, "disk_write_bandwidth": 0})", "c.json");
+  ASSERT_TRUE(bool(none)) << none.error();
+  EXPECT_FALSE(none->hasDisk());
 }
 
 TEST(Cluster, UnknownProfileNamesTheKnownOnes) {

@@ -246,6 +246,132 @@ TEST(Search, OnlyWhatTheValidatorAcceptsAndEveryPlanFits) {
   EXPECT_GT(result.refused, 0);
 }
 
+// Optimizer offload's exposed time, by hand: 8 GB of moments per rank
+// through a disk of 4 GB/s read and 2 GB/s write shared by two ranks (2
+// and 1 GB/s each): 4 s of reads and 8 s of writes, one after the other.
+// Slices of 4096000 bytes per moment (buffer_bytes 49152000 / 12), 8192000
+// of both. The updates (5 s) move into the backward (a 3 s window) but the
+// embedding's, a quarter of the bytes, which stays at the end: 9 s of I/O
+// under 3 + 3.75 s leave 2.25 s, which add to the embedding's 3 s of I/O
+// under its 1.25 s update: 4 s exposed.
+TEST(CostModel, OffloadExposesWhatTheBackwardAndUpdatesDoNotHide) {
+  Cluster node = *getProfile("a100-80gb-dgx");
+  node.diskReadBandwidth = 4e9;
+  node.diskWriteBandwidth = 2e9;
+  int64_t buffer = 12 * 4096 * 1000;
+  EXPECT_NEAR(offloadSeconds("nvme", 8e9, buffer, 5, 3, 0.25, node, node, 2),
+              4.0, 1e-9);
+  // A 20 s window hides the rest: the embedding's 3 s less its update.
+  EXPECT_NEAR(offloadSeconds("nvme", 8e9, buffer, 5, 20, 0.25, node, node, 2),
+              1.75, 1e-9);
+  // Nothing at the end: only the last slice's write-back (8.192 ms).
+  EXPECT_NEAR(offloadSeconds("nvme", 8e9, buffer, 5, 20, 0, node, node, 2),
+              8.192e6 / 1e9, 1e-12);
+  // The host link (25 GB/s each way, both ways at once): 0.32 s, of which
+  // a 0.25 s update hides 0.25 s and a 0.5 s update all but the ends.
+  EXPECT_NEAR(offloadSeconds("host", 8e9, buffer, 0.25, 0, 0, node, node, 8),
+              8e9 / 25e9 - 0.25, 1e-12);
+  EXPECT_NEAR(offloadSeconds("host", 8e9, buffer, 0.5, 0, 0, node, node, 8),
+              2 * 8.192e6 / 25e9, 1e-12);
+  // cpu-local's host tier: memcpys on the rank, nothing overlaps.
+  Cluster cpu = *getProfile("cpu-local");
+  EXPECT_NEAR(offloadSeconds("host", 1e9, buffer, 10, 1, 0.5, cpu, cpu, 1),
+              2 * 1e9 / cpu.hostLinkBandwidth, 1e-12);
+  EXPECT_EQ(offloadSeconds("none", 8e9, buffer, 5, 0, 0, node, node, 2), 0);
+}
+
+// The whole prediction: the moments (8 B per parameter of the rank's
+// shard, ZeRO's share under ZeRO) leave the device's memory for the
+// staging buffers, the exposed transfers join the step as `offload`.
+TEST(CostModel, OffloadMovesTheMomentsAndCostsTheirTransfers) {
+  Cluster c = *getProfile("a100-80gb-dgx");
+  ModelShape m = small();
+  Candidate plain;
+  plain.dp = 4;
+  plain.zeroStage = 1;
+  Candidate nvme = plain;
+  nvme.offload = "nvme";
+  Prediction a = predict(m, plain, c), b = predict(m, nvme, c);
+  // (The optimizer's count leaves out a bias or two: within 1e-4.)
+  EXPECT_NEAR(b.offloadedBytes, 8.0 * double(m.parameters()) / 4,
+              1e-4 * b.offloadedBytes);
+  EXPECT_NEAR(a.memory.optimizer, b.offloadedBytes, 1e-6 * b.offloadedBytes);
+  EXPECT_LE(b.memory.optimizer, double(nvme.offloadBufferBytes) + 6 * 4096);
+  EXPECT_GT(b.breakdown.offload, 0);
+  EXPECT_NEAR(b.stepSeconds, a.stepSeconds + b.breakdown.offload,
+              1e-9 * a.stepSeconds);
+  EXPECT_EQ(a.breakdown.offload, 0);
+  EXPECT_NE(
+      nvme.planJson().find(R"("offload": {"optimizer": "nvme", "path": "."})"),
+      std::string::npos);
+  EXPECT_NE(nvme.label().find("off-nvme"), std::string::npos);
+}
+
+// The search offloads a plan only when it does not fit otherwise: on one
+// device of 1.8 GB the model's 135M parameters, gradients and moments (2.2
+// GB) do not fit; with the moments in the host tier (faster than the
+// disk) they do. With 80 GB nothing offloads; `Fixed::offload` forces a
+// tier or forbids it.
+TEST(Search, OffloadsOnlyWhatDoesNotFitOtherwise) {
+  Cluster c = *getProfile("a100-80gb-dgx");
+  ModelShape m = small();
+  SearchOptions options;
+  options.devices = 1;
+  options.globalBatch = 1;
+  Validate any = [](const Candidate &, bool &hard) {
+    hard = false;
+    return std::string();
+  };
+  SearchResult roomy = search(m, c, options, Fixed{}, any);
+  ASSERT_FALSE(roomy.ranked.empty());
+  for (const Prediction &p : roomy.ranked)
+    EXPECT_EQ(p.plan.offload, "none") << p.plan.label();
+
+  c.memoryBytes = 1.8e9;
+  SearchResult tight = search(m, c, options, Fixed{}, any);
+  ASSERT_FALSE(tight.ranked.empty());
+  ASSERT_TRUE(tight.ranked.front().fits);
+  EXPECT_EQ(tight.ranked.front().plan.offload, "host");
+  Fixed forbid;
+  forbid.offload = "none";
+  SearchResult none = search(m, c, options, forbid, any);
+  EXPECT_TRUE(none.ranked.empty() || !none.ranked.front().fits);
+  // Without host memory of its own the node offloads to its disk.
+  c.hostMemoryBytes = 0;
+  SearchResult disk = search(m, c, options, Fixed{}, any);
+  ASSERT_FALSE(disk.ranked.empty());
+  EXPECT_EQ(disk.ranked.front().plan.offload, "nvme");
+  EXPECT_GT(disk.ranked.front().breakdown.offload, 0);
+}
+
+// Where the closed form fits but the compiler's memory plan does not, the
+// search asks the compiler again with the moments in a tier.
+TEST(Search, OffloadsWhenOnlyTheCompiledMemoryDoesNotFit) {
+  Cluster c = *getProfile("a100-80gb-dgx");
+  ModelShape m = small();
+  SearchOptions options;
+  options.devices = 1;
+  options.globalBatch = 1;
+  Validate any = [](const Candidate &, bool &hard) {
+    hard = false;
+    return std::string();
+  };
+  MemoryOracle compiled = [&](const Candidate &p) -> std::optional<double> {
+    return p.offload == "none" ? 2 * c.memoryBytes : 1e9;
+  };
+  SearchResult result = search(m, c, options, Fixed{}, any, compiled);
+  ASSERT_FALSE(result.ranked.empty());
+  const Prediction &best = result.ranked.front();
+  EXPECT_TRUE(best.fits);
+  EXPECT_EQ(best.plan.offload, "host");
+  EXPECT_EQ(best.memorySource, "compiled");
+  EXPECT_EQ(best.memoryPerRank, 1e9);
+  Fixed forbid;
+  forbid.offload = "none";
+  SearchResult none = search(m, c, options, forbid, any, compiled);
+  EXPECT_TRUE(none.ranked.empty() || !none.ranked.front().fits);
+}
+
 // The cost model simulates long pipelines at 2p and 4p micro-batches and
 // extends the step linearly (CostModel.cpp, simulatePipeline): that holds
 // when every further micro-batch adds the same time, which this checks

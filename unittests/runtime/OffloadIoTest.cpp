@@ -6,20 +6,26 @@
 // past a file-size limit (what a full disk looks like to the writer) and a
 // request outside the file fail with one line naming the file and the
 // offset. Files are removed when closed, and stale ones of dead processes
-// by removeStale.
+// by removeStale. measureDiskBandwidth (partition-plan --calibrate) times
+// the preferred engine on a temporary file and says a bad directory in one
+// line.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/offload/Bandwidth.h"
+#include "runtime/offload/IoEngine.h"
 #include "runtime/offload/OffloadFile.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
-#include <fcntl.h>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -179,6 +185,27 @@ TEST(OffloadFile, RemovedWhenClosedAndStaleOnesCleaned) {
   EXPECT_EQ(removed[0], stale.string());
   EXPECT_TRUE(fs::exists(alive.path()));
   fs::remove_all(directory);
+}
+
+TEST(DiskBandwidth, MeasuresThePreferredEngineAndLeavesNoFile) {
+  fs::path directory = fs::temp_directory_path() /
+                       ("partition-offload-bw-" + std::to_string(::getpid()));
+  fs::create_directories(directory);
+  std::string error;
+  std::optional<DiskBandwidth> disk =
+      measureDiskBandwidth(directory.string(), 1 << 20, 2, error);
+  ASSERT_TRUE(disk.has_value()) << error;
+  EXPECT_GT(disk->read, 0);
+  EXPECT_GT(disk->write, 0);
+  EXPECT_EQ(disk->engine, preferredIoEngine());
+  std::vector<std::string> engines = availableIoEngines();
+  EXPECT_NE(std::find(engines.begin(), engines.end(), disk->engine),
+            engines.end());
+  EXPECT_TRUE(fs::is_empty(directory)); // the file is removed
+  fs::remove_all(directory);
+  EXPECT_FALSE(measureDiskBandwidth("/nonexistent/offload", 4096, 1, error));
+  EXPECT_NE(error.find("is not a directory"), std::string::npos) << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos);
 }
 
 TEST(OffloadFile, AMissingPathOrTooLittleRoomIsSaidFirst) {

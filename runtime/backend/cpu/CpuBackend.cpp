@@ -66,7 +66,13 @@ CpuBackend::CpuBackend(const Program &program,
                            instruction.tierCopy->label + "')";
         size_t copy = tiers->compile(program, instruction, arena.get(), name);
         tierCopies[i] = copy;
-        compiled.calls.push_back([this, copy] { tiers->start(copy); });
+        if (tierStarted.size() <= copy)
+          tierStarted.resize(copy + 1);
+        compiled.calls.push_back([this, copy] {
+          if (trace)
+            tierStarted[copy] = TraceRecorder::Clock::now();
+          tiers->start(copy);
+        });
         compiled.names.push_back(name);
         compiled.spans.push_back(traceSpanOf(program, function, instruction));
         if (profile.enabled)
@@ -75,7 +81,23 @@ CpuBackend::CpuBackend(const Program &program,
       }
       if (instruction.waitFor && tierCopies.count(*instruction.waitFor)) {
         size_t copy = tierCopies[*instruction.waitFor];
-        compiled.calls.push_back([this, copy] { tiers->wait(copy); });
+        size_t started = *instruction.waitFor;
+        compiled.calls.push_back([this, copy, f, started] {
+          tiers->wait(copy);
+          if (!trace)
+            return;
+          // The tier track: the copy in flight, from its start to its
+          // wait's return (an I/O engine says when a copy is done only
+          // when asked: its end is at most this).
+          TraceSpan span = functions[f].spans[started];
+          span.startUs = trace->microsecondsSince(tierStarted[copy]);
+          span.durationUs =
+              trace->microsecondsSince(TraceRecorder::Clock::now()) -
+              span.startUs;
+          span.step = currentStep;
+          span.tid = 3;
+          trace->add(std::move(span));
+        });
         compiled.names.push_back(where + " (wait)");
         compiled.spans.push_back(traceSpanOf(program, function, instruction));
         if (profile.enabled)

@@ -175,6 +175,9 @@ private:
   /// The offload's tiers (null without): after the arena, so that their
   /// I/O engine, which drains its requests into the arena, goes first.
   std::unique_ptr<CpuTiers> tiers;
+  /// Under --trace, when each tier copy (CpuTiers' index) was started: its
+  /// span on the rank's tier track runs from there to its wait's return.
+  std::vector<TraceRecorder::Clock::time_point> tierStarted;
   /// Attention scratch, sized for the largest attention of the program.
   struct Workspace {
     std::unique_ptr<uint8_t[], AlignedFree> data;

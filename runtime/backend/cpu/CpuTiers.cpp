@@ -2,6 +2,8 @@
 
 #include "runtime/backend/cpu/CpuTiers.h"
 
+#include "runtime/offload/Bandwidth.h"
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -22,9 +24,7 @@ constexpr uint64_t kBounceBytes = uint64_t(4) << 20;
 /// docs/offload.md), else the thread pool.
 std::unique_ptr<IoEngine> makeEngine(std::string &name) {
   offload::IoEngineOptions options;
-  for (const std::string &kind : offload::availableIoEngines())
-    if (kind == "uring")
-      options.kind = "uring";
+  options.kind = offload::preferredIoEngine();
   name = options.kind;
   return offload::makeIoEngine(options);
 }

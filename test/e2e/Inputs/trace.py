@@ -26,6 +26,12 @@ the time the rank was blocked in their waits per step (each wait's span
 names what it waits for), the exposed part of the offload's I/O: printed
 as "blocked in tier waits: yes" for FileCheck and in milliseconds per step
 (steps after the first) for the benchmarks.
+
+With --tiers, also per rank the offload's tier copies of its tier track
+(tid 3, from each copy's start to its wait's return): how many reads and
+writes and their bytes per step, and whether any of them ran while the
+rank computed ("overlaps compute: yes" when some copy's span overlaps a
+kernel span of the instruction track).
 """
 
 import argparse
@@ -40,6 +46,7 @@ def main():
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--overlap", action="store_true")
     parser.add_argument("--offload", action="store_true")
+    parser.add_argument("--tiers", action="store_true")
     args = parser.parse_args()
     with open(args.file) as f:
         document = json.load(f)
@@ -74,6 +81,18 @@ def main():
         if waits:
             print(f"rank {rank}: receive waits: "
                   f"{'yes' if max(waits) > 0 else 'no'}")
+        if args.tiers:
+            copies = [s for s in spans[rank] if s["tid"] == 3]
+            steps = len({s["args"].get("step") for s in copies}) or 1
+            for kind in ("tier_read", "tier_write"):
+                mine = [s for s in copies if s["name"].startswith(kind)]
+                size = sum(s["args"].get("bytes", 0) for s in mine)
+                print(f"rank {rank}: tier track: {kind} "
+                      f"{len(mine) // steps} per step, {size // steps} "
+                      f"bytes per step")
+            _, hidden, _ = overlap(spans[rank], track=3)
+            print(f"rank {rank}: tier copies overlap compute: "
+                  f"{'yes' if hidden > 0 else 'no'}")
         if args.overlap:
             started, hidden, total = overlap(spans[rank])
             print(f"rank {rank}: communication track: {len(started)} started "
@@ -100,7 +119,8 @@ def main():
 def offload(rank, spans):
     """The tier copies of `spans` per step, and the time blocked in their
     waits (the exposed I/O)."""
-    copies = [s for s in spans if s["cat"] == "tier copy"]
+    # (The instruction track's starts; the tier track repeats each copy.)
+    copies = [s for s in spans if s["cat"] == "tier copy" and s["tid"] == 0]
     waits = [s for s in spans if s["cat"] == "wait" and
              s["name"].split(" ")[2:3] in (["tier_read"], ["tier_write"])]
     steps = sorted({s["args"].get("step", 0) for s in copies})
@@ -118,10 +138,11 @@ def offload(rank, spans):
           f"per step in tier waits (steps after the first)")
 
 
-def overlap(spans):
-    """The started collectives (communication track), and of their total
-    time how much ran while a kernel of the instruction track ran."""
-    started = [s for s in spans if s["tid"] == 2]
+def overlap(spans, track=2):
+    """The started collectives (communication track; or the spans of
+    another track), and of their total time how much ran while a kernel of
+    the instruction track ran."""
+    started = [s for s in spans if s["tid"] == track]
     kernels = sorted((s["ts"], s["ts"] + s["dur"]) for s in spans
                      if s["tid"] == 0 and s["cat"] == "kernel")
     hidden = total = 0.0
