@@ -9,6 +9,8 @@
 
 #include "runtime/backend/cpu/CpuBackendImpl.h"
 
+#include "runtime/backend/CountedExchange.h"
+
 namespace partition::runtime {
 namespace cpubackend {
 
@@ -56,42 +58,6 @@ CpuBackend::compileAllToAll(const Program &program,
   };
 }
 
-namespace {
-
-/// A buffer's cells (its dimensions before rows_dim) in row-major order,
-/// each `rows` rows of `inner` elements: which group rank a cell goes to
-/// (input) or comes from (output) is its index along `dim` divided by
-/// `per`.
-struct Cells {
-  std::vector<int64_t> shape;
-  int64_t rows = 0, inner = 1;
-  int64_t count() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
-  /// The rank of cell `cell` (row-major) when dimension `dim` is cut into
-  /// blocks of `per`.
-  int64_t rankOf(int64_t cell, uint32_t dim, int64_t per) const {
-    int64_t stride = 1;
-    for (size_t d = shape.size(); d-- > size_t(dim) + 1;)
-      stride *= shape[d];
-    return (cell / stride) % shape[dim] / per;
-  }
-};
-
-Cells cellsOf(const BufferInfo &buffer, uint32_t rowsDim) {
-  Cells cells;
-  cells.shape.assign(buffer.shape.begin(), buffer.shape.begin() + rowsDim);
-  cells.rows = buffer.shape[rowsDim];
-  for (size_t d = rowsDim + 1; d < buffer.shape.size(); ++d)
-    cells.inner *= buffer.shape[d];
-  return cells;
-}
-
-} // namespace
-
 // The sender walks its input's cells in row-major order and packs, per
 // destination rank, the filled rows of the cells that rank takes (the
 // block of split_dim it owns); the receiver walks its output's cells in
@@ -110,53 +76,39 @@ std::function<void()> CpuBackend::compileCountedAllToAll(
       arena.get() + program.buffers[instruction.args[2]].offset);
   const auto *recvCounts = reinterpret_cast<const int32_t *>(
       arena.get() + program.buffers[instruction.args[3]].offset);
-  Cells from = cellsOf(input, collective.rowsDim);
-  Cells to = cellsOf(output, collective.rowsDim);
   int64_t ranks = group.size();
-  int64_t splitPer = input.shape[collective.dim] / ranks;
-  int64_t concatPer = output.shape[collective.concatDim] / ranks;
+  CountedCells from =
+      countedCells(input, collective.rowsDim, collective.dim, ranks);
+  CountedCells to =
+      countedCells(output, collective.rowsDim, collective.concatDim, ranks);
   size_t count = size_t(input.elements), outCount = size_t(output.elements);
   if (pack->size() < count + outCount)
     pack->resize(count + outCount);
   comm::Communicator *communicator = &group;
   std::string label = collective.label;
-  std::string name = input.name;
-  uint32_t splitDim = collective.dim, concatDim = collective.concatDim;
+  std::string name = input.name, outputName = output.name;
   return [this, communicator, in, out, sendCounts, recvCounts, from, to,
-          ranks, splitPer, concatPer, count, pack, label, name, splitDim,
-          concatDim] {
+          ranks, count, pack, label, name, outputName] {
     comm::Context context{label.c_str(), currentStep};
-    auto rowsOf = [&](const int32_t *counts, int64_t cell, int64_t rows) {
-      int64_t filled = counts[cell];
-      if (filled < 0 || filled > rows)
-        throw ProgramError(label + ": " + std::to_string(filled) +
-                           " filled rows counted in a cell of '" + name +
-                           "', which holds " + std::to_string(rows));
-      return filled;
-    };
+    // The rows per rank, each count checked against its cell's rows.
+    std::vector<int64_t> sendRows =
+        rowsPerRank(sendCounts, from, ranks, label, name);
+    std::vector<int64_t> recvRows =
+        rowsPerRank(recvCounts, to, ranks, label, outputName);
     // Pack: per rank, its cells' filled rows, in cell order.
-    std::vector<int64_t> sendRows(size_t(ranks), 0), recvRows(size_t(ranks), 0);
-    int64_t cells = from.count();
-    for (int64_t c = 0; c < cells; ++c)
-      sendRows[size_t(from.rankOf(c, splitDim, splitPer))] +=
-          rowsOf(sendCounts, c, from.rows);
     std::vector<int64_t> sendAt(size_t(ranks), 0);
     for (int64_t r = 1; r < ranks; ++r)
       sendAt[size_t(r)] = sendAt[size_t(r - 1)] + sendRows[size_t(r - 1)];
     float *packed = pack->data();
     size_t cellElements = size_t(from.rows * from.inner);
-    for (int64_t c = 0; c < cells; ++c) {
-      int64_t rank = from.rankOf(c, splitDim, splitPer);
+    for (int64_t c = 0; c < from.count; ++c) {
+      int64_t rank = rankOf(from, c);
       size_t rows = size_t(sendCounts[c]);
       std::memcpy(packed + size_t(sendAt[size_t(rank)]) * size_t(from.inner),
                   in + size_t(c) * cellElements,
                   rows * size_t(from.inner) * sizeof(float));
       sendAt[size_t(rank)] += int64_t(rows);
     }
-    int64_t outCells = to.count();
-    for (int64_t c = 0; c < outCells; ++c)
-      recvRows[size_t(to.rankOf(c, concatDim, concatPer))] +=
-          rowsOf(recvCounts, c, to.rows);
     float *received = pack->data() + count;
     communicator->allToAllRows(packed, sendRows, received, recvRows,
                                size_t(from.inner), context);
@@ -164,8 +116,8 @@ std::function<void()> CpuBackend::compileCountedAllToAll(
     for (int64_t r = 1; r < ranks; ++r)
       recvAt[size_t(r)] = recvAt[size_t(r - 1)] + recvRows[size_t(r - 1)];
     size_t outCellElements = size_t(to.rows * to.inner);
-    for (int64_t c = 0; c < outCells; ++c) {
-      int64_t rank = to.rankOf(c, concatDim, concatPer);
+    for (int64_t c = 0; c < to.count; ++c) {
+      int64_t rank = rankOf(to, c);
       size_t rows = size_t(recvCounts[c]);
       float *cell = out + size_t(c) * outCellElements;
       std::memcpy(cell,

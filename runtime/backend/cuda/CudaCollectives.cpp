@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/backend/cuda/CountedExchange.h"
+#include "runtime/backend/CountedExchange.h"
 #include "runtime/backend/cuda/CudaBackendImpl.h"
 
 #include <algorithm>

@@ -22,6 +22,7 @@
 #ifndef PARTITION_RUNTIME_CUDA_KERNELS_MOE_H
 #define PARTITION_RUNTIME_CUDA_KERNELS_MOE_H
 
+#include "runtime/backend/CountedCells.h"
 #include "runtime/backend/cuda/kernels/Kernels.h"
 #include "runtime/program/MoeScoring.h"
 
@@ -127,15 +128,8 @@ void expertLinearGradWeight(cublasHandle_t handle, const T *grad,
                             T *weightGrad, const ExpertGemmShape &shape,
                             bool tf32, int *badId, cudaStream_t stream);
 
-/// A counted all-to-all's buffer (docs/moe.md): `count` cells (its
-/// dimensions before rows_dim, row-major), each `rows` rows of `inner`
-/// elements; cell c goes to (or comes from) group rank
-/// (c / stride) % dimSize / per, where stride is the product of the cell
-/// dimensions after the split (or concat) dimension and dimSize its size.
-struct CountedCells {
-  Index count = 0, rows = 0, inner = 1;
-  Index stride = 1, dimSize = 1, per = 1;
-};
+/// A counted all-to-all's buffer (runtime/backend/CountedCells.h).
+using CountedCells = runtime::CountedCells;
 /// packed = the first counts[c] rows of every cell, grouped by rank (ranks
 /// in order, cells in order within a rank): what the NCCL sends move.
 /// Elements of 2 or 4 bytes; counts (device) are clamped to [0, rows].

@@ -17,7 +17,7 @@
 #include "unittests/runtime/cuda/kernels/MoeTestSupport.h"
 
 #include "runtime/backend/cpu/Kernels.h"
-#include "runtime/backend/cuda/CountedExchange.h"
+#include "runtime/backend/CountedExchange.h"
 #include "runtime/backend/cuda/kernels/Moe.h"
 
 #include <memory>
@@ -616,7 +616,7 @@ TYPED_TEST(Moe, CountedRowsClampTheCountsAndCheckTheirArguments) {
 TEST(CountedExchangeHost, CellsRowsPerRankAndBadCounts) {
   using partition::runtime::BufferInfo;
   using partition::runtime::ProgramError;
-  namespace cb = partition::runtime::cudabackend;
+  namespace cb = partition::runtime;
   // [B 2, E 4, C 3, H 5] cut along the experts over 2 ranks; received as
   // [R B 4, E/R 2, C 3, H 5], the source rank along dimension 0.
   BufferInfo sent, received;
