@@ -245,21 +245,6 @@ std::vector<int64_t> chunkLayerCounts(const ModelShape &model,
                                       const Candidate &plan,
                                       const Cluster &cluster);
 
-/// The exposed seconds of optimizer offload per step (CostModel.cpp,
-/// offloadSeconds): `bytes` of moments of this rank read from and written
-/// back to `tier` ("host" or "nvme") around updates of `update` seconds in
-/// all, which the compiler moves into the backward pass (`window` seconds
-/// of it, the last micro-batch's) except the update of the tensor whose
-/// gradient completes last (`lastShare` of the bytes and of the update:
-/// the embedding), at the end of the step; slices of
-/// planfile::offloadSliceBytes(bufferBytes) per moment. `node` is the whole
-/// node, `device` this rank's share of it, `ranksOnNode` the ranks sharing
-/// the node's disk.
-double offloadSeconds(const std::string &tier, double bytes,
-                      int64_t bufferBytes, double update, double window,
-                      double lastShare, const Cluster &node,
-                      const Cluster &device, int64_t ranksOnNode);
-
 /// The model FLOPs of a step of `sequences` sequences (no recompute).
 double modelFlopsPerStep(const ModelShape &model, int64_t sequences);
 

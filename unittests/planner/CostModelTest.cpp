@@ -2,6 +2,7 @@
 
 #include "planner/Collectives.h"
 #include "planner/CostModel.h"
+#include "planner/Offload.h"
 #include "planner/PipelineSimulation.h"
 #include "planner/Search.h"
 #include "scheduling/Schedule.h"
