@@ -315,6 +315,50 @@ int runGoodput() {
 } // namespace
 
 /// The search's arguments, checked before any work (usage errors, exit 2).
+/// Applies --offload, --offload-path and --offload-buffer-bytes to what the
+/// plan file fixed; a contradiction, a value out of range or a tier the
+/// cluster has no bandwidth for is a usage error.
+void applyOffloadFlags(Fixed &fixed, const Cluster &cluster) {
+  if (offloadMode != "auto") {
+    if (offloadMode != "none" && offloadMode != "host" && offloadMode != "nvme")
+      tools::usageError(kTool, "--offload must be auto, none, host or nvme, "
+                               "got '" +
+                                   offloadMode.getValue() + "'");
+    if (fixed.offload && *fixed.offload != offloadMode.getValue())
+      tools::usageError(kTool, "--offload " + offloadMode.getValue() +
+                                   " contradicts " + planFile +
+                                   "'s offload.optimizer \"" + *fixed.offload +
+                                   "\"");
+    fixed.offload = offloadMode.getValue();
+  }
+  if (offloadMode == "none" &&
+      (!offloadPath.empty() || offloadBufferBytes.getNumOccurrences()))
+    tools::usageError(kTool, "--offload-path and --offload-buffer-bytes "
+                             "would do nothing with --offload none");
+  if (!offloadPath.empty())
+    fixed.offloadPath = offloadPath;
+  if (offloadBufferBytes.getNumOccurrences()) {
+    if (offloadBufferBytes < Plan::Offload::kMinBufferBytes)
+      tools::usageError(kTool,
+                        "--offload-buffer-bytes must be at least " +
+                            std::to_string(Plan::Offload::kMinBufferBytes) +
+                            " (six 4096-byte blocks), got " +
+                            std::to_string(offloadBufferBytes));
+    fixed.offloadBufferBytes = offloadBufferBytes;
+  }
+  if (fixed.offload && *fixed.offload == "nvme" && !cluster.hasDisk())
+    tools::usageError(kTool, "offload.optimizer \"nvme\" needs the "
+                             "cluster's disk bandwidth; " +
+                                 cluster.name +
+                                 " has none (give disk_read_bandwidth and "
+                                 "disk_write_bandwidth in a cluster file)");
+  if (fixed.offload && *fixed.offload == "host" &&
+      !(cluster.hostLinkBandwidth > 0))
+    tools::usageError(kTool, "offload.optimizer \"host\" needs the "
+                             "cluster's host_link_bandwidth; " +
+                                 cluster.name + " has none");
+}
+
 void checkSearchArguments() {
   if (input.empty())
     tools::usageError(kTool, "give a model (partition-gen output)");
@@ -511,44 +555,7 @@ int main(int argc, char **argv) {
                                    *fixed.precision + "\"");
     fixed.precision = precision.getValue();
   }
-  if (offloadMode != "auto") {
-    if (offloadMode != "none" && offloadMode != "host" && offloadMode != "nvme")
-      tools::usageError(kTool, "--offload must be auto, none, host or nvme, "
-                               "got '" +
-                                   offloadMode.getValue() + "'");
-    if (fixed.offload && *fixed.offload != offloadMode.getValue())
-      tools::usageError(kTool, "--offload " + offloadMode.getValue() +
-                                   " contradicts " + planFile +
-                                   "'s offload.optimizer \"" + *fixed.offload +
-                                   "\"");
-    fixed.offload = offloadMode.getValue();
-  }
-  if (offloadMode == "none" &&
-      (!offloadPath.empty() || offloadBufferBytes.getNumOccurrences()))
-    tools::usageError(kTool, "--offload-path and --offload-buffer-bytes "
-                             "would do nothing with --offload none");
-  if (!offloadPath.empty())
-    fixed.offloadPath = offloadPath;
-  if (offloadBufferBytes.getNumOccurrences()) {
-    if (offloadBufferBytes < Plan::Offload::kMinBufferBytes)
-      tools::usageError(kTool,
-                        "--offload-buffer-bytes must be at least " +
-                            std::to_string(Plan::Offload::kMinBufferBytes) +
-                            " (six 4096-byte blocks), got " +
-                            std::to_string(offloadBufferBytes));
-    fixed.offloadBufferBytes = offloadBufferBytes;
-  }
-  if (fixed.offload && *fixed.offload == "nvme" && !cluster->hasDisk())
-    tools::usageError(kTool, "offload.optimizer \"nvme\" needs the "
-                             "cluster's disk bandwidth; " +
-                                 cluster->name +
-                                 " has none (give disk_read_bandwidth and "
-                                 "disk_write_bandwidth in a cluster file)");
-  if (fixed.offload && *fixed.offload == "host" &&
-      !(cluster->hostLinkBandwidth > 0))
-    tools::usageError(kTool, "offload.optimizer \"host\" needs the "
-                             "cluster's host_link_bandwidth; " +
-                                 cluster->name + " has none");
+  applyOffloadFlags(fixed, *cluster);
   fixed.maxMicroBatch = maxMicroBatch;
   int64_t devices = gpus;
   if (devices <= 0)
