@@ -1,6 +1,7 @@
 //===- NcclCommunicator.cpp - Communicator over NCCL ----------------------===//
 
 #include "runtime/comm/NcclCommunicator.h"
+#include "runtime/comm/NcclInternal.h"
 
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/PeerWatch.h"
@@ -16,30 +17,6 @@
 namespace partition::runtime::comm {
 
 namespace {
-
-ncclRedOp_t ncclOp(ReduceOp op) {
-  switch (op) {
-  case ReduceOp::Sum:
-    return ncclSum;
-  case ReduceOp::Avg:
-    return ncclAvg;
-  case ReduceOp::Max:
-    return ncclMax;
-  }
-  return ncclSum;
-}
-
-ncclDataType_t ncclType(DataType type) {
-  switch (type) {
-  case DataType::F32:
-    return ncclFloat32;
-  case DataType::BF16:
-    return ncclBfloat16;
-  case DataType::I32:
-    return ncclInt32;
-  }
-  return ncclFloat32;
-}
 
 // NCCL's last-error text may span lines; the error contract wants one.
 std::string oneLine(const char *text) {
@@ -91,26 +68,6 @@ const char *dataTypeName(DataType type) {
   }
   return "?";
 }
-
-class NcclCommunicator::DeviceScope {
-public:
-  DeviceScope(const NcclCommunicator &comm, const char *op, const Context &ctx)
-      : device_(comm.device_) {
-    comm.checkCuda(cudaGetDevice(&previous_), "cudaGetDevice", op, ctx);
-    if (previous_ != device_)
-      comm.checkCuda(cudaSetDevice(device_), "cudaSetDevice", op, ctx);
-  }
-  ~DeviceScope() {
-    if (previous_ != device_)
-      cudaSetDevice(previous_);
-  }
-  DeviceScope(const DeviceScope &) = delete;
-  DeviceScope &operator=(const DeviceScope &) = delete;
-
-private:
-  int device_;
-  int previous_ = 0;
-};
 
 //===----------------------------------------------------------------------===//
 // Bootstrap and teardown
@@ -634,152 +591,6 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key,
       new NcclCommunicator(worldRank_, std::move(group), device_, options_));
   result->adopt(child, ctx);
   return result;
-}
-
-//===----------------------------------------------------------------------===//
-// Enqueue-only forms
-//===----------------------------------------------------------------------===//
-
-void NcclCommunicator::enqueueAllReduce(const float *send, float *recv,
-                                        size_t count, ReduceOp op,
-                                        const Context &ctx) {
-  const char *name = "all_reduce";
-  DeviceScope scope(*this, name, ctx);
-  allReduceOn(name, send, recv, count, ncclFloat32, op, ctx, deadline());
-}
-
-void NcclCommunicator::enqueueAllGather(const float *send, float *recv,
-                                        size_t countPerRank,
-                                        const Context &ctx) {
-  const char *name = "all_gather";
-  DeviceScope scope(*this, name, ctx);
-  allGatherOn(name, send, recv, countPerRank, ncclFloat32, ctx, deadline());
-}
-
-void NcclCommunicator::enqueueReduceScatter(const float *send, float *recv,
-                                            size_t countPerRank, ReduceOp op,
-                                            const Context &ctx) {
-  const char *name = "reduce_scatter";
-  DeviceScope scope(*this, name, ctx);
-  reduceScatterOn(name, send, recv, countPerRank, ncclFloat32, op, ctx,
-                  deadline());
-}
-
-void NcclCommunicator::enqueueAllReduce(const void *send, void *recv,
-                                        size_t count, DataType type,
-                                        ReduceOp op, const Context &ctx) {
-  const char *name = "all_reduce";
-  DeviceScope scope(*this, name, ctx);
-  allReduceOn(name, send, recv, count, ncclType(type), op, ctx, deadline());
-}
-
-void NcclCommunicator::enqueueAllGather(const void *send, void *recv,
-                                        size_t countPerRank, DataType type,
-                                        const Context &ctx) {
-  const char *name = "all_gather";
-  DeviceScope scope(*this, name, ctx);
-  allGatherOn(name, send, recv, countPerRank, ncclType(type), ctx, deadline());
-}
-
-void NcclCommunicator::enqueueReduceScatter(const void *send, void *recv,
-                                            size_t countPerRank, DataType type,
-                                            ReduceOp op, const Context &ctx) {
-  const char *name = "reduce_scatter";
-  DeviceScope scope(*this, name, ctx);
-  reduceScatterOn(name, send, recv, countPerRank, ncclType(type), op, ctx,
-                  deadline());
-}
-
-void NcclCommunicator::enqueueAllReduceBucket(const Span *spans,
-                                              size_t numSpans, DataType type,
-                                              ReduceOp op, const Context &ctx) {
-  const char *name = "all_reduce";
-  DeviceScope scope(*this, name, ctx);
-  Clock::time_point until = deadline();
-  if (numSpans == 1) {
-    allReduceOn(name, spans[0].data, spans[0].data, spans[0].count,
-                ncclType(type), op, ctx, until);
-    return;
-  }
-  // Inside a group NCCL only records the operations; ncclGroupEnd launches
-  // them together (and may leave the communicator in progress).
-  checkNccl(ncclGroupStart(), comm_, name, ctx, until);
-  for (size_t i = 0; i < numSpans; ++i)
-    checkNccl(ncclAllReduce(spans[i].data, spans[i].data, spans[i].count,
-                            ncclType(type), ncclOp(op), comm_, stream_),
-              comm_, name, ctx, until);
-  checkNccl(ncclGroupEnd(), comm_, name, ctx, until);
-}
-
-void NcclCommunicator::enqueueAllToAll(const float *send, float *recv,
-                                       size_t countPerRank,
-                                       const Context &ctx) {
-  const char *name = "all_to_all";
-  DeviceScope scope(*this, name, ctx);
-  allToAllOn(name, send, recv, countPerRank, ctx, deadline());
-}
-
-void NcclCommunicator::enqueueAllToAllBytes(
-    const void *send, const std::vector<size_t> &sendBytes, void *recv,
-    const std::vector<size_t> &recvBytes, const Context &ctx) {
-  const char *name = "all_to_all";
-  DeviceScope scope(*this, name, ctx);
-  allToAllBytesOn(name, send, sendBytes, recv, recvBytes, ctx, deadline());
-}
-
-void NcclCommunicator::enqueueBroadcast(float *data, size_t count, int root,
-                                        const Context &ctx) {
-  const char *name = "broadcast";
-  DeviceScope scope(*this, name, ctx);
-  broadcastOn(name, data, count, root, ctx, deadline());
-}
-
-void NcclCommunicator::enqueueSend(const float *data, size_t count, int peer,
-                                   int tag, const Context &ctx) {
-  const char *name = "send";
-  DeviceScope scope(*this, name, ctx);
-  sendOn(name, data, count, peer, tag, ctx, deadline());
-}
-
-void NcclCommunicator::enqueueRecv(float *data, size_t count, int peer, int tag,
-                                   const Context &ctx) {
-  const char *name = "recv";
-  DeviceScope scope(*this, name, ctx);
-  recvOn(name, data, count, peer, tag, ctx, deadline());
-}
-
-void NcclCommunicator::enqueueSendRecv(const float *send, size_t sendCount,
-                                       int sendPeer, float *recv,
-                                       size_t recvCount, int recvPeer,
-                                       const Context &ctx) {
-  const char *name = "send_recv";
-  DeviceScope scope(*this, name, ctx);
-  sendRecvOn(name, send, sendCount, sendPeer, recv, recvCount, recvPeer, ctx,
-             deadline());
-}
-
-void NcclCommunicator::enqueueSendBytes(const void *data, size_t bytes,
-                                        int peer, const Context &ctx) {
-  const char *name = "send";
-  DeviceScope scope(*this, name, ctx);
-  checkPeer(peer, "peer", name, ctx);
-  checkNccl(ncclSend(data, bytes, ncclUint8, peer, comm_, stream_), comm_, name,
-            ctx, deadline());
-}
-
-void NcclCommunicator::enqueueRecvBytes(void *data, size_t bytes, int peer,
-                                        const Context &ctx) {
-  const char *name = "recv";
-  DeviceScope scope(*this, name, ctx);
-  checkPeer(peer, "peer", name, ctx);
-  checkNccl(ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_), comm_, name,
-            ctx, deadline());
-}
-
-void NcclCommunicator::synchronize(const Context &ctx) {
-  const char *name = "synchronize";
-  DeviceScope scope(*this, name, ctx);
-  waitStream(name, ctx, deadline());
 }
 
 } // namespace partition::runtime::comm
