@@ -48,8 +48,12 @@ FailureOr<KernelCall> kernelFor(Operation *op) {
 } // namespace
 
 void StepLowering::findTiedEmbeddingSums(Block &body) {
+  // The right operand first: autodiff adds each new contribution on the
+  // right of the sum so far, so that the sum is the buffer scattered onto,
+  // as every micro-batch's embedding gradient is scattered onto the
+  // accumulated one (and the micro-batch loop's code is the same for each).
   for (auto add : body.getOps<AddOp>())
-    for (Value operand : {add.getLhs(), add.getRhs()}) {
+    for (Value operand : {add.getRhs(), add.getLhs()}) {
       auto scatter = operand.getDefiningOp<EmbeddingGradOp>();
       if (!scatter || !operand.hasOneUse() || add.getLhs() == add.getRhs())
         continue;

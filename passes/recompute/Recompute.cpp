@@ -190,10 +190,16 @@ void rewriteStep(func::FuncOp step, const StepStructure &structure,
   for (Operation &op : step.getBody().front())
     if (structure.backward.contains(&op))
       backward.push_back(&op);
-  for (Operation *op : backward)
+  for (Operation *op : backward) {
+    // The step's results are not backward work: the mean loss (micro-
+    // batches' running sum) is returned as computed, not rebuilt at the
+    // end.
+    if (op->hasTrait<OpTrait::IsTerminator>())
+      continue;
     for (OpOperand &use : op->getOpOperands())
       if (recomputed.contains(use.get()))
         use.set(rebuilder.rebuild(use.get(), op));
+  }
   for (Operation *op : llvm::reverse(forward))
     if (op->use_empty() && isClonable(op))
       op->erase();
