@@ -30,7 +30,11 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
     With `microbatches=k` the forward function is one micro-batch: the step
     takes k times as many sequences, runs forward and backward on each slice
     in turn (gradient accumulation), and averages losses and gradients
-    (Megatron-LM's micro-batch semantics). AdamW keeps fp32 moments, corrects
+    (Megatron-LM's micro-batch semantics). Each micro-batch adds its loss to
+    a running sum after its backward pass, and its gradients to the
+    accumulated ones as autodiff produces them: with `microbatch-loop`, the
+    code of every middle micro-batch is alike, and `--rt-microbatch-loop`
+    keeps one copy of it. AdamW keeps fp32 moments, corrects
     their bias and applies decoupled weight decay to matrices only (not to
     biases, norm gains).
 
@@ -77,6 +81,12 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
            "keeps for the whole run">,
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Micro-batches accumulated per step (gradient accumulation)">,
+    Option<"loop", "microbatch-loop", "bool", "false",
+           "With more than 4 micro-batches, build micro-batches 0, 1, 2 and "
+           "k-1 only and record microbatch_loop = k-2 in xfmr.train_step and "
+           "xfmr.eval_step: --rt-microbatch-loop then runs micro-batch 1's "
+           "code for micro-batches 1 to k-2, so that the step's size does not "
+           "grow with k (partition-compile sets it without a pipeline)">,
     Option<"beta1", "beta1", "double", "0.9", "AdamW first-moment decay">,
     Option<"beta2", "beta2", "double", "0.95", "AdamW second-moment decay">,
     Option<"epsilon", "epsilon", "double", "1e-8", "AdamW denominator term">,

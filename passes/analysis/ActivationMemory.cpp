@@ -1,6 +1,7 @@
 //===- ActivationMemory.cpp - per-layer activation and TP traffic ---------===//
 
 #include "passes/analysis/ActivationMemory.h"
+#include "passes/frontend/StepEntries.h"
 
 #include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
@@ -183,6 +184,19 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
     }
     report[layer].tensorParallelBytes += sent;
   }
+  // Under the micro-batch loop the step holds 4 of its k micro-batches,
+  // alike: the step's figures are k / 4 times theirs.
+  if (auto train = step->getAttrOfType<DictionaryAttr>(
+          xfmr::XfmrDialect::kTrainStepAttrName))
+    if (auto loop = train.getAs<IntegerAttr>(kMicrobatchLoopKey))
+      for (auto &[layer, memory] : report) {
+        memory.activationBytes = memory.activationBytes /
+                                 kLoopCompiledMicroBatches *
+                                 (loop.getInt() + 2);
+        memory.tensorParallelBytes = memory.tensorParallelBytes /
+                                     kLoopCompiledMicroBatches *
+                                     (loop.getInt() + 2);
+      }
   return report;
 }
 

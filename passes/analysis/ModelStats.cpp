@@ -2,6 +2,8 @@
 
 #include "passes/analysis/ModelStats.h"
 
+#include "passes/frontend/StepEntries.h"
+
 #include "dialects/CheckedSize.h"
 #include "dialects/Xfmr/XfmrOps.h"
 
@@ -68,10 +70,16 @@ FailureOr<ModelStats> computeModelStats(func::FuncOp function) {
   if (walk.wasInterrupted())
     return failure();
   // A forward function predicts its training step: backward = 2 x forward.
-  bool isTrainStep =
-      function->hasAttr(xfmr::XfmrDialect::kTrainStepAttrName);
+  auto trainStep = function->getAttrOfType<DictionaryAttr>(
+      xfmr::XfmrDialect::kTrainStepAttrName);
   std::optional<int64_t> perStep =
-      isTrainStep ? flops : llvm::checkedMul(*flops, int64_t(3));
+      trainStep ? flops : llvm::checkedMul(*flops, int64_t(3));
+  // Under the micro-batch loop the step holds 4 of its k micro-batches,
+  // alike: every matmul is one of theirs.
+  if (trainStep && perStep)
+    if (auto loop = trainStep.getAs<IntegerAttr>(kMicrobatchLoopKey))
+      perStep = llvm::checkedMul(*perStep / kLoopCompiledMicroBatches,
+                                 loop.getInt() + 2);
   if (!perStep)
     return function.emitError()
            << "the matmul FLOPs of a training step (3 x " << *flops

@@ -134,6 +134,12 @@ StepTokens stepTokensOf(func::FuncOp forward,
               microTokens.getElementType())};
 }
 
+SmallVector<int64_t> compiledMicroBatches(int64_t microbatches, bool loop) {
+  if (loop && microbatches > kLoopCompiledMicroBatches)
+    return {0, 1, 2, microbatches - 1};
+  return llvm::to_vector(llvm::seq<int64_t>(0, microbatches));
+}
+
 Value sliceBatch(OpBuilder &builder, Location loc, Value tokens,
                         int64_t index, int64_t microBatch) {
   auto type = cast<RankedTensorType>(tokens.getType());
@@ -174,7 +180,7 @@ static IRMapping microBatchArguments(OpBuilder &builder, func::FuncOp forward,
 /// training step's micro-batches and their mean loss, without gradients.
 LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
                             const ForwardSignature &signature,
-                            int64_t microbatches) {
+                            int64_t microbatches, bool loop) {
   if (SymbolTable::lookupSymbolIn(module, kEvalStepName))
     return forward.emitError() << "symbol @" << kEvalStepName
                                << " already exists; the evaluation step "
@@ -194,10 +200,13 @@ LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
   auto eval = func::FuncOp::create(
       builder, loc, kEvalStepName,
       builder.getFunctionType(argTypes, {scalarF32}));
-  markEvaluationEntry(builder, forward, signature, eval,
-                      {builder.getNamedAttr(
-                          "microbatches",
-                          builder.getI64IntegerAttr(microbatches))});
+  SmallVector<int64_t> micros = compiledMicroBatches(microbatches, loop);
+  SmallVector<NamedAttribute> entry{builder.getNamedAttr(
+      "microbatches", builder.getI64IntegerAttr(microbatches))};
+  if (static_cast<int64_t>(micros.size()) < microbatches)
+    entry.push_back(builder.getNamedAttr(
+        kMicrobatchLoopKey, builder.getI64IntegerAttr(microbatches - 2)));
+  markEvaluationEntry(builder, forward, signature, eval, entry);
   for (auto [index, arg] :
        {std::pair<unsigned, unsigned>{numParams, signature.tokensArg},
         {numParams + 1, signature.targetsArg}})
@@ -216,7 +225,7 @@ LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
   Value targets = body->getArgument(numParams + 1);
   Block &forwardBody = forward.getBody().front();
   Value total;
-  for (int64_t micro = 0; micro < microbatches; ++micro) {
+  for (int64_t micro : micros) {
     IRMapping mapping = microBatchArguments(builder, forward, signature, body,
                                             tokens, targets, micro,
                                             microBatch);

@@ -44,6 +44,17 @@ StepTokens stepTokensOf(mlir::func::FuncOp forward,
                         const ForwardSignature &signature,
                         int64_t microbatches);
 
+/// The micro-batches a step with `microbatches` of them builds: all, or
+/// under the micro-batch loop (more than kLoopCompiledMicroBatches of
+/// them) micro-batches 0, 1, 2 and k-1, micro-batch 1's code standing for
+/// 1..k-2 (--rt-microbatch-loop), 2 being there to show that it can.
+constexpr int64_t kLoopCompiledMicroBatches = 4;
+llvm::SmallVector<int64_t> compiledMicroBatches(int64_t microbatches,
+                                                bool loop);
+/// The key of xfmr.train_step and xfmr.eval_step that records the loop:
+/// how many micro-batches micro-batch 1's code runs for (k-2).
+constexpr llvm::StringLiteral kMicrobatchLoopKey = "microbatch_loop";
+
 /// The micro-batch `index` of a [k*b, T] token tensor (the tensor itself
 /// when k = 1).
 mlir::Value sliceBatch(mlir::OpBuilder &builder, mlir::Location loc,
@@ -55,7 +66,7 @@ mlir::Value sliceBatch(mlir::OpBuilder &builder, mlir::Location loc,
 mlir::LogicalResult buildEvalStep(mlir::ModuleOp module,
                                   mlir::func::FuncOp forward,
                                   const ForwardSignature &signature,
-                                  int64_t microbatches);
+                                  int64_t microbatches, bool loop);
 
 /// @logits_step(params, tokens) -> the logits of each of the step's
 /// `microbatches` micro-batches, in order (partition-compile --logits).

@@ -190,7 +190,8 @@ struct TrainStepLayout {
 
 /// Each routing bias's (parameter index) moe_route counts, one per
 /// micro-batch: the load its update needs.
-using RoutedCounts = llvm::MapVector<size_t, SmallVector<Value>>;
+/// Per routing bias (its argument index): the step's summed expert load.
+using RoutedLoads = llvm::MapVector<size_t, Value>;
 
 struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   using Base::Base;
@@ -206,7 +207,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     if (withEval) {
       FailureOr<ForwardSignature> signature = analyzeForward(forward);
       if (failed(signature) || failed(buildEvalStep(getOperation(), forward, *signature,
-                                                  microbatches)))
+                                                  microbatches, loop)))
         return signalPassFailure();
     }
     if (withLogits) {
@@ -227,15 +228,16 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
              << "microbatches must be between 1 and "
              << Plan::Pipeline::kMaxMicrobatches << ", but is "
              << microbatches.getValue();
+    int64_t copies = compiledMicroBatches(microbatches, loop).size();
     if (auto model =
             forward->getAttrOfType<DictionaryAttr>(XfmrDialect::kModelAttrName))
       if (auto layers = model.getAs<IntegerAttr>("layers");
-          layers && layers.getInt() * microbatches.getValue() >
+          layers && layers.getInt() * copies >
                         Plan::Pipeline::kMaxLayerMicrobatches)
         return forward.emitError()
-               << "the step would be unrolled " << microbatches.getValue()
+               << "the step would be unrolled " << copies
                << " times over " << layers.getInt() << " layers ("
-               << layers.getInt() * microbatches.getValue()
+               << layers.getInt() * copies
                << " layer micro-batches); at most "
                << Plan::Pipeline::kMaxLayerMicrobatches
                << " compile (about 7 KB of program and 80 KB of compile "
@@ -284,7 +286,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
 
     // --- Forward and backward of each micro-batch. ------------------------
     SmallVector<Value> grads;
-    RoutedCounts routed;
+    RoutedLoads routed;
     FailureOr<Value> meanLoss =
         forwardAndBackward(builder, forward, *signature, layout, params,
                            tokens, targets, grads, routed);
@@ -409,17 +411,21 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     return {step, numParams, trained, routingBiases, momentTypes, microBatch};
   }
 
-  /// The forward and backward passes of every micro-batch of the step,
-  /// built at `builder`'s insertion point: returns the mean loss, sets
-  /// `grads` to each trained parameter's gradient (of that mean) and
-  /// `routed` to the counts of the routes that take each routing bias.
+  /// The forward and backward passes of every micro-batch of the step (of
+  /// micro-batches 0, 1, 2 and k-1 only under the micro-batch loop, which
+  /// runs micro-batch 1's code for 1..k-2), built at `builder`'s insertion
+  /// point: returns the mean loss, sets `grads` to each trained parameter's
+  /// gradient (of that mean) and `routed` to the summed load of the routes
+  /// that take each routing bias. Each micro-batch adds its loss and loads
+  /// to running sums right after its backward pass, so that nothing of a
+  /// micro-batch outlives it but those sums and the gradients'.
   FailureOr<Value> forwardAndBackward(OpBuilder &builder, func::FuncOp forward,
                                       const ForwardSignature &signature,
                                       const TrainStepLayout &layout,
                                       ValueRange params, Value tokens,
                                       Value targets,
                                       SmallVectorImpl<Value> &grads,
-                                      RoutedCounts &routed) {
+                                      RoutedLoads &routed) {
     Location loc = forward.getLoc();
     int64_t microBatch = layout.microBatch;
     auto scalarF32 = RankedTensorType::get({}, builder.getF32Type());
@@ -433,8 +439,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
         builder, loc,
         DenseElementsAttr::get(scalarF32, builder.getF32FloatAttr(inverseCount)
                                               .getValue()));
-    SmallVector<Value> losses;
-    for (int64_t micro = 0; micro < microbatches; ++micro) {
+    Value meanLoss;
+    for (int64_t micro : compiledMicroBatches(microbatches, loop)) {
       IRMapping mapping;
       for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
         mapping.map(forward.getArgument(arg), params[index]);
@@ -444,6 +450,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
                   sliceBatch(builder, loc, targets, micro, microBatch));
 
       SmallVector<Operation *> cloned;
+      SmallVector<std::pair<size_t, Value>> counts;
       Block &forwardBody = forward.getBody().front();
       for (Operation &op : forwardBody.without_terminator()) {
         cloned.push_back(builder.clone(op, mapping));
@@ -451,22 +458,31 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
           if (Value bias = route.getBias())
             for (auto [index, rate] : layout.routingBiases)
               if (bias == params[index])
-                routed[index].push_back(route.getCounts());
+                counts.push_back({index, route.getCounts()});
       }
       Value loss = mapping.lookupOrDefault(
           forwardBody.getTerminator()->getOperand(0));
       differentiator.propagateActivity(cloned);
       if (failed(differentiator.differentiate(cloned, loss, seed)))
         return failure();
-      losses.push_back(loss);
-    }
-
-    Value meanLoss;
-    for (Value loss : losses)
       meanLoss = meanLoss ? AddOp::create(builder, loc, scalarF32, meanLoss,
                                           loss)
                                 .getResult()
                           : loss;
+      // DeepSeek-V3's bias update reads the step's load: each
+      // micro-batch's routes add theirs.
+      for (auto [index, micro] : counts) {
+        Value bias = params[index];
+        auto biasType = cast<RankedTensorType>(bias.getType());
+        Value part =
+            MoeExpertLoadOp::create(builder, bias.getLoc(), biasType, micro);
+        Value &load = routed[index];
+        load = load ? AddOp::create(builder, bias.getLoc(), biasType, load,
+                                    part)
+                          .getResult()
+                    : part;
+      }
+    }
     if (microbatches > 1)
       meanLoss = ScaleOp::create(builder, loc, scalarF32, meanLoss,
                                  builder.getF32FloatAttr(inverseCount));
@@ -486,7 +502,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   /// `results`.
   void appendAdamW(OpBuilder &builder, Location loc, ValueRange stepArgs,
                    const TrainStepLayout &layout, ArrayRef<Value> grads,
-                   const RoutedCounts &routed,
+                   const RoutedLoads &routed,
                    SmallVectorImpl<Value> &results) {
     auto scalarI32 = RankedTensorType::get({}, builder.getI32Type());
     size_t numParams = layout.numParams, numTrained = layout.trained.size();
@@ -517,24 +533,14 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
       newMoment1.push_back(update.getNewMoment1());
       newMoment2.push_back(update.getNewMoment2());
     }
-    // DeepSeek-V3's bias update, after every micro-batch: the load is the
-    // step's (each micro-batch's summed), so the bias moves once per step
-    // whatever the micro-batching. A bias no route takes keeps its value.
-    for (auto [index, counts] : routed) {
+    // DeepSeek-V3's bias update, once per step from the step's load (each
+    // micro-batch's summed), whatever the micro-batching. A bias no route
+    // takes keeps its value.
+    for (auto [index, load] : routed) {
       Value bias = params[index];
-      auto biasType = cast<RankedTensorType>(bias.getType());
-      Value load;
-      for (Value micro : counts) {
-        Value part =
-            MoeExpertLoadOp::create(builder, bias.getLoc(), biasType, micro);
-        load = load ? AddOp::create(builder, bias.getLoc(), biasType, load,
-                                    part)
-                          .getResult()
-                    : part;
-      }
       newParams[index] = MoeBiasUpdateOp::create(
-          builder, bias.getLoc(), biasType, bias, load,
-          layout.routingBiases.lookup(index));
+          builder, bias.getLoc(), cast<RankedTensorType>(bias.getType()), bias,
+          load, layout.routingBiases.lookup(index));
     }
 
     results.append(newParams);
@@ -544,7 +550,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   }
 
   DictionaryAttr hyperParameters(OpBuilder &builder) {
-    return builder.getDictionaryAttr({
+    SmallVector<NamedAttribute> entries{
         builder.getNamedAttr("optimizer", builder.getStringAttr(optimizer)),
         builder.getNamedAttr("microbatches",
                              builder.getI64IntegerAttr(microbatches)),
@@ -553,7 +559,12 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
         builder.getNamedAttr("epsilon", builder.getF32FloatAttr(epsilon)),
         builder.getNamedAttr("weight_decay",
                              builder.getF32FloatAttr(weightDecay)),
-    });
+    };
+    if (static_cast<int64_t>(compiledMicroBatches(microbatches, loop).size()) <
+        microbatches)
+      entries.push_back(builder.getNamedAttr(
+          kMicrobatchLoopKey, builder.getI64IntegerAttr(microbatches - 2)));
+    return builder.getDictionaryAttr(entries);
   }
 
 };
