@@ -56,32 +56,27 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
   Communication result;
   result.function = function.getSymName();
   SymbolTableCollection tables;
-  WalkResult walk = function.walk([&](Operation *op) {
-    // A send moves its buffer once, to one peer.
-    if (auto send = dyn_cast<SendOp>(op)) {
-      int64_t bytes = byteSize(send.getInput().getType());
-      std::optional<int64_t> sent = llvm::checkedAdd(result.sentBytes, bytes);
-      if (!sent) {
-        op->emitOpError() << "the bytes " << function.getSymName()
-                          << " sends per step overflow 64 bits";
-        return WalkResult::interrupt();
-      }
-      result.sentBytes = *sent;
-      addBytes(result.sentBytesByPeer,
-               cast<StringAttr>(send.getPeerAxes()[0]).getValue().str() + "=" +
-                   std::to_string(send.getPeerCoords()[0]),
-               bytes);
-      ++result.sends;
-      return WalkResult::advance();
-    }
-    if (!isa<AllReduceOp, AllGatherOp, ReduceScatterOp, rt::RingShiftOp,
-             rt::AllToAllOp>(op))
-      return WalkResult::advance();
+  // A send moves its buffer once, to one peer.
+  auto countSend = [&](SendOp send) -> LogicalResult {
+    int64_t bytes = byteSize(send.getInput().getType());
+    std::optional<int64_t> sent = llvm::checkedAdd(result.sentBytes, bytes);
+    if (!sent)
+      return send->emitOpError() << "the bytes " << function.getSymName()
+                                 << " sends per step overflow 64 bits";
+    result.sentBytes = *sent;
+    addBytes(result.sentBytesByPeer,
+             cast<StringAttr>(send.getPeerAxes()[0]).getValue().str() + "=" +
+                 std::to_string(send.getPeerCoords()[0]),
+             bytes);
+    ++result.sends;
+    return success();
+  };
+  auto countCollective = [&](Operation *op) -> LogicalResult {
     auto meshName = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
     FailureOr<dist::MeshShape> mesh = dist::lookupMeshShape(
         op, meshName, &tables, [&] { return op->emitOpError(); });
     if (failed(mesh))
-      return WalkResult::interrupt();
+      return failure();
     int64_t ranks = 1;
     std::optional<int64_t> sent = result.sentBytes;
     std::string group;
@@ -90,11 +85,9 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
          llvm::enumerate(op->getAttrOfType<ArrayAttr>("axes"))) {
       StringRef name = cast<StringAttr>(axis).getValue();
       int64_t at = mesh->find(name);
-      if (at < 0) {
-        op->emitOpError() << "axis '" << name << "' is not an axis of "
-                          << meshName;
-        return WalkResult::interrupt();
-      }
+      if (at < 0)
+        return op->emitOpError() << "axis '" << name << "' is not an axis of "
+                                 << meshName;
       ranks *= mesh->sizes[at]; // The mesh verifier bounds its size.
       os << (index ? "," : "") << name << "=" << mesh->sizes[at];
     }
@@ -129,16 +122,29 @@ FailureOr<Communication> countCommunication(func::FuncOp function) {
       addBytes(result.scatteredBytes, group, bytes);
       ++result.scatters;
     }
-    if (!sent) {
-      op->emitOpError() << "the bytes " << function.getSymName()
-                        << " sends per step overflow 64 bits";
-      return WalkResult::interrupt();
-    }
+    if (!sent)
+      return op->emitOpError() << "the bytes " << function.getSymName()
+                               << " sends per step overflow 64 bits";
     result.sentBytes = *sent;
-    return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
-    return failure();
+    return success();
+  };
+  // Inside the micro-batch loop every send and collective runs once per
+  // run of it.
+  int64_t runs = 1;
+  for (Operation &op : function.getBody().front()) {
+    if (auto begin = dyn_cast<rt::MicrobatchLoopBeginOp>(op))
+      runs = begin.getCount();
+    if (isa<rt::MicrobatchLoopEndOp>(op))
+      runs = 1;
+    bool collective = isa<AllReduceOp, AllGatherOp, ReduceScatterOp,
+                          rt::RingShiftOp, rt::AllToAllOp>(op);
+    if (!collective && !isa<SendOp>(op))
+      continue;
+    for (int64_t run = 0; run < runs; ++run)
+      if (failed(collective ? countCollective(&op)
+                            : countSend(cast<SendOp>(op))))
+        return failure();
+  }
   return result;
 }
 

@@ -47,6 +47,56 @@ def LowerToRtPass : Pass<"lower-to-rt", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def MicrobatchLoopPass : Pass<"rt-microbatch-loop", "::mlir::ModuleOp"> {
+  let summary = "Keep one copy of the code of a step's middle micro-batches";
+  let description = [{
+    A step built with `--xfmr-train-step="microbatch-loop=true"` and k > 4
+    micro-batches holds the code of micro-batches 0, 1, 2 and k-1, and
+    records `microbatch_loop = k-2` in its `xfmr.train_step` (or
+    `xfmr.eval_step`). On each such function this pass checks that
+    micro-batch 2's code is micro-batch 1's: the same ops with the same
+    attributes, reading the same buffers, except micro-batch 1's results
+    where micro-batch 1 read those written before it, and its own rows of
+    the inputs. It then deletes micro-batch 2's code, makes each buffer
+    handed from one micro-batch to the next (the accumulated gradients,
+    the running loss) the buffer it replaces, written in place, and
+    brackets micro-batch 1's code with `rt.microbatch_loop_begin` (count
+    k-2, micro-batch 1's rows of the inputs) and `rt.microbatch_loop_end`
+    (the buffers written before the loop that it uses): the runtime runs it
+    for micro-batches 1 to k-2. Program size and compile time no longer
+    grow with the micro-batches.
+
+    A step whose middle micro-batches differ, whose code after the loop
+    reads a value of micro-batch 1 alone, waits for a collective a
+    micro-batch started, or hands a buffer on before it is done reading the
+    one it was handed is an error naming the op (compile it without the
+    loop: `partition-compile --unroll-microbatches`).
+
+    Input (micro-batches 1 and 2 of an 8-micro-batch step, in short):
+    ```mlir
+    %t1 = memref.subview %tokens[4, 0] [4, 64] [1, 1] : ...
+    rt.kernel "embedding" ins(%t1, %wte : ...) outs(%x1 : ...)
+    ...
+    rt.kernel "add" ins(%g0, %d1 : ...) outs(%g1 : ...)
+    %t2 = memref.subview %tokens[8, 0] [4, 64] [1, 1] : ...
+    rt.kernel "embedding" ins(%t2, %wte : ...) outs(%x2 : ...)
+    ...
+    rt.kernel "add" ins(%g1, %d2 : ...) outs(%g2 : ...)
+    ```
+    Output:
+    ```mlir
+    %t1 = memref.subview %tokens[4, 0] [4, 64] [1, 1] : ...
+    rt.microbatch_loop_begin count = 6 slices(%t1 : ...)
+    rt.kernel "embedding" ins(%t1, %wte : ...) outs(%x1 : ...)
+    ...
+    rt.kernel "add" ins(%g0, %d1 : ...) outs(%g0 : ...)
+    rt.microbatch_loop_end live(%g0 : ...)
+    ```
+  }];
+  let dependentDialects = ["::partition::rt::RtDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> {
   let summary = "Start data-parallel collectives early and wait for them late";
   let description = [{

@@ -314,9 +314,32 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
   // Each started collective's instruction index, for its wait.
   DenseMap<Value, uint32_t> startedAt;
 
+  // The micro-batch loop: its first instruction, then its end and slices.
+  std::optional<uint32_t> loopBegin;
+  flatbuffers::Offset<ptp::MicrobatchLoop> loop;
+  int64_t loopCount = 0;
+  std::vector<uint32_t> loopSlices;
+
   for (Operation &op : function.getBody().front()) {
     if (isa<arith::ConstantIndexOp, func::ReturnOp>(op))
       continue;
+    if (auto begin = dyn_cast<rt::MicrobatchLoopBeginOp>(op)) {
+      FailureOr<std::vector<uint32_t>> slices =
+          bufferArgs(&op, begin.getSlices());
+      if (failed(slices))
+        return failure();
+      loopBegin = instructions.size();
+      loopCount = begin.getCount();
+      loopSlices = std::move(*slices);
+      continue;
+    }
+    if (isa<rt::MicrobatchLoopEndOp>(op)) {
+      // The rt verifier has checked that the begin came first.
+      loop = ptp::CreateMicrobatchLoopDirect(
+          fbb, *loopBegin, static_cast<uint32_t>(instructions.size()),
+          loopCount, &loopSlices);
+      continue;
+    }
     if (op.getNumResults() == 1 &&
         isa<rt::TokenType>(op.getResult(0).getType()))
       startedAt[op.getResult(0)] = instructions.size();
@@ -382,7 +405,7 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
       name = eval.get("logits") ? "logits_step" : "eval_step";
   }
   functions.push_back(
-      ptp::CreateFunctionDirect(fbb, name.c_str(), &instructions));
+      ptp::CreateFunctionDirect(fbb, name.c_str(), &instructions, loop));
   return success();
 }
 

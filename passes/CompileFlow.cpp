@@ -81,6 +81,11 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   step.weightDecay = options.weightDecay;
   step.withEval = options.optimizer == "adamw";
   step.withLogits = options.logits;
+  // The micro-batch as a loop: one copy of the middle micro-batches' code
+  // (--rt-microbatch-loop, after the lowering). Pipelines and NTP replicas
+  // still unroll every micro-batch.
+  step.loop = !options.unrollMicrobatches &&
+              (!plan || (plan->mesh.pp == 1 && plan->replicas.empty()));
   pm.addPass(createTrainStepPass(step));
   // After autodiff, so that the backward ops get the positions too. Context
   // parallelism's attention needs them: a rank's queries and keys are not
@@ -158,6 +163,10 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
 
 void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   pm.addPass(createLowerToRtPass());
+  // One copy of the middle micro-batches' code, matched while every
+  // collective is still blocking; the passes after it move ops within the
+  // loop or outside it, never across its edges.
+  pm.addPass(createMicrobatchLoopPass());
   // Data-parallel buckets reduced while the backward pass goes on (and,
   // when the plan asks, tensor-parallel collectives while independent
   // kernels run); before the memory plan, which then keeps their buffers

@@ -64,6 +64,13 @@ struct CompileFlowOptions
       llvm::cl::desc("Run --xfmr-explicit-positions with these chunks after "
                      "the training step (0: not run)"),
       llvm::cl::init(0)};
+  Option<bool> unrollMicrobatches{
+      *this, "unroll-microbatches",
+      llvm::cl::desc("Compile every micro-batch's code, as without a "
+                     "micro-batch loop (by default a step without a "
+                     "pipeline keeps one copy of its middle micro-batches' "
+                     "code: --rt-microbatch-loop)"),
+      llvm::cl::init(false)};
   Option<bool> memoryReport{
       *this, "memory-report",
       llvm::cl::desc("Print bytes per buffer category and the arena peak"),

@@ -605,4 +605,75 @@ def Rt_RecvOp : Op<Rt_Dialect, "recv", [
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// The micro-batch loop
+//===----------------------------------------------------------------------===//
+
+def Rt_MicrobatchLoopBeginOp : Op<Rt_Dialect, "microbatch_loop_begin"> {
+  let summary = "starts the code that runs once per middle micro-batch";
+  let description = [{
+    The ops from here to the block's `rt.microbatch_loop_end` are one
+    micro-batch's forward and backward pass (micro-batch 1's, as
+    `--rt-microbatch-loop` keeps it); the runtime runs them `count` times in
+    a row, for micro-batches 1 to `count`. `slices` are that micro-batch's
+    rows of the step's inputs (tokens, targets): before run i > 0 the
+    runtime copies into each slice the bytes i times its size past it,
+    micro-batch 1 + i's rows, so that the code reads each micro-batch in
+    turn. Between the two ops nothing else changes from run to run: what a
+    run reads of an earlier one (the accumulated gradients, the running
+    loss) it reads where the earlier run wrote it.
+
+    Example:
+    ```mlir
+    rt.microbatch_loop_begin count = 6 slices(%tokens1, %targets1
+        : memref<4x64xi32, strided<[64, 1], offset: 256>>,
+          memref<4x64xi32, strided<[64, 1], offset: 256>>)
+    rt.kernel "embedding" ins(%tokens1, %wte : ...) outs(%x : ...)
+    ...
+    rt.microbatch_loop_end live(%grad_wte, %loss : memref<256x64xf32>,
+                                memref<f32>)
+    ```
+
+    Constraints:
+    - `count` is at least 1;
+    - the block holds no other `rt.microbatch_loop_begin`, and an
+      `rt.microbatch_loop_end` follows it.
+  }];
+  let arguments = (ins
+    ConfinedAttr<I64Attr, [IntMinValue<1>]>:$count,
+    Arg<Variadic<AnyMemRef>, "the micro-batch's input rows", [MemWrite]>:
+        $slices);
+  let assemblyFormat = [{
+    `count` `=` $count (`slices` `(` $slices^ `:` type($slices) `)`)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Rt_MicrobatchLoopEndOp : Op<Rt_Dialect, "microbatch_loop_end"> {
+  let summary = "ends the code that runs once per middle micro-batch";
+  let description = [{
+    Closes the block's `rt.microbatch_loop_begin`. `live` are the buffers
+    the loop's code uses that were written before it (the accumulated
+    gradients, the running loss, parameters' copies): the next run reads
+    them again, so they stay live to here, and the memory plan places no
+    buffer of the loop over them.
+
+    Example:
+    ```mlir
+    rt.microbatch_loop_end live(%grad : memref<64xf32>)
+    ```
+
+    Constraints: an `rt.microbatch_loop_begin` comes before it in its block,
+    with no other `rt.microbatch_loop_end` between them.
+  }];
+  let arguments = (ins
+    Arg<Variadic<AnyMemRef>, "the buffers the next run reads again",
+        [MemRead]>:$live);
+  let assemblyFormat = [{
+    (`live` `(` $live^ `:` type($live) `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // PARTITION_RT_OPS

@@ -69,6 +69,38 @@ protected:
 
 /// "WHERE (send 'LABEL')" or "WHERE (recv 'LABEL')": how errors name a
 /// transfer instruction.
+/// Runs a function's instructions in the order the program says:
+/// `runRange(begin, end)` for [0, size) without a micro-batch loop; with
+/// one, the instructions before it, the loop's `count` times (calling
+/// `nextRun(run)` before each run after the first, to read that run's rows
+/// into the slices), then those after it.
+template <typename RunRange, typename NextRun>
+void walkFunction(const Function &function, RunRange &&runRange,
+                  NextRun &&nextRun) {
+  size_t size = function.instructions.size();
+  if (!function.loop) {
+    runRange(size_t(0), size);
+    return;
+  }
+  const MicrobatchLoop &loop = *function.loop;
+  runRange(size_t(0), loop.begin);
+  for (int64_t run = 0; run < loop.count; ++run) {
+    if (run > 0)
+      nextRun(run);
+    runRange(loop.begin, loop.end);
+  }
+  runRange(loop.end, size);
+}
+
+/// How many times a step runs instruction `index` of `function`: the
+/// micro-batch loop's count inside it, else once.
+inline int64_t runsOf(const Function &function, size_t index) {
+  return function.loop && index >= function.loop->begin &&
+                 index < function.loop->end
+             ? function.loop->count
+             : 1;
+}
+
 std::string transferName(const Instruction &instruction,
                          const std::string &where);
 

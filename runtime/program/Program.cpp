@@ -344,7 +344,17 @@ Function readFunction(const ptp::Function *function, const Program &program,
                          std::to_string(program.buffers.size()));
     decodedFunction.instructions.push_back(std::move(decoded));
   }
+  if (const ptp::MicrobatchLoop *loop = function->loop()) {
+    MicrobatchLoop decoded;
+    decoded.begin = loop->begin();
+    decoded.end = loop->end();
+    decoded.count = loop->count();
+    if (loop->slices())
+      decoded.slices.assign(loop->slices()->begin(), loop->slices()->end());
+    decodedFunction.loop = std::move(decoded);
+  }
   check::checkStartedCollectives(decodedFunction, program, origin);
+  check::checkMicrobatchLoop(decodedFunction, program, origin);
   return decodedFunction;
 }
 

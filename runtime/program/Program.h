@@ -265,9 +265,20 @@ struct MeshAxis {
 };
 
 /// An entry point of the program: "train_step" or "eval_step".
+/// ptp::MicrobatchLoop: instructions [begin, end) run `count` times, each
+/// run after the first reading the next micro-batch's rows into `slices`.
+struct MicrobatchLoop {
+  size_t begin = 0, end = 0;
+  int64_t count = 1;
+  std::vector<uint32_t> slices;
+};
+
 struct Function {
   std::string name;
   std::vector<Instruction> instructions;
+  /// The micro-batch loop, when the step keeps one copy of its middle
+  /// micro-batches' code.
+  std::optional<MicrobatchLoop> loop;
 };
 
 /// What one rank role (a pipeline stage) runs: ptp::Stream.

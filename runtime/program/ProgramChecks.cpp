@@ -451,6 +451,57 @@ void checkStreamRoles(const Program &program, const std::string &origin) {
 /// Every send has its receive: per function and per ordered pair of stages,
 /// the sends of one and the receives of the other move the same bytes in
 /// the same order, so no rank waits for a transfer that never comes.
+void checkMicrobatchLoop(const Function &function, const Program &program,
+                         const std::string &origin) {
+  if (!function.loop)
+    return;
+  const MicrobatchLoop &loop = *function.loop;
+  std::string where = function.name + " micro-batch loop";
+  size_t size = function.instructions.size();
+  if (loop.begin > loop.end || loop.end > size)
+    fail(origin, where + " runs instructions #" + std::to_string(loop.begin) +
+                     " to #" + std::to_string(loop.end) + ", but the function "
+                     "has " + std::to_string(size));
+  if (loop.count < 1)
+    fail(origin, where + " runs " + std::to_string(loop.count) +
+                     " times; it must run at least once");
+  for (uint32_t slice : loop.slices) {
+    if (slice >= program.buffers.size())
+      fail(origin, where + " refers to buffer #" + std::to_string(slice) +
+                       " of " + std::to_string(program.buffers.size()));
+    const BufferInfo &rows = program.buffers[slice];
+    // Run i reads the bytes i times the slice's size past it: the last
+    // run's must still be in the input.
+    bool inside = false;
+    for (const BufferInfo &input : program.buffers)
+      if ((input.role == Role::Tokens || input.role == Role::Targets) &&
+          input.tier == rows.tier && rows.bytes > 0 &&
+          rows.offset >= input.offset &&
+          rows.offset - input.offset <= input.bytes &&
+          (input.offset + input.bytes - rows.offset) / rows.bytes >=
+              static_cast<uint64_t>(loop.count))
+        inside = true;
+    if (!inside)
+      fail(origin, where + " reads " + std::to_string(loop.count) +
+                       " micro-batches' rows from buffer #" +
+                       std::to_string(slice) + ", which lies in no tokens or "
+                       "targets buffer that holds them");
+  }
+  for (size_t i = 0; i < size; ++i) {
+    const Instruction &wait = function.instructions[i];
+    if (!wait.waitFor)
+      continue;
+    bool waitInside = i >= loop.begin && i < loop.end;
+    bool startInside = *wait.waitFor >= loop.begin && *wait.waitFor < loop.end;
+    if (waitInside != startInside)
+      fail(origin, function.name + " instruction #" + std::to_string(i) +
+                       " waits for instruction #" +
+                       std::to_string(*wait.waitFor) + " across the edge of "
+                       "the micro-batch loop (#" + std::to_string(loop.begin) +
+                       " to #" + std::to_string(loop.end) + ")");
+  }
+}
+
 void checkStartedCollectives(const Function &function, const Program &program,
                              const std::string &origin) {
   auto labelOf = [](const Instruction &started) {

@@ -51,6 +51,13 @@ void checkTierCopy(const TierCopy &copy, const Instruction &decoded,
 /// function: each wait names an earlier started one, each is waited for
 /// exactly once, and no instruction in between touches (reads or writes
 /// bytes overlapping, in the same tier) its buffers.
+/// The micro-batch loop: its range within the instructions, a count of at
+/// least 1, slices that lie in the tokens or targets with room for every
+/// run's rows after them, and every collective or tier copy started in the
+/// loop waited for in it (and none started before it waited for in it).
+void checkMicrobatchLoop(const Function &function, const Program &program,
+                         const std::string &origin);
+
 void checkStartedCollectives(const Function &function, const Program &program,
                              const std::string &origin);
 

@@ -7,9 +7,9 @@
 
 namespace partition::ptp {
 
-/// Version of Program.fbs together with the kernel table's order (12:
-/// tiers, tier copies and the offload path).
-inline constexpr uint32_t kSchemaVersion = 12;
+/// Version of Program.fbs together with the kernel table's order (13: the
+/// micro-batch loop).
+inline constexpr uint32_t kSchemaVersion = 13;
 
 } // namespace partition::ptp
 

@@ -88,6 +88,12 @@ cl::opt<bool> logits(
              "output buffer to the arena (on the last pipeline stage). Any "
              "plan"),
     cl::cat(category));
+cl::opt<bool> unrollMicrobatches(
+    "unroll-microbatches",
+    cl::desc("Compile every micro-batch's code: without it, a step without "
+             "a pipeline keeps one copy of its middle micro-batches' code, "
+             "which the runtime runs for each (docs/compiler.md)"),
+    cl::init(false), cl::cat(category));
 cl::opt<int64_t> explicitPositions(
     "explicit-positions",
     cl::desc("Testing: run --xfmr-explicit-positions=chunks=N after the "
@@ -338,6 +344,7 @@ int main(int argc, char **argv) {
   options.bucketMb = bucketMb;
   options.memoryReport = memoryReport;
   options.logits = logits;
+  options.unrollMicrobatches = unrollMicrobatches;
   options.explicitPositions = explicitPositions;
 
   partition::Plan plan;

@@ -140,6 +140,90 @@ TEST(ProgramLoader, StartedCollectivesRoundTrip) {
                    .collective->started);
 }
 
+/// A step of 4 micro-batches of one row whose loop runs instruction #1
+/// for micro-batches 1 to 3: the tokens (buffer #3) hold 4 rows, buffer #6
+/// is micro-batch 1's row of them.
+Program loopProgram() {
+  Program program = testprograms::minimalProgram();
+  runtime::BufferInfo &tokens = program.buffers[3];
+  tokens.shape = {4, 2};
+  tokens.elements = 8;
+  tokens.bytes = 32;
+  tokens.offset = program.arenaBytes;
+  runtime::BufferInfo row = tokens;
+  row.role = runtime::Role::Temporary;
+  row.name = "";
+  row.shape = {1, 2};
+  row.elements = 2;
+  row.bytes = 8;
+  row.offset = tokens.offset + 8;
+  program.buffers.push_back(row);
+  program.arenaBytes += 32;
+  std::vector<Instruction> &code = program.functions[0].instructions;
+  code.push_back(gelu(0, 0));
+  code.push_back(gelu(2, 2));
+  code.push_back(gelu(0, 0));
+  program.functions[0].loop = runtime::MicrobatchLoop{1, 2, 3, {6}};
+  return program;
+}
+
+TEST(ProgramLoader, MicrobatchLoopRoundTrip) {
+  Program loaded = roundTrip(loopProgram());
+  ASSERT_TRUE(loaded.functions[0].loop);
+  const runtime::MicrobatchLoop &loop = *loaded.functions[0].loop;
+  EXPECT_EQ(loop.begin, 1u);
+  EXPECT_EQ(loop.end, 2u);
+  EXPECT_EQ(loop.count, 3);
+  EXPECT_EQ(loop.slices, std::vector<uint32_t>{6});
+  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 0), 1);
+  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 1), 3);
+  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 2), 1);
+  // The order a backend runs the instructions in, and when it reads the
+  // next micro-batch's rows.
+  std::vector<std::string> walk;
+  runtime::walkFunction(
+      loaded.functions[0],
+      [&](size_t begin, size_t end) {
+        walk.push_back(std::to_string(begin) + "-" + std::to_string(end));
+      },
+      [&](int64_t run) { walk.push_back("rows " + std::to_string(run)); });
+  EXPECT_EQ(walk, (std::vector<std::string>{"0-1", "1-2", "rows 1", "1-2",
+                                            "rows 2", "1-2", "2-3"}));
+  EXPECT_FALSE(roundTrip(testprograms::minimalProgram()).functions[0].loop);
+}
+
+// A loop outside its function, one that never runs, rows past the input,
+// and a collective waited for across its edge: one line each.
+TEST(ProgramLoader, RejectsBadMicrobatchLoops) {
+  auto broken = [](auto change) {
+    Program program = loopProgram();
+    change(program, *program.functions[0].loop);
+    return rejection(program);
+  };
+  using Loop = runtime::MicrobatchLoop;
+  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.end = 5; }),
+            "p.ptp: train_step micro-batch loop runs instructions #1 to #5, "
+            "but the function has 3");
+  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.count = 0; }),
+            "p.ptp: train_step micro-batch loop runs 0 times; it must run at "
+            "least once");
+  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.count = 4; }),
+            "p.ptp: train_step micro-batch loop reads 4 micro-batches' rows "
+            "from buffer #6, which lies in no tokens or targets buffer that "
+            "holds them");
+  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.slices = {0}; }),
+            "p.ptp: train_step micro-batch loop reads 3 micro-batches' rows "
+            "from buffer #0, which lies in no tokens or targets buffer that "
+            "holds them");
+  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.slices = {9}; }),
+            "p.ptp: train_step micro-batch loop refers to buffer #9 of 7");
+  Program started = startedProgram();
+  started.functions[0].loop = Loop{0, 2, 2, {}};
+  EXPECT_EQ(rejection(started),
+            "p.ptp: train_step instruction #2 waits for instruction #0 "
+            "across the edge of the micro-batch loop (#0 to #2)");
+}
+
 // A wait without its start, a start without its wait, two waits, and an
 // instruction on the buffers of a collective in flight: one line each.
 TEST(ProgramLoader, RejectsBadStartsAndWaits) {

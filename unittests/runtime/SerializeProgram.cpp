@@ -73,8 +73,14 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
           &instruction.args, &instruction.ints, &instruction.floats,
           collective, transfer, wait, tierCopy));
     }
-    functions.push_back(
-        ptp::CreateFunctionDirect(fbb, function.name.c_str(), &instructions));
+    flatbuffers::Offset<ptp::MicrobatchLoop> loop = 0;
+    if (function.loop)
+      loop = ptp::CreateMicrobatchLoopDirect(
+          fbb, static_cast<uint32_t>(function.loop->begin),
+          static_cast<uint32_t>(function.loop->end), function.loop->count,
+          &function.loop->slices);
+    functions.push_back(ptp::CreateFunctionDirect(fbb, function.name.c_str(),
+                                                  &instructions, loop));
   }
   return ptp::CreateStreamDirect(fbb, arenaBytes, &buffers, &functions,
                                  hostBytes, nvmeBytes);

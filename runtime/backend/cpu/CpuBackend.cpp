@@ -54,6 +54,14 @@ CpuBackend::CpuBackend(const Program &program,
     const Function &function = program.functions[f];
     CompiledFunction compiled;
     compiled.name = function.name;
+    // Only the loop is needed: the instructions are compiled below.
+    compiled.source.name = function.name;
+    compiled.source.instructions.resize(function.instructions.size());
+    compiled.source.loop = function.loop;
+    if (function.loop)
+      for (uint32_t slice : function.loop->slices)
+        compiled.slices.push_back({arena.get() + program.buffers[slice].offset,
+                                   program.buffers[slice].bytes});
     compiled.tickets.assign(function.instructions.size(), -1);
     // Each tier copy's index in `tiers`, for its wait.
     std::map<size_t, size_t> tierCopies;
@@ -136,6 +144,12 @@ CpuBackend::CpuBackend(const Program &program,
       if (profile.enabled)
         compiled.costs.push_back(describeKernel(checked[f][i]));
     }
+    // A step runs the micro-batch loop's instructions `count` times: so
+    // many times their work per step.
+    for (size_t i = 0; i < compiled.costs.size(); ++i) {
+      compiled.costs[i].flops *= double(runsOf(function, i));
+      compiled.costs[i].bytes *= double(runsOf(function, i));
+    }
     compiled.seconds.assign(profile.enabled ? compiled.calls.size() : 0, 0.0);
     functions.push_back(std::move(compiled));
   }
@@ -149,22 +163,37 @@ CpuBackend::~CpuBackend() {
       printProfile(function);
 }
 
-void CpuBackend::runProfiled(CompiledFunction &function) {
-  using Clock = std::chrono::steady_clock;
-  bool record = function.runs++ >= profile.skip;
-  if (record)
-    ++function.profiledRuns;
-  for (size_t i = 0; i < function.calls.size(); ++i) {
-    Clock::time_point start = Clock::now();
+void CpuBackend::runRange(CompiledFunction &function, size_t begin,
+                          size_t end, bool record) {
+  using Clock = TraceRecorder::Clock;
+  bool timed = (profile.enabled && record) || trace;
+  for (size_t i = begin; i < end; ++i) {
+    Clock::time_point start = timed ? Clock::now() : Clock::time_point();
     try {
       function.calls[i]();
     } catch (const std::invalid_argument &error) {
       throw ProgramError(function.names[i] + ": " + error.what());
     }
-    if (record)
+    if (!timed)
+      continue;
+    Clock::time_point stop = Clock::now();
+    if (profile.enabled && record)
       function.seconds[i] +=
-          std::chrono::duration<double>(Clock::now() - start).count();
+          std::chrono::duration<double>(stop - start).count();
+    if (trace) {
+      TraceSpan span = function.spans[i];
+      span.startUs = trace->microsecondsSince(start);
+      span.durationUs = trace->microsecondsSince(stop) - span.startUs;
+      span.step = currentStep;
+      trace->add(std::move(span));
+    }
   }
+}
+
+void CpuBackend::readRows(const CompiledFunction &function, int64_t run) {
+  // The program checked that every run's rows lie in its input.
+  for (auto [slice, bytes] : function.slices)
+    std::memcpy(slice, slice + run * bytes, bytes);
 }
 
 void CpuBackend::printProfile(const CompiledFunction &function) const {
@@ -196,40 +225,21 @@ void CpuBackend::writeAxisIndices(const Program &program) {
 void CpuBackend::run(size_t index, int64_t step) {
   currentStep = step;
   CompiledFunction &function = functions.at(index);
-  if (profile.enabled)
-    runProfiled(function);
-  else if (trace)
-    runTraced(function);
-  else
-    for (size_t i = 0; i < function.calls.size(); ++i) {
-      try {
-        function.calls[i]();
-      } catch (const std::invalid_argument &error) {
-        throw ProgramError(function.names[i] + ": " + error.what());
-      }
-    }
+  bool record = false;
+  if (profile.enabled) {
+    record = function.runs++ >= profile.skip;
+    if (record)
+      ++function.profiledRuns;
+  }
+  walkFunction(
+      function.source,
+      [&](size_t begin, size_t end) { runRange(function, begin, end, record); },
+      [&](int64_t run) { readRows(function, run); });
   // Every send of the step has its receive on a peer that needs nothing
   // more from this rank in this step: waiting for delivery here cannot
   // deadlock, and a stuck peer is named by the send that waits.
   for (comm::Communicator *group : function.sendGroups)
     group->completeSends({function.name.c_str(), step});
-}
-
-void CpuBackend::runTraced(CompiledFunction &function) {
-  using Clock = TraceRecorder::Clock;
-  for (size_t i = 0; i < function.calls.size(); ++i) {
-    Clock::time_point start = Clock::now();
-    try {
-      function.calls[i]();
-    } catch (const std::invalid_argument &error) {
-      throw ProgramError(function.names[i] + ": " + error.what());
-    }
-    TraceSpan span = function.spans[i];
-    span.startUs = trace->microsecondsSince(start);
-    span.durationUs = trace->microsecondsSince(Clock::now()) - span.startUs;
-    span.step = currentStep;
-    trace->add(std::move(span));
-  }
 }
 
 std::function<void()>

@@ -187,6 +187,10 @@ private:
   struct CompiledFunction {
     std::string name;
     std::vector<std::function<void()>> calls;
+    /// The program's function: its micro-batch loop, walked by run().
+    Function source;
+    /// The loop's slices: where each run's rows go, and their bytes.
+    std::vector<std::pair<uint8_t *, size_t>> slices;
     std::vector<std::string> names;
     /// PARTITION_PROFILE only: per instruction, its cost and the seconds
     /// spent in it over the profiled runs.
@@ -208,8 +212,12 @@ private:
                                         const Instruction &instruction,
                                         const std::string &where,
                                         CompiledFunction &function);
-  void runTraced(CompiledFunction &function);
-  void runProfiled(CompiledFunction &function);
+  /// Instructions [begin, end) of `function`, traced or profiled when
+  /// asked.
+  void runRange(CompiledFunction &function, size_t begin, size_t end,
+                bool record);
+  /// The micro-batch loop's run `run`: its rows into the slices.
+  static void readRows(const CompiledFunction &function, int64_t run);
   void printProfile(const CompiledFunction &function) const;
 
   std::vector<CompiledFunction> functions;

@@ -210,6 +210,23 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
     };
   }
   compiled->finalWaits = streamPlan.finalWaits;
+  // A step runs the micro-batch loop's instructions `count` times: so many
+  // times their work per step.
+  for (size_t i = 0; i < compiled->costs.size(); ++i) {
+    compiled->costs[i].flops *= double(runsOf(function, i));
+    compiled->costs[i].bytes *= double(runsOf(function, i));
+  }
+  compiled->source.name = function.name;
+  compiled->source.instructions.resize(function.instructions.size());
+  compiled->source.loop = function.loop;
+  if (function.loop) {
+    for (uint32_t slice : function.loop->slices)
+      compiled->slices.push_back({arena + program.buffers[slice].offset,
+                                  program.buffers[slice].bytes});
+    for (size_t i = function.loop->begin; i < function.loop->end; ++i)
+      if (compiled->steps[i].collective)
+        compiled->loopEvents.push_back(streamPlan.event[i]);
+  }
   if (profile.enabled) {
     for (size_t i = 0; i < compiled->steps.size(); ++i) {
       cudaEvent_t start = nullptr, end = nullptr;
@@ -282,16 +299,32 @@ void CudaBackend::run(size_t index, int64_t step) {
   currentStep = step;
   CompiledFunction &function = *functions.at(index);
   checkCuda(cudaSetDevice(device), "cudaSetDevice", function.name);
+  bool record = false;
   if (profile.enabled) {
-    runProfiled(function, step);
-    return;
+    record = function.runs++ >= profile.skip;
+    if (record)
+      ++function.profiledRuns;
   }
-  for (size_t i = 0; i < function.steps.size(); ++i) {
+  walkFunction(
+      function.source,
+      [&](size_t begin, size_t end) {
+        launchRange(function, begin, end, step, record);
+      },
+      [&](int64_t run) { nextLoopRun(function, run); });
+  join(function, step);
+}
+
+void CudaBackend::launchRange(CompiledFunction &function, size_t begin,
+                              size_t end, int64_t step, bool record) {
+  for (size_t i = begin; i < end; ++i) {
     Step &s = function.steps[i];
     TraceRecorder::Clock::time_point start = TraceRecorder::Clock::now();
     for (size_t w : s.computeWaits)
       checkCuda(cudaStreamWaitEvent(compute, function.done[w], 0),
                 "cudaStreamWaitEvent", function.names[i]);
+    // A collective's time includes its wait for the compute stream.
+    if (record)
+      cudaEventRecord(function.starts[i], s.stream);
     try {
       s.call();
     } catch (const ProgramError &) {
@@ -301,6 +334,8 @@ void CudaBackend::run(size_t index, int64_t step) {
       // (runtime_error), named after the instruction.
       throw ProgramError(function.names[i] + ": " + error.what());
     }
+    if (record)
+      cudaEventRecord(function.ends[i], s.stream);
     // Launch errors (not sticky) are only visible now.
     checkCuda(cudaPeekAtLastError(), "launch", function.names[i]);
     if (trace) {
@@ -316,7 +351,29 @@ void CudaBackend::run(size_t index, int64_t step) {
       trace->add(std::move(span));
     }
   }
-  join(function, step);
+  if (!record)
+    return;
+  // The events are reused by the micro-batch loop's next run: add their
+  // times now.
+  checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", function.name);
+  for (size_t i = begin; i < end; ++i) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, function.starts[i], function.ends[i]) ==
+        cudaSuccess)
+      function.milliseconds[i] += ms;
+  }
+  cudaGetLastError();
+}
+
+void CudaBackend::nextLoopRun(CompiledFunction &function, int64_t run) {
+  for (size_t event : function.loopEvents)
+    checkCuda(cudaStreamWaitEvent(compute, function.done[event], 0),
+              "cudaStreamWaitEvent", function.name + " micro-batch loop");
+  // The program checked that every run's rows lie in its input.
+  for (auto [slice, bytes] : function.slices)
+    checkCuda(cudaMemcpyAsync(slice, slice + run * bytes, bytes,
+                              cudaMemcpyDeviceToDevice, compute),
+              "cudaMemcpyAsync", function.name + " micro-batch loop");
 }
 
 bool CudaBackend::takeRoutingCounts(RoutingCounts &counts) {
@@ -390,44 +447,6 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
                        "count out of range) reached a kernel; the "
                        "step's results are invalid");
   }
-}
-
-void CudaBackend::runProfiled(CompiledFunction &function, int64_t step) {
-  bool record = function.runs++ >= profile.skip;
-  if (record)
-    ++function.profiledRuns;
-  for (size_t i = 0; i < function.steps.size(); ++i) {
-    Step &s = function.steps[i];
-    for (size_t w : s.computeWaits)
-      checkCuda(cudaStreamWaitEvent(compute, function.done[w], 0),
-                "cudaStreamWaitEvent", function.names[i]);
-    // A collective's time includes its wait for the compute stream.
-    if (record)
-      cudaEventRecord(function.starts[i], s.stream);
-    try {
-      s.call();
-    } catch (const ProgramError &) {
-      throw;
-    } catch (const std::exception &error) {
-      // The kernels' size checks (invalid_argument) and launch failures
-      // (runtime_error), named after the instruction.
-      throw ProgramError(function.names[i] + ": " + error.what());
-    }
-    if (record)
-      cudaEventRecord(function.ends[i], s.stream);
-    checkCuda(cudaPeekAtLastError(), "launch", function.names[i]);
-  }
-  join(function, step);
-  if (!record)
-    return;
-  checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", function.name);
-  for (size_t i = 0; i < function.steps.size(); ++i) {
-    float ms = 0;
-    if (cudaEventElapsedTime(&ms, function.starts[i], function.ends[i]) ==
-        cudaSuccess)
-      function.milliseconds[i] += ms;
-  }
-  cudaGetLastError();
 }
 
 void CudaBackend::printProfile(const CompiledFunction &function) const {

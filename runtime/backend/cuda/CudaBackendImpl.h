@@ -185,6 +185,13 @@ private:
   struct CompiledFunction {
     std::string name;
     std::vector<Step> steps;
+    /// The program's function: its micro-batch loop, walked by run().
+    Function source;
+    /// The loop's slices: where each run's rows go, and their bytes.
+    std::vector<std::pair<uint8_t *, size_t>> slices;
+    /// The events of the collectives in the loop: a run waits for those of
+    /// the run before it, whose buffers it reuses.
+    std::vector<size_t> loopEvents;
     std::vector<std::string> names;
     /// One per collective instruction, recorded on its communication
     /// stream after it.
@@ -266,7 +273,15 @@ private:
   std::vector<void *> sendStaging;
   size_t sendStagingSize = 0;
   void writeAxisIndices(const Program &program);
-  void runProfiled(CompiledFunction &function, int64_t step);
+  /// Launches instructions [begin, end) of `function`; `record`: between
+  /// profiling events (PARTITION_PROFILE), then waits for them and adds
+  /// their times.
+  void launchRange(CompiledFunction &function, size_t begin, size_t end,
+                   int64_t step, bool record);
+  /// Before the micro-batch loop's run `run` > 0: the compute stream waits
+  /// for the previous run's collectives, then copies run `run`'s rows into
+  /// the slices.
+  void nextLoopRun(CompiledFunction &function, int64_t run);
   void join(CompiledFunction &function, int64_t step);
   void printProfile(const CompiledFunction &function) const;
 

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Compile time and program size against the micro-batch count (issue 31).
+
+  bench/compile/run.py [--build build] [--repeats 3] [--quick]
+
+For each model and plan, partition-compile at several micro-batch counts,
+with the micro-batch loop (the default without a pipeline) and with
+--unroll-microbatches (every micro-batch's code, as before the loop),
+interleaved and repeated; prints the best wall time of each, the .ptp size
+and the arena (memory plan), and each figure's ratio to the smallest
+count's. Then, for one small model, the step time of the two programs
+trained side by side (partition-run's step_ms, medians), since the loop
+must not slow the step. Timings are the machine's: read them as ratios.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run(command):
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit("failed: %s\n%s%s" % (" ".join(command), result.stdout,
+                                       result.stderr))
+    return result.stdout
+
+
+def arena(report):
+    for line in report.splitlines():
+        if line.startswith("memory: arena_peak "):
+            return int(line.split()[2])
+    return 0
+
+
+def compile_once(bin_dir, model, plan, micro, unroll, out):
+    command = [os.path.join(bin_dir, "partition-compile"), model, "-o", out,
+               "--microbatches", str(micro), "--memory-report"]
+    if plan:
+        command += ["--plan", plan]
+    if unroll:
+        command.append("--unroll-microbatches")
+    start = time.perf_counter()
+    report = run(command)
+    return time.perf_counter() - start, os.path.getsize(out), arena(report)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true",
+                        help="gpt2-tiny only, one repeat")
+    args = parser.parse_args()
+    bin_dir = os.path.join(args.build, "bin")
+    work = tempfile.mkdtemp(prefix="bench-compile-")
+
+    def gen(name, flags):
+        path = os.path.join(work, name + ".mlir")
+        run([os.path.join(bin_dir, "partition-gen")] + flags + ["-o", path])
+        return path
+
+    def plan(name, text):
+        path = os.path.join(work, name + ".json")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    cases = [
+        ("gpt2-tiny 4 layers, one rank", gen("tiny", ["--preset", "gpt2-tiny",
+                                                     "--layers", "4"]),
+         None, [8, 64, 256, 1024], 256),
+    ]
+    if not args.quick:
+        cases.append(
+            ("llama-70b dp4 x tp8, ZeRO-1, selective, bf16",
+             gen("llama70b", ["--preset", "llama-70b"]),
+             plan("llama70b", json.dumps({
+                 "mesh": {"dp": 4, "tp": 8},
+                 "tensor_parallel": {"sequence_parallel": True},
+                 "zero": {"stage": 1}, "recompute": {"policy": "selective"},
+                 "precision": "bf16"})),
+             [8, 32, 256], 32))
+    repeats = 1 if args.quick else args.repeats
+    print("| model, plan | micro-batches | compile (loop) | x | program (loop) "
+          "| x | arena (loop) | compile (unrolled) | program (unrolled) "
+          "| arena (unrolled) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, model, plan_path, counts, unroll_up_to in cases:
+        base = None
+        for micro in counts:
+            times = {"loop": [], "unrolled": []}
+            sizes, arenas = {}, {}
+            for _ in range(repeats):
+                for variant in ("loop", "unrolled"):
+                    if variant == "unrolled" and micro > unroll_up_to:
+                        continue
+                    out = os.path.join(work, "p-%s.ptp" % variant)
+                    seconds, size, peak = compile_once(
+                        bin_dir, model, plan_path, micro,
+                        variant == "unrolled", out)
+                    times[variant].append(seconds)
+                    sizes[variant], arenas[variant] = size, peak
+            loop = min(times["loop"])
+            if base is None:
+                base = (loop, sizes["loop"])
+            unrolled = ("%.2f s" % min(times["unrolled"])
+                        if times["unrolled"] else "-")
+            print("| %s | %d | %.2f s | %.2f | %.2f MB | %.2f | %.1f MB | %s "
+                  "| %s | %s |" % (
+                      name, micro, loop, loop / base[0],
+                      sizes["loop"] / 1e6, sizes["loop"] / base[1],
+                      arenas["loop"] / 1e6, unrolled,
+                      "%.2f MB" % (sizes["unrolled"] / 1e6)
+                      if "unrolled" in sizes else "-",
+                      "%.1f MB" % (arenas["unrolled"] / 1e6)
+                      if "unrolled" in arenas else "-"), flush=True)
+
+    # The step: the loop's program against the unrolled one, interleaved.
+    model = gen("small", ["--preset", "gpt2-tiny", "--layers", "4",
+                          "--hidden", "256", "--heads", "4"])
+    steps = {}
+    for variant in ("loop", "unrolled"):
+        out = os.path.join(work, "step-%s.ptp" % variant)
+        compile_once(bin_dir, model, None, 16, variant == "unrolled", out)
+        steps[variant] = []
+    for _ in range(1 if args.quick else 3):
+        for variant in ("loop", "unrolled"):
+            metrics = os.path.join(work, "m-%s.jsonl" % variant)
+            run([os.path.join(bin_dir, "partition-run"),
+                 os.path.join(work, "step-%s.ptp" % variant), "--steps", "12",
+                 "--eval-every", "0", "--metrics-out", metrics, "--quiet"])
+            with open(metrics) as f:
+                records = [json.loads(line) for line in f if line.strip()]
+            steps[variant] += [r["step_ms"] for r in records
+                               if "step_ms" in r][2:]
+    loop, unrolled = (statistics.median(steps["loop"]),
+                      statistics.median(steps["unrolled"]))
+    print("\nstep (gpt2-tiny 4 layers, hidden 256, 16 micro-batches, one "
+          "rank): loop %.1f ms, unrolled %.1f ms (loop / unrolled %.3f)"
+          % (loop, unrolled, loop / unrolled))
+
+
+if __name__ == "__main__":
+    main()

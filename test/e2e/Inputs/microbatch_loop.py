@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""test/e2e/ranks/microbatch-loop.test: each MODEL:PLAN:RANKS compiled twice, with the
+micro-batch loop (the default) and with --unroll-microbatches, trained 20
+steps on RANKS ranks from the same seed, data and evaluation; the losses,
+evaluation losses and final checkpoints must be identical, bit for bit.
+
+  microbatch_loop.py WORKDIR MODEL:PLAN:RANKS...
+
+WORKDIR holds MODEL.mlir and PLAN.json. Prints one line per case and a
+summary; exits 1 at the first difference.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INPUTS = HERE
+
+
+def run(command, **kwargs):
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        sys.exit("failed: %s\n%s%s" % (" ".join(command), result.stdout,
+                                       result.stderr))
+    return result.stdout
+
+
+def train(workdir, name, ranks):
+    program = os.path.join(workdir, name + ".ptp")
+    command = ["partition-run", program, "--steps", "20", "--eval-every", "5",
+               "--metrics-out", os.path.join(workdir, name + ".jsonl"),
+               "--save", os.path.join(workdir, name + "-ckpt"), "--quiet"]
+    if ranks > 1:
+        command = ["timeout", "180", "mpirun", "-n", str(ranks),
+                   "--oversubscribe"] + command
+    run(command)
+
+
+def main():
+    workdir, cases = sys.argv[1], sys.argv[2:]
+    for case in cases:
+        model, plan, ranks = case.split(":")
+        ranks = int(ranks)
+        stem = "%s-%s" % (model, plan)
+        sizes = {}
+        for variant, flags in (("loop", []),
+                               ("unrolled", ["--unroll-microbatches"])):
+            name = "%s-%s" % (stem, variant)
+            program = os.path.join(workdir, name + ".ptp")
+            mlir = os.path.join(workdir, name + ".rt.mlir")
+            run(["partition-compile", os.path.join(workdir, model + ".mlir"),
+                 "--plan", os.path.join(workdir, plan + ".json"), "-o",
+                 program, "--emit-mlir", mlir] + flags)
+            sizes[variant] = os.path.getsize(program)
+            train(workdir, name, ranks)
+        loops = re.findall(r"rt\.microbatch_loop_begin count = (\d+)",
+                           open(os.path.join(workdir,
+                                             stem + "-loop.rt.mlir")).read())
+        if not loops or re.search(
+                r"microbatch_loop_begin",
+                open(os.path.join(workdir, stem + "-unrolled.rt.mlir")).read()):
+            sys.exit("%s %s: the loop is missing, or in the unrolled step"
+                     % (model, plan))
+        run([sys.executable, os.path.join(INPUTS, "metrics.py"), "same",
+             os.path.join(workdir, stem + "-loop.jsonl"),
+             os.path.join(workdir, stem + "-unrolled.jsonl"),
+             "--keys", "loss,eval_loss"])
+        run([sys.executable, os.path.join(INPUTS, "checkpoint.py"), "same",
+             os.path.join(workdir, stem + "-loop-ckpt"),
+             os.path.join(workdir, stem + "-unrolled-ckpt")])
+        print("%s %s: loop of %s runs, program %d bytes (unrolled %d); "
+              "losses, evaluation and checkpoint identical"
+              % (model, plan, loops[0], sizes["loop"], sizes["unrolled"]),
+              flush=True)
+    print("micro-batch loop: every plan matches its unrolled step")
+
+
+if __name__ == "__main__":
+    main()
