@@ -40,7 +40,7 @@ namespace cudabackend {
 
 CudaBackend::CudaBackend(const Program &program,
                          const comm::MeshCommunicators *communicators,
-                         int device)
+                         int device, const OffloadOptions &offload)
     : device(device), arenaSize(program.arenaBytes),
       communicators(communicators) {
   const char *tf32Setting = std::getenv("PARTITION_CUDA_TF32");
@@ -51,10 +51,14 @@ CudaBackend::CudaBackend(const Program &program,
   // Check every instruction before allocating anything large.
   std::vector<std::vector<KernelArgs>> checked = checkAndSize(program);
   allocate(program, setup);
+  if (program.hasTiers())
+    tiers = std::make_unique<CudaTiers>(program, offload, compute, setup);
   writeAxisIndices(program);
   for (size_t f = 0; f < program.functions.size(); ++f)
     functions.push_back(
         compileFunction(program, program.functions[f], checked[f], setup));
+  if (tiers)
+    tiers->allocateStaging(setup);
   checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", setup);
 }
 
@@ -126,12 +130,41 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
   std::vector<std::function<void(const std::vector<cudaEvent_t> &)>>
       collectiveCalls(function.instructions.size());
   std::map<cudaStream_t, int> streamIds;
+  // Each tier copy's index in `tiers`, for its start and its wait.
+  std::map<size_t, size_t> tierCopies;
+  if (tiers)
+    tierCopies = tiers->compileFunction(program, function, arena, setup);
   for (size_t i = 0; i < function.instructions.size(); ++i) {
     const Instruction &instruction = function.instructions[i];
     std::string where = function.name + " instruction #" + std::to_string(i);
     Step step;
     cuda::PlannedInstruction plannedInstruction;
-    if (instruction.collective || instruction.transfer) {
+    if (instruction.tierCopy) {
+      // Not a collective to the stream plan: the copy starts after
+      // everything the compute stream did before it (CudaTiers), so it
+      // only has to be ordered after the collectives that touched its
+      // arena side, as a kernel is.
+      const BufferInfo &side = program.buffers[instruction.args[
+          instruction.tierCopy->arenaArg()]];
+      plannedInstruction.ranges.push_back(rangeOf(side));
+      size_t copy = tierCopies.at(i);
+      step.stream = tiers->streamOf(copy);
+      step.call = [this, copy] { tiers->start(copy); };
+      compiled->names.push_back(tierCopyName(instruction, where));
+      compiled->spans.push_back(traceSpanOf(program, function, instruction));
+      if (profile.enabled)
+        compiled->costs.push_back(describeCollective(program, instruction));
+    } else if (instruction.waitFor && tierCopies.count(*instruction.waitFor)) {
+      // The compute stream waits for the copy here (CudaTiers::wait); no
+      // collective to the stream plan.
+      size_t copy = tierCopies.at(*instruction.waitFor);
+      step.stream = compute;
+      step.call = [this, copy] { tiers->wait(copy); };
+      compiled->names.push_back(where + " (wait)");
+      compiled->spans.push_back(traceSpanOf(program, function, instruction));
+      if (profile.enabled)
+        compiled->costs.push_back(describeCollective(program, instruction));
+    } else if (instruction.collective || instruction.transfer) {
       CollectivePlan plan =
           instruction.transfer
               ? compileTransfer(program, instruction, where)
@@ -230,6 +263,8 @@ CudaBackend::~CudaBackend() {
     return;
   if (compute)
     cudaStreamSynchronize(compute);
+  // Its copies and pinned memory, before the compute stream they use.
+  tiers.reset();
   if (profile.enabled)
     for (const auto &function : functions)
       if (function->profiledRuns > 0)
@@ -374,6 +409,10 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
 #endif
   checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize",
             function.name);
+  // Every tier copy was waited for by the compute stream, so this returns
+  // at once; the host tier's bytes are final for read() either way.
+  if (tiers)
+    tiers->synchronize(function.name);
   int bad = 0;
   checkCuda(cudaMemcpy(&bad, badId, sizeof(int), cudaMemcpyDeviceToHost),
             "cudaMemcpy", function.name);
@@ -459,17 +498,10 @@ void CudaBackend::printProfile(const CompiledFunction &function) const {
 
 std::unique_ptr<Backend>
 createCudaBackend(const Program &program,
-                  const comm::MeshCommunicators *communicators, int device) {
-  // Before anything is allocated: the host tier in pinned memory with the
-  // update on the CPU, and the NVMe tier through the I/O engine, are not
-  // built for GPUs yet (docs/offload.md).
-  if (program.hasTiers())
-    throw ProgramError("the program keeps its optimizer state in an "
-                       "offload tier (plan.json offload), which the CUDA "
-                       "backend does not run yet; run it with --backend cpu "
-                       "or compile it without offload");
+                  const comm::MeshCommunicators *communicators, int device,
+                  const OffloadOptions &offload) {
   return std::make_unique<cudabackend::CudaBackend>(program, communicators,
-                                                    device);
+                                                    device, offload);
 }
 
 } // namespace partition::runtime

@@ -1,0 +1,286 @@
+//===- CudaTiers.cpp - the offload's tiers on a GPU rank ------------------===//
+
+#include "runtime/backend/cuda/CudaTiers.h"
+
+#include "runtime/backend/cuda/PinnedStaging.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace partition::runtime::cudabackend {
+
+using offload::IoEngine;
+using offload::kIoAlignment;
+
+namespace {
+
+void checkSetup(cudaError_t error, const char *call, const std::string &where) {
+  if (error == cudaSuccess)
+    return;
+  throw ProgramError(where + ": " + call +
+                     " failed: " + cudaGetErrorName(error) + " (" +
+                     cudaGetErrorString(error) + ")");
+}
+
+/// Pinned host memory (page-aligned, hence O_DIRECT-aligned too), or null
+/// when the system refuses it.
+uint8_t *allocatePinned(uint64_t bytes) {
+  void *memory = nullptr;
+  if (cudaHostAlloc(&memory, std::max<uint64_t>(bytes, 1),
+                    cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return static_cast<uint8_t *>(memory);
+}
+
+} // namespace
+
+CudaTiers::CudaTiers(const Program &program, const OffloadOptions &options,
+                     cudaStream_t compute, const std::string &setup)
+    : compute(compute) {
+  if (program.hostBytes > 0) {
+    hostTier = allocatePinned(program.hostBytes);
+    if (!hostTier)
+      throw ProgramError(setup + ": " + hostTierAllocationError(program) +
+                         " pinned by cudaHostAlloc");
+    hostTierBytes = program.hostBytes;
+    // Zero, as the arena: moments start at zero.
+    std::memset(hostTier, 0, hostTierBytes);
+  }
+  if (program.nvmeBytes > 0)
+    nvme = std::make_unique<TierFile>(program, options);
+  // Non-blocking, as the compute stream: the legacy default stream must
+  // not serialise the copies with the kernels.
+  checkSetup(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking),
+             "cudaStreamCreateWithFlags", setup);
+}
+
+CudaTiers::~CudaTiers() {
+  // As the backend: after the CUDA runtime has shut down the driver frees
+  // everything with the process.
+  if (cudaStreamSynchronize(copyStream) == cudaErrorCudartUnloading)
+    return;
+  if (nvme)
+    for (Copy &copy : copies)
+      for (IoEngine::Ticket ticket : copy.tickets) {
+        // The engine must not write into memory freed below.
+        try {
+          nvme->engine().wait(ticket);
+        } catch (const std::exception &) {
+        }
+      }
+  for (Copy &copy : copies)
+    for (cudaEvent_t event : {copy.ready, copy.done, copy.released})
+      if (event)
+        cudaEventDestroy(event);
+  if (copyStream)
+    cudaStreamDestroy(copyStream);
+  if (pinned)
+    cudaFreeHost(pinned);
+  if (hostTier)
+    cudaFreeHost(hostTier);
+}
+
+std::string CudaTiers::describe() const {
+  std::string text;
+  if (hostTier)
+    text = "host tier: " + std::to_string(hostTierBytes) +
+           " bytes per rank in pinned host memory";
+  if (nvme)
+    text += std::string(text.empty() ? "" : "; ") + nvme->describe() +
+            ", staged through " + std::to_string(pinnedBytes) +
+            " bytes of pinned host memory";
+  return text;
+}
+
+std::map<size_t, size_t> CudaTiers::compileFunction(const Program &program,
+                                                    const Function &function,
+                                                    uint8_t *arena,
+                                                    const std::string &setup) {
+  std::map<size_t, size_t> indices;
+  // The NVMe copies' pinned blocks are planned over the function at once:
+  // each copy's interval is from its instruction to its wait's.
+  std::vector<cuda::StagedCopy> staged;
+  std::vector<size_t> stagedCopies;
+  for (size_t i = 0; i < function.instructions.size(); ++i) {
+    const Instruction &instruction = function.instructions[i];
+    if (instruction.waitFor && indices.count(*instruction.waitFor)) {
+      size_t copy = indices[*instruction.waitFor];
+      for (size_t s = 0; s < stagedCopies.size(); ++s)
+        if (stagedCopies[s] == copy)
+          staged[s].wait = i;
+      continue;
+    }
+    if (!instruction.tierCopy)
+      continue;
+    const TierCopy &tierCopy = *instruction.tierCopy;
+    // The loader checked the two sides: one tier, one arena, one size.
+    const BufferInfo &tiered =
+        program.buffers[instruction.args[tierCopy.tierArg()]];
+    const BufferInfo &side =
+        program.buffers[instruction.args[tierCopy.arenaArg()]];
+    Copy copy;
+    copy.write = tierCopy.write;
+    copy.started = tierCopy.started;
+    copy.name = tierCopyName(instruction, function.name + " instruction #" +
+                                              std::to_string(i));
+    copy.arena = arena + side.offset;
+    copy.bytes = tiered.bytes;
+    if (tiered.tier == Tier::Host) {
+      copy.host = hostTier + tiered.offset;
+    } else {
+      copy.fileOffset = tiered.offset;
+      stagedCopies.push_back(copies.size());
+      staged.push_back({i, i, copy.bytes, !copy.write});
+    }
+    for (cudaEvent_t *event : {&copy.ready, &copy.done, &copy.released})
+      checkSetup(cudaEventCreateWithFlags(event, cudaEventDisableTiming),
+                 "cudaEventCreateWithFlags", setup);
+    indices[i] = copies.size();
+    copies.push_back(std::move(copy));
+  }
+  cuda::PinnedStagingPlan plan = cuda::planPinnedStaging(staged, kIoAlignment);
+  for (size_t s = 0; s < staged.size(); ++s) {
+    Copy &copy = copies[stagedCopies[s]];
+    copy.pinnedOffset = plan.offset[s];
+    if (plan.after[s] != cuda::PinnedStagingPlan::kNone)
+      copy.after = stagedCopies[plan.after[s]];
+  }
+  pinnedBytes = std::max(pinnedBytes, plan.bytes);
+  return indices;
+}
+
+void CudaTiers::allocateStaging(const std::string &setup) {
+  if (!nvme || pinnedBytes == 0)
+    return;
+  pinned = allocatePinned(pinnedBytes);
+  if (!pinned)
+    throw ProgramError(setup + ": cannot allocate the nvme tier's " +
+                       std::to_string(pinnedBytes) +
+                       " bytes of pinned staging (cudaHostAlloc; give a "
+                       "smaller offload.buffer_bytes)");
+}
+
+[[noreturn]] void CudaTiers::fail(const Copy &copy,
+                                  const std::string &error) const {
+  throw ProgramError(copy.name + ": " + error);
+}
+
+void CudaTiers::check(cudaError_t error, const char *call,
+                      const Copy &copy) const {
+  if (error != cudaSuccess)
+    fail(copy, std::string(call) + " failed: " + cudaGetErrorName(error) +
+                   " (" + cudaGetErrorString(error) + ")");
+}
+
+cudaStream_t CudaTiers::streamOf(size_t index) const {
+  const Copy &copy = copies[index];
+  // An NVMe read's own work is the host's and, at its wait, the compute
+  // stream's.
+  return copy.host || copy.write ? copyStream : compute;
+}
+
+void CudaTiers::start(size_t index) {
+  Copy &copy = copies[index];
+  if (copy.host || copy.write) {
+    // After everything the compute stream did before: the kernel that
+    // completed the bytes written back, or the last use of the staging
+    // bytes a read overwrites (the memory plan reuses them).
+    check(cudaEventRecord(copy.ready, compute), "cudaEventRecord", copy);
+    check(cudaStreamWaitEvent(copyStream, copy.ready, 0), "cudaStreamWaitEvent",
+          copy);
+    uint8_t *host = copy.host ? copy.host : pinnedOf(copy);
+    check(copy.write ? cudaMemcpyAsync(host, copy.arena, copy.bytes,
+                                       cudaMemcpyDeviceToHost, copyStream)
+                     : cudaMemcpyAsync(copy.arena, host, copy.bytes,
+                                       cudaMemcpyHostToDevice, copyStream),
+          "cudaMemcpyAsync", copy);
+    check(cudaEventRecord(copy.done, copyStream), "cudaEventRecord", copy);
+  } else {
+    // An NVMe read into the copy's pinned block, once the device copy of
+    // the last read there is done.
+    if (copy.after != ~size_t(0))
+      check(cudaEventSynchronize(copies[copy.after].released),
+            "cudaEventSynchronize", copy);
+    try {
+      copy.tickets.push_back(nvme->engine().submit(nvme->file().read(
+          copy.fileOffset, pinnedOf(copy), offload::alignedBytes(copy.bytes))));
+    } catch (const std::exception &error) {
+      fail(copy, error.what());
+    }
+  }
+  if (!copy.started)
+    wait(index);
+}
+
+void CudaTiers::wait(size_t index) {
+  Copy &copy = copies[index];
+  if (copy.host) {
+    check(cudaStreamWaitEvent(compute, copy.done, 0), "cudaStreamWaitEvent",
+          copy);
+    return;
+  }
+  if (copy.write) {
+    // The block holds the bytes once the device copy is done; the padding
+    // of the last block is the buffer's own in the file (whole blocks).
+    check(cudaEventSynchronize(copy.done), "cudaEventSynchronize", copy);
+    uint64_t blocks = offload::alignedBytes(copy.bytes);
+    std::memset(pinnedOf(copy) + copy.bytes, 0, blocks - copy.bytes);
+    try {
+      nvme->engine().wait(nvme->engine().submit(
+          nvme->file().write(copy.fileOffset, pinnedOf(copy), blocks)));
+    } catch (const std::exception &error) {
+      fail(copy, error.what());
+    }
+    return;
+  }
+  std::vector<IoEngine::Ticket> tickets;
+  tickets.swap(copy.tickets);
+  // Every ticket is waited for, even after a failure: the engine must not
+  // keep requests on a block the next copy reuses.
+  std::string error;
+  for (IoEngine::Ticket ticket : tickets) {
+    try {
+      nvme->engine().wait(ticket);
+    } catch (const std::exception &failure) {
+      if (error.empty())
+        error = failure.what();
+    }
+  }
+  if (!error.empty())
+    fail(copy, error);
+  check(cudaMemcpyAsync(copy.arena, pinnedOf(copy), copy.bytes,
+                        cudaMemcpyHostToDevice, compute),
+        "cudaMemcpyAsync", copy);
+  check(cudaEventRecord(copy.released, compute), "cudaEventRecord", copy);
+}
+
+void CudaTiers::synchronize(const std::string &where) {
+  checkSetup(cudaStreamSynchronize(copyStream), "cudaStreamSynchronize", where);
+}
+
+void CudaTiers::read(const BufferInfo &buffer, void *destination) {
+  std::string where = "reading '" + buffer.name + "'";
+  checkSetup(cudaStreamSynchronize(compute), "cudaStreamSynchronize", where);
+  synchronize(where);
+  if (buffer.tier == Tier::Host) {
+    std::memcpy(destination, hostTier + buffer.offset, buffer.bytes);
+    return;
+  }
+  nvme->read(buffer, destination);
+}
+
+void CudaTiers::write(const BufferInfo &buffer, const void *source) {
+  std::string where = "writing '" + buffer.name + "'";
+  checkSetup(cudaStreamSynchronize(compute), "cudaStreamSynchronize", where);
+  synchronize(where);
+  if (buffer.tier == Tier::Host) {
+    std::memcpy(hostTier + buffer.offset, source, buffer.bytes);
+    return;
+  }
+  nvme->write(buffer, source);
+}
+
+} // namespace partition::runtime::cudabackend
