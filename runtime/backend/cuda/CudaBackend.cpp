@@ -53,12 +53,25 @@ CudaBackend::CudaBackend(const Program &program,
   allocate(program, setup);
   if (program.hasTiers())
     tiers = std::make_unique<CudaTiers>(program, offload, compute, setup);
+  // ZeRO-Offload: the updates on host-tier moments run on the CPU, unless
+  // PARTITION_OFFLOAD_UPDATE=gpu keeps them on the GPU (staged; for
+  // comparing the two).
+  const char *updateSetting = std::getenv("PARTITION_OFFLOAD_UPDATE");
+  bool gpuUpdates = updateSetting && std::strcmp(updateSetting, "gpu") == 0;
+  if (updateSetting && *updateSetting && !gpuUpdates &&
+      std::strcmp(updateSetting, "cpu") != 0)
+    throw ProgramError(setup + ": PARTITION_OFFLOAD_UPDATE is '" +
+                       updateSetting + "'; give cpu (the default) or gpu");
+  if (tiers && program.hostBytes > 0 && !gpuUpdates)
+    hostUpdates = std::make_unique<CudaHostUpdates>(*tiers, compute);
   writeAxisIndices(program);
   for (size_t f = 0; f < program.functions.size(); ++f)
     functions.push_back(
         compileFunction(program, program.functions[f], checked[f], setup));
   if (tiers)
     tiers->allocateStaging(setup);
+  if (hostUpdates)
+    hostUpdates->allocate(setup);
   checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", setup);
 }
 
@@ -130,16 +143,61 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
   std::vector<std::function<void(const std::vector<cudaEvent_t> &)>>
       collectiveCalls(function.instructions.size());
   std::map<cudaStream_t, int> streamIds;
+  // The updates that run on the CPU (by adamw instruction: the update's
+  // index in hostUpdates), and the tier copies they replace.
+  std::map<size_t, size_t> cpuUpdates;
+  std::set<size_t> replaced;
+  if (hostUpdates)
+    for (const cuda::HostUpdate &update :
+         cuda::planHostUpdates(program, function)) {
+      const Instruction &adamw = function.instructions[update.adamw];
+      cpuUpdates[update.adamw] = hostUpdates->compile(
+          program, update, adamw.floats, arena,
+          function.name + " instruction #" + std::to_string(update.adamw) +
+              " (adamw on the CPU)");
+      replaced.insert(update.replaced.begin(), update.replaced.end());
+    }
   // Each tier copy's index in `tiers`, for its start and its wait.
   std::map<size_t, size_t> tierCopies;
   if (tiers)
-    tierCopies = tiers->compileFunction(program, function, arena, setup);
+    tierCopies =
+        tiers->compileFunction(program, function, arena, replaced, setup);
   for (size_t i = 0; i < function.instructions.size(); ++i) {
     const Instruction &instruction = function.instructions[i];
     std::string where = function.name + " instruction #" + std::to_string(i);
     Step step;
     cuda::PlannedInstruction plannedInstruction;
-    if (instruction.tierCopy) {
+    if (replaced.count(i)) {
+      // A copy (or its wait) a CPU update does the work of: nothing runs.
+      step.stream = compute;
+      step.call = [] {};
+      compiled->names.push_back(where + " (replaced by the CPU's update)");
+      compiled->spans.push_back(traceSpanOf(program, function, instruction));
+      if (profile.enabled)
+        compiled->costs.push_back(describeCollective(program, instruction));
+    } else if (cpuUpdates.count(i)) {
+      // To the stream plan, a transfer on the copy stream: later kernels
+      // that touch its bytes wait for it, nothing else does (it takes part
+      // in no NCCL ordering).
+      size_t update = cpuUpdates.at(i);
+      const std::vector<uint32_t> &args = instruction.args;
+      for (uint32_t arg : {args[0], args[1], args[4], args[5]})
+        if (program.buffers[arg].tier == Tier::Arena)
+          plannedInstruction.ranges.push_back(rangeOf(program.buffers[arg]));
+      step.collective = true;
+      step.stream = tiers->copyStream();
+      plannedInstruction.collective = true;
+      plannedInstruction.transfer = true;
+      plannedInstruction.stream =
+          streamIds.emplace(step.stream, int(streamIds.size())).first->second;
+      collectiveCalls[i] = [this, update](const std::vector<cudaEvent_t> &) {
+        hostUpdates->enqueue(update);
+      };
+      compiled->names.push_back(where + " (adamw on the CPU)");
+      compiled->spans.push_back(traceSpanOf(program, function, instruction));
+      if (profile.enabled)
+        compiled->costs.push_back(describeKernel(checked[i]));
+    } else if (instruction.tierCopy) {
       // Not a collective to the stream plan: the copy starts after
       // everything the compute stream did before it (CudaTiers), so it
       // only has to be ordered after the collectives that touched its
@@ -264,6 +322,7 @@ CudaBackend::~CudaBackend() {
   if (compute)
     cudaStreamSynchronize(compute);
   // Its copies and pinned memory, before the compute stream they use.
+  hostUpdates.reset();
   tiers.reset();
   if (profile.enabled)
     for (const auto &function : functions)
@@ -413,6 +472,8 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
   // at once; the host tier's bytes are final for read() either way.
   if (tiers)
     tiers->synchronize(function.name);
+  if (hostUpdates)
+    hostUpdates->checkErrors();
   int bad = 0;
   checkCuda(cudaMemcpy(&bad, badId, sizeof(int), cudaMemcpyDeviceToHost),
             "cudaMemcpy", function.name);

@@ -17,6 +17,7 @@
 
 #include "runtime/backend/Profile.h"
 #include "runtime/backend/Trace.h"
+#include "runtime/backend/cuda/CudaHostUpdates.h"
 #include "runtime/backend/cuda/CudaTiers.h"
 #include "runtime/backend/cuda/StreamPlan.h"
 #include "runtime/backend/cuda/attention/Attention.h"
@@ -322,6 +323,10 @@ private:
   std::vector<std::unique_ptr<CompiledFunction>> functions;
   /// The offload's tiers (null without any).
   std::unique_ptr<CudaTiers> tiers;
+  /// The AdamW updates that run on the CPU (null when none may:
+  /// no host tier, or PARTITION_OFFLOAD_UPDATE=gpu). Destroyed first: its
+  /// work runs on the tiers' copy stream.
+  std::unique_ptr<CudaHostUpdates> hostUpdates;
   /// PARTITION_PROFILE (runtime/backend/Profile.h): CUDA events around every
   /// instruction, on the stream it runs on, read once each profiled run has
   /// been joined.

@@ -53,14 +53,14 @@ CudaTiers::CudaTiers(const Program &program, const OffloadOptions &options,
     nvme = std::make_unique<TierFile>(program, options);
   // Non-blocking, as the compute stream: the legacy default stream must
   // not serialise the copies with the kernels.
-  checkSetup(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking),
+  checkSetup(cudaStreamCreateWithFlags(&transfers, cudaStreamNonBlocking),
              "cudaStreamCreateWithFlags", setup);
 }
 
 CudaTiers::~CudaTiers() {
   // As the backend: after the CUDA runtime has shut down the driver frees
   // everything with the process.
-  if (cudaStreamSynchronize(copyStream) == cudaErrorCudartUnloading)
+  if (cudaStreamSynchronize(transfers) == cudaErrorCudartUnloading)
     return;
   if (nvme)
     for (Copy &copy : copies)
@@ -75,8 +75,8 @@ CudaTiers::~CudaTiers() {
     for (cudaEvent_t event : {copy.ready, copy.done, copy.released})
       if (event)
         cudaEventDestroy(event);
-  if (copyStream)
-    cudaStreamDestroy(copyStream);
+  if (transfers)
+    cudaStreamDestroy(transfers);
   if (pinned)
     cudaFreeHost(pinned);
   if (hostTier)
@@ -95,10 +95,10 @@ std::string CudaTiers::describe() const {
   return text;
 }
 
-std::map<size_t, size_t> CudaTiers::compileFunction(const Program &program,
-                                                    const Function &function,
-                                                    uint8_t *arena,
-                                                    const std::string &setup) {
+std::map<size_t, size_t>
+CudaTiers::compileFunction(const Program &program, const Function &function,
+                           uint8_t *arena, const std::set<size_t> &replaced,
+                           const std::string &setup) {
   std::map<size_t, size_t> indices;
   // The NVMe copies' pinned blocks are planned over the function at once:
   // each copy's interval is from its instruction to its wait's.
@@ -106,6 +106,8 @@ std::map<size_t, size_t> CudaTiers::compileFunction(const Program &program,
   std::vector<size_t> stagedCopies;
   for (size_t i = 0; i < function.instructions.size(); ++i) {
     const Instruction &instruction = function.instructions[i];
+    if (replaced.count(i))
+      continue;
     if (instruction.waitFor && indices.count(*instruction.waitFor)) {
       size_t copy = indices[*instruction.waitFor];
       for (size_t s = 0; s < stagedCopies.size(); ++s)
@@ -179,7 +181,7 @@ cudaStream_t CudaTiers::streamOf(size_t index) const {
   const Copy &copy = copies[index];
   // An NVMe read's own work is the host's and, at its wait, the compute
   // stream's.
-  return copy.host || copy.write ? copyStream : compute;
+  return copy.host || copy.write ? transfers : compute;
 }
 
 void CudaTiers::start(size_t index) {
@@ -189,15 +191,15 @@ void CudaTiers::start(size_t index) {
     // completed the bytes written back, or the last use of the staging
     // bytes a read overwrites (the memory plan reuses them).
     check(cudaEventRecord(copy.ready, compute), "cudaEventRecord", copy);
-    check(cudaStreamWaitEvent(copyStream, copy.ready, 0), "cudaStreamWaitEvent",
+    check(cudaStreamWaitEvent(transfers, copy.ready, 0), "cudaStreamWaitEvent",
           copy);
     uint8_t *host = copy.host ? copy.host : pinnedOf(copy);
     check(copy.write ? cudaMemcpyAsync(host, copy.arena, copy.bytes,
-                                       cudaMemcpyDeviceToHost, copyStream)
+                                       cudaMemcpyDeviceToHost, transfers)
                      : cudaMemcpyAsync(copy.arena, host, copy.bytes,
-                                       cudaMemcpyHostToDevice, copyStream),
+                                       cudaMemcpyHostToDevice, transfers),
           "cudaMemcpyAsync", copy);
-    check(cudaEventRecord(copy.done, copyStream), "cudaEventRecord", copy);
+    check(cudaEventRecord(copy.done, transfers), "cudaEventRecord", copy);
   } else {
     // An NVMe read into the copy's pinned block, once the device copy of
     // the last read there is done.
@@ -258,7 +260,7 @@ void CudaTiers::wait(size_t index) {
 }
 
 void CudaTiers::synchronize(const std::string &where) {
-  checkSetup(cudaStreamSynchronize(copyStream), "cudaStreamSynchronize", where);
+  checkSetup(cudaStreamSynchronize(transfers), "cudaStreamSynchronize", where);
 }
 
 void CudaTiers::read(const BufferInfo &buffer, void *destination) {

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,10 +57,12 @@ public:
 
   /// Binds `function`'s tier copies to the arena (device memory at `arena`)
   /// and plans their pinned blocks: per tier copy instruction, the index
-  /// of its copy for start / wait.
+  /// of its copy for start / wait. The copies in `replaced` (and their
+  /// waits) are left out: a CPU update does their work (HostUpdatePlan.h).
   std::map<size_t, size_t> compileFunction(const Program &program,
                                            const Function &function,
                                            uint8_t *arena,
+                                           const std::set<size_t> &replaced,
                                            const std::string &setup);
   /// Allocates the NVMe tier's pinned pool (the largest any function's
   /// plan needs); after every compileFunction.
@@ -72,6 +75,13 @@ public:
   cudaStream_t streamOf(size_t index) const;
   /// Joins the copy stream (end of a run: the host tier's bytes are final).
   void synchronize(const std::string &where);
+
+  /// The copy stream (the CPU's AdamW updates run on it too).
+  cudaStream_t copyStream() const { return transfers; }
+  /// A host tier buffer's bytes (pinned).
+  float *hostTierData(const BufferInfo &buffer) const {
+    return reinterpret_cast<float *>(hostTier + buffer.offset);
+  }
 
   /// "host tier: N bytes per rank in pinned host memory; nvme tier: ..."
   std::string describe() const;
@@ -103,7 +113,8 @@ private:
   void check(cudaError_t error, const char *call, const Copy &copy) const;
 
   cudaStream_t compute = nullptr;
-  cudaStream_t copyStream = nullptr;
+  /// The copy stream.
+  cudaStream_t transfers = nullptr;
   /// The host tier (pinned; null without one).
   uint8_t *hostTier = nullptr;
   uint64_t hostTierBytes = 0;
