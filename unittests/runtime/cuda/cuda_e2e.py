@@ -16,6 +16,18 @@ backends and compares the loss of every step (and the final eval loss):
                 and the routing metrics (expert load min / max / mean and
                 the dropped fraction, counted on the device) to 1e-2: a
                 near-tie may route one token differently.
+  offload (gpt2-tiny fp32, plan offload with a 98304-byte buffer, so that
+                the updates are sliced and read ahead; docs/offload.md),
+                each against the same program without offload on CUDA:
+                  optimizer "host", the update on the GPU
+                  (PARTITION_OFFLOAD_UPDATE=gpu: the same kernel on the
+                  staged slices): every loss bit-identical;
+                  optimizer "nvme" (the update on the GPU, staged through
+                  pinned memory): bit-identical;
+                  optimizer "host", AdamW on the CPU (the default: the CPU
+                  backend's kernel, the GPU's formula op for op; FMA
+                  contraction may differ in the last bit): relative
+                  difference <= 1e-5 per step.
   MoE program with expert parallelism (mixtral-tiny, fp32, mesh dp 2,
                 moe.expert_parallel 2), 2 ranks under mpirun: its counted
                 all-to-alls (only the filled rows move; NCCL on CUDA,
@@ -31,6 +43,7 @@ Without a usable GPU (or a build without the CUDA backend) it prints
 
 --bin holds partition-run (and partition-gen / partition-compile, needed
 unless --ptp-dir already holds gpt2-tiny-fp32.ptp, gpt2-tiny-bf16.ptp,
+gpt2-tiny-fp32-offhost.ptp, gpt2-tiny-fp32-offnvme.ptp,
 mixtral-tiny-fp32.ptp and mixtral-tiny-fp32-ep2.ptp, as bench/gpu-check.sh
 prepare leaves them for machines without MLIR).
 """
@@ -44,12 +57,23 @@ import sys
 
 STEPS = 20
 FP32_TOLERANCE = 1e-4
+# The CPU's AdamW against the GPU's: the same formula, rounding apart.
+OFFLOAD_CPU_UPDATE_TOLERANCE = 1e-5
+OFFLOAD_BUFFER = 98304
 BF16_TOLERANCE = 2e-2
 NAME = "runtime-cuda-e2e"
 # Expert parallelism over 2 ranks: the MoE layers' token exchanges are
 # counted all-to-alls (docs/moe.md).
 EP2_PLAN = {"mesh": {"dp": 2}, "moe": {"expert_parallel": 2}}
 EP2_RANKS = 2
+# Optimizer offload; the nvme tier's directory is given at run time
+# (--offload-path), so a program compiled elsewhere runs here.
+OFFLOAD_PLANS = {
+    "offhost": {"offload": {"optimizer": "host",
+                            "buffer_bytes": OFFLOAD_BUFFER}},
+    "offnvme": {"offload": {"optimizer": "nvme", "path": "/tmp",
+                            "buffer_bytes": OFFLOAD_BUFFER}},
+}
 
 
 def run(command, **kwargs):
@@ -71,8 +95,11 @@ def compile_programs(args):
             ("gpt2-tiny", "fp32", "fp32", None),
             ("gpt2-tiny", "bf16", "bf16", None),
             ("mixtral-tiny", "fp32", "moe", None),
-            ("mixtral-tiny", "fp32", "moe-ep2", EP2_PLAN)):
-        suffix = "-ep2" if extra else ""
+            ("mixtral-tiny", "fp32", "moe-ep2", EP2_PLAN),
+            ("gpt2-tiny", "fp32", "offhost", OFFLOAD_PLANS["offhost"]),
+            ("gpt2-tiny", "fp32", "offnvme", OFFLOAD_PLANS["offnvme"])):
+        suffix = {"moe-ep2": "-ep2", "offhost": "-offhost",
+                  "offnvme": "-offnvme"}.get(tag, "")
         name = f"{model}-{precision}{suffix}.ptp"
         if args.ptp_dir and os.path.exists(os.path.join(args.ptp_dir, name)):
             programs[tag] = os.path.join(args.ptp_dir, name)
@@ -93,6 +120,9 @@ def compile_programs(args):
         path = os.path.join(args.workdir, name)
         result = run([compile_, mlir, "-o", path, "--plan", plan])
         if result.returncode:
+            if tag in OFFLOAD_PLANS:
+                sys.exit(f"error: the offload program {name} does not "
+                         f"compile:\n{result.stdout}")
             if tag == "bf16":
                 print(f"note: the bf16 program does not compile "
                       f"({result.stdout.strip()}); comparing fp32 only")
@@ -106,7 +136,8 @@ def compile_programs(args):
     return programs
 
 
-def train(args, program, backend, tag, launcher=None, failed=None):
+def train(args, program, backend, tag, launcher=None, failed=None,
+          extra_args=None, extra_env=None):
     """{step: loss, "eval": eval loss, ("routing", step): ...,
     ("bytes", step): moe_all_to_all_bytes}; None when the run fails (its
     output in failed[0] when failed is a list). launcher: the mpirun
@@ -116,8 +147,9 @@ def train(args, program, backend, tag, launcher=None, failed=None):
         os.path.join(args.bin, "partition-run"), program,
         "--steps", str(STEPS), "--lr", "3e-3", "--seed", "7",
         "--eval-every", str(STEPS), "--backend", backend,
-        "--metrics-out", metrics]
+        "--metrics-out", metrics] + (extra_args or [])
     env = dict(os.environ)
+    env.update(extra_env or {})
     if launcher:
         # Open MPI refuses root without these (the comm tests set them too).
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -198,6 +230,37 @@ def compare_expert_parallel(args, program):
     return ok
 
 
+def compare_offload(args, programs, reference):
+    """The offload programs on CUDA against the program without offload on
+    CUDA (reference)."""
+    ok = True
+    directory = os.path.join(args.workdir, "offload")
+    os.makedirs(directory, exist_ok=True)
+    for tag, env, tolerance, what in (
+            ("offhost", {"PARTITION_OFFLOAD_UPDATE": "gpu"}, 0.0,
+             "offload host (AdamW on the GPU) vs no offload, cuda"),
+            ("offnvme", {}, 0.0,
+             "offload nvme (AdamW on the GPU) vs no offload, cuda"),
+            ("offhost", {"PARTITION_OFFLOAD_UPDATE": "cpu"},
+             OFFLOAD_CPU_UPDATE_TOLERANCE,
+             "offload host (AdamW on the CPU) vs no offload, cuda")):
+        losses = train(args, programs[tag], "cuda",
+                       f"{tag}-{env.get('PARTITION_OFFLOAD_UPDATE', 'gpu')}",
+                       extra_args=["--offload-path", directory],
+                       extra_env=env)
+        if losses is None:
+            print(f"{what}: the run failed")
+            ok = False
+            continue
+        ok &= compare(reference, losses, tolerance, what)
+        leftover = [f for f in os.listdir(directory)
+                    if f.startswith("partition-offload-")]
+        if leftover:
+            print(f"{what}: offload files left behind: {leftover}")
+            ok = False
+    return ok
+
+
 def compare(reference, candidate, tolerance, what):
     worst = 0.0
     ok = True
@@ -242,6 +305,7 @@ def main():
     if cpu32 is None or gpu32 is None:
         sys.exit("error: a fp32 run failed")
     ok &= compare(cpu32, gpu32, FP32_TOLERANCE, "fp32 cuda vs cpu")
+    ok &= compare_offload(args, programs, gpu32)
     if "bf16" in programs:
         gpu16 = train(args, programs["bf16"], "cuda", "bf16")
         if gpu16 is None:
