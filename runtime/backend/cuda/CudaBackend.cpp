@@ -62,7 +62,7 @@ CudaBackend::CudaBackend(const Program &program,
       std::strcmp(updateSetting, "cpu") != 0)
     throw ProgramError(setup + ": PARTITION_OFFLOAD_UPDATE is '" +
                        updateSetting + "'; give cpu (the default) or gpu");
-  if (tiers && program.hostBytes > 0 && !gpuUpdates)
+  if (tiers && !gpuUpdates)
     hostUpdates = std::make_unique<CudaHostUpdates>(*tiers, compute);
   writeAxisIndices(program);
   for (size_t f = 0; f < program.functions.size(); ++f)
@@ -143,25 +143,45 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
   std::vector<std::function<void(const std::vector<cudaEvent_t> &)>>
       collectiveCalls(function.instructions.size());
   std::map<cudaStream_t, int> streamIds;
-  // The updates that run on the CPU (by adamw instruction: the update's
-  // index in hostUpdates), and the tier copies they replace.
-  std::map<size_t, size_t> cpuUpdates;
+  // The updates that run on the CPU, the host-tier copies they replace and
+  // the NVMe copies they work between (HostUpdatePlan.h).
+  std::vector<cuda::HostUpdate> updates;
   std::set<size_t> replaced;
+  std::map<size_t, size_t> cpuPairs;
   if (hostUpdates)
-    for (const cuda::HostUpdate &update :
-         cuda::planHostUpdates(program, function)) {
-      const Instruction &adamw = function.instructions[update.adamw];
-      cpuUpdates[update.adamw] = hostUpdates->compile(
-          program, update, adamw.floats, arena,
-          function.name + " instruction #" + std::to_string(update.adamw) +
-              " (adamw on the CPU)");
-      replaced.insert(update.replaced.begin(), update.replaced.end());
-    }
+    updates = cuda::planHostUpdates(program, function);
+  auto tierOperands = [](const cuda::HostUpdate &update) {
+    std::vector<cuda::TierOperand> operands = {update.moment1, update.moment2};
+    if (update.tierParam)
+      operands.push_back(*update.tierParam);
+    return operands;
+  };
+  for (const cuda::HostUpdate &update : updates) {
+    replaced.insert(update.replaced.begin(), update.replaced.end());
+    for (const cuda::TierOperand &operand : tierOperands(update))
+      if (operand.tier == Tier::Nvme)
+        cpuPairs[operand.read] = operand.write;
+  }
   // Each tier copy's index in `tiers`, for its start and its wait.
   std::map<size_t, size_t> tierCopies;
   if (tiers)
-    tierCopies =
-        tiers->compileFunction(program, function, arena, replaced, setup);
+    tierCopies = tiers->compileFunction(program, function, arena, replaced,
+                                        cpuPairs, setup);
+  // By adamw instruction: the update's index in hostUpdates.
+  std::map<size_t, size_t> cpuUpdates;
+  for (const cuda::HostUpdate &update : updates) {
+    const Instruction &adamw = function.instructions[update.adamw];
+    size_t index = hostUpdates->compile(
+        program, update, adamw.floats, arena, tierCopies,
+        function.name + " instruction #" + std::to_string(update.adamw) +
+            " (adamw on the CPU)",
+        setup);
+    cpuUpdates[update.adamw] = index;
+    for (const cuda::TierOperand &operand : tierOperands(update))
+      if (operand.tier == Tier::Nvme)
+        tiers->setUpdateDone(tierCopies.at(operand.write),
+                             hostUpdates->finished(index));
+  }
   for (size_t i = 0; i < function.instructions.size(); ++i) {
     const Instruction &instruction = function.instructions[i];
     std::string where = function.name + " instruction #" + std::to_string(i);
@@ -180,10 +200,16 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
       // that touch its bytes wait for it, nothing else does (it takes part
       // in no NCCL ordering).
       size_t update = cpuUpdates.at(i);
+      // The gradient, step and learning rate (adamw's args 1, 4, 5), and
+      // the parameter (arg 0) unless the CPU updates it in a tier.
       const std::vector<uint32_t> &args = instruction.args;
-      for (uint32_t arg : {args[0], args[1], args[4], args[5]})
-        if (program.buffers[arg].tier == Tier::Arena)
-          plannedInstruction.ranges.push_back(rangeOf(program.buffers[arg]));
+      for (uint32_t arg : {args[1], args[4], args[5]})
+        plannedInstruction.ranges.push_back(rangeOf(program.buffers[arg]));
+      auto planned = std::find_if(
+          updates.begin(), updates.end(),
+          [&](const cuda::HostUpdate &u) { return u.adamw == i; });
+      if (!planned->tierParam)
+        plannedInstruction.ranges.push_back(rangeOf(program.buffers[args[0]]));
       step.collective = true;
       step.stream = tiers->copyStream();
       plannedInstruction.collective = true;

@@ -26,6 +26,9 @@ CudaHostUpdates::CudaHostUpdates(CudaTiers &tiers, cudaStream_t compute)
 CudaHostUpdates::~CudaHostUpdates() {
   if (cudaStreamSynchronize(tiers.copyStream()) == cudaErrorCudartUnloading)
     return;
+  for (const auto &update : updates)
+    if (update->finished)
+      cudaEventDestroy(update->finished);
   if (ready)
     cudaEventDestroy(ready);
   if (scratch)
@@ -35,7 +38,10 @@ CudaHostUpdates::~CudaHostUpdates() {
 size_t CudaHostUpdates::compile(const Program &program,
                                 const cuda::HostUpdate &planned,
                                 const std::vector<float> &floats,
-                                uint8_t *arena, const std::string &name) {
+                                uint8_t *arena,
+                                const std::map<size_t, size_t> &tierCopies,
+                                const std::string &name,
+                                const std::string &setup) {
   auto device = [&](uint32_t buffer) {
     return arena + program.buffers[buffer].offset;
   };
@@ -43,10 +49,13 @@ size_t CudaHostUpdates::compile(const Program &program,
   // The loader checked adamw's operands; the CPU kernel reads them as fp32
   // of one size and a scalar learning rate, so say so if that ever changes.
   bool fits = program.buffers[planned.lr].elements == 1;
-  for (uint32_t buffer : {planned.param, planned.gradient, planned.moment1,
-                          planned.moment2, planned.lr})
+  uint32_t param =
+      planned.tierParam ? planned.tierParam->tierBuffer : planned.param;
+  for (uint32_t buffer : {param, planned.gradient, planned.moment1.tierBuffer,
+                          planned.moment2.tierBuffer, planned.lr})
     fits = fits && program.buffers[buffer].dtype == DType::F32;
-  for (uint32_t buffer : {planned.param, planned.moment1, planned.moment2})
+  for (uint32_t buffer :
+       {param, planned.moment1.tierBuffer, planned.moment2.tierBuffer})
     fits = fits && program.buffers[buffer].elements == gradient.elements;
   if (!fits)
     throw ProgramError(name +
@@ -58,12 +67,24 @@ size_t CudaHostUpdates::compile(const Program &program,
   update->gradient = reinterpret_cast<float *>(device(planned.gradient));
   update->step = reinterpret_cast<int32_t *>(device(planned.step));
   update->lr = reinterpret_cast<float *>(device(planned.lr));
-  update->moment1 = tiers.hostTierData(program.buffers[planned.moment1]);
-  update->moment2 = tiers.hostTierData(program.buffers[planned.moment2]);
-  if (planned.paramInTier)
-    update->hostParam = tiers.hostTierData(program.buffers[planned.param]);
+  // A host-tier operand is read where it is; an NVMe one in its read's
+  // pinned block, known once the blocks are allocated (enqueue).
+  auto bind = [&](const cuda::TierOperand &operand, float *&data,
+                  size_t &copy) {
+    if (operand.tier == Tier::Host)
+      data = tiers.hostTierData(program.buffers[operand.tierBuffer]);
+    else
+      copy = tierCopies.at(operand.read);
+  };
+  bind(planned.moment1, update->moment1, update->moment1Copy);
+  bind(planned.moment2, update->moment2, update->moment2Copy);
+  if (planned.tierParam)
+    bind(*planned.tierParam, update->hostParam, update->paramCopy);
   else
     update->param = reinterpret_cast<float *>(device(planned.param));
+  if (cudaEventCreateWithFlags(&update->finished, cudaEventDisableTiming) !=
+      cudaSuccess)
+    throw ProgramError(setup + ": cudaEventCreateWithFlags failed");
   update->size = gradient.elements;
   // adamw's floats: beta1, beta2, epsilon, weight decay (Kernels.def).
   update->beta1 = floats.at(0);
@@ -101,6 +122,12 @@ void CudaHostUpdates::check(cudaError_t status, const char *call,
 void CudaHostUpdates::enqueue(size_t index) {
   Update &update = *updates[index];
   cudaStream_t stream = tiers.copyStream();
+  if (update.moment1Copy != Update::kNoCopy)
+    update.moment1 = tiers.pinnedData(update.moment1Copy);
+  if (update.moment2Copy != Update::kNoCopy)
+    update.moment2 = tiers.pinnedData(update.moment2Copy);
+  if (update.paramCopy != Update::kNoCopy)
+    update.hostParam = tiers.pinnedData(update.paramCopy);
   uint64_t bytes = uint64_t(update.size) * sizeof(float);
   uint8_t *gradient = scratch, *param = scratch + partBytes(largest),
           *scalars = scratch + 2 * partBytes(largest);
@@ -126,6 +153,7 @@ void CudaHostUpdates::enqueue(size_t index) {
     check(cudaMemcpyAsync(update.param, param, bytes, cudaMemcpyHostToDevice,
                           stream),
           "cudaMemcpyAsync", update);
+  check(cudaEventRecord(update.finished, stream), "cudaEventRecord", update);
 }
 
 void CUDART_CB CudaHostUpdates::run(void *data) {

@@ -1,10 +1,12 @@
 //===- CudaHostUpdates.h - AdamW on the CPU for a GPU rank ------*- C++ -*-===//
 //
-// ZeRO-Offload's update (docs/offload.md): where the moments are in the
-// host tier, each update the compiler placed in the backward pass
+// ZeRO-Offload's update (docs/offload.md): where the moments are in a
+// tier, each update the compiler placed in the backward pass
 // (HostUpdatePlan.h) runs on the CPU, with the CPU backend's AdamW kernel
 // (runtime/backend/cpu/AdamW.cpp: vectorised, OpenMP; the GPU kernel's
-// arithmetic, op for op), on the moments where they are. On the tiers' copy
+// arithmetic, op for op), on the moments in host memory: the host tier's
+// pinned memory, or the NVMe tier's pinned blocks, which the I/O engine
+// filled before and writes back after (CudaTiers). On the tiers' copy
 // stream, in program order, when the compute stream reaches the update:
 //
 //   wait for the compute stream   (the kernel that completed the gradient)
@@ -30,6 +32,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,10 +51,16 @@ public:
   CudaHostUpdates &operator=(const CudaHostUpdates &) = delete;
 
   /// Binds one planned update (its adamw instruction's hyperparameters in
-  /// `floats`) to the arena at `arena`; its index for enqueue().
+  /// `floats`) to the arena at `arena` and, for its NVMe operands, to the
+  /// tiers' copies (`tierCopies`: instruction -> copy, as
+  /// CudaTiers::compileFunction returned); its index for enqueue().
   size_t compile(const Program &program, const cuda::HostUpdate &update,
                  const std::vector<float> &floats, uint8_t *arena,
-                 const std::string &name);
+                 const std::map<size_t, size_t> &tierCopies,
+                 const std::string &name, const std::string &setup);
+  /// Recorded on the copy stream after update `index` (an NVMe
+  /// write-back's wait waits for it).
+  cudaEvent_t finished(size_t index) const { return updates[index]->finished; }
   /// Allocates the pinned scratch; after every compile.
   void allocate(const std::string &setup);
   /// Enqueues update `index` on the copy stream (the caller records the
@@ -68,8 +77,13 @@ private:
     float *gradient = nullptr, *param = nullptr;
     int32_t *step = nullptr;
     float *lr = nullptr;
-    /// The host tier's moments and, when paramInTier, the parameter.
+    /// The moments and a tiered parameter (else null) in host memory:
+    /// set at compile time in the host tier, at enqueue() from the NVMe
+    /// copies' pinned blocks (`*Copy`, else kNoCopy).
     float *moment1 = nullptr, *moment2 = nullptr, *hostParam = nullptr;
+    static constexpr size_t kNoCopy = ~size_t(0);
+    size_t moment1Copy = kNoCopy, moment2Copy = kNoCopy, paramCopy = kNoCopy;
+    cudaEvent_t finished = nullptr;
     int64_t size = 0;
     float beta1 = 0, beta2 = 0, epsilon = 0, weightDecay = 0;
     CudaHostUpdates *owner = nullptr;

@@ -98,24 +98,12 @@ std::string CudaTiers::describe() const {
 std::map<size_t, size_t>
 CudaTiers::compileFunction(const Program &program, const Function &function,
                            uint8_t *arena, const std::set<size_t> &replaced,
+                           const std::map<size_t, size_t> &cpuPairs,
                            const std::string &setup) {
   std::map<size_t, size_t> indices;
-  // The NVMe copies' pinned blocks are planned over the function at once:
-  // each copy's interval is from its instruction to its wait's.
-  std::vector<cuda::StagedCopy> staged;
-  std::vector<size_t> stagedCopies;
   for (size_t i = 0; i < function.instructions.size(); ++i) {
     const Instruction &instruction = function.instructions[i];
-    if (replaced.count(i))
-      continue;
-    if (instruction.waitFor && indices.count(*instruction.waitFor)) {
-      size_t copy = indices[*instruction.waitFor];
-      for (size_t s = 0; s < stagedCopies.size(); ++s)
-        if (stagedCopies[s] == copy)
-          staged[s].wait = i;
-      continue;
-    }
-    if (!instruction.tierCopy)
+    if (replaced.count(i) || !instruction.tierCopy)
       continue;
     const TierCopy &tierCopy = *instruction.tierCopy;
     // The loader checked the two sides: one tier, one arena, one size.
@@ -130,26 +118,32 @@ CudaTiers::compileFunction(const Program &program, const Function &function,
                                               std::to_string(i));
     copy.arena = arena + side.offset;
     copy.bytes = tiered.bytes;
-    if (tiered.tier == Tier::Host) {
+    if (tiered.tier == Tier::Host)
       copy.host = hostTier + tiered.offset;
-    } else {
+    else
       copy.fileOffset = tiered.offset;
-      stagedCopies.push_back(copies.size());
-      staged.push_back({i, i, copy.bytes, !copy.write});
-    }
     for (cudaEvent_t *event : {&copy.ready, &copy.done, &copy.released})
       checkSetup(cudaEventCreateWithFlags(event, cudaEventDisableTiming),
                  "cudaEventCreateWithFlags", setup);
     indices[i] = copies.size();
     copies.push_back(std::move(copy));
   }
+  // An NVMe pair a CPU update works between: the write-back writes the
+  // read's block (PinnedStaging.h).
+  for (const auto &[read, write] : cpuPairs)
+    copies[indices.at(read)].forCpu = copies[indices.at(write)].forCpu = true;
+  std::vector<cuda::StagedCopy> staged =
+      cuda::nvmeCopiesOf(program, function, replaced, cpuPairs);
   cuda::PinnedStagingPlan plan = cuda::planPinnedStaging(staged, kIoAlignment);
   for (size_t s = 0; s < staged.size(); ++s) {
-    Copy &copy = copies[stagedCopies[s]];
+    Copy &copy = copies[indices.at(staged[s].start)];
     copy.pinnedOffset = plan.offset[s];
     if (plan.after[s] != cuda::PinnedStagingPlan::kNone)
-      copy.after = stagedCopies[plan.after[s]];
+      copy.after = indices.at(staged[plan.after[s]].start);
   }
+  for (const auto &[read, write] : cpuPairs)
+    copies[indices.at(write)].pinnedOffset =
+        copies[indices.at(read)].pinnedOffset;
   pinnedBytes = std::max(pinnedBytes, plan.bytes);
   return indices;
 }
@@ -186,7 +180,10 @@ cudaStream_t CudaTiers::streamOf(size_t index) const {
 
 void CudaTiers::start(size_t index) {
   Copy &copy = copies[index];
-  if (copy.host || copy.write) {
+  if (copy.forCpu && copy.write) {
+    // The CPU update writes the block itself: the write-back has nothing
+    // to copy out of the arena.
+  } else if (copy.host || copy.write) {
     // After everything the compute stream did before: the kernel that
     // completed the bytes written back, or the last use of the staging
     // bytes a read overwrites (the memory plan reuses them).
@@ -225,9 +222,11 @@ void CudaTiers::wait(size_t index) {
     return;
   }
   if (copy.write) {
-    // The block holds the bytes once the device copy is done; the padding
-    // of the last block is the buffer's own in the file (whole blocks).
-    check(cudaEventSynchronize(copy.done), "cudaEventSynchronize", copy);
+    // The block holds the bytes once the device copy (or the CPU update)
+    // is done; the padding of the last block is the buffer's own in the
+    // file (whole blocks).
+    check(cudaEventSynchronize(copy.forCpu ? copy.updateDone : copy.done),
+          "cudaEventSynchronize", copy);
     uint64_t blocks = offload::alignedBytes(copy.bytes);
     std::memset(pinnedOf(copy) + copy.bytes, 0, blocks - copy.bytes);
     try {
@@ -253,6 +252,9 @@ void CudaTiers::wait(size_t index) {
   }
   if (!error.empty())
     fail(copy, error);
+  // A CPU update reads the block where it is.
+  if (copy.forCpu)
+    return;
   check(cudaMemcpyAsync(copy.arena, pinnedOf(copy), copy.bytes,
                         cudaMemcpyHostToDevice, compute),
         "cudaMemcpyAsync", copy);

@@ -59,11 +59,23 @@ public:
   /// and plans their pinned blocks: per tier copy instruction, the index
   /// of its copy for start / wait. The copies in `replaced` (and their
   /// waits) are left out: a CPU update does their work (HostUpdatePlan.h).
-  std::map<size_t, size_t> compileFunction(const Program &program,
-                                           const Function &function,
-                                           uint8_t *arena,
-                                           const std::set<size_t> &replaced,
-                                           const std::string &setup);
+  /// `cpuPairs` (an NVMe read's instruction -> its write-back's) are the
+  /// copies a CPU update works between: the read leaves the bytes in its
+  /// pinned block, the write-back writes that block once the update's
+  /// event (setUpdateDone) has completed; neither touches the arena.
+  std::map<size_t, size_t>
+  compileFunction(const Program &program, const Function &function,
+                  uint8_t *arena, const std::set<size_t> &replaced,
+                  const std::map<size_t, size_t> &cpuPairs,
+                  const std::string &setup);
+  /// The event after the CPU update a write-back of `cpuPairs` writes.
+  void setUpdateDone(size_t index, cudaEvent_t event) {
+    copies[index].updateDone = event;
+  }
+  /// The pinned block of NVMe copy `index` (after allocateStaging).
+  float *pinnedData(size_t index) const {
+    return reinterpret_cast<float *>(pinnedOf(copies[index]));
+  }
   /// Allocates the NVMe tier's pinned pool (the largest any function's
   /// plan needs); after every compileFunction.
   void allocateStaging(const std::string &setup);
@@ -89,6 +101,10 @@ public:
 private:
   struct Copy {
     bool write = false, started = false;
+    /// One of a CPU update's NVMe pair (compileFunction's cpuPairs).
+    bool forCpu = false;
+    /// A pair's write-back: the update's event.
+    cudaEvent_t updateDone = nullptr;
     std::string name;
     /// Host tier: the tier's bytes (pinned); NVMe tier: null.
     uint8_t *host = nullptr;

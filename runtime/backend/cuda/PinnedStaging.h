@@ -16,7 +16,10 @@
 //    is done: `after` names the latest such earlier read (the compute
 //    stream runs in order, so its copy done means every earlier one is).
 //    A write needs nothing of the kind: its device-to-host copy is ordered
-//    after everything enqueued on the compute stream before it.
+//    after everything enqueued on the compute stream before it;
+//  - where AdamW runs on the CPU between an NVMe read and its write-back
+//    (HostUpdatePlan.h), the write-back writes the read's block, held from
+//    the read to the write-back's wait (nvmeCopiesOf).
 // Pure host logic, tested without a GPU (unittests/runtime/cuda).
 //
 //===----------------------------------------------------------------------===//
@@ -24,9 +27,13 @@
 #ifndef PARTITION_RUNTIME_CUDA_PINNEDSTAGING_H
 #define PARTITION_RUNTIME_CUDA_PINNEDSTAGING_H
 
+#include "runtime/program/Program.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <vector>
 
 namespace partition::runtime::cuda {
@@ -93,6 +100,43 @@ planPinnedStaging(const std::vector<StagedCopy> &copies,
     live.push_back(c);
   }
   return plan;
+}
+
+/// The NVMe tier copies of `function` that take a block of their own, in
+/// program order, less the copies in `replaced` (a CPU update's host-tier
+/// copies); a pair of `cpuPairs` (read instruction -> write-back's) is one
+/// block from the read to the write-back's wait, listed at the read.
+inline std::vector<StagedCopy>
+nvmeCopiesOf(const Program &program, const Function &function,
+             const std::set<size_t> &replaced,
+             const std::map<size_t, size_t> &cpuPairs) {
+  std::set<size_t> pairedWrites;
+  for (const auto &pair : cpuPairs)
+    pairedWrites.insert(pair.second);
+  // Each copy's wait (a copy that is not started completes where it is).
+  std::map<size_t, size_t> waits;
+  for (size_t i = 0; i < function.instructions.size(); ++i) {
+    const Instruction &instruction = function.instructions[i];
+    if (instruction.tierCopy)
+      waits[i] = i;
+    else if (instruction.waitFor && waits.count(*instruction.waitFor))
+      waits[*instruction.waitFor] = i;
+  }
+  std::vector<StagedCopy> copies;
+  for (size_t i = 0; i < function.instructions.size(); ++i) {
+    const Instruction &instruction = function.instructions[i];
+    if (!instruction.tierCopy || replaced.count(i) || pairedWrites.count(i))
+      continue;
+    const TierCopy &copy = *instruction.tierCopy;
+    const BufferInfo &tiered =
+        program.buffers[instruction.args[copy.tierArg()]];
+    if (tiered.tier != Tier::Nvme)
+      continue;
+    auto pair = cpuPairs.find(i);
+    size_t until = pair == cpuPairs.end() ? waits[i] : waits[pair->second];
+    copies.push_back({i, until, tiered.bytes, !copy.write});
+  }
+  return copies;
 }
 
 } // namespace partition::runtime::cuda

@@ -3,8 +3,9 @@
 // runtime/backend/cuda/HostUpdatePlan.h on hand-written programs shaped as
 // --rt-offload-optimizer writes them: an update whose moments are staged
 // from the host tier runs on the CPU and replaces its copies and their
-// waits; one whose moments are on NVMe, or whose copies do not pair up,
-// stays the GPU's.
+// waits; from the NVMe tier, it runs on the CPU between the copies, which
+// stay; one whose moments are in the arena, or whose copies do not pair
+// up, stays the GPU's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -89,11 +90,16 @@ TEST(HostUpdatePlan, AnUpdateOnHostTierMomentsRunsOnTheCpu) {
   const HostUpdate &u = plan[0];
   EXPECT_EQ(u.adamw, update);
   EXPECT_EQ(u.param, w);
-  EXPECT_FALSE(u.paramInTier);
+  EXPECT_FALSE(u.tierParam);
   EXPECT_EQ(u.gradient, g);
   // The CPU reads and writes the moments in the tier, not the staging.
-  EXPECT_EQ(u.moment1, M);
-  EXPECT_EQ(u.moment2, V);
+  EXPECT_EQ(u.moment1.tierBuffer, M);
+  EXPECT_EQ(u.moment1.tier, Tier::Host);
+  EXPECT_EQ(u.moment1.read, rm);
+  EXPECT_EQ(u.moment1.write, tm);
+  EXPECT_EQ(u.moment2.tierBuffer, V);
+  EXPECT_EQ(u.moment2.read, rv);
+  EXPECT_EQ(u.moment2.write, tv);
   EXPECT_EQ(u.step, step);
   EXPECT_EQ(u.lr, lr);
   EXPECT_EQ(sorted(u.replaced), sorted({rm, rv, wrm, wrv, tm, tv, wtm, wtv}));
@@ -121,28 +127,58 @@ TEST(HostUpdatePlan, AParameterShardInTheHostTierIsUpdatedWhereItIs) {
 
   std::vector<HostUpdate> plan = planHostUpdates(b.program, b.function);
   ASSERT_EQ(plan.size(), 1u);
-  EXPECT_TRUE(plan[0].paramInTier);
-  EXPECT_EQ(plan[0].param, W);
+  ASSERT_TRUE(plan[0].tierParam);
+  EXPECT_EQ(plan[0].tierParam->tierBuffer, W);
+  EXPECT_EQ(plan[0].tierParam->read, rw);
+  EXPECT_EQ(plan[0].tierParam->write, tw);
   EXPECT_EQ(sorted(plan[0].replaced),
             sorted({rw, rm, rv, w1, w2, w3, tw, tm, tv, w4, w5}));
 }
 
-TEST(HostUpdatePlan, UpdatesOnNvmeOrArenaMomentsStayOnTheGpu) {
+TEST(HostUpdatePlan, OnNvmeTheCopiesStayAndTheCpuUpdatesBetweenThem) {
+  Builder b;
+  uint32_t g = b.buffer("g"), step = b.buffer("step"), lr = b.buffer("lr");
+  // The moments on NVMe, ZeRO-3's shard in the host tier (bf16's masters
+  // on NVMe and moments in host memory are the same, mirrored).
+  uint32_t W = b.buffer("w", Tier::Host), M = b.buffer("moment1 w", Tier::Nvme),
+           V = b.buffer("moment2 w", Tier::Nvme);
+  uint32_t w = b.buffer("staging w"), m = b.buffer("staging m"),
+           v = b.buffer("staging v");
+  size_t rw = b.copy(false, W, w), rm = b.copy(false, M, m),
+         rv = b.copy(false, V, v);
+  size_t w1 = b.wait(rw);
+  b.wait(rm);
+  b.wait(rv);
+  b.kernel(KernelId::AdamW, {w, g, m, v, step, lr, w, m, v});
+  size_t tw = b.copy(true, w, W), tm = b.copy(true, m, M),
+         tv = b.copy(true, v, V);
+  size_t w4 = b.wait(tw);
+  b.wait(tm);
+  b.wait(tv);
+
+  std::vector<HostUpdate> plan = planHostUpdates(b.program, b.function);
+  ASSERT_EQ(plan.size(), 1u);
+  const HostUpdate &u = plan[0];
+  EXPECT_EQ(u.moment1.tier, Tier::Nvme);
+  EXPECT_EQ(u.moment1.read, rm);
+  EXPECT_EQ(u.moment1.write, tm);
+  EXPECT_EQ(u.moment2.tier, Tier::Nvme);
+  EXPECT_EQ(u.moment2.read, rv);
+  EXPECT_EQ(u.moment2.write, tv);
+  ASSERT_TRUE(u.tierParam);
+  EXPECT_EQ(u.tierParam->tier, Tier::Host);
+  // Only the host tier's copies are not run; the NVMe ones fill and empty
+  // the pinned blocks the CPU updates.
+  EXPECT_EQ(sorted(u.replaced), sorted({rw, tw, w1, w4}));
+}
+
+TEST(HostUpdatePlan, UpdatesOnArenaMomentsStayOnTheGpu) {
   Builder b;
   uint32_t w = b.buffer("w"), g = b.buffer("g"), step = b.buffer("step"),
            lr = b.buffer("lr");
-  // NVMe moments: staged for the GPU kernel.
-  uint32_t M = b.buffer("moment1 w", Tier::Nvme),
-           V = b.buffer("moment2 w", Tier::Nvme);
-  uint32_t m = b.buffer("staging m"), v = b.buffer("staging v");
-  b.wait(b.copy(false, M, m));
-  b.wait(b.copy(false, V, v));
-  b.kernel(KernelId::AdamW, {w, g, m, v, step, lr, w, m, v});
-  b.wait(b.copy(true, m, M));
-  b.wait(b.copy(true, v, V));
   // Moments in the arena (parameter offload alone).
-  uint32_t m2 = b.buffer("moment1 u"), v2 = b.buffer("moment2 u");
-  b.kernel(KernelId::AdamW, {w, g, m2, v2, step, lr, w, m2, v2});
+  uint32_t m = b.buffer("moment1 u"), v = b.buffer("moment2 u");
+  b.kernel(KernelId::AdamW, {w, g, m, v, step, lr, w, m, v});
   EXPECT_TRUE(planHostUpdates(b.program, b.function).empty());
 }
 

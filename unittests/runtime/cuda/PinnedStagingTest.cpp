@@ -3,8 +3,9 @@
 // Where each NVMe tier copy of a GPU rank stages in pinned host memory
 // (runtime/backend/cuda/PinnedStaging.h): copies in flight at once never
 // share bytes, freed blocks are reused (the pool stays at the bytes in
-// flight), and a read that reuses an earlier read's block waits for that
-// read's device copy.
+// flight), a read that reuses an earlier read's block waits for that
+// read's device copy, and a CPU update's NVMe pair holds one block from
+// its read to its write-back's wait.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 
 #include <random>
 
+using namespace partition::runtime;
 using namespace partition::runtime::cuda;
 
 namespace {
@@ -142,6 +144,77 @@ TEST(PinnedStaging, ThePoolIsAtMostTheBytesInFlight) {
       EXPECT_TRUE(copies[plan.after[c]].read);
       EXPECT_LT(copies[plan.after[c]].wait, copies[c].start);
     }
+}
+
+TEST(PinnedStaging, ACpuUpdatesPairHoldsOneBlockFromItsReadToItsWriteBack) {
+  // gpt2-tiny's shape: moment reads, their waits, the update, the
+  // write-backs waited for late; a host-tier copy takes no block.
+  Program program;
+  auto buffer = [&](Tier tier, uint64_t bytes) {
+    BufferInfo info;
+    info.tier = tier;
+    info.bytes = bytes;
+    program.buffers.push_back(info);
+    return uint32_t(program.buffers.size() - 1);
+  };
+  uint32_t M = buffer(Tier::Nvme, 8192), V = buffer(Tier::Nvme, 8192),
+           H = buffer(Tier::Host, 4096), U = buffer(Tier::Nvme, 4096);
+  uint32_t m = buffer(Tier::Arena, 8192), v = buffer(Tier::Arena, 8192),
+           h = buffer(Tier::Arena, 4096), u = buffer(Tier::Arena, 4096);
+  Function function;
+  auto copy = [&](bool write, uint32_t from, uint32_t to) {
+    Instruction instruction;
+    instruction.args = {from, to};
+    TierCopy tierCopy;
+    tierCopy.write = write;
+    tierCopy.started = true;
+    instruction.tierCopy = tierCopy;
+    function.instructions.push_back(instruction);
+    return function.instructions.size() - 1;
+  };
+  auto wait = [&](size_t started) {
+    Instruction instruction;
+    instruction.waitFor = uint32_t(started);
+    function.instructions.push_back(instruction);
+    return function.instructions.size() - 1;
+  };
+  size_t rm = copy(false, M, m), rv = copy(false, V, v); // 0, 1
+  size_t rh = copy(false, H, h);                         // 2: host tier
+  wait(rm), wait(rv), wait(rh);                          // 3, 4, 5
+  function.instructions.push_back(Instruction{});        // 6: the update
+  size_t tm = copy(true, m, M), tv = copy(true, v, V);   // 7, 8
+  size_t ru = copy(false, U, u);                         // 9: a GPU update's
+  size_t wu = wait(ru);                                  // 10
+  size_t wtm = wait(tm), wtv = wait(tv);                 // 11, 12
+  std::map<size_t, size_t> pairs = {{rm, tm}, {rv, tv}};
+
+  std::vector<StagedCopy> copies =
+      nvmeCopiesOf(program, function, /*replaced=*/{}, pairs);
+  ASSERT_EQ(copies.size(), 3u);
+  // The pairs at their reads, held to their write-backs' waits; the
+  // write-backs take no block of their own.
+  EXPECT_EQ(copies[0].start, rm);
+  EXPECT_EQ(copies[0].wait, wtm);
+  EXPECT_EQ(copies[0].bytes, 8192u);
+  EXPECT_EQ(copies[1].start, rv);
+  EXPECT_EQ(copies[1].wait, wtv);
+  EXPECT_EQ(copies[2].start, ru);
+  EXPECT_EQ(copies[2].wait, wu);
+  // So the GPU update's read, between them, cannot take their blocks.
+  PinnedStagingPlan plan = planPinnedStaging(copies);
+  expectDisjointInFlight(copies, plan);
+  EXPECT_EQ(plan.offset[2], 16384u);
+  EXPECT_EQ(plan.bytes, 20480u);
+  // Without the pairs (the update on the GPU), the moments' reads free
+  // their blocks at their waits, and the write-backs take blocks again.
+  std::vector<StagedCopy> staged =
+      nvmeCopiesOf(program, function, /*replaced=*/{}, /*cpuPairs=*/{});
+  ASSERT_EQ(staged.size(), 5u);
+  EXPECT_EQ(staged[0].wait, 3u);
+  EXPECT_EQ(staged[2].start, tm);
+  EXPECT_FALSE(staged[2].read);
+  // A replaced copy takes none.
+  EXPECT_EQ(nvmeCopiesOf(program, function, {rm, tm}, {}).size(), 3u);
 }
 
 } // namespace
