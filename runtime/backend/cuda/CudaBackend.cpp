@@ -51,9 +51,7 @@ CudaBackend::CudaBackend(const Program &program,
   // Check every instruction before allocating anything large.
   std::vector<std::vector<KernelArgs>> checked = checkAndSize(program);
   allocate(program, setup);
-  if (program.hasTiers())
-    tiers = std::make_unique<CudaTiers>(program, offload, compute, setup);
-  // ZeRO-Offload: the updates on host-tier moments run on the CPU, unless
+  // ZeRO-Offload: the updates on tiered moments run on the CPU, unless
   // PARTITION_OFFLOAD_UPDATE=gpu keeps them on the GPU (staged; for
   // comparing the two).
   const char *updateSetting = std::getenv("PARTITION_OFFLOAD_UPDATE");
@@ -62,16 +60,15 @@ CudaBackend::CudaBackend(const Program &program,
       std::strcmp(updateSetting, "cpu") != 0)
     throw ProgramError(setup + ": PARTITION_OFFLOAD_UPDATE is '" +
                        updateSetting + "'; give cpu (the default) or gpu");
-  if (tiers && !gpuUpdates)
-    hostUpdates = std::make_unique<CudaHostUpdates>(*tiers, compute);
+  if (program.hasTiers())
+    tiers = std::make_unique<CudaTiers>(program, offload, compute,
+                                        !gpuUpdates, setup);
   writeAxisIndices(program);
   for (size_t f = 0; f < program.functions.size(); ++f)
     functions.push_back(
         compileFunction(program, program.functions[f], checked[f], setup));
   if (tiers)
     tiers->allocateStaging(setup);
-  if (hostUpdates)
-    hostUpdates->allocate(setup);
   checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", setup);
 }
 
@@ -143,111 +140,57 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
   std::vector<std::function<void(const std::vector<cudaEvent_t> &)>>
       collectiveCalls(function.instructions.size());
   std::map<cudaStream_t, int> streamIds;
-  // The updates that run on the CPU, the host-tier copies they replace and
-  // the NVMe copies they work between (HostUpdatePlan.h).
-  std::vector<cuda::HostUpdate> updates;
-  std::set<size_t> replaced;
-  std::map<size_t, size_t> cpuPairs;
-  if (hostUpdates)
-    updates = cuda::planHostUpdates(program, function);
-  auto tierOperands = [](const cuda::HostUpdate &update) {
-    std::vector<cuda::TierOperand> operands = {update.moment1, update.moment2};
-    if (update.tierParam)
-      operands.push_back(*update.tierParam);
-    return operands;
-  };
-  for (const cuda::HostUpdate &update : updates) {
-    replaced.insert(update.replaced.begin(), update.replaced.end());
-    for (const cuda::TierOperand &operand : tierOperands(update))
-      if (operand.tier == Tier::Nvme)
-        cpuPairs[operand.read] = operand.write;
-  }
-  // Each tier copy's index in `tiers`, for its start and its wait.
-  std::map<size_t, size_t> tierCopies;
+  // What the offload's tiers run, per instruction (CudaTiers::Action).
+  std::vector<CudaTiers::Action> tierActions;
   if (tiers)
-    tierCopies = tiers->compileFunction(program, function, arena, replaced,
-                                        cpuPairs, setup);
-  // By adamw instruction: the update's index in hostUpdates.
-  std::map<size_t, size_t> cpuUpdates;
-  for (const cuda::HostUpdate &update : updates) {
-    const Instruction &adamw = function.instructions[update.adamw];
-    size_t index = hostUpdates->compile(
-        program, update, adamw.floats, arena, tierCopies,
-        function.name + " instruction #" + std::to_string(update.adamw) +
-            " (adamw on the CPU)",
-        setup);
-    cpuUpdates[update.adamw] = index;
-    for (const cuda::TierOperand &operand : tierOperands(update))
-      if (operand.tier == Tier::Nvme)
-        tiers->setUpdateDone(tierCopies.at(operand.write),
-                             hostUpdates->finished(index));
-  }
+    tierActions = tiers->compileFunction(program, function, arena, setup);
   for (size_t i = 0; i < function.instructions.size(); ++i) {
     const Instruction &instruction = function.instructions[i];
     std::string where = function.name + " instruction #" + std::to_string(i);
     Step step;
     cuda::PlannedInstruction plannedInstruction;
-    if (replaced.count(i)) {
-      // A copy (or its wait) a CPU update does the work of: nothing runs.
-      step.stream = compute;
-      step.call = [] {};
-      compiled->names.push_back(where + " (replaced by the CPU's update)");
+    if (tiers && tierActions[i].kind != CudaTiers::Action::Kind::None) {
+      // Tier copies run on the tiers' copy stream (or the host's engine)
+      // after an event the compute stream records where they start, so the
+      // stream plan orders them after overlapping collectives as a kernel;
+      // a CPU update is a transfer on the copy stream to it: the later
+      // kernels that touch its bytes wait for it, nothing else does.
+      const CudaTiers::Action &action = tierActions[i];
+      for (uint32_t buffer : action.buffers)
+        plannedInstruction.ranges.push_back(rangeOf(program.buffers[buffer]));
+      step.stream = tiers->streamOf(action);
+      switch (action.kind) {
+      case CudaTiers::Action::Kind::Update:
+        step.collective = true;
+        plannedInstruction.collective = true;
+        plannedInstruction.transfer = true;
+        plannedInstruction.stream =
+            streamIds.emplace(step.stream, int(streamIds.size())).first->second;
+        collectiveCalls[i] = [this, action](const std::vector<cudaEvent_t> &) {
+          tiers->run(action);
+        };
+        compiled->names.push_back(where + " (adamw on the CPU)");
+        break;
+      case CudaTiers::Action::Kind::Start:
+        step.call = [this, action] { tiers->run(action); };
+        compiled->names.push_back(tierCopyName(instruction, where));
+        break;
+      case CudaTiers::Action::Kind::Wait:
+        step.call = [this, action] { tiers->run(action); };
+        compiled->names.push_back(where + " (wait)");
+        break;
+      case CudaTiers::Action::Kind::Skip:
+      case CudaTiers::Action::Kind::None:
+        step.call = [] {};
+        compiled->names.push_back(where + " (done by the CPU's update)");
+        break;
+      }
       compiled->spans.push_back(traceSpanOf(program, function, instruction));
       if (profile.enabled)
-        compiled->costs.push_back(describeCollective(program, instruction));
-    } else if (cpuUpdates.count(i)) {
-      // To the stream plan, a transfer on the copy stream: later kernels
-      // that touch its bytes wait for it, nothing else does (it takes part
-      // in no NCCL ordering).
-      size_t update = cpuUpdates.at(i);
-      // The gradient, step and learning rate (adamw's args 1, 4, 5), and
-      // the parameter (arg 0) unless the CPU updates it in a tier.
-      const std::vector<uint32_t> &args = instruction.args;
-      for (uint32_t arg : {args[1], args[4], args[5]})
-        plannedInstruction.ranges.push_back(rangeOf(program.buffers[arg]));
-      auto planned = std::find_if(
-          updates.begin(), updates.end(),
-          [&](const cuda::HostUpdate &u) { return u.adamw == i; });
-      if (!planned->tierParam)
-        plannedInstruction.ranges.push_back(rangeOf(program.buffers[args[0]]));
-      step.collective = true;
-      step.stream = tiers->copyStream();
-      plannedInstruction.collective = true;
-      plannedInstruction.transfer = true;
-      plannedInstruction.stream =
-          streamIds.emplace(step.stream, int(streamIds.size())).first->second;
-      collectiveCalls[i] = [this, update](const std::vector<cudaEvent_t> &) {
-        hostUpdates->enqueue(update);
-      };
-      compiled->names.push_back(where + " (adamw on the CPU)");
-      compiled->spans.push_back(traceSpanOf(program, function, instruction));
-      if (profile.enabled)
-        compiled->costs.push_back(describeKernel(checked[i]));
-    } else if (instruction.tierCopy) {
-      // Not a collective to the stream plan: the copy starts after
-      // everything the compute stream did before it (CudaTiers), so it
-      // only has to be ordered after the collectives that touched its
-      // arena side, as a kernel is.
-      const BufferInfo &side = program.buffers[instruction.args[
-          instruction.tierCopy->arenaArg()]];
-      plannedInstruction.ranges.push_back(rangeOf(side));
-      size_t copy = tierCopies.at(i);
-      step.stream = tiers->streamOf(copy);
-      step.call = [this, copy] { tiers->start(copy); };
-      compiled->names.push_back(tierCopyName(instruction, where));
-      compiled->spans.push_back(traceSpanOf(program, function, instruction));
-      if (profile.enabled)
-        compiled->costs.push_back(describeCollective(program, instruction));
-    } else if (instruction.waitFor && tierCopies.count(*instruction.waitFor)) {
-      // The compute stream waits for the copy here (CudaTiers::wait); no
-      // collective to the stream plan.
-      size_t copy = tierCopies.at(*instruction.waitFor);
-      step.stream = compute;
-      step.call = [this, copy] { tiers->wait(copy); };
-      compiled->names.push_back(where + " (wait)");
-      compiled->spans.push_back(traceSpanOf(program, function, instruction));
-      if (profile.enabled)
-        compiled->costs.push_back(describeCollective(program, instruction));
+        compiled->costs.push_back(
+            action.kind == CudaTiers::Action::Kind::Update
+                ? describeKernel(checked[i])
+                : describeCollective(program, instruction));
     } else if (instruction.collective || instruction.transfer) {
       CollectivePlan plan =
           instruction.transfer
@@ -348,7 +291,6 @@ CudaBackend::~CudaBackend() {
   if (compute)
     cudaStreamSynchronize(compute);
   // Its copies and pinned memory, before the compute stream they use.
-  hostUpdates.reset();
   tiers.reset();
   if (profile.enabled)
     for (const auto &function : functions)
@@ -498,8 +440,6 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
   // at once; the host tier's bytes are final for read() either way.
   if (tiers)
     tiers->synchronize(function.name);
-  if (hostUpdates)
-    hostUpdates->checkErrors();
   int bad = 0;
   checkCuda(cudaMemcpy(&bad, badId, sizeof(int), cudaMemcpyDeviceToHost),
             "cudaMemcpy", function.name);

@@ -17,7 +17,6 @@
 
 #include "runtime/backend/Profile.h"
 #include "runtime/backend/Trace.h"
-#include "runtime/backend/cuda/CudaHostUpdates.h"
 #include "runtime/backend/cuda/CudaTiers.h"
 #include "runtime/backend/cuda/StreamPlan.h"
 #include "runtime/backend/cuda/attention/Attention.h"
@@ -321,12 +320,8 @@ private:
   bool tf32 = false;
   std::map<decltype(GemmShape().key()), std::unique_ptr<GemmPlan>> gemmPlans;
   std::vector<std::unique_ptr<CompiledFunction>> functions;
-  /// The offload's tiers (null without any).
+  /// The offload's tiers, with the CPU's AdamW updates (null without any).
   std::unique_ptr<CudaTiers> tiers;
-  /// The AdamW updates that run on the CPU (null when none may:
-  /// no host tier, or PARTITION_OFFLOAD_UPDATE=gpu). Destroyed first: its
-  /// work runs on the tiers' copy stream.
-  std::unique_ptr<CudaHostUpdates> hostUpdates;
   /// PARTITION_PROFILE (runtime/backend/Profile.h): CUDA events around every
   /// instruction, on the stream it runs on, read once each profiled run has
   /// been joined.

@@ -2,6 +2,7 @@
 
 #include "runtime/backend/cuda/CudaTiers.h"
 
+#include "runtime/backend/cuda/HostUpdatePlan.h"
 #include "runtime/backend/cuda/PinnedStaging.h"
 
 #include <algorithm>
@@ -38,7 +39,8 @@ uint8_t *allocatePinned(uint64_t bytes) {
 } // namespace
 
 CudaTiers::CudaTiers(const Program &program, const OffloadOptions &options,
-                     cudaStream_t compute, const std::string &setup)
+                     cudaStream_t compute, bool cpuUpdates,
+                     const std::string &setup)
     : compute(compute) {
   if (program.hostBytes > 0) {
     hostTier = allocatePinned(program.hostBytes);
@@ -55,9 +57,13 @@ CudaTiers::CudaTiers(const Program &program, const OffloadOptions &options,
   // not serialise the copies with the kernels.
   checkSetup(cudaStreamCreateWithFlags(&transfers, cudaStreamNonBlocking),
              "cudaStreamCreateWithFlags", setup);
+  if (cpuUpdates)
+    updates = std::make_unique<CudaHostUpdates>(*this, compute);
 }
 
 CudaTiers::~CudaTiers() {
+  // Its work runs on the copy stream, with this class's memory.
+  updates.reset();
   // As the backend: after the CUDA runtime has shut down the driver frees
   // everything with the process.
   if (cudaStreamSynchronize(transfers) == cudaErrorCudartUnloading)
@@ -95,11 +101,106 @@ std::string CudaTiers::describe() const {
   return text;
 }
 
-std::map<size_t, size_t>
+std::vector<CudaTiers::Action>
 CudaTiers::compileFunction(const Program &program, const Function &function,
-                           uint8_t *arena, const std::set<size_t> &replaced,
-                           const std::map<size_t, size_t> &cpuPairs,
-                           const std::string &setup) {
+                           uint8_t *arena, const std::string &setup) {
+  using Kind = Action::Kind;
+  std::vector<Action> actions(function.instructions.size());
+  // The updates that run on the CPU, the host-tier copies they replace and
+  // the NVMe copies they work between (HostUpdatePlan.h).
+  std::vector<cuda::HostUpdate> planned;
+  if (updates)
+    planned = cuda::planHostUpdates(program, function);
+  auto tierOperands = [](const cuda::HostUpdate &update) {
+    std::vector<cuda::TierOperand> operands = {update.moment1, update.moment2};
+    if (update.tierParam)
+      operands.push_back(*update.tierParam);
+    return operands;
+  };
+  std::set<size_t> replaced;
+  std::map<size_t, size_t> cpuPairs;
+  for (const cuda::HostUpdate &update : planned) {
+    replaced.insert(update.replaced.begin(), update.replaced.end());
+    for (const cuda::TierOperand &operand : tierOperands(update))
+      if (operand.tier == Tier::Nvme)
+        cpuPairs[operand.read] = operand.write;
+  }
+  std::map<size_t, size_t> indices =
+      compileCopies(program, function, arena, replaced, cpuPairs, setup);
+  for (size_t i = 0; i < function.instructions.size(); ++i) {
+    const Instruction &instruction = function.instructions[i];
+    Action &action = actions[i];
+    if (replaced.count(i)) {
+      action.kind = Kind::Skip;
+    } else if (indices.count(i)) {
+      action.kind = Kind::Start;
+      action.index = indices.at(i);
+      action.buffers = {instruction.args[instruction.tierCopy->arenaArg()]};
+    } else if (instruction.waitFor && indices.count(*instruction.waitFor)) {
+      action.kind = Kind::Wait;
+      action.index = indices.at(*instruction.waitFor);
+    }
+  }
+  for (const cuda::HostUpdate &update : planned) {
+    const Instruction &adamw = function.instructions[update.adamw];
+    Action &action = actions[update.adamw];
+    action.kind = Kind::Update;
+    action.index = updates->compile(
+        program, update, adamw.floats, arena, indices,
+        function.name + " instruction #" + std::to_string(update.adamw) +
+            " (adamw on the CPU)",
+        setup);
+    action.buffers = {update.gradient, update.step, update.lr};
+    if (!update.tierParam)
+      action.buffers.push_back(update.param);
+    for (const cuda::TierOperand &operand : tierOperands(update))
+      if (operand.tier == Tier::Nvme)
+        copies[indices.at(operand.write)].updateDone =
+            updates->finished(action.index);
+  }
+  return actions;
+}
+
+void CudaTiers::run(const Action &action) {
+  switch (action.kind) {
+  case Action::Kind::Start:
+    start(action.index);
+    return;
+  case Action::Kind::Wait:
+    wait(action.index);
+    return;
+  case Action::Kind::Update:
+    updates->enqueue(action.index);
+    return;
+  case Action::Kind::None:
+  case Action::Kind::Skip:
+    return;
+  }
+}
+
+cudaStream_t CudaTiers::streamOf(const Action &action) const {
+  switch (action.kind) {
+  case Action::Kind::Update:
+    return transfers;
+  case Action::Kind::Start: {
+    // An NVMe read's own work is the host's and, at its wait, the compute
+    // stream's.
+    const Copy &copy = copies[action.index];
+    return copy.host || copy.write ? transfers : compute;
+  }
+  case Action::Kind::None:
+  case Action::Kind::Wait:
+  case Action::Kind::Skip:
+    break;
+  }
+  return compute;
+}
+
+std::map<size_t, size_t>
+CudaTiers::compileCopies(const Program &program, const Function &function,
+                         uint8_t *arena, const std::set<size_t> &replaced,
+                         const std::map<size_t, size_t> &cpuPairs,
+                         const std::string &setup) {
   std::map<size_t, size_t> indices;
   for (size_t i = 0; i < function.instructions.size(); ++i) {
     const Instruction &instruction = function.instructions[i];
@@ -149,6 +250,8 @@ CudaTiers::compileFunction(const Program &program, const Function &function,
 }
 
 void CudaTiers::allocateStaging(const std::string &setup) {
+  if (updates)
+    updates->allocate(setup);
   if (!nvme || pinnedBytes == 0)
     return;
   pinned = allocatePinned(pinnedBytes);
@@ -169,13 +272,6 @@ void CudaTiers::check(cudaError_t error, const char *call,
   if (error != cudaSuccess)
     fail(copy, std::string(call) + " failed: " + cudaGetErrorName(error) +
                    " (" + cudaGetErrorString(error) + ")");
-}
-
-cudaStream_t CudaTiers::streamOf(size_t index) const {
-  const Copy &copy = copies[index];
-  // An NVMe read's own work is the host's and, at its wait, the compute
-  // stream's.
-  return copy.host || copy.write ? transfers : compute;
 }
 
 void CudaTiers::start(size_t index) {
@@ -263,6 +359,8 @@ void CudaTiers::wait(size_t index) {
 
 void CudaTiers::synchronize(const std::string &where) {
   checkSetup(cudaStreamSynchronize(transfers), "cudaStreamSynchronize", where);
+  if (updates)
+    updates->checkErrors();
 }
 
 void CudaTiers::read(const BufferInfo &buffer, void *destination) {

@@ -18,8 +18,13 @@
 //  - NVMe tier, write: the block is copied out of the arena on the copy
 //    stream when the copy starts; its wait waits for that copy on the host,
 //    then writes the block to the file and waits for the engine.
-// The backend's read / write of a tiered buffer (initialisation,
-// checkpoints) join the copy stream first.
+// Where the moments are in a tier, AdamW runs on the CPU instead
+// (CudaHostUpdates.h, HostUpdatePlan.h), unless the backend asks for the
+// GPU's staged update. compileFunction says what the backend runs for each
+// instruction (an Action), so that the backend and the emulator test
+// (unittests/runtime/cuda/emulator) share one orchestration. The backend's
+// read / write of a tiered buffer (initialisation, checkpoints) join the
+// copy stream first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +32,7 @@
 #define PARTITION_RUNTIME_CUDA_CUDATIERS_H
 
 #include "runtime/backend/TierFile.h"
+#include "runtime/backend/cuda/CudaHostUpdates.h"
 
 #include <cuda_runtime_api.h>
 
@@ -42,10 +48,11 @@ namespace partition::runtime::cudabackend {
 class CudaTiers {
 public:
   /// The tiers of `program`'s selected stream, for a backend whose kernels
-  /// run on `compute` (of the current device). Throws ProgramError with one
+  /// run on `compute` (of the current device); `cpuUpdates`: AdamW on the
+  /// CPU where the moments are in a tier. Throws ProgramError with one
   /// line (`setup` first for CUDA errors).
   CudaTiers(const Program &program, const OffloadOptions &options,
-            cudaStream_t compute, const std::string &setup);
+            cudaStream_t compute, bool cpuUpdates, const std::string &setup);
   ~CudaTiers();
   CudaTiers(const CudaTiers &) = delete;
   CudaTiers &operator=(const CudaTiers &) = delete;
@@ -55,38 +62,49 @@ public:
   void read(const BufferInfo &buffer, void *destination);
   void write(const BufferInfo &buffer, const void *source);
 
-  /// Binds `function`'s tier copies to the arena (device memory at `arena`)
-  /// and plans their pinned blocks: per tier copy instruction, the index
-  /// of its copy for start / wait. The copies in `replaced` (and their
-  /// waits) are left out: a CPU update does their work (HostUpdatePlan.h).
-  /// `cpuPairs` (an NVMe read's instruction -> its write-back's) are the
-  /// copies a CPU update works between: the read leaves the bytes in its
-  /// pinned block, the write-back writes that block once the update's
-  /// event (setUpdateDone) has completed; neither touches the arena.
-  std::map<size_t, size_t>
-  compileFunction(const Program &program, const Function &function,
-                  uint8_t *arena, const std::set<size_t> &replaced,
-                  const std::map<size_t, size_t> &cpuPairs,
-                  const std::string &setup);
-  /// The event after the CPU update a write-back of `cpuPairs` writes.
-  void setUpdateDone(size_t index, cudaEvent_t event) {
-    copies[index].updateDone = event;
-  }
+  /// What the backend runs for one instruction.
+  struct Action {
+    enum class Kind {
+      /// Not the tiers' (a kernel, a collective): the backend's own.
+      None,
+      /// A tier copy (`index`: the copy), or its wait.
+      Start,
+      Wait,
+      /// An adamw that runs on the CPU (`index`: the update): to the stream
+      /// plan, a transfer on copyStream(); the backend records the
+      /// completion event after run() on that stream.
+      Update,
+      /// A copy (or its wait) a CPU update does the work of: nothing.
+      Skip
+    };
+    Kind kind = Kind::None;
+    size_t index = 0;
+    /// The arena buffers it touches (the stream plan's byte ranges).
+    std::vector<uint32_t> buffers;
+  };
+  /// Binds `function`'s tier copies and CPU updates to the arena (device
+  /// memory at `arena`) and plans the copies' pinned blocks; per
+  /// instruction, its action.
+  std::vector<Action> compileFunction(const Program &program,
+                                      const Function &function, uint8_t *arena,
+                                      const std::string &setup);
+  /// Allocates the pinned memory (the NVMe tier's pool, the largest any
+  /// function's plan needs; the CPU updates' scratch); after every
+  /// compileFunction.
+  void allocateStaging(const std::string &setup);
+  /// Runs an action that is not None: starts a copy (one that is not
+  /// started also completes), makes the compute stream wait for one,
+  /// enqueues a CPU update.
+  void run(const Action &action);
+  /// The stream an action's own work runs on (profiling, traces).
+  cudaStream_t streamOf(const Action &action) const;
+  /// Joins the copy stream (end of a run: the host tier's bytes are final)
+  /// and reports a CPU update's failure.
+  void synchronize(const std::string &where);
   /// The pinned block of NVMe copy `index` (after allocateStaging).
   float *pinnedData(size_t index) const {
     return reinterpret_cast<float *>(pinnedOf(copies[index]));
   }
-  /// Allocates the NVMe tier's pinned pool (the largest any function's
-  /// plan needs); after every compileFunction.
-  void allocateStaging(const std::string &setup);
-  /// Starts copy `index` (a copy that is not started also completes).
-  void start(size_t index);
-  /// Completes copy `index` for the compute stream.
-  void wait(size_t index);
-  /// The stream a copy's own work runs on (profiling, traces).
-  cudaStream_t streamOf(size_t index) const;
-  /// Joins the copy stream (end of a run: the host tier's bytes are final).
-  void synchronize(const std::string &where);
 
   /// The copy stream (the CPU's AdamW updates run on it too).
   cudaStream_t copyStream() const { return transfers; }
@@ -125,6 +143,19 @@ private:
   uint8_t *pinnedOf(const Copy &copy) const {
     return pinned + copy.pinnedOffset;
   }
+  /// Binds `function`'s tier copies, less `replaced` (a CPU update does
+  /// their work, HostUpdatePlan.h); `cpuPairs` (an NVMe read's instruction
+  /// -> its write-back's) are the copies a CPU update works between: the
+  /// read leaves the bytes in its pinned block, the write-back writes that
+  /// block once the update's event has completed; neither touches the
+  /// arena. Per tier copy instruction, its copy.
+  std::map<size_t, size_t>
+  compileCopies(const Program &program, const Function &function,
+                uint8_t *arena, const std::set<size_t> &replaced,
+                const std::map<size_t, size_t> &cpuPairs,
+                const std::string &setup);
+  void start(size_t index);
+  void wait(size_t index);
   [[noreturn]] void fail(const Copy &copy, const std::string &error) const;
   void check(cudaError_t error, const char *call, const Copy &copy) const;
 
@@ -139,6 +170,8 @@ private:
   uint8_t *pinned = nullptr;
   uint64_t pinnedBytes = 0;
   std::vector<Copy> copies;
+  /// The CPU's AdamW updates (null without: PARTITION_OFFLOAD_UPDATE=gpu).
+  std::unique_ptr<CudaHostUpdates> updates;
 };
 
 } // namespace partition::runtime::cudabackend
