@@ -236,8 +236,8 @@ def prepare(args):
             ("gpt2-tiny", "fp32", None, ""), ("gpt2-tiny", "bf16", None, ""),
             ("mixtral-tiny", "fp32", None, ""),
             ("mixtral-tiny", "fp32", ep2, "-ep2"),
-            ("gpt2-tiny", "fp32", OFFLOAD_PLANS["offhost"], "-offhost"),
-            ("gpt2-tiny", "fp32", OFFLOAD_PLANS["offnvme"], "-offnvme")):
+            *(("gpt2-tiny", "fp32", plan, f"-{tag}")
+              for tag, plan in OFFLOAD_PLANS.items())):
         ptp, meta = compile_program(bin_dir, workdir, model, precision, 4,
                                     plan_extra=extra, suffix=suffix)
         if ptp:

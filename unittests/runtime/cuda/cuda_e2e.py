@@ -25,7 +25,12 @@ backends and compares the loss of every step (and the final eval loss):
                   optimizer "host" and "nvme" with AdamW on the CPU (the
                   default: the CPU backend's kernel, the GPU's formula op
                   for op; FMA contraction may differ in the last bit):
-                  relative difference <= 1e-5 per step.
+                  relative difference <= 1e-5 per step;
+                and ZeRO-3's parameter offload (dp 2 ZeRO-3 on 2 ranks
+                under mpirun, the shards in host memory, the moments on
+                NVMe) against the same plan without offload: the update on
+                the GPU bit-identical, on the CPU within 1e-5; two GPUs
+                needed, else a note.
   MoE program with expert parallelism (mixtral-tiny, fp32, mesh dp 2,
                 moe.expert_parallel 2), 2 ranks under mpirun: its counted
                 all-to-alls (only the filled rows move; NCCL on CUDA,
@@ -41,7 +46,7 @@ Without a usable GPU (or a build without the CUDA backend) it prints
 
 --bin holds partition-run (and partition-gen / partition-compile, needed
 unless --ptp-dir already holds gpt2-tiny-fp32.ptp, gpt2-tiny-bf16.ptp,
-gpt2-tiny-fp32-offhost.ptp, gpt2-tiny-fp32-offnvme.ptp,
+gpt2-tiny-fp32-{offhost,offnvme,z3,z3off}.ptp,
 mixtral-tiny-fp32.ptp and mixtral-tiny-fp32-ep2.ptp, as bench/gpu-check.sh
 prepare leaves them for machines without MLIR).
 """
@@ -65,12 +70,18 @@ NAME = "runtime-cuda-e2e"
 EP2_PLAN = {"mesh": {"dp": 2}, "moe": {"expert_parallel": 2}}
 EP2_RANKS = 2
 # Optimizer offload; the nvme tier's directory is given at run time
-# (--offload-path), so a program compiled elsewhere runs here.
+# (--offload-path), so a program compiled elsewhere runs here. "z3" is the
+# reference of "z3off" (ZeRO-3's parameter offload on 2 ranks).
+ZERO3_PLAN = {"mesh": {"dp": 2}, "zero": {"stage": 3}}
 OFFLOAD_PLANS = {
     "offhost": {"offload": {"optimizer": "host",
                             "buffer_bytes": OFFLOAD_BUFFER}},
     "offnvme": {"offload": {"optimizer": "nvme", "path": "/tmp",
                             "buffer_bytes": OFFLOAD_BUFFER}},
+    "z3": ZERO3_PLAN,
+    "z3off": dict(ZERO3_PLAN, offload={
+        "optimizer": "nvme", "parameters": "host", "path": "/tmp",
+        "buffer_bytes": OFFLOAD_BUFFER}),
 }
 
 
@@ -95,9 +106,11 @@ def compile_programs(args):
             ("mixtral-tiny", "fp32", "moe", None),
             ("mixtral-tiny", "fp32", "moe-ep2", EP2_PLAN),
             ("gpt2-tiny", "fp32", "offhost", OFFLOAD_PLANS["offhost"]),
-            ("gpt2-tiny", "fp32", "offnvme", OFFLOAD_PLANS["offnvme"])):
-        suffix = {"moe-ep2": "-ep2", "offhost": "-offhost",
-                  "offnvme": "-offnvme"}.get(tag, "")
+            ("gpt2-tiny", "fp32", "offnvme", OFFLOAD_PLANS["offnvme"]),
+            ("gpt2-tiny", "fp32", "z3", OFFLOAD_PLANS["z3"]),
+            ("gpt2-tiny", "fp32", "z3off", OFFLOAD_PLANS["z3off"])):
+        suffix = "-ep2" if tag == "moe-ep2" else (
+            f"-{tag}" if tag in OFFLOAD_PLANS else "")
         name = f"{model}-{precision}{suffix}.ptp"
         if args.ptp_dir and os.path.exists(os.path.join(args.ptp_dir, name)):
             programs[tag] = os.path.join(args.ptp_dir, name)
@@ -259,6 +272,39 @@ def compare_offload(args, programs, reference):
         if leftover:
             print(f"{what}: offload files left behind: {leftover}")
             ok = False
+    return ok & compare_parameter_offload(args, programs, directory)
+
+
+def compare_parameter_offload(args, programs, directory):
+    """ZeRO-3's parameter offload on 2 ranks against the same plan without
+    offload, both on CUDA. True when it agrees or cannot run here (a note
+    says why)."""
+    mpiexec = shutil.which("mpirun") or shutil.which("mpiexec")
+    if not mpiexec:
+        print("note: no mpirun here: ZeRO-3's parameter offload was not run")
+        return True
+    launcher = [mpiexec, "-n", "2"]
+    failed = []
+    reference = train(args, programs["z3"], "cuda", "z3", launcher, failed)
+    if reference is None:
+        if "CUDA device(s)" in failed[0]:
+            print(f"note: ZeRO-3's parameter offload needs 2 GPUs; not run: "
+                  f"{failed[0].strip().splitlines()[-1]}")
+            return True
+        sys.exit("error: the dp2 ZeRO-3 run on CUDA failed")
+    ok = True
+    for update, tolerance in (("gpu", 0.0),
+                              ("cpu", OFFLOAD_CPU_UPDATE_TOLERANCE)):
+        what = (f"dp2 ZeRO-3, parameters host and moments nvme (AdamW on "
+                f"the {update.upper()}) vs no offload, cuda")
+        losses = train(args, programs["z3off"], "cuda", f"z3off-{update}",
+                       launcher, extra_args=["--offload-path", directory],
+                       extra_env={"PARTITION_OFFLOAD_UPDATE": update})
+        if losses is None:
+            print(f"{what}: the run failed")
+            ok = False
+            continue
+        ok &= compare(reference, losses, tolerance, what)
     return ok
 
 
