@@ -20,11 +20,18 @@ uint64_t partBytes(int64_t elements) {
 
 } // namespace
 
-CudaHostUpdates::CudaHostUpdates(CudaTiers &tiers, cudaStream_t compute)
-    : tiers(tiers), compute(compute) {}
+CudaHostUpdates::CudaHostUpdates(CudaTiers &tiers, cudaStream_t compute,
+                                 const std::string &setup)
+    : tiers(tiers), compute(compute) {
+  // Non-blocking, as the compute stream.
+  if (cudaStreamCreateWithFlags(&updateStream, cudaStreamNonBlocking) !=
+      cudaSuccess)
+    throw ProgramError(setup + ": cudaStreamCreateWithFlags failed for the "
+                               "CPU's AdamW updates");
+}
 
 CudaHostUpdates::~CudaHostUpdates() {
-  if (cudaStreamSynchronize(tiers.copyStream()) == cudaErrorCudartUnloading)
+  if (cudaStreamSynchronize(updateStream) == cudaErrorCudartUnloading)
     return;
   for (const auto &update : updates)
     if (update->finished)
@@ -33,6 +40,7 @@ CudaHostUpdates::~CudaHostUpdates() {
     cudaEventDestroy(ready);
   if (scratch)
     cudaFreeHost(scratch);
+  cudaStreamDestroy(updateStream);
 }
 
 size_t CudaHostUpdates::compile(const Program &program,
@@ -121,7 +129,7 @@ void CudaHostUpdates::check(cudaError_t status, const char *call,
 
 void CudaHostUpdates::enqueue(size_t index) {
   Update &update = *updates[index];
-  cudaStream_t stream = tiers.copyStream();
+  cudaStream_t stream = updateStream;
   if (update.moment1Copy != Update::kNoCopy)
     update.moment1 = tiers.pinnedData(update.moment1Copy);
   if (update.moment2Copy != Update::kNoCopy)

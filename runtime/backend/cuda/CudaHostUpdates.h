@@ -7,7 +7,8 @@
 // arithmetic, op for op), on the moments in host memory: the host tier's
 // pinned memory, or the NVMe tier's pinned blocks, which the I/O engine
 // filled before and writes back after (CudaTiers). On the tiers' copy
-// stream, in program order, when the compute stream reaches the update:
+// stream of their own, in program order, when the compute stream reaches the
+// update:
 //
 //   wait for the compute stream   (the kernel that completed the gradient)
 //   gradient -> pinned            (and the parameter slice, the step, lr)
@@ -20,8 +21,12 @@
 // next kernel that touches the parameter, the gradient's bytes, the step
 // or the learning rate waits for the completion event, so the backward
 // pass runs on while a bucket's update runs on the CPU. Updates follow one
-// another on the copy stream, so one pinned scratch (the largest slice's
-// gradient and parameter) serves them all.
+// another on their stream, so one pinned scratch (the largest slice's
+// gradient and parameter) serves them all. Their own stream, not the tier
+// copies': ZeRO-3's shard reads for the backward's all-gathers must not
+// queue behind the CPU's updates (a shard's reads in a step all come before
+// its update: the compiler refuses a pack after it; the next step's start
+// after this one's end, which waits for every update).
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,8 +49,10 @@ class CudaTiers;
 
 class CudaHostUpdates {
 public:
-  /// Updates run on `tiers`' copy stream after the work of `compute`.
-  CudaHostUpdates(CudaTiers &tiers, cudaStream_t compute);
+  /// Updates run on a stream of their own after the work of `compute`;
+  /// `tiers` holds the host tier and the NVMe copies' pinned blocks.
+  CudaHostUpdates(CudaTiers &tiers, cudaStream_t compute,
+                  const std::string &setup);
   ~CudaHostUpdates();
   CudaHostUpdates(const CudaHostUpdates &) = delete;
   CudaHostUpdates &operator=(const CudaHostUpdates &) = delete;
@@ -58,14 +65,15 @@ public:
                  const std::vector<float> &floats, uint8_t *arena,
                  const std::map<size_t, size_t> &tierCopies,
                  const std::string &name, const std::string &setup);
-  /// Recorded on the copy stream after update `index` (an NVMe
+  /// Recorded on stream() after update `index` (an NVMe
   /// write-back's wait waits for it).
   cudaEvent_t finished(size_t index) const { return updates[index]->finished; }
   /// Allocates the pinned scratch; after every compile.
   void allocate(const std::string &setup);
-  /// Enqueues update `index` on the copy stream (the caller records the
+  /// Enqueues update `index` on stream() (the caller records the
   /// completion event after it, on that stream).
   void enqueue(size_t index);
+  cudaStream_t stream() const { return updateStream; }
   /// Throws ProgramError with the first CPU update's failure since the
   /// last call (after the copy stream was joined).
   void checkErrors();
@@ -95,6 +103,7 @@ private:
 
   CudaTiers &tiers;
   cudaStream_t compute;
+  cudaStream_t updateStream = nullptr;
   cudaEvent_t ready = nullptr;
   std::vector<std::unique_ptr<Update>> updates;
   /// Pinned: the gradient, the parameter (a slice each), the step and the

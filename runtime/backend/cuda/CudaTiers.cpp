@@ -58,7 +58,7 @@ CudaTiers::CudaTiers(const Program &program, const OffloadOptions &options,
   checkSetup(cudaStreamCreateWithFlags(&transfers, cudaStreamNonBlocking),
              "cudaStreamCreateWithFlags", setup);
   if (cpuUpdates)
-    updates = std::make_unique<CudaHostUpdates>(*this, compute);
+    updates = std::make_unique<CudaHostUpdates>(*this, compute, setup);
 }
 
 CudaTiers::~CudaTiers() {
@@ -181,7 +181,7 @@ void CudaTiers::run(const Action &action) {
 cudaStream_t CudaTiers::streamOf(const Action &action) const {
   switch (action.kind) {
   case Action::Kind::Update:
-    return transfers;
+    return updates->stream();
   case Action::Kind::Start: {
     // An NVMe read's own work is the host's and, at its wait, the compute
     // stream's.
@@ -359,8 +359,11 @@ void CudaTiers::wait(size_t index) {
 
 void CudaTiers::synchronize(const std::string &where) {
   checkSetup(cudaStreamSynchronize(transfers), "cudaStreamSynchronize", where);
-  if (updates)
+  if (updates) {
+    checkSetup(cudaStreamSynchronize(updates->stream()),
+               "cudaStreamSynchronize", where);
     updates->checkErrors();
+  }
 }
 
 void CudaTiers::read(const BufferInfo &buffer, void *destination) {

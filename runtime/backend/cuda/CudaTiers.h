@@ -71,7 +71,7 @@ public:
       Start,
       Wait,
       /// An adamw that runs on the CPU (`index`: the update): to the stream
-      /// plan, a transfer on copyStream(); the backend records the
+      /// plan, a transfer on streamOf(); the backend records the
       /// completion event after run() on that stream.
       Update,
       /// A copy (or its wait) a CPU update does the work of: nothing.
@@ -106,8 +106,6 @@ public:
     return reinterpret_cast<float *>(pinnedOf(copies[index]));
   }
 
-  /// The copy stream (the CPU's AdamW updates run on it too).
-  cudaStream_t copyStream() const { return transfers; }
   /// A host tier buffer's bytes (pinned).
   float *hostTierData(const BufferInfo &buffer) const {
     return reinterpret_cast<float *>(hostTier + buffer.offset);
