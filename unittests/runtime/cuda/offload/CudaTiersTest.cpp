@@ -1,26 +1,35 @@
-//===- CudaTiersEmulatedTest.cpp - the CUDA tiers on the host -------------===//
+//===- CudaTiersTest.cpp - the CUDA backend's offload tiers ---------------===//
 //
 // runtime/backend/cuda/CudaTiers.cpp and CudaHostUpdates.cpp, the CUDA
-// backend's offload, run against the emulator's synchronous CUDA runtime
-// (unittests/runtime/cuda/emulator/fake_rt.cpp: device memory is host
-// memory, a host function runs where it is enqueued). What this checks is
-// the data path, not the streams' overlap (program order is one valid order
-// of what they run): a function shaped as --rt-offload-optimizer writes it
-// (two updates, slices of sizes that end in partial blocks), run for three
-// steps through the tiers' actions, with the moments in the host or the
-// NVMe tier, the parameter in the arena or (ZeRO-3) in a tier, and AdamW on
-// the CPU or staged for the GPU's kernel (which the CPU kernel stands in for
-// here), leaves the parameters and moments the plain update leaves, bit for
-// bit; the CPU updates never stage a moment into the arena.
+// backend's offload, on a function shaped as --rt-offload-optimizer writes
+// it (two updates, slices of sizes that end in partial blocks), run for
+// three steps through the tiers' actions with the moments in the host or
+// the NVMe tier, the parameter in the arena or (ZeRO-3) in a tier, and
+// AdamW on the CPU or staged for the GPU's kernel. The parameters and
+// moments must be bit for bit what the same kernel leaves without offload
+// (the CPU kernel for CPU updates, the CUDA kernel on plain device buffers
+// for staged ones), and a CPU update must never stage a moment into the
+// arena.
+//
+// Label gpu (runtime-cuda-tiers): on a GPU, with real streams, events,
+// pinned memory and host functions; without one it prints
+// "partition-cuda-tiers-tests: skipped: REASON". The same source runs in
+// the emulator (runtime-cuda-tiers-emulated, unittests/runtime/cuda/
+// emulator): its synchronous runtime checks the data path, not the
+// streams' overlap (program order is one valid order of what they run).
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/backend/cpu/Kernels.h"
 #include "runtime/backend/cuda/CudaTiers.h"
+#include "runtime/backend/cpu/Kernels.h"
+#include "runtime/backend/cuda/kernels/Kernels.h"
 
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -29,9 +38,15 @@
 using namespace partition::runtime;
 using partition::runtime::cudabackend::CudaTiers;
 
+namespace cuda = partition::runtime::cuda;
+
 namespace {
 
 constexpr uint64_t kBlock = 4096;
+
+void check(cudaError_t error) {
+  ASSERT_EQ(error, cudaSuccess) << cudaGetErrorString(error);
+}
 uint64_t blocks(uint64_t bytes) {
   return (bytes + kBlock - 1) / kBlock * kBlock;
 }
@@ -174,55 +189,101 @@ void runCase(const Case &c) {
   OffloadOptions options;
   options.path = directory.string();
   options.tag = "test";
-  // The arena: "device" memory of the emulated runtime.
-  std::vector<uint8_t> arena(b.arenaBytes + kBlock);
-  uint8_t *base = arena.data();
+  cudaStream_t compute = nullptr;
+  check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  uint8_t *arena = nullptr;
+  check(cudaMalloc(reinterpret_cast<void **>(&arena), b.arenaBytes));
+  check(cudaMemset(arena, 0, b.arenaBytes));
+  auto at = [&](uint32_t buffer) {
+    return reinterpret_cast<float *>(arena + b.program.buffers[buffer].offset);
+  };
+  auto upload = [&](uint32_t buffer, const void *data) {
+    check(cudaMemcpy(at(buffer), data, b.program.buffers[buffer].bytes,
+                     cudaMemcpyHostToDevice));
+  };
+  auto download = [&](uint32_t buffer) {
+    std::vector<float> values(size_t(b.program.buffers[buffer].elements));
+    check(cudaMemcpy(values.data(), at(buffer), values.size() * 4,
+                     cudaMemcpyDeviceToHost));
+    return values;
+  };
+  const cpu::AdamWConfig cpuConfig{0.9f, 0.95f, 1e-8f, 0.1f};
+  const cuda::AdamWConfig gpuConfig{0.9f, 0.95f, 1e-8f, 0.1f};
+  const float rate = 3e-3f;
   {
-    cudaStream_t compute = nullptr;
-    ASSERT_EQ(cudaStreamCreate(&compute), cudaSuccess);
     CudaTiers tiers(b.program, options, compute, c.cpuUpdates, "test");
     std::vector<CudaTiers::Action> actions =
-        tiers.compileFunction(b.program, b.function, base, "test");
+        tiers.compileFunction(b.program, b.function, arena, "test");
     tiers.allocateStaging("test");
+    size_t updates = 0;
+    for (const CudaTiers::Action &action : actions)
+      updates += action.kind == CudaTiers::Action::Kind::Update;
+    EXPECT_EQ(updates, c.cpuUpdates ? tensors.size() : 0u);
 
-    std::mt19937 random(5);
-    auto at = [&](uint32_t buffer) {
-      return reinterpret_cast<float *>(base + b.program.buffers[buffer].offset);
-    };
-    // Initial values: the parameters and moments written through the
-    // backend's path (the tiers' write), the expected ones kept aside.
-    struct Expected {
+    // The reference: the same kernel without offload (the CPU's on host
+    // vectors, the GPU's on plain device buffers).
+    struct Reference {
       std::vector<float> param, m, v;
+      /// GPU: param, m, v, grad, step, lr.
+      std::vector<void *> device;
     };
-    std::vector<Expected> expected;
+    std::mt19937 random(5);
+    std::vector<Reference> references;
     for (const Tensor &t : tensors) {
-      Expected e{randomVector(t.size, random, -1, 1),
-                 randomVector(t.size, random, -0.1f, 0.1f),
-                 randomVector(t.size, random, 0, 0.01f)};
+      Reference r{randomVector(t.size, random, -1, 1),
+                  randomVector(t.size, random, -0.1f, 0.1f),
+                  randomVector(t.size, random, 0, 0.01f),
+                  {}};
+      // Initial values written through the backend's path (the tiers'
+      // write) where they are tiered.
       if (t.tierParam)
-        tiers.write(b.program.buffers[t.W], e.param.data());
+        tiers.write(b.program.buffers[t.W], r.param.data());
       else
-        std::memcpy(at(t.param), e.param.data(), t.size * 4);
-      tiers.write(b.program.buffers[t.M], e.m.data());
-      tiers.write(b.program.buffers[t.V], e.v.data());
-      expected.push_back(e);
+        upload(t.param, r.param.data());
+      tiers.write(b.program.buffers[t.M], r.m.data());
+      tiers.write(b.program.buffers[t.V], r.v.data());
+      if (!c.cpuUpdates) {
+        for (const std::vector<float> *values : {&r.param, &r.m, &r.v}) {
+          void *memory = nullptr;
+          check(cudaMalloc(&memory, t.size * 4));
+          check(cudaMemcpy(memory, values->data(), t.size * 4,
+                           cudaMemcpyHostToDevice));
+          r.device.push_back(memory);
+        }
+        for (size_t bytes : {size_t(t.size) * 4, size_t(4), size_t(4)}) {
+          void *memory = nullptr;
+          check(cudaMalloc(&memory, bytes));
+          r.device.push_back(memory);
+        }
+        check(cudaMemcpy(r.device[5], &rate, 4, cudaMemcpyHostToDevice));
+      }
+      references.push_back(std::move(r));
     }
-    const float rate = 3e-3f;
-    std::memcpy(at(lr), &rate, 4);
-    cpu::AdamWConfig config{0.9f, 0.95f, 1e-8f, 0.1f};
+    upload(lr, &rate);
+    const std::vector<float> nan(4096, NAN);
     for (int32_t s = 1; s <= 3; ++s) {
-      std::memcpy(at(step), &s, 4);
+      upload(step, &s);
       for (size_t i = 0; i < tensors.size(); ++i) {
         const Tensor &t = tensors[i];
+        Reference &r = references[i];
         std::vector<float> grad = randomVector(t.size, random, -1, 1);
-        std::memcpy(at(t.grad), grad.data(), t.size * 4);
-        Expected &e = expected[i];
-        cpu::adamw(e.param.data(), grad.data(), e.m.data(), e.v.data(), &s,
-                   &rate, e.param.data(), e.m.data(), e.v.data(), t.size,
-                   config);
-        // Staging the CPU updates must never use.
+        upload(t.grad, grad.data());
+        if (c.cpuUpdates) {
+          cpu::adamw(r.param.data(), grad.data(), r.m.data(), r.v.data(), &s,
+                     &rate, r.param.data(), r.m.data(), r.v.data(), t.size,
+                     cpuConfig);
+        } else {
+          auto *d = reinterpret_cast<float **>(r.device.data());
+          check(cudaMemcpy(d[3], grad.data(), t.size * 4,
+                           cudaMemcpyHostToDevice));
+          check(cudaMemcpy(d[4], &s, 4, cudaMemcpyHostToDevice));
+          cuda::adamw(d[0], d[3], d[1], d[2], reinterpret_cast<int32_t *>(d[4]),
+                      d[5], d[0], d[1], d[2], t.size, gpuConfig, compute);
+        }
+        // Staging a CPU update must never use.
         for (uint32_t staging : {t.m, t.v})
-          std::fill(at(staging), at(staging) + t.size, NAN);
+          check(cudaMemcpy(at(staging), nan.data(), t.size * 4,
+                           cudaMemcpyHostToDevice));
       }
       for (size_t i = 0; i < b.function.instructions.size(); ++i) {
         const Instruction &instruction = b.function.instructions[i];
@@ -230,49 +291,59 @@ void runCase(const Case &c) {
           tiers.run(actions[i]);
           continue;
         }
-        // The GPU's adamw, the CPU kernel standing in for it.
+        // The GPU's update, staged: after its copies' waits on `compute`.
         ASSERT_EQ(instruction.kernel, KernelId::AdamW);
         const std::vector<uint32_t> &a = instruction.args;
-        cpu::adamw(at(a[0]), at(a[1]), at(a[2]), at(a[3]),
-                   reinterpret_cast<int32_t *>(at(a[4])), at(a[5]), at(a[6]),
-                   at(a[7]), at(a[8]), b.program.buffers[a[1]].elements,
-                   config);
+        cuda::adamw(at(a[0]), at(a[1]), at(a[2]), at(a[3]),
+                    reinterpret_cast<int32_t *>(at(a[4])), at(a[5]), at(a[6]),
+                    at(a[7]), at(a[8]), b.program.buffers[a[1]].elements,
+                    gpuConfig, compute);
       }
+      // As the backend's run() ends: the compute stream, then the tiers.
+      check(cudaStreamSynchronize(compute));
       tiers.synchronize("test");
       for (const Tensor &t : tensors)
         for (uint32_t staging : {t.m, t.v})
-          EXPECT_EQ(std::isnan(at(staging)[0]), c.cpuUpdates)
+          EXPECT_EQ(std::isnan(download(staging)[0]), c.cpuUpdates)
               << "step " << s << ": the staging of "
               << b.program.buffers[staging].name;
     }
-    size_t updates = 0;
-    for (const CudaTiers::Action &action : actions)
-      updates += action.kind == CudaTiers::Action::Kind::Update;
-    EXPECT_EQ(updates, c.cpuUpdates ? tensors.size() : 0u);
     for (size_t i = 0; i < tensors.size(); ++i) {
       const Tensor &t = tensors[i];
+      Reference &r = references[i];
+      if (!c.cpuUpdates) {
+        for (size_t k = 0; k < 3; ++k)
+          check(cudaMemcpy((k == 0   ? r.param
+                            : k == 1 ? r.m
+                                     : r.v)
+                               .data(),
+                           r.device[k], t.size * 4, cudaMemcpyDeviceToHost));
+        for (void *memory : r.device)
+          check(cudaFree(memory));
+      }
       std::vector<float> param(t.size), m(t.size), v(t.size);
       if (t.tierParam)
         tiers.read(b.program.buffers[t.W], param.data());
       else
-        std::memcpy(param.data(), at(t.param), t.size * 4);
+        param = download(t.param);
       tiers.read(b.program.buffers[t.M], m.data());
       tiers.read(b.program.buffers[t.V], v.data());
-      EXPECT_EQ(0,
-                std::memcmp(param.data(), expected[i].param.data(), t.size * 4))
+      EXPECT_EQ(0, std::memcmp(param.data(), r.param.data(), t.size * 4))
           << "parameter of tensor " << i;
-      EXPECT_EQ(0, std::memcmp(m.data(), expected[i].m.data(), t.size * 4))
+      EXPECT_EQ(0, std::memcmp(m.data(), r.m.data(), t.size * 4))
           << "moment1 of tensor " << i;
-      EXPECT_EQ(0, std::memcmp(v.data(), expected[i].v.data(), t.size * 4))
+      EXPECT_EQ(0, std::memcmp(v.data(), r.v.data(), t.size * 4))
           << "moment2 of tensor " << i;
     }
   }
+  check(cudaFree(arena));
+  check(cudaStreamDestroy(compute));
   // The NVMe tier's file is removed with the tiers.
   EXPECT_TRUE(std::filesystem::is_empty(directory));
   std::filesystem::remove_all(directory);
 }
 
-TEST(CudaTiersEmulated, EveryTierAndUpdatePlaceGivesThePlainUpdate) {
+TEST(CudaTiers, EveryTierAndUpdatePlaceGivesTheUpdateWithoutOffload) {
   for (Tier moments : {Tier::Host, Tier::Nvme})
     for (Tier param : {Tier::Arena, Tier::Host, Tier::Nvme})
       for (bool cpuUpdates : {true, false})
@@ -280,3 +351,16 @@ TEST(CudaTiersEmulated, EveryTierAndUpdatePlaceGivesThePlainUpdate) {
 }
 
 } // namespace
+
+int main(int argc, char **argv) {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    std::printf(
+        "partition-cuda-tiers-tests: skipped: %s\n",
+        cudaGetErrorString(error != cudaSuccess ? error : cudaErrorNoDevice));
+    return 0;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
