@@ -161,9 +161,15 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
       step.stream = tiers->streamOf(action);
       switch (action.kind) {
       case CudaTiers::Action::Kind::Update:
+        // It starts after the compute stream's work (CudaHostUpdates): its
+        // own bytes are also compute ranges, so that this includes a
+        // bucket's all-reduce of its gradient that nothing waited for yet.
         step.collective = true;
         plannedInstruction.collective = true;
         plannedInstruction.transfer = true;
+        plannedInstruction.computeRanges = plannedInstruction.ranges;
+        for (uint32_t buffer : action.shared)
+          plannedInstruction.ranges.push_back(rangeOf(program.buffers[buffer]));
         plannedInstruction.stream =
             streamIds.emplace(step.stream, int(streamIds.size())).first->second;
         collectiveCalls[i] = [this, action](const std::vector<cudaEvent_t> &) {

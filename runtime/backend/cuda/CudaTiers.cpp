@@ -150,9 +150,10 @@ CudaTiers::compileFunction(const Program &program, const Function &function,
         function.name + " instruction #" + std::to_string(update.adamw) +
             " (adamw on the CPU)",
         setup);
-    action.buffers = {update.gradient, update.step, update.lr};
+    action.buffers = {update.gradient};
     if (!update.tierParam)
       action.buffers.push_back(update.param);
+    action.shared = {update.step, update.lr};
     for (const cuda::TierOperand &operand : tierOperands(update))
       if (operand.tier == Tier::Nvme)
         copies[indices.at(operand.write)].updateDone =

@@ -79,8 +79,11 @@ public:
     };
     Kind kind = Kind::None;
     size_t index = 0;
-    /// The arena buffers it touches (the stream plan's byte ranges).
-    std::vector<uint32_t> buffers;
+    /// The arena buffers it touches (the stream plan's byte ranges), and
+    /// those every CPU update reads (the step, the learning rate: ranges
+    /// later kernels wait on, not ranges an update waits on, else each
+    /// update would wait for the one before it).
+    std::vector<uint32_t> buffers, shared;
   };
   /// Binds `function`'s tier copies and CPU updates to the arena (device
   /// memory at `arena`) and plans the copies' pinned blocks; per
