@@ -167,6 +167,7 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
         step.collective = true;
         plannedInstruction.collective = true;
         plannedInstruction.transfer = true;
+        plannedInstruction.ordersCollectives = true;
         plannedInstruction.computeRanges = plannedInstruction.ranges;
         for (uint32_t buffer : action.shared)
           plannedInstruction.ranges.push_back(rangeOf(program.buffers[buffer]));

@@ -192,6 +192,7 @@ TEST(StreamPlan, ACpuUpdateOverlapsTheBackwardPassAndTheBuckets) {
     ranges.push_back({900, 908}); // step, lr
     PlannedInstruction instruction = collective(7, ranges, own);
     instruction.transfer = true;
+    instruction.ordersCollectives = true;
     return instruction;
   };
   StreamPlan plan = planStreams({
@@ -219,4 +220,15 @@ TEST(StreamPlan, ACpuUpdateOverlapsTheBackwardPassAndTheBuckets) {
   EXPECT_EQ(plan.computeWaits[8], Waits{1});
   // C and B's update are left for the end of the step.
   EXPECT_EQ(plan.finalWaits, (Waits{3, 4}));
+
+  // An all-gather whose output takes the bytes of a gradient still being
+  // read by its update (ZeRO-3's gathers in the backward pass) waits for
+  // the update; one elsewhere does not.
+  plan = planStreams({
+      update({{0, 64}}),           // 0: event 0
+      collective(0, {{512, 576}}), // 1: elsewhere: event 1
+      collective(0, {{32, 96}}),   // 2: into the gradient's bytes: event 2
+  });
+  EXPECT_EQ(plan.streamWaits[1], Waits{});
+  EXPECT_EQ(plan.streamWaits[2], Waits{0});
 }
