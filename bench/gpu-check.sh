@@ -22,8 +22,11 @@
 # OUT (or $OUT when not given) receives: summary.md (read this first),
 # results.json, tests.txt (every ctest -L gpu test: passed / failed /
 # skipped, with its output in tests/), bench.txt (tokens/s and MFU of
-# gpt2-124m and gpt2-1.5b training steps, fp32 and bf16, and llm.c's
-# train_gpt2cu on the same model and batch when LLMC_BIN names it).
+# gpt2-124m and gpt2-1.5b training steps, fp32 and bf16; gpt2-124m again
+# with "offload": {"optimizer": "host"}, AdamW on the CPU and on the GPU,
+# as a step-time ratio and loss difference against the step without
+# offload; and llm.c's train_gpt2cu on the same model and batch when
+# LLMC_BIN names it).
 #
 # Environment:
 #   BUILD_DIR      build directory (default: build, reused when it is

@@ -49,6 +49,10 @@ MODELS = {
     "gpt2-1.5b": {"batches": [8, 4, 2, 1], "llmc": "d48"},
 }
 SEQ = 1024
+# Models also timed with "offload": {"optimizer": "host"} (AdamW's state in
+# pinned host memory, the update on the CPU, then on the GPU), at the same
+# batch, against the step without offload.
+OFFLOAD_MODELS = ("gpt2-124m",)
 
 
 def log(message):
@@ -225,10 +229,15 @@ def prepare(args):
     workdir = os.path.join(out_dir, "compile")
     os.makedirs(workdir, exist_ok=True)
     ep2 = {"mesh": {"dp": 2}, "moe": {"expert_parallel": 2}}
+    # The offload programs of the end-to-end test, with its plans.
+    sys.path.insert(0, os.path.join(src, "unittests", "runtime", "cuda"))
+    from cuda_e2e import OFFLOAD_PLANS
     for model, precision, extra, suffix in (
             ("gpt2-tiny", "fp32", None, ""), ("gpt2-tiny", "bf16", None, ""),
             ("mixtral-tiny", "fp32", None, ""),
-            ("mixtral-tiny", "fp32", ep2, "-ep2")):
+            ("mixtral-tiny", "fp32", ep2, "-ep2"),
+            *(("gpt2-tiny", "fp32", plan, f"-{tag}")
+              for tag, plan in OFFLOAD_PLANS.items())):
         ptp, meta = compile_program(bin_dir, workdir, model, precision, 4,
                                     plan_extra=extra, suffix=suffix)
         if ptp:
@@ -261,6 +270,23 @@ def prepare(args):
                 shutil.copy2(chosen[0], os.path.join(stage, "programs", name))
                 chosen[1]["program"] = name
                 manifest["programs"].append(chosen[1])
+            if chosen and model in OFFLOAD_MODELS:
+                # The same step with AdamW's state in pinned host memory
+                # (docs/offload.md), timed beside it.
+                ptp, meta = compile_program(
+                    bin_dir, workdir, model, precision, chosen[1]["batch"],
+                    plan_extra={"offload": {"optimizer": "host"}},
+                    suffix="-offhost")
+                if not ptp:
+                    manifest["notes"].append(
+                        f"{model} {precision} offload host: does not "
+                        f"compile: {meta}")
+                    continue
+                name = os.path.basename(ptp)
+                shutil.copy2(ptp, os.path.join(stage, "programs", name))
+                meta["program"] = name
+                meta["offload"] = "host"
+                manifest["programs"].append(meta)
 
     # Binaries (stripped) and the shared libraries they load that a bare
     # machine lacks.
@@ -530,6 +556,15 @@ def run_all(args):
         variants = [("", {}, program["precision"])]
         if program["precision"] == "fp32" and os.environ.get("BENCH_TF32"):
             variants.append((".tf32", {"PARTITION_CUDA_TF32": "1"}, "tf32"))
+        if program.get("offload"):
+            # ZeRO-Offload's AdamW on the CPU (the default), and the same
+            # program with the update staged back to the GPU.
+            variants = [(".offload-host-cpu-adamw",
+                         {"PARTITION_OFFLOAD_UPDATE": "cpu"},
+                         program["precision"]),
+                        (".offload-host-gpu-adamw",
+                         {"PARTITION_OFFLOAD_UPDATE": "gpu"},
+                         program["precision"])]
         for tag, extra, peak_key in variants:
             log(f"bench: {program['program']}{tag}")
             result = bench_partition(program, payload, out, env, steps, data,
@@ -546,6 +581,18 @@ def run_all(args):
                 if program.get("parameters"):
                     row["mfu_6n"] = (6 * program["parameters"] *
                                      result["tokens_per_s"] / peaks[peak_key])
+            if program.get("offload") and "losses" in result:
+                # Against the same model and precision without offload.
+                base = next((r for r in rows if r["model"] == program["model"]
+                             and r["precision"] == program["precision"]
+                             and "losses" in r), None)
+                if base:
+                    row["offload_vs_base"] = {
+                        "step_ms_ratio": result["step_ms"] / base["step_ms"],
+                        "max_rel_loss_diff": max(
+                            (abs(a - b) / max(abs(a), 1e-12) for a, b in
+                             zip(base["losses"], result["losses"])),
+                            default=float("nan"))}
             rows.append(row)
     llmc = os.environ.get("LLMC_BIN") or args.llmc_bin
     if llmc:
@@ -608,6 +655,17 @@ def summary(report, out):
         lines.append(f"| {row['model']} | {row['precision']} | {row['batch']} "
                      f"x {row['seq']} | {row['step_ms']:.1f} | "
                      f"{row['tokens_per_s']:.0f} | {mfu} | {mfu6} | {ratio} |")
+    offload = [r for r in report.get("bench", []) if "offload_vs_base" in r]
+    if offload:
+        lines += ["", "## Offload (optimizer: host) against the same step "
+                  "without it", "",
+                  "| model | variant | step ms / no offload | max relative "
+                  "loss difference |", "|---|---|---|---|"]
+        for row in offload:
+            versus = row["offload_vs_base"]
+            lines.append(f"| {row['model']} | {row['precision']} | "
+                         f"{versus['step_ms_ratio']:.2f}x | "
+                         f"{versus['max_rel_loss_diff']:.1e} |")
     lines += ["", "MFU (model FLOPs) uses partition-opt --xfmr-stats (matmuls "
               "at 2MNK, backward 2x forward, attention at full T x T); MFU "
               "(6N) is 6 x parameters x tokens/s. 'vs llm.c' is partition's "

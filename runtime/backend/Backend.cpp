@@ -65,6 +65,12 @@ std::string transferName(const Instruction &instruction,
          instruction.transfer->label + "')";
 }
 
+std::string tierCopyName(const Instruction &instruction,
+                         const std::string &where) {
+  return where + " (" + tierCopyKindName(*instruction.tierCopy) + " '" +
+         instruction.tierCopy->label + "')";
+}
+
 TransferRoute transferRoute(const Program &program,
                             const Instruction &instruction,
                             const comm::MeshCommunicators *communicators,

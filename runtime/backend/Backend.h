@@ -131,6 +131,10 @@ TransferRoute transferRoute(const Program &program,
 TraceSpan traceSpanOf(const Program &program, const Function &function,
                       const Instruction &instruction);
 
+/// "WHERE (tier_read 'LABEL')": how errors name a tier copy instruction.
+std::string tierCopyName(const Instruction &instruction,
+                         const std::string &where);
+
 /// "WHERE (KIND 'LABEL')": how errors name a collective instruction.
 std::string collectiveName(const Instruction &instruction,
                            const std::string &where);
@@ -173,10 +177,12 @@ createCpuBackend(const Program &program,
                  const OffloadOptions &offload = {});
 
 /// The CUDA backend (runtime/backend/cuda/CudaBackend.h, built with CUDA only):
-/// the arena on `device`, collectives through NCCL communicators.
+/// the arena on `device`, collectives through NCCL communicators, tiers as
+/// `offload` says (pinned host memory, the NVMe tier's file).
 std::unique_ptr<Backend>
 createCudaBackend(const Program &program,
-                  const comm::MeshCommunicators *communicators, int device);
+                  const comm::MeshCommunicators *communicators, int device,
+                  const OffloadOptions &offload = {});
 
 } // namespace partition::runtime
 

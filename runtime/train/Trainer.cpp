@@ -240,8 +240,13 @@ Run::Run(const TrainOptions &options, const Program &loaded,
                        ": nonuniform replicas run on the CPU backend only "
                        "(their gradient sum is not tested on GPUs); run "
                        "it with --backend cpu");
+  // The offload's files, one per rank (under mpirun each rank is a
+  // process of its own; the tag tells a node's files apart).
+  OffloadOptions offload;
+  offload.path = options.offloadPath;
+  offload.tag = "rank" + std::to_string(global.rank());
   if (chosen == "cuda")
-    createCuda();
+    createCuda(offload);
   else {
     // Started collectives run on a thread of their own, each group's on a
     // communicator of its own (split by every rank alike: all agree on the
@@ -250,11 +255,6 @@ Run::Run(const TrainOptions &options, const Program &loaded,
       if (std::vector<std::vector<uint32_t>> started = startedGroups(program);
           !started.empty())
         mesh->addStartedGroups(started);
-    // The offload's files, one per rank (under mpirun each rank is a
-    // process of its own; the tag tells a node's files apart).
-    OffloadOptions offload;
-    offload.path = options.offloadPath;
-    offload.tag = "rank" + std::to_string(global.rank());
     backend = createCpuBackend(program, mesh.get(), offload);
   }
   if (mesh) {
@@ -341,7 +341,7 @@ std::string Run::agreeOnBackend() {
   return cpu > 0 ? "cpu" : "cuda";
 }
 
-void Run::createCuda() {
+void Run::createCuda(const OffloadOptions &offload) {
 #ifdef PARTITION_HAVE_CUDA_BACKEND
   device::CudaDevices devices = device::probeCudaDevices();
   // chooseBackend checked that the node has a device per rank.
@@ -364,7 +364,7 @@ void Run::createCuda() {
                        "--backend cpu");
 #endif
   }
-  backend = createCudaBackend(program, deviceMesh.get(), device);
+  backend = createCudaBackend(program, deviceMesh.get(), device, offload);
   cudaDeviceProp properties{};
   std::string name = "?";
   if (cudaGetDeviceProperties(&properties, device) == cudaSuccess)
@@ -376,6 +376,7 @@ void Run::createCuda() {
                          ", " + name + "; each rank on the device of its "
                          "rank within its node)";
 #else
+  (void)offload;
   throw ProgramError("--backend cuda: this partition-run was built without "
                      "the CUDA backend");
 #endif

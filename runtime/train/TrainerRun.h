@@ -107,8 +107,8 @@ private:
   /// when any rank's auto chose it (a node with too few devices).
   std::string agreeOnBackend();
   /// The CUDA backend on device options.nodeRank, with NCCL communicators
-  /// for the program's collectives.
-  void createCuda();
+  /// for the program's collectives, the offload's tiers as `offload` says.
+  void createCuda(const OffloadOptions &offload);
   void initialise();
   void restore(const std::string &dir);
   /// --init-from: the parameters of the checkpoint in `dir`; moments and

@@ -69,9 +69,7 @@ CpuBackend::CpuBackend(const Program &program,
       const Instruction &instruction = function.instructions[i];
       std::string where = function.name + " instruction #" + std::to_string(i);
       if (instruction.tierCopy) {
-        std::string name = where + " (" +
-                           tierCopyKindName(*instruction.tierCopy) + " '" +
-                           instruction.tierCopy->label + "')";
+        std::string name = tierCopyName(instruction, where);
         size_t copy = tiers->compile(program, instruction, arena.get(), name);
         tierCopies[i] = copy;
         if (tierStarted.size() <= copy)

@@ -2,8 +2,6 @@
 
 #include "runtime/backend/cpu/CpuTiers.h"
 
-#include "runtime/offload/Bandwidth.h"
-
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -15,71 +13,18 @@ using offload::IoEngine;
 using offload::IoError;
 using offload::kIoAlignment;
 
-namespace {
-
-/// read / write's bounce buffer: a few I/O chunks.
-constexpr uint64_t kBounceBytes = uint64_t(4) << 20;
-
-/// io_uring where the build and the kernel have it (measured best:
-/// docs/offload.md), else the thread pool.
-std::unique_ptr<IoEngine> makeEngine(std::string &name) {
-  offload::IoEngineOptions options;
-  options.kind = offload::preferredIoEngine();
-  name = options.kind;
-  return offload::makeIoEngine(options);
-}
-
-/// What `tier` holds, for its errors: "optimizer state", "parameters"
-/// (ZeRO-3's shards) or both.
-std::string tierContents(const Program &program, Tier tier) {
-  bool state = false, parameters = false;
-  for (const BufferInfo &buffer : program.buffers)
-    if (buffer.tier == tier) {
-      parameters |= buffer.role == Role::Param;
-      state |= buffer.role == Role::Moment1 || buffer.role == Role::Moment2;
-    }
-  if (parameters && state)
-    return "optimizer state and parameters";
-  return parameters ? "parameters" : "optimizer state";
-}
-
-} // namespace
-
 CpuTiers::CpuTiers(const Program &program, const OffloadOptions &options) {
   if (program.hostBytes > 0) {
     try {
       hostTier = AlignedBuffer(program.hostBytes);
     } catch (const std::bad_alloc &) {
-      throw ProgramError("cannot allocate the host tier's " +
-                         std::to_string(program.hostBytes) +
-                         " bytes of host memory (the offloaded " +
-                         tierContents(program, Tier::Host) + ")");
+      throw ProgramError(hostTierAllocationError(program));
     }
     // Zero, as the arena: moments start at zero.
     std::memset(hostTier.data(), 0, hostTier.size());
   }
-  if (program.nvmeBytes == 0)
-    return;
-  std::string directory =
-      options.path.empty() ? program.offloadPath : options.path;
-  try {
-    // Files of runs that died are removed first, as checkpoints'
-    // temporaries are: they would fill the disk run after run.
-    offload::OffloadFile::removeStale(directory);
-    // Preallocated at its full size: a disk too small is said before the
-    // first step, with the bytes needed (a fresh file reads as zeros: the
-    // moments' start).
-    file = std::make_unique<offload::OffloadFile>(
-        directory, options.tag.empty() ? "rank0" : options.tag,
-        program.nvmeBytes);
-    engine = makeEngine(engineName);
-  } catch (const std::exception &error) {
-    throw ProgramError(std::string("the offload's nvme tier (") +
-                       std::to_string(program.nvmeBytes) + " bytes of " +
-                       tierContents(program, Tier::Nvme) +
-                       " for this rank): " + error.what());
-  }
-  bounce = AlignedBuffer(kBounceBytes);
+  if (program.nvmeBytes > 0)
+    nvme = std::make_unique<TierFile>(program, options);
 }
 
 std::string CpuTiers::describe() const {
@@ -87,38 +32,9 @@ std::string CpuTiers::describe() const {
   if (hostTier.size() > 0)
     text = "host tier: " + std::to_string(hostTier.size()) +
            " bytes per rank in host memory beside the arena";
-  if (file)
-    text += std::string(text.empty() ? "" : "; ") +
-            "nvme tier: " + std::to_string(file->bytes()) +
-            " bytes per rank in " + file->path() + " (" + engineName +
-            (file->direct() ? ", O_DIRECT)" : ", through the page cache)");
+  if (nvme)
+    text += std::string(text.empty() ? "" : "; ") + nvme->describe();
   return text;
-}
-
-void CpuTiers::moveSync(bool write, uint64_t fileOffset, uint8_t *host,
-                        uint64_t bytes, const std::string &what) {
-  try {
-    // Whole blocks through the bounce buffer: the file's buffers were laid
-    // out at whole blocks, so the last one's padding belongs to it.
-    for (uint64_t done = 0; done < bytes;) {
-      uint64_t part = std::min<uint64_t>(bounce.size(), bytes - done);
-      uint64_t blocks = offload::alignedBytes(part);
-      auto *staging = static_cast<uint8_t *>(bounce.data());
-      if (write) {
-        std::memcpy(staging, host + done, part);
-        std::memset(staging + part, 0, blocks - part);
-        engine->wait(
-            engine->submit(file->write(fileOffset + done, staging, blocks)));
-      } else {
-        engine->wait(
-            engine->submit(file->read(fileOffset + done, staging, blocks)));
-        std::memcpy(host + done, staging, part);
-      }
-      done += part;
-    }
-  } catch (const std::exception &error) {
-    throw ProgramError(what + ": " + error.what());
-  }
 }
 
 void CpuTiers::read(const BufferInfo &buffer, void *destination) {
@@ -128,10 +44,7 @@ void CpuTiers::read(const BufferInfo &buffer, void *destination) {
                 buffer.bytes);
     return;
   }
-  moveSync(/*write=*/false, buffer.offset, static_cast<uint8_t *>(destination),
-           buffer.bytes,
-           "reading " + std::string(roleName(buffer.role)) + " '" +
-               buffer.name + "' from the nvme tier");
+  nvme->read(buffer, destination);
 }
 
 void CpuTiers::write(const BufferInfo &buffer, const void *source) {
@@ -140,10 +53,7 @@ void CpuTiers::write(const BufferInfo &buffer, const void *source) {
                 buffer.bytes);
     return;
   }
-  moveSync(/*write=*/true, buffer.offset,
-           static_cast<uint8_t *>(const_cast<void *>(source)), buffer.bytes,
-           "writing " + std::string(roleName(buffer.role)) + " '" +
-               buffer.name + "' to the nvme tier");
+  nvme->write(buffer, source);
 }
 
 size_t CpuTiers::compile(const Program &program, const Instruction &instruction,
@@ -188,9 +98,10 @@ void CpuTiers::start(size_t index) {
   }
   try {
     if (copy.body > 0)
-      copy.tickets.push_back(engine->submit(
-          copy.write ? file->write(copy.fileOffset, copy.arena, copy.body)
-                     : file->read(copy.fileOffset, copy.arena, copy.body)));
+      copy.tickets.push_back(nvme->engine().submit(
+          copy.write
+              ? nvme->file().write(copy.fileOffset, copy.arena, copy.body)
+              : nvme->file().read(copy.fileOffset, copy.arena, copy.body)));
     if (copy.tail.size() > 0) {
       // The last partial block: the buffer's padding in the file is its
       // own (tiers are laid out at whole blocks).
@@ -200,10 +111,11 @@ void CpuTiers::start(size_t index) {
         std::memcpy(block, copy.arena + copy.body, rest);
         std::memset(block + rest, 0, kIoAlignment - rest);
       }
-      copy.tickets.push_back(engine->submit(
-          copy.write
-              ? file->write(copy.fileOffset + copy.body, block, kIoAlignment)
-              : file->read(copy.fileOffset + copy.body, block, kIoAlignment)));
+      copy.tickets.push_back(nvme->engine().submit(
+          copy.write ? nvme->file().write(copy.fileOffset + copy.body, block,
+                                          kIoAlignment)
+                     : nvme->file().read(copy.fileOffset + copy.body, block,
+                                         kIoAlignment)));
     }
   } catch (const std::exception &error) {
     fail(copy, error);
@@ -223,7 +135,7 @@ void CpuTiers::wait(size_t index) {
   std::string error;
   for (IoEngine::Ticket ticket : tickets) {
     try {
-      engine->wait(ticket);
+      nvme->engine().wait(ticket);
     } catch (const std::exception &failure) {
       if (error.empty())
         error = failure.what();

@@ -15,7 +15,7 @@
 #define PARTITION_RUNTIME_BACKEND_CPU_CPUTIERS_H
 
 #include "runtime/backend/Backend.h"
-#include "runtime/offload/OffloadFile.h"
+#include "runtime/backend/TierFile.h"
 
 #include <cstdint>
 #include <memory>
@@ -71,19 +71,12 @@ private:
     std::vector<offload::IoEngine::Ticket> tickets;
   };
   void fail(const Copy &copy, const std::exception &error) const;
-  /// A synchronous transfer of `bytes` at `fileOffset` through bounce
-  /// blocks (any host address).
-  void moveSync(bool write, uint64_t fileOffset, uint8_t *host, uint64_t bytes,
-                const std::string &what);
 
   /// The host tier (empty without one).
   offload::AlignedBuffer hostTier;
-  std::unique_ptr<offload::OffloadFile> file;
-  std::unique_ptr<offload::IoEngine> engine;
-  std::string engineName;
+  /// The NVMe tier (null without one).
+  std::unique_ptr<TierFile> nvme;
   std::vector<Copy> copies;
-  /// read / write's bounce blocks.
-  offload::AlignedBuffer bounce;
 };
 
 } // namespace partition::runtime::cpubackend

@@ -40,7 +40,7 @@ namespace cudabackend {
 
 CudaBackend::CudaBackend(const Program &program,
                          const comm::MeshCommunicators *communicators,
-                         int device)
+                         int device, const OffloadOptions &offload)
     : device(device), arenaSize(program.arenaBytes),
       communicators(communicators) {
   const char *tf32Setting = std::getenv("PARTITION_CUDA_TF32");
@@ -51,10 +51,24 @@ CudaBackend::CudaBackend(const Program &program,
   // Check every instruction before allocating anything large.
   std::vector<std::vector<KernelArgs>> checked = checkAndSize(program);
   allocate(program, setup);
+  // ZeRO-Offload: the updates on tiered moments run on the CPU, unless
+  // PARTITION_OFFLOAD_UPDATE=gpu keeps them on the GPU (staged; for
+  // comparing the two).
+  const char *updateSetting = std::getenv("PARTITION_OFFLOAD_UPDATE");
+  bool gpuUpdates = updateSetting && std::strcmp(updateSetting, "gpu") == 0;
+  if (updateSetting && *updateSetting && !gpuUpdates &&
+      std::strcmp(updateSetting, "cpu") != 0)
+    throw ProgramError(setup + ": PARTITION_OFFLOAD_UPDATE is '" +
+                       updateSetting + "'; give cpu (the default) or gpu");
+  if (program.hasTiers())
+    tiers = std::make_unique<CudaTiers>(program, offload, compute,
+                                        !gpuUpdates, setup);
   writeAxisIndices(program);
   for (size_t f = 0; f < program.functions.size(); ++f)
     functions.push_back(
         compileFunction(program, program.functions[f], checked[f], setup));
+  if (tiers)
+    tiers->allocateStaging(setup);
   checkCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize", setup);
 }
 
@@ -126,12 +140,65 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
   std::vector<std::function<void(const std::vector<cudaEvent_t> &)>>
       collectiveCalls(function.instructions.size());
   std::map<cudaStream_t, int> streamIds;
+  // What the offload's tiers run, per instruction (CudaTiers::Action).
+  std::vector<CudaTiers::Action> tierActions;
+  if (tiers)
+    tierActions = tiers->compileFunction(program, function, arena, setup);
   for (size_t i = 0; i < function.instructions.size(); ++i) {
     const Instruction &instruction = function.instructions[i];
     std::string where = function.name + " instruction #" + std::to_string(i);
     Step step;
     cuda::PlannedInstruction plannedInstruction;
-    if (instruction.collective || instruction.transfer) {
+    if (tiers && tierActions[i].kind != CudaTiers::Action::Kind::None) {
+      // Tier copies run on the tiers' copy stream (or the host's engine)
+      // after an event the compute stream records where they start, so the
+      // stream plan orders them after overlapping collectives as a kernel;
+      // a CPU update is a transfer on the copy stream to it: the later
+      // kernels that touch its bytes wait for it, nothing else does.
+      const CudaTiers::Action &action = tierActions[i];
+      for (uint32_t buffer : action.buffers)
+        plannedInstruction.ranges.push_back(rangeOf(program.buffers[buffer]));
+      step.stream = tiers->streamOf(action);
+      switch (action.kind) {
+      case CudaTiers::Action::Kind::Update:
+        // It starts after the compute stream's work (CudaHostUpdates): its
+        // own bytes are also compute ranges, so that this includes a
+        // bucket's all-reduce of its gradient that nothing waited for yet.
+        step.collective = true;
+        plannedInstruction.collective = true;
+        plannedInstruction.transfer = true;
+        plannedInstruction.ordersCollectives = true;
+        plannedInstruction.computeRanges = plannedInstruction.ranges;
+        for (uint32_t buffer : action.shared)
+          plannedInstruction.ranges.push_back(rangeOf(program.buffers[buffer]));
+        plannedInstruction.stream =
+            streamIds.emplace(step.stream, int(streamIds.size())).first->second;
+        collectiveCalls[i] = [this, action](const std::vector<cudaEvent_t> &) {
+          tiers->run(action);
+        };
+        compiled->names.push_back(where + " (adamw on the CPU)");
+        break;
+      case CudaTiers::Action::Kind::Start:
+        step.call = [this, action] { tiers->run(action); };
+        compiled->names.push_back(tierCopyName(instruction, where));
+        break;
+      case CudaTiers::Action::Kind::Wait:
+        step.call = [this, action] { tiers->run(action); };
+        compiled->names.push_back(where + " (wait)");
+        break;
+      case CudaTiers::Action::Kind::Skip:
+      case CudaTiers::Action::Kind::None:
+        step.call = [] {};
+        compiled->names.push_back(where + " (done by the CPU's update)");
+        break;
+      }
+      compiled->spans.push_back(traceSpanOf(program, function, instruction));
+      if (profile.enabled)
+        compiled->costs.push_back(
+            action.kind == CudaTiers::Action::Kind::Update
+                ? describeKernel(checked[i])
+                : describeCollective(program, instruction));
+    } else if (instruction.collective || instruction.transfer) {
       CollectivePlan plan =
           instruction.transfer
               ? compileTransfer(program, instruction, where)
@@ -247,6 +314,8 @@ CudaBackend::~CudaBackend() {
     return;
   if (compute)
     cudaStreamSynchronize(compute);
+  // Its copies and pinned memory, before the compute stream they use.
+  tiers.reset();
   if (profile.enabled)
     for (const auto &function : functions)
       if (function->profiledRuns > 0)
@@ -431,6 +500,10 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
 #endif
   checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize",
             function.name);
+  // Every tier copy was waited for by the compute stream, so this returns
+  // at once; the host tier's bytes are final for read() either way.
+  if (tiers)
+    tiers->synchronize(function.name);
   int bad = 0;
   checkCuda(cudaMemcpy(&bad, badId, sizeof(int), cudaMemcpyDeviceToHost),
             "cudaMemcpy", function.name);
@@ -478,17 +551,10 @@ void CudaBackend::printProfile(const CompiledFunction &function) const {
 
 std::unique_ptr<Backend>
 createCudaBackend(const Program &program,
-                  const comm::MeshCommunicators *communicators, int device) {
-  // Before anything is allocated: the host tier in pinned memory with the
-  // update on the CPU, and the NVMe tier through the I/O engine, are not
-  // built for GPUs yet (docs/offload.md).
-  if (program.hasTiers())
-    throw ProgramError("the program keeps its optimizer state in an "
-                       "offload tier (plan.json offload), which the CUDA "
-                       "backend does not run yet; run it with --backend cpu "
-                       "or compile it without offload");
+                  const comm::MeshCommunicators *communicators, int device,
+                  const OffloadOptions &offload) {
   return std::make_unique<cudabackend::CudaBackend>(program, communicators,
-                                                    device);
+                                                    device, offload);
 }
 
 } // namespace partition::runtime

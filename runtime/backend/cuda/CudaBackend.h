@@ -23,12 +23,14 @@ namespace partition::runtime {
 
 /// `communicators`: the groups of the program's mesh over a world of
 /// comm::NcclCommunicator on `device` (required when the program has
-/// collectives; must outlive the backend). Makes `device` current for the
+/// collectives; must outlive the backend); the offload's tiers as `offload`
+/// says (runtime/backend/cuda/CudaTiers.h). Makes `device` current for the
 /// calling thread. Throws ProgramError (a bad program, a CUDA or cuBLAS
 /// error, too little device memory).
 std::unique_ptr<Backend>
 createCudaBackend(const Program &program,
-                  const comm::MeshCommunicators *communicators, int device);
+                  const comm::MeshCommunicators *communicators, int device,
+                  const OffloadOptions &offload);
 
 } // namespace partition::runtime
 

@@ -17,6 +17,7 @@
 
 #include "runtime/backend/Profile.h"
 #include "runtime/backend/Trace.h"
+#include "runtime/backend/cuda/CudaTiers.h"
 #include "runtime/backend/cuda/StreamPlan.h"
 #include "runtime/backend/cuda/attention/Attention.h"
 #include "runtime/backend/cuda/kernels/Kernels.h"
@@ -134,12 +135,17 @@ inline uint32_t alignmentOf(const void *pointer) {
 class CudaBackend final : public Backend {
 public:
   CudaBackend(const Program &program,
-              const comm::MeshCommunicators *communicators, int device);
+              const comm::MeshCommunicators *communicators, int device,
+              const OffloadOptions &offload);
   ~CudaBackend() override;
 
   const char *name() const override { return "cuda"; }
   void write(const BufferInfo &buffer, const void *source) override {
     checkCuda(cudaSetDevice(device), "cudaSetDevice", "write");
+    if (buffer.tier != Tier::Arena) {
+      tiers->write(buffer, source);
+      return;
+    }
     // On the compute stream, joined: a cudaMemcpy from pageable memory on
     // the legacy default stream may return before its DMA has landed, and
     // the (non-blocking) compute and communication streams would not wait
@@ -152,6 +158,10 @@ public:
   }
   void read(const BufferInfo &buffer, void *destination) override {
     checkCuda(cudaSetDevice(device), "cudaSetDevice", "read");
+    if (buffer.tier != Tier::Arena) {
+      tiers->read(buffer, destination);
+      return;
+    }
     // The legacy default stream does not wait for the compute stream
     // (non-blocking): join it first, though run() already has.
     checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize",
@@ -170,6 +180,9 @@ public:
   }
   uint64_t deviceBytes() const override {
     return arenaSize + workspaceBytes() + sendStagingSize;
+  }
+  std::string describeTiers() const override {
+    return tiers ? tiers->describe() : "";
   }
 
 private:
@@ -322,6 +335,8 @@ private:
   bool tf32 = false;
   std::map<decltype(GemmShape().key()), std::unique_ptr<GemmPlan>> gemmPlans;
   std::vector<std::unique_ptr<CompiledFunction>> functions;
+  /// The offload's tiers, with the CPU's AdamW updates (null without any).
+  std::unique_ptr<CudaTiers> tiers;
   /// PARTITION_PROFILE (runtime/backend/Profile.h): CUDA events around every
   /// instruction, on the stream it runs on, read once each profiled run has
   /// been joined.

@@ -14,6 +14,9 @@
 //  - a kernel first makes the compute stream wait for the completion of
 //    every in-flight collective whose ranges overlap its own; once waited
 //    for, a collective is no longer in flight for the compute stream;
+//  - a collective also waits for an in-flight transfer marked
+//    ordersCollectives whose ranges overlap its own (the offload's CPU
+//    update: its gradient's bytes may be an all-gather's output next);
 //  - a wait instruction (of a collective the program started early) makes
 //    the compute stream wait for that collective's completion there, if no
 //    overlapping kernel has already; the byte ranges alone would wait no
@@ -67,6 +70,11 @@ struct PlannedInstruction {
   /// need this rank's later receives (1F1B): serialising it with them
   /// would deadlock the pipeline. Its byte ranges still order the kernels.
   bool transfer = false;
+  /// A transfer whose bytes a later collective must not touch before it is
+  /// done (the offload's AdamW on the CPU reads a gradient whose bytes the
+  /// memory plan may give to an all-gather's output): collectives and
+  /// transfers whose ranges overlap it wait for it, as kernels do.
+  bool ordersCollectives = false;
   /// A wait instruction (not a collective): the index of the started
   /// collective it completes; kNoWait otherwise.
   static constexpr size_t kNoWait = ~size_t(0);
@@ -122,11 +130,15 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
       continue;
     }
     computeWaitsFor(instruction.computeRanges, plan.computeWaits[i]);
-    if (!instruction.transfer)
-      for (const InFlight &other : inFlight)
-        if (other.instruction->stream != instruction.stream &&
-            !other.instruction->transfer)
-          plan.streamWaits[i].push_back(other.event);
+    for (const InFlight &other : inFlight) {
+      if (other.instruction->stream == instruction.stream)
+        continue;
+      bool serialised = !instruction.transfer && !other.instruction->transfer;
+      bool ordered = other.instruction->ordersCollectives &&
+                     overlapsAny(other.instruction->ranges, instruction.ranges);
+      if (serialised || ordered)
+        plan.streamWaits[i].push_back(other.event);
+    }
     plan.event[i] = plan.events++;
     inFlight.push_back({plan.event[i], &instruction});
   }

@@ -1,7 +1,7 @@
 //===- StreamPlanTest.cpp - the CUDA backend's ordering, without a GPU ----===//
 //
-// Which kernel waits for which collective (runtime/backend/cuda/StreamPlan.h): by
-// overlapping byte ranges, so a reused range is ordered too, and only once.
+// Which kernel waits for which collective (runtime/backend/cuda/StreamPlan.h):
+// by overlapping byte ranges, so a reused range is ordered too, and only once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,12 +33,12 @@ using Waits = std::vector<size_t>;
 
 TEST(StreamPlan, KernelsElsewhereRunWhileABucketIsInFlight) {
   StreamPlan plan = planStreams({
-      kernel({{0, 64}, {64, 128}}),    // 0: writes the gradient [64, 128)
-      collective(0, {{64, 128}}),      // 1: all-reduce it (event 0)
-      kernel({{128, 256}}),            // 2: elsewhere: no wait
-      kernel({{256, 320}, {0, 64}}),   // 3: elsewhere: no wait
-      kernel({{100, 104}, {0, 64}}),   // 4: reads the gradient: waits
-      kernel({{64, 128}}),             // 5: already ordered: no wait
+      kernel({{0, 64}, {64, 128}}),  // 0: writes the gradient [64, 128)
+      collective(0, {{64, 128}}),    // 1: all-reduce it (event 0)
+      kernel({{128, 256}}),          // 2: elsewhere: no wait
+      kernel({{256, 320}, {0, 64}}), // 3: elsewhere: no wait
+      kernel({{100, 104}, {0, 64}}), // 4: reads the gradient: waits
+      kernel({{64, 128}}),           // 5: already ordered: no wait
   });
   EXPECT_EQ(plan.events, 1u);
   EXPECT_EQ(plan.event[1], 0u);
@@ -73,10 +73,10 @@ TEST(StreamPlan, CollectivesOfDifferentCommunicatorsNeverOverlap) {
   // Overlapping bytes or not: two communicators' NCCL kernels in flight at
   // once may deadlock.
   StreamPlan plan = planStreams({
-      collective(0, {{0, 100}}),    // event 0, stream 0
-      collective(0, {{50, 150}}),   // event 1: same stream, ordered by it
-      collective(1, {{120, 130}}),  // event 2: other stream, overlaps 1
-      collective(1, {{500, 600}}),  // event 3: overlaps nothing
+      collective(0, {{0, 100}}),   // event 0, stream 0
+      collective(0, {{50, 150}}),  // event 1: same stream, ordered by it
+      collective(1, {{120, 130}}), // event 2: other stream, overlaps 1
+      collective(1, {{500, 600}}), // event 3: overlaps nothing
   });
   EXPECT_EQ(plan.streamWaits[1], Waits{});
   EXPECT_EQ(plan.streamWaits[2], (Waits{0, 1}));
@@ -104,12 +104,12 @@ TEST(StreamPlan, AComputeWaitOrdersLaterCollectivesOnOtherStreams) {
   // on another stream is ordered after it through the compute stream's
   // ready event; one that is still in flight needs a stream wait.
   StreamPlan plan = planStreams({
-      collective(0, {{0, 64}}),      // event 0
-      collective(0, {{256, 320}}),   // event 1
-      kernel({{0, 16}}),             // waits for event 0
-      collective(1, {{32, 48}}),     // 0 waited for; 1 on stream 0 in flight
-      collective(1, {{300, 310}}),   // 1 still in flight: stream wait
-      kernel({{300, 304}}),          // waits for 1 and 3
+      collective(0, {{0, 64}}),    // event 0
+      collective(0, {{256, 320}}), // event 1
+      kernel({{0, 16}}),           // waits for event 0
+      collective(1, {{32, 48}}),   // 0 waited for; 1 on stream 0 in flight
+      collective(1, {{300, 310}}), // 1 still in flight: stream wait
+      kernel({{300, 304}}),        // waits for 1 and 3
   });
   EXPECT_EQ(plan.computeWaits[2], Waits{0});
   EXPECT_EQ(plan.streamWaits[3], Waits{1});
@@ -120,7 +120,7 @@ TEST(StreamPlan, AComputeWaitOrdersLaterCollectivesOnOtherStreams) {
 
 TEST(StreamPlan, WhatNobodyWaitedForIsJoinedAtTheEnd) {
   StreamPlan plan = planStreams({
-      collective(0, {{0, 4}}),   // the loss
+      collective(0, {{0, 4}}), // the loss
       kernel({{8, 16}}),
   });
   EXPECT_EQ(plan.finalWaits, Waits{0});
@@ -160,11 +160,11 @@ TEST(StreamPlan, AWaitInstructionWaitsForItsStartedCollective) {
   PlannedInstruction waitAgain;
   waitAgain.waitFor = 0;
   StreamPlan plan = planStreams({
-      kernel({{0, 64}}),          // 0: writes the bucket
-      collective(0, {{0, 64}}),   // 1: started (event 0)
-      kernel({{128, 256}}),       // 2: backward goes on: no wait
-      wait,                       // 3: the wait: waits for event 0
-      kernel({{0, 64}}),          // 4: AdamW reads it: already ordered
+      kernel({{0, 64}}),        // 0: writes the bucket
+      collective(0, {{0, 64}}), // 1: started (event 0)
+      kernel({{128, 256}}),     // 2: backward goes on: no wait
+      wait,                     // 3: the wait: waits for event 0
+      kernel({{0, 64}}),        // 4: AdamW reads it: already ordered
   });
   EXPECT_EQ(plan.computeWaits[2], Waits{});
   EXPECT_EQ(plan.computeWaits[3], Waits{0});
@@ -174,4 +174,61 @@ TEST(StreamPlan, AWaitInstructionWaitsForItsStartedCollective) {
   plan = planStreams({collective(0, {{0, 64}}), kernel({{0, 64}}), waitAgain});
   EXPECT_EQ(plan.computeWaits[1], Waits{0});
   EXPECT_EQ(plan.computeWaits[2], Waits{});
+}
+
+// The offload's AdamW on the CPU (CudaTiers, docs/offload.md) is a transfer
+// on the updates' stream whose own bytes (gradient, parameter) are also its
+// compute ranges: it starts after the bucket that reduces its gradient (a
+// collective the compute stream has not waited for yet included), the
+// backward pass runs on beside it, the next kernel that touches its
+// gradient, parameter, step or learning rate waits for it, it neither waits
+// for other buckets nor makes them wait, and the step ends waiting for the
+// rest. The step and learning rate, which every update reads, are not
+// compute ranges: else each update would hold the compute stream until the
+// one before it is done.
+TEST(StreamPlan, ACpuUpdateOverlapsTheBackwardPassAndTheBuckets) {
+  auto update = [](std::vector<ByteRange> own) {
+    std::vector<ByteRange> ranges = own;
+    ranges.push_back({900, 908}); // step, lr
+    PlannedInstruction instruction = collective(7, ranges, own);
+    instruction.transfer = true;
+    instruction.ordersCollectives = true;
+    return instruction;
+  };
+  StreamPlan plan = planStreams({
+      kernel({{0, 64}}),                // 0: completes grad A
+      collective(0, {{0, 64}}),         // 1: its bucket (event 0)
+      kernel({{0, 64}, {64, 96}}),      // 2: waits for 1
+      update({{0, 64}, {64, 96}}),      // 3: A's update (event 1)
+      kernel({{200, 300}}),             // 4: backward goes on
+      collective(0, {{200, 264}}),      // 5: bucket B (event 2)
+      collective(0, {{400, 464}}),      // 6: bucket C (event 3)
+      update({{200, 264}, {300, 332}}), // 7: B's update (event 4)
+      kernel({{0, 32}}),                // 8: reuses A's bytes
+  });
+  EXPECT_EQ(plan.computeWaits[2], Waits{0});
+  EXPECT_EQ(plan.computeWaits[3], Waits{});
+  EXPECT_EQ(plan.streamWaits[3], Waits{});
+  EXPECT_EQ(plan.computeWaits[4], Waits{});
+  // The buckets do not wait for the update in flight.
+  EXPECT_EQ(plan.streamWaits[5], Waits{});
+  // B's update starts after B's all-reduce, which nothing had waited for
+  // (without --rt-overlap-collectives there is no wait instruction), not
+  // after C's.
+  EXPECT_EQ(plan.computeWaits[7], Waits{2});
+  EXPECT_EQ(plan.streamWaits[7], Waits{});
+  EXPECT_EQ(plan.computeWaits[8], Waits{1});
+  // C and B's update are left for the end of the step.
+  EXPECT_EQ(plan.finalWaits, (Waits{3, 4}));
+
+  // An all-gather whose output takes the bytes of a gradient still being
+  // read by its update (ZeRO-3's gathers in the backward pass) waits for
+  // the update; one elsewhere does not.
+  plan = planStreams({
+      update({{0, 64}}),           // 0: event 0
+      collective(0, {{512, 576}}), // 1: elsewhere: event 1
+      collective(0, {{32, 96}}),   // 2: into the gradient's bytes: event 2
+  });
+  EXPECT_EQ(plan.streamWaits[1], Waits{});
+  EXPECT_EQ(plan.streamWaits[2], Waits{0});
 }

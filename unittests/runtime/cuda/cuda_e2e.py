@@ -16,6 +16,21 @@ backends and compares the loss of every step (and the final eval loss):
                 and the routing metrics (expert load min / max / mean and
                 the dropped fraction, counted on the device) to 1e-2: a
                 near-tie may route one token differently.
+  offload (gpt2-tiny fp32, plan offload with a 98304-byte buffer, so that
+                the updates are sliced and read ahead; docs/offload.md),
+                each against the same program without offload on CUDA:
+                  optimizer "host" and "nvme" with the update on the GPU
+                  (PARTITION_OFFLOAD_UPDATE=gpu: the same kernel on the
+                  staged slices): every loss bit-identical;
+                  optimizer "host" and "nvme" with AdamW on the CPU (the
+                  default: the CPU backend's kernel, the GPU's formula op
+                  for op; FMA contraction may differ in the last bit):
+                  relative difference <= 1e-5 per step;
+                and ZeRO-3's parameter offload (dp 2 ZeRO-3 on 2 ranks
+                under mpirun, the shards in host memory, the moments on
+                NVMe) against the same plan without offload: the update on
+                the GPU bit-identical, on the CPU within 1e-5; two GPUs
+                needed, else a note.
   MoE program with expert parallelism (mixtral-tiny, fp32, mesh dp 2,
                 moe.expert_parallel 2), 2 ranks under mpirun: its counted
                 all-to-alls (only the filled rows move; NCCL on CUDA,
@@ -31,6 +46,7 @@ Without a usable GPU (or a build without the CUDA backend) it prints
 
 --bin holds partition-run (and partition-gen / partition-compile, needed
 unless --ptp-dir already holds gpt2-tiny-fp32.ptp, gpt2-tiny-bf16.ptp,
+gpt2-tiny-fp32-{offhost,offnvme,z3,z3off}.ptp,
 mixtral-tiny-fp32.ptp and mixtral-tiny-fp32-ep2.ptp, as bench/gpu-check.sh
 prepare leaves them for machines without MLIR).
 """
@@ -44,12 +60,29 @@ import sys
 
 STEPS = 20
 FP32_TOLERANCE = 1e-4
+# The CPU's AdamW against the GPU's: the same formula, rounding apart.
+OFFLOAD_CPU_UPDATE_TOLERANCE = 1e-5
+OFFLOAD_BUFFER = 98304
 BF16_TOLERANCE = 2e-2
 NAME = "runtime-cuda-e2e"
 # Expert parallelism over 2 ranks: the MoE layers' token exchanges are
 # counted all-to-alls (docs/moe.md).
 EP2_PLAN = {"mesh": {"dp": 2}, "moe": {"expert_parallel": 2}}
 EP2_RANKS = 2
+# Optimizer offload; the nvme tier's directory is given at run time
+# (--offload-path), so a program compiled elsewhere runs here. "z3" is the
+# reference of "z3off" (ZeRO-3's parameter offload on 2 ranks).
+ZERO3_PLAN = {"mesh": {"dp": 2}, "zero": {"stage": 3}}
+OFFLOAD_PLANS = {
+    "offhost": {"offload": {"optimizer": "host",
+                            "buffer_bytes": OFFLOAD_BUFFER}},
+    "offnvme": {"offload": {"optimizer": "nvme", "path": "/tmp",
+                            "buffer_bytes": OFFLOAD_BUFFER}},
+    "z3": ZERO3_PLAN,
+    "z3off": dict(ZERO3_PLAN, offload={
+        "optimizer": "nvme", "parameters": "host", "path": "/tmp",
+        "buffer_bytes": OFFLOAD_BUFFER}),
+}
 
 
 def run(command, **kwargs):
@@ -71,8 +104,13 @@ def compile_programs(args):
             ("gpt2-tiny", "fp32", "fp32", None),
             ("gpt2-tiny", "bf16", "bf16", None),
             ("mixtral-tiny", "fp32", "moe", None),
-            ("mixtral-tiny", "fp32", "moe-ep2", EP2_PLAN)):
-        suffix = "-ep2" if extra else ""
+            ("mixtral-tiny", "fp32", "moe-ep2", EP2_PLAN),
+            ("gpt2-tiny", "fp32", "offhost", OFFLOAD_PLANS["offhost"]),
+            ("gpt2-tiny", "fp32", "offnvme", OFFLOAD_PLANS["offnvme"]),
+            ("gpt2-tiny", "fp32", "z3", OFFLOAD_PLANS["z3"]),
+            ("gpt2-tiny", "fp32", "z3off", OFFLOAD_PLANS["z3off"])):
+        suffix = "-ep2" if tag == "moe-ep2" else (
+            f"-{tag}" if tag in OFFLOAD_PLANS else "")
         name = f"{model}-{precision}{suffix}.ptp"
         if args.ptp_dir and os.path.exists(os.path.join(args.ptp_dir, name)):
             programs[tag] = os.path.join(args.ptp_dir, name)
@@ -93,6 +131,9 @@ def compile_programs(args):
         path = os.path.join(args.workdir, name)
         result = run([compile_, mlir, "-o", path, "--plan", plan])
         if result.returncode:
+            if tag in OFFLOAD_PLANS:
+                sys.exit(f"error: the offload program {name} does not "
+                         f"compile:\n{result.stdout}")
             if tag == "bf16":
                 print(f"note: the bf16 program does not compile "
                       f"({result.stdout.strip()}); comparing fp32 only")
@@ -106,7 +147,8 @@ def compile_programs(args):
     return programs
 
 
-def train(args, program, backend, tag, launcher=None, failed=None):
+def train(args, program, backend, tag, launcher=None, failed=None,
+          extra_args=None, extra_env=None):
     """{step: loss, "eval": eval loss, ("routing", step): ...,
     ("bytes", step): moe_all_to_all_bytes}; None when the run fails (its
     output in failed[0] when failed is a list). launcher: the mpirun
@@ -116,8 +158,9 @@ def train(args, program, backend, tag, launcher=None, failed=None):
         os.path.join(args.bin, "partition-run"), program,
         "--steps", str(STEPS), "--lr", "3e-3", "--seed", "7",
         "--eval-every", str(STEPS), "--backend", backend,
-        "--metrics-out", metrics]
+        "--metrics-out", metrics] + (extra_args or [])
     env = dict(os.environ)
+    env.update(extra_env or {})
     if launcher:
         # Open MPI refuses root without these (the comm tests set them too).
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -198,6 +241,73 @@ def compare_expert_parallel(args, program):
     return ok
 
 
+def compare_offload(args, programs, reference):
+    """The offload programs on CUDA against the program without offload on
+    CUDA (reference)."""
+    ok = True
+    directory = os.path.join(args.workdir, "offload")
+    os.makedirs(directory, exist_ok=True)
+    for tag, env, tolerance, what in (
+            ("offhost", {"PARTITION_OFFLOAD_UPDATE": "gpu"}, 0.0,
+             "offload host (AdamW on the GPU) vs no offload, cuda"),
+            ("offnvme", {"PARTITION_OFFLOAD_UPDATE": "gpu"}, 0.0,
+             "offload nvme (AdamW on the GPU) vs no offload, cuda"),
+            ("offhost", {"PARTITION_OFFLOAD_UPDATE": "cpu"},
+             OFFLOAD_CPU_UPDATE_TOLERANCE,
+             "offload host (AdamW on the CPU) vs no offload, cuda"),
+            ("offnvme", {"PARTITION_OFFLOAD_UPDATE": "cpu"},
+             OFFLOAD_CPU_UPDATE_TOLERANCE,
+             "offload nvme (AdamW on the CPU) vs no offload, cuda")):
+        losses = train(args, programs[tag], "cuda",
+                       f"{tag}-{env['PARTITION_OFFLOAD_UPDATE']}",
+                       extra_args=["--offload-path", directory],
+                       extra_env=env)
+        if losses is None:
+            print(f"{what}: the run failed")
+            ok = False
+            continue
+        ok &= compare(reference, losses, tolerance, what)
+        leftover = [f for f in os.listdir(directory)
+                    if f.startswith("partition-offload-")]
+        if leftover:
+            print(f"{what}: offload files left behind: {leftover}")
+            ok = False
+    return ok & compare_parameter_offload(args, programs, directory)
+
+
+def compare_parameter_offload(args, programs, directory):
+    """ZeRO-3's parameter offload on 2 ranks against the same plan without
+    offload, both on CUDA. True when it agrees or cannot run here (a note
+    says why)."""
+    mpiexec = shutil.which("mpirun") or shutil.which("mpiexec")
+    if not mpiexec:
+        print("note: no mpirun here: ZeRO-3's parameter offload was not run")
+        return True
+    launcher = [mpiexec, "-n", "2"]
+    failed = []
+    reference = train(args, programs["z3"], "cuda", "z3", launcher, failed)
+    if reference is None:
+        if "CUDA device(s)" in failed[0]:
+            print(f"note: ZeRO-3's parameter offload needs 2 GPUs; not run: "
+                  f"{failed[0].strip().splitlines()[-1]}")
+            return True
+        sys.exit("error: the dp2 ZeRO-3 run on CUDA failed")
+    ok = True
+    for update, tolerance in (("gpu", 0.0),
+                              ("cpu", OFFLOAD_CPU_UPDATE_TOLERANCE)):
+        what = (f"dp2 ZeRO-3, parameters host and moments nvme (AdamW on "
+                f"the {update.upper()}) vs no offload, cuda")
+        losses = train(args, programs["z3off"], "cuda", f"z3off-{update}",
+                       launcher, extra_args=["--offload-path", directory],
+                       extra_env={"PARTITION_OFFLOAD_UPDATE": update})
+        if losses is None:
+            print(f"{what}: the run failed")
+            ok = False
+            continue
+        ok &= compare(reference, losses, tolerance, what)
+    return ok
+
+
 def compare(reference, candidate, tolerance, what):
     worst = 0.0
     ok = True
@@ -242,6 +352,7 @@ def main():
     if cpu32 is None or gpu32 is None:
         sys.exit("error: a fp32 run failed")
     ok &= compare(cpu32, gpu32, FP32_TOLERANCE, "fp32 cuda vs cpu")
+    ok &= compare_offload(args, programs, gpu32)
     if "bf16" in programs:
         gpu16 = train(args, programs["bf16"], "cuda", "bf16")
         if gpu16 is None:
