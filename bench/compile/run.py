@@ -79,7 +79,7 @@ def main():
     if not args.quick:
         cases.append(
             ("llama-70b dp4 x tp8, ZeRO-1, selective, bf16",
-             gen("llama70b", ["--preset", "llama-70b"]),
+             gen("llama70b", ["--preset", "llama-70b", "--batch", "4"]),
              plan("llama70b", json.dumps({
                  "mesh": {"dp": 4, "tp": 8},
                  "tensor_parallel": {"sequence_parallel": True},
