@@ -82,10 +82,10 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   step.withEval = options.optimizer == "adamw";
   step.withLogits = options.logits;
   // The micro-batch as a loop: one copy of the middle micro-batches' code
-  // (--rt-microbatch-loop, after the lowering). Pipelines and NTP replicas
-  // still unroll every micro-batch.
+  // (--rt-microbatch-loop, after the lowering). Pipelines still unroll
+  // every micro-batch.
   step.loop = !options.unrollMicrobatches &&
-              (!plan || (plan->mesh.pp == 1 && plan->replicas.empty()));
+              (!plan || plan->mesh.pp == 1);
   pm.addPass(createTrainStepPass(step));
   // After autodiff, so that the backward ops get the positions too. Context
   // parallelism's attention needs them: a rank's queries and keys are not
