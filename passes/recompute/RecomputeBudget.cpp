@@ -86,9 +86,9 @@ int64_t rebuildCost(Operation *op) {
 /// gradient alone. What several reach is shared by them: a constant (the
 /// 1/m seed every loss gradient reads), a cast or gather of a parameter
 /// that CSE made once for every micro-batch. What none reaches (the loss
-/// value, read only by the step's loss sum) belongs where it stands. The
-/// step's return reads every micro-batch's work and decides nothing: it
-/// does not count.
+/// value, read only by the step's loss sum) is no micro-batch's saved
+/// work. The step's return reads every micro-batch's work and decides
+/// nothing: it does not count.
 llvm::DenseMap<Operation *, llvm::SmallBitVector>
 microbatchesReached(func::FuncOp step, const StepStructure &structure,
                     unsigned count) {
@@ -152,10 +152,12 @@ FailureOr<BudgetGraph> buildBudgetGraph(func::FuncOp step,
           return isa<RankedTensorType>(type);
         }))
       continue;
+    // What no loss gradient reaches (a micro-batch's loss, the running sum
+    // of the losses or expert loads that each micro-batch adds after its
+    // backward pass) is nothing the backward pass reads: no choice keeps
+    // or rebuilds it.
     const llvm::SmallBitVector &bits = reached[&op];
     if (bits.count() == 1 && unsigned(bits.find_first()) == before)
-      microbatches[before].push_back(&op);
-    else if (bits.none() && before < count)
       microbatches[before].push_back(&op);
   }
   ArrayRef<Operation *> first = microbatches.front();
