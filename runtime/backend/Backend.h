@@ -7,6 +7,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace partition::runtime {
@@ -90,6 +91,16 @@ void walkFunction(const Function &function, RunRange &&runRange,
     runRange(loop.begin, loop.end);
   }
   runRange(loop.end, size);
+}
+
+/// --trace under the micro-batch loop: the name of the `index`-th range
+/// walkFunction runs (0: the instructions before the loop, micro-batch 0's;
+/// then each run; last: micro-batch k-1's and the update), which the
+/// backends record on the step functions' track.
+inline std::string microbatchSpanName(const Function &function,
+                                      int64_t index) {
+  return "micro-batch " + std::to_string(index) +
+         (index == function.loop->count + 1 ? " and the update" : "");
 }
 
 /// How many times a step runs instruction `index` of `function`: the

@@ -33,7 +33,8 @@ class Communicator;
 /// One complete event.
 struct TraceSpan {
   std::string name;
-  /// "kernel", "collective", "send", "recv" or "function".
+  /// "kernel", "collective", "send", "recv", "function" or, under the
+  /// micro-batch loop, "microbatch".
   std::string category;
   double startUs = 0, durationUs = 0;
   /// Collectives and transfers: their label and bytes (0: none).
