@@ -18,6 +18,11 @@ for the rows in --own (default: all), the planner's own choice
 
 With --check, exits 1 unless every row is within 10% of the published
 figure and every own choice is predicted at least as fast and fits.
+
+With --search-time, instead times partition-plan's whole default search
+(--memory auto: the top plans' memory compiled) on each row in --own,
+each under --timeout seconds, and prints the wall time and the planner's
+own count of compiled memory plans (issue 31: every row within 30 s).
 """
 
 import argparse
@@ -25,8 +30,10 @@ import json
 import os
 import shutil
 import subprocess
+import re
 import sys
 import tempfile
+import time
 
 # params (B), heads, hidden, layers, tp, pp, GPUs, global batch, TFLOP/s/GPU
 TABLE1 = [
@@ -60,6 +67,8 @@ def main():
                         help="rows (1-10, comma-separated) whose own "
                         "choice to search, or all, or none")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--search-time", action="store_true")
+    parser.add_argument("--timeout", type=float, default=300)
     args = parser.parse_args()
     own_rows = (set(range(1, 11)) if args.own == "all" else set() if
                 args.own == "none" else {int(r) for r in args.own.split(",")})
@@ -74,6 +83,9 @@ def main():
             sys.exit("megatron_table.py: partition-gen and partition-plan "
                      "are not on PATH; give --bin BUILD/bin")
 
+    if args.search_time:
+        search_time(args, gen, plan, work, own_rows)
+        return
     failures = []
     print("| params | tp | pp | dp | GPUs | batch | partition-plan's micro-batches "
           "| predicted TFLOP/s | published | error | planner's own choice "
@@ -128,6 +140,47 @@ def main():
         for failure in failures:
             print("FAIL: " + failure, file=sys.stderr)
         sys.exit(1)
+
+
+def search_time(args, gen, plan, work, rows):
+    """The default search's wall time per row (--search-time)."""
+    print("| params | GPUs | batch | search | memory plans compiled | "
+          "chosen plan |")
+    print("|---:|---:|---:|---:|---:|---|")
+    for index, (billions, heads, hidden, layers, tp, pp, gpus, batch,
+                published) in enumerate(TABLE1, start=1):
+        if index not in rows:
+            continue
+        model = os.path.join(work, "gpt-%gB.mlir" % billions)
+        run([gen, "--arch", "gpt2", "--layers", str(layers), "--hidden",
+             str(hidden), "--heads", str(heads), "--vocab", "51200",
+             "--seq-len", "2048", "--positions", "2048", "--batch", "1",
+             "-o", model])
+        command = [plan, model, "--cluster", "a100-80gb-dgx", "--gpus",
+                   str(gpus), "--global-batch", str(batch), "--precision",
+                   "bf16", "--max-micro-batch", "8", "--top", "1"]
+        start = time.perf_counter()
+        try:
+            result = subprocess.run(command, capture_output=True, text=True,
+                                    timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            print("| %g B | %d | %d | > %.0f s | | |" % (billions, gpus, batch,
+                                                        args.timeout),
+                  flush=True)
+            continue
+        seconds = time.perf_counter() - start
+        if result.returncode != 0:
+            sys.exit("megatron_table.py: %s failed:\n%s" %
+                     (" ".join(command), result.stderr))
+        first = result.stdout.splitlines()[0] if result.stdout else ""
+        compiled = re.search(r"(\d+) memory plans? compiled", first)
+        chosen = re.search(r"^wrote plan.json \((.*)\)$|^\s*1\s+(\S.*?)\s{2,}",
+                           result.stdout, re.M)
+        print("| %g B | %d | %d | %.1f s | %s | %s |" % (
+            billions, gpus, batch, seconds,
+            compiled.group(1) if compiled else "?",
+            (chosen.group(1) or chosen.group(2)) if chosen else "?"),
+            flush=True)
 
 
 if __name__ == "__main__":
