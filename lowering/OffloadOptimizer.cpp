@@ -313,7 +313,7 @@ struct OffloadOptimizerPass
                     "same step; --rt-offload-optimizer stages a shard's "
                     "packs before its update only";
     SmallVector<Unit> units = cut(updates, moments, shards, packs);
-    stage(function, units);
+    stageByRegion(function, units);
     for (KernelOp update : updates)
       update.erase();
     for (KernelOp pack : packs)
@@ -477,9 +477,45 @@ struct OffloadOptimizerPass
   /// flight. A pack (a shard's flat_pack) is a unit without write-back:
   /// its staging is free once packed, and its reads run ahead of the
   /// all-gather's packing as an update's run ahead of the update.
-  void stage(func::FuncOp function, MutableArrayRef<Unit> units) {
+  /// stage() for each run of units on one side of the micro-batch loop's
+  /// edges (before it, in it, after it): a transfer the loop's code starts
+  /// it also waits for, in the same run (--rt-microbatch-loop).
+  void stageByRegion(func::FuncOp function, MutableArrayRef<Unit> units) {
     Block &body = function.getBody().front();
+    Operation *loopBegin = nullptr, *loopEnd = nullptr;
+    for (Operation &op : body) {
+      if (isa<rt::MicrobatchLoopBeginOp>(op))
+        loopBegin = &op;
+      if (isa<rt::MicrobatchLoopEndOp>(op))
+        loopEnd = &op;
+    }
+    // 0: before the loop (or no loop), 1: in it, 2: after it.
+    auto regionOf = [&](Operation *op) {
+      if (!loopBegin || op->isBeforeInBlock(loopBegin))
+        return 0;
+      return op->isBeforeInBlock(loopEnd) ? 1 : 2;
+    };
+    Operation *starts[3] = {&body.front(),
+                            loopBegin ? loopBegin->getNextNode() : nullptr,
+                            loopEnd ? loopEnd->getNextNode() : nullptr};
+    Operation *ends[3] = {loopBegin ? loopBegin : body.getTerminator(),
+                          loopEnd, body.getTerminator()};
     flat.clear();
+    for (size_t first = 0; first < units.size();) {
+      int region = regionOf(units[first].update);
+      size_t last = first + 1;
+      while (last < units.size() && regionOf(units[last].update) == region)
+        ++last;
+      stage(function, units.slice(first, last - first), starts[region],
+            ends[region]);
+      first = last;
+    }
+  }
+
+  /// The transfers of `units`, all between `start` and `end`: reads start
+  /// at `start` at the earliest, write-backs are waited for by `end`.
+  void stage(func::FuncOp function, MutableArrayRef<Unit> units,
+             Operation *start, Operation *end) {
     std::deque<Unit *> pending; // written back, not yet waited for
     int64_t stagedBytes = 0;
     size_t ahead = 0;      // the unit before whose update reads start
@@ -488,6 +524,8 @@ struct OffloadOptimizerPass
     for (size_t i = 0; i < units.size(); ++i) {
       Unit &unit = units[i];
       Operation *at = firstReadPoint(unit.update);
+      if (at->isBeforeInBlock(start))
+        at = start;
       if (i > 0) {
         aheadBytes += units[i - 1].bytes;
         while (ahead + 1 < i && aheadBytes + unit.bytes > bufferBytes / 2) {
@@ -531,7 +569,6 @@ struct OffloadOptimizerPass
       build(function, unit, at);
       stagedBytes += unit.bytes;
     }
-    Operation *end = body.getTerminator();
     for (Unit &unit : units)
       if (!unit.writeWaited)
         for (rt::WaitOp wait : unit.writeWaits)
