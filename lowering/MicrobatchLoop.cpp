@@ -119,10 +119,6 @@ private:
     Operation *op = value.getDefiningOp();
     return op && inFirst(op);
   }
-  bool inSecond(Value value) const {
-    Operation *op = value.getDefiningOp();
-    return op && inSecond(op);
-  }
 
   func::FuncOp function;
   int64_t count;
