@@ -1,19 +1,27 @@
-//===- MicrobatchLoop.cpp - one copy of the middle micro-batches' code ----===//
+//===- MicrobatchLoop.cpp - one copy of the steady state's code -----------===//
 //
-// --rt-microbatch-loop: a step built with `microbatch-loop` holds the code
-// of micro-batches 0, 1, 2 and k-1 (--xfmr-train-step). This pass checks
-// that micro-batch 2's code is micro-batch 1's (the same ops, reading the
-// same buffers, micro-batch 1's results where 1 read micro-batch 0's),
-// deletes it, makes micro-batch 1's code read and write the buffers it
-// carries from one micro-batch to the next in place, and brackets it with
-// rt.microbatch_loop_begin / _end: the runtime runs it for micro-batches 1
-// to k-2. The step's size and compile time then no longer grow with k.
+// --rt-microbatch-loop: a step built with `microbatch-loop` holds the
+// micro-batches its loop needs (--xfmr-train-step,
+// scheduling/MicrobatchLoop.h): a prefix, the body, a copy of the body
+// `stride` micro-batches later, and the tail. Without a pipeline the body
+// is micro-batch 1 (the step holds 0, 1, 2 and k-1); a pipeline stage's
+// body is one period of its schedule's steady state, and
+// dist.microbatch_loop_anchors (--dist-pipeline) names the forwards where
+// body, copy and tail start. This pass checks that the copy's code is the
+// body's (the same ops, reading the same buffers, the body's results where
+// the body read earlier ones, rows `stride` micro-batches later), deletes
+// it, makes the body read and write the buffers it carries from one run to
+// the next in place, and brackets it with rt.microbatch_loop_begin / _end:
+// the runtime runs it `count` times. The step's size and compile time then
+// no longer grow with the micro-batch count.
 //
-// Why matching the code is enough: micro-batch 2's code is correct after
-// micro-batch 1's (the compiled step is); if it is the same instructions on
-// the same buffers, running those instructions once more after themselves
-// is correct again, for any number of runs, the inputs aside (the runtime
-// copies micro-batch i's rows into micro-batch 1's slice).
+// Why matching the code is enough: the copy's code is correct after the
+// body's (the compiled step is); if it is the same instructions on the
+// same buffers, running those instructions once more after themselves is
+// correct again, for any number of runs, the inputs aside (the runtime
+// copies each run's rows into the body's slices). That the runs are the
+// schedule's periods, and the tail its last micro-batches, the layout
+// checked against the whole schedule.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,7 +52,7 @@ namespace {
 /// The micro-batch whose rows of a step input (an argument with rt.role
 /// "tokens" or "targets") `op` views, or -1.
 int64_t sliceMicroBatch(Operation *op) {
-  auto subview = dyn_cast<memref::SubViewOp>(op);
+  auto subview = dyn_cast_or_null<memref::SubViewOp>(op);
   if (!subview)
     return -1;
   auto source = dyn_cast<BlockArgument>(subview.getSource());
@@ -88,8 +96,8 @@ bool isElementwiseInPlace(Operation *op) {
 /// The micro-batch loop of one function.
 class Reroll {
 public:
-  Reroll(func::FuncOp function, int64_t count)
-      : function(function), count(count) {}
+  Reroll(func::FuncOp function, const pipeline::LoopLayout &layout)
+      : function(function), layout(layout) {}
   LogicalResult run();
 
 private:
@@ -98,6 +106,34 @@ private:
            << "--rt-microbatch-loop: cannot keep one copy of @"
            << function.getSymName() << "'s middle micro-batches: ";
   }
+  /// The compiled micro-batch whose rows `op` views (the step's numbering,
+  /// which the schedule follows), -1 for other ops, -2 for rows the step
+  /// does not build.
+  int64_t compiledSlice(Operation *op) const {
+    int64_t real = sliceMicroBatch(op);
+    if (real < 0)
+      return -1;
+    int compiled = layout.compiledOf(static_cast<int>(real));
+    return compiled < 0 ? -2 : compiled;
+  }
+  /// Whether y views the rows `stride` micro-batches after x's, as x.
+  bool isNextSlice(Value x, Value y) const {
+    auto a = x.getDefiningOp<memref::SubViewOp>();
+    auto b = y.getDefiningOp<memref::SubViewOp>();
+    int64_t first = compiledSlice(a), second = compiledSlice(b);
+    return a && b && first >= 0 && second >= 0 && first < layout.split &&
+           second == first + layout.stride &&
+           a.getSource() == b.getSource() &&
+           a.getStaticSizes() == b.getStaticSizes() && isWholeRows(a) &&
+           isWholeRows(b);
+  }
+  FailureOr<size_t> anchorPosition(StringRef anchor, StringRef what);
+  /// Whether x and y, both written before the body, hold the same values:
+  /// each a buffer that one kernel alone writes, the same kernel on the
+  /// same inputs (a tensor-parallel bias scaled once per micro-batch, which
+  /// a pipeline stage computes up front). The body may then read x on
+  /// every run.
+  bool isSameValueBefore(Value x, Value y) const;
   LogicalResult findBlocks();
   LogicalResult match();
   LogicalResult matchOp(Operation *first, Operation *second);
@@ -121,12 +157,11 @@ private:
   }
 
   func::FuncOp function;
-  int64_t count;
+  const pipeline::LoopLayout &layout;
   SmallVector<Operation *> ops;
   DenseMap<Operation *, size_t> position;
-  /// Where micro-batches 1, 2 and 3 (k-1) start: the first op that views
-  /// their rows. The loop's code is [begin[0], begin[1]), the copy it must
-  /// match [begin[1], begin[2]).
+  /// Where the body, its copy and the tail start. The loop's code is
+  /// [begin[0], begin[1]), the copy it must match [begin[1], begin[2]).
   size_t begin[3] = {0, 0, 0};
   /// Micro-batch 2's values for micro-batch 1's.
   IRMapping secondOf;
@@ -134,9 +169,79 @@ private:
   /// written before it, where micro-batch 2's reads y, written by micro-
   /// batch 1's code. In order of discovery.
   llvm::MapVector<Value, Value> carried;
-  /// Micro-batch 1's views of its rows.
-  SmallVector<Value> slices;
+  /// The body's views of its rows (its own, and earlier ones it reads).
+  SetVector<Value> slices;
 };
+
+bool Reroll::isSameValueBefore(Value x, Value y) const {
+  auto writerOf = [&](Value buffer) -> KernelOp {
+    if (!buffer.getDefiningOp<memref::AllocOp>())
+      return {};
+    KernelOp writer;
+    for (OpOperand &use : buffer.getUses()) {
+      auto kernel = dyn_cast<KernelOp>(use.getOwner());
+      if (!kernel)
+        continue;
+      if (use.getOperandNumber() >= kernel.getInputs().size()) {
+        if (writer)
+          return {};
+        writer = kernel;
+      }
+    }
+    return writer;
+  };
+  KernelOp a = writerOf(x), b = writerOf(y);
+  auto before = [&](Operation *op) {
+    auto it = position.find(op);
+    return it != position.end() && it->second < begin[0];
+  };
+  if (!a || !b || !before(a) || !before(b) || a.getOutputs().size() != 1 ||
+      b.getOutputs().size() != 1 || x.getType() != y.getType() ||
+      a->getAttrDictionary() != b->getAttrDictionary() ||
+      a.getInputs().size() != b.getInputs().size())
+    return false;
+  // Inputs that nothing writes but the function's caller (its arguments),
+  // or computed alike from them (a bf16 copy, then scaled).
+  for (auto [p, q] : llvm::zip(a.getInputs(), b.getInputs()))
+    if (!(p == q && isa<BlockArgument>(p)) && !isSameValueBefore(p, q))
+      return false;
+  return true;
+}
+
+FailureOr<size_t> Reroll::anchorPosition(StringRef anchor, StringRef what) {
+  std::optional<size_t> found;
+  int64_t rows = -1;
+  if (anchor.consume_front("rows ") && anchor.getAsInteger(10, rows))
+    rows = -1;
+  for (auto [index, op] : llvm::enumerate(ops)) {
+    bool matches;
+    if (rows >= 0) {
+      matches = compiledSlice(op) == rows;
+    } else {
+      auto label = op->getAttrOfType<StringAttr>("label");
+      matches = isa<rt::RecvOp>(op) && label &&
+                label.getValue().starts_with((anchor + " ").str());
+    }
+    if (matches) {
+      found = index;
+      break;
+    }
+  }
+  if (!found) {
+    InFlightDiagnostic diag = fail() << "its loop's " << what << " starts at ";
+    if (rows >= 0)
+      diag << "the first op viewing micro-batch " << rows << "'s rows";
+    else
+      diag << "the receive of '" << anchor << "'";
+    diag << ", which the function does not hold";
+    return failure();
+  }
+  // The buffers an action writes first are allocated right before it.
+  size_t at = *found;
+  while (at > 0 && isa<memref::AllocOp>(ops[at - 1]))
+    --at;
+  return at;
+}
 
 LogicalResult Reroll::findBlocks() {
   Block &body = function.getBody().front();
@@ -144,31 +249,32 @@ LogicalResult Reroll::findBlocks() {
     position[&op] = ops.size();
     ops.push_back(&op);
   }
-  size_t none = ops.size();
-  size_t first[4] = {none, none, none, none};
-  for (auto [index, op] : llvm::enumerate(ops)) {
-    int64_t micro = sliceMicroBatch(op);
-    // The step built micro-batches 0, 1, 2 and k-1 (--xfmr-train-step
-    // microbatch-loop): k-1 is the fourth.
-    int64_t slot = micro <= 2 ? micro : micro == count + 1 ? 3 : -1;
-    if (micro >= 0 && slot < 0)
-      return fail() << "it views micro-batch " << micro
-                    << "'s rows, but a loop over " << count
-                    << " micro-batches builds micro-batches 0, 1, 2 and "
-                    << count + 1 << " only";
-    if (slot >= 0)
-      first[slot] = std::min(first[slot], index);
+  // Without a pipeline the body is micro-batch 1, its copy 2, the tail 3
+  // (the step's k-1); a pipeline stage names its own.
+  SmallVector<std::string, 3> anchors = {"rows 1", "rows 2", "rows 3"};
+  if (auto named = function->getAttrOfType<ArrayAttr>(
+          "dist.microbatch_loop_anchors")) {
+    anchors.clear();
+    for (Attribute anchor : named)
+      anchors.push_back(cast<StringAttr>(anchor).getValue().str());
+  } else if (layout.stride != 1) {
+    return fail() << "a loop of stride " << layout.stride
+                  << " needs dist.microbatch_loop_anchors (--dist-pipeline)";
   }
-  for (int slot = 0; slot < 4; ++slot)
-    if (first[slot] == none || (slot > 0 && first[slot] <= first[slot - 1]))
-      return fail() << "the rows of micro-batches 0, 1, 2 and " << count + 1
-                    << " are not first read in that order";
-  begin[0] = first[1];
-  begin[1] = first[2];
-  begin[2] = first[3];
+  const char *what[3] = {"body", "copy", "tail"};
+  for (int i = 0; i < 3; ++i) {
+    FailureOr<size_t> at = anchorPosition(anchors[i], what[i]);
+    if (failed(at))
+      return failure();
+    begin[i] = *at;
+  }
+  if (!(begin[0] < begin[1] && begin[1] < begin[2]))
+    return fail() << "its loop's body, copy and tail do not start in that "
+                     "order (ops #"
+                  << begin[0] << ", #" << begin[1] << ", #" << begin[2] << ")";
   if (begin[1] - begin[0] != begin[2] - begin[1])
-    return fail() << "micro-batch 1's code has " << begin[1] - begin[0]
-                  << " ops and micro-batch 2's " << begin[2] - begin[1];
+    return fail() << "the body has " << begin[1] - begin[0]
+                  << " ops and its copy " << begin[2] - begin[1];
   return success();
 }
 
@@ -184,6 +290,14 @@ LogicalResult Reroll::matchOperand(Operation *first, Value x, Value y) {
   }
   if (x == y)
     return success(); // Written before both: the same for every run.
+  if (isSameValueBefore(x, y))
+    return success(); // Computed twice before the body, alike.
+  if (isNextSlice(x, y)) {
+    // Rows viewed before the body (a backward reading its forward's):
+    // the runtime refills them for each run as the body's own.
+    slices.insert(x);
+    return success();
+  }
   if (inFirst(y)) {
     // Handed on: x was written before the loop, y by micro-batch 1.
     auto [it, inserted] = carried.insert({x, y});
@@ -192,10 +306,16 @@ LogicalResult Reroll::matchOperand(Operation *first, Value x, Value y) {
                        "reads two";
     return success();
   }
+  auto defined = [&](Value value) -> std::string {
+    Operation *def = value.getDefiningOp();
+    return def ? "op #" + std::to_string(position.lookup(def))
+               : std::string("an argument");
+  };
   return fail() << "micro-batch 2 reads a value written before micro-batch "
                    "1 that micro-batch 1 does not, at "
                 << first->getName() << " (op #" << position.lookup(first)
-                << ")";
+                << ": micro-batch 1 reads " << defined(x)
+                << ", micro-batch 2 " << defined(y) << ")";
 }
 
 LogicalResult Reroll::matchOp(Operation *first, Operation *second) {
@@ -209,20 +329,13 @@ LogicalResult Reroll::matchOp(Operation *first, Operation *second) {
       first->getNumResults() != second->getNumResults() ||
       first->getNumRegions() != 0 || second->getNumRegions() != 0)
     return where() << "another kind of op";
-  int64_t firstSlice = sliceMicroBatch(first);
-  int64_t secondSlice = sliceMicroBatch(second);
-  if (firstSlice >= 0 || secondSlice >= 0) {
-    // Micro-batch 1's and 2's views of their rows: the same but for the
-    // rows.
-    auto a = cast<memref::SubViewOp>(first);
-    auto b = dyn_cast<memref::SubViewOp>(second);
-    if (firstSlice != 1 || secondSlice != 2 || !b ||
-        a.getSource() != b.getSource() ||
-        a.getStaticSizes() != b.getStaticSizes() || !isWholeRows(a) ||
-        !isWholeRows(b))
+  if (compiledSlice(first) != -1 || compiledSlice(second) != -1) {
+    // The body's and the copy's views of their rows: the same but for the
+    // rows, `stride` micro-batches apart.
+    if (!isNextSlice(first->getResult(0), second->getResult(0)))
       return where() << "views other rows of the step's inputs";
-    slices.push_back(a.getResult());
-    secondOf.map(a.getResult(), b.getResult());
+    slices.insert(first->getResult(0));
+    secondOf.map(first->getResult(0), second->getResult(0));
     return success();
   }
   // Labels name a collective in traces and errors ("partial sum 7 over
@@ -361,44 +474,53 @@ void Reroll::rewrite() {
     if (op == lastOp)
       break;
   }
+  // Refilled in row order: a slice's next rows may be a later slice's
+  // (with a pipeline's stride), which must be read before it is refilled.
+  SmallVector<Value> refilled = slices.takeVector();
+  llvm::stable_sort(refilled, [](Value a, Value b) {
+    return a.getDefiningOp<memref::SubViewOp>().getStaticOffsets()[0] <
+           b.getDefiningOp<memref::SubViewOp>().getStaticOffsets()[0];
+  });
   OpBuilder builder(firstOp);
   auto loopBegin = rt::MicrobatchLoopBeginOp::create(
-      builder, firstOp->getLoc(), count, slices);
-  // The views of micro-batch 1's rows come first: the loop's begin names
-  // them, and views are not instructions.
-  for (Value slice : slices)
-    slice.getDefiningOp()->moveBefore(loopBegin);
+      builder, firstOp->getLoc(), layout.runs, layout.stride, refilled);
+  // The views of the body's rows come first: the loop's begin names them,
+  // and views are not instructions.
+  for (Value slice : refilled)
+    if (slice.getDefiningOp()->getBlock() == &body &&
+        loopBegin->isBeforeInBlock(slice.getDefiningOp()))
+      slice.getDefiningOp()->moveBefore(loopBegin);
   builder.setInsertionPointAfter(lastOp);
   rt::MicrobatchLoopEndOp::create(builder, lastOp->getLoc(),
                                   live.getArrayRef());
 }
 
 LogicalResult Reroll::run() {
+  if (layout.stride < 1 || layout.runs < 2 || layout.split < 1 ||
+      layout.split > layout.compiled ||
+      layout.compiled > layout.microbatches ||
+      layout.microbatches !=
+          layout.compiled + (layout.runs - 2) * layout.stride)
+    return fail() << "its step records a loop of " << layout.runs
+                  << " runs of " << layout.stride << " micro-batches with "
+                  << layout.compiled << " of " << layout.microbatches
+                  << " compiled (tail from " << layout.split
+                  << "), which is not one (--xfmr-train-step builds the "
+                     "step and records its loop)";
   if (failed(findBlocks()) || failed(match()))
     return failure();
   rewrite();
   return success();
 }
 
-/// The loop count a step asks for (xfmr.train_step's or xfmr.eval_step's
-/// microbatch_loop), or 0.
-int64_t loopCount(func::FuncOp function) {
-  for (StringRef name : {xfmr::XfmrDialect::kTrainStepAttrName,
-                         xfmr::XfmrDialect::kEvalStepAttrName})
-    if (auto entry = function->getAttrOfType<DictionaryAttr>(name))
-      if (auto count = entry.getAs<IntegerAttr>(kMicrobatchLoopKey))
-        return count.getInt();
-  return 0;
-}
-
 struct MicrobatchLoopPass
     : impl::MicrobatchLoopPassBase<MicrobatchLoopPass> {
   void runOnOperation() override {
     for (auto function : getOperation().getOps<func::FuncOp>()) {
-      int64_t count = loopCount(function);
-      if (count <= 0 || function.isExternal())
+      std::optional<pipeline::LoopLayout> layout = recordedLoop(function);
+      if (!layout || function.isExternal())
         continue;
-      if (failed(Reroll(function, count).run()))
+      if (failed(Reroll(function, *layout).run()))
         return signalPassFailure();
     }
   }

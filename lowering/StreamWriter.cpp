@@ -317,7 +317,7 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
   // The micro-batch loop: its first instruction, then its end and slices.
   std::optional<uint32_t> loopBegin;
   flatbuffers::Offset<ptp::MicrobatchLoop> loop;
-  int64_t loopCount = 0;
+  int64_t loopCount = 0, loopStride = 1;
   std::vector<uint32_t> loopSlices;
 
   for (Operation &op : function.getBody().front()) {
@@ -330,6 +330,7 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
         return failure();
       loopBegin = instructions.size();
       loopCount = begin.getCount();
+      loopStride = begin.getStride();
       loopSlices = std::move(*slices);
       continue;
     }
@@ -337,7 +338,7 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
       // The rt verifier has checked that the begin came first.
       loop = ptp::CreateMicrobatchLoopDirect(
           fbb, *loopBegin, static_cast<uint32_t>(instructions.size()),
-          loopCount, &loopSlices);
+          loopCount, &loopSlices, loopStride);
       continue;
     }
     if (op.getNumResults() == 1 &&

@@ -81,11 +81,15 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   step.weightDecay = options.weightDecay;
   step.withEval = options.optimizer == "adamw";
   step.withLogits = options.logits;
-  // The micro-batch as a loop: one copy of the middle micro-batches' code
-  // (--rt-microbatch-loop, after the lowering). Pipelines still unroll
-  // every micro-batch.
-  step.loop = !options.unrollMicrobatches &&
-              (!plan || plan->mesh.pp == 1);
+  // The micro-batch as a loop: one copy of the steady state's code
+  // (--rt-microbatch-loop, after the lowering), which follows the
+  // pipeline's schedule when there is one (GPipe does not loop).
+  step.loop = !options.unrollMicrobatches;
+  if (plan && plan->mesh.pp > 1) {
+    step.loopStages = plan->mesh.pp;
+    step.loopChunks = plan->pipeline.virtualStages;
+    step.loopSchedule = plan->pipeline.scheduleOrDefault().str();
+  }
   pm.addPass(createTrainStepPass(step));
   // After autodiff, so that the backward ops get the positions too. Context
   // parallelism's attention needs them: a rank's queries and keys are not

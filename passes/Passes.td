@@ -82,11 +82,21 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Micro-batches accumulated per step (gradient accumulation)">,
     Option<"loop", "microbatch-loop", "bool", "false",
-           "With more than 4 micro-batches, build micro-batches 0, 1, 2 and "
-           "k-1 only and record microbatch_loop = k-2 in xfmr.train_step and "
-           "xfmr.eval_step: --rt-microbatch-loop then runs micro-batch 1's "
-           "code for micro-batches 1 to k-2, so that the step's size does not "
-           "grow with k (partition-compile sets it without a pipeline)">,
+           "Build only the micro-batches the loop needs (without a pipeline "
+           "and more than 4 micro-batches: 0, 1, 2 and k-1) and record the "
+           "loop in xfmr.train_step and xfmr.eval_step (microbatch_loop = "
+           "the body's runs, _stride, _split, _compiled): "
+           "--rt-microbatch-loop then runs the body's code for every middle "
+           "micro-batch, so that the step's size does not grow with k "
+           "(partition-compile sets it unless --unroll-microbatches)">,
+    Option<"loopStages", "loop-stages", "int64_t", "1",
+           "With microbatch-loop: the pipeline's stages (mesh.pp), whose "
+           "schedule the loop follows (a period of pp micro-batches)">,
+    Option<"loopChunks", "loop-chunks", "int64_t", "1",
+           "With microbatch-loop: the pipeline's virtual stages">,
+    Option<"loopSchedule", "loop-schedule", "std::string", "\"1f1b\"",
+           "With microbatch-loop: the pipeline's schedule (gpipe does not "
+           "loop: it keeps every micro-batch in flight)">,
     Option<"beta1", "beta1", "double", "0.9", "AdamW first-moment decay">,
     Option<"beta2", "beta2", "double", "0.95", "AdamW second-moment decay">,
     Option<"epsilon", "epsilon", "double", "1e-8", "AdamW denominator term">,

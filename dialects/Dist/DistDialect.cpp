@@ -480,6 +480,17 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                              << attr.getValue();
     return success();
   }
+  // Where a stage function's micro-batch loop starts, repeats and ends
+  // (--dist-pipeline for --rt-microbatch-loop).
+  if (attr.getName() == "dist.microbatch_loop_anchors") {
+    auto anchors = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!anchors || anchors.size() != 3 ||
+        !llvm::all_of(anchors, [](Attribute a) { return isa<StringAttr>(a); }))
+      return op->emitError() << "'dist.microbatch_loop_anchors' must be "
+                                "three strings, but is "
+                             << attr.getValue();
+    return success();
+  }
   // The stage of a step function after --dist-pipeline (issue 12).
   if (attr.getName() == "dist.pipeline_stage") {
     auto stage = dyn_cast<IntegerAttr>(attr.getValue());

@@ -613,15 +613,18 @@ def Rt_MicrobatchLoopBeginOp : Op<Rt_Dialect, "microbatch_loop_begin"> {
   let summary = "starts the code that runs once per middle micro-batch";
   let description = [{
     The ops from here to the block's `rt.microbatch_loop_end` are one
-    micro-batch's forward and backward pass (micro-batch 1's, as
-    `--rt-microbatch-loop` keeps it); the runtime runs them `count` times in
-    a row, for micro-batches 1 to `count`. `slices` are that micro-batch's
-    rows of the step's inputs (tokens, targets): before run i > 0 the
-    runtime copies into each slice the bytes i times its size past it,
-    micro-batch 1 + i's rows, so that the code reads each micro-batch in
-    turn. Between the two ops nothing else changes from run to run: what a
-    run reads of an earlier one (the accumulated gradients, the running
-    loss) it reads where the earlier run wrote it.
+    period of the step's steady state: without a pipeline one micro-batch's
+    forward and backward pass (micro-batch 1's, as `--rt-microbatch-loop`
+    keeps it), with one a stage's `stride` micro-batches' forwards and
+    backwards in its schedule's order. The runtime runs them `count` times
+    in a row. `slices` are the rows of the step's inputs (tokens, targets)
+    the period reads: before run i > 0 the runtime copies into each slice,
+    in order, the bytes i x `stride` times its size past it (the rows of
+    the micro-batch i x `stride` later), so that the code reads each
+    micro-batch in turn. Between the two ops nothing else changes from run
+    to run: what a run reads of an earlier one (the accumulated gradients,
+    the running loss, the activations of a micro-batch still in flight) it
+    reads where the earlier run wrote it.
 
     Example:
     ```mlir
@@ -634,18 +637,25 @@ def Rt_MicrobatchLoopBeginOp : Op<Rt_Dialect, "microbatch_loop_begin"> {
                                 memref<f32>)
     ```
 
+    With a pipeline (stage 1 of 2, 1F1B, a period of 2 micro-batches):
+    ```mlir
+    rt.microbatch_loop_begin count = 5 stride = 2 slices(%targets2, %targets3
+        : ...)
+    ```
+
     Constraints:
-    - `count` is at least 1;
+    - `count` and `stride` are at least 1;
     - the block holds no other `rt.microbatch_loop_begin`, and an
       `rt.microbatch_loop_end` follows it.
   }];
   let arguments = (ins
     ConfinedAttr<I64Attr, [IntMinValue<1>]>:$count,
-    Arg<Variadic<AnyMemRef>, "the micro-batch's input rows", [MemWrite]>:
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntMinValue<1>]>, "1">:$stride,
+    Arg<Variadic<AnyMemRef>, "the period's input rows", [MemWrite]>:
         $slices);
   let assemblyFormat = [{
-    `count` `=` $count (`slices` `(` $slices^ `:` type($slices) `)`)?
-    attr-dict
+    `count` `=` $count (`stride` `=` $stride^)?
+    (`slices` `(` $slices^ `:` type($slices) `)`)? attr-dict
   }];
   let hasVerifier = 1;
 }

@@ -184,18 +184,15 @@ std::map<int64_t, LayerMemory> analyzeLayerMemory(func::FuncOp step) {
     }
     report[layer].tensorParallelBytes += sent;
   }
-  // Under the micro-batch loop the step holds 4 of its k micro-batches,
-  // alike: the step's figures are k / 4 times theirs.
-  if (auto train = step->getAttrOfType<DictionaryAttr>(
-          xfmr::XfmrDialect::kTrainStepAttrName))
-    if (auto loop = train.getAs<IntegerAttr>(kMicrobatchLoopKey))
+  // Under the micro-batch loop the step holds M0 of its M micro-batches,
+  // alike: the step's figures are M / M0 times theirs.
+  if (step->hasAttr(xfmr::XfmrDialect::kTrainStepAttrName))
+    if (std::optional<pipeline::LoopLayout> loop = recordedLoop(step))
       for (auto &[layer, memory] : report) {
-        memory.activationBytes = memory.activationBytes /
-                                 kLoopCompiledMicroBatches *
-                                 (loop.getInt() + 2);
-        memory.tensorParallelBytes = memory.tensorParallelBytes /
-                                     kLoopCompiledMicroBatches *
-                                     (loop.getInt() + 2);
+        memory.activationBytes =
+            memory.activationBytes / loop->compiled * loop->microbatches;
+        memory.tensorParallelBytes =
+            memory.tensorParallelBytes / loop->compiled * loop->microbatches;
       }
   return report;
 }

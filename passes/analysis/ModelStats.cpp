@@ -74,12 +74,12 @@ FailureOr<ModelStats> computeModelStats(func::FuncOp function) {
       xfmr::XfmrDialect::kTrainStepAttrName);
   std::optional<int64_t> perStep =
       trainStep ? flops : llvm::checkedMul(*flops, int64_t(3));
-  // Under the micro-batch loop the step holds 4 of its k micro-batches,
+  // Under the micro-batch loop the step holds M0 of its M micro-batches,
   // alike: every matmul is one of theirs.
   if (trainStep && perStep)
-    if (auto loop = trainStep.getAs<IntegerAttr>(kMicrobatchLoopKey))
-      perStep = llvm::checkedMul(*perStep / kLoopCompiledMicroBatches,
-                                 loop.getInt() + 2);
+    if (std::optional<pipeline::LoopLayout> loop = recordedLoop(function))
+      perStep = llvm::checkedMul(*perStep / loop->compiled,
+                                 int64_t(loop->microbatches));
   if (!perStep)
     return function.emitError()
            << "the matmul FLOPs of a training step (3 x " << *flops

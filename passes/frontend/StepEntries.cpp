@@ -3,6 +3,7 @@
 #include "passes/frontend/StepEntries.h"
 
 #include "dialects/Xfmr/XfmrOps.h"
+#include "passes/plan/Plan.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
@@ -134,10 +135,67 @@ StepTokens stepTokensOf(func::FuncOp forward,
               microTokens.getElementType())};
 }
 
-SmallVector<int64_t> compiledMicroBatches(int64_t microbatches, bool loop) {
-  if (loop && microbatches > kLoopCompiledMicroBatches)
-    return {0, 1, 2, microbatches - 1};
-  return llvm::to_vector(llvm::seq<int64_t>(0, microbatches));
+std::optional<pipeline::LoopLayout>
+stepLoopLayout(int64_t microbatches, const LoopShape &shape, bool forwardOnly) {
+  std::optional<pipeline::ScheduleKind> kind =
+      pipeline::parseScheduleKind(shape.schedule);
+  if (!kind || microbatches > Plan::Pipeline::kMaxMicrobatches)
+    return std::nullopt;
+  pipeline::ScheduleConfig config;
+  config.kind = *kind;
+  config.stages = static_cast<int>(shape.stages);
+  config.chunks = static_cast<int>(shape.chunks);
+  config.microbatches = static_cast<int>(microbatches);
+  return pipeline::microbatchLoopLayout(config, forwardOnly);
+}
+
+SmallVector<int64_t>
+compiledMicroBatches(int64_t microbatches,
+                     const std::optional<pipeline::LoopLayout> &layout) {
+  if (!layout)
+    return llvm::to_vector(llvm::seq<int64_t>(0, microbatches));
+  SmallVector<int64_t> out;
+  for (int real : layout->compiledMicrobatches())
+    out.push_back(real);
+  return out;
+}
+
+SmallVector<NamedAttribute> loopEntries(Builder &builder,
+                                        const pipeline::LoopLayout &layout) {
+  return {builder.getNamedAttr(kMicrobatchLoopKey,
+                               builder.getI64IntegerAttr(layout.runs)),
+          builder.getNamedAttr(kMicrobatchLoopStrideKey,
+                               builder.getI64IntegerAttr(layout.stride)),
+          builder.getNamedAttr(kMicrobatchLoopSplitKey,
+                               builder.getI64IntegerAttr(layout.split)),
+          builder.getNamedAttr(kMicrobatchLoopCompiledKey,
+                               builder.getI64IntegerAttr(layout.compiled))};
+}
+
+std::optional<pipeline::LoopLayout> recordedLoop(Operation *function) {
+  for (StringRef name : {XfmrDialect::kTrainStepAttrName,
+                         XfmrDialect::kEvalStepAttrName}) {
+    auto entry = function->getAttrOfType<DictionaryAttr>(name);
+    if (!entry)
+      continue;
+    auto runs = entry.getAs<IntegerAttr>(kMicrobatchLoopKey);
+    auto microbatches = entry.getAs<IntegerAttr>("microbatches");
+    if (!runs || !microbatches)
+      return std::nullopt;
+    auto number = [&](StringRef key, int64_t otherwise) {
+      auto value = entry.getAs<IntegerAttr>(key);
+      return value ? value.getInt() : otherwise;
+    };
+    pipeline::LoopLayout layout;
+    layout.runs = static_cast<int>(runs.getInt());
+    layout.microbatches = static_cast<int>(microbatches.getInt());
+    // A step recorded before the pipeline loop: micro-batches 0, 1, 2, k-1.
+    layout.stride = static_cast<int>(number(kMicrobatchLoopStrideKey, 1));
+    layout.split = static_cast<int>(number(kMicrobatchLoopSplitKey, 3));
+    layout.compiled = static_cast<int>(number(kMicrobatchLoopCompiledKey, 4));
+    return layout;
+  }
+  return std::nullopt;
 }
 
 Value sliceBatch(OpBuilder &builder, Location loc, Value tokens,
@@ -180,7 +238,8 @@ static IRMapping microBatchArguments(OpBuilder &builder, func::FuncOp forward,
 /// training step's micro-batches and their mean loss, without gradients.
 LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
                             const ForwardSignature &signature,
-                            int64_t microbatches, bool loop) {
+                            int64_t microbatches,
+                            const std::optional<pipeline::LoopLayout> &layout) {
   if (SymbolTable::lookupSymbolIn(module, kEvalStepName))
     return forward.emitError() << "symbol @" << kEvalStepName
                                << " already exists; the evaluation step "
@@ -200,12 +259,11 @@ LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
   auto eval = func::FuncOp::create(
       builder, loc, kEvalStepName,
       builder.getFunctionType(argTypes, {scalarF32}));
-  SmallVector<int64_t> micros = compiledMicroBatches(microbatches, loop);
+  SmallVector<int64_t> micros = compiledMicroBatches(microbatches, layout);
   SmallVector<NamedAttribute> entry{builder.getNamedAttr(
       "microbatches", builder.getI64IntegerAttr(microbatches))};
-  if (static_cast<int64_t>(micros.size()) < microbatches)
-    entry.push_back(builder.getNamedAttr(
-        kMicrobatchLoopKey, builder.getI64IntegerAttr(microbatches - 2)));
+  if (layout)
+    entry.append(loopEntries(builder, *layout));
   markEvaluationEntry(builder, forward, signature, eval, entry);
   for (auto [index, arg] :
        {std::pair<unsigned, unsigned>{numParams, signature.tokensArg},

@@ -12,10 +12,15 @@
 #ifndef PARTITION_PASSES_FRONTEND_STEPENTRIES_H
 #define PARTITION_PASSES_FRONTEND_STEPENTRIES_H
 
+#include "scheduling/MicrobatchLoop.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
 
 namespace partition {
 
@@ -44,16 +49,45 @@ StepTokens stepTokensOf(mlir::func::FuncOp forward,
                         const ForwardSignature &signature,
                         int64_t microbatches);
 
-/// The micro-batches a step with `microbatches` of them builds: all, or
-/// under the micro-batch loop (more than kLoopCompiledMicroBatches of
-/// them) micro-batches 0, 1, 2 and k-1, micro-batch 1's code standing for
-/// 1..k-2 (--rt-microbatch-loop), 2 being there to show that it can.
-constexpr int64_t kLoopCompiledMicroBatches = 4;
-llvm::SmallVector<int64_t> compiledMicroBatches(int64_t microbatches,
-                                                bool loop);
-/// The key of xfmr.train_step and xfmr.eval_step that records the loop:
-/// how many micro-batches micro-batch 1's code runs for (k-2).
+/// The micro-batch loop (docs/compiler.md, scheduling/MicrobatchLoop.h):
+/// the shape of the pipeline whose schedule the step follows (one stage
+/// without a pipeline).
+struct LoopShape {
+  int64_t stages = 1, chunks = 1;
+  std::string schedule = "1f1b";
+};
+
+/// How a step of `microbatches` loops under `shape` (the training step's
+/// schedule, or with `forwardOnly` the evaluation step's forwards), or
+/// nullopt when it does not.
+std::optional<pipeline::LoopLayout>
+stepLoopLayout(int64_t microbatches, const LoopShape &shape, bool forwardOnly);
+
+/// The real micro-batches a step builds, in order: all of them, or under
+/// the loop those of the prefix, the body, its copy and the tail.
+llvm::SmallVector<int64_t>
+compiledMicroBatches(int64_t microbatches,
+                     const std::optional<pipeline::LoopLayout> &layout);
+
+/// The keys of xfmr.train_step and xfmr.eval_step that record the loop:
+/// how many times the runtime runs its body (R), how many micro-batches a
+/// run advances, the first compiled micro-batch of the tail's numbering
+/// and how many the step holds (scheduling/MicrobatchLoop.h).
 constexpr llvm::StringLiteral kMicrobatchLoopKey = "microbatch_loop";
+constexpr llvm::StringLiteral kMicrobatchLoopStrideKey =
+    "microbatch_loop_stride";
+constexpr llvm::StringLiteral kMicrobatchLoopSplitKey = "microbatch_loop_split";
+constexpr llvm::StringLiteral kMicrobatchLoopCompiledKey =
+    "microbatch_loop_compiled";
+
+/// The entries recording `layout` in a step's dictionary.
+llvm::SmallVector<mlir::NamedAttribute>
+loopEntries(mlir::Builder &builder, const pipeline::LoopLayout &layout);
+
+/// The loop a step function's xfmr.train_step or xfmr.eval_step records
+/// (its numbers: stride, split, compiled, microbatches, runs; no per-stage
+/// bounds), or nullopt.
+std::optional<pipeline::LoopLayout> recordedLoop(mlir::Operation *function);
 
 /// The micro-batch `index` of a [k*b, T] token tensor (the tensor itself
 /// when k = 1).
@@ -66,7 +100,8 @@ mlir::Value sliceBatch(mlir::OpBuilder &builder, mlir::Location loc,
 mlir::LogicalResult buildEvalStep(mlir::ModuleOp module,
                                   mlir::func::FuncOp forward,
                                   const ForwardSignature &signature,
-                                  int64_t microbatches, bool loop);
+                                  int64_t microbatches,
+                                  const std::optional<pipeline::LoopLayout> &layout);
 
 /// @logits_step(params, tokens) -> the logits of each of the step's
 /// `microbatches` micro-batches, in order (partition-compile --logits).

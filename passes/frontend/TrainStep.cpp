@@ -207,7 +207,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     if (withEval) {
       FailureOr<ForwardSignature> signature = analyzeForward(forward);
       if (failed(signature) || failed(buildEvalStep(getOperation(), forward, *signature,
-                                                  microbatches, loop)))
+                                                  microbatches, evalLayout())))
         return signalPassFailure();
     }
     if (withLogits) {
@@ -228,7 +228,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
              << "microbatches must be between 1 and "
              << Plan::Pipeline::kMaxMicrobatches << ", but is "
              << microbatches.getValue();
-    int64_t copies = compiledMicroBatches(microbatches, loop).size();
+    int64_t copies = compiledMicroBatches(microbatches, trainLayout()).size();
     if (auto model =
             forward->getAttrOfType<DictionaryAttr>(XfmrDialect::kModelAttrName))
       if (auto layers = model.getAs<IntegerAttr>("layers");
@@ -412,8 +412,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   }
 
   /// The forward and backward passes of every micro-batch of the step (of
-  /// micro-batches 0, 1, 2 and k-1 only under the micro-batch loop, which
-  /// runs micro-batch 1's code for 1..k-2), built at `builder`'s insertion
+  /// those the loop needs only under the micro-batch loop, whose body's
+  /// code then runs for the others), built at `builder`'s insertion
   /// point: returns the mean loss, sets `grads` to each trained parameter's
   /// gradient (of that mean) and `routed` to the summed load of the routes
   /// that take each routing bias. Each micro-batch adds its loss and loads
@@ -440,7 +440,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
         DenseElementsAttr::get(scalarF32, builder.getF32FloatAttr(inverseCount)
                                               .getValue()));
     Value meanLoss;
-    for (int64_t micro : compiledMicroBatches(microbatches, loop)) {
+    for (int64_t micro : compiledMicroBatches(microbatches, trainLayout())) {
       IRMapping mapping;
       for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
         mapping.map(forward.getArgument(arg), params[index]);
@@ -560,11 +560,29 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
         builder.getNamedAttr("weight_decay",
                              builder.getF32FloatAttr(weightDecay)),
     };
-    if (static_cast<int64_t>(compiledMicroBatches(microbatches, loop).size()) <
-        microbatches)
-      entries.push_back(builder.getNamedAttr(
-          kMicrobatchLoopKey, builder.getI64IntegerAttr(microbatches - 2)));
+    if (std::optional<pipeline::LoopLayout> layout = trainLayout())
+      entries.append(loopEntries(builder, *layout));
     return builder.getDictionaryAttr(entries);
+  }
+
+  LoopShape loopShape() const {
+    LoopShape shape;
+    shape.stages = loopStages;
+    shape.chunks = loopChunks;
+    shape.schedule = loopSchedule;
+    return shape;
+  }
+  /// The training step's loop (and the evaluation step's), when asked for
+  /// and the micro-batches allow one.
+  std::optional<pipeline::LoopLayout> trainLayout() const {
+    if (!loop)
+      return std::nullopt;
+    return stepLoopLayout(microbatches, loopShape(), /*forwardOnly=*/false);
+  }
+  std::optional<pipeline::LoopLayout> evalLayout() const {
+    if (!loop)
+      return std::nullopt;
+    return stepLoopLayout(microbatches, loopShape(), /*forwardOnly=*/true);
   }
 
 };

@@ -22,7 +22,9 @@
 
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
+#include "passes/frontend/StepEntries.h"
 #include "passes/partition/Layout.h"
+#include "scheduling/MicrobatchLoop.h"
 #include "scheduling/Balance.h"
 #include "passes/pipeline/PipelineInfo.h"
 #include "scheduling/Schedule.h"
@@ -373,12 +375,18 @@ void DistPipelinePass::runOnOperation() {
                             "\" is not one of " + scheduleNames());
   Placement trainPlacement;
   trainPlacement.analysis = analyzeStep(train, layers);
+  // The micro-batches the step holds: all, or under the micro-batch loop
+  // those the loop needs (scheduling/MicrobatchLoop.h), which the schedule
+  // below orders; the loop's body then runs for the others.
   const int microbatches = trainPlacement.analysis.microbatches;
-  if (microbatches != plan.getMicrobatches())
+  std::optional<LoopLayout> recordedTrainLoop = recordedLoop(train);
+  const int stepMicrobatches =
+      recordedTrainLoop ? recordedTrainLoop->microbatches : microbatches;
+  if (stepMicrobatches != plan.getMicrobatches())
     return fail(train, "pipeline.microbatches = " +
                            llvm::Twine(plan.getMicrobatches()) +
                            " but the training step has " +
-                           llvm::Twine(microbatches) +
+                           llvm::Twine(stepMicrobatches) +
                            " micro-batches; give partition-compile "
                            "--microbatches " +
                            llvm::Twine(plan.getMicrobatches()) +
@@ -396,6 +404,61 @@ void DistPipelinePass::runOnOperation() {
   if (!generated)
     return fail(module, generated.error());
   const int chunks = stages * config.chunks;
+  LoopShape loopShape;
+  loopShape.stages = stages;
+  loopShape.chunks = config.chunks;
+  loopShape.schedule = scheduleName.str();
+  // A looped step's layout, checked against this pipeline's: the step
+  // must have been built for it.
+  auto loopOf = [&](func::FuncOp step, const std::optional<LoopLayout> &recorded,
+                    int compiled, bool forwardOnly)
+      -> FailureOr<std::optional<LoopLayout>> {
+    if (!recorded)
+      return std::optional<LoopLayout>();
+    std::optional<LoopLayout> layout =
+        stepLoopLayout(recorded->microbatches, loopShape, forwardOnly);
+    if (!layout || layout->compiled != compiled ||
+        layout->stride != recorded->stride ||
+        layout->split != recorded->split || layout->runs != recorded->runs) {
+      step.emitError() << "dist-pipeline: @" << step.getSymName()
+                       << " was built for another pipeline's micro-batch "
+                          "loop; build it with --xfmr-train-step="
+                          "\"microbatch-loop=true loop-stages="
+                       << stages << " loop-chunks=" << config.chunks
+                       << " loop-schedule=" << scheduleName
+                       << "\" (partition-compile does)";
+      return failure();
+    }
+    return layout;
+  };
+  FailureOr<std::optional<LoopLayout>> trainLoop =
+      loopOf(train, recordedTrainLoop, microbatches, /*forwardOnly=*/false);
+  if (failed(trainLoop))
+    return signalPassFailure();
+  // Where each stage's loop starts, repeats and ends: the forward actions
+  // at its bounds, found in the rt IR by the rows they read (the first
+  // model chunk) or the activations they receive.
+  auto markLoop = [&](func::FuncOp step, const LoopLayout &loop) {
+    for (int s = 0; s < stages; ++s) {
+      auto function = module.lookupSymbol<func::FuncOp>(
+          (step.getSymName() + "_stage" + llvm::Twine(s)).str());
+      if (!function)
+        continue;
+      SmallVector<Attribute> anchors;
+      for (int index : loop.bounds[s]) {
+        const Action &action = loop.actions[s][index];
+        int model = generated->modelChunk(s, action.chunk);
+        std::string anchor =
+            model == 0 ? "rows " + std::to_string(action.microbatch)
+                       : forwardMessagePrefix(action.microbatch,
+                                              (model - 1) / stages,
+                                              config.chunks);
+        anchors.push_back(StringAttr::get(module.getContext(), anchor));
+      }
+      function->setAttr(kMicrobatchLoopAnchorsAttrName,
+                        ArrayAttr::get(module.getContext(), anchors));
+    }
+  };
 
   // The split: the plan's, or balanced by cost.
   std::vector<double> costs;
@@ -430,22 +493,35 @@ void DistPipelinePass::runOnOperation() {
     }
   if (failed(builder.build(train, trainPlacement, trainSlots)))
     return signalPassFailure();
+  if (*trainLoop)
+    markLoop(train, **trainLoop);
 
   for (func::FuncOp eval : evals) {
     Placement evalPlacement;
     evalPlacement.analysis = analyzeStep(eval, layers);
-    // Forwards only: each local chunk's micro-batches in turn.
+    const int evalMicrobatches = evalPlacement.analysis.microbatches;
+    FailureOr<std::optional<LoopLayout>> evalLoop =
+        loopOf(eval, recordedLoop(eval), evalMicrobatches,
+               /*forwardOnly=*/true);
+    if (failed(evalLoop))
+      return signalPassFailure();
+    // Forwards only, in groups of pp micro-batches through each local
+    // chunk in turn (one chunk: the micro-batches in order).
     std::vector<std::vector<SlotKey>> evalSlots(stages);
     for (int s = 0; s < stages; ++s)
-      for (int c = 0; c < config.chunks; ++c)
-        for (int mb = 0; mb < evalPlacement.analysis.microbatches; ++mb)
-          evalSlots[s].push_back(
-              {Phase::Forward, generated->modelChunk(s, c), mb});
+      for (const Action &action :
+           forwardOrder(stages, config.chunks, evalMicrobatches))
+        evalSlots[s].push_back({Phase::Forward,
+                                generated->modelChunk(s, action.chunk),
+                                action.microbatch});
     if (failed(builder.build(eval, evalPlacement, evalSlots)))
       return signalPassFailure();
+    if (*evalLoop)
+      markLoop(eval, **evalLoop);
   }
 
   PipelineInfo info = describePipeline(trainPlacement, split, microbatches);
+  info.microbatches = stepMicrobatches;
   info.schedule = scheduleName.str();
   info.virtualStages = config.chunks;
   info.chunkLayers = *counts;

@@ -7,6 +7,7 @@
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
 #include "passes/analysis/LossGradient.h"
+#include "passes/frontend/StepEntries.h"
 #include "passes/partition/Layout.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -56,8 +57,11 @@ bool recomputed(Operation *op) {
   return op->hasAttr(dist::DistDialect::kRecomputedAttrName);
 }
 
-/// The micro-batch a slice of a batch input selects, or -1 for other ops.
-int sliceMicrobatch(Operation &op, func::FuncOp step, Block &body) {
+/// The micro-batch a slice of a batch input selects, or -1 for other ops:
+/// under the micro-batch loop, its index among the micro-batches the step
+/// builds (scheduling/MicrobatchLoop.h), which the schedule numbers.
+int sliceMicrobatch(Operation &op, func::FuncOp step, Block &body,
+                    const std::optional<LoopLayout> &loop) {
   auto slice = dyn_cast<tensor::ExtractSliceOp>(op);
   if (!slice)
     return -1;
@@ -67,9 +71,11 @@ int sliceMicrobatch(Operation &op, func::FuncOp step, Block &body) {
       !slice.getStaticOffsets().empty() &&
       !ShapedType::isDynamic(slice.getStaticOffsets()[0]) &&
       !ShapedType::isDynamic(slice.getStaticSizes()[0]) &&
-      slice.getStaticSizes()[0] > 0)
-    return static_cast<int>(slice.getStaticOffsets()[0] /
-                            slice.getStaticSizes()[0]);
+      slice.getStaticSizes()[0] > 0) {
+    int real = static_cast<int>(slice.getStaticOffsets()[0] /
+                                slice.getStaticSizes()[0]);
+    return loop ? loop->compiledOf(real) : real;
+  }
   return -1;
 }
 
@@ -95,7 +101,7 @@ public:
   StepAnalyzer(func::FuncOp step, int layers,
                const llvm::DenseSet<Operation *> &optimizer)
       : step(step), body(step.getBody().front()), layers(layers),
-        optimizer(optimizer) {
+        optimizer(optimizer), loop(recordedLoop(step)) {
     analysis.layers = layers;
   }
 
@@ -146,7 +152,7 @@ private:
   /// The micro-batch of `op` (-1: none), recorded for its results.
   int propagateMicrobatch(Operation &op) {
     // A slice of a batch input is one micro-batch.
-    int mb = sliceMicrobatch(op, step, body);
+    int mb = sliceMicrobatch(op, step, body, loop);
     for (Value operand : op.getOperands())
       mb = std::max(mb, microbatchOf.lookup_or(operand, -1));
     for (Value result : op.getResults())
@@ -344,6 +350,8 @@ private:
   StepAnalysis analysis;
   llvm::DenseMap<Operation *, OpRole> &roles = analysis.roles;
   llvm::DenseMap<Value, int> microbatchOf;
+  /// The micro-batch loop the step records, if any.
+  std::optional<LoopLayout> loop;
   // Values computed from the model's data.
   llvm::DenseSet<Value> fromData;
   // Backward ops placed by their gradient operands alone (sums, the

@@ -77,6 +77,14 @@ Operation *createPeerOp(OpBuilder &builder, StringRef name, Location loc,
 
 } // namespace
 
+std::string forwardMessagePrefix(int mb, int senderChunk,
+                                 int chunksPerStage) {
+  std::string out = "F mb" + std::to_string(mb);
+  if (chunksPerStage > 1)
+    out += " chunk" + std::to_string(senderChunk);
+  return out + " activations";
+}
+
 std::string StageBuilder::label(const Placement &placement,
                                 Operation *producer, int from, int to,
                                 func::FuncOp step) const {
@@ -85,12 +93,15 @@ std::string StageBuilder::label(const Placement &placement,
       "stage" + std::to_string(from) + "->" + std::to_string(to);
   // With several chunks per stage, the chunk (on the sending stage) tells
   // apart the messages of one micro-batch.
+  int senderChunk = split.chunkOf(role.position) / stages();
   std::string mb = "mb" + std::to_string(role.microbatch);
   if (split.chunksPerStage > 1)
-    mb += " chunk" + std::to_string(split.chunkOf(role.position) / stages());
+    mb += " chunk" + std::to_string(senderChunk);
   switch (role.phase) {
   case Phase::Forward:
-    return "F " + mb + " activations " + route;
+    return forwardMessagePrefix(role.microbatch, senderChunk,
+                                split.chunksPerStage) +
+           " " + route;
   case Phase::BackwardInput:
   case Phase::BackwardWeight:
     if (placement.replicated.empty() ||

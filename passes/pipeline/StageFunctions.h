@@ -56,6 +56,20 @@ struct Placement {
 /// A phase's short name in messages and labels: F, B, W, optimizer.
 std::string phaseName(Phase phase);
 
+/// How the label of the message carrying micro-batch `mb`'s activations
+/// out of local chunk `senderChunk` of its stage begins ("F mb3
+/// activations", "F mb3 chunk1 activations" with several chunks per
+/// stage); the route follows.
+std::string forwardMessagePrefix(int mb, int senderChunk, int chunksPerStage);
+
+/// The function attribute (three strings) naming where a stage function's
+/// micro-batch loop body, its copy and its tail start
+/// (--rt-microbatch-loop): "rows N" for the first op viewing compiled
+/// micro-batch N's rows of the batch, else the prefix of the label of the
+/// activations received for that forward.
+inline constexpr llvm::StringLiteral kMicrobatchLoopAnchorsAttrName =
+    "dist.microbatch_loop_anchors";
+
 class StageBuilder {
 public:
   StageBuilder(mlir::ModuleOp module, mlir::FlatSymbolRefAttr mesh, llvm::StringRef axis,

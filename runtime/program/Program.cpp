@@ -349,6 +349,7 @@ Function readFunction(const ptp::Function *function, const Program &program,
     decoded.begin = loop->begin();
     decoded.end = loop->end();
     decoded.count = loop->count();
+    decoded.stride = loop->stride();
     if (loop->slices())
       decoded.slices.assign(loop->slices()->begin(), loop->slices()->end());
     decodedFunction.loop = std::move(decoded);

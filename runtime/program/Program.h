@@ -270,6 +270,9 @@ struct MeshAxis {
 struct MicrobatchLoop {
   size_t begin = 0, end = 0;
   int64_t count = 1;
+  /// Micro-batches one run advances: run i reads the rows i x stride
+  /// micro-batches past the slices'.
+  int64_t stride = 1;
   std::vector<uint32_t> slices;
 };
 

@@ -465,13 +465,18 @@ void checkMicrobatchLoop(const Function &function, const Program &program,
   if (loop.count < 1)
     fail(origin, where + " runs " + std::to_string(loop.count) +
                      " times; it must run at least once");
+  if (loop.stride < 1 || loop.stride > (int64_t(1) << 20))
+    fail(origin, where + " advances " + std::to_string(loop.stride) +
+                     " micro-batches per run; it must be between 1 and 2^20");
+  const uint64_t lastRun =
+      static_cast<uint64_t>(loop.count - 1) * static_cast<uint64_t>(loop.stride);
   for (uint32_t slice : loop.slices) {
     if (slice >= program.buffers.size())
       fail(origin, where + " refers to buffer #" + std::to_string(slice) +
                        " of " + std::to_string(program.buffers.size()));
     const BufferInfo &rows = program.buffers[slice];
-    // Run i reads the bytes i times the slice's size past it: the last
-    // run's must still be in the input.
+    // Run i reads the bytes i x stride times the slice's size past it: the
+    // last run's must still be in the input.
     bool inside = false;
     for (const BufferInfo &input : program.buffers)
       if ((input.role == Role::Tokens || input.role == Role::Targets) &&
@@ -479,7 +484,7 @@ void checkMicrobatchLoop(const Function &function, const Program &program,
           rows.offset >= input.offset &&
           rows.offset - input.offset <= input.bytes &&
           (input.offset + input.bytes - rows.offset) / rows.bytes >=
-              static_cast<uint64_t>(loop.count))
+              lastRun + 1)
         inside = true;
     if (!inside)
       fail(origin, where + " reads " + std::to_string(loop.count) +
@@ -487,6 +492,30 @@ void checkMicrobatchLoop(const Function &function, const Program &program,
                        std::to_string(slice) + ", which lies in no tokens or "
                        "targets buffer that holds them");
   }
+  // The runtime refills the slices in order, copying within the input: no
+  // run may read rows that a refill (an earlier slice's in this run, any
+  // slice's in an earlier run) has already overwritten.
+  auto overlaps = [](uint64_t a, uint64_t aBytes, uint64_t b, uint64_t bBytes) {
+    return a < b + bBytes && b < a + aBytes;
+  };
+  for (int64_t run = 1; run < loop.count; ++run)
+    for (size_t i = 0; i < loop.slices.size(); ++i) {
+      const BufferInfo &rows = program.buffers[loop.slices[i]];
+      uint64_t source = rows.offset + static_cast<uint64_t>(run) *
+                                          static_cast<uint64_t>(loop.stride) *
+                                          rows.bytes;
+      for (size_t j = 0; j < loop.slices.size(); ++j) {
+        const BufferInfo &other = program.buffers[loop.slices[j]];
+        bool written = run > 1 || j < i;
+        if (written && other.tier == rows.tier &&
+            overlaps(source, rows.bytes, other.offset, other.bytes))
+          fail(origin, where + " run " + std::to_string(run) +
+                           " reads the rows of buffer #" +
+                           std::to_string(loop.slices[i]) + " from where "
+                           "buffer #" + std::to_string(loop.slices[j]) +
+                           " was already refilled");
+      }
+    }
   for (size_t i = 0; i < size; ++i) {
     const Instruction &wait = function.instructions[i];
     if (!wait.waitFor)

@@ -8,8 +8,8 @@
 namespace partition::ptp {
 
 /// Version of Program.fbs together with the kernel table's order (13: the
-/// micro-batch loop).
-inline constexpr uint32_t kSchemaVersion = 13;
+/// micro-batch loop; 14: its stride, pipelines' loops).
+inline constexpr uint32_t kSchemaVersion = 14;
 
 } // namespace partition::ptp
 

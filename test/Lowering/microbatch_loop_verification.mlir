@@ -12,7 +12,7 @@
 !g = memref<8x4xf32>
 
 // Micro-batch 2 does one more thing than micro-batch 1.
-// expected-error @+1 {{micro-batch 1's code has 3 ops and micro-batch 2's 5}}
+// expected-error @+1 {{the body has 3 ops and its copy 5}}
 func.func @longer(%w: !g {rt.role = "param", rt.name = "w"},
                   %tokens: !rows {rt.role = "tokens"})
     attributes {xfmr.train_step = {microbatches = 4 : i64, microbatch_loop = 2 : i64}} {
@@ -79,7 +79,7 @@ func.func @other_kernel(%w: !g {rt.role = "param", rt.name = "w"},
 
 // Micro-batch 1 reads micro-batch 0's activations, micro-batch 2 another
 // buffer written before micro-batch 1.
-// expected-error @+1 {{micro-batch 2 reads a value written before micro-batch 1 that micro-batch 1 does not, at rt.kernel (op #9)}}
+// expected-error @+1 {{micro-batch 2 reads a value written before micro-batch 1 that micro-batch 1 does not, at rt.kernel (op #9: micro-batch 1 reads op #1, micro-batch 2 op #3)}}
 func.func @reads_older(%w: !g {rt.role = "param", rt.name = "w"},
                        %tokens: !rows {rt.role = "tokens"})
     attributes {xfmr.train_step = {microbatches = 4 : i64, microbatch_loop = 2 : i64}} {
@@ -148,9 +148,8 @@ func.func @reads_other(%w: !g {rt.role = "param", rt.name = "w"},
 !x = memref<4x4x4xf32>
 !g = memref<8x4xf32>
 
-// A loop of 1 run stands for micro-batch 1 of 3: micro-batch 3 is not one
-// of the step's.
-// expected-error @+1 {{it views micro-batch 3's rows, but a loop over 1 micro-batches builds micro-batches 0, 1, 2 and 2 only}}
+// A loop of 1 run over 3 micro-batches: the step would need 4.
+// expected-error @+1 {{its step records a loop of 1 runs of 1 micro-batches with 4 of 3 compiled (tail from 3), which is not one}}
 func.func @wrong_count(%w: !g {rt.role = "param", rt.name = "w"},
                        %tokens: !rows {rt.role = "tokens"})
     attributes {xfmr.train_step = {microbatches = 3 : i64, microbatch_loop = 1 : i64}} {
@@ -173,7 +172,7 @@ func.func @wrong_count(%w: !g {rt.role = "param", rt.name = "w"},
 !g = memref<8x4xf32>
 
 // Micro-batch 2 is missing.
-// expected-error @+1 {{the rows of micro-batches 0, 1, 2 and 3 are not first read in that order}}
+// expected-error @+1 {{its loop's copy starts at the first op viewing micro-batch 2's rows, which the function does not hold}}
 func.func @missing(%w: !g {rt.role = "param", rt.name = "w"},
                    %tokens: !rows {rt.role = "tokens"})
     attributes {xfmr.train_step = {microbatches = 4 : i64, microbatch_loop = 2 : i64}} {
@@ -338,5 +337,68 @@ func.func @no_runs() {
   // expected-error @+1 {{attribute 'count' failed to satisfy constraint}}
   rt.microbatch_loop_begin count = 0
   rt.microbatch_loop_end
+  return
+}
+
+// -----
+
+func.func @no_stride() {
+  // expected-error @+1 {{attribute 'stride' failed to satisfy constraint}}
+  rt.microbatch_loop_begin count = 2 stride = 0
+  rt.microbatch_loop_end
+  return
+}
+
+// -----
+
+!rows = memref<16x4xi32>
+!mb0 = memref<4x4xi32, strided<[4, 1]>>
+!x = memref<4x4x4xf32>
+!g = memref<8x4xf32>
+
+// A pipeline's loop (a stride) needs --dist-pipeline's anchors.
+// expected-error @+1 {{a loop of stride 2 needs dist.microbatch_loop_anchors (--dist-pipeline)}}
+func.func @stride_without_anchors(%w: !g {rt.role = "param", rt.name = "w"},
+                                  %tokens: !rows {rt.role = "tokens"})
+    attributes {xfmr.train_step = {microbatches = 10 : i64, microbatch_loop = 3 : i64, microbatch_loop_stride = 2 : i64, microbatch_loop_split = 6 : i64, microbatch_loop_compiled = 8 : i64}} {
+  %t0 = memref.subview %tokens[0, 0] [4, 4] [1, 1] : !rows to !mb0
+  %x0 = memref.alloc() : !x
+  rt.kernel "embedding" ins(%t0, %w : !mb0, !g) outs(%x0 : !x)
+  return
+}
+
+// -----
+
+!x = memref<4x4x4xf32>
+
+dist.mesh @mesh axes = [pp = 2]
+
+// A stage whose body starts at a receive it does not hold.
+// expected-error @+1 {{its loop's body starts at the receive of 'F mb3 activations', which the function does not hold}}
+func.func @missing_receive(%targets: memref<40x4xi32> {rt.role = "targets"})
+    attributes {dist.microbatch_loop_anchors = ["F mb3 activations", "F mb5 activations", "F mb7 activations"],
+                xfmr.train_step = {microbatches = 10 : i64, microbatch_loop = 3 : i64, microbatch_loop_stride = 2 : i64, microbatch_loop_split = 6 : i64, microbatch_loop_compiled = 8 : i64}} {
+  %x0 = memref.alloc() : !x
+  rt.recv %x0 from @mesh [pp = 0] label = "F mb0 activations stage0->1" : !x
+  return
+}
+
+// -----
+
+!x = memref<4x4x4xf32>
+
+dist.mesh @mesh axes = [pp = 2]
+
+// Anchors out of order.
+// expected-error @+1 {{its loop's body, copy and tail do not start in that order (ops #2, #0, #4)}}
+func.func @out_of_order(%targets: memref<40x4xi32> {rt.role = "targets"})
+    attributes {dist.microbatch_loop_anchors = ["F mb1 activations", "F mb0 activations", "F mb2 activations"],
+                xfmr.train_step = {microbatches = 10 : i64, microbatch_loop = 3 : i64, microbatch_loop_stride = 2 : i64, microbatch_loop_split = 6 : i64, microbatch_loop_compiled = 8 : i64}} {
+  %x0 = memref.alloc() : !x
+  rt.recv %x0 from @mesh [pp = 0] label = "F mb0 activations stage0->1" : !x
+  %x1 = memref.alloc() : !x
+  rt.recv %x1 from @mesh [pp = 0] label = "F mb1 activations stage0->1" : !x
+  %x2 = memref.alloc() : !x
+  rt.recv %x2 from @mesh [pp = 0] label = "F mb2 activations stage0->1" : !x
   return
 }

@@ -47,7 +47,7 @@
 // there is nothing to loop over: every one is built.
 // LOOP-LABEL: func.func @train_step(
 // LOOP-SAME:    tensor<16x3xi32> {xfmr.input = "tokens"}
-// LOOP-SAME:    microbatch_loop = 6 : i64, microbatches = 8 : i64
+// LOOP-SAME:    microbatch_loop = 6 : i64, microbatch_loop_compiled = 4 : i64, microbatch_loop_split = 3 : i64, microbatch_loop_stride = 1 : i64, microbatches = 8 : i64
 // LOOP:         tensor.extract_slice %{{.*}}[0, 0] [2, 3]
 // LOOP:         %[[L0:.*]] = xfmr.softmax_cross_entropy
 // LOOP:         tensor.extract_slice %{{.*}}[2, 0] [2, 3]
@@ -60,7 +60,7 @@
 // LOOP-NOT:     tensor.extract_slice
 // LOOP:         xfmr.scale %{{.*}} {factor = 1.250000e-01 : f32}
 // LOOP-LABEL: func.func @eval_step(
-// LOOP-SAME:    microbatch_loop = 6 : i64, microbatches = 8 : i64
+// LOOP-SAME:    microbatch_loop = 6 : i64, microbatch_loop_compiled = 4 : i64, microbatch_loop_split = 3 : i64, microbatch_loop_stride = 1 : i64, microbatches = 8 : i64
 // LOOP4-LABEL: func.func @train_step(
 // LOOP4-NOT:    microbatch_loop
 // LOOP4-SAME:   microbatches = 4 : i64

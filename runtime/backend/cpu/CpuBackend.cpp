@@ -189,9 +189,11 @@ void CpuBackend::runRange(CompiledFunction &function, size_t begin,
 }
 
 void CpuBackend::readRows(const CompiledFunction &function, int64_t run) {
-  // The program checked that every run's rows lie in its input.
+  // The program checked that every run's rows lie in its input, and that
+  // none is a slice refilled before it is read.
+  const int64_t stride = function.source.loop->stride;
   for (auto [slice, bytes] : function.slices)
-    std::memcpy(slice, slice + run * bytes, bytes);
+    std::memcpy(slice, slice + run * stride * bytes, bytes);
 }
 
 void CpuBackend::printProfile(const CompiledFunction &function) const {

@@ -446,9 +446,11 @@ void CudaBackend::nextLoopRun(CompiledFunction &function, int64_t run) {
   for (size_t event : function.loopEvents)
     checkCuda(cudaStreamWaitEvent(compute, function.done[event], 0),
               "cudaStreamWaitEvent", function.name + " micro-batch loop");
-  // The program checked that every run's rows lie in its input.
+  // The program checked that every run's rows lie in its input, and that
+  // none is a slice refilled before it is read.
+  const int64_t stride = function.source.loop->stride;
   for (auto [slice, bytes] : function.slices)
-    checkCuda(cudaMemcpyAsync(slice, slice + run * bytes, bytes,
+    checkCuda(cudaMemcpyAsync(slice, slice + run * stride * bytes, bytes,
                               cudaMemcpyDeviceToDevice, compute),
               "cudaMemcpyAsync", function.name + " micro-batch loop");
 }

@@ -99,12 +99,15 @@ def dump_stream(stream, kernels):
             " tier %s" % TIERS[tier] if tier else ""))
     for function in stream.tables(2):
         print("function", function.string(0))
-        # Function.loop (field 2, version 13): the micro-batch loop.
+        # Function.loop (field 2, version 13): the micro-batch loop; its
+        # stride (field 4, version 14) when not 1.
         at = function._target(2)
         if at is not None:
             loop = Table(function.data, at)
-            print("  loop #%d..#%d count %d slices %s" % (
+            stride = loop.scalar(4, "q", 1)
+            print("  loop #%d..#%d count %d%s slices %s" % (
                 loop.scalar(0, "I"), loop.scalar(1, "I"), loop.scalar(2, "q"),
+                " stride %d" % stride if stride != 1 else "",
                 loop.vector(3, "I")))
         for ins in function.tables(1):
             # Instruction.transfer (field 5): kind, axis, peer, label.

@@ -1,0 +1,96 @@
+//===- MicrobatchLoopTest.cpp - the micro-batch loop's compiled step ------===//
+
+#include "scheduling/MicrobatchLoop.h"
+
+#include <gtest/gtest.h>
+
+using namespace partition::pipeline;
+
+namespace {
+
+std::optional<LoopLayout> layoutOf(ScheduleKind kind, int p, int m, int v = 1,
+                                   bool forwardOnly = false) {
+  return microbatchLoopLayout({kind, p, m, v, 0}, forwardOnly);
+}
+
+/// Every compiled micro-batch maps to a real one and back.
+void expectConsistent(const LoopLayout &layout) {
+  std::vector<int> reals = layout.compiledMicrobatches();
+  ASSERT_EQ(static_cast<int>(reals.size()), layout.compiled);
+  for (int c = 0; c < layout.compiled; ++c)
+    EXPECT_EQ(layout.compiledOf(reals[c]), c);
+  EXPECT_EQ(layout.microbatches,
+            layout.compiled + (layout.runs - 2) * layout.stride);
+}
+
+TEST(MicrobatchLoop, WithoutAPipelineTheBodyIsMicrobatchOne) {
+  for (bool forwardOnly : {false, true}) {
+    auto layout = layoutOf(ScheduleKind::OneFOneB, 1, 8, 1, forwardOnly);
+    ASSERT_TRUE(layout);
+    EXPECT_EQ(layout->stride, 1);
+    EXPECT_EQ(layout->split, 3);
+    EXPECT_EQ(layout->runs, 6);
+    EXPECT_EQ(layout->compiledMicrobatches(), (std::vector<int>{0, 1, 2, 7}));
+    expectConsistent(*layout);
+  }
+  // Four or fewer: nothing to loop.
+  EXPECT_FALSE(layoutOf(ScheduleKind::OneFOneB, 1, 4));
+  EXPECT_TRUE(layoutOf(ScheduleKind::OneFOneB, 1, 5));
+}
+
+TEST(MicrobatchLoop, OneFOneBRepeatsEveryPpMicrobatches) {
+  auto layout = layoutOf(ScheduleKind::OneFOneB, 2, 16);
+  ASSERT_TRUE(layout);
+  EXPECT_EQ(layout->stride, 2);
+  EXPECT_EQ(layout->compiled, 8);
+  EXPECT_EQ(layout->split, 6);
+  EXPECT_EQ(layout->runs, 6);
+  expectConsistent(*layout);
+  // Stage 0 (one forward of warm-up): the body is F3 B2 W2 F4 B3 W3.
+  const auto &bounds = layout->bounds[0];
+  std::string body;
+  for (int i = bounds[0]; i < bounds[1]; ++i)
+    body += formatAction(layout->actions[0][i], 1) + " ";
+  EXPECT_EQ(body, "F3 B2 W2 F4 B3 W3 ");
+  // An odd count keeps its remainder in the tail.
+  auto odd = layoutOf(ScheduleKind::OneFOneB, 4, 1023);
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->stride, 4);
+  expectConsistent(*odd);
+  EXPECT_LT(odd->compiled, 24);
+}
+
+TEST(MicrobatchLoop, EverySchedulesSteadyStateLoops) {
+  for (auto [kind, v] : {std::pair{ScheduleKind::OneFOneB, 1},
+                         {ScheduleKind::ZeroBubbleH1, 1},
+                         {ScheduleKind::Interleaved1F1B, 2},
+                         {ScheduleKind::Interleaved1F1B, 3}}) {
+    for (int p : {2, 4, 8})
+      for (int m : {128, 256}) {
+        auto layout = layoutOf(kind, p, m, v);
+        ASSERT_TRUE(layout) << scheduleName(kind) << " p" << p << " m" << m;
+        EXPECT_EQ(layout->stride % p, 0);
+        EXPECT_LE(layout->compiled, 6 * layout->stride);
+        expectConsistent(*layout);
+        // The evaluation step's forwards loop too.
+        auto eval = layoutOf(kind, p, m, v, /*forwardOnly=*/true);
+        ASSERT_TRUE(eval);
+        expectConsistent(*eval);
+      }
+  }
+}
+
+TEST(MicrobatchLoop, GPipeAndShortStepsDoNotLoop) {
+  EXPECT_FALSE(layoutOf(ScheduleKind::GPipe, 2, 64));
+  EXPECT_FALSE(layoutOf(ScheduleKind::OneFOneB, 4, 16));
+  EXPECT_TRUE(layoutOf(ScheduleKind::GPipe, 2, 64, 1, /*forwardOnly=*/true));
+}
+
+TEST(MicrobatchLoop, ForwardOrderGroupsMicrobatchesByPp) {
+  std::string order;
+  for (const Action &a : forwardOrder(2, 2, 4))
+    order += formatAction(a, 2) + " ";
+  EXPECT_EQ(order, "F0.0 F1.0 F0.1 F1.1 F2.0 F3.0 F2.1 F3.1 ");
+}
+
+} // namespace
