@@ -32,17 +32,32 @@ def run(command):
 
 
 def arena(report):
+    """The arena of the rank's program; with a pipeline, its largest stage's."""
+    peak = 0
     for line in report.splitlines():
+        words = line.split()
         if line.startswith("memory: arena_peak "):
-            return int(line.split()[2])
-    return 0
+            peak = max(peak, int(words[2]))
+        elif (line.startswith("memory: stage ") and len(words) == 5 and
+              words[3] == "arena_peak"):
+            peak = max(peak, int(words[4]))
+    return peak
 
 
 def compile_once(bin_dir, model, plan, micro, unroll, out):
     command = [os.path.join(bin_dir, "partition-compile"), model, "-o", out,
-               "--microbatches", str(micro), "--memory-report"]
+               "--memory-report"]
     if plan:
-        command += ["--plan", plan]
+        # The plan's pipeline.microbatches (a pipeline checks it).
+        with open(plan) as f:
+            fields = json.load(f)
+        fields.setdefault("pipeline", {})["microbatches"] = micro
+        counted = "%s-%d.json" % (plan[:-len(".json")], micro)
+        with open(counted, "w") as f:
+            json.dump(fields, f)
+        command += ["--plan", counted]
+    else:
+        command += ["--microbatches", str(micro)]
     if unroll:
         command.append("--unroll-microbatches")
     start = time.perf_counter()
@@ -56,6 +71,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true",
                         help="gpt2-tiny only, one repeat")
+    parser.add_argument("--case", default="",
+                        help="only the cases whose name contains this")
+    parser.add_argument("--no-step", action="store_true",
+                        help="skip the step-time comparison")
     args = parser.parse_args()
     bin_dir = os.path.join(args.build, "bin")
     work = tempfile.mkdtemp(prefix="bench-compile-")
@@ -71,21 +90,35 @@ def main():
             f.write(text)
         return path
 
+    tiny = gen("tiny", ["--preset", "gpt2-tiny", "--layers", "4"])
     cases = [
-        ("gpt2-tiny 4 layers, one rank", gen("tiny", ["--preset", "gpt2-tiny",
-                                                     "--layers", "4"]),
-         None, [8, 64, 256, 1024], 256),
+        ("gpt2-tiny 4 layers, one rank", tiny, None, [8, 64, 256, 1024], 256),
+        ("gpt2-tiny 4 layers, pp2 1F1B", tiny,
+         plan("tiny-pp2", json.dumps({"mesh": {"pp": 2},
+                                      "pipeline": {"schedule": "1f1b"}})),
+         [8, 64, 256, 1024], 256),
     ]
     if not args.quick:
+        llama = gen("llama70b", ["--preset", "llama-70b", "--batch", "4"])
+        sharded = {"tensor_parallel": {"sequence_parallel": True},
+                   "zero": {"stage": 1}, "recompute": {"policy": "selective"},
+                   "precision": "bf16"}
         cases.append(
-            ("llama-70b dp4 x tp8, ZeRO-1, selective, bf16",
-             gen("llama70b", ["--preset", "llama-70b", "--batch", "4"]),
-             plan("llama70b", json.dumps({
-                 "mesh": {"dp": 4, "tp": 8},
-                 "tensor_parallel": {"sequence_parallel": True},
-                 "zero": {"stage": 1}, "recompute": {"policy": "selective"},
-                 "precision": "bf16"})),
+            ("llama-70b dp4 x tp8, ZeRO-1, selective, bf16", llama,
+             plan("llama70b", json.dumps(
+                 dict(sharded, mesh={"dp": 4, "tp": 8}))),
              [8, 32, 256], 32))
+        for schedule, chunks in (("1f1b", 1), ("interleaved-1f1b", 2)):
+            cases.append(
+                ("llama-70b dp4 x tp8 x pp4, %s%s, ZeRO-1, selective, bf16" %
+                 (schedule, " v2" if chunks > 1 else ""), llama,
+                 plan("llama70b-pp4-" + schedule, json.dumps(dict(
+                     sharded, mesh={"dp": 4, "tp": 8, "pp": 4},
+                     pipeline={"schedule": schedule,
+                               "virtual_stages": chunks}))),
+                 [8, 32, 256], 32))
+    if args.case:
+        cases = [c for c in cases if args.case in c[0]]
     repeats = 1 if args.quick else args.repeats
     print("| model, plan | micro-batches | compile (loop) | x | program (loop) "
           "| x | arena (loop) | compile (unrolled) | program (unrolled) "
@@ -121,6 +154,8 @@ def main():
                       "%.1f MB" % (arenas["unrolled"] / 1e6)
                       if "unrolled" in arenas else "-"), flush=True)
 
+    if args.no_step:
+        return
     # The step: the loop's program against the unrolled one, interleaved.
     model = gen("small", ["--preset", "gpt2-tiny", "--layers", "4",
                           "--hidden", "256", "--heads", "4"])

@@ -94,13 +94,22 @@ void walkFunction(const Function &function, RunRange &&runRange,
 }
 
 /// --trace under the micro-batch loop: the name of the `index`-th range
-/// walkFunction runs (0: the instructions before the loop, micro-batch 0's;
-/// then each run; last: micro-batch k-1's and the update), which the
-/// backends record on the step functions' track.
+/// walkFunction runs (0: the instructions before the loop, micro-batch 0's,
+/// or a pipeline stage's warm-up; then each run; last: micro-batch k-1's
+/// or the cool-down, and the update), which the backends record on the
+/// step functions' track.
 inline std::string microbatchSpanName(const Function &function,
                                       int64_t index) {
-  return "micro-batch " + std::to_string(index) +
-         (index == function.loop->count + 1 ? " and the update" : "");
+  const MicrobatchLoop &loop = *function.loop;
+  if (loop.stride == 1)
+    return "micro-batch " + std::to_string(index) +
+           (index == loop.count + 1 ? " and the update" : "");
+  // A pipeline stage's loop: its runs are periods of its schedule.
+  if (index == 0)
+    return "warm-up";
+  if (index == loop.count + 1)
+    return "cool-down and the update";
+  return "period " + std::to_string(index);
 }
 
 /// How many times a step runs instruction `index` of `function`: the
