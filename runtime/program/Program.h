@@ -270,10 +270,10 @@ struct MeshAxis {
 struct MicrobatchLoop {
   size_t begin = 0, end = 0;
   int64_t count = 1;
+  std::vector<uint32_t> slices;
   /// Micro-batches one run advances: run i reads the rows i x stride
   /// micro-batches past the slices'.
   int64_t stride = 1;
-  std::vector<uint32_t> slices;
 };
 
 struct Function {

@@ -192,6 +192,67 @@ TEST(ProgramLoader, MicrobatchLoopRoundTrip) {
   EXPECT_FALSE(roundTrip(testprograms::minimalProgram()).functions[0].loop);
 }
 
+/// A pipeline stage's loop: 8 micro-batches of one row, instruction #1
+/// run 3 times over rows 1 and 2 (buffers #6 and #7), two micro-batches a
+/// run (rows 3-4, then 5-6).
+Program stridedLoopProgram() {
+  Program program = testprograms::minimalProgram();
+  runtime::BufferInfo &tokens = program.buffers[3];
+  tokens.shape = {8, 2};
+  tokens.elements = 16;
+  tokens.bytes = 64;
+  tokens.offset = program.arenaBytes;
+  for (int row : {1, 2}) {
+    runtime::BufferInfo slice = tokens;
+    slice.role = runtime::Role::Temporary;
+    slice.name = "";
+    slice.shape = {1, 2};
+    slice.elements = 2;
+    slice.bytes = 8;
+    slice.offset = tokens.offset + 8 * row;
+    program.buffers.push_back(slice);
+  }
+  program.arenaBytes += 64;
+  std::vector<Instruction> &code = program.functions[0].instructions;
+  code.push_back(gelu(0, 0));
+  code.push_back(gelu(2, 2));
+  code.push_back(gelu(0, 0));
+  runtime::MicrobatchLoop loop{1, 2, 3, {6, 7}};
+  loop.stride = 2;
+  program.functions[0].loop = loop;
+  return program;
+}
+
+TEST(ProgramLoader, StridedMicrobatchLoop) {
+  Program loaded = roundTrip(stridedLoopProgram());
+  ASSERT_TRUE(loaded.functions[0].loop);
+  EXPECT_EQ(loaded.functions[0].loop->stride, 2);
+  EXPECT_EQ(loaded.functions[0].loop->slices, (std::vector<uint32_t>{6, 7}));
+  EXPECT_EQ(roundTrip(loopProgram()).functions[0].loop->stride, 1);
+  auto broken = [](auto change) {
+    Program program = stridedLoopProgram();
+    change(*program.functions[0].loop);
+    return rejection(program);
+  };
+  using Loop = runtime::MicrobatchLoop;
+  EXPECT_EQ(broken([](Loop &loop) { loop.stride = 0; }),
+            "p.ptp: train_step micro-batch loop advances 0 micro-batches per "
+            "run; it must be between 1 and 2^20");
+  // The last run would read rows 7 and 8 of 8.
+  EXPECT_EQ(broken([](Loop &loop) { loop.stride = 3; }),
+            "p.ptp: train_step micro-batch loop reads 3 micro-batches' rows "
+            "from buffer #7, which lies in no tokens or targets buffer that "
+            "holds them");
+  // Refilling row 2 first (from row 3), then row 1 from row 2, which
+  // already holds row 3's: refused rather than a silently wrong batch.
+  EXPECT_EQ(broken([](Loop &loop) {
+              loop.stride = 1;
+              loop.slices = {7, 6};
+            }),
+            "p.ptp: train_step micro-batch loop run 1 reads the rows of "
+            "buffer #6 from where buffer #7 was already refilled");
+}
+
 // A loop outside its function, one that never runs, rows past the input,
 // and a collective waited for across its edge: one line each.
 TEST(ProgramLoader, RejectsBadMicrobatchLoops) {

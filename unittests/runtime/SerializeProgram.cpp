@@ -78,7 +78,7 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
       loop = ptp::CreateMicrobatchLoopDirect(
           fbb, static_cast<uint32_t>(function.loop->begin),
           static_cast<uint32_t>(function.loop->end), function.loop->count,
-          &function.loop->slices);
+          &function.loop->slices, function.loop->stride);
     functions.push_back(ptp::CreateFunctionDirect(fbb, function.name.c_str(),
                                                   &instructions, loop));
   }
