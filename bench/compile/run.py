@@ -36,10 +36,10 @@ def arena(report):
     peak = 0
     for line in report.splitlines():
         words = line.split()
-        if line.startswith("memory: arena_peak "):
+        if line.startswith("memory: arena_peak ") and words[2].isdigit():
             peak = max(peak, int(words[2]))
         elif (line.startswith("memory: stage ") and len(words) == 5 and
-              words[3] == "arena_peak"):
+              words[3] == "arena_peak" and words[4].isdigit()):
             peak = max(peak, int(words[4]))
     return peak
 
@@ -156,29 +156,47 @@ def main():
 
     if args.no_step:
         return
-    # The step: the loop's program against the unrolled one, interleaved.
+    # The step: the loop's program against the unrolled one, interleaved;
+    # on one rank, and as a 1F1B pipeline on 2 ranks (1 thread each).
     model = gen("small", ["--preset", "gpt2-tiny", "--layers", "4",
                           "--hidden", "256", "--heads", "4"])
-    steps = {}
-    for variant in ("loop", "unrolled"):
-        out = os.path.join(work, "step-%s.ptp" % variant)
-        compile_once(bin_dir, model, None, 16, variant == "unrolled", out)
-        steps[variant] = []
-    for _ in range(1 if args.quick else 3):
+    pp2 = plan("small-pp2", json.dumps({"mesh": {"pp": 2},
+                                        "pipeline": {"schedule": "1f1b"}}))
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
+    for label, plan_path, ranks in (("one rank", None, 1),
+                                    ("pp2 1F1B, 2 ranks x 1 thread", pp2, 2)):
+        steps = {}
         for variant in ("loop", "unrolled"):
-            metrics = os.path.join(work, "m-%s.jsonl" % variant)
-            run([os.path.join(bin_dir, "partition-run"),
-                 os.path.join(work, "step-%s.ptp" % variant), "--steps", "12",
-                 "--eval-every", "0", "--metrics-out", metrics, "--quiet"])
-            with open(metrics) as f:
-                records = [json.loads(line) for line in f if line.strip()]
-            steps[variant] += [r["step_ms"] for r in records
-                               if "step_ms" in r][2:]
-    loop, unrolled = (statistics.median(steps["loop"]),
-                      statistics.median(steps["unrolled"]))
-    print("\nstep (gpt2-tiny 4 layers, hidden 256, 16 micro-batches, one "
-          "rank): loop %.1f ms, unrolled %.1f ms (loop / unrolled %.3f)"
-          % (loop, unrolled, loop / unrolled))
+            out = os.path.join(work, "step-%s.ptp" % variant)
+            compile_once(bin_dir, model, plan_path, 16,
+                         variant == "unrolled", out)
+            steps[variant] = []
+        for _ in range(1 if args.quick else 3):
+            for variant in ("loop", "unrolled"):
+                metrics = os.path.join(work, "m-%s.jsonl" % variant)
+                command = [os.path.join(bin_dir, "partition-run"),
+                           os.path.join(work, "step-%s.ptp" % variant),
+                           "--steps", "12", "--eval-every", "0",
+                           "--metrics-out", metrics, "--quiet"]
+                if ranks > 1:
+                    command = ["mpirun", "-n", str(ranks),
+                               "--oversubscribe"] + command
+                result = subprocess.run(command, capture_output=True,
+                                        text=True, env=env)
+                if result.returncode != 0:
+                    sys.exit("failed: %s\n%s" % (" ".join(command),
+                                                 result.stderr))
+                with open(metrics) as f:
+                    records = [json.loads(line) for line in f
+                               if line.strip()]
+                steps[variant] += [r["step_ms"] for r in records
+                                   if "step_ms" in r][2:]
+        loop, unrolled = (statistics.median(steps["loop"]),
+                          statistics.median(steps["unrolled"]))
+        print("\nstep (gpt2-tiny 4 layers, hidden 256, 16 micro-batches, "
+              "%s): loop %.1f ms, unrolled %.1f ms (loop / unrolled %.3f)"
+              % (label, loop, unrolled, loop / unrolled), flush=True)
 
 
 if __name__ == "__main__":
