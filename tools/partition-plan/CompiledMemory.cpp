@@ -81,6 +81,10 @@ std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
   if (it != results.end()) {
     pending = it->second;
     lock.unlock();
+  } else if (pastDeadline()) {
+    ++skippedCount;
+    error = "the compile budget (--memory-seconds) was spent";
+    return std::nullopt;
   } else {
     // Compiled here, outside the lock; others asking meanwhile wait for
     // this promise.
@@ -109,7 +113,7 @@ void CompiledMemory::prefetch(const Candidate &plan) {
   Key key = keyOf(plan);
   std::lock_guard<std::mutex> lock(mutex);
   // One thread stays the caller's.
-  if (running + 1 >= parallel || results.count(key.id))
+  if (running + 1 >= parallel || results.count(key.id) || pastDeadline())
     return;
   ++running;
   results.emplace(key.id,

@@ -21,6 +21,7 @@
 #include "planner/CostModel.h"
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <map>
 #include <mutex>
@@ -46,6 +47,14 @@ public:
   void prefetch(const Candidate &plan);
   const std::string &lastError() const { return error; }
   int compiles() const { return count; }
+  /// No compile starts after `deadline` (--memory-seconds): bytes() then
+  /// answers nullopt for a plan not compiled or compiling yet, and the
+  /// search keeps its closed-form memory. Compiles already running finish.
+  void setDeadline(std::chrono::steady_clock::time_point deadline) {
+    this->deadline = deadline;
+  }
+  /// Plans asked about after the deadline, not compiled.
+  int skipped() const { return skippedCount; }
 
 private:
   struct Result {
@@ -69,6 +78,12 @@ private:
   unsigned running = 0;
   std::string error;
   mutable std::atomic<int> count{0};
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  int skippedCount = 0;
+
+  bool pastDeadline() const {
+    return deadline && std::chrono::steady_clock::now() > *deadline;
+  }
 };
 
 } // namespace partition::planner

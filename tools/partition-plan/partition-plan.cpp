@@ -111,6 +111,13 @@ cl::opt<std::string> memorySource(
              "compile, the closed form for the rest), compiled or "
              "closed-form"),
     cl::init("auto"), cl::cat(category));
+cl::opt<double> memorySeconds(
+    "memory-seconds",
+    cl::desc("With --memory auto: start no memory-plan compile after this "
+             "many seconds of search (those running finish); the plans "
+             "asked about later keep the closed form, which the ranking's "
+             "source column shows. 0: no limit. --memory compiled has none"),
+    cl::init(20.0), cl::cat(category));
 cl::opt<unsigned> jobs(
     "jobs",
     cl::desc("Memory plans compiled at once for --memory auto / compiled: "
@@ -380,6 +387,10 @@ void checkSearchArguments() {
       memorySource != "closed-form")
     tools::usageError(kTool, "--memory must be auto, compiled or "
                              "closed-form, got '" + memorySource + "'");
+  if (!(memorySeconds >= 0))
+    tools::usageError(kTool, "--memory-seconds must be 0 (no limit) or "
+                             "more, got " +
+                                 std::to_string(memorySeconds.getValue()));
   if (!precision.empty() && precision != "fp32" && precision != "bf16")
     tools::usageError(kTool, "--precision must be fp32 or bf16, got '" +
                                  precision + "'");
@@ -415,7 +426,7 @@ int noPlan(const SearchResult &result, const Cluster &cluster,
 void printRanking(const model::ModelConfig &config, const ModelShape &shape,
                   const Cluster &cluster, int64_t devices,
                   const SearchResult &result, double planningSeconds,
-                  int compiledPlans,
+                  int compiledPlans, int skippedPlans,
                   const NonuniformReport *nonuniformReport,
                   const Prediction &written, const Fixed &fixed) {
   llvm::raw_ostream &os = llvm::outs();
@@ -437,6 +448,10 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
   if (compiledPlans > 0)
     os << ", " << compiledPlans << " memory plan"
        << (compiledPlans == 1 ? "" : "s") << " compiled";
+  if (skippedPlans > 0)
+    os << ", " << skippedPlans << " left to the closed form after "
+       << llvm::format("%g", double(memorySeconds))
+       << " s of compiles (--memory-seconds)";
   os << ")\n";
   os << llvm::format("%4s  %-48s %12s %9s %6s %10s  %s\n", "rank", "plan",
                      "step", "TFLOP/s", "MFU", "memory", "source");
@@ -575,6 +590,10 @@ int main(int argc, char **argv) {
   }
 
   auto start = std::chrono::steady_clock::now();
+  if (memorySource == "auto" && memorySeconds > 0)
+    compiled.setDeadline(
+        start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(double(memorySeconds))));
   SearchResult result = search(
       shape, *cluster, options, fixed,
       [&](const Candidate &c, bool &hard) {
@@ -657,7 +676,7 @@ int main(int argc, char **argv) {
   }
 
   printRanking(*config, shape, *cluster, devices, result, planningSeconds,
-               compiled.compiles(), nonuniformReport ? &*nonuniformReport : nullptr, *written,
+               compiled.compiles(), compiled.skipped(), nonuniformReport ? &*nonuniformReport : nullptr, *written,
                fixed);
   return 0;
 }
