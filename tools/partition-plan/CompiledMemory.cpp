@@ -73,6 +73,20 @@ CompiledMemory::Key CompiledMemory::keyOf(const Candidate &plan) const {
           compiledMicrobatches};
 }
 
+std::shared_future<CompiledMemory::Result>
+CompiledMemory::start(const Candidate &plan, const Key &key) {
+  ++running;
+  std::shared_future<Result> result =
+      std::async(std::launch::async, [this, plan, key] {
+        Result compiled = compile(plan, key);
+        std::lock_guard<std::mutex> done(mutex);
+        --running;
+        return compiled;
+      }).share();
+  results.emplace(key.id, result);
+  return result;
+}
+
 std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
   Key key = keyOf(plan);
   std::unique_lock<std::mutex> lock(mutex);
@@ -80,23 +94,22 @@ std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
   std::shared_future<Result> pending;
   if (it != results.end()) {
     pending = it->second;
-    lock.unlock();
   } else if (pastDeadline()) {
     ++skippedCount;
     error = "the compile budget (--memory-seconds) was spent";
     return std::nullopt;
   } else {
-    // Compiled here, outside the lock; others asking meanwhile wait for
-    // this promise.
-    std::promise<Result> here;
-    pending = here.get_future().share();
-    results.emplace(key.id, pending);
-    ++running;
-    lock.unlock();
-    here.set_value(compile(plan, key));
+    // On a thread of its own, so that the wait below can give up at the
+    // deadline; others asking meanwhile wait for the same result.
+    pending = start(plan, key);
+  }
+  lock.unlock();
+  if (deadline &&
+      pending.wait_until(*deadline) != std::future_status::ready) {
     lock.lock();
-    --running;
-    lock.unlock();
+    ++skippedCount;
+    error = "the compile budget (--memory-seconds) was spent";
+    return std::nullopt;
   }
   const Result &result = pending.get();
   if (!result.arena) {
@@ -115,14 +128,18 @@ void CompiledMemory::prefetch(const Candidate &plan) {
   // One thread stays the caller's.
   if (running + 1 >= parallel || results.count(key.id) || pastDeadline())
     return;
-  ++running;
-  results.emplace(key.id,
-                  std::async(std::launch::async, [this, plan, key] {
-                    Result result = compile(plan, key);
-                    std::lock_guard<std::mutex> done(mutex);
-                    --running;
-                    return result;
-                  }).share());
+  start(plan, key);
+}
+
+bool CompiledMemory::abandoned() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!pastDeadline())
+    return false;
+  for (auto &[id, result] : results)
+    if (result.wait_for(std::chrono::seconds(0)) !=
+        std::future_status::ready)
+      return true;
+  return false;
 }
 
 CompiledMemory::Result CompiledMemory::compile(const Candidate &plan,
@@ -170,8 +187,9 @@ CompiledMemory::Result CompiledMemory::compile(const Candidate &plan,
   // each compile, for an arena size.
   pm.enableVerifier(false);
   buildCompileFlow(pm, options);
+  LogicalResult ran = pm.run(*module);
   ++count;
-  if (failed(pm.run(*module))) {
+  if (failed(ran)) {
     result.error = diagnostics.empty() ? "the compile failed" : diagnostics;
   } else {
     int64_t arena = 0;

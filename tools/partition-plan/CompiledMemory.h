@@ -47,14 +47,19 @@ public:
   void prefetch(const Candidate &plan);
   const std::string &lastError() const { return error; }
   int compiles() const { return count; }
-  /// No compile starts after `deadline` (--memory-seconds): bytes() then
-  /// answers nullopt for a plan not compiled or compiling yet, and the
-  /// search keeps its closed-form memory. Compiles already running finish.
+  /// No compile starts after `deadline` (--memory-seconds), and none is
+  /// waited for past it: bytes() then answers nullopt for a plan whose
+  /// compile is not done, and the search keeps its closed-form memory.
+  /// Compiles still running are left to their threads (abandoned()).
   void setDeadline(std::chrono::steady_clock::time_point deadline) {
     this->deadline = deadline;
   }
   /// Plans asked about after the deadline, not compiled.
   int skipped() const { return skippedCount; }
+  /// Whether compiles still run past the deadline: their threads use this
+  /// object, which must then outlive them (the tool ends the process
+  /// without destroying it, std::quick_exit).
+  bool abandoned();
 
 private:
   struct Result {
@@ -67,6 +72,8 @@ private:
     int64_t microbatches;
   };
   Key keyOf(const Candidate &plan) const;
+  /// Starts compiling `plan` on a thread of its own (`mutex` held).
+  std::shared_future<Result> start(const Candidate &plan, const Key &key);
   /// Compiles `plan` at `key.microbatches` in a context of its own
   /// (thread-safe).
   Result compile(const Candidate &plan, const Key &key) const;

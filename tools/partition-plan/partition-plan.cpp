@@ -60,6 +60,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 
 namespace cl = llvm::cl;
 using namespace partition;
@@ -68,6 +71,10 @@ using namespace partition::planner;
 namespace {
 
 cl::OptionCategory category("partition-plan options");
+
+/// Set when memory-plan compiles still ran past --memory-seconds at the end
+/// (main() then ends the process without waiting for them).
+bool compilesAbandoned = false;
 cl::opt<std::string> input(cl::Positional, cl::desc("<model.mlir>"),
                            cl::cat(category));
 cl::opt<std::string> clusterArg(
@@ -522,8 +529,7 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
   }
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+int planMain(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   tools::parseCommandLine(
       argc, argv,
@@ -582,7 +588,16 @@ int main(int argc, char **argv) {
   options.top = std::max<int64_t>(top, 2);
   options.includeUncompilable = includeUnimplemented || !planFile.empty();
 
-  CompiledMemory compiled(*config, jobs);
+  // Left alive when compiles still run past --memory-seconds: their
+  // threads use it, and main() then ends the process without waiting.
+  std::unique_ptr<CompiledMemory, void (*)(CompiledMemory *)> compiledOwner(
+      new CompiledMemory(*config, jobs), [](CompiledMemory *memory) {
+        if (memory->abandoned())
+          compilesAbandoned = true;
+        else
+          delete memory;
+      });
+  CompiledMemory &compiled = *compiledOwner;
   MemoryOracle oracle = nullptr;
   if (memorySource != "closed-form") {
     oracle = [&](const Candidate &c) { return compiled.bytes(c); };
@@ -679,4 +694,19 @@ int main(int argc, char **argv) {
                compiled.compiles(), compiled.skipped(), nonuniformReport ? &*nonuniformReport : nullptr, *written,
                fixed);
   return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  int code = planMain(argc, argv);
+  if (compilesAbandoned) {
+    // Memory-plan compiles past --memory-seconds still run on their
+    // threads; their results are not needed. End without waiting for them
+    // or destroying what they use (static destructors would).
+    llvm::outs().flush();
+    llvm::errs().flush();
+    std::fflush(nullptr);
+    std::quick_exit(code);
+  }
+  return code;
 }
