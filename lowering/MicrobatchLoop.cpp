@@ -200,10 +200,22 @@ bool Reroll::isSameValueBefore(Value x, Value y) const {
       a->getAttrDictionary() != b->getAttrDictionary() ||
       a.getInputs().size() != b.getInputs().size())
     return false;
-  // Inputs that nothing writes but the function's caller (its arguments),
-  // or computed alike from them (a bf16 copy, then scaled).
+  // Inputs that nothing before the body writes (the function's arguments
+  // as the caller passed them), or computed alike from them (a bf16 copy,
+  // then scaled).
+  auto unwrittenArgument = [&](Value input) {
+    if (!isa<BlockArgument>(input))
+      return false;
+    for (OpOperand &use : input.getUses()) {
+      auto kernel = dyn_cast<KernelOp>(use.getOwner());
+      bool reads = kernel && use.getOperandNumber() < kernel.getInputs().size();
+      if (!reads && before(use.getOwner()))
+        return false;
+    }
+    return true;
+  };
   for (auto [p, q] : llvm::zip(a.getInputs(), b.getInputs()))
-    if (!(p == q && isa<BlockArgument>(p)) && !isSameValueBefore(p, q))
+    if (!(p == q && unwrittenArgument(p)) && !isSameValueBefore(p, q))
       return false;
   return true;
 }

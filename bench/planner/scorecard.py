@@ -21,15 +21,22 @@ beside the device's.
 
 With --check, exits 1 unless every row is within 10% of its published
 TFLOP/s per GPU and fits in the device's memory.
+
+With --search-time, instead times partition-plan's whole default search
+(--memory auto, nothing fixed but the GPUs and the global batch) on each
+row, and prints its wall time, the memory plans it compiled and its
+choice (issue 31: within 30 s).
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -77,6 +84,7 @@ def main():
     parser.add_argument("--rows", default="all",
                         help="rows to predict (1-based, comma-separated)")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--search-time", action="store_true")
     args = parser.parse_args()
     with open(args.table) as f:
         rows = json.load(f)["rows"]
@@ -92,6 +100,30 @@ def main():
         if not gen or not plan:
             sys.exit("scorecard.py: partition-gen and partition-plan are not "
                      "on PATH; give --bin BUILD/bin")
+
+    if args.search_time:
+        print("| run | GPUs | global batch | search | memory plans compiled "
+              "| chosen plan |")
+        print("|---|---:|---:|---:|---:|---|")
+        for index in chosen:
+            row = rows[index - 1]
+            model_path = os.path.join(work, "model-%d.mlir" % index)
+            generate(gen, row["model"], model_path)
+            start = time.perf_counter()
+            out = run([plan, model_path, "--cluster", row["cluster"],
+                       "--gpus", str(row["gpus"]), "--global-batch",
+                       str(row["global_batch"]), "--top", "1",
+                       "--max-micro-batch",
+                       str(row.get("max_micro_batch", 32))])
+            seconds = time.perf_counter() - start
+            first = out.splitlines()[0] if out else ""
+            compiled = re.search(r"(\d+) memory plans? compiled", first)
+            chosen_plan = re.search(r"^\s*1\s+(\S.*?)\s{2,}", out, re.M)
+            print("| %s | %d | %d | %.1f s | %s | %s |" % (
+                row["run"], row["gpus"], row["global_batch"], seconds,
+                compiled.group(1) if compiled else "0",
+                chosen_plan.group(1) if chosen_plan else "?"), flush=True)
+        return
 
     failures, errors = [], []
     print("| run | GPUs | configuration (planner's choices included) "

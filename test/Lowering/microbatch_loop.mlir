@@ -75,3 +75,114 @@ func.func @eval_step(%w: !g {rt.role = "param", rt.name = "w"},
   rt.kernel "embedding" ins(%t0, %w : !mb0, !g) outs(%x0 : !x)
   return
 }
+
+
+// A pipeline stage (stage 0 of 2, 1F1B, 10 micro-batches built as 8, the
+// compiled 6 and 7 reading rows 8 and 9): its body is the period F3 B2 F4
+// B3, its copy F5 B4 F6 B5, its tail F7 B6 B7, named by the rows their
+// forwards read (dist.microbatch_loop_anchors). The loop runs 3 times, 2
+// micro-batches a run, and refills, in row order, the rows of micro-batch
+// 2 (which B2 reads, F2 having viewed them before the body) with the
+// body's own. The weights scaled up front once per micro-batch (s3 for F3,
+// s5 for F5) are alike: the body reads s3 on every run. F2's activations
+// and the accumulated gradient are handed on in place; the tail's B6 reads
+// the slot F4 wrote on the last run, and F4's refilled rows.
+// CHECK-LABEL: func.func @stage
+// CHECK-COUNT-3: rt.kernel "scale"
+// CHECK-NEXT: %[[S3:.*]] = memref.alloc() : memref<8x4xf32>
+// CHECK-NEXT: rt.kernel "scale"
+// CHECK:      %[[T2:.*]] = memref.subview %{{.*}}[2, 0] [1, 4]
+// CHECK-NEXT: %[[X2:.*]] = memref.alloc() : memref<1x4x4xf32>
+// CHECK:      rt.kernel "add" ins(%{{.*}}, %{{.*}} : {{.*}}) outs(%[[ACC:.*]] : memref<8x4xf32>)
+// CHECK-NEXT: %[[T3:.*]] = memref.subview %{{.*}}[3, 0] [1, 4]
+// CHECK-NEXT: %[[T4:.*]] = memref.subview %{{.*}}[4, 0] [1, 4]
+// CHECK-NEXT: rt.microbatch_loop_begin count = 3 stride = 2 slices(%[[T2]], %[[T3]], %[[T4]] :
+// CHECK-NEXT: %[[X3:.*]] = memref.alloc() : memref<1x4x4xf32>
+// CHECK-NEXT: rt.kernel "embedding" ins(%[[T3]], %[[S3]] : {{.*}}) outs(%[[X3]] :
+// CHECK:      rt.kernel "embedding_grad" ins(%[[X2]], %[[T2]] :
+// CHECK:      rt.kernel "embedding" ins(%[[T4]], %{{.*}} : {{.*}}) outs(%[[X2]] :
+// CHECK:      rt.kernel "add" ins(%{{.*}}, %{{.*}} : {{.*}}) outs(%[[ACC]] :
+// CHECK-NEXT: rt.microbatch_loop_end live(
+// CHECK-NOT:  memref.subview %{{.*}}[5, 0]
+// CHECK:      memref.subview %{{.*}}[9, 0] [1, 4]
+// CHECK:      rt.kernel "embedding_grad" ins(%[[X2]], %[[T4]] :
+// CHECK:      rt.kernel "add" ins(%[[ACC]], %{{.*}} :
+
+func.func @stage(%w: memref<8x4xf32> {rt.role = "param", rt.name = "w"},
+                 %tokens: memref<10x4xi32> {rt.role = "tokens"})
+    attributes {dist.microbatch_loop_anchors = ["rows 3", "rows 5", "rows 7"],
+                xfmr.train_step = {microbatches = 10 : i64, microbatch_loop = 3 : i64, microbatch_loop_stride = 2 : i64, microbatch_loop_split = 6 : i64, microbatch_loop_compiled = 8 : i64}} {
+  %s0 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "scale" ins(%w : memref<8x4xf32>) outs(%s0 : memref<8x4xf32>) floats = [5.000000e-01]
+  %s1 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "scale" ins(%w : memref<8x4xf32>) outs(%s1 : memref<8x4xf32>) floats = [5.000000e-01]
+  %s2 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "scale" ins(%w : memref<8x4xf32>) outs(%s2 : memref<8x4xf32>) floats = [5.000000e-01]
+  %s3 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "scale" ins(%w : memref<8x4xf32>) outs(%s3 : memref<8x4xf32>) floats = [5.000000e-01]
+  %s4 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "scale" ins(%w : memref<8x4xf32>) outs(%s4 : memref<8x4xf32>) floats = [5.000000e-01]
+  %s5 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "scale" ins(%w : memref<8x4xf32>) outs(%s5 : memref<8x4xf32>) floats = [5.000000e-01]
+  %s6 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "scale" ins(%w : memref<8x4xf32>) outs(%s6 : memref<8x4xf32>) floats = [5.000000e-01]
+  %s7 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "scale" ins(%w : memref<8x4xf32>) outs(%s7 : memref<8x4xf32>) floats = [5.000000e-01]
+  %t0 = memref.subview %tokens[0, 0] [1, 4] [1, 1] : memref<10x4xi32> to memref<1x4xi32, strided<[4, 1]>>
+  %x0 = memref.alloc() : memref<1x4x4xf32>
+  rt.kernel "embedding" ins(%t0, %s0 : memref<1x4xi32, strided<[4, 1]>>, memref<8x4xf32>) outs(%x0 : memref<1x4x4xf32>)
+  %t1 = memref.subview %tokens[1, 0] [1, 4] [1, 1] : memref<10x4xi32> to memref<1x4xi32, strided<[4, 1], offset: 4>>
+  %x1 = memref.alloc() : memref<1x4x4xf32>
+  rt.kernel "embedding" ins(%t1, %s1 : memref<1x4xi32, strided<[4, 1], offset: 4>>, memref<8x4xf32>) outs(%x1 : memref<1x4x4xf32>)
+  %g0 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "embedding_grad" ins(%x0, %t0 : memref<1x4x4xf32>, memref<1x4xi32, strided<[4, 1]>>) outs(%g0 : memref<8x4xf32>)
+  %t2 = memref.subview %tokens[2, 0] [1, 4] [1, 1] : memref<10x4xi32> to memref<1x4xi32, strided<[4, 1], offset: 8>>
+  %x2 = memref.alloc() : memref<1x4x4xf32>
+  rt.kernel "embedding" ins(%t2, %s2 : memref<1x4xi32, strided<[4, 1], offset: 8>>, memref<8x4xf32>) outs(%x2 : memref<1x4x4xf32>)
+  %g1 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "embedding_grad" ins(%x1, %t1 : memref<1x4x4xf32>, memref<1x4xi32, strided<[4, 1], offset: 4>>) outs(%g1 : memref<8x4xf32>)
+  %a1 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "add" ins(%g0, %g1 : memref<8x4xf32>, memref<8x4xf32>) outs(%a1 : memref<8x4xf32>)
+  %t3 = memref.subview %tokens[3, 0] [1, 4] [1, 1] : memref<10x4xi32> to memref<1x4xi32, strided<[4, 1], offset: 12>>
+  %x3 = memref.alloc() : memref<1x4x4xf32>
+  rt.kernel "embedding" ins(%t3, %s3 : memref<1x4xi32, strided<[4, 1], offset: 12>>, memref<8x4xf32>) outs(%x3 : memref<1x4x4xf32>)
+  %g2 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "embedding_grad" ins(%x2, %t2 : memref<1x4x4xf32>, memref<1x4xi32, strided<[4, 1], offset: 8>>) outs(%g2 : memref<8x4xf32>)
+  %a2 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "add" ins(%a1, %g2 : memref<8x4xf32>, memref<8x4xf32>) outs(%a2 : memref<8x4xf32>)
+  %t4 = memref.subview %tokens[4, 0] [1, 4] [1, 1] : memref<10x4xi32> to memref<1x4xi32, strided<[4, 1], offset: 16>>
+  %x4 = memref.alloc() : memref<1x4x4xf32>
+  rt.kernel "embedding" ins(%t4, %s4 : memref<1x4xi32, strided<[4, 1], offset: 16>>, memref<8x4xf32>) outs(%x4 : memref<1x4x4xf32>)
+  %g3 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "embedding_grad" ins(%x3, %t3 : memref<1x4x4xf32>, memref<1x4xi32, strided<[4, 1], offset: 12>>) outs(%g3 : memref<8x4xf32>)
+  %a3 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "add" ins(%a2, %g3 : memref<8x4xf32>, memref<8x4xf32>) outs(%a3 : memref<8x4xf32>)
+  %t5 = memref.subview %tokens[5, 0] [1, 4] [1, 1] : memref<10x4xi32> to memref<1x4xi32, strided<[4, 1], offset: 20>>
+  %x5 = memref.alloc() : memref<1x4x4xf32>
+  rt.kernel "embedding" ins(%t5, %s5 : memref<1x4xi32, strided<[4, 1], offset: 20>>, memref<8x4xf32>) outs(%x5 : memref<1x4x4xf32>)
+  %g4 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "embedding_grad" ins(%x4, %t4 : memref<1x4x4xf32>, memref<1x4xi32, strided<[4, 1], offset: 16>>) outs(%g4 : memref<8x4xf32>)
+  %a4 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "add" ins(%a3, %g4 : memref<8x4xf32>, memref<8x4xf32>) outs(%a4 : memref<8x4xf32>)
+  %t6 = memref.subview %tokens[8, 0] [1, 4] [1, 1] : memref<10x4xi32> to memref<1x4xi32, strided<[4, 1], offset: 32>>
+  %x6 = memref.alloc() : memref<1x4x4xf32>
+  rt.kernel "embedding" ins(%t6, %s6 : memref<1x4xi32, strided<[4, 1], offset: 32>>, memref<8x4xf32>) outs(%x6 : memref<1x4x4xf32>)
+  %g5 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "embedding_grad" ins(%x5, %t5 : memref<1x4x4xf32>, memref<1x4xi32, strided<[4, 1], offset: 20>>) outs(%g5 : memref<8x4xf32>)
+  %a5 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "add" ins(%a4, %g5 : memref<8x4xf32>, memref<8x4xf32>) outs(%a5 : memref<8x4xf32>)
+  %t7 = memref.subview %tokens[9, 0] [1, 4] [1, 1] : memref<10x4xi32> to memref<1x4xi32, strided<[4, 1], offset: 36>>
+  %x7 = memref.alloc() : memref<1x4x4xf32>
+  rt.kernel "embedding" ins(%t7, %s7 : memref<1x4xi32, strided<[4, 1], offset: 36>>, memref<8x4xf32>) outs(%x7 : memref<1x4x4xf32>)
+  %g6 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "embedding_grad" ins(%x6, %t6 : memref<1x4x4xf32>, memref<1x4xi32, strided<[4, 1], offset: 32>>) outs(%g6 : memref<8x4xf32>)
+  %a6 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "add" ins(%a5, %g6 : memref<8x4xf32>, memref<8x4xf32>) outs(%a6 : memref<8x4xf32>)
+  %g7 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "embedding_grad" ins(%x7, %t7 : memref<1x4x4xf32>, memref<1x4xi32, strided<[4, 1], offset: 36>>) outs(%g7 : memref<8x4xf32>)
+  %a7 = memref.alloc() : memref<8x4xf32>
+  rt.kernel "add" ins(%a6, %g7 : memref<8x4xf32>, memref<8x4xf32>) outs(%a7 : memref<8x4xf32>)
+  %out = memref.alloc() : memref<8x4xf32>
+  rt.kernel "scale" ins(%a7 : memref<8x4xf32>) outs(%out : memref<8x4xf32>) floats = [1.000000e-01]
+  return
+}
