@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test/e2e/ranks/microbatch-loop.test: each MODEL:PLAN:RANKS compiled twice, with the
-micro-batch loop (the default) and with --unroll-microbatches, trained 10
+micro-batch loop (the default) and with --unroll-microbatches, trained 6
 steps on RANKS ranks from the same seed, data and evaluation; the losses,
 evaluation losses and final checkpoints must be identical, bit for bit.
 
@@ -29,7 +29,7 @@ def run(command, **kwargs):
 
 def train(workdir, name, ranks):
     program = os.path.join(workdir, name + ".ptp")
-    command = ["partition-run", program, "--steps", "10", "--eval-every", "5",
+    command = ["partition-run", program, "--steps", "6", "--eval-every", "3",
                "--metrics-out", os.path.join(workdir, name + ".jsonl"),
                "--save", os.path.join(workdir, name + "-ckpt"), "--quiet"]
     if ranks > 1:
