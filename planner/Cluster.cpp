@@ -235,6 +235,8 @@ const std::vector<Field> &fields() {
       {"disk_read_bandwidth", Field::NonNegative, &Cluster::diskReadBandwidth},
       {"disk_write_bandwidth", Field::NonNegative,
        &Cluster::diskWriteBandwidth},
+      {"disk_compute_slowdown", Field::NonNegative,
+       &Cluster::diskComputeSlowdown},
   };
   return all;
 }

@@ -242,19 +242,42 @@ struct Sweep {
   /// so a plan that fits keeps its moments).
   void screen(Candidate base) {
     base.offload = fixed.offload.value_or("none");
+    base.offloadParameters = fixed.offloadParameters.value_or("none");
     base.offloadBufferBytes = fixed.offloadBufferBytes;
     base.offloadPath = fixed.offloadPath;
+    // Parameter offload needs ZeRO-3's shards (over dp x cp > 1).
+    bool sharded = base.zeroStage == 3 && base.dp * base.cp > 1;
+    if (base.offloadParameters != "none" && !sharded)
+      return;
     Prediction p = predict(model, base, cluster, /*exactPipeline=*/false);
     ++result.evaluated;
+    auto keepFaster = [&](const Candidate &c) {
+      Prediction q = predict(model, c, cluster, /*exactPipeline=*/false);
+      ++result.evaluated;
+      if (q.fits && std::isfinite(q.stepSeconds) &&
+          (!p.fits || q.stepSeconds < p.stepSeconds))
+        p = std::move(q);
+    };
     if (!p.fits && std::isfinite(p.stepSeconds) && !fixed.offload) {
       for (const std::string &tier : offloadTiers()) {
         Candidate c = base;
         c.offload = tier;
-        Prediction q = predict(model, c, cluster, /*exactPipeline=*/false);
-        ++result.evaluated;
-        if (q.fits && std::isfinite(q.stepSeconds) &&
-            (!p.fits || q.stepSeconds < p.stepSeconds))
-          p = std::move(q);
+        keepFaster(c);
+      }
+    }
+    // Still too large under ZeRO-3: the shards in the moments' tier too
+    // (ZeRO-Infinity), unless plan.json or --offload none fixed them.
+    if (!p.fits && std::isfinite(p.stepSeconds) && sharded &&
+        !fixed.offloadParameters) {
+      for (const std::string &tier :
+           fixed.offload && *fixed.offload != "none"
+               ? std::vector<std::string>{*fixed.offload}
+           : fixed.offload ? std::vector<std::string>{}
+                           : offloadTiers()) {
+        Candidate c = base;
+        c.offload = tier;
+        c.offloadParameters = tier;
+        keepFaster(c);
       }
     }
     if (!std::isfinite(p.stepSeconds))

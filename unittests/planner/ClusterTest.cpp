@@ -85,7 +85,8 @@ TEST(Cluster, BadFilesSayWhatIsWrong) {
             "inter_node_bandwidth, inter_node_latency, "
             "overlaps_communication, shared_node, attention_kernel, "
             "attention_skips_masked, host_link_bandwidth, host_memory_bytes, "
-            "disk_read_bandwidth, disk_write_bandwidth)");
+            "disk_read_bandwidth, disk_write_bandwidth, "
+            "disk_compute_slowdown)");
   // The offload fields: 0 is "none", a negative or non-number is not, and
   // a disk reads and writes.
   EXPECT_EQ(error(R"({"disk_read_bandwidth": -1})"),
