@@ -683,6 +683,17 @@ Prediction predict(const ModelShape &m, const Candidate &p,
     step.update = optimizer;
     for (int64_t v = 0; v < p.virtualStages; ++v)
       step.window += costs.backward[v * p.pp] + costs.weight[v * p.pp];
+    // The first update comes below the stage's last layer's backward, and
+    // on a one-stage plan after the head's: neither hides a transfer.
+    std::vector<int64_t> first = stageLayerIndices(split, p, 0);
+    if (!first.empty()) {
+      double f, b, w;
+      layers.sums(first.back(), 1, f, b, w);
+      step.window -= b + w;
+    }
+    if (p.pp == 1)
+      step.window -= head.backward + head.weight + head.comm;
+    step.window = std::max(0.0, step.window);
     double embedding = (double(m.vocab) / double(p.tp) + double(m.positions)) *
                        double(m.hidden);
     double firstStage = stageParameters(m, p, split, 0);
@@ -694,7 +705,6 @@ Prediction predict(const ModelShape &m, const Candidate &p,
       // The first stage's shards (ZeRO-3 over dp x cp), its mean layer.
       ParameterGathers &g = step.gathers;
       double group = double(p.dp * p.cp);
-      std::vector<int64_t> first = stageLayerIndices(split, p, 0);
       g.layers = int64_t(first.size());
       g.microbatches = p.microbatches;
       g.embeddingBytes = 4 * embedding / group;

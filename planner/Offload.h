@@ -20,7 +20,8 @@ namespace partition::planner {
 /// The exposed seconds of optimizer offload per step : `bytes` of moments of
 /// this rank read from and written back to `tier` ("host" or "nvme") around
 /// updates of `update` seconds in all, which the compiler moves into the
-/// backward pass (`window` seconds of it, the last micro-batch's) except the
+/// backward pass (`window` seconds of it: the last micro-batch's after the
+/// first update, below the last layer's and the head's backward) except the
 /// update of the tensor whose gradient completes last (`lastShare` of the bytes
 /// and of the update: the embedding), at the end of the step; slices of
 /// planfile::offloadSliceBytes(bufferBytes) per moment. `node` is the whole
@@ -87,7 +88,8 @@ double diskSlowdownSeconds(double hidden, const Cluster &node);
 /// What predict() knows of the step that offload's cost depends on.
 struct OffloadStep {
   /// This rank's shard of the parameters (AdamW's), the updates' seconds
-  /// (U), the last micro-batch's backward on the first stage (W), the
+  /// (U), the last micro-batch's backward on the first stage after its
+  /// first update (W: less the head's and the last layer's), the
   /// share of the updates that stays at the end (the embedding's), and
   /// the step's compute (the most the transfers hide behind).
   double shardParams = 0, update = 0, window = 0, lastShare = 0,
