@@ -23,8 +23,15 @@ change in the machine's load hits both alike, and prints:
     offload (what the compute loses beside the I/O, which the planner does
     not model);
   - `partition-plan --plan` of both plans on the calibrated cluster: the
-    predicted step times, the breakdown's `offload` line, against the
-    measured overhead (the issue's goal: within 25%).
+    predicted step times, the breakdown's `offload` line (and of it what
+    the kernels lose beside the disk, `disk_compute_slowdown` as
+    --calibrate measured it), against the measured overhead (the issue's
+    goal: within 25%);
+  - unless --no-parameters: the same for ZeRO-3's parameter offload, dp2
+    ZeRO-3 on 2 ranks x 1 thread (mpirun) without offload and with
+    "offload": {"parameters": "nvme"} (the fp32 shards on disk, read for
+    every all-gather and around the update), interleaved likewise, against
+    the predicted `offload` line.
 
 A benchmark, never a test: the figures depend on the machine and its load.
 
@@ -57,12 +64,14 @@ def env(threads):
                 OPENBLAS_NUM_THREADS=str(threads))
 
 
-def execute(bindir, ptp, threads, steps, metrics, trace=None):
+def execute(bindir, ptp, threads, steps, metrics, trace=None, ranks=1):
     cmd = [os.path.join(bindir, "partition-run"), ptp, "--steps", str(steps),
            "--eval-every", "0", "--metrics-out", metrics, "--quiet"]
+    if ranks > 1:
+        cmd += ["--nproc", str(ranks)]
     if trace:
         cmd += ["--trace", trace]
-    run(cmd, env=env(threads))
+    run(cmd, env=dict(env(threads), OMPI_MCA_btl="self,vader"))
 
 
 def tier_io(trace_path, warm):
@@ -104,6 +113,78 @@ def kernel_seconds(trace_path, warm):
     return sum(e["dur"] for e in spans if e.get("cat") == "kernel") / 1e6 / steps
 
 
+def predict(args, model, plan_path, cluster, micro_batch):
+    out = run([os.path.join(args.bin, "partition-plan"), model, "--plan",
+               plan_path, "--cluster", cluster, "--global-batch",
+               str(args.batch), "--memory", "closed-form", "--json",
+               "--max-micro-batch", str(micro_batch)]).stdout
+    ranked = [p for p in json.loads(out)
+              if p["micro_batch_size"] == micro_batch
+              and p["plan"].get("recompute") is None]
+    return ranked[0]
+
+
+def compile_plans(args, model, work, plans):
+    programs = {}
+    for name, plan in plans.items():
+        tag = name.replace(" ", "_").replace(",", "")
+        plan_path = os.path.join(work, tag + ".json")
+        with open(plan_path, "w") as f:
+            json.dump(plan, f)
+        ptp = os.path.join(work, tag + ".ptp")
+        run([os.path.join(args.bin, "partition-compile"), model, "--plan",
+             plan_path, "-o", ptp])
+        programs[name] = (ptp, plan_path, tag)
+    return programs
+
+
+def parameter_case(args, model, work, cluster):
+    """dp2 ZeRO-3 on 2 ranks x 1 thread, the fp32 shards on disk or not:
+    the measured overhead against the predicted offload line."""
+    plans = {
+        "dp2 zero3": {"mesh": {"dp": 2}, "zero": {"stage": 3}},
+        "dp2 zero3, parameters nvme": {
+            "mesh": {"dp": 2}, "zero": {"stage": 3},
+            "offload": {"parameters": "nvme", "path": args.dir}},
+    }
+    programs = compile_plans(args, model, work, plans)
+    times = {name: [] for name in programs}
+    for repeat in range(args.repeats):
+        for name, (ptp, _, tag) in programs.items():
+            metrics = os.path.join(work, f"{tag}.{repeat}.jsonl")
+            execute(args.bin, ptp, 1, args.steps, metrics, ranks=2)
+            times[name].append(step_ms(metrics, args.warmup))
+    predicted = {name: predict(args, model, plan_path, cluster,
+                               args.batch // 2)
+                 for name, (_, plan_path, _) in programs.items()}
+    print(f"dp2 ZeRO-3 on 2 ranks x 1 thread (mpirun), batch {args.batch}: "
+          f"median step ms over {args.repeats} interleaved runs of "
+          f"{args.steps} steps (first {args.warmup} left out)")
+    print("| plan | step ms (min-max) | predicted step ms | predicted "
+          "offload ms (gathers, slowdown) |")
+    print("|---|---:|---:|---:|")
+    for name in programs:
+        p = predicted[name]
+        b = p["breakdown"]
+        print(f"| {name} | {statistics.median(times[name]):.0f} "
+              f"({min(times[name]):.0f}-{max(times[name]):.0f}) | "
+              f"{1e3 * p['step_s']:.0f} | "
+              f"{1e3 * b.get('offload_s', 0):.1f} "
+              f"({1e3 * b.get('offload_gather_s', 0):.1f}, "
+              f"{1e3 * b.get('offload_slowdown_s', 0):.1f}) |")
+    names = list(programs)
+    overhead = (statistics.median(times[names[1]]) -
+                statistics.median(times[names[0]]))
+    offload = predicted[names[1]]
+    expected = 1e3 * offload["breakdown"]["offload_s"]
+    print(f"parameter offload overhead: measured {overhead:.0f} ms per step, "
+          f"predicted {expected:.0f} ms "
+          f"({100 * (expected - overhead) / overhead:+.0f}%); "
+          f"{offload['offload_read_bytes_per_step'] / 1e6:.0f} MB read and "
+          f"{offload['offload_write_bytes_per_step'] / 1e6:.0f} MB written "
+          f"per rank per step predicted")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default="build/bin")
@@ -118,6 +199,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=1,
                         help="steps left out of the median (first touches)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-parameters", action="store_true",
+                        help="leave out the dp2 ZeRO-3 parameter-offload "
+                        "case")
     parser.add_argument("--work", default=None,
                         help="keep the programs, metrics and trace here")
     args = parser.parse_args()
@@ -136,16 +220,7 @@ def main():
         "nvme": {"mesh": {"dp": 1},
                  "offload": {"optimizer": "nvme", "path": args.dir}},
     }
-    programs = {}
-    for name, plan in plans.items():
-        tag = name.replace(" ", "_")
-        plan_path = os.path.join(work, tag + ".json")
-        with open(plan_path, "w") as f:
-            json.dump(plan, f)
-        ptp = os.path.join(work, tag + ".ptp")
-        run([os.path.join(args.bin, "partition-compile"), model, "--plan",
-             plan_path, "-o", ptp])
-        programs[name] = (ptp, plan_path, tag)
+    programs = compile_plans(args, model, work, plans)
 
     # The machine as the planner sees it, the disk measured in --dir.
     cluster = os.path.join(work, "cluster.json")
@@ -155,6 +230,7 @@ def main():
     for line in calibrate.stderr.splitlines():
         if line.startswith(("memcpy", "sgemm")):
             print("calibrate:", line)
+    slowdown = json.load(open(cluster)).get("disk_compute_slowdown", 0.0)
     with open(cluster) as f:
         measured = json.load(f)
     read_bw = measured["disk_read_bandwidth"]
@@ -168,16 +244,8 @@ def main():
             times[name].append(step_ms(metrics, args.warmup))
 
     # The planner on the measured cluster.
-    predicted = {}
-    for name, (_, plan_path, _) in programs.items():
-        out = run([os.path.join(args.bin, "partition-plan"), model, "--plan",
-                   plan_path, "--cluster", cluster, "--global-batch",
-                   str(args.batch), "--memory", "closed-form", "--json",
-                   "--max-micro-batch", str(args.batch)]).stdout
-        ranked = [p for p in json.loads(out)
-                  if p["micro_batch_size"] == args.batch
-                  and p["plan"].get("recompute") is None]
-        predicted[name] = ranked[0]
+    predicted = {name: predict(args, model, plan_path, cluster, args.batch)
+                 for name, (_, plan_path, _) in programs.items()}
 
     # One traced run of each: the offload's exposed I/O, and what the
     # kernels lose beside it.
@@ -211,9 +279,14 @@ def main():
     predicted_overhead = 1e3 * predicted["nvme"]["breakdown"]["offload_s"]
     print(f"disk (--calibrate in {args.dir}): write {write_bw / 1e9:.2f} "
           f"GB/s, read {read_bw / 1e9:.2f} GB/s")
+    print(f"kernels beside the disk's transfers (--calibrate): "
+          f"{100 * slowdown:.0f}% slower")
     print(f"overhead: measured {overhead:.0f} ms per step "
           f"({100 * overhead / base:.1f}%), predicted "
-          f"{predicted_overhead:.1f} ms; optimizer update predicted "
+          f"{predicted_overhead:.1f} ms "
+          f"({100 * (predicted_overhead - overhead) / overhead:+.0f}%; of it "
+          f"{1e3 * predicted['nvme']['breakdown'].get('offload_slowdown_s', 0):.1f}"
+          f" ms the kernels beside the disk); optimizer update predicted "
           f"{1e3 * predicted['nvme']['breakdown']['optimizer_s']:.0f} ms")
     hidden = 1 - exposed / io_seconds if io_seconds > 0 else 0.0
     print(f"trace ({traced} steps after warm-up): {read_bytes / 1e6:.0f} MB "
@@ -224,6 +297,8 @@ def main():
           f"compute; kernels {1e3 * kernels['no offload']:.0f} ms per step "
           f"without offload, {1e3 * kernels['nvme']:.0f} ms with it (beside "
           f"the I/O)")
+    if not args.no_parameters:
+        parameter_case(args, model, work, cluster)
     print("load at end:", run(["uptime"]).stdout.strip())
 
 
