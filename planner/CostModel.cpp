@@ -720,6 +720,16 @@ Prediction predict(const ModelShape &m, const Candidate &p,
         g.layerForward += f / double(g.layers);
         g.layerBackward += (b + w) / double(g.layers);
       }
+      // ZeRO-3's all-gathers (fp32 rows of the whole layer) and the
+      // backward's reduce-scatters, as dataParallelSeconds prices them.
+      Link link = groupLink(c, p.dp, p.tp * p.cp * p.pp);
+      int64_t ranks = p.dp * p.cp;
+      double layerFull = g.layerBytes * group;
+      g.layerGather = allGatherTime(layerFull, ranks, link);
+      g.layerBackwardComm =
+          g.layerGather + reduceScatterTime(layerFull, ranks, link);
+      g.embeddingGather = allGatherTime(g.embeddingBytes * group, ranks, link);
+      g.overlapsCommunication = c.overlapsCommunication;
       g.embeddingForward = embed.forward + embed.comm;
       if (p.pp == 1) {
         g.headForward = head.forward + head.comm;

@@ -117,17 +117,25 @@ GatherReads parameterGatherSeconds(const std::string &tier,
   // behind), then layer k + 1's before layer k's compute. Backward: the
   // head's after the forward's last layer and head, the last layer's with
   // it, then layer k - 1's before layer k's backward.
+  // What the reads hide behind between two packs: the compute and the
+  // collectives the rank waits for.
+  auto span = [&](double compute, double comm) {
+    return g.overlapsCommunication ? std::max(compute, comm) : compute + comm;
+  };
+  double layerForward = span(g.layerForward, g.layerGather);
+  double layerBackward = span(g.layerBackward, g.layerBackwardComm);
   std::vector<Read> forward, backward;
   forward.push_back({0, g.embeddingBytes});
   for (int64_t k = 0; k < g.layers; ++k)
     forward.push_back({k == 0   ? 0.0
-                       : k == 1 ? g.embeddingForward
-                                : g.layerForward,
+                       : k == 1 ? span(g.embeddingForward, g.embeddingGather)
+                                : layerForward,
                        g.layerBytes});
   // Between the last forward pack (layer n - 1's, before layer n - 2's
   // compute) and the backward's first: two layers and the head.
-  double tail = (g.layers > 1 ? 2 * g.layerForward
-                              : g.embeddingForward + g.layerForward) +
+  double tail = (g.layers > 1 ? 2 * layerForward
+                              : span(g.embeddingForward, g.embeddingGather) +
+                                    layerForward) +
                 g.headForward;
   if (g.headBytes > 0)
     backward.push_back({tail, g.headBytes});
@@ -135,7 +143,7 @@ GatherReads parameterGatherSeconds(const std::string &tier,
     backward.push_back({k == g.layers - 1
                             ? (g.headBytes > 0 ? 0.0 : tail)
                         : k == g.layers - 2 ? g.headBackward
-                                            : g.layerBackward,
+                                            : layerBackward,
                         g.layerBytes});
   double forwardBytes = g.embeddingBytes + double(g.layers) * g.layerBytes;
   double backwardBytes = g.headBytes + double(g.layers) * g.layerBytes;

@@ -50,6 +50,13 @@ struct ParameterGathers {
   /// backward.
   double layerForward = 0, layerBackward = 0, embeddingForward = 0,
          headForward = 0, headBackward = 0;
+  /// ZeRO-3's collectives the rank waits for between packs: a layer's
+  /// all-gather (forward), its all-gather and reduce-scatter (backward),
+  /// the embedding's all-gather; and whether they run beside the compute
+  /// (Cluster::overlapsCommunication: the reads then hide behind the
+  /// longer of the two, else behind both one after the other).
+  double layerGather = 0, layerBackwardComm = 0, embeddingGather = 0;
+  bool overlapsCommunication = false;
 };
 
 struct GatherReads {

@@ -12,9 +12,11 @@ change in the machine's load hits both alike, and prints:
 
   - the median step time of each and the overhead of offload;
   - the disk as `partition-plan --calibrate` measures it in this same
-    invocation (the runtime's own I/O engine on a file in --dir; memcpy,
-    GEMMs and collectives besides), written as the cluster file the
-    prediction uses;
+    invocation, before and after the timed runs (the runtime's own I/O
+    engine on a file in --dir, and the kernels' slowdown beside it; memcpy,
+    GEMMs and collectives besides): the cluster file the prediction uses
+    has the mean of the two (this virtual disk's bandwidth moves by a
+    third between minutes);
   - from one traced run (partition-run --trace) of each program: the time
     the rank spent in the tier copies' starts and waits per step (the
     exposed I/O) against the I/O's time at the measured bandwidth (bytes
@@ -113,6 +115,36 @@ def kernel_seconds(trace_path, warm):
     return sum(e["dur"] for e in spans if e.get("cat") == "kernel") / 1e6 / steps
 
 
+DISK_FIELDS = ("disk_read_bandwidth", "disk_write_bandwidth",
+               "disk_compute_slowdown")
+
+
+def calibrate(args, path):
+    """partition-plan --calibrate with the disk in --dir, into `path`."""
+    out = run([os.path.join(args.bin, "partition-plan"), "--calibrate",
+               "--calibrate-dir", args.dir, "-o", path],
+              env=env(args.threads))
+    for line in out.stderr.splitlines():
+        if line.startswith(("memcpy", "sgemm")):
+            print("calibrate:", line)
+    with open(path) as f:
+        return json.load(f)
+
+
+def mean_cluster(clusters, path):
+    """The first cluster with the disk's fields the mean of all, at `path`."""
+    merged = dict(clusters[0])
+    for key in DISK_FIELDS:
+        merged[key] = statistics.mean(c.get(key, 0.0) for c in clusters)
+    with open(path, "w") as f:
+        json.dump(merged, f, indent=2)
+    print("cluster for the prediction (the calibrations' mean): disk write "
+          f"{merged['disk_write_bandwidth'] / 1e9:.2f} GB/s, read "
+          f"{merged['disk_read_bandwidth'] / 1e9:.2f} GB/s, kernels beside "
+          f"it {100 * merged['disk_compute_slowdown']:.0f}% slower")
+    return merged
+
+
 def predict(args, model, plan_path, cluster, micro_batch):
     out = run([os.path.join(args.bin, "partition-plan"), model, "--plan",
                plan_path, "--cluster", cluster, "--global-batch",
@@ -138,9 +170,10 @@ def compile_plans(args, model, work, plans):
     return programs
 
 
-def parameter_case(args, model, work, cluster):
+def parameter_case(args, model, work, before):
     """dp2 ZeRO-3 on 2 ranks x 1 thread, the fp32 shards on disk or not:
-    the measured overhead against the predicted offload line."""
+    the measured overhead against the predicted offload line (the disk as
+    calibrated before and after these runs)."""
     plans = {
         "dp2 zero3": {"mesh": {"dp": 2}, "zero": {"stage": 3}},
         "dp2 zero3, parameters nvme": {
@@ -154,6 +187,9 @@ def parameter_case(args, model, work, cluster):
             metrics = os.path.join(work, f"{tag}.{repeat}.jsonl")
             execute(args.bin, ptp, 1, args.steps, metrics, ranks=2)
             times[name].append(step_ms(metrics, args.warmup))
+    after = calibrate(args, os.path.join(work, "cluster-after-dp2.json"))
+    cluster = os.path.join(work, "cluster-dp2.json")
+    mean_cluster([before, after], cluster)
     predicted = {name: predict(args, model, plan_path, cluster,
                                args.batch // 2)
                  for name, (_, plan_path, _) in programs.items()}
@@ -222,19 +258,10 @@ def main():
     }
     programs = compile_plans(args, model, work, plans)
 
-    # The machine as the planner sees it, the disk measured in --dir.
-    cluster = os.path.join(work, "cluster.json")
-    calibrate = run([os.path.join(args.bin, "partition-plan"), "--calibrate",
-                     "--calibrate-dir", args.dir, "-o", cluster],
-                    env=env(args.threads))
-    for line in calibrate.stderr.splitlines():
-        if line.startswith(("memcpy", "sgemm")):
-            print("calibrate:", line)
-    slowdown = json.load(open(cluster)).get("disk_compute_slowdown", 0.0)
-    with open(cluster) as f:
-        measured = json.load(f)
-    read_bw = measured["disk_read_bandwidth"]
-    write_bw = measured["disk_write_bandwidth"]
+    # The machine as the planner sees it, the disk measured in --dir
+    # before and after the timed runs (this virtual disk's bandwidth moves
+    # by a third between minutes): the prediction takes their mean.
+    before = calibrate(args, os.path.join(work, "cluster-before.json"))
 
     times = {name: [] for name in programs}
     for repeat in range(args.repeats):
@@ -242,6 +269,13 @@ def main():
             metrics = os.path.join(work, f"{tag}.{repeat}.jsonl")
             execute(args.bin, ptp, args.threads, args.steps, metrics)
             times[name].append(step_ms(metrics, args.warmup))
+
+    after = calibrate(args, os.path.join(work, "cluster-after.json"))
+    cluster = os.path.join(work, "cluster.json")
+    measured = mean_cluster([before, after], cluster)
+    read_bw = measured["disk_read_bandwidth"]
+    write_bw = measured["disk_write_bandwidth"]
+    slowdown = measured["disk_compute_slowdown"]
 
     # The planner on the measured cluster.
     predicted = {name: predict(args, model, plan_path, cluster, args.batch)
@@ -277,10 +311,9 @@ def main():
               f"{1e3 * p['step_s']:.0f} | "
               f"{1e3 * p['breakdown'].get('offload_s', 0):.1f} |")
     predicted_overhead = 1e3 * predicted["nvme"]["breakdown"]["offload_s"]
-    print(f"disk (--calibrate in {args.dir}): write {write_bw / 1e9:.2f} "
-          f"GB/s, read {read_bw / 1e9:.2f} GB/s")
-    print(f"kernels beside the disk's transfers (--calibrate): "
-          f"{100 * slowdown:.0f}% slower")
+    print(f"disk (--calibrate in {args.dir}, the mean of before and after): "
+          f"write {write_bw / 1e9:.2f} GB/s, read {read_bw / 1e9:.2f} GB/s; "
+          f"kernels beside its transfers {100 * slowdown:.0f}% slower")
     print(f"overhead: measured {overhead:.0f} ms per step "
           f"({100 * overhead / base:.1f}%), predicted "
           f"{predicted_overhead:.1f} ms "
@@ -298,7 +331,7 @@ def main():
           f"without offload, {1e3 * kernels['nvme']:.0f} ms with it (beside "
           f"the I/O)")
     if not args.no_parameters:
-        parameter_case(args, model, work, cluster)
+        parameter_case(args, model, work, after)
     print("load at end:", run(["uptime"]).stdout.strip())
 
 

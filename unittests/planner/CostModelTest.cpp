@@ -354,6 +354,19 @@ TEST(CostModel, ParameterOffloadExposesTheFirstPacksReads) {
   int64_t small = 6 * 4096 * 1000; // slices of 4.096 MB, 12.288 MB ahead
   double tight = parameterGatherSeconds("nvme", g, small, node, node, 1).exposed;
   EXPECT_GT(tight, 0.4);
+  // ZeRO-3's collectives between packs widen the window: after each
+  // other (CPU ranks) more than beside the compute (overlapping GPUs).
+  g.layerGather = 0.2;
+  g.layerBackwardComm = 0.4;
+  g.embeddingGather = 0.1;
+  double serial = parameterGatherSeconds("nvme", g, small, node, node, 1).exposed;
+  g.overlapsCommunication = true;
+  double beside = parameterGatherSeconds("nvme", g, small, node, node, 1).exposed;
+  EXPECT_LT(serial, tight);
+  EXPECT_LE(serial, beside + 1e-12);
+  EXPECT_LE(beside, tight);
+  g.layerGather = g.layerBackwardComm = g.embeddingGather = 0;
+  g.overlapsCommunication = false;
   // cpu-local's host tier: memcpys on the rank, all of it exposed.
   Cluster cpu = *getProfile("cpu-local");
   GatherReads host = parameterGatherSeconds("host", g, huge, cpu, cpu, 1);
