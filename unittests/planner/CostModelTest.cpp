@@ -483,6 +483,40 @@ TEST(Search, OffloadsZero3ShardsOnlyWhenTheMomentsAreNotEnough) {
   EXPECT_TRUE(forbid.ranked.empty() || !forbid.ranked.front().fits);
 }
 
+// Where the closed form fits but the compiler's memory plan fits only
+// with the shards offloaded too, the search asks the compiler for that.
+TEST(Search, OffloadsZero3ShardsWhenOnlyTheCompiledMemoryNeedsIt) {
+  Cluster c = *getProfile("a100-80gb-dgx");
+  c.hostMemoryBytes = 0; // the disk only
+  ModelShape m = small();
+  SearchOptions options;
+  options.devices = 2;
+  options.globalBatch = 2;
+  Validate any = [](const Candidate &, bool &hard) {
+    hard = false;
+    return std::string();
+  };
+  Fixed fixed;
+  fixed.dp = 2;
+  fixed.tp = 1;
+  fixed.pp = 1;
+  fixed.zeroStage = 3;
+  fixed.maxMicroBatch = 1;
+  MemoryOracle compiled = [&](const Candidate &p) -> std::optional<double> {
+    return p.offloadParameters == "none" ? 2 * c.memoryBytes : 1e9;
+  };
+  SearchResult result = search(m, c, options, fixed, any, compiled);
+  ASSERT_FALSE(result.ranked.empty());
+  const Prediction &best = result.ranked.front();
+  EXPECT_TRUE(best.fits);
+  EXPECT_EQ(best.plan.offload, "nvme");
+  EXPECT_EQ(best.plan.offloadParameters, "nvme");
+  EXPECT_EQ(best.memorySource, "compiled");
+  fixed.offloadParameters = "none";
+  SearchResult none = search(m, c, options, fixed, any, compiled);
+  EXPECT_TRUE(none.ranked.empty() || !none.ranked.front().fits);
+}
+
 // The search offloads a plan only when it does not fit otherwise: on one
 // device of 1.8 GB the model's 135M parameters, gradients and moments (2.2
 // GB) do not fit; with the moments in the host tier (faster than the
