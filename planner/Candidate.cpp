@@ -61,9 +61,14 @@ std::string Candidate::planJson() const {
     os << ", \"recompute\": {\"policy\": \"" << recompute << "\"}";
   if (ep > 1)
     os << ", \"moe\": {\"expert_parallel\": " << ep << "}";
-  if (offload != "none") {
-    os << ", \"offload\": {\"optimizer\": \"" << offload << "\"";
-    if (offload == "nvme")
+  if (offload != "none" || offloadParameters != "none") {
+    os << ", \"offload\": {";
+    if (offload != "none")
+      os << "\"optimizer\": \"" << offload << "\"";
+    if (offloadParameters != "none")
+      os << (offload != "none" ? ", " : "") << "\"parameters\": \""
+         << offloadParameters << "\"";
+    if (offload == "nvme" || offloadParameters == "nvme")
       os << ", \"path\": " << nlohmann::json(offloadPath).dump();
     if (offloadBufferBytes != planfile::kOffloadDefaultBufferBytes)
       os << ", \"buffer_bytes\": " << offloadBufferBytes;
@@ -114,6 +119,8 @@ std::string Candidate::label() const {
     os << " rc-" << recompute;
   if (offload != "none")
     os << " off-" << offload;
+  if (offloadParameters != "none")
+    os << " offp-" << offloadParameters;
   os << " " << precision;
   return os.str();
 }

@@ -182,6 +182,11 @@ Cluster cpuLocal() {
   c.hostMemoryBytes = 0;
   c.diskReadBandwidth = 1.2e9;
   c.diskWriteBandwidth = 2.0e9;
+  // The kernels beside the disk's transfers (an sgemm and a triad on both
+  // cores while io_uring moves 128 MiB each way): 0, 10, 18, 20 and 24%
+  // slower in five `--calibrate` runs on 2026-12-05 (14:00-14:04 UTC, load
+  // 1.6-3); the median.
+  c.diskComputeSlowdown = 0.18;
   return c;
 }
 
@@ -235,6 +240,8 @@ const std::vector<Field> &fields() {
       {"disk_read_bandwidth", Field::NonNegative, &Cluster::diskReadBandwidth},
       {"disk_write_bandwidth", Field::NonNegative,
        &Cluster::diskWriteBandwidth},
+      {"disk_compute_slowdown", Field::NonNegative,
+       &Cluster::diskComputeSlowdown},
   };
   return all;
 }

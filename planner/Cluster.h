@@ -84,6 +84,13 @@ struct Cluster {
   double hostLinkBandwidth = 0;
   double hostMemoryBytes = 0;
   double diskReadBandwidth = 0, diskWriteBandwidth = 0;
+  /// How much slower the rank's kernels run while the disk's transfers are
+  /// in flight (a fraction: 0.3 = 30% longer), where moving them costs the
+  /// compute's own cores (CPU ranks: io_uring's completions, a virtual
+  /// disk's emulation on the same cores); 0 where DMA runs beside the
+  /// kernels (GPUs). `--calibrate` measures it (an sgemm on all threads
+  /// alone and beside a read and a write through the I/O engine).
+  double diskComputeSlowdown = 0;
 
   bool hasDisk() const {
     return diskReadBandwidth > 0 && diskWriteBandwidth > 0;

@@ -671,26 +671,72 @@ Prediction predict(const ModelShape &m, const Candidate &p,
       reducedParams / (p.zeroStage >= 1 ? double(p.dp * p.cp) : 1.0) +
       epExperts / (p.zeroStage >= 1 ? expertGroup : 1.0);
   double optimizer = streamTime(28 * optimizerParams, 1, c);
-  // Optimizer offload: this rank's shard of both moments, moved under the
-  // last micro-batch's backward on the first stage (the embedding's, whose
-  // gradient completes last: its share of the stage's parameters is the
-  // part that stays at the end; on a busiest stage without it, none).
+  // Offload (Offload.h): this rank's shard of both moments (and under
+  // ZeRO-3 of the fp32 parameters), updated under the last micro-batch's
+  // backward on the first stage (the embedding's update, whose gradient
+  // completes last, is the share that stays at the end; on a busiest
+  // stage without it, none), and the shards read for every all-gather.
   double offload = 0;
-  if (p.offload != "none") {
-    out.offloadedBytes = 8 * optimizerParams;
-    double window = 0;
+  if (p.offload != "none" || p.offloadParameters != "none") {
+    OffloadStep step;
+    step.shardParams = optimizerParams;
+    step.update = optimizer;
     for (int64_t v = 0; v < p.virtualStages; ++v)
-      window += costs.backward[v * p.pp] + costs.weight[v * p.pp];
+      step.window += costs.backward[v * p.pp] + costs.weight[v * p.pp];
+    // The first update comes below the stage's last layer's backward, and
+    // on a one-stage plan after the head's: neither hides a transfer.
+    std::vector<int64_t> first = stageLayerIndices(split, p, 0);
+    if (!first.empty()) {
+      double f, b, w;
+      layers.sums(first.back(), 1, f, b, w);
+      step.window -= b + w;
+    }
+    if (p.pp == 1)
+      step.window -= head.backward + head.weight + head.comm;
+    step.window = std::max(0.0, step.window);
     double embedding = (double(m.vocab) / double(p.tp) + double(m.positions)) *
                        double(m.hidden);
-    double lastShare =
-        stageParameters(m, p, split, 0) >= stageParams && stageParams > 0
-            ? embedding / stageParams
-            : 0.0;
-    offload =
-        offloadSeconds(p.offload, out.offloadedBytes, p.offloadBufferBytes,
-                       optimizer, window, lastShare, node, c,
-                       std::min<int64_t>(p.devices(), node.devicesPerNode));
+    double firstStage = stageParameters(m, p, split, 0);
+    step.lastShare = firstStage >= stageParams && stageParams > 0
+                         ? embedding / stageParams
+                         : 0.0;
+    step.compute = pipeline + optimizer;
+    if (p.offloadParameters != "none") {
+      // The first stage's shards (ZeRO-3 over dp x cp), its mean layer.
+      ParameterGathers &g = step.gathers;
+      double group = double(p.dp * p.cp);
+      g.layers = int64_t(first.size());
+      g.microbatches = p.microbatches;
+      g.embeddingBytes = 4 * embedding / group;
+      g.layerBytes = g.layers > 0 ? 4 * std::max(0.0, firstStage - embedding) /
+                                        double(g.layers) / group
+                                  : 0.0;
+      if (p.pp == 1)
+        g.headBytes = 4 * double(m.vocab) / double(p.tp) * double(m.hidden) /
+                      group;
+      for (int64_t layer : first) {
+        double f, b, w;
+        layers.sums(layer, 1, f, b, w);
+        g.layerForward += f / double(g.layers);
+        g.layerBackward += (b + w) / double(g.layers);
+      }
+      // ZeRO-3's all-gathers (fp32 rows of the whole layer) and the
+      // backward's reduce-scatters, as dataParallelSeconds prices them.
+      Link link = groupLink(c, p.dp, p.tp * p.cp * p.pp);
+      int64_t ranks = p.dp * p.cp;
+      double layerFull = g.layerBytes * group;
+      g.layerGather = allGatherTime(layerFull, ranks, link);
+      g.layerBackwardComm =
+          g.layerGather + reduceScatterTime(layerFull, ranks, link);
+      g.embeddingGather = allGatherTime(g.embeddingBytes * group, ranks, link);
+      g.overlapsCommunication = c.overlapsCommunication;
+      g.embeddingForward = embed.forward + embed.comm;
+      if (p.pp == 1) {
+        g.headForward = head.forward + head.comm;
+        g.headBackward = head.backward + head.weight + head.comm;
+      }
+    }
+    offload = offloadStepSeconds(p, step, node, c, out);
   }
   out.stepSeconds = pipeline + dataComm + optimizer + offload;
 

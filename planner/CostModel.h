@@ -142,6 +142,10 @@ struct Candidate {
   /// AdamW's moments ("none", "host" or "nvme"), the staging budget in the
   /// arena, and the nvme tier's directory (written to plan.json).
   std::string offload = "none";
+  /// ZeRO-3's fp32 parameter shards in a tier too (plan.json's
+  /// offload.parameters, ZeRO-Infinity's parameter offload): "none",
+  /// "host" or "nvme"; only with zeroStage 3 over dp > 1.
+  std::string offloadParameters = "none";
   int64_t offloadBufferBytes = planfile::kOffloadDefaultBufferBytes;
   std::string offloadPath = ".";
 
@@ -170,7 +174,7 @@ struct Breakdown {
   double bubble = 0;       // pipeline idle time
   double dataComm = 0;     // exposed gradient reduction (and ZeRO gathers)
   double optimizer = 0;    // AdamW
-  double offload = 0;      // exposed tier transfers of the moments
+  double offload = 0;      // exposed tier transfers (moments, ZeRO-3 shards)
 };
 
 struct Memory {
@@ -205,6 +209,15 @@ struct Prediction {
   /// disk's size is not modelled).
   double offloadedBytes = 0;
   bool tierFits = true;
+  /// Parameter offload (Candidate::offloadParameters): this rank's fp32
+  /// shards in the tier (bytes), the bytes each step reads from and
+  /// writes to its tiers (moments and shards), and of `breakdown.offload`
+  /// the part the parameter shards' reads for the all-gathers leave
+  /// exposed and the part the compute loses beside the I/O
+  /// (Cluster::diskComputeSlowdown).
+  double offloadedParameterBytes = 0;
+  double offloadReadBytes = 0, offloadWriteBytes = 0;
+  double offloadGatherSeconds = 0, offloadSlowdownSeconds = 0;
   /// Empty when partition-compile accepts the plan, else why not.
   std::string notCompilable;
 };

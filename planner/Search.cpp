@@ -242,19 +242,42 @@ struct Sweep {
   /// so a plan that fits keeps its moments).
   void screen(Candidate base) {
     base.offload = fixed.offload.value_or("none");
+    base.offloadParameters = fixed.offloadParameters.value_or("none");
     base.offloadBufferBytes = fixed.offloadBufferBytes;
     base.offloadPath = fixed.offloadPath;
+    // Parameter offload needs ZeRO-3's shards (over dp x cp > 1).
+    bool sharded = base.zeroStage == 3 && base.dp * base.cp > 1;
+    if (base.offloadParameters != "none" && !sharded)
+      return;
     Prediction p = predict(model, base, cluster, /*exactPipeline=*/false);
     ++result.evaluated;
+    auto keepFaster = [&](const Candidate &c) {
+      Prediction q = predict(model, c, cluster, /*exactPipeline=*/false);
+      ++result.evaluated;
+      if (q.fits && std::isfinite(q.stepSeconds) &&
+          (!p.fits || q.stepSeconds < p.stepSeconds))
+        p = std::move(q);
+    };
     if (!p.fits && std::isfinite(p.stepSeconds) && !fixed.offload) {
       for (const std::string &tier : offloadTiers()) {
         Candidate c = base;
         c.offload = tier;
-        Prediction q = predict(model, c, cluster, /*exactPipeline=*/false);
-        ++result.evaluated;
-        if (q.fits && std::isfinite(q.stepSeconds) &&
-            (!p.fits || q.stepSeconds < p.stepSeconds))
-          p = std::move(q);
+        keepFaster(c);
+      }
+    }
+    // Still too large under ZeRO-3: the shards in the moments' tier too
+    // (ZeRO-Infinity), unless plan.json or --offload none fixed them.
+    if (!p.fits && std::isfinite(p.stepSeconds) && sharded &&
+        !fixed.offloadParameters) {
+      for (const std::string &tier :
+           fixed.offload && *fixed.offload != "none"
+               ? std::vector<std::string>{*fixed.offload}
+           : fixed.offload ? std::vector<std::string>{}
+                           : offloadTiers()) {
+        Candidate c = base;
+        c.offload = tier;
+        c.offloadParameters = tier;
+        keepFaster(c);
       }
     }
     if (!std::isfinite(p.stepSeconds))
@@ -310,12 +333,13 @@ void fileUnfit(const SearchOptions &options, const Validate &validate,
 /// Branch and bound over `fitting` (sorted by lower bound): simulates
 /// pipelines, asks `memory`, and returns the best `options.top` exactly.
 /// `offloadTiers`: the tiers a plan whose compiled memory does not fit may
-/// try (empty when plan.json or --offload fixed the field).
+/// try (empty when plan.json or --offload fixed the field); with
+/// `offloadShards` a ZeRO-3 plan tries its shards there too.
 std::vector<Prediction>
 rankExactly(const ModelShape &model, const Cluster &cluster,
             const SearchOptions &options, const Validate &validate,
             const MemoryOracle &memory,
-            const std::vector<std::string> &offloadTiers,
+            const std::vector<std::string> &offloadTiers, bool offloadShards,
             std::vector<Prediction> &fitting, std::vector<Prediction> &unfit,
             SearchResult &result) {
   // Simulate pipelines until the bound exceeds the K-th best exact time
@@ -370,13 +394,25 @@ rankExactly(const ModelShape &model, const Cluster &cluster,
         p.fits = *bytes <= room && p.tierFits;
         // The closed form fitted, the compiler's plan does not: with the
         // moments in a tier it may (the first tier that fits, in the
-        // order offloadTiers gives: host before nvme).
+        // order offloadTiers gives: host before nvme), and a ZeRO-3 plan
+        // with its shards in that tier too.
         bool hard = false;
-        for (size_t t = 0;
-             !p.fits && p.plan.offload == "none" && t < offloadTiers.size();
-             ++t) {
-          Candidate offloaded = p.plan;
-          offloaded.offload = offloadTiers[t];
+        std::vector<Candidate> alternatives;
+        if (p.plan.offload == "none" && p.plan.offloadParameters == "none") {
+          for (const std::string &tier : offloadTiers) {
+            alternatives.push_back(p.plan);
+            alternatives.back().offload = tier;
+          }
+          if (offloadShards && p.plan.zeroStage == 3 &&
+              p.plan.dp * p.plan.cp > 1)
+            for (const std::string &tier : offloadTiers) {
+              alternatives.push_back(p.plan);
+              alternatives.back().offload = tier;
+              alternatives.back().offloadParameters = tier;
+            }
+        }
+        for (size_t t = 0; !p.fits && t < alternatives.size(); ++t) {
+          const Candidate &offloaded = alternatives[t];
           Prediction q = predict(model, offloaded, cluster);
           std::optional<double> tierBytes;
           if (std::isfinite(q.stepSeconds) && q.tierFits &&
@@ -428,7 +464,7 @@ SearchResult searchOnce(const ModelShape &model, const Cluster &cluster,
   std::vector<Prediction> exact = rankExactly(
       model, cluster, options, validate, memory,
       fixed.offload ? std::vector<std::string>() : sweep.offloadTiers(),
-      sweep.fitting, sweep.unfit, result);
+      !fixed.offloadParameters, sweep.fitting, sweep.unfit, result);
   std::stable_sort(sweep.unfit.begin(), sweep.unfit.end(), faster);
   result.ranked = std::move(exact);
   for (Prediction &p : sweep.unfit)

@@ -61,6 +61,11 @@ struct Fixed {
   /// (host where the node has host memory of its own and a host link, nvme
   /// where it has a disk), and kept with the fastest that fits.
   std::optional<std::string> offload;
+  /// plan.json's offload.parameters ("none", "host", "nvme": ZeRO-3's
+  /// parameter shards in that tier too); unset (auto): a ZeRO-3 plan over
+  /// dp x cp > 1 that does not fit with its moments offloaded is tried with
+  /// its shards in the same tier.
+  std::optional<std::string> offloadParameters;
   /// offload.buffer_bytes and offload.path of the plans that offload.
   int64_t offloadBufferBytes = planfile::kOffloadDefaultBufferBytes;
   std::string offloadPath = ".";

@@ -12,9 +12,11 @@ change in the machine's load hits both alike, and prints:
 
   - the median step time of each and the overhead of offload;
   - the disk as `partition-plan --calibrate` measures it in this same
-    invocation (the runtime's own I/O engine on a file in --dir; memcpy,
-    GEMMs and collectives besides), written as the cluster file the
-    prediction uses;
+    invocation, before and after the timed runs (the runtime's own I/O
+    engine on a file in --dir, and the kernels' slowdown beside it; memcpy,
+    GEMMs and collectives besides): the cluster file the prediction uses
+    has the mean of the two (this virtual disk's bandwidth moves by a
+    third between minutes);
   - from one traced run (partition-run --trace) of each program: the time
     the rank spent in the tier copies' starts and waits per step (the
     exposed I/O) against the I/O's time at the measured bandwidth (bytes
@@ -23,8 +25,15 @@ change in the machine's load hits both alike, and prints:
     offload (what the compute loses beside the I/O, which the planner does
     not model);
   - `partition-plan --plan` of both plans on the calibrated cluster: the
-    predicted step times, the breakdown's `offload` line, against the
-    measured overhead (the issue's goal: within 25%).
+    predicted step times, the breakdown's `offload` line (and of it what
+    the kernels lose beside the disk, `disk_compute_slowdown` as
+    --calibrate measured it), against the measured overhead (the issue's
+    goal: within 25%);
+  - unless --no-parameters: the same for ZeRO-3's parameter offload, dp2
+    ZeRO-3 on 2 ranks x 1 thread (mpirun) without offload and with
+    "offload": {"parameters": "nvme"} (the fp32 shards on disk, read for
+    every all-gather and around the update), interleaved likewise, against
+    the predicted `offload` line.
 
 A benchmark, never a test: the figures depend on the machine and its load.
 
@@ -57,12 +66,14 @@ def env(threads):
                 OPENBLAS_NUM_THREADS=str(threads))
 
 
-def execute(bindir, ptp, threads, steps, metrics, trace=None):
+def execute(bindir, ptp, threads, steps, metrics, trace=None, ranks=1):
     cmd = [os.path.join(bindir, "partition-run"), ptp, "--steps", str(steps),
            "--eval-every", "0", "--metrics-out", metrics, "--quiet"]
+    if ranks > 1:
+        cmd += ["--nproc", str(ranks)]
     if trace:
         cmd += ["--trace", trace]
-    run(cmd, env=env(threads))
+    run(cmd, env=dict(env(threads), OMPI_MCA_btl="self,vader"))
 
 
 def tier_io(trace_path, warm):
@@ -104,6 +115,112 @@ def kernel_seconds(trace_path, warm):
     return sum(e["dur"] for e in spans if e.get("cat") == "kernel") / 1e6 / steps
 
 
+DISK_FIELDS = ("disk_read_bandwidth", "disk_write_bandwidth",
+               "disk_compute_slowdown")
+
+
+def calibrate(args, path):
+    """partition-plan --calibrate with the disk in --dir, into `path`."""
+    out = run([os.path.join(args.bin, "partition-plan"), "--calibrate",
+               "--calibrate-dir", args.dir, "-o", path],
+              env=env(args.threads))
+    for line in out.stderr.splitlines():
+        if line.startswith(("memcpy", "sgemm")):
+            print("calibrate:", line)
+    with open(path) as f:
+        return json.load(f)
+
+
+def mean_cluster(clusters, path):
+    """The first cluster with the disk's fields the mean of all, at `path`."""
+    merged = dict(clusters[0])
+    for key in DISK_FIELDS:
+        merged[key] = statistics.mean(c.get(key, 0.0) for c in clusters)
+    with open(path, "w") as f:
+        json.dump(merged, f, indent=2)
+    print("cluster for the prediction (the calibrations' mean): disk write "
+          f"{merged['disk_write_bandwidth'] / 1e9:.2f} GB/s, read "
+          f"{merged['disk_read_bandwidth'] / 1e9:.2f} GB/s, kernels beside "
+          f"it {100 * merged['disk_compute_slowdown']:.0f}% slower")
+    return merged
+
+
+def predict(args, model, plan_path, cluster, micro_batch):
+    out = run([os.path.join(args.bin, "partition-plan"), model, "--plan",
+               plan_path, "--cluster", cluster, "--global-batch",
+               str(args.batch), "--memory", "closed-form", "--json",
+               "--max-micro-batch", str(micro_batch)]).stdout
+    ranked = [p for p in json.loads(out)
+              if p["micro_batch_size"] == micro_batch
+              and p["plan"].get("recompute") is None]
+    return ranked[0]
+
+
+def compile_plans(args, model, work, plans):
+    programs = {}
+    for name, plan in plans.items():
+        tag = name.replace(" ", "_").replace(",", "")
+        plan_path = os.path.join(work, tag + ".json")
+        with open(plan_path, "w") as f:
+            json.dump(plan, f)
+        ptp = os.path.join(work, tag + ".ptp")
+        run([os.path.join(args.bin, "partition-compile"), model, "--plan",
+             plan_path, "-o", ptp])
+        programs[name] = (ptp, plan_path, tag)
+    return programs
+
+
+def parameter_case(args, model, work, before):
+    """dp2 ZeRO-3 on 2 ranks x 1 thread, the fp32 shards on disk or not:
+    the measured overhead against the predicted offload line (the disk as
+    calibrated before and after these runs)."""
+    plans = {
+        "dp2 zero3": {"mesh": {"dp": 2}, "zero": {"stage": 3}},
+        "dp2 zero3, parameters nvme": {
+            "mesh": {"dp": 2}, "zero": {"stage": 3},
+            "offload": {"parameters": "nvme", "path": args.dir}},
+    }
+    programs = compile_plans(args, model, work, plans)
+    times = {name: [] for name in programs}
+    for repeat in range(args.repeats):
+        for name, (ptp, _, tag) in programs.items():
+            metrics = os.path.join(work, f"{tag}.{repeat}.jsonl")
+            execute(args.bin, ptp, 1, args.steps, metrics, ranks=2)
+            times[name].append(step_ms(metrics, args.warmup))
+    after = calibrate(args, os.path.join(work, "cluster-after-dp2.json"))
+    cluster = os.path.join(work, "cluster-dp2.json")
+    mean_cluster([before, after], cluster)
+    predicted = {name: predict(args, model, plan_path, cluster,
+                               args.batch // 2)
+                 for name, (_, plan_path, _) in programs.items()}
+    print(f"dp2 ZeRO-3 on 2 ranks x 1 thread (mpirun), batch {args.batch}: "
+          f"median step ms over {args.repeats} interleaved runs of "
+          f"{args.steps} steps (first {args.warmup} left out)")
+    print("| plan | step ms (min-max) | predicted step ms | predicted "
+          "offload ms (gathers, slowdown) |")
+    print("|---|---:|---:|---:|")
+    for name in programs:
+        p = predicted[name]
+        b = p["breakdown"]
+        print(f"| {name} | {statistics.median(times[name]):.0f} "
+              f"({min(times[name]):.0f}-{max(times[name]):.0f}) | "
+              f"{1e3 * p['step_s']:.0f} | "
+              f"{1e3 * b.get('offload_s', 0):.1f} "
+              f"({1e3 * b.get('offload_gather_s', 0):.1f}, "
+              f"{1e3 * b.get('offload_slowdown_s', 0):.1f}) |")
+    names = list(programs)
+    overhead = (statistics.median(times[names[1]]) -
+                statistics.median(times[names[0]]))
+    offload = predicted[names[1]]
+    expected = 1e3 * offload["breakdown"]["offload_s"]
+    print(f"parameter offload overhead: measured {overhead:.0f} ms per step, "
+          f"predicted {expected:.0f} ms "
+          f"({100 * (expected - overhead) / overhead:+.0f}%); "
+          f"{offload['offload_read_bytes_per_step'] / 1e6:.0f} MB read and "
+          f"{offload['offload_write_bytes_per_step'] / 1e6:.0f} MB written "
+          f"per rank per step predicted")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default="build/bin")
@@ -118,6 +235,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=1,
                         help="steps left out of the median (first touches)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-parameters", action="store_true",
+                        help="leave out the dp2 ZeRO-3 parameter-offload "
+                        "case")
     parser.add_argument("--work", default=None,
                         help="keep the programs, metrics and trace here")
     args = parser.parse_args()
@@ -136,29 +256,12 @@ def main():
         "nvme": {"mesh": {"dp": 1},
                  "offload": {"optimizer": "nvme", "path": args.dir}},
     }
-    programs = {}
-    for name, plan in plans.items():
-        tag = name.replace(" ", "_")
-        plan_path = os.path.join(work, tag + ".json")
-        with open(plan_path, "w") as f:
-            json.dump(plan, f)
-        ptp = os.path.join(work, tag + ".ptp")
-        run([os.path.join(args.bin, "partition-compile"), model, "--plan",
-             plan_path, "-o", ptp])
-        programs[name] = (ptp, plan_path, tag)
+    programs = compile_plans(args, model, work, plans)
 
-    # The machine as the planner sees it, the disk measured in --dir.
-    cluster = os.path.join(work, "cluster.json")
-    calibrate = run([os.path.join(args.bin, "partition-plan"), "--calibrate",
-                     "--calibrate-dir", args.dir, "-o", cluster],
-                    env=env(args.threads))
-    for line in calibrate.stderr.splitlines():
-        if line.startswith(("memcpy", "sgemm")):
-            print("calibrate:", line)
-    with open(cluster) as f:
-        measured = json.load(f)
-    read_bw = measured["disk_read_bandwidth"]
-    write_bw = measured["disk_write_bandwidth"]
+    # The machine as the planner sees it, the disk measured in --dir
+    # before and after the timed runs (this virtual disk's bandwidth moves
+    # by a third between minutes): the prediction takes their mean.
+    before = calibrate(args, os.path.join(work, "cluster-before.json"))
 
     times = {name: [] for name in programs}
     for repeat in range(args.repeats):
@@ -167,17 +270,16 @@ def main():
             execute(args.bin, ptp, args.threads, args.steps, metrics)
             times[name].append(step_ms(metrics, args.warmup))
 
+    after = calibrate(args, os.path.join(work, "cluster-after.json"))
+    cluster = os.path.join(work, "cluster.json")
+    measured = mean_cluster([before, after], cluster)
+    read_bw = measured["disk_read_bandwidth"]
+    write_bw = measured["disk_write_bandwidth"]
+    slowdown = measured["disk_compute_slowdown"]
+
     # The planner on the measured cluster.
-    predicted = {}
-    for name, (_, plan_path, _) in programs.items():
-        out = run([os.path.join(args.bin, "partition-plan"), model, "--plan",
-                   plan_path, "--cluster", cluster, "--global-batch",
-                   str(args.batch), "--memory", "closed-form", "--json",
-                   "--max-micro-batch", str(args.batch)]).stdout
-        ranked = [p for p in json.loads(out)
-                  if p["micro_batch_size"] == args.batch
-                  and p["plan"].get("recompute") is None]
-        predicted[name] = ranked[0]
+    predicted = {name: predict(args, model, plan_path, cluster, args.batch)
+                 for name, (_, plan_path, _) in programs.items()}
 
     # One traced run of each: the offload's exposed I/O, and what the
     # kernels lose beside it.
@@ -209,11 +311,15 @@ def main():
               f"{1e3 * p['step_s']:.0f} | "
               f"{1e3 * p['breakdown'].get('offload_s', 0):.1f} |")
     predicted_overhead = 1e3 * predicted["nvme"]["breakdown"]["offload_s"]
-    print(f"disk (--calibrate in {args.dir}): write {write_bw / 1e9:.2f} "
-          f"GB/s, read {read_bw / 1e9:.2f} GB/s")
+    print(f"disk (--calibrate in {args.dir}, the mean of before and after): "
+          f"write {write_bw / 1e9:.2f} GB/s, read {read_bw / 1e9:.2f} GB/s; "
+          f"kernels beside its transfers {100 * slowdown:.0f}% slower")
     print(f"overhead: measured {overhead:.0f} ms per step "
           f"({100 * overhead / base:.1f}%), predicted "
-          f"{predicted_overhead:.1f} ms; optimizer update predicted "
+          f"{predicted_overhead:.1f} ms "
+          f"({100 * (predicted_overhead - overhead) / overhead:+.0f}%; of it "
+          f"{1e3 * predicted['nvme']['breakdown'].get('offload_slowdown_s', 0):.1f}"
+          f" ms the kernels beside the disk); optimizer update predicted "
           f"{1e3 * predicted['nvme']['breakdown']['optimizer_s']:.0f} ms")
     hidden = 1 - exposed / io_seconds if io_seconds > 0 else 0.0
     print(f"trace ({traced} steps after warm-up): {read_bytes / 1e6:.0f} MB "
@@ -224,6 +330,8 @@ def main():
           f"compute; kernels {1e3 * kernels['no offload']:.0f} ms per step "
           f"without offload, {1e3 * kernels['nvme']:.0f} ms with it (beside "
           f"the I/O)")
+    if not args.no_parameters:
+        parameter_case(args, model, work, after)
     print("load at end:", run(["uptime"]).stdout.strip())
 
 

@@ -13,6 +13,7 @@
 #define PARTITION_RUNTIME_OFFLOAD_BANDWIDTH_H
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -35,6 +36,18 @@ std::optional<DiskBandwidth> measureDiskBandwidth(const std::string &directory,
                                                   std::size_t bytes,
                                                   int repeats,
                                                   std::string &error);
+
+/// How much slower `work` runs while the disk moves bytes through the same
+/// engine (a fraction: 0.3 = 30% longer; 0 when it runs as fast): `work`
+/// timed alone (the median of `repeats`), then run as many times as take
+/// about half the transfers' time while a write of `bytes` / 2 and a read
+/// of `bytes` / 2 of a temporary offload file in `directory` are in flight
+/// (the median of `repeats`); nullopt with `error` as
+/// measureDiskBandwidth.
+std::optional<double> measureComputeBesideDisk(const std::string &directory,
+                                               std::size_t bytes,
+                                               const std::function<void()> &work,
+                                               int repeats, std::string &error);
 
 /// The engine the runtime's nvme tier uses here: "uring" where available,
 /// else "threads".

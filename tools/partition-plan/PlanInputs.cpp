@@ -224,21 +224,34 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
       parts.push_back({range.first, range.last, range.tp});
     f.perLayer = std::move(parts);
   }
-  // A field the cost model cannot follow is refused rather than predicted
-  // as something else.
   // offload.optimizer as written ("none" forbids it); the staging budget
   // and the nvme path are written back to the plan the planner emits.
+  // offload.parameters likewise (the plan.json reader has checked that it
+  // comes with zero.stage 3 over dp > 1).
+  if (has("offload", "parameters"))
+    f.offloadParameters = plan->offload.parameters;
+  // Only ZeRO-3 over dp > 1 has shards to offload: a plan that fixes
+  // another stage or one replica is refused here, as the compiler would
+  // (the search then tries ZeRO-3 plans only).
   if (plan->offload.parameters != "none") {
-    error = path + ": offload.parameters is not predicted by the cost model "
-                   "(only the optimizer's transfers are; docs/offload.md); "
-                   "leave it out to predict the plan without it";
-    return llvm::failure();
+    bool otherStage = has("zero", "stage") && plan->zero.stage != 3;
+    if (otherStage || (f.dp && *f.dp == 1)) {
+      error = path + ": offload.parameters = \"" + plan->offload.parameters +
+              "\" offloads ZeRO-3's parameter shards, but the plan has " +
+              (otherStage ? "zero.stage " + std::to_string(plan->zero.stage)
+                          : std::string("mesh.dp = 1")) +
+              "; give zero.stage 3 with mesh.dp > 1, or leave out "
+              "offload.parameters";
+      return llvm::failure();
+    }
   }
   if (has("offload", "optimizer"))
     f.offload = plan->offload.optimizer;
   f.offloadBufferBytes = plan->offload.bufferBytes;
   if (plan->offload.pathGiven)
     f.offloadPath = plan->offload.path;
+  // A field the cost model cannot follow is refused rather than predicted
+  // as something else.
   if (plan->tensorParallel.embeddingTp) {
     error = path + ": tensor_parallel.embedding.tp is not predicted by the "
                    "cost model (the embedding and LM head run at mesh.tp "
@@ -249,7 +262,8 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
 }
 
 std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched,
-                                        bool moe, bool offloaded) {
+                                        bool moe, bool offloaded,
+                                        bool offloadedParameters) {
   std::vector<std::string> out;
   auto open = [&](bool fixed, const char *name) {
     if (!fixed)
@@ -281,6 +295,8 @@ std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched,
   open(bool(f.recompute), "recompute.policy");
   if (offloaded)
     open(bool(f.offload), "offload.optimizer");
+  if (offloadedParameters)
+    open(bool(f.offloadParameters), "offload.parameters");
   open(bool(f.precision), "precision");
   return out;
 }

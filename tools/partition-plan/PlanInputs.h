@@ -51,7 +51,8 @@ llvm::FailureOr<Fixed> readFixedPlan(const std::string &path, bool gpusGiven,
 /// for plans that do not fit otherwise.)
 std::vector<std::string> searchedFields(const Fixed &f, bool cpSearched,
                                         bool moe = false,
-                                        bool offloaded = false);
+                                        bool offloaded = false,
+                                        bool offloadedParameters = false);
 
 } // namespace partition::planner
 

@@ -83,9 +83,16 @@ nlohmann::ordered_json toJson(const Prediction &p) {
                       {"optimizer_s", b.optimizer}};
   if (p.plan.ep > 1)
     out["breakdown"]["expert_parallel_comm_s"] = b.expertComm;
-  if (p.plan.offload != "none") {
+  if (p.plan.offload != "none" || p.plan.offloadParameters != "none") {
     out["breakdown"]["offload_s"] = b.offload;
+    // Of offload_s: the shards' reads for the all-gathers left exposed,
+    // and what the compute loses beside the disk.
+    out["breakdown"]["offload_gather_s"] = p.offloadGatherSeconds;
+    out["breakdown"]["offload_slowdown_s"] = p.offloadSlowdownSeconds;
     out["offloaded_bytes_per_rank"] = p.offloadedBytes;
+    out["offloaded_parameter_bytes_per_rank"] = p.offloadedParameterBytes;
+    out["offload_read_bytes_per_step"] = p.offloadReadBytes;
+    out["offload_write_bytes_per_step"] = p.offloadWriteBytes;
   }
   return out;
 }
@@ -150,11 +157,33 @@ void printBreakdown(const Prediction &p, llvm::raw_ostream &os) {
   else
     os << ": the compiler's memory plan";
   os << ")\n";
-  if (p.plan.offload != "none")
-    os << "  offload: " << gib(p.offloadedBytes)
-       << " of moments per rank in the " << p.plan.offload
-       << " tier, staged through " << gib(double(p.plan.offloadBufferBytes))
-       << " of buffers\n";
+  const Candidate &c = p.plan;
+  if (c.offload != "none" || c.offloadParameters != "none") {
+    os << "  offload: ";
+    if (c.offload != "none")
+      os << gib(p.offloadedBytes) << " of moments per rank in the "
+         << c.offload << " tier";
+    if (c.offloadParameters != "none")
+      os << (c.offload != "none" ? ", " : "")
+         << gib(p.offloadedParameterBytes)
+         << " of fp32 parameter shards per rank in the "
+         << c.offloadParameters << " tier";
+    os << ", staged through " << gib(double(c.offloadBufferBytes))
+       << " of buffers; per step " << gib(p.offloadReadBytes) << " read, "
+       << gib(p.offloadWriteBytes) << " written\n";
+    if (c.offloadParameters != "none" || p.offloadSlowdownSeconds > 0) {
+      os << "  of the offload line:";
+      if (c.offloadParameters != "none")
+        os << " the shards' reads for the all-gathers "
+           << seconds(p.offloadGatherSeconds) << ",";
+      os << " the updates' transfers "
+         << seconds(std::max(0.0, p.breakdown.offload -
+                                      p.offloadGatherSeconds -
+                                      p.offloadSlowdownSeconds))
+         << ", the compute slowed beside the disk "
+         << seconds(p.offloadSlowdownSeconds) << "\n";
+    }
+  }
 }
 
 /// What the winner would cost with one choice changed: each line's

@@ -144,7 +144,11 @@ cl::opt<std::string> offloadMode(
              "plan that does not fit in device memory is tried with the "
              "host tier where the node has host memory of its own, and the "
              "nvme tier where the cluster has a disk; the fastest that "
-             "fits is kept), none, host or nvme (every plan)"),
+             "fits is kept; a ZeRO-3 plan that still does not fit, with "
+             "its parameter shards in the same tier too: "
+             "offload.parameters), none (neither), host or nvme (every "
+             "plan's moments, and a ZeRO-3 plan's shards where it does "
+             "not fit otherwise)"),
     cl::init("auto"), cl::cat(category));
 cl::opt<std::string> offloadPath(
     "offload-path",
@@ -344,6 +348,14 @@ void applyOffloadFlags(Fixed &fixed, const Cluster &cluster) {
                                    "'s offload.optimizer \"" + *fixed.offload +
                                    "\"");
     fixed.offload = offloadMode.getValue();
+    if (offloadMode == "none") {
+      // Nothing offloaded: the parameter shards neither.
+      if (fixed.offloadParameters && *fixed.offloadParameters != "none")
+        tools::usageError(kTool, "--offload none contradicts " + planFile +
+                                     "'s offload.parameters \"" +
+                                     *fixed.offloadParameters + "\"");
+      fixed.offloadParameters = "none";
+    }
   }
   if (offloadMode == "none" &&
       (!offloadPath.empty() || offloadBufferBytes.getNumOccurrences()))
@@ -360,17 +372,22 @@ void applyOffloadFlags(Fixed &fixed, const Cluster &cluster) {
                             std::to_string(offloadBufferBytes));
     fixed.offloadBufferBytes = offloadBufferBytes;
   }
-  if (fixed.offload && *fixed.offload == "nvme" && !cluster.hasDisk())
-    tools::usageError(kTool, "offload.optimizer \"nvme\" needs the "
-                             "cluster's disk bandwidth; " +
-                                 cluster.name +
-                                 " has none (give disk_read_bandwidth and "
-                                 "disk_write_bandwidth in a cluster file)");
-  if (fixed.offload && *fixed.offload == "host" &&
-      !(cluster.hostLinkBandwidth > 0))
-    tools::usageError(kTool, "offload.optimizer \"host\" needs the "
-                             "cluster's host_link_bandwidth; " +
-                                 cluster.name + " has none");
+  for (auto [field, tier] :
+       {std::pair{"optimizer", fixed.offload},
+        std::pair{"parameters", fixed.offloadParameters}}) {
+    if (tier && *tier == "nvme" && !cluster.hasDisk())
+      tools::usageError(kTool, std::string("offload.") + field +
+                                   " \"nvme\" needs the cluster's disk "
+                                   "bandwidth; " +
+                                   cluster.name +
+                                   " has none (give disk_read_bandwidth and "
+                                   "disk_write_bandwidth in a cluster file)");
+    if (tier && *tier == "host" && !(cluster.hostLinkBandwidth > 0))
+      tools::usageError(kTool, std::string("offload.") + field +
+                                   " \"host\" needs the cluster's "
+                                   "host_link_bandwidth; " +
+                                   cluster.name + " has none");
+  }
 }
 
 void checkSearchArguments() {
@@ -504,7 +521,8 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
   if (!planFile.empty()) {
     std::vector<std::string> open =
         searchedFields(fixed, searchContextParallel(shape), shape.isMoe(),
-                       best.plan.offload != "none");
+                       best.plan.offload != "none",
+                       best.plan.offloadParameters != "none");
     os << "searched (not in " << planFile << "): micro-batch size";
     for (const std::string &field : open)
       os << ", " << field;

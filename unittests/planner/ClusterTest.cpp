@@ -85,7 +85,8 @@ TEST(Cluster, BadFilesSayWhatIsWrong) {
             "inter_node_bandwidth, inter_node_latency, "
             "overlaps_communication, shared_node, attention_kernel, "
             "attention_skips_masked, host_link_bandwidth, host_memory_bytes, "
-            "disk_read_bandwidth, disk_write_bandwidth)");
+            "disk_read_bandwidth, disk_write_bandwidth, "
+            "disk_compute_slowdown)");
   // The offload fields: 0 is "none", a negative or non-number is not, and
   // a disk reads and writes.
   EXPECT_EQ(error(R"({"disk_read_bandwidth": -1})"),
@@ -111,13 +112,18 @@ TEST(Cluster, OffloadFieldsHaveDefaultsAndOverrides) {
     EXPECT_GT(c.hostLinkBandwidth, 0) << name;
     EXPECT_EQ(c.hasDisk(), name != "gb200-nvl72") << name;
     EXPECT_EQ(c.hostMemoryBytes > 0, name != "cpu-local") << name;
+    // DMA runs beside the GPUs' kernels; only cpu-local's cores move the
+    // disk's bytes.
+    EXPECT_EQ(c.diskComputeSlowdown > 0, name == "cpu-local") << name;
   }
   EXPECT_EQ(getProfile("h100-sxm-dgx")->hostLinkBandwidth, 55e9);
   OrError<Cluster> c = parseCluster(
       R"({"base": "h100-sxm-dgx", "disk_read_bandwidth": 6.5e9,
-          "disk_write_bandwidth": 5e9, "host_memory_bytes": 0})",
+          "disk_write_bandwidth": 5e9, "host_memory_bytes": 0,
+          "disk_compute_slowdown": 0.25})",
       "c.json");
   ASSERT_TRUE(bool(c)) << c.error();
+  EXPECT_EQ(c->diskComputeSlowdown, 0.25);
   EXPECT_EQ(c->diskReadBandwidth, 6.5e9);
   EXPECT_EQ(c->diskWriteBandwidth, 5e9);
   EXPECT_EQ(c->hostMemoryBytes, 0);
@@ -125,6 +131,9 @@ TEST(Cluster, OffloadFieldsHaveDefaultsAndOverrides) {
       R"({"disk_read_bandwidth": 0, "disk_write_bandwidth": 0})", "c.json");
   ASSERT_TRUE(bool(none)) << none.error();
   EXPECT_FALSE(none->hasDisk());
+  OrError<Cluster> negative =
+      parseCluster(R"({"disk_compute_slowdown": -0.1})", "c.json");
+  EXPECT_FALSE(bool(negative));
 }
 
 TEST(Cluster, UnknownProfileNamesTheKnownOnes) {

@@ -308,6 +308,215 @@ TEST(CostModel, OffloadMovesTheMomentsAndCostsTheirTransfers) {
   EXPECT_NE(nvme.label().find("off-nvme"), std::string::npos);
 }
 
+// ZeRO-3's shards read for the all-gathers, by hand (Offload.cpp's
+// simulation): a disk reading 1 GB/s, a budget so large that every read
+// starts at the first pack. The embedding's 0.2 s and the first two
+// layers' 0.1 s each are read before anything computes: 0.4 s exposed;
+// the backward's head (0.2 s) and layers are read under the forward's
+// tail (two layers and the head, 0.7 s) and hide.
+TEST(CostModel, ParameterOffloadExposesTheFirstPacksReads) {
+  Cluster node = *getProfile("a100-80gb-dgx");
+  node.diskReadBandwidth = 1e9;
+  node.diskWriteBandwidth = 1e9;
+  ParameterGathers g;
+  g.embeddingBytes = 2e8;
+  g.layerBytes = 1e8;
+  g.headBytes = 2e8;
+  g.layers = 2;
+  g.layerForward = 0.3;
+  g.layerBackward = 0.6;
+  g.headForward = 0.1;
+  g.headBackward = 0.2;
+  int64_t huge = int64_t(12) << 30;
+  GatherReads r = parameterGatherSeconds("nvme", g, huge, node, node, 1);
+  EXPECT_NEAR(r.exposed, 0.4, 1e-9);
+  EXPECT_NEAR(r.bytes, 8e8, 1e-3);
+  EXPECT_NEAR(r.seconds, 0.8, 1e-9);
+  EXPECT_NEAR(r.backwardSeconds, 0.4, 1e-9);
+  // Each micro-batch reads them again.
+  g.microbatches = 3;
+  EXPECT_NEAR(parameterGatherSeconds("nvme", g, huge, node, node, 1).exposed,
+              1.2, 1e-9);
+  // Nothing to hide behind: every read is waited for (0.8 s a
+  // micro-batch); two ranks share the disk: twice that.
+  g.microbatches = 1;
+  g.layerForward = g.layerBackward = g.headForward = g.headBackward = 0;
+  EXPECT_NEAR(parameterGatherSeconds("nvme", g, huge, node, node, 1).exposed,
+              0.8, 1e-9);
+  EXPECT_NEAR(parameterGatherSeconds("nvme", g, huge, node, node, 2).exposed,
+              1.6, 1e-9);
+  // A small budget reads less far ahead: with compute, more is exposed
+  // than with the huge budget, never less than the first pack's read.
+  g.layerForward = 0.3;
+  g.layerBackward = 0.6;
+  g.headForward = 0.1;
+  g.headBackward = 0.2;
+  int64_t small = 6 * 4096 * 1000; // slices of 4.096 MB, 12.288 MB ahead
+  double tight = parameterGatherSeconds("nvme", g, small, node, node, 1).exposed;
+  EXPECT_GT(tight, 0.4);
+  // ZeRO-3's collectives between packs widen the window: after each
+  // other (CPU ranks) more than beside the compute (overlapping GPUs).
+  g.layerGather = 0.2;
+  g.layerBackwardComm = 0.4;
+  g.embeddingGather = 0.1;
+  double serial = parameterGatherSeconds("nvme", g, small, node, node, 1).exposed;
+  g.overlapsCommunication = true;
+  double beside = parameterGatherSeconds("nvme", g, small, node, node, 1).exposed;
+  EXPECT_LT(serial, tight);
+  EXPECT_LE(serial, beside + 1e-12);
+  EXPECT_LE(beside, tight);
+  g.layerGather = g.layerBackwardComm = g.embeddingGather = 0;
+  g.overlapsCommunication = false;
+  // cpu-local's host tier: memcpys on the rank, all of it exposed.
+  Cluster cpu = *getProfile("cpu-local");
+  GatherReads host = parameterGatherSeconds("host", g, huge, cpu, cpu, 1);
+  EXPECT_NEAR(host.exposed, 8e8 / cpu.hostLinkBandwidth, 1e-12);
+  EXPECT_EQ(parameterGatherSeconds("none", g, huge, node, node, 1).exposed, 0);
+  // The compute beside the disk: hidden x s / (1 + s).
+  node.diskComputeSlowdown = 0.5;
+  EXPECT_NEAR(diskSlowdownSeconds(0.3, node), 0.1, 1e-12);
+  node.diskComputeSlowdown = 0;
+  EXPECT_EQ(diskSlowdownSeconds(0.3, node), 0);
+}
+
+// The whole prediction with ZeRO-3's shards offloaded: the fp32 shards
+// leave the device's memory (with the moments there too, the one staging
+// budget serves both), the step reads them for every all-gather and
+// reads and writes them around the update; a disk that slows the
+// kernels adds its share.
+TEST(CostModel, ParameterOffloadMovesTheShardsAndCostsTheirReads) {
+  Cluster c = *getProfile("a100-80gb-dgx");
+  ModelShape m = small();
+  Candidate plain;
+  plain.dp = 4;
+  plain.zeroStage = 3;
+  Candidate moments = plain;
+  moments.offload = "nvme";
+  Candidate both = moments;
+  both.offloadParameters = "nvme";
+  Candidate shards = plain;
+  shards.offloadParameters = "nvme";
+  Prediction a = predict(m, plain, c), b = predict(m, moments, c),
+             d = predict(m, both, c), e = predict(m, shards, c);
+  double shard = a.memory.parameters;
+  EXPECT_NEAR(shard, 4.0 * double(m.parameters()) / 4, 1e-3 * shard);
+  EXPECT_NEAR(d.offloadedParameterBytes, shard, 1e-9 * shard);
+  EXPECT_EQ(d.memory.parameters, 0);
+  EXPECT_EQ(d.memory.optimizer, b.memory.optimizer);
+  EXPECT_LE(e.memory.parameters, double(shards.offloadBufferBytes) + 6 * 4096);
+  EXPECT_EQ(e.memory.optimizer, a.memory.optimizer);
+  // Read per step: the shard for the forward and backward gathers (the
+  // head's shard again), then shard and moments for the update.
+  double shardParams = d.offloadedBytes / 8;
+  EXPECT_NEAR(d.offloadWriteBytes, 12 * shardParams, 1e-6);
+  EXPECT_GT(d.offloadReadBytes, 12 * shardParams + 2 * 4 * shardParams * 0.99);
+  EXPECT_GT(d.offloadGatherSeconds, 0);
+  EXPECT_GT(d.breakdown.offload, b.breakdown.offload);
+  EXPECT_NEAR(d.stepSeconds, a.stepSeconds + d.breakdown.offload,
+              1e-9 * a.stepSeconds);
+  EXPECT_EQ(a.offloadGatherSeconds, 0);
+  EXPECT_EQ(b.offloadGatherSeconds, 0);
+  EXPECT_NE(both.planJson().find(R"("offload": {"optimizer": "nvme", )"
+                                 R"("parameters": "nvme", "path": "."})"),
+            std::string::npos);
+  EXPECT_NE(shards.planJson().find(
+                R"("offload": {"parameters": "nvme", "path": "."})"),
+            std::string::npos);
+  EXPECT_NE(both.label().find("off-nvme offp-nvme"), std::string::npos);
+  // A disk that slows the kernels by half: a third of its hidden time.
+  Cluster slow = c;
+  slow.diskComputeSlowdown = 0.5;
+  Prediction f = predict(m, both, slow);
+  EXPECT_GT(f.offloadSlowdownSeconds, 0);
+  EXPECT_NEAR(f.breakdown.offload,
+              d.breakdown.offload + f.offloadSlowdownSeconds, 1e-12);
+  EXPECT_EQ(d.offloadSlowdownSeconds, 0);
+}
+
+// The search offloads a ZeRO-3 plan's shards only when offloading its
+// moments does not make it fit: between the two plans' memory, the best
+// plan is ZeRO-3 with both in the disk's tier; with more, the moments
+// alone; `Fixed::offloadParameters` "none" forbids it.
+TEST(Search, OffloadsZero3ShardsOnlyWhenTheMomentsAreNotEnough) {
+  Cluster c = *getProfile("a100-80gb-dgx");
+  c.hostMemoryBytes = 0; // the disk only
+  ModelShape m = small();
+  SearchOptions options;
+  options.devices = 2;
+  options.globalBatch = 2;
+  Validate any = [](const Candidate &, bool &hard) {
+    hard = false;
+    return std::string();
+  };
+  Fixed fixed;
+  fixed.dp = 2;
+  fixed.tp = 1;
+  fixed.pp = 1;
+  fixed.zeroStage = 3;
+  fixed.recompute = "full";
+  fixed.precision = "fp32";
+  fixed.maxMicroBatch = 1;
+  Candidate plan;
+  plan.dp = 2;
+  plan.zeroStage = 3;
+  plan.recompute = "full";
+  plan.offload = "nvme";
+  Candidate both = plan;
+  both.offloadParameters = "nvme";
+  double moments = predict(m, plan, c).memoryPerRank,
+         shards = predict(m, both, c).memoryPerRank;
+  ASSERT_LT(shards, moments);
+  c.memoryBytes = (moments + shards) / 2;
+  SearchResult tight = search(m, c, options, fixed, any);
+  ASSERT_FALSE(tight.ranked.empty());
+  ASSERT_TRUE(tight.ranked.front().fits);
+  EXPECT_EQ(tight.ranked.front().plan.offload, "nvme");
+  EXPECT_EQ(tight.ranked.front().plan.offloadParameters, "nvme");
+  c.memoryBytes = moments * 1.01;
+  SearchResult roomier = search(m, c, options, fixed, any);
+  ASSERT_FALSE(roomier.ranked.empty());
+  EXPECT_EQ(roomier.ranked.front().plan.offload, "nvme");
+  EXPECT_EQ(roomier.ranked.front().plan.offloadParameters, "none");
+  c.memoryBytes = (moments + shards) / 2;
+  fixed.offloadParameters = "none";
+  SearchResult forbid = search(m, c, options, fixed, any);
+  EXPECT_TRUE(forbid.ranked.empty() || !forbid.ranked.front().fits);
+}
+
+// Where the closed form fits but the compiler's memory plan fits only
+// with the shards offloaded too, the search asks the compiler for that.
+TEST(Search, OffloadsZero3ShardsWhenOnlyTheCompiledMemoryNeedsIt) {
+  Cluster c = *getProfile("a100-80gb-dgx");
+  c.hostMemoryBytes = 0; // the disk only
+  ModelShape m = small();
+  SearchOptions options;
+  options.devices = 2;
+  options.globalBatch = 2;
+  Validate any = [](const Candidate &, bool &hard) {
+    hard = false;
+    return std::string();
+  };
+  Fixed fixed;
+  fixed.dp = 2;
+  fixed.tp = 1;
+  fixed.pp = 1;
+  fixed.zeroStage = 3;
+  fixed.maxMicroBatch = 1;
+  MemoryOracle compiled = [&](const Candidate &p) -> std::optional<double> {
+    return p.offloadParameters == "none" ? 2 * c.memoryBytes : 1e9;
+  };
+  SearchResult result = search(m, c, options, fixed, any, compiled);
+  ASSERT_FALSE(result.ranked.empty());
+  const Prediction &best = result.ranked.front();
+  EXPECT_TRUE(best.fits);
+  EXPECT_EQ(best.plan.offload, "nvme");
+  EXPECT_EQ(best.plan.offloadParameters, "nvme");
+  EXPECT_EQ(best.memorySource, "compiled");
+  fixed.offloadParameters = "none";
+  SearchResult none = search(m, c, options, fixed, any, compiled);
+  EXPECT_TRUE(none.ranked.empty() || !none.ranked.front().fits);
+}
+
 // The search offloads a plan only when it does not fit otherwise: on one
 // device of 1.8 GB the model's 135M parameters, gradients and moments (2.2
 // GB) do not fit; with the moments in the host tier (faster than the
