@@ -118,7 +118,7 @@ void printProfileTables(std::FILE *out,
       Row &row = rows[byShape ? cost.kernel + " " + cost.shape : cost.kernel];
       row.kernel = cost.kernel;
       row.shape = byShape ? cost.shape : "";
-      ++row.calls;
+      row.calls += cost.executions;
       row.seconds += seconds[i];
       row.flops += cost.flops;
       row.bytes += cost.bytes;
@@ -164,8 +164,11 @@ void printProfileTables(std::FILE *out,
   };
   std::vector<Row> byKernel = table(false);
   print(byKernel, byKernel.size(), false);
-  std::fprintf(out, "  %-30s %-22s %9zu %10.3f %6.1f%% %8.1f\n", "total", "",
-               costs.size(), 1e3 * total / runs, 100.0,
+  long long executions = 0;
+  for (const InstructionCost &cost : costs)
+    executions += cost.executions;
+  std::fprintf(out, "  %-30s %-22s %9lld %10.3f %6.1f%% %8.1f\n", "total", "",
+               executions, 1e3 * total / runs, 100.0,
                total > 0 ? flops * runs / total / unit : 0.0);
   std::fprintf(out, "\n  by kernel and shape:\n");
   print(table(true), 30, true);

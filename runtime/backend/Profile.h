@@ -40,6 +40,9 @@ struct InstructionCost {
   double flops = 0;
   /// Bytes of all operands, read or written once each.
   double bytes = 0;
+  /// How many times a step runs the instruction (the micro-batch loop's
+  /// count inside it, else 1).
+  int64_t executions = 1;
 };
 
 InstructionCost describeKernel(const KernelArgs &args);

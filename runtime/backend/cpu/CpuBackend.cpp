@@ -147,6 +147,7 @@ CpuBackend::CpuBackend(const Program &program,
     for (size_t i = 0; i < compiled.costs.size(); ++i) {
       compiled.costs[i].flops *= double(runsOf(function, i));
       compiled.costs[i].bytes *= double(runsOf(function, i));
+      compiled.costs[i].executions = runsOf(function, i);
     }
     compiled.seconds.assign(profile.enabled ? compiled.calls.size() : 0, 0.0);
     functions.push_back(std::move(compiled));

@@ -282,6 +282,7 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
   for (size_t i = 0; i < compiled->costs.size(); ++i) {
     compiled->costs[i].flops *= double(runsOf(function, i));
     compiled->costs[i].bytes *= double(runsOf(function, i));
+    compiled->costs[i].executions = runsOf(function, i);
   }
   compiled->source.name = function.name;
   compiled->source.instructions.resize(function.instructions.size());
