@@ -215,6 +215,75 @@ LogicalResult StateLayout::add(func::FuncOp function, MemoryReport &report) {
   return success();
 }
 
+/// The holes in the life of the buffers the micro-batch loop carries from
+/// run to run: such a buffer spans the loop, but within each run it holds
+/// nothing between the last access to the value it was handed and the op
+/// that overwrites it whole with the one it hands on (a pipeline stage's
+/// activation slot, between the backward that reads a micro-batch's
+/// activations and the forward that writes the next one's). Other buffers
+/// may use its bytes there, as the unrolled step's do.
+void findCarriedHoles(Block &body,
+                      const DenseMap<Operation *, unsigned> &positions,
+                      TemporaryPlan &plan) {
+  Operation *loopBegin = nullptr, *loopEnd = nullptr;
+  for (Operation &op : body) {
+    if (isa<rt::MicrobatchLoopBeginOp>(op))
+      loopBegin = &op;
+    else if (isa<rt::MicrobatchLoopEndOp>(op))
+      loopEnd = &op;
+  }
+  if (!loopBegin || !loopEnd)
+    return;
+  unsigned begin = positions.lookup(loopBegin), end = positions.lookup(loopEnd);
+  // Per carried buffer: the last access before its first whole write in
+  // the body, and that write.
+  struct Accesses {
+    std::optional<unsigned> lastBefore, write;
+  };
+  DenseMap<unsigned, Accesses> carried;
+  for (Interval &interval : plan.intervals)
+    if (interval.first < begin && interval.last >= end)
+      carried[&interval - plan.intervals.data()] = {};
+  if (carried.empty())
+    return;
+  for (Operation *op = loopBegin->getNextNode(); op != loopEnd;
+       op = op->getNextNode()) {
+    unsigned at = positions.lookup(op);
+    for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+      Value base = rt::viewedBuffer(operand);
+      auto interval = plan.intervalOf.find(base);
+      if (interval == plan.intervalOf.end())
+        continue;
+      auto it = carried.find(interval->second);
+      if (it == carried.end() || it->second.write)
+        continue;
+      // A whole write: the buffer itself (not a view of it) as a kernel's
+      // output that it does not also read, or a receive's.
+      bool whole = false;
+      if (operand == base) {
+        if (auto kernel = dyn_cast<KernelOp>(op))
+          whole = index >= kernel.getInputs().size() &&
+                  llvm::none_of(kernel.getInputs(), [&](Value input) {
+                    return rt::viewedBuffer(input) == base;
+                  });
+        else
+          whole = isa<RecvOp>(op);
+      }
+      if (whole)
+        it->second.write = at;
+      else
+        it->second.lastBefore = at;
+    }
+  }
+  for (auto &[index, accesses] : carried) {
+    if (!accesses.write || !accesses.lastBefore ||
+        *accesses.lastBefore + 1 >= *accesses.write)
+      continue;
+    plan.intervals[index].deadFrom = *accesses.lastBefore + 1;
+    plan.intervals[index].deadTo = *accesses.write;
+  }
+}
+
 /// The live range of every temporary of `body` (views extend their base's
 /// range), each checked for placement.
 FailureOr<TemporaryPlan> liveRanges(Block &body) {
@@ -259,6 +328,7 @@ FailureOr<TemporaryPlan> liveRanges(Block &body) {
             std::max(intervals[it->second].last, positions[&op]);
     }
   }
+  findCarriedHoles(body, positions, plan);
   return plan;
 }
 
@@ -281,7 +351,7 @@ LogicalResult placeLargestFirst(func::FuncOp function, TemporaryPlan &plan) {
   for (Interval *interval : order) {
     int64_t offset = 0;
     for (Interval *other : byOffset) {
-      if (other->first > interval->last || interval->first > other->last)
+      if (!liveTogether(*other, *interval))
         continue;
       if (offset + interval->bytes <= other->offset)
         break;

@@ -308,6 +308,10 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   for (const Interval &interval : intervals) {
     delta[interval.first] += interval.bytes;
     delta[interval.last + 1] -= interval.bytes;
+    if (interval.deadFrom < interval.deadTo) {
+      delta[interval.deadFrom] -= interval.bytes;
+      delta[interval.deadTo] += interval.bytes;
+    }
     if (interval.isStaging) {
       stagingDelta[interval.first] += interval.bytes;
       stagingDelta[interval.last + 1] -= interval.bytes;
@@ -340,7 +344,7 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   int64_t gradients = 0, activations = 0, others = 0, buckets = 0,
           staging = 0;
   for (const Interval &interval : intervals)
-    if (interval.first <= peakAt && peakAt <= interval.last)
+    if (interval.isLiveAt(peakAt))
       (interval.isStaging      ? staging
        : interval.isBucket     ? buckets
        : interval.isGradient   ? gradients

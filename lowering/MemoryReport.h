@@ -38,7 +38,43 @@ struct Interval {
   /// them), as the NVMe tier's O_DIRECT transfers need.
   bool isStaging = false;
   int64_t alignment = 64;
+  /// Positions [deadFrom, deadTo) inside [first, last] where it holds
+  /// nothing: a buffer the micro-batch loop carries from run to run, dead
+  /// in each run between the last read of the value it was handed and the
+  /// write of the one it hands on (empty when deadFrom == deadTo).
+  unsigned deadFrom = 0, deadTo = 0;
+
+  bool isLiveAt(unsigned position) const {
+    return first <= position && position <= last &&
+           !(deadFrom <= position && position < deadTo);
+  }
 };
+
+/// Whether two buffers hold data at some same position (may not share
+/// bytes).
+inline bool liveTogether(const Interval &a, const Interval &b) {
+  if (a.first > b.last || b.first > a.last)
+    return false;
+  if (a.deadFrom >= a.deadTo && b.deadFrom >= b.deadTo)
+    return true; // The common case, in the placement's inner loop.
+  auto segments = [](const Interval &i) {
+    llvm::SmallVector<std::pair<unsigned, unsigned>, 2> out;
+    if (i.deadFrom < i.deadTo) {
+      if (i.deadFrom > i.first)
+        out.push_back({i.first, i.deadFrom - 1});
+      if (i.deadTo <= i.last)
+        out.push_back({i.deadTo, i.last});
+    } else {
+      out.push_back({i.first, i.last});
+    }
+    return out;
+  };
+  for (auto [a1, a2] : segments(a))
+    for (auto [b1, b2] : segments(b))
+      if (a1 <= b2 && b1 <= a2)
+        return true;
+  return false;
+}
 
 /// The temporaries of one function, placed relative to the end of the state.
 struct TemporaryPlan {

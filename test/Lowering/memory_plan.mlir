@@ -40,6 +40,63 @@ func.func @disjoint_lifetimes_share(%x: memref<16xf32> {rt.role = "param", rt.na
 
 // -----
 
+// A buffer the micro-batch loop carries from run to run (%slot: written
+// before the loop, read in the body, then overwritten whole with what the
+// next run reads) holds nothing in each run between that read and that
+// write: %t, which lives only there, takes its bytes. %a and %u, live at
+// the read or the write, do not.
+// CHECK-LABEL: func.func @carried_slot_hole
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64}
+// CHECK:         %[[SLOT:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         rt.microbatch_loop_begin count = 3
+// CHECK:         %[[A:.*]] = memref.view %[[ARENA]][%c128{{(_[0-9]+)?}}][]
+// CHECK-NEXT:    rt.kernel "gelu" ins(%[[SLOT]] : memref<16xf32>) outs(%[[A]] : memref<16xf32>)
+// CHECK:         %[[T:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK-NEXT:    rt.kernel "gelu" ins(%[[A]] : memref<16xf32>) outs(%[[T]] : memref<16xf32>)
+// CHECK:         %[[U:.*]] = memref.view %[[ARENA]][%c192{{(_[0-9]+)?}}][]
+// REPORT:        memory: arena_peak 256{{$}}
+func.func @carried_slot_hole(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %slot = memref.alloc() : memref<16xf32>
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%slot : memref<16xf32>)
+  rt.microbatch_loop_begin count = 3
+  %a = memref.alloc() : memref<16xf32>
+  rt.kernel "gelu" ins(%slot : memref<16xf32>) outs(%a : memref<16xf32>)
+  %t = memref.alloc() : memref<16xf32>
+  rt.kernel "gelu" ins(%a : memref<16xf32>) outs(%t : memref<16xf32>)
+  %u = memref.alloc() : memref<16xf32>
+  rt.kernel "add" ins(%t, %a : memref<16xf32>, memref<16xf32>) outs(%u : memref<16xf32>)
+  rt.kernel "gelu" ins(%u : memref<16xf32>) outs(%slot : memref<16xf32>)
+  rt.microbatch_loop_end live(%slot : memref<16xf32>)
+  rt.kernel "copy" ins(%slot : memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}
+
+// -----
+
+// The same with the slot added to in place (an accumulated gradient): the
+// write reads the old value, so there is no hole and %t gets bytes of its
+// own.
+// CHECK-LABEL: func.func @carried_accumulator_no_hole
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<320xi8>) attributes {rt.arena_bytes = 320 : i64}
+// REPORT:        memory: arena_peak 320{{$}}
+func.func @carried_accumulator_no_hole(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %slot = memref.alloc() : memref<16xf32>
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%slot : memref<16xf32>)
+  rt.microbatch_loop_begin count = 3
+  %a = memref.alloc() : memref<16xf32>
+  rt.kernel "gelu" ins(%slot : memref<16xf32>) outs(%a : memref<16xf32>)
+  %t = memref.alloc() : memref<16xf32>
+  rt.kernel "gelu" ins(%a : memref<16xf32>) outs(%t : memref<16xf32>)
+  %u = memref.alloc() : memref<16xf32>
+  rt.kernel "add" ins(%t, %a : memref<16xf32>, memref<16xf32>) outs(%u : memref<16xf32>)
+  rt.kernel "add" ins(%slot, %u : memref<16xf32>, memref<16xf32>) outs(%slot : memref<16xf32>)
+  rt.microbatch_loop_end live(%slot : memref<16xf32>)
+  rt.kernel "copy" ins(%slot : memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}
+
+// -----
+
 // A kernel's output is allocated before the kernel reads its inputs, so an
 // output never shares memory with an input whose last use is that kernel;
 // the three buffers that are all live at the add get three offsets.
