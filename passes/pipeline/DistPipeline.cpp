@@ -314,6 +314,88 @@ PipelineInfo describePipeline(const Placement &trainPlacement,
   return info;
 }
 
+/// The stage split of the layers into chunks of `counts` layers each.
+StageSplit splitOf(const std::vector<int> &counts, int stages,
+                   int chunksPerStage, int layers) {
+  StageSplit split;
+  split.stages = stages;
+  split.chunksPerStage = chunksPerStage;
+  split.layers = layers;
+  for (int c = 0; c < static_cast<int>(counts.size()); ++c)
+    for (int i = 0; i < counts[c]; ++i)
+      split.chunkOfLayer.push_back(c);
+  return split;
+}
+
+/// Each stage's stream of the training step: its schedule's actions as the
+/// slots of the ops they run.
+std::vector<std::vector<SlotKey>> slotsOf(const Schedule &schedule) {
+  std::vector<std::vector<SlotKey>> slots(schedule.stages());
+  for (int s = 0; s < schedule.stages(); ++s)
+    for (const Action &action : schedule.actions[s]) {
+      Phase phase = action.kind == ActionKind::Forward ? Phase::Forward
+                    : action.kind == ActionKind::BackwardInput
+                        ? Phase::BackwardInput
+                        : Phase::BackwardWeight;
+      slots[s].push_back(
+          {phase, schedule.modelChunk(s, action.chunk), action.microbatch});
+    }
+  return slots;
+}
+
+/// The micro-batch loop `step` records (`recorded`, compiled at
+/// `compiled` micro-batches), checked against this pipeline's layout for
+/// it: the step must have been built for it. nullopt when it records none.
+FailureOr<std::optional<LoopLayout>>
+checkedLoop(func::FuncOp step, const std::optional<LoopLayout> &recorded,
+            int compiled, const LoopShape &shape, bool forwardOnly) {
+  if (!recorded)
+    return std::optional<LoopLayout>();
+  std::optional<LoopLayout> layout =
+      stepLoopLayout(recorded->microbatches, shape, forwardOnly);
+  if (!layout || layout->compiled != compiled ||
+      layout->stride != recorded->stride || layout->split != recorded->split ||
+      layout->runs != recorded->runs) {
+    step.emitError() << "dist-pipeline: @" << step.getSymName()
+                     << " was built for another pipeline's micro-batch "
+                        "loop; build it with --xfmr-train-step="
+                        "\"microbatch-loop=true loop-stages="
+                     << shape.stages << " loop-chunks=" << shape.chunks
+                     << " loop-schedule=" << shape.schedule
+                     << "\" (partition-compile does)";
+    return failure();
+  }
+  return layout;
+}
+
+/// Names, on each stage function of `step`, where its loop's body, copy and
+/// tail start: the forward actions at the layout's bounds, found in the rt
+/// IR (--rt-microbatch-loop) by the rows they read (the first model chunk)
+/// or the activations they receive.
+void markLoopAnchors(ModuleOp module, func::FuncOp step,
+                     const LoopLayout &loop, const Schedule &schedule) {
+  const int stages = schedule.stages();
+  for (int s = 0; s < stages; ++s) {
+    auto function = module.lookupSymbol<func::FuncOp>(
+        (step.getSymName() + "_stage" + llvm::Twine(s)).str());
+    if (!function)
+      continue;
+    SmallVector<Attribute> anchors;
+    for (int index : loop.bounds[s]) {
+      const Action &action = loop.actions[s][index];
+      int model = schedule.modelChunk(s, action.chunk);
+      std::string anchor =
+          model == 0 ? "rows " + std::to_string(action.microbatch)
+                     : forwardMessagePrefix(action.microbatch,
+                                            (model - 1) / stages,
+                                            schedule.chunks());
+      anchors.push_back(StringAttr::get(module.getContext(), anchor));
+    }
+    function->setAttr(kMicrobatchLoopAnchorsAttrName,
+                      ArrayAttr::get(module.getContext(), anchors));
+  }
+}
+
 struct DistPipelinePass
     : public impl::DistPipelinePassBase<DistPipelinePass> {
   using DistPipelinePassBase::DistPipelinePassBase;
@@ -408,57 +490,10 @@ void DistPipelinePass::runOnOperation() {
   loopShape.stages = stages;
   loopShape.chunks = config.chunks;
   loopShape.schedule = scheduleName.str();
-  // A looped step's layout, checked against this pipeline's: the step
-  // must have been built for it.
-  auto loopOf = [&](func::FuncOp step, const std::optional<LoopLayout> &recorded,
-                    int compiled, bool forwardOnly)
-      -> FailureOr<std::optional<LoopLayout>> {
-    if (!recorded)
-      return std::optional<LoopLayout>();
-    std::optional<LoopLayout> layout =
-        stepLoopLayout(recorded->microbatches, loopShape, forwardOnly);
-    if (!layout || layout->compiled != compiled ||
-        layout->stride != recorded->stride ||
-        layout->split != recorded->split || layout->runs != recorded->runs) {
-      step.emitError() << "dist-pipeline: @" << step.getSymName()
-                       << " was built for another pipeline's micro-batch "
-                          "loop; build it with --xfmr-train-step="
-                          "\"microbatch-loop=true loop-stages="
-                       << stages << " loop-chunks=" << config.chunks
-                       << " loop-schedule=" << scheduleName
-                       << "\" (partition-compile does)";
-      return failure();
-    }
-    return layout;
-  };
-  FailureOr<std::optional<LoopLayout>> trainLoop =
-      loopOf(train, recordedTrainLoop, microbatches, /*forwardOnly=*/false);
+  FailureOr<std::optional<LoopLayout>> trainLoop = checkedLoop(
+      train, recordedTrainLoop, microbatches, loopShape, /*forwardOnly=*/false);
   if (failed(trainLoop))
     return signalPassFailure();
-  // Where each stage's loop starts, repeats and ends: the forward actions
-  // at its bounds, found in the rt IR by the rows they read (the first
-  // model chunk) or the activations they receive.
-  auto markLoop = [&](func::FuncOp step, const LoopLayout &loop) {
-    for (int s = 0; s < stages; ++s) {
-      auto function = module.lookupSymbol<func::FuncOp>(
-          (step.getSymName() + "_stage" + llvm::Twine(s)).str());
-      if (!function)
-        continue;
-      SmallVector<Attribute> anchors;
-      for (int index : loop.bounds[s]) {
-        const Action &action = loop.actions[s][index];
-        int model = generated->modelChunk(s, action.chunk);
-        std::string anchor =
-            model == 0 ? "rows " + std::to_string(action.microbatch)
-                       : forwardMessagePrefix(action.microbatch,
-                                              (model - 1) / stages,
-                                              config.chunks);
-        anchors.push_back(StringAttr::get(module.getContext(), anchor));
-      }
-      function->setAttr(kMicrobatchLoopAnchorsAttrName,
-                        ArrayAttr::get(module.getContext(), anchors));
-    }
-  };
 
   // The split: the plan's, or balanced by cost.
   std::vector<double> costs;
@@ -468,41 +503,25 @@ void DistPipelinePass::runOnOperation() {
       module, stageLayers, costs, pre, post, chunks, layers);
   if (failed(counts))
     return signalPassFailure();
-  StageSplit split;
-  split.stages = stages;
-  split.chunksPerStage = config.chunks;
-  split.layers = layers;
-  for (int c = 0; c < chunks; ++c)
-    for (int i = 0; i < (*counts)[c]; ++i)
-      split.chunkOfLayer.push_back(c);
+  StageSplit split = splitOf(*counts, stages, config.chunks, layers);
 
   // Tied parameters, then the final analysis of the rewritten step.
   std::vector<std::string> tied =
       placeTrainStep(train, layers, split, trainPlacement);
 
   StageBuilder builder(module, plan.getMesh(), *axis, split);
-  std::vector<std::vector<SlotKey>> trainSlots(stages);
-  for (int s = 0; s < stages; ++s)
-    for (const Action &action : generated->actions[s]) {
-      Phase phase = action.kind == ActionKind::Forward ? Phase::Forward
-                    : action.kind == ActionKind::BackwardInput
-                        ? Phase::BackwardInput
-                        : Phase::BackwardWeight;
-      trainSlots[s].push_back(
-          {phase, generated->modelChunk(s, action.chunk), action.microbatch});
-    }
-  if (failed(builder.build(train, trainPlacement, trainSlots)))
+  if (failed(builder.build(train, trainPlacement, slotsOf(*generated))))
     return signalPassFailure();
   if (*trainLoop)
-    markLoop(train, **trainLoop);
+    markLoopAnchors(module, train, **trainLoop, *generated);
 
   for (func::FuncOp eval : evals) {
     Placement evalPlacement;
     evalPlacement.analysis = analyzeStep(eval, layers);
     const int evalMicrobatches = evalPlacement.analysis.microbatches;
     FailureOr<std::optional<LoopLayout>> evalLoop =
-        loopOf(eval, recordedLoop(eval), evalMicrobatches,
-               /*forwardOnly=*/true);
+        checkedLoop(eval, recordedLoop(eval), evalMicrobatches, loopShape,
+                    /*forwardOnly=*/true);
     if (failed(evalLoop))
       return signalPassFailure();
     // Forwards only, in groups of pp micro-batches through each local
@@ -517,7 +536,7 @@ void DistPipelinePass::runOnOperation() {
     if (failed(builder.build(eval, evalPlacement, evalSlots)))
       return signalPassFailure();
     if (*evalLoop)
-      markLoop(eval, **evalLoop);
+      markLoopAnchors(module, eval, **evalLoop, *generated);
   }
 
   PipelineInfo info = describePipeline(trainPlacement, split, microbatches);
