@@ -9,6 +9,14 @@ namespace partition::runtime {
 
 Backend::~Backend() = default;
 
+void traceMicrobatchSpan(TraceRecorder &trace, const Function &function,
+                         int64_t index,
+                         std::chrono::steady_clock::time_point start,
+                         int64_t step) {
+  trace.add(microbatchSpanName(function, index), "microbatch", start, step,
+            {}, 0, /*tid=*/1);
+}
+
 std::string collectiveName(const Instruction &instruction,
                            const std::string &where) {
   return where + " (" + collectiveKindName(instruction.collective->kind) +

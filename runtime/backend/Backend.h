@@ -6,6 +6,7 @@
 #include "runtime/program/Program.h"
 #include "runtime/comm/Communicator.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -110,6 +111,32 @@ inline std::string microbatchSpanName(const Function &function,
   if (index == loop.count + 1)
     return "cool-down and the update";
   return "period " + std::to_string(index);
+}
+
+/// --trace under the micro-batch loop: records the `index`-th range
+/// walkFunction ran, from `start` to now, as a span on the step functions'
+/// track (tid 1) named by microbatchSpanName.
+void traceMicrobatchSpan(TraceRecorder &trace, const Function &function,
+                         int64_t index,
+                         std::chrono::steady_clock::time_point start,
+                         int64_t step);
+
+/// walkFunction, with a span per range under the micro-batch loop when
+/// `trace` is set (--trace keeps each micro-batch apart).
+template <typename RunRange, typename NextRun>
+void walkFunctionTraced(const Function &function, TraceRecorder *trace,
+                        int64_t step, RunRange &&runRange, NextRun &&nextRun) {
+  int64_t index = 0;
+  walkFunction(
+      function,
+      [&](size_t begin, size_t end) {
+        auto start = std::chrono::steady_clock::now();
+        runRange(begin, end);
+        if (trace && function.loop)
+          traceMicrobatchSpan(*trace, function, index, start, step);
+        ++index;
+      },
+      nextRun);
 }
 
 /// How many times a step runs instruction `index` of `function`: the

@@ -232,18 +232,10 @@ void CpuBackend::run(size_t index, int64_t step) {
     if (record)
       ++function.profiledRuns;
   }
-  int64_t range = 0;
-  walkFunction(
-      function.source,
+  walkFunctionTraced(
+      function.source, trace, step,
       [&](size_t begin, size_t end) {
-        TraceRecorder::Clock::time_point start = TraceRecorder::Clock::now();
         runRange(function, begin, end, record);
-        // --trace: under the loop, a span per micro-batch on the step
-        // functions' track.
-        if (trace && function.source.loop)
-          trace->add(microbatchSpanName(function.source, range), "microbatch",
-                     start, step, {}, 0, /*tid=*/1);
-        ++range;
       },
       [&](int64_t run) { readRows(function, run); });
   // Every send of the step has its receive on a peer that needs nothing

@@ -375,18 +375,11 @@ void CudaBackend::run(size_t index, int64_t step) {
     if (record)
       ++function.profiledRuns;
   }
-  int64_t range = 0;
-  walkFunction(
-      function.source,
+  // --trace waits for each instruction: the spans are the ranges' times.
+  walkFunctionTraced(
+      function.source, trace, step,
       [&](size_t begin, size_t end) {
-        TraceRecorder::Clock::time_point start = TraceRecorder::Clock::now();
         launchRange(function, begin, end, step, record);
-        // --trace (which waits for each instruction): under the loop, a
-        // span per micro-batch on the step functions' track.
-        if (trace && function.source.loop)
-          trace->add(microbatchSpanName(function.source, range), "microbatch",
-                     start, step, {}, 0, /*tid=*/1);
-        ++range;
       },
       [&](int64_t run) { nextLoopRun(function, run); });
   join(function, step);
