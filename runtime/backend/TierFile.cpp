@@ -66,6 +66,22 @@ TierFile::TierFile(const Program &program, const OffloadOptions &options) {
   bounce = AlignedBuffer(kBounceBytes);
 }
 
+std::string
+TierFile::waitAll(std::vector<offload::IoEngine::Ticket> &tickets) {
+  std::vector<offload::IoEngine::Ticket> pending;
+  pending.swap(tickets);
+  std::string error;
+  for (offload::IoEngine::Ticket ticket : pending) {
+    try {
+      ioEngine->wait(ticket);
+    } catch (const std::exception &failure) {
+      if (error.empty())
+        error = failure.what();
+    }
+  }
+  return error;
+}
+
 std::string TierFile::describe() const {
   return "nvme tier: " + std::to_string(offloadFile->bytes()) +
          " bytes per rank in " + offloadFile->path() + " (" + engineName +

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace partition::runtime {
 
@@ -49,6 +50,11 @@ public:
   /// through bounce blocks; throws ProgramError naming the buffer.
   void read(const BufferInfo &buffer, void *destination);
   void write(const BufferInfo &buffer, const void *source);
+
+  /// Waits for every ticket of `tickets` (emptied), even after one fails:
+  /// the engine must not keep requests on memory the caller reuses.
+  /// Returns the first failure's message, or an empty string.
+  std::string waitAll(std::vector<offload::IoEngine::Ticket> &tickets);
 
   /// "nvme tier: 966656 bytes per rank in FILE (uring, O_DIRECT)".
   std::string describe() const;

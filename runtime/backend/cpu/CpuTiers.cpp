@@ -128,19 +128,7 @@ void CpuTiers::wait(size_t index) {
   Copy &copy = copies[index];
   if (copy.host)
     return;
-  std::vector<IoEngine::Ticket> tickets;
-  tickets.swap(copy.tickets);
-  // Every ticket is waited for, even after a failure: the engine must not
-  // keep requests on buffers the caller is done with.
-  std::string error;
-  for (IoEngine::Ticket ticket : tickets) {
-    try {
-      nvme->engine().wait(ticket);
-    } catch (const std::exception &failure) {
-      if (error.empty())
-        error = failure.what();
-    }
-  }
+  std::string error = nvme->waitAll(copy.tickets);
   if (!error.empty())
     fail(copy, std::runtime_error(error));
   if (!copy.write && copy.tail.size() > 0)

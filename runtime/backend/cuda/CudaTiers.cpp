@@ -68,15 +68,10 @@ CudaTiers::~CudaTiers() {
   // everything with the process.
   if (cudaStreamSynchronize(transfers) == cudaErrorCudartUnloading)
     return;
+  // The engine must not write into memory freed below.
   if (nvme)
     for (Copy &copy : copies)
-      for (IoEngine::Ticket ticket : copy.tickets) {
-        // The engine must not write into memory freed below.
-        try {
-          nvme->engine().wait(ticket);
-        } catch (const std::exception &) {
-        }
-      }
+      nvme->waitAll(copy.tickets);
   for (Copy &copy : copies)
     for (cudaEvent_t event : {copy.ready, copy.done, copy.released})
       if (event)
@@ -334,19 +329,8 @@ void CudaTiers::wait(size_t index) {
     }
     return;
   }
-  std::vector<IoEngine::Ticket> tickets;
-  tickets.swap(copy.tickets);
-  // Every ticket is waited for, even after a failure: the engine must not
-  // keep requests on a block the next copy reuses.
-  std::string error;
-  for (IoEngine::Ticket ticket : tickets) {
-    try {
-      nvme->engine().wait(ticket);
-    } catch (const std::exception &failure) {
-      if (error.empty())
-        error = failure.what();
-    }
-  }
+  // Even after a failure: the next copy reuses the block.
+  std::string error = nvme->waitAll(copy.tickets);
   if (!error.empty())
     fail(copy, error);
   // A CPU update reads the block where it is.
