@@ -2,7 +2,8 @@
 //
 // GoogleTest helpers for the loader's tests: a Program written to .ptp
 // bytes (SerializeProgram.h) and loaded again, so the loader's checks run,
-// and the one-line message it refuses a program with.
+// the one-line message it refuses a program with, and the instructions and
+// small programs several of them build on.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PARTITION_UNITTESTS_RUNTIME_LOADERTESTING_H
@@ -15,6 +16,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace partition::testprograms {
 
@@ -36,6 +39,52 @@ inline std::string rejection(const runtime::Program &program) {
     return message;
   }
   return "";
+}
+
+/// An all-reduce over `axes` of buffers `args`.
+inline runtime::Instruction allReduce(std::vector<uint32_t> args, std::vector<uint32_t> axes,
+                      std::string label = "grads bucket 0",
+                      runtime::ReduceKind reduce = runtime::ReduceKind::Avg) {
+  runtime::Instruction instruction;
+  instruction.args = std::move(args);
+  instruction.collective =
+      runtime::Collective{runtime::CollectiveKind::AllReduce, reduce, std::move(axes),
+                 std::move(label)};
+  return instruction;
+}
+
+/// minimalProgram on a dp=2 x tp=2 mesh with one valid bucket.
+inline runtime::Program meshProgram() {
+  runtime::Program program = testprograms::minimalProgram();
+  program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};
+  program.functions[0].instructions.push_back(allReduce({0, 1}, {0}));
+  return program;
+}
+
+/// A kernel instruction: gelu of buffer `in` into buffer `out` (both [4]
+/// or both [5] in minimalProgram).
+inline runtime::Instruction gelu(uint32_t in, uint32_t out) {
+  runtime::Instruction instruction;
+  instruction.kernel = runtime::KernelId::Gelu;
+  instruction.args = {in, out};
+  return instruction;
+}
+
+inline runtime::Instruction waitFor(uint32_t collective) {
+  runtime::Instruction instruction;
+  instruction.waitFor = collective;
+  return instruction;
+}
+
+/// meshProgram whose bucket (buffers a and b) is started, then waited for
+/// after a kernel on other buffers.
+inline runtime::Program startedProgram() {
+  runtime::Program program = meshProgram();
+  std::vector<runtime::Instruction> &code = program.functions[0].instructions;
+  code[0].collective->started = true;
+  code.push_back(gelu(2, 2));
+  code.push_back(waitFor(0));
+  return program;
 }
 
 } // namespace partition::testprograms

@@ -27,27 +27,13 @@ using runtime::ReduceKind;
 
 namespace {
 
+using testprograms::allReduce;
+using testprograms::gelu;
+using testprograms::meshProgram;
 using testprograms::rejection;
 using testprograms::roundTrip;
-
-Instruction allReduce(std::vector<uint32_t> args, std::vector<uint32_t> axes,
-                      std::string label = "grads bucket 0",
-                      ReduceKind reduce = ReduceKind::Avg) {
-  Instruction instruction;
-  instruction.args = std::move(args);
-  instruction.collective =
-      Collective{runtime::CollectiveKind::AllReduce, reduce, std::move(axes),
-                 std::move(label)};
-  return instruction;
-}
-
-/// minimalProgram on a dp=2 x tp=2 mesh with one valid bucket.
-Program meshProgram() {
-  Program program = testprograms::minimalProgram();
-  program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};
-  program.functions[0].instructions.push_back(allReduce({0, 1}, {0}));
-  return program;
-}
+using testprograms::startedProgram;
+using testprograms::waitFor;
 
 // The data-parallel axis is the one with the data role, whatever its name.
 TEST(ProgramLoader, AxisRolesRoundTrip) {
@@ -99,32 +85,6 @@ TEST(ProgramLoader, UnlabelledCollectiveIsNamedByPosition) {
             "train_step instruction #0");
 }
 
-/// A kernel instruction: gelu of buffer `in` into buffer `out` (both [4]
-/// or both [5] in minimalProgram).
-Instruction gelu(uint32_t in, uint32_t out) {
-  Instruction instruction;
-  instruction.kernel = runtime::KernelId::Gelu;
-  instruction.args = {in, out};
-  return instruction;
-}
-
-Instruction waitFor(uint32_t collective) {
-  Instruction instruction;
-  instruction.waitFor = collective;
-  return instruction;
-}
-
-/// meshProgram whose bucket (buffers a and b) is started, then waited for
-/// after a kernel on other buffers.
-Program startedProgram() {
-  Program program = meshProgram();
-  std::vector<Instruction> &code = program.functions[0].instructions;
-  code[0].collective->started = true;
-  code.push_back(gelu(2, 2));
-  code.push_back(waitFor(0));
-  return program;
-}
-
 TEST(ProgramLoader, StartedCollectivesRoundTrip) {
   Program loaded = roundTrip(startedProgram());
   const std::vector<Instruction> &code = loaded.functions[0].instructions;
@@ -138,151 +98,6 @@ TEST(ProgramLoader, StartedCollectivesRoundTrip) {
   // Not started: the collective is done when its instruction ends.
   EXPECT_FALSE(roundTrip(meshProgram()).functions[0].instructions[0]
                    .collective->started);
-}
-
-/// A step of 4 micro-batches of one row whose loop runs instruction #1
-/// for micro-batches 1 to 3: the tokens (buffer #3) hold 4 rows, buffer #6
-/// is micro-batch 1's row of them.
-Program loopProgram() {
-  Program program = testprograms::minimalProgram();
-  runtime::BufferInfo &tokens = program.buffers[3];
-  tokens.shape = {4, 2};
-  tokens.elements = 8;
-  tokens.bytes = 32;
-  tokens.offset = program.arenaBytes;
-  runtime::BufferInfo row = tokens;
-  row.role = runtime::Role::Temporary;
-  row.name = "";
-  row.shape = {1, 2};
-  row.elements = 2;
-  row.bytes = 8;
-  row.offset = tokens.offset + 8;
-  program.buffers.push_back(row);
-  program.arenaBytes += 32;
-  std::vector<Instruction> &code = program.functions[0].instructions;
-  code.push_back(gelu(0, 0));
-  code.push_back(gelu(2, 2));
-  code.push_back(gelu(0, 0));
-  program.functions[0].loop = runtime::MicrobatchLoop{1, 2, 3, {6}};
-  return program;
-}
-
-TEST(ProgramLoader, MicrobatchLoopRoundTrip) {
-  Program loaded = roundTrip(loopProgram());
-  ASSERT_TRUE(loaded.functions[0].loop);
-  const runtime::MicrobatchLoop &loop = *loaded.functions[0].loop;
-  EXPECT_EQ(loop.begin, 1u);
-  EXPECT_EQ(loop.end, 2u);
-  EXPECT_EQ(loop.count, 3);
-  EXPECT_EQ(loop.slices, std::vector<uint32_t>{6});
-  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 0), 1);
-  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 1), 3);
-  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 2), 1);
-  // The order a backend runs the instructions in, and when it reads the
-  // next micro-batch's rows.
-  std::vector<std::string> walk;
-  runtime::walkFunction(
-      loaded.functions[0],
-      [&](size_t begin, size_t end) {
-        walk.push_back(std::to_string(begin) + "-" + std::to_string(end));
-      },
-      [&](int64_t run) { walk.push_back("rows " + std::to_string(run)); });
-  EXPECT_EQ(walk, (std::vector<std::string>{"0-1", "1-2", "rows 1", "1-2",
-                                            "rows 2", "1-2", "2-3"}));
-  EXPECT_FALSE(roundTrip(testprograms::minimalProgram()).functions[0].loop);
-}
-
-/// A pipeline stage's loop: 8 micro-batches of one row, instruction #1
-/// run 3 times over rows 1 and 2 (buffers #6 and #7), two micro-batches a
-/// run (rows 3-4, then 5-6).
-Program stridedLoopProgram() {
-  Program program = testprograms::minimalProgram();
-  runtime::BufferInfo &tokens = program.buffers[3];
-  tokens.shape = {8, 2};
-  tokens.elements = 16;
-  tokens.bytes = 64;
-  tokens.offset = program.arenaBytes;
-  for (int row : {1, 2}) {
-    runtime::BufferInfo slice = tokens;
-    slice.role = runtime::Role::Temporary;
-    slice.name = "";
-    slice.shape = {1, 2};
-    slice.elements = 2;
-    slice.bytes = 8;
-    slice.offset = tokens.offset + 8 * row;
-    program.buffers.push_back(slice);
-  }
-  program.arenaBytes += 64;
-  std::vector<Instruction> &code = program.functions[0].instructions;
-  code.push_back(gelu(0, 0));
-  code.push_back(gelu(2, 2));
-  code.push_back(gelu(0, 0));
-  runtime::MicrobatchLoop loop{1, 2, 3, {6, 7}};
-  loop.stride = 2;
-  program.functions[0].loop = loop;
-  return program;
-}
-
-TEST(ProgramLoader, StridedMicrobatchLoop) {
-  Program loaded = roundTrip(stridedLoopProgram());
-  ASSERT_TRUE(loaded.functions[0].loop);
-  EXPECT_EQ(loaded.functions[0].loop->stride, 2);
-  EXPECT_EQ(loaded.functions[0].loop->slices, (std::vector<uint32_t>{6, 7}));
-  EXPECT_EQ(roundTrip(loopProgram()).functions[0].loop->stride, 1);
-  auto broken = [](auto change) {
-    Program program = stridedLoopProgram();
-    change(*program.functions[0].loop);
-    return rejection(program);
-  };
-  using Loop = runtime::MicrobatchLoop;
-  EXPECT_EQ(broken([](Loop &loop) { loop.stride = 0; }),
-            "p.ptp: train_step micro-batch loop advances 0 micro-batches per "
-            "run; it must be between 1 and 2^20");
-  // The last run would read rows 7 and 8 of 8.
-  EXPECT_EQ(broken([](Loop &loop) { loop.stride = 3; }),
-            "p.ptp: train_step micro-batch loop reads 3 micro-batches' rows "
-            "from buffer #7, which lies in no tokens or targets buffer that "
-            "holds them");
-  // Refilling row 2 first (from row 3), then row 1 from row 2, which
-  // already holds row 3's: refused rather than a silently wrong batch.
-  EXPECT_EQ(broken([](Loop &loop) {
-              loop.stride = 1;
-              loop.slices = {7, 6};
-            }),
-            "p.ptp: train_step micro-batch loop run 1 reads the rows of "
-            "buffer #6 from where buffer #7 was already refilled");
-}
-
-// A loop outside its function, one that never runs, rows past the input,
-// and a collective waited for across its edge: one line each.
-TEST(ProgramLoader, RejectsBadMicrobatchLoops) {
-  auto broken = [](auto change) {
-    Program program = loopProgram();
-    change(program, *program.functions[0].loop);
-    return rejection(program);
-  };
-  using Loop = runtime::MicrobatchLoop;
-  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.end = 5; }),
-            "p.ptp: train_step micro-batch loop runs instructions #1 to #5, "
-            "but the function has 3");
-  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.count = 0; }),
-            "p.ptp: train_step micro-batch loop runs 0 times; it must run at "
-            "least once");
-  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.count = 4; }),
-            "p.ptp: train_step micro-batch loop reads 4 micro-batches' rows "
-            "from buffer #6, which lies in no tokens or targets buffer that "
-            "holds them");
-  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.slices = {0}; }),
-            "p.ptp: train_step micro-batch loop reads 3 micro-batches' rows "
-            "from buffer #0, which lies in no tokens or targets buffer that "
-            "holds them");
-  EXPECT_EQ(broken([](Program &, Loop &loop) { loop.slices = {9}; }),
-            "p.ptp: train_step micro-batch loop refers to buffer #9 of 7");
-  Program started = startedProgram();
-  started.functions[0].loop = Loop{0, 2, 2, {}};
-  EXPECT_EQ(rejection(started),
-            "p.ptp: train_step instruction #2 waits for instruction #0 "
-            "across the edge of the micro-batch loop (#0 to #2)");
 }
 
 // A wait without its start, a start without its wait, two waits, and an
