@@ -2,16 +2,75 @@
 
 #include "tools/partition-plan/GoodputReport.h"
 
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/Format.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 
 namespace partition::planner {
+
+std::string goodputOptionsOf(const GoodputFlags &flags,
+                             GoodputOptions &options) {
+  FailureModel &fm = options.failures;
+  fm.gpus = flags.gpus;
+  fm.pp = flags.pp;
+  fm.failuresPerGpuHour = flags.failureRate;
+  fm.repairHours = flags.repairHours;
+  fm.checkpointHours = flags.checkpointMinutes / 60;
+  fm.checkpointCostHours = flags.checkpointCostSeconds / 3600;
+  fm.restartHours = flags.restartSeconds / 3600;
+  fm.boost = flags.boost;
+  fm.standbyGpus = flags.standbyGpus;
+  std::string problem;
+  auto number = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", value);
+    return std::string(text);
+  };
+  auto check = [&](bool ok, const llvm::Twine &message) {
+    if (!ok && problem.empty())
+      problem = message.str();
+  };
+  auto nonNegative = [&](double value, const char *flag) {
+    check(value >= 0 && !std::isinf(value),
+          llvm::Twine("--") + flag + " must be a finite number >= 0, got " +
+              number(value));
+  };
+  nonNegative(flags.failureRate, "failure-rate");
+  nonNegative(flags.repairHours, "repair-hours");
+  nonNegative(flags.checkpointMinutes, "checkpoint-min");
+  nonNegative(flags.checkpointCostSeconds, "checkpoint-cost-s");
+  nonNegative(flags.restartSeconds, "restart-s");
+  check(flags.boost >= 1 && !std::isinf(flags.boost),
+        "--boost must be at least 1 (a speed factor), got " +
+            number(flags.boost));
+  check(flags.standbyGpus >= 0, "--standby-gpus must be >= 0, got " +
+                                    llvm::Twine(flags.standbyGpus));
+  check(flags.pp >= 1, "--pp must be at least 1, got " +
+                           llvm::Twine(flags.pp));
+  if (!flags.tpDomains.empty())
+    options.tpDomains = flags.tpDomains;
+  for (int64_t t : options.tpDomains) {
+    check(t >= 1, "--tp-domains must be positive, got " + llvm::Twine(t));
+    check(t < 1 || flags.pp < 1 || t * flags.pp <= flags.gpus,
+          "--gpus " + llvm::Twine(flags.gpus) +
+              " is smaller than one data-parallel replica (tp domain " +
+              llvm::Twine(t) + " x pp " + llvm::Twine(flags.pp) +
+              "); give at least " + llvm::Twine(t * flags.pp) + " GPUs");
+  }
+  if (!flags.failedFractions.empty())
+    options.failedFractions = flags.failedFractions;
+  for (double f : options.failedFractions)
+    check(f >= 0 && f < 1,
+          "--failed-fractions must lie in [0, 1), got " + number(f));
+  return problem;
+}
 
 namespace {
 

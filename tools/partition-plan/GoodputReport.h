@@ -35,6 +35,21 @@ struct GoodputOptions {
 /// the cost model's step time of one micro-batch (1 sequence) on
 /// `cluster` with its NVLink domain set to `domain` GPUs; 0 where the
 /// reduced replica does not fit in memory.
+/// The --goodput flags as given (minutes and seconds where the flags say
+/// so); empty lists keep GoodputOptions' defaults.
+struct GoodputFlags {
+  int64_t gpus = 0, pp = 1, standbyGpus = 0;
+  double failureRate = 0, repairHours = 0, checkpointMinutes = 0,
+         checkpointCostSeconds = 0, restartSeconds = 0, boost = 1;
+  std::vector<int64_t> tpDomains;
+  std::vector<double> failedFractions;
+};
+
+/// Fills `options` from `flags`; returns the first bad value's one line,
+/// naming its flag, or "".
+std::string goodputOptionsOf(const GoodputFlags &flags,
+                             GoodputOptions &options);
+
 DegradedSpeed costModelSpeed(const ModelShape &model, const Cluster &cluster,
                              int64_t domain);
 

@@ -250,62 +250,22 @@ int runGoodput() {
     tools::usageError(kTool, "give --cluster PROFILE or --cluster FILE.json");
   if (gpus <= 0)
     tools::usageError(kTool, "give --gpus N (a positive integer)");
-  GoodputOptions options;
-  FailureModel &fm = options.failures;
-  fm.gpus = gpus;
-  fm.pp = goodputPp;
-  fm.failuresPerGpuHour = failureRate;
-  fm.repairHours = repairHours;
-  fm.checkpointHours = checkpointMinutes / 60;
-  fm.checkpointCostHours = checkpointCostSeconds / 3600;
-  fm.restartHours = restartSeconds / 3600;
-  fm.boost = boost;
-  fm.standbyGpus = standbyGpus;
+  GoodputFlags flags;
+  flags.gpus = gpus;
+  flags.pp = goodputPp;
+  flags.standbyGpus = standbyGpus;
+  flags.failureRate = failureRate;
+  flags.repairHours = repairHours;
+  flags.checkpointMinutes = checkpointMinutes;
+  flags.checkpointCostSeconds = checkpointCostSeconds;
+  flags.restartSeconds = restartSeconds;
+  flags.boost = boost;
+  flags.tpDomains.assign(tpDomains.begin(), tpDomains.end());
+  flags.failedFractions.assign(failedFractions.begin(), failedFractions.end());
   // A bad value is bad input (exit 1, one line naming the flag); a
   // missing flag is a bad command line (exit 2, above).
-  std::string problem;
-  auto number = [](double value) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%g", value);
-    return std::string(text);
-  };
-  auto check = [&](bool ok, const llvm::Twine &message) {
-    if (!ok && problem.empty())
-      problem = message.str();
-  };
-  auto nonNegative = [&](double value, const char *flag) {
-    check(value >= 0 && !std::isinf(value),
-          llvm::Twine("--") + flag + " must be a finite number >= 0, got " +
-              number(value));
-  };
-  nonNegative(failureRate, "failure-rate");
-  nonNegative(repairHours, "repair-hours");
-  nonNegative(checkpointMinutes, "checkpoint-min");
-  nonNegative(checkpointCostSeconds, "checkpoint-cost-s");
-  nonNegative(restartSeconds, "restart-s");
-  check(boost >= 1 && !std::isinf(boost),
-        "--boost must be at least 1 (a speed factor), got " +
-            number(boost));
-  check(standbyGpus >= 0, "--standby-gpus must be >= 0, got " +
-                             llvm::Twine(int64_t(standbyGpus)));
-  check(goodputPp >= 1, "--pp must be at least 1, got " +
-                            llvm::Twine(int64_t(goodputPp)));
-  if (!tpDomains.empty())
-    options.tpDomains.assign(tpDomains.begin(), tpDomains.end());
-  for (int64_t t : options.tpDomains) {
-    check(t >= 1, "--tp-domains must be positive, got " + llvm::Twine(t));
-    check(t < 1 || goodputPp < 1 || t * goodputPp <= gpus,
-          "--gpus " + llvm::Twine(int64_t(gpus)) +
-              " is smaller than one data-parallel replica (tp domain " +
-              llvm::Twine(t) + " x pp " + llvm::Twine(int64_t(goodputPp)) +
-              "); give at least " + llvm::Twine(t * goodputPp) + " GPUs");
-  }
-  if (!failedFractions.empty())
-    options.failedFractions.assign(failedFractions.begin(),
-                                   failedFractions.end());
-  for (double f : options.failedFractions)
-    check(f >= 0 && f < 1,
-          "--failed-fractions must lie in [0, 1), got " + number(f));
+  GoodputOptions options;
+  std::string problem = goodputOptionsOf(flags, options);
   if (!problem.empty())
     return fail(problem);
   options.json = jsonOutput;
@@ -547,6 +507,42 @@ void printRanking(const model::ModelConfig &config, const ModelShape &shape,
   }
 }
 
+/// Under --memory compiled: the first of `ranked` whose memory is not the
+/// compiler's (its compile failed), or null.
+const Prediction *uncompiled(const std::vector<Prediction> &ranked) {
+  if (memorySource != "compiled")
+    return nullptr;
+  for (const Prediction &p : ranked)
+    if (p.notCompilable.empty() && p.memorySource != "compiled")
+      return &p;
+  return nullptr;
+}
+
+/// --json: the shown plans, each with what its figures are relative to (a
+/// device's memory and its peak at the plan's precision, which the
+/// scorecard prints); with --nonuniform the uniform ranking and the
+/// nonuniform one, each nonuniform plan with its gain over the best uniform
+/// plan.
+void printJson(const std::vector<Prediction> &shown, const Cluster &cluster,
+               const Prediction &best, const NonuniformReport *nonuniform) {
+  nlohmann::ordered_json all = nlohmann::ordered_json::array();
+  for (const Prediction &p : shown) {
+    all.push_back(toJson(p));
+    Cluster device = deviceShare(cluster, p.plan.devices());
+    all.back()["device_memory_bytes"] = device.memoryBytes;
+    all.back()["device_peak_flops"] = device.peakFlops(p.plan.precision);
+  }
+  if (!nonuniform) {
+    llvm::outs() << all.dump(2) << "\n";
+    return;
+  }
+  nlohmann::ordered_json out;
+  out["uniform"] = all;
+  out["nonuniform"] = nonuniformJson(*nonuniform, best);
+  out["nonuniform_beats_uniform"] = nonuniform->beats(best);
+  llvm::outs() << out.dump(2) << "\n";
+}
+
 int planMain(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   tools::parseCommandLine(
@@ -639,11 +635,9 @@ int planMain(int argc, char **argv) {
 
   if (result.ranked.empty())
     return noPlan(result, *cluster, devices);
-  if (memorySource == "compiled")
-    for (const Prediction &p : result.ranked)
-      if (p.notCompilable.empty() && p.memorySource != "compiled")
-        return fail("the compiler's memory plan failed for " +
-                    p.plan.label() + ": " + compiled.lastError());
+  if (const Prediction *p = uncompiled(result.ranked))
+    return fail("the compiler's memory plan failed for " + p->plan.label() +
+                ": " + compiled.lastError());
 
   std::vector<Prediction> shown = result.ranked;
   if (int64_t(shown.size()) > top)
@@ -654,11 +648,9 @@ int planMain(int argc, char **argv) {
   if (nonuniform) {
     nonuniformReport = searchNonuniformPlans(shape, *cluster, options, fixed,
                                              *config, oracle, top);
-    if (memorySource == "compiled")
-      for (const Prediction &p : nonuniformReport->result.ranked)
-        if (p.notCompilable.empty() && p.memorySource != "compiled")
-          return fail("the compiler's memory plan failed for " +
-                      p.plan.label() + ": " + compiled.lastError());
+    if (const Prediction *p = uncompiled(nonuniformReport->result.ranked))
+      return fail("the compiler's memory plan failed for " + p->plan.label() +
+                  ": " + compiled.lastError());
   }
 
   // -o writes the fastest plan partition-compile accepts today (the best
@@ -685,31 +677,14 @@ int planMain(int argc, char **argv) {
   }
 
   if (jsonOutput) {
-    nlohmann::ordered_json all = nlohmann::ordered_json::array();
-    for (const Prediction &p : shown) {
-      all.push_back(toJson(p));
-      // What the figures are relative to: a device's memory and its peak
-      // at the plan's precision (the scorecard prints both).
-      Cluster device = deviceShare(*cluster, p.plan.devices());
-      all.back()["device_memory_bytes"] = device.memoryBytes;
-      all.back()["device_peak_flops"] = device.peakFlops(p.plan.precision);
-    }
-    if (nonuniformReport) {
-      // --nonuniform --json: the uniform ranking and the nonuniform one,
-      // each nonuniform plan with its gain over the best uniform plan.
-      nlohmann::ordered_json out;
-      out["uniform"] = all;
-      out["nonuniform"] = nonuniformJson(*nonuniformReport, best);
-      out["nonuniform_beats_uniform"] = nonuniformReport->beats(best);
-      llvm::outs() << out.dump(2) << "\n";
-      return 0;
-    }
-    llvm::outs() << all.dump(2) << "\n";
+    printJson(shown, *cluster, best,
+              nonuniformReport ? &*nonuniformReport : nullptr);
     return 0;
   }
 
   printRanking(*config, shape, *cluster, devices, result, planningSeconds,
-               compiled.compiles(), compiled.skipped(), nonuniformReport ? &*nonuniformReport : nullptr, *written,
+               compiled.compiles(), compiled.skipped(),
+               nonuniformReport ? &*nonuniformReport : nullptr, *written,
                fixed);
   return 0;
 }
