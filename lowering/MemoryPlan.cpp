@@ -11,6 +11,7 @@
 #include "lowering/Passes.h"
 
 #include "lowering/PipelineStages.h"
+#include "lowering/RtEffects.h"
 
 #include "dialects/CheckedSize.h"
 #include "dialects/Dist/DistOps.h"
@@ -257,19 +258,7 @@ void findCarriedHoles(Block &body,
       auto it = carried.find(interval->second);
       if (it == carried.end() || it->second.write)
         continue;
-      // A whole write: the buffer itself (not a view of it) as a kernel's
-      // output that it does not also read, or a receive's.
-      bool whole = false;
-      if (operand == base) {
-        if (auto kernel = dyn_cast<KernelOp>(op))
-          whole = index >= kernel.getInputs().size() &&
-                  llvm::none_of(kernel.getInputs(), [&](Value input) {
-                    return rt::viewedBuffer(input) == base;
-                  });
-        else
-          whole = isa<RecvOp>(op);
-      }
-      if (whole)
+      if (rteffects::overwritesWhole(op, index))
         it->second.write = at;
       else
         it->second.lastBefore = at;

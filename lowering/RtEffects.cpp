@@ -59,4 +59,16 @@ bool writesAny(Operation *op, const llvm::SmallPtrSetImpl<Value> &bases) {
                       [&](Value base) { return bases.contains(base); });
 }
 
+bool overwritesWhole(Operation *op, unsigned index) {
+  Value operand = op->getOperand(index);
+  if (baseBuffer(operand) != operand)
+    return false;
+  if (auto kernel = dyn_cast<rt::KernelOp>(op))
+    return index >= kernel.getInputs().size() &&
+           llvm::none_of(kernel.getInputs(), [&](Value input) {
+             return baseBuffer(input) == operand;
+           });
+  return isa<rt::RecvOp>(op);
+}
+
 } // namespace partition::rteffects

@@ -38,6 +38,10 @@ llvm::SmallPtrSet<mlir::Value, 8> writtenBases(mlir::Operation *op);
 /// both, AdamW's learning rate and step, commute).
 bool conflicts(mlir::Operation *a, mlir::Operation *b);
 
+/// Whether `op` writes the whole of its operand #`index` without reading
+/// it first: a kernel's output (the buffer itself, not a view) that none
+/// of its inputs views, or a receive's buffer.
+bool overwritesWhole(mlir::Operation *op, unsigned index);
 /// Whether `op` writes one of `bases` (a view writes nothing).
 bool writesAny(mlir::Operation *op,
                const llvm::SmallPtrSetImpl<mlir::Value> &bases);
