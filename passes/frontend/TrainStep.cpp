@@ -202,6 +202,11 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     if (failed(found))
       return signalPassFailure();
     func::FuncOp forward = *found;
+    // The loop's layout: the schedule for every micro-batch, expanded and
+    // checked once here, then asked for while the step is built.
+    if (loop)
+      trainLoop = stepLoopLayout(microbatches, loopShape(),
+                                 /*forwardOnly=*/false);
     if (failed(buildTrainStep(forward)))
       return signalPassFailure();
     if (withEval) {
@@ -560,8 +565,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
         builder.getNamedAttr("weight_decay",
                              builder.getF32FloatAttr(weightDecay)),
     };
-    if (std::optional<pipeline::LoopLayout> layout = trainLayout())
-      entries.append(loopEntries(builder, *layout));
+    if (trainLayout())
+      entries.append(loopEntries(builder, *trainLayout()));
     return builder.getDictionaryAttr(entries);
   }
 
@@ -574,10 +579,8 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
   }
   /// The training step's loop (and the evaluation step's), when asked for
   /// and the micro-batches allow one.
-  std::optional<pipeline::LoopLayout> trainLayout() const {
-    if (!loop)
-      return std::nullopt;
-    return stepLoopLayout(microbatches, loopShape(), /*forwardOnly=*/false);
+  const std::optional<pipeline::LoopLayout> &trainLayout() const {
+    return trainLoop;
   }
   std::optional<pipeline::LoopLayout> evalLayout() const {
     if (!loop)
@@ -585,6 +588,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     return stepLoopLayout(microbatches, loopShape(), /*forwardOnly=*/true);
   }
 
+  std::optional<pipeline::LoopLayout> trainLoop;
 };
 
 } // namespace
