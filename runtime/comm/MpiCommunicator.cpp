@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 namespace partition::runtime::comm {
@@ -123,6 +124,8 @@ MpiCommunicator::NodeRanks MpiCommunicator::nodeRanks() const {
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && ringComm_ != MPI_COMM_NULL)
+    MPI_Comm_free(&ringComm_);
   if (!finalized && comm_ != MPI_COMM_NULL)
     MPI_Comm_free(&comm_);
 }
@@ -242,6 +245,13 @@ void MpiCommunicator::allReduce(float *data, size_t count, ReduceOp op,
 void MpiCommunicator::allReduce(const float *send, float *recv, size_t count,
                                 ReduceOp op, const Context &ctx) {
   const char *name = "all_reduce";
+  if (usesRing(count)) { // MpiRing.cpp
+    if (send != recv)
+      std::memcpy(recv, send, count * sizeof(float));
+    ringReduceScatterInPlace(recv, count, op, name, ctx);
+    ringAllGatherInPlace(recv, count, name, ctx);
+    return;
+  }
   int n = toInt(count, name, ctx);
   MPI_Request request;
   check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, n, MPI_FLOAT,
@@ -270,6 +280,10 @@ void MpiCommunicator::reduceScatter(const float *send, float *recv,
   const char *name = "reduce_scatter";
   int n = toInt(countPerRank, name, ctx);
   toInt(countPerRank * size_, name, ctx);
+  if (usesRing(countPerRank * size_)) { // MpiRing.cpp
+    ringReduceScatter(send, recv, countPerRank, op, name, ctx);
+    return;
+  }
   MPI_Request request;
   check(MPI_Ireduce_scatter_block(send, recv, n, MPI_FLOAT, mpiOp(op), comm_,
                                   &request),

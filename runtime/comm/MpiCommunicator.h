@@ -120,6 +120,45 @@ private:
   /// Drops the eager sends that have completed, oldest first.
   void reapSends(const Context &ctx);
 
+  // The ring collectives (MpiRing.cpp): large all-reduces and
+  // reduce-scatters as p - 1 exchanges with the ring's neighbours, each
+  // rank adding up 1/p of the data, instead of the library's non-blocking
+  // schedule (Open MPI 4.1's libnbc reduces an in-place all-reduce, and
+  // every reduce-scatter, on one rank).
+
+  /// Whether a collective over `count` elements in all takes the ring.
+  bool usesRing(size_t count) const;
+  /// Reduces `data` (count elements in `size()` blocks, the first count %
+  /// size() one element longer) in place over the ring: afterwards block
+  /// rank() holds the reduction (an average divided); the other blocks
+  /// hold partial results.
+  void ringReduceScatterInPlace(float *data, size_t count, ReduceOp op,
+                                const char *name, const Context &ctx);
+  /// Reduces `send` (countPerRank elements per rank) and writes block
+  /// rank() of the reduction (an average divided) into `recv`; `send` is
+  /// left unchanged.
+  void ringReduceScatter(const float *send, float *recv, size_t countPerRank,
+                         ReduceOp op, const char *name, const Context &ctx);
+  /// Completes an all-reduce whose block b is reduced on rank b: every
+  /// rank's block sent around the ring.
+  void ringAllGatherInPlace(float *data, size_t count, const char *name,
+                            const Context &ctx);
+  /// Sends `sendCount` elements to `to` while receiving `recvCount` from
+  /// `from`, both waited for (against the deadline).
+  void exchange(const float *send, size_t sendCount, int to, float *recv,
+                size_t recvCount, int from, const char *name,
+                const Context &ctx);
+  /// A communicator of the same group for the ring's messages, so that
+  /// they never match the program's own sends and receives (duplicated at
+  /// the first ring collective, which every rank of the group reaches in
+  /// the same order).
+  MPI_Comm ringComm(const char *name, const Context &ctx);
+  /// `count` floats of scratch, kept between collectives (a communicator
+  /// is used by one thread at a time).
+  float *scratch(size_t count);
+  MPI_Comm ringComm_ = MPI_COMM_NULL;
+  std::vector<float> scratch_;
+
   /// An eager send in flight: its request, the copy MPI reads, and what
   /// names it if it never completes.
   struct PendingSend {

@@ -64,7 +64,10 @@ void testCollectives(Communicator &comm, const std::vector<int> &members,
   const size_t count = 5;
   auto v = [&](int r, size_t i) { return value(members[r], i); };
 
-  // all-reduce, in place and out of place, sum / avg / max.
+  // all-reduce, in place and out of place, sum / avg / max; small (MPI's
+  // own schedule) and large, in blocks of unequal length (the ring's,
+  // MpiRing.cpp).
+  for (size_t count : {count, size_t(40003)})
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
     std::vector<float> in(count), out(count), inPlace(count);
     for (size_t i = 0; i < count; ++i)
@@ -98,7 +101,9 @@ void testCollectives(Communicator &comm, const std::vector<int> &members,
         EXPECT_EQ_F(recv[r * count + i], v(r, i), label + " all_gather");
   }
 
-  // reduce-scatter: block me of the sum / avg / max over ranks.
+  // reduce-scatter: block me of the sum / avg / max over ranks; small and
+  // large (the ring).
+  for (size_t count : {count, size_t(20001)})
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
     std::vector<float> send(count * n), recv(count, -1);
     for (size_t i = 0; i < count * n; ++i)
