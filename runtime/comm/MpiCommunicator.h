@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,18 @@ private:
   void exchange(const float *send, size_t sendCount, int to, float *recv,
                 size_t recvCount, int from, const char *name,
                 const Context &ctx);
+  /// Elements per message of a reduction step: 1 MiB.
+  static constexpr size_t kRingSegment = size_t(1) << 18;
+  /// Where a reduction step's received elements go: `n` of them, from
+  /// element `at` of the block, in a scratch segment.
+  using SegmentSink =
+      std::function<void(const float *incoming, size_t at, size_t n)>;
+  /// One step of a ring reduction: sends `sendCount` elements to `to`, and
+  /// hands the `recvCount` received from `from` to `sink` a segment
+  /// (kRingSegment) at a time, while the next one arrives.
+  void reduceStep(const float *send, size_t sendCount, int to,
+                  size_t recvCount, int from, const SegmentSink &sink,
+                  const char *name, const Context &ctx);
   /// A communicator of the same group for the ring's messages, so that
   /// they never match the program's own sends and receives (duplicated at
   /// the first ring collective, which every rank of the group reaches in
@@ -158,6 +171,8 @@ private:
   float *scratch(size_t count);
   MPI_Comm ringComm_ = MPI_COMM_NULL;
   std::vector<float> scratch_;
+  /// An out-of-place reduce-scatter's partial sums on more than 2 ranks.
+  std::vector<float> partials_;
 
   /// An eager send in flight: its request, the copy MPI reads, and what
   /// names it if it never completes.

@@ -21,7 +21,10 @@
 // starting from rank b + 1), and an all-reduce and a reduce-scatter of the
 // same data give the same bits for the same block; every rank ends with
 // the same values. Below the threshold a collective is latency-bound and
-// MPI's own schedule is as good.
+// MPI's own schedule is as good. A step's block travels as one message per
+// MiB (kRingSegment), added up on arrival while the next one comes: the
+// scratch stays at two segments, not a block (half a bucket), and each
+// segment is added while it is in cache.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +32,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace partition::runtime::comm {
 namespace {
@@ -104,6 +108,48 @@ void MpiCommunicator::exchange(const float *send, size_t sendCount, int to,
   wait(sent, name, ctx, to);
 }
 
+void MpiCommunicator::reduceStep(const float *send, size_t sendCount, int to,
+                                 size_t recvCount, int from,
+                                 const SegmentSink &sink, const char *name,
+                                 const Context &ctx) {
+  MPI_Comm comm = ringComm(name, ctx);
+  auto segments = [](size_t count) {
+    return (count + kRingSegment - 1) / kRingSegment;
+  };
+  auto length = [](size_t count, size_t k) {
+    return std::min(kRingSegment, count - k * kRingSegment);
+  };
+  // The whole block is sent at once; the receiver takes it segment by
+  // segment (one segment arrives while the last one is added up), so
+  // that the scratch is two segments and each is added while in cache.
+  // The sender's segments are the receiver's: one block, one length.
+  size_t sends = segments(sendCount), receives = segments(recvCount);
+  std::vector<MPI_Request> sent(sends);
+  for (size_t k = 0; k < sends; ++k)
+    check(MPI_Isend(send + k * kRingSegment,
+                    toInt(length(sendCount, k), name, ctx), MPI_FLOAT, to, 0,
+                    comm, &sent[k]),
+          name, ctx);
+  float *buffers[2] = {scratch(2 * kRingSegment),
+                       scratch(2 * kRingSegment) + kRingSegment};
+  MPI_Request received[2];
+  auto post = [&](size_t k) {
+    check(MPI_Irecv(buffers[k % 2], toInt(length(recvCount, k), name, ctx),
+                    MPI_FLOAT, from, 0, comm, &received[k % 2]),
+          name, ctx);
+  };
+  if (receives > 0)
+    post(0);
+  for (size_t k = 0; k < receives; ++k) {
+    if (k + 1 < receives)
+      post(k + 1);
+    wait(received[k % 2], name, ctx, from);
+    sink(buffers[k % 2], k * kRingSegment, length(recvCount, k));
+  }
+  for (MPI_Request &request : sent)
+    wait(request, name, ctx, to);
+}
+
 void MpiCommunicator::ringReduceScatterInPlace(float *data, size_t count,
                                                ReduceOp op, const char *name,
                                                const Context &ctx) {
@@ -111,15 +157,18 @@ void MpiCommunicator::ringReduceScatterInPlace(float *data, size_t count,
   auto blockAt = [&](int steps) { // block (rank - steps) mod p
     return ringBlock(count, p, ((rank_ - steps) % p + p) % p);
   };
-  float *incoming = scratch(ringBlock(count, p, 0).size);
   // Step s sends the partial sum of block rank - s - 1 (this rank's own
   // values at s = 0) and adds this rank's values to the partial sum of
   // block rank - s - 2 it receives: after p - 1 steps, block rank.
   for (int s = 0; s + 1 < p; ++s) {
     Block out = blockAt(s + 1), in = blockAt(s + 2);
-    exchange(data + out.begin, out.size, next, incoming, in.size, prev, name,
-             ctx);
-    combine(data + in.begin, data + in.begin, incoming, in.size, op);
+    float *sum = data + in.begin;
+    reduceStep(
+        data + out.begin, out.size, next, in.size, prev,
+        [&](const float *incoming, size_t at, size_t n) {
+          combine(sum + at, sum + at, incoming, n, op);
+        },
+        name, ctx);
   }
   Block mine = blockAt(0);
   finish(data + mine.begin, mine.size, op, p);
@@ -134,15 +183,21 @@ void MpiCommunicator::ringReduceScatter(const float *send, float *recv,
     return send + size_t(((rank_ - steps) % p + p) % p) * c;
   };
   // As ringReduceScatterInPlace, with `send` left as it is: the partial
-  // sums alternate between two scratch blocks (one is sent while the other
-  // receives), and the last one is written into `recv`.
-  float *partials[2] = {scratch(2 * c), scratch(2 * c) + c};
+  // sums of blocks passed on (p > 2) alternate between two blocks of their
+  // own (one is sent while the other fills), the last one is `recv`.
+  std::vector<float> &partials = partials_;
+  if (p > 2 && partials.size() < 2 * c)
+    partials.resize(2 * c);
   const float *outgoing = blockAt(1);
   for (int s = 0; s + 1 < p; ++s) {
-    float *incoming = partials[s % 2];
-    exchange(outgoing, c, next, incoming, c, prev, name, ctx);
-    float *sum = s + 2 == p ? recv : incoming;
-    combine(sum, incoming, blockAt(s + 2), c, op);
+    float *sum = s + 2 == p ? recv : partials.data() + size_t(s % 2) * c;
+    const float *own = blockAt(s + 2);
+    reduceStep(
+        outgoing, c, next, c, prev,
+        [&](const float *incoming, size_t at, size_t n) {
+          combine(sum + at, incoming, own + at, n, op);
+        },
+        name, ctx);
     outgoing = sum;
   }
   finish(recv, c, op, p);

@@ -65,9 +65,9 @@ void testCollectives(Communicator &comm, const std::vector<int> &members,
   auto v = [&](int r, size_t i) { return value(members[r], i); };
 
   // all-reduce, in place and out of place, sum / avg / max; small (MPI's
-  // own schedule) and large, in blocks of unequal length (the ring's,
-  // MpiRing.cpp).
-  for (size_t count : {count, size_t(40003)})
+  // own schedule) and large (the ring, MpiRing.cpp: blocks of unequal
+  // length, of one segment and of several).
+  for (size_t count : {count, size_t(40003), size_t(1200007)})
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
     std::vector<float> in(count), out(count), inPlace(count);
     for (size_t i = 0; i < count; ++i)
@@ -102,8 +102,8 @@ void testCollectives(Communicator &comm, const std::vector<int> &members,
   }
 
   // reduce-scatter: block me of the sum / avg / max over ranks; small and
-  // large (the ring).
-  for (size_t count : {count, size_t(20001)})
+  // large (the ring: one segment per block, and several).
+  for (size_t count : {count, size_t(20001), size_t(300007)})
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
     std::vector<float> send(count * n), recv(count, -1);
     for (size_t i = 0; i < count * n; ++i)
