@@ -9,6 +9,9 @@
 //                          one-line message (checked by RunExpectAbort.cmake).
 //   comm-test stopped      the last rank stops itself (SIGSTOP) instead:
 //                          every line the others print names it.
+//   comm-test fault-large, stopped-large
+//                          the same over an all-reduce large enough for
+//                          the ring (MpiRing.cpp).
 //   comm-test mpi-error    rank 0 sends with an invalid tag: the MPI error
 //                          becomes the one-line message and an abort.
 //
@@ -258,7 +261,9 @@ int runCollectives(int argc, char **argv) {
   return total == 0 ? 0 : 1;
 }
 
-int runFault(int argc, char **argv) {
+/// `large`: the all-reduce the last rank skips is over 100,000 elements,
+/// which take the ring (MpiRing.cpp), whose waits name a neighbour.
+int runFault(int argc, char **argv, bool large) {
   auto world = MpiCommunicator::world(&argc, &argv, {2.0});
   worldRank = world->rank();
   float x = 1;
@@ -269,7 +274,9 @@ int runFault(int argc, char **argv) {
     std::fprintf(stderr, "rank %d: was not aborted\n", worldRank);
     return 0;
   }
-  world->allReduce(&x, 1, ReduceOp::Sum, {"grads bucket 3", 7});
+  std::vector<float> bucket(large ? 100000 : 1, 1.0f);
+  world->allReduce(bucket.data(), bucket.size(), ReduceOp::Sum,
+                   {"grads bucket 3", 7});
   std::fprintf(stderr, "rank %d: all_reduce returned without its peer\n",
                worldRank);
   return 0;
@@ -277,14 +284,16 @@ int runFault(int argc, char **argv) {
 
 /// The last rank stops itself (SIGSTOP) before an all-reduce: every other
 /// rank names it as the one that stopped, whichever times out first.
-int runStopped(int argc, char **argv) {
+int runStopped(int argc, char **argv, bool large) {
   auto world = MpiCommunicator::world(&argc, &argv, {2.0});
   worldRank = world->rank();
   float x = 1;
   world->allReduce(&x, 1, ReduceOp::Sum, {"warm up", 6});
   if (worldRank == world->size() - 1)
     raise(SIGSTOP); // mpirun's abort kills it stopped
-  world->allReduce(&x, 1, ReduceOp::Sum, {"grads bucket 3", 7});
+  std::vector<float> bucket(large ? 100000 : 1, 1.0f);
+  world->allReduce(bucket.data(), bucket.size(), ReduceOp::Sum,
+                   {"grads bucket 3", 7});
   std::fprintf(stderr, "rank %d: all_reduce returned without its peer\n",
                worldRank);
   return 0;
@@ -368,10 +377,10 @@ int main(int argc, char **argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "collectives")
     return runCollectives(argc, argv);
-  if (mode == "fault")
-    return runFault(argc, argv);
-  if (mode == "stopped")
-    return runStopped(argc, argv);
+  if (mode == "fault" || mode == "fault-large")
+    return runFault(argc, argv, mode == "fault-large");
+  if (mode == "stopped" || mode == "stopped-large")
+    return runStopped(argc, argv, mode == "stopped-large");
   if (mode == "mpi-error")
     return runMpiError(argc, argv);
   if (mode == "transfers")
