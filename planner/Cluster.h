@@ -51,8 +51,11 @@ struct Cluster {
   double intraNodeBandwidth = 0, intraNodeLatency = 0;
   double interNodeBandwidth = 0, interNodeLatency = 0;
   /// Whether the backend runs gradient all-reduces while later layers'
-  /// backward still computes (separate streams on GPUs). The CPU backend
-  /// runs one instruction at a time, so nothing overlaps there.
+  /// backward still computes (separate streams on GPUs). Off on cpu-local:
+  /// the CPU backend's communication thread runs them beside the backward,
+  /// but on the ranks' own cores, so what it hides it mostly takes from
+  /// the kernels (gpt2-124m dp2 on 2 cores: 7 ms of waits left per step,
+  /// and the GEMMs 20% slower than alone; docs/performance.md).
   bool overlapsCommunication = false;
   /// How attention runs: "fused" (flash-style: scores stay on chip, the
   /// backward recomputes them; this project's CUDA and CPU kernels) or
