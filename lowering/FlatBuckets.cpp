@@ -53,9 +53,68 @@ Value contiguous(OpBuilder &builder, Location loc, Value buffer) {
   return copy;
 }
 
+/// An identity-layout `buffer` seen flat: one dimension of its elements.
+Value flatView(OpBuilder &builder, Location loc, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (type.getRank() == 1)
+    return buffer;
+  ReassociationIndices all;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    all.push_back(d);
+  return memref::CollapseShapeOp::create(builder, loc, buffer,
+                                         ArrayRef<ReassociationIndices>{all});
+}
+
 MemRefType bufferType(Type tensorType) {
   auto tensor = cast<RankedTensorType>(tensorType);
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
+}
+
+/// The dist.flat_unpack that alone reads `collective`'s result, if any.
+dist::FlatUnpackOp soleUnpack(Operation *collective) {
+  Value result = collective->getResult(0);
+  if (!result.hasOneUse())
+    return {};
+  return dyn_cast<dist::FlatUnpackOp>(*result.getUsers().begin());
+}
+
+/// Whether `pack`, read by `collective` alone (a reduce-scatter or an
+/// all-gather along the rows), can be left out: each tensor moved by a
+/// collective of its own, on its own buffer seen flat. Row r of a bucket
+/// holds chunk r of each tensor, and chunk r of a tensor of n = c * rows
+/// elements is its elements [r * c, (r + 1) * c) seen flat; so, with no
+/// padding, chunk i of the reduce-scattered row is the reduce-scatter of
+/// tensor i seen flat, and the gathered bucket's tensor i is the
+/// all-gather of chunk i. The reduce-scattered row must be unpacked into
+/// its chunks (by views today, so nothing else reads the row); the
+/// gathered row must hold values computed for it alone (AdamW's updated
+/// chunks; ZeRO-3 gathers its parameter shards, state arguments that
+/// --rt-offload-optimizer stages through the pack, and keeps the bucket),
+/// unpacked whole, one to one.
+bool movesPerTensor(dist::FlatPackOp pack, Operation *collective) {
+  bool gather = isa<dist::AllGatherOp>(collective);
+  if ((!gather && !isa<dist::ReduceScatterOp>(collective)) ||
+      collective->getAttrOfType<IntegerAttr>("dim").getInt() != 0)
+    return false;
+  dist::FlatUnpackOp unpack = soleUnpack(collective);
+  if (!unpack || unpack.getNumResults() != pack.getInputs().size())
+    return false;
+  int64_t packRows = pack.getResult().getType().getDimSize(0);
+  int64_t unpackRows = unpack.getInput().getType().getDimSize(0);
+  if ((gather ? packRows : unpackRows) != 1)
+    return false;
+  for (auto [input, result] :
+       llvm::zip(pack.getInputs(), unpack.getResults())) {
+    int64_t in = elementsOf(input), out = elementsOf(result);
+    bool whole = gather ? out == in * unpackRows
+                        : in % packRows == 0 && out == in / packRows;
+    if (!whole)
+      return false;
+    if (gather ? !input.getDefiningOp() || !input.hasOneUse()
+               : cast<RankedTensorType>(result.getType()).getRank() != 1)
+      return false;
+  }
+  return true;
 }
 
 } // namespace
@@ -65,6 +124,13 @@ FlatBucketLowering::FlatBucketLowering(
     DenseMap<Value, unsigned> &lastUse) {
   for (auto pack : body.getOps<dist::FlatPackOp>()) {
     int64_t rows = pack.getResult().getType().getDimSize(0);
+    // Moved tensor by tensor: no bucket, no row, no slots.
+    if (pack->hasOneUse())
+      if (Operation *collective = *pack->getUsers().begin();
+          movesPerTensor(pack, collective)) {
+        perTensor.insert({pack, collective, soleUnpack(collective)});
+        continue;
+      }
     // The parameters, packed only to slice this rank's row: sliced tensor
     // by tensor, when each splits into whole chunks (no padding to write).
     if (pack->hasOneUse())
@@ -109,8 +175,9 @@ Value FlatBucketLowering::slotFor(OpBuilder &builder, Value result) {
 void FlatBucketLowering::lowerPack(OpBuilder &builder, IRMapping &buffers,
                                    dist::FlatPackOp pack,
                                    const Destination &destination) {
-  if (slicedPacks.contains(pack))
-    return; // lowerSlicedPack reads the tensors themselves.
+  // lowerSlicedPack and lowerPerTensor read the tensors themselves.
+  if (slicedPacks.contains(pack) || perTensor.contains(pack))
+    return;
   Value bucket = rows.lookup(pack);
   if (!bucket)
     bucket = destination(pack.getResult());
@@ -130,6 +197,8 @@ void FlatBucketLowering::lowerPack(OpBuilder &builder, IRMapping &buffers,
 void FlatBucketLowering::lowerUnpack(OpBuilder &builder, IRMapping &buffers,
                                      dist::FlatUnpackOp unpack,
                                      const Destination &destination) {
+  if (perTensor.contains(unpack))
+    return; // lowerPerTensor gave each result its buffer.
   Value bucket = buffers.lookup(unpack.getInput());
   int64_t rowCount = unpack.getInput().getType().getDimSize(0), offset = 0;
   bool views = rowCount == 1 && llvm::all_of(unpack.getResults(), [](Value r) {
@@ -168,20 +237,49 @@ void FlatBucketLowering::lowerSlicedPack(OpBuilder &builder,
     int64_t chunk = elementsOf(input) / rowCount;
     // Seen flat, the tensor is `rowCount` chunks: this rank's is block
     // `index` along its only dimension.
-    Value flat = contiguous(builder, loc, buffers.lookup(input));
-    auto type = cast<MemRefType>(flat.getType());
-    if (type.getRank() != 1) {
-      ReassociationIndices all;
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        all.push_back(d);
-      flat = memref::CollapseShapeOp::create(builder, loc, flat,
-                                             ArrayRef<ReassociationIndices>{all});
-    }
+    Value flat =
+        flatView(builder, loc, contiguous(builder, loc, buffers.lookup(input)));
     createKernel(builder, loc, KernelId::SliceBlock, ValueRange{flat, index},
                  rowSlot(builder, loc, row, offset, chunk), {0, rowCount});
     offset += chunk;
   }
   buffers.map(slice.getResult(), row);
+}
+
+bool FlatBucketLowering::movedPerTensor(Operation *collective) const {
+  return perTensor.contains(collective);
+}
+
+void FlatBucketLowering::lowerPerTensor(OpBuilder &builder, IRMapping &buffers,
+                                        Operation *collective, StringAttr label,
+                                        const Destination &destination) {
+  auto pack = cast<dist::FlatPackOp>(collective->getOperand(0).getDefiningOp());
+  dist::FlatUnpackOp unpack = soleUnpack(collective);
+  Location loc = collective->getLoc();
+  auto mesh = collective->getAttrOfType<FlatSymbolRefAttr>("mesh");
+  auto axes = collective->getAttrOfType<ArrayAttr>("axes");
+  IntegerAttr dim = builder.getI64IntegerAttr(0);
+  auto scatter = dyn_cast<dist::ReduceScatterOp>(collective);
+  for (auto [index, input, result] :
+       llvm::enumerate(pack.getInputs(), unpack.getResults())) {
+    // The label names the tensor too, for the runtime's errors.
+    StringAttr tensorLabel = builder.getStringAttr(label.getValue() + " #" +
+                                                   Twine(index));
+    Value in =
+        flatView(builder, loc, contiguous(builder, loc, buffers.lookup(input)));
+    // A fresh buffer or the state buffer the result updates: the identity
+    // layout either way.
+    Value out = destination(result);
+    if (scatter)
+      rt::ReduceScatterOp::create(builder, loc, /*token=*/Type(), in,
+                                  flatView(builder, loc, out), mesh, axes, dim,
+                                  scatter.getReduceAttr(), tensorLabel);
+    else
+      rt::AllGatherOp::create(builder, loc, /*token=*/Type(), in,
+                              flatView(builder, loc, out), mesh, axes, dim,
+                              tensorLabel);
+    buffers.map(result, out);
+  }
 }
 
 } // namespace partition

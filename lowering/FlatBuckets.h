@@ -5,18 +5,34 @@
 // (dist.flat_pack / dist.flat_unpack). Lowered literally, each pack and
 // unpack is a copy of its tensors, and a ZeRO-1/2 step copied 4.5 times
 // the bucket's elements per step where plain data parallelism copies 2:
-// more than the halved AdamW saves. Three of those copies need no kernel:
+// more than the halved AdamW saves. Most of those copies need no kernel:
 //
-//  - a single row (a reduce-scatter's result, this rank's parameter chunks)
-//    is unpacked by views: chunk i is a contiguous slice of the row;
+//  - a bucket whose tensors each split into whole chunks (no padding) need
+//    not exist at all: chunk r of a tensor of c * rows elements is its
+//    elements [r * c, (r + 1) * c) seen flat, so each tensor gets a
+//    collective of its own on its own buffer (a memref.collapse_shape):
+//    the gradients' reduce-scatter, each into a fresh chunk, and the
+//    updated chunks' all-gather, each straight into its parameter. No
+//    pack, no row, no unpack; ZeRO-3's gathers of its parameter shards
+//    (state arguments, which --rt-offload-optimizer stages through their
+//    pack) keep their bucket;
+//  - otherwise a single row (a reduce-scatter's result, this rank's
+//    parameter chunks) is unpacked by views: chunk i is a contiguous slice
+//    of the row;
 //  - a single row packed from values computed for it alone (AdamW's
-//    updated chunks) is written in place: each producer writes its slot;
+//    updated chunks, when the bucket is padded) is written in place: each
+//    producer writes its slot;
 //  - the parameters packed into a whole bucket only to slice this rank's
 //    row (dist.all_slice) are sliced directly, tensor by tensor, each seen
 //    flat (slice_block of chunk r into the row's slot): half the elements
 //    copied once instead of all of them copied and half copied again.
 //
-// Bucket layouts, and so the program's results, are unchanged.
+// Without padding, a ZeRO-1/2 step then copies only the parameters' half
+// (the slice); with it, the gradients' pack and the gathered bucket's
+// unpack too. Bucket layouts and the checkpoints are unchanged, and so are
+// the results at dp = 2; over more ranks a tensor's reduce-scatter may add
+// in another order than its bucket's (the runtime picks the algorithm by
+// size: below 64 KiB MPI's own, else a ring).
 //
 //===----------------------------------------------------------------------===//
 #ifndef PARTITION_LOWERING_FLATBUCKETS_H
@@ -65,6 +81,17 @@ public:
                        dist::AllSliceOp slice, mlir::Value index,
                        const Destination &destination);
 
+  /// Whether `collective` (a dist.reduce_scatter or dist.all_gather)
+  /// moves a bucket whose tensors each get a collective of their own
+  /// (lowerPerTensor; lowerPack and lowerUnpack then lower nothing).
+  bool movedPerTensor(mlir::Operation *collective) const;
+  /// One rt collective per tensor of the bucket `collective` moves, from
+  /// the packed tensor's buffer seen flat to the unpacked result's, each
+  /// labelled `label` and the tensor's index.
+  void lowerPerTensor(mlir::OpBuilder &builder, mlir::IRMapping &buffers,
+                      mlir::Operation *collective, mlir::StringAttr label,
+                      const Destination &destination);
+
 private:
   struct Slot {
     dist::FlatPackOp pack;
@@ -77,6 +104,8 @@ private:
   llvm::DenseSet<mlir::Value> placed;
   /// Buckets packed only to slice this rank's row.
   llvm::SmallPtrSet<mlir::Operation *, 8> slicedPacks;
+  /// The packs, collectives and unpacks of buckets moved tensor by tensor.
+  llvm::SmallPtrSet<mlir::Operation *, 16> perTensor;
 };
 
 } // namespace partition

@@ -122,11 +122,18 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
   auto axes = op->getAttrOfType<ArrayAttr>("axes");
   if (failed(groupOf(op, meshName, axes, /*ordered=*/true)))
     return failure();
-  Value in = wholeBuffer(builder, loc, buffers.lookup(input));
-  Value out = destinationFor(builder, result, position, /*inPlace=*/false);
   auto label = op->getAttrOfType<StringAttr>(dist::DistDialect::kLabelAttrName);
   StringAttr labelAttr = builder.getStringAttr(
       label && !label.getValue().empty() ? label.getValue() : kind);
+  // ZeRO's bucket, moved tensor by tensor: it was never packed.
+  if (flatBuckets->movedPerTensor(op)) {
+    flatBuckets->lowerPerTensor(builder, buffers, op, labelAttr, [&](Value r) {
+      return destinationFor(builder, r, position, /*inPlace=*/false);
+    });
+    return success();
+  }
+  Value in = wholeBuffer(builder, loc, buffers.lookup(input));
+  Value out = destinationFor(builder, result, position, /*inPlace=*/false);
   auto dim = op->getAttrOfType<IntegerAttr>("dim");
   if (shift)
     rt::RingShiftOp::create(builder, loc, /*token=*/Type(), in, out, meshName,

@@ -246,11 +246,12 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
   const DenseMap<Value, unsigned> &intervalOf = plan.intervalOf;
   for (Operation &op : body) {
     // A gradient gathered or reduce-scattered (ZeRO) is still a gradient,
-    // an activation gathered (sequence parallelism) still an activation.
+    // an activation gathered (sequence parallelism) still an activation;
+    // ZeRO moves a tensor by tensor seen flat (a view of its buffer).
     if (isa<AllGatherOp, ReduceScatterOp, rt::RingShiftOp, rt::AllToAllOp>(
             op)) {
-      auto from = intervalOf.find(op.getOperand(0));
-      auto to = intervalOf.find(op.getOperand(1));
+      auto from = intervalOf.find(rt::viewedBuffer(op.getOperand(0)));
+      auto to = intervalOf.find(rt::viewedBuffer(op.getOperand(1)));
       if (from != intervalOf.end() && to != intervalOf.end()) {
         intervals[to->second].isGradient |= intervals[from->second].isGradient;
         intervals[to->second].isActivation |=

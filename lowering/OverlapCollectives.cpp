@@ -228,11 +228,18 @@ struct OverlapCollectivesPass
       if (isTensor(collective) && !kernelBetween(startBefore, waitBefore))
         continue;
       // The budget: collectives whose wait comes before this start are
-      // done; beyond the bounds, the oldest are waited for right here.
-      while (!inFlight.empty() &&
-             isBefore(inFlight.front().wait, startBefore)) {
-        bytesInFlight -= inFlight.front().bytes;
-        inFlight.pop_front();
+      // done, wherever they are in start order (waits need not keep it:
+      // each of ZeRO's per-tensor reduce-scatters is waited for at its own
+      // AdamW); beyond the bounds, the oldest of the others are waited for
+      // right here. Their waits all come after this start, so they only
+      // move up (moved down, a wait would pass the reads of its buffers).
+      for (auto it = inFlight.begin(); it != inFlight.end();) {
+        if (!isBefore(it->wait, startBefore)) {
+          ++it;
+          continue;
+        }
+        bytesInFlight -= it->bytes;
+        it = inFlight.erase(it);
       }
       auto overBudget = [&] {
         return (maxInFlight > 0 &&

@@ -182,14 +182,25 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
         (plan->mesh.dp > 1 || plan->mesh.cp > 1) && plan->overlap.dataParallel;
     overlap.tensorParallel =
         plan->mesh.tp > 1 && plan->overlap.tensorParallel;
-    // ZeRO's started reduce-scatters keep their packed bucket (a copy of
-    // the gradients) live until their wait, and its all-gathers their
-    // gathered bucket: unbounded, every bucket of a gpt2-124m dp2 ZeRO-1
-    // step is live at once (arena 2.06 GB against 1.48 GB blocking). Two
-    // in flight keep the communication thread busy (it runs one at a time)
-    // for 1.72 GB.
-    if (plan->zero.stage > 0 && (plan->mesh.dp > 1 || plan->mesh.cp > 1))
-      overlap.maxInFlight = 2;
+    // ZeRO's started collectives keep what they read live until their
+    // wait: a bucket moved whole, its packed bucket (a copy of the
+    // gradients) or gathered one; unbounded, every bucket of a gpt2-124m
+    // dp2 ZeRO-1 step was live at once (arena 2.06 GB against 1.48 GB
+    // blocking), and two in flight kept the communication thread busy (it
+    // runs one at a time) for 1.72 GB. ZeRO-1/2's buckets now move tensor
+    // by tensor (lowering/FlatBuckets.h) unless padded: a bucket is tens
+    // of collectives started one after the other, which a bound of two
+    // would wait for almost as they start. Bounded by bytes instead: what
+    // two buckets' collectives held (a bucket and its row, 1.5 buckets at
+    // dp = 2), so the gradients still die bucket by bucket. ZeRO-3's
+    // parameter gathers keep their buckets and their bound of two.
+    if (plan->zero.stage > 0 && (plan->mesh.dp > 1 || plan->mesh.cp > 1)) {
+      if (plan->zero.stage >= 3)
+        overlap.maxInFlight = 2;
+      else
+        overlap.maxBytesInFlight =
+            static_cast<int64_t>(3 * options.bucketMb * 1024 * 1024);
+    }
     if (overlap.dataParallel || overlap.tensorParallel)
       pm.addPass(createOverlapCollectivesPass(overlap));
   }

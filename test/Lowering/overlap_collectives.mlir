@@ -228,3 +228,46 @@ func.func @no_plan(%x: memref<16xf32>) {
   rt.all_reduce %x on @mesh axes [dp] reduce = sum label = "b" : memref<16xf32>
   return
 }
+
+// -----
+
+// ZeRO's per-tensor reduce-scatters are each waited for where their chunk
+// is first read, so waits need not come in start order: when "b" starts,
+// "g1" is already waited for (before its reader) though "g0", started
+// first, is not. Over the byte bound, "g0"'s wait moves up to "b"'s start;
+// "g1"'s stays before its reader (the two sink together below the kernel
+// that commutes with them, as far as "g0"'s wait), never below it.
+module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 2, recompute = none, precision = "fp32">} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+
+  // BYTES-LABEL: func.func @waits_out_of_start_order
+  func.func @waits_out_of_start_order(%x: memref<16xf32>, %y: memref<64xf32>) {
+    %g0 = memref.alloc() : memref<16xf32>
+    %g1 = memref.alloc() : memref<16xf32>
+    %c0 = memref.alloc() : memref<8xf32>
+    %c1 = memref.alloc() : memref<8xf32>
+    %u = memref.alloc() : memref<8xf32>
+    %big = memref.alloc() : memref<64xf32>
+    %cbig = memref.alloc() : memref<32xf32>
+    %cbig2 = memref.alloc() : memref<32xf32>
+    // BYTES:      %[[T0:[^ ]+]] = rt.reduce_scatter async %[[G0:[^ ,]+]], %[[C0:[^ ]+]] on {{.*}} label = "g0"
+    // BYTES-NEXT: rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[G1:[^ ]+]] : memref<16xf32>)
+    // BYTES-NEXT: %[[T1:[^ ]+]] = rt.reduce_scatter async %[[G1]], %[[C1:[^ ]+]] on {{.*}} label = "g1"
+    // BYTES-NEXT: rt.kernel "gelu" ins(%{{.*}} : memref<64xf32>)
+    // BYTES-NEXT: rt.wait %[[T0]], %[[G0]], %[[C0]]
+    // BYTES-NEXT: rt.wait %[[T1]], %[[G1]], %[[C1]]
+    // BYTES-NEXT: rt.kernel "gelu" ins(%[[C1]] : memref<8xf32>)
+    // BYTES-NEXT: rt.reduce_scatter async {{.*}} label = "b"
+    // BYTES-NEXT: rt.kernel "gelu" ins(%[[C0]] : memref<8xf32>)
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%g0 : memref<16xf32>)
+    rt.reduce_scatter %g0, %c0 on @mesh axes [dp] dim = 0 reduce = sum label = "g0" : memref<16xf32>, memref<8xf32>
+    rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%g1 : memref<16xf32>)
+    rt.reduce_scatter %g1, %c1 on @mesh axes [dp] dim = 0 reduce = sum label = "g1" : memref<16xf32>, memref<8xf32>
+    rt.kernel "gelu" ins(%c1 : memref<8xf32>) outs(%u : memref<8xf32>)
+    rt.kernel "gelu" ins(%y : memref<64xf32>) outs(%big : memref<64xf32>)
+    rt.reduce_scatter %big, %cbig on @mesh axes [dp] dim = 0 reduce = sum label = "b" : memref<64xf32>, memref<32xf32>
+    rt.kernel "gelu" ins(%c0 : memref<8xf32>) outs(%u : memref<8xf32>)
+    rt.kernel "gelu" ins(%cbig : memref<32xf32>) outs(%cbig2 : memref<32xf32>)
+    return
+  }
+}
