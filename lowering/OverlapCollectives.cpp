@@ -42,7 +42,23 @@ using namespace rteffects;
 struct InFlight {
   rt::WaitOp wait;
   int64_t bytes;
+  /// What max-in-flight counts: the collective's label, less the " #i" of
+  /// a bucket's per-tensor collectives (lowering/FlatBuckets.h), which
+  /// count as one.
+  StringRef unit;
 };
+
+StringRef unitOf(Operation *collective) {
+  auto label = collective->getAttrOfType<StringAttr>("label");
+  if (!label)
+    return {};
+  StringRef text = label.getValue();
+  size_t hash = text.rfind(" #");
+  if (hash != StringRef::npos && hash + 2 < text.size() &&
+      llvm::all_of(text.drop_front(hash + 2), llvm::isDigit))
+    return text.take_front(hash);
+  return text;
+}
 
 struct OverlapCollectivesPass
     : impl::OverlapCollectivesPassBase<OverlapCollectivesPass> {
@@ -241,9 +257,12 @@ struct OverlapCollectivesPass
         bytesInFlight -= it->bytes;
         it = inFlight.erase(it);
       }
+      StringRef unit = unitOf(collective);
       auto overBudget = [&] {
-        return (maxInFlight > 0 &&
-                int64_t(inFlight.size()) + 1 > maxInFlight) ||
+        llvm::SmallDenseSet<StringRef, 4> units{unit};
+        for (const InFlight &other : inFlight)
+          units.insert(other.unit);
+        return (maxInFlight > 0 && int64_t(units.size()) > maxInFlight) ||
                (maxBytesInFlight > 0 &&
                 bytesInFlight + bytes > maxBytesInFlight);
       };
@@ -268,7 +287,7 @@ struct OverlapCollectivesPass
       collective->erase();
       previousStart = start;
       // Kept in start order, which is wait order for the oldest first.
-      inFlight.push_back({wait, bytes});
+      inFlight.push_back({wait, bytes, unit});
       bytesInFlight += bytes;
       waits.push_back(wait);
       if (data)

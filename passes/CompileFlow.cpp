@@ -183,24 +183,16 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
     overlap.tensorParallel =
         plan->mesh.tp > 1 && plan->overlap.tensorParallel;
     // ZeRO's started collectives keep what they read live until their
-    // wait: a bucket moved whole, its packed bucket (a copy of the
-    // gradients) or gathered one; unbounded, every bucket of a gpt2-124m
-    // dp2 ZeRO-1 step was live at once (arena 2.06 GB against 1.48 GB
-    // blocking), and two in flight kept the communication thread busy (it
-    // runs one at a time) for 1.72 GB. ZeRO-1/2's buckets now move tensor
-    // by tensor (lowering/FlatBuckets.h) unless padded: a bucket is tens
-    // of collectives started one after the other, which a bound of two
-    // would wait for almost as they start. Bounded by bytes instead: what
-    // two buckets' collectives held (a bucket and its row, 1.5 buckets at
-    // dp = 2), so the gradients still die bucket by bucket. ZeRO-3's
-    // parameter gathers keep their buckets and their bound of two.
-    if (plan->zero.stage > 0 && (plan->mesh.dp > 1 || plan->mesh.cp > 1)) {
-      if (plan->zero.stage >= 3)
-        overlap.maxInFlight = 2;
-      else
-        overlap.maxBytesInFlight =
-            static_cast<int64_t>(3 * options.bucketMb * 1024 * 1024);
-    }
+    // wait (the gradients, a packed bucket, a gathered one): unbounded,
+    // every bucket of a gpt2-124m dp2 ZeRO-1 step was live at once (arena
+    // 2.06 GB against 1.48 GB blocking). Two buckets in flight keep the
+    // communication thread busy (it runs one collective at a time); a
+    // bucket moved tensor by tensor (lowering/FlatBuckets.h) counts as one,
+    // so its collectives all start as their gradients complete. (A bound
+    // in bytes instead, 3 x bucket-mb, let a small model's gradients all
+    // live until AdamW: ZeRO-2 then saved no gradient memory.)
+    if (plan->zero.stage > 0 && (plan->mesh.dp > 1 || plan->mesh.cp > 1))
+      overlap.maxInFlight = 2;
     if (overlap.dataParallel || overlap.tensorParallel)
       pm.addPass(createOverlapCollectivesPass(overlap));
   }
