@@ -28,6 +28,26 @@ ModelShape small() {
   return m;
 }
 
+/// A validator that accepts every plan.
+Validate acceptAll() {
+  return [](const Candidate &, bool &hard) {
+    hard = false;
+    return std::string();
+  };
+}
+
+/// The search pinned to dp2, no tp or pp, ZeRO-3, one sequence per
+/// micro-batch.
+Fixed dp2Zero3() {
+  Fixed fixed;
+  fixed.dp = 2;
+  fixed.tp = 1;
+  fixed.pp = 1;
+  fixed.zeroStage = 3;
+  fixed.maxMicroBatch = 1;
+  return fixed;
+}
+
 } // namespace
 
 TEST(Collectives, RingAndTreeByTheAlphaBetaModel) {
@@ -444,18 +464,10 @@ TEST(Search, OffloadsZero3ShardsOnlyWhenTheMomentsAreNotEnough) {
   SearchOptions options;
   options.devices = 2;
   options.globalBatch = 2;
-  Validate any = [](const Candidate &, bool &hard) {
-    hard = false;
-    return std::string();
-  };
-  Fixed fixed;
-  fixed.dp = 2;
-  fixed.tp = 1;
-  fixed.pp = 1;
-  fixed.zeroStage = 3;
+  Validate any = acceptAll();
+  Fixed fixed = dp2Zero3();
   fixed.recompute = "full";
   fixed.precision = "fp32";
-  fixed.maxMicroBatch = 1;
   Candidate plan;
   plan.dp = 2;
   plan.zeroStage = 3;
@@ -492,16 +504,8 @@ TEST(Search, OffloadsZero3ShardsWhenOnlyTheCompiledMemoryNeedsIt) {
   SearchOptions options;
   options.devices = 2;
   options.globalBatch = 2;
-  Validate any = [](const Candidate &, bool &hard) {
-    hard = false;
-    return std::string();
-  };
-  Fixed fixed;
-  fixed.dp = 2;
-  fixed.tp = 1;
-  fixed.pp = 1;
-  fixed.zeroStage = 3;
-  fixed.maxMicroBatch = 1;
+  Validate any = acceptAll();
+  Fixed fixed = dp2Zero3();
   MemoryOracle compiled = [&](const Candidate &p) -> std::optional<double> {
     return p.offloadParameters == "none" ? 2 * c.memoryBytes : 1e9;
   };
@@ -528,10 +532,7 @@ TEST(Search, OffloadsOnlyWhatDoesNotFitOtherwise) {
   SearchOptions options;
   options.devices = 1;
   options.globalBatch = 1;
-  Validate any = [](const Candidate &, bool &hard) {
-    hard = false;
-    return std::string();
-  };
+  Validate any = acceptAll();
   SearchResult roomy = search(m, c, options, Fixed{}, any);
   ASSERT_FALSE(roomy.ranked.empty());
   for (const Prediction &p : roomy.ranked)
@@ -562,10 +563,7 @@ TEST(Search, OffloadsWhenOnlyTheCompiledMemoryDoesNotFit) {
   SearchOptions options;
   options.devices = 1;
   options.globalBatch = 1;
-  Validate any = [](const Candidate &, bool &hard) {
-    hard = false;
-    return std::string();
-  };
+  Validate any = acceptAll();
   MemoryOracle compiled = [&](const Candidate &p) -> std::optional<double> {
     return p.offload == "none" ? 2 * c.memoryBytes : 1e9;
   };
