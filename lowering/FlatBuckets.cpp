@@ -270,14 +270,16 @@ void FlatBucketLowering::lowerPerTensor(OpBuilder &builder, IRMapping &buffers,
     // A fresh buffer or the state buffer the result updates: the identity
     // layout either way.
     Value out = destination(result);
+    // `bucket`: --rt-overlap-collectives counts the bucket's collectives
+    // as one.
     if (scatter)
       rt::ReduceScatterOp::create(builder, loc, /*token=*/Type(), in,
                                   flatView(builder, loc, out), mesh, axes, dim,
-                                  scatter.getReduceAttr(), tensorLabel);
+                                  scatter.getReduceAttr(), tensorLabel, label);
     else
       rt::AllGatherOp::create(builder, loc, /*token=*/Type(), in,
                               flatView(builder, loc, out), mesh, axes, dim,
-                              tensorLabel);
+                              tensorLabel, label);
     buffers.map(result, out);
   }
 }

@@ -152,12 +152,13 @@ LogicalResult StepLowering::lowerBlockCollective(OpBuilder &builder,
                            move.getConcatDimAttr(), labelAttr, rowsDim);
   }
   else if (gather)
-    rt::AllGatherOp::create(builder, loc, /*token=*/Type(), in, out, meshName, axes, dim,
-                            labelAttr);
+    rt::AllGatherOp::create(builder, loc, /*token=*/Type(), in, out, meshName,
+                            axes, dim, labelAttr, /*bucket=*/StringAttr());
   else
     rt::ReduceScatterOp::create(
         builder, loc, /*token=*/Type(), in, out, meshName, axes, dim,
-        cast<dist::ReduceScatterOp>(op).getReduceAttr(), labelAttr);
+        cast<dist::ReduceScatterOp>(op).getReduceAttr(), labelAttr,
+        /*bucket=*/StringAttr());
   buffers.map(result, out);
   return success();
 }

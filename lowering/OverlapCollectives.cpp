@@ -42,22 +42,19 @@ using namespace rteffects;
 struct InFlight {
   rt::WaitOp wait;
   int64_t bytes;
-  /// What max-in-flight counts: the collective's label, less the " #i" of
-  /// a bucket's per-tensor collectives (lowering/FlatBuckets.h), which
-  /// count as one.
-  StringRef unit;
+  /// What max-in-flight counts: the ZeRO bucket whose per-tensor
+  /// collectives (their `bucket`, lowering/FlatBuckets.h) count as one, or
+  /// else the collective itself (its wait).
+  const void *unit;
 };
 
-StringRef unitOf(Operation *collective) {
-  auto label = collective->getAttrOfType<StringAttr>("label");
-  if (!label)
-    return {};
-  StringRef text = label.getValue();
-  size_t hash = text.rfind(" #");
-  if (hash != StringRef::npos && hash + 2 < text.size() &&
-      llvm::all_of(text.drop_front(hash + 2), llvm::isDigit))
-    return text.take_front(hash);
-  return text;
+/// The bucket `collective` moves a tensor of, if it names one.
+StringAttr bucketOf(Operation *collective) {
+  if (auto scatter = dyn_cast<rt::ReduceScatterOp>(collective))
+    return scatter.getBucketAttr();
+  if (auto gather = dyn_cast<rt::AllGatherOp>(collective))
+    return gather.getBucketAttr();
+  return {};
 }
 
 struct OverlapCollectivesPass
@@ -257,9 +254,10 @@ struct OverlapCollectivesPass
         bytesInFlight -= it->bytes;
         it = inFlight.erase(it);
       }
-      StringRef unit = unitOf(collective);
+      StringAttr bucket = bucketOf(collective);
+      const void *unit = bucket ? bucket.getAsOpaquePointer() : collective;
       auto overBudget = [&] {
-        llvm::SmallDenseSet<StringRef, 4> units{unit};
+        llvm::SmallDenseSet<const void *, 4> units{unit};
         for (const InFlight &other : inFlight)
           units.insert(other.unit);
         return (maxInFlight > 0 && int64_t(units.size()) > maxInFlight) ||
@@ -287,7 +285,9 @@ struct OverlapCollectivesPass
       collective->erase();
       previousStart = start;
       // Kept in start order, which is wait order for the oldest first.
-      inFlight.push_back({wait, bytes, unit});
+      inFlight.push_back(
+          {wait, bytes,
+           bucket ? bucket.getAsOpaquePointer() : wait.getOperation()});
       bytesInFlight += bytes;
       waits.push_back(wait);
       if (data)

@@ -163,7 +163,7 @@ def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> 
   let options = [
     Option<"maxInFlight", "max-in-flight", "int64_t", "0",
            "At most this many started collectives at once, a bucket's "
-           "per-tensor collectives (labels '<bucket> #i') counting as one "
+           "per-tensor collectives (the same `bucket`) counting as one "
            "(0: no bound)">,
     Option<"maxBytesInFlight", "max-bytes-in-flight", "int64_t", "0",
            "At most this many bytes of buffers in started collectives at "

@@ -371,10 +371,18 @@ LogicalResult verifyBlockCollectiveUses(Operation *op, FlatSymbolRefAttr meshNam
   return success();
 }
 
+/// A ZeRO bucket's name, when a collective moves one tensor of it.
+LogicalResult verifyBucket(Operation *op, std::optional<StringRef> bucket) {
+  if (bucket && bucket->empty())
+    return op->emitOpError("must name a non-empty bucket, or none");
+  return success();
+}
+
 } // namespace
 
 LogicalResult AllGatherOp::verify() {
-  if (failed(verifyAsyncToken(*this, getToken())))
+  if (failed(verifyAsyncToken(*this, getToken())) ||
+      failed(verifyBucket(*this, getBucket())))
     return failure();
   return verifyBlockCollective(*this, getInput(), getOutput(), getDim(),
                                getLabel(), getAxes());
@@ -437,7 +445,8 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(verifyAsyncToken(*this, getToken())))
+  if (failed(verifyAsyncToken(*this, getToken())) ||
+      failed(verifyBucket(*this, getBucket())))
     return failure();
   return verifyBlockCollective(*this, getInput(), getOutput(), getDim(),
                                getLabel(), getAxes());

@@ -251,6 +251,10 @@ def Rt_AllGatherOp : Rt_BlockCollectiveOp<"all_gather"> {
     - the output is the input with `dim` multiplied by the product of the
       sizes of `axes`;
     - `async` (a token, as for `rt.all_reduce`): waited for once.
+
+    `bucket` (optional, not empty): the ZeRO bucket this collective moves
+    one tensor of (lowering/FlatBuckets.h); `--rt-overlap-collectives`
+    counts a bucket's collectives as one against its max-in-flight.
   }];
   let arguments = (ins
     Arg<AnyMemRef, "the local block", [MemRead]>:$input,
@@ -258,12 +262,13 @@ def Rt_AllGatherOp : Rt_BlockCollectiveOp<"all_gather"> {
     FlatSymbolRefAttr:$mesh,
     StrArrayAttr:$axes,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
-    StrAttr:$label);
+    StrAttr:$label,
+    OptionalAttr<StrAttr>:$bucket);
   let results = (outs Optional<Rt_TokenType>:$token);
   let assemblyFormat = [{
     custom<AsyncToken>(type($token)) ``
     $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
-    `dim` `=` $dim `label` `=` $label attr-dict
+    `dim` `=` $dim `label` `=` $label (`bucket` `=` $bucket^)? attr-dict
     `:` type($input) `,` type($output)
   }];
 }
@@ -361,6 +366,15 @@ def Rt_ReduceScatterOp : Rt_BlockCollectiveOp<"reduce_scatter"> {
     - `dim` is divisible by the product of the sizes of `axes`, and the
       output is the input with `dim` divided by it;
     - `async` (a token, as for `rt.all_reduce`): waited for once.
+
+    `bucket` (optional, not empty): as for `rt.all_gather`.
+
+    Example, one tensor of a ZeRO bucket:
+    ```mlir
+    rt.reduce_scatter %g, %c on @mesh axes [dp] dim = 0 reduce = avg
+        label = "gradient bucket 0 #1" bucket = "gradient bucket 0"
+        : memref<16xf32>, memref<8xf32>
+    ```
   }];
   let arguments = (ins
     Arg<AnyMemRef, "the buffer to reduce", [MemRead]>:$input,
@@ -369,13 +383,15 @@ def Rt_ReduceScatterOp : Rt_BlockCollectiveOp<"reduce_scatter"> {
     StrArrayAttr:$axes,
     ConfinedAttr<I64Attr, [IntNonNegative]>:$dim,
     Rt_ReduceKindAttr:$reduce,
-    StrAttr:$label);
+    StrAttr:$label,
+    OptionalAttr<StrAttr>:$bucket);
   let results = (outs Optional<Rt_TokenType>:$token);
   let assemblyFormat = [{
     custom<AsyncToken>(type($token)) ``
     $input `,` $output `on` $mesh `axes` custom<AxisNames>($axes)
     `dim` `=` $dim `reduce` `=` custom<ReduceKind>($reduce)
-    `label` `=` $label attr-dict `:` type($input) `,` type($output)
+    `label` `=` $label (`bucket` `=` $bucket^)? attr-dict
+    `:` type($input) `,` type($output)
   }];
 }
 

@@ -27,9 +27,9 @@ module attributes {dist.plan = #plan} {
   // CHECK-NEXT: rt.kernel "scale" {{.*}} outs(%[[GBALL]] : memref<6xf32>)
   // CHECK-NEXT: %[[GWFLAT:.+]] = memref.collapse_shape %[[GWALL]] {{\[\[}}0, 1]] : memref<4x5xf32> into memref<20xf32>
   // CHECK-NEXT: %[[GW:.+]] = memref.alloc() : memref<10xf32>
-  // CHECK-NEXT: rt.reduce_scatter %[[GWFLAT]], %[[GW]] on @mesh axes [dp] dim = 0 reduce = sum label = "gradient bucket 0 (reduce-scatter) #0" : memref<20xf32>, memref<10xf32>
+  // CHECK-NEXT: rt.reduce_scatter %[[GWFLAT]], %[[GW]] on @mesh axes [dp] dim = 0 reduce = sum label = "gradient bucket 0 (reduce-scatter) #0" bucket = "gradient bucket 0 (reduce-scatter)" : memref<20xf32>, memref<10xf32>
   // CHECK-NEXT: %[[GB:.+]] = memref.alloc() : memref<3xf32>
-  // CHECK-NEXT: rt.reduce_scatter %[[GBALL]], %[[GB]] on @mesh axes [dp] dim = 0 reduce = sum label = "gradient bucket 0 (reduce-scatter) #1" : memref<6xf32>, memref<3xf32>
+  // CHECK-NEXT: rt.reduce_scatter %[[GBALL]], %[[GB]] on @mesh axes [dp] dim = 0 reduce = sum label = "gradient bucket 0 (reduce-scatter) #1" bucket = "gradient bucket 0 (reduce-scatter)" : memref<6xf32>, memref<3xf32>
   // CHECK-NEXT: %[[PROW:.+]] = memref.alloc() : memref<1x13xf32>
   // CHECK-NEXT: %[[FLATW:.+]] = memref.collapse_shape %[[W]] {{\[\[}}0, 1]] : memref<4x5xf32> into memref<20xf32>
   // CHECK-NEXT: %[[SLOTW:.+]] = memref.subview %[[PROW]][0, 0] [1, 10]
@@ -43,8 +43,8 @@ module attributes {dist.plan = #plan} {
   // CHECK-NEXT: %[[NEWB:.+]] = memref.alloc() : memref<3xf32>
   // CHECK-NEXT: rt.kernel "adamw" ins(%[[PB]], %[[GB]], {{.*}}) outs(%[[NEWB]], {{.*}})
   // CHECK-NEXT: %[[OUTW:.+]] = memref.collapse_shape %[[W]] {{\[\[}}0, 1]] : memref<4x5xf32> into memref<20xf32>
-  // CHECK-NEXT: rt.all_gather %[[NEWW]], %[[OUTW]] on @mesh axes [dp] dim = 0 label = "gradient bucket 0 (updated parameters) #0" : memref<10xf32>, memref<20xf32>
-  // CHECK-NEXT: rt.all_gather %[[NEWB]], %[[B]] on @mesh axes [dp] dim = 0 label = "gradient bucket 0 (updated parameters) #1" : memref<3xf32>, memref<6xf32>
+  // CHECK-NEXT: rt.all_gather %[[NEWW]], %[[OUTW]] on @mesh axes [dp] dim = 0 label = "gradient bucket 0 (updated parameters) #0" bucket = "gradient bucket 0 (updated parameters)" : memref<10xf32>, memref<20xf32>
+  // CHECK-NEXT: rt.all_gather %[[NEWB]], %[[B]] on @mesh axes [dp] dim = 0 label = "gradient bucket 0 (updated parameters) #1" bucket = "gradient bucket 0 (updated parameters)" : memref<3xf32>, memref<6xf32>
   // CHECK-NOT:  flat_pack
   // CHECK-NOT:  flat_unpack
   // CHECK:      return
@@ -135,7 +135,7 @@ module attributes {dist.plan = #plan} {
   // CHECK:      rt.kernel "linear_grad_weight" {{.*}} outs(%[[GRAD:[^ ]+]] : memref<4x5xf32>)
   // CHECK-NEXT: %[[FLAT:.+]] = memref.collapse_shape %[[GRAD]] {{\[\[}}0, 1]] : memref<4x5xf32> into memref<20xf32>
   // CHECK-NEXT: %[[CHUNK:.+]] = memref.alloc() : memref<10xf32>
-  // CHECK-NEXT: rt.reduce_scatter %[[FLAT]], %[[CHUNK]] on @mesh axes [dp] dim = 0 reduce = sum label = "gradient bucket 0 (reduce-scatter) #0" : memref<20xf32>, memref<10xf32>
+  // CHECK-NEXT: rt.reduce_scatter %[[FLAT]], %[[CHUNK]] on @mesh axes [dp] dim = 0 reduce = sum label = "gradient bucket 0 (reduce-scatter) #0" bucket = "gradient bucket 0 (reduce-scatter)" : memref<20xf32>, memref<10xf32>
   // CHECK-NEXT: rt.kernel "adamw" ins(%[[W]], %[[CHUNK]], {{.*}}) outs(%[[W]], {{.*}})
   // CHECK-NOT:  rt.all_gather
   // CHECK:      return

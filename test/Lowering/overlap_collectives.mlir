@@ -274,8 +274,8 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
 
 // -----
 
-// max-in-flight counts a bucket's per-tensor collectives (labels
-// "<bucket> #i", lowering/FlatBuckets.h) as one: with one in flight, both
+// max-in-flight counts a bucket's per-tensor collectives (their `bucket`,
+// lowering/FlatBuckets.h) as one: with one in flight, both
 // of bucket 0's reduce-scatters run at once, and bucket 1's waits for them.
 module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 1, zero_stage = 2, recompute = none, precision = "fp32">} {
   dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
@@ -297,9 +297,9 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = 
     // ONE-NEXT: rt.wait %[[T1]], %[[G1]], %[[C1]]
     // ONE-NEXT: rt.reduce_scatter async {{.*}} label = "bucket 1"
     rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%g0 : memref<16xf32>)
-    rt.reduce_scatter %g0, %c0 on @mesh axes [dp] dim = 0 reduce = sum label = "bucket 0 #0" : memref<16xf32>, memref<8xf32>
+    rt.reduce_scatter %g0, %c0 on @mesh axes [dp] dim = 0 reduce = sum label = "bucket 0 #0" bucket = "bucket 0" : memref<16xf32>, memref<8xf32>
     rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%g1 : memref<16xf32>)
-    rt.reduce_scatter %g1, %c1 on @mesh axes [dp] dim = 0 reduce = sum label = "bucket 0 #1" : memref<16xf32>, memref<8xf32>
+    rt.reduce_scatter %g1, %c1 on @mesh axes [dp] dim = 0 reduce = sum label = "bucket 0 #1" bucket = "bucket 0" : memref<16xf32>, memref<8xf32>
     rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%g2 : memref<16xf32>)
     rt.reduce_scatter %g2, %c2 on @mesh axes [dp] dim = 0 reduce = sum label = "bucket 1" : memref<16xf32>, memref<8xf32>
     rt.kernel "gelu" ins(%c0 : memref<8xf32>) outs(%u : memref<8xf32>)

@@ -45,3 +45,19 @@ func.func @axis_index(%i: memref<i32> {rt.role = "axis_index", rt.name = "dp,tp"
   rt.kernel "slice_block" ins(%x, %i : memref<8x16xf32>, memref<i32>) outs(%y : memref<8x4xf32>) ints = [1, 4]
   return
 }
+
+// -----
+
+// One tensor of a ZeRO bucket each: `bucket` names the bucket.
+dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+
+// CHECK-LABEL: func.func @bucket_tensor
+func.func @bucket_tensor(%g: memref<16xf32>, %c: memref<8xf32>) {
+  // CHECK: rt.reduce_scatter %{{.*}}, %{{.*}} on @mesh axes [dp] dim = 0 reduce = avg label = "gradient bucket 0 #1" bucket = "gradient bucket 0" : memref<16xf32>, memref<8xf32>{{$}}
+  rt.reduce_scatter %g, %c on @mesh axes [dp] dim = 0 reduce = avg label = "gradient bucket 0 #1" bucket = "gradient bucket 0" : memref<16xf32>, memref<8xf32>
+  // CHECK: rt.all_gather %{{.*}}, %{{.*}} on @mesh axes [dp] dim = 0 label = "parameter bucket 0 #1" bucket = "parameter bucket 0" : memref<8xf32>, memref<16xf32>{{$}}
+  rt.all_gather %c, %g on @mesh axes [dp] dim = 0 label = "parameter bucket 0 #1" bucket = "parameter bucket 0" : memref<8xf32>, memref<16xf32>
+  return
+}
+// GENERIC-LABEL: sym_name = "bucket_tensor"
+// GENERIC: "rt.reduce_scatter"(%{{.*}}, %{{.*}}) <{axes = ["dp"], bucket = "gradient bucket 0", dim = 0 : i64

@@ -146,6 +146,24 @@ func.func @scatter_shape(%x: memref<8x16xf32>, %y: memref<8x8xf32>) {
 
 // -----
 
+dist.mesh @mesh axes = [dp = 2]
+func.func @empty_bucket(%g: memref<16xf32>, %c: memref<8xf32>) {
+  // expected-error @+1 {{'rt.reduce_scatter' op must name a non-empty bucket, or none}}
+  rt.reduce_scatter %g, %c on @mesh axes [dp] dim = 0 reduce = sum label = "g #0" bucket = "" : memref<16xf32>, memref<8xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh axes = [dp = 2]
+func.func @empty_gather_bucket(%c: memref<8xf32>, %g: memref<16xf32>) {
+  // expected-error @+1 {{'rt.all_gather' op must name a non-empty bucket, or none}}
+  rt.all_gather %c, %g on @mesh axes [dp] dim = 0 label = "p #0" bucket = "" : memref<8xf32>, memref<16xf32>
+  return
+}
+
+// -----
+
 // expected-error @+1 {{'rt.role' on argument #0 must be one of param, moment1, moment2, step, lr, tokens, targets, loss, gradient, axis_index, but is "axis-index"}}
 func.func @misspelled_role(%i: memref<i32> {rt.role = "axis-index", rt.name = "tp"}) {
   return
