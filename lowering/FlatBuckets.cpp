@@ -88,10 +88,11 @@ dist::FlatUnpackOp soleUnpack(Operation *collective) {
 /// all-gather of chunk i. The reduce-scattered row must be unpacked into
 /// its chunks (by views today, so nothing else reads the row); the
 /// gathered row must hold values computed for it alone (AdamW's updated
-/// chunks; ZeRO-3 gathers its parameter shards, state arguments that
-/// --rt-offload-optimizer stages through the pack, and keeps the bucket),
-/// unpacked whole, one to one.
-bool movesPerTensor(dist::FlatPackOp pack, Operation *collective) {
+/// chunks) or, with `shards`, the step's arguments (ZeRO-3's parameter
+/// shards, which nothing writes before the gather), unpacked whole, one to
+/// one.
+bool movesPerTensor(dist::FlatPackOp pack, Operation *collective,
+                    bool shards) {
   bool gather = isa<dist::AllGatherOp>(collective);
   if ((!gather && !isa<dist::ReduceScatterOp>(collective)) ||
       collective->getAttrOfType<IntegerAttr>("dim").getInt() != 0)
@@ -110,7 +111,9 @@ bool movesPerTensor(dist::FlatPackOp pack, Operation *collective) {
                         : in % packRows == 0 && out == in / packRows;
     if (!whole)
       return false;
-    if (gather ? !input.getDefiningOp() || !input.hasOneUse()
+    bool ownValue = input.getDefiningOp() && input.hasOneUse();
+    bool shard = shards && isa<BlockArgument>(input);
+    if (gather ? !ownValue && !shard
                : cast<RankedTensorType>(result.getType()).getRank() != 1)
       return false;
   }
@@ -121,13 +124,13 @@ bool movesPerTensor(dist::FlatPackOp pack, Operation *collective) {
 
 FlatBucketLowering::FlatBucketLowering(
     Block &body, const DenseMap<Operation *, unsigned> &positions,
-    DenseMap<Value, unsigned> &lastUse) {
+    DenseMap<Value, unsigned> &lastUse, bool gatherShards) {
   for (auto pack : body.getOps<dist::FlatPackOp>()) {
     int64_t rows = pack.getResult().getType().getDimSize(0);
     // Moved tensor by tensor: no bucket, no row, no slots.
     if (pack->hasOneUse())
       if (Operation *collective = *pack->getUsers().begin();
-          movesPerTensor(pack, collective)) {
+          movesPerTensor(pack, collective, gatherShards)) {
         perTensor.insert({pack, collective, soleUnpack(collective)});
         continue;
       }

@@ -13,9 +13,11 @@
 //    collective of its own on its own buffer (a memref.collapse_shape):
 //    the gradients' reduce-scatter, each into a fresh chunk, and the
 //    updated chunks' all-gather, each straight into its parameter. No
-//    pack, no row, no unpack; ZeRO-3's gathers of its parameter shards
-//    (state arguments, which --rt-offload-optimizer stages through their
-//    pack) keep their bucket;
+//    pack, no row, no unpack. ZeRO-3's gathers of its parameter shards
+//    (the step's arguments) likewise, each shard gathered straight into
+//    its parameter, unless --rt-offload-optimizer is to stage the shards'
+//    tier reads through their pack (--lower-to-rt
+//    gather-shards-per-tensor=false): those keep their bucket;
 //  - otherwise a single row (a reduce-scatter's result, this rank's
 //    parameter chunks) is unpacked by views: chunk i is a contiguous slice
 //    of the row;
@@ -54,9 +56,12 @@ public:
 
   /// Plans the step's buckets before it is lowered; extends `lastUse` of
   /// the parameters sliced directly to the slice, which reads them there.
+  /// `gatherShards`: ZeRO-3's all-gathers of parameter shards (the step's
+  /// arguments) may move tensor by tensor too.
   FlatBucketLowering(mlir::Block &body,
                      const llvm::DenseMap<mlir::Operation *, unsigned> &positions,
-                     llvm::DenseMap<mlir::Value, unsigned> &lastUse);
+                     llvm::DenseMap<mlir::Value, unsigned> &lastUse,
+                     bool gatherShards);
 
   /// Where `result` is written when it is packed into a single row: a view
   /// of its slot in the row (the row allocated on the first call); a null

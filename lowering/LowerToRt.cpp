@@ -379,7 +379,7 @@ LogicalResult StepLowering::run() {
   };
   for (BlockArgument arg : oldBody.getArguments())
     lastUse[arg] = lastRead(arg);
-  flatBuckets.emplace(oldBody, positions, lastUse);
+  flatBuckets.emplace(oldBody, positions, lastUse, gatherShardsPerTensor);
 
   if (failed(buildSignature()))
     return failure();
@@ -409,6 +409,7 @@ namespace partition {
 namespace {
 
 struct LowerToRtPass : impl::LowerToRtPassBase<LowerToRtPass> {
+  using LowerToRtPassBase::LowerToRtPassBase;
   void runOnOperation() override {
     SmallVector<func::FuncOp> steps;
     for (auto function : getOperation().getOps<func::FuncOp>())
@@ -421,7 +422,7 @@ struct LowerToRtPass : impl::LowerToRtPassBase<LowerToRtPass> {
       return signalPassFailure();
     }
     for (func::FuncOp step : steps)
-      if (failed(rtlowering::StepLowering(step).run()))
+      if (failed(rtlowering::StepLowering(step, gatherShardsPerTensor).run()))
         return signalPassFailure();
   }
 };

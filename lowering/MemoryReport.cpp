@@ -239,6 +239,18 @@ void printModelState(ModuleOp module, const MemoryReport &totals,
                       static_cast<int64_t>(psi), expertsText);
 }
 
+/// A parameter argument of the step (under ZeRO-3, this rank's shard).
+bool isParameterShard(Value buffer) {
+  auto argument = dyn_cast<BlockArgument>(buffer);
+  if (!argument)
+    return false;
+  auto function = dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
+  auto role = function ? function.getArgAttrOfType<StringAttr>(
+                             argument.getArgNumber(), rt::RtDialect::kRoleAttrName)
+                       : StringAttr();
+  return role && role.getValue() == "param";
+}
+
 } // namespace
 
 void classifyTemporaries(Block &body, TemporaryPlan &plan) {
@@ -258,6 +270,11 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
             intervals[from->second].isActivation;
         intervals[to->second].isBucket |= intervals[from->second].isBucket;
       }
+      // ZeRO-3's parameters gathered straight from their shards (the
+      // step's arguments) are its gather buffers, as their buckets were.
+      if (isa<AllGatherOp>(op) && to != intervalOf.end() &&
+          isParameterShard(rt::viewedBuffer(op.getOperand(0))))
+        intervals[to->second].isBucket = true;
     }
     if (auto kernel = dyn_cast<KernelOp>(op)) {
       auto isActivation = [&](Value input) {

@@ -45,6 +45,16 @@ def LowerToRtPass : Pass<"lower-to-rt", "::mlir::ModuleOp"> {
   let dependentDialects = ["::partition::rt::RtDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"gatherShardsPerTensor", "gather-shards-per-tensor", "bool",
+           /*default=*/"true",
+           "ZeRO-3: all-gather each parameter from its shard argument with "
+           "a collective of its own (no flat_pack / flat_unpack) where "
+           "every tensor of the bucket splits into whole chunks. Off, the "
+           "shards are packed into the bucket and gathered as one: "
+           "--rt-offload-optimizer parameters=... stages the shards' tier "
+           "reads through that pack">
+  ];
 }
 
 def MicrobatchLoopPass : Pass<"rt-microbatch-loop", "::mlir::ModuleOp"> {

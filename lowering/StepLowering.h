@@ -59,7 +59,9 @@ inline mlir::MemRefType bufferType(mlir::Type tensorType) {
 /// Lowers one training-step function in place of itself.
 class StepLowering {
 public:
-  explicit StepLowering(func::FuncOp step) : step(step) {}
+  /// `gatherShardsPerTensor`: --lower-to-rt's gather-shards-per-tensor.
+  StepLowering(func::FuncOp step, bool gatherShardsPerTensor)
+      : step(step), gatherShardsPerTensor(gatherShardsPerTensor) {}
 
   LogicalResult run();
 
@@ -113,6 +115,7 @@ private:
   DenseMap<Operation *, std::pair<Value, Value>> countedExchanges;
   /// ZeRO's flat buckets, planned before the ops are lowered.
   std::optional<FlatBucketLowering> flatBuckets;
+  bool gatherShardsPerTensor;
 
   void findTiedEmbeddingSums(Block &body);
   LogicalResult lowerTiedEmbeddingSum(OpBuilder &builder, AddOp add,

@@ -44,6 +44,16 @@ void addOffloadPass(OpPassManager &pm, const Plan &plan) {
   pm.addPass(createOffloadOptimizerPass(offload));
 }
 
+/// --lower-to-rt for the plan: ZeRO-3's parameter shards gathered tensor
+/// by tensor, unless they are offloaded (--rt-offload-optimizer stages
+/// their reads through the bucket's pack).
+std::unique_ptr<Pass> createLowerToRt(const std::optional<Plan> &plan) {
+  LowerToRtPassOptions lower;
+  lower.gatherShardsPerTensor =
+      !plan || plan->offload.parameters == "none";
+  return createLowerToRtPass(lower);
+}
+
 } // namespace
 
 void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
@@ -153,7 +163,7 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
       registerLoweringPasses();
       OpPassManager after(ModuleOp::getOperationName());
       addStagePasses(after);
-      after.addPass(createLowerToRtPass());
+      after.addPass(createLowerToRt(plan));
       addOffloadPass(after, *plan);
       after.addPass(createMemoryPlanPass());
       llvm::raw_string_ostream text(recompute.measurePipeline);
@@ -166,7 +176,8 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
 }
 
 void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
-  pm.addPass(createLowerToRtPass());
+  std::optional<Plan> plan = readPlan(options.plan);
+  pm.addPass(createLowerToRt(plan));
   // One copy of the middle micro-batches' code, matched while every
   // collective is still blocking; the passes after it move ops within the
   // loop or outside it, never across its edges.
@@ -175,7 +186,6 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   // when the plan asks, tensor-parallel collectives while independent
   // kernels run); before the memory plan, which then keeps their buffers
   // until the waits. (Pipelines keep their synchronous collectives.)
-  std::optional<Plan> plan = readPlan(options.plan);
   if (plan && plan->mesh.pp == 1 && plan->replicas.empty()) {
     OverlapCollectivesPassOptions overlap;
     overlap.dataParallel =
