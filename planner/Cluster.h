@@ -38,6 +38,18 @@ struct Cluster {
   /// GEMM tile (rows x columns of the output one compute unit makes at a
   /// time) and compute units (SMs, cores): tile and wave quantization.
   int gemmTileM = 0, gemmTileN = 0, computeUnits = 0;
+  /// CPU GEMMs: the rate (bytes/s, all compute units) at which the BLAS
+  /// library packs a GEMM's two operands into its panels before the
+  /// kernel runs, which peak FLOP/s does not include: a GEMM of a few rows
+  /// against a large weight (the LM head of a small micro-batch: 32 x 768
+  /// x 50257) spends most of its time there. Each GEMM then adds its
+  /// operands' bytes at this rate, except an operand of at most
+  /// `gemmPackCachedBytes` (a core's cache: it is packed from there, at no
+  /// cost worth counting). 0 (the GPU profiles): no such term.
+  /// `--calibrate` measures the rate from a large and a thin sgemm and
+  /// takes the cache's size from the system (the L2 of one core).
+  double gemmPackBandwidth = 0;
+  double gemmPackCachedBytes = 0;
   /// Device memory in bytes, and its bandwidth (bytes/s) with the fraction
   /// of it that streaming kernels reach.
   double memoryBytes = 0;

@@ -88,6 +88,7 @@ Cluster deviceShare(const Cluster &node, int64_t devices) {
   c.peakFlopsBf16 /= share;
   c.peakFlopsFp32 /= share;
   c.memoryBandwidth /= share;
+  c.gemmPackBandwidth /= share;
   c.memoryBytes /= share;
   // A rank's copies to the host tier are its own memcpys.
   c.hostLinkBandwidth /= share;

@@ -19,6 +19,8 @@ namespace partition::planner {
 /// column of tiles are partly empty). The best of three tile sizes, as
 /// cuBLAS's heuristics pick; or the bytes moved at memory bandwidth when
 /// that is slower (thin GEMMs: attention's head dimension, small batches).
+/// On a CPU profile with a packing rate (gemm_pack_bandwidth), the BLAS
+/// library's copy of both operands into its panels comes first.
 double gemmTime(double M, double N, double K, double batch, double elemBytes,
                 const Cluster &c, const std::string &precision) {
   if (M <= 0 || N <= 0 || K <= 0 || batch <= 0)
@@ -37,7 +39,12 @@ double gemmTime(double M, double N, double K, double batch, double elemBytes,
   }
   double bytes = elemBytes * batch * (M * K + K * N + M * N);
   double memory = bytes / (c.memoryBandwidth * c.memoryEfficiency);
-  return std::max(best, memory) + c.kernelLatency;
+  double pack = 0;
+  if (c.gemmPackBandwidth > 0)
+    for (double operand : {elemBytes * M * K, elemBytes * K * N})
+      if (operand > c.gemmPackCachedBytes)
+        pack += batch * operand / c.gemmPackBandwidth;
+  return std::max(best + pack, memory) + c.kernelLatency;
 }
 
 /// Memory-bound kernels: `bytes` moved by `kernels` launches.

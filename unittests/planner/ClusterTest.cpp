@@ -84,7 +84,8 @@ TEST(Cluster, BadFilesSayWhatIsWrong) {
             "devices_per_node, intra_node_bandwidth, intra_node_latency, "
             "inter_node_bandwidth, inter_node_latency, "
             "overlaps_communication, shared_node, attention_kernel, "
-            "attention_skips_masked, host_link_bandwidth, host_memory_bytes, "
+            "attention_skips_masked, gemm_pack_bandwidth, "
+            "gemm_pack_cached_bytes, host_link_bandwidth, host_memory_bytes, "
             "disk_read_bandwidth, disk_write_bandwidth, "
             "disk_compute_slowdown)");
   // The offload fields: 0 is "none", a negative or non-number is not, and

@@ -2,6 +2,7 @@
 
 #include "planner/Collectives.h"
 #include "planner/CostModel.h"
+#include "planner/LayerCost.h"
 #include "planner/Offload.h"
 #include "planner/PipelineSimulation.h"
 #include "planner/Search.h"
@@ -216,6 +217,29 @@ TEST(CostModel, StagesAreSplitAsTheCompilerSplitsThemOrAsWritten) {
   }
   EXPECT_EQ(sum, 6);
   EXPECT_TRUE(std::isfinite(interleaved.stepSeconds));
+}
+
+TEST(CostModel, CpuGemmsPackTheirOperandsBeyondTheCache) {
+  // The LM head of a 32-token micro-batch, 32 x 768 x 50257 (a 154 MB
+  // weight), on a CPU profile that packs at 10 GB/s: the weight's packing
+  // is most of its time. An operand within the cache packs for free, and
+  // a profile without the rate (every GPU's) has no such term.
+  Cluster cpu = *getProfile("cpu-local");
+  cpu.peakFlopsFp32 = 200e9;
+  cpu.memoryBandwidth = 20e9;
+  Cluster packing = cpu;
+  packing.gemmPackBandwidth = 10e9;
+  packing.gemmPackCachedBytes = 2 << 20;
+  double weight = 4.0 * 768 * 50257;
+  double plain = gemmTime(32, 50257, 768, 1, 4, cpu, "fp32");
+  double packed = gemmTime(32, 50257, 768, 1, 4, packing, "fp32");
+  EXPECT_NEAR(packed - plain, weight / 10e9, 1e-6);
+  EXPECT_GT(packed, 2 * plain);
+  // 256 x 192 x 512: both operands within 2 MiB.
+  EXPECT_DOUBLE_EQ(gemmTime(256, 512, 192, 1, 4, packing, "fp32"),
+                   gemmTime(256, 512, 192, 1, 4, cpu, "fp32"));
+  Cluster gpu = *getProfile("h100-sxm-dgx");
+  EXPECT_EQ(gpu.gemmPackBandwidth, 0);
 }
 
 TEST(CostModel, MoreWorkTakesLonger) {
