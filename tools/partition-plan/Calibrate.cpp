@@ -92,6 +92,47 @@ double parallelRegionCost() {
   return t / 1000;
 }
 
+/// The sgemm peak (returned) and `c`'s packing rate of CPU GEMMs
+/// (gemm_pack_bandwidth, gemm_pack_cached_bytes).
+double calibrateGemms(Cluster &c) {
+  // Large square and transformer-shaped GEMMs; the best is the peak.
+  double peak = 0;
+  std::tuple<int, int, int> best;
+  for (auto [M, N, K] : {std::tuple{1024, 1024, 1024},
+                         std::tuple{2048, 2048, 2048},
+                         std::tuple{4096, 768, 768},
+                         std::tuple{4096, 3072, 768}})
+    if (double rate = sgemmRate(M, N, K); rate > peak) {
+      peak = rate;
+      best = {M, N, K};
+    }
+  // The packing of the operands: a thin GEMM (the LM head of a 64-token
+  // micro-batch against a 32768-row weight, 100 MB) spends most of its
+  // time there. Its time and the best one's, each F / P + X / W (F the
+  // FLOPs, X the operands' bytes), give the packing rate W. The peak stays
+  // the best GEMM's measured rate, packing included: the kernel's own P
+  // (about 8% higher here) priced the cache-resident GEMMs of small models
+  // too fast (bench/planner/cpu_check.py's dp2 x tp2 at -25.5%).
+  {
+    auto [M, N, K] = best;
+    const int thinM = 64, thinN = 32768, thinK = 768;
+    double flopsBig = 2.0 * M * N * K, flopsThin = 2.0 * thinM * thinN * thinK;
+    double bytesBig = 4.0 * (double(M) * K + double(K) * N);
+    double bytesThin = 4.0 * (double(thinM) * thinK + double(thinK) * thinN);
+    double timeBig = flopsBig / peak;
+    double timeThin = flopsThin / sgemmRate(thinM, thinN, thinK);
+    double perByte = (timeThin - flopsThin / flopsBig * timeBig) /
+                     (bytesThin - flopsThin / flopsBig * bytesBig);
+    double perFlop = (timeBig - bytesBig * perByte) / flopsBig;
+    if (perByte > 0 && perFlop > 0) {
+      c.gemmPackBandwidth = 1 / perByte;
+      long cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
+      c.gemmPackCachedBytes = cache > 0 ? double(cache) : 1 << 20;
+    }
+  }
+  return peak;
+}
+
 } // namespace
 
 int runCollectivesWorker() {
@@ -164,39 +205,7 @@ int runCalibration(const char *self, int ranks, const std::string &output,
   Cluster c = *getProfile("cpu-local");
   int threads = omp_get_max_threads();
   std::fprintf(stderr, "calibrating with %d threads...\n", threads);
-  // Large square and transformer-shaped GEMMs; the best is the peak.
-  double peak = 0;
-  std::tuple<int, int, int> best;
-  for (auto [M, N, K] : {std::tuple{1024, 1024, 1024},
-                         std::tuple{2048, 2048, 2048},
-                         std::tuple{4096, 768, 768},
-                         std::tuple{4096, 3072, 768}})
-    if (double rate = sgemmRate(M, N, K); rate > peak) {
-      peak = rate;
-      best = {M, N, K};
-    }
-  // The packing of the operands: a thin GEMM (the LM head of a 64-token
-  // micro-batch against a 32768-row weight, 100 MB) spends most of its
-  // time there. Its time and the best one's, each F / P + X / W (F the
-  // FLOPs, X the operands' bytes), give the kernel's own peak P and the
-  // packing rate W.
-  {
-    auto [M, N, K] = best;
-    const int thinM = 64, thinN = 32768, thinK = 768;
-    double flopsBig = 2.0 * M * N * K, flopsThin = 2.0 * thinM * thinN * thinK;
-    double bytesBig = 4.0 * (double(M) * K + double(K) * N);
-    double bytesThin = 4.0 * (double(thinM) * thinK + double(thinK) * thinN);
-    double timeBig = flopsBig / peak;
-    double timeThin = flopsThin / sgemmRate(thinM, thinN, thinK);
-    double perByte = (timeThin - flopsThin / flopsBig * timeBig) /
-                     (bytesThin - flopsThin / flopsBig * bytesBig);
-    double perFlop = (timeBig - bytesBig * perByte) / flopsBig;
-    if (perByte > 0 && perFlop > 0) {
-      c.gemmPackBandwidth = 1 / perByte;
-      long cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
-      c.gemmPackCachedBytes = cache > 0 ? double(cache) : 1 << 20;
-    }
-  }
+  double peak = calibrateGemms(c);
   c.peakFlopsFp32 = peak;
   c.peakFlopsBf16 = peak; // bf16 kernels load bf16 and compute in fp32
   c.gemmEfficiency = 1.0;
