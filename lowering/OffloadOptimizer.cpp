@@ -278,6 +278,15 @@ struct OffloadOptimizerPass
       bool stagedShard = adamw && shards.count(param) &&
                          kernel.getOutputs()[kNewParam] == param &&
                          llvm::count(op.getOperands(), param) == 2;
+      if (usesShard && isa<rt::AllGatherOp>(op))
+        return op.emitOpError()
+               << "all-gathers a ZeRO-3 parameter shard straight from the "
+                  "argument, which --rt-offload-optimizer moves to the "
+               << parameters
+               << " tier and can stage only through a pack: lower with "
+                  "--lower-to-rt=gather-shards-per-tensor=false (as "
+                  "partition-compile does when the plan offloads "
+                  "parameters)";
       if (usesShard && !stagedShard)
         return op.emitOpError()
                << "uses a ZeRO-3 parameter shard, which "

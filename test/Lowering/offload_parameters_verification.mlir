@@ -31,6 +31,18 @@ func.func @other_use(%w: memref<64xf32> {rt.role = "param", rt.name = "w", dist.
 
 // -----
 
+// A shard all-gathered straight from the argument (--lower-to-rt's
+// per-tensor gathers): nothing to stage the tier's reads into.
+dist.mesh @mesh axes = [dp = 2]
+func.func @direct_gather(%w: memref<64xf32> {rt.role = "param", rt.name = "w", dist.flat_shard = {flat = #dist.sharding<@mesh, [[dp]]>, shape = array<i64: 128>}}) {
+  %whole = memref.alloc() : memref<128xf32>
+  // expected-error @+1 {{'rt.all_gather' op all-gathers a ZeRO-3 parameter shard straight from the argument, which --rt-offload-optimizer moves to the nvme tier and can stage only through a pack: lower with --lower-to-rt=gather-shards-per-tensor=false (as partition-compile does when the plan offloads parameters)}}
+  rt.all_gather %w, %whole on @mesh axes [dp] dim = 0 label = "parameters from w (forward) #0" : memref<64xf32>, memref<128xf32>
+  return
+}
+
+// -----
+
 // A pack into a bucket of two rows (its slices are not contiguous there).
 dist.mesh @mesh axes = [dp = 2]
 func.func @two_rows(%w: memref<64xf32> {rt.role = "param", rt.name = "w", dist.flat_shard = {flat = #dist.sharding<@mesh, [[dp]]>, shape = array<i64: 128>}}) {

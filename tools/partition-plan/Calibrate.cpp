@@ -217,10 +217,14 @@ int runCalibration(const char *self, int ranks, const std::string &output,
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && pageSize > 0)
     c.memoryBytes = double(pages) * double(pageSize);
+  char packing[96] = "no packing rate: the thin sgemm ran at the peak";
+  if (c.gemmPackBandwidth > 0)
+    std::snprintf(packing, sizeof packing, "its operands packed at %.2f GB/s",
+                  c.gemmPackBandwidth / 1e9);
   std::fprintf(stderr,
-               "sgemm %.1f GFLOP/s (its operands packed at %.2f GB/s), triad "
-               "%.2f GB/s, parallel region %.2f us\n",
-               peak / 1e9, c.gemmPackBandwidth / 1e9, c.memoryBandwidth / 1e9,
+               "sgemm %.1f GFLOP/s (%s), triad %.2f GB/s, parallel region "
+               "%.2f us\n",
+               peak / 1e9, packing, c.memoryBandwidth / 1e9,
                c.kernelLatency * 1e6);
 
   // Offload: the host tier is a memcpy of the rank's; the nvme tier the
