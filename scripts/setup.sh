@@ -7,6 +7,7 @@ packages=(
   python3-numpy  # lit's interpreter reads .npy / .npz in the token and logits tests
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools  # MLIR, FileCheck, lit
   libgtest-dev libopenblas-openmp-dev libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev
+  libdnnl-dev  # oneDNN: bf16 GEMMs on AMX (runtime/backend/cpu/Bf16Gemm.h; optional: without it they widen to fp32)
   liburing-dev  # io_uring for the offload's NVMe tier (runtime/offload)
   openmpi-bin libopenmpi-dev  # MPI: runtime/comm and its tests (skipped without it)
   clang libclang-rt-dev  # libFuzzer for fuzz/ (optional: without it only the replay driver runs)

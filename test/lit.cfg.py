@@ -37,6 +37,9 @@ import importlib.util
 for module in ("numpy", "tokenizers"):
     if importlib.util.find_spec(module) is not None:
         config.available_features.add(module)
+# oneDNN built in: the bf16 GEMMs can run on it (runtime/backend/cpu/Bf16Gemm.h).
+if getattr(config, "partition_have_onednn", False):
+    config.available_features.add("onednn")
 # The CPU's vector units, for the tests of the OpenBLAS kernel choice
 # (test/e2e/blas-core*.test): "cpu-avx2-fma" where Haswell kernels can run.
 try:

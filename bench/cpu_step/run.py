@@ -2,7 +2,8 @@
 """CPU training-step benchmark: partition vs PyTorch vs llm.c, same model.
 
 GPT-2 124M (12 layers, 768 wide, 12 heads, vocab 50257, 1024 positions),
-batch 4, sequence 64, fp32, 2 threads: milliseconds per training step
+batch 4, sequence 64, fp32 (or --precision bf16), 2 threads: milliseconds
+per training step
 (forward + backward + AdamW), for
 
   partition  partition-gen -> partition-compile -> partition-run
@@ -12,7 +13,12 @@ batch 4, sequence 64, fp32, 2 threads: milliseconds per training step
              this repository and given with --llmc PATH (skipped without);
              this script writes its checkpoint and token files
 
-and OpenBLAS's own sgemm (partition-bench-sgemm) as the GFLOP/s reference,
+With --precision bf16, partition compiles a bf16 plan (bf16 compute, fp32
+master weights and moments) and PyTorch runs its forward under
+torch.autocast("cpu", torch.bfloat16), its mixed precision on CPUs; llm.c
+(fp32 only) is skipped.
+
+And OpenBLAS's own sgemm (partition-bench-sgemm) as the GFLOP/s reference,
 all in one invocation, one after another. Every system's number is the
 median step time after its warm-up steps; FLOPs per step are the model's,
 from `partition-opt --xfmr-stats` (6 N_matmul + 12 L C T per token, the
@@ -76,7 +82,7 @@ class Partition:
         self.args, self.work = args, work
         self.bin = os.path.join(args.build, "bin")
         self.model = os.path.join(work, "gpt2-124m.mlir")
-        self.program = os.path.join(work, "gpt2-124m.ptp")
+        self.program = os.path.join(work, f"gpt2-124m-{args.precision}.ptp")
         self.extra_env = dict(extra_env or {})
         self.name = "partition" + (
             " [" + " ".join(f"{k}={v}" for k, v in self.extra_env.items()) + "]"
@@ -91,8 +97,14 @@ class Partition:
         text = run([os.path.join(self.bin, "partition-opt"), self.model, "--xfmr-stats",
                     "-o", os.devnull]).stdout
         self.stats = {k: int(v) for k, v in re.findall(r"^(\w+): (\d+)$", text, re.M)}
+        plan = []
+        if a.precision != "fp32":
+            plan_path = os.path.join(self.work, f"plan-{a.precision}.json")
+            with open(plan_path, "w") as f:
+                json.dump({"precision": a.precision}, f)
+            plan = ["--plan", plan_path]
         result = run([os.path.join(self.bin, "partition-compile"), self.model,
-                      "-o", self.program, "--memory-report"])
+                      "-o", self.program, "--memory-report"] + plan)
         self.memory_report = (result.stdout + result.stderr).strip().splitlines()
         return self.stats["flops_per_step"]
 
@@ -132,6 +144,7 @@ class Partition:
                 "blas_core": summary.get("blas_core"),
                 "blas_core_source": summary.get("blas_core_source"),
                 "blas_core_library": summary.get("blas_core_library"),
+                "bf16_gemm": summary.get("bf16_gemm"),
                 **meter.record()}
 
     def profile(self):
@@ -217,10 +230,14 @@ def torch_worker(args):
     data = torch.randint(0, V, (args.warmup + args.steps, B, T + 1), generator=generator)
     times, cpu_times, losses = [], [], []
     model.train()
+    # bf16: PyTorch's CPU mixed precision, fp32 parameters and optimizer.
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16,
+                              enabled=args.precision == "bf16")
     for step in range(args.warmup + args.steps):
         x, y = data[step, :, :-1].contiguous(), data[step, :, 1:].contiguous()
         start, cpu_start = time.perf_counter(), time.process_time()
-        loss = model(x, y)
+        with autocast:
+            loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -248,7 +265,7 @@ class Torch:
         return [sys.executable, os.path.abspath(__file__), "--torch-worker",
                 "--threads", str(a.threads), "--batch", str(a.batch),
                 "--seq-len", str(a.seq_len), "--steps", str(a.steps),
-                "--warmup", str(a.warmup)]
+                "--warmup", str(a.warmup), "--precision", a.precision]
 
     def describe(self):
         return " ".join(self.command())
@@ -434,6 +451,9 @@ def summarise(system, rounds, flops, peak):
     kernels = ", ".join(core + ("" if source == "library" else
                                 f" ({source}" + (f" from {lib})" if lib else ")"))
                         for core, source, lib in cores) or "-"
+    bf16_engines = sorted({r["bf16_gemm"] for r in rounds if r.get("bf16_gemm")})
+    if bf16_engines:
+        kernels += "; bf16 GEMMs " + ", ".join(bf16_engines)
     return {
         "system": system.name, "command": system.describe(), "kernels": kernels,
         "cpu_median_ms": statistics.median(cpu_measured) if cpu_measured else None,
@@ -453,7 +473,8 @@ def report(args, sgemm, rows, flops, stats, profiles, extra, sgemm_variants=()):
     for r in rows:
         r["time_vs_partition"] = r["median_ms"] / base["median_ms"]
     lines = [
-        f"GPT-2 124M, batch {args.batch}, seq {args.seq_len}, fp32, {args.threads} threads: "
+        f"GPT-2 124M, batch {args.batch}, seq {args.seq_len}, {args.precision}, "
+        f"{args.threads} threads: "
         f"{flops / 1e9:.2f} GFLOP per step ({stats.get('tokens_per_step')} tokens, "
         f"partition-opt --xfmr-stats); median over {args.rounds} round(s) of "
         f"{args.steps} steps after warm-up",
@@ -522,7 +543,7 @@ def report(args, sgemm, rows, flops, stats, profiles, extra, sgemm_variants=()):
         "config": {"model": "gpt2-124m", "batch": args.batch, "seq_len": args.seq_len,
                    "threads": args.threads, "steps": args.steps, "warmup": args.warmup,
                    "warmup_llmc": args.warmup_llmc, "rounds": args.rounds,
-                   "dtype": "fp32", **GPT2},
+                   "dtype": args.precision, **GPT2},
         "flops_per_step": flops, "xfmr_stats": stats,
         "machine": {"cpu": cpu_name(), "cpus": os.cpu_count(),
                     "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")},
@@ -561,6 +582,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                        help="bf16: partition's bf16 plan against PyTorch's autocast")
     parser.add_argument("--steps", type=int, default=5, help="measured steps per round")
     parser.add_argument("--warmup", type=int, default=2,
                         help="warm-up steps of partition and PyTorch per round")
@@ -617,7 +640,9 @@ def main():
             systems.append(torch_system)
     llmc = None
     if args.llmc:
-        if (args.batch, args.seq_len) != (4, 64):
+        if args.precision != "fp32":
+            log("llm.c's trainer is fp32 only: skipping it")
+        elif (args.batch, args.seq_len) != (4, 64):
             log("llm.c's trainer is fixed at batch 4, sequence 64: skipping it")
         else:
             llmc = LlmC(args)

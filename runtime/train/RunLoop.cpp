@@ -12,6 +12,7 @@
 
 #include "runtime/train/TrainerRun.h"
 
+#include "runtime/backend/cpu/Bf16Gemm.h"
 #include "runtime/backend/cpu/BlasCore.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataError.h"
@@ -44,6 +45,13 @@ double processCpuMilliseconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return 1e3 * double(t.tv_sec) + 1e-6 * double(t.tv_nsec);
+}
+
+/// Whether the program computes in bf16 (then its first line and summary
+/// say which engine runs the bf16 GEMMs).
+bool hasBf16Buffers(const Program &program) {
+  return std::any_of(program.buffers.begin(), program.buffers.end(),
+                     [](const BufferInfo &b) { return b.dtype == DType::BF16; });
 }
 
 /// What to change when the held-out split is too small for one batch.
@@ -211,8 +219,11 @@ void Run::openOutputs(Session &session) {
   // On CPU ranks, the GEMM kernels that run and why (BlasCore.h): a
   // misjudged CPU costs several times the step time.
   std::string kernels;
-  if (std::string(backend->name()) == "cpu")
+  if (std::string(backend->name()) == "cpu") {
     kernels = "; " + cpu::blasCoreReport().describe();
+    if (hasBf16Buffers(program))
+      kernels += "; bf16 GEMMs: " + cpu::bf16GemmChoice().describe;
+  }
   if (!quiet)
     std::printf("partition-run: %s on %s, %lld steps of %lld x %lld tokens, "
                 "%zu parameter tensors%s\n",
@@ -603,6 +614,8 @@ void Run::writeSummary(Session &session) {
       summary["blas_core_library"] = blas.libraryCore;
     if (!blas.cpuBest.empty())
       summary["blas_core_cpu_best"] = blas.cpuBest;
+    if (hasBf16Buffers(program))
+      summary["bf16_gemm"] = cpu::bf16GemmChoice().name;
   }
   if (session.stop) {
     summary["interrupted"] = interruptName(session.stop);

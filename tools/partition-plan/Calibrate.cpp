@@ -3,6 +3,7 @@
 #include "tools/partition-plan/Calibrate.h"
 
 #include "planner/Cluster.h"
+#include "runtime/backend/cpu/Bf16Gemm.h"
 #include "runtime/offload/Bandwidth.h"
 
 #include <cblas.h>
@@ -16,9 +17,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -56,6 +59,33 @@ double sgemmRate(int M, int N, int K) {
                 a.data(), K, b.data(), K, 0.0f, c.data(), N);
   });
   return 2.0 * M * N * K / t;
+}
+
+/// The best rate of the runtime's bf16 GEMMs (Bf16Gemm.h) on the peak's
+/// shapes, where this process runs them with oneDNN; else 0 (they widen to
+/// fp32 sgemm, whose peak is theirs).
+double bf16GemmPeak() {
+  namespace cpu = partition::runtime::cpu;
+  if (cpu::bf16GemmChoice().engine != cpu::Bf16GemmEngine::OneDnn)
+    return 0;
+  cpu::Bf16Gemms gemms;
+  double peak = 0;
+  for (auto [M, N, K] : {std::tuple{1024, 1024, 1024},
+                         std::tuple{2048, 2048, 2048},
+                         std::tuple{4096, 768, 768},
+                         std::tuple{4096, 3072, 768}}) {
+    // 0x3f00 is 0.5 in bf16.
+    std::vector<std::uint16_t> a(size_t(M) * K, 0x3f00),
+        b(size_t(K) * N, 0x3f00), c(size_t(M) * N);
+    std::function<void()> gemm =
+        gemms.compile(cpu::LinearProduct::Forward, a.data(), b.data(),
+                      nullptr, c.data(), M, K, N);
+    if (!gemm)
+      continue;
+    gemm(); // the first call allocates the scratchpad
+    peak = std::max(peak, 2.0 * M * N * K / medianTime(5, gemm));
+  }
+  return peak;
 }
 
 double triadBandwidth() {
@@ -207,7 +237,10 @@ int runCalibration(const char *self, int ranks, const std::string &output,
   std::fprintf(stderr, "calibrating with %d threads...\n", threads);
   double peak = calibrateGemms(c);
   c.peakFlopsFp32 = peak;
-  c.peakFlopsBf16 = peak; // bf16 kernels load bf16 and compute in fp32
+  // bf16 kernels load bf16 and compute in fp32 (the same peak), except the
+  // GEMMs where oneDNN runs them (AMX).
+  const double bf16Peak = bf16GemmPeak();
+  c.peakFlopsBf16 = std::max(peak, bf16Peak);
   c.gemmEfficiency = 1.0;
   c.computeUnits = threads;
   c.memoryBandwidth = triadBandwidth();
@@ -226,6 +259,9 @@ int runCalibration(const char *self, int ranks, const std::string &output,
                "%.2f us\n",
                peak / 1e9, packing, c.memoryBandwidth / 1e9,
                c.kernelLatency * 1e6);
+  if (bf16Peak > 0)
+    std::fprintf(stderr, "bf16 GEMMs %.1f GFLOP/s (%s)\n", bf16Peak / 1e9,
+                 partition::runtime::cpu::bf16GemmChoice().describe.c_str());
 
   // Offload: the host tier is a memcpy of the rank's; the nvme tier the
   // disk under `diskDirectory`, through the runtime's own I/O engine.

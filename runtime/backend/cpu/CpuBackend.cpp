@@ -31,8 +31,11 @@ CpuBackend::CpuBackend(const Program &program,
       if (!function.instructions[i].isKernel())
         continue;
       const KernelArgs &args = checked[f][i];
-      bf16StagingElements = std::max(bf16StagingElements,
-                                     stagedElements(args));
+      if (std::function<void()> gemm = compileBf16Gemm(args))
+        bf16GemmCalls.emplace(&function.instructions[i], std::move(gemm));
+      else
+        bf16StagingElements = std::max(bf16StagingElements,
+                                       stagedElements(args));
       if (args.kernel == KernelId::Attention ||
           args.kernel == KernelId::AttentionGrad ||
           args.kernel == KernelId::AttentionScaled ||

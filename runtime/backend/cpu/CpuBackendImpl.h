@@ -16,6 +16,7 @@
 #include "runtime/backend/Profile.h"
 #include "runtime/backend/Trace.h"
 #include "runtime/comm/MeshCommunicators.h"
+#include "runtime/backend/cpu/Bf16Gemm.h"
 #include "runtime/backend/cpu/CommunicationThread.h"
 #include "runtime/backend/cpu/CpuTiers.h"
 #include "runtime/backend/cpu/Kernels.h"
@@ -28,7 +29,7 @@
 #include <functional>
 #include <map>
 #include <stdexcept>
-
+#include <unordered_map>
 
 namespace partition::runtime::cpubackend {
 
@@ -100,7 +101,8 @@ public:
     return workspace.size +
            (staging.size() + startedStaging.size() + bf16Staging.size() +
             collectiveCopyElements) *
-               sizeof(float);
+               sizeof(float) +
+           (bf16Gemms ? bf16Gemms->scratchpadBytes() : 0);
   }
 
 private:
@@ -111,6 +113,10 @@ private:
   /// computes in fp32 stores them).
   std::function<void()> compile(const KernelArgs &args,
                                 const Instruction &instruction);
+  /// A linear layer's GEMM straight on its bf16 buffers (Bf16Gemm.h), when
+  /// this process runs them with oneDNN and every operand is bf16; else
+  /// empty (the kernel then runs widened).
+  std::function<void()> compileBf16Gemm(const KernelArgs &args);
   /// The fp32 kernel of `args` on the buffers at `pointers`.
   std::function<void()> compileKernel(const KernelArgs &args,
                                       const Instruction &instruction,
@@ -238,6 +244,10 @@ private:
   /// fp32 copies of one kernel instruction's bf16 operands, sized for the
   /// instruction with the most (instructions run one at a time).
   std::vector<float> bf16Staging;
+  /// The linear layers' bf16 GEMMs, when oneDNN runs them: compiled before
+  /// the staging is sized (they need none), by instruction.
+  std::unique_ptr<cpu::Bf16Gemms> bf16Gemms;
+  std::unordered_map<const Instruction *, std::function<void()>> bf16GemmCalls;
   /// What the moe_route kernels decided since takeRoutingCounts.
   RoutingCounts routing;
   /// fp32 copies of each bf16 collective's buffers.

@@ -2,7 +2,9 @@
 //
 // Compiles each kernel instruction once into a call of its fp32 kernel
 // (runtime/backend/cpu/Kernels.h) with its pointers and sizes; bf16
-// operands are widened into fp32 copies before it and rounded back after.
+// operands are widened into fp32 copies before it and rounded back after,
+// except the linear layers' GEMMs where oneDNN runs them on the bf16
+// buffers themselves (Bf16Gemm.h).
 // The switch in KernelLauncher::compile lists every kernel (no default): a
 // kernel added to Kernels.def fails to build here until the CPU backend
 // runs it. It is one switch, longer than the other functions, on purpose:
@@ -383,8 +385,52 @@ struct KernelLauncher {
 
 } // namespace
 
+std::function<void()> CpuBackend::compileBf16Gemm(const KernelArgs &a) {
+  if (cpu::bf16GemmChoice().engine != cpu::Bf16GemmEngine::OneDnn ||
+      a.buffers.empty() ||
+      std::any_of(a.buffers.begin(), a.buffers.end(),
+                  [](const BufferInfo *b) { return b->dtype != DType::BF16; }))
+    return {};
+  auto p = [&](int i) {
+    return reinterpret_cast<uint16_t *>(arena.get() + a.buffers[i]->offset);
+  };
+  auto gemm = [&](cpu::LinearProduct product, int first, int second,
+                  const uint16_t *bias, int result) {
+    if (!bf16Gemms)
+      bf16Gemms = std::make_unique<cpu::Bf16Gemms>();
+    return bf16Gemms->compile(product, p(first), p(second), bias, p(result),
+                              a.rows, a.inFeatures, a.outFeatures);
+  };
+  using cpu::LinearProduct;
+  switch (a.kernel) {
+  case KernelId::Linear:
+    return gemm(LinearProduct::Forward, 0, 1, nullptr, 2);
+  case KernelId::LinearBias:
+    return gemm(LinearProduct::Forward, 0, 1, p(2), 3);
+  case KernelId::LinearGradInput:
+    return gemm(LinearProduct::GradInput, 0, 1, nullptr, 2);
+  case KernelId::LinearGradWeight:
+    return gemm(LinearProduct::GradWeight, 0, 1, nullptr, 2);
+  case KernelId::LinearGradWeightBias: {
+    std::function<void()> weight =
+        gemm(LinearProduct::GradWeight, 0, 1, nullptr, 2);
+    if (!weight)
+      return {};
+    return [weight, grad = p(0), bias = p(3), rows = a.rows,
+            columns = a.outFeatures] {
+      weight();
+      cpu::linearBiasGradBFloat16(grad, bias, rows, columns);
+    };
+  }
+  default:
+    return {};
+  }
+}
+
 std::function<void()> CpuBackend::compile(const KernelArgs &a,
                                           const Instruction &instruction) {
+  if (auto gemm = bf16GemmCalls.find(&instruction); gemm != bf16GemmCalls.end())
+    return gemm->second;
   std::vector<uint8_t *> pointers;
   for (const BufferInfo *buffer : a.buffers)
     pointers.push_back(arena.get() + buffer->offset);

@@ -123,6 +123,12 @@ void linearGradWeight(const float *grad, const float *input, float *weightGrad,
                       float *biasGrad, Index rows, Index inFeatures,
                       Index outFeatures);
 
+/// biasGrad [out] = column sums of grad [rows, out], both bf16: summed in
+/// fp32 and rounded once, bit for bit what linearGradWeight's sums give on
+/// widened copies (the bias gradient beside a bf16 GEMM, Bf16Gemm.h).
+void linearBiasGradBFloat16(const std::uint16_t *grad, std::uint16_t *biasGrad,
+                            Index rows, Index outFeatures);
+
 //===----------------------------------------------------------------------===//
 // Activations and elementwise ops (`size` elements; results may alias inputs)
 //===----------------------------------------------------------------------===//

@@ -20,6 +20,56 @@ namespace partition::runtime::cpu {
 
 using namespace detail;
 
+namespace {
+
+float load(float value) { return value; }
+float load(std::uint16_t bits) {
+  const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &widened, sizeof(value));
+  return value;
+}
+void store(const float *sums, float *result, Index count) {
+  std::memcpy(result, sums, sizeof(float) * count);
+}
+void store(const float *sums, std::uint16_t *result, Index count) {
+  roundToBFloat16(sums, result, count);
+}
+
+/// Column sums of grad [rows, columns], summed in fp32 whatever the storage:
+/// the bf16 version gives exactly what widening, summing and rounding does.
+/// Each thread owns a band of columns and walks all rows, so the inner loop
+/// is contiguous and the order is fixed. Bands of at most kMaxBand columns
+/// (the accumulator lives in registers and L1), as many as a multiple of the
+/// team size for balance.
+template <typename Element>
+void sumColumns(const Element *grad, Element *sums, Index rows,
+                Index columns) {
+  constexpr Index kMaxBand = 256;
+  const Index threads = omp_get_max_threads();
+  const Index wanted =
+      threads * ((columns + threads * kMaxBand - 1) / (threads * kMaxBand));
+  const Index band = ((columns + wanted - 1) / wanted + 15) / 16 * 16;
+  const Index bands = (columns + band - 1) / band;
+#pragma omp parallel for schedule(static) if (rows * columns > kParallelThreshold)
+  for (Index b = 0; b < bands; ++b) {
+    const Index begin = b * band;
+    const Index width = std::min(band, columns - begin);
+    float acc[kMaxBand];
+    for (Index c = 0; c < width; ++c)
+      acc[c] = 0.0f;
+    for (Index r = 0; r < rows; ++r) {
+      const Element *g = grad + r * columns + begin;
+#pragma omp simd
+      for (Index c = 0; c < width; ++c)
+        acc[c] += load(g[c]);
+    }
+    store(acc, sums + begin, width);
+  }
+}
+
+} // namespace
+
 void linear(const float *input, const float *weight, const float *bias,
             float *result, Index rows, Index inFeatures, Index outFeatures) {
   const char *kernel = "linear";
@@ -74,33 +124,14 @@ void linearGradWeight(const float *grad, const float *input, float *weightGrad,
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, grad,
                   n, input, k, 0.0f, weightGrad, k);
   }
-  if (!biasGrad)
-    return;
-  // Column sums of grad [M, N]: each thread owns a band of columns and walks
-  // all rows, so the inner loop is contiguous and the order is fixed.
-  // Bands of at most kMaxBand columns (the accumulator lives in registers
-  // and L1), as many as a multiple of the team size for balance.
-  constexpr Index kMaxBand = 256;
-  const Index threads = omp_get_max_threads();
-  const Index wanted =
-      threads * ((outFeatures + threads * kMaxBand - 1) / (threads * kMaxBand));
-  const Index band = ((outFeatures + wanted - 1) / wanted + 15) / 16 * 16;
-  const Index bands = (outFeatures + band - 1) / band;
-#pragma omp parallel for schedule(static) if (rows * outFeatures > kParallelThreshold)
-  for (Index b = 0; b < bands; ++b) {
-    const Index begin = b * band;
-    const Index width = std::min(band, outFeatures - begin);
-    float acc[kMaxBand];
-    for (Index c = 0; c < width; ++c)
-      acc[c] = 0.0f;
-    for (Index r = 0; r < rows; ++r) {
-      const float *g = grad + r * outFeatures + begin;
-#pragma omp simd
-      for (Index c = 0; c < width; ++c)
-        acc[c] += g[c];
-    }
-    std::memcpy(biasGrad + begin, acc, sizeof(float) * width);
-  }
+  if (biasGrad)
+    sumColumns(grad, biasGrad, rows, outFeatures);
+}
+
+void linearBiasGradBFloat16(const std::uint16_t *grad, std::uint16_t *biasGrad,
+                            Index rows, Index outFeatures) {
+  checkNonNegative("linear_grad_weight_bias", {rows, outFeatures});
+  sumColumns(grad, biasGrad, rows, outFeatures);
 }
 
 } // namespace partition::runtime::cpu
