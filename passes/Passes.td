@@ -120,7 +120,10 @@ def MixedPrecisionPass : Pass<"xfmr-mixed-precision", "::mlir::ModuleOp"> {
     data-parallel all-reduce, and micro-batch accumulation) in fp32, next to
     the fp32 master weights and moments, as PyTorch autocast with fp32
     parameters does. One cast per use, not per parameter, so that a tied
-    weight's two gradients are summed in fp32.
+    weight's two gradients are summed in fp32. A token embedding's table is
+    the exception: the lookup reads fp32 rows and casts them (the same
+    values as rows of a cast table, without casting the whole table), so
+    its gradient is scattered in fp32, as autocast leaves embeddings fp32.
 
     Input:
     ```mlir

@@ -5,6 +5,12 @@
 // (a cast's backward is the cast back) instead of a second rewrite of the
 // training step.
 //
+// A token embedding looks its rows up in the fp32 table and casts them: the
+// same bf16 values as rows of a cast table, without casting (and, in the
+// backward, scattering into and casting back) the whole table each step;
+// its gradient is then summed in fp32, as PyTorch's autocast, which leaves
+// embeddings in fp32, does.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -15,6 +21,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace partition {
 #define GEN_PASS_DEF_MIXEDPRECISIONPASS
@@ -38,6 +45,13 @@ Type computeType(Type type) {
 bool holdsBF16(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && tensor.getElementType().isBF16();
+}
+
+/// Whether `use` is the table of a token embedding, which reads only the
+/// rows its tokens name.
+bool readsTableOf(OpOperand &use) {
+  auto lookup = dyn_cast<EmbeddingOp>(use.getOwner());
+  return lookup && &use == &lookup.getTableMutable();
 }
 
 struct MixedPrecisionPass
@@ -75,18 +89,32 @@ struct MixedPrecisionPass
         continue;
       for (OpOperand &use : llvm::make_early_inc_range(arg.getUses())) {
         Operation *user = use.getOwner();
-        if (isa<func::ReturnOp>(user))
+        if (isa<func::ReturnOp>(user) || readsTableOf(use))
           continue;
         OpBuilder builder(user);
         use.set(CastOp::create(builder, user->getLoc(), castType, arg));
       }
     }
 
+    // Lookups in an fp32 table keep fp32 rows and cast those.
+    llvm::SmallPtrSet<Operation *, 2> fp32Lookups;
+    forward.walk([&](EmbeddingOp lookup) {
+      Type rows = computeType(lookup.getType());
+      if (holdsBF16(lookup.getTable().getType()) || rows == lookup.getType())
+        return;
+      OpBuilder builder(lookup->getContext());
+      builder.setInsertionPointAfter(lookup);
+      auto cast = CastOp::create(builder, lookup.getLoc(), rows, lookup);
+      lookup.getResult().replaceAllUsesExcept(cast, cast);
+      fp32Lookups.insert(lookup);
+    });
+
     // Results in program order: operands are converted before their users.
-    bool changed = false;
+    bool changed = !fp32Lookups.empty();
     forward.walk([&](Operation *op) {
-      if (isa<CastOp>(op) || op->getDialect() !=
-                                 op->getContext()->getLoadedDialect<XfmrDialect>())
+      if (isa<CastOp>(op) || fp32Lookups.contains(op) ||
+          op->getDialect() !=
+              op->getContext()->getLoadedDialect<XfmrDialect>())
         return;
       for (OpResult result : op->getResults()) {
         Type type = computeType(result.getType());
