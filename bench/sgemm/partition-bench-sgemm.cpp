@@ -16,15 +16,18 @@
 // it first makes sure OpenBLAS runs the best kernels this CPU has
 // (runtime/backend/cpu/BlasCore.h), so the peak is the machine's, and says
 // which kernels measured it (and whether OPENBLAS_CORETYPE chose them).
-// --bf16 also times, per case, the two ways to multiply bf16 operands: the
-// CPU backend's (widen both to fp32 copies, then cblas_sgemm) and OpenBLAS's
+// --bf16 also times, per case, the ways to multiply bf16 operands: the CPU
+// backend's two (widen both to fp32 copies, then cblas_sgemm; or oneDNN's
+// bf16 matmul, runtime/backend/cpu/Bf16Gemm.h, which partition-run uses where
+// it may run on AMX: timed wherever the build has oneDNN) and OpenBLAS's
 // cblas_sbgemm (bf16 in, fp32 accumulation and out; AVX512-BF16 kernels on
-// Cooperlake), and checks that they agree. cblas.h declares cblas_sbgemm
+// Cooperlake), and checks that sbgemm agrees. cblas.h declares cblas_sbgemm
 // whether or not the library was built with it (Debian's 0.3.21 was not:
 // BUILD_BFLOAT16 off), so it is looked up at run time and reported missing.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/backend/cpu/Bf16Gemm.h"
 #include "runtime/backend/cpu/BlasCore.h"
 #include "runtime/backend/cpu/Kernels.h"
 
@@ -38,8 +41,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -71,7 +77,7 @@ struct Case {
   double cpuBest = 0;
   // --bf16: widen + sgemm, and sbgemm (seconds per call, best); the largest
   // difference between their results, relative to the largest |result|.
-  double widenBest = 0, sbgemmBest = 0, bf16Difference = 0;
+  double widenBest = 0, sbgemmBest = 0, bf16Difference = 0, oneDnnBest = 0;
   double flops() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
@@ -221,6 +227,44 @@ std::pair<double, double> timeCalls(const Options &o, F &&call,
   return {samples.front(), samples[samples.size() / 2]};
 }
 
+/// oneDNN's GEMMs (one Bf16Gemms for the run), or null in a build without
+/// oneDNN.
+partition::runtime::cpu::Bf16Gemms *oneDnnGemms() {
+  namespace cpu = partition::runtime::cpu;
+  static std::unique_ptr<cpu::Bf16Gemms> gemms = [] {
+    try {
+      return std::make_unique<cpu::Bf16Gemms>();
+    } catch (const std::runtime_error &) {
+      return std::unique_ptr<cpu::Bf16Gemms>();
+    }
+  }();
+  return gemms.get();
+}
+
+/// Best seconds of the case as the CPU backend's oneDNN bf16 GEMM: the
+/// linear layer's product with the case's layout (NT forward, NN input
+/// gradient, TN weight gradient); 0 without oneDNN or a bf16 matmul here.
+double timeOneDnn(const Case &c, const Options &o,
+                  const std::vector<uint16_t> &a16,
+                  const std::vector<uint16_t> &b16) {
+  namespace cpu = partition::runtime::cpu;
+  cpu::Bf16Gemms *gemms = oneDnnGemms();
+  if (!gemms || (c.transA && c.transB))
+    return 0;
+  std::vector<uint16_t> result(size_t(c.m) * c.n);
+  std::function<void()> call;
+  if (!c.transA && c.transB) // x [m, k] W[n, k]^T
+    call = gemms->compile(cpu::LinearProduct::Forward, a16.data(), b16.data(),
+                          nullptr, result.data(), c.m, c.k, c.n);
+  else if (!c.transA) // dy [m, k] W [k, n]
+    call = gemms->compile(cpu::LinearProduct::GradInput, a16.data(),
+                          b16.data(), nullptr, result.data(), c.m, c.n, c.k);
+  else // dy [k, m]^T x [k, n]
+    call = gemms->compile(cpu::LinearProduct::GradWeight, a16.data(),
+                          b16.data(), nullptr, result.data(), c.k, c.n, c.m);
+  return call ? timeCalls(o, call).first : 0;
+}
+
 void measure(Case &c, const Options &o) {
   // Row-major operands as the runtime passes them.
   int rowsA = c.transA ? c.k : c.m, colsA = c.transA ? c.m : c.k;
@@ -252,6 +296,7 @@ void measure(Case &c, const Options &o) {
     sgemm();
   };
   c.widenBest = timeCalls(o, widened).first;
+  c.oneDnnBest = timeOneDnn(c, o, a16, b16);
   static const SbgemmFunction sbgemmFunction = findSbgemm();
   if (!sbgemmFunction)
     return;
@@ -289,10 +334,10 @@ int main(int argc, char **argv) {
   std::printf("%-34s %6s %10s %10s %10s %10s", "case (M x N x K)", "calls",
               "ms best", "GFLOP/s", "median", "GF/cpu-s");
   if (o.bf16)
-    std::printf(" %12s %10s %8s %9s", "widen+sgemm", "sbgemm", "ratio",
-                "max diff");
+    std::printf(" %12s %10s %10s %8s %9s", "widen+sgemm", "oneDNN", "sbgemm",
+                "ratio", "max diff");
   std::printf("\n");
-  double widenStep = 0, sbgemmStep = 0;
+  double widenStep = 0, sbgemmStep = 0, oneDnnStep = 0;
   double peak = 0, cpuPeak = 0, stepSeconds = 0, stepFlops = 0;
   for (Case &c : all) {
     measure(c, o);
@@ -301,18 +346,25 @@ int main(int argc, char **argv) {
                 (c.group + " " + c.name).c_str(), c.perStep, 1e3 * c.best,
                 gflops, c.flops() / c.median / 1e9,
                 c.flops() / c.cpuBest / 1e9);
-    // ms of the two bf16 ways, and widen+sgemm time / sbgemm time.
-    if (o.bf16 && c.sbgemmBest > 0)
-      std::printf(" %12.3f %10.3f %7.2fx %9.1e", 1e3 * c.widenBest,
-                  1e3 * c.sbgemmBest, c.widenBest / c.sbgemmBest,
-                  c.bf16Difference);
-    else if (o.bf16)
-      std::printf(" %12.3f %10s", 1e3 * c.widenBest, "-");
+    // ms of the bf16 ways; widen+sgemm time / sbgemm time.
+    if (o.bf16) {
+      std::printf(" %12.3f", 1e3 * c.widenBest);
+      if (c.oneDnnBest > 0)
+        std::printf(" %10.3f", 1e3 * c.oneDnnBest);
+      else
+        std::printf(" %10s", "-");
+      if (c.sbgemmBest > 0)
+        std::printf(" %10.3f %7.2fx %9.1e", 1e3 * c.sbgemmBest,
+                    c.widenBest / c.sbgemmBest, c.bf16Difference);
+      else
+        std::printf(" %10s", "-");
+    }
     std::printf("\n");
     std::fflush(stdout);
     if (c.group == "model") {
       widenStep += c.perStep * c.widenBest;
       sbgemmStep += c.perStep * c.sbgemmBest;
+      oneDnnStep += c.perStep * c.oneDnnBest;
     }
     if (c.group == "square") {
       peak = std::max(peak, gflops);
@@ -341,6 +393,11 @@ int main(int argc, char **argv) {
     std::printf("bf16 GEMMs of one step: widen + sgemm %.1f ms, sbgemm %.1f "
                 "ms (%.2fx)\n",
                 1e3 * widenStep, 1e3 * sbgemmStep, widenStep / sbgemmStep);
+  if (o.bf16 && oneDnnStep > 0)
+    std::printf("bf16 GEMMs of one step: widen + sgemm %.1f ms, oneDNN %.1f "
+                "ms (%.2fx; partition-run uses %s)\n",
+                1e3 * widenStep, 1e3 * oneDnnStep, widenStep / oneDnnStep,
+                cpu::bf16GemmChoice().describe.c_str());
   if (!o.json.empty()) {
     std::FILE *file = std::fopen(o.json.c_str(), "w");
     if (!file) {
@@ -357,6 +414,7 @@ int main(int argc, char **argv) {
                  "\"model_gemm_gflop\": %.6f, \"model_gemm_ms\": %.3f, "
                  "\"model_gemm_gflops\": %.3f, \"bf16\": %s, "
                  "\"model_widen_sgemm_ms\": %.3f, \"model_sbgemm_ms\": %.3f, "
+                 "\"model_onednn_ms\": %.3f, \"bf16_gemm\": \"%s\", "
                  "\"cases\": [",
                  openblas_get_config(), openblas_get_corename(),
                  cpu::blasCoreSourceName(blas.source),
@@ -365,7 +423,8 @@ int main(int argc, char **argv) {
                  stepFlops / 1e9,
                  1e3 * stepSeconds,
                  stepSeconds > 0 ? stepFlops / stepSeconds / 1e9 : 0.0,
-                 o.bf16 ? "true" : "false", 1e3 * widenStep, 1e3 * sbgemmStep);
+                 o.bf16 ? "true" : "false", 1e3 * widenStep, 1e3 * sbgemmStep,
+                 1e3 * oneDnnStep, cpu::bf16GemmChoice().name.c_str());
     for (size_t i = 0; i < all.size(); ++i) {
       const Case &c = all[i];
       std::fprintf(file,
@@ -373,12 +432,14 @@ int main(int argc, char **argv) {
                    "\"n\": %d, \"k\": %d, \"trans_a\": %s, \"trans_b\": %s, "
                    "\"per_step\": %d, \"best_ms\": %.4f, \"median_ms\": %.4f, "
                    "\"gflops\": %.3f, \"widen_sgemm_ms\": %.4f, "
-                   "\"sbgemm_ms\": %.4f, \"bf16_max_rel_diff\": %.3g}",
+                   "\"sbgemm_ms\": %.4f, \"onednn_ms\": %.4f, "
+                   "\"bf16_max_rel_diff\": %.3g}",
                    i ? ", " : "", c.group.c_str(), c.name.c_str(), c.m, c.n,
                    c.k, c.transA ? "true" : "false",
                    c.transB ? "true" : "false", c.perStep, 1e3 * c.best,
                    1e3 * c.median, c.flops() / c.best / 1e9,
-                   1e3 * c.widenBest, 1e3 * c.sbgemmBest, c.bf16Difference);
+                   1e3 * c.widenBest, 1e3 * c.sbgemmBest, 1e3 * c.oneDnnBest,
+                   c.bf16Difference);
     }
     std::fprintf(file, "]}\n");
     std::fclose(file);
