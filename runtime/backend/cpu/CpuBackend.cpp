@@ -153,11 +153,17 @@ CpuBackend::CpuBackend(const Program &program,
       compiled.costs[i].executions = runsOf(function, i);
     }
     compiled.seconds.assign(profile.enabled ? compiled.calls.size() : 0, 0.0);
+    carryTrailingWaits(program, compiled, function);
     functions.push_back(std::move(compiled));
   }
 }
 
 CpuBackend::~CpuBackend() {
+  try {
+    completeCarried();
+  } catch (const std::exception &) {
+    // Shutting down after an error: the collective's peers are gone too.
+  }
   if (!profile.enabled)
     return;
   for (const CompiledFunction &function : functions)
@@ -170,13 +176,15 @@ void CpuBackend::runRange(CompiledFunction &function, size_t begin,
   using Clock = TraceRecorder::Clock;
   bool timed = (profile.enabled && record) || trace;
   for (size_t i = begin; i < end; ++i) {
+    if (!function.carriedBefore.empty() && !function.carriedBefore[i].empty())
+      runCarriedBefore(function, i, record);
     Clock::time_point start = timed ? Clock::now() : Clock::time_point();
     try {
       function.calls[i]();
     } catch (const std::invalid_argument &error) {
       throw ProgramError(function.names[i] + ": " + error.what());
     }
-    if (!timed)
+    if (!timed || (!function.carriedOut.empty() && function.carriedOut[i]))
       continue;
     Clock::time_point stop = Clock::now();
     if (profile.enabled && record)
@@ -229,6 +237,10 @@ void CpuBackend::writeAxisIndices(const Program &program) {
 void CpuBackend::run(size_t index, int64_t step) {
   currentStep = step;
   CompiledFunction &function = functions.at(index);
+  // Another function may read anything a carried collective writes.
+  if (index != lastRun)
+    completeCarried();
+  lastRun = index;
   bool record = false;
   if (profile.enabled) {
     record = function.runs++ >= profile.skip;

@@ -80,11 +80,13 @@ public:
   void write(const BufferInfo &buffer, const void *source) override {
     if (buffer.tier != Tier::Arena)
       return tiers->write(buffer, source);
+    completeCarried(buffer.offset, buffer.offset + buffer.bytes);
     std::memcpy(arena.get() + buffer.offset, source, buffer.bytes);
   }
   void read(const BufferInfo &buffer, void *destination) override {
     if (buffer.tier != Tier::Arena)
       return tiers->read(buffer, destination);
+    completeCarried(buffer.offset, buffer.offset + buffer.bytes);
     std::memcpy(destination, arena.get() + buffer.offset, buffer.bytes);
   }
   std::string describeTiers() const override {
@@ -190,6 +192,24 @@ private:
     size_t size = 0;
   } workspace;
   /// Per function: its compiled instructions and their names for errors.
+  /// A wait at the end of a function, for a collective still in flight
+  /// when the function returns: done before the next run's first
+  /// instruction on its bytes instead (CarriedWaits.cpp).
+  struct CarriedWait {
+    /// The wait's call (a no-op once its ticket is spent) and its index.
+    std::function<void()> wait;
+    size_t index = 0;
+    /// The instruction of the function before which it is done.
+    size_t firstTouch = 0;
+    /// The arena bytes of the collective's buffers: [begin, end).
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    bool overlaps(uint64_t begin, uint64_t end) const {
+      for (auto [first, last] : ranges)
+        if (begin < last && first < end)
+          return true;
+      return false;
+    }
+  };
   struct CompiledFunction {
     std::string name;
     std::vector<std::function<void()>> calls;
@@ -211,7 +231,25 @@ private:
     /// Per instruction: the communication thread's ticket of a started
     /// collective in this run, or -1 (not started, or run synchronously).
     std::vector<int64_t> tickets;
+    /// The waits carried into the next run (CarriedWaits.cpp), and per
+    /// instruction those done right before it (empty when none is).
+    std::vector<CarriedWait> carried;
+    std::vector<std::vector<uint32_t>> carriedBefore;
+    /// Per instruction, whether it is a carried wait's place (a no-op, not
+    /// traced there: its span is the carried wait's, next run).
+    std::vector<bool> carriedOut;
   };
+  /// Carries `function`'s trailing waits of started collectives into its
+  /// next run: each runs before the first instruction touching its
+  /// collective's bytes (PARTITION_CARRIED_WAITS=0: not carried).
+  void carryTrailingWaits(const Program &program, CompiledFunction &function,
+                          const Function &source);
+  /// The carried waits due before instruction `i` of `function`, timed as
+  /// the waits they are (profile, trace).
+  void runCarriedBefore(CompiledFunction &function, size_t i, bool record);
+  /// Completes the carried collectives whose buffers overlap arena bytes
+  /// [begin, end) (all of them by default), of every function.
+  void completeCarried(uint64_t begin = 0, uint64_t end = UINT64_MAX);
   /// A send (eager: the communicator copies the buffer) or a receive (waits
   /// for the data, under the communicator's timeout).
   std::function<void()> compileTransfer(const Program &program,
@@ -255,6 +293,8 @@ private:
   size_t collectiveCopyElements = 0;
   /// The step run() was given, for the collectives' error messages.
   int64_t currentStep = -1;
+  /// The function run() ran last: its carried waits are pending.
+  size_t lastRun = SIZE_MAX;
 };
 
 /// At whole I/O blocks, so that the offload's staging buffers (at whole

@@ -18,7 +18,8 @@ overlaps a kernel span of the same step on the instruction track), then the
 share of their time hidden behind kernels (a measurement, printed for the
 benchmarks, not for FileCheck), and per kind of collective (all_reduce,
 reduce_scatter, all_gather) how many started and whether they overlap
-compute.
+compute, and how many a later step than their start's waited for (the
+CPU backend carries a function's trailing waits into its next run).
 
 With --offload, per rank the offload's tier copies (tier_read and
 tier_write, category "tier copy"): how many per step and their bytes, and
@@ -112,6 +113,8 @@ def main():
                 print(f"rank {rank}: started {kind}: {len(kinds[kind])}, "
                       f"overlaps compute: "
                       f"{'yes' if kind_hidden > 0 else 'no'}")
+            print(f"rank {rank}: waited for in a later step than started: "
+                  f"{carried(spans[rank])}")
         if args.offload:
             offload(rank, spans[rank])
 
@@ -136,6 +139,25 @@ def offload(rank, spans):
                   if w["args"].get("step", 0) in later)
     print(f"rank {rank}: blocked {blocked / 1e3 / max(1, len(later)):.1f} ms "
           f"per step in tier waits (steps after the first)")
+
+
+def carried(spans):
+    """How many started collectives a later step waited for: a wait's span
+    (instruction track) whose collective's last start before it (same
+    name, instruction track) was in an earlier step."""
+    track = sorted((s for s in spans if s["tid"] == 0), key=lambda s: s["ts"])
+    last_start = {}
+    count = 0
+    for s in track:
+        if s["cat"] == "wait":
+            name = s["name"].split(" ", 2)[2] if s["name"].count(" ") >= 2 else ""
+            started = last_start.pop(name, None)
+            if started is not None and \
+                    s["args"].get("step", 0) > started["args"].get("step", 0):
+                count += 1
+        elif s["cat"] == "collective":
+            last_start[s["name"]] = s
+    return count
 
 
 def overlap(spans, track=2):
