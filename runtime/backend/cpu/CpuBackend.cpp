@@ -31,8 +31,11 @@ CpuBackend::CpuBackend(const Program &program,
       if (!function.instructions[i].isKernel())
         continue;
       const KernelArgs &args = checked[f][i];
-      if (std::function<void()> gemm = compileBf16Gemm(args))
-        bf16GemmCalls.emplace(&function.instructions[i], std::move(gemm));
+      std::function<void()> direct = compileBf16Gemm(args);
+      if (!direct)
+        direct = compileBf16Native(args);
+      if (direct)
+        bf16Direct.emplace(&function.instructions[i], std::move(direct));
       else
         bf16StagingElements = std::max(bf16StagingElements,
                                        stagedElements(args));

@@ -119,6 +119,9 @@ private:
   /// this process runs them with oneDNN and every operand is bf16; else
   /// empty (the kernel then runs widened).
   std::function<void()> compileBf16Gemm(const KernelArgs &args);
+  /// GELU, its gradient, add and the loss straight on their bf16 buffers
+  /// (Kernels.h's *BFloat16 kernels), when those are bf16; else empty.
+  std::function<void()> compileBf16Native(const KernelArgs &args);
   /// The fp32 kernel of `args` on the buffers at `pointers`.
   std::function<void()> compileKernel(const KernelArgs &args,
                                       const Instruction &instruction,
@@ -282,10 +285,11 @@ private:
   /// fp32 copies of one kernel instruction's bf16 operands, sized for the
   /// instruction with the most (instructions run one at a time).
   std::vector<float> bf16Staging;
-  /// The linear layers' bf16 GEMMs, when oneDNN runs them: compiled before
-  /// the staging is sized (they need none), by instruction.
+  /// The linear layers' bf16 GEMMs, when oneDNN runs them.
   std::unique_ptr<cpu::Bf16Gemms> bf16Gemms;
-  std::unordered_map<const Instruction *, std::function<void()>> bf16GemmCalls;
+  /// Kernels that read their bf16 buffers directly (GEMMs, native ones):
+  /// compiled before the staging is sized (they need none), by instruction.
+  std::unordered_map<const Instruction *, std::function<void()>> bf16Direct;
   /// What the moe_route kernels decided since takeRoutingCounts.
   RoutingCounts routing;
   /// fp32 copies of each bf16 collective's buffers.

@@ -3,8 +3,9 @@
 // Compiles each kernel instruction once into a call of its fp32 kernel
 // (runtime/backend/cpu/Kernels.h) with its pointers and sizes; bf16
 // operands are widened into fp32 copies before it and rounded back after,
-// except the linear layers' GEMMs where oneDNN runs them on the bf16
-// buffers themselves (Bf16Gemm.h).
+// except for the kernels that read bf16 themselves: the linear layers'
+// GEMMs where oneDNN runs them (Bf16Gemm.h), and GELU, add and the loss
+// (the same results as on copies, bit for bit, without the copies).
 // The switch in KernelLauncher::compile lists every kernel (no default): a
 // kernel added to Kernels.def fails to build here until the CPU backend
 // runs it. It is one switch, longer than the other functions, on purpose:
@@ -427,10 +428,68 @@ std::function<void()> CpuBackend::compileBf16Gemm(const KernelArgs &a) {
   }
 }
 
+std::function<void()> CpuBackend::compileBf16Native(const KernelArgs &a) {
+  auto types = [&](std::initializer_list<DType> expected) {
+    if (a.buffers.size() != expected.size())
+      return false;
+    size_t i = 0;
+    for (DType type : expected)
+      if (a.buffers[i++]->dtype != type)
+        return false;
+    return true;
+  };
+  auto bits = [&](int i) {
+    return reinterpret_cast<uint16_t *>(arena.get() + a.buffers[i]->offset);
+  };
+  auto f32 = [&](int i) {
+    return reinterpret_cast<float *>(arena.get() + a.buffers[i]->offset);
+  };
+  auto i32 = [&](int i) {
+    return reinterpret_cast<int32_t *>(arena.get() + a.buffers[i]->offset);
+  };
+  const DType B = DType::BF16, F = DType::F32, I = DType::I32;
+  switch (a.kernel) {
+  case KernelId::Gelu:
+    if (!types({B, B}))
+      return {};
+    return [x = bits(0), y = bits(1), n = a.size] {
+      cpu::geluBFloat16(x, y, n);
+    };
+  case KernelId::GeluGrad:
+    if (!types({B, B, B}))
+      return {};
+    return [g = bits(0), x = bits(1), y = bits(2), n = a.size] {
+      cpu::geluGradBFloat16(g, x, y, n);
+    };
+  case KernelId::Add:
+    if (!types({B, B, B}))
+      return {};
+    return [x = bits(0), y = bits(1), z = bits(2), n = a.size] {
+      cpu::addBFloat16(x, y, z, n);
+    };
+  case KernelId::SoftmaxCrossEntropy:
+    if (!types({B, I, F}))
+      return {};
+    return [x = bits(0), t = i32(1), loss = f32(2), rows = a.rows,
+            vocab = a.vocab] {
+      cpu::softmaxCrossEntropyBFloat16(x, t, loss, rows, vocab);
+    };
+  case KernelId::SoftmaxCrossEntropyGrad:
+    if (!types({F, B, I, B}))
+      return {};
+    return [g = f32(0), x = bits(1), t = i32(2), y = bits(3), rows = a.rows,
+            vocab = a.vocab] {
+      cpu::softmaxCrossEntropyGradBFloat16(g, x, t, y, rows, vocab);
+    };
+  default:
+    return {};
+  }
+}
+
 std::function<void()> CpuBackend::compile(const KernelArgs &a,
                                           const Instruction &instruction) {
-  if (auto gemm = bf16GemmCalls.find(&instruction); gemm != bf16GemmCalls.end())
-    return gemm->second;
+  if (auto direct = bf16Direct.find(&instruction); direct != bf16Direct.end())
+    return direct->second;
   std::vector<uint8_t *> pointers;
   for (const BufferInfo *buffer : a.buffers)
     pointers.push_back(arena.get() + buffer->offset);

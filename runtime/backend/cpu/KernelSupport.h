@@ -61,6 +61,27 @@ inline float fastExp(float x) {
 /// 1 / (1 + exp(-x)), saturating cleanly at both ends.
 inline float sigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 
+/// An element as fp32: itself, or a bf16 (std::uint16_t) widened (exact).
+inline float asFloat(float value) { return value; }
+inline float asFloat(std::uint16_t bits) {
+  const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &widened, sizeof(value));
+  return value;
+}
+
+/// `value` stored as an element: itself, or rounded to bf16 to nearest,
+/// ties to even, NaNs kept NaN (BFloat16.cpp).
+inline void store(float &element, float value) { element = value; }
+inline void store(std::uint16_t &element, float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  const std::uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
+  element = static_cast<std::uint16_t>(nan ? ((bits >> 16) | 0x0040u)
+                                           : (rounded >> 16));
+}
+
 /// Scratch memory of the calling thread: `slot` names one of a few buffers
 /// that may be live at once; each grows to the largest request and is reused,
 /// so steady-state calls allocate nothing. 64-byte aligned, uninitialised.

@@ -146,6 +146,15 @@ void swigluGrad(const float *grad, const float *gate, const float *up,
 void add(const float *lhs, const float *rhs, float *result, Index size);
 void scale(const float *input, float factor, float *result, Index size);
 
+/// gelu, geluGrad and add on bf16 elements (std::uint16_t), computed in fp32
+/// and rounded once: bit for bit the fp32 kernels on widened copies, rounded.
+void geluBFloat16(const std::uint16_t *input, std::uint16_t *result,
+                  Index size);
+void geluGradBFloat16(const std::uint16_t *grad, const std::uint16_t *input,
+                      std::uint16_t *result, Index size);
+void addBFloat16(const std::uint16_t *lhs, const std::uint16_t *rhs,
+                 std::uint16_t *result, Index size);
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
@@ -256,6 +265,19 @@ void softmaxCrossEntropy(const float *logits, const std::int32_t *targets,
 void softmaxCrossEntropyGrad(const float *lossGrad, const float *logits,
                              const std::int32_t *targets, float *result,
                              Index rows, Index vocab);
+
+/// The same on bf16 logits (and a bf16 gradient): each row is widened into
+/// a per-thread buffer and computed as above, bit for bit the fp32 kernels
+/// on widened copies (the gradient rounded once), without copying the
+/// whole [rows, vocab] tensor.
+void softmaxCrossEntropyBFloat16(const std::uint16_t *logits,
+                                 const std::int32_t *targets, float *loss,
+                                 Index rows, Index vocab);
+void softmaxCrossEntropyGradBFloat16(const float *lossGrad,
+                                     const std::uint16_t *logits,
+                                     const std::int32_t *targets,
+                                     std::uint16_t *result, Index rows,
+                                     Index vocab);
 
 //===----------------------------------------------------------------------===//
 // Optimizer

@@ -22,19 +22,6 @@ using namespace detail;
 
 namespace {
 
-float load(float value) { return value; }
-float load(std::uint16_t bits) {
-  const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &widened, sizeof(value));
-  return value;
-}
-void store(const float *sums, float *result, Index count) {
-  std::memcpy(result, sums, sizeof(float) * count);
-}
-void store(const float *sums, std::uint16_t *result, Index count) {
-  roundToBFloat16(sums, result, count);
-}
 
 /// Column sums of grad [rows, columns], summed in fp32 whatever the storage:
 /// the bf16 version gives exactly what widening, summing and rounding does.
@@ -62,9 +49,10 @@ void sumColumns(const Element *grad, Element *sums, Index rows,
       const Element *g = grad + r * columns + begin;
 #pragma omp simd
       for (Index c = 0; c < width; ++c)
-        acc[c] += load(g[c]);
+        acc[c] += asFloat(g[c]);
     }
-    store(acc, sums + begin, width);
+    for (Index c = 0; c < width; ++c)
+      store(sums[begin + c], acc[c]);
   }
 }
 

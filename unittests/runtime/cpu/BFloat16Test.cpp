@@ -97,3 +97,91 @@ TEST(BFloat16, RejectsNegativeSizes) {
 }
 
 } // namespace
+
+// The kernels that read bf16 themselves (GELU, its gradient, add, the
+// loss and its gradient) against the CPU backend's general path: widen the
+// operands, run the fp32 kernel, round the results. Bit for bit, with
+// values spread over several binades and some infinities and NaNs among
+// the elementwise inputs.
+namespace {
+
+std::vector<uint16_t> randomBits(size_t n, std::mt19937 &rng, float spread,
+                                 bool specials) {
+  std::uniform_real_distribution<float> value(-spread, spread);
+  std::vector<float> values(n);
+  for (float &x : values)
+    x = value(rng);
+  if (specials && n > 8) {
+    values[1] = std::numeric_limits<float>::infinity();
+    values[3] = -std::numeric_limits<float>::infinity();
+    values[5] = std::numeric_limits<float>::quiet_NaN();
+  }
+  std::vector<uint16_t> bits(n);
+  cpu::roundToBFloat16(values.data(), bits.data(), cpu::Index(n));
+  return bits;
+}
+
+std::vector<float> widened(const std::vector<uint16_t> &bits) {
+  std::vector<float> values(bits.size());
+  cpu::widenBFloat16(bits.data(), values.data(), cpu::Index(bits.size()));
+  return values;
+}
+
+std::vector<uint16_t> rounded(const std::vector<float> &values) {
+  std::vector<uint16_t> bits(values.size());
+  cpu::roundToBFloat16(values.data(), bits.data(), cpu::Index(values.size()));
+  return bits;
+}
+
+} // namespace
+
+TEST(BFloat16, ElementwiseKernelsMatchTheWidenedOnes) {
+  std::mt19937 rng(7);
+  // Past kParallelThreshold, so that the team splits the loop too.
+  for (size_t n : {size_t(37), size_t(40000)}) {
+    auto x = randomBits(n, rng, 8.0f, true), g = randomBits(n, rng, 2.0f, true);
+    std::vector<uint16_t> direct(n);
+
+    std::vector<float> out(n);
+    cpu::geluBFloat16(x.data(), direct.data(), cpu::Index(n));
+    cpu::gelu(widened(x).data(), out.data(), cpu::Index(n));
+    EXPECT_EQ(direct, rounded(out)) << "gelu, " << n;
+
+    cpu::geluGradBFloat16(g.data(), x.data(), direct.data(), cpu::Index(n));
+    cpu::geluGrad(widened(g).data(), widened(x).data(), out.data(),
+                  cpu::Index(n));
+    EXPECT_EQ(direct, rounded(out)) << "gelu_grad, " << n;
+
+    cpu::addBFloat16(x.data(), g.data(), direct.data(), cpu::Index(n));
+    cpu::add(widened(x).data(), widened(g).data(), out.data(), cpu::Index(n));
+    EXPECT_EQ(direct, rounded(out)) << "add, " << n;
+  }
+}
+
+TEST(BFloat16, LossKernelsMatchTheWidenedOnes) {
+  std::mt19937 rng(8);
+  for (auto [rows, vocab] : {std::pair<cpu::Index, cpu::Index>{3, 11},
+                             {64, 5003}}) {
+    auto logits = randomBits(size_t(rows * vocab), rng, 6.0f, false);
+    std::vector<int32_t> targets(rows);
+    for (cpu::Index r = 0; r < rows; ++r)
+      targets[r] = int32_t((r * 7919) % vocab);
+    float direct = 0, viaCopies = 0;
+    cpu::softmaxCrossEntropyBFloat16(logits.data(), targets.data(), &direct,
+                                     rows, vocab);
+    cpu::softmaxCrossEntropy(widened(logits).data(), targets.data(),
+                             &viaCopies, rows, vocab);
+    EXPECT_EQ(std::memcmp(&direct, &viaCopies, sizeof(float)), 0)
+        << direct << " against " << viaCopies;
+
+    const float lossGrad = 0.75f;
+    std::vector<uint16_t> grad(logits.size());
+    std::vector<float> gradF(logits.size());
+    cpu::softmaxCrossEntropyGradBFloat16(&lossGrad, logits.data(),
+                                         targets.data(), grad.data(), rows,
+                                         vocab);
+    cpu::softmaxCrossEntropyGrad(&lossGrad, widened(logits).data(),
+                                 targets.data(), gradF.data(), rows, vocab);
+    EXPECT_EQ(grad, rounded(gradF)) << rows << " x " << vocab;
+  }
+}
