@@ -50,3 +50,6 @@ except OSError:
     cpu_flags = []
 if "avx2" in cpu_flags and "fma" in cpu_flags:
     config.available_features.add("cpu-avx2-fma")
+# Where oneDNN has bf16 matmuls (its avx512_core: AVX-512 F, BW, VL, DQ).
+if all(f in cpu_flags for f in ("avx512f", "avx512bw", "avx512vl", "avx512dq")):
+    config.available_features.add("cpu-avx512-core")

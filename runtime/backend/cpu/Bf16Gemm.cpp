@@ -60,43 +60,55 @@ std::string oneDnnName() {
 
 } // namespace
 
-Bf16GemmChoice chooseBf16Gemm(std::string_view wanted, bool oneDnnBuilt,
-                              bool amx, const std::string &oneDnn) {
+Bf16GemmChoice chooseBf16Gemm(std::string_view wanted, OneDnnBf16 oneDnn,
+                              const std::string &name) {
   if (!wanted.empty() && wanted != "onednn" && wanted != "widen")
     throw std::runtime_error(std::string(kBf16GemmEnv) + "=" +
                              std::string(wanted) +
                              ": expected `onednn` or `widen`");
-  const std::string forced =
-      wanted.empty() ? ""
-                     : " (" + std::string(kBf16GemmEnv) + "=" +
-                           std::string(wanted) + ")";
+  const std::string variable =
+      std::string(kBf16GemmEnv) + "=" + std::string(wanted);
+  const bool forced = wanted == "onednn";
   if (wanted == "widen")
-    return {Bf16GemmEngine::Widen, "widen", kWidened + forced};
-  if (!oneDnnBuilt) {
-    if (wanted == "onednn")
+    return {Bf16GemmEngine::Widen, "widen", kWidened + (" (" + variable + ")")};
+  switch (oneDnn) {
+  case OneDnnBf16::Absent:
+    if (forced)
       throw std::runtime_error(
-          std::string(kBf16GemmEnv) +
-          "=onednn: this build has no oneDNN; install libdnnl-dev "
-          "(scripts/setup.sh does) and rebuild, or unset it");
+          variable + ": this build has no oneDNN; install libdnnl-dev "
+                     "(scripts/setup.sh does) and rebuild, or unset it");
     return {Bf16GemmEngine::Widen, "widen",
             std::string(kWidened) + " (built without oneDNN)"};
+  case OneDnnBf16::None:
+    return {Bf16GemmEngine::Widen, "widen",
+            std::string(kWidened) +
+                (forced ? " (" + variable + ", but " + name +
+                              " has no bf16 matmul)"
+                        : " (no AMX for " + name + ")")};
+  case OneDnnBf16::Slower:
+    if (!forced)
+      return {Bf16GemmEngine::Widen, "widen",
+              std::string(kWidened) + " (no AMX for " + name + ")"};
+    break;
+  case OneDnnBf16::Amx:
+    break;
   }
-  if (wanted == "onednn" || amx)
-    return {Bf16GemmEngine::OneDnn, "onednn", oneDnn + forced};
-  return {Bf16GemmEngine::Widen, "widen",
-          std::string(kWidened) + " (no AMX for " + oneDnn + ")"};
+  return {Bf16GemmEngine::OneDnn, "onednn",
+          name + (forced ? " (" + variable + ")" : "")};
 }
 
 const Bf16GemmChoice &bf16GemmChoice() {
   static const Bf16GemmChoice choice = [] {
     const char *env = std::getenv(kBf16GemmEnv);
 #ifdef PARTITION_HAVE_ONEDNN
-    return chooseBf16Gemm(
-        env ? env : "", true,
-        includes(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core_amx),
-        oneDnnName());
+    const unsigned isa = dnnl_get_effective_cpu_isa();
+    const OneDnnBf16 oneDnn =
+        includes(isa, dnnl_cpu_isa_avx512_core_amx) ? OneDnnBf16::Amx
+        : includes(isa, dnnl_cpu_isa_avx512_core)   ? OneDnnBf16::Slower
+                                                    : OneDnnBf16::None;
+    return chooseBf16Gemm(env ? env : "", oneDnn, oneDnnName());
 #else
-    return chooseBf16Gemm(env ? env : "", false, false, "");
+    return chooseBf16Gemm(env ? env : "", OneDnnBf16::Absent, "");
 #endif
   }();
   return choice;

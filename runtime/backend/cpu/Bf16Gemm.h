@@ -49,11 +49,19 @@ struct Bf16GemmChoice {
 /// The environment variable that overrides the choice.
 inline constexpr const char *kBf16GemmEnv = "PARTITION_BF16_GEMM";
 
+/// What oneDNN offers bf16 GEMMs on this CPU.
+enum class OneDnnBf16 {
+  Absent,  // the build has no oneDNN
+  None,    // no bf16 matmul (below AVX-512)
+  Slower,  // kernels without AMX: slower than widening on our Xeon
+  Amx,     // AMX tile kernels
+};
+
 /// The decision alone, for the tests: `wanted` is PARTITION_BF16_GEMM's
-/// value ("" when unset), `amx` whether oneDNN may use AMX here, `oneDnn`
-/// its name and version for the description.
-Bf16GemmChoice chooseBf16Gemm(std::string_view wanted, bool oneDnnBuilt,
-                              bool amx, const std::string &oneDnn);
+/// value ("" when unset), `oneDnn` what oneDNN offers here and `name` its
+/// version and instruction set, for the description.
+Bf16GemmChoice chooseBf16Gemm(std::string_view wanted, OneDnnBf16 oneDnn,
+                              const std::string &name);
 
 /// Decided at the first call: PARTITION_BF16_GEMM when set (an unknown value,
 /// or `onednn` in a build without oneDNN, throws std::runtime_error naming

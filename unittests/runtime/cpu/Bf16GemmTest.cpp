@@ -177,25 +177,36 @@ TEST(Bf16GemmTest, BiasGradientIsTheWidenedKernelsBitForBit) {
 }
 
 TEST(Bf16GemmTest, ChoiceFollowsTheEnvironmentThenAmx) {
-  EXPECT_EQ(chooseBf16Gemm("", true, true, "oneDNN 2.6.3 on avx512_core_amx")
-                .engine,
+  const std::string amx = "oneDNN 2.6.3 on avx512_core_amx";
+  EXPECT_EQ(chooseBf16Gemm("", OneDnnBf16::Amx, amx).engine,
             Bf16GemmEngine::OneDnn);
-  Bf16GemmChoice noAmx =
-      chooseBf16Gemm("", true, false, "oneDNN 2.6.3 on avx512_core_bf16");
-  EXPECT_EQ(noAmx.engine, Bf16GemmEngine::Widen);
-  EXPECT_EQ(noAmx.describe, "fp32 sgemm on widened copies (no AMX for oneDNN "
-                            "2.6.3 on avx512_core_bf16)");
-  EXPECT_EQ(chooseBf16Gemm("onednn", true, false, "oneDNN").engine,
-            Bf16GemmEngine::OneDnn);
-  Bf16GemmChoice widen = chooseBf16Gemm("widen", true, true, "oneDNN");
+  EXPECT_EQ(chooseBf16Gemm("", OneDnnBf16::Amx, amx).describe, amx);
+  Bf16GemmChoice slower =
+      chooseBf16Gemm("", OneDnnBf16::Slower, "oneDNN 2.6.3 on avx512_core_bf16");
+  EXPECT_EQ(slower.engine, Bf16GemmEngine::Widen);
+  EXPECT_EQ(slower.describe, "fp32 sgemm on widened copies (no AMX for oneDNN "
+                             "2.6.3 on avx512_core_bf16)");
+  // Forced: oneDNN where it has a bf16 matmul at all, else said plainly.
+  Bf16GemmChoice forced = chooseBf16Gemm("onednn", OneDnnBf16::Slower, "x");
+  EXPECT_EQ(forced.engine, Bf16GemmEngine::OneDnn);
+  EXPECT_EQ(forced.describe, "x (PARTITION_BF16_GEMM=onednn)");
+  Bf16GemmChoice none =
+      chooseBf16Gemm("onednn", OneDnnBf16::None, "oneDNN 2.6.3 on avx2");
+  EXPECT_EQ(none.engine, Bf16GemmEngine::Widen);
+  EXPECT_EQ(none.describe,
+            "fp32 sgemm on widened copies (PARTITION_BF16_GEMM=onednn, but "
+            "oneDNN 2.6.3 on avx2 has no bf16 matmul)");
+  Bf16GemmChoice widen = chooseBf16Gemm("widen", OneDnnBf16::Amx, amx);
   EXPECT_EQ(widen.engine, Bf16GemmEngine::Widen);
   EXPECT_EQ(widen.name, "widen");
   EXPECT_EQ(widen.describe,
             "fp32 sgemm on widened copies (PARTITION_BF16_GEMM=widen)");
-  EXPECT_EQ(chooseBf16Gemm("", false, true, "").engine, Bf16GemmEngine::Widen);
-  EXPECT_THROW(chooseBf16Gemm("onednn", false, true, ""), std::runtime_error);
+  EXPECT_EQ(chooseBf16Gemm("", OneDnnBf16::Absent, "").describe,
+            "fp32 sgemm on widened copies (built without oneDNN)");
+  EXPECT_THROW(chooseBf16Gemm("onednn", OneDnnBf16::Absent, ""),
+               std::runtime_error);
   try {
-    chooseBf16Gemm("amx", true, true, "oneDNN");
+    chooseBf16Gemm("amx", OneDnnBf16::Amx, amx);
     ADD_FAILURE() << "an unknown engine was accepted";
   } catch (const std::runtime_error &error) {
     EXPECT_STREQ(error.what(),
