@@ -135,6 +135,13 @@ private:
   /// every run.
   bool isSameValueBefore(Value x, Value y) const;
   LogicalResult findBlocks();
+  /// Moves above the body the kernels of the body and its copy that only
+  /// read buffers defined before the body which the loop never writes (a
+  /// parameter's tensor-parallel block, sliced once), with the buffers they
+  /// alone write: with the body the first period after the warm-up, such
+  /// work that later micro-batches reuse sits in it and not in its copy.
+  /// Returns how many kernels moved.
+  size_t hoistInvariants();
   LogicalResult match();
   LogicalResult matchOp(Operation *first, Operation *second);
   LogicalResult matchOperand(Operation *first, Value x, Value y);
@@ -255,15 +262,138 @@ FailureOr<size_t> Reroll::anchorPosition(StringRef anchor, StringRef what) {
   return at;
 }
 
+size_t Reroll::hoistInvariants() {
+  // Every buffer the body or its copy may write: kernels' outputs, and
+  // every buffer operand of any other op that is not a view or allocation
+  // (collectives write theirs).
+  DenseSet<Value> written;
+  for (size_t k = begin[0]; k < begin[2]; ++k) {
+    Operation *op = ops[k];
+    if (auto kernel = dyn_cast<KernelOp>(op)) {
+      for (Value out : kernel.getOutputs())
+        written.insert(rt::viewedBuffer(out));
+    } else if (!rt::isView(op) && !isa<memref::AllocOp>(op)) {
+      for (Value operand : op->getOperands())
+        if (isa<MemRefType>(operand.getType()))
+          written.insert(rt::viewedBuffer(operand));
+    }
+  }
+  DenseSet<Operation *> hoisted;
+  auto before = [&](Value value) {
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      return true; // a function argument
+    auto it = position.find(def);
+    return hoisted.contains(def) ||
+           (it != position.end() && it->second < begin[0]);
+  };
+  // The one kernel writing `buffer`, an allocation: else null.
+  auto onlyWriter = [&](Value buffer) -> KernelOp {
+    if (!buffer.getDefiningOp<memref::AllocOp>())
+      return {};
+    KernelOp writer;
+    for (OpOperand &use : buffer.getUses()) {
+      auto kernel = dyn_cast<KernelOp>(use.getOwner());
+      if (!kernel) {
+        if (!rt::isView(use.getOwner()))
+          return {}; // a collective or other user may write it
+        continue;
+      }
+      if (use.getOperandNumber() >= kernel.getInputs().size()) {
+        if (writer)
+          return {};
+        writer = kernel;
+      }
+    }
+    return writer;
+  };
+  // From the copy too: work each micro-batch repeats moves from both, and
+  // the match then pairs the two results (isSameValueBefore).
+  SmallVector<Operation *> moving;
+  for (size_t k = begin[0]; k < begin[2]; ++k) {
+    auto kernel = dyn_cast<KernelOp>(ops[k]);
+    if (!kernel || kernel.getOutputs().empty())
+      continue;
+    // Only the step's own arguments (parameters, axis indices), constants
+    // (filled by a kernel without inputs before the body) and what moved
+    // already: another buffer written before the body is a carried
+    // activation, which each run reads anew.
+    auto isConstant = [&](Value buffer) {
+      KernelOp writer = onlyWriter(buffer);
+      return writer && writer.getInputs().empty() && position.count(writer) &&
+             position.lookup(writer) < begin[0];
+    };
+    bool invariant = llvm::all_of(kernel.getInputs(), [&](Value input) {
+      Value buffer = rt::viewedBuffer(input);
+      bool argument = isa<BlockArgument>(buffer) || isConstant(buffer) ||
+                      (buffer.getDefiningOp() &&
+                       hoisted.contains(buffer.getDefiningOp()));
+      return argument && before(input) && !written.contains(buffer);
+    });
+    invariant = invariant && llvm::all_of(kernel.getOutputs(), [&](Value out) {
+      return out.getDefiningOp<memref::AllocOp>() &&
+             onlyWriter(out) == kernel;
+    });
+    if (!invariant)
+      continue;
+    for (Value out : kernel.getOutputs()) {
+      Operation *alloc = out.getDefiningOp();
+      if (hoisted.insert(alloc).second)
+        moving.push_back(alloc);
+      written.erase(out); // written once, above the loop
+    }
+    hoisted.insert(kernel);
+    moving.push_back(kernel);
+  }
+  // A buffer the body fills and the copy goes on writing (a gradient's
+  // accumulator, zero-filled where first used): the loop-carried start,
+  // filled once above the loop. A buffer the copy does not touch is the
+  // body's own and is filled on every run.
+  auto inCopy = [&](Operation *op) {
+    auto it = position.find(op);
+    return it != position.end() && it->second >= begin[1] &&
+           it->second < begin[2];
+  };
+  for (size_t k = begin[0]; k < begin[1]; ++k) {
+    auto kernel = dyn_cast<KernelOp>(ops[k]);
+    if (!kernel || !kernel.getInputs().empty() ||
+        kernel.getOutputs().size() != 1 || hoisted.contains(kernel))
+      continue;
+    Value buffer = kernel.getOutputs().front();
+    auto alloc = buffer.getDefiningOp<memref::AllocOp>();
+    if (!alloc || hoisted.contains(alloc) ||
+        llvm::any_of(buffer.getUsers(), [&](Operation *user) {
+          auto it = position.find(user);
+          return user != kernel.getOperation() &&
+                 (it == position.end() || it->second < k);
+        }) ||
+        llvm::none_of(buffer.getUsers(), inCopy))
+      continue;
+    hoisted.insert(alloc);
+    hoisted.insert(kernel);
+    moving.push_back(alloc);
+    moving.push_back(kernel);
+  }
+  Operation *top = ops[begin[0]];
+  for (Operation *op : moving)
+    op->moveBefore(top);
+  return moving.size() - llvm::count_if(moving, [](Operation *op) {
+           return isa<memref::AllocOp>(op);
+         });
+}
+
 LogicalResult Reroll::findBlocks() {
   Block &body = function.getBody().front();
   for (Operation &op : body) {
     position[&op] = ops.size();
     ops.push_back(&op);
   }
-  // Without a pipeline the body is micro-batch 1, its copy 2, the tail 3
-  // (the step's k-1); a pipeline stage names its own.
-  SmallVector<std::string, 3> anchors = {"rows 1", "rows 2", "rows 3"};
+  // Without a pipeline the body, its copy and the tail are the last three
+  // compiled micro-batches (0, 1 and 2, the tail being the step's k-1: the
+  // split); a pipeline stage names its own.
+  SmallVector<std::string, 3> anchors;
+  for (int offset : {2, 1, 0})
+    anchors.push_back("rows " + std::to_string(layout.split - offset));
   if (auto named = function->getAttrOfType<ArrayAttr>(
           "dist.microbatch_loop_anchors")) {
     anchors.clear();
@@ -284,6 +414,13 @@ LogicalResult Reroll::findBlocks() {
     return fail() << "its loop's body, copy and tail do not start in that "
                      "order (ops #"
                   << begin[0] << ", #" << begin[1] << ", #" << begin[2] << ")";
+  // The body may compute once what later micro-batches reuse (CSE kept
+  // the first computation): those move above it, then the blocks again.
+  if (begin[1] - begin[0] != begin[2] - begin[1] && hoistInvariants() > 0) {
+    ops.clear();
+    position.clear();
+    return findBlocks();
+  }
   if (begin[1] - begin[0] != begin[2] - begin[1])
     return fail() << "the body has " << begin[1] - begin[0]
                   << " ops and its copy " << begin[2] - begin[1];

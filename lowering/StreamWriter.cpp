@@ -336,9 +336,18 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
     }
     if (isa<rt::MicrobatchLoopEndOp>(op)) {
       // The rt verifier has checked that the begin came first.
+      // The body is the first period when the step's sums start at zero
+      // (its entry's microbatch_loop_settle is 0, passes/frontend/
+      // StepEntries.h): then no micro-batch precedes the loop.
+      int64_t first = 1;
+      for (StringRef entry : {xfmr::XfmrDialect::kTrainStepAttrName,
+                              xfmr::XfmrDialect::kEvalStepAttrName})
+        if (auto dict = function->getAttrOfType<DictionaryAttr>(entry))
+          if (auto settle = dict.getAs<IntegerAttr>("microbatch_loop_settle"))
+            first = settle.getInt() == 0 ? 0 : 1;
       loop = ptp::CreateMicrobatchLoopDirect(
           fbb, *loopBegin, static_cast<uint32_t>(instructions.size()),
-          loopCount, &loopSlices, loopStride);
+          loopCount, &loopSlices, loopStride, first);
       continue;
     }
     if (op.getNumResults() == 1 &&

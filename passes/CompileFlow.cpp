@@ -95,6 +95,10 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   // (--rt-microbatch-loop, after the lowering), which follows the
   // pipeline's schedule when there is one (GPipe does not loop).
   step.loop = !options.unrollMicrobatches;
+  // ZeRO-3 gathers the parameters in the first micro-batches, which then
+  // differ from the loop's body.
+  if (plan && plan->zero.stage == 3)
+    step.loopSettle = 1;
   if (plan && plan->mesh.pp > 1) {
     step.loopStages = plan->mesh.pp;
     step.loopChunks = plan->pipeline.virtualStages;

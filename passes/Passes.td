@@ -97,6 +97,11 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
     Option<"loopSchedule", "loop-schedule", "std::string", "\"1f1b\"",
            "With microbatch-loop: the pipeline's schedule (gpipe does not "
            "loop: it keeps every micro-batch in flight)">,
+    Option<"loopSettle", "loop-settle", "int64_t", "0",
+           "With microbatch-loop: the earliest period after the warm-up "
+           "that the loop's body may be (0: the first, as the step's sums "
+           "start at zero; 1: the second, for plans whose first "
+           "micro-batches differ, as ZeRO-3's gather the parameters)">,
     Option<"beta1", "beta1", "double", "0.9", "AdamW first-moment decay">,
     Option<"beta2", "beta2", "double", "0.95", "AdamW second-moment decay">,
     Option<"epsilon", "epsilon", "double", "1e-8", "AdamW denominator term">,

@@ -35,11 +35,12 @@ std::optional<Stages> actionsFor(const ScheduleConfig &config, int microbatches,
 }
 
 /// The layout compiling `compiled` micro-batches with a period of `stride`
-/// micro-batches (`perPeriod` forwards on each stage), or nullopt when the
-/// compiled schedule is not periodic there or a check fails.
+/// micro-batches (`perPeriod` forwards on each stage) whose body is the
+/// `settle`-th period after the warm-up, or nullopt when the compiled
+/// schedule is not periodic there or a check fails.
 std::optional<LoopLayout> tryLayout(const ScheduleConfig &config,
                                     bool forwardOnly, int compiled, int stride,
-                                    int perPeriod) {
+                                    int perPeriod, int settle) {
   std::optional<Stages> actions = actionsFor(config, compiled, forwardOnly);
   if (!actions)
     return std::nullopt;
@@ -48,6 +49,7 @@ std::optional<LoopLayout> tryLayout(const ScheduleConfig &config,
   layout.compiled = compiled;
   layout.microbatches = config.microbatches;
   layout.runs = 2 + (config.microbatches - compiled) / stride;
+  layout.settle = settle;
   int prefixMax = -1, tailMin = INT_MAX, bodyMin = INT_MAX;
   for (const std::vector<Action> &stage : *actions) {
     std::vector<int> forwards;
@@ -63,12 +65,14 @@ std::optional<LoopLayout> tryLayout(const ScheduleConfig &config,
         ++warmup;
       --warmup;
     }
-    if (warmup < 0 ||
-        warmup + 3 * perPeriod >= static_cast<int>(forwards.size()))
+    // The body is the `settle`-th period after the warm-up (0 where the
+    // first is already steady: the step starts its sums at zero, so the
+    // first period adds as the later ones do).
+    const int first = warmup + settle * perPeriod;
+    if (warmup < 0 || first + 2 * perPeriod >= static_cast<int>(forwards.size()))
       return std::nullopt;
-    std::array<int, 3> bounds = {forwards[warmup + perPeriod],
-                                 forwards[warmup + 2 * perPeriod],
-                                 forwards[warmup + 3 * perPeriod]};
+    std::array<int, 3> bounds = {forwards[first], forwards[first + perPeriod],
+                                 forwards[first + 2 * perPeriod]};
     int length = bounds[1] - bounds[0];
     if (bounds[2] - bounds[1] != length)
       return std::nullopt;
@@ -171,7 +175,8 @@ std::vector<Action> forwardOrder(int stages, int chunks, int microbatches) {
 }
 
 std::optional<LoopLayout> microbatchLoopLayout(const ScheduleConfig &config,
-                                               bool forwardOnly) {
+                                               bool forwardOnly,
+                                               int minSettle) {
   if (config.stages < 1 || config.chunks < 1 || config.microbatches < 1 ||
       (!forwardOnly && config.kind == ScheduleKind::GPipe && config.stages > 1))
     return std::nullopt;
@@ -183,16 +188,19 @@ std::optional<LoopLayout> microbatchLoopLayout(const ScheduleConfig &config,
   for (int periods = 1; periods <= 4; ++periods) {
     const int stride = periods * unit;
     const int perPeriod = stride * chunks;
-    // The prefix, the body, its copy and a tail: more than three periods;
+    // The warm-up, the body, its copy and a tail: more than two periods;
     // a warm-up adds at most two (Megatron's interleaved one, (v + 1) pp
-    // forwards). At least one run beyond the two compiled ones.
-    int compiled = 3 * stride + 1;
+    // forwards), and a schedule whose first period is not yet steady (ZB-H1
+    // defers weight gradients into the second) one more. At least one run
+    // beyond the two compiled ones.
+    int compiled = 2 * stride + 1;
     compiled += ((config.microbatches - compiled) % stride + stride) % stride;
     for (; compiled <= 6 * stride && compiled + stride <= config.microbatches;
          compiled += stride)
-      if (auto layout = tryLayout(config, forwardOnly, compiled, stride,
-                                  perPeriod))
-        return layout;
+      for (int settle = minSettle; settle <= 1; ++settle)
+        if (auto layout = tryLayout(config, forwardOnly, compiled, stride,
+                                    perPeriod, settle))
+          return layout;
   }
   return std::nullopt;
 }

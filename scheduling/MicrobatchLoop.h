@@ -2,15 +2,16 @@
 //
 // The micro-batch loop (docs/compiler.md): a step of M micro-batches keeps
 // one copy of its steady state's code, which the runtime runs R times. The
-// compiler builds M0 < M micro-batches only: those of the warm-up and the
-// first period (the prefix, where each micro-batch's gradients are first
-// written rather than added), the period the loop runs (the body), a
-// second copy of it (matched against the body at the rt level, then
-// deleted: the proof that the body may run after itself), and the rest
-// (the tail: the last micro-batches, the cool-down and the update).
+// compiler builds M0 < M micro-batches only: those of the warm-up (the
+// prefix), the period the loop runs (the body: the first period after the
+// warm-up, as the step's gradient sums start at zero; the second where the
+// first differs), a second copy of it (matched against the body at the rt
+// level, then deleted: the proof that the body may run after itself), and
+// the rest (the tail: the last micro-batches, the cool-down and the
+// update).
 //
 // Without a pipeline a period is one micro-batch (the body is micro-batch
-// 1, the compiled micro-batches are 0, 1, 2 and M-1). With one, a period
+// 0, the compiled micro-batches are 0, 1 and M-1). With one, a period
 // is `stride` micro-batches (a multiple of pp: every stage's steady state
 // repeats with that shift) on every stage at once; its length is chosen so
 // that a micro-batch's activations are dead before the same slot's next
@@ -46,6 +47,10 @@ struct LoopLayout {
   int microbatches = 0;
   /// How many times the runtime runs the body (R = 2 + (M - M0) / stride).
   int runs = 0;
+  /// Which period after the warm-up the body is: 0 (the step's sums start
+  /// at zero, so the first period adds as the others do) or 1 (where the
+  /// first period differs: ZeRO-3 gathers the parameters in it).
+  int settle = 0;
   /// Per stage, indices into the compiled schedule's actions: where the
   /// body starts, where its copy starts and where the tail starts.
   std::vector<std::array<int, 3>> bounds;
@@ -83,8 +88,11 @@ std::vector<Action> forwardOrder(int stages, int chunks, int microbatches);
 /// (GPipe keeps every micro-batch in flight). The layout is checked
 /// against the full schedule: expanding the body R times reproduces every
 /// stage's actions for `config.microbatches`.
+/// The body is the first period after the warm-up that is steady, from
+/// `minSettle` (0 or 1) on.
 std::optional<LoopLayout> microbatchLoopLayout(const ScheduleConfig &config,
-                                               bool forwardOnly);
+                                               bool forwardOnly,
+                                               int minSettle = 0);
 
 } // namespace partition::pipeline
 

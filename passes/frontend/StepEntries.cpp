@@ -146,7 +146,8 @@ stepLoopLayout(int64_t microbatches, const LoopShape &shape, bool forwardOnly) {
   config.stages = static_cast<int>(shape.stages);
   config.chunks = static_cast<int>(shape.chunks);
   config.microbatches = static_cast<int>(microbatches);
-  return pipeline::microbatchLoopLayout(config, forwardOnly);
+  return pipeline::microbatchLoopLayout(config, forwardOnly,
+                                       static_cast<int>(shape.minSettle));
 }
 
 SmallVector<int64_t>
@@ -169,7 +170,9 @@ SmallVector<NamedAttribute> loopEntries(Builder &builder,
           builder.getNamedAttr(kMicrobatchLoopSplitKey,
                                builder.getI64IntegerAttr(layout.split)),
           builder.getNamedAttr(kMicrobatchLoopCompiledKey,
-                               builder.getI64IntegerAttr(layout.compiled))};
+                               builder.getI64IntegerAttr(layout.compiled)),
+          builder.getNamedAttr(kMicrobatchLoopSettleKey,
+                               builder.getI64IntegerAttr(layout.settle))};
 }
 
 std::optional<pipeline::LoopLayout> recordedLoop(Operation *function) {
@@ -193,6 +196,8 @@ std::optional<pipeline::LoopLayout> recordedLoop(Operation *function) {
     layout.stride = static_cast<int>(number(kMicrobatchLoopStrideKey, 1));
     layout.split = static_cast<int>(number(kMicrobatchLoopSplitKey, 3));
     layout.compiled = static_cast<int>(number(kMicrobatchLoopCompiledKey, 4));
+    // Recorded before the body could be the first period: the second.
+    layout.settle = static_cast<int>(number(kMicrobatchLoopSettleKey, 1));
     return layout;
   }
   return std::nullopt;
@@ -282,7 +287,11 @@ LogicalResult buildEvalStep(ModuleOp module, func::FuncOp forward,
   Value tokens = body->getArgument(numParams);
   Value targets = body->getArgument(numParams + 1);
   Block &forwardBody = forward.getBody().front();
+  // Looped, the sum starts at zero so that every micro-batch adds alike.
   Value total;
+  if (layout)
+    total = arith::ConstantOp::create(
+        builder, loc, cast<TypedAttr>(builder.getZeroAttr(scalarF32)));
   for (int64_t micro : micros) {
     IRMapping mapping = microBatchArguments(builder, forward, signature, body,
                                             tokens, targets, micro,

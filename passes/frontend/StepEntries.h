@@ -55,6 +55,9 @@ StepTokens stepTokensOf(mlir::func::FuncOp forward,
 struct LoopShape {
   int64_t stages = 1, chunks = 1;
   std::string schedule = "1f1b";
+  /// The earliest period after the warm-up the body may be (LoopLayout's
+  /// settle): 1 where a step's first micro-batches differ from the rest.
+  int64_t minSettle = 0;
 };
 
 /// How a step of `microbatches` loops under `shape` (the training step's
@@ -79,6 +82,8 @@ constexpr llvm::StringLiteral kMicrobatchLoopStrideKey =
 constexpr llvm::StringLiteral kMicrobatchLoopSplitKey = "microbatch_loop_split";
 constexpr llvm::StringLiteral kMicrobatchLoopCompiledKey =
     "microbatch_loop_compiled";
+constexpr llvm::StringLiteral kMicrobatchLoopSettleKey =
+    "microbatch_loop_settle";
 
 /// The entries recording `layout` in a step's dictionary.
 llvm::SmallVector<mlir::NamedAttribute>

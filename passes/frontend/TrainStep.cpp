@@ -155,6 +155,11 @@ public:
   /// The gradient accumulated for `value`, or null when it has none.
   Value gradient(Value value) const { return gradients.lookup(value); }
 
+  /// Starts `value`'s gradient at `zero`, so that every contribution,
+  /// the first included, is added (a looped step's micro-batches then all
+  /// run the same code).
+  void startAtZero(Value value, Value zero) { gradients[value] = zero; }
+
 private:
   static bool isFloatTensor(Value value) {
     auto type = dyn_cast<RankedTensorType>(value.getType());
@@ -445,6 +450,29 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
         DenseElementsAttr::get(scalarF32, builder.getF32FloatAttr(inverseCount)
                                               .getValue()));
     Value meanLoss;
+    // Under the micro-batch loop every sum starts at zero: the first
+    // micro-batch then adds as the others do, and the loop's body can be
+    // the first period (scheduling/MicrobatchLoop.h). 0 + x is x, so the
+    // sums are unchanged.
+    auto zerosOf = [&](Type type) -> Value {
+      return arith::ConstantOp::create(
+          builder, loc, cast<TypedAttr>(builder.getZeroAttr(type)));
+    };
+    if (trainLayout()) {
+      meanLoss = zerosOf(scalarF32);
+      for (size_t index : layout.trained)
+        differentiator.startAtZero(params[index],
+                                   zerosOf(params[index].getType()));
+      // The loads of the routing biases that routes take, in route order.
+      for (Operation &op : forward.getBody().front())
+        if (auto route = dyn_cast<MoeRouteOp>(op))
+          for (auto [index, rate] : layout.routingBiases)
+            if (route.getBias() &&
+                route.getBias() ==
+                    forward.getArgument(signature.paramArgs[index]) &&
+                !routed.count(index))
+              routed[index] = zerosOf(params[index].getType());
+    }
     for (int64_t micro : compiledMicroBatches(microbatches, trainLayout())) {
       IRMapping mapping;
       for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
@@ -575,6 +603,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     shape.stages = loopStages;
     shape.chunks = loopChunks;
     shape.schedule = loopSchedule;
+    shape.minSettle = loopSettle;
     return shape;
   }
   /// The training step's loop (and the evaluation step's), when asked for

@@ -9,6 +9,8 @@
 
 #include "passes/partition/StepPropagation.h"
 
+#include "mlir/IR/Matchers.h"
+
 #include "dialects/Xfmr/XfmrOps.h"
 
 #include "llvm/ADT/SmallSet.h"
@@ -55,6 +57,18 @@ void StepPropagation::passPartials(Operation *op, const ShardingRule &rule,
                                    SmallVector<Layout> &operandLayouts,
                                    Axes &passedPartial,
                                    bool &partialInLinear) const {
+  // A zero constant is a sum of zeros over any axes: beside a partial
+  // operand of a linear op it is partial too (a looped step's gradient
+  // sums start at zero, passes/frontend/TrainStep.cpp).
+  if (rule.linear)
+    for (const Layout &partial : operandLayouts)
+      if (!partial.partial.empty()) {
+        for (auto [index, layout] : llvm::enumerate(operandLayouts))
+          if (layout.partial.empty() && !layout.isSharded() &&
+              matchPattern(op->getOperand(index), m_AnyZeroFloat()))
+            layout.partial = partial.partial;
+        break;
+      }
   // Partial operands pass through linear ops when all are partial over the
   // same axes; anything else consumes their whole sums.
   bool partialThrough =

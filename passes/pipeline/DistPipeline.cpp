@@ -31,9 +31,11 @@
 #include "passes/pipeline/StageAnalysis.h"
 #include "passes/pipeline/StageFunctions.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -111,6 +113,15 @@ void splitTiedGradient(AdamWOp adamw, func::FuncOp step,
   llvm::SmallVector<Operation *> sums;
   std::function<void(Value)> collect = [&](Value value) {
     auto add = value.getDefiningOp<AddOp>();
+    // The zero a looped step starts the sum at: each stage's partial
+    // starts at its own below.
+    if (add && (value == root || value.hasOneUse()))
+      for (unsigned zero : {0u, 1u})
+        if (matchPattern(add.getOperand(zero), m_AnyZeroFloat())) {
+          sums.push_back(add);
+          collect(add.getOperand(1 - zero));
+          return;
+        }
     if (add && (value == root || value.hasOneUse()) &&
         analysis.roles.lookup(add).phase == Phase::BackwardWeight) {
       sums.push_back(add);
@@ -132,6 +143,10 @@ void splitTiedGradient(AdamWOp adamw, func::FuncOp step,
   }
   if (byStage.size() < 2)
     return;
+  // Under the micro-batch loop the step starts its sums at zero, so that
+  // every micro-batch adds alike: so does each stage's partial.
+  std::optional<pipeline::LoopLayout> loop = recordedLoop(step);
+  const bool fromZero = loop && loop->settle == 0;
   llvm::SmallVector<Value> partials;
   for (auto &[stage, values] : byStage) {
     Value partial = values.front();
@@ -145,7 +160,16 @@ void splitTiedGradient(AdamWOp adamw, func::FuncOp step,
       builder.setInsertionPointAfter(latest);
     else
       builder.setInsertionPointToStart(adamw->getBlock());
-    for (Value value : llvm::drop_begin(values))
+    auto rest = llvm::drop_begin(values);
+    if (fromZero && !matchPattern(partial, m_AnyZeroFloat())) {
+      // At the top, as the step's own zeros: above every micro-batch.
+      OpBuilder top = OpBuilder::atBlockBegin(adamw->getBlock());
+      partial = arith::ConstantOp::create(
+          top, adamw.getLoc(),
+          cast<TypedAttr>(top.getZeroAttr(partial.getType())));
+      rest = llvm::drop_begin(values, 0);
+    }
+    for (Value value : rest)
       partial = AddOp::create(builder, adamw.getLoc(), partial.getType(),
                               partial, value);
     partials.push_back(partial);
@@ -351,9 +375,12 @@ checkedLoop(func::FuncOp step, const std::optional<LoopLayout> &recorded,
             int compiled, const LoopShape &shape, bool forwardOnly) {
   if (!recorded)
     return std::optional<LoopLayout>();
+  LoopShape settled = shape;
+  settled.minSettle = recorded->settle;
   std::optional<LoopLayout> layout =
-      stepLoopLayout(recorded->microbatches, shape, forwardOnly);
+      stepLoopLayout(recorded->microbatches, settled, forwardOnly);
   if (!layout || layout->compiled != compiled ||
+      layout->settle != recorded->settle ||
       layout->stride != recorded->stride || layout->split != recorded->split ||
       layout->runs != recorded->runs) {
     step.emitError() << "dist-pipeline: @" << step.getSymName()

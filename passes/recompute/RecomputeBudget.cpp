@@ -147,7 +147,9 @@ FailureOr<BudgetGraph> buildBudgetGraph(func::FuncOp step,
   for (Operation &op : step.getBody().front()) {
     if (isLossGradient(&op))
       ++before;
+    // Constants (a looped step's zero sums) belong to no micro-batch.
     if (!structure.layer.contains(&op) || op.getNumResults() == 0 ||
+        isa<arith::ConstantOp>(op) ||
         !llvm::all_of(op.getResultTypes(), [](Type type) {
           return isa<RankedTensorType>(type);
         }))

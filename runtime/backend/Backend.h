@@ -95,16 +95,20 @@ void walkFunction(const Function &function, RunRange &&runRange,
 }
 
 /// --trace under the micro-batch loop: the name of the `index`-th range
-/// walkFunction runs (0: the instructions before the loop, micro-batch 0's,
-/// or a pipeline stage's warm-up; then each run; last: micro-batch k-1's
-/// or the cool-down, and the update), which the backends record on the
-/// step functions' track.
+/// walkFunction runs (0: the instructions before the loop, micro-batch 0's
+/// where the loop starts at micro-batch 1, or a pipeline stage's warm-up;
+/// then each run; last: micro-batch k-1's or the cool-down, and the
+/// update), which the backends record on the step functions' track.
 inline std::string microbatchSpanName(const Function &function,
                                       int64_t index) {
   const MicrobatchLoop &loop = *function.loop;
-  if (loop.stride == 1)
-    return "micro-batch " + std::to_string(index) +
+  if (loop.stride == 1) {
+    if (index == 0 && loop.first == 0)
+      return "before the micro-batches";
+    const int64_t microbatch = index - 1 + loop.first;
+    return "micro-batch " + std::to_string(microbatch) +
            (index == loop.count + 1 ? " and the update" : "");
+  }
   // A pipeline stage's loop: its runs are periods of its schedule.
   if (index == 0)
     return "warm-up";

@@ -350,6 +350,7 @@ Function readFunction(const ptp::Function *function, const Program &program,
     decoded.end = loop->end();
     decoded.count = loop->count();
     decoded.stride = loop->stride();
+    decoded.first = loop->first();
     if (loop->slices())
       decoded.slices.assign(loop->slices()->begin(), loop->slices()->end());
     decodedFunction.loop = std::move(decoded);

@@ -274,6 +274,9 @@ struct MicrobatchLoop {
   /// Micro-batches one run advances: run i reads the rows i x stride
   /// micro-batches past the slices'.
   int64_t stride = 1;
+  /// Without a pipeline, the micro-batch the first run computes (1: the
+  /// instructions before the loop hold micro-batch 0).
+  int64_t first = 1;
 };
 
 struct Function {

@@ -1,7 +1,7 @@
 // RUN: partition-opt %s --xfmr-train-step --split-input-file | FileCheck %s
 // RUN: partition-opt %s --xfmr-train-step="microbatches=2" --split-input-file | FileCheck %s --check-prefix=MB2
 // RUN: partition-opt %s --xfmr-train-step="microbatches=8 microbatch-loop=true eval=true" --split-input-file | FileCheck %s --check-prefix=LOOP
-// RUN: partition-opt %s --xfmr-train-step="microbatches=4 microbatch-loop=true" --split-input-file | FileCheck %s --check-prefix=LOOP4
+// RUN: partition-opt %s --xfmr-train-step="microbatches=3 microbatch-loop=true" --split-input-file | FileCheck %s --check-prefix=LOOP4
 // RUN: partition-opt %s --xfmr-train-step="beta1=0.8 beta2=0.99 epsilon=1e-6 weight-decay=0.01" --split-input-file | FileCheck %s --check-prefix=OPT
 
 // One linear layer with a bias on an input that depends on no parameter (a
@@ -41,30 +41,33 @@
 // OPT:         xfmr.adamw {{.*}} {beta1 = 8.000000e-01 : f32, beta2 = 9.900000e-01 : f32, epsilon = 9.99999997E-7 : f32} : (tensor<4xf32>,
 
 // Under the micro-batch loop, 8 micro-batches take 8 times the sequences
-// but build micro-batches 0, 1, 2 and 7 only (rows 0, 2, 4 and 14), each
-// adding its loss to the running sum after its backward pass; the step
-// and the evaluation step record the loop's 6 runs. With 4 micro-batches
-// there is nothing to loop over: every one is built.
+// but build micro-batches 0, 1 and 7 only (rows 0, 2 and 14). Every sum
+// starts at a zero constant, so micro-batch 0 adds its loss to the running
+// sum as the others do (and its gradients to the accumulated ones); the
+// step and the evaluation step record the loop's 7 runs. With 3
+// micro-batches there is nothing to loop over: every one is built.
 // LOOP-LABEL: func.func @train_step(
 // LOOP-SAME:    tensor<16x3xi32> {xfmr.input = "tokens"}
-// LOOP-SAME:    microbatch_loop = 6 : i64, microbatch_loop_compiled = 4 : i64, microbatch_loop_split = 3 : i64, microbatch_loop_stride = 1 : i64, microbatches = 8 : i64
+// LOOP-SAME:    microbatch_loop = 7 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 8 : i64
+// LOOP:         %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<f32>
+// LOOP:         arith.constant dense<0.000000e+00> : tensor<4x8xf32>
 // LOOP:         tensor.extract_slice %{{.*}}[0, 0] [2, 3]
 // LOOP:         %[[L0:.*]] = xfmr.softmax_cross_entropy
+// LOOP:         xfmr.softmax_cross_entropy_grad
+// LOOP:         %[[S0:.*]] = xfmr.add %[[ZERO]], %[[L0]] : (tensor<f32>, tensor<f32>)
 // LOOP:         tensor.extract_slice %{{.*}}[2, 0] [2, 3]
 // LOOP:         %[[L1:.*]] = xfmr.softmax_cross_entropy
-// LOOP:         xfmr.softmax_cross_entropy_grad
-// LOOP:         xfmr.add %[[L0]], %[[L1]] : (tensor<f32>, tensor<f32>)
-// LOOP:         tensor.extract_slice %{{.*}}[4, 0] [2, 3]
+// LOOP:         xfmr.add %[[S0]], %[[L1]] : (tensor<f32>, tensor<f32>)
 // LOOP:         tensor.extract_slice %{{.*}}[14, 0] [2, 3]
 // LOOP-NEXT:    tensor.extract_slice %{{.*}}[14, 0] [2, 3]
 // LOOP-NOT:     tensor.extract_slice
 // LOOP:         xfmr.scale %{{.*}} {factor = 1.250000e-01 : f32}
 // LOOP-LABEL: func.func @eval_step(
-// LOOP-SAME:    microbatch_loop = 6 : i64, microbatch_loop_compiled = 4 : i64, microbatch_loop_split = 3 : i64, microbatch_loop_stride = 1 : i64, microbatches = 8 : i64
+// LOOP-SAME:    microbatch_loop = 7 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 8 : i64
 // LOOP4-LABEL: func.func @train_step(
 // LOOP4-NOT:    microbatch_loop
-// LOOP4-SAME:   microbatches = 4 : i64
-// LOOP4-COUNT-4: xfmr.softmax_cross_entropy_grad
+// LOOP4-SAME:   microbatches = 3 : i64
+// LOOP4-COUNT-3: xfmr.softmax_cross_entropy_grad
 
 // With two micro-batches the step takes twice the sequences.
 // MB2-LABEL: func.func @train_step(
