@@ -93,6 +93,28 @@ bool isElementwiseInPlace(Operation *op) {
   return kernel && kernel.getKernel() == "add";
 }
 
+/// The one kernel that writes `buffer`, an allocation its kernels and
+/// views alone use; else null (any other user, a collective, may write it).
+KernelOp soleKernelWriter(Value buffer) {
+  if (!buffer.getDefiningOp<memref::AllocOp>())
+    return {};
+  KernelOp writer;
+  for (OpOperand &use : buffer.getUses()) {
+    auto kernel = dyn_cast<KernelOp>(use.getOwner());
+    if (!kernel) {
+      if (!rt::isView(use.getOwner()))
+        return {};
+      continue;
+    }
+    if (use.getOperandNumber() >= kernel.getInputs().size()) {
+      if (writer)
+        return {};
+      writer = kernel;
+    }
+  }
+  return writer;
+}
+
 /// The micro-batch loop of one function.
 class Reroll {
 public:
@@ -140,14 +162,18 @@ private:
   /// parameter's tensor-parallel block, sliced once), with the buffers they
   /// alone write: with the body the first period after the warm-up, such
   /// work that later micro-batches reuse sits in it and not in its copy.
-  /// Returns how many kernels moved.
-  size_t hoistInvariants();
+  /// Returns whether anything moved.
+  bool hoistInvariants();
   LogicalResult match();
   LogicalResult matchOp(Operation *first, Operation *second);
   LogicalResult matchOperand(Operation *first, Value x, Value y);
   LogicalResult checkCarried();
   void rewrite();
 
+  bool beforeBody(Operation *op) const {
+    auto it = position.find(op);
+    return it != position.end() && it->second < begin[0];
+  }
   bool inFirst(Operation *op) const {
     auto it = position.find(op);
     return it != position.end() && it->second >= begin[0] &&
@@ -181,28 +207,8 @@ private:
 };
 
 bool Reroll::isSameValueBefore(Value x, Value y) const {
-  auto writerOf = [&](Value buffer) -> KernelOp {
-    if (!buffer.getDefiningOp<memref::AllocOp>())
-      return {};
-    KernelOp writer;
-    for (OpOperand &use : buffer.getUses()) {
-      auto kernel = dyn_cast<KernelOp>(use.getOwner());
-      if (!kernel)
-        continue;
-      if (use.getOperandNumber() >= kernel.getInputs().size()) {
-        if (writer)
-          return {};
-        writer = kernel;
-      }
-    }
-    return writer;
-  };
-  KernelOp a = writerOf(x), b = writerOf(y);
-  auto before = [&](Operation *op) {
-    auto it = position.find(op);
-    return it != position.end() && it->second < begin[0];
-  };
-  if (!a || !b || !before(a) || !before(b) || a.getOutputs().size() != 1 ||
+  KernelOp a = soleKernelWriter(x), b = soleKernelWriter(y);
+  if (!a || !b || !beforeBody(a) || !beforeBody(b) || a.getOutputs().size() != 1 ||
       b.getOutputs().size() != 1 || x.getType() != y.getType() ||
       a->getAttrDictionary() != b->getAttrDictionary() ||
       a.getInputs().size() != b.getInputs().size())
@@ -216,7 +222,7 @@ bool Reroll::isSameValueBefore(Value x, Value y) const {
     for (OpOperand &use : input.getUses()) {
       auto kernel = dyn_cast<KernelOp>(use.getOwner());
       bool reads = kernel && use.getOperandNumber() < kernel.getInputs().size();
-      if (!reads && before(use.getOwner()))
+      if (!reads && beforeBody(use.getOwner()))
         return false;
     }
     return true;
@@ -262,7 +268,7 @@ FailureOr<size_t> Reroll::anchorPosition(StringRef anchor, StringRef what) {
   return at;
 }
 
-size_t Reroll::hoistInvariants() {
+bool Reroll::hoistInvariants() {
   // Every buffer the body or its copy may write: kernels' outputs, and
   // every buffer operand of any other op that is not a view or allocation
   // (collectives write theirs).
@@ -287,26 +293,6 @@ size_t Reroll::hoistInvariants() {
     return hoisted.contains(def) ||
            (it != position.end() && it->second < begin[0]);
   };
-  // The one kernel writing `buffer`, an allocation: else null.
-  auto onlyWriter = [&](Value buffer) -> KernelOp {
-    if (!buffer.getDefiningOp<memref::AllocOp>())
-      return {};
-    KernelOp writer;
-    for (OpOperand &use : buffer.getUses()) {
-      auto kernel = dyn_cast<KernelOp>(use.getOwner());
-      if (!kernel) {
-        if (!rt::isView(use.getOwner()))
-          return {}; // a collective or other user may write it
-        continue;
-      }
-      if (use.getOperandNumber() >= kernel.getInputs().size()) {
-        if (writer)
-          return {};
-        writer = kernel;
-      }
-    }
-    return writer;
-  };
   // From the copy too: work each micro-batch repeats moves from both, and
   // the match then pairs the two results (isSameValueBefore).
   SmallVector<Operation *> moving;
@@ -319,9 +305,8 @@ size_t Reroll::hoistInvariants() {
     // already: another buffer written before the body is a carried
     // activation, which each run reads anew.
     auto isConstant = [&](Value buffer) {
-      KernelOp writer = onlyWriter(buffer);
-      return writer && writer.getInputs().empty() && position.count(writer) &&
-             position.lookup(writer) < begin[0];
+      KernelOp writer = soleKernelWriter(buffer);
+      return writer && writer.getInputs().empty() && beforeBody(writer);
     };
     bool invariant = llvm::all_of(kernel.getInputs(), [&](Value input) {
       Value buffer = rt::viewedBuffer(input);
@@ -332,7 +317,7 @@ size_t Reroll::hoistInvariants() {
     });
     invariant = invariant && llvm::all_of(kernel.getOutputs(), [&](Value out) {
       return out.getDefiningOp<memref::AllocOp>() &&
-             onlyWriter(out) == kernel;
+             soleKernelWriter(out) == kernel;
     });
     if (!invariant)
       continue;
@@ -349,11 +334,6 @@ size_t Reroll::hoistInvariants() {
   // accumulator, zero-filled where first used): the loop-carried start,
   // filled once above the loop. A buffer the copy does not touch is the
   // body's own and is filled on every run.
-  auto inCopy = [&](Operation *op) {
-    auto it = position.find(op);
-    return it != position.end() && it->second >= begin[1] &&
-           it->second < begin[2];
-  };
   for (size_t k = begin[0]; k < begin[1]; ++k) {
     auto kernel = dyn_cast<KernelOp>(ops[k]);
     if (!kernel || !kernel.getInputs().empty() ||
@@ -367,7 +347,8 @@ size_t Reroll::hoistInvariants() {
           return user != kernel.getOperation() &&
                  (it == position.end() || it->second < k);
         }) ||
-        llvm::none_of(buffer.getUsers(), inCopy))
+        llvm::none_of(buffer.getUsers(),
+                      [&](Operation *user) { return inSecond(user); }))
       continue;
     hoisted.insert(alloc);
     hoisted.insert(kernel);
@@ -377,9 +358,7 @@ size_t Reroll::hoistInvariants() {
   Operation *top = ops[begin[0]];
   for (Operation *op : moving)
     op->moveBefore(top);
-  return moving.size() - llvm::count_if(moving, [](Operation *op) {
-           return isa<memref::AllocOp>(op);
-         });
+  return !moving.empty();
 }
 
 LogicalResult Reroll::findBlocks() {
@@ -416,7 +395,7 @@ LogicalResult Reroll::findBlocks() {
                   << begin[0] << ", #" << begin[1] << ", #" << begin[2] << ")";
   // The body may compute once what later micro-batches reuse (CSE kept
   // the first computation): those move above it, then the blocks again.
-  if (begin[1] - begin[0] != begin[2] - begin[1] && hoistInvariants() > 0) {
+  if (begin[1] - begin[0] != begin[2] - begin[1] && hoistInvariants()) {
     ops.clear();
     position.clear();
     return findBlocks();

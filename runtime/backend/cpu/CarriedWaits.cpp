@@ -100,19 +100,8 @@ void CpuBackend::runCarriedBefore(CompiledFunction &function, size_t i,
     CarriedWait &carried = function.carried[k];
     Clock::time_point start = timed ? Clock::now() : Clock::time_point();
     carried.wait();
-    if (!timed)
-      continue;
-    Clock::time_point stop = Clock::now();
-    if (profile.enabled && record)
-      function.seconds[carried.index] +=
-          std::chrono::duration<double>(stop - start).count();
-    if (trace) {
-      TraceSpan span = function.spans[carried.index];
-      span.startUs = trace->microsecondsSince(start);
-      span.durationUs = trace->microsecondsSince(stop) - span.startUs;
-      span.step = currentStep;
-      trace->add(std::move(span));
-    }
+    if (timed)
+      recordTime(function, carried.index, start, record);
   }
 }
 

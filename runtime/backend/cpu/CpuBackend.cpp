@@ -187,19 +187,24 @@ void CpuBackend::runRange(CompiledFunction &function, size_t begin,
     } catch (const std::invalid_argument &error) {
       throw ProgramError(function.names[i] + ": " + error.what());
     }
-    if (!timed || (!function.carriedOut.empty() && function.carriedOut[i]))
-      continue;
-    Clock::time_point stop = Clock::now();
-    if (profile.enabled && record)
-      function.seconds[i] +=
-          std::chrono::duration<double>(stop - start).count();
-    if (trace) {
-      TraceSpan span = function.spans[i];
-      span.startUs = trace->microsecondsSince(start);
-      span.durationUs = trace->microsecondsSince(stop) - span.startUs;
-      span.step = currentStep;
-      trace->add(std::move(span));
-    }
+    if (timed && (function.carriedOut.empty() || !function.carriedOut[i]))
+      recordTime(function, i, start, record);
+  }
+}
+
+void CpuBackend::recordTime(CompiledFunction &function, size_t index,
+                            TraceRecorder::Clock::time_point start,
+                            bool record) {
+  TraceRecorder::Clock::time_point stop = TraceRecorder::Clock::now();
+  if (profile.enabled && record)
+    function.seconds[index] +=
+        std::chrono::duration<double>(stop - start).count();
+  if (trace) {
+    TraceSpan span = function.spans[index];
+    span.startUs = trace->microsecondsSince(start);
+    span.durationUs = trace->microsecondsSince(stop) - span.startUs;
+    span.step = currentStep;
+    trace->add(std::move(span));
   }
 }
 

@@ -247,6 +247,10 @@ private:
   /// collective's bytes (PARTITION_CARRIED_WAITS=0: not carried).
   void carryTrailingWaits(const Program &program, CompiledFunction &function,
                           const Function &source);
+  /// Instruction `index` of `function` ran from `start` to now: its profile
+  /// seconds (when `record`) and its trace span.
+  void recordTime(CompiledFunction &function, size_t index,
+                  TraceRecorder::Clock::time_point start, bool record);
   /// The carried waits due before instruction `i` of `function`, timed as
   /// the waits they are (profile, trace).
   void runCarriedBefore(CompiledFunction &function, size_t i, bool record);
