@@ -2,6 +2,7 @@
 // RUN: partition-opt %s --xfmr-train-step="microbatches=2" --split-input-file | FileCheck %s --check-prefix=MB2
 // RUN: partition-opt %s --xfmr-train-step="microbatches=8 microbatch-loop=true eval=true" --split-input-file | FileCheck %s --check-prefix=LOOP
 // RUN: partition-opt %s --xfmr-train-step="microbatches=3 microbatch-loop=true" --split-input-file | FileCheck %s --check-prefix=LOOP4
+// RUN: partition-opt %s --xfmr-train-step="microbatches=8 microbatch-loop=true loop-settle=1" --split-input-file | FileCheck %s --check-prefix=SETTLE
 // RUN: partition-opt %s --xfmr-train-step="beta1=0.8 beta2=0.99 epsilon=1e-6 weight-decay=0.01" --split-input-file | FileCheck %s --check-prefix=OPT
 
 // One linear layer with a bias on an input that depends on no parameter (a
@@ -64,6 +65,15 @@
 // LOOP:         xfmr.scale %{{.*}} {factor = 1.250000e-01 : f32}
 // LOOP-LABEL: func.func @eval_step(
 // LOOP-SAME:    microbatch_loop = 7 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 8 : i64
+// With loop-settle=1 (ZeRO-3's first micro-batch differs) the loop's body
+// is micro-batch 1: micro-batches 0, 1, 2 and 7 are built.
+// SETTLE-LABEL: func.func @train_step(
+// SETTLE-SAME:  microbatch_loop = 6 : i64, microbatch_loop_compiled = 4 : i64, microbatch_loop_settle = 1 : i64, microbatch_loop_split = 3 : i64
+// SETTLE:       tensor.extract_slice %{{.*}}[0, 0] [2, 3]
+// SETTLE:       tensor.extract_slice %{{.*}}[2, 0] [2, 3]
+// SETTLE:       tensor.extract_slice %{{.*}}[4, 0] [2, 3]
+// SETTLE:       tensor.extract_slice %{{.*}}[14, 0] [2, 3]
+// SETTLE:       xfmr.scale %{{.*}} {factor = 1.250000e-01 : f32}
 // LOOP4-LABEL: func.func @train_step(
 // LOOP4-NOT:    microbatch_loop
 // LOOP4-SAME:   microbatches = 3 : i64

@@ -30,10 +30,15 @@ namespace partition::runtime::cpubackend {
 namespace {
 
 /// PARTITION_CARRIED_WAITS=0 waits at the end of each function, as before
-/// (to compare; results are the same).
+/// (to compare; results are the same); unset or 1 carries.
 bool carryingWaits() {
   const char *value = std::getenv("PARTITION_CARRIED_WAITS");
-  return !value || std::strcmp(value, "0") != 0;
+  if (!value || std::strcmp(value, "1") == 0)
+    return true;
+  if (std::strcmp(value, "0") == 0)
+    return false;
+  throw std::runtime_error(std::string("PARTITION_CARRIED_WAITS=") + value +
+                           ": expected 0 (wait at the end of each step) or 1");
 }
 
 } // namespace
