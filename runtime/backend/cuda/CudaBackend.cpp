@@ -29,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/cuda/CudaBackendImpl.h"
+#include "runtime/backend/cuda/cublas/CublasLibrary.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -123,6 +124,9 @@ void CudaBackend::allocate(const Program &program, const std::string &setup) {
             "cudaStreamCreateWithFlags", setup);
   checkCuda(cudaEventCreateWithFlags(&computeReady, cudaEventDisableTiming),
             "cudaEventCreateWithFlags", setup);
+  // cuBLAS is loaded here, not at start-up (cublas/CublasLibrary.h).
+  if (const std::string &missing = cuda::loadCublas(); !missing.empty())
+    throw ProgramError(setup + ": " + missing);
   checkCublas(cublasLtCreate(&lt), "cublasLtCreate", setup);
   checkCublas(cublasCreate(&blas), "cublasCreate", setup);
   checkCublas(cublasSetStream(blas, compute), "cublasSetStream", setup);
