@@ -47,6 +47,9 @@ fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader}"
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Quicker start-up: ob1, not UCX, and no PCI scan (test/lit.cfg.py).
+export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}"
+export HWLOC_COMPONENTS="${HWLOC_COMPONENTS:--pci,-linuxio}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 mpirun=(mpirun --oversubscribe)
 
