@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/RepeatedKernels.h"
 
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Rt/RtViews.h"
@@ -91,28 +92,6 @@ bool isWholeRows(memref::SubViewOp slice) {
 bool isElementwiseInPlace(Operation *op) {
   auto kernel = dyn_cast<KernelOp>(op);
   return kernel && kernel.getKernel() == "add";
-}
-
-/// The one kernel that writes `buffer`, an allocation its kernels and
-/// views alone use; else null (any other user, a collective, may write it).
-KernelOp soleKernelWriter(Value buffer) {
-  if (!buffer.getDefiningOp<memref::AllocOp>())
-    return {};
-  KernelOp writer;
-  for (OpOperand &use : buffer.getUses()) {
-    auto kernel = dyn_cast<KernelOp>(use.getOwner());
-    if (!kernel) {
-      if (!rt::isView(use.getOwner()))
-        return {};
-      continue;
-    }
-    if (use.getOperandNumber() >= kernel.getInputs().size()) {
-      if (writer)
-        return {};
-      writer = kernel;
-    }
-  }
-  return writer;
 }
 
 /// The micro-batch loop of one function.
@@ -204,6 +183,8 @@ private:
   llvm::MapVector<Value, Value> carried;
   /// The body's views of its rows (its own, and earlier ones it reads).
   SetVector<Value> slices;
+  /// Whether mergeRepeatedKernels ran.
+  bool merged = false;
 };
 
 bool Reroll::isSameValueBefore(Value x, Value y) const {
@@ -403,6 +384,20 @@ LogicalResult Reroll::findBlocks() {
   if (begin[1] - begin[0] != begin[2] - begin[1])
     return fail() << "the body has " << begin[1] - begin[0]
                   << " ops and its copy " << begin[2] - begin[1];
+  // What the warm-up, the body (moved above it) and the tail compute alike
+  // from the step's arguments, computed once: a weight's bf16 copy, else
+  // one per micro-batch begun before the loop, each live through it. The
+  // body and its copy stay as they are, for the match.
+  if (!merged) {
+    merged = true;
+    if (mergeRepeatedKernels(ops, [&](Operation *op) {
+          return !inFirst(op) && !inSecond(op);
+        })) {
+      ops.clear();
+      position.clear();
+      return findBlocks();
+    }
+  }
   return success();
 }
 
