@@ -305,6 +305,17 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
                 intervals[from->second].isGradient;
         }
       }
+      // A sum of parameter gradients (the micro-batches' accumulated, from
+      // a zero start) is one too.
+      if (kernelId(kernel) == runtime::KernelId::Add &&
+          llvm::any_of(kernel.getInputs(), [&](Value input) {
+            auto it = intervalOf.find(rt::viewedBuffer(input));
+            return it != intervalOf.end() && intervals[it->second].isGradient;
+          }))
+        for (Value output : kernel.getOutputs())
+          if (auto it = intervalOf.find(rt::viewedBuffer(output));
+              it != intervalOf.end())
+            intervals[it->second].isGradient = true;
       // A gradient copied into a buffer of its own (so that an all-reduce
       // can overwrite it) is still a gradient.
       if (kernelId(kernel) == runtime::KernelId::Copy) {

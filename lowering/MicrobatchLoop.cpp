@@ -277,6 +277,7 @@ bool Reroll::hoistInvariants() {
   // From the copy too: work each micro-batch repeats moves from both, and
   // the match then pairs the two results (isSameValueBefore).
   SmallVector<Operation *> moving;
+  SmallVector<KernelOp> candidates;
   for (size_t k = begin[0]; k < begin[2]; ++k) {
     auto kernel = dyn_cast<KernelOp>(ops[k]);
     if (!kernel || kernel.getOutputs().empty())
@@ -303,11 +304,25 @@ bool Reroll::hoistInvariants() {
     if (!invariant)
       continue;
     for (Value out : kernel.getOutputs()) {
-      Operation *alloc = out.getDefiningOp();
-      if (hoisted.insert(alloc).second)
-        moving.push_back(alloc);
+      hoisted.insert(out.getDefiningOp());
       written.erase(out); // written once, above the loop
     }
+    hoisted.insert(kernel);
+    candidates.push_back(kernel);
+  }
+  // Of those, what another micro-batch reads (RepeatedKernels.h).
+  DenseSet<Operation *> shared = kernelsToHoist(
+      candidates, [&](Operation *op) { return inFirst(op) ? 0 : inSecond(op) ? 1 : 2; },
+      [&](KernelOp writer) {
+        return writer.getInputs().empty() && beforeBody(writer);
+      });
+  hoisted.clear();
+  for (KernelOp kernel : candidates) {
+    if (!shared.contains(kernel))
+      continue;
+    for (Value out : kernel.getOutputs())
+      if (hoisted.insert(out.getDefiningOp()).second)
+        moving.push_back(out.getDefiningOp());
     hoisted.insert(kernel);
     moving.push_back(kernel);
   }
@@ -630,6 +645,7 @@ LogicalResult Reroll::run() {
                   << " compiled (tail from " << layout.split
                   << "), which is not one (--xfmr-train-step builds the "
                      "step and records its loop)";
+  fillBlocksOfFills(function.getBody().front());
   if (failed(findBlocks()) || failed(match()))
     return failure();
   rewrite();

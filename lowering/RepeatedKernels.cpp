@@ -91,8 +91,24 @@ bool mergeRepeatedKernels(ArrayRef<Operation *> ops,
     SmallVector<Value> inputs;
   };
   DenseMap<size_t, SmallVector<Kept, 1>> kept;
+  DenseMap<Operation *, size_t> position;
+  for (auto [index, op] : llvm::enumerate(ops))
+    position[op] = index;
+  // Whether a kernel's outputs are read after `at`, through views.
+  auto readAfter = [&](KernelOp kernel, size_t at) {
+    SmallVector<Value> worklist(kernel.getOutputs());
+    while (!worklist.empty())
+      for (Operation *user : worklist.pop_back_val().getUsers()) {
+        if (rt::isView(user))
+          worklist.push_back(user->getResult(0));
+        else if (auto it = position.find(user);
+                 it != position.end() && it->second > at)
+          return true;
+      }
+    return false;
+  };
   SmallVector<Operation *> merged;
-  for (Operation *op : ops) {
+  for (auto [index, op] : llvm::enumerate(ops)) {
     auto kernel = dyn_cast<KernelOp>(op);
     // A kernel without inputs fills a constant; two zero fills may start
     // two sums the loop then goes on writing in place, each in its own.
@@ -119,14 +135,21 @@ bool mergeRepeatedKernels(ArrayRef<Operation *> ops,
         llvm::hash_combine_range(kernel.getOutputs().getTypes().begin(),
                                  kernel.getOutputs().getTypes().end()));
     SmallVector<Kept, 1> &same = kept[hash];
+    // The first such kernel whose outputs are still read after this one:
+    // merged, the two buffers become one live over both their ranges. One
+    // read no more (a forward's copy where the backward casts again) is
+    // left dead rather than kept alive until here.
     Kept *first = nullptr;
     for (Kept &other : same)
-      if (other.kernel.getKernel() == kernel.getKernel() &&
+      if (readAfter(other.kernel, index) &&
+          other.kernel.getKernel() == kernel.getKernel() &&
           other.kernel->getAttrDictionary() == kernel->getAttrDictionary() &&
           other.inputs == inputs &&
           other.kernel.getOutputs().getTypes() ==
-              kernel.getOutputs().getTypes())
+              kernel.getOutputs().getTypes()) {
         first = &other;
+        break;
+      }
     if (!first) {
       for (Value out : kernel.getOutputs())
         stable.insert(out);
@@ -145,6 +168,114 @@ bool mergeRepeatedKernels(ArrayRef<Operation *> ops,
       out.getDefiningOp()->erase();
   }
   return !merged.empty();
+}
+
+DenseSet<Operation *>
+kernelsToHoist(ArrayRef<KernelOp> candidates,
+               llvm::function_ref<int(Operation *)> blockOf,
+               llvm::function_ref<bool(KernelOp)> isConstant) {
+  DenseSet<Operation *> hoist, candidate;
+  for (KernelOp kernel : candidates)
+    candidate.insert(kernel);
+  auto writerOf = [&](Value input) {
+    KernelOp writer = soleKernelWriter(rt::viewedBuffer(input));
+    return writer && candidate.contains(writer) ? writer : KernelOp();
+  };
+  for (KernelOp kernel : candidates) {
+    unsigned constants = 0;
+    bool others = llvm::any_of(kernel.getInputs(), [&](Value input) {
+      Value buffer = rt::viewedBuffer(input);
+      KernelOp writer = soleKernelWriter(buffer);
+      if (writer && (hoist.contains(writer) || isConstant(writer)))
+        return !++constants;
+      return !isa<BlockArgument>(buffer); // an axis index is an argument
+    });
+    if (kernel.getInputs().empty() || (constants && !others))
+      hoist.insert(kernel);
+  }
+  // The candidates by a hash of kernel, attributes and inputs.
+  auto hashOf = [](KernelOp kernel) -> size_t {
+    return llvm::hash_combine(
+        kernel.getKernel(), kernel->getAttrDictionary().getAsOpaquePointer(),
+        llvm::hash_combine_range(kernel.getInputs().begin(),
+                                 kernel.getInputs().end()));
+  };
+  DenseMap<size_t, SmallVector<KernelOp, 2>> alike;
+  for (KernelOp kernel : candidates)
+    alike[hashOf(kernel)].push_back(kernel);
+  // Until nothing changes: what another block reads, what a hoisted kernel
+  // reads, and the counterparts of hoisted kernels.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (KernelOp kernel : llvm::reverse(candidates)) {
+      SmallVector<Value> worklist(kernel.getOutputs());
+      while (!worklist.empty() && !hoist.contains(kernel))
+        for (Operation *user : worklist.pop_back_val().getUsers()) {
+          if (rt::isView(user))
+            worklist.push_back(user->getResult(0));
+          else if (blockOf(user) != blockOf(kernel))
+            changed |= hoist.insert(kernel).second;
+        }
+      if (!hoist.contains(kernel))
+        continue;
+      for (Value input : kernel.getInputs())
+        if (KernelOp writer = writerOf(input))
+          changed |= hoist.insert(writer).second;
+    }
+    // The body and its copy stay alike: a kernel whose counterpart (the
+    // same kernel on the same inputs in the other block) moves moves too,
+    // and one without a counterpart (the copy's micro-batch has that value
+    // from up front) moves.
+    for (KernelOp kernel : candidates) {
+      KernelOp counterpart;
+      for (KernelOp other : alike[hashOf(kernel)])
+        if (blockOf(other) != blockOf(kernel) &&
+            other.getKernel() == kernel.getKernel() &&
+            other->getAttrDictionary() == kernel->getAttrDictionary() &&
+            llvm::equal(other.getInputs(), kernel.getInputs()) &&
+            (!counterpart || hoist.contains(other)))
+          counterpart = other;
+      if (!counterpart || hoist.contains(counterpart))
+        changed |= hoist.insert(kernel).second;
+    }
+  }
+  return hoist;
+}
+
+bool fillBlocksOfFills(Block &body) {
+  SmallVector<KernelOp> slices, fills;
+  bool changed = false;
+  for (auto kernel : body.getOps<KernelOp>())
+    if (kernel.getKernel() == "slice_block")
+      slices.push_back(kernel);
+  for (KernelOp slice : slices) {
+    KernelOp fill =
+        soleKernelWriter(rt::viewedBuffer(slice.getInputs().front()));
+    // Every element of the fill's buffer holds its value: so does a block.
+    if (!fill || fill.getKernel() != "fill" || !fill.getInputs().empty())
+      continue;
+    OpBuilder builder(slice);
+    KernelOp::create(builder, slice.getLoc(), fill.getKernel(), ValueRange(),
+                     slice.getOutputs(), fill.getInts(), fill.getFloats());
+    slice.erase();
+    if (!llvm::is_contained(fills, fill))
+      fills.push_back(fill);
+    changed = true;
+  }
+  // A fill whose buffer only it (and views nobody reads) uses any more.
+  for (KernelOp fill : fills) {
+    Value buffer = fill.getOutputs().front();
+    if (!llvm::all_of(buffer.getUsers(), [&](Operation *user) {
+          return user == fill.getOperation() ||
+                 (rt::isView(user) && user->use_empty());
+        }))
+      continue;
+    Operation *alloc = buffer.getDefiningOp();
+    for (Operation *user : llvm::make_early_inc_range(buffer.getUsers()))
+      user->erase();
+    alloc->erase();
+  }
+  return changed;
 }
 
 } // namespace partition

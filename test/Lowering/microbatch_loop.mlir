@@ -63,6 +63,60 @@ func.func @train_step(%w: !g {rt.role = "param", rt.name = "w"},
   return
 }
 
+// A sum that starts at a zero built at a parameter's full shape and sliced
+// to the rank's block (a tensor-parallel gradient): the block is filled
+// itself, and the full-shape zeros, which nothing else reads, go.
+// CHECK-LABEL: func.func @zero_block
+// CHECK-NOT:   memref<16x4xf32>
+// CHECK:       %[[Z:.*]] = memref.alloc() : memref<8x4xf32>
+// CHECK-NEXT:  rt.kernel "fill" outs(%[[Z]] : memref<8x4xf32>) floats = [0.000000e+00]
+// CHECK-NOT:   slice_block
+// CHECK:       rt.microbatch_loop_begin count = 2
+// CHECK-NOT:   memref<16x4xf32>
+// CHECK:       return
+func.func @zero_block(%w: !g {rt.role = "param", rt.name = "w"},
+                      %tokens: !rows {rt.role = "tokens"},
+                      %tp: memref<i32> {rt.role = "axis_index", rt.name = "tp"})
+    attributes {xfmr.train_step = {microbatches = 4 : i64, microbatch_loop = 2 : i64}} {
+  %full = memref.alloc() : memref<16x4xf32>
+  rt.kernel "fill" outs(%full : memref<16x4xf32>) floats = [0.000000e+00]
+  %zero = memref.alloc() : !g
+  rt.kernel "slice_block" ins(%full, %tp : memref<16x4xf32>, memref<i32>) outs(%zero : !g) ints = [0, 2]
+  %t0 = memref.subview %tokens[0, 0] [4, 4] [1, 1] : !rows to !mb0
+  %x0 = memref.alloc() : !x
+  rt.kernel "embedding" ins(%t0, %w : !mb0, !g) outs(%x0 : !x)
+  %d0 = memref.alloc() : !g
+  rt.kernel "embedding_grad" ins(%x0, %t0 : !x, !mb0) outs(%d0 : !g)
+  %g0 = memref.alloc() : !g
+  rt.kernel "add" ins(%zero, %d0 : !g, !g) outs(%g0 : !g)
+
+  %t1 = memref.subview %tokens[4, 0] [4, 4] [1, 1] : !rows to !mb1
+  %x1 = memref.alloc() : !x
+  rt.kernel "embedding" ins(%t1, %w : !mb1, !g) outs(%x1 : !x)
+  %d1 = memref.alloc() : !g
+  rt.kernel "embedding_grad" ins(%x1, %t1 : !x, !mb1) outs(%d1 : !g)
+  %g1 = memref.alloc() : !g
+  rt.kernel "add" ins(%g0, %d1 : !g, !g) outs(%g1 : !g)
+
+  %t2 = memref.subview %tokens[8, 0] [4, 4] [1, 1] : !rows to !mb2
+  %x2 = memref.alloc() : !x
+  rt.kernel "embedding" ins(%t2, %w : !mb2, !g) outs(%x2 : !x)
+  %d2 = memref.alloc() : !g
+  rt.kernel "embedding_grad" ins(%x2, %t2 : !x, !mb2) outs(%d2 : !g)
+  %g2 = memref.alloc() : !g
+  rt.kernel "add" ins(%g1, %d2 : !g, !g) outs(%g2 : !g)
+
+  %t3 = memref.subview %tokens[12, 0] [4, 4] [1, 1] : !rows to !mb3
+  %x3 = memref.alloc() : !x
+  rt.kernel "embedding" ins(%t3, %w : !mb3, !g) outs(%x3 : !x)
+  %d3 = memref.alloc() : !g
+  rt.kernel "embedding_grad" ins(%x3, %t3 : !x, !mb3) outs(%d3 : !g)
+  %g3 = memref.alloc() : !g
+  rt.kernel "add" ins(%g2, %d3 : !g, !g) outs(%g3 : !g)
+  rt.kernel "add" ins(%g3, %g3 : !g, !g) outs(%w : !g)
+  return
+}
+
 // A function without microbatch_loop is left as it is.
 // CHECK-LABEL: func.func @eval_step
 // CHECK-NOT:   rt.microbatch_loop_begin
