@@ -65,14 +65,23 @@ func.func @train_step(%w: !g {rt.role = "param", rt.name = "w"},
 
 // A sum that starts at a zero built at a parameter's full shape and sliced
 // to the rank's block (a tensor-parallel gradient): the block is filled
-// itself, and the full-shape zeros, which nothing else reads, go.
+// itself, and the full-shape zeros, which nothing else reads, go. Each
+// micro-batch scales the weight for itself alone (as a bf16 plan casts
+// it): that stays in the loop, not moved above it to live through it, and
+// micro-batch 0's and 3's scales stay apart (the first is read no more
+// when the second is made).
 // CHECK-LABEL: func.func @zero_block
 // CHECK-NOT:   memref<16x4xf32>
 // CHECK:       %[[Z:.*]] = memref.alloc() : memref<8x4xf32>
 // CHECK-NEXT:  rt.kernel "fill" outs(%[[Z]] : memref<8x4xf32>) floats = [0.000000e+00]
 // CHECK-NOT:   slice_block
+// CHECK-COUNT-1: rt.kernel "scale" ins(%arg0
+// CHECK-NOT:   rt.kernel "scale"
 // CHECK:       rt.microbatch_loop_begin count = 2
+// CHECK:       rt.kernel "scale" ins(%arg0
+// CHECK:       rt.microbatch_loop_end
 // CHECK-NOT:   memref<16x4xf32>
+// CHECK:       rt.kernel "scale" ins(%arg0
 // CHECK:       return
 func.func @zero_block(%w: !g {rt.role = "param", rt.name = "w"},
                       %tokens: !rows {rt.role = "tokens"},
@@ -83,32 +92,40 @@ func.func @zero_block(%w: !g {rt.role = "param", rt.name = "w"},
   %zero = memref.alloc() : !g
   rt.kernel "slice_block" ins(%full, %tp : memref<16x4xf32>, memref<i32>) outs(%zero : !g) ints = [0, 2]
   %t0 = memref.subview %tokens[0, 0] [4, 4] [1, 1] : !rows to !mb0
+  %w0 = memref.alloc() : !g
+  rt.kernel "scale" ins(%w : !g) outs(%w0 : !g) floats = [2.000000e+00]
   %x0 = memref.alloc() : !x
-  rt.kernel "embedding" ins(%t0, %w : !mb0, !g) outs(%x0 : !x)
+  rt.kernel "embedding" ins(%t0, %w0 : !mb0, !g) outs(%x0 : !x)
   %d0 = memref.alloc() : !g
   rt.kernel "embedding_grad" ins(%x0, %t0 : !x, !mb0) outs(%d0 : !g)
   %g0 = memref.alloc() : !g
   rt.kernel "add" ins(%zero, %d0 : !g, !g) outs(%g0 : !g)
 
   %t1 = memref.subview %tokens[4, 0] [4, 4] [1, 1] : !rows to !mb1
+  %w1 = memref.alloc() : !g
+  rt.kernel "scale" ins(%w : !g) outs(%w1 : !g) floats = [2.000000e+00]
   %x1 = memref.alloc() : !x
-  rt.kernel "embedding" ins(%t1, %w : !mb1, !g) outs(%x1 : !x)
+  rt.kernel "embedding" ins(%t1, %w1 : !mb1, !g) outs(%x1 : !x)
   %d1 = memref.alloc() : !g
   rt.kernel "embedding_grad" ins(%x1, %t1 : !x, !mb1) outs(%d1 : !g)
   %g1 = memref.alloc() : !g
   rt.kernel "add" ins(%g0, %d1 : !g, !g) outs(%g1 : !g)
 
   %t2 = memref.subview %tokens[8, 0] [4, 4] [1, 1] : !rows to !mb2
+  %w2 = memref.alloc() : !g
+  rt.kernel "scale" ins(%w : !g) outs(%w2 : !g) floats = [2.000000e+00]
   %x2 = memref.alloc() : !x
-  rt.kernel "embedding" ins(%t2, %w : !mb2, !g) outs(%x2 : !x)
+  rt.kernel "embedding" ins(%t2, %w2 : !mb2, !g) outs(%x2 : !x)
   %d2 = memref.alloc() : !g
   rt.kernel "embedding_grad" ins(%x2, %t2 : !x, !mb2) outs(%d2 : !g)
   %g2 = memref.alloc() : !g
   rt.kernel "add" ins(%g1, %d2 : !g, !g) outs(%g2 : !g)
 
   %t3 = memref.subview %tokens[12, 0] [4, 4] [1, 1] : !rows to !mb3
+  %w3 = memref.alloc() : !g
+  rt.kernel "scale" ins(%w : !g) outs(%w3 : !g) floats = [2.000000e+00]
   %x3 = memref.alloc() : !x
-  rt.kernel "embedding" ins(%t3, %w : !mb3, !g) outs(%x3 : !x)
+  rt.kernel "embedding" ins(%t3, %w3 : !mb3, !g) outs(%x3 : !x)
   %d3 = memref.alloc() : !g
   rt.kernel "embedding_grad" ins(%x3, %t3 : !x, !mb3) outs(%d3 : !g)
   %g3 = memref.alloc() : !g
