@@ -63,6 +63,9 @@ public:
 
 private:
   struct Result {
+    /// Per function of the program: its arena, and the bytes of its token
+    /// and target rows per micro-batch (what another micro-batch adds).
+    std::vector<std::pair<double, double>> functions;
     std::optional<double> arena;
     std::string error;
   };
