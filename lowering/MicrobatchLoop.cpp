@@ -137,11 +137,12 @@ private:
   bool isSameValueBefore(Value x, Value y) const;
   LogicalResult findBlocks();
   /// Moves above the body the kernels of the body and its copy that only
-  /// read buffers defined before the body which the loop never writes (a
-  /// parameter's tensor-parallel block, sliced once), with the buffers they
-  /// alone write: with the body the first period after the warm-up, such
-  /// work that later micro-batches reuse sits in it and not in its copy.
-  /// Returns whether anything moved.
+  /// read buffers defined before the body which the loop never writes, and
+  /// that another micro-batch reads (a parameter's tensor-parallel block,
+  /// sliced once) or that are constants (kernelsToHoist), with the buffers
+  /// they alone write: with the body the first period after the warm-up,
+  /// such work that later micro-batches reuse sits in it and not in its
+  /// copy. Returns whether anything moved.
   bool hoistInvariants();
   LogicalResult match();
   LogicalResult matchOp(Operation *first, Operation *second);
@@ -311,9 +312,11 @@ bool Reroll::hoistInvariants() {
     candidates.push_back(kernel);
   }
   // Of those, what another micro-batch reads (RepeatedKernels.h).
-  DenseSet<Operation *> shared = kernelsToHoist(
-      candidates, [&](Operation *op) { return inFirst(op) ? 0 : inSecond(op) ? 1 : 2; },
-      [&](KernelOp writer) {
+  auto block = [&](Operation *op) {
+    return inFirst(op) ? 0 : inSecond(op) ? 1 : 2;
+  };
+  DenseSet<Operation *> shared =
+      kernelsToHoist(candidates, block, [&](KernelOp writer) {
         return writer.getInputs().empty() && beforeBody(writer);
       });
   hoisted.clear();
@@ -399,10 +402,10 @@ LogicalResult Reroll::findBlocks() {
   if (begin[1] - begin[0] != begin[2] - begin[1])
     return fail() << "the body has " << begin[1] - begin[0]
                   << " ops and its copy " << begin[2] - begin[1];
-  // What the warm-up, the body (moved above it) and the tail compute alike
-  // from the step's arguments, computed once: a weight's bf16 copy, else
-  // one per micro-batch begun before the loop, each live through it. The
-  // body and its copy stay as they are, for the match.
+  // What the warm-up and the tail compute alike from the step's arguments
+  // while the first result is still read, computed once: a weight's bf16
+  // copy, else one per micro-batch in flight, each live through the loop.
+  // The body and its copy stay as they are, for the match.
   if (!merged) {
     merged = true;
     if (mergeRepeatedKernels(ops, [&](Operation *op) {

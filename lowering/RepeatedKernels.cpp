@@ -35,6 +35,18 @@ KernelOp soleKernelWriter(Value buffer) {
   return writer;
 }
 
+bool anyReader(KernelOp kernel, llvm::function_ref<bool(Operation *)> reads) {
+  SmallVector<Value> worklist(kernel.getOutputs());
+  while (!worklist.empty())
+    for (Operation *user : worklist.pop_back_val().getUsers()) {
+      if (rt::isView(user))
+        worklist.push_back(user->getResult(0));
+      else if (user != kernel.getOperation() && reads(user))
+        return true;
+    }
+  return false;
+}
+
 namespace {
 
 /// Views by what they view: two views of the same buffer with the same
@@ -94,18 +106,12 @@ bool mergeRepeatedKernels(ArrayRef<Operation *> ops,
   DenseMap<Operation *, size_t> position;
   for (auto [index, op] : llvm::enumerate(ops))
     position[op] = index;
-  // Whether a kernel's outputs are read after `at`, through views.
+  // Whether a kernel's outputs are read after `at`.
   auto readAfter = [&](KernelOp kernel, size_t at) {
-    SmallVector<Value> worklist(kernel.getOutputs());
-    while (!worklist.empty())
-      for (Operation *user : worklist.pop_back_val().getUsers()) {
-        if (rt::isView(user))
-          worklist.push_back(user->getResult(0));
-        else if (auto it = position.find(user);
-                 it != position.end() && it->second > at)
-          return true;
-      }
-    return false;
+    return anyReader(kernel, [&](Operation *user) {
+      auto it = position.find(user);
+      return it != position.end() && it->second > at;
+    });
   };
   SmallVector<Operation *> merged;
   for (auto [index, op] : llvm::enumerate(ops)) {
@@ -208,14 +214,11 @@ kernelsToHoist(ArrayRef<KernelOp> candidates,
   for (bool changed = true; changed;) {
     changed = false;
     for (KernelOp kernel : llvm::reverse(candidates)) {
-      SmallVector<Value> worklist(kernel.getOutputs());
-      while (!worklist.empty() && !hoist.contains(kernel))
-        for (Operation *user : worklist.pop_back_val().getUsers()) {
-          if (rt::isView(user))
-            worklist.push_back(user->getResult(0));
-          else if (blockOf(user) != blockOf(kernel))
-            changed |= hoist.insert(kernel).second;
-        }
+      if (!hoist.contains(kernel) &&
+          anyReader(kernel, [&](Operation *user) {
+            return blockOf(user) != blockOf(kernel);
+          }))
+        changed |= hoist.insert(kernel).second;
       if (!hoist.contains(kernel))
         continue;
       for (Value input : kernel.getInputs())

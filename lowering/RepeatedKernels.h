@@ -27,14 +27,16 @@ rt::KernelOp soleKernelWriter(mlir::Value buffer);
 /// each input a function argument (or a view of one) that no earlier op of
 /// `ops` writes or the output of a kernel kept here, each output an
 /// allocation the kernel alone writes. The later of two goes, with its
-/// allocations; its outputs' users read the first one's. Returns whether
-/// any went.
+/// allocations, where the first one's outputs are still read after it (the
+/// two buffers then become one, live over both their ranges; a first result
+/// read no more is not kept alive for the second); its outputs' users read
+/// the first one's. Returns whether any went.
 ///
 /// The micro-batch loop's use: a bf16 plan casts each weight once per
-/// micro-batch (twice where the backward recomputes); the casts of the
-/// warm-up, of the body (moved above it) and of the tail all read the same
-/// parameter, and kept apart those begun before the loop live through it,
-/// one copy per micro-batch.
+/// micro-batch; the casts of the warm-up's micro-batches in flight at once
+/// read the same parameter, and kept apart each copy lives through the loop
+/// until its micro-batch's backward. Where the backward casts again
+/// (recomputation), the forward's copy is read no more and stays apart.
 bool mergeRepeatedKernels(llvm::ArrayRef<mlir::Operation *> ops,
                           llvm::function_ref<bool(mlir::Operation *)> mayMerge);
 
@@ -56,6 +58,11 @@ llvm::DenseSet<mlir::Operation *>
 kernelsToHoist(llvm::ArrayRef<rt::KernelOp> candidates,
                llvm::function_ref<int(mlir::Operation *)> blockOf,
                llvm::function_ref<bool(rt::KernelOp)> isConstant);
+
+/// Whether `reads` holds for an op reading `kernel`'s outputs (through
+/// views), asked of each until it does.
+bool anyReader(rt::KernelOp kernel,
+               llvm::function_ref<bool(mlir::Operation *)> reads);
 
 /// Replaces each `slice_block` of a buffer that one `fill` alone writes by
 /// a fill of the block, and drops the fills nothing reads any more. A sum

@@ -10,8 +10,7 @@
 #include "lowering/Passes.h"
 #include "passes/CompileFlow.h"
 #include "passes/Passes.h"
-#include "passes/plan/Plan.h"
-#include "scheduling/MicrobatchLoop.h"
+#include "passes/frontend/StepEntries.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -58,19 +57,16 @@ namespace {
 /// The train step's micro-batch loop under `plan`, as partition-compile
 /// builds it (passes/CompileFlow.cpp), or nullopt where it unrolls.
 std::optional<pipeline::LoopLayout> loopOf(const Candidate &plan) {
-  std::optional<pipeline::ScheduleKind> kind =
-      pipeline::parseScheduleKind(plan.schedule);
-  if (plan.pp <= 1 || !kind ||
-      plan.microbatches > Plan::Pipeline::kMaxMicrobatches)
-    return std::nullopt;
-  pipeline::ScheduleConfig config;
-  config.kind = *kind;
-  config.stages = static_cast<int>(plan.pp);
-  config.chunks = static_cast<int>(plan.virtualStages);
-  config.microbatches = static_cast<int>(plan.microbatches);
-  // ZeRO-3 gathers the parameters in the first period, which then differs.
-  return pipeline::microbatchLoopLayout(config, /*forwardOnly=*/false,
-                                       plan.zeroStage == 3 ? 1 : 0);
+  LoopShape shape;
+  if (plan.pp > 1) {
+    shape.stages = plan.pp;
+    shape.chunks = plan.virtualStages;
+    shape.schedule = plan.schedule;
+  }
+  // ZeRO-3 gathers the parameters in the first micro-batches, which then
+  // differ from the loop's body.
+  shape.minSettle = plan.zeroStage == 3 ? 1 : 0;
+  return stepLoopLayout(plan.microbatches, shape, /*forwardOnly=*/false);
 }
 
 } // namespace
@@ -79,23 +75,19 @@ CompiledMemory::Key CompiledMemory::keyOf(const Candidate &plan) const {
   // The count compiled: one whose program is the step's but for its count
   // (and its token rows, added below), so that the arena is the one the
   // run will plan.
-  // - Without a pipeline the step loops from 4 micro-batches on (5 with
-  //   ZeRO-3, whose first micro-batch gathers): that many compile the
-  //   loop's step; fewer compile as they are.
-  // - A pipeline that loops (loopOf) compiles the smallest count that loops
-  //   alike: its compiled micro-batches and one more run. One that does not
-  //   keeps several in flight: 1F1B and ZB-H1 at most pp per stage (v * pp
-  //   chunks interleaved), GPipe all of them, so it is compiled with as
-  //   many as can be in flight (and at least pp, which the pipeline pass
-  //   requires).
-  int64_t compiledMicrobatches =
-      std::min<int64_t>(plan.microbatches, plan.zeroStage == 3 ? 5 : 4);
-  if (plan.pp > 1)
-    compiledMicrobatches =
-        plan.schedule == "gpipe"
-            ? plan.microbatches
-            : std::min<int64_t>(plan.microbatches,
-                                2 * plan.pp * plan.virtualStages);
+  // - A step that loops compiles the smallest count that loops alike: its
+  //   compiled micro-batches and one more run (4 without a pipeline, 5
+  //   with ZeRO-3, whose first micro-batch gathers).
+  // - A pipeline that does not keeps several in flight: 1F1B and ZB-H1 at
+  //   most pp per stage (v * pp chunks interleaved), GPipe all of them, so
+  //   it is compiled with as many as can be in flight (and at least pp,
+  //   which the pipeline pass requires).
+  // - A step without a pipeline that does not loop (3 micro-batches at
+  //   most) compiles as it is.
+  int64_t compiledMicrobatches = plan.microbatches;
+  if (plan.pp > 1 && plan.schedule != "gpipe")
+    compiledMicrobatches = std::min<int64_t>(plan.microbatches,
+                                             2 * plan.pp * plan.virtualStages);
   if (std::optional<pipeline::LoopLayout> layout = loopOf(plan))
     compiledMicrobatches = std::min<int64_t>(
         plan.microbatches, layout->compiled + layout->stride);
@@ -146,14 +138,14 @@ std::optional<double> CompiledMemory::bytes(const Candidate &plan) {
     return std::nullopt;
   }
   const Result &result = pending.get();
-  if (!result.arena) {
+  if (result.functions.empty()) {
     error = result.error;
     return std::nullopt;
   }
   // The other micro-batches' token and target rows, in each function as
   // compiled (a pipeline stage holds its rank's rows, a step without one
-  // the data-parallel batch's), which the arena grows by.
-  double bytes = *result.arena;
+  // the data-parallel batch's), which the arena grows by; the largest.
+  double bytes = 0;
   for (auto [arena, rowsPerMicrobatch] : result.functions)
     bytes = std::max(bytes,
                      arena + rowsPerMicrobatch *
@@ -231,17 +223,16 @@ CompiledMemory::Result CompiledMemory::compile(const Candidate &plan,
   if (failed(ran)) {
     result.error = diagnostics.empty() ? "the compile failed" : diagnostics;
   } else {
-    int64_t arena = 0;
     module->walk([&](func::FuncOp function) {
       auto bytes = function->getAttrOfType<IntegerAttr>(
           rt::RtDialect::kArenaBytesAttrName);
       if (!bytes)
         return;
-      arena = std::max(arena, bytes.getInt());
       // The step's token and target rows, views of the arena by now.
       double rows = 0;
       function.walk([&](memref::ViewOp view) {
-        auto role = view->getAttrOfType<StringAttr>("rt.role");
+        auto role =
+            view->getAttrOfType<StringAttr>(rt::RtDialect::kRoleAttrName);
         if (role && (role.getValue() == "tokens" ||
                      role.getValue() == "targets")) {
           MemRefType type = view.getType();
@@ -252,9 +243,7 @@ CompiledMemory::Result CompiledMemory::compile(const Candidate &plan,
       result.functions.push_back(
           {double(bytes.getInt()), rows / double(key.microbatches)});
     });
-    if (arena > 0)
-      result.arena = double(arena);
-    else
+    if (result.functions.empty())
       result.error = "the compiled program has no arena";
   }
   llvm::sys::fs::remove(path);

@@ -65,8 +65,8 @@ private:
   struct Result {
     /// Per function of the program: its arena, and the bytes of its token
     /// and target rows per micro-batch (what another micro-batch adds).
+    /// Empty where the compile failed (`error` says why).
     std::vector<std::pair<double, double>> functions;
-    std::optional<double> arena;
     std::string error;
   };
   /// What is compiled for `plan`: its cache key and micro-batch count.
