@@ -5,6 +5,10 @@
 #include "runtime/backend/Trace.h"
 #include "runtime/comm/MeshCommunicators.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
 namespace partition::runtime {
 
 Backend::~Backend() = default;
@@ -21,6 +25,34 @@ std::string collectiveName(const Instruction &instruction,
                            const std::string &where) {
   return where + " (" + collectiveKindName(instruction.collective->kind) +
          " '" + instruction.collective->label + "')";
+}
+
+std::vector<size_t> carriedWaits(const Function &function) {
+  static const bool carrying = [] {
+    const char *value = std::getenv("PARTITION_CARRIED_WAITS");
+    if (!value || std::strcmp(value, "1") == 0)
+      return true;
+    if (std::strcmp(value, "0") == 0)
+      return false;
+    throw std::runtime_error(std::string("PARTITION_CARRIED_WAITS=") + value +
+                             ": expected 0 (wait at the end of each step) "
+                             "or 1");
+  }();
+  std::vector<size_t> waits;
+  if (!carrying)
+    return waits;
+  const std::vector<Instruction> &instructions = function.instructions;
+  for (size_t w = instructions.size(); w-- > 0;) {
+    const Instruction &wait = instructions[w];
+    // Only the function's last instructions, and only waits of collectives
+    // (a tier copy's wait stays: its engine's buffers are the rank's own).
+    if (!wait.waitFor || !instructions[*wait.waitFor].collective)
+      break;
+    if (function.loop && w < function.loop->end)
+      break;
+    waits.push_back(w);
+  }
+  return waits;
 }
 
 TraceSpan traceSpanOf(const Program &program, const Function &function,

@@ -152,6 +152,15 @@ inline int64_t runsOf(const Function &function, size_t index) {
              : 1;
 }
 
+/// The waits a backend carries into the function's next run instead of
+/// doing them where they are (docs/performance.md, "Waits carried into the
+/// next step"): the function's trailing waits of collectives (a ZeRO-1/2
+/// step's last all-gathers of updated parameters), from the last one up,
+/// none inside the micro-batch loop's body, which runs again. None when
+/// PARTITION_CARRIED_WAITS=0 (to compare: the results are the same); any
+/// value but 0 or 1 throws.
+std::vector<size_t> carriedWaits(const Function &function);
+
 std::string transferName(const Instruction &instruction,
                          const std::string &where);
 

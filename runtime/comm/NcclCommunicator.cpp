@@ -290,10 +290,11 @@ void NcclCommunicator::waitReady(ncclComm_t comm, const char *op,
   }
 }
 
-void NcclCommunicator::waitStream(const char *op, const Context &ctx,
+void NcclCommunicator::waitStream(cudaStream_t stream, const char *op,
+                                  const Context &ctx,
                                   Clock::time_point until) const {
   for (unsigned polls = 0;; ++polls) {
-    cudaError_t done = cudaStreamQuery(stream_);
+    cudaError_t done = cudaStreamQuery(stream);
     if (done != cudaSuccess && done != cudaErrorNotReady)
       checkCuda(done, "cudaStreamQuery", op, ctx);
     // A peer's failure (or a network error) shows up here, not on the
@@ -463,7 +464,7 @@ void NcclCommunicator::allReduce(const float *send, float *recv, size_t count,
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
   allReduceOn(name, send, recv, count, ncclFloat32, op, ctx, until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 void NcclCommunicator::allGather(const float *send, float *recv,
@@ -472,7 +473,7 @@ void NcclCommunicator::allGather(const float *send, float *recv,
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
   allGatherOn(name, send, recv, countPerRank, ncclFloat32, ctx, until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 void NcclCommunicator::reduceScatter(const float *send, float *recv,
@@ -482,7 +483,7 @@ void NcclCommunicator::reduceScatter(const float *send, float *recv,
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
   reduceScatterOn(name, send, recv, countPerRank, ncclFloat32, op, ctx, until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 void NcclCommunicator::allToAll(const float *send, float *recv,
@@ -491,7 +492,7 @@ void NcclCommunicator::allToAll(const float *send, float *recv,
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
   allToAllOn(name, send, recv, countPerRank, ctx, until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 void NcclCommunicator::allToAllRows(const float *send,
@@ -513,7 +514,7 @@ void NcclCommunicator::allToAllRows(const float *send,
   Clock::time_point until = deadline();
   allToAllBytesOn(name, send, bytesOf(sendRows), recv, bytesOf(recvRows), ctx,
                   until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 void NcclCommunicator::broadcast(float *data, size_t count, int root,
@@ -522,7 +523,7 @@ void NcclCommunicator::broadcast(float *data, size_t count, int root,
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
   broadcastOn(name, data, count, root, ctx, until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 void NcclCommunicator::send(const float *data, size_t count, int peer, int tag,
@@ -531,7 +532,7 @@ void NcclCommunicator::send(const float *data, size_t count, int peer, int tag,
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
   sendOn(name, data, count, peer, tag, ctx, until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 void NcclCommunicator::recv(float *data, size_t count, int peer, int tag,
@@ -540,7 +541,7 @@ void NcclCommunicator::recv(float *data, size_t count, int peer, int tag,
   DeviceScope scope(*this, name, ctx);
   Clock::time_point until = deadline();
   recvOn(name, data, count, peer, tag, ctx, until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 void NcclCommunicator::sendRecv(const float *send, size_t sendCount,
@@ -551,7 +552,7 @@ void NcclCommunicator::sendRecv(const float *send, size_t sendCount,
   Clock::time_point until = deadline();
   sendRecvOn(name, send, sendCount, sendPeer, recv, recvCount, recvPeer, ctx,
              until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 void NcclCommunicator::barrier(const Context &ctx) {
@@ -560,7 +561,7 @@ void NcclCommunicator::barrier(const Context &ctx) {
   Clock::time_point until = deadline();
   allReduceOn(name, scratch_, scratch_, 1, ncclFloat32, ReduceOp::Sum, ctx,
               until);
-  waitStream(name, ctx, until);
+  waitStream(stream_, name, ctx, until);
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key,

@@ -191,6 +191,12 @@ public:
   /// Waits until everything enqueued on stream() has completed, polling
   /// against the timeout ("synchronize" in messages).
   void synchronize(const Context &ctx);
+  /// Waits until everything enqueued on `stream` (another stream, which may
+  /// wait for this communicator's work) has completed, polling it and this
+  /// communicator's asynchronous error against the timeout: the CUDA
+  /// backend's end of a step whose last collectives on stream() are
+  /// carried into the next one.
+  void synchronizeWith(cudaStream_t stream, const Context &ctx);
 
 private:
   using Clock = std::chrono::steady_clock;
@@ -215,8 +221,8 @@ private:
   /// Polls ncclCommGetAsyncError until comm is no longer in progress.
   void waitReady(ncclComm_t comm, const char *op, const Context &ctx,
                  Clock::time_point until) const;
-  /// Polls the stream (and NCCL's asynchronous error) until it is idle.
-  void waitStream(const char *op, const Context &ctx,
+  /// Polls `stream` (and NCCL's asynchronous error) until it is idle.
+  void waitStream(cudaStream_t stream, const char *op, const Context &ctx,
                   Clock::time_point until) const;
   void checkPeer(int peer, const char *what, const char *op,
                  const Context &ctx) const;

@@ -153,7 +153,14 @@ void NcclCommunicator::enqueueRecvBytes(void *data, size_t bytes, int peer,
 void NcclCommunicator::synchronize(const Context &ctx) {
   const char *name = "synchronize";
   DeviceScope scope(*this, name, ctx);
-  waitStream(name, ctx, deadline());
+  waitStream(stream_, name, ctx, deadline());
+}
+
+void NcclCommunicator::synchronizeWith(cudaStream_t stream,
+                                       const Context &ctx) {
+  const char *name = "synchronize";
+  DeviceScope scope(*this, name, ctx);
+  waitStream(stream, name, ctx, deadline());
 }
 
 } // namespace partition::runtime::comm

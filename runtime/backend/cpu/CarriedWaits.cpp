@@ -15,40 +15,18 @@
 // else that might read or write those bytes completes them first: a run of
 // another function (the evaluation step), Backend::read and Backend::write
 // of an overlapping buffer (checkpoints; the loss and the tokens do not
-// overlap), and the backend's destruction. The CUDA backend still waits at
-// the end of the function.
+// overlap), and the backend's destruction. Which waits: carriedWaits
+// (Backend.h), shared with the CUDA backend (its stream plan).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/backend/cpu/CpuBackendImpl.h"
 
-#include <cstdlib>
-#include <cstring>
-
 namespace partition::runtime::cpubackend {
-
-namespace {
-
-/// PARTITION_CARRIED_WAITS=0 waits at the end of each function, as before
-/// (to compare; results are the same); unset or 1 carries.
-bool carryingWaits() {
-  const char *value = std::getenv("PARTITION_CARRIED_WAITS");
-  if (!value || std::strcmp(value, "1") == 0)
-    return true;
-  if (std::strcmp(value, "0") == 0)
-    return false;
-  throw std::runtime_error(std::string("PARTITION_CARRIED_WAITS=") + value +
-                           ": expected 0 (wait at the end of each step) or 1");
-}
-
-} // namespace
 
 void CpuBackend::carryTrailingWaits(const Program &program,
                                     CompiledFunction &function,
                                     const Function &source) {
-  static const bool carrying = carryingWaits();
-  if (!carrying)
-    return;
   const std::vector<Instruction> &instructions = source.instructions;
   // The arena bytes an instruction's buffers occupy.
   auto rangesOf = [&](const Instruction &instruction) {
@@ -60,15 +38,8 @@ void CpuBackend::carryTrailingWaits(const Program &program,
     }
     return ranges;
   };
-  for (size_t w = instructions.size(); w-- > 0;) {
+  for (size_t w : carriedWaits(source)) {
     const Instruction &wait = instructions[w];
-    // Only the function's last instructions, and only waits of collectives
-    // (a tier copy's wait stays: its engine's buffers are the rank's own).
-    if (!wait.waitFor || !instructions[*wait.waitFor].collective)
-      break;
-    // Nor out of the micro-batch loop's body, which runs it again.
-    if (source.loop && w < source.loop->end)
-      break;
     CarriedWait carried;
     carried.ranges = rangesOf(instructions[*wait.waitFor]);
     carried.firstTouch = *wait.waitFor; // it touches its own buffers

@@ -144,6 +144,10 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
   std::vector<std::function<void(const std::vector<cudaEvent_t> &)>>
       collectiveCalls(function.instructions.size());
   std::map<cudaStream_t, int> streamIds;
+#ifdef PARTITION_HAVE_NCCL
+  std::vector<comm::NcclCommunicator *> communicatorOf(
+      function.instructions.size(), nullptr);
+#endif
   // What the offload's tiers run, per instruction (CudaTiers::Action).
   std::vector<CudaTiers::Action> tierActions;
   if (tiers)
@@ -222,6 +226,7 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
                     compiled->communicators.end(),
                     plan.communicator) == compiled->communicators.end())
         compiled->communicators.push_back(plan.communicator);
+      communicatorOf[i] = plan.communicator;
 #endif
       compiled->names.push_back(instruction.transfer
                                     ? transferName(instruction, where)
@@ -256,6 +261,20 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
     planned.push_back(std::move(plannedInstruction));
     compiled->steps.push_back(std::move(step));
   }
+  // A ZeRO-1/2 step's last all-gathers run on into its next run (Backend.h,
+  // carriedWaits; StreamPlan.h).
+  for (size_t w : carriedWaits(function))
+    if (planned[w].waitFor != cuda::PlannedInstruction::kNoWait) {
+      planned[w].carried = true;
+#ifdef PARTITION_HAVE_NCCL
+      comm::NcclCommunicator *communicator = communicatorOf[planned[w].waitFor];
+      if (communicator &&
+          std::find(compiled->carriedCommunicators.begin(),
+                    compiled->carriedCommunicators.end(),
+                    communicator) == compiled->carriedCommunicators.end())
+        compiled->carriedCommunicators.push_back(communicator);
+#endif
+    }
   cuda::StreamPlan streamPlan = cuda::planStreams(planned);
   for (size_t e = 0; e < streamPlan.events; ++e) {
     cudaEvent_t event = nullptr;
@@ -281,6 +300,7 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
     };
   }
   compiled->finalWaits = streamPlan.finalWaits;
+  compiled->carriedEvents = streamPlan.carriedEvents;
   // A step runs the micro-batch loop's instructions `count` times: so many
   // times their work per step.
   for (size_t i = 0; i < compiled->costs.size(); ++i) {
@@ -317,6 +337,11 @@ CudaBackend::~CudaBackend() {
   // frees everything with the process.
   if (cudaSetDevice(device) == cudaErrorCudartUnloading)
     return;
+  // Collectives carried past the last run: done before anything is freed.
+  for (const auto &function : functions)
+    if (function->carriedPending)
+      for (size_t event : function->carriedEvents)
+        cudaEventSynchronize(function->done[event]);
   if (compute)
     cudaStreamSynchronize(compute);
   // Its copies and pinned memory, before the compute stream they use.
@@ -373,6 +398,10 @@ void CudaBackend::run(size_t index, int64_t step) {
   currentStep = step;
   CompiledFunction &function = *functions.at(index);
   checkCuda(cudaSetDevice(device), "cudaSetDevice", function.name);
+  // Its own carried collectives are waited for where this run first
+  // touches their bytes (the stream plan); another function's, now.
+  completeCarried(&function);
+  function.carriedPending = false;
   bool record = false;
   if (profile.enabled) {
     record = function.runs++ >= profile.skip;
@@ -502,12 +531,21 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
   // ends the job with the one-line message instead of hanging here.
   std::string what = "end of " + function.name;
   for (comm::NcclCommunicator *communicator : function.communicators)
-    communicator->synchronize({what.c_str(), step});
+    if (std::find(function.carriedCommunicators.begin(),
+                  function.carriedCommunicators.end(),
+                  communicator) == function.carriedCommunicators.end())
+      communicator->synchronize({what.c_str(), step});
+    else
+      // Its last collectives run on into the next run: wait for the
+      // compute stream, which waited for all the others (against its
+      // timeout: a collective it waits for may hang).
+      communicator->synchronizeWith(compute, {what.c_str(), step});
 #else
   (void)step;
 #endif
   checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize",
             function.name);
+  function.carriedPending = !function.carriedEvents.empty();
   // Every tier copy was waited for by the compute stream, so this returns
   // at once; the host tier's bytes are final for read() either way.
   if (tiers)
@@ -527,6 +565,24 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
                        "axis index, a position, or an MoE expert id, slot or "
                        "count out of range) reached a kernel; the "
                        "step's results are invalid");
+  }
+}
+
+void CudaBackend::completeCarried(const CompiledFunction *except) {
+  for (const auto &function : functions) {
+    if (function.get() == except || !function->carriedPending)
+      continue;
+    std::string what = "carried collectives of " + function->name;
+#ifdef PARTITION_HAVE_NCCL
+    // Polled against the communicators' timeout.
+    for (comm::NcclCommunicator *communicator :
+         function->carriedCommunicators)
+      communicator->synchronize({what.c_str(), currentStep});
+#endif
+    for (size_t event : function->carriedEvents)
+      checkCuda(cudaStreamWaitEvent(compute, function->done[event], 0),
+                "cudaStreamWaitEvent", what);
+    function->carriedPending = false;
   }
 }
 

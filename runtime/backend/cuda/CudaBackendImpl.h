@@ -150,6 +150,7 @@ public:
     // the legacy default stream may return before its DMA has landed, and
     // the (non-blocking) compute and communication streams would not wait
     // for it.
+    completeCarried(nullptr);
     std::string where = "writing '" + buffer.name + "'";
     checkCuda(cudaMemcpyAsync(arena + buffer.offset, source, buffer.bytes,
                               cudaMemcpyHostToDevice, compute),
@@ -164,6 +165,7 @@ public:
     }
     // The legacy default stream does not wait for the compute stream
     // (non-blocking): join it first, though run() already has.
+    completeCarried(nullptr);
     checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize",
               "reading '" + buffer.name + "'");
     checkCuda(cudaMemcpy(destination, arena + buffer.offset, buffer.bytes,
@@ -211,8 +213,17 @@ private:
     std::vector<cudaEvent_t> done;
     /// Collectives nobody waited for by the end of the function.
     std::vector<size_t> finalWaits;
+    /// The carried waits' collectives (carriedWaits in Backend.h), in
+    /// flight past the end of a run, and whether a run has left them so:
+    /// the function's next run waits for them where it first touches their
+    /// bytes (StreamPlan.h); anything else completes them first
+    /// (completeCarried).
+    std::vector<size_t> carriedEvents;
+    bool carriedPending = false;
 #ifdef PARTITION_HAVE_NCCL
     std::vector<comm::NcclCommunicator *> communicators;
+    /// The communicators the carried collectives run on.
+    std::vector<comm::NcclCommunicator *> carriedCommunicators;
 #endif
     // PARTITION_PROFILE only.
     std::vector<InstructionCost> costs;
@@ -296,6 +307,10 @@ private:
   /// the slices.
   void nextLoopRun(CompiledFunction &function, int64_t run);
   void join(CompiledFunction &function, int64_t step);
+  /// Completes the collectives other functions' runs carried (all when
+  /// `except` is null): before a run of another function, a read or a
+  /// write of the arena, and the end.
+  void completeCarried(const CompiledFunction *except);
   void printProfile(const CompiledFunction &function) const;
 
   int device = 0;

@@ -22,7 +22,14 @@
 //    overlapping kernel has already; the byte ranges alone would wait no
 //    earlier, since the program's checks keep every instruction between a
 //    start and its wait off the collective's bytes;
-//  - at the end of the function the compute stream waits for the rest.
+//  - at the end of the function the compute stream waits for the rest,
+//    except the collectives of waits marked `carried` (the function's
+//    trailing waits: a ZeRO-1/2 step's last all-gathers of updated
+//    parameters). Those stay in flight into the function's next run, which
+//    starts with them in flight: its first kernel on their bytes waits for
+//    them (the previous run's event: nothing has recorded it again yet), a
+//    collective on another stream waits for them as for any other, and a
+//    restart of the same collective, on the same stream, replaces them.
 // Pure host logic, tested without a GPU (unittests/runtime/cuda).
 //
 //===----------------------------------------------------------------------===//
@@ -79,6 +86,9 @@ struct PlannedInstruction {
   /// collective it completes; kNoWait otherwise.
   static constexpr size_t kNoWait = ~size_t(0);
   size_t waitFor = kNoWait;
+  /// A wait whose collective stays in flight into the function's next run
+  /// instead (Backend.h, carriedWaits).
+  bool carried = false;
 };
 
 struct StreamPlan {
@@ -92,6 +102,10 @@ struct StreamPlan {
   std::vector<size_t> event;
   /// Events the compute stream waits for at the end of the function.
   std::vector<size_t> finalWaits;
+  /// Events of the carried waits' collectives, still in flight at the end
+  /// of the function; its next run's computeWaits and streamWaits include
+  /// them where needed.
+  std::vector<size_t> carriedEvents;
   size_t events = 0;
 };
 
@@ -104,7 +118,15 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
     size_t event;
     const PlannedInstruction *instruction;
   };
+  for (size_t i = 0; i < code.size(); ++i)
+    if (code[i].collective)
+      plan.event[i] = plan.events++;
+  // The previous run's carried collectives, in flight as this run starts.
   std::vector<InFlight> inFlight;
+  for (const PlannedInstruction &instruction : code)
+    if (instruction.carried && instruction.waitFor < code.size())
+      inFlight.push_back(
+          {plan.event[instruction.waitFor], &code[instruction.waitFor]});
   auto computeWaitsFor = [&](const std::vector<ByteRange> &ranges,
                              std::vector<size_t> &waits) {
     for (size_t j = 0; j < inFlight.size();) {
@@ -120,7 +142,7 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
     const PlannedInstruction &instruction = code[i];
     if (!instruction.collective) {
       computeWaitsFor(instruction.ranges, plan.computeWaits[i]);
-      if (instruction.waitFor < i)
+      if (instruction.waitFor < i && !instruction.carried)
         for (size_t j = 0; j < inFlight.size(); ++j)
           if (inFlight[j].instruction == &code[instruction.waitFor]) {
             plan.computeWaits[i].push_back(inFlight[j].event);
@@ -130,6 +152,12 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
       continue;
     }
     computeWaitsFor(instruction.computeRanges, plan.computeWaits[i]);
+    // Its previous run, carried: its stream orders the two.
+    for (size_t j = 0; j < inFlight.size(); ++j)
+      if (inFlight[j].instruction == &instruction) {
+        inFlight.erase(inFlight.begin() + j);
+        break;
+      }
     for (const InFlight &other : inFlight) {
       if (other.instruction->stream == instruction.stream)
         continue;
@@ -139,11 +167,16 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
       if (serialised || ordered)
         plan.streamWaits[i].push_back(other.event);
     }
-    plan.event[i] = plan.events++;
     inFlight.push_back({plan.event[i], &instruction});
   }
+  std::vector<bool> carried(code.size(), false);
+  for (const PlannedInstruction &instruction : code)
+    if (instruction.carried && instruction.waitFor < code.size())
+      carried[instruction.waitFor] = true;
   for (const InFlight &remaining : inFlight)
-    plan.finalWaits.push_back(remaining.event);
+    (carried[remaining.instruction - code.data()] ? plan.carriedEvents
+                                                  : plan.finalWaits)
+        .push_back(remaining.event);
   return plan;
 }
 

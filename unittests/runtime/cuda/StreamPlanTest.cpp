@@ -232,3 +232,51 @@ TEST(StreamPlan, ACpuUpdateOverlapsTheBackwardPassAndTheBuckets) {
   EXPECT_EQ(plan.streamWaits[1], Waits{});
   EXPECT_EQ(plan.streamWaits[2], Waits{0});
 }
+
+// A ZeRO-1 step's last all-gather of updated parameters, carried into the
+// next run (Backend.h, carriedWaits): the run does not wait for it at its
+// end; the next run starts with it in flight, so its first kernel on the
+// parameter waits for it (the previous run's event), a collective of
+// another communicator is serialised after it, and its own restart, on its
+// stream, retires it.
+TEST(StreamPlan, ACarriedGatherIsWaitedForWhereTheNextRunFirstTouchesIt) {
+  PlannedInstruction trailing;
+  trailing.waitFor = 5;
+  trailing.carried = true;
+  StreamPlan plan = planStreams({
+      kernel({{512, 576}}),        // 0: forward, elsewhere: no wait
+      kernel({{0, 64}, {512, 576}}), // 1: reads the parameter: waits for 1
+      collective(1, {{600, 700}}), // 2: tp: after the carried gather
+      collective(0, {{800, 900}}), // 3: a bucket on the gather's stream
+      kernel({{0, 32}}),           // 4: AdamW writes its shard: in order
+      collective(0, {{0, 64}}),    // 5: the gather (event 2), restarted
+      trailing,                    // 6: carried: no wait here
+  });
+  EXPECT_EQ(plan.events, 3u);
+  EXPECT_EQ(plan.computeWaits[0], Waits{});
+  EXPECT_EQ(plan.computeWaits[1], Waits{2});
+  // Waited for by the compute stream already (kernel 1): nothing to add.
+  EXPECT_EQ(plan.streamWaits[2], Waits{});
+  EXPECT_EQ(plan.computeWaits[6], Waits{});
+  EXPECT_EQ(plan.carriedEvents, Waits{2});
+  EXPECT_EQ(plan.finalWaits, (Waits{0, 1}));
+}
+
+TEST(StreamPlan, ACarriedGatherNobodyTouchedIsSerialisedAndReplaced) {
+  PlannedInstruction trailing;
+  trailing.waitFor = 2;
+  trailing.carried = true;
+  StreamPlan plan = planStreams({
+      collective(1, {{600, 700}}), // 0: another communicator: waits for it
+      kernel({{600, 700}}),        // 1: waits for 0 only
+      collective(0, {{0, 64}}),    // 2: the gather restarted: replaces it
+      kernel({{0, 64}}),           // 3: waits for this run's gather
+      trailing,
+  });
+  EXPECT_EQ(plan.streamWaits[0], Waits{1});
+  EXPECT_EQ(plan.computeWaits[1], Waits{0});
+  EXPECT_EQ(plan.streamWaits[2], Waits{});
+  EXPECT_EQ(plan.computeWaits[3], Waits{1});
+  EXPECT_EQ(plan.carriedEvents, Waits{});
+  EXPECT_EQ(plan.finalWaits, Waits{});
+}
