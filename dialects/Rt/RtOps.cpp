@@ -154,8 +154,7 @@ LogicalResult KernelOp::verify() {
     return failure();
   for (Value operand : getOperation()->getOperands()) {
     auto type = cast<MemRefType>(operand.getType());
-    if (!type.hasStaticShape() ||
-        !memref::isStaticShapeAndContiguousRowMajor(type))
+    if (!isContiguousRowMajor(type))
       return emitOpError() << "operand " << type
                            << " must have a static shape and a contiguous "
                               "row-major layout";

@@ -66,8 +66,7 @@ LogicalResult verifyTransfer(Operation *op, Value tiered, Value staged,
                             {"destination", read ? stagedType : tieredType}}) {
     Type element = type.getElementType();
     if (!(element.isF32() || element.isBF16() || element.isInteger(32)) ||
-        !type.hasStaticShape() ||
-        !memref::isStaticShapeAndContiguousRowMajor(type))
+        !isContiguousRowMajor(type))
       return op->emitOpError()
              << what << " " << type
              << " must be f32, bf16 or i32 with a static shape and a "

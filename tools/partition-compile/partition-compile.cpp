@@ -37,6 +37,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
@@ -72,6 +73,28 @@ cl::opt<double> beta1("beta1", cl::init(0.9), cl::cat(category));
 cl::opt<double> beta2("beta2", cl::init(0.95), cl::cat(category));
 cl::opt<double> epsilon("epsilon", cl::init(1e-8), cl::cat(category));
 cl::opt<double> weightDecay("weight-decay", cl::init(0.1), cl::cat(category));
+cl::opt<bool> timing(
+    "timing",
+    cl::desc("Print each compiler pass's wall time to stderr at the end "
+             "(MLIR's pass timing: where a compile's time goes)"),
+    cl::cat(category));
+
+/// --timing: one report for every pass manager of the compile.
+mlir::TimingScope &compileTiming() {
+  static mlir::DefaultTimingManager manager;
+  static mlir::TimingScope root = [] {
+    manager.setEnabled(timing);
+    return manager.getRootScope();
+  }();
+  return root;
+}
+
+/// A pass manager that reports to --timing.
+void addTiming(PassManager &pm) {
+  if (timing)
+    pm.enableTiming(compileTiming());
+}
+
 cl::opt<bool> memoryReport("memory-report",
                            cl::desc("Print bytes per buffer category and the "
                                     "arena peak"),
@@ -222,6 +245,7 @@ int compileReplicas(ModuleOp module, const partition::Plan &plan,
                         std::to_string(plan.replicas[index].tp) + ")";
     PassManager pm(module.getContext());
     partition::buildPartitionFlow(pm, options);
+    addTiming(pm);
     if (failed(pm.run(*replica))) {
       if (!partition::dist::getPlan(*replica))
         return fail("the plan cannot be applied (see the diagnostic above)");
@@ -243,6 +267,7 @@ int compileReplicas(ModuleOp module, const partition::Plan &plan,
     }
     PassManager lowering(module.getContext());
     partition::buildLoweringFlow(lowering, options);
+    addTiming(lowering);
     if (failed(lowering.run(*replica)))
       return fail("compiling " + which + " failed (see the diagnostic above)");
     if (!emitMlir.empty()) {
@@ -359,6 +384,7 @@ int main(int argc, char **argv) {
   // layer report sees the partitioned step before lowering.
   PassManager pm(&context);
   partition::buildPartitionFlow(pm, options);
+  addTiming(pm);
   if (failed(pm.run(*module))) {
     if (!planFile.empty() && !partition::dist::getPlan(*module))
       return fail("the plan cannot be applied (see the diagnostic above)");
@@ -387,6 +413,7 @@ int main(int argc, char **argv) {
 
   PassManager lowering(&context);
   partition::buildLoweringFlow(lowering, options);
+  addTiming(lowering);
   if (failed(lowering.run(*module)))
     return fail("compilation failed (see the diagnostic above)");
 
