@@ -222,7 +222,7 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
   auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
   if (!ruled)
     return propagateUnruled(op);
-  ShardingRule rule = ruled.getShardingRule();
+  const ShardingRule &rule = ruleOf(ruled);
 
   SmallVector<Layout> operandLayouts;
   for (Value operand : op->getOperands())
@@ -244,6 +244,14 @@ LogicalResult StepPropagation::propagateOp(Operation *op) {
     return failure();
   record(op, consumed);
   return success();
+}
+
+const ShardingRule &
+StepPropagation::ruleOf(xfmr::ShardingRuleOpInterface op) const {
+  std::unique_ptr<ShardingRule> &rule = rules[op.getOperation()];
+  if (!rule)
+    rule = std::make_unique<ShardingRule>(op.getShardingRule());
+  return *rule;
 }
 
 LogicalResult StepPropagation::propagateUnruled(Operation *op) {

@@ -36,7 +36,7 @@ StepPropagation::requiredDims(Value value) const {
     auto ruled = dyn_cast<ShardingRuleOpInterface>(use.getOwner());
     if (!ruled)
       continue;
-    ShardingRule rule = ruled.getShardingRule();
+    const ShardingRule &rule = ruleOf(ruled);
     if (rule.linear) {
       for (Value result : use.getOwner()->getResults())
         if (auto dims = requiredDims(result))
