@@ -266,6 +266,10 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
   for (size_t w : carriedWaits(function))
     if (planned[w].waitFor != cuda::PlannedInstruction::kNoWait) {
       planned[w].carried = true;
+      const cuda::PlannedInstruction &gather = planned[planned[w].waitFor];
+      compiled->carriedRanges.insert(compiled->carriedRanges.end(),
+                                     gather.ranges.begin(),
+                                     gather.ranges.end());
 #ifdef PARTITION_HAVE_NCCL
       comm::NcclCommunicator *communicator = communicatorOf[planned[w].waitFor];
       if (communicator &&
@@ -568,9 +572,11 @@ void CudaBackend::join(CompiledFunction &function, int64_t step) {
   }
 }
 
-void CudaBackend::completeCarried(const CompiledFunction *except) {
+void CudaBackend::completeCarried(const CompiledFunction *except,
+                                  std::optional<ByteRange> only) {
   for (const auto &function : functions) {
-    if (function.get() == except || !function->carriedPending)
+    if (function.get() == except || !function->carriedPending ||
+        (only && !cuda::overlapsAny(function->carriedRanges, {*only})))
       continue;
     std::string what = "carried collectives of " + function->name;
 #ifdef PARTITION_HAVE_NCCL

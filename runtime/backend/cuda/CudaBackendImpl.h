@@ -38,6 +38,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -150,7 +151,7 @@ public:
     // the legacy default stream may return before its DMA has landed, and
     // the (non-blocking) compute and communication streams would not wait
     // for it.
-    completeCarried(nullptr);
+    completeCarried(nullptr, rangeOf(buffer));
     std::string where = "writing '" + buffer.name + "'";
     checkCuda(cudaMemcpyAsync(arena + buffer.offset, source, buffer.bytes,
                               cudaMemcpyHostToDevice, compute),
@@ -165,7 +166,7 @@ public:
     }
     // The legacy default stream does not wait for the compute stream
     // (non-blocking): join it first, though run() already has.
-    completeCarried(nullptr);
+    completeCarried(nullptr, rangeOf(buffer));
     checkCuda(cudaStreamSynchronize(compute), "cudaStreamSynchronize",
               "reading '" + buffer.name + "'");
     checkCuda(cudaMemcpy(destination, arena + buffer.offset, buffer.bytes,
@@ -219,6 +220,9 @@ private:
     /// bytes (StreamPlan.h); anything else completes them first
     /// (completeCarried).
     std::vector<size_t> carriedEvents;
+    /// The bytes those collectives touch (read and write complete only
+    /// the carried collectives they overlap: not those of the tokens).
+    std::vector<ByteRange> carriedRanges;
     bool carriedPending = false;
 #ifdef PARTITION_HAVE_NCCL
     std::vector<comm::NcclCommunicator *> communicators;
@@ -308,9 +312,11 @@ private:
   void nextLoopRun(CompiledFunction &function, int64_t run);
   void join(CompiledFunction &function, int64_t step);
   /// Completes the collectives other functions' runs carried (all when
-  /// `except` is null): before a run of another function, a read or a
-  /// write of the arena, and the end.
-  void completeCarried(const CompiledFunction *except);
+  /// `except` is null; with `only`, those of functions whose carried
+  /// collectives touch those bytes): before a run of another function, a
+  /// read or a write of the arena.
+  void completeCarried(const CompiledFunction *except,
+                       std::optional<ByteRange> only = std::nullopt);
   void printProfile(const CompiledFunction &function) const;
 
   int device = 0;
