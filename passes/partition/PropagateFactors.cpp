@@ -32,6 +32,16 @@ Layout StepPropagation::completedSum(OpOperand &use) const {
 
 std::optional<SmallVector<Axes>>
 StepPropagation::requiredDims(Value value) const {
+  Value state = requiredState(value);
+  if (!state)
+    return std::nullopt;
+  return layoutOf(state).dims;
+}
+
+Value StepPropagation::requiredState(Value value) const {
+  if (auto known = requiredStates.find(value); known != requiredStates.end())
+    return known->second;
+  Value state;
   for (OpOperand &use : value.getUses()) {
     auto ruled = dyn_cast<ShardingRuleOpInterface>(use.getOwner());
     if (!ruled)
@@ -39,18 +49,25 @@ StepPropagation::requiredDims(Value value) const {
     const ShardingRule &rule = ruleOf(ruled);
     if (rule.linear) {
       for (Value result : use.getOwner()->getResults())
-        if (auto dims = requiredDims(result))
-          return dims;
+        if ((state = requiredState(result)))
+          break;
+      if (state)
+        break;
       continue;
     }
     // An update of state: the gradient has the state's factors.
     ArrayRef<int> factors = rule.getOperand(use.getOperandNumber());
     for (OpOperand &other : use.getOwner()->getOpOperands())
       if (&other != &use && isStateArgument(other.get()) &&
-          rule.getOperand(other.getOperandNumber()) == factors)
-        return layoutOf(other.get()).dims;
+          rule.getOperand(other.getOperandNumber()) == factors) {
+        state = other.get();
+        break;
+      }
+    if (state)
+      break;
   }
-  return std::nullopt;
+  requiredStates[value] = state;
+  return state;
 }
 
 void StepPropagation::passPartials(Operation *op, const ShardingRule &rule,

@@ -80,6 +80,13 @@ private:
   /// The layout a gradient must have: that of the state whose update it
   /// feeds, through linear ops (sums, scalings, casts), if any.
   std::optional<SmallVector<Axes>> requiredDims(Value value) const;
+  /// That state argument (null if none), found once per value: a gradient
+  /// summed over M micro-batches reaches its update through the rest of
+  /// the sum, so walking it again for each micro-batch's gradient was
+  /// quadratic in M. Which state a value feeds depends on the IR alone,
+  /// which propagation does not change; the state's layout is read when
+  /// asked.
+  Value requiredState(Value value) const;
   LogicalResult propagateSlice(mlir::tensor::ExtractSliceOp slice);
   LogicalResult propagateOp(Operation *op);
   /// A proposal to split `factor` over `axes`; lower priorities go first.
@@ -131,6 +138,8 @@ private:
   DenseMap<Value, Layout> layouts;
   /// ruleOf's rules (the walk creates and erases no op).
   mutable DenseMap<Operation *, std::unique_ptr<ShardingRule>> rules;
+  /// requiredState's answers.
+  mutable DenseMap<Value, Value> requiredStates;
 };
 
 } // namespace partition
