@@ -3,6 +3,7 @@
 #include "passes/frontend/StepEntries.h"
 
 #include "dialects/Xfmr/XfmrOps.h"
+#include "passes/common/FunctionAttrEdits.h"
 #include "passes/plan/Plan.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -31,17 +32,19 @@ void markEvaluationEntry(OpBuilder &builder, func::FuncOp forward,
     entry->setAttr(attr.getName(), attr.getValue());
   entry->setAttr(XfmrDialect::kEvalStepAttrName,
                  builder.getDictionaryAttr(evalStep));
+  FunctionAttrEdits argAttrs(entry);
   for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
-    entry.setArgAttr(index, XfmrDialect::kParamAttrName,
-                     forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
+    argAttrs.set(index, XfmrDialect::kParamAttrName,
+                 forward.getArgAttr(arg, XfmrDialect::kParamAttrName));
     if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
-      entry.setArgAttr(index, XfmrDialect::kLayerAttrName, layer);
+      argAttrs.set(index, XfmrDialect::kLayerAttrName, layer);
     if (Attribute rate =
             forward.getArgAttr(arg, XfmrDialect::kRoutingBiasAttrName))
-      entry.setArgAttr(index, XfmrDialect::kRoutingBiasAttrName, rate);
+      argAttrs.set(index, XfmrDialect::kRoutingBiasAttrName, rate);
     if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
-      entry.setArgAttr(index, kShardingAttrName, sharding);
+      argAttrs.set(index, kShardingAttrName, sharding);
   }
+  argAttrs.apply();
 }
 
 } // namespace

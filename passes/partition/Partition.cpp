@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/common/FunctionAttrEdits.h"
 #include "passes/partition/Layout.h"
 
 #include "dialects/Xfmr/XfmrOps.h"
@@ -507,33 +508,37 @@ void StepPartition::annotateState() {
   MLIRContext *context = step.getContext();
   StringRef meshName = mesh.symbol.getValue();
   // State, and the token inputs: the runtime feeds each rank its block.
+  FunctionAttrEdits argAttrs(step);
   for (BlockArgument arg : step.getArguments()) {
     Layout layout = layoutOf(arg);
     bool input = static_cast<bool>(
         step.getArgAttr(arg.getArgNumber(), XfmrDialect::kInputAttrName));
     if (layout.isSharded() &&
         (input || !stateOf(step, arg.getArgNumber()).first.empty()))
-      step.setArgAttr(arg.getArgNumber(),
-                      dist::DistDialect::kLocalShardingAttrName,
-                      layout.toAttr(context, meshName));
+      argAttrs.set(arg.getArgNumber(), dist::DistDialect::kLocalShardingAttrName,
+                   layout.toAttr(context, meshName));
   }
+  argAttrs.apply();
+  FunctionAttrEdits resultAttrs(step, FunctionAttrEdits::Of::Results);
   Operation *terminator = step.getBody().front().getTerminator();
   for (OpOperand &operand : terminator->getOpOperands()) {
     Layout layout = layoutOf(operand.get());
     if (layout.isSharded())
-      step.setResultAttr(operand.getOperandNumber(),
-                         dist::DistDialect::kLocalShardingAttrName,
-                         layout.toAttr(context, meshName));
+      resultAttrs.set(operand.getOperandNumber(),
+                      dist::DistDialect::kLocalShardingAttrName,
+                      layout.toAttr(context, meshName));
   }
+  resultAttrs.apply();
 }
 
 LogicalResult StepPartition::run() {
   Block &body = step.getBody().front();
+  FunctionAttrEdits argAttrs(step);
   for (BlockArgument arg : body.getArguments()) {
     localize(arg, recordedArgumentLayout(step, arg.getArgNumber()));
-    step.removeArgAttr(arg.getArgNumber(),
-                       dist::DistDialect::kShardingAttrName);
+    argAttrs.remove(arg.getArgNumber(), dist::DistDialect::kShardingAttrName);
   }
+  argAttrs.apply();
   SmallVector<Operation *> ops;
   for (Operation &op : body)
     ops.push_back(&op);

@@ -30,6 +30,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/common/FunctionAttrEdits.h"
 #include "passes/partition/StepPropagation.h"
 
 #include "dialects/Xfmr/XfmrOps.h"
@@ -324,16 +325,16 @@ LogicalResult StepPropagation::run() {
     return failure();
 
   // Every argument's layout, seeds included.
+  FunctionAttrEdits argAttrs(step);
   for (BlockArgument arg : step.getArguments()) {
     Layout layout = layoutOf(arg);
     if (layout.isReplicated())
-      step.removeArgAttr(arg.getArgNumber(),
-                         dist::DistDialect::kShardingAttrName);
+      argAttrs.remove(arg.getArgNumber(), dist::DistDialect::kShardingAttrName);
     else
-      step.setArgAttr(arg.getArgNumber(), dist::DistDialect::kShardingAttrName,
-                      layout.toAttr(step.getContext(),
-                                    mesh.symbol.getValue()));
+      argAttrs.set(arg.getArgNumber(), dist::DistDialect::kShardingAttrName,
+                   layout.toAttr(step.getContext(), mesh.symbol.getValue()));
   }
+  argAttrs.apply();
   return success();
 }
 

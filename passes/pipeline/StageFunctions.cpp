@@ -284,10 +284,14 @@ LogicalResult StageBuilder::buildStage(int s, func::FuncOp step,
   for (NamedAttribute attr : step->getDiscardableAttrs())
     function->setAttr(attr.getName(), attr.getValue());
   function->setAttr(pipeline::kPipelineStageAttrName, builder.getI64IntegerAttr(s));
-  for (auto [position, index] : llvm::enumerate(args))
-    function.setArgAttrs(position, step.getArgAttrDict(index));
-  for (auto [position, index] : llvm::enumerate(results))
-    function.setResultAttrs(position, step.getResultAttrDict(index));
+  // At once: setArgAttrs rebuilds every argument's array on each call.
+  SmallVector<DictionaryAttr> argAttrs, resultAttrs;
+  for (auto index : args)
+    argAttrs.push_back(step.getArgAttrDict(index));
+  for (auto index : results)
+    resultAttrs.push_back(step.getResultAttrDict(index));
+  function.setAllArgAttrs(argAttrs);
+  function.setAllResultAttrs(resultAttrs);
 
   Block *entry = function.addEntryBlock();
   OpBuilder inner = OpBuilder::atBlockEnd(entry);
