@@ -72,7 +72,7 @@ std::optional<StringRef> StepPropagation::undecidedState(Value value) const {
   auto arg = dyn_cast<BlockArgument>(value);
   if (!arg || arg.getOwner()->getParentOp() != step)
     return std::nullopt;
-  StringRef name = stateOf(step, arg.getArgNumber()).second;
+  StringRef name = stateNames[arg.getArgNumber()];
   if (name.empty() || stateLayouts.count(name))
     return std::nullopt;
   return name;
@@ -83,9 +83,12 @@ LogicalResult StepPropagation::decideState(StringRef name,
   // A copy: `decided` may point into stateLayouts itself.
   SmallVector<Axes> dims(decided.begin(), decided.end());
   stateLayouts[name] = dims;
-  for (BlockArgument arg : step.getArguments()) {
-    if (stateOf(step, arg.getArgNumber()).second != name ||
-        layouts.count(arg))
+  auto arguments = argumentsOfState.find(name);
+  if (arguments == argumentsOfState.end())
+    return success();
+  for (unsigned index : arguments->second) {
+    BlockArgument arg = step.getArgument(index);
+    if (layouts.count(arg))
       continue;
     Layout layout;
     layout.dims.assign(dims.begin(), dims.end());
@@ -98,7 +101,7 @@ LogicalResult StepPropagation::decideState(StringRef name,
 LogicalResult StepPropagation::applySeeds() {
   // State placed by the training step, for the evaluation step.
   for (BlockArgument arg : step.getArguments()) {
-    StringRef name = stateOf(step, arg.getArgNumber()).second;
+    StringRef name = stateNames[arg.getArgNumber()];
     auto known = stateLayouts.find(name);
     if (!name.empty() && known != stateLayouts.end() &&
         failed(decideState(name, known->second)))
@@ -112,7 +115,7 @@ LogicalResult StepPropagation::applySeeds() {
     if (!sharding)
       continue;
     Layout layout = Layout::fromAttr(sharding, arg.getType());
-    StringRef name = stateOf(step, index).second;
+    StringRef name = stateNames[index];
     if (name.empty()) {
       if (failed(setLayout(arg, layout, step, "argument #" + Twine(index))))
         return failure();

@@ -43,7 +43,14 @@ public:
                   bool tensorParallel,
                   llvm::StringMap<SmallVector<Axes>> &stateLayouts)
       : step(step), mesh(mesh), tensorParallel(tensorParallel),
-        stateLayouts(stateLayouts) {}
+        stateLayouts(stateLayouts) {
+    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+      StringRef name = stateOf(step, index).second;
+      stateNames.push_back(name);
+      if (!name.empty())
+        argumentsOfState[name].push_back(index);
+    }
+  }
 
   LogicalResult run();
 
@@ -69,7 +76,7 @@ private:
   bool isStateArgument(Value value) const {
     auto arg = dyn_cast<BlockArgument>(value);
     return arg && arg.getOwner()->getParentOp() == step &&
-           !stateOf(step, arg.getArgNumber()).first.empty();
+           !stateNames[arg.getArgNumber()].empty();
   }
   LogicalResult applySeeds();
   /// The layout `use` consumes a partial value in when it needs the whole
@@ -136,6 +143,12 @@ private:
   bool tensorParallel;
   llvm::StringMap<SmallVector<Axes>> &stateLayouts;
   DenseMap<Value, Layout> layouts;
+  /// Per argument, the state it holds ("" if none), and per state its
+  /// arguments (a parameter's and its moments'): stateOf reads three
+  /// attributes, and deciding each state asked it of every argument
+  /// (quadratic in the arguments).
+  SmallVector<StringRef> stateNames;
+  llvm::StringMap<SmallVector<unsigned, 3>> argumentsOfState;
   /// ruleOf's rules (the walk creates and erases no op).
   mutable DenseMap<Operation *, std::unique_ptr<ShardingRule>> rules;
   /// requiredState's answers.
