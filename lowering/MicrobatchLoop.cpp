@@ -192,7 +192,7 @@ bool Reroll::isSameValueBefore(Value x, Value y) const {
   KernelOp a = soleKernelWriter(x), b = soleKernelWriter(y);
   if (!a || !b || !beforeBody(a) || !beforeBody(b) || a.getOutputs().size() != 1 ||
       b.getOutputs().size() != 1 || x.getType() != y.getType() ||
-      a->getAttrDictionary() != b->getAttrDictionary() ||
+      !sameAttributes(a, b) ||
       a.getInputs().size() != b.getInputs().size())
     return false;
   // Inputs that nothing before the body writes (the function's arguments
@@ -486,7 +486,8 @@ LogicalResult Reroll::matchOp(Operation *first, Operation *second) {
     list.erase("label");
     return list.getDictionary(op->getContext());
   };
-  if (attributes(first) != attributes(second) ||
+  if ((!sameAttributes(first, second) &&
+       attributes(first) != attributes(second)) ||
       first->getResultTypes() != second->getResultTypes())
     return where() << "other attributes or result types";
   for (auto [x, y] : llvm::zip(first->getOperands(), second->getOperands()))

@@ -90,6 +90,20 @@ void addWrites(Operation *op, DenseSet<Value> &written) {
 
 } // namespace
 
+llvm::hash_code attributesHash(Operation *op) {
+  return llvm::hash_combine(
+      op->hashProperties(),
+      op->getDiscardableAttrDictionary().getAsOpaquePointer());
+}
+
+bool sameAttributes(Operation *a, Operation *b) {
+  return a->getName() == b->getName() &&
+         a->getDiscardableAttrDictionary() ==
+             b->getDiscardableAttrDictionary() &&
+         a->getName().compareOpProperties(a->getPropertiesStorage(),
+                                          b->getPropertiesStorage());
+}
+
 bool mergeRepeatedKernels(ArrayRef<Operation *> ops,
                           llvm::function_ref<bool(Operation *)> mayMerge) {
   // The buffers written so far, walking `ops` in order.
@@ -136,7 +150,7 @@ bool mergeRepeatedKernels(ArrayRef<Operation *> ops,
     if (!candidate)
       continue;
     size_t hash = llvm::hash_combine(
-        kernel.getKernel(), kernel->getAttrDictionary().getAsOpaquePointer(),
+        attributesHash(kernel),
         llvm::hash_combine_range(inputs.begin(), inputs.end()),
         llvm::hash_combine_range(kernel.getOutputs().getTypes().begin(),
                                  kernel.getOutputs().getTypes().end()));
@@ -148,8 +162,7 @@ bool mergeRepeatedKernels(ArrayRef<Operation *> ops,
     Kept *first = nullptr;
     for (Kept &other : same)
       if (readAfter(other.kernel, index) &&
-          other.kernel.getKernel() == kernel.getKernel() &&
-          other.kernel->getAttrDictionary() == kernel->getAttrDictionary() &&
+          sameAttributes(other.kernel, kernel) &&
           other.inputs == inputs &&
           other.kernel.getOutputs().getTypes() ==
               kernel.getOutputs().getTypes()) {
@@ -200,15 +213,16 @@ kernelsToHoist(ArrayRef<KernelOp> candidates,
       hoist.insert(kernel);
   }
   // The candidates by a hash of kernel, attributes and inputs.
-  auto hashOf = [](KernelOp kernel) -> size_t {
-    return llvm::hash_combine(
-        kernel.getKernel(), kernel->getAttrDictionary().getAsOpaquePointer(),
+  DenseMap<Operation *, size_t> hashes;
+  DenseMap<size_t, SmallVector<KernelOp, 2>> alike;
+  for (KernelOp kernel : candidates) {
+    size_t hash = llvm::hash_combine(
+        attributesHash(kernel),
         llvm::hash_combine_range(kernel.getInputs().begin(),
                                  kernel.getInputs().end()));
-  };
-  DenseMap<size_t, SmallVector<KernelOp, 2>> alike;
-  for (KernelOp kernel : candidates)
-    alike[hashOf(kernel)].push_back(kernel);
+    hashes[kernel] = hash;
+    alike[hash].push_back(kernel);
+  }
   // Until nothing changes: what another block reads, what a hoisted kernel
   // reads, and the counterparts of hoisted kernels.
   for (bool changed = true; changed;) {
@@ -231,10 +245,9 @@ kernelsToHoist(ArrayRef<KernelOp> candidates,
     // from up front) moves.
     for (KernelOp kernel : candidates) {
       KernelOp counterpart;
-      for (KernelOp other : alike[hashOf(kernel)])
+      for (KernelOp other : alike[hashes.lookup(kernel)])
         if (blockOf(other) != blockOf(kernel) &&
-            other.getKernel() == kernel.getKernel() &&
-            other->getAttrDictionary() == kernel->getAttrDictionary() &&
+            sameAttributes(other, kernel) &&
             llvm::equal(other.getInputs(), kernel.getInputs()) &&
             (!counterpart || hoist.contains(other)))
           counterpart = other;
