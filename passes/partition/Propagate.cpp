@@ -135,14 +135,30 @@ LogicalResult StepPropagation::applySeeds() {
   return success();
 }
 
+Attribute StepPropagation::attributeOf(const Layout &layout) {
+  // "a,b;;c|p": each dimension's axes, then the partial ones.
+  SmallString<64> key;
+  for (const Axes &axes : layout.dims) {
+    llvm::interleave(axes, [&](StringRef axis) { key += axis; },
+                     [&] { key += ','; });
+    key += ';';
+  }
+  key += '|';
+  llvm::interleave(layout.partial, [&](StringRef axis) { key += axis; },
+                   [&] { key += ','; });
+  Attribute &attribute = layoutAttributes[key];
+  if (!attribute)
+    attribute = layout.toAttr(step.getContext(), mesh.symbol.getValue());
+  return attribute;
+}
+
 void StepPropagation::record(Operation *op, ArrayRef<Layout> operands) {
   MLIRContext *context = op->getContext();
-  StringRef meshName = mesh.symbol.getValue();
   if (llvm::any_of(operands,
                    [](const Layout &layout) { return !layout.isReplicated(); })) {
     SmallVector<Attribute> attrs;
     for (const Layout &layout : operands)
-      attrs.push_back(layout.toAttr(context, meshName));
+      attrs.push_back(attributeOf(layout));
     op->setAttr(kOperandShardingsAttrName, ArrayAttr::get(context, attrs));
   }
   SmallVector<Attribute> results;
@@ -150,7 +166,7 @@ void StepPropagation::record(Operation *op, ArrayRef<Layout> operands) {
   for (Value result : op->getResults()) {
     Layout layout = layoutOf(result);
     any |= !layout.isReplicated();
-    results.push_back(layout.toAttr(context, meshName));
+    results.push_back(attributeOf(layout));
   }
   if (!any)
     return;

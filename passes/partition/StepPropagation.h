@@ -133,6 +133,10 @@ private:
                               bool partialInLinear);
   LogicalResult propagateReturn(Operation *terminator);
   void record(Operation *op, ArrayRef<Layout> operands);
+  /// `layout` as the attribute record() writes, built once per distinct
+  /// layout: building one uniques a string for every axis and an array for
+  /// every dimension (a fifth of the pass, for a few dozen layouts).
+  mlir::Attribute attributeOf(const Layout &layout);
   /// `op`'s sharding rule, built once: requiredDims asks for the rules of
   /// a value's users again for each value it walks back from (the rules
   /// were 9% of a compile's time, most of it rebuilt).
@@ -153,6 +157,8 @@ private:
   mutable DenseMap<Operation *, std::unique_ptr<ShardingRule>> rules;
   /// requiredState's answers.
   mutable DenseMap<Value, Value> requiredStates;
+  /// attributeOf's, by a spelling of the layout.
+  llvm::StringMap<mlir::Attribute> layoutAttributes;
 };
 
 } // namespace partition
