@@ -1,4 +1,4 @@
-//===- FunctionAttrEdits.h - a function's argument attributes, in bulk -*- C++ -*-===//
+//===- FunctionAttrEdits.h - argument attributes in bulk ---*- C++ -*-===//
 //
 // FunctionOpInterface::setArgAttr and removeArgAttr rebuild the array of
 // every argument's dictionary on each call, so setting one attribute on

@@ -45,7 +45,8 @@ public:
       : step(step), mesh(mesh), tensorParallel(tensorParallel),
         stateLayouts(stateLayouts) {
     for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
-      StringRef name = stateOf(step, index).second;
+      auto [role, name] = stateOf(step, index);
+      stateArguments.push_back(!role.empty());
       stateNames.push_back(name);
       if (!name.empty())
         argumentsOfState[name].push_back(index);
@@ -76,7 +77,7 @@ private:
   bool isStateArgument(Value value) const {
     auto arg = dyn_cast<BlockArgument>(value);
     return arg && arg.getOwner()->getParentOp() == step &&
-           !stateNames[arg.getArgNumber()].empty();
+           stateArguments[arg.getArgNumber()];
   }
   LogicalResult applySeeds();
   /// The layout `use` consumes a partial value in when it needs the whole
@@ -147,10 +148,11 @@ private:
   bool tensorParallel;
   llvm::StringMap<SmallVector<Axes>> &stateLayouts;
   DenseMap<Value, Layout> layouts;
-  /// Per argument, the state it holds ("" if none), and per state its
-  /// arguments (a parameter's and its moments'): stateOf reads three
-  /// attributes, and deciding each state asked it of every argument
+  /// Per argument, whether it is state and which ("" if none), and per
+  /// state its arguments (a parameter's and its moments'): stateOf reads
+  /// three attributes, and deciding each state asked it of every argument
   /// (quadratic in the arguments).
+  SmallVector<bool> stateArguments;
   SmallVector<StringRef> stateNames;
   llvm::StringMap<SmallVector<unsigned, 3>> argumentsOfState;
   /// ruleOf's rules (the walk creates and erases no op).
