@@ -13,6 +13,7 @@
 #include "passes/frontend/StepEntries.h"
 
 #include "passes/analysis/ForwardFunction.h"
+#include "passes/common/FunctionAttrEdits.h"
 #include "passes/plan/Plan.h"
 
 #include "dialects/Xfmr/XfmrOps.h"
@@ -386,51 +387,44 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     for (NamedAttribute attr : forward->getDiscardableAttrs())
       step->setAttr(attr.getName(), attr.getValue());
     step->setAttr(XfmrDialect::kTrainStepAttrName, hyperParameters(builder));
-    // Every argument's attributes gathered, then set at once: setArgAttr
-    // rebuilds the array of all of them each time (quadratic in the
-    // arguments, 4% of a pipeline compile).
-    SmallVector<NamedAttrList> argAttrs(argSlots.size());
+    // Set at once (FunctionAttrEdits): setArgAttr per argument was
+    // quadratic in the arguments.
+    FunctionAttrEdits argAttrs(step);
     for (auto [index, slot] : llvm::enumerate(argSlots))
-      argAttrs[index].set(slot.attr, slot.value);
+      argAttrs.set(index, slot.attr, slot.value);
     // A parameter's layer goes with it and with its moments; a routing
     // bias stays marked (ZeRO leaves it whole).
     for (auto [index, arg] : llvm::enumerate(signature.paramArgs)) {
       if (Attribute layer = forward.getArgAttr(arg, XfmrDialect::kLayerAttrName))
-        argAttrs[index].set(XfmrDialect::kLayerAttrName, layer);
+        argAttrs.set(index, XfmrDialect::kLayerAttrName, layer);
       if (Attribute rate =
               forward.getArgAttr(arg, XfmrDialect::kRoutingBiasAttrName))
-        argAttrs[index].set(XfmrDialect::kRoutingBiasAttrName, rate);
+        argAttrs.set(index, XfmrDialect::kRoutingBiasAttrName, rate);
     }
     if (withOptimizer)
       for (auto [moment, index] : llvm::enumerate(trained))
         if (Attribute layer = forward.getArgAttr(signature.paramArgs[index],
                                                  XfmrDialect::kLayerAttrName))
           for (size_t copy = 0; copy < 2; ++copy)
-            argAttrs[numParams + copy * numTrained + moment].set(
-                XfmrDialect::kLayerAttrName, layer);
+            argAttrs.set(numParams + copy * numTrained + moment,
+                         XfmrDialect::kLayerAttrName, layer);
     // Sharding annotations on the weights travel with them (the moments
     // follow their parameter when the step is partitioned).
     for (auto [index, arg] : llvm::enumerate(signature.paramArgs))
       if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
-        argAttrs[index].set(kShardingAttrName, sharding);
+        argAttrs.set(index, kShardingAttrName, sharding);
     // So do annotations of the tokens and targets (the last two arguments).
     unsigned numArgs = argSlots.size();
     for (auto [index, arg] :
          {std::pair<unsigned, unsigned>{numArgs - 2, signature.tokensArg},
           {numArgs - 1, signature.targetsArg}})
       if (Attribute sharding = forward.getArgAttr(arg, kShardingAttrName))
-        argAttrs[index].set(kShardingAttrName, sharding);
-    auto dictionaries = [&](ArrayRef<NamedAttrList> lists) {
-      return llvm::to_vector(
-          llvm::map_range(lists, [&](const NamedAttrList &list) {
-            return list.getDictionary(builder.getContext());
-          }));
-    };
-    step.setAllArgAttrs(dictionaries(argAttrs));
-    SmallVector<NamedAttrList> resultAttrs(resultSlots.size());
+        argAttrs.set(index, kShardingAttrName, sharding);
+    argAttrs.apply();
+    FunctionAttrEdits resultAttrs(step, FunctionAttrEdits::Of::Results);
     for (auto [index, slot] : llvm::enumerate(resultSlots))
-      resultAttrs[index].set(slot.attr, slot.value);
-    step.setAllResultAttrs(dictionaries(resultAttrs));
+      resultAttrs.set(index, slot.attr, slot.value);
+    resultAttrs.apply();
     return {step, numParams, trained, routingBiases, momentTypes, microBatch};
   }
 

@@ -351,7 +351,7 @@ LogicalResult StepPropagation::run() {
       argAttrs.remove(arg.getArgNumber(), dist::DistDialect::kShardingAttrName);
     else
       argAttrs.set(arg.getArgNumber(), dist::DistDialect::kShardingAttrName,
-                   layout.toAttr(step.getContext(), mesh.symbol.getValue()));
+                   attributeOf(layout));
   }
   argAttrs.apply();
   return success();

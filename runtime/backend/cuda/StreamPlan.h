@@ -121,12 +121,16 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
   for (size_t i = 0; i < code.size(); ++i)
     if (code[i].collective)
       plan.event[i] = plan.events++;
-  // The previous run's carried collectives, in flight as this run starts.
+  // The collectives of carried waits; their previous run's are in flight
+  // as this run starts.
+  std::vector<bool> carried(code.size(), false);
   std::vector<InFlight> inFlight;
   for (const PlannedInstruction &instruction : code)
-    if (instruction.carried && instruction.waitFor < code.size())
+    if (instruction.carried && instruction.waitFor < code.size()) {
+      carried[instruction.waitFor] = true;
       inFlight.push_back(
           {plan.event[instruction.waitFor], &code[instruction.waitFor]});
+    }
   auto computeWaitsFor = [&](const std::vector<ByteRange> &ranges,
                              std::vector<size_t> &waits) {
     for (size_t j = 0; j < inFlight.size();) {
@@ -169,10 +173,6 @@ inline StreamPlan planStreams(const std::vector<PlannedInstruction> &code) {
     }
     inFlight.push_back({plan.event[i], &instruction});
   }
-  std::vector<bool> carried(code.size(), false);
-  for (const PlannedInstruction &instruction : code)
-    if (instruction.carried && instruction.waitFor < code.size())
-      carried[instruction.waitFor] = true;
   for (const InFlight &remaining : inFlight)
     (carried[remaining.instruction - code.data()] ? plan.carriedEvents
                                                   : plan.finalWaits)

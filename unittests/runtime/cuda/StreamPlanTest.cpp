@@ -245,7 +245,7 @@ TEST(StreamPlan, ACarriedGatherIsWaitedForWhereTheNextRunFirstTouchesIt) {
   trailing.carried = true;
   StreamPlan plan = planStreams({
       kernel({{512, 576}}),        // 0: forward, elsewhere: no wait
-      kernel({{0, 64}, {512, 576}}), // 1: reads the parameter: waits for 1
+      kernel({{0, 64}, {512, 576}}), // 1: reads the parameter: waits for 2
       collective(1, {{600, 700}}), // 2: tp: after the carried gather
       collective(0, {{800, 900}}), // 3: a bucket on the gather's stream
       kernel({{0, 32}}),           // 4: AdamW writes its shard: in order
