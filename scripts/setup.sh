@@ -8,6 +8,7 @@ packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools  # MLIR, FileCheck, lit
   libgtest-dev libopenblas-openmp-dev libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev
   libdnnl-dev  # oneDNN: bf16 GEMMs on AMX (runtime/backend/cpu/Bf16Gemm.h; optional: without it they widen to fp32)
+  ocl-icd-opencl-dev  # OpenCL headers: Debian's oneDNN CMake package requires them (only recommended by libdnnl-dev)
   liburing-dev  # io_uring for the offload's NVMe tier (runtime/offload)
   openmpi-bin libopenmpi-dev  # MPI: runtime/comm and its tests (skipped without it)
   clang libclang-rt-dev  # libFuzzer for fuzz/ (optional: without it only the replay driver runs)
