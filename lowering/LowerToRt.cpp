@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/InOrderParallel.h"
 
 #include "lowering/PipelineStages.h"
 #include "lowering/StepLowering.h"
@@ -17,6 +18,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 
 namespace partition {
@@ -356,14 +358,13 @@ LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
   return success();
 }
 
-LogicalResult StepLowering::run() {
+LogicalResult StepLowering::prepare() {
   if (!step.getBody().hasOneBlock())
     return step.emitError("a training step to lower must have a body of "
                           "exactly one block");
   Block &oldBody = step.getBody().front();
   // First: it may move ops.
   pairCountedExchanges(oldBody);
-  DenseMap<Operation *, unsigned> positions;
   for (auto [index, op] : llvm::enumerate(oldBody))
     positions[&op] = index;
   // A slice is a view of its source's buffer, so reads of the slice are
@@ -384,12 +385,15 @@ LogicalResult StepLowering::run() {
   if (failed(buildSignature()))
     return failure();
   findTiedEmbeddingSums(oldBody);
+  return success();
+}
+
+LogicalResult StepLowering::lowerBody() {
+  Block &oldBody = step.getBody().front();
   OpBuilder builder = OpBuilder::atBlockBegin(&lowered.getBody().front());
   for (Operation &op : oldBody.without_terminator())
-    if (failed(lowerOp(builder, &op, positions[&op]))) {
-      lowered.erase();
+    if (failed(lowerOp(builder, &op, positions.lookup(&op))))
       return failure();
-    }
   Operation *terminator = oldBody.getTerminator();
   for (auto [operand, target] :
        llvm::zip(terminator->getOperands(), resultTargets)) {
@@ -399,8 +403,15 @@ LogicalResult StepLowering::run() {
                    ValueRange{buffer}, ValueRange{target});
   }
   func::ReturnOp::create(builder, terminator->getLoc());
-  step.erase();
   return success();
+}
+
+void StepLowering::finish(bool lowered) {
+  if (lowered) {
+    step.erase();
+  } else if (this->lowered) {
+    this->lowered.erase();
+  }
 }
 
 } // namespace partition::rtlowering
@@ -421,9 +432,29 @@ struct LowerToRtPass : impl::LowerToRtPassBase<LowerToRtPass> {
           "no training step to lower (run --xfmr-train-step first)");
       return signalPassFailure();
     }
-    for (func::FuncOp step : steps)
-      if (failed(rtlowering::StepLowering(step, gatherShardsPerTensor).run()))
-        return signalPassFailure();
+    // Each step (a pipeline's stages and their evaluation steps) is lowered
+    // on its own: its new function is made beside it here, one at a time,
+    // since that inserts into the module; the bodies, most of the work, on
+    // the context's threads, with diagnostics as from a loop.
+    SmallVector<std::unique_ptr<rtlowering::StepLowering>> lowerings;
+    bool prepared = true;
+    for (func::FuncOp step : steps) {
+      lowerings.push_back(std::make_unique<rtlowering::StepLowering>(
+          step, gatherShardsPerTensor));
+      if (failed(lowerings.back()->prepare())) {
+        prepared = false;
+        break;
+      }
+    }
+    LogicalResult lowered = failure();
+    if (prepared)
+      lowered = failableParallelForEachInOrder(
+          &getContext(), lowerings.size(),
+          [&](size_t index) { return lowerings[index]->lowerBody(); });
+    for (auto &lowering : lowerings)
+      lowering->finish(succeeded(lowered));
+    if (failed(lowered))
+      signalPassFailure();
   }
 };
 

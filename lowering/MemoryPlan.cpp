@@ -10,6 +10,7 @@
 
 #include "lowering/Passes.h"
 
+#include "lowering/InOrderParallel.h"
 #include "lowering/PipelineStages.h"
 #include "lowering/RtEffects.h"
 
@@ -477,8 +478,7 @@ LogicalResult placeLargestFirst(func::FuncOp function, TemporaryPlan &plan) {
 
 /// The temporaries of one function: their live ranges, what they hold, and
 /// their offsets relative to the end of the state.
-FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
-                                         MemoryReport &report) {
+FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function) {
   Block &body = function.getBody().front();
   FailureOr<TemporaryPlan> plan = liveRanges(body);
   if (failed(plan))
@@ -486,7 +486,6 @@ FailureOr<TemporaryPlan> planTemporaries(func::FuncOp function,
   classifyTemporaries(body, *plan);
   if (failed(placeLargestFirst(function, *plan)))
     return failure();
-  recordPeak(body, *plan, report);
   return plan;
 }
 
@@ -581,31 +580,63 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
         groupByPipelineStage(getOperation(), functions);
     if (failed(stages))
       return signalPassFailure();
-    for (auto [index, stage] : llvm::enumerate(*stages))
-      if (failed(planStage(stage, stages->size() > 1
-                                      ? "stage " + std::to_string(index) + " "
-                                      : std::string())))
+    // The state of each stage first (its errors come before any
+    // temporary's, as when one loop did both).
+    SmallVector<Arena> arenas(stages->size());
+    for (auto [stage, arena] : llvm::zip(*stages, arenas))
+      for (func::FuncOp function : stage)
+        if (failed(arena.state.add(function, arena.totals)))
+          return signalPassFailure();
+    // Then each function's temporaries, on their own on the context's
+    // threads: the placement is most of the pass, and until a stage's
+    // arena is laid out its functions share nothing (a pipeline's stages
+    // and their evaluation steps: 8 functions, 4 of them large, for pp 4).
+    // Diagnostics are a loop's: in order, up to the first failure.
+    SmallVector<func::FuncOp> ordered;
+    for (const SmallVector<func::FuncOp> &stage : *stages)
+      llvm::append_range(ordered, stage);
+    SmallVector<std::optional<TemporaryPlan>> placed(ordered.size());
+    if (failed(failableParallelForEachInOrder(
+            &getContext(), ordered.size(), [&](size_t index) {
+              FailureOr<TemporaryPlan> plan = planTemporaries(ordered[index]);
+              if (failed(plan))
+                return failure();
+              placed[index] = std::move(*plan);
+              return success();
+            })))
+      return signalPassFailure();
+    size_t next = 0;
+    for (auto [index, stage] : llvm::enumerate(*stages)) {
+      MutableArrayRef<std::optional<TemporaryPlan>> plans(
+          placed.data() + next, stage.size());
+      next += stage.size();
+      if (failed(layOutArena(stage, plans, arenas[index],
+                             stages->size() > 1
+                                 ? "stage " + std::to_string(index) + " "
+                                 : std::string())))
         return signalPassFailure();
+    }
   }
 
-  /// Plans the functions of one stage into one arena; `prefix` ("stage 1 ")
-  /// qualifies the report's lines when there are several stages.
-  LogicalResult planStage(ArrayRef<func::FuncOp> functions,
-                          const std::string &prefix) {
-    // Functions never run at the same time: they share the state and reuse
-    // one temporary region.
+  /// One stage's arena: its functions never run at the same time, so they
+  /// share the state and reuse one temporary region.
+  struct Arena {
     MemoryReport totals;
     StateLayout state;
-    SmallVector<TemporaryPlan> plans;
+  };
+
+  /// Lays out one stage's functions, their state already in `arena` and
+  /// their temporaries placed (`placed`, one per function), in one arena;
+  /// `prefix` ("stage 1 ") qualifies the report's lines when there are
+  /// several stages.
+  LogicalResult layOutArena(ArrayRef<func::FuncOp> functions,
+                            MutableArrayRef<std::optional<TemporaryPlan>> placed,
+                            Arena &arena, const std::string &prefix) {
+    MemoryReport &totals = arena.totals;
+    const StateLayout &state = arena.state;
     SmallVector<Communication, 2> communication;
-    for (func::FuncOp function : functions) {
-      if (failed(state.add(function, totals)))
-        return failure();
-      // Temporaries first: placing them checks every buffer's size.
-      FailureOr<TemporaryPlan> plan = planTemporaries(function, totals);
-      if (failed(plan))
-        return failure();
-      plans.push_back(std::move(*plan));
+    for (auto [function, plan] : llvm::zip(functions, placed)) {
+      recordPeak(func::FuncOp(function).getBody().front(), *plan, totals);
       FailureOr<Communication> comm = countCommunication(function);
       if (failed(comm))
         return failure();
@@ -623,8 +654,8 @@ struct MemoryPlanPass : impl::MemoryPlanPassBase<MemoryPlanPass> {
              << "needs " << totals.arena << " bytes (state "
              << state.bytes() << ", temporaries " << totals.temporariesPeak
              << "), more than " << kAddressable << kAdvice;
-    for (auto [function, plan] : llvm::zip(functions, plans))
-      if (failed(rewriteWithArena(function, state, stateBytes, plan,
+    for (auto [function, plan] : llvm::zip(functions, placed))
+      if (failed(rewriteWithArena(function, state, stateBytes, *plan,
                                   totals.arena)))
         return failure();
 

@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/Passes.h"
+#include "lowering/InOrderParallel.h"
 #include "lowering/RepeatedKernels.h"
 
 #include "dialects/Rt/RtOps.h"
@@ -659,13 +660,18 @@ LogicalResult Reroll::run() {
 struct MicrobatchLoopPass
     : impl::MicrobatchLoopPassBase<MicrobatchLoopPass> {
   void runOnOperation() override {
-    for (auto function : getOperation().getOps<func::FuncOp>()) {
-      std::optional<pipeline::LoopLayout> layout = recordedLoop(function);
-      if (!layout || function.isExternal())
-        continue;
-      if (failed(Reroll(function, *layout).run()))
-        return signalPassFailure();
-    }
+    SmallVector<std::pair<func::FuncOp, pipeline::LoopLayout>> loops;
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (std::optional<pipeline::LoopLayout> layout = recordedLoop(function);
+          layout && !function.isExternal())
+        loops.emplace_back(function, std::move(*layout));
+    // Each function on its own (a pipeline's stages and their evaluation
+    // steps), on the context's threads; diagnostics as from a loop.
+    if (failed(failableParallelForEachInOrder(
+            &getContext(), loops.size(), [&](size_t index) {
+              return Reroll(loops[index].first, loops[index].second).run();
+            })))
+      signalPassFailure();
   }
 };
 

@@ -63,7 +63,15 @@ public:
   StepLowering(func::FuncOp step, bool gatherShardsPerTensor)
       : step(step), gatherShardsPerTensor(gatherShardsPerTensor) {}
 
-  LogicalResult run();
+  /// Makes the lowered function beside the step (its signature). It
+  /// inserts into the module: one step at a time.
+  LogicalResult prepare();
+  /// Lowers the step's ops into it. It touches only the two functions:
+  /// several steps may be lowered at once.
+  LogicalResult lowerBody();
+  /// Replaces the step by its lowering, or drops a lowering that failed
+  /// (or never ran). One step at a time.
+  void finish(bool lowered);
 
 private:
   LogicalResult buildSignature();
@@ -93,6 +101,8 @@ private:
 
   func::FuncOp step;
   func::FuncOp lowered;
+  /// The position of each op of the step's body.
+  DenseMap<Operation *, unsigned> positions;
   IRMapping buffers;
   /// Return operand index -> argument of `lowered` that receives it.
   SmallVector<Value> resultTargets;

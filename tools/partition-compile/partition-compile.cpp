@@ -43,7 +43,11 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <optional>
 
 namespace cl = llvm::cl;
 using namespace mlir;
@@ -94,6 +98,14 @@ void addTiming(PassManager &pm) {
   if (timing)
     pm.enableTiming(compileTiming());
 }
+
+cl::opt<unsigned> jobs(
+    "jobs",
+    cl::desc("Threads the compile may use (default 0: the machine's hardware "
+             "threads; 1: the main one alone). Pipeline stages are lowered, "
+             "looped and memory-planned side by side; the program is the "
+             "same byte for byte whatever the count"),
+    cl::init(0), cl::cat(category));
 
 cl::opt<bool> memoryReport("memory-report",
                            cl::desc("Print bytes per buffer category and the "
@@ -339,7 +351,14 @@ int main(int argc, char **argv) {
                   partition::dist::DistDialect,
                   arith::ArithDialect, func::FuncDialect,
                   memref::MemRefDialect, tensor::TensorDialect>();
-  MLIRContext context(registry);
+  // --jobs: MLIR's pool, sized as asked (the verifier after each pass
+  // uses it too); declared first, as it must outlive the context.
+  std::optional<llvm::DefaultThreadPool> threadPool;
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
+  if (jobs != 1) {
+    threadPool.emplace(llvm::hardware_concurrency(jobs));
+    context.setThreadPool(*threadPool);
+  }
 
   std::string error;
   auto file = openInputFile(input, &error);
