@@ -406,12 +406,11 @@ LogicalResult StepLowering::lowerBody() {
   return success();
 }
 
-void StepLowering::finish(bool lowered) {
-  if (lowered) {
+void StepLowering::finish(bool replace) {
+  if (replace)
     step.erase();
-  } else if (this->lowered) {
-    this->lowered.erase();
-  }
+  else if (lowered)
+    lowered.erase();
 }
 
 } // namespace partition::rtlowering

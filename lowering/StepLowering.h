@@ -69,9 +69,9 @@ public:
   /// Lowers the step's ops into it. It touches only the two functions:
   /// several steps may be lowered at once.
   LogicalResult lowerBody();
-  /// Replaces the step by its lowering, or drops a lowering that failed
-  /// (or never ran). One step at a time.
-  void finish(bool lowered);
+  /// With `replace`, replaces the step by its lowering; else drops the
+  /// lowering (it failed, or another step's did). One step at a time.
+  void finish(bool replace);
 
 private:
   LogicalResult buildSignature();
