@@ -4,10 +4,11 @@
 // runs (a kernel by its name; a collective, send or receive by its kind,
 // label and bytes; a receive's span covers its wait for the data), plus one
 // span per step function, plus a communication track with the span of each
-// started collective as it ran in the background; at the end rank 0 gathers every rank's spans over
-// the world communicator and writes one JSON file in the Chrome trace event
-// format ({"traceEvents": [...]}, complete events "ph": "X", microseconds),
-// one process per rank (pid = rank) named "rank R (stage S)". Open it in
+// started collective as it ran in the background; at the end rank 0
+// gathers every rank's spans over the world communicator and writes one
+// JSON file, a rank at a time, in the Chrome trace event format
+// ({"traceEvents": [...]}, complete events "ph": "X", microseconds), one
+// process per rank (pid = rank) named "rank R (stage S)". Open it in
 // ui.perfetto.dev or chrome://tracing.
 //
 // Times are microseconds since a common origin: every rank takes its clock
@@ -21,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -69,17 +71,19 @@ private:
   std::vector<TraceSpan> spans_;
 };
 
-/// Every rank's spans as the "traceEvents" of one JSON document: the spans
-/// of rank r (named `names[r]`) under pid r.
-std::string traceJson(const std::vector<std::vector<TraceSpan>> &ranks,
-                      const std::vector<std::string> &names);
+/// Appends to `out` the "traceEvents" of rank `rank` (named `name`): its
+/// track names, then its spans under pid `rank`; `first` when nothing
+/// precedes them in the array (else a comma does).
+void writeTraceEvents(std::ostream &out, size_t rank, const std::string &name,
+                      const std::vector<TraceSpan> &spans, bool first);
 
 /// Collective over `world`: rank 0 receives every rank's spans and name and
 /// writes `path`; throws std::runtime_error (rank 0) when it cannot.
 void writeTrace(const std::string &path, const TraceRecorder &trace,
                 const std::string &name, comm::Communicator &world);
 
-/// Spans as JSON text and back (what writeTrace sends between ranks).
+/// Spans as bytes and back (what writeTrace sends between ranks);
+/// decodeSpans throws std::runtime_error on bytes that end mid-span.
 std::string encodeSpans(const std::vector<TraceSpan> &spans);
 std::vector<TraceSpan> decodeSpans(const std::string &text);
 
