@@ -169,8 +169,8 @@ void Run::dumpLogits(int64_t step) {
   feed(first);
   auto start = TraceRecorder::Clock::now();
   backend->run(functionIndex("logits_step"), step);
-  if (trace)
-    trace->add("logits_step", "function", start, step, {}, 0, /*tid=*/1);
+  if (tracing)
+    tracing->add("logits_step", "function", start, step, {}, 0, /*tid=*/1);
   std::vector<float> logits = gatherLogits(step);
   if (!leader)
     return;

@@ -239,6 +239,7 @@ void Run::openOutputs(Session &session) {
 }
 
 bool Run::trainStep(Session &session, int64_t s) {
+  traceStep(s + 1);
   float lr = static_cast<float>(scheduledLearningRate(options, s));
   feed(trainLoader->nextBatch());
   if (session.lrBuffer)
@@ -252,14 +253,14 @@ bool Run::trainStep(Session &session, int64_t s) {
   if (replicaSum) {
     auto summing = TraceRecorder::Clock::now();
     replicaSum->sum(*backend, s + 1);
-    if (trace)
-      trace->add("replica gradient sum", "collective", summing, s + 1,
+    if (tracing)
+      tracing->add("replica gradient sum", "collective", summing, s + 1,
                  std::to_string(replicaSum->groupsOfRank()) + " of " +
                      std::to_string(replicaSum->groups()) + " groups");
     backend->run(session.update, s + 1);
   }
-  if (trace)
-    trace->add("train_step", "function", start, s + 1, {}, 0, /*tid=*/1);
+  if (tracing)
+    tracing->add("train_step", "function", start, s + 1, {}, 0, /*tid=*/1);
   float value = stepLoss(session, s);
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
@@ -442,8 +443,8 @@ double Run::evaluate(int64_t step) {
     feed(loader.nextBatch());
     auto start = TraceRecorder::Clock::now();
     backend->run(eval, step);
-    if (trace)
-      trace->add("eval_step", "function", start, step, {}, 0, /*tid=*/1);
+    if (tracing)
+      tracing->add("eval_step", "function", start, step, {}, 0, /*tid=*/1);
     total += readLoss(step);
     // An interrupt is acted on after the batch in progress, not after all
     // of them (2^20 batches took 640 s): every rank agrees, one float.
@@ -459,8 +460,10 @@ double Run::evaluate(int64_t step) {
 TrainResult Run::evaluateOnly(Session &session) {
   if (leader && !options.metricsOut.empty())
     session.metrics = std::make_unique<MetricsFile>(options.metricsOut);
-  if (!options.trace.empty())
+  if (!options.trace.empty()) {
     startTrace();
+    traceStep(startStep);
+  }
   const std::string source = evalRange.describe();
   if (!options.dumpLogits.empty())
     dumpLogits(startStep);

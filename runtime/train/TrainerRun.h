@@ -81,10 +81,22 @@ public:
     if (global.size() > 1)
       global.barrier({"trace start", -1});
     trace = std::make_unique<TraceRecorder>(TraceRecorder::Clock::now());
-    backend->setTrace(trace.get());
+  }
+  /// Records step `step` (its training step, its evaluation, a logits or
+  /// evaluation-only run at it) when --trace-steps includes it: the trace
+  /// of a long run holds its window, not every step (each rank keeps its
+  /// spans until the end).
+  void traceStep(int64_t step) {
+    if (!trace)
+      return;
+    bool inWindow = step >= options.traceFirst &&
+                    (options.traceLast == 0 || step <= options.traceLast);
+    tracing = inWindow ? trace.get() : nullptr;
+    backend->setTrace(tracing);
   }
   /// Rank 0 gathers every rank's spans and writes the trace.
   void finishTrace() {
+    tracing = nullptr;
     backend->setTrace(nullptr);
     std::string name = "rank " + std::to_string(global.rank());
     if (program.streams.size() > 1)
@@ -284,6 +296,8 @@ private:
   std::string lossPeer;
   /// --trace: every rank's spans (rank 0 writes them at the end).
   std::unique_ptr<TraceRecorder> trace;
+  /// `trace` while the step being run is in --trace-steps' window, else null.
+  TraceRecorder *tracing = nullptr;
   std::unique_ptr<comm::MeshCommunicators> mesh;
   /// CUDA backend: the NCCL world and its groups for the program's
   /// collectives (host-side checks keep using `mesh`); declared before

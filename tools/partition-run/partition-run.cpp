@@ -67,6 +67,9 @@ Trains the model of a program compiled by partition-compile.
                        span per instruction (kernel, or collective / send /
                        recv with its label and bytes; a recv's span covers
                        its wait); rank 0 gathers every rank's spans
+  --trace-steps A:B    trace steps A to B only (1-based, inclusive; A: from
+                       A to the end), each with its evaluation: a long
+                       run's trace without every step's spans in memory
   --save DIR           write a checkpoint at the end (and every
                        --save-every N steps)
   --resume DIR         continue from a checkpoint
@@ -266,6 +269,21 @@ CommandLine parse(int argc, char **argv) {
       {"--metrics-out", text(options.metricsOut)},
       {"--save", text(options.save)},
       {"--trace", text(options.trace)},
+      {"--trace-steps",
+       [&](const std::string &v) {
+         // FIRST:LAST, or FIRST: to the end.
+         size_t colon = v.find(':');
+         if (colon == std::string::npos)
+           usageError("--trace-steps expects FIRST:LAST (or FIRST: for "
+                      "every step from FIRST on), got '" + v + "'");
+         options.traceFirst = parseInt("--trace-steps' first step",
+                                       v.substr(0, colon), 1, kMaxSteps);
+         std::string last = v.substr(colon + 1);
+         options.traceLast =
+             last.empty() ? 0
+                          : parseInt("--trace-steps' last step", last,
+                                     options.traceFirst, kMaxSteps);
+       }},
       {"--save-every", integer(options.saveEvery, "--save-every", 0, kMaxSteps)},
       {"--resume", text(options.resume)},
       {"--init-from", text(options.initFrom)},
@@ -367,6 +385,9 @@ CommandLine parse(int argc, char **argv) {
   } catch (const std::exception &error) {
     usageError(std::string("--data-format: ") + error.what());
   }
+  if (given.count("--trace-steps") && options.trace.empty())
+    usageError("--trace-steps chooses the steps of a trace; give --trace "
+               "FILE too");
   if (options.saveEvery > 0 && options.save.empty())
     usageError("--save-every " + std::to_string(options.saveEvery) +
                " saves nothing without --save DIR; give --save DIR, or "
