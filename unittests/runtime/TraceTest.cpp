@@ -51,6 +51,34 @@ TEST(TraceTest, SpansRoundTripBetweenRanks) {
   EXPECT_TRUE(decodeSpans(encodeSpans({})).empty());
 }
 
+TEST(TraceTest, RecorderKeepsInstructionSpansByPrototypeInOrder) {
+  std::vector<TraceSpan> prototypes = sampleSpans();
+  TraceRecorder trace(TraceRecorder::Clock::now());
+  trace.add(prototypes[1], 40, 2, 7, /*tid=*/2);
+  TraceSpan own;
+  own.name = "replica gradient sum";
+  own.category = "collective";
+  own.startUs = 45;
+  own.step = 7;
+  trace.add(own);
+  trace.add(prototypes[0], 50, 1, 8);
+  std::vector<TraceSpan> spans = decodeSpans(encodeSpans(trace));
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0].name, "all_reduce");
+  EXPECT_EQ(spans[0].label, prototypes[1].label);
+  EXPECT_EQ(spans[0].bytes, prototypes[1].bytes);
+  EXPECT_EQ(spans[0].startUs, 40);
+  EXPECT_EQ(spans[0].durationUs, 2);
+  EXPECT_EQ(spans[0].step, 7);
+  EXPECT_EQ(spans[0].tid, 2);
+  EXPECT_EQ(spans[1].name, "replica gradient sum");
+  EXPECT_EQ(spans[1].startUs, 45);
+  EXPECT_EQ(spans[2].name, "linear");
+  EXPECT_EQ(spans[2].startUs, 50);
+  EXPECT_EQ(spans[2].step, 8);
+  EXPECT_EQ(spans[2].tid, 0);
+}
+
 TEST(TraceTest, TruncatedSpansAreRefused) {
   std::string bytes = encodeSpans(sampleSpans());
   for (size_t cut : {size_t(1), size_t(7), bytes.size() - 1})

@@ -101,14 +101,11 @@ CpuBackend::CpuBackend(const Program &program,
           // The tier track: the copy in flight, from its start to its
           // wait's return (an I/O engine says when a copy is done only
           // when asked: its end is at most this).
-          TraceSpan span = functions[f].spans[started];
-          span.startUs = trace->microsecondsSince(tierStarted[copy]);
-          span.durationUs =
-              trace->microsecondsSince(TraceRecorder::Clock::now()) -
-              span.startUs;
-          span.step = currentStep;
-          span.tid = 3;
-          trace->add(std::move(span));
+          double startUs = trace->microsecondsSince(tierStarted[copy]);
+          trace->add(functions[f].spans[started], startUs,
+                     trace->microsecondsSince(TraceRecorder::Clock::now()) -
+                         startUs,
+                     currentStep, /*tid=*/3);
         });
         compiled.names.push_back(where + " (wait)");
         compiled.spans.push_back(traceSpanOf(program, function, instruction));
@@ -200,11 +197,9 @@ void CpuBackend::recordTime(CompiledFunction &function, size_t index,
     function.seconds[index] +=
         std::chrono::duration<double>(stop - start).count();
   if (trace) {
-    TraceSpan span = function.spans[index];
-    span.startUs = trace->microsecondsSince(start);
-    span.durationUs = trace->microsecondsSince(stop) - span.startUs;
-    span.step = currentStep;
-    trace->add(std::move(span));
+    double startUs = trace->microsecondsSince(start);
+    trace->add(function.spans[index], startUs,
+               trace->microsecondsSince(stop) - startUs, currentStep);
   }
 }
 
@@ -309,12 +304,10 @@ std::function<void()> CpuBackend::compileWait(size_t function,
     if (!trace)
       return;
     // The communication track: when the thread ran the collective.
-    TraceSpan span = compiled.spans[waitFor];
-    span.startUs = trace->microsecondsSince(ran.start);
-    span.durationUs = trace->microsecondsSince(ran.end) - span.startUs;
-    span.step = currentStep;
-    span.tid = 2;
-    trace->add(std::move(span));
+    double startUs = trace->microsecondsSince(ran.start);
+    trace->add(compiled.spans[waitFor], startUs,
+               trace->microsecondsSince(ran.end) - startUs, currentStep,
+               /*tid=*/2);
   };
 }
 

@@ -451,12 +451,11 @@ void CudaBackend::launchRange(CompiledFunction &function, size_t begin,
       // it (the run is serialised; PARTITION_PROFILE times with events).
       checkCuda(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize",
                 function.names[i]);
-      TraceSpan span = function.spans[i];
-      span.startUs = trace->microsecondsSince(start);
-      span.durationUs =
-          trace->microsecondsSince(TraceRecorder::Clock::now()) - span.startUs;
-      span.step = step;
-      trace->add(std::move(span));
+      double startUs = trace->microsecondsSince(start);
+      trace->add(function.spans[i], startUs,
+                 trace->microsecondsSince(TraceRecorder::Clock::now()) -
+                     startUs,
+                 step);
     }
   }
   if (!record)
