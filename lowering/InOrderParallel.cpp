@@ -37,17 +37,24 @@ failableParallelForEachInOrder(MLIRContext *context, size_t count,
         captured[currentTask].push_back(std::move(diagnostic));
         return success();
       });
-  // Every task runs: which ones a failure would skip depends on the
-  // threads' timing. (mlir::failableParallelForEach cannot be used: its
-  // own ParallelDiagnosticHandler would take the diagnostics first.)
+  // On threads every task runs: which ones a failure would skip depends on
+  // their timing. (mlir::failableParallelForEach cannot be used: its own
+  // ParallelDiagnosticHandler would take the diagnostics first.) A task
+  // that runs this again inside itself gets its inner tasks' diagnostics
+  // back at their end, on its own thread, as its own.
   auto run = [&](size_t index) {
+    size_t outer = currentTask;
     currentTask = index;
     failedTask[index] = failed(task(index));
-    currentTask = kNoTask;
+    currentTask = outer;
   };
   if (!context->isMultithreadingEnabled() || count <= 1) {
-    for (size_t index = 0; index < count; ++index)
+    // One thread: a loop, which stops at the first failure.
+    for (size_t index = 0; index < count; ++index) {
       run(index);
+      if (failedTask[index])
+        break;
+    }
   } else {
     std::atomic<size_t> next(0);
     llvm::ThreadPoolInterface &pool = context->getThreadPool();

@@ -24,10 +24,10 @@
 
 namespace partition {
 
-/// Runs task(0) ... task(count - 1) on `context`'s threads (one after
-/// another where its threading is off) and fails when one fails. The
-/// diagnostics reach the context's handlers after all have run, as a loop
-/// stopping at the first failure would have emitted them. Each task must
+/// Runs task(0) ... task(count - 1) on `context`'s threads and fails when
+/// one fails. The diagnostics reach the context's handlers after all have
+/// run, as a loop stopping at the first failure would have emitted them;
+/// where the context's threading is off, it is that loop. Each task must
 /// touch its own IR (one function), and create nothing in shared places
 /// but attributes and types (which MLIR uniques under a lock).
 mlir::LogicalResult
