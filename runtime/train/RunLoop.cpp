@@ -205,8 +205,16 @@ std::string Run::describeWhere() const {
 void Run::openOutputs(Session &session) {
   if (leader && !options.metricsOut.empty())
     session.metrics = std::make_unique<MetricsFile>(options.metricsOut);
-  if (!options.trace.empty())
+  if (!options.trace.empty()) {
+    // A window the run never reaches would write an empty trace.
+    if (options.traceLast != 0 && options.traceLast <= startStep)
+      throw ProgramError(
+          "--trace-steps ends at step " + std::to_string(options.traceLast) +
+          ", before this run's first step " + std::to_string(startStep + 1) +
+          " (it resumes from step " + std::to_string(startStep) +
+          "); give a window within the steps it runs");
     startTrace();
+  }
   session.step = functionIndex("train_step");
   // NTP: the step stops before the optimizer, which runs once the
   // gradients are summed across the replicas.
@@ -460,10 +468,8 @@ double Run::evaluate(int64_t step) {
 TrainResult Run::evaluateOnly(Session &session) {
   if (leader && !options.metricsOut.empty())
     session.metrics = std::make_unique<MetricsFile>(options.metricsOut);
-  if (!options.trace.empty()) {
+  if (!options.trace.empty())
     startTrace();
-    traceStep(startStep);
-  }
   const std::string source = evalRange.describe();
   if (!options.dumpLogits.empty())
     dumpLogits(startStep);

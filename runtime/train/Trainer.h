@@ -31,8 +31,9 @@ struct TrainOptions {
   /// --trace: the Chrome / Perfetto trace rank 0 writes (runtime/backend/Trace.h);
   /// empty: none.
   std::string trace;
-  /// --trace-steps FIRST:LAST: the steps (1-based, inclusive; 0: to the
-  /// end) whose spans the trace keeps, each with the evaluation after it.
+  /// --trace-steps FIRST:LAST: the training steps (1-based, inclusive;
+  /// LAST 0: to the end) whose spans the trace keeps, each with the
+  /// evaluation after it.
   int64_t traceFirst = 1, traceLast = 0;
   /// Held-out evaluation every `evalEvery` steps (0: never) over
   /// `evalBatches` batches, and after the last step.

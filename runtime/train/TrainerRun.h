@@ -69,7 +69,8 @@ public:
   TrainResult execute();
 
   /// --trace: checks (rank 0) that the file can be written, then starts
-  /// every rank's clock after one world barrier and records from now on.
+  /// every rank's clock after one world barrier and records from now on
+  /// (each training step then as --trace-steps says: traceStep).
   void startTrace() {
     if (leader) {
       std::ofstream probe(options.trace, std::ios::trunc);
@@ -81,11 +82,12 @@ public:
     if (global.size() > 1)
       global.barrier({"trace start", -1});
     trace = std::make_unique<TraceRecorder>(TraceRecorder::Clock::now());
+    tracing = trace.get();
+    backend->setTrace(tracing);
   }
-  /// Records step `step` (its training step, its evaluation, a logits or
-  /// evaluation-only run at it) when --trace-steps includes it: the trace
-  /// of a long run holds its window, not every step (each rank keeps its
-  /// spans until the end).
+  /// Records training step `step` (and the evaluation after it) when
+  /// --trace-steps includes it: the trace of a long run holds its window,
+  /// not every step (each rank keeps its spans until the end).
   void traceStep(int64_t step) {
     if (!trace)
       return;

@@ -106,6 +106,8 @@ cl::opt<unsigned> jobs(
              "looped and memory-planned side by side; the program is the "
              "same byte for byte whatever the count"),
     cl::init(0), cl::cat(category));
+/// More threads than this are a typo: each would be started.
+constexpr unsigned kMaxJobs = 1024;
 
 cl::opt<bool> memoryReport("memory-report",
                            cl::desc("Print bytes per buffer category and the "
@@ -345,6 +347,12 @@ int main(int argc, char **argv) {
         Twine("--microbatches must be an integer between 1 and ") +
             Twine(partition::Plan::Pipeline::kMaxMicrobatches) +
             " (micro-batches per step), got " + Twine(microbatches.getValue()));
+  if (jobs > kMaxJobs)
+    partition::tools::usageError(
+        "partition-compile", Twine("--jobs must be between 0 (one per "
+                                   "hardware thread) and ") +
+                                 Twine(kMaxJobs) + ", got " +
+                                 Twine(jobs.getValue()));
 
   DialectRegistry registry;
   registry.insert<partition::xfmr::XfmrDialect, partition::rt::RtDialect,

@@ -367,7 +367,7 @@ CommandLine parse(int argc, char **argv) {
   if (options.inspects())
     for (const char *training :
          {"--steps", "--stop-after", "--lr", "--warmup", "--min-lr-ratio",
-          "--save-every", "--eval-every"})
+          "--save-every", "--eval-every", "--trace-steps"})
       if (given.count(training))
         usageError(std::string(inspecting) + " trains no steps; leave out " +
                    training);
@@ -388,6 +388,11 @@ CommandLine parse(int argc, char **argv) {
   if (given.count("--trace-steps") && options.trace.empty())
     usageError("--trace-steps chooses the steps of a trace; give --trace "
                "FILE too");
+  if (!options.inspects() && options.traceFirst > options.steps)
+    usageError("--trace-steps starts at step " +
+               std::to_string(options.traceFirst) + ", after the last of " +
+               "--steps " + std::to_string(options.steps) +
+               "; give a window within the run");
   if (options.saveEvery > 0 && options.save.empty())
     usageError("--save-every " + std::to_string(options.saveEvery) +
                " saves nothing without --save DIR; give --save DIR, or "
