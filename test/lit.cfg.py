@@ -38,6 +38,37 @@ config.environment["CUDA_VISIBLE_DEVICES"] = ""
 #   a 4-rank gpt2-tiny run of 20 steps takes 0.48 s of CPU against 0.58-0.69.
 config.environment["OMPI_MCA_pml"] = "ob1"
 config.environment["HWLOC_COMPONENTS"] = "-pci,-linuxio"
+# Every mpirun of the suite (the tests' own and partition-run --nproc's)
+# gives its job a TMPDIR of its own. OpenMPI 4 (Debian 12's 4.1.4) makes a
+# per-node session directory, ompi.<host>.<uid>, under TMPDIR when a job
+# starts and removes it when the job ends; lit gives every test one TMPDIR
+# (its lit-tmp-*), so two tests' jobs starting and ending at once race on
+# that directory: "A call to mkdir was unable to create the desired
+# directory ... File exists", then orte_init fails (seen in a full ctest
+# -j2 run, on test/e2e/ranks/offload-parameters.test). The wrapper makes
+# each job's directory under lit's, which lit removes at the end, and then
+# is the real mpirun (exec: signals, `timeout` included, reach it).
+import shutil
+_real_mpirun = shutil.which("mpirun", path=config.environment.get("PATH"))
+if _real_mpirun:
+    _wrapper_dir = os.path.join(config.test_exec_root, "mpirun-per-job-tmpdir")
+    os.makedirs(_wrapper_dir, exist_ok=True)
+    _wrapper = os.path.join(_wrapper_dir, "mpirun")
+    _text = ("#!/bin/sh\n"
+             "# Written by test/lit.cfg.py: each MPI job gets a TMPDIR of "
+             "its own (why: there).\n"
+             'TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/mpirun.XXXXXX") || exit 1\n'
+             "export TMPDIR\n"
+             'exec "%s" "$@"\n' % _real_mpirun)
+    _old = None
+    if os.path.exists(_wrapper):
+        with open(_wrapper) as f:
+            _old = f.read()
+    if _old != _text:
+        with open(_wrapper, "w") as f:
+            f.write(_text)
+    os.chmod(_wrapper, 0o755)
+    llvm_config.with_environment("PATH", _wrapper_dir, append_path=True)
 # Optional Python packages (never dependencies of partition): a test that
 # needs one says `REQUIRES: numpy` / `REQUIRES: tokenizers` and is reported
 # UNSUPPORTED where %python lacks it.
