@@ -37,21 +37,25 @@ public:
     func::ReturnOp::create(builder, named("loss"), loss);
     function.setType(builder.getFunctionType(body->getArgumentTypes(),
                                              {loss.getType()}));
+    // Every argument's attributes at once: setArgAttr rebuilds the array of
+    // all arguments' dictionaries on each call, which for a 1024-layer
+    // model (12,000 parameters) took 9 s and 4.3 GB.
+    SmallVector<DictionaryAttr> argAttrs;
     for (auto [index, name] : llvm::enumerate(paramNames)) {
-      function.setArgAttr(index, xfmr::XfmrDialect::kParamAttrName,
-                          builder.getStringAttr(name));
+      NamedAttrList attrs;
+      attrs.set(xfmr::XfmrDialect::kParamAttrName, builder.getStringAttr(name));
       if (paramLayers[index] >= 0)
-        function.setArgAttr(index, xfmr::XfmrDialect::kLayerAttrName,
-                            builder.getI64IntegerAttr(paramLayers[index]));
+        attrs.set(xfmr::XfmrDialect::kLayerAttrName,
+                  builder.getI64IntegerAttr(paramLayers[index]));
       if (routingBiases.contains(index))
-        function.setArgAttr(index, xfmr::XfmrDialect::kRoutingBiasAttrName,
-                            builder.getF32FloatAttr(config.biasUpdateRate));
+        attrs.set(xfmr::XfmrDialect::kRoutingBiasAttrName,
+                  builder.getF32FloatAttr(config.biasUpdateRate));
+      argAttrs.push_back(attrs.getDictionary(builder.getContext()));
     }
-    unsigned numParams = paramNames.size();
-    function.setArgAttr(numParams, xfmr::XfmrDialect::kInputAttrName,
-                        builder.getStringAttr("tokens"));
-    function.setArgAttr(numParams + 1, xfmr::XfmrDialect::kInputAttrName,
-                        builder.getStringAttr("targets"));
+    for (StringRef input : {"tokens", "targets"})
+      argAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+          xfmr::XfmrDialect::kInputAttrName, builder.getStringAttr(input))));
+    function.setAllArgAttrs(argAttrs);
     function->setAttr(xfmr::XfmrDialect::kModelAttrName, configAttr());
     return function;
   }
