@@ -1,7 +1,12 @@
 //===- emu.h - a cooperative SIMT emulator for the CUDA kernels -*- C++ -*-===//
 //
 // Cooperative SIMT emulator for runtime/backend/cuda/kernels (CPU only).
-// One block at a time; every CUDA thread is a ucontext coroutine. Block
+// One block at a time; every CUDA thread is a coroutine on its own stack
+// (made with makecontext, entered once with setcontext, then switched with
+// _setjmp / _longjmp: swapcontext saves and restores the signal mask, a
+// system call per switch, which was 30 of the attention test's 73 s; under
+// AddressSanitizer, which follows swapcontext but not a longjmp to another
+// stack, every switch is a swapcontext). Block
 // barriers (__syncthreads) and warp barriers (inside __shfl_xor_sync) are
 // real: a thread runs until it reaches one, and is released only when every
 // thread of the block (resp. all 32 lanes of its warp) has reached it.
@@ -14,6 +19,7 @@
 #include <cuda_bf16.h>
 #include <vector_functions.h>
 #include <ucontext.h>
+#include <csetjmp>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -41,10 +47,19 @@
 namespace emu {
 enum State { Ready, AtBlock, AtWarp, Done };
 struct Thread {
-  ucontext_t ctx;
+  ucontext_t ctx;     // where it starts (and waits, under ASan)
+  std::jmp_buf where; // where it waits at a barrier
+  bool started = false;
   State st = Ready;
 };
-inline ucontext_t mainCtx;
+/// Where runBlock resumes when the running thread waits or ends.
+inline std::jmp_buf scheduler;
+inline ucontext_t schedulerContext;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSwapcontext = true;
+#else
+constexpr bool kSwapcontext = false;
+#endif
 inline std::vector<Thread> threads;
 inline std::vector<std::unique_ptr<char[]>> stacks;
 inline int current = 0;
@@ -77,7 +92,10 @@ constexpr std::size_t kStack = 128 * 1024;
 inline void yieldAs(State s) {
   ++switches;
   threads[current].st = s;
-  swapcontext(&threads[current].ctx, &mainCtx);
+  if (kSwapcontext)
+    swapcontext(&threads[current].ctx, &schedulerContext);
+  else if (!_setjmp(threads[current].where))
+    _longjmp(scheduler, 1);
 }
 inline void syncthreads() { yieldAs(AtBlock); }
 inline void syncwarp() { yieldAs(AtWarp); }
@@ -98,6 +116,8 @@ template <typename V> V shflXor(V v, int off) {
 inline void trampoline() {
   body();
   threads[current].st = Done;
+  if (!kSwapcontext)
+    _longjmp(scheduler, 1); // its stack is done; else uc_link resumes
 }
 
 inline void runBlock(int n) {
@@ -110,8 +130,9 @@ inline void runBlock(int n) {
     getcontext(&t.ctx);
     t.ctx.uc_stack.ss_sp = stacks[i].get();
     t.ctx.uc_stack.ss_size = kStack;
-    t.ctx.uc_link = &mainCtx;
+    t.ctx.uc_link = &schedulerContext;
     makecontext(&t.ctx, trampoline, 0);
+    t.started = false;
     t.st = Ready;
   }
   std::vector<int> perm(n);
@@ -123,7 +144,15 @@ inline void runBlock(int n) {
       if (threads[i].st != Ready) continue;
       current = i;
       tIdx = uint3{unsigned(i), 0, 0};
-      swapcontext(&mainCtx, &threads[i].ctx);
+      if (kSwapcontext) {
+        swapcontext(&schedulerContext, &threads[i].ctx);
+      } else if (!_setjmp(scheduler)) {
+        if (!threads[i].started) {
+          threads[i].started = true;
+          setcontext(&threads[i].ctx);
+        }
+        _longjmp(threads[i].where, 1);
+      }
     }
     int done = 0, atBlock = 0, atWarp = 0;
     for (auto &t : threads) {
