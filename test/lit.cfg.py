@@ -49,9 +49,12 @@ config.environment["HWLOC_COMPONENTS"] = "-pci,-linuxio"
 # each job's directory under lit's, which lit removes at the end, and then
 # is the real mpirun (exec: signals, `timeout` included, reach it).
 import shutil
-_real_mpirun = shutil.which("mpirun", path=config.environment.get("PATH"))
+_wrapper_dir = os.path.join(config.test_exec_root, "mpirun-per-job-tmpdir")
+# The real one: never the wrapper itself (it would exec itself forever).
+_real_mpirun = shutil.which("mpirun", path=os.pathsep.join(
+    p for p in config.environment.get("PATH", "").split(os.pathsep)
+    if os.path.normpath(p) != os.path.normpath(_wrapper_dir)))
 if _real_mpirun:
-    _wrapper_dir = os.path.join(config.test_exec_root, "mpirun-per-job-tmpdir")
     os.makedirs(_wrapper_dir, exist_ok=True)
     _wrapper = os.path.join(_wrapper_dir, "mpirun")
     _text = ("#!/bin/sh\n"
