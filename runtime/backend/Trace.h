@@ -64,13 +64,16 @@ public:
   void add(std::string name, std::string category, Clock::time_point start,
            int64_t step, std::string label = {}, uint64_t bytes = 0,
            int tid = 0);
-  /// A span of an instruction: `prototype`'s name, category, label and
-  /// bytes, which are not copied (the backend's, alive until the trace is
-  /// written), with these times, step and track. An instruction's span is
-  /// then 40 bytes and no allocation on the traced step's path.
-  void add(const TraceSpan &prototype, double startUs, double durationUs,
-           int64_t step, int tid = 0) {
-    entries.push_back({&prototype, startUs, durationUs, step, tid});
+  /// A span of an instruction from `start` to `end`: `prototype`'s name,
+  /// category, label and bytes, which are not copied (the backend's, alive
+  /// until the trace is written), with this step and track. An
+  /// instruction's span is then 40 bytes and no allocation on the traced
+  /// step's path.
+  void add(const TraceSpan &prototype, Clock::time_point start,
+           Clock::time_point end, int64_t step, int tid = 0) {
+    double startUs = microsecondsSince(start);
+    entries.push_back(
+        {&prototype, startUs, microsecondsSince(end) - startUs, step, tid});
   }
   /// Calls `visit` on every span, in the order added (an instruction's
   /// built anew from its prototype and entry, so that none is held).

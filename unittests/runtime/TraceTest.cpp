@@ -2,6 +2,8 @@
 
 #include "runtime/backend/Trace.h"
 
+#include <chrono>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -53,15 +55,20 @@ TEST(TraceTest, SpansRoundTripBetweenRanks) {
 
 TEST(TraceTest, RecorderKeepsInstructionSpansByPrototypeInOrder) {
   std::vector<TraceSpan> prototypes = sampleSpans();
-  TraceRecorder trace(TraceRecorder::Clock::now());
-  trace.add(prototypes[1], 40, 2, 7, /*tid=*/2);
+  using Clock = TraceRecorder::Clock;
+  Clock::time_point origin = Clock::now();
+  auto at = [&](int64_t microseconds) {
+    return origin + std::chrono::microseconds(microseconds);
+  };
+  TraceRecorder trace(origin);
+  trace.add(prototypes[1], at(40), at(42), 7, /*tid=*/2);
   TraceSpan own;
   own.name = "replica gradient sum";
   own.category = "collective";
   own.startUs = 45;
   own.step = 7;
   trace.add(own);
-  trace.add(prototypes[0], 50, 1, 8);
+  trace.add(prototypes[0], at(50), at(51), 8);
   std::vector<TraceSpan> spans = decodeSpans(encodeSpans(trace));
   ASSERT_EQ(spans.size(), 3u);
   EXPECT_EQ(spans[0].name, "all_reduce");

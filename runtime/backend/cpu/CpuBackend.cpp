@@ -101,11 +101,8 @@ CpuBackend::CpuBackend(const Program &program,
           // The tier track: the copy in flight, from its start to its
           // wait's return (an I/O engine says when a copy is done only
           // when asked: its end is at most this).
-          double startUs = trace->microsecondsSince(tierStarted[copy]);
-          trace->add(functions[f].spans[started], startUs,
-                     trace->microsecondsSince(TraceRecorder::Clock::now()) -
-                         startUs,
-                     currentStep, /*tid=*/3);
+          trace->add(functions[f].spans[started], tierStarted[copy],
+                     TraceRecorder::Clock::now(), currentStep, /*tid=*/3);
         });
         compiled.names.push_back(where + " (wait)");
         compiled.spans.push_back(traceSpanOf(program, function, instruction));
@@ -197,9 +194,7 @@ void CpuBackend::recordTime(CompiledFunction &function, size_t index,
     function.seconds[index] +=
         std::chrono::duration<double>(stop - start).count();
   if (trace) {
-    double startUs = trace->microsecondsSince(start);
-    trace->add(function.spans[index], startUs,
-               trace->microsecondsSince(stop) - startUs, currentStep);
+    trace->add(function.spans[index], start, stop, currentStep);
   }
 }
 
@@ -304,9 +299,7 @@ std::function<void()> CpuBackend::compileWait(size_t function,
     if (!trace)
       return;
     // The communication track: when the thread ran the collective.
-    double startUs = trace->microsecondsSince(ran.start);
-    trace->add(compiled.spans[waitFor], startUs,
-               trace->microsecondsSince(ran.end) - startUs, currentStep,
+    trace->add(compiled.spans[waitFor], ran.start, ran.end, currentStep,
                /*tid=*/2);
   };
 }

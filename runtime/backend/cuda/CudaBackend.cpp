@@ -451,11 +451,7 @@ void CudaBackend::launchRange(CompiledFunction &function, size_t begin,
       // it (the run is serialised; PARTITION_PROFILE times with events).
       checkCuda(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize",
                 function.names[i]);
-      double startUs = trace->microsecondsSince(start);
-      trace->add(function.spans[i], startUs,
-                 trace->microsecondsSince(TraceRecorder::Clock::now()) -
-                     startUs,
-                 step);
+      trace->add(function.spans[i], start, TraceRecorder::Clock::now(), step);
     }
   }
   if (!record)
