@@ -187,6 +187,40 @@ def OverlapCollectivesPass : Pass<"rt-overlap-collectives", "::mlir::ModuleOp"> 
   ];
 }
 
+def FoldSlicedUpdatesPass : Pass<"rt-fold-sliced-updates", "::mlir::ModuleOp"> {
+  let summary = "AdamW reads this rank's chunk of a parameter where it lies, not a sliced copy";
+  let description = [{
+    ZeRO-1 and ZeRO-2 slice each rank's chunk of a parameter (seen flat)
+    into a row of the step's own (`slice_block`, `lowering/FlatBuckets.h`)
+    for AdamW to read. Where an `adamw` kernel is the only reader of such a
+    chunk, and neither the parameter nor the index changes between the
+    slice and the update, this pass replaces both by one `adamw_block`
+    that reads block `index` of the parameter itself: no copy, and no row
+    (the unused views and allocation go too). The same arithmetic on the
+    same values: results are bit-identical.
+
+    Chunks of padded buckets (AdamW reads part of a sliced row), a slice
+    read by anything else, and a slice and update on either side of the
+    micro-batch loop's edge stay as they are.
+
+    Input:
+    ```mlir
+    %flat = memref.collapse_shape %w [[0, 1]] : memref<4x5xf32> into memref<20xf32>
+    %row = memref.alloc() : memref<1x10xf32>
+    %slot = memref.subview %row[0, 0] [1, 10] [1, 1] : ...
+    rt.kernel "slice_block" ins(%flat, %dp : memref<20xf32>, memref<i32>) outs(%slot : ...) ints = [0, 2]
+    rt.kernel "adamw" ins(%slot, %g, %m, %v, %t, %lr : ...) outs(%new, %m, %v : ...) floats = ...
+    ```
+    Output:
+    ```mlir
+    %flat = memref.collapse_shape %w [[0, 1]] : memref<4x5xf32> into memref<20xf32>
+    rt.kernel "adamw_block" ins(%flat, %dp, %g, %m, %v, %t, %lr : ...) outs(%new, %m, %v : ...) ints = [2] floats = ...
+    ```
+  }];
+  let dependentDialects = ["::partition::rt::RtDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def OffloadOptimizerPass : Pass<"rt-offload-optimizer", "::mlir::ModuleOp"> {
   let summary = "Keep AdamW's moments in a host or NVMe tier, staged slice by slice";
   let description = [{

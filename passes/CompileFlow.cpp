@@ -186,6 +186,14 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   // collective is still blocking; the passes after it move ops within the
   // loop or outside it, never across its edges.
   pm.addPass(createMicrobatchLoopPass());
+  // ZeRO-1/2's AdamW reads each rank's chunk in its parameter instead of a
+  // sliced copy (before the overlap, which then schedules the kernels that
+  // run); not where the offload stages the updates (it rewrites the adamw
+  // kernels itself) or replicas split the step at its first adamw.
+  if (plan && (plan->zero.stage == 1 || plan->zero.stage == 2) &&
+      !plan->offload.enabled() && plan->offload.parameters == "none" &&
+      plan->replicas.empty())
+    pm.addPass(createFoldSlicedUpdatesPass());
   // Data-parallel buckets reduced while the backward pass goes on (and,
   // when the plan asks, tensor-parallel collectives while independent
   // kernels run); before the memory plan, which then keeps their buffers

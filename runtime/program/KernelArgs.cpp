@@ -208,6 +208,26 @@ void Checker::checkAdamW() {
     sameElements(out(o), in(0), "updated state");
 }
 
+void Checker::checkAdamWBlock() {
+  allFloat({0, 2, 3, 4, 6});
+  dtype(in(1), DType::I32, "block");
+  dtype(in(5), DType::I32, "step");
+  require(in(1).elements == 1 && in(1).shape.empty(),
+          "block " + shapeString(in(1)) + " must be a scalar");
+  require(in(5).elements == 1 && in(6).elements == 1,
+          "step and learning rate must be scalars");
+  args.blocks = instruction.ints[0];
+  args.size = in(2).elements;
+  require(args.blocks > 0 && in(0).elements == args.blocks * args.size,
+          "parameter " + shapeString(in(0)) + " must be " +
+              std::to_string(args.blocks) + " blocks of the gradient's " +
+              std::to_string(args.size) + " elements");
+  for (int i : {3, 4})
+    sameElements(in(i), in(2), "moments");
+  for (int o : {0, 1, 2})
+    sameElements(out(o), in(2), "updated state");
+}
+
 void Checker::checkFill() {
   args.size = out(0).elements;
 }
@@ -462,6 +482,9 @@ KernelArgs Checker::run() {
     break;
   case KernelShape::MoeBias:
     checkMoeBias();
+    break;
+  case KernelShape::AdamWBlock:
+    checkAdamWBlock();
     break;
   }
   // Outputs never overlap inputs, except exactly (in-place kernels).

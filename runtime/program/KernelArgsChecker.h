@@ -121,6 +121,7 @@ private:
   void checkElementwise();
   void checkCrossEntropy();
   void checkAdamW();
+  void checkAdamWBlock();
   void checkFill();
   void checkCast();
   void checkAddI32();

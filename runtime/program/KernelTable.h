@@ -63,6 +63,7 @@ enum class KernelShape : uint8_t {
   ExpertLinear,   ///< the experts' grouped GEMMs
   MoeAuxLoss,
   MoeBias, ///< the expert load and the routing-bias update
+  AdamWBlock,
 };
 
 /// How the profiler counts a kernel's FLOPs and labels its shape.

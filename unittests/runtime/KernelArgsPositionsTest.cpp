@@ -8,51 +8,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/program/KernelArgs.h"
+#include "unittests/runtime/KernelArgsTesting.h"
 
 #include <gtest/gtest.h>
 
 using namespace partition::runtime;
+using namespace partition::runtime::testing;
 
 namespace {
-
-BufferInfo buffer(DType dtype, std::vector<int64_t> shape) {
-  BufferInfo info;
-  info.dtype = dtype;
-  info.shape = shape;
-  info.elements = 1;
-  for (int64_t d : shape)
-    info.elements *= d;
-  info.bytes = info.elements * 4;
-  return info;
-}
-
-/// One instruction of `kernel` over `buffers` (inputs, then outputs).
-std::string check(KernelId kernel, std::vector<BufferInfo> buffers,
-                  std::vector<int64_t> ints, std::vector<float> floats,
-                  KernelArgs *args = nullptr) {
-  Program program;
-  uint64_t offset = 0;
-  for (BufferInfo &b : buffers) { // disjoint in the arena
-    b.offset = offset;
-    offset += (b.bytes + 63) / 64 * 64;
-  }
-  program.buffers = buffers;
-  Instruction instruction;
-  instruction.kernel = kernel;
-  for (uint32_t i = 0; i < buffers.size(); ++i)
-    instruction.args.push_back(i);
-  instruction.ints = ints;
-  instruction.floats = floats;
-  try {
-    KernelArgs checked = checkInstruction(program, instruction, "#0");
-    if (args)
-      *args = checked;
-  } catch (const ProgramError &error) {
-    return error.what();
-  }
-  return "";
-}
 
 const std::vector<int64_t> kAttentionInts = {2, 1, 1, 0};
 const std::vector<float> kAttentionFloats = {1e4f, 0, 1, 0, 0, 0};

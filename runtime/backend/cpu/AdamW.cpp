@@ -46,4 +46,19 @@ void adamw(const float *param, const float *grad, const float *moment1,
   }
 }
 
+void adamwBlock(const float *param, const std::int32_t *block, Index blocks,
+                const float *grad, const float *moment1, const float *moment2,
+                const std::int32_t *step, const float *lr, float *newParam,
+                float *newMoment1, float *newMoment2, Index size,
+                const AdamWConfig &config) {
+  // The block comes from the arena (an axis-index buffer the runtime
+  // wrote): a wrong one would read out of bounds, so check it.
+  if (*block < 0 || *block >= blocks)
+    fail("adamw_block", "block " + std::to_string(*block) +
+                            " is out of range for " + std::to_string(blocks) +
+                            " blocks");
+  adamw(param + Index(*block) * size, grad, moment1, moment2, step, lr,
+        newParam, newMoment1, newMoment2, size, config);
+}
+
 } // namespace partition::runtime::cpu

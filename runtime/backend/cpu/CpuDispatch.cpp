@@ -325,6 +325,13 @@ struct KernelLauncher {
                    a.size, config);
       };
     }
+    case KernelId::AdamWBlock: {
+      cpu::AdamWConfig config{floats[0], floats[1], floats[2], floats[3]};
+      return [=, *this] {
+        cpu::adamwBlock(f(0), i32(1), a.blocks, f(2), f(3), f(4), i32(5), f(6),
+                        f(7), f(8), f(9), a.size, config);
+      };
+    }
     case KernelId::Fill: {
       float value = floats[0];
       if (a.buffers[0]->dtype == DType::I32)

@@ -296,6 +296,13 @@ void adamw(const float *param, const float *grad, const float *moment1,
            const float *moment2, const std::int32_t *step, const float *lr,
            float *newParam, float *newMoment1, float *newMoment2, Index size,
            const AdamWConfig &config);
+/// adamw on block *block of `blocks` blocks of `size` elements of a flat
+/// parameter (ZeRO's chunk, read where it lies); *block is checked.
+void adamwBlock(const float *param, const std::int32_t *block, Index blocks,
+                const float *grad, const float *moment1, const float *moment2,
+                const std::int32_t *step, const float *lr, float *newParam,
+                float *newMoment1, float *newMoment2, Index size,
+                const AdamWConfig &config);
 
 //===----------------------------------------------------------------------===//
 // bf16 storage (runtime/backend/cpu/BFloat16.cpp): a bf16 is the upper 16 bits of an

@@ -60,6 +60,14 @@ template <typename T> struct KernelLauncher {
                     size, config, s);
       };
     }
+    case KernelId::AdamWBlock: {
+      cuda::AdamWConfig config{floats[0], floats[1], floats[2], floats[3]};
+      int64_t blocks = a.blocks;
+      return [=, *this] {
+        cuda::adamwBlock(f(0), i32(1), blocks, f(2), f(3), f(4), i32(5), f(6),
+                         f(7), f(8), f(9), size, config, bad, s);
+      };
+    }
     case KernelId::Fill: {
       float value = floats[0];
       switch (a.buffers[0]->dtype) {

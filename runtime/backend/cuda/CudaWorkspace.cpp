@@ -85,6 +85,7 @@ size_t kernelWorkspaceBytes(const KernelArgs &a) {
   case KernelId::Scale:
   case KernelId::SoftmaxCrossEntropyGrad:
   case KernelId::AdamW:
+  case KernelId::AdamWBlock:
   case KernelId::Fill:
   case KernelId::AddI32:
   case KernelId::Copy:

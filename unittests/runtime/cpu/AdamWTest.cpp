@@ -74,6 +74,35 @@ TEST(AdamWTest, MatchesFormulaAndRunsInPlace) {
   EXPECT_EQ(v, v2);
 }
 
+// adamw_block: block 2 of 3 of a flat parameter updates exactly as adamw on
+// that block's copy would (ZeRO's chunk read in place, not sliced first).
+TEST(AdamWTest, BlockOfAParameterIsAdamWOnItsCopy) {
+  const Index n = 37, blocks = 3;
+  std::mt19937 rng(51);
+  FVec param = randomFloats(n * blocks, rng),
+       g = randomFloats(n, rng, -0.1f, 0.1f),
+       m = randomFloats(n, rng, -0.01f, 0.01f),
+       v = randomFloats(n, rng, 0.0f, 1e-3f);
+  const std::int32_t step = 5, block = 2;
+  const float lr = 1e-2f;
+  const AdamWConfig config{0.9f, 0.95f, 1e-8f, 0.1f};
+  FVec chunk(param.begin() + block * n, param.begin() + (block + 1) * n);
+  FVec p2(n), m2(n), v2(n), p3(n), m3(n), v3(n);
+  adamw(chunk.data(), g.data(), m.data(), v.data(), &step, &lr, p2.data(),
+        m2.data(), v2.data(), n, config);
+  adamwBlock(param.data(), &block, blocks, g.data(), m.data(), v.data(),
+             &step, &lr, p3.data(), m3.data(), v3.data(), n, config);
+  EXPECT_EQ(p3, p2);
+  EXPECT_EQ(m3, m2);
+  EXPECT_EQ(v3, v2);
+
+  const std::int32_t outside = 3;
+  EXPECT_THROW(adamwBlock(param.data(), &outside, blocks, g.data(), m.data(),
+                          v.data(), &step, &lr, p3.data(), m3.data(),
+                          v3.data(), n, config),
+               std::invalid_argument);
+}
+
 TEST(AdamWTest, RejectsStepZero) {
   FVec x(1, 1.0f);
   const std::int32_t step = 0;

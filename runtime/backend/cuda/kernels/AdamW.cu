@@ -34,7 +34,18 @@ struct AdamWStep {
 __global__ void __launch_bounds__(kFlatThreads)
     adamwKernel(PtrList<const float *, 4> in, PtrList<float *, 3> out,
                 const std::int32_t *step, const float *lr, Index size,
-                bool packed, AdamWConfig config) {
+                bool packed, AdamWConfig config, const std::int32_t *block,
+                Index blocks, int *badId) {
+  // adamw_block: the parameter is block *block of a flat one.
+  if (block) {
+    const std::int32_t chosen = *block;
+    if (chosen < 0 || chosen >= blocks) {
+      if (blockIdx.x == 0 && threadIdx.x == 0)
+        flagBadId(badId);
+      return;
+    }
+    in.p[0] += Index(chosen) * size;
+  }
   __shared__ float coefficients[3];
   if (threadIdx.x == 0) {
     // A step below 1 is the backend's bug (the CPU kernel throws); it gives
@@ -64,24 +75,50 @@ __global__ void __launch_bounds__(kFlatThreads)
 
 } // namespace
 
-void adamw(const float *param, const float *grad, const float *moment1,
-           const float *moment2, const std::int32_t *step, const float *lr,
-           float *newParam, float *newMoment1, float *newMoment2, Index size,
-           const AdamWConfig &config, cudaStream_t stream) {
-  const char *kernel = "adamw";
-  checkNonNegative(kernel, {size});
+namespace {
+
+void launchAdamW(const char *kernel, const float *param, const float *grad,
+                 const float *moment1, const float *moment2,
+                 const std::int32_t *step, const float *lr, float *newParam,
+                 float *newMoment1, float *newMoment2, Index size,
+                 const AdamWConfig &config, const std::int32_t *block,
+                 Index blocks, int *badId, cudaStream_t stream) {
+  checkNonNegative(kernel, {size, blocks});
   if (size == 0)
     return;
   const PtrList<const float *, 4> in{{param, grad, moment1, moment2}};
   const PtrList<float *, 3> out{{newParam, newMoment1, newMoment2}};
-  bool packed = true;
+  // A block starts 16-byte aligned, as its parameter does, when its size is
+  // a multiple of four floats.
+  bool packed = !block || size % 4 == 0;
   for (const float *p : in.p)
     packed = packed && aligned16(p);
   for (float *p : out.p)
     packed = packed && aligned16(p);
   adamwKernel<<<flatBlocks(loopWork(size, packed)), kFlatThreads, 0, stream>>>(
-      in, out, step, lr, size, packed, config);
+      in, out, step, lr, size, packed, config, block, blocks, badId);
   checkLaunch(kernel);
+}
+
+} // namespace
+
+void adamw(const float *param, const float *grad, const float *moment1,
+           const float *moment2, const std::int32_t *step, const float *lr,
+           float *newParam, float *newMoment1, float *newMoment2, Index size,
+           const AdamWConfig &config, cudaStream_t stream) {
+  launchAdamW("adamw", param, grad, moment1, moment2, step, lr, newParam,
+              newMoment1, newMoment2, size, config, nullptr, 0, nullptr,
+              stream);
+}
+
+void adamwBlock(const float *param, const std::int32_t *block, Index blocks,
+                const float *grad, const float *moment1, const float *moment2,
+                const std::int32_t *step, const float *lr, float *newParam,
+                float *newMoment1, float *newMoment2, Index size,
+                const AdamWConfig &config, int *badId, cudaStream_t stream) {
+  launchAdamW("adamw_block", param, grad, moment1, moment2, step, lr,
+              newParam, newMoment1, newMoment2, size, config, block, blocks,
+              badId, stream);
 }
 
 } // namespace partition::runtime::cuda

@@ -236,6 +236,14 @@ void adamw(const float *param, const float *grad, const float *moment1,
            const float *moment2, const std::int32_t *step, const float *lr,
            float *newParam, float *newMoment1, float *newMoment2, Index size,
            const AdamWConfig &config, cudaStream_t stream);
+/// adamw on block *block of `blocks` blocks of `size` elements of a flat
+/// parameter (ZeRO's chunk, read where it lies). A block outside [0,
+/// blocks) sets *badId and updates nothing.
+void adamwBlock(const float *param, const std::int32_t *block, Index blocks,
+                const float *grad, const float *moment1, const float *moment2,
+                const std::int32_t *step, const float *lr, float *newParam,
+                float *newMoment1, float *newMoment2, Index size,
+                const AdamWConfig &config, int *badId, cudaStream_t stream);
 
 //===----------------------------------------------------------------------===//
 // Blocks along one dimension: [outer, blocks * blockDim, inner]

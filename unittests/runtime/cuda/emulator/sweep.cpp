@@ -203,6 +203,31 @@ static void adamw() {
     close("adamw m", (inPlace ? *M : nm).down(), em, kFp32, kCancel);
     close("adamw v", (inPlace ? *V : nv).down(), ev, kFp32, kCancel);
   }
+  // adamw_block: block b of a flat parameter, as adamw on its copy (bit for
+  // bit: the same kernel on the same values); a block outside [0, blocks)
+  // flags badId and writes nothing.
+  auto *bad = devI({0}).release();
+  for (Index n : {1, 9, 12, 10001}) for (int off : {0, 1}) for (int block : {0, 2, 3, -1}) {
+    ctx = S("adamw_block n=%ld off=%d block=%d", n, off, block);
+    const Index blocks = 3;
+    const FVec p = rnd(n * blocks), g = rnd(n), m = rnd(n, -.1f, .1f), v = rnd(n, 0, .01f);
+    gpu::AdamWConfig gc; gc.weightDecay = 0.1f;
+    const int step = 7; const float lr = 3e-3f;
+    const bool inside = block >= 0 && block < blocks;
+    const FVec chunk = inside ? FVec(p.begin() + block * n, p.begin() + (block + 1) * n) : FVec(n);
+    auto C = dev<float>(chunk, off), P = dev<float>(p, off), G = dev<float>(g, off), M = dev<float>(m, off), V = dev<float>(v, off);
+    auto St = devI({step}); auto Lr = dev<float>({lr}); auto B = devI({block});
+    Buf<float> ep(n, off), em(n, off), ev(n, off), np(n, off), nm(n, off), nv(n, off);
+    gpu::adamw(C->p, G->p, M->p, V->p, St->p, Lr->p, ep.p, em.p, ev.p, n, gc, 0);
+    gpu::fill<float>(np.p, 0.5f, n, 0);
+    bad->p[0] = 0;
+    gpu::adamwBlock(P->p, B->p, blocks, G->p, M->p, V->p, St->p, Lr->p, np.p, nm.p, nv.p, n, gc, bad->p, 0);
+    expect("adamw_block badId", bad->p[0] == (inside ? 0 : 1));
+    if (!inside) { exact("adamw_block bad block writes nothing", np.down(), FVec(n, 0.5f)); continue; }
+    exact("adamw_block p", np.down(), ep.down());
+    exact("adamw_block m", nm.down(), em.down());
+    exact("adamw_block v", nv.down(), ev.down());
+  }
   noLaunchErrors();
 }
 

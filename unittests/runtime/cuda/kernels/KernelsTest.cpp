@@ -1041,6 +1041,56 @@ TEST_F(CudaTest, AdamW) {
   }
 }
 
+// adamw_block (ZeRO's chunk read in its parameter): block b of a flat
+// parameter updates bit for bit as adamw on that block's copy, whatever the
+// block's alignment (12 floats keep 16 bytes; 37 do not); a block outside
+// [0, blocks) sets badId and writes nothing.
+TEST_F(CudaTest, AdamWBlock) {
+  std::mt19937 rng(13);
+  const Index blocks = 3;
+  cuda::AdamWConfig config;
+  config.weightDecay = 0.1f;
+  const std::int32_t step = 7;
+  const float lr = 3e-3f;
+  auto dStep = deviceIds(IVec{step});
+  auto dLr = deviceScalar(lr);
+  for (Index size : {Index(12), Index(37)}) {
+    const FVec param = randomFloats(size * blocks, rng);
+    const FVec grad = randomFloats(size, rng);
+    const FVec m1 = randomFloats(size, rng, -0.1f, 0.1f);
+    const FVec m2 = randomFloats(size, rng, 0.0f, 0.01f);
+    auto p = device<float>(param), g = device<float>(grad),
+         m = device<float>(m1), v = device<float>(m2);
+    for (std::int32_t block : {0, 2, 3, -1}) {
+      const bool inside = block >= 0 && block < blocks;
+      auto dBlock = deviceIds(IVec{block});
+      DeviceArray<float> np(size), nm(size), nv(size);
+      const FVec untouched(size, 0.5f);
+      np.upload(untouched);
+      clearBadId();
+      cuda::adamwBlock(p->get(), dBlock->get(), blocks, g->get(), m->get(),
+                       v->get(), dStep->get(), dLr->get(), np.get(), nm.get(),
+                       nv.get(), size, config, badId->get(), stream);
+      EXPECT_EQ(readBadId(), inside ? 0 : 1) << "block " << block;
+      if (!inside) {
+        EXPECT_EQ(np.download(), untouched) << "block " << block;
+        continue;
+      }
+      const FVec part(param.begin() + block * size,
+                      param.begin() + (block + 1) * size);
+      auto chunk = device<float>(part);
+      DeviceArray<float> ep(size), em(size), ev(size);
+      cuda::adamw(chunk->get(), g->get(), m->get(), v->get(), dStep->get(),
+                  dLr->get(), ep.get(), em.get(), ev.get(), size, config,
+                  stream);
+      sync();
+      EXPECT_EQ(np.download(), ep.download()) << "size " << size << " block " << block;
+      EXPECT_EQ(nm.download(), em.download()) << "size " << size << " block " << block;
+      EXPECT_EQ(nv.download(), ev.download()) << "size " << size << " block " << block;
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Blocks
 //===----------------------------------------------------------------------===//
