@@ -218,7 +218,9 @@ void Checker::checkAdamWBlock() {
           "step and learning rate must be scalars");
   args.blocks = instruction.ints[0];
   args.size = in(2).elements;
-  require(args.blocks > 0 && in(0).elements == args.blocks * args.size,
+  // Divided, not multiplied: `blocks` comes from the program unchecked.
+  require(args.blocks > 0 && in(0).elements % args.blocks == 0 &&
+              in(0).elements / args.blocks == args.size,
           "parameter " + shapeString(in(0)) + " must be " +
               std::to_string(args.blocks) + " blocks of the gradient's " +
               std::to_string(args.size) + " elements");

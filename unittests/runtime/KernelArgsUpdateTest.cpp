@@ -46,6 +46,11 @@ TEST(KernelArgsUpdate, RejectsABadBlock) {
   EXPECT_EQ(adamwBlock({24}, 12, 0),
             "#0 (adamw_block): parameter [24] must be 0 blocks of the "
             "gradient's 12 elements");
+  // A block count whose product with the size wraps around to the
+  // parameter's 24 elements (12 x (2^62 + 2) = 3 x 2^64 + 24).
+  EXPECT_EQ(adamwBlock({24}, 12, (int64_t(1) << 62) + 2),
+            "#0 (adamw_block): parameter [24] must be 4611686018427387906 "
+            "blocks of the gradient's 12 elements");
   EXPECT_EQ(adamwBlock({24}, 12, 2, buffer(DType::F32, {})),
             "#0 (adamw_block): block must hold i32, not f32");
   EXPECT_EQ(adamwBlock({24}, 12, 2, buffer(DType::I32, {2})),
