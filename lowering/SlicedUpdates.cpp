@@ -18,8 +18,10 @@
 #include "runtime/program/KernelTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Threading.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace partition {
@@ -47,25 +49,39 @@ struct Fold {
 
 /// The slices of `body` that an AdamW can read in place, and that AdamW.
 SmallVector<Fold> findFolds(Block &body) {
-  // Every non-view use of a buffer, by position: who reads or writes which
-  // part of it.
+  // The buffers a fold depends on: each slice's input, index and result.
+  llvm::DenseSet<Value> watched;
+  for (Operation &op : body)
+    if (isKernel(&op, runtime::KernelId::SliceBlock))
+      for (Value operand : op.getOperands())
+        watched.insert(rt::viewedBuffer(operand));
+  if (watched.empty())
+    return {};
+  // Every non-view use of those buffers, by position: who reads or writes
+  // which part of them.
   DenseMap<Operation *, unsigned> position;
   DenseMap<Value, SmallVector<std::pair<unsigned, Value>>> accesses;
   SmallVector<Operation *> ops;
   for (Operation &op : body) {
-    position[&op] = ops.size();
+    const unsigned at = ops.size();
+    position[&op] = at;
     ops.push_back(&op);
     if (rt::isView(&op))
       continue;
     for (Value operand : op.getOperands())
-      if (isa<MemRefType>(operand.getType()))
-        accesses[rt::viewedBuffer(operand)].push_back(
-            {position[&op], operand});
+      if (isa<MemRefType>(operand.getType())) {
+        Value base = rt::viewedBuffer(operand);
+        if (watched.contains(base))
+          accesses[base].push_back({at, operand});
+      }
   }
   auto writtenBetween = [&](Value buffer, unsigned from, unsigned to) {
     Value base = rt::viewedBuffer(buffer);
     llvm::SmallPtrSet<Value, 1> bases = {base};
-    for (auto [at, operand] : accesses.lookup(base))
+    auto it = accesses.find(base);
+    if (it == accesses.end())
+      return false;
+    for (auto [at, operand] : it->second)
       if (at > from && at < to && rteffects::writesAny(ops[at], bases))
         return true;
     return false;
@@ -96,7 +112,7 @@ SmallVector<Fold> findFolds(Block &body) {
     const unsigned at = position[op];
     rt::KernelOp update;
     bool alone = true;
-    for (auto [other, operand] : accesses.lookup(row)) {
+    for (auto [other, operand] : accesses.find(row)->second) {
       if (other <= at || !rt::mayOverlap(operand, chunk))
         continue;
       auto kernel = dyn_cast<rt::KernelOp>(ops[other]);
@@ -149,32 +165,39 @@ void eraseUnused(llvm::SetVector<Value> values) {
   }
 }
 
+/// Folds the slices of `function` that an AdamW can read in place.
+void foldSlicedUpdates(func::FuncOp function) {
+  std::string_view name = runtime::kernelName(runtime::KernelId::AdamWBlock);
+  llvm::SetVector<Value> dropped;
+  for (Fold fold : findFolds(function.getBody().front())) {
+    OpBuilder builder(fold.update);
+    ValueRange in = fold.update.getInputs();
+    SmallVector<Value> inputs = {fold.slice.getInputs()[0],
+                                 fold.slice.getInputs()[1]};
+    inputs.append(in.begin() + 1, in.end());
+    rt::KernelOp::create(builder, fold.update.getLoc(),
+                         llvm::StringRef(name.data(), name.size()), inputs,
+                         fold.update.getOutputs(),
+                         ArrayRef<int64_t>{fold.slice.getInts()[1]},
+                         fold.update.getFloats());
+    dropped.insert(in[kParam]);
+    dropped.insert(fold.slice.getOutputs()[0]);
+    fold.update.erase();
+    fold.slice.erase();
+  }
+  eraseUnused(std::move(dropped));
+}
+
 struct FoldSlicedUpdatesPass
     : public impl::FoldSlicedUpdatesPassBase<FoldSlicedUpdatesPass> {
   void runOnOperation() override {
-    std::string_view name = runtime::kernelName(runtime::KernelId::AdamWBlock);
-    for (auto function : getOperation().getOps<func::FuncOp>()) {
-      if (function.isExternal())
-        continue;
-      llvm::SetVector<Value> dropped;
-      for (Fold fold : findFolds(function.getBody().front())) {
-        OpBuilder builder(fold.update);
-        ValueRange in = fold.update.getInputs();
-        SmallVector<Value> inputs = {fold.slice.getInputs()[0],
-                                     fold.slice.getInputs()[1]};
-        inputs.append(in.begin() + 1, in.end());
-        rt::KernelOp::create(builder, fold.update.getLoc(),
-                             llvm::StringRef(name.data(), name.size()),
-                             inputs, fold.update.getOutputs(),
-                             ArrayRef<int64_t>{fold.slice.getInts()[1]},
-                             fold.update.getFloats());
-        dropped.insert(in[kParam]);
-        dropped.insert(fold.slice.getOutputs()[0]);
-        fold.update.erase();
-        fold.slice.erase();
-      }
-      eraseUnused(std::move(dropped));
-    }
+    // Each function on its own (a pipeline's stages and evaluation steps
+    // share nothing here), on the context's threads.
+    SmallVector<func::FuncOp> functions;
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (!function.isExternal())
+        functions.push_back(function);
+    parallelForEach(&getContext(), functions, foldSlicedUpdates);
   }
 };
 
