@@ -20,17 +20,11 @@ using partition::rt::ReduceScatterOp;
 namespace partition {
 namespace {
 
-/// The table's id of an rt.kernel (its verifier rejects unknown names).
-runtime::KernelId kernelId(KernelOp kernel) {
-  StringRef name = kernel.getKernel();
-  return runtime::lookupKernel(std::string_view(name.data(), name.size()))->id;
-}
-
 /// Whether `output` of `kernel` is a parameter gradient (weight-side
 /// backward), by the kernel's Role column (runtime/program/Kernels.def).
 bool writesGradient(KernelOp kernel, Value output) {
   using runtime::KernelRole;
-  switch (runtime::kernelInfo(kernelId(kernel)).role) {
+  switch (kernel.getInfo().role) {
   case KernelRole::ParameterGradients:
     return true;
   case KernelRole::ParameterGradientsAfterFirst:
@@ -54,7 +48,7 @@ bool writesGradient(KernelOp kernel, Value output) {
 /// (gather/scatter buffers) or as the gradients they carry.
 bool writesActivation(KernelOp kernel, llvm::function_ref<bool(Value)> isActivation) {
   using runtime::KernelRole;
-  switch (runtime::kernelInfo(kernelId(kernel)).role) {
+  switch (kernel.getInfo().role) {
   case KernelRole::Forward:
     return true;
   case KernelRole::ForwardIfActivationInput:
@@ -293,7 +287,7 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
           intervals[it->second].isGradient = true;
       // A bucket of gradients, and the chunks unpacked from it, are still
       // gradients.
-      runtime::KernelId id = kernelId(kernel);
+      runtime::KernelId id = kernel.getInfo().id;
       if (id == runtime::KernelId::FlatPack ||
           id == runtime::KernelId::FlatUnpack) {
         auto from = intervalOf.find(kernel.getInputs().front());
@@ -307,7 +301,7 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
       }
       // A sum of parameter gradients (the micro-batches' accumulated, from
       // a zero start) is one too.
-      if (kernelId(kernel) == runtime::KernelId::Add &&
+      if (kernel.getInfo().id == runtime::KernelId::Add &&
           llvm::any_of(kernel.getInputs(), [&](Value input) {
             auto it = intervalOf.find(rt::viewedBuffer(input));
             return it != intervalOf.end() && intervals[it->second].isGradient;
@@ -318,7 +312,7 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
             intervals[it->second].isGradient = true;
       // A gradient copied into a buffer of its own (so that an all-reduce
       // can overwrite it) is still a gradient.
-      if (kernelId(kernel) == runtime::KernelId::Copy) {
+      if (kernel.getInfo().id == runtime::KernelId::Copy) {
         auto from = intervalOf.find(kernel.getInputs().front());
         auto to = intervalOf.find(kernel.getOutputs().front());
         if (from != intervalOf.end() && to != intervalOf.end() &&

@@ -50,22 +50,17 @@ constexpr unsigned kParam = 0, kGrad = 1, kMoment1 = 2, kMoment2 = 3,
                    kStep = 4, kLearningRate = 5;
 constexpr unsigned kNewParam = 0, kNewMoment1 = 1, kNewMoment2 = 2;
 
-const runtime::KernelInfo &infoOf(KernelOp kernel) {
-  StringRef name = kernel.getKernel();
-  // The rt.kernel verifier has checked the name.
-  return *runtime::lookupKernel(std::string_view(name.data(), name.size()));
-}
 
 bool isAdamW(Operation *op) {
   auto kernel = dyn_cast<KernelOp>(op);
-  return kernel && infoOf(kernel).id == runtime::KernelId::AdamW;
+  return kernel && kernel.getInfo().id == runtime::KernelId::AdamW;
 }
 
 /// A flat_pack of one tensor into a one-row bucket: its slices can be
 /// packed one by one (a slice [o, o + n) of x takes columns [offset + o,
 /// offset + o + n)), which is how ZeRO-3 packs a shard for its all-gather.
 bool isOneRowPack(KernelOp kernel) {
-  if (infoOf(kernel).id != runtime::KernelId::FlatPack)
+  if (kernel.getInfo().id != runtime::KernelId::FlatPack)
     return false;
   auto bucket = cast<MemRefType>(kernel.getOutputs()[0].getType());
   return bucket.getRank() == 2 && bucket.getDimSize(0) == 1 &&
@@ -82,7 +77,7 @@ Operation *firstReadPoint(KernelOp update) {
     auto kernel = dyn_cast<KernelOp>(op);
     if (!kernel)
       continue;
-    runtime::KernelRole role = infoOf(kernel).role;
+    runtime::KernelRole role = kernel.getInfo().role;
     if (role == runtime::KernelRole::ParameterGradients ||
         role == runtime::KernelRole::ParameterGradientsAfterFirst)
       return op;

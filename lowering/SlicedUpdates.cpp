@@ -39,8 +39,7 @@ constexpr unsigned kParam = 0;
 
 bool isKernel(Operation *op, runtime::KernelId id) {
   auto kernel = dyn_cast<rt::KernelOp>(op);
-  std::string_view name = runtime::kernelName(id);
-  return kernel && kernel.getKernel() == llvm::StringRef(name.data(), name.size());
+  return kernel && kernel.getInfo().id == id;
 }
 
 struct Fold {

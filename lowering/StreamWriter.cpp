@@ -390,9 +390,6 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
                             "executes rt.kernel, collective, rt.wait, "
                             "rt.send, rt.recv, rt.tier_read and "
                             "rt.tier_write ops only");
-    StringRef name = kernel.getKernel();
-    const runtime::KernelInfo *info =
-        runtime::lookupKernel(std::string_view(name.data(), name.size()));
     FailureOr<std::vector<uint32_t>> args =
         bufferArgs(kernel, kernel->getOperands());
     if (failed(args))
@@ -401,7 +398,8 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
     std::vector<float> floats(kernel.getFloats().begin(),
                               kernel.getFloats().end());
     instructions.push_back(ptp::CreateInstructionDirect(
-        fbb, static_cast<uint16_t>(info->id), &*args, &ints, &floats));
+        fbb, static_cast<uint16_t>(kernel.getInfo().id), &*args, &ints,
+        &floats));
   }
   // A stage's @train_step_stage<k> / @eval_step_stage<k> /
   // @logits_step_stage<k> is its stream's "train_step" / "eval_step" /

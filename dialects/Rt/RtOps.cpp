@@ -135,6 +135,11 @@ LogicalResult WaitOp::verify() {
 // rt.kernel
 //===----------------------------------------------------------------------===//
 
+const partition::runtime::KernelInfo &KernelOp::getInfo() {
+  return *partition::runtime::lookupKernel(
+      std::string_view(getKernel().data(), getKernel().size()));
+}
+
 LogicalResult KernelOp::verify() {
   const runtime::KernelInfo *info = runtime::lookupKernel(
       std::string_view(getKernel().data(), getKernel().size()));

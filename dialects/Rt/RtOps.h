@@ -5,6 +5,7 @@
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtDialect.h"
+#include "runtime/program/KernelTable.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

@@ -142,6 +142,11 @@ def Rt_KernelOp : Op<Rt_Dialect, "kernel", [AttrSizedOperandSegments]> {
     (`ints` `=` $ints^)? (`floats` `=` $floats^)? attr-dict
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The kernel's row of the runtime's table
+    /// (runtime/program/Kernels.def); the verifier rejects unknown names.
+    const ::partition::runtime::KernelInfo &getInfo();
+  }];
 }
 
 // The dist dialect's reduction kind, used as is: the reduction a collective
