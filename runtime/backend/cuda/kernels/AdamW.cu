@@ -73,10 +73,6 @@ __global__ void __launch_bounds__(kFlatThreads)
               Index(gridDim.x) * blockDim.x, fn);
 }
 
-} // namespace
-
-namespace {
-
 void launchAdamW(const char *kernel, const float *param, const float *grad,
                  const float *moment1, const float *moment2,
                  const std::int32_t *step, const float *lr, float *newParam,
