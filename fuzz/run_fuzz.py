@@ -6,10 +6,10 @@
 Builds a seed corpus in a temporary directory -- real programs compiled by
 DIR/partition-gen and DIR/partition-compile (gpt2-tiny; a small llama with
 grouped-query attention; gpt2-tiny with two micro-batches; gpt2-tiny
-without an optimizer; data-parallel ones with collectives; gpt2-tiny with
-its moments offloaded to NVMe; a two-stage pipeline with sends and
-receives), plus
-truncations of the first -- then runs FUZZER
+without an optimizer; data-parallel ones with collectives; ZeRO-1 and
+ZeRO-2 ones; gpt2-tiny with its moments offloaded to NVMe; a two-stage
+pipeline with sends and receives), the inputs of fixed findings
+(fuzz/corpus/program/), plus truncations of the first -- then runs FUZZER
 for N mutated inputs (libFuzzer flags when --libfuzzer, else the
 StandaloneFuzzDriver's). Fails if the fuzzer reports a crash, a sanitizer
 error or an exception other than ProgramError; libFuzzer then leaves the
@@ -18,6 +18,7 @@ input as program-loader-crash-* in the working directory.
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,6 +80,20 @@ def main():
         subprocess.run([compile_, os.path.join(scratch, "gpt2.mlir"), "-o",
                         os.path.join(seeds, "gpt2-dp2.ptp"), "--plan", plan],
                        capture_output=True)
+        # ZeRO-1 and ZeRO-2 (each rank's flat chunk of a parameter, per-
+        # tensor reduce-scatters and all-gathers, adamw_block).
+        for stage in (1, 2):
+            plan = os.path.join(scratch, f"zero{stage}.json")
+            with open(plan, "w") as f:
+                f.write('{"mesh": {"dp": 2}, "zero": {"stage": %d}}' % stage)
+            run([compile_, os.path.join(scratch, "gpt2.mlir"), "-o",
+                 os.path.join(seeds, f"gpt2-zero{stage}.ptp"), "--plan", plan])
+        # Inputs of fixed findings (fuzz/corpus/program/): each must now be
+        # refused cleanly, or load.
+        corpus = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              "corpus", "program")
+        for name in sorted(os.listdir(corpus)):
+            shutil.copy(os.path.join(corpus, name), seeds)
         # The offload (schema v12: moments in an NVMe tier, sliced tier
         # copies started and waited for).
         plan = os.path.join(scratch, "offload.json")

@@ -256,9 +256,7 @@ BufferInfo readBuffer(const ptp::Buffer *buffer, size_t index,
   if (buffer->flat_axes() && buffer->flat_axes()->size() > 0) {
     info.flatAxes.assign(buffer->flat_axes()->begin(),
                          buffer->flat_axes()->end());
-    if (buffer->flat_shape())
-      info.flatShape.assign(buffer->flat_shape()->begin(),
-                            buffer->flat_shape()->end());
+    info.flatShape = readLongs(buffer->flat_shape());
   }
   return info;
 }
