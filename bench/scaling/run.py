@@ -20,7 +20,8 @@ sequences per micro-batch, compares a 2-stage 1F1B pipeline of
 the same micro-batches, against 1 - the schedule's bubble
 (p - 1) / (m + p - 1). Then one traced run of dp2 with overlap gives, from its
 communication track (test/e2e/Inputs/trace.py), the share of the started
-data-parallel collectives' time hidden behind kernels.
+data-parallel collectives' time hidden behind kernels, and one of dp2
+ZeRO-1 where its waits go (the three largest, by collective).
 
 A benchmark, never a test: the figures depend on the machine and its load.
 
@@ -188,6 +189,21 @@ def main():
               f"({len(started)} started collectives in {steps} steps after "
               f"warm-up); blocked in waits {blocked / 1e3 / steps:.0f} ms "
               f"per step")
+    # Where ZeRO-1's exposed communication goes: its waits by collective
+    # (trace.py --waits; docs/performance.md).
+    ptp, tag = paths["dp2 zero-1"]
+    trace_path = os.path.join(work, "dp2_zero1.trace.json")
+    execute(args.bin, ptp, 2, 1, max(args.steps, args.warmup + 1),
+            os.path.join(work, "trace-zero1.jsonl"), trace=trace_path)
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    for rank in (0, 1):
+        spans = [e for e in events if e.get("ph") == "X" and e.get("pid") == rank]
+        total, steps, groups = reader.collective_waits(spans)
+        largest = "; ".join(f"{group} ({state}) {time / 1e3 / steps:.0f}"
+                            for (group, state), time in groups.most_common(3))
+        print(f"rank {rank}: ZeRO-1 blocked in waits {total / 1e3 / steps:.0f} "
+              f"ms per step (steps after the first), the most: {largest}")
     print("load at end:", run(["uptime"]).stdout.strip())
 
 

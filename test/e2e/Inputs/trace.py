@@ -28,6 +28,14 @@ names what it waits for), the exposed part of the offload's I/O: printed
 as "blocked in tier waits: yes" for FileCheck and in milliseconds per step
 (steps after the first) for the benchmarks.
 
+With --waits, per rank the time blocked in the waits of started
+collectives (steps after the first), as "blocked in collective waits: yes"
+for FileCheck and in milliseconds per step, then the largest shares (--top,
+5) by collective, a ZeRO bucket's per-tensor collectives together (the
+label without its " #i"), each marked "running" when the communication
+thread had begun it before the wait began and "queued" when it was still
+behind earlier collectives: where a step's exposed communication goes.
+
 With --tiers, also per rank the offload's tier copies of its tier track
 (tid 3, from each copy's start to its wait's return): how many reads and
 writes and their bytes per step, and whether any of them ran while the
@@ -38,6 +46,7 @@ kernel span of the instruction track).
 import argparse
 import collections
 import json
+import re
 import sys
 
 
@@ -48,6 +57,8 @@ def main():
     parser.add_argument("--overlap", action="store_true")
     parser.add_argument("--offload", action="store_true")
     parser.add_argument("--tiers", action="store_true")
+    parser.add_argument("--waits", action="store_true")
+    parser.add_argument("--top", type=int, default=5)
     args = parser.parse_args()
     with open(args.file) as f:
         document = json.load(f)
@@ -117,6 +128,15 @@ def main():
                   f"{carried(spans[rank])}")
         if args.offload:
             offload(rank, spans[rank])
+        if args.waits:
+            total, steps, groups = collective_waits(spans[rank])
+            print(f"rank {rank}: blocked in collective waits: "
+                  f"{'yes' if total > 0 else 'no'}")
+            print(f"rank {rank}: blocked {total / 1e3 / steps:.1f} ms per "
+                  f"step in collective waits (steps after the first)")
+            for (group, state), time in groups.most_common(args.top):
+                print(f"rank {rank}:   {time / 1e3 / steps:.1f} ms per step: "
+                      f"{group} ({state})")
 
 
 def offload(rank, spans):
@@ -139,6 +159,46 @@ def offload(rank, spans):
                   if w["args"].get("step", 0) in later)
     print(f"rank {rank}: blocked {blocked / 1e3 / max(1, len(later)):.1f} ms "
           f"per step in tier waits (steps after the first)")
+
+
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def collective_waits(spans):
+    """The waits of started collectives (instruction track) in the steps
+    after the first: their total time, the number of those steps, and their
+    time by (collective label without its tensor index, "running" or
+    "queued"). A wait's collective is the last span of its label on the
+    communication track (tid 2) that began before the wait ended (a carried
+    wait's began in the step before); "queued" when that span began after
+    the wait did (the thread was still running earlier collectives)."""
+    runs = collections.defaultdict(list)
+    for s in spans:
+        if s["tid"] == 2:
+            runs[s["name"]].append(s)
+    for spans_of_label in runs.values():
+        spans_of_label.sort(key=lambda s: s["ts"])
+    waits = [s for s in spans if s["tid"] == 0 and s["cat"] == "wait" and
+             s["args"].get("label", "").split(" ")[0] in COLLECTIVES]
+    steps = sorted({s["args"].get("step", 0) for s in waits})
+    later = set(steps[1:]) or set(steps)
+    groups = collections.Counter()
+    total = 0.0
+    for wait in waits:
+        if wait["args"].get("step", 0) not in later:
+            continue
+        label = wait["args"]["label"]
+        started = None
+        for run in runs.get(label, []):
+            if run["ts"] > wait["ts"] + wait["dur"]:
+                break
+            started = run
+        state = ("queued" if started is not None and started["ts"] > wait["ts"]
+                 else "running")
+        group = re.sub(r" #\d+$", "", label)
+        groups[(group, state)] += wait["dur"]
+        total += wait["dur"]
+    return total, max(1, len(later)), groups
 
 
 def carried(spans):
