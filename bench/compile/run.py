@@ -6,9 +6,10 @@
 For each model and plan, partition-compile at several micro-batch counts,
 with the micro-batch loop (the default without a pipeline) and with
 --unroll-microbatches (every micro-batch's code, as before the loop),
-interleaved and repeated; prints the best wall time of each, the .ptp size
-and the arena (memory plan), and each figure's ratio to the smallest
-count's. Then, for one small model, the step time of the two programs
+interleaved and repeated; prints how many micro-batches the looped step
+compiles (its --memory-report's "micro-batch loop" line), the best wall
+time of each, the .ptp size and the arena (memory plan), and each figure's
+ratio to the smallest count's. Then, for one small model, the step time of the two programs
 trained side by side (partition-run's step_ms, medians), since the loop
 must not slow the step. Timings are the machine's: read them as ratios.
 """
@@ -44,6 +45,18 @@ def arena(report):
     return peak
 
 
+def compiled_microbatches(report):
+    """How many micro-batches the step compiles (partition-compile
+    --memory-report's "micro-batch loop" line), or None without one."""
+    for line in report.splitlines():
+        words = line.split()
+        if line.startswith("micro-batch loop: the step compiles "):
+            return int(words[5])
+        if line.startswith("micro-batch loop: none;"):
+            return int(words[9])
+    return None
+
+
 def compile_once(bin_dir, model, plan, micro, unroll, out):
     command = [os.path.join(bin_dir, "partition-compile"), model, "-o", out,
                "--memory-report"]
@@ -62,7 +75,8 @@ def compile_once(bin_dir, model, plan, micro, unroll, out):
         command.append("--unroll-microbatches")
     start = time.perf_counter()
     report = run(command)
-    return time.perf_counter() - start, os.path.getsize(out), arena(report)
+    return (time.perf_counter() - start, os.path.getsize(out), arena(report),
+            compiled_microbatches(report))
 
 
 def main():
@@ -120,33 +134,36 @@ def main():
     if args.case:
         cases = [c for c in cases if args.case in c[0]]
     repeats = 1 if args.quick else args.repeats
-    print("| model, plan | micro-batches | compile (loop) | x | program (loop) "
-          "| x | arena (loop) | compile (unrolled) | program (unrolled) "
-          "| arena (unrolled) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model, plan | micro-batches | compiled (loop) | compile (loop) "
+          "| x | program (loop) | x | arena (loop) | compile (unrolled) "
+          "| program (unrolled) | arena (unrolled) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, model, plan_path, counts, unroll_up_to in cases:
         base = None
         for micro in counts:
             times = {"loop": [], "unrolled": []}
-            sizes, arenas = {}, {}
+            sizes, arenas, compiled = {}, {}, {}
             for _ in range(repeats):
                 for variant in ("loop", "unrolled"):
                     if variant == "unrolled" and micro > unroll_up_to:
                         continue
                     out = os.path.join(work, "p-%s.ptp" % variant)
-                    seconds, size, peak = compile_once(
+                    seconds, size, peak, built = compile_once(
                         bin_dir, model, plan_path, micro,
                         variant == "unrolled", out)
                     times[variant].append(seconds)
                     sizes[variant], arenas[variant] = size, peak
+                    compiled[variant] = built
             loop = min(times["loop"])
             if base is None:
                 base = (loop, sizes["loop"])
             unrolled = ("%.2f s" % min(times["unrolled"])
                         if times["unrolled"] else "-")
-            print("| %s | %d | %.2f s | %.2f | %.2f MB | %.2f | %.1f MB | %s "
-                  "| %s | %s |" % (
-                      name, micro, loop, loop / base[0],
+            print("| %s | %d | %s | %.2f s | %.2f | %.2f MB | %.2f | %.1f MB "
+                  "| %s | %s | %s |" % (
+                      name, micro,
+                      "-" if compiled["loop"] is None else compiled["loop"],
+                      loop, loop / base[0],
                       sizes["loop"] / 1e6, sizes["loop"] / base[1],
                       arenas["loop"] / 1e6, unrolled,
                       "%.2f MB" % (sizes["unrolled"] / 1e6)

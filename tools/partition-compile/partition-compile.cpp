@@ -20,6 +20,7 @@
 #include "lowering/ProgramWriter.h"
 #include "lowering/ReplicaProgram.h"
 #include "passes/analysis/ActivationMemory.h"
+#include "passes/frontend/StepEntries.h"
 #include "passes/Passes.h"
 #include "passes/CompileFlow.h"
 #include "passes/plan/Plan.h"
@@ -149,6 +150,32 @@ cl::opt<double> bucketMb("bucket-mb",
                                   "(PyTorch DDP's bucket_cap_mb)"),
                          cl::init(25.0), cl::cat(category));
 
+/// What the training step compiles of its micro-batches (docs/compiler.md,
+/// "The micro-batch loop"): the one figure that sets how its compile time
+/// and program grow with the micro-batch count. Silent for a step of one.
+void printLoopReport(ModuleOp module) {
+  for (auto function : module.getOps<func::FuncOp>()) {
+    auto entry = function->getAttrOfType<DictionaryAttr>(
+        partition::xfmr::XfmrDialect::kTrainStepAttrName);
+    if (!entry)
+      continue;
+    if (std::optional<partition::pipeline::LoopLayout> loop =
+            partition::recordedLoop(function)) {
+      llvm::outs() << "micro-batch loop: the step compiles " << loop->compiled
+                   << " of its " << loop->microbatches
+                   << " micro-batches; the runtime runs a body of "
+                   << loop->stride << " micro-batch"
+                   << (loop->stride == 1 ? "" : "es") << " " << loop->runs
+                   << " times\n";
+    } else if (auto count = entry.getAs<IntegerAttr>("microbatches");
+               count && count.getInt() > 1) {
+      llvm::outs() << "micro-batch loop: none; the step compiles each of its "
+                   << count.getInt() << " micro-batches\n";
+    }
+    return;
+  }
+}
+
 /// Per transformer layer of the training step: the activations kept for
 /// the backward pass (16-bit, as Korthikanti et al. count them) and the
 /// tensor-parallel traffic, per rank. Under a pipeline each layer is
@@ -213,6 +240,7 @@ void printLayerReport(ModuleOp module) {
   }
   for (const std::string &line : recompute)
     llvm::outs() << line << "\n";
+  printLoopReport(module);
 }
 
 /// plan.json's replicas (NTP), or none when the plan has none or cannot be
