@@ -15,8 +15,8 @@ import struct
 import sys
 
 ROLES = ["Temporary", "Param", "Moment1", "Moment2", "Step", "LearningRate",
-         "Tokens", "Targets", "Loss", "Gradient", "AxisIndex"]
-DTYPES = ["F32", "I32"]
+         "Tokens", "Targets", "Loss", "Gradient", "AxisIndex", "Logits"]
+DTYPES = ["F32", "I32", "BF16"]
 
 
 class Table:
