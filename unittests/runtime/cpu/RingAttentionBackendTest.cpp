@@ -12,7 +12,7 @@
 #include "runtime/backend/Backend.h"
 #include "runtime/backend/cpu/Kernels.h"
 #include "runtime/program/Program.h"
-#include "unittests/runtime/SerializeProgram.h"
+#include "unittests/runtime/cpu/BackendTesting.h"
 
 #include <gtest/gtest.h>
 
@@ -107,11 +107,7 @@ Program ringProgram(DType activation = DType::F32) {
   return program;
 }
 
-Program roundTrip(const Program &program) {
-  std::string bytes = testprograms::serializeProgram(program);
-  return Program::parse(reinterpret_cast<const uint8_t *>(bytes.data()),
-                        bytes.size(), "p.ptp");
-}
+using testprograms::roundTrip;
 
 std::vector<float> randomFloats(size_t n, std::mt19937 &rng) {
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -238,12 +234,7 @@ TEST(RingAttentionBackend, Bf16ActivationsWithF32Lse) {
 std::string rejection(void (*change)(Program &)) {
   Program program = ringProgram();
   change(program);
-  try {
-    runtime::createCpuBackend(roundTrip(program));
-  } catch (const runtime::ProgramError &error) {
-    return error.what();
-  }
-  return "";
+  return testprograms::backendRejection(program);
 }
 
 TEST(RingAttentionBackend, RejectsShapesThatDisagree) {

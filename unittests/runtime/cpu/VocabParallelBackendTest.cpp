@@ -11,7 +11,7 @@
 #include "runtime/backend/Backend.h"
 #include "runtime/program/Program.h"
 #include "runtime/backend/cpu/Kernels.h"
-#include "unittests/runtime/SerializeProgram.h"
+#include "unittests/runtime/cpu/BackendTesting.h"
 
 #include <gtest/gtest.h>
 
@@ -107,11 +107,7 @@ Program vocabParallelProgram() {
   return program;
 }
 
-Program roundTrip(const Program &program) {
-  std::string bytes = testprograms::serializeProgram(program);
-  return Program::parse(reinterpret_cast<const uint8_t *>(bytes.data()),
-                        bytes.size(), "p.ptp");
-}
+using testprograms::roundTrip;
 
 std::vector<float> randomFloats(size_t n, std::mt19937 &rng, float lo,
                                 float hi) {
@@ -194,12 +190,7 @@ TEST(VocabParallelBackend, InstructionsMatchDirectCalls) {
 std::string rejection(void (*change)(Program &)) {
   Program program = vocabParallelProgram();
   change(program);
-  try {
-    runtime::createCpuBackend(roundTrip(program));
-  } catch (const runtime::ProgramError &error) {
-    return error.what();
-  }
-  return "";
+  return testprograms::backendRejection(program);
 }
 
 TEST(VocabParallelBackend, RejectsShapesThatDisagree) {
@@ -323,12 +314,7 @@ TEST(VocabParallelBackend, RejectsBadMaskedInstructions) {
   auto rejected = [](void (*change)(Program &)) -> std::string {
     Program program = maskedProgram();
     change(program);
-    try {
-      runtime::createCpuBackend(roundTrip(program));
-    } catch (const runtime::ProgramError &error) {
-      return error.what();
-    }
-    return "";
+    return testprograms::backendRejection(program);
   };
   EXPECT_EQ(rejected([](Program &p) {
               p.functions[0].instructions[0].ints = {0};
