@@ -81,6 +81,17 @@ def execute(bindir, ptp, ranks, threads, steps, metrics, trace=None,
     run(cmd, env=env)
 
 
+def traced_spans(args, work, ptp, tag):
+    """Runs `ptp` on 2 ranks x 1 thread with --trace; per rank, its spans."""
+    trace_path = os.path.join(work, tag + ".trace.json")
+    execute(args.bin, ptp, 2, 1, max(args.steps, args.warmup + 1),
+            os.path.join(work, tag + ".trace.jsonl"), trace=trace_path)
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    return [[e for e in events if e.get("ph") == "X" and e.get("pid") == rank]
+            for rank in (0, 1)]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default="build/bin")
@@ -170,16 +181,11 @@ def main():
           f"{100 * efficiency:.0f}% = {efficiency / (1 - bubble):.2f} of it "
           f"(the target: within 10%, >= 0.90)")
     # The communication track of dp2 with overlap.
-    ptp, tag = paths["dp2 overlap"]
-    trace_path = os.path.join(work, "dp2_overlap.trace.json")
-    execute(args.bin, ptp, 2, 1, max(args.steps, args.warmup + 1),
-            os.path.join(work, "trace.jsonl"), trace=trace_path)
-    with open(trace_path) as f:
-        events = json.load(f)["traceEvents"]
     reader = trace_module()
-    for rank in (0, 1):
-        spans = [e for e in events if e.get("ph") == "X" and e.get("pid") == rank
-                 and e.get("args", {}).get("step", 0) > args.warmup]
+    ptp, tag = paths["dp2 overlap"]
+    for rank, all_spans in enumerate(traced_spans(args, work, ptp, tag)):
+        spans = [e for e in all_spans
+                 if e.get("args", {}).get("step", 0) > args.warmup]
         started, hidden, total = reader.overlap(spans)
         share = 100.0 * hidden / total if total else 0.0
         steps = len({e["args"]["step"] for e in spans}) or 1
@@ -192,13 +198,7 @@ def main():
     # Where ZeRO-1's exposed communication goes: its waits by collective
     # (trace.py --waits; docs/performance.md).
     ptp, tag = paths["dp2 zero-1"]
-    trace_path = os.path.join(work, "dp2_zero1.trace.json")
-    execute(args.bin, ptp, 2, 1, max(args.steps, args.warmup + 1),
-            os.path.join(work, "trace-zero1.jsonl"), trace=trace_path)
-    with open(trace_path) as f:
-        events = json.load(f)["traceEvents"]
-    for rank in (0, 1):
-        spans = [e for e in events if e.get("ph") == "X" and e.get("pid") == rank]
+    for rank, spans in enumerate(traced_spans(args, work, ptp, tag)):
         total, steps, groups = reader.collective_waits(spans)
         largest = "; ".join(f"{group} ({state}) {time / 1e3 / steps:.0f}"
                             for (group, state), time in groups.most_common(3))
