@@ -86,7 +86,23 @@ LogicalResult StreamWriter::addBuffer(Value value, int64_t offset,
                                       Operation *op,
                                       dist::ShardingAttr sharding,
                                       Attribute flatShard, ptp::Tier tier) {
-  auto type = cast<MemRefType>(value.getType());
+  FailureOr<uint32_t> index =
+      appendBuffer(cast<MemRefType>(value.getType()), offset, role, name, op,
+                   sharding, flatShard, tier);
+  if (failed(index))
+    return failure();
+  bufferIndex[value] = *index;
+  bufferOffset[value] = offset;
+  if (tier != ptp::Tier::Arena)
+    bufferTier[value] = tier;
+  return success();
+}
+
+FailureOr<uint32_t>
+StreamWriter::appendBuffer(MemRefType type, int64_t offset, ptp::Role role,
+                           StringRef name, Operation *op,
+                           dist::ShardingAttr sharding, Attribute flatShard,
+                           ptp::Tier tier) {
   ptp::DType dtype;
   if (type.getElementType().isF32()) {
     dtype = ptp::DType::F32;
@@ -158,11 +174,7 @@ LogicalResult StreamWriter::addBuffer(Value value, int64_t offset,
       fbb, role, name.empty() ? nullptr : name.str().c_str(), dtype, &shape,
       static_cast<uint64_t>(offset), sharding ? &dims : nullptr,
       flatShard ? &flatAxes : nullptr, flatShard ? &flatShape : nullptr, tier));
-  bufferIndex[value] = buffers.size() - 1;
-  bufferOffset[value] = offset;
-  if (tier != ptp::Tier::Arena)
-    bufferTier[value] = tier;
-  return success();
+  return static_cast<uint32_t>(buffers.size() - 1);
 }
 
 /// A state buffer or temporary: a memref.view of the arena at a constant
@@ -253,6 +265,7 @@ LogicalResult StreamWriter::addViewOfBuffer(Operation *op) {
         ShapedType::isDynamic(sourceOffset))
       return subview.emitOpError("needs a static offset");
     int64_t bytes = subview.getType().getElementTypeBitWidth() / 8;
+    noteView(subview.getResult(), subview.getSource());
     return addBuffer(subview.getResult(),
                      base->second + (elementOffset - sourceOffset) * bytes,
                      ptp::Role::Temporary, "", subview, {}, {},
@@ -264,6 +277,7 @@ LogicalResult StreamWriter::addViewOfBuffer(Operation *op) {
       !collapse.getSrcType().getLayout().isIdentity())
     return collapse.emitOpError(
         "must collapse a planned buffer of the identity layout");
+  noteView(collapse.getResult(), collapse.getSrc());
   return addBuffer(collapse.getResult(), base->second, ptp::Role::Temporary, "",
                    collapse, {}, {}, bufferTier.lookup(collapse.getSrc()));
 }
@@ -319,6 +333,11 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
   flatbuffers::Offset<ptp::MicrobatchLoop> loop;
   int64_t loopCount = 0, loopStride = 1;
   std::vector<uint32_t> loopSlices;
+  // The action walk: its begin, then where each region starts.
+  rt::ActionWalkBeginOp walkBegin;
+  std::vector<uint32_t> regionBegins;
+  std::vector<std::string> regionNames;
+  flatbuffers::Offset<ptp::ActionWalk> walk;
 
   for (Operation &op : function.getBody().front()) {
     if (isa<arith::ConstantIndexOp, func::ReturnOp>(op))
@@ -348,6 +367,24 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
       loop = ptp::CreateMicrobatchLoopDirect(
           fbb, *loopBegin, static_cast<uint32_t>(instructions.size()),
           loopCount, &loopSlices, loopStride, first);
+      continue;
+    }
+    // The rt verifier has checked the walk's markers' order.
+    if (auto begin = dyn_cast<rt::ActionWalkBeginOp>(op)) {
+      walkBegin = begin;
+      continue;
+    }
+    if (auto region = dyn_cast<rt::ActionRegionOp>(op)) {
+      regionBegins.push_back(instructions.size());
+      regionNames.push_back(region.getName().str());
+      continue;
+    }
+    if (isa<rt::ActionWalkEndOp>(op)) {
+      FailureOr<flatbuffers::Offset<ptp::ActionWalk>> written = addActionWalk(
+          walkBegin, regionBegins, regionNames, instructions.size());
+      if (failed(written))
+        return failure();
+      walk = *written;
       continue;
     }
     if (op.getNumResults() == 1 &&
@@ -413,7 +450,7 @@ LogicalResult StreamWriter::addFunction(func::FuncOp function) {
       name = eval.get("logits") ? "logits_step" : "eval_step";
   }
   functions.push_back(
-      ptp::CreateFunctionDirect(fbb, name.c_str(), &instructions, loop));
+      ptp::CreateFunctionDirect(fbb, name.c_str(), &instructions, loop, walk));
   return success();
 }
 

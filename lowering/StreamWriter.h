@@ -53,6 +53,28 @@ private:
                                 dist::ShardingAttr sharding = {},
                                 mlir::Attribute flatShard = {},
                                 ptp::Tier tier = ptp::Tier::Arena);
+  /// Appends a buffer of `type` at `offset` (addBuffer's checks) and
+  /// returns its index; addBuffer also maps a value to it.
+  mlir::FailureOr<uint32_t>
+  appendBuffer(mlir::MemRefType type, int64_t offset, ptp::Role role,
+               llvm::StringRef name, mlir::Operation *op,
+               dist::ShardingAttr sharding = {},
+               mlir::Attribute flatShard = {},
+               ptp::Tier tier = ptp::Tier::Arena);
+  /// Records that `view` views `source` (and so the buffer `source` views).
+  void noteView(mlir::Value view, mlir::Value source) {
+    mlir::Value root = viewRoot.lookup(source);
+    root = root ? root : source;
+    viewRoot[view] = root;
+    viewsOf[root].push_back(view);
+  }
+  /// An rt.action_walk_begin .. rt.action_walk_end's ptp::ActionWalk
+  /// (StreamWalk.cpp): `regionBegins` are the instruction indices where
+  /// each region starts, `end` where the last one ends.
+  mlir::FailureOr<flatbuffers::Offset<ptp::ActionWalk>>
+  addActionWalk(rt::ActionWalkBeginOp begin,
+                llvm::ArrayRef<uint32_t> regionBegins,
+                llvm::ArrayRef<std::string> regionNames, uint32_t end);
   /// Per dimension, the indices into the mesh of the axes `sharding` splits
   /// it over.
   mlir::FailureOr<std::vector<std::vector<uint8_t>>>
@@ -91,6 +113,10 @@ private:
   std::map<std::pair<std::string, std::string>, uint32_t> stateIndex;
   /// Byte offset of each buffer, for views of views.
   llvm::DenseMap<mlir::Value, int64_t> bufferOffset;
+  /// The buffer (memref.view of the arena) each view views, and the views
+  /// of each: a walk's slot copies each view of a slot's buffer.
+  llvm::DenseMap<mlir::Value, mlir::Value> viewRoot;
+  llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value>> viewsOf;
   /// The dist.local_sharding of each state buffer (null: replicated), so
   /// that every function sees it sharded alike.
   llvm::DenseMap<uint32_t, mlir::Attribute> stateSharding;

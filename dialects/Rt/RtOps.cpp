@@ -546,38 +546,5 @@ LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &tables) {
                                 getPeerCoords(), tables);
 }
 
-//===----------------------------------------------------------------------===//
-// The micro-batch loop
-//===----------------------------------------------------------------------===//
-
-LogicalResult MicrobatchLoopBeginOp::verify() {
-  // The block's only loop: no begin before it, its end after it.
-  for (Operation *op = getOperation()->getPrevNode(); op;
-       op = op->getPrevNode())
-    if (isa<MicrobatchLoopBeginOp>(op))
-      return emitOpError("needs the block's only micro-batch loop, but the "
-                         "block begins one before it");
-  for (Operation *op = getOperation()->getNextNode(); op;
-       op = op->getNextNode()) {
-    if (isa<MicrobatchLoopEndOp>(op))
-      return success();
-    if (isa<MicrobatchLoopBeginOp>(op))
-      break;
-  }
-  return emitOpError("needs an rt.microbatch_loop_end after it in its block");
-}
-
-LogicalResult MicrobatchLoopEndOp::verify() {
-  for (Operation *op = getOperation()->getPrevNode(); op;
-       op = op->getPrevNode()) {
-    if (isa<MicrobatchLoopBeginOp>(op))
-      return success();
-    if (isa<MicrobatchLoopEndOp>(op))
-      break;
-  }
-  return emitOpError("needs an rt.microbatch_loop_begin before it in its "
-                     "block, after any other rt.microbatch_loop_end");
-}
-
 #define GET_OP_CLASSES
 #include "dialects/Rt/RtOps.cpp.inc"

@@ -39,7 +39,8 @@ std::vector<size_t> carriedWaits(const Function &function) {
                              "or 1");
   }();
   std::vector<size_t> waits;
-  if (!carrying)
+  // A walk's last instructions are its slots' copies of its regions.
+  if (!carrying || function.walk)
     return waits;
   const std::vector<Instruction> &instructions = function.instructions;
   for (size_t w = instructions.size(); w-- > 0;) {

@@ -72,14 +72,29 @@ protected:
 /// "WHERE (send 'LABEL')" or "WHERE (recv 'LABEL')": how errors name a
 /// transfer instruction.
 /// Runs a function's instructions in the order the program says:
-/// `runRange(begin, end)` for [0, size) without a micro-batch loop; with
-/// one, the instructions before it, the loop's `count` times (calling
-/// `nextRun(run)` before each run after the first, to read that run's rows
-/// into the slices), then those after it.
-template <typename RunRange, typename NextRun>
+/// `runRange(begin, end)` for [0, size) without a micro-batch loop or an
+/// action walk; with a loop, the instructions before it, the loop's `count`
+/// times (calling `nextRun(run)` before each run after the first, to read
+/// that run's rows into the slices), then those after it; with a walk, the
+/// instructions before its regions, each action's range (calling
+/// `beforeAction(a)` first, to copy its micro-batch's rows), then those
+/// after the regions.
+template <typename RunRange, typename NextRun, typename BeforeAction>
 void walkFunction(const Function &function, RunRange &&runRange,
-                  NextRun &&nextRun) {
+                  NextRun &&nextRun, BeforeAction &&beforeAction) {
   size_t size = function.instructions.size();
+  if (function.walk) {
+    const ActionWalk &walk = *function.walk;
+    runRange(size_t(0), walk.regions.front().begin);
+    for (size_t a = 0; a < walk.actions.size(); ++a) {
+      beforeAction(a);
+      auto [begin, end] =
+          walk.ranges[walk.actions[a].region][walk.actions[a].slot];
+      runRange(begin, end);
+    }
+    runRange(walk.regions.back().end, walk.written);
+    return;
+  }
   if (!function.loop) {
     runRange(size_t(0), size);
     return;
@@ -94,13 +109,24 @@ void walkFunction(const Function &function, RunRange &&runRange,
   runRange(loop.end, size);
 }
 
-/// --trace under the micro-batch loop: the name of the `index`-th range
-/// walkFunction runs (0: the instructions before the loop, micro-batch 0's
-/// where the loop starts at micro-batch 1, or a pipeline stage's warm-up;
-/// then each run; last: micro-batch k-1's or the cool-down, and the
-/// update), which the backends record on the step functions' track.
+/// --trace under the micro-batch loop or walk: the name of the `index`-th
+/// range walkFunction runs (0: the instructions before the loop,
+/// micro-batch 0's where the loop starts at micro-batch 1, or a pipeline
+/// stage's warm-up; then each run; last: micro-batch k-1's or the
+/// cool-down, and the update; a walk's actions by their region and
+/// micro-batch), which the backends record on the step functions' track.
 inline std::string microbatchSpanName(const Function &function,
                                       int64_t index) {
+  if (function.walk) {
+    const ActionWalk &walk = *function.walk;
+    if (index == 0)
+      return "before the actions";
+    if (index > static_cast<int64_t>(walk.actions.size()))
+      return "after the actions (the update)";
+    const WalkAction &action = walk.actions[index - 1];
+    return walk.regions[action.region].name + ", micro-batch " +
+           std::to_string(action.microbatch);
+  }
   const MicrobatchLoop &loop = *function.loop;
   if (loop.stride == 1) {
     if (index == 0 && loop.first == 0)
@@ -117,35 +143,50 @@ inline std::string microbatchSpanName(const Function &function,
   return "period " + std::to_string(index);
 }
 
-/// --trace under the micro-batch loop: records the `index`-th range
-/// walkFunction ran, from `start` to now, as a span on the step functions'
-/// track (tid 1) named by microbatchSpanName.
+/// --trace under the micro-batch loop or walk: records the `index`-th
+/// range walkFunction ran, from `start` to now, as a span on the step
+/// functions' track (tid 1) named by microbatchSpanName.
 void traceMicrobatchSpan(TraceRecorder &trace, const Function &function,
                          int64_t index,
                          std::chrono::steady_clock::time_point start,
                          int64_t step);
 
-/// walkFunction, with a span per range under the micro-batch loop when
-/// `trace` is set (--trace keeps each micro-batch apart).
-template <typename RunRange, typename NextRun>
+/// walkFunction, with a span per range under the micro-batch loop or walk
+/// when `trace` is set (--trace keeps each micro-batch apart).
+template <typename RunRange, typename NextRun, typename BeforeAction>
 void walkFunctionTraced(const Function &function, TraceRecorder *trace,
-                        int64_t step, RunRange &&runRange, NextRun &&nextRun) {
+                        int64_t step, RunRange &&runRange, NextRun &&nextRun,
+                        BeforeAction &&beforeAction) {
   int64_t index = 0;
   walkFunction(
       function,
       [&](size_t begin, size_t end) {
         auto start = std::chrono::steady_clock::now();
         runRange(begin, end);
-        if (trace && function.loop)
+        if (trace && (function.loop || function.walk))
           traceMicrobatchSpan(*trace, function, index, start, step);
         ++index;
       },
-      nextRun);
+      nextRun, beforeAction);
 }
 
 /// How many times a step runs instruction `index` of `function`: the
-/// micro-batch loop's count inside it, else once.
+/// micro-batch loop's count inside it, the number of actions that run its
+/// range in a walk, else once.
 inline int64_t runsOf(const Function &function, size_t index) {
+  if (function.walk) {
+    const ActionWalk &walk = *function.walk;
+    int64_t runs = 0;
+    bool inRegion = false;
+    for (size_t r = 0; r < walk.ranges.size(); ++r)
+      for (size_t s = 0; s < walk.ranges[r].size(); ++s)
+        if (index >= walk.ranges[r][s].first &&
+            index < walk.ranges[r][s].second) {
+          inRegion = true;
+          runs = walk.runs[r][s];
+        }
+    return inRegion ? runs : 1;
+  }
   return function.loop && index >= function.loop->begin &&
                  index < function.loop->end
              ? function.loop->count

@@ -10,6 +10,7 @@
 
 #include "runtime/program/Program.h"
 
+#include "runtime/program/ActionWalk.h"
 #include "runtime/program/ProgramChecks.h"
 #include "runtime/program/ProgramFormat.h"
 
@@ -54,6 +55,34 @@ std::vector<int64_t> readLongs(const flatbuffers::Vector<int64_t> *vector) {
   if (!values.empty())
     std::memcpy(values.data(), vector->Data(), values.size() * sizeof(int64_t));
   return values;
+}
+
+std::vector<uint32_t> readUints(const flatbuffers::Vector<uint32_t> *vector) {
+  return vector ? std::vector<uint32_t>(vector->begin(), vector->end())
+                : std::vector<uint32_t>();
+}
+
+/// ptp::ActionWalk, field by field (checkActionWalk checks it whole).
+ActionWalk decodeActionWalk(const ptp::ActionWalk &file) {
+  ActionWalk walk;
+  if (file.regions())
+    for (const ptp::ActionRegion *region : *file.regions()) {
+      ActionRegion &decoded = walk.regions.emplace_back();
+      decoded.begin = region->begin();
+      decoded.end = region->end();
+      decoded.name = region->name() ? region->name()->str() : "";
+      decoded.rows = readUints(region->rows());
+      decoded.rowsSources = readUints(region->rows_sources());
+    }
+  if (file.slots())
+    for (const ptp::ActionSlot *slot : *file.slots())
+      walk.slots.push_back(
+          {readUints(slot->templates()), readUints(slot->copies())});
+  if (file.actions())
+    for (const ptp::WalkAction *action : *file.actions())
+      walk.actions.push_back(
+          {action->region(), action->slot(), action->microbatch()});
+  return walk;
 }
 
 std::vector<MeshAxis> readMesh(const ptp::Program &file,
@@ -353,8 +382,13 @@ Function readFunction(const ptp::Function *function, const Program &program,
       decoded.slices.assign(loop->slices()->begin(), loop->slices()->end());
     decodedFunction.loop = std::move(decoded);
   }
+  if (const ptp::ActionWalk *walk = function->walk())
+    decodedFunction.walk = decodeActionWalk(*walk);
   check::checkStartedCollectives(decodedFunction, program, origin);
   check::checkMicrobatchLoop(decodedFunction, program, origin);
+  checkActionWalk(decodedFunction, program, origin);
+  if (decodedFunction.walk)
+    expandActionWalk(decodedFunction);
   return decodedFunction;
 }
 

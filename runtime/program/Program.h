@@ -279,12 +279,60 @@ struct MicrobatchLoop {
   int64_t first = 1;
 };
 
+/// ptp::ActionRegion: the code of one kind of action, instructions
+/// [begin, end); before each action that runs it, the rows of the action's
+/// micro-batch of step input `rowsSources[i]` are copied into `rows[i]`.
+struct ActionRegion {
+  size_t begin = 0, end = 0;
+  std::string name;
+  std::vector<uint32_t> rows, rowsSources;
+};
+
+/// ptp::ActionSlot: in an action run in this slot, `copies[i]` stands for
+/// `templates[i]`.
+struct ActionSlot {
+  std::vector<uint32_t> templates, copies;
+};
+
+/// ptp::WalkAction.
+struct WalkAction {
+  uint32_t region = 0, slot = 0, microbatch = 0;
+};
+
+/// ptp::ActionWalk: a pipeline stage's schedule as data. The instructions
+/// before the first region run once, then each action's region with its
+/// slot's buffers, then the instructions from the last region's end to
+/// `written`.
+struct ActionWalk {
+  std::vector<ActionRegion> regions;
+  std::vector<ActionSlot> slots;
+  std::vector<WalkAction> actions;
+  /// The function's instructions in the file. The loader appends after
+  /// them, for each region and slot > 0 that an action uses, the region's
+  /// instructions with the slot's buffers (and their waits' indices moved
+  /// along): the backends compile every instruction once and run ranges.
+  size_t written = 0;
+  /// Where region r's instructions for slot s lie: ranges[r][s] (empty for
+  /// a pair no action runs).
+  std::vector<std::vector<std::pair<size_t, size_t>>> ranges;
+  /// How many actions run ranges[r][s].
+  std::vector<std::vector<int64_t>> runs;
+};
+
 struct Function {
   std::string name;
   std::vector<Instruction> instructions;
   /// The micro-batch loop, when the step keeps one copy of its middle
   /// micro-batches' code.
   std::optional<MicrobatchLoop> loop;
+  /// The action walk, when a pipeline stage's step keeps one copy of each
+  /// kind of action (never with a loop).
+  std::optional<ActionWalk> walk;
+  /// The instructions the file holds (after the loader's expansion, the
+  /// rest are a walk's slot copies).
+  size_t writtenSize() const {
+    return walk && !walk->ranges.empty() ? walk->written : instructions.size();
+  }
 };
 
 /// What one rank role (a pipeline stage) runs: ptp::Stream.

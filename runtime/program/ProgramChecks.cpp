@@ -9,6 +9,8 @@
 
 #include "runtime/program/ProgramChecks.h"
 
+#include "runtime/program/ActionWalk.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -629,9 +631,10 @@ void checkTransfersMatch(const Program &program, const std::string &origin) {
   std::map<Key, std::vector<std::pair<uint64_t, std::string>>> sends, recvs;
   for (size_t k = 0; k < stages; ++k)
     for (const Function &function : program.streams[k].functions)
-      for (const Instruction &instruction : function.instructions) {
+      forEachExecuted(function, [&](size_t index) {
+        const Instruction &instruction = function.instructions[index];
         if (!instruction.transfer)
-          continue;
+          return;
         const Transfer &transfer = *instruction.transfer;
         uint64_t bytes = program.streams[k].buffers[instruction.args[0]].bytes;
         if (transfer.send)
@@ -640,7 +643,7 @@ void checkTransfersMatch(const Program &program, const std::string &origin) {
         else
           recvs[{function.name, transfer.peer, int64_t(k)}].push_back(
               {bytes, transfer.label});
-      }
+      });
   auto check = [&](const Key &key, const auto &mine, const auto &theirs) {
     const auto &[function, from, to] = key;
     std::string pair = function + ": stage " + std::to_string(from) +

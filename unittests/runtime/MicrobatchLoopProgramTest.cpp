@@ -80,7 +80,8 @@ TEST(ProgramLoader, MicrobatchLoopRoundTrip) {
       [&](size_t begin, size_t end) {
         walk.push_back(std::to_string(begin) + "-" + std::to_string(end));
       },
-      [&](int64_t run) { walk.push_back("rows " + std::to_string(run)); });
+      [&](int64_t run) { walk.push_back("rows " + std::to_string(run)); },
+      [](size_t) {});
   EXPECT_EQ(walk, (std::vector<std::string>{"0-1", "1-2", "rows 1", "1-2",
                                             "rows 2", "1-2", "2-3"}));
   EXPECT_FALSE(roundTrip(testprograms::minimalProgram()).functions[0].loop);

@@ -35,7 +35,9 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
   std::vector<flatbuffers::Offset<ptp::Function>> functions;
   for (const runtime::Function &function : functionList) {
     std::vector<flatbuffers::Offset<ptp::Instruction>> instructions;
-    for (const runtime::Instruction &instruction : function.instructions) {
+    // A loaded walk's slot copies are the loader's, not the file's.
+    for (size_t index = 0; index < function.writtenSize(); ++index) {
+      const runtime::Instruction &instruction = function.instructions[index];
       flatbuffers::Offset<ptp::Collective> collective = 0;
       if (instruction.collective) {
         std::vector<uint8_t> axes(instruction.collective->axes.begin(),
@@ -79,8 +81,25 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
           fbb, static_cast<uint32_t>(function.loop->begin),
           static_cast<uint32_t>(function.loop->end), function.loop->count,
           &function.loop->slices, function.loop->stride);
+    flatbuffers::Offset<ptp::ActionWalk> walk = 0;
+    if (function.walk) {
+      std::vector<flatbuffers::Offset<ptp::ActionRegion>> regions;
+      for (const runtime::ActionRegion &region : function.walk->regions)
+        regions.push_back(ptp::CreateActionRegionDirect(
+            fbb, static_cast<uint32_t>(region.begin),
+            static_cast<uint32_t>(region.end), region.name.c_str(),
+            &region.rows, &region.rowsSources));
+      std::vector<flatbuffers::Offset<ptp::ActionSlot>> slots;
+      for (const runtime::ActionSlot &slot : function.walk->slots)
+        slots.push_back(
+            ptp::CreateActionSlotDirect(fbb, &slot.templates, &slot.copies));
+      std::vector<ptp::WalkAction> actions;
+      for (const runtime::WalkAction &action : function.walk->actions)
+        actions.emplace_back(action.region, action.slot, action.microbatch);
+      walk = ptp::CreateActionWalkDirect(fbb, &regions, &slots, &actions);
+    }
     functions.push_back(ptp::CreateFunctionDirect(fbb, function.name.c_str(),
-                                                  &instructions, loop));
+                                                  &instructions, loop, walk));
   }
   return ptp::CreateStreamDirect(fbb, arenaBytes, &buffers, &functions,
                                  hostBytes, nvmeBytes);

@@ -64,10 +64,20 @@ CpuBackend::CpuBackend(const Program &program,
     compiled.source.name = function.name;
     compiled.source.instructions.resize(function.instructions.size());
     compiled.source.loop = function.loop;
+    compiled.source.walk = function.walk;
     if (function.loop)
       for (uint32_t slice : function.loop->slices)
         compiled.slices.push_back({arena.get() + program.buffers[slice].offset,
                                    program.buffers[slice].bytes});
+    if (function.walk)
+      for (const ActionRegion &region : function.walk->regions) {
+        auto &copies = compiled.actionRows.emplace_back();
+        for (size_t i = 0; i < region.rows.size(); ++i)
+          copies.push_back(
+              {arena.get() + program.buffers[region.rowsSources[i]].offset,
+               arena.get() + program.buffers[region.rows[i]].offset,
+               program.buffers[region.rows[i]].bytes});
+      }
     compiled.tickets.assign(function.instructions.size(), -1);
     // Each tier copy's index in `tiers`, for its wait.
     std::map<size_t, size_t> tierCopies;
@@ -206,6 +216,16 @@ void CpuBackend::readRows(const CompiledFunction &function, int64_t run) {
     std::memcpy(slice, slice + run * stride * bytes, bytes);
 }
 
+void CpuBackend::copyActionRows(const CompiledFunction &function,
+                                size_t index) {
+  // The program checked that every action's rows lie in its input.
+  const WalkAction &action = function.source.walk->actions[index];
+  for (const CompiledFunction::RowsCopy &copy :
+       function.actionRows[action.region])
+    std::memcpy(copy.rows, copy.input + action.microbatch * copy.bytes,
+                copy.bytes);
+}
+
 void CpuBackend::printProfile(const CompiledFunction &function) const {
   double total = 0, flops = 0;
   for (size_t i = 0; i < function.calls.size(); ++i) {
@@ -250,7 +270,8 @@ void CpuBackend::run(size_t index, int64_t step) {
       [&](size_t begin, size_t end) {
         runRange(function, begin, end, record);
       },
-      [&](int64_t run) { readRows(function, run); });
+      [&](int64_t run) { readRows(function, run); },
+      [&](size_t action) { copyActionRows(function, action); });
   // Every send of the step has its receive on a peer that needs nothing
   // more from this rank in this step: waiting for delivery here cannot
   // deadlock, and a stuck peer is named by the send that waits.

@@ -220,6 +220,14 @@ private:
     Function source;
     /// The loop's slices: where each run's rows go, and their bytes.
     std::vector<std::pair<uint8_t *, size_t>> slices;
+    /// A walk's rows copies, per region: where micro-batch 0's rows of the
+    /// input are, where they go, and their bytes.
+    struct RowsCopy {
+      const uint8_t *input;
+      uint8_t *rows;
+      size_t bytes;
+    };
+    std::vector<std::vector<RowsCopy>> actionRows;
     std::vector<std::string> names;
     /// PARTITION_PROFILE only: per instruction, its cost and the seconds
     /// spent in it over the profiled runs.
@@ -269,6 +277,8 @@ private:
                 bool record);
   /// The micro-batch loop's run `run`: its rows into the slices.
   static void readRows(const CompiledFunction &function, int64_t run);
+  /// A walk's action `index`: its micro-batch's rows into its region's.
+  static void copyActionRows(const CompiledFunction &function, size_t index);
   void printProfile(const CompiledFunction &function) const;
 
   std::vector<CompiledFunction> functions;

@@ -323,6 +323,23 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
       if (compiled->steps[i].collective)
         compiled->loopEvents.push_back(streamPlan.event[i]);
   }
+  compiled->source.walk = function.walk;
+  if (function.walk) {
+    for (const ActionRegion &region : function.walk->regions) {
+      auto &copies = compiled->actionRows.emplace_back();
+      for (size_t i = 0; i < region.rows.size(); ++i)
+        copies.push_back(
+            {arena + program.buffers[region.rowsSources[i]].offset,
+             arena + program.buffers[region.rows[i]].offset,
+             program.buffers[region.rows[i]].bytes});
+    }
+    for (size_t i = 0; i < function.instructions.size(); ++i) {
+      const Instruction &instruction = function.instructions[i];
+      if (compiled->steps[i].collective &&
+          !(instruction.transfer && instruction.transfer->send))
+        compiled->walkEvents.push_back(streamPlan.event[i]);
+    }
+  }
   if (profile.enabled) {
     for (size_t i = 0; i < compiled->steps.size(); ++i) {
       cudaEvent_t start = nullptr, end = nullptr;
@@ -418,7 +435,8 @@ void CudaBackend::run(size_t index, int64_t step) {
       [&](size_t begin, size_t end) {
         launchRange(function, begin, end, step, record);
       },
-      [&](int64_t run) { nextLoopRun(function, run); });
+      [&](int64_t run) { nextLoopRun(function, run); },
+      [&](size_t action) { nextAction(function, action); });
   join(function, step);
 }
 
@@ -479,6 +497,21 @@ void CudaBackend::nextLoopRun(CompiledFunction &function, int64_t run) {
     checkCuda(cudaMemcpyAsync(slice, slice + run * stride * bytes, bytes,
                               cudaMemcpyDeviceToDevice, compute),
               "cudaMemcpyAsync", function.name + " micro-batch loop");
+}
+
+void CudaBackend::nextAction(CompiledFunction &function, size_t index) {
+  const std::string where = function.name + " action walk";
+  for (size_t event : function.walkEvents)
+    checkCuda(cudaStreamWaitEvent(compute, function.done[event], 0),
+              "cudaStreamWaitEvent", where);
+  // The program checked that every action's rows lie in its input.
+  const WalkAction &action = function.source.walk->actions[index];
+  for (const CompiledFunction::RowsCopy &copy :
+       function.actionRows[action.region])
+    checkCuda(cudaMemcpyAsync(copy.rows,
+                              copy.input + action.microbatch * copy.bytes,
+                              copy.bytes, cudaMemcpyDeviceToDevice, compute),
+              "cudaMemcpyAsync", where);
 }
 
 bool CudaBackend::takeRoutingCounts(RoutingCounts &counts) {

@@ -208,6 +208,18 @@ private:
     /// The events of the collectives in the loop: a run waits for those of
     /// the run before it, whose buffers it reuses.
     std::vector<size_t> loopEvents;
+    /// A walk's rows copies, per region: micro-batch 0's rows of the
+    /// input, where they go, their bytes.
+    struct RowsCopy {
+      const uint8_t *input;
+      uint8_t *rows;
+      size_t bytes;
+    };
+    std::vector<std::vector<RowsCopy>> actionRows;
+    /// The events of a walk's collectives and receives (not its sends,
+    /// which complete only once their receiver gets there: waiting for
+    /// them could deadlock the pipeline): each action starts after them.
+    std::vector<size_t> walkEvents;
     std::vector<std::string> names;
     /// One per collective instruction, recorded on its communication
     /// stream after it.
@@ -310,6 +322,10 @@ private:
   /// for the previous run's collectives, then copies run `run`'s rows into
   /// the slices.
   void nextLoopRun(CompiledFunction &function, int64_t run);
+  /// Before a walk's action `index`: the compute stream waits for the
+  /// walk's collectives and receives (the actions run their regions in
+  /// another order than the stream plan's), then copies the action's rows.
+  void nextAction(CompiledFunction &function, size_t index);
   void join(CompiledFunction &function, int64_t step);
   /// Completes the collectives other functions' runs carried (all when
   /// `except` is null; with `only`, those of functions whose carried

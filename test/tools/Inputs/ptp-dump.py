@@ -109,6 +109,26 @@ def dump_stream(stream, kernels):
                 loop.scalar(0, "I"), loop.scalar(1, "I"), loop.scalar(2, "q"),
                 " stride %d" % stride if stride != 1 else "",
                 loop.vector(3, "I")))
+        # Function.walk (field 3, version 15): the action walk's regions,
+        # its slots after slot 0, and its (region, slot, micro-batch)
+        # actions (a vector of structs of three uint32).
+        at = function._target(3)
+        if at is not None:
+            walk = Table(function.data, at)
+            for region in walk.tables(0):
+                print('  region #%d..#%d "%s" rows %s from %s' % (
+                    region.scalar(0, "I"), region.scalar(1, "I"),
+                    region.string(2), region.vector(3, "I"),
+                    region.vector(4, "I")))
+            for index, slot in enumerate(walk.tables(1)):
+                if index:
+                    print("  slot %d %s" % (index, list(zip(
+                        slot.vector(0, "I"), slot.vector(1, "I")))))
+            actions = walk._target(2)
+            n = struct.unpack_from("<I", walk.data, actions)[0]
+            triples = struct.unpack_from("<%dI" % (3 * n), walk.data, actions + 4)
+            print("  actions %s" % " ".join(
+                "%d.%d.%d" % triples[i:i + 3] for i in range(0, 3 * n, 3)))
         for ins in function.tables(1):
             # Instruction.transfer (field 5): kind, axis, peer, label.
             at = ins._target(5)

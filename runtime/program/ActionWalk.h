@@ -1,0 +1,58 @@
+//===- ActionWalk.h - a stage's schedule as data, checked and laid out -*- C++ -*-===//
+//
+// A function with an action walk (ptp::ActionWalk, docs/compiler.md "The
+// schedule as data") keeps one copy of each kind of action's code (a
+// region) and a list of actions: region, slot, micro-batch. The loader
+// checks the walk against the function and the buffers, then appends the
+// code each slot > 0 runs (the region with the slot's buffers in place of
+// the templates), so that a backend compiles instructions once and runs
+// index ranges, as for any function.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARTITION_RUNTIME_PROGRAM_ACTIONWALK_H
+#define PARTITION_RUNTIME_PROGRAM_ACTIONWALK_H
+
+#include "runtime/program/Program.h"
+
+#include <string>
+
+namespace partition::runtime {
+
+/// Refuses, naming the function and the entry, a walk whose regions are
+/// not contiguous instructions of the function, whose slots substitute
+/// buffers of another type or size, whose actions name no region or slot,
+/// whose rows copies read past their input, or whose started collectives
+/// are waited for outside their region.
+void checkActionWalk(const Function &function, const Program &program,
+                     const std::string &origin);
+
+/// Appends each (region, slot > 0) pair's instructions and fills
+/// `walk->ranges`. The walk must be checked.
+void expandActionWalk(Function &function);
+
+/// The instructions of `function` in the order a run executes them, each
+/// once per time it runs (a walk's ranges in action order; a loop's body
+/// once, as both ends of a transfer loop alike).
+template <typename Visit>
+void forEachExecuted(const Function &function, Visit &&visit) {
+  if (!function.walk) {
+    for (size_t i = 0; i < function.instructions.size(); ++i)
+      visit(i);
+    return;
+  }
+  const ActionWalk &walk = *function.walk;
+  for (size_t i = 0; i < walk.regions.front().begin; ++i)
+    visit(i);
+  for (const WalkAction &action : walk.actions) {
+    auto [begin, end] = walk.ranges[action.region][action.slot];
+    for (size_t i = begin; i < end; ++i)
+      visit(i);
+  }
+  for (size_t i = walk.regions.back().end; i < walk.written; ++i)
+    visit(i);
+}
+
+} // namespace partition::runtime
+
+#endif // PARTITION_RUNTIME_PROGRAM_ACTIONWALK_H
