@@ -175,6 +175,7 @@ void walkFunctionTraced(const Function &function, TraceRecorder *trace,
 /// range in a walk, else once.
 inline int64_t runsOf(const Function &function, size_t index) {
   if (function.walk) {
+    // A slot that substitutes nothing shares slot 0's range.
     const ActionWalk &walk = *function.walk;
     int64_t runs = 0;
     bool inRegion = false;
@@ -183,7 +184,7 @@ inline int64_t runsOf(const Function &function, size_t index) {
         if (index >= walk.ranges[r][s].first &&
             index < walk.ranges[r][s].second) {
           inRegion = true;
-          runs = walk.runs[r][s];
+          runs += walk.runs[r][s];
         }
     return inRegion ? runs : 1;
   }

@@ -143,6 +143,19 @@ void checkActionWalk(const Function &function, const Program &program,
               origin);
   for (size_t s = 0; s < walk.slots.size(); ++s)
     checkSlot(walk.slots[s], s, program, where, origin);
+  // The loader lays out a copy of each region for each slot that runs it
+  // (expandActionWalk): bound what a small corrupt file can ask for.
+  std::set<std::pair<uint32_t, uint32_t>> pairs;
+  uint64_t copied = 0;
+  for (const WalkAction &action : walk.actions)
+    if (!walk.slots[action.slot].templates.empty() &&
+        pairs.insert({action.region, action.slot}).second)
+      copied += walk.regions[action.region].end -
+                walk.regions[action.region].begin;
+  if (copied > kMaxWalkCopies)
+    fail(origin, where + " runs its regions in slots that need " +
+                     std::to_string(copied) + " instructions of copies; at "
+                     "most " + std::to_string(kMaxWalkCopies));
   // A region runs on its own, in any order with the others: what it starts
   // it waits for.
   for (size_t i = 0; i < size; ++i) {
@@ -173,6 +186,11 @@ void expandActionWalk(Function &function) {
       continue;
     const ActionRegion &region = walk.regions[action.region];
     const ActionSlot &slot = walk.slots[action.slot];
+    // A slot that substitutes nothing runs the region's own instructions.
+    if (slot.templates.empty()) {
+      range = walk.ranges[action.region][0];
+      continue;
+    }
     std::map<uint32_t, uint32_t> copyOf;
     for (size_t i = 0; i < slot.templates.size(); ++i)
       copyOf[slot.templates[i]] = slot.copies[i];

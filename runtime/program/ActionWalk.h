@@ -19,6 +19,9 @@
 
 namespace partition::runtime {
 
+/// The most instructions the loader copies for a walk's slots.
+inline constexpr uint64_t kMaxWalkCopies = uint64_t(1) << 22;
+
 /// Refuses, naming the function and the entry, a walk whose regions are
 /// not contiguous instructions of the function, whose slots substitute
 /// buffers of another type or size, whose actions name no region or slot,

@@ -450,9 +450,6 @@ void checkStreamRoles(const Program &program, const std::string &origin) {
   }
 }
 
-/// Every send has its receive: per function and per ordered pair of stages,
-/// the sends of one and the receives of the other move the same bytes in
-/// the same order, so no rank waits for a transfer that never comes.
 void checkMicrobatchLoop(const Function &function, const Program &program,
                          const std::string &origin) {
   if (!function.loop)
@@ -622,6 +619,10 @@ void checkStartedCollectives(const Function &function, const Program &program,
                        ") is started but never waited for");
 }
 
+/// Every send has its receive: per function and per ordered pair of stages,
+/// the sends of one and the receives of the other move the same bytes in
+/// the same order (the order they run: an action walk's in its actions'),
+/// so no rank waits for a transfer that never comes.
 void checkTransfersMatch(const Program &program, const std::string &origin) {
   size_t stages = program.streams.size();
   if (stages < 2)

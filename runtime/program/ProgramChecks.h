@@ -71,7 +71,8 @@ void checkShardedBuffers(Program &program, const std::string &origin);
 /// The roles the trainer relies on, per stream and across stages.
 void checkStreamRoles(const Program &program, const std::string &origin);
 
-/// Every send has its receive, with the same bytes in the same order.
+/// Every send has its receive, with the same bytes in the same order (the
+/// order a run executes them).
 void checkTransfersMatch(const Program &program, const std::string &origin);
 
 } // namespace partition::runtime::check

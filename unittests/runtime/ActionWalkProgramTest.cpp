@@ -141,6 +141,17 @@ TEST(ActionWalk, RoundTripAndLayout) {
   EXPECT_EQ(again.functions[0].instructions.size(), 5u);
 }
 
+TEST(ActionWalk, SlotWithoutSubstitutionsRunsTheRegionItself) {
+  Program program = walkProgram();
+  program.functions[0].walk->slots.push_back({});
+  program.functions[0].walk->actions.push_back({1, 2, 3});
+  Program loaded = roundTrip(program);
+  const runtime::ActionWalk &walk = *loaded.functions[0].walk;
+  EXPECT_EQ(walk.ranges[1][2], walk.ranges[1][0]);
+  EXPECT_EQ(loaded.functions[0].instructions.size(), 5u);
+  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 2), 3);
+}
+
 TEST(ActionWalk, CpuBackendRunsEachActionInItsSlot) {
   Program program = roundTrip(walkProgram());
   auto backend = runtime::createCpuBackend(program);
@@ -218,6 +229,21 @@ TEST(ActionWalk, RefusesWrongWalks) {
             }),
             "p.ptp: train_step action walk region 0 ('F chunk 0') copies "
             "rows into 2 buffers from 1 inputs; each copy needs one of each");
+  EXPECT_EQ(broken([](runtime::Function &f, Program &) {
+              // A region of 1024 instructions run in 4097 slots (and the
+              // backward's one in slot 1): a small file that would ask for
+              // 4 million instructions.
+              f.instructions.insert(f.instructions.begin() + 2, 1023,
+                                    f.instructions[1]);
+              f.walk->regions[0].end = 1025;
+              f.walk->regions[1] = {1025, 1026, "B chunk 0", {}, {}};
+              for (uint32_t slot = 2; slot <= 4097; ++slot) {
+                f.walk->slots.push_back(f.walk->slots[1]);
+                f.walk->actions.push_back({0, slot, 0});
+              }
+            }),
+            "p.ptp: train_step action walk runs its regions in slots that "
+            "need 4195329 instructions of copies; at most 4194304");
   EXPECT_EQ(broken([](runtime::Function &f, Program &) {
               f.walk->slots[0] = {{Act}, {ActCopy}};
             }),
