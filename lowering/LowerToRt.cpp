@@ -278,6 +278,10 @@ Value StepLowering::destinationFor(OpBuilder &builder, Value result,
 LogicalResult StepLowering::lowerOp(OpBuilder &builder, Operation *op,
                                     unsigned position) {
   Location loc = op->getLoc();
+  if (isa<rt::ActionMarkOp>(op)) {
+    builder.clone(*op); // Where an action starts, for its walk.
+    return success();
+  }
   if (isa<dist::SendOp, dist::RecvOp>(op))
     return lowerTransfer(builder, op, position);
   if (auto allReduce = dyn_cast<dist::AllReduceOp>(op))

@@ -3,6 +3,7 @@
 #ifndef PARTITION_PASSES_PASSES_H
 #define PARTITION_PASSES_PASSES_H
 
+#include "dialects/Rt/RtDialect.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "mlir/Pass/Pass.h"
 

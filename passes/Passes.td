@@ -734,6 +734,7 @@ def DistPipelinePass : Pass<"dist-pipeline", "::mlir::ModuleOp"> {
     the field and the numbers.
   }];
   let dependentDialects = ["::partition::dist::DistDialect",
+                           "::partition::rt::RtDialect",
                            "::partition::xfmr::XfmrDialect"];
   let options = [
     Option<"schedule", "schedule", "std::string", "\"\"",
@@ -744,6 +745,11 @@ def DistPipelinePass : Pass<"dist-pipeline", "::mlir::ModuleOp"> {
     ListOption<"stageLayers", "stages", "int64_t",
                "Layers of each chunk, in model order (default: balanced by "
                "cost)">,
+    Option<"markActions", "mark-actions", "bool", "false",
+           "Put an rt.action_mark before each action's ops in the stage "
+           "functions (its phase, model chunk and micro-batch) and one "
+           "before the optimizer's, for the pass that forms the stage's "
+           "action walk">,
   ];
 }
 

@@ -158,3 +158,15 @@ LogicalResult ActionWalkEndOp::verify() {
                        "block, after any other rt.action_walk_end");
   return success();
 }
+
+LogicalResult ActionMarkOp::verify() {
+  StringRef phase = getPhase();
+  if (phase != "F" && phase != "B" && phase != "W" && phase != "update")
+    return emitOpError("marks phase '")
+           << phase << "'; an action is F, B or W, or the update after them";
+  if (phase == "update" && (getModelChunk() != 0 || getMicrobatch() != 0))
+    return emitOpError("marks the update with model_chunk ")
+           << getModelChunk() << " and microbatch " << getMicrobatch()
+           << "; the update is of no chunk or micro-batch (0 and 0)";
+  return success();
+}

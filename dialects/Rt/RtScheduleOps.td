@@ -202,4 +202,37 @@ def Rt_ActionWalkEndOp : Op<Rt_Dialect, "action_walk_end"> {
   let hasVerifier = 1;
 }
 
+def Rt_ActionMarkOp : Op<Rt_Dialect, "action_mark"> {
+  let summary = "marks where a pipeline action's code starts";
+  let description = [{
+    In a pipeline stage's step before its walk is formed: the ops from here
+    to the next mark are one action of the stage's schedule, `phase` ("F",
+    "B" or "W") of micro-batch `microbatch` on model chunk `model_chunk`;
+    the ops after an "update" mark (`model_chunk` and `microbatch` 0) are
+    those after every action: the gradients' last collectives and the
+    optimizer. `--dist-pipeline=mark-actions=true` places them before each
+    action's first op (its receives included), `--lower-to-rt` keeps them,
+    and the pass that forms the walk reads and removes them: where an
+    action starts cannot be read off the code alone (the last stage's
+    backward follows its forward with no receive between).
+
+    Example:
+    ```mlir
+    rt.action_mark "B" model_chunk = 1 microbatch = 3
+    ```
+
+    Constraints: `phase` is F, B, W or update; the numbers are not
+    negative (0 for update).
+  }];
+  let arguments = (ins
+    StrAttr:$phase,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$model_chunk,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$microbatch);
+  let assemblyFormat = [{
+    $phase `model_chunk` `=` $model_chunk `microbatch` `=` $microbatch
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // PARTITION_RT_SCHEDULE_OPS

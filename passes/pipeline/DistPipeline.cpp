@@ -536,7 +536,7 @@ void DistPipelinePass::runOnOperation() {
   std::vector<std::string> tied =
       placeTrainStep(train, layers, split, trainPlacement);
 
-  StageBuilder builder(module, plan.getMesh(), *axis, split);
+  StageBuilder builder(module, plan.getMesh(), *axis, split, markActions);
   if (failed(builder.build(train, trainPlacement, slotsOf(*generated))))
     return signalPassFailure();
   if (*trainLoop)

@@ -10,6 +10,8 @@
 
 #include "passes/pipeline/StageFunctions.h"
 
+#include "dialects/Rt/RtOps.h"
+
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Xfmr/XfmrOps.h"
 #include "passes/partition/Layout.h"
@@ -32,6 +34,10 @@ struct StageBuilder::Streams {
   /// Per stage: its slots' ops, then its optimizer ops, each in program
   /// order.
   std::vector<std::vector<Operation *>> ops;
+  /// Per stage: where in `ops` each slot starts, and where the optimizer
+  /// ops do (the marks of mark-actions).
+  std::vector<std::vector<std::pair<size_t, SlotKey>>> slotStarts;
+  std::vector<size_t> optimizerStart;
   /// The stages other than its own that read each value made by a placed op.
   llvm::DenseMap<Value, std::set<int>> readers;
   /// sends[from][to]: the values stage `from` sends to `to`, in the order
@@ -161,15 +167,19 @@ StageBuilder::orderStreams(func::FuncOp step, const Placement &placement,
         .push_back(&op);
   }
   size_t placed = 0;
+  streams.slotStarts.resize(stages);
+  streams.optimizerStart.resize(stages);
   for (int s = 0; s < stages; ++s) {
     for (const SlotKey &key : slots[s]) {
       auto it = bySlot.find(key);
       if (it == bySlot.end())
         continue;
+      streams.slotStarts[s].push_back({stream[s].size(), key});
       stream[s].insert(stream[s].end(), it->second.begin(), it->second.end());
       placed += it->second.size();
       bySlot.erase(it);
     }
+    streams.optimizerStart[s] = stream[s].size();
     stream[s].insert(stream[s].end(), optimizer[s].begin(),
                      optimizer[s].end());
   }
@@ -340,7 +350,25 @@ LogicalResult StageBuilder::buildStage(int s, func::FuncOp step,
                              << " never sends";
   };
 
-  for (Operation *op : stream[s]) {
+  // mark-actions: a mark before each slot's first op (before the receives
+  // it needs) and before the optimizer ops.
+  auto mark = [&](StringRef phase, int chunk, int microbatch) {
+    rt::ActionMarkOp::create(inner, step.getLoc(), phase, chunk, microbatch);
+  };
+  size_t nextStart = 0;
+  const auto &starts = streams.slotStarts[s];
+  for (auto [index, op] : llvm::enumerate(stream[s])) {
+    if (markActions) {
+      if (nextStart < starts.size() && starts[nextStart].first == index) {
+        auto [phase, chunk, microbatch] = starts[nextStart++].second;
+        mark(phase == Phase::Forward         ? "F"
+             : phase == Phase::BackwardInput ? "B"
+                                             : "W",
+             chunk, microbatch);
+      }
+      if (index == streams.optimizerStart[s])
+        mark("update", 0, 0);
+    }
     for (Value operand : op->getOperands())
       if (failed(resolve(operand, op)))
         return failure();
@@ -356,6 +384,8 @@ LogicalResult StageBuilder::buildStage(int s, func::FuncOp step,
                        label(placement, op, s, reader, step));
         }
   }
+  if (markActions && streams.optimizerStart[s] == stream[s].size())
+    mark("update", 0, 0);
   llvm::SmallVector<Value> returned;
   for (unsigned index : results) {
     FailureOr<Value> value = resolve(returnOp.getOperand(index), returnOp);

@@ -73,8 +73,9 @@ inline constexpr llvm::StringLiteral kMicrobatchLoopAnchorsAttrName =
 class StageBuilder {
 public:
   StageBuilder(mlir::ModuleOp module, mlir::FlatSymbolRefAttr mesh, llvm::StringRef axis,
-                  const StageSplit &split)
-      : module(module), mesh(mesh), axis(axis), split(split) {}
+                  const StageSplit &split, bool markActions = false)
+      : module(module), mesh(mesh), axis(axis), split(split),
+        markActions(markActions) {}
 
   /// The stages a placed op runs on.
   llvm::SmallVector<int, 2> stagesOf(const Placement &placement,
@@ -117,6 +118,8 @@ private:
   mlir::FlatSymbolRefAttr mesh;
   llvm::StringRef axis;
   const StageSplit &split;
+  /// Puts an rt.action_mark before each action's ops and the optimizer's.
+  bool markActions;
 };
 
 } // namespace partition::pipeline

@@ -44,3 +44,19 @@ func.func @one_slot(%x: memref<4xf32>, %y: memref<4xf32>) {
   rt.action_walk_end
   return
 }
+
+// The marks a pipeline stage's step carries before its walk is formed.
+// CHECK-LABEL: func.func @marks
+// CHECK:         rt.action_mark "F" model_chunk = 0 microbatch = 3{{$}}
+// CHECK-NEXT:    rt.kernel "gelu"
+// CHECK-NEXT:    rt.action_mark "B" model_chunk = 2 microbatch = 0{{$}}
+// CHECK-NEXT:    rt.action_mark "W" model_chunk = 2 microbatch = 0{{$}}
+// CHECK-NEXT:    rt.action_mark "update" model_chunk = 0 microbatch = 0{{$}}
+func.func @marks(%x: memref<4xf32>, %y: memref<4xf32>) {
+  rt.action_mark "F" model_chunk = 0 microbatch = 3
+  rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+  rt.action_mark "B" model_chunk = 2 microbatch = 0
+  rt.action_mark "W" model_chunk = 2 microbatch = 0
+  rt.action_mark "update" model_chunk = 0 microbatch = 0
+  return
+}

@@ -160,3 +160,27 @@ func.func @stray_end(%x: memref<4xf32>, %y: memref<4xf32>) {
   rt.action_walk_end
   return
 }
+
+// -----
+
+func.func @mark_phase() {
+  // expected-error @+1 {{'rt.action_mark' op marks phase 'X'; an action is F, B or W, or the update after them}}
+  rt.action_mark "X" model_chunk = 0 microbatch = 0
+  return
+}
+
+// -----
+
+func.func @mark_update_of_a_microbatch() {
+  // expected-error @+1 {{'rt.action_mark' op marks the update with model_chunk 0 and microbatch 2; the update is of no chunk or micro-batch (0 and 0)}}
+  rt.action_mark "update" model_chunk = 0 microbatch = 2
+  return
+}
+
+// -----
+
+func.func @mark_negative() {
+  // expected-error @+1 {{'rt.action_mark' op attribute 'microbatch' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  rt.action_mark "F" model_chunk = 0 microbatch = -1
+  return
+}
