@@ -256,17 +256,8 @@ bool Reroll::hoistInvariants() {
   // every buffer operand of any other op that is not a view or allocation
   // (collectives write theirs).
   DenseSet<Value> written;
-  for (size_t k = begin[0]; k < begin[2]; ++k) {
-    Operation *op = ops[k];
-    if (auto kernel = dyn_cast<KernelOp>(op)) {
-      for (Value out : kernel.getOutputs())
-        written.insert(rt::viewedBuffer(out));
-    } else if (!rt::isView(op) && !isa<memref::AllocOp>(op)) {
-      for (Value operand : op->getOperands())
-        if (isa<MemRefType>(operand.getType()))
-          written.insert(rt::viewedBuffer(operand));
-    }
-  }
+  for (size_t k = begin[0]; k < begin[2]; ++k)
+    addWrittenBuffers(ops[k], written);
   DenseSet<Operation *> hoisted;
   auto before = [&](Value value) {
     Operation *def = value.getDefiningOp();

@@ -57,6 +57,46 @@ def LowerToRtPass : Pass<"lower-to-rt", "::mlir::ModuleOp"> {
   ];
 }
 
+def ActionWalkPass : Pass<"rt-action-walk", "::mlir::ModuleOp"> {
+  let summary = "Keep one copy of each kind of a pipeline stage's actions "
+                "and walk its schedule as data";
+  let description = [{
+    On each function whose actions carry `rt.action_mark`
+    (`--dist-pipeline=mark-actions=true`, then `--lower-to-rt`): checks,
+    micro-batch by micro-batch, that every action of one kind (phase,
+    model chunk) is the same code as the previous micro-batch's (its own
+    values, the same invariant buffers, the next rows of the inputs, sums
+    continued from the previous micro-batch), moves the sums' zero starts
+    and what every micro-batch reads alike above the actions, keeps
+    micro-batch 1's action of each kind as a region, and brackets the
+    regions with `rt.action_walk_begin` / `rt.action_walk_end`: the
+    runtime runs the plan's schedule on the stage as (region, slot,
+    micro-batch) actions. A value one action makes and another reads is a
+    slot buffer, copied once per micro-batch in flight; each view of the
+    input rows becomes a buffer filled with the action's micro-batch's
+    rows; sums are written in place in their start. docs/compiler.md,
+    "The schedule as data".
+
+    Example (stage 1 of 2, 1F1B: its forward, backward and weight
+    gradient, in short):
+    ```mlir
+    rt.action_walk_begin actions = [0, 0, 0, 1, 0, 0, 2, 0, 0, ...]
+        slot_sizes = [] region_rows = [1, 1, 0] ...
+    rt.action_region "F chunk 1"
+    rt.recv %x from @mesh [pp = 0] label = "F mb1 activations stage0->1" ...
+    ...
+    rt.action_region "B chunk 1"
+    ...
+    rt.action_walk_end live(...)
+    ```
+
+    A step whose actions of one kind differ, or whose code after the
+    actions reads a value of one micro-batch, is an error naming the op.
+  }];
+  let dependentDialects = ["::partition::rt::RtDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def MicrobatchLoopPass : Pass<"rt-microbatch-loop", "::mlir::ModuleOp"> {
   let summary = "Keep one copy of the code of a step's middle micro-batches";
   let description = [{

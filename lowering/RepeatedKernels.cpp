@@ -294,4 +294,15 @@ bool fillBlocksOfFills(Block &body) {
   return changed;
 }
 
+void addWrittenBuffers(Operation *op, DenseSet<Value> &written) {
+  if (auto kernel = dyn_cast<rt::KernelOp>(op)) {
+    for (Value out : kernel.getOutputs())
+      written.insert(rt::viewedBuffer(out));
+  } else if (!rt::isView(op) && !isa<memref::AllocOp>(op)) {
+    for (Value operand : op->getOperands())
+      if (isa<MemRefType>(operand.getType()))
+        written.insert(rt::viewedBuffer(operand));
+  }
+}
+
 } // namespace partition

@@ -29,6 +29,12 @@ bool sameAttributes(mlir::Operation *a, mlir::Operation *b);
 /// views alone use; else null (any other user, a collective, may write it).
 rt::KernelOp soleKernelWriter(mlir::Value buffer);
 
+/// Adds to `written` the buffers `op` may write: a kernel's outputs, any
+/// other op's buffer operands (collectives and transfers write theirs),
+/// views and allocations aside; each as the buffer it views.
+void addWrittenBuffers(mlir::Operation *op,
+                       llvm::DenseSet<mlir::Value> &written);
+
 /// Merges the kernels among `ops` (one block's, in order) for which
 /// `mayMerge` holds that compute the same value: the same kernel and
 /// attributes on the same inputs (at least one: constants are left alone),

@@ -1,0 +1,351 @@
+//===- ActionWalkFormation.cpp - a pipeline stage's schedule as data ------===//
+//
+// --rt-action-walk: a pipeline stage's step whose actions carry
+// rt.action_mark (--dist-pipeline=mark-actions=true) keeps one copy of each
+// kind of action (phase, model chunk) and walks the schedule as data
+// (docs/compiler.md, "The schedule as data"). Micro-batch 1's code of each
+// kind is the region; every other micro-batch's code of that kind must be
+// the same instructions (checked pair by pair, micro-batch i against i+1,
+// as --rt-microbatch-loop checks its body against its copy), reading its
+// own values where micro-batch 1 reads its own, the same invariant buffers,
+// the next rows of the inputs, and the previous micro-batch's sums where
+// micro-batch 1 reads micro-batch 0's. Then:
+//  - sums (gradients, the loss) are written in place in their zero start,
+//    which moves above the walk;
+//  - a value one action makes and another reads (an activation kept for the
+//    backward) is a slot buffer: the stage holds a copy per micro-batch in
+//    flight, assigned by walking the plan's schedule;
+//  - each view of the step's input rows becomes a buffer the runtime fills
+//    with the action's micro-batch's rows;
+//  - the other micro-batches' code goes, and what follows the actions reads
+//    the sums.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/Passes.h"
+#include "lowering/InOrderParallel.h"
+#include "lowering/ActionWalkFormation.h"
+#include "lowering/RepeatedKernels.h"
+
+#include "dialects/Rt/RtOps.h"
+#include "dialects/Rt/RtViews.h"
+#include "passes/frontend/StepEntries.h"
+#include "runtime/program/KernelTable.h"
+#include "scheduling/MicrobatchLoop.h"
+#include "scheduling/Schedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+
+namespace partition {
+#define GEN_PASS_DEF_ACTIONWALKPASS
+#include "lowering/Passes.h.inc"
+} // namespace partition
+
+using namespace mlir;
+using partition::rt::KernelOp;
+
+namespace partition::actionwalk {
+
+void WalkFormation::index() {
+  ops.clear();
+  position.clear();
+  for (Operation &op : function.getBody().front()) {
+    position[&op] = ops.size();
+    ops.push_back(&op);
+  }
+}
+
+LogicalResult WalkFormation::findActions() {
+  index();
+  actions.clear();
+  actionAt.clear();
+  byKind.clear();
+  update = SIZE_MAX;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    auto mark = dyn_cast<rt::ActionMarkOp>(op);
+    if (!mark)
+      continue;
+    if (!actions.empty())
+      actions.back().end = i;
+    if (mark.getPhase() == "update") {
+      update = actions.size();
+      actions.push_back({{"update", 0}, 0, i, ops.size()});
+      break;
+    }
+    actions.push_back({{mark.getPhase().str(),
+                        static_cast<int64_t>(mark.getModelChunk())},
+                       static_cast<int64_t>(mark.getMicrobatch()), i, 0});
+  }
+  if (actions.empty())
+    return fail() << "has no rt.action_mark (build it with "
+                     "--dist-pipeline=mark-actions=true)";
+  if (update == SIZE_MAX) {
+    // No optimizer after the actions: they run to the return.
+    actions.back().end = ops.size() - 1;
+    update = actions.size();
+  }
+  for (size_t a = 0; a < update; ++a) {
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i)
+      actionAt[ops[i]] = static_cast<int>(a);
+    if (!byKind[actions[a].kind].insert({actions[a].microbatch, int(a)}).second)
+      return fail() << "marks " << actions[a].kind.first << " of chunk "
+                    << actions[a].kind.second << " micro-batch "
+                    << actions[a].microbatch << " twice";
+  }
+  for (auto &[kind, instances] : byKind)
+    if (instances.size() < 3 || !instances.count(1))
+      return fail() << "holds " << instances.size() << " micro-batches of "
+                    << kind.first << " on chunk " << kind.second
+                    << "; a walk needs micro-batches 0, 1 and 2 at least";
+  return success();
+}
+
+bool WalkFormation::hoistInvariants() {
+  // Buffers an action writes (kernels' outputs, other ops' operands).
+  DenseSet<Value> written;
+  for (size_t a = 0; a < update; ++a)
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i)
+      addWrittenBuffers(ops[i], written);
+  // A kernel of an action whose inputs are the step's arguments (unwritten
+  // by the actions), constants or hoisted results, whose outputs only it
+  // writes, and whose result another action reads (or that has no inputs:
+  // a sum's zero start, the loss gradient's seed), moves above the walk.
+  DenseSet<Operation *> hoisted;
+  SmallVector<Operation *> moving;
+  for (size_t a = 0; a < update; ++a)
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i) {
+      auto kernel = dyn_cast<KernelOp>(ops[i]);
+      if (!kernel || kernel.getOutputs().size() != 1)
+        continue;
+      Value out = kernel.getOutputs().front();
+      auto alloc = out.getDefiningOp<memref::AllocOp>();
+      // A constant (a fill: a sum's zero start, which a fused kernel may
+      // then accumulate into) when it comes first; else the buffer's only
+      // writer.
+      bool firstUse = llvm::none_of(out.getUsers(), [&](Operation *user) {
+        return user != kernel.getOperation() &&
+               position.lookup(user) < position.lookup(kernel);
+      });
+      if (!alloc || (kernel.getInputs().empty()
+                         ? !firstUse
+                         : soleKernelWriter(out) != kernel))
+        continue;
+      bool invariant = llvm::all_of(kernel.getInputs(), [&](Value input) {
+        Value buffer = rt::viewedBuffer(input);
+        Operation *def = buffer.getDefiningOp();
+        bool fixed = isa<BlockArgument>(buffer) ||
+                     (def && (hoisted.contains(def) ||
+                              (beforeActions(def) && !written.contains(buffer))));
+        return fixed && !written.contains(buffer) &&
+               (!input.getDefiningOp() || actionOf(input) < 0 ||
+                hoisted.contains(input.getDefiningOp()) ||
+                rt::isView(input.getDefiningOp()));
+      });
+      bool readElsewhere = llvm::any_of(out.getUsers(), [&](Operation *user) {
+        return actionOf(user) != int(a);
+      });
+      if (!invariant || (!kernel.getInputs().empty() && !readElsewhere))
+        continue;
+      hoisted.insert(alloc);
+      hoisted.insert(kernel);
+      moving.push_back(alloc);
+      moving.push_back(kernel);
+      written.erase(out);
+    }
+  Operation *top = ops[actions.front().begin];
+  for (Operation *op : moving) {
+    // Views an input reads come along (they read nothing the walk writes).
+    op->moveBefore(top);
+  }
+  return !moving.empty();
+}
+
+LogicalResult WalkFormation::matchOperand(Operation *at, Value x, Value y) {
+  const int64_t mine = actions[actionOf(at)].microbatch;
+  int ax = actionOf(x), ay = actionOf(y);
+  auto microbatchOf = [&](int action) {
+    return action < 0 ? int64_t(-1) : actions[action].microbatch;
+  };
+  if (x == y && ax < 0)
+    return success(); // Invariant: the same buffer for every micro-batch.
+  // Each micro-batch its own value.
+  if (microbatchOf(ax) == mine && next.lookup(x) == y)
+    return success();
+  // The rows of the inputs: views of a tokens / targets argument, a
+  // micro-batch apart.
+  auto rowsOf = [](Value value) -> memref::SubViewOp {
+    auto view = value.getDefiningOp<memref::SubViewOp>();
+    if (!view || !isa<BlockArgument>(view.getSource()))
+      return nullptr;
+    return view;
+  };
+  if (auto a = rowsOf(x), b = rowsOf(y);
+      a && b && a.getSource() == b.getSource() &&
+      a.getStaticSizes() == b.getStaticSizes()) {
+    rowViews.insert(x);
+    rowViews.insert(y);
+    return success();
+  }
+  // A sum: the first reads an earlier micro-batch's (or its start, before
+  // the actions), the second the first's.
+  if (microbatchOf(ax) != mine && microbatchOf(ay) == mine &&
+      x.getType() == y.getType() && isa<MemRefType>(x.getType())) {
+    sumBefore[y] = x;
+    return success();
+  }
+  return fail() << "micro-batch " << mine << "'s op #"
+                << position.lookup(at) << " (" << at->getName()
+                << ") reads a buffer the next micro-batch's does not read "
+                   "in its place";
+}
+
+LogicalResult WalkFormation::matchPair(const ActionCode &first,
+                                       const ActionCode &second) {
+  if (first.end - first.begin != second.end - second.begin)
+    return fail() << first.kind.first << " of chunk " << first.kind.second
+                  << " has " << first.end - first.begin << " ops for "
+                  << "micro-batch " << first.microbatch << " and "
+                  << second.end - second.begin << " for micro-batch "
+                  << second.microbatch;
+  // Each starts with its mark.
+  for (size_t k = 1; k < first.end - first.begin; ++k) {
+    Operation *a = ops[first.begin + k], *b = ops[second.begin + k];
+    auto differ = [&] {
+      return fail() << "micro-batch " << second.microbatch << "'s op #"
+                    << position.lookup(b) << " (" << b->getName()
+                    << ") is not micro-batch " << first.microbatch << "'s ("
+                    << a->getName() << ")";
+    };
+    if (a->getName() != b->getName() ||
+        a->getNumOperands() != b->getNumOperands())
+      return differ();
+    if (auto view = dyn_cast<memref::SubViewOp>(a);
+        view && isa<BlockArgument>(view.getSource())) {
+      // A view of the input rows: another micro-batch's rows.
+      auto other = cast<memref::SubViewOp>(b);
+      if (other.getSource() != view.getSource() ||
+          other.getStaticSizes() != view.getStaticSizes())
+        return differ();
+      rowViews.insert(a->getResult(0));
+      rowViews.insert(b->getResult(0));
+      next[a->getResult(0)] = b->getResult(0);
+      continue;
+    }
+    if (a->getResultTypes() != b->getResultTypes())
+      return differ();
+    NamedAttrList attrsA(a->getAttrDictionary()), attrsB(b->getAttrDictionary());
+    attrsA.erase("label");
+    attrsB.erase("label");
+    if (!sameAttributes(a, b) &&
+        attrsA.getDictionary(a->getContext()) !=
+            attrsB.getDictionary(b->getContext()))
+      return differ();
+    for (auto [x, y] : llvm::zip(a->getOperands(), b->getOperands()))
+      if (failed(matchOperand(a, x, y)))
+        return failure();
+    for (auto [x, y] : llvm::zip(a->getResults(), b->getResults()))
+      next[x] = y;
+  }
+  return success();
+}
+
+LogicalResult WalkFormation::matchAll() {
+  // Micro-batch i's actions against i+1's, in the function's order (so
+  // that a backward's reads of its forward's values are mapped first).
+  std::vector<std::pair<int, int>> pairs;
+  for (size_t a = 0; a < update; ++a) {
+    const auto &instances = byKind[actions[a].kind];
+    auto it = instances.find(actions[a].microbatch);
+    // The last micro-batch's action may differ (it finishes the sums:
+    // rewrite() takes what it does beyond the others after the walk).
+    if (std::next(it) != instances.end() &&
+        std::next(std::next(it)) != instances.end())
+      pairs.push_back({int(a), std::next(it)->second});
+  }
+  std::stable_sort(pairs.begin(), pairs.end(), [&](auto p, auto q) {
+    return actions[p.second].begin < actions[q.second].begin;
+  });
+  for (auto [a, b] : pairs)
+    if (failed(matchPair(actions[a], actions[b])))
+      return failure();
+  return success();
+}
+
+LogicalResult WalkFormation::run() {
+  if (failed(findActions()))
+    return failure();
+  if (hoistInvariants() && failed(findActions()))
+    return failure();
+  if (failed(matchAll()))
+    return failure();
+  return rewrite();
+}
+
+} // namespace partition::actionwalk
+
+namespace partition {
+namespace {
+
+using actionwalk::StageSchedule;
+using actionwalk::WalkFormation;
+
+/// The schedule of `function`'s stage, from the module's dist.pipeline
+/// and the step's recorded micro-batches.
+FailureOr<StageSchedule> stageSchedule(func::FuncOp function) {
+  auto module = function->getParentOfType<ModuleOp>();
+  auto info = module->getAttrOfType<DictionaryAttr>("dist.pipeline");
+  auto stage = function->getAttrOfType<IntegerAttr>("dist.pipeline_stage");
+  if (!info || !stage)
+    return function.emitError()
+           << "--rt-action-walk: @" << function.getSymName()
+           << " is no pipeline stage (dist.pipeline_stage, and the module's "
+              "dist.pipeline)";
+  StageSchedule schedule;
+  schedule.stage = static_cast<int>(stage.getInt());
+  auto kind = pipeline::parseScheduleKind(
+      info.getAs<StringAttr>("schedule").getValue().str());
+  schedule.config.kind = kind ? *kind : pipeline::ScheduleKind::OneFOneB;
+  schedule.config.stages = static_cast<int>(
+      info.getAs<IntegerAttr>("stages").getInt());
+  schedule.config.chunks = static_cast<int>(
+      info.getAs<IntegerAttr>("virtual_stages").getInt());
+  schedule.config.microbatches = static_cast<int>(
+      info.getAs<IntegerAttr>("microbatches").getInt());
+  if (std::optional<pipeline::LoopLayout> loop = recordedLoop(function))
+    schedule.config.microbatches = loop->microbatches;
+  return schedule;
+}
+
+struct ActionWalkPass : impl::ActionWalkPassBase<ActionWalkPass> {
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> stages;
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (!function.isExternal() &&
+          !function.getBody().getOps<rt::ActionMarkOp>().empty())
+        stages.push_back(function);
+    std::vector<StageSchedule> schedules;
+    for (func::FuncOp function : stages) {
+      FailureOr<StageSchedule> schedule = stageSchedule(function);
+      if (failed(schedule))
+        return signalPassFailure();
+      schedules.push_back(*schedule);
+    }
+    if (failed(failableParallelForEachInOrder(
+            &getContext(), stages.size(), [&](size_t index) {
+              bool forwardOnly =
+                  !stages[index]->hasAttr("xfmr.train_step");
+              return WalkFormation(stages[index], schedules[index],
+                                   forwardOnly)
+                  .run();
+            })))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace partition

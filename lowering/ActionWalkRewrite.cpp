@@ -1,0 +1,337 @@
+//===- ActionWalkRewrite.cpp - --rt-action-walk's walk from its match -----===//
+//
+// Once every micro-batch's actions match the next's (ActionWalkFormation.cpp),
+// micro-batch 1's action of each kind becomes a region: sums are written in
+// place in their starts, the values one action makes and another reads
+// become slot buffers (copied per micro-batch in flight, slots assigned by
+// walking the plan's schedule), views of the input rows become buffers the
+// runtime fills per action, what the last micro-batch does with finished
+// sums follows the walk, and the other micro-batches' code goes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/ActionWalkFormation.h"
+
+#include "dialects/Rt/RtViews.h"
+#include "scheduling/ActionSlots.h"
+#include "scheduling/MicrobatchLoop.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace partition::actionwalk {
+
+using rt::KernelOp;
+
+Value WalkFormation::rootOf(Value value) const {
+  for (size_t steps = 0; sumBefore.count(value) && steps <= actions.size();
+       ++steps)
+    value = sumBefore.lookup(value);
+  return value;
+}
+
+void WalkFormation::chooseTemplates() {
+  for (size_t a = 0; a < update; ++a)
+    if (actions[a].microbatch == 1) {
+      regionOf[actions[a].kind] = static_cast<int>(templates.size());
+      templates.push_back(static_cast<int>(a));
+    }
+  isTemplate.insert(templates.begin(), templates.end());
+  for (auto &[kind, instances] : byKind)
+    lastActions.insert(instances.rbegin()->second);
+}
+
+LogicalResult WalkFormation::resolveSums() {
+  // The last matched micro-batch's sum (which only the last one reads)
+  // continues its chain.
+  SmallVector<std::pair<Value, Value>> continued;
+  for (auto &[value, before] : sumBefore)
+    if (Value later = next.lookup(value); later && !sumBefore.count(later))
+      continued.push_back({later, value});
+  for (auto [later, value] : continued)
+    sumBefore[later] = value;
+  // The last micro-batch's actions (not matched: they finish the sums) add
+  // into a sum what the regions add for every micro-batch: a kernel there
+  // that reads a sum writes its final value.
+  DenseSet<Value> chained;
+  for (auto &[value, before] : sumBefore) {
+    chained.insert(value);
+    chained.insert(before);
+  }
+  for (int a : lastActions)
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i) {
+      auto kernel = dyn_cast<KernelOp>(ops[i]);
+      if (!kernel || kernel.getOutputs().size() != 1)
+        continue;
+      Value out = kernel.getOutputs().front();
+      for (Value input : kernel.getInputs())
+        if (chained.contains(input) && input != out &&
+            input.getType() == out.getType()) {
+          if (out.getDefiningOp<memref::AllocOp>())
+            sumBefore[out] = input;
+          break;
+        }
+    }
+  for (auto &[value, before] : sumBefore) {
+    Value root = rootOf(value);
+    Operation *def = root.getDefiningOp();
+    if (!def || !isa<memref::AllocOp>(def) || !beforeActions(def))
+      return fail() << "a sum the actions carry (" << value.getType()
+                    << ") does not start in a buffer written before them";
+    sums.insert(root);
+  }
+  return success();
+}
+
+void WalkFormation::findSlotBuffers() {
+  // Micro-batch 1's buffers that another of its actions reads (directly or
+  // through a view, wherever the view is): one per micro-batch in flight.
+  for (int a : templates)
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i) {
+      auto alloc = dyn_cast<memref::AllocOp>(ops[i]);
+      if (!alloc || sumBefore.count(alloc.getResult()))
+        continue;
+      bool crosses = false;
+      SmallVector<Value> pending{alloc.getResult()};
+      while (!pending.empty() && !crosses) {
+        Value value = pending.pop_back_val();
+        for (Operation *user : value.getUsers()) {
+          if (rt::isView(user))
+            pending.push_back(user->getResult(0));
+          int at = actionOf(user);
+          crosses |= at >= 0 && at != a && isTemplate.contains(at);
+        }
+      }
+      if (crosses)
+        slotted.insert({alloc.getResult(), actions[a].kind.second});
+    }
+}
+
+LogicalResult WalkFormation::planActions() {
+  // The plan's schedule on this stage; a micro-batch holds a slot of each
+  // local chunk from its first action there to its last.
+  const pipeline::ScheduleConfig &config = schedule.config;
+  std::vector<pipeline::Action> order;
+  if (forwardOnly) {
+    order = pipeline::forwardOrder(config.stages, config.chunks,
+                                   config.microbatches);
+  } else {
+    OrError<pipeline::Schedule> generated = pipeline::generateSchedule(config);
+    if (!generated)
+      return fail() << "the plan's schedule: " << generated.error();
+    order = generated->actions[schedule.stage];
+  }
+  std::vector<int> slotOf = pipeline::assignSlots(order, slotCount);
+  for (auto [i, action] : llvm::enumerate(order)) {
+    std::string letter(1, pipeline::actionLetter(action.kind));
+    int64_t model = int64_t(action.chunk) * config.stages + schedule.stage;
+    auto region = regionOf.find({letter, model});
+    if (region == regionOf.end())
+      return fail() << "the plan's schedule runs " << letter
+                    << " of model chunk " << model
+                    << ", which the step does not hold";
+    triples.append({region->second, slotOf[i], action.microbatch});
+  }
+  for (auto &[chunk, count] : slotCount)
+    slots = std::max(slots, count);
+  return success();
+}
+
+void WalkFormation::replaceSums() {
+  for (auto &[value, before] : sumBefore) {
+    Value root = rootOf(value);
+    for (Value step : {value, before})
+      if (step != root)
+        step.replaceAllUsesWith(root);
+  }
+}
+
+void WalkFormation::addRowsBuffers(Operation *first) {
+  // Each region's views of the input rows read from a buffer of its own,
+  // filled before each action with the action's micro-batch's rows.
+  OpBuilder builder(first);
+  rows.resize(templates.size());
+  for (auto [region, a] : llvm::enumerate(templates)) {
+    DenseMap<Value, Value> rowsBuffer;
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i)
+      for (OpOperand &use : ops[i]->getOpOperands()) {
+        Value view = use.get();
+        if (!rowViews.contains(view) || rt::isView(ops[i]))
+          continue;
+        Value &buffer = rowsBuffer[view];
+        if (!buffer) {
+          auto type = cast<MemRefType>(view.getType());
+          buffer = memref::AllocOp::create(
+              builder, view.getLoc(),
+              MemRefType::get(type.getShape(), type.getElementType()));
+          rows[region].push_back(
+              {buffer, view.getDefiningOp<memref::SubViewOp>().getSource()});
+        }
+        use.set(buffer);
+      }
+  }
+}
+
+void WalkFormation::copySlots(Operation *first) {
+  // Slot buffers above the walk (an action of one kind reads what another
+  // wrote, in any order), and a copy for each further slot of their chunk.
+  OpBuilder builder(first);
+  for (auto &[value, chunk] : slotted) {
+    Operation *alloc = value.getDefiningOp();
+    alloc->moveBefore(first);
+    ops[position.lookup(alloc)] = nullptr; // No longer in its action.
+  }
+  for (int s = 1; s < slots; ++s) {
+    int32_t size = 0;
+    for (auto &[value, model] : slotted) {
+      int local = static_cast<int>(model / schedule.config.stages);
+      if (s >= slotCount[local])
+        continue;
+      slotTemplates.push_back(value);
+      slotCopies.push_back(memref::AllocOp::create(
+          builder, value.getLoc(), cast<MemRefType>(value.getType())));
+      ++size;
+    }
+    slotSizes.push_back(size);
+  }
+}
+
+void WalkFormation::takeFinishing() {
+  // What the last micro-batch's actions do with finished sums alone (send
+  // a tied embedding's gradient partial to its other stage, write the mean
+  // loss into the step's result) follows the walk.
+  for (int a : lastActions)
+    for (size_t i = actions[a].begin + 1; i < actions[a].end; ++i) {
+      Operation *op = ops[i];
+      auto kernel = dyn_cast_or_null<KernelOp>(op);
+      bool finishes =
+          isa_and_nonnull<rt::SendOp, rt::AllReduceOp>(op) ||
+          (kernel && llvm::none_of(kernel.getOutputs(), [](Value out) {
+             return out.getDefiningOp<memref::AllocOp>();
+           }));
+      if (!finishes || llvm::any_of(op->getOperands(), [&](Value operand) {
+            return actionOf(rt::viewedBuffer(operand)) >= 0;
+          }))
+        continue;
+      finishing.push_back(op);
+      actionAt.erase(op);
+      ops[i] = nullptr;
+    }
+}
+
+LogicalResult WalkFormation::eraseOtherMicrobatches() {
+  for (size_t a = update; a-- > 0;) {
+    if (isTemplate.contains(static_cast<int>(a)))
+      continue;
+    for (size_t i = actions[a].end; i-- > actions[a].begin;) {
+      Operation *op = ops[i];
+      if (!op)
+        continue;
+      for (Value result : op->getResults())
+        if (!result.use_empty()) {
+          Operation *user = *result.getUsers().begin();
+          return fail() << "op #" << position.lookup(user) << " ("
+                        << user->getName() << ") reads micro-batch "
+                        << actions[a].microbatch << "'s op #" << i << " ("
+                        << op->getName() << "), which the walk does not keep";
+        }
+      op->erase();
+      ops[i] = nullptr;
+    }
+  }
+  // The regions' marks go too: the walk's ops take their places.
+  for (int a : templates) {
+    ops[actions[a].begin]->erase();
+    ops[actions[a].begin] = nullptr;
+  }
+  return success();
+}
+
+LogicalResult WalkFormation::emitWalk(Operation *first) {
+  Operation *updateMark =
+      update < actions.size() ? ops[actions[update].begin] : nullptr;
+  // What the regions use from before them stays live to the walk's end.
+  SetVector<Value> live;
+  for (auto &[value, chunk] : slotted)
+    live.insert(value);
+  live.insert(slotCopies.begin(), slotCopies.end());
+  live.insert(sums.begin(), sums.end());
+  SmallVector<Value> rowsValues, rowsSources;
+  SmallVector<int32_t> regionRows;
+  for (auto &list : rows) {
+    regionRows.push_back(static_cast<int32_t>(list.size()));
+    for (auto [buffer, source] : list) {
+      rowsValues.push_back(buffer);
+      rowsSources.push_back(source);
+    }
+  }
+  auto firstOf = [&](int a) -> Operation * {
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i)
+      if (ops[i])
+        return ops[i];
+    return nullptr;
+  };
+  Operation *regionStart = firstOf(templates.front());
+  if (!regionStart)
+    return fail() << "micro-batch 1's first action is empty";
+  OpBuilder builder(regionStart);
+  rt::ActionWalkBeginOp::create(builder, function.getLoc(), triples,
+                                slotSizes, regionRows, slotTemplates,
+                                slotCopies, rowsValues, rowsSources);
+  for (int a : templates) {
+    Operation *firstOp = firstOf(a);
+    if (!firstOp)
+      return fail() << "micro-batch 1's " << actions[a].kind.first
+                    << " of chunk " << actions[a].kind.second << " is empty";
+    builder.setInsertionPoint(firstOp);
+    std::string name = actions[a].kind.first + " chunk " +
+                       std::to_string(actions[a].kind.second);
+    rt::ActionRegionOp::create(builder, function.getLoc(),
+                               builder.getStringAttr(name));
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i)
+      if (ops[i])
+        for (Value operand : ops[i]->getOperands()) {
+          Value base = rt::viewedBuffer(operand);
+          Operation *def = base.getDefiningOp();
+          if (def && isa<memref::AllocOp>(def) &&
+              def->isBeforeInBlock(regionStart))
+            live.insert(base);
+        }
+  }
+  builder.setInsertionPoint(updateMark
+                                ? updateMark
+                                : function.getBody().front().getTerminator());
+  auto end = rt::ActionWalkEndOp::create(builder, function.getLoc(),
+                                         live.getArrayRef());
+  // In the order the last actions had them.
+  llvm::sort(finishing, [&](Operation *x, Operation *y) {
+    return position.lookup(x) < position.lookup(y);
+  });
+  Operation *previous = end;
+  for (Operation *op : finishing) {
+    op->moveAfter(previous);
+    previous = op;
+  }
+  if (updateMark)
+    updateMark->erase();
+  (void)first;
+  return success();
+}
+
+LogicalResult WalkFormation::rewrite() {
+  chooseTemplates();
+  if (failed(resolveSums()))
+    return failure();
+  findSlotBuffers();
+  if (failed(planActions()))
+    return failure();
+  replaceSums();
+  Operation *first = ops[actions[templates.front()].begin];
+  addRowsBuffers(first);
+  copySlots(first);
+  takeFinishing();
+  if (failed(eraseOtherMicrobatches()))
+    return failure();
+  return emitWalk(first);
+}
+
+} // namespace partition::actionwalk
