@@ -138,10 +138,11 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
     pm.addPass(createZeroPass());
   // Pipeline stages on local types (a stage's tp collectives stay inside
   // it), then each stage buckets its own data-parallel gradients.
-  auto addStagePasses = [&](OpPassManager &stagePm) {
+  auto addStagePasses = [&](OpPassManager &stagePm, bool markActions) {
     DistPipelinePassOptions pipeline;
     pipeline.virtualStages = plan->pipeline.virtualStages;
     pipeline.stageLayers = llvm::to_vector(plan->pipeline.stages);
+    pipeline.markActions = markActions;
     stagePm.addPass(createDistPipelinePass(pipeline));
     if (sharded) {
       BucketGradientsPassOptions buckets;
@@ -166,7 +167,7 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
       registerPartitionPasses();
       registerLoweringPasses();
       OpPassManager after(ModuleOp::getOperationName());
-      addStagePasses(after);
+      addStagePasses(after, /*markActions=*/false);
       after.addPass(createLowerToRt(plan));
       addOffloadPass(after, *plan);
       after.addPass(createMemoryPlanPass());
@@ -176,7 +177,7 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
     pm.addPass(createRecomputePass(recompute));
   }
   if (pipelined)
-    addStagePasses(pm);
+    addStagePasses(pm, options.actionWalk && !options.unrollMicrobatches);
 }
 
 void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
@@ -185,7 +186,13 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   // One copy of the middle micro-batches' code, matched while every
   // collective is still blocking; the passes after it move ops within the
   // loop or outside it, never across its edges.
-  pm.addPass(createMicrobatchLoopPass());
+  // A pipeline whose actions are marked walks them instead (experimental:
+  // docs/compiler.md, "The schedule as data").
+  if (plan && plan->mesh.pp > 1 && options.actionWalk &&
+      !options.unrollMicrobatches)
+    pm.addPass(createActionWalkPass());
+  else
+    pm.addPass(createMicrobatchLoopPass());
   // ZeRO-1/2's AdamW reads each rank's chunk in its parameter instead of a
   // sliced copy (before the overlap, which then schedules the kernels that
   // run); not where the offload stages the updates (it rewrites the adamw

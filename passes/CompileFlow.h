@@ -71,6 +71,13 @@ struct CompileFlowOptions
                      "pipeline keeps one copy of its middle micro-batches' "
                      "code: --rt-microbatch-loop)"),
       llvm::cl::init(false)};
+  Option<bool> actionWalk{
+      *this, "action-walk",
+      llvm::cl::desc("Pipelines: keep one copy of each kind of a stage's "
+                     "actions and walk the schedule as data instead of "
+                     "looping over periods (--rt-action-walk; experimental, "
+                     "docs/compiler.md \"The schedule as data\")"),
+      llvm::cl::init(false)};
   Option<bool> memoryReport{
       *this, "memory-report",
       llvm::cl::desc("Print bytes per buffer category and the arena peak"),

@@ -132,6 +132,14 @@ cl::opt<bool> unrollMicrobatches(
              "a pipeline keeps one copy of its middle micro-batches' code, "
              "which the runtime runs for each (docs/compiler.md)"),
     cl::init(false), cl::cat(category));
+cl::opt<bool> actionWalk(
+    "action-walk",
+    cl::desc("Pipelines (experimental): keep one copy of each kind of a "
+             "stage's actions (F, B, W per chunk) and walk the schedule as "
+             "data instead of looping over its periods; the program no "
+             "longer holds the warm-up and cool-down (docs/compiler.md, "
+             "\"The schedule as data\")"),
+    cl::init(false), cl::cat(category));
 cl::opt<int64_t> explicitPositions(
     "explicit-positions",
     cl::desc("Testing: run --xfmr-explicit-positions=chunks=N after the "
@@ -425,6 +433,7 @@ int main(int argc, char **argv) {
   options.memoryReport = memoryReport;
   options.logits = logits;
   options.unrollMicrobatches = unrollMicrobatches;
+  options.actionWalk = actionWalk;
   options.explicitPositions = explicitPositions;
 
   partition::Plan plan;
