@@ -324,10 +324,20 @@ FailureOr<StageSchedule> stageSchedule(func::FuncOp function) {
 struct ActionWalkPass : impl::ActionWalkPassBase<ActionWalkPass> {
   void runOnOperation() override {
     SmallVector<func::FuncOp> stages;
-    for (auto function : getOperation().getOps<func::FuncOp>())
-      if (!function.isExternal() &&
-          !function.getBody().getOps<rt::ActionMarkOp>().empty())
-        stages.push_back(function);
+    for (auto function : getOperation().getOps<func::FuncOp>()) {
+      if (function.isExternal() ||
+          function.getBody().getOps<rt::ActionMarkOp>().empty())
+        continue;
+      // Too few micro-batches to walk (fewer than 3): the step holds them
+      // all, and runs them as they are.
+      if (!recordedLoop(function)) {
+        for (auto mark : llvm::make_early_inc_range(
+                 function.getBody().getOps<rt::ActionMarkOp>()))
+          mark.erase();
+        continue;
+      }
+      stages.push_back(function);
+    }
     std::vector<StageSchedule> schedules;
     for (func::FuncOp function : stages) {
       FailureOr<StageSchedule> schedule = stageSchedule(function);

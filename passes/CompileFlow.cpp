@@ -103,6 +103,7 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
     step.loopStages = plan->mesh.pp;
     step.loopChunks = plan->pipeline.virtualStages;
     step.loopSchedule = plan->pipeline.scheduleOrDefault().str();
+    step.loopWalk = options.actionWalk;
   }
   pm.addPass(createTrainStepPass(step));
   // After autodiff, so that the backward ops get the positions too. Context

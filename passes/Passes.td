@@ -97,6 +97,10 @@ def TrainStepPass : Pass<"xfmr-train-step", "::mlir::ModuleOp"> {
     Option<"loopSchedule", "loop-schedule", "std::string", "\"1f1b\"",
            "With microbatch-loop: the pipeline's schedule (gpipe does not "
            "loop: it keeps every micro-batch in flight)">,
+    Option<"loopWalk", "loop-walk", "bool", "false",
+           "With microbatch-loop and a pipeline: build micro-batches 0, 1 "
+           "and the last only, for stages that walk their schedule "
+           "(--rt-action-walk) instead of looping over its periods">,
     Option<"loopSettle", "loop-settle", "int64_t", "0",
            "With microbatch-loop: the earliest period after the warm-up "
            "that the loop's body may be (0: the first, as the step's sums "

@@ -144,6 +144,21 @@ stepLoopLayout(int64_t microbatches, const LoopShape &shape, bool forwardOnly) {
       pipeline::parseScheduleKind(shape.schedule);
   if (!kind || microbatches > Plan::Pipeline::kMaxMicrobatches)
     return std::nullopt;
+  if (shape.walk) {
+    // Three micro-batches, the last standing for the real last; recorded
+    // as a loop of one micro-batch a run so that the runs account for the
+    // rest (LoopLayout's numbers), which the walk does not use.
+    if (microbatches < 3)
+      return std::nullopt;
+    pipeline::LoopLayout layout;
+    layout.stride = 1;
+    layout.split = 2;
+    layout.compiled = 3;
+    layout.microbatches = static_cast<int>(microbatches);
+    layout.runs = static_cast<int>(microbatches) - 1;
+    layout.settle = static_cast<int>(shape.minSettle);
+    return layout;
+  }
   pipeline::ScheduleConfig config;
   config.kind = *kind;
   config.stages = static_cast<int>(shape.stages);

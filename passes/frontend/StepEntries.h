@@ -58,6 +58,10 @@ struct LoopShape {
   /// The earliest period after the warm-up the body may be (LoopLayout's
   /// settle): 1 where a step's first micro-batches differ from the rest.
   int64_t minSettle = 0;
+  /// A pipeline whose stages walk their schedule (--rt-action-walk): the
+  /// step builds micro-batches 0, 1 and the last (1 the regions' template,
+  /// 0 and the last the proof and the sums' finish), sums from zero.
+  bool walk = false;
 };
 
 /// How a step of `microbatches` loops under `shape` (the training step's

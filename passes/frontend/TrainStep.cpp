@@ -611,6 +611,7 @@ struct TrainStepPass : impl::TrainStepPassBase<TrainStepPass> {
     shape.chunks = loopChunks;
     shape.schedule = loopSchedule;
     shape.minSettle = loopSettle;
+    shape.walk = loopWalk && loopStages > 1;
     return shape;
   }
   /// The training step's loop (and the evaluation step's), when asked for

@@ -517,6 +517,7 @@ void DistPipelinePass::runOnOperation() {
   loopShape.stages = stages;
   loopShape.chunks = config.chunks;
   loopShape.schedule = scheduleName.str();
+  loopShape.walk = markActions;
   FailureOr<std::optional<LoopLayout>> trainLoop = checkedLoop(
       train, recordedTrainLoop, microbatches, loopShape, /*forwardOnly=*/false);
   if (failed(trainLoop))
@@ -539,7 +540,8 @@ void DistPipelinePass::runOnOperation() {
   StageBuilder builder(module, plan.getMesh(), *axis, split, markActions);
   if (failed(builder.build(train, trainPlacement, slotsOf(*generated))))
     return signalPassFailure();
-  if (*trainLoop)
+  // A walked step needs marks, not a loop's anchors.
+  if (*trainLoop && !markActions)
     markLoopAnchors(module, train, **trainLoop, *generated);
 
   for (func::FuncOp eval : evals) {
@@ -562,7 +564,7 @@ void DistPipelinePass::runOnOperation() {
                                 action.microbatch});
     if (failed(builder.build(eval, evalPlacement, evalSlots)))
       return signalPassFailure();
-    if (*evalLoop)
+    if (*evalLoop && !markActions)
       markLoopAnchors(module, eval, **evalLoop, *generated);
   }
 

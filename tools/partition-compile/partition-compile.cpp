@@ -161,14 +161,21 @@ cl::opt<double> bucketMb("bucket-mb",
 /// What the training step compiles of its micro-batches (docs/compiler.md,
 /// "The micro-batch loop"): the one figure that sets how its compile time
 /// and program grow with the micro-batch count. Silent for a step of one.
-void printLoopReport(ModuleOp module) {
+void printLoopReport(ModuleOp module, bool actionWalk) {
   for (auto function : module.getOps<func::FuncOp>()) {
     auto entry = function->getAttrOfType<DictionaryAttr>(
         partition::xfmr::XfmrDialect::kTrainStepAttrName);
     if (!entry)
       continue;
-    if (std::optional<partition::pipeline::LoopLayout> loop =
-            partition::recordedLoop(function)) {
+    std::optional<partition::pipeline::LoopLayout> loop =
+        partition::recordedLoop(function);
+    if (loop && actionWalk && module->hasAttr("dist.pipeline")) {
+      // Pipeline stages that walk their schedule (--action-walk).
+      llvm::outs() << "action walk: the step compiles " << loop->compiled
+                   << " of its " << loop->microbatches
+                   << " micro-batches; each stage keeps one copy of each "
+                      "kind of its actions and walks the schedule\n";
+    } else if (loop) {
       llvm::outs() << "micro-batch loop: the step compiles " << loop->compiled
                    << " of its " << loop->microbatches
                    << " micro-batches; the runtime runs a body of "
@@ -248,7 +255,7 @@ void printLayerReport(ModuleOp module) {
   }
   for (const std::string &line : recompute)
     llvm::outs() << line << "\n";
-  printLoopReport(module);
+  printLoopReport(module, actionWalk);
 }
 
 /// plan.json's replicas (NTP), or none when the plan has none or cannot be
