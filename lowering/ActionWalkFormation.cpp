@@ -276,8 +276,40 @@ LogicalResult WalkFormation::matchAll() {
   return success();
 }
 
+bool WalkFormation::moveOneTimeReceives() {
+  // A receive whose buffer only the code after the actions reads (a tied
+  // embedding's gradient partial from the other stage, which that stage
+  // sends after its own walk) follows the walk too, in order.
+  if (update >= actions.size())
+    return false;
+  SmallVector<Operation *> moving;
+  for (size_t a = 0; a < update; ++a)
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i) {
+      auto recv = dyn_cast<rt::RecvOp>(ops[i]);
+      if (!recv)
+        continue;
+      Value buffer = recv->getOperand(0);
+      auto alloc = buffer.getDefiningOp<memref::AllocOp>();
+      if (!alloc || actionOf(alloc.getOperation()) != static_cast<int>(a) ||
+          llvm::any_of(buffer.getUsers(), [&](Operation *user) {
+            return user != recv.getOperation() && actionOf(user) >= 0;
+          }))
+        continue;
+      moving.push_back(alloc);
+      moving.push_back(recv);
+    }
+  Operation *previous = ops[actions[update].begin];
+  for (Operation *op : moving) {
+    op->moveAfter(previous);
+    previous = op;
+  }
+  return !moving.empty();
+}
+
 LogicalResult WalkFormation::run() {
   if (failed(findActions()))
+    return failure();
+  if (moveOneTimeReceives() && failed(findActions()))
     return failure();
   if (hoistInvariants() && failed(findActions()))
     return failure();

@@ -57,6 +57,7 @@ private:
   void index();
   LogicalResult findActions();
   bool hoistInvariants();
+  bool moveOneTimeReceives();
   LogicalResult matchAll();
   LogicalResult matchPair(const ActionCode &first, const ActionCode &second);
   LogicalResult matchOperand(Operation *at, Value x, Value y);

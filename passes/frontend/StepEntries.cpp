@@ -145,17 +145,24 @@ stepLoopLayout(int64_t microbatches, const LoopShape &shape, bool forwardOnly) {
   if (!kind || microbatches > Plan::Pipeline::kMaxMicrobatches)
     return std::nullopt;
   if (shape.walk) {
-    // Three micro-batches, the last standing for the real last; recorded
-    // as a loop of one micro-batch a run so that the runs account for the
-    // rest (LoopLayout's numbers), which the walk does not use.
-    if (microbatches < 3)
+    // Micro-batches 0, 1 (2 ... for interleaved 1F1B) and the last, which
+    // stands for the real last; recorded as a loop of one micro-batch a
+    // run so that the runs account for the rest (LoopLayout's numbers,
+    // which the walk does not use).
+    // Interleaved 1F1B runs micro-batches in groups of pp: a multiple of
+    // it.
+    int compiled = 3;
+    if (*kind == pipeline::ScheduleKind::Interleaved1F1B)
+      while (compiled % shape.stages != 0)
+        ++compiled;
+    if (microbatches < compiled)
       return std::nullopt;
     pipeline::LoopLayout layout;
     layout.stride = 1;
-    layout.split = 2;
-    layout.compiled = 3;
+    layout.split = compiled - 1;
+    layout.compiled = compiled;
     layout.microbatches = static_cast<int>(microbatches);
-    layout.runs = static_cast<int>(microbatches) - 1;
+    layout.runs = static_cast<int>(microbatches) - compiled + 2;
     layout.settle = static_cast<int>(shape.minSettle);
     return layout;
   }
