@@ -753,7 +753,8 @@ def DistPipelinePass : Pass<"dist-pipeline", "::mlir::ModuleOp"> {
            "Put an rt.action_mark before each action's ops in the stage "
            "functions (its phase, model chunk and micro-batch) and one "
            "before the optimizer's, for the pass that forms the stage's "
-           "action walk">,
+           "action walk (--rt-action-walk); the step must be built for a "
+           "walk (--xfmr-train-step's loop-walk)">,
   ];
 }
 
