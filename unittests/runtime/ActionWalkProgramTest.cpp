@@ -17,7 +17,6 @@
 #include <gtest/gtest.h>
 
 using namespace partition;
-using runtime::BufferInfo;
 using runtime::DType;
 using runtime::Instruction;
 using runtime::KernelId;
@@ -49,21 +48,9 @@ Instruction kernel(KernelId id, std::vector<uint32_t> args,
 /// 1F1B stage: slot 1 puts the activation in #4.
 Program walkProgram() {
   Program program;
-  uint64_t offset = 0;
   auto add = [&](Role role, const char *name, DType dtype,
                  std::vector<int64_t> shape) {
-    BufferInfo buffer;
-    buffer.role = role;
-    buffer.name = name;
-    buffer.dtype = dtype;
-    buffer.shape = shape;
-    buffer.elements = 1;
-    for (int64_t dim : shape)
-      buffer.elements *= dim;
-    buffer.bytes = uint64_t(buffer.elements) * 4;
-    buffer.offset = offset;
-    offset += buffer.bytes;
-    program.buffers.push_back(buffer);
+    testprograms::addArenaBuffer(program, name, dtype, std::move(shape), role);
   };
   add(Role::Temporary, "table", DType::F32, {kVocab, kChannels});
   add(Role::Tokens, "tokens", DType::I32, {kMicrobatches, kTokens});
@@ -73,7 +60,6 @@ Program walkProgram() {
   add(Role::Temporary, "sum", DType::F32, {kTokens, kChannels});
   add(Role::Targets, "targets", DType::I32, {kMicrobatches, kTokens});
   add(Role::Loss, "loss", DType::F32, {});
-  program.arenaBytes = offset;
   program.model = nlohmann::json::object();
   program.train = nlohmann::json::object();
   runtime::Function function{"train_step", {}};

@@ -27,6 +27,7 @@ using runtime::ReduceKind;
 
 namespace {
 
+using testprograms::addArenaBuffer;
 using testprograms::allReduce;
 using testprograms::gelu;
 using testprograms::meshProgram;
@@ -301,24 +302,6 @@ TEST(ProgramLoader, RejectsBadCollectives) {
 /// minimalProgram on a dp=2 x tp=2 mesh, plus f32 buffers #6 "x" [2, 3, 4]
 /// and #7 "y" [2, 6, 4] and an i32 scalar #8, with one collective over tp
 /// along dimension 1: x -> y for a gather, y -> x for a scatter.
-/// Appends a 4-byte-element buffer at the end of `program`'s arena;
-/// returns its index.
-uint32_t addArenaBuffer(Program &program, const char *name,
-                        runtime::DType dtype, std::vector<int64_t> shape) {
-  runtime::BufferInfo buffer;
-  buffer.name = name;
-  buffer.dtype = dtype;
-  buffer.shape = shape;
-  buffer.elements = 1;
-  for (int64_t dim : shape)
-    buffer.elements *= dim;
-  buffer.bytes = uint64_t(buffer.elements) * 4;
-  buffer.offset = program.arenaBytes;
-  program.arenaBytes += buffer.bytes;
-  program.buffers.push_back(buffer);
-  return uint32_t(program.buffers.size() - 1);
-}
-
 Program blockProgram(runtime::CollectiveKind kind) {
   Program program = testprograms::minimalProgram();
   program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};

@@ -166,34 +166,34 @@ std::string serializeProgram(const runtime::Program &program,
                      fbb.GetSize());
 }
 
+uint32_t addArenaBuffer(runtime::Program &program, const char *name,
+                        runtime::DType dtype, std::vector<int64_t> shape,
+                        runtime::Role role) {
+  runtime::BufferInfo buffer;
+  buffer.role = role;
+  buffer.name = name;
+  buffer.dtype = dtype;
+  buffer.shape = std::move(shape);
+  buffer.elements = 1;
+  for (int64_t dim : buffer.shape)
+    buffer.elements *= dim;
+  buffer.bytes = uint64_t(buffer.elements) * 4;
+  buffer.offset = program.arenaBytes;
+  program.arenaBytes += buffer.bytes;
+  program.buffers.push_back(buffer);
+  return uint32_t(program.buffers.size() - 1);
+}
+
 runtime::Program minimalProgram() {
-  using runtime::BufferInfo;
   using runtime::DType;
   using runtime::Role;
   runtime::Program program;
-  uint64_t offset = 0;
-  auto add = [&](Role role, const char *name, DType dtype,
-                 std::vector<int64_t> shape) {
-    BufferInfo buffer;
-    buffer.role = role;
-    buffer.name = name;
-    buffer.dtype = dtype;
-    buffer.shape = shape;
-    buffer.elements = 1;
-    for (int64_t dim : shape)
-      buffer.elements *= dim;
-    buffer.bytes = uint64_t(buffer.elements) * 4;
-    buffer.offset = offset;
-    offset += buffer.bytes;
-    program.buffers.push_back(buffer);
-  };
-  add(Role::Temporary, "a", DType::F32, {4});
-  add(Role::Temporary, "b", DType::F32, {2, 3});
-  add(Role::Temporary, "c", DType::F32, {5});
-  add(Role::Tokens, "tokens", DType::I32, {1, 2});
-  add(Role::Targets, "targets", DType::I32, {1, 2});
-  add(Role::Loss, "loss", DType::F32, {});
-  program.arenaBytes = offset;
+  addArenaBuffer(program, "a", DType::F32, {4});
+  addArenaBuffer(program, "b", DType::F32, {2, 3});
+  addArenaBuffer(program, "c", DType::F32, {5});
+  addArenaBuffer(program, "tokens", DType::I32, {1, 2}, Role::Tokens);
+  addArenaBuffer(program, "targets", DType::I32, {1, 2}, Role::Targets);
+  addArenaBuffer(program, "loss", DType::F32, {}, Role::Loss);
   program.functions.push_back({"train_step", {}});
   program.model = nlohmann::json::object();
   program.train = nlohmann::json::object();

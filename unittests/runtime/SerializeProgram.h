@@ -12,7 +12,9 @@
 #include "runtime/program/Program.h"
 #include "runtime/program/ProgramFormat.h"
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace partition::testprograms {
 
@@ -24,6 +26,12 @@ std::string serializeProgram(const runtime::Program &program,
 /// A minimal valid program: f32 buffers "a" [4], "b" [2, 3], "c" [5], and
 /// the tokens, targets and loss buffers; a train_step with no instructions.
 runtime::Program minimalProgram();
+
+/// Appends a buffer of 4-byte elements (f32 or i32) at the end of
+/// `program`'s arena, growing it; returns its index.
+uint32_t addArenaBuffer(runtime::Program &program, const char *name,
+                        runtime::DType dtype, std::vector<int64_t> shape,
+                        runtime::Role role = runtime::Role::Temporary);
 
 } // namespace partition::testprograms
 
