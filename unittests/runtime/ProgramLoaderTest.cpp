@@ -494,15 +494,8 @@ TEST(ProgramLoader, RejectsBadBlockCollectives) {
 Program axisIndexProgram(const std::string &name) {
   Program program = testprograms::minimalProgram();
   program.mesh = {{"dp", 2, runtime::AxisRole::Data}, {"pp", 1}, {"tp", 2}};
-  runtime::BufferInfo buffer;
-  buffer.role = runtime::Role::AxisIndex;
-  buffer.name = name;
-  buffer.dtype = runtime::DType::I32;
-  buffer.elements = 1;
-  buffer.bytes = 4;
-  buffer.offset = program.arenaBytes;
-  program.arenaBytes += 4;
-  program.buffers.push_back(buffer);
+  addArenaBuffer(program, name.c_str(), runtime::DType::I32, {},
+                 runtime::Role::AxisIndex);
   return program;
 }
 

@@ -177,7 +177,7 @@ uint32_t addArenaBuffer(runtime::Program &program, const char *name,
   buffer.elements = 1;
   for (int64_t dim : buffer.shape)
     buffer.elements *= dim;
-  buffer.bytes = uint64_t(buffer.elements) * 4;
+  buffer.bytes = uint64_t(buffer.elements) * runtime::dtypeBytes(dtype);
   buffer.offset = program.arenaBytes;
   program.arenaBytes += buffer.bytes;
   program.buffers.push_back(buffer);

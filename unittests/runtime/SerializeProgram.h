@@ -27,8 +27,8 @@ std::string serializeProgram(const runtime::Program &program,
 /// the tokens, targets and loss buffers; a train_step with no instructions.
 runtime::Program minimalProgram();
 
-/// Appends a buffer of 4-byte elements (f32 or i32) at the end of
-/// `program`'s arena, growing it; returns its index.
+/// Appends a buffer of `dtype` at the end of `program`'s arena, growing
+/// it; returns its index.
 uint32_t addArenaBuffer(runtime::Program &program, const char *name,
                         runtime::DType dtype, std::vector<int64_t> shape,
                         runtime::Role role = runtime::Role::Temporary);

@@ -21,7 +21,6 @@
 #include <utility>
 
 using namespace partition;
-using runtime::BufferInfo;
 using runtime::DType;
 using runtime::Instruction;
 using runtime::KernelId;
@@ -51,18 +50,9 @@ enum Buf : uint32_t {
 };
 
 uint32_t addBuffer(Program &program, DType dtype, std::vector<int64_t> shape) {
-  BufferInfo buffer;
-  buffer.name = "b" + std::to_string(program.buffers.size());
-  buffer.dtype = dtype;
-  buffer.shape = shape;
-  buffer.elements = 1;
-  for (int64_t dim : shape)
-    buffer.elements *= dim;
-  buffer.bytes = uint64_t(buffer.elements) * runtime::dtypeBytes(dtype);
-  buffer.offset = program.arenaBytes;
-  program.arenaBytes += buffer.bytes;
-  program.buffers.push_back(buffer);
-  return uint32_t(program.buffers.size() - 1);
+  std::string name = "b" + std::to_string(program.buffers.size());
+  return testprograms::addArenaBuffer(program, name.c_str(), dtype,
+                                      std::move(shape));
 }
 
 /// Causal, RoPE at theta 1e4 scaled linearly by 2, a window of 3.
