@@ -471,15 +471,8 @@ LogicalResult Reroll::matchOp(Operation *first, Operation *second) {
     secondOf.map(first->getResult(0), second->getResult(0));
     return success();
   }
-  // Labels name a collective in traces and errors ("partial sum 7 over
-  // [tp]"): the loop's runs go by micro-batch 1's.
-  auto attributes = [](Operation *op) {
-    NamedAttrList list(op->getAttrDictionary());
-    list.erase("label");
-    return list.getDictionary(op->getContext());
-  };
-  if ((!sameAttributes(first, second) &&
-       attributes(first) != attributes(second)) ||
+  // The loop's runs go by micro-batch 1's labels.
+  if (!sameAttributesButLabels(first, second) ||
       first->getResultTypes() != second->getResultTypes())
     return where() << "other attributes or result types";
   for (auto [x, y] : llvm::zip(first->getOperands(), second->getOperands()))

@@ -104,6 +104,18 @@ bool sameAttributes(Operation *a, Operation *b) {
                                           b->getPropertiesStorage());
 }
 
+bool sameAttributesButLabels(Operation *a, Operation *b) {
+  if (sameAttributes(a, b))
+    return true;
+  // Rarely reached (the labeled ops): the dictionaries only then.
+  auto withoutLabel = [](Operation *op) {
+    NamedAttrList list(op->getAttrDictionary());
+    list.erase("label");
+    return list.getDictionary(op->getContext());
+  };
+  return a->getName() == b->getName() && withoutLabel(a) == withoutLabel(b);
+}
+
 bool mergeRepeatedKernels(ArrayRef<Operation *> ops,
                           llvm::function_ref<bool(Operation *)> mayMerge) {
   // The buffers written so far, walking `ops` in order.

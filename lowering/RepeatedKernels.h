@@ -24,6 +24,10 @@ namespace partition {
 /// time).
 llvm::hash_code attributesHash(mlir::Operation *op);
 bool sameAttributes(mlir::Operation *a, mlir::Operation *b);
+/// sameAttributes, or the same but for their `label` (a collective's or
+/// transfer's name in traces and errors: "partial sum 7 over [tp]", "F mb3
+/// activations"), which differs from micro-batch to micro-batch.
+bool sameAttributesButLabels(mlir::Operation *a, mlir::Operation *b);
 
 /// The one kernel that writes `buffer`, an allocation its kernels and
 /// views alone use; else null (any other user, a collective, may write it).
