@@ -75,20 +75,23 @@ LogicalResult WalkFormation::findActions() {
     if (mark.getPhase() == "update") {
       update = actions.size();
       actions.push_back({{"update", 0}, 0, i, ops.size()});
+      for (size_t j = i + 1; j < ops.size(); ++j)
+        if (isa<rt::ActionMarkOp>(ops[j]))
+          return fail() << "marks an action after its update (op #" << j
+                        << "); the update follows every action";
       break;
     }
     actions.push_back({{mark.getPhase().str(),
                         static_cast<int64_t>(mark.getModelChunk())},
                        static_cast<int64_t>(mark.getMicrobatch()), i, 0});
   }
-  if (actions.empty())
-    return fail() << "has no rt.action_mark (build it with "
-                     "--dist-pipeline=mark-actions=true)";
   if (update == SIZE_MAX) {
     // No optimizer after the actions: they run to the return.
     actions.back().end = ops.size() - 1;
     update = actions.size();
   }
+  if (update == 0)
+    return fail() << "marks its update but no action before it";
   for (size_t a = 0; a < update; ++a) {
     for (size_t i = actions[a].begin; i < actions[a].end; ++i)
       actionAt[ops[i]] = static_cast<int>(a);
@@ -103,6 +106,20 @@ LogicalResult WalkFormation::findActions() {
                     << kind.first << " on chunk " << kind.second
                     << "; a walk needs micro-batches 0, 1 and 2 at least";
   return success();
+}
+
+/// A step input whose rows differ by micro-batch (rt.role tokens or
+/// targets).
+static bool isRowsInput(Value buffer) {
+  auto argument = dyn_cast<BlockArgument>(buffer);
+  if (!argument)
+    return false;
+  auto function = dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
+  auto role = function ? function.getArgAttrOfType<StringAttr>(
+                             argument.getArgNumber(),
+                             rt::RtDialect::kRoleAttrName)
+                       : StringAttr();
+  return role && (role.getValue() == "tokens" || role.getValue() == "targets");
 }
 
 bool WalkFormation::hoistInvariants() {
@@ -137,6 +154,8 @@ bool WalkFormation::hoistInvariants() {
         continue;
       bool invariant = llvm::all_of(kernel.getInputs(), [&](Value input) {
         Value buffer = rt::viewedBuffer(input);
+        if (isRowsInput(buffer))
+          return false; // A micro-batch's rows.
         Operation *def = buffer.getDefiningOp();
         bool fixed = isa<BlockArgument>(buffer) ||
                      (def && (hoisted.contains(def) ||
@@ -236,14 +255,9 @@ LogicalResult WalkFormation::matchPair(const ActionCode &first,
       next[a->getResult(0)] = b->getResult(0);
       continue;
     }
-    if (a->getResultTypes() != b->getResultTypes())
-      return differ();
-    NamedAttrList attrsA(a->getAttrDictionary()), attrsB(b->getAttrDictionary());
-    attrsA.erase("label");
-    attrsB.erase("label");
-    if (!sameAttributes(a, b) &&
-        attrsA.getDictionary(a->getContext()) !=
-            attrsB.getDictionary(b->getContext()))
+    // The regions' transfers go by micro-batch 1's labels.
+    if (a->getResultTypes() != b->getResultTypes() ||
+        !sameAttributesButLabels(a, b))
       return differ();
     for (auto [x, y] : llvm::zip(a->getOperands(), b->getOperands()))
       if (failed(matchOperand(a, x, y)))
@@ -337,20 +351,31 @@ FailureOr<StageSchedule> stageSchedule(func::FuncOp function) {
            << "--rt-action-walk: @" << function.getSymName()
            << " is no pipeline stage (dist.pipeline_stage, and the module's "
               "dist.pipeline)";
-  StageSchedule schedule;
-  schedule.stage = static_cast<int>(stage.getInt());
-  auto kind = pipeline::parseScheduleKind(
-      info.getAs<StringAttr>("schedule").getValue().str());
-  schedule.config.kind = kind ? *kind : pipeline::ScheduleKind::OneFOneB;
-  schedule.config.stages = static_cast<int>(
-      info.getAs<IntegerAttr>("stages").getInt());
-  schedule.config.chunks = static_cast<int>(
-      info.getAs<IntegerAttr>("virtual_stages").getInt());
-  schedule.config.microbatches = static_cast<int>(
-      info.getAs<IntegerAttr>("microbatches").getInt());
+  auto schedule = info.getAs<StringAttr>("schedule");
+  auto stages = info.getAs<IntegerAttr>("stages");
+  auto chunks = info.getAs<IntegerAttr>("virtual_stages");
+  auto microbatches = info.getAs<IntegerAttr>("microbatches");
+  std::optional<pipeline::ScheduleKind> kind =
+      schedule ? pipeline::parseScheduleKind(schedule.getValue().str())
+               : std::nullopt;
+  if (!kind || !stages || !chunks || !microbatches || stages.getInt() < 1 ||
+      chunks.getInt() < 1 || stage.getInt() < 0 ||
+      stage.getInt() >= stages.getInt())
+    return function.emitError()
+           << "--rt-action-walk: @" << function.getSymName()
+           << ": the module's dist.pipeline needs a known schedule ("
+           << pipeline::scheduleNames()
+           << "), stages and virtual_stages of at least 1 and microbatches, "
+              "and the stage must be one of its stages";
+  StageSchedule result;
+  result.stage = static_cast<int>(stage.getInt());
+  result.config.kind = *kind;
+  result.config.stages = static_cast<int>(stages.getInt());
+  result.config.chunks = static_cast<int>(chunks.getInt());
+  result.config.microbatches = static_cast<int>(microbatches.getInt());
   if (std::optional<pipeline::LoopLayout> loop = recordedLoop(function))
-    schedule.config.microbatches = loop->microbatches;
-  return schedule;
+    result.config.microbatches = loop->microbatches;
+  return result;
 }
 
 struct ActionWalkPass : impl::ActionWalkPassBase<ActionWalkPass> {

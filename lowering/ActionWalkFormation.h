@@ -72,7 +72,7 @@ private:
   void copySlots(Operation *first);
   void takeFinishing();
   LogicalResult eraseOtherMicrobatches();
-  LogicalResult emitWalk(Operation *first);
+  LogicalResult emitWalk();
   Value rootOf(Value value) const;
 
   int actionOf(Operation *op) const {

@@ -238,6 +238,14 @@ LogicalResult WalkFormation::eraseOtherMicrobatches() {
       ops[i] = nullptr;
     }
   }
+  // The template's own allocations of a sum's later values, which now go
+  // to the sum's start, are unused.
+  for (int a : templates)
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i)
+      if (ops[i] && isa<memref::AllocOp>(ops[i]) && ops[i]->use_empty()) {
+        ops[i]->erase();
+        ops[i] = nullptr;
+      }
   // The regions' marks go too: the walk's ops take their places.
   for (int a : templates) {
     ops[actions[a].begin]->erase();
@@ -246,7 +254,7 @@ LogicalResult WalkFormation::eraseOtherMicrobatches() {
   return success();
 }
 
-LogicalResult WalkFormation::emitWalk(Operation *first) {
+LogicalResult WalkFormation::emitWalk() {
   Operation *updateMark =
       update < actions.size() ? ops[actions[update].begin] : nullptr;
   // What the regions use from before them stays live to the walk's end.
@@ -313,7 +321,6 @@ LogicalResult WalkFormation::emitWalk(Operation *first) {
   }
   if (updateMark)
     updateMark->erase();
-  (void)first;
   return success();
 }
 
@@ -331,7 +338,7 @@ LogicalResult WalkFormation::rewrite() {
   takeFinishing();
   if (failed(eraseOtherMicrobatches()))
     return failure();
-  return emitWalk(first);
+  return emitWalk();
 }
 
 } // namespace partition::actionwalk

@@ -73,3 +73,96 @@ func.func @lone(%x: memref<4xf32>, %y: memref<4xf32>) attributes {xfmr.train_ste
   rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
   return
 }
+
+// -----
+
+module attributes {dist.pipeline = {schedule = "1f1b", stages = 1 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
+  // expected-error @+1 {{--rt-action-walk: @only_update: marks its update but no action before it}}
+  func.func @only_update(%x: memref<4xf32>, %y: memref<4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.train_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
+    rt.action_mark "update" model_chunk = 0 microbatch = 0
+    rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+    return
+  }
+}
+
+// -----
+
+module attributes {dist.pipeline = {schedule = "1f1b", stages = 1 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
+  // expected-error @+1 {{--rt-action-walk: @after_update: marks an action after its update (op #4); the update follows every action}}
+  func.func @after_update(%x: memref<4xf32>, %y: memref<4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.train_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
+    rt.action_mark "F" model_chunk = 0 microbatch = 0
+    rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+    rt.action_mark "update" model_chunk = 0 microbatch = 0
+    rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 1
+    return
+  }
+}
+
+// -----
+
+// Micro-batch 1 reads another argument where micro-batch 0 reads %x.
+module attributes {dist.pipeline = {schedule = "1f1b", stages = 1 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
+  // expected-error @+1 {{--rt-action-walk: @other_input: micro-batch 0's op #1 (rt.kernel) reads a buffer the next micro-batch's does not read in its place}}
+  func.func @other_input(%x: memref<4xf32>, %z: memref<4xf32>, %y: memref<4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.train_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
+    rt.action_mark "F" model_chunk = 0 microbatch = 0
+    rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 1
+    rt.kernel "gelu" ins(%z : memref<4xf32>) outs(%y : memref<4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 2
+    rt.kernel "gelu" ins(%z : memref<4xf32>) outs(%y : memref<4xf32>)
+    return
+  }
+}
+
+// -----
+
+// 1F1B's schedule has backward actions, which the step does not hold.
+module attributes {dist.pipeline = {schedule = "1f1b", stages = 1 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
+  // expected-error @+1 {{--rt-action-walk: @forwards_only: the plan's schedule runs B of model chunk 0, which the step does not hold}}
+  func.func @forwards_only(%x: memref<4xf32>, %y: memref<4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.train_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
+    rt.action_mark "F" model_chunk = 0 microbatch = 0
+    rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 1
+    rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 2
+    rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+    return
+  }
+}
+
+// -----
+
+// After the actions, a read of the last micro-batch's own value (computed
+// from its rows, not a sum): the walk keeps micro-batch 1's code only.
+module attributes {dist.pipeline = {schedule = "1f1b", stages = 1 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
+  // expected-error @+1 {{--rt-action-walk: @reads_last: op #13 (rt.kernel) reads micro-batch 2's op #10 (memref.alloc), which the walk does not keep}}
+  func.func @reads_last(%in: memref<3x4xf32> {rt.role = "tokens"}, %y: memref<1x4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.eval_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
+    rt.action_mark "F" model_chunk = 0 microbatch = 0
+    %r0 = memref.subview %in[0, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1]>>
+    %a = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%r0 : memref<1x4xf32, strided<[4, 1]>>) outs(%a : memref<1x4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 1
+    %r1 = memref.subview %in[1, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 4>>
+    %b = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%r1 : memref<1x4xf32, strided<[4, 1], offset: 4>>) outs(%b : memref<1x4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 2
+    %r2 = memref.subview %in[2, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 8>>
+    %c = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%r2 : memref<1x4xf32, strided<[4, 1], offset: 8>>) outs(%c : memref<1x4xf32>)
+    rt.action_mark "update" model_chunk = 0 microbatch = 0
+    rt.kernel "gelu" ins(%c : memref<1x4xf32>) outs(%y : memref<1x4xf32>)
+    return
+  }
+}
+
+// -----
+
+module attributes {dist.pipeline = {schedule = "2f2b", stages = 1 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
+  // expected-error @+1 {{--rt-action-walk: @unknown_schedule: the module's dist.pipeline needs a known schedule (gpipe, 1f1b, interleaved-1f1b, zero-bubble), stages and virtual_stages of at least 1 and microbatches, and the stage must be one of its stages}}
+  func.func @unknown_schedule(%x: memref<4xf32>, %y: memref<4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.train_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
+    rt.action_mark "F" model_chunk = 0 microbatch = 0
+    rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+    return
+  }
+}
