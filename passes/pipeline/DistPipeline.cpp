@@ -389,6 +389,7 @@ checkedLoop(func::FuncOp step, const std::optional<LoopLayout> &recorded,
                         "\"microbatch-loop=true loop-stages="
                      << shape.stages << " loop-chunks=" << shape.chunks
                      << " loop-schedule=" << shape.schedule
+                     << (shape.walk ? " loop-walk=true" : "")
                      << "\" (partition-compile does)";
     return failure();
   }

@@ -445,6 +445,9 @@ int main(int argc, char **argv) {
 
   partition::Plan plan;
   bool replicas = !planReplicas(planFile, plan).empty();
+  if (actionWalk && unrollMicrobatches)
+    return fail("--action-walk keeps one copy of each kind of action, "
+                "--unroll-microbatches every micro-batch's code; give one");
   if (logits && optimizer != "adamw")
     return fail("--logits needs the evaluation steps, which --optimizer none "
                 "leaves out; use --optimizer adamw");
@@ -464,6 +467,9 @@ int main(int argc, char **argv) {
   if (memoryReport)
     printLayerReport(*module);
   bool pipelined = partition::pipeline::readPipelineInfo(*module).has_value();
+  if (actionWalk && !pipelined)
+    return fail("--action-walk walks a pipeline stage's schedule, but the "
+                "plan has no pipeline (mesh.pp = 1); leave it out");
   if (memoryReport && pipelined &&
       failed(partition::pipeline::printPipelineReport(*module, llvm::outs())))
     return fail("cannot report the pipeline (see the diagnostic above)");
