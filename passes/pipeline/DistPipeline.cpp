@@ -89,6 +89,14 @@ parameterStages(func::FuncOp step, const StepAnalysis &analysis,
   return stages;
 }
 
+/// A zero: a constant, or a device's block of one (the tensor-parallel
+/// slice of the zero a looped step starts a vocab-parallel sum at).
+static bool isZero(Value value) {
+  if (auto slice = value.getDefiningOp<dist::AllSliceOp>())
+    return isZero(slice->getOperand(0));
+  return matchPattern(value, m_AnyZeroFloat());
+}
+
 /// A parameter held by several stages (a tied embedding): its gradient is
 /// a sum of contributions made on each. Regroups the sum into one partial
 /// per stage (summed where the contributions are made), then the partials
@@ -117,7 +125,7 @@ void splitTiedGradient(AdamWOp adamw, func::FuncOp step,
     // starts at its own below.
     if (add && (value == root || value.hasOneUse()))
       for (unsigned zero : {0u, 1u})
-        if (matchPattern(add.getOperand(zero), m_AnyZeroFloat())) {
+        if (isZero(add.getOperand(zero))) {
           sums.push_back(add);
           collect(add.getOperand(1 - zero));
           return;
@@ -161,7 +169,7 @@ void splitTiedGradient(AdamWOp adamw, func::FuncOp step,
     else
       builder.setInsertionPointToStart(adamw->getBlock());
     auto rest = llvm::drop_begin(values);
-    if (fromZero && !matchPattern(partial, m_AnyZeroFloat())) {
+    if (fromZero && !isZero(partial)) {
       // At the top, as the step's own zeros: above every micro-batch.
       OpBuilder top = OpBuilder::atBlockBegin(adamw->getBlock());
       partial = arith::ConstantOp::create(
