@@ -60,6 +60,33 @@ void WalkFormation::index() {
   }
 }
 
+LogicalResult WalkFormation::scheduleOrder() {
+  const pipeline::ScheduleConfig &config = schedule.config;
+  if (forwardOnly) {
+    order = pipeline::forwardOrder(config.stages, config.chunks,
+                                   config.microbatches);
+  } else {
+    OrError<pipeline::Schedule> generated = pipeline::generateSchedule(config);
+    if (!generated)
+      return fail() << "the plan's schedule: " << generated.error();
+    order = generated->actions[schedule.stage];
+  }
+  // Where every weight gradient runs right after its input gradient (all
+  // schedules but the zero-bubble ones), the two are one action: what B
+  // makes for W is then the region's own temporary, not a slot buffer that
+  // lives through the walk.
+  fuseWeightGradients = true;
+  for (auto [i, action] : llvm::enumerate(order))
+    if (action.kind == pipeline::ActionKind::BackwardWeight) {
+      const pipeline::Action *before = i ? &order[i - 1] : nullptr;
+      fuseWeightGradients &=
+          before && before->kind == pipeline::ActionKind::BackwardInput &&
+          before->microbatch == action.microbatch &&
+          before->chunk == action.chunk;
+    }
+  return success();
+}
+
 LogicalResult WalkFormation::findActions() {
   index();
   actions.clear();
@@ -69,6 +96,13 @@ LogicalResult WalkFormation::findActions() {
   for (auto [i, op] : llvm::enumerate(ops)) {
     auto mark = dyn_cast<rt::ActionMarkOp>(op);
     if (!mark)
+      continue;
+    // A weight gradient fused with its input gradient continues it (the
+    // step holds them one after the other).
+    if (fuseWeightGradients && mark.getPhase() == "W" && !actions.empty() &&
+        actions.back().kind ==
+            Kind{"B", static_cast<int64_t>(mark.getModelChunk())} &&
+        actions.back().microbatch == static_cast<int64_t>(mark.getMicrobatch()))
       continue;
     if (!actions.empty())
       actions.back().end = i;
@@ -108,9 +142,7 @@ LogicalResult WalkFormation::findActions() {
   return success();
 }
 
-/// A step input whose rows differ by micro-batch (rt.role tokens or
-/// targets).
-static bool isRowsInput(Value buffer) {
+bool isRowsInput(Value buffer) {
   auto argument = dyn_cast<BlockArgument>(buffer);
   if (!argument)
     return false;
@@ -122,6 +154,25 @@ static bool isRowsInput(Value buffer) {
   return role && (role.getValue() == "tokens" || role.getValue() == "targets");
 }
 
+KernelOp WalkFormation::hoistedLike(KernelOp kernel) {
+  auto it = hoistedByKey.find(kernelKey(kernel));
+  if (it == hoistedByKey.end())
+    return nullptr;
+  for (KernelOp other : it->second)
+    if (other.getInputs() == kernel.getInputs() &&
+        other.getOutputs().getTypes() == kernel.getOutputs().getTypes() &&
+        sameAttributesButLabels(other, kernel))
+      return other;
+  return nullptr;
+}
+
+size_t WalkFormation::kernelKey(KernelOp kernel) {
+  return llvm::hash_combine(
+      kernel.getKernel(), attributesHash(kernel),
+      llvm::hash_combine_range(kernel.getInputs().begin(),
+                               kernel.getInputs().end()));
+}
+
 bool WalkFormation::hoistInvariants() {
   // Buffers an action writes (kernels' outputs, other ops' operands).
   DenseSet<Value> written;
@@ -129,11 +180,24 @@ bool WalkFormation::hoistInvariants() {
     for (size_t i = actions[a].begin; i < actions[a].end; ++i)
       addWrittenBuffers(ops[i], written);
   // A kernel of an action whose inputs are the step's arguments (unwritten
-  // by the actions), constants or hoisted results, whose outputs only it
-  // writes, and whose result another action reads (or that has no inputs:
-  // a sum's zero start, the loss gradient's seed), moves above the walk.
-  DenseSet<Operation *> hoisted;
-  SmallVector<Operation *> moving;
+  // by the actions), constants, hoisted results or other such kernels'
+  // outputs, and whose output only it writes, computes the same value for
+  // every micro-batch. It moves above the walk when it has no inputs (a
+  // sum's zero start, the loss gradient's seed: each its own buffer), when
+  // it reads such a constant (a zero start's tensor-parallel block, the
+  // seed scaled by 1/dp), or when another action reads its value, directly
+  // or through such kernels (a bf16 plan's cast of a weight, which each
+  // micro-batch's forward makes and its backward reads; a tensor-parallel
+  // bias cast and scaled by 1/tp, which micro-batch 0's forward computes
+  // for itself and the later ones read). One above the walk already
+  // computing the same (the same kernel on the same inputs) serves it
+  // instead. A kernel whose value its own action alone reads (a weight's
+  // bf16 copy that a recomputing backward casts anew) stays: its buffer
+  // lives no longer than the action. Returns whether any moved; what reads
+  // a value merged now is found by the next call.
+  SmallVector<KernelOp> constants, candidates;
+  DenseMap<Value, KernelOp> candidateOf;
+  DenseSet<Operation *> needed;
   for (size_t a = 0; a < update; ++a)
     for (size_t i = actions[a].begin; i < actions[a].end; ++i) {
       auto kernel = dyn_cast<KernelOp>(ops[i]);
@@ -141,47 +205,108 @@ bool WalkFormation::hoistInvariants() {
         continue;
       Value out = kernel.getOutputs().front();
       auto alloc = out.getDefiningOp<memref::AllocOp>();
-      // A constant (a fill: a sum's zero start, which a fused kernel may
-      // then accumulate into) when it comes first; else the buffer's only
-      // writer.
-      bool firstUse = llvm::none_of(out.getUsers(), [&](Operation *user) {
-        return user != kernel.getOperation() &&
-               position.lookup(user) < position.lookup(kernel);
-      });
-      if (!alloc || (kernel.getInputs().empty()
-                         ? !firstUse
-                         : soleKernelWriter(out) != kernel))
+      if (!alloc)
         continue;
+      if (kernel.getInputs().empty()) {
+        // A constant (a fill, which a fused kernel may then accumulate
+        // into) when it writes its buffer first.
+        bool firstUse = llvm::none_of(out.getUsers(), [&](Operation *user) {
+          return user != kernel.getOperation() &&
+                 position.lookup(user) < position.lookup(kernel);
+        });
+        if (firstUse)
+          constants.push_back(kernel);
+        continue;
+      }
+      if (soleKernelWriter(out) != kernel)
+        continue;
+      bool fromConstants = false;
       bool invariant = llvm::all_of(kernel.getInputs(), [&](Value input) {
         Value buffer = rt::viewedBuffer(input);
         if (isRowsInput(buffer))
           return false; // A micro-batch's rows.
+        if (candidateOf.count(buffer))
+          return true;
         Operation *def = buffer.getDefiningOp();
-        bool fixed = isa<BlockArgument>(buffer) ||
-                     (def && (hoisted.contains(def) ||
-                              (beforeActions(def) && !written.contains(buffer))));
+        bool fixed = isa<BlockArgument>(buffer) || (def && beforeActions(def));
+        fromConstants |= constantValues.contains(buffer);
         return fixed && !written.contains(buffer) &&
                (!input.getDefiningOp() || actionOf(input) < 0 ||
-                hoisted.contains(input.getDefiningOp()) ||
                 rt::isView(input.getDefiningOp()));
       });
-      bool readElsewhere = llvm::any_of(out.getUsers(), [&](Operation *user) {
-        return actionOf(user) != int(a);
-      });
-      if (!invariant || (!kernel.getInputs().empty() && !readElsewhere))
+      if (!invariant)
         continue;
-      hoisted.insert(alloc);
-      hoisted.insert(kernel);
-      moving.push_back(alloc);
-      moving.push_back(kernel);
-      written.erase(out);
+      candidates.push_back(kernel);
+      candidateOf[out] = kernel;
+      if (fromConstants ||
+          llvm::any_of(out.getUsers(),
+                       [&](Operation *user) { return actionOf(user) != int(a); }))
+        needed.insert(kernel);
     }
+  // What a needed kernel reads from another moves too.
+  for (KernelOp kernel : llvm::reverse(candidates))
+    if (needed.contains(kernel))
+      for (Value input : kernel.getInputs())
+        if (KernelOp producer = candidateOf.lookup(rt::viewedBuffer(input)))
+          needed.insert(producer);
   Operation *top = ops[actions.front().begin];
-  for (Operation *op : moving) {
-    // Views an input reads come along (they read nothing the walk writes).
-    op->moveBefore(top);
+  // Each goes right after the latest writer of what it reads above the
+  // walk (so that a zero start's full buffer, sliced for a tensor-parallel
+  // block, dies at once rather than living beside every other), with the
+  // views it reads through.
+  auto hoist = [&](KernelOp kernel) {
+    Operation *after = nullptr;
+    for (Value input : kernel.getInputs()) {
+      Value buffer = rt::viewedBuffer(input);
+      Operation *writer = soleKernelWriter(buffer);
+      if (!writer)
+        writer = buffer.getDefiningOp();
+      if (writer && writer->isBeforeInBlock(top) &&
+          (!after || after->isBeforeInBlock(writer)))
+        after = writer;
+    }
+    Operation *anchor = after ? after->getNextNode() : top;
+    for (Value input : kernel.getInputs()) {
+      SmallVector<Operation *> views;
+      for (Operation *def = input.getDefiningOp(); def && rt::isView(def);
+           def = def->getOperand(0).getDefiningOp())
+        if (!def->isBeforeInBlock(anchor))
+          views.push_back(def);
+      for (Operation *view : llvm::reverse(views))
+        view->moveBefore(anchor);
+    }
+    kernel.getOutputs().front().getDefiningOp()->moveBefore(anchor);
+    kernel->moveBefore(anchor);
+  };
+  bool changed = false;
+  for (KernelOp constant : constants) {
+    hoist(constant);
+    constantValues.insert(constant.getOutputs().front());
+    changed = true;
   }
-  return !moving.empty();
+  for (KernelOp kernel : candidates) {
+    // Inputs merged above may make it one that is there already.
+    Value out = kernel.getOutputs().front();
+    if (KernelOp same = hoistedLike(kernel)) {
+      Operation *alloc = out.getDefiningOp();
+      out.replaceAllUsesWith(same.getOutputs().front());
+      mergedValues.insert(same.getOutputs().front());
+      kernel->erase();
+      alloc->erase();
+      changed = true;
+      continue;
+    }
+    if (!needed.contains(kernel))
+      continue;
+    hoist(kernel);
+    hoistedByKey[kernelKey(kernel)].push_back(kernel);
+    if (llvm::any_of(kernel.getInputs(), [&](Value input) {
+          return constantValues.contains(rt::viewedBuffer(input));
+        }))
+      constantValues.insert(out);
+    changed = true;
+  }
+  return changed;
 }
 
 LogicalResult WalkFormation::matchOperand(Operation *at, Value x, Value y) {
@@ -199,7 +324,7 @@ LogicalResult WalkFormation::matchOperand(Operation *at, Value x, Value y) {
   // micro-batch apart.
   auto rowsOf = [](Value value) -> memref::SubViewOp {
     auto view = value.getDefiningOp<memref::SubViewOp>();
-    if (!view || !isa<BlockArgument>(view.getSource()))
+    if (!view || !isRowsInput(view.getSource()))
       return nullptr;
     return view;
   };
@@ -243,8 +368,10 @@ LogicalResult WalkFormation::matchPair(const ActionCode &first,
     if (a->getName() != b->getName() ||
         a->getNumOperands() != b->getNumOperands())
       return differ();
+    if (isa<rt::ActionMarkOp>(a))
+      continue; // A fused weight gradient's: its micro-batch's.
     if (auto view = dyn_cast<memref::SubViewOp>(a);
-        view && isa<BlockArgument>(view.getSource())) {
+        view && isRowsInput(view.getSource())) {
       // A view of the input rows: another micro-batch's rows.
       auto other = cast<memref::SubViewOp>(b);
       if (other.getSource() != view.getSource() ||
@@ -321,12 +448,15 @@ bool WalkFormation::moveOneTimeReceives() {
 }
 
 LogicalResult WalkFormation::run() {
-  if (failed(findActions()))
+  if (failed(scheduleOrder()) || failed(findActions()))
     return failure();
   if (moveOneTimeReceives() && failed(findActions()))
     return failure();
-  if (hoistInvariants() && failed(findActions()))
-    return failure();
+  // Each round hoists what reads the last one's values (each moves ops
+  // out of the actions, so the rounds end).
+  while (hoistInvariants())
+    if (failed(findActions()))
+      return failure();
   if (failed(matchAll()))
     return failure();
   return rewrite();

@@ -42,6 +42,10 @@ struct StageSchedule {
   int stage = 0;
 };
 
+/// A step input whose rows differ by micro-batch (rt.role tokens or
+/// targets).
+bool isRowsInput(Value buffer);
+
 class WalkFormation {
 public:
   WalkFormation(func::FuncOp function, const StageSchedule &schedule,
@@ -55,8 +59,11 @@ private:
                                 << function.getSymName() << ": ";
   }
   void index();
+  LogicalResult scheduleOrder();
   LogicalResult findActions();
   bool hoistInvariants();
+  static size_t kernelKey(rt::KernelOp kernel);
+  rt::KernelOp hoistedLike(rt::KernelOp kernel);
   bool moveOneTimeReceives();
   LogicalResult matchAll();
   LogicalResult matchPair(const ActionCode &first, const ActionCode &second);
@@ -91,6 +98,10 @@ private:
   func::FuncOp function;
   const StageSchedule &schedule;
   bool forwardOnly;
+  /// The plan's schedule on this stage, and whether each weight gradient
+  /// is one action with its input gradient.
+  std::vector<pipeline::Action> order;
+  bool fuseWeightGradients = false;
   SmallVector<Operation *> ops;
   DenseMap<Operation *, size_t> position;
   DenseMap<Operation *, int> actionAt;
@@ -105,6 +116,12 @@ private:
   /// Sums: a value the next micro-batch reads where this one read the
   /// previous micro-batch's -> that previous value (union to its start).
   DenseMap<Value, Value> sumBefore;
+  /// Hoisted constants' outputs (sums start in them), and the values that
+  /// hoisting made one for several micro-batches (read-only: no sum may
+  /// start in one).
+  DenseSet<Value> constantValues, mergedValues;
+  /// The kernels hoisted above the walk, by kernelKey.
+  DenseMap<size_t, SmallVector<rt::KernelOp, 1>> hoistedByKey;
   /// Views of the step's input rows the actions read.
   SetVector<Value> rowViews;
 
@@ -120,6 +137,8 @@ private:
   SetVector<Value> sums;
   /// Slot buffers (micro-batch 1's) and the model chunk that makes them.
   llvm::MapVector<Value, int64_t> slotted;
+  /// Whether a slot buffer one chunk's action writes another's reads.
+  bool crossesChunks = false;
   /// (region, slot, micro-batch) per action of the plan's schedule, and
   /// the slots each local chunk needs.
   SmallVector<int32_t> triples;

@@ -77,6 +77,10 @@ LogicalResult WalkFormation::resolveSums() {
     if (!def || !isa<memref::AllocOp>(def) || !beforeActions(def))
       return fail() << "a sum the actions carry (" << value.getType()
                     << ") does not start in a buffer written before them";
+    if (mergedValues.contains(root))
+      return fail() << "a sum the actions carry (" << value.getType()
+                    << ") starts in a value that several micro-batches "
+                       "read; it needs a buffer of its own";
     sums.insert(root);
   }
   return success();
@@ -92,13 +96,18 @@ void WalkFormation::findSlotBuffers() {
         continue;
       bool crosses = false;
       SmallVector<Value> pending{alloc.getResult()};
-      while (!pending.empty() && !crosses) {
+      while (!pending.empty()) {
         Value value = pending.pop_back_val();
         for (Operation *user : value.getUsers()) {
           if (rt::isView(user))
             pending.push_back(user->getResult(0));
           int at = actionOf(user);
-          crosses |= at >= 0 && at != a && isTemplate.contains(at);
+          if (at < 0 || at == a || !isTemplate.contains(at))
+            continue;
+          crosses = true;
+          // Another chunk's action reads it (an interleaved stage's MoE
+          // auxiliary loss, which the micro-batch's last chunk adds).
+          crossesChunks |= actions[at].kind.second != actions[a].kind.second;
         }
       }
       if (crosses)
@@ -111,16 +120,21 @@ LogicalResult WalkFormation::planActions() {
   // local chunk from its first action there to its last.
   const pipeline::ScheduleConfig &config = schedule.config;
   std::vector<pipeline::Action> order;
-  if (forwardOnly) {
-    order = pipeline::forwardOrder(config.stages, config.chunks,
-                                   config.microbatches);
-  } else {
-    OrError<pipeline::Schedule> generated = pipeline::generateSchedule(config);
-    if (!generated)
-      return fail() << "the plan's schedule: " << generated.error();
-    order = generated->actions[schedule.stage];
-  }
-  std::vector<int> slotOf = pipeline::assignSlots(order, slotCount);
+  for (const pipeline::Action &action : this->order)
+    if (!(fuseWeightGradients &&
+          action.kind == pipeline::ActionKind::BackwardWeight))
+      order.push_back(action);
+  // Where a value crosses from one chunk's action to another's, a
+  // micro-batch holds one slot for all its chunks on the stage, from its
+  // first action here to its last.
+  std::vector<pipeline::Action> holders = order;
+  if (crossesChunks)
+    for (pipeline::Action &action : holders)
+      action.chunk = 0;
+  std::vector<int> slotOf = pipeline::assignSlots(holders, slotCount);
+  if (crossesChunks)
+    for (int chunk = 1; chunk < config.chunks; ++chunk)
+      slotCount[chunk] = slotCount[0];
   for (auto [i, action] : llvm::enumerate(order)) {
     std::string letter(1, pipeline::actionLetter(action.kind));
     int64_t model = int64_t(action.chunk) * config.stages + schedule.stage;
@@ -197,25 +211,109 @@ void WalkFormation::copySlots(Operation *first) {
 
 void WalkFormation::takeFinishing() {
   // What the last micro-batch's actions do with finished sums alone (send
-  // a tied embedding's gradient partial to its other stage, write the mean
-  // loss into the step's result) follows the walk.
+  // a tied embedding's gradient partial to its other stage, all-reduce a
+  // gradient over dp or reduce-scatter its bucket, scale the loss's sum
+  // into the mean, all-reduce it and write the step's result) follows the
+  // walk: transfers, collectives and kernels that read only what the step
+  // holds outside the actions (the sums, in their starts now; parameters;
+  // not the input rows) or what another such op wrote, and write those or
+  // a buffer of their own action (whose allocation moves too) that no
+  // other op of the actions reads.
+  SetVector<Operation *> taken;
+  // Their own allocations -> their writer, and back.
+  DenseMap<Value, Operation *> writerOf;
+  DenseMap<Operation *, SmallVector<Value, 1>> ownOf;
+  auto isFixed = [&](Value operand) {
+    Value buffer = rt::viewedBuffer(operand);
+    return (actionOf(buffer) < 0 && !isRowsInput(buffer)) ||
+           writerOf.count(buffer);
+  };
   for (int a : lastActions)
     for (size_t i = actions[a].begin + 1; i < actions[a].end; ++i) {
       Operation *op = ops[i];
-      auto kernel = dyn_cast_or_null<KernelOp>(op);
-      bool finishes =
-          isa_and_nonnull<rt::SendOp, rt::AllReduceOp>(op) ||
-          (kernel && llvm::none_of(kernel.getOutputs(), [](Value out) {
-             return out.getDefiningOp<memref::AllocOp>();
-           }));
-      if (!finishes || llvm::any_of(op->getOperands(), [&](Value operand) {
-            return actionOf(rt::viewedBuffer(operand)) >= 0;
-          }))
+      // What it reads and what it writes.
+      SmallVector<Value> reads, writes;
+      if (auto kernel = dyn_cast_or_null<KernelOp>(op)) {
+        reads.append(kernel.getInputs().begin(), kernel.getInputs().end());
+        writes.append(kernel.getOutputs().begin(), kernel.getOutputs().end());
+      } else if (isa_and_nonnull<rt::AllGatherOp, rt::ReduceScatterOp,
+                                 rt::AllToAllOp>(op)) {
+        reads.push_back(op->getOperand(0));
+        writes.push_back(op->getOperand(1));
+      } else if (isa_and_nonnull<rt::SendOp, rt::AllReduceOp>(op)) {
+        reads.append(op->getOperands().begin(), op->getOperands().end());
+      }
+      if (reads.empty() || !llvm::all_of(reads, isFixed))
         continue;
-      finishing.push_back(op);
-      actionAt.erase(op);
-      ops[i] = nullptr;
+      SmallVector<Value, 1> own;
+      bool writesFixed = llvm::all_of(writes, [&](Value out) {
+        Value buffer = rt::viewedBuffer(out);
+        auto alloc = buffer.getDefiningOp<memref::AllocOp>();
+        if (alloc && actionOf(alloc.getOperation()) == a) {
+          own.push_back(buffer);
+          return true;
+        }
+        return isFixed(buffer);
+      });
+      if (!writesFixed)
+        continue;
+      for (Value buffer : own)
+        writerOf[buffer] = op;
+      ownOf[op] = own;
+      taken.insert(op);
     }
+  // What writes a buffer that an op left in the actions reads stays there
+  // (a weight's bf16 copy for the last micro-batch's own forward), and so
+  // does what reads it.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto &[buffer, writer] : writerOf) {
+      if (!taken.contains(writer))
+        continue;
+      bool readInActions = false;
+      SmallVector<Value> pending{buffer};
+      while (!pending.empty() && !readInActions) {
+        Value value = pending.pop_back_val();
+        for (Operation *user : value.getUsers()) {
+          if (rt::isView(user))
+            pending.push_back(user->getResult(0));
+          else
+            readInActions |= actionOf(user) >= 0 && !taken.contains(user);
+        }
+      }
+      if (readInActions) {
+        taken.remove(writer);
+        changed = true;
+      }
+    }
+    for (Operation *op : llvm::to_vector(taken))
+      if (llvm::any_of(op->getOperands(), [&](Value operand) {
+            Operation *writer = writerOf.lookup(rt::viewedBuffer(operand));
+            return writer && writer != op && !taken.contains(writer);
+          })) {
+        taken.remove(op);
+        changed = true;
+      }
+  }
+  auto take = [&](Operation *op) {
+    finishing.push_back(op);
+    actionAt.erase(op);
+    ops[position.lookup(op)] = nullptr;
+  };
+  DenseSet<Operation *> views;
+  for (Operation *op : taken) {
+    // The views it reads through, where a last action made them (one in
+    // a region stays, and the walk cannot use one of another micro-batch).
+    for (Value operand : op->getOperands())
+      for (Operation *def = operand.getDefiningOp();
+           def && rt::isView(def) && lastActions.contains(actionOf(def));
+           def = def->getOperand(0).getDefiningOp())
+        if (views.insert(def).second)
+          take(def);
+    for (Value buffer : ownOf.lookup(op))
+      take(buffer.getDefiningOp());
+    take(op);
+  }
 }
 
 LogicalResult WalkFormation::eraseOtherMicrobatches() {
@@ -246,11 +344,14 @@ LogicalResult WalkFormation::eraseOtherMicrobatches() {
         ops[i]->erase();
         ops[i] = nullptr;
       }
-  // The regions' marks go too: the walk's ops take their places.
-  for (int a : templates) {
-    ops[actions[a].begin]->erase();
-    ops[actions[a].begin] = nullptr;
-  }
+  // The regions' marks go too (a fused weight gradient's among them): the
+  // walk's ops take their places.
+  for (int a : templates)
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i)
+      if (ops[i] && isa<rt::ActionMarkOp>(ops[i])) {
+        ops[i]->erase();
+        ops[i] = nullptr;
+      }
   return success();
 }
 
