@@ -4,9 +4,10 @@
   bench/compile/run.py [--build build] [--repeats 3] [--quick]
 
 For each model and plan, partition-compile at several micro-batch counts,
-with the micro-batch loop (the default without a pipeline) and with
---unroll-microbatches (every micro-batch's code, as before the loop),
-interleaved and repeated; prints how many micro-batches the looped step
+with the micro-batch loop (the default), with --action-walk for a
+pipeline (one copy of each kind of action, the schedule walked as data)
+and with --unroll-microbatches (every micro-batch's code, as before the
+loop), interleaved and repeated; prints how many micro-batches the looped step
 compiles (its --memory-report's "micro-batch loop" line), the best wall
 time of each, the .ptp size and the arena (memory plan), and each figure's
 ratio to the smallest count's. Then, for one small model, the step time of the two programs
@@ -57,7 +58,7 @@ def compiled_microbatches(report):
     return None
 
 
-def compile_once(bin_dir, model, plan, micro, unroll, out):
+def compile_once(bin_dir, model, plan, micro, variant, out):
     command = [os.path.join(bin_dir, "partition-compile"), model, "-o", out,
                "--memory-report"]
     if plan:
@@ -71,8 +72,10 @@ def compile_once(bin_dir, model, plan, micro, unroll, out):
         command += ["--plan", counted]
     else:
         command += ["--microbatches", str(micro)]
-    if unroll:
+    if variant == "unrolled":
         command.append("--unroll-microbatches")
+    elif variant == "walk":
+        command.append("--action-walk")
     start = time.perf_counter()
     report = run(command)
     return (time.perf_counter() - start, os.path.getsize(out), arena(report),
@@ -89,6 +92,9 @@ def main():
                         help="only the cases whose name contains this")
     parser.add_argument("--no-step", action="store_true",
                         help="skip the step-time comparison")
+    parser.add_argument("--loop-up-to", type=int, default=256,
+                        help="the most micro-batches llama-70b's pipelines "
+                        "compile with the loop (it grows with them)")
     args = parser.parse_args()
     bin_dir = os.path.join(args.build, "bin")
     work = tempfile.mkdtemp(prefix="bench-compile-")
@@ -105,12 +111,15 @@ def main():
         return path
 
     tiny = gen("tiny", ["--preset", "gpt2-tiny", "--layers", "4"])
+    # (name, model, plan, micro-batch counts, the largest to compile
+    # unrolled, the largest to compile with the loop)
     cases = [
-        ("gpt2-tiny 4 layers, one rank", tiny, None, [8, 64, 256, 1024], 256),
+        ("gpt2-tiny 4 layers, one rank", tiny, None, [8, 64, 256, 1024], 256,
+         1024),
         ("gpt2-tiny 4 layers, pp2 1F1B", tiny,
          plan("tiny-pp2", json.dumps({"mesh": {"pp": 2},
                                       "pipeline": {"schedule": "1f1b"}})),
-         [8, 64, 256, 1024], 256),
+         [8, 64, 256, 1024], 256, 1024),
     ]
     if not args.quick:
         llama = gen("llama70b", ["--preset", "llama-70b", "--batch", "4"])
@@ -121,7 +130,7 @@ def main():
             ("llama-70b dp4 x tp8, ZeRO-1, selective, bf16", llama,
              plan("llama70b", json.dumps(
                  dict(sharded, mesh={"dp": 4, "tp": 8}))),
-             [8, 32, 256], 32))
+             [8, 32, 256], 32, 256))
         for schedule, chunks in (("1f1b", 1), ("interleaved-1f1b", 2)):
             cases.append(
                 ("llama-70b dp4 x tp8 x pp4, %s%s, ZeRO-1, selective, bf16" %
@@ -130,46 +139,54 @@ def main():
                      sharded, mesh={"dp": 4, "tp": 8, "pp": 4},
                      pipeline={"schedule": schedule,
                                "virtual_stages": chunks}))),
-                 [8, 32, 256], 32))
+                 [8, 32, 256], 32, args.loop_up_to))
     if args.case:
         cases = [c for c in cases if args.case in c[0]]
     repeats = 1 if args.quick else args.repeats
     print("| model, plan | micro-batches | compiled (loop) | compile (loop) "
-          "| x | program (loop) | x | arena (loop) | compile (unrolled) "
+          "| x | program (loop) | x | arena (loop) | compile (walk) | x "
+          "| program (walk) | x | arena (walk) | compile (unrolled) "
           "| program (unrolled) | arena (unrolled) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, model, plan_path, counts, unroll_up_to in cases:
-        base = None
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+          "|---:|---:|---:|")
+    for name, model, plan_path, counts, unroll_up_to, loop_up_to in cases:
+        base = {}
         for micro in counts:
-            times = {"loop": [], "unrolled": []}
+            times = {"loop": [], "walk": [], "unrolled": []}
             sizes, arenas, compiled = {}, {}, {}
             for _ in range(repeats):
-                for variant in ("loop", "unrolled"):
-                    if variant == "unrolled" and micro > unroll_up_to:
+                for variant in ("loop", "walk", "unrolled"):
+                    if ((variant == "unrolled" and micro > unroll_up_to) or
+                            (variant == "loop" and micro > loop_up_to) or
+                            (variant == "walk" and "pp" not in name)):
                         continue
                     out = os.path.join(work, "p-%s.ptp" % variant)
                     seconds, size, peak, built = compile_once(
-                        bin_dir, model, plan_path, micro,
-                        variant == "unrolled", out)
+                        bin_dir, model, plan_path, micro, variant, out)
                     times[variant].append(seconds)
                     sizes[variant], arenas[variant] = size, peak
                     compiled[variant] = built
-            loop = min(times["loop"])
-            if base is None:
-                base = (loop, sizes["loop"])
-            unrolled = ("%.2f s" % min(times["unrolled"])
-                        if times["unrolled"] else "-")
-            print("| %s | %d | %s | %.2f s | %.2f | %.2f MB | %.2f | %.1f MB "
-                  "| %s | %s | %s |" % (
-                      name, micro,
-                      "-" if compiled["loop"] is None else compiled["loop"],
-                      loop, loop / base[0],
-                      sizes["loop"] / 1e6, sizes["loop"] / base[1],
-                      arenas["loop"] / 1e6, unrolled,
-                      "%.2f MB" % (sizes["unrolled"] / 1e6)
-                      if "unrolled" in sizes else "-",
-                      "%.1f MB" % (arenas["unrolled"] / 1e6)
-                      if "unrolled" in arenas else "-"), flush=True)
+
+            def columns(variant, ratios):
+                if not times[variant]:
+                    return ["-"] * (5 if ratios else 3)
+                best = min(times[variant])
+                base.setdefault(variant, (best, sizes[variant]))
+                first = base[variant]
+                cells = ["%.2f s" % best]
+                if ratios:
+                    cells.append("%.2f" % (best / first[0]))
+                cells.append("%.2f MB" % (sizes[variant] / 1e6))
+                if ratios:
+                    cells.append("%.2f" % (sizes[variant] / first[1]))
+                cells.append("%.1f MB" % (arenas[variant] / 1e6))
+                return cells
+
+            built = compiled.get("loop")
+            print("| " + " | ".join(
+                [name, str(micro), "-" if built is None else str(built)] +
+                columns("loop", True) + columns("walk", True) +
+                columns("unrolled", False)) + " |", flush=True)
 
     if args.no_step:
         return
@@ -183,14 +200,14 @@ def main():
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     for label, plan_path, ranks in (("one rank", None, 1),
                                     ("pp2 1F1B, 2 ranks x 1 thread", pp2, 2)):
+        variants = ["loop", "unrolled"] + (["walk"] if plan_path else [])
         steps = {}
-        for variant in ("loop", "unrolled"):
+        for variant in variants:
             out = os.path.join(work, "step-%s.ptp" % variant)
-            compile_once(bin_dir, model, plan_path, 16,
-                         variant == "unrolled", out)
+            compile_once(bin_dir, model, plan_path, 16, variant, out)
             steps[variant] = []
         for _ in range(1 if args.quick else 3):
-            for variant in ("loop", "unrolled"):
+            for variant in variants:
                 metrics = os.path.join(work, "m-%s.jsonl" % variant)
                 command = [os.path.join(bin_dir, "partition-run"),
                            os.path.join(work, "step-%s.ptp" % variant),
@@ -209,11 +226,12 @@ def main():
                                if line.strip()]
                 steps[variant] += [r["step_ms"] for r in records
                                    if "step_ms" in r][2:]
-        loop, unrolled = (statistics.median(steps["loop"]),
-                          statistics.median(steps["unrolled"]))
+        medians = {v: statistics.median(steps[v]) for v in variants}
         print("\nstep (gpt2-tiny 4 layers, hidden 256, 16 micro-batches, "
-              "%s): loop %.1f ms, unrolled %.1f ms (loop / unrolled %.3f)"
-              % (label, loop, unrolled, loop / unrolled), flush=True)
+              "%s): %s" % (label, ", ".join(
+                  "%s %.1f ms (%.3f x unrolled)" % (
+                      v, medians[v], medians[v] / medians["unrolled"])
+                  for v in variants)), flush=True)
 
 
 if __name__ == "__main__":
