@@ -321,6 +321,18 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
       }
     }
   }
+  // An action walk's slot copies hold what their templates hold (the
+  // runtime writes them in the templates' place).
+  for (auto begin : body.getOps<rt::ActionWalkBeginOp>())
+    for (auto [slotTemplate, copy] :
+         llvm::zip(begin.getTemplates(), begin.getCopies())) {
+      auto from = intervalOf.find(rt::viewedBuffer(slotTemplate));
+      auto to = intervalOf.find(rt::viewedBuffer(copy));
+      if (from == intervalOf.end() || to == intervalOf.end())
+        continue;
+      intervals[to->second].isActivation |= intervals[from->second].isActivation;
+      intervals[to->second].isGradient |= intervals[from->second].isGradient;
+    }
 }
 
 void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {

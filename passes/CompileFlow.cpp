@@ -56,6 +56,12 @@ std::unique_ptr<Pass> createLowerToRt(const std::optional<Plan> &plan) {
 
 } // namespace
 
+bool walksSchedule(const std::optional<Plan> &plan,
+                   const CompileFlowOptions &options) {
+  return plan && plan->mesh.pp > 1 && options.actionWalk &&
+         !options.unrollMicrobatches && plan->zero.stage != 3;
+}
+
 void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   std::optional<Plan> plan = readPlan(options.plan);
   if (!options.plan.empty()) {
@@ -103,7 +109,7 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
     step.loopStages = plan->mesh.pp;
     step.loopChunks = plan->pipeline.virtualStages;
     step.loopSchedule = plan->pipeline.scheduleOrDefault().str();
-    step.loopWalk = options.actionWalk;
+    step.loopWalk = walksSchedule(plan, options);
   }
   pm.addPass(createTrainStepPass(step));
   // After autodiff, so that the backward ops get the positions too. Context
@@ -178,7 +184,7 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
     pm.addPass(createRecomputePass(recompute));
   }
   if (pipelined)
-    addStagePasses(pm, options.actionWalk && !options.unrollMicrobatches);
+    addStagePasses(pm, walksSchedule(plan, options));
 }
 
 void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
@@ -189,8 +195,7 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   // loop or outside it, never across its edges.
   // A pipeline whose actions are marked walks them instead (experimental:
   // docs/compiler.md, "The schedule as data").
-  if (plan && plan->mesh.pp > 1 && options.actionWalk &&
-      !options.unrollMicrobatches)
+  if (walksSchedule(plan, options))
     pm.addPass(createActionWalkPass());
   else
     pm.addPass(createMicrobatchLoopPass());

@@ -17,9 +17,12 @@
 #ifndef PARTITION_PASSES_COMPILEFLOW_H
 #define PARTITION_PASSES_COMPILEFLOW_H
 
+#include "passes/plan/Plan.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include <optional>
 #include <string>
 
 namespace partition {
@@ -73,16 +76,24 @@ struct CompileFlowOptions
       llvm::cl::init(false)};
   Option<bool> actionWalk{
       *this, "action-walk",
-      llvm::cl::desc("Pipelines: keep one copy of each kind of a stage's "
-                     "actions and walk the schedule as data instead of "
-                     "looping over periods (--rt-action-walk; experimental, "
-                     "docs/compiler.md \"The schedule as data\")"),
+      llvm::cl::desc("Pipelines (but ZeRO-3's) keep one copy of each kind "
+                     "of a stage's actions and walk the schedule as data "
+                     "(--rt-action-walk; docs/compiler.md \"The schedule as "
+                     "data\") instead of looping over the schedule's "
+                     "periods (--rt-microbatch-loop)"),
       llvm::cl::init(false)};
   Option<bool> memoryReport{
       *this, "memory-report",
       llvm::cl::desc("Print bytes per buffer category and the arena peak"),
       llvm::cl::init(false)};
 };
+
+/// Whether the step's pipeline stages walk their schedule
+/// (--rt-action-walk) rather than loop over its periods: a pipeline, not
+/// unrolled, not ZeRO-3 (whose partitioner gathers a parameter where the
+/// unrolled step first needs it, so micro-batches differ).
+bool walksSchedule(const std::optional<Plan> &plan,
+                   const CompileFlowOptions &options);
 
 /// Applies the plan, then builds and partitions the training step:
 /// --dist-apply-plan (with a plan), --xfmr-mixed-precision (bf16 plans),

@@ -3,6 +3,7 @@
 #include "passes/pipeline/PipelineReport.h"
 
 #include "dialects/Xfmr/XfmrOps.h"
+#include "passes/frontend/StepEntries.h"
 #include "passes/pipeline/PipelineInfo.h"
 #include "scheduling/ScheduleCheck.h"
 #include "scheduling/ScheduleSvg.h"
@@ -101,6 +102,11 @@ LogicalResult printPipelineReport(ModuleOp module, llvm::raw_ostream &os) {
       step.walk([&](xfmr::MatmulFlopsOpInterface op) {
         flops += op.getMatmulFlops().value_or(0);
       });
+      // A step that compiles some of its micro-batches (a loop, a walk)
+      // runs every one of them.
+      if (std::optional<pipeline::LoopLayout> loop = recordedLoop(step);
+          loop && loop->compiled > 0)
+        flops = flops / loop->compiled * loop->microbatches;
       for (BlockArgument arg : step.getArguments())
         if (auto name = step.getArgAttrOfType<StringAttr>(
                 arg.getArgNumber(), xfmr::XfmrDialect::kParamAttrName)) {

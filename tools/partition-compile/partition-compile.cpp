@@ -14,6 +14,7 @@
 
 #include "dialects/Dist/DistDialect.h"
 #include "dialects/Rt/RtDialect.h"
+#include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "dialects/Xfmr/XfmrOps.h"
 #include "lowering/Passes.h"
@@ -134,11 +135,10 @@ cl::opt<bool> unrollMicrobatches(
     cl::init(false), cl::cat(category));
 cl::opt<bool> actionWalk(
     "action-walk",
-    cl::desc("Pipelines (experimental): keep one copy of each kind of a "
-             "stage's actions (F, B, W per chunk) and walk the schedule as "
-             "data instead of looping over its periods; the program no "
-             "longer holds the warm-up and cool-down (docs/compiler.md, "
-             "\"The schedule as data\")"),
+    cl::desc("Pipelines keep one copy of each kind of a stage's actions and "
+             "walk the schedule as data instead of looping over its periods, "
+             "so the program and the compile stay flat in the micro-batches "
+             "(docs/compiler.md, \"The schedule as data\"); not for ZeRO-3"),
     cl::init(false), cl::cat(category));
 cl::opt<int64_t> explicitPositions(
     "explicit-positions",
@@ -161,7 +161,10 @@ cl::opt<double> bucketMb("bucket-mb",
 /// What the training step compiles of its micro-batches (docs/compiler.md,
 /// "The micro-batch loop"): the one figure that sets how its compile time
 /// and program grow with the micro-batch count. Silent for a step of one.
-void printLoopReport(ModuleOp module, bool actionWalk) {
+void printLoopReport(ModuleOp module) {
+  // Pipeline stages that walk their schedule carry their actions' marks.
+  bool walks = false;
+  module.walk([&](partition::rt::ActionMarkOp) { walks = true; });
   for (auto function : module.getOps<func::FuncOp>()) {
     auto entry = function->getAttrOfType<DictionaryAttr>(
         partition::xfmr::XfmrDialect::kTrainStepAttrName);
@@ -169,8 +172,7 @@ void printLoopReport(ModuleOp module, bool actionWalk) {
       continue;
     std::optional<partition::pipeline::LoopLayout> loop =
         partition::recordedLoop(function);
-    if (loop && actionWalk && module->hasAttr("dist.pipeline")) {
-      // Pipeline stages that walk their schedule (--action-walk).
+    if (loop && walks) {
       llvm::outs() << "action walk: the step compiles " << loop->compiled
                    << " of its " << loop->microbatches
                    << " micro-batches; each stage keeps one copy of each "
@@ -255,7 +257,7 @@ void printLayerReport(ModuleOp module) {
   }
   for (const std::string &line : recompute)
     llvm::outs() << line << "\n";
-  printLoopReport(module, actionWalk);
+  printLoopReport(module);
 }
 
 /// plan.json's replicas (NTP), or none when the plan has none or cannot be
@@ -445,9 +447,15 @@ int main(int argc, char **argv) {
 
   partition::Plan plan;
   bool replicas = !planReplicas(planFile, plan).empty();
-  if (actionWalk && unrollMicrobatches)
+  const bool walkAsked = actionWalk;
+  if (walkAsked && unrollMicrobatches)
     return fail("--action-walk keeps one copy of each kind of action, "
                 "--unroll-microbatches every micro-batch's code; give one");
+  if (walkAsked && plan.zero.stage == 3)
+    return fail("--action-walk: ZeRO-3 gathers a parameter where the "
+                "unrolled step first needs it, so its micro-batches differ "
+                "and its stages loop over the schedule's periods; leave "
+                "--action-walk out");
   if (logits && optimizer != "adamw")
     return fail("--logits needs the evaluation steps, which --optimizer none "
                 "leaves out; use --optimizer adamw");
@@ -467,7 +475,7 @@ int main(int argc, char **argv) {
   if (memoryReport)
     printLayerReport(*module);
   bool pipelined = partition::pipeline::readPipelineInfo(*module).has_value();
-  if (actionWalk && !pipelined)
+  if (walkAsked && !pipelined)
     return fail("--action-walk walks a pipeline stage's schedule, but the "
                 "plan has no pipeline (mesh.pp = 1); leave it out");
   if (memoryReport && pipelined &&

@@ -39,7 +39,8 @@ def main():
     for case in cases:
         plan, ranks = case.split(":")
         results = {}
-        for variant, flags in (("loop", []), ("walk", ["--action-walk"])):
+        for variant, flags in (("loop", ["--action-walk=false"]),
+                               ("walk", ["--action-walk"])):
             name = "%s-%s" % (plan, variant)
             run(["partition-compile", model, "--plan",
                  os.path.join(workdir, plan + ".json"), "-o",
