@@ -1,4 +1,4 @@
-// RUN: partition-opt %s --rt-action-walk | FileCheck %s
+// RUN: partition-opt %s -split-input-file --rt-action-walk | FileCheck %s
 
 // --rt-action-walk on a marked step that records no walk (too few
 // micro-batches to walk: fewer than 3): it keeps every micro-batch's code
@@ -16,6 +16,58 @@ module attributes {dist.pipeline = {schedule = "1f1b", stages = 1 : i64, microba
     rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
     rt.action_mark "F" model_chunk = 0 microbatch = 1
     rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+    return
+  }
+}
+
+// -----
+
+// A value every micro-batch reads alike is computed once above the walk:
+// micro-batch 0 scales %w, the others read its scale, and the last
+// micro-batch's own scale of %w becomes the one above. The sum starts at a
+// zero (a fill, hoisted too) and is written in place.
+// CHECK-LABEL: func.func @computed_once
+// CHECK:         rt.kernel "fill"
+// CHECK:         rt.kernel "scale" ins(%{{.*}}) outs(%[[SCALED:.*]] : memref<1x4xf32>)
+// CHECK:         rt.action_walk_begin actions = [0, 0, 0, 0, 0, 1, 0, 0, 2]
+// CHECK-NEXT:    rt.action_region "F chunk 0"
+// CHECK-NOT:     rt.kernel "scale"
+// CHECK:         rt.kernel "gelu" ins(%[[SCALED]] : memref<1x4xf32>)
+// CHECK:         rt.action_walk_end
+module attributes {dist.pipeline = {schedule = "1f1b", stages = 1 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
+  func.func @computed_once(%in: memref<3x4xf32> {rt.role = "tokens"}, %w: memref<1x4xf32>, %y: memref<1x4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.eval_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
+    rt.action_mark "F" model_chunk = 0 microbatch = 0
+    %z = memref.alloc() : memref<1x4xf32>
+    rt.kernel "fill" outs(%z : memref<1x4xf32>) floats = [0.0]
+    %s = memref.alloc() : memref<1x4xf32>
+    rt.kernel "scale" ins(%w : memref<1x4xf32>) outs(%s : memref<1x4xf32>) floats = [2.0]
+    %r0 = memref.subview %in[0, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1]>>
+    %g0 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%r0, %s : memref<1x4xf32, strided<[4, 1]>>, memref<1x4xf32>) outs(%g0 : memref<1x4xf32>)
+    %p0 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%z, %g0 : memref<1x4xf32>, memref<1x4xf32>) outs(%p0 : memref<1x4xf32>)
+    %q0 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%s : memref<1x4xf32>) outs(%q0 : memref<1x4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 1
+    %r1 = memref.subview %in[1, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 4>>
+    %g1 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%r1, %s : memref<1x4xf32, strided<[4, 1], offset: 4>>, memref<1x4xf32>) outs(%g1 : memref<1x4xf32>)
+    %p1 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%p0, %g1 : memref<1x4xf32>, memref<1x4xf32>) outs(%p1 : memref<1x4xf32>)
+    %q1 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%s : memref<1x4xf32>) outs(%q1 : memref<1x4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 2
+    %s2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "scale" ins(%w : memref<1x4xf32>) outs(%s2 : memref<1x4xf32>) floats = [2.0]
+    %r2 = memref.subview %in[2, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 8>>
+    %g2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%r2, %s2 : memref<1x4xf32, strided<[4, 1], offset: 8>>, memref<1x4xf32>) outs(%g2 : memref<1x4xf32>)
+    %p2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%p1, %g2 : memref<1x4xf32>, memref<1x4xf32>) outs(%p2 : memref<1x4xf32>)
+    %q2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%s2 : memref<1x4xf32>) outs(%q2 : memref<1x4xf32>)
+    rt.action_mark "update" model_chunk = 0 microbatch = 0
+    rt.kernel "copy" ins(%p2 : memref<1x4xf32>) outs(%y : memref<1x4xf32>)
     return
   }
 }

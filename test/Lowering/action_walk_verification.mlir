@@ -166,3 +166,45 @@ module attributes {dist.pipeline = {schedule = "2f2b", stages = 1 : i64, microba
     return
   }
 }
+
+// -----
+
+// A sum whose start is a value hoisting made one for several micro-batches
+// (the last micro-batch scales %w as micro-batch 0 did, whose scale every
+// micro-batch reads): written in place, it would change what they read.
+module attributes {dist.pipeline = {schedule = "1f1b", stages = 1 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
+  // expected-error @+1 {{--rt-action-walk: @shared_start: a sum the actions carry ('memref<1x4xf32>') starts in a value that several micro-batches read; it needs a buffer of its own}}
+  func.func @shared_start(%in: memref<3x4xf32> {rt.role = "tokens"}, %w: memref<1x4xf32>, %y: memref<1x4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.eval_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
+    rt.action_mark "F" model_chunk = 0 microbatch = 0
+    %s = memref.alloc() : memref<1x4xf32>
+    rt.kernel "scale" ins(%w : memref<1x4xf32>) outs(%s : memref<1x4xf32>) floats = [2.0]
+    %r0 = memref.subview %in[0, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1]>>
+    %g0 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%r0 : memref<1x4xf32, strided<[4, 1]>>) outs(%g0 : memref<1x4xf32>)
+    %p0 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%s, %g0 : memref<1x4xf32>, memref<1x4xf32>) outs(%p0 : memref<1x4xf32>)
+    %q0 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%s : memref<1x4xf32>) outs(%q0 : memref<1x4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 1
+    %r1 = memref.subview %in[1, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 4>>
+    %g1 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%r1 : memref<1x4xf32, strided<[4, 1], offset: 4>>) outs(%g1 : memref<1x4xf32>)
+    %p1 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%p0, %g1 : memref<1x4xf32>, memref<1x4xf32>) outs(%p1 : memref<1x4xf32>)
+    %q1 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%s : memref<1x4xf32>) outs(%q1 : memref<1x4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 2
+    %r2 = memref.subview %in[2, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 8>>
+    %g2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%r2 : memref<1x4xf32, strided<[4, 1], offset: 8>>) outs(%g2 : memref<1x4xf32>)
+    %p2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%p1, %g2 : memref<1x4xf32>, memref<1x4xf32>) outs(%p2 : memref<1x4xf32>)
+    %s2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "scale" ins(%w : memref<1x4xf32>) outs(%s2 : memref<1x4xf32>) floats = [2.0]
+    %q2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%s2 : memref<1x4xf32>) outs(%q2 : memref<1x4xf32>)
+    rt.action_mark "update" model_chunk = 0 microbatch = 0
+    rt.kernel "add" ins(%p2, %q2 : memref<1x4xf32>, memref<1x4xf32>) outs(%y : memref<1x4xf32>)
+    return
+  }
+}
