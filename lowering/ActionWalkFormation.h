@@ -74,6 +74,7 @@ private:
   LogicalResult resolveSums();
   void findSlotBuffers();
   LogicalResult planActions();
+  void findRegionLocalSlots();
   void replaceSums();
   void addRowsBuffers(Operation *first);
   void copySlots(Operation *first);
@@ -139,6 +140,8 @@ private:
   llvm::MapVector<Value, int64_t> slotted;
   /// Whether a slot buffer one chunk's action writes another's reads.
   bool crossesChunks = false;
+  /// Slot buffers live from their region to their last reader's only.
+  DenseSet<Value> regionLocal;
   /// (region, slot, micro-batch) per action of the plan's schedule, and
   /// the slots each local chunk needs.
   SmallVector<int32_t> triples;

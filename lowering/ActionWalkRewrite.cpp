@@ -185,11 +185,66 @@ void WalkFormation::addRowsBuffers(Operation *first) {
   }
 }
 
+void WalkFormation::findRegionLocalSlots() {
+  // A slot buffer of a chunk with one slot, written by region P and read
+  // by regions after it up to R, needs no place across the whole walk when
+  // the walk runs nothing but regions P..R from a micro-batch's P to its
+  // last reader (the last stage of 1F1B: F, B, F, B, ...): the memory plan
+  // then sees it live from P to R in the program's order, as it is at run
+  // time, and R's later temporaries may take its place (the logits once
+  // the loss's gradient has read them).
+  std::vector<std::map<int32_t, size_t>> last(templates.size());
+  for (size_t i = 0; i < triples.size(); i += 3)
+    last[triples[i]][triples[i + 2]] = i / 3;
+  for (auto &[value, model] : slotted) {
+    int local = static_cast<int>(model / schedule.config.stages);
+    if (slotCount[local] != 1)
+      continue;
+    int producer = regionOf[actions[actionOf(value)].kind];
+    int latest = producer;
+    bool after = true;
+    SmallVector<Value> pending{value};
+    while (!pending.empty()) {
+      Value buffer = pending.pop_back_val();
+      for (Operation *user : buffer.getUsers()) {
+        if (rt::isView(user))
+          pending.push_back(user->getResult(0));
+        int at = actionOf(user);
+        if (at < 0 || !isTemplate.contains(at))
+          continue;
+        int region = regionOf[actions[at].kind];
+        after &= region >= producer;
+        latest = std::max(latest, region);
+      }
+    }
+    if (!after || latest == producer)
+      continue;
+    // Every action from a micro-batch's producer to its last reader runs a
+    // region in [producer, latest].
+    bool inside = true;
+    for (size_t i = 0; i < triples.size() && inside; i += 3) {
+      if (triples[i] != producer)
+        continue;
+      int32_t microbatch = triples[i + 2];
+      size_t end = i / 3;
+      for (int region = producer + 1; region <= latest; ++region)
+        if (auto it = last[region].find(microbatch); it != last[region].end())
+          end = std::max(end, it->second);
+      for (size_t j = i / 3; j <= end && inside; ++j)
+        inside = triples[3 * j] >= producer && triples[3 * j] <= latest;
+    }
+    if (inside)
+      regionLocal.insert(value);
+  }
+}
+
 void WalkFormation::copySlots(Operation *first) {
   // Slot buffers above the walk (an action of one kind reads what another
   // wrote, in any order), and a copy for each further slot of their chunk.
   OpBuilder builder(first);
   for (auto &[value, chunk] : slotted) {
+    if (regionLocal.contains(value))
+      continue;
     Operation *alloc = value.getDefiningOp();
     alloc->moveBefore(first);
     ops[position.lookup(alloc)] = nullptr; // No longer in its action.
@@ -361,7 +416,8 @@ LogicalResult WalkFormation::emitWalk() {
   // What the regions use from before them stays live to the walk's end.
   SetVector<Value> live;
   for (auto &[value, chunk] : slotted)
-    live.insert(value);
+    if (!regionLocal.contains(value))
+      live.insert(value);
   live.insert(slotCopies.begin(), slotCopies.end());
   live.insert(sums.begin(), sums.end());
   SmallVector<Value> rowsValues, rowsSources;
@@ -432,6 +488,7 @@ LogicalResult WalkFormation::rewrite() {
   findSlotBuffers();
   if (failed(planActions()))
     return failure();
+  findRegionLocalSlots();
   replaceSums();
   Operation *first = ops[actions[templates.front()].begin];
   addRowsBuffers(first);
