@@ -186,20 +186,18 @@ void WalkFormation::addRowsBuffers(Operation *first) {
 }
 
 void WalkFormation::findRegionLocalSlots() {
-  // A slot buffer of a chunk with one slot, written by region P and read
-  // by regions after it up to R, needs no place across the whole walk when
-  // the walk runs nothing but regions P..R from a micro-batch's P to its
-  // last reader (the last stage of 1F1B: F, B, F, B, ...): the memory plan
-  // then sees it live from P to R in the program's order, as it is at run
-  // time, and R's later temporaries may take its place (the logits once
-  // the loss's gradient has read them).
+  // A slot buffer written by region P and read by regions after it up to
+  // R needs neither a copy per slot nor a place across the whole walk when
+  // no two micro-batches hold it at once and the walk runs nothing but
+  // regions P..R from a micro-batch's P to its last reader (the last stage
+  // of 1F1B: F, B, F, B, ...; what only B reads on ZB-H1's, whose W waits):
+  // the memory plan then sees it live from P to R in the program's order,
+  // as it is at run time, and R's later temporaries may take its place
+  // (the logits once the loss's gradient has read them).
   std::vector<std::map<int32_t, size_t>> last(templates.size());
   for (size_t i = 0; i < triples.size(); i += 3)
     last[triples[i]][triples[i + 2]] = i / 3;
   for (auto &[value, model] : slotted) {
-    int local = static_cast<int>(model / schedule.config.stages);
-    if (slotCount[local] != 1)
-      continue;
     int producer = regionOf[actions[actionOf(value)].kind];
     int latest = producer;
     bool after = true;
@@ -220,8 +218,11 @@ void WalkFormation::findRegionLocalSlots() {
     if (!after || latest == producer)
       continue;
     // Every action from a micro-batch's producer to its last reader runs a
-    // region in [producer, latest].
+    // region in [producer, latest], and the next micro-batch's producer
+    // comes after that reader.
     bool inside = true;
+    size_t previousEnd = 0;
+    bool first = true;
     for (size_t i = 0; i < triples.size() && inside; i += 3) {
       if (triples[i] != producer)
         continue;
@@ -230,8 +231,11 @@ void WalkFormation::findRegionLocalSlots() {
       for (int region = producer + 1; region <= latest; ++region)
         if (auto it = last[region].find(microbatch); it != last[region].end())
           end = std::max(end, it->second);
+      inside = first || previousEnd < i / 3;
       for (size_t j = i / 3; j <= end && inside; ++j)
         inside = triples[3 * j] >= producer && triples[3 * j] <= latest;
+      previousEnd = end;
+      first = false;
     }
     if (inside)
       regionLocal.insert(value);
@@ -253,7 +257,7 @@ void WalkFormation::copySlots(Operation *first) {
     int32_t size = 0;
     for (auto &[value, model] : slotted) {
       int local = static_cast<int>(model / schedule.config.stages);
-      if (s >= slotCount[local])
+      if (s >= slotCount[local] || regionLocal.contains(value))
         continue;
       slotTemplates.push_back(value);
       slotCopies.push_back(memref::AllocOp::create(
