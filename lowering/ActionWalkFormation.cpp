@@ -3,7 +3,7 @@
 // --rt-action-walk: a pipeline stage's step whose actions carry
 // rt.action_mark (--dist-pipeline=mark-actions=true) keeps one copy of each
 // kind of action (phase, model chunk) and walks the schedule as data
-// (docs/compiler.md, "The schedule as data"). Micro-batch 1's code of each
+// (docs/action-walk.md). Micro-batch 1's code of each
 // kind is the region; every other micro-batch's code of that kind must be
 // the same instructions (checked pair by pair, micro-batch i against i+1,
 // as --rt-microbatch-loop checks its body against its copy), reading its

@@ -74,8 +74,7 @@ def ActionWalkPass : Pass<"rt-action-walk", "::mlir::ModuleOp"> {
     micro-batch) actions. A value one action makes and another reads is a
     slot buffer, copied once per micro-batch in flight; each view of the
     input rows becomes a buffer filled with the action's micro-batch's
-    rows; sums are written in place in their start. docs/compiler.md,
-    "The schedule as data".
+    rows; sums are written in place in their start. docs/action-walk.md.
 
     Example (stage 1 of 2, 1F1B: its forward, backward and weight
     gradient, in short):

@@ -193,8 +193,8 @@ void buildLoweringFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   // One copy of the middle micro-batches' code, matched while every
   // collective is still blocking; the passes after it move ops within the
   // loop or outside it, never across its edges.
-  // A pipeline whose actions are marked walks them instead (experimental:
-  // docs/compiler.md, "The schedule as data").
+  // A pipeline whose actions are marked walks them instead
+  // (--action-walk: docs/action-walk.md).
   if (walksSchedule(plan, options))
     pm.addPass(createActionWalkPass());
   else

@@ -78,9 +78,9 @@ struct CompileFlowOptions
       *this, "action-walk",
       llvm::cl::desc("Pipelines (but ZeRO-3's) keep one copy of each kind "
                      "of a stage's actions and walk the schedule as data "
-                     "(--rt-action-walk; docs/compiler.md \"The schedule as "
-                     "data\") instead of looping over the schedule's "
-                     "periods (--rt-microbatch-loop)"),
+                     "(--rt-action-walk; docs/action-walk.md) instead of "
+                     "looping over the schedule's periods "
+                     "(--rt-microbatch-loop)"),
       llvm::cl::init(false)};
   Option<bool> memoryReport{
       *this, "memory-report",

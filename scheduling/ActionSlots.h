@@ -1,6 +1,6 @@
 //===- ActionSlots.h - which buffers a micro-batch in flight uses -*- C++ -*-===//
 //
-// An action walk (docs/compiler.md, "The schedule as data") runs each
+// An action walk (docs/action-walk.md) runs each
 // action with the buffers of a slot: one copy of a chunk's activations per
 // micro-batch in flight on the stage. A micro-batch takes the lowest free
 // slot of its chunk at its first action there and gives it back after its

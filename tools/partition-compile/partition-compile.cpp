@@ -138,7 +138,7 @@ cl::opt<bool> actionWalk(
     cl::desc("Pipelines keep one copy of each kind of a stage's actions and "
              "walk the schedule as data instead of looping over its periods, "
              "so the program and the compile stay flat in the micro-batches "
-             "(docs/compiler.md, \"The schedule as data\"); not for ZeRO-3"),
+             "(docs/action-walk.md); not for ZeRO-3"),
     cl::init(false), cl::cat(category));
 cl::opt<int64_t> explicitPositions(
     "explicit-positions",
