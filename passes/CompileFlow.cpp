@@ -59,7 +59,7 @@ std::unique_ptr<Pass> createLowerToRt(const std::optional<Plan> &plan) {
 bool walksSchedule(const std::optional<Plan> &plan,
                    const CompileFlowOptions &options) {
   return plan && plan->mesh.pp > 1 && options.actionWalk &&
-         !options.unrollMicrobatches && plan->zero.stage != 3;
+         !options.unrollMicrobatches;
 }
 
 void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
@@ -102,8 +102,8 @@ void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {
   // pipeline's schedule when there is one (GPipe does not loop).
   step.loop = !options.unrollMicrobatches;
   // ZeRO-3 gathers the parameters in the first micro-batches, which then
-  // differ from the loop's body.
-  if (plan && plan->zero.stage == 3)
+  // differ from the loop's body; a walk's actions each gather their own.
+  if (plan && plan->zero.stage == 3 && !walksSchedule(plan, options))
     step.loopSettle = 1;
   if (plan && plan->mesh.pp > 1) {
     step.loopStages = plan->mesh.pp;

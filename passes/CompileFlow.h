@@ -76,7 +76,7 @@ struct CompileFlowOptions
       llvm::cl::init(false)};
   Option<bool> actionWalk{
       *this, "action-walk",
-      llvm::cl::desc("Pipelines (but ZeRO-3's) keep one copy of each kind "
+      llvm::cl::desc("Pipelines keep one copy of each kind "
                      "of a stage's actions and walk the schedule as data "
                      "(--rt-action-walk; docs/action-walk.md) instead of "
                      "looping over the schedule's periods "
@@ -90,8 +90,7 @@ struct CompileFlowOptions
 
 /// Whether the step's pipeline stages walk their schedule
 /// (--rt-action-walk) rather than loop over its periods: a pipeline, not
-/// unrolled, not ZeRO-3 (whose partitioner gathers a parameter where the
-/// unrolled step first needs it, so micro-batches differ).
+/// unrolled (ZeRO-3 then gathers parameters per action).
 bool walksSchedule(const std::optional<Plan> &plan,
                    const CompileFlowOptions &options);
 

@@ -343,7 +343,10 @@ def ZeroPass : Pass<"dist-zero", "::mlir::ModuleOp"> {
     tensors before each run of forward uses and again before each run of
     backward uses, each gather issued where the gather before it is first
     used (prefetch, one layer ahead); the memory plan frees the whole
-    copies after their last use. AdamW then updates the rank's chunk in
+    copies after their last use. On a pipeline stage whose actions are
+    marked for an action walk (`rt.action_mark`), each action gathers
+    what it reads and prefetches only within itself: the walk runs one
+    copy of each kind of action for every micro-batch. AdamW then updates the rank's chunk in
     place of the final all-gather: 3 Psi (dp - 1) / dp bytes per rank (less
     the backward gathers of parameters the backward does not read).
 

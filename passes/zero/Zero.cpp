@@ -17,6 +17,7 @@
 #include "passes/partition/Layout.h"
 
 #include "dialects/Dist/DistOps.h"
+#include "dialects/Rt/RtOps.h"
 #include "dialects/Xfmr/XfmrDialect.h"
 #include "dialects/Xfmr/XfmrOps.h"
 
@@ -349,8 +350,20 @@ LogicalResult StepSharder::shard(dist::AllReduceOp reduce,
 LogicalResult StepSharder::shardParameters() {
   Block &body = step.getBody().front();
   DenseMap<Operation *, unsigned> positions;
-  for (auto [index, op] : llvm::enumerate(body))
+  // The action each op belongs to where a pipeline stage's actions are
+  // marked for an action walk (--dist-pipeline=mark-actions=true): the
+  // walk runs one copy of each kind of action for every micro-batch, so
+  // each action gathers what it reads itself (as DeepSpeed's stage 3
+  // does per forward and backward) rather than reusing what an earlier
+  // micro-batch's action gathered.
+  DenseMap<Operation *, unsigned> actionOf;
+  unsigned action = 0;
+  for (auto [index, op] : llvm::enumerate(body)) {
     positions[&op] = index;
+    if (isa<rt::ActionMarkOp>(op))
+      ++action;
+    actionOf[&op] = action;
+  }
   // Parameters by layer (xfmr.layer; the others, embeddings and the final
   // norm, each a group of their own) and by the ranks they are sharded
   // over (a MoE layer's experts over their expert-data-parallel group, its
@@ -374,7 +387,8 @@ LogicalResult StepSharder::shardParameters() {
             llvm::join(groupOf(arg), ",")}]
         .push_back(arg);
   }
-  // Each run of same-phase uses of a group gets one gather.
+  // Each run of same-phase uses of a group (within one action, where they
+  // are marked) gets one gather.
   struct Gather {
     Axes group;
     SmallVector<BlockArgument> params;
@@ -396,9 +410,12 @@ LogicalResult StepSharder::shardParameters() {
       return positions.lookup(a->getOwner()) < positions.lookup(b->getOwner());
     });
     std::optional<bool> phase;
+    unsigned inAction = 0;
     for (OpOperand *use : uses) {
       bool backward = isBackward(use->getOwner());
-      if (!phase || *phase != backward) {
+      unsigned useAction = actionOf.lookup(use->getOwner());
+      if (!phase || *phase != backward || useAction != inAction) {
+        inAction = useAction;
         gathers.emplace_back();
         gathers.back().group = groupOf(params.front());
         gathers.back().params = params;
@@ -431,11 +448,14 @@ LogicalResult StepSharder::shardParameters() {
       shardedParams[param] = flat;
     }
   // The gathers, each issued where the one before it is first used, so
-  // that it overlaps the previous layer's work (prefetch).
+  // that it overlaps the previous layer's work (prefetch); within its
+  // action, where they are marked.
   Operation *previousFirst = nullptr;
   for (Gather &gather : gathers) {
     Operation *firstUse = gather.uses.front()->getOwner();
-    OpBuilder builder(previousFirst ? previousFirst : firstUse);
+    bool prefetch = previousFirst && actionOf.lookup(previousFirst) ==
+                                         actionOf.lookup(firstUse);
+    OpBuilder builder(prefetch ? previousFirst : firstUse);
     previousFirst = firstUse;
     Location loc = firstUse->getLoc();
     SmallVector<Value> chunks(gather.params.begin(), gather.params.end());

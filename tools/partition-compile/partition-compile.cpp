@@ -138,7 +138,7 @@ cl::opt<bool> actionWalk(
     cl::desc("Pipelines keep one copy of each kind of a stage's actions and "
              "walk the schedule as data instead of looping over its periods, "
              "so the program and the compile stay flat in the micro-batches "
-             "(docs/action-walk.md); not for ZeRO-3"),
+             "(docs/action-walk.md)"),
     cl::init(false), cl::cat(category));
 cl::opt<int64_t> explicitPositions(
     "explicit-positions",
@@ -451,11 +451,6 @@ int main(int argc, char **argv) {
   if (walkAsked && unrollMicrobatches)
     return fail("--action-walk keeps one copy of each kind of action, "
                 "--unroll-microbatches every micro-batch's code; give one");
-  if (walkAsked && plan.zero.stage == 3)
-    return fail("--action-walk: ZeRO-3 gathers a parameter where the "
-                "unrolled step first needs it, so its micro-batches differ "
-                "and its stages loop over the schedule's periods; leave "
-                "--action-walk out");
   if (logits && optimizer != "adamw")
     return fail("--logits needs the evaluation steps, which --optimizer none "
                 "leaves out; use --optimizer adamw");

@@ -123,3 +123,48 @@ module attributes {dist.plan = #plan} {
     return %y, %w2, %m2, %v2 : tensor<4x3xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>
   }
 }
+
+// -----
+
+// Stage 3 on a pipeline stage whose actions are marked for an action walk
+// (--dist-pipeline=mark-actions=true): each action gathers what it reads
+// (the walk runs one copy of each kind of action for every micro-batch),
+// where unmarked the two forwards would share one gather; no gather is
+// prefetched into the action before.
+#plan = #dist.plan<mesh = @mesh, axes = [dp = data, pp = pipeline, tp = tensor], sequence_parallel = false, schedule = "1f1b", microbatches = 2, zero_stage = 3, recompute = none, precision = "fp32">
+module attributes {dist.plan = #plan} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+  // STAGE3-LABEL: func.func @marked_actions
+  // STAGE3:      rt.action_mark "F" model_chunk = 0 microbatch = 0
+  // STAGE3-NEXT: dist.flat_pack
+  // STAGE3-NEXT: dist.all_gather {{.*}}"parameters from w (forward)"
+  // STAGE3-NEXT: dist.flat_unpack
+  // STAGE3-NEXT: xfmr.linear
+  // STAGE3-NEXT: rt.action_mark "F" model_chunk = 0 microbatch = 1
+  // STAGE3-NEXT: dist.flat_pack
+  // STAGE3-NEXT: dist.all_gather {{.*}}"parameters from w (forward)"
+  // STAGE3-NEXT: dist.flat_unpack
+  // STAGE3-NEXT: xfmr.linear
+  // STAGE3-NEXT: rt.action_mark "B" model_chunk = 0 microbatch = 0
+  // STAGE3-NEXT: dist.flat_pack
+  // STAGE3-NEXT: dist.all_gather {{.*}}"parameters from w (backward)"
+  func.func @marked_actions(%w: tensor<3x5xf32> {xfmr.param = "w", xfmr.layer = 0 : i64},
+                        %mw: tensor<3x5xf32> {xfmr.moment1 = "w"}, %vw: tensor<3x5xf32> {xfmr.moment2 = "w"},
+                        %x: tensor<4x5xf32> {xfmr.input = "tokens"},
+                        %t: tensor<i32> {xfmr.input = "step"}, %lr: tensor<f32> {xfmr.input = "lr"})
+      -> (tensor<4x3xf32> {xfmr.output = "loss"}, tensor<3x5xf32> {xfmr.param = "w"},
+          tensor<3x5xf32> {xfmr.moment1 = "w"}, tensor<3x5xf32> {xfmr.moment2 = "w"})
+      attributes {xfmr.train_step = {}} {
+    rt.action_mark "F" model_chunk = 0 microbatch = 0
+    %y = xfmr.linear %x, %w : (tensor<4x5xf32>, tensor<3x5xf32>) -> tensor<4x3xf32>
+    rt.action_mark "F" model_chunk = 0 microbatch = 1
+    %y1 = xfmr.linear %x, %w : (tensor<4x5xf32>, tensor<3x5xf32>) -> tensor<4x3xf32>
+    rt.action_mark "B" model_chunk = 0 microbatch = 0
+    %dx = xfmr.linear_grad_input %y, %w : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+    %dw = xfmr.linear_grad_weight %y1, %dx : (tensor<4x3xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+    %g = dist.all_reduce %dw on @mesh axes [dp] reduce = sum {dist.label = "gradient bucket 0"} : tensor<3x5xf32>
+    rt.action_mark "update" model_chunk = 0 microbatch = 0
+    %w2, %m2, %v2 = xfmr.adamw %w, %g, %mw, %vw, %t, %lr : (tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<i32>, tensor<f32>) -> (tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>)
+    return %y, %w2, %m2, %v2 : tensor<4x3xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>
+  }
+}
