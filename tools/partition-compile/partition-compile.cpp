@@ -136,10 +136,11 @@ cl::opt<bool> unrollMicrobatches(
 cl::opt<bool> actionWalk(
     "action-walk",
     cl::desc("Pipelines keep one copy of each kind of a stage's actions and "
-             "walk the schedule as data instead of looping over its periods, "
-             "so the program and the compile stay flat in the micro-batches "
-             "(docs/action-walk.md)"),
-    cl::init(false), cl::cat(category));
+             "walk the schedule as data, so the program and the compile stay "
+             "flat in the micro-batches (docs/action-walk.md): the default "
+             "for 1F1B, interleaved 1F1B and ZB-H1; GPipe walks when asked "
+             "by name. --action-walk=false loops over the schedule's periods"),
+    cl::init(true), cl::cat(category));
 cl::opt<int64_t> explicitPositions(
     "explicit-positions",
     cl::desc("Testing: run --xfmr-explicit-positions=chunks=N after the "
@@ -443,11 +444,13 @@ int main(int argc, char **argv) {
   options.logits = logits;
   options.unrollMicrobatches = unrollMicrobatches;
   options.actionWalk = actionWalk;
+  options.walkGpipe = actionWalk.getNumOccurrences() > 0 && actionWalk;
   options.explicitPositions = explicitPositions;
 
   partition::Plan plan;
   bool replicas = !planReplicas(planFile, plan).empty();
-  const bool walkAsked = actionWalk;
+  // Asked for by name, the walk must apply.
+  const bool walkAsked = actionWalk.getNumOccurrences() > 0 && actionWalk;
   if (walkAsked && unrollMicrobatches)
     return fail("--action-walk keeps one copy of each kind of action, "
                 "--unroll-microbatches every micro-batch's code; give one");
@@ -462,10 +465,16 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   partition::buildPartitionFlow(pm, options);
   addTiming(pm);
+  // A pipeline that walks its schedule by default can loop instead.
+  const char *loopHint =
+      actionWalk && !walkAsked && plan.mesh.pp > 1
+          ? "compilation failed (see the diagnostic above; "
+            "--action-walk=false loops over the schedule's periods instead)"
+          : "compilation failed (see the diagnostic above)";
   if (failed(pm.run(*module))) {
     if (!planFile.empty() && !partition::dist::getPlan(*module))
       return fail("the plan cannot be applied (see the diagnostic above)");
-    return fail("compilation failed (see the diagnostic above)");
+    return fail(loopHint);
   }
   if (memoryReport)
     printLayerReport(*module);
@@ -495,7 +504,7 @@ int main(int argc, char **argv) {
   partition::buildLoweringFlow(lowering, options);
   addTiming(lowering);
   if (failed(lowering.run(*module)))
-    return fail("compilation failed (see the diagnostic above)");
+    return fail(loopHint);
 
   if (!emitMlir.empty()) {
     auto planned = openOutputFile(emitMlir, &error);
