@@ -4,8 +4,9 @@
   bench/compile/run.py [--build build] [--repeats 3] [--quick]
 
 For each model and plan, partition-compile at several micro-batch counts,
-with the micro-batch loop (the default), with --action-walk for a
-pipeline (one copy of each kind of action, the schedule walked as data)
+with the micro-batch loop (--action-walk=false), with the action walk
+for a pipeline (the default: one copy of each kind of action, the
+schedule walked as data)
 and with --unroll-microbatches (every micro-batch's code, as before the
 loop), interleaved and repeated; prints how many micro-batches the looped step
 compiles (its --memory-report's "micro-batch loop" line), the best wall
@@ -76,6 +77,8 @@ def compile_once(bin_dir, model, plan, micro, variant, out):
         command.append("--unroll-microbatches")
     elif variant == "walk":
         command.append("--action-walk")
+    else:  # The loop over the schedule's periods (pipelines walk by default).
+        command.append("--action-walk=false")
     start = time.perf_counter()
     report = run(command)
     return (time.perf_counter() - start, os.path.getsize(out), arena(report),
