@@ -11,12 +11,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/ActionWalkFormation.h"
+#include "lowering/RepeatedKernels.h"
 
 #include "dialects/Rt/RtViews.h"
 #include "scheduling/ActionSlots.h"
 #include "scheduling/MicrobatchLoop.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace partition::actionwalk {
 
@@ -95,21 +97,16 @@ void WalkFormation::findSlotBuffers() {
       if (!alloc || sumBefore.count(alloc.getResult()))
         continue;
       bool crosses = false;
-      SmallVector<Value> pending{alloc.getResult()};
-      while (!pending.empty()) {
-        Value value = pending.pop_back_val();
-        for (Operation *user : value.getUsers()) {
-          if (rt::isView(user))
-            pending.push_back(user->getResult(0));
-          int at = actionOf(user);
-          if (at < 0 || at == a || !isTemplate.contains(at))
-            continue;
+      anyReader(alloc.getResult(), [&](Operation *user) {
+        int at = actionOf(user);
+        if (at >= 0 && at != a && isTemplate.contains(at)) {
           crosses = true;
           // Another chunk's action reads it (an interleaved stage's MoE
           // auxiliary loss, which the micro-batch's last chunk adds).
           crossesChunks |= actions[at].kind.second != actions[a].kind.second;
         }
-      }
+        return false; // Every reader.
+      });
       if (crosses)
         slotted.insert({alloc.getResult(), actions[a].kind.second});
     }
@@ -201,20 +198,15 @@ void WalkFormation::findRegionLocalSlots() {
     int producer = regionOf[actions[actionOf(value)].kind];
     int latest = producer;
     bool after = true;
-    SmallVector<Value> pending{value};
-    while (!pending.empty()) {
-      Value buffer = pending.pop_back_val();
-      for (Operation *user : buffer.getUsers()) {
-        if (rt::isView(user))
-          pending.push_back(user->getResult(0));
-        int at = actionOf(user);
-        if (at < 0 || !isTemplate.contains(at))
-          continue;
+    anyReader(value, [&](Operation *user) {
+      int at = actionOf(user);
+      if (at >= 0 && isTemplate.contains(at)) {
         int region = regionOf[actions[at].kind];
         after &= region >= producer;
         latest = std::max(latest, region);
       }
-    }
+      return false; // Every reader.
+    });
     if (!after || latest == producer)
       continue;
     // Every action from a micro-batch's producer to its last reader runs a
@@ -290,18 +282,20 @@ void WalkFormation::takeFinishing() {
   for (int a : lastActions)
     for (size_t i = actions[a].begin + 1; i < actions[a].end; ++i) {
       Operation *op = ops[i];
-      // What it reads and what it writes.
+      // What it reads and writes, as its memory effects say (a view, an
+      // allocation or a receive reads nothing).
+      auto effects = dyn_cast_or_null<MemoryEffectOpInterface>(op);
+      if (!effects)
+        continue;
+      SmallVector<MemoryEffects::EffectInstance> accesses;
+      effects.getEffects(accesses);
       SmallVector<Value> reads, writes;
-      if (auto kernel = dyn_cast_or_null<KernelOp>(op)) {
-        reads.append(kernel.getInputs().begin(), kernel.getInputs().end());
-        writes.append(kernel.getOutputs().begin(), kernel.getOutputs().end());
-      } else if (isa_and_nonnull<rt::AllGatherOp, rt::ReduceScatterOp,
-                                 rt::AllToAllOp>(op)) {
-        reads.push_back(op->getOperand(0));
-        writes.push_back(op->getOperand(1));
-      } else if (isa_and_nonnull<rt::SendOp, rt::AllReduceOp>(op)) {
-        reads.append(op->getOperands().begin(), op->getOperands().end());
-      }
+      for (const MemoryEffects::EffectInstance &access : accesses)
+        if (Value buffer = access.getValue();
+            buffer && isa<MemoryEffects::Read>(access.getEffect()))
+          reads.push_back(buffer);
+        else if (buffer && isa<MemoryEffects::Write>(access.getEffect()))
+          writes.push_back(buffer);
       if (reads.empty() || !llvm::all_of(reads, isFixed))
         continue;
       SmallVector<Value, 1> own;
@@ -329,18 +323,9 @@ void WalkFormation::takeFinishing() {
     for (auto &[buffer, writer] : writerOf) {
       if (!taken.contains(writer))
         continue;
-      bool readInActions = false;
-      SmallVector<Value> pending{buffer};
-      while (!pending.empty() && !readInActions) {
-        Value value = pending.pop_back_val();
-        for (Operation *user : value.getUsers()) {
-          if (rt::isView(user))
-            pending.push_back(user->getResult(0));
-          else
-            readInActions |= actionOf(user) >= 0 && !taken.contains(user);
-        }
-      }
-      if (readInActions) {
+      if (anyReader(buffer, [&](Operation *user) {
+            return actionOf(user) >= 0 && !taken.contains(user);
+          })) {
         taken.remove(writer);
         changed = true;
       }

@@ -35,16 +35,24 @@ KernelOp soleKernelWriter(Value buffer) {
   return writer;
 }
 
-bool anyReader(KernelOp kernel, llvm::function_ref<bool(Operation *)> reads) {
-  SmallVector<Value> worklist(kernel.getOutputs());
+bool anyReader(Value buffer, llvm::function_ref<bool(Operation *)> reads) {
+  SmallVector<Value> worklist{buffer};
   while (!worklist.empty())
     for (Operation *user : worklist.pop_back_val().getUsers()) {
       if (rt::isView(user))
         worklist.push_back(user->getResult(0));
-      else if (user != kernel.getOperation() && reads(user))
+      else if (reads(user))
         return true;
     }
   return false;
+}
+
+bool anyReader(KernelOp kernel, llvm::function_ref<bool(Operation *)> reads) {
+  return llvm::any_of(kernel.getOutputs(), [&](Value output) {
+    return anyReader(output, [&](Operation *user) {
+      return user != kernel.getOperation() && reads(user);
+    });
+  });
 }
 
 namespace {

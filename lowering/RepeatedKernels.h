@@ -81,6 +81,9 @@ kernelsToHoist(llvm::ArrayRef<rt::KernelOp> candidates,
 /// views), asked of each until it does.
 bool anyReader(rt::KernelOp kernel,
                llvm::function_ref<bool(mlir::Operation *)> reads);
+/// The same for the ops using `buffer` (through views).
+bool anyReader(mlir::Value buffer,
+               llvm::function_ref<bool(mlir::Operation *)> reads);
 
 /// Replaces each `slice_block` of a buffer that one `fill` alone writes by
 /// a fill of the block, and drops the fills nothing reads any more. A sum

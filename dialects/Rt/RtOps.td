@@ -132,8 +132,10 @@ def Rt_KernelOp : Op<Rt_Dialect, "kernel", [AttrSizedOperandSegments]> {
     - no two outputs are the same buffer.
   }];
   let arguments = (ins StrAttr:$kernel,
-                       Variadic<AnyMemRef>:$inputs,
-                       Variadic<AnyMemRef>:$outputs,
+                       Arg<Variadic<AnyMemRef>, "what it reads",
+                           [MemRead]>:$inputs,
+                       Arg<Variadic<AnyMemRef>, "what it writes",
+                           [MemWrite]>:$outputs,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$ints,
                        DefaultValuedAttr<DenseF32ArrayAttr, "{}">:$floats);
   let assemblyFormat = [{
