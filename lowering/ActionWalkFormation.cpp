@@ -143,15 +143,8 @@ LogicalResult WalkFormation::findActions() {
 }
 
 bool isRowsInput(Value buffer) {
-  auto argument = dyn_cast<BlockArgument>(buffer);
-  if (!argument)
-    return false;
-  auto function = dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
-  auto role = function ? function.getArgAttrOfType<StringAttr>(
-                             argument.getArgNumber(),
-                             rt::RtDialect::kRoleAttrName)
-                       : StringAttr();
-  return role && (role.getValue() == "tokens" || role.getValue() == "targets");
+  StringRef role = rt::argumentRole(buffer);
+  return role == "tokens" || role == "targets";
 }
 
 KernelOp WalkFormation::hoistedLike(KernelOp kernel) {
@@ -184,8 +177,7 @@ bool WalkFormation::hoistInvariants() {
   // outputs, and whose output only it writes, computes the same value for
   // every micro-batch. It moves above the walk when it has no inputs (a
   // sum's zero start, the loss gradient's seed: each its own buffer), when
-  // it reads such a constant (a zero start's tensor-parallel block, the
-  // seed scaled by 1/dp), or when another action reads its value, directly
+  // it reads such a constant (the seed scaled by 1/dp), or when another action reads its value, directly
   // or through such kernels (a bf16 plan's cast of a weight, which each
   // micro-batch's forward makes and its backward reads; a tensor-parallel
   // bias cast and scaled by 1/tp, which micro-batch 0's forward computes
@@ -251,9 +243,9 @@ bool WalkFormation::hoistInvariants() {
           needed.insert(producer);
   Operation *top = ops[actions.front().begin];
   // Each goes right after the latest writer of what it reads above the
-  // walk (so that a zero start's full buffer, sliced for a tensor-parallel
-  // block, dies at once rather than living beside every other), with the
-  // views it reads through.
+  // walk (so that a buffer only the next link of a chain reads dies at
+  // once rather than living beside every other), with the views it reads
+  // through.
   auto hoist = [&](KernelOp kernel) {
     Operation *after = nullptr;
     for (Value input : kernel.getInputs()) {
@@ -448,6 +440,9 @@ bool WalkFormation::moveOneTimeReceives() {
 }
 
 LogicalResult WalkFormation::run() {
+  // A sum's tensor-parallel zero start as a fill of the block, not a slice
+  // of a full-shape fill (as the loop does).
+  fillBlocksOfFills(function.getBody().front());
   if (failed(scheduleOrder()) || failed(findActions()))
     return failure();
   if (moveOneTimeReceives() && failed(findActions()))

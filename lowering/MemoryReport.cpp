@@ -235,14 +235,7 @@ void printModelState(ModuleOp module, const MemoryReport &totals,
 
 /// A parameter argument of the step (under ZeRO-3, this rank's shard).
 bool isParameterShard(Value buffer) {
-  auto argument = dyn_cast<BlockArgument>(buffer);
-  if (!argument)
-    return false;
-  auto function = dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
-  auto role = function ? function.getArgAttrOfType<StringAttr>(
-                             argument.getArgNumber(), rt::RtDialect::kRoleAttrName)
-                       : StringAttr();
-  return role && role.getValue() == "param";
+  return rt::argumentRole(buffer) == "param";
 }
 
 } // namespace

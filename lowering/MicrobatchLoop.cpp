@@ -57,13 +57,8 @@ int64_t sliceMicroBatch(Operation *op) {
   auto subview = dyn_cast_or_null<memref::SubViewOp>(op);
   if (!subview)
     return -1;
-  auto source = dyn_cast<BlockArgument>(subview.getSource());
-  if (!source)
-    return -1;
-  auto function = cast<func::FuncOp>(source.getOwner()->getParentOp());
-  auto role = function.getArgAttrOfType<StringAttr>(source.getArgNumber(),
-                                                    RtDialect::kRoleAttrName);
-  if (!role || (role.getValue() != "tokens" && role.getValue() != "targets"))
+  StringRef role = rt::argumentRole(subview.getSource());
+  if (role != "tokens" && role != "targets")
     return -1;
   int64_t rows = subview.getStaticSizes()[0];
   if (rows <= 0 || ShapedType::isDynamic(subview.getStaticOffsets()[0]))
