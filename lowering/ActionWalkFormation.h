@@ -75,6 +75,7 @@ private:
   void findSlotBuffers();
   LogicalResult planActions();
   void findRegionLocalSlots();
+  void shareSlots();
   void replaceSums();
   void addRowsBuffers(Operation *first);
   void copySlots(Operation *first);
@@ -142,8 +143,10 @@ private:
   bool crossesChunks = false;
   /// Slot buffers live from their region to their last reader's only.
   DenseSet<Value> regionLocal;
-  /// (region, slot, micro-batch) per action of the plan's schedule, and
-  /// the slots each local chunk needs.
+  /// The actions the walk runs (the plan's schedule on this stage, each W
+  /// in its B when fused), their (region, slot, micro-batch), and the slots
+  /// each local chunk needs.
+  std::vector<pipeline::Action> walked;
   SmallVector<int32_t> triples;
   std::map<int, int> slotCount;
   int slots = 1;

@@ -13,6 +13,7 @@
 #include "lowering/ActionWalkFormation.h"
 #include "lowering/RepeatedKernels.h"
 
+#include "dialects/CheckedSize.h"
 #include "dialects/Rt/RtViews.h"
 #include "scheduling/ActionSlots.h"
 #include "scheduling/MicrobatchLoop.h"
@@ -116,15 +117,15 @@ LogicalResult WalkFormation::planActions() {
   // The plan's schedule on this stage; a micro-batch holds a slot of each
   // local chunk from its first action there to its last.
   const pipeline::ScheduleConfig &config = schedule.config;
-  std::vector<pipeline::Action> order;
-  for (const pipeline::Action &action : this->order)
+  walked.clear();
+  for (const pipeline::Action &action : order)
     if (!(fuseWeightGradients &&
           action.kind == pipeline::ActionKind::BackwardWeight))
-      order.push_back(action);
+      walked.push_back(action);
   // Where a value crosses from one chunk's action to another's, a
   // micro-batch holds one slot for all its chunks on the stage, from its
   // first action here to its last.
-  std::vector<pipeline::Action> holders = order;
+  std::vector<pipeline::Action> holders = walked;
   if (crossesChunks)
     for (pipeline::Action &action : holders)
       action.chunk = 0;
@@ -132,7 +133,7 @@ LogicalResult WalkFormation::planActions() {
   if (crossesChunks)
     for (int chunk = 1; chunk < config.chunks; ++chunk)
       slotCount[chunk] = slotCount[0];
-  for (auto [i, action] : llvm::enumerate(order)) {
+  for (auto [i, action] : llvm::enumerate(walked)) {
     std::string letter(1, pipeline::actionLetter(action.kind));
     int64_t model = int64_t(action.chunk) * config.stages + schedule.stage;
     auto region = regionOf.find({letter, model});
@@ -145,6 +146,80 @@ LogicalResult WalkFormation::planActions() {
   for (auto &[chunk, count] : slotCount)
     slots = std::max(slots, count);
   return success();
+}
+
+void WalkFormation::shareSlots() {
+  // One pool of slots for all of the stage's chunks holds as many as the
+  // most micro-batch chunks in flight at once, where each chunk's own pool
+  // holds its own most (interleaved stage 0 of pp 2, v 2: 5 against 4 + 2);
+  // a slot's buffers of two chunks, never held at once, then share bytes
+  // (the memory plan reads which from the actions, ActionWalkMemory.h).
+  // A chunk has a copy for each pool slot it takes, and a pool slot needs
+  // the bytes of its largest chunk.
+  //
+  // Region-local buffers cost less where they are (they live from their
+  // region to their reader's, and the reader's later temporaries reuse
+  // them), so a chunk's go into the pool only as far as the other chunks'
+  // slots have room for them: the last stage's last chunk, whose buffers
+  // are all region-local, fills the room its stage's other chunk leaves
+  // (gpt2-tiny interleaved pp 2, v 2, stage 1: pooled whole, the last
+  // chunk would take 3 slots of 704 KB where the one before needs 512 KB,
+  // an arena of 4.69 MB against 4.43 MB).
+  if (schedule.config.chunks < 2 || crossesChunks)
+    return;
+  // Per local chunk: its slot buffers' bytes, and its region-local ones.
+  std::map<int, double> bytes, room;
+  std::map<int, SmallVector<Value>> locals;
+  for (auto &[value, model] : slotted) {
+    int chunk = static_cast<int>(model / schedule.config.stages);
+    if (regionLocal.contains(value))
+      locals[chunk].push_back(value);
+    else
+      bytes[chunk] += saturatedByteSize(value.getType());
+  }
+  double widest = 0;
+  for (auto &[chunk, chunkBytes] : bytes)
+    widest = std::max(widest, chunkBytes);
+  // The largest region-local buffers that fit the room, first.
+  SmallVector<Value> pooledLocals;
+  double pooledLocalBytes = 0;
+  for (auto &[chunk, values] : locals) {
+    llvm::stable_sort(values, [](Value a, Value b) {
+      return saturatedByteSize(a.getType()) > saturatedByteSize(b.getType());
+    });
+    double &chunkBytes = bytes[chunk];
+    for (Value value : values) {
+      double size = saturatedByteSize(value.getType());
+      if (chunkBytes + size > widest)
+        continue;
+      chunkBytes += size;
+      pooledLocalBytes += size;
+      pooledLocals.push_back(value);
+    }
+  }
+  std::map<int, int> sharedCount;
+  std::vector<double> poolBytes;
+  std::vector<int> sharedSlot =
+      pipeline::assignSharedSlots(walked, bytes, sharedCount, &poolBytes);
+  // Against their own pools, pooling saves the region-local bytes it takes.
+  double own = pooledLocalBytes, pooled = 0;
+  for (auto &[chunk, count] : slotCount)
+    for (auto &[value, model] : slotted)
+      if (model / schedule.config.stages == chunk &&
+          !regionLocal.contains(value))
+        own += count * saturatedByteSize(value.getType());
+  for (double slotBytes : poolBytes)
+    pooled += slotBytes;
+  if (pooled >= own)
+    return;
+  for (auto [i, slot] : llvm::enumerate(sharedSlot))
+    triples[3 * i + 1] = slot;
+  slotCount = std::move(sharedCount);
+  slots = 1;
+  for (auto &[chunk, count] : slotCount)
+    slots = std::max(slots, count);
+  for (Value value : pooledLocals)
+    regionLocal.erase(value);
 }
 
 void WalkFormation::replaceSums() {
@@ -241,6 +316,8 @@ void WalkFormation::copySlots(Operation *first) {
   for (auto &[value, chunk] : slotted) {
     if (regionLocal.contains(value))
       continue;
+    value.getDefiningOp()->setAttr(rt::RtDialect::kHeldAttrName,
+                                   builder.getUnitAttr());
     Operation *alloc = value.getDefiningOp();
     alloc->moveBefore(first);
     ops[position.lookup(alloc)] = nullptr; // No longer in its action.
@@ -252,8 +329,10 @@ void WalkFormation::copySlots(Operation *first) {
       if (s >= slotCount[local] || regionLocal.contains(value))
         continue;
       slotTemplates.push_back(value);
-      slotCopies.push_back(memref::AllocOp::create(
-          builder, value.getLoc(), cast<MemRefType>(value.getType())));
+      auto copy = memref::AllocOp::create(builder, value.getLoc(),
+                                          cast<MemRefType>(value.getType()));
+      copy->setAttr(rt::RtDialect::kHeldAttrName, builder.getUnitAttr());
+      slotCopies.push_back(copy);
       ++size;
     }
     slotSizes.push_back(size);
@@ -478,6 +557,7 @@ LogicalResult WalkFormation::rewrite() {
   if (failed(planActions()))
     return failure();
   findRegionLocalSlots();
+  shareSlots();
   replaceSums();
   Operation *first = ops[actions[templates.front()].begin];
   addRowsBuffers(first);

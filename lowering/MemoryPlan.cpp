@@ -10,6 +10,7 @@
 
 #include "lowering/Passes.h"
 
+#include "lowering/ActionWalkMemory.h"
 #include "lowering/InOrderParallel.h"
 #include "lowering/PipelineStages.h"
 #include "lowering/RtEffects.h"
@@ -325,6 +326,7 @@ FailureOr<TemporaryPlan> liveRanges(Block &body) {
     }
   }
   findCarriedHoles(body, positions, plan);
+  findHeldSlots(body, plan);
   return plan;
 }
 
@@ -446,14 +448,27 @@ LogicalResult placeLargestFirst(func::FuncOp function, TemporaryPlan &plan) {
   SmallVector<Interval *> order;
   for (Interval &interval : intervals)
     order.push_back(&interval);
-  llvm::stable_sort(order, [](const Interval *a, const Interval *b) {
-    return a->bytes > b->bytes;
+  // An action walk's slot buffers first, a held class after another (the
+  // largest class first): a class that is never held with one placed
+  // before it then lands on its bytes buffer by buffer, where shapes match
+  // (one pool slot of two chunks of an interleaved stage).
+  std::vector<int64_t> classBytes(plan.heldTogether.size(), 0);
+  for (const Interval &interval : intervals)
+    if (interval.heldClass >= 0)
+      classBytes[interval.heldClass] += interval.bytes;
+  auto key = [&](const Interval *interval) {
+    bool held = interval->heldClass >= 0;
+    return std::make_tuple(!held, held ? -classBytes[interval->heldClass] : 0,
+                           interval->heldClass, -interval->bytes);
+  };
+  llvm::stable_sort(order, [&](const Interval *a, const Interval *b) {
+    return key(a) < key(b);
   });
   PlacedBuffers placed(intervals);
   for (Interval *interval : order) {
     int64_t offset = 0;
     placed.walk(*interval, [&](const Interval *other) {
-      if (!liveTogether(*other, *interval))
+      if (!plan.liveTogether(*other, *interval))
         return true;
       if (offset + interval->bytes <= other->offset)
         return false;

@@ -333,7 +333,25 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   SmallVector<int64_t> delta(body.getOperations().size() + 1, 0);
   SmallVector<int64_t> gradientDelta(delta.size(), 0), bucketDelta(delta.size(), 0),
       stagingDelta(delta.size(), 0);
+  // An action walk's slot buffers count as the most bytes of them it holds
+  // at once, across the walk, in their categories at that action.
+  unsigned heldFirst = ~0u, heldLast = 0;
   for (const Interval &interval : intervals) {
+    if (interval.heldClass >= 0) {
+      heldFirst = std::min(heldFirst, interval.first);
+      heldLast = std::max(heldLast, interval.last);
+      if (!interval.heldAtPeak)
+        continue;
+      int64_t *category = interval.isStaging  ? nullptr
+                          : interval.isBucket ? &bucketDelta[0]
+                          : interval.isGradient ? &gradientDelta[0]
+                                                : nullptr;
+      if (category) {
+        category[interval.first] += interval.bytes;
+        category[interval.last + 1] -= interval.bytes;
+      }
+      continue;
+    }
     delta[interval.first] += interval.bytes;
     delta[interval.last + 1] -= interval.bytes;
     if (interval.deadFrom < interval.deadTo) {
@@ -350,6 +368,10 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
       gradientDelta[interval.first] += interval.bytes;
       gradientDelta[interval.last + 1] -= interval.bytes;
     }
+  }
+  if (heldFirst <= heldLast) {
+    delta[heldFirst] += plan.heldPeak;
+    delta[heldLast + 1] -= plan.heldPeak;
   }
   // The most gradient bytes and bucket bytes live at once, wherever.
   int64_t gradientsPeak = 0, bucketsPeak = 0, stagingPeak = 0;
@@ -372,7 +394,8 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   int64_t gradients = 0, activations = 0, others = 0, buckets = 0,
           staging = 0;
   for (const Interval &interval : intervals)
-    if (interval.isLiveAt(peakAt))
+    if (interval.isLiveAt(peakAt) &&
+        (interval.heldClass < 0 || interval.heldAtPeak))
       (interval.isStaging      ? staging
        : interval.isBucket     ? buckets
        : interval.isGradient   ? gradients

@@ -15,8 +15,11 @@
 #include "lowering/CommunicationCount.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
+
+#include <vector>
 
 namespace partition {
 
@@ -43,6 +46,12 @@ struct Interval {
   /// in each run between the last read of the value it was handed and the
   /// write of the one it hands on (empty when deadFrom == deadTo).
   unsigned deadFrom = 0, deadTo = 0;
+  /// An action walk's slot buffer (a template or a copy, which the program
+  /// keeps live across the whole walk): the class of the actions during
+  /// which it holds a micro-batch's values (ActionWalkMemory.h), and
+  /// whether it does at the action where the walk holds the most.
+  int heldClass = -1;
+  bool heldAtPeak = false;
 
   bool isLiveAt(unsigned position) const {
     return first <= position && position <= last &&
@@ -82,6 +91,21 @@ struct TemporaryPlan {
   /// Each allocation's interval.
   llvm::DenseMap<mlir::Value, unsigned> intervalOf;
   int64_t peak = 0;
+  /// An action walk's slot buffers: per held class, the classes held at
+  /// some same action (itself included, unless never held), and the most
+  /// bytes of slot buffers held at once.
+  std::vector<llvm::BitVector> heldTogether;
+  int64_t heldPeak = 0;
+
+  /// Whether two buffers may not share bytes: both hold data at some same
+  /// position, and, for two slot buffers of a walk, at some same action.
+  bool liveTogether(const Interval &a, const Interval &b) const {
+    if (!partition::liveTogether(a, b))
+      return false;
+    if (a.heldClass < 0 || b.heldClass < 0)
+      return true;
+    return heldTogether[a.heldClass].test(b.heldClass);
+  }
 };
 
 /// Bytes per category. State counts once; temporaries count for the function

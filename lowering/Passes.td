@@ -390,6 +390,13 @@ def MemoryPlanPass : Pass<"lower-memory-plan", "::mlir::ModuleOp"> {
     until its `rt.wait`, which names them: nothing else is placed on their
     bytes while the collective runs in the background.
 
+    An action walk's slot buffers (`rt.held` allocations, and the copies
+    `rt.action_walk_begin` puts in for them) are live across the whole
+    walk in the program's order, but hold a micro-batch's values only from
+    its first action touching them to its last: two that no action of the
+    walk's list holds together may share bytes, and the report counts the
+    most bytes of them held at one action (docs/action-walk.md, "Memory").
+
     State marked `rt.tier` (`--rt-offload-optimizer`'s moments) is laid out
     in its tier's own space, not in the arena, each buffer at a whole
     4096-byte block; the function takes one more `memref<Nxi8>` argument

@@ -74,6 +74,12 @@ LogicalResult RtDialect::verifyOperationAttribute(Operation *op,
                               "but is "
                            << attr.getValue();
   }
+  if (attr.getName() == kHeldAttrName) {
+    if (isa<memref::AllocOp>(op) && isa<UnitAttr>(attr.getValue()))
+      return success();
+    return op->emitError() << "'" << kHeldAttrName
+                           << "' must be a unit attribute on a memref.alloc";
+  }
   if (attr.getName() == kArenaBytesAttrName) {
     auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
     if (bytes && bytes.getInt() >= 0)

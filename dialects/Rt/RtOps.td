@@ -46,6 +46,10 @@ def Rt_Dialect : Dialect {
       touch it, `rt.tier_read` / `rt.tier_write` move it through a staging
       buffer of the arena;
     - `rt.arena_bytes` (a planned function): the arena's size in bytes;
+    - `rt.held` (a `memref.alloc` before planning, unit): an action walk's
+      slot buffer, holding a micro-batch's values only from its first
+      action touching it to its last; the memory plan lets two that no
+      action holds together share bytes;
     - `rt.offload_path` (the module): the directory of the NVMe tier's
       files (the plan's `offload.path`).
 
@@ -78,6 +82,12 @@ def Rt_Dialect : Dialect {
     /// On a state buffer, or a planned function's tier argument: host or
     /// nvme, the tier it lives in, outside the arena.
     static constexpr ::llvm::StringLiteral kTierAttrName = "rt.tier";
+    /// On a memref.alloc: an action walk's slot buffer (a template, a copy,
+    /// or one that every slot shares), which holds one micro-batch's values
+    /// from that micro-batch's first action touching it to its last and
+    /// nothing in between: the memory plan lets two such buffers never
+    /// held at one same action share bytes.
+    static constexpr ::llvm::StringLiteral kHeldAttrName = "rt.held";
     /// On the module: the NVMe tier's directory (plan.json offload.path).
     static constexpr ::llvm::StringLiteral kOffloadPathAttrName =
         "rt.offload_path";

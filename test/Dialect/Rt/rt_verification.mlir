@@ -458,3 +458,20 @@ func.func @all_reduce_unknown_axis(%x: memref<4xf32>) {
   rt.all_reduce %x on @m axes [dp, tp] reduce = sum label = "g" : memref<4xf32>
   return
 }
+
+// -----
+
+func.func @held_on_a_view(%arena: memref<64xi8>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{'rt.held' must be a unit attribute on a memref.alloc}}
+  %w = memref.view %arena[%c0][] {rt.held} : memref<64xi8> to memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @held_not_unit() {
+  // expected-error @+1 {{'rt.held' must be a unit attribute on a memref.alloc}}
+  %a = memref.alloc() {rt.held = 1 : i64} : memref<4xf32>
+  return
+}

@@ -4,9 +4,13 @@
 // Round trip of the action walk (RtScheduleOps.td): a stage's two kinds of
 // action kept once, two micro-batches in flight (slot 1 substitutes %act1
 // for %act), the forward's rows copied from the tokens, and 1F1B's order
-// over 4 micro-batches as (region, slot, micro-batch) triples.
+// over 4 micro-batches as (region, slot, micro-batch) triples. The slot
+// buffers are rt.held: each holds a micro-batch's values only between
+// its first and last action.
 
 // CHECK-LABEL: func.func @walk
+// CHECK:         memref.alloc() {rt.held} : memref<2x3xf32>
+// CHECK-NEXT:    memref.alloc() {rt.held} : memref<2x3xf32>
 // CHECK:         rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 2, 1, 1, 1, 0, 1, 3, 1, 0, 2, 1, 1, 3] slot_sizes = [1] region_rows = [1, 0] slots(%[[ACT:.*]] : memref<2x3xf32>) copies(%[[ACT1:.*]] : memref<2x3xf32>) rows(%[[ROWS:.*]] : memref<2xi32>) sources(%[[TOKENS:.*]] : memref<4x2xi32>)
 // CHECK-NEXT:    rt.action_region "F chunk 0"
 // CHECK-NEXT:    rt.kernel "embedding" ins(%[[ROWS]], %{{.*}} : memref<2xi32>, memref<5x3xf32>) outs(%[[ACT]] : memref<2x3xf32>)
@@ -14,8 +18,8 @@
 // CHECK-NEXT:    rt.kernel "add"
 // CHECK-NEXT:    rt.action_walk_end live(%[[ACT]], %[[ACT1]], %{{.*}} : memref<2x3xf32>, memref<2x3xf32>, memref<2x3xf32>)
 func.func @walk(%table: memref<5x3xf32>, %tokens: memref<4x2xi32>) {
-  %act = memref.alloc() : memref<2x3xf32>
-  %act1 = memref.alloc() : memref<2x3xf32>
+  %act = memref.alloc() {rt.held} : memref<2x3xf32>
+  %act1 = memref.alloc() {rt.held} : memref<2x3xf32>
   %rows = memref.alloc() : memref<2xi32>
   %sum = memref.alloc() : memref<2x3xf32>
   rt.kernel "fill" outs(%sum : memref<2x3xf32>) floats = [0.0]

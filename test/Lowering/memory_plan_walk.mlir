@@ -1,0 +1,135 @@
+// RUN: partition-opt %s --split-input-file --lower-memory-plan | FileCheck %s
+// RUN: partition-opt %s --split-input-file --lower-memory-plan=report=true -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: partition-opt %s --split-input-file --lower-memory-plan | partition-opt --split-input-file --verify-roundtrip > /dev/null
+
+// --lower-memory-plan on action walks (lowering/ActionWalkMemory.h): a slot
+// buffer (rt.held) holds a micro-batch's values only from the first action
+// of that micro-batch touching it to the last, so two that no action holds
+// together share bytes, although both are live across the whole walk in
+// the program's order. The state %x takes bytes [0, 64); the temporaries
+// follow.
+
+// Chunk 0's %a is held in actions 0-1 and 4-5, chunk 1's %b in 2-3 and
+// 6-7: never together, one offset. The sum %s has its own.
+// CHECK-LABEL: func.func @chunks_in_turn_share
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<192xi8>) attributes {rt.arena_bytes = 192 : i64}
+// CHECK:         %[[A:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         %[[B:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         %[[S:.*]] = memref.view %[[ARENA]][%c128{{(_[0-9]+)?}}][]
+// CHECK:         rt.action_region "F chunk 0"
+// CHECK-NEXT:    rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[A]] : memref<16xf32>)
+// CHECK:         rt.action_region "F chunk 1"
+// CHECK-NEXT:    rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[B]] : memref<16xf32>)
+// REPORT:        memory: arena_peak 192{{$}}
+func.func @chunks_in_turn_share(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  %b = memref.alloc() {rt.held} : memref<16xf32>
+  %s = memref.alloc() : memref<16xf32>
+  rt.kernel "fill" outs(%s : memref<16xf32>) floats = [0.0]
+  rt.action_walk_begin actions = [0, 0, 0, 1, 0, 0, 2, 0, 0, 3, 0, 0,
+                                  0, 0, 1, 1, 0, 1, 2, 0, 1, 3, 0, 1]
+      slot_sizes = [] region_rows = [0, 0, 0, 0]
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_region "F chunk 1"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%b : memref<16xf32>)
+  rt.action_region "B chunk 1"
+  rt.kernel "add" ins(%s, %b : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_walk_end live(%a, %b, %s : memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}
+
+// -----
+
+// The same actions interleaved (F0 F1 B0 B1): %a and %b are held together
+// in actions 1-2 and take offsets of their own.
+// CHECK-LABEL: func.func @chunks_together_apart
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64}
+// CHECK:         memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         memref.view %[[ARENA]][%c128{{(_[0-9]+)?}}][]
+// CHECK:         memref.view %[[ARENA]][%c192{{(_[0-9]+)?}}][]
+// REPORT:        memory: arena_peak 256{{$}}
+func.func @chunks_together_apart(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  %b = memref.alloc() {rt.held} : memref<16xf32>
+  %s = memref.alloc() : memref<16xf32>
+  rt.kernel "fill" outs(%s : memref<16xf32>) floats = [0.0]
+  rt.action_walk_begin actions = [0, 0, 0, 2, 0, 0, 1, 0, 0, 3, 0, 0]
+      slot_sizes = [] region_rows = [0, 0, 0, 0]
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_region "F chunk 1"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%b : memref<16xf32>)
+  rt.action_region "B chunk 1"
+  rt.kernel "add" ins(%s, %b : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_walk_end live(%a, %b, %s : memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}
+
+// -----
+
+// Slot copies: chunk 0 holds slot 0 (%a) in actions 0-2 and slot 1 (%a1)
+// in 1-3; chunk 1's %b is held in 4-5. Slots 0 and 1 of chunk 0 are held
+// together; %b is held with neither and takes %a's bytes.
+// CHECK-LABEL: func.func @slot_copies
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64}
+// CHECK:         %[[A:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         %[[A1:.*]] = memref.view %[[ARENA]][%c128{{(_[0-9]+)?}}][]
+// CHECK:         %[[B:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         memref.view %[[ARENA]][%c192{{(_[0-9]+)?}}][]
+// REPORT:        memory: arena_peak 256{{$}}
+func.func @slot_copies(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  %a1 = memref.alloc() {rt.held} : memref<16xf32>
+  %b = memref.alloc() {rt.held} : memref<16xf32>
+  %s = memref.alloc() : memref<16xf32>
+  rt.kernel "fill" outs(%s : memref<16xf32>) floats = [0.0]
+  rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 1,
+                                  2, 0, 0, 3, 0, 0]
+      slot_sizes = [1] region_rows = [0, 0, 0, 0]
+      slots(%a : memref<16xf32>) copies(%a1 : memref<16xf32>)
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_region "F chunk 1"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%b : memref<16xf32>)
+  rt.action_region "B chunk 1"
+  rt.kernel "add" ins(%s, %b : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_walk_end live(%a, %a1, %b, %s : memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}
+
+// -----
+
+// A held buffer that an op after the walk reads (%a, copied out) is live
+// wherever the program says: %b may not take its bytes.
+// CHECK-LABEL: func.func @read_after_walk
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64}
+// REPORT:        memory: arena_peak 256{{$}}
+func.func @read_after_walk(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  %b = memref.alloc() {rt.held} : memref<16xf32>
+  %s = memref.alloc() : memref<16xf32>
+  rt.kernel "fill" outs(%s : memref<16xf32>) floats = [0.0]
+  rt.action_walk_begin actions = [0, 0, 0, 1, 0, 0, 2, 0, 0, 3, 0, 0]
+      slot_sizes = [] region_rows = [0, 0, 0, 0]
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_region "F chunk 1"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%b : memref<16xf32>)
+  rt.action_region "B chunk 1"
+  rt.kernel "add" ins(%s, %b : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_walk_end live(%a, %b, %s : memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}
