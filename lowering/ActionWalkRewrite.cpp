@@ -167,8 +167,9 @@ void WalkFormation::shareSlots() {
   // an arena of 4.69 MB against 4.43 MB).
   if (schedule.config.chunks < 2 || crossesChunks)
     return;
-  // Per local chunk: its slot buffers' bytes, and its region-local ones.
-  std::map<int, double> bytes, room;
+  // Per local chunk: one slot's buffers but the region-local ones, and
+  // those.
+  std::map<int, double> bytes;
   std::map<int, SmallVector<Value>> locals;
   for (auto &[value, model] : slotted) {
     int chunk = static_cast<int>(model / schedule.config.stages);
@@ -177,37 +178,34 @@ void WalkFormation::shareSlots() {
     else
       bytes[chunk] += saturatedByteSize(value.getType());
   }
-  double widest = 0;
-  for (auto &[chunk, chunkBytes] : bytes)
+  double own = 0, widest = 0;
+  for (auto &[chunk, chunkBytes] : bytes) {
+    own += slotCount[chunk] * chunkBytes;
     widest = std::max(widest, chunkBytes);
-  // The largest region-local buffers that fit the room, first.
+  }
+  // The largest region-local buffers that fit the room, first; pooling
+  // saves their bytes.
+  std::map<int, double> pooledBytes = bytes;
   SmallVector<Value> pooledLocals;
-  double pooledLocalBytes = 0;
   for (auto &[chunk, values] : locals) {
     llvm::stable_sort(values, [](Value a, Value b) {
       return saturatedByteSize(a.getType()) > saturatedByteSize(b.getType());
     });
-    double &chunkBytes = bytes[chunk];
+    double &chunkBytes = pooledBytes[chunk];
     for (Value value : values) {
       double size = saturatedByteSize(value.getType());
       if (chunkBytes + size > widest)
         continue;
       chunkBytes += size;
-      pooledLocalBytes += size;
+      own += size;
       pooledLocals.push_back(value);
     }
   }
   std::map<int, int> sharedCount;
   std::vector<double> poolBytes;
-  std::vector<int> sharedSlot =
-      pipeline::assignSharedSlots(walked, bytes, sharedCount, &poolBytes);
-  // Against their own pools, pooling saves the region-local bytes it takes.
-  double own = pooledLocalBytes, pooled = 0;
-  for (auto &[chunk, count] : slotCount)
-    for (auto &[value, model] : slotted)
-      if (model / schedule.config.stages == chunk &&
-          !regionLocal.contains(value))
-        own += count * saturatedByteSize(value.getType());
+  std::vector<int> sharedSlot = pipeline::assignSharedSlots(
+      walked, pooledBytes, sharedCount, &poolBytes);
+  double pooled = 0;
   for (double slotBytes : poolBytes)
     pooled += slotBytes;
   if (pooled >= own)

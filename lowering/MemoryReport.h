@@ -92,8 +92,8 @@ struct TemporaryPlan {
   llvm::DenseMap<mlir::Value, unsigned> intervalOf;
   int64_t peak = 0;
   /// An action walk's slot buffers: per held class, the classes held at
-  /// some same action (itself included, unless never held), and the most
-  /// bytes of slot buffers held at once.
+  /// some same action (itself included; a class no action holds: every
+  /// class), and the most bytes of slot buffers held at once.
   std::vector<llvm::BitVector> heldTogether;
   int64_t heldPeak = 0;
 
