@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <set>
 #include <utility>
 
 namespace partition {
@@ -67,6 +69,7 @@ public:
     if (spans.empty())
       return;
     classifyIntervals();
+    findRegionLife();
   }
 
 private:
@@ -74,6 +77,7 @@ private:
   void findTouches();
   void makeClasses();
   void classifyIntervals();
+  void findRegionLife();
   unsigned ownerIndex(Value buffer) {
     auto [it, inserted] = ownerOf.try_emplace(buffer, owners.size());
     if (inserted)
@@ -101,6 +105,10 @@ private:
   /// Per owner: the regions touching it, and whether an op outside the
   /// regions does (it then keeps its life in the program's order).
   SmallVector<std::vector<bool>> touchedBy;
+  /// Per owner and region, its first and last touch's positions; each
+  /// region's positions.
+  SmallVector<SmallVector<std::pair<unsigned, unsigned>, 0>> touchSpans;
+  std::vector<std::pair<unsigned, unsigned>> regionPositions;
   llvm::BitVector outside;
   /// Per owner, the id of its regions; per region, the ids touching it.
   SmallVector<int> touchOf;
@@ -131,15 +139,25 @@ void HeldSlots::findTouches() {
   for (Operation *op = begin->getNextNode(); op != end; op = op->getNextNode())
     numRegions += isa<rt::ActionRegionOp>(op);
   touchedBy.assign(owners.size(), std::vector<bool>(numRegions));
+  touchSpans.assign(owners.size(),
+                    SmallVector<std::pair<unsigned, unsigned>, 0>(
+                        numRegions, {~0u, 0u}));
   outside.resize(owners.size());
   bool inWalk = false;
   int region = -1;
+  unsigned position = 0;
   for (Operation &op : body) {
+    unsigned at = position++;
     if (&op == begin.getOperation() || &op == end) {
       inWalk = &op == begin.getOperation();
+      if (&op == end && region >= 0)
+        regionPositions.back().second = at - 1;
       continue;
     }
     if (isa<rt::ActionRegionOp>(op)) {
+      if (region >= 0)
+        regionPositions.back().second = at - 1;
+      regionPositions.push_back({at, at});
       ++region;
       continue;
     }
@@ -150,9 +168,12 @@ void HeldSlots::findTouches() {
       if (it == heldOf.end())
         continue;
       // Regions name templates only: the runtime puts the copies in.
-      if (inWalk && region >= 0 && it->second.slot <= 0)
+      if (inWalk && region >= 0 && it->second.slot <= 0) {
         touchedBy[it->second.owner][region] = true;
-      else
+        auto &[first, last] = touchSpans[it->second.owner][region];
+        first = std::min(first, at);
+        last = std::max(last, at);
+      } else
         outside.set(it->second.owner);
     }
   }
@@ -241,7 +262,127 @@ void HeldSlots::classifyIntervals() {
           });
 }
 
+void HeldSlots::findRegionLife() {
+  // How each class holds data in each action (from its micro-batch's first
+  // touch, through the region, up to its last touch, or between), and so
+  // where in each region each held buffer may: a region's own temporaries
+  // may take its bytes elsewhere (the part of a slot a GPipe stage's first
+  // backward has finished reading, which no other action holds then).
+  auto life = std::make_shared<WalkLife>();
+  life->regions = regionPositions;
+  ArrayRef<int32_t> actions = begin.getActions();
+  size_t numActions = actions.size() / 3;
+  life->actionRegions.resize(numActions);
+  for (size_t k = 0; k < numActions; ++k)
+    life->actionRegions[k] = actions[3 * k];
+  life->actionHolds.resize(numActions);
+  std::vector<std::vector<uint8_t>> kinds(spans.size(),
+                                          std::vector<uint8_t>(numRegions));
+  for (auto [cls, classSpans] : llvm::enumerate(spans))
+    for (auto [first, last] : classSpans)
+      for (int64_t k = first; k <= last; ++k) {
+        uint8_t kind = first == last ? Between
+                       : k == first  ? FromFirst
+                       : k == last   ? ToLast
+                                     : Through;
+        int32_t r = life->actionRegions[k];
+        if (r < 0 || r >= int32_t(numRegions))
+          continue;
+        kinds[cls][r] |= kind;
+        life->actionHolds[k].push_back({int(cls), kind});
+      }
+  life->members.resize(spans.size());
+  plan.heldLife.resize(plan.intervals.size());
+  for (auto &[buffer, held] : heldOf) {
+    if (outside.test(held.owner))
+      continue;
+    unsigned index = plan.intervalOf.lookup(buffer);
+    int cls = plan.intervals[index].heldClass;
+    life->members[cls].push_back(index);
+    life->touches[index] = touchSpans[held.owner];
+    auto &hulls = plan.heldLife[index];
+    hulls.assign(numRegions, {~0u, 0u});
+    for (unsigned r = 0; r < numRegions; ++r)
+      for (uint8_t kind : {Through, FromFirst, ToLast, Between})
+        if (kinds[cls][r] & kind) {
+          auto [first, last] = life->lifeIn(r, kind, touchSpans[held.owner][r]);
+          hulls[r] = {std::min(hulls[r].first, first),
+                      std::max(hulls[r].second, last)};
+        }
+  }
+  for (auto &members : life->members)
+    llvm::sort(members); // In program order: deterministic sums.
+  // A region's own temporaries: allocated after its marker, last used
+  // before the next.
+  for (Interval &interval : plan.intervals) {
+    if (interval.heldClass >= 0)
+      continue;
+    auto it = llvm::upper_bound(
+        regionPositions, interval.first,
+        [](unsigned at, const std::pair<unsigned, unsigned> &region) {
+          return at < region.first;
+        });
+    if (it == regionPositions.begin())
+      continue;
+    --it;
+    if (interval.first > it->first && interval.last <= it->second)
+      interval.region = static_cast<int>(it - regionPositions.begin());
+  }
+  plan.walkLife = std::move(life);
+}
+
 } // namespace
+
+void heldProfile(const TemporaryPlan &plan, size_t positions,
+                 unsigned categories,
+                 function_ref<unsigned(const Interval &)> category,
+                 std::vector<int64_t> &total,
+                 std::vector<SmallVector<int64_t, 5>> &parts) {
+  total.assign(positions, 0);
+  parts.assign(positions, SmallVector<int64_t, 5>(categories, 0));
+  const WalkLife *life = plan.walkLife.get();
+  if (!life)
+    return;
+  // Per region, each distinct set of (class, kind) its actions hold once.
+  std::vector<std::set<SmallVector<std::pair<int, uint8_t>, 4>>> configs(
+      life->regions.size());
+  for (auto [k, holds] : llvm::enumerate(life->actionHolds)) {
+    int32_t r = life->actionRegions[k];
+    if (r < 0 || r >= int32_t(configs.size()))
+      continue;
+    SmallVector<std::pair<int, uint8_t>, 4> sorted(holds);
+    llvm::sort(sorted);
+    configs[r].insert(std::move(sorted));
+  }
+  for (auto [r, regionConfigs] : llvm::enumerate(configs)) {
+    auto [first, last] = life->regions[r];
+    size_t width = last - first + 2;
+    for (const auto &config : regionConfigs) {
+      std::vector<std::vector<int64_t>> delta(categories,
+                                              std::vector<int64_t>(width, 0));
+      for (auto [cls, kind] : config)
+        for (unsigned index : life->members[cls]) {
+          const Interval &interval = plan.intervals[index];
+          auto [from, to] = life->lifeIn(
+              r, kind, life->touches.lookup(index)[r]);
+          if (from > to)
+            continue;
+          delta[category(interval)][from - first] += interval.bytes;
+          delta[category(interval)][to - first + 1] -= interval.bytes;
+        }
+      SmallVector<int64_t, 5> running(categories, 0);
+      for (size_t p = 0; p + 1 < width; ++p) {
+        int64_t sum = 0;
+        for (unsigned c = 0; c < categories; ++c)
+          sum += running[c] += delta[c][p];
+        if (sum > total[first + p]) {
+          total[first + p] = sum;
+          parts[first + p] = running;
+        }
+      }
+    }
+  }
+}
 
 void findHeldSlots(Block &body, TemporaryPlan &plan) {
   auto begins = body.getOps<rt::ActionWalkBeginOp>();

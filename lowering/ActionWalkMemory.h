@@ -16,15 +16,66 @@
 #include "lowering/MemoryReport.h"
 
 #include "mlir/IR/Block.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace partition {
+
+/// How a held class holds data in an action: through the whole region
+/// (an action between its micro-batch's first and last), from its first
+/// touch (its first action), up to its last touch (its last), or between
+/// the two (both).
+enum HeldKind : uint8_t { Through = 1, FromFirst = 2, ToLast = 4, Between = 8 };
+
+/// An action walk's slot buffers at action granularity, for the report.
+struct WalkLife {
+  /// Each region's op positions [its marker, its last op].
+  std::vector<std::pair<unsigned, unsigned>> regions;
+  /// Per action: its region, and the held classes holding data in it.
+  std::vector<int32_t> actionRegions;
+  std::vector<llvm::SmallVector<std::pair<int, uint8_t>, 4>> actionHolds;
+  /// Per held class, its buffers (interval indices).
+  std::vector<llvm::SmallVector<unsigned, 0>> members;
+  /// Per held buffer (interval index), per region: its first and last
+  /// touch there (first > last: none).
+  llvm::DenseMap<unsigned, llvm::SmallVector<std::pair<unsigned, unsigned>, 0>>
+      touches;
+
+  /// The positions of region `region` at which a buffer touched there at
+  /// `touch` holds data in an action of kind `kind`.
+  std::pair<unsigned, unsigned> lifeIn(unsigned region, uint8_t kind,
+                                       std::pair<unsigned, unsigned> touch) const {
+    auto [first, last] = regions[region];
+    if (kind == Through)
+      return {first, last};
+    if (kind == FromFirst)
+      return {touch.first, last};
+    if (kind == ToLast)
+      return {first, touch.second};
+    return touch;
+  }
+};
+
+/// Per op position of `body` (0 outside the walk's regions): the most bytes
+/// the walk's slot buffers hold there over the actions running its region,
+/// and their split by `category` (one of `categories`) at that action.
+void heldProfile(const TemporaryPlan &plan, size_t positions,
+                 unsigned categories,
+                 llvm::function_ref<unsigned(const Interval &)> category,
+                 std::vector<int64_t> &total,
+                 std::vector<llvm::SmallVector<int64_t, 5>> &parts);
 
 /// Gives each slot buffer of `body`'s action walk (its interval in `plan`)
 /// a held class: the buffers touched by the same regions in the same slot,
 /// held at the same actions. Fills plan.heldTogether (which classes are
 /// held at some same action), plan.heldPeak and each interval's
-/// heldAtPeak. A slot buffer that an op outside the walk's regions reads
-/// or writes keeps no class (it is live wherever the program says).
+/// heldAtPeak, plan.heldLife (where in each region each slot buffer holds
+/// data) and plan.walkLife, and marks each region's own temporaries
+/// (Interval::region). A slot buffer that an op outside the walk's regions
+/// reads or writes keeps no class (it is live wherever the program says).
 void findHeldSlots(mlir::Block &body, TemporaryPlan &plan);
 
 } // namespace partition

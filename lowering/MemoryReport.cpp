@@ -2,6 +2,8 @@
 
 #include "lowering/MemoryReport.h"
 
+#include "lowering/ActionWalkMemory.h"
+
 #include "dialects/Dist/DistOps.h"
 #include "dialects/Rt/RtOps.h"
 #include "dialects/Rt/RtViews.h"
@@ -328,6 +330,46 @@ void classifyTemporaries(Block &body, TemporaryPlan &plan) {
     }
 }
 
+namespace {
+
+/// A temporary's category in the report's split of the peak.
+enum Category : unsigned { Staging, Bucket, Gradient, Activation, Other };
+constexpr unsigned kCategories = 5;
+
+unsigned categoryOf(const Interval &interval) {
+  return interval.isStaging    ? Staging
+         : interval.isBucket   ? Bucket
+         : interval.isGradient ? Gradient
+         : interval.isActivation ? Activation
+                                 : Other;
+}
+
+/// The bytes an action walk's slot buffers hold at each op position
+/// (positions [heldFirst, heldLast] span them): at a region's positions
+/// the most over the actions running it, split by category in `parts`
+/// (a region's own temporaries may share bytes with them there); at the
+/// walk's other positions the most at any action.
+std::vector<int64_t> heldBytesAt(const TemporaryPlan &plan, size_t positions,
+                                 unsigned heldFirst, unsigned heldLast,
+                                 std::vector<SmallVector<int64_t, 5>> &parts) {
+  std::vector<int64_t> held(positions, 0);
+  parts.clear();
+  if (heldFirst > heldLast)
+    return held;
+  for (unsigned at = heldFirst; at <= heldLast && at < positions; ++at)
+    held[at] = plan.heldPeak;
+  if (!plan.walkLife)
+    return held;
+  std::vector<int64_t> inRegions;
+  heldProfile(plan, positions, kCategories, categoryOf, inRegions, parts);
+  for (auto [first, last] : plan.walkLife->regions)
+    for (unsigned at = first; at <= last && at < positions; ++at)
+      held[at] = inRegions[at];
+  return held;
+}
+
+} // namespace
+
 void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   ArrayRef<Interval> intervals = plan.intervals;
   SmallVector<int64_t> delta(body.getOperations().size() + 1, 0);
@@ -369,10 +411,9 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
       gradientDelta[interval.last + 1] -= interval.bytes;
     }
   }
-  if (heldFirst <= heldLast) {
-    delta[heldFirst] += plan.heldPeak;
-    delta[heldLast + 1] -= plan.heldPeak;
-  }
+  std::vector<SmallVector<int64_t, 5>> heldParts;
+  std::vector<int64_t> heldAt =
+      heldBytesAt(plan, delta.size(), heldFirst, heldLast, heldParts);
   // The most gradient bytes and bucket bytes live at once, wherever.
   int64_t gradientsPeak = 0, bucketsPeak = 0, stagingPeak = 0;
   for (int64_t g = 0, b = 0, t = 0, at = 0;
@@ -388,19 +429,25 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   for (int64_t live = 0, most = -1, at = 0;
        at + 1 < static_cast<int64_t>(delta.size()); ++at) {
     live += delta[at];
-    if (live > most)
-      most = live, peakAt = at;
+    if (live + heldAt[at] > most)
+      most = live + heldAt[at], peakAt = at;
   }
-  int64_t gradients = 0, activations = 0, others = 0, buckets = 0,
-          staging = 0;
+  // At the peak: the slot buffers in a region as the profile splits them,
+  // elsewhere those held at the walk's fullest action.
+  bool inRegion =
+      plan.walkLife && llvm::any_of(plan.walkLife->regions, [&](auto region) {
+        return region.first <= peakAt && peakAt <= region.second;
+      });
+  SmallVector<int64_t, 5> split(kCategories, 0);
+  if (inRegion)
+    split = heldParts[peakAt];
   for (const Interval &interval : intervals)
     if (interval.isLiveAt(peakAt) &&
-        (interval.heldClass < 0 || interval.heldAtPeak))
-      (interval.isStaging      ? staging
-       : interval.isBucket     ? buckets
-       : interval.isGradient   ? gradients
-       : interval.isActivation ? activations
-                               : others) += interval.bytes;
+        (interval.heldClass < 0 || (!inRegion && interval.heldAtPeak)))
+      split[categoryOf(interval)] += interval.bytes;
+  int64_t gradients = split[Gradient], activations = split[Activation],
+          others = split[Other], buckets = split[Bucket],
+          staging = split[Staging];
   report.gradientsPeak = std::max(report.gradientsPeak, gradientsPeak);
   report.bucketsPeak = std::max(report.bucketsPeak, bucketsPeak);
   report.stagingPeak = std::max(report.stagingPeak, stagingPeak);

@@ -19,6 +19,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <memory>
 #include <vector>
 
 namespace partition {
@@ -52,6 +53,9 @@ struct Interval {
   /// whether it does at the action where the walk holds the most.
   int heldClass = -1;
   bool heldAtPeak = false;
+  /// A walk region's own temporary (allocated and used in region
+  /// `region` alone): it holds data only while that region runs.
+  int region = -1;
 
   bool isLiveAt(unsigned position) const {
     return first <= position && position <= last &&
@@ -85,6 +89,8 @@ inline bool liveTogether(const Interval &a, const Interval &b) {
   return false;
 }
 
+struct WalkLife;
+
 /// The temporaries of one function, placed relative to the end of the state.
 struct TemporaryPlan {
   llvm::SmallVector<Interval> intervals;
@@ -96,15 +102,34 @@ struct TemporaryPlan {
   /// class), and the most bytes of slot buffers held at once.
   std::vector<llvm::BitVector> heldTogether;
   int64_t heldPeak = 0;
+  /// Per slot buffer (by interval index; empty for others) and walk
+  /// region: the op positions of that region at which it holds data in
+  /// some action running the region ([first, last]; first > last: none).
+  /// A region's own temporaries may take its bytes elsewhere: the place a
+  /// backward has finished reading, where no other action holds it.
+  std::vector<llvm::SmallVector<std::pair<unsigned, unsigned>, 0>> heldLife;
+  /// What the report needs to count held bytes per position
+  /// (ActionWalkMemory.h).
+  std::shared_ptr<const WalkLife> walkLife;
 
   /// Whether two buffers may not share bytes: both hold data at some same
-  /// position, and, for two slot buffers of a walk, at some same action.
+  /// position, and, for a walk's slot buffers, at some same action.
   bool liveTogether(const Interval &a, const Interval &b) const {
     if (!partition::liveTogether(a, b))
       return false;
-    if (a.heldClass < 0 || b.heldClass < 0)
-      return true;
-    return heldTogether[a.heldClass].test(b.heldClass);
+    if (a.heldClass >= 0 && b.heldClass >= 0)
+      return heldTogether[a.heldClass].test(b.heldClass);
+    if (a.heldClass >= 0 && b.region >= 0)
+      return heldMeets(a, b);
+    if (b.heldClass >= 0 && a.region >= 0)
+      return heldMeets(b, a);
+    return true;
+  }
+
+private:
+  bool heldMeets(const Interval &held, const Interval &temporary) const {
+    auto [first, last] = heldLife[&held - intervals.data()][temporary.region];
+    return first <= temporary.last && temporary.first <= last;
   }
 };
 

@@ -136,3 +136,40 @@ func.func @read_after_walk(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}
   rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%x : memref<16xf32>)
   return
 }
+
+// -----
+
+// GPipe's order (F0 F1 B1 B0): a region's own temporary (%t, in B) takes
+// the bytes of the slot its region has finished reading (%a1, after its
+// last read in B1), which no other action of B holds then; not those of
+// %a, which B1 runs through (micro-batch 0 holds it).
+// CHECK-LABEL: func.func @temporary_in_finished_slot
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64}
+// CHECK:         %[[A:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         %[[A1:.*]] = memref.view %[[ARENA]][%c128{{(_[0-9]+)?}}][]
+// CHECK:         %[[S:.*]] = memref.view %[[ARENA]][%c192{{(_[0-9]+)?}}][]
+// CHECK:         rt.action_region "B chunk 0"
+// CHECK-NEXT:    rt.kernel "add" ins(%[[S]], %[[A]] : memref<16xf32>, memref<16xf32>) outs(%[[S]] : memref<16xf32>)
+// CHECK:         %[[T:.*]] = memref.view %[[ARENA]][%c128{{(_[0-9]+)?}}][]
+// CHECK-NEXT:    rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[T]] : memref<16xf32>)
+// REPORT:        memory: arena_peak 256{{$}}
+// REPORT:        memory: arena_peak = parameters 64 + optimizer_state 0 + inputs 0 + gradients 0 + activations 192 + other_temporaries 0 + alignment_and_fragmentation 0{{$}}
+func.func @temporary_in_finished_slot(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  %a1 = memref.alloc() {rt.held} : memref<16xf32>
+  %s = memref.alloc() : memref<16xf32>
+  rt.kernel "fill" outs(%s : memref<16xf32>) floats = [0.0]
+  rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0]
+      slot_sizes = [1] region_rows = [0, 0]
+      slots(%a : memref<16xf32>) copies(%a1 : memref<16xf32>)
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  %t = memref.alloc() : memref<16xf32>
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%t : memref<16xf32>)
+  rt.kernel "add" ins(%s, %t : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_walk_end live(%a, %a1, %s : memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}
