@@ -59,8 +59,7 @@ std::unique_ptr<Pass> createLowerToRt(const std::optional<Plan> &plan) {
 bool walksSchedule(const std::optional<Plan> &plan,
                    const CompileFlowOptions &options) {
   return plan && plan->mesh.pp > 1 && options.actionWalk &&
-         !options.unrollMicrobatches &&
-         (plan->pipeline.scheduleOrDefault() != "gpipe" || options.walkGpipe);
+         !options.unrollMicrobatches;
 }
 
 void buildPartitionFlow(OpPassManager &pm, const CompileFlowOptions &options) {

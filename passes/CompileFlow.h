@@ -79,13 +79,9 @@ struct CompileFlowOptions
       llvm::cl::desc("Pipelines keep one copy of each kind "
                      "of a stage's actions and walk the schedule as data "
                      "(--rt-action-walk; docs/action-walk.md); false: loop "
-                     "over the schedule's periods (--rt-microbatch-loop). "
-                     "GPipe walks only with walkGpipe"),
+                     "over the schedule's periods (--rt-microbatch-loop; "
+                     "GPipe, which has none, unrolls)"),
       llvm::cl::init(true)};
-  /// GPipe walks too (partition-compile --action-walk, asked by name):
-  /// its walk holds all m micro-batches' slots plus a backward's
-  /// temporaries, 8-11% over its unrolled arena on gpt2-tiny.
-  bool walkGpipe = false;
   Option<bool> memoryReport{
       *this, "memory-report",
       llvm::cl::desc("Print bytes per buffer category and the arena peak"),

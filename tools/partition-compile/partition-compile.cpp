@@ -138,8 +138,8 @@ cl::opt<bool> actionWalk(
     cl::desc("Pipelines keep one copy of each kind of a stage's actions and "
              "walk the schedule as data, so the program and the compile stay "
              "flat in the micro-batches (docs/action-walk.md): the default "
-             "for 1F1B, interleaved 1F1B and ZB-H1; GPipe walks when asked "
-             "by name. --action-walk=false loops over the schedule's periods"),
+             "for every schedule. --action-walk=false loops over the "
+             "schedule's periods (GPipe, which has none, unrolls)"),
     cl::init(true), cl::cat(category));
 cl::opt<int64_t> explicitPositions(
     "explicit-positions",
@@ -444,7 +444,6 @@ int main(int argc, char **argv) {
   options.logits = logits;
   options.unrollMicrobatches = unrollMicrobatches;
   options.actionWalk = actionWalk;
-  options.walkGpipe = actionWalk.getNumOccurrences() > 0 && actionWalk;
   options.explicitPositions = explicitPositions;
 
   partition::Plan plan;
