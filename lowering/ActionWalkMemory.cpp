@@ -354,13 +354,26 @@ void heldProfile(const TemporaryPlan &plan, size_t positions,
     llvm::sort(sorted);
     configs[r].insert(std::move(sorted));
   }
+  // A class held through a region adds its bytes at every position of it.
+  std::vector<SmallVector<int64_t, 5>> classBytes(
+      life->members.size(), SmallVector<int64_t, 5>(categories, 0));
+  for (auto [cls, members] : llvm::enumerate(life->members))
+    for (unsigned index : members)
+      classBytes[cls][category(plan.intervals[index])] +=
+          plan.intervals[index].bytes;
   for (auto [r, regionConfigs] : llvm::enumerate(configs)) {
     auto [first, last] = life->regions[r];
     size_t width = last - first + 2;
     for (const auto &config : regionConfigs) {
       std::vector<std::vector<int64_t>> delta(categories,
                                               std::vector<int64_t>(width, 0));
-      for (auto [cls, kind] : config)
+      SmallVector<int64_t, 5> running(categories, 0);
+      for (auto [cls, kind] : config) {
+        if (kind == Through) {
+          for (unsigned c = 0; c < categories; ++c)
+            running[c] += classBytes[cls][c];
+          continue;
+        }
         for (unsigned index : life->members[cls]) {
           const Interval &interval = plan.intervals[index];
           auto [from, to] = life->lifeIn(
@@ -370,7 +383,7 @@ void heldProfile(const TemporaryPlan &plan, size_t positions,
           delta[category(interval)][from - first] += interval.bytes;
           delta[category(interval)][to - first + 1] -= interval.bytes;
         }
-      SmallVector<int64_t, 5> running(categories, 0);
+      }
       for (size_t p = 0; p + 1 < width; ++p) {
         int64_t sum = 0;
         for (unsigned c = 0; c < categories; ++c)
