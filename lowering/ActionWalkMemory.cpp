@@ -302,6 +302,11 @@ void HeldSlots::findRegionLife() {
     life->touches[index] = touchSpans[held.owner];
     auto &hulls = plan.heldLife[index];
     hulls.assign(numRegions, {~0u, 0u});
+    if (spans[cls].empty()) {
+      // Never held, but still code the loader checks: apart from all.
+      hulls.assign(regionPositions.begin(), regionPositions.end());
+      continue;
+    }
     for (unsigned r = 0; r < numRegions; ++r)
       for (uint8_t kind : {Through, FromFirst, ToLast, Between})
         if (kinds[cls][r] & kind) {
