@@ -4,9 +4,12 @@
 // copies) are live across the whole walk in the program's order, but a
 // slot holds a micro-batch's values only from the first action of that
 // micro-batch that touches them to the last. Two slot buffers never held
-// at one same action may share bytes: an interleaved stage holds its
-// first chunk's deepest slots in the warm-up and its second chunk's later,
-// never both (docs/action-walk.md, "Memory").
+// at one same action may share bytes (one pool slot's buffers of an
+// interleaved stage's two chunks: pipeline::assignSharedSlots), and within
+// an action a region's own temporaries may take a slot buffer's bytes
+// where no action running that region holds it (the part of a GPipe
+// stage's first backward's slot it has finished reading):
+// docs/action-walk.md, "Memory".
 //
 //===----------------------------------------------------------------------===//
 
