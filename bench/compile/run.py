@@ -123,6 +123,12 @@ def main():
          plan("tiny-pp2", json.dumps({"mesh": {"pp": 2},
                                       "pipeline": {"schedule": "1f1b"}})),
          [8, 64, 256, 1024], 256, 1024),
+        # GPipe holds every micro-batch: its walk has a slot each, and
+        # --action-walk=false unrolls it (no periods to loop over).
+        ("gpt2-tiny 4 layers, pp2 GPipe", tiny,
+         plan("tiny-gpipe", json.dumps({"mesh": {"pp": 2},
+                                        "pipeline": {"schedule": "gpipe"}})),
+         [8, 64, 256, 1024], 256, 0),
     ]
     if not args.quick:
         llama = gen("llama70b", ["--preset", "llama-70b", "--batch", "4"])
