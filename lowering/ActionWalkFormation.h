@@ -76,6 +76,7 @@ private:
   LogicalResult planActions();
   void findRegionLocalSlots();
   void shareSlots();
+  void copyBackwardTemporaries();
   void replaceSums();
   void addRowsBuffers(Operation *first);
   void copySlots(Operation *first);

@@ -78,6 +78,7 @@ private:
   void makeClasses();
   void classifyIntervals();
   void findRegionLife();
+  void findMeetings(const WalkLife &life);
   unsigned ownerIndex(Value buffer) {
     auto [it, inserted] = ownerOf.try_emplace(buffer, owners.size());
     if (inserted)
@@ -219,6 +220,10 @@ void HeldSlots::makeClasses() {
       spans[cls].push_back(span);
     llvm::sort(spans[cls]);
   }
+  plan.heldActions.assign(spans.size(), 0);
+  for (auto [cls, classSpans] : llvm::enumerate(spans))
+    for (auto [first, last] : classSpans)
+      plan.heldActions[cls] += last - first + 1;
   // A class no action holds (slot 0 of a chunk that never takes it) is
   // still code the loader checks: it keeps its place apart from all.
   plan.heldTogether.assign(classOf.size(), llvm::BitVector(classOf.size()));
@@ -317,6 +322,7 @@ void HeldSlots::findRegionLife() {
   }
   for (auto &members : life->members)
     llvm::sort(members); // In program order: deterministic sums.
+  findMeetings(*life);
   // A region's own temporaries: allocated after its marker, last used
   // before the next.
   for (Interval &interval : plan.intervals) {
@@ -336,7 +342,65 @@ void HeldSlots::findRegionLife() {
   plan.walkLife = std::move(life);
 }
 
+void HeldSlots::findMeetings(const WalkLife &life) {
+  // Pairs of classes both at a boundary (from a first touch, up to a last,
+  // or between) at every action holding both: their buffers conflict only
+  // where their positions overlap there.
+  std::map<std::pair<int, int>, std::set<std::tuple<unsigned, uint8_t, uint8_t>>>
+      meetings;
+  std::map<std::pair<int, int>, int64_t> boundaryActions;
+  for (auto [k, holds] : llvm::enumerate(life.actionHolds))
+    for (auto [a, kindA] : holds) {
+      if (kindA == Through)
+        continue;
+      for (auto [b, kindB] : holds) {
+        if (kindB == Through || b < a)
+          continue;
+        meetings[{a, b}].insert(
+            {unsigned(life.actionRegions[k]), kindA, kindB});
+        if (a == b)
+          meetings[{a, b}].insert(
+              {unsigned(life.actionRegions[k]), kindB, kindA});
+        ++boundaryActions[{a, b}];
+      }
+    }
+  for (auto &[pair, kinds] : meetings) {
+    // The actions holding both, against those where both are at a boundary.
+    int64_t together = 0;
+    for (auto [firstA, lastA] : spans[pair.first])
+      for (auto [firstB, lastB] : spans[pair.second])
+        together += std::max<int64_t>(
+            0, std::min(lastA, lastB) - std::max(firstA, firstB) + 1);
+    if (together != boundaryActions[pair])
+      continue;
+    plan.heldMeetings[pair].assign(kinds.begin(), kinds.end());
+  }
+}
+
 } // namespace
+
+bool TemporaryPlan::heldMeet(const Interval &a, const Interval &b) const {
+  auto pair = std::make_pair(std::min(a.heldClass, b.heldClass),
+                             std::max(a.heldClass, b.heldClass));
+  auto it = heldMeetings.find(pair);
+  if (it == heldMeetings.end())
+    return true;
+  const Interval &lower = a.heldClass <= b.heldClass ? a : b;
+  const Interval &upper = a.heldClass <= b.heldClass ? b : a;
+  const auto &lowerTouches =
+      walkLife->touches.find(&lower - intervals.data())->second;
+  const auto &upperTouches =
+      walkLife->touches.find(&upper - intervals.data())->second;
+  for (auto [region, kindLower, kindUpper] : it->second) {
+    auto [lowFirst, lowLast] =
+        walkLife->lifeIn(region, kindLower, lowerTouches[region]);
+    auto [upFirst, upLast] =
+        walkLife->lifeIn(region, kindUpper, upperTouches[region]);
+    if (lowFirst <= upLast && upFirst <= lowLast)
+      return true;
+  }
+  return false;
+}
 
 void heldProfile(const TemporaryPlan &plan, size_t positions,
                  unsigned categories,

@@ -458,8 +458,10 @@ LogicalResult placeLargestFirst(func::FuncOp function, TemporaryPlan &plan) {
       classBytes[interval.heldClass] += interval.bytes;
   auto key = [&](const Interval *interval) {
     bool held = interval->heldClass >= 0;
-    return std::make_tuple(!held, held ? -classBytes[interval->heldClass] : 0,
-                           interval->heldClass, -interval->bytes);
+    return std::make_tuple(
+        !held, held ? -plan.heldActions[interval->heldClass] : 0,
+        held ? -classBytes[interval->heldClass] : 0, interval->heldClass,
+        -interval->bytes);
   };
   llvm::stable_sort(order, [&](const Interval *a, const Interval *b) {
     return key(a) < key(b);

@@ -344,20 +344,15 @@ unsigned categoryOf(const Interval &interval) {
                                  : Other;
 }
 
-/// The bytes an action walk's slot buffers hold at each op position
-/// (positions [heldFirst, heldLast] span them): at a region's positions
-/// the most over the actions running it, split by category in `parts`
-/// (a region's own temporaries may share bytes with them there); at the
-/// walk's other positions the most at any action.
+/// The bytes an action walk's slot buffers hold at each op position: at a
+/// region's positions the most over the actions running it, split by
+/// category in `parts` (a region's own temporaries and another slot's
+/// buffers may share bytes with them there); none elsewhere (before the
+/// first action and after the last they hold nothing).
 std::vector<int64_t> heldBytesAt(const TemporaryPlan &plan, size_t positions,
-                                 unsigned heldFirst, unsigned heldLast,
                                  std::vector<SmallVector<int64_t, 5>> &parts) {
   std::vector<int64_t> held(positions, 0);
   parts.clear();
-  if (heldFirst > heldLast)
-    return held;
-  for (unsigned at = heldFirst; at <= heldLast && at < positions; ++at)
-    held[at] = plan.heldPeak;
   if (!plan.walkLife)
     return held;
   std::vector<int64_t> inRegions;
@@ -375,13 +370,11 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   SmallVector<int64_t> delta(body.getOperations().size() + 1, 0);
   SmallVector<int64_t> gradientDelta(delta.size(), 0), bucketDelta(delta.size(), 0),
       stagingDelta(delta.size(), 0);
-  // An action walk's slot buffers count as the most bytes of them it holds
-  // at once, across the walk, in their categories at that action.
-  unsigned heldFirst = ~0u, heldLast = 0;
+  // An action walk's slot buffers count where they hold data
+  // (heldBytesAt); in the gradient and bucket peaks, those held at the
+  // walk's fullest action.
   for (const Interval &interval : intervals) {
     if (interval.heldClass >= 0) {
-      heldFirst = std::min(heldFirst, interval.first);
-      heldLast = std::max(heldLast, interval.last);
       if (!interval.heldAtPeak)
         continue;
       int64_t *category = interval.isStaging  ? nullptr
@@ -412,8 +405,7 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
     }
   }
   std::vector<SmallVector<int64_t, 5>> heldParts;
-  std::vector<int64_t> heldAt =
-      heldBytesAt(plan, delta.size(), heldFirst, heldLast, heldParts);
+  std::vector<int64_t> heldAt = heldBytesAt(plan, delta.size(), heldParts);
   // The most gradient bytes and bucket bytes live at once, wherever.
   int64_t gradientsPeak = 0, bucketsPeak = 0, stagingPeak = 0;
   for (int64_t g = 0, b = 0, t = 0, at = 0;
@@ -432,8 +424,7 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
     if (live + heldAt[at] > most)
       most = live + heldAt[at], peakAt = at;
   }
-  // At the peak: the slot buffers in a region as the profile splits them,
-  // elsewhere those held at the walk's fullest action.
+  // At the peak: the slot buffers in a region as the profile splits them.
   bool inRegion =
       plan.walkLife && llvm::any_of(plan.walkLife->regions, [&](auto region) {
         return region.first <= peakAt && peakAt <= region.second;
@@ -442,8 +433,7 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   if (inRegion)
     split = heldParts[peakAt];
   for (const Interval &interval : intervals)
-    if (interval.isLiveAt(peakAt) &&
-        (interval.heldClass < 0 || (!inRegion && interval.heldAtPeak)))
+    if (interval.isLiveAt(peakAt) && interval.heldClass < 0)
       split[categoryOf(interval)] += interval.bytes;
   int64_t gradients = split[Gradient], activations = split[Activation],
           others = split[Other], buckets = split[Bucket],

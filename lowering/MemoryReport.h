@@ -20,6 +20,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <memory>
+#include <tuple>
 #include <vector>
 
 namespace partition {
@@ -101,6 +102,9 @@ struct TemporaryPlan {
   /// some same action (itself included; a class no action holds: every
   /// class), and the most bytes of slot buffers held at once.
   std::vector<llvm::BitVector> heldTogether;
+  /// Per held class, how many actions hold it (the longest held are
+  /// placed first: a backward's temporaries then fit their own slot).
+  std::vector<int64_t> heldActions;
   int64_t heldPeak = 0;
   /// Per slot buffer (by interval index; empty for others) and walk
   /// region: the op positions of that region at which it holds data in
@@ -108,6 +112,14 @@ struct TemporaryPlan {
   /// A region's own temporaries may take its bytes elsewhere: the place a
   /// backward has finished reading, where no other action holds it.
   std::vector<llvm::SmallVector<std::pair<unsigned, unsigned>, 0>> heldLife;
+  /// Two held classes (the lower first) that meet only at actions where
+  /// neither holds data through the whole region: each such (region,
+  /// kind of the first, kind of the second). Their buffers conflict only
+  /// where their positions there overlap (a backward's temporary in its
+  /// own slot's finished part).
+  llvm::DenseMap<std::pair<int, int>,
+                 llvm::SmallVector<std::tuple<unsigned, uint8_t, uint8_t>, 2>>
+      heldMeetings;
   /// What the report needs to count held bytes per position
   /// (ActionWalkMemory.h).
   std::shared_ptr<const WalkLife> walkLife;
@@ -118,7 +130,8 @@ struct TemporaryPlan {
     if (!partition::liveTogether(a, b))
       return false;
     if (a.heldClass >= 0 && b.heldClass >= 0)
-      return heldTogether[a.heldClass].test(b.heldClass);
+      return heldTogether[a.heldClass].test(b.heldClass) &&
+             (heldMeetings.empty() || heldMeet(a, b));
     if (a.heldClass >= 0 && b.region >= 0)
       return heldMeets(a, b);
     if (b.heldClass >= 0 && a.region >= 0)
@@ -127,6 +140,8 @@ struct TemporaryPlan {
   }
 
 private:
+  /// Two held buffers whose classes meet: whether at some action.
+  bool heldMeet(const Interval &a, const Interval &b) const;
   bool heldMeets(const Interval &held, const Interval &temporary) const {
     auto [first, last] = heldLife[&held - intervals.data()][temporary.region];
     return first <= temporary.last && temporary.first <= last;

@@ -173,3 +173,42 @@ func.func @temporary_in_finished_slot(%x: memref<16xf32> {rt.role = "param", rt.
   rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
   return
 }
+
+// -----
+
+// 1F1B's order over two slots (F0 F1 B0 B1), with the backward's
+// temporary copied per slot (%t, %t1): each meets its own slot's
+// activation only in that slot's backward, after the activation's last
+// read there. %t takes %a's bytes (B0 runs through %a1, so not those);
+// %t1 takes them too, free once B0 is done. 256 bytes where one %t for
+// both slots, apart from both, would need 320.
+// CHECK-LABEL: func.func @backward_temporary_per_slot
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64}
+// CHECK:         memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         memref.view %[[ARENA]][%c128{{(_[0-9]+)?}}][]
+// CHECK:         memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         memref.view %[[ARENA]][%c192{{(_[0-9]+)?}}][]
+// REPORT:        memory: arena_peak 256{{$}}
+// REPORT:        memory: arena_peak = parameters 64 + optimizer_state 0 + inputs 0 + gradients 0 + activations 192 + other_temporaries 0 + alignment_and_fragmentation 0{{$}}
+func.func @backward_temporary_per_slot(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  %t = memref.alloc() {rt.held} : memref<16xf32>
+  %a1 = memref.alloc() {rt.held} : memref<16xf32>
+  %t1 = memref.alloc() {rt.held} : memref<16xf32>
+  %s = memref.alloc() : memref<16xf32>
+  rt.kernel "fill" outs(%s : memref<16xf32>) floats = [0.0]
+  rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 1]
+      slot_sizes = [2] region_rows = [0, 0]
+      slots(%a, %t : memref<16xf32>, memref<16xf32>)
+      copies(%a1, %t1 : memref<16xf32>, memref<16xf32>)
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%t : memref<16xf32>)
+  rt.kernel "add" ins(%s, %t : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_walk_end live(%a, %t, %a1, %t1, %s : memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}
