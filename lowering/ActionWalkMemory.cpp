@@ -14,6 +14,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
+#include <cassert>
 #include <map>
 #include <memory>
 #include <set>
@@ -103,13 +104,12 @@ private:
   SmallVector<Value> owners;
   DenseMap<Value, unsigned> ownerOf;
   unsigned numRegions = 0;
-  /// Per owner: the regions touching it, and whether an op outside the
-  /// regions does (it then keeps its life in the program's order).
-  SmallVector<std::vector<bool>> touchedBy;
-  /// Per owner and region, its first and last touch's positions; each
-  /// region's positions.
+  /// Per owner and region, its first and last touch's positions (first >
+  /// last: the region does not touch it); each region's positions.
   SmallVector<SmallVector<std::pair<unsigned, unsigned>, 0>> touchSpans;
   std::vector<std::pair<unsigned, unsigned>> regionPositions;
+  /// The owners an op outside the regions touches (they keep their life
+  /// in the program's order).
   llvm::BitVector outside;
   /// Per owner, the id of its regions; per region, the ids touching it.
   SmallVector<int> touchOf;
@@ -139,7 +139,6 @@ void HeldSlots::findHeldBuffers() {
 void HeldSlots::findTouches() {
   for (Operation *op = begin->getNextNode(); op != end; op = op->getNextNode())
     numRegions += isa<rt::ActionRegionOp>(op);
-  touchedBy.assign(owners.size(), std::vector<bool>(numRegions));
   touchSpans.assign(owners.size(),
                     SmallVector<std::pair<unsigned, unsigned>, 0>(
                         numRegions, {~0u, 0u}));
@@ -170,7 +169,6 @@ void HeldSlots::findTouches() {
         continue;
       // Regions name templates only: the runtime puts the copies in.
       if (inWalk && region >= 0 && it->second.slot <= 0) {
-        touchedBy[it->second.owner][region] = true;
         auto &[first, last] = touchSpans[it->second.owner][region];
         first = std::min(first, at);
         last = std::max(last, at);
@@ -185,8 +183,12 @@ void HeldSlots::makeClasses() {
   // micro-batch, from its first action there to its last.
   std::map<std::vector<bool>, int> touchId;
   touchOf.resize(owners.size());
-  for (auto [owner, touched] : llvm::enumerate(touchedBy))
+  for (auto [owner, touches] : llvm::enumerate(touchSpans)) {
+    std::vector<bool> touched(numRegions);
+    for (unsigned r = 0; r < numRegions; ++r)
+      touched[r] = touches[r].first <= touches[r].second;
     touchOf[owner] = touchId.try_emplace(touched, touchId.size()).first->second;
+  }
   touchIdsOfRegion.resize(numRegions);
   for (auto &[touched, id] : touchId)
     for (unsigned r = 0; r < numRegions; ++r)
@@ -253,11 +255,11 @@ void HeldSlots::classifyIntervals() {
       delta[first] += classBytes[cls];
       delta[last + 1] -= classBytes[cls];
     }
-  int64_t peakAction = 0;
+  int64_t peakAction = 0, most = 0;
   for (int64_t held = 0, k = 0; k + 1 < int64_t(delta.size()); ++k) {
     held += delta[k];
-    if (held > plan.heldPeak)
-      plan.heldPeak = held, peakAction = k;
+    if (held > most)
+      most = held, peakAction = k;
   }
   for (Interval &interval : plan.intervals)
     if (interval.heldClass >= 0)
@@ -379,7 +381,7 @@ void HeldSlots::findMeetings(const WalkLife &life) {
 
 } // namespace
 
-bool TemporaryPlan::heldMeet(const Interval &a, const Interval &b) const {
+bool TemporaryPlan::heldBuffersMeet(const Interval &a, const Interval &b) const {
   auto pair = std::make_pair(std::min(a.heldClass, b.heldClass),
                              std::max(a.heldClass, b.heldClass));
   auto it = heldMeetings.find(pair);
@@ -410,8 +412,7 @@ void heldProfile(const TemporaryPlan &plan, size_t positions,
   total.assign(positions, 0);
   parts.assign(positions, SmallVector<int64_t, 5>(categories, 0));
   const WalkLife *life = plan.walkLife.get();
-  if (!life)
-    return;
+  assert(life && "heldProfile needs an action walk's life");
   // Per region, each distinct set of (class, kind) its actions hold once.
   std::vector<std::set<SmallVector<std::pair<int, uint8_t>, 4>>> configs(
       life->regions.size());

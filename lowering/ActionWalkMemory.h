@@ -62,9 +62,11 @@ struct WalkLife {
   }
 };
 
-/// Per op position of `body` (0 outside the walk's regions): the most bytes
+/// Per op position of the function (`positions` of them): the most bytes
 /// the walk's slot buffers hold there over the actions running its region,
-/// and their split by `category` (one of `categories`) at that action.
+/// and their split by `category` (one of `categories`) at that action; 0
+/// outside the walk's regions (before its first action and after its last
+/// they hold nothing). Needs plan.walkLife.
 void heldProfile(const TemporaryPlan &plan, size_t positions,
                  unsigned categories,
                  llvm::function_ref<unsigned(const Interval &)> category,
@@ -74,7 +76,7 @@ void heldProfile(const TemporaryPlan &plan, size_t positions,
 /// Gives each slot buffer of `body`'s action walk (its interval in `plan`)
 /// a held class: the buffers touched by the same regions in the same slot,
 /// held at the same actions. Fills plan.heldTogether (which classes are
-/// held at some same action), plan.heldPeak and each interval's
+/// held at some same action), each interval's
 /// heldAtPeak, plan.heldLife (where in each region each slot buffer holds
 /// data) and plan.walkLife, and marks each region's own temporaries
 /// (Interval::region). A slot buffer that an op outside the walk's regions

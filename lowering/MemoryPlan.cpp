@@ -448,10 +448,12 @@ LogicalResult placeLargestFirst(func::FuncOp function, TemporaryPlan &plan) {
   SmallVector<Interval *> order;
   for (Interval &interval : intervals)
     order.push_back(&interval);
-  // An action walk's slot buffers first, a held class after another (the
-  // largest class first): a class that is never held with one placed
-  // before it then lands on its bytes buffer by buffer, where shapes match
-  // (one pool slot of two chunks of an interleaved stage).
+  // An action walk's slot buffers first, a held class after another: the
+  // longest held first (a slot's activations before the backward
+  // temporaries that land on their finished part), then the largest. A
+  // class never held with one placed before it then lands on its bytes
+  // buffer by buffer, where shapes match (one pool slot of two chunks of
+  // an interleaved stage).
   std::vector<int64_t> classBytes(plan.heldTogether.size(), 0);
   for (const Interval &interval : intervals)
     if (interval.heldClass >= 0)

@@ -344,25 +344,6 @@ unsigned categoryOf(const Interval &interval) {
                                  : Other;
 }
 
-/// The bytes an action walk's slot buffers hold at each op position: at a
-/// region's positions the most over the actions running it, split by
-/// category in `parts` (a region's own temporaries and another slot's
-/// buffers may share bytes with them there); none elsewhere (before the
-/// first action and after the last they hold nothing).
-std::vector<int64_t> heldBytesAt(const TemporaryPlan &plan, size_t positions,
-                                 std::vector<SmallVector<int64_t, 5>> &parts) {
-  std::vector<int64_t> held(positions, 0);
-  parts.clear();
-  if (!plan.walkLife)
-    return held;
-  std::vector<int64_t> inRegions;
-  heldProfile(plan, positions, kCategories, categoryOf, inRegions, parts);
-  for (auto [first, last] : plan.walkLife->regions)
-    for (unsigned at = first; at <= last && at < positions; ++at)
-      held[at] = inRegions[at];
-  return held;
-}
-
 } // namespace
 
 void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
@@ -370,20 +351,18 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
   SmallVector<int64_t> delta(body.getOperations().size() + 1, 0);
   SmallVector<int64_t> gradientDelta(delta.size(), 0), bucketDelta(delta.size(), 0),
       stagingDelta(delta.size(), 0);
-  // An action walk's slot buffers count where they hold data
-  // (heldBytesAt); in the gradient and bucket peaks, those held at the
-  // walk's fullest action.
+  // An action walk's slot buffers count where they hold data (heldProfile:
+  // in its regions, the most over the actions running each); in the
+  // gradient and bucket peaks, those held at the walk's fullest action.
   for (const Interval &interval : intervals) {
     if (interval.heldClass >= 0) {
-      if (!interval.heldAtPeak)
-        continue;
-      int64_t *category = interval.isStaging  ? nullptr
-                          : interval.isBucket ? &bucketDelta[0]
-                          : interval.isGradient ? &gradientDelta[0]
-                                                : nullptr;
-      if (category) {
-        category[interval.first] += interval.bytes;
-        category[interval.last + 1] -= interval.bytes;
+      unsigned category = categoryOf(interval);
+      SmallVector<int64_t> *peakDelta = category == Bucket     ? &bucketDelta
+                                        : category == Gradient ? &gradientDelta
+                                                               : nullptr;
+      if (interval.heldAtPeak && peakDelta) {
+        (*peakDelta)[interval.first] += interval.bytes;
+        (*peakDelta)[interval.last + 1] -= interval.bytes;
       }
       continue;
     }
@@ -404,8 +383,11 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
       gradientDelta[interval.last + 1] -= interval.bytes;
     }
   }
+  std::vector<int64_t> heldAt(delta.size(), 0);
   std::vector<SmallVector<int64_t, 5>> heldParts;
-  std::vector<int64_t> heldAt = heldBytesAt(plan, delta.size(), heldParts);
+  if (plan.walkLife)
+    heldProfile(plan, delta.size(), kCategories, categoryOf, heldAt,
+                heldParts);
   // The most gradient bytes and bucket bytes live at once, wherever.
   int64_t gradientsPeak = 0, bucketsPeak = 0, stagingPeak = 0;
   for (int64_t g = 0, b = 0, t = 0, at = 0;
@@ -424,13 +406,9 @@ void recordPeak(Block &body, const TemporaryPlan &plan, MemoryReport &report) {
     if (live + heldAt[at] > most)
       most = live + heldAt[at], peakAt = at;
   }
-  // At the peak: the slot buffers in a region as the profile splits them.
-  bool inRegion =
-      plan.walkLife && llvm::any_of(plan.walkLife->regions, [&](auto region) {
-        return region.first <= peakAt && peakAt <= region.second;
-      });
+  // At the peak: the slot buffers as the profile splits them.
   SmallVector<int64_t, 5> split(kCategories, 0);
-  if (inRegion)
+  if (!heldParts.empty())
     split = heldParts[peakAt];
   for (const Interval &interval : intervals)
     if (interval.isLiveAt(peakAt) && interval.heldClass < 0)

@@ -100,12 +100,11 @@ struct TemporaryPlan {
   int64_t peak = 0;
   /// An action walk's slot buffers: per held class, the classes held at
   /// some same action (itself included; a class no action holds: every
-  /// class), and the most bytes of slot buffers held at once.
+  /// class).
   std::vector<llvm::BitVector> heldTogether;
   /// Per held class, how many actions hold it (the longest held are
   /// placed first: a backward's temporaries then fit their own slot).
   std::vector<int64_t> heldActions;
-  int64_t heldPeak = 0;
   /// Per slot buffer (by interval index; empty for others) and walk
   /// region: the op positions of that region at which it holds data in
   /// some action running the region ([first, last]; first > last: none).
@@ -131,18 +130,18 @@ struct TemporaryPlan {
       return false;
     if (a.heldClass >= 0 && b.heldClass >= 0)
       return heldTogether[a.heldClass].test(b.heldClass) &&
-             (heldMeetings.empty() || heldMeet(a, b));
+             (heldMeetings.empty() || heldBuffersMeet(a, b));
     if (a.heldClass >= 0 && b.region >= 0)
-      return heldMeets(a, b);
+      return heldMeetsTemporary(a, b);
     if (b.heldClass >= 0 && a.region >= 0)
-      return heldMeets(b, a);
+      return heldMeetsTemporary(b, a);
     return true;
   }
 
 private:
   /// Two held buffers whose classes meet: whether at some action.
-  bool heldMeet(const Interval &a, const Interval &b) const;
-  bool heldMeets(const Interval &held, const Interval &temporary) const {
+  bool heldBuffersMeet(const Interval &a, const Interval &b) const;
+  bool heldMeetsTemporary(const Interval &held, const Interval &temporary) const {
     auto [first, last] = heldLife[&held - intervals.data()][temporary.region];
     return first <= temporary.last && temporary.first <= last;
   }
