@@ -464,11 +464,12 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   partition::buildPartitionFlow(pm, options);
   addTiming(pm);
-  // A pipeline that walks its schedule by default can loop instead.
+  // A pipeline that walks its schedule by default can compile without.
   const char *loopHint =
-      actionWalk && !walkAsked && plan.mesh.pp > 1
+      actionWalk && !walkAsked && !unrollMicrobatches && plan.mesh.pp > 1
           ? "compilation failed (see the diagnostic above; "
-            "--action-walk=false loops over the schedule's periods instead)"
+            "--action-walk=false compiles the pipeline without the walk: "
+            "it loops over the schedule's periods, or unrolls GPipe)"
           : "compilation failed (see the diagnostic above)";
   if (failed(pm.run(*module))) {
     if (!planFile.empty() && !partition::dist::getPlan(*module))
