@@ -121,15 +121,18 @@ def main():
              "--lower-memory-plan", "-o", planned])
         run([os.path.join(args.bin, "partition-translate"), "--rt-to-program",
              planned, "-o", os.path.join(seeds, "tiny-pp2.ptp")])
-        # An action walk (schema v15): regions, slots with views, rows and
-        # actions, from the program writer's test.
-        walk = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                            "..", "test", "Lowering", "program_writer_walk.mlir")
-        planned = os.path.join(scratch, "walk-planned.mlir")
-        run([os.path.join(args.bin, "partition-opt"), walk,
-             "--lower-memory-plan", "-o", planned])
-        run([os.path.join(args.bin, "partition-translate"), "--rt-to-program",
-             planned, "-o", os.path.join(seeds, "walk.ptp")])
+        # Action walks (schema v15): regions, slots with views, rows and
+        # actions; and (v16) GPipe's repeated slot with its strides, from
+        # the program writer's tests.
+        for name in ("program_writer_walk", "program_writer_walk_repeated"):
+            walk = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "test", "Lowering", name + ".mlir")
+            planned = os.path.join(scratch, name + "-planned.mlir")
+            run([os.path.join(args.bin, "partition-opt"), walk,
+                 "--lower-memory-plan", "-o", planned])
+            run([os.path.join(args.bin, "partition-translate"),
+                 "--rt-to-program", planned,
+                 "-o", os.path.join(seeds, name + ".ptp")])
         program = open(os.path.join(seeds, "gpt2.ptp"), "rb").read()
         for fraction in (0.0005, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99):
             keep = max(1, int(len(program) * fraction))

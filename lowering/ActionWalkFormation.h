@@ -155,6 +155,8 @@ private:
   std::vector<SmallVector<std::pair<Value, Value>>> rows;
   SmallVector<Value> slotTemplates, slotCopies;
   SmallVector<int32_t> slotSizes;
+  /// How many more slots repeat the last one's copies at a stride.
+  int32_t slotRepeats = 0;
   /// Ops of the last actions that follow the walk.
   SmallVector<Operation *> finishing;
 };

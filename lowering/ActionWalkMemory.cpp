@@ -201,8 +201,12 @@ void HeldSlots::makeClasses() {
     entry.second = static_cast<int>(index);
   std::vector<std::map<int32_t, Span>> spansByMicrobatch(classOf.size());
   ArrayRef<int32_t> actions = begin.getActions();
+  // Slots past the last copied one repeat its copies (slot_repeats): one
+  // class with them.
+  const int32_t lastSlot = static_cast<int32_t>(begin.getSlotSizes().size());
   for (size_t k = 0; k + 2 < actions.size(); k += 3) {
-    int32_t r = actions[k], slot = actions[k + 1], microbatch = actions[k + 2];
+    int32_t r = actions[k], slot = std::min(actions[k + 1], lastSlot),
+            microbatch = actions[k + 2];
     if (r < 0 || r >= int32_t(numRegions))
       continue; // The verifier refuses it.
     int64_t action = static_cast<int64_t>(k / 3);
@@ -218,9 +222,19 @@ void HeldSlots::makeClasses() {
   }
   spans.resize(classOf.size());
   for (auto [cls, byMicrobatch] : llvm::enumerate(spansByMicrobatch)) {
+    std::vector<Span> sorted;
     for (auto &[microbatch, span] : byMicrobatch)
-      spans[cls].push_back(span);
-    llvm::sort(spans[cls]);
+      sorted.push_back(span);
+    llvm::sort(sorted);
+    // A repeated slot's class holds each of its micro-batches, several at
+    // once: one span over their union (a slot held by one at a time has
+    // spans apart).
+    for (Span span : sorted)
+      if (!spans[cls].empty() && span.first <= spans[cls].back().second)
+        spans[cls].back().second =
+            std::max(spans[cls].back().second, span.second);
+      else
+        spans[cls].push_back(span);
   }
   plan.heldActions.assign(spans.size(), 0);
   for (auto [cls, classSpans] : llvm::enumerate(spans))
@@ -465,6 +479,35 @@ void heldProfile(const TemporaryPlan &plan, size_t positions,
       }
     }
   }
+}
+
+LogicalResult reserveRepeatedSlots(Block &body, TemporaryPlan &plan,
+                                   int64_t maxBytes) {
+  auto begins = body.getOps<rt::ActionWalkBeginOp>();
+  if (begins.empty() || (*begins.begin()).getSlotRepeats() == 0)
+    return success();
+  rt::ActionWalkBeginOp begin = *begins.begin();
+  const int64_t count = int64_t(begin.getSlotRepeats()) + 1;
+  SmallVector<int64_t> strides;
+  for (Value copy : begin.getCopies().take_back(begin.getSlotSizes().back())) {
+    auto it = plan.intervalOf.find(copy);
+    if (it == plan.intervalOf.end())
+      return begin.emitOpError("repeats a slot whose copy is no buffer "
+                               "allocated in its function");
+    Interval &interval = plan.intervals[it->second];
+    int64_t stride = (interval.bytes + interval.alignment - 1) /
+                     interval.alignment * interval.alignment;
+    if (stride > maxBytes / count)
+      return begin.emitOpError("repeats a slot ")
+             << count - 1 << " times: a copy of " << interval.bytes
+             << " bytes would take more than " << maxBytes
+             << "; use fewer micro-batches or a schedule that holds fewer "
+                "at once (1F1B)";
+    interval.bytes = stride * count;
+    strides.push_back(stride);
+  }
+  begin.setSlotStrides(strides);
+  return success();
 }
 
 void findHeldSlots(Block &body, TemporaryPlan &plan) {

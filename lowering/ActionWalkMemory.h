@@ -73,6 +73,14 @@ void heldProfile(const TemporaryPlan &plan, size_t positions,
                  std::vector<int64_t> &total,
                  std::vector<llvm::SmallVector<int64_t, 5>> &parts);
 
+/// A walk whose last slot repeats (rt.action_walk_begin slot_repeats = R):
+/// each copy of that slot takes R + 1 times its size, aligned, the j-th
+/// repeat at j strides past it, and the walk gets the strides. Fails when
+/// that passes `maxBytes`.
+mlir::LogicalResult reserveRepeatedSlots(mlir::Block &body,
+                                         TemporaryPlan &plan,
+                                         int64_t maxBytes);
+
 /// Gives each slot buffer of `body`'s action walk (its interval in `plan`)
 /// a held class: the buffers touched by the same regions in the same slot,
 /// held at the same actions. Fills plan.heldTogether (which classes are

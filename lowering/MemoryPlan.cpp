@@ -326,6 +326,8 @@ FailureOr<TemporaryPlan> liveRanges(Block &body) {
     }
   }
   findCarriedHoles(body, positions, plan);
+  if (failed(reserveRepeatedSlots(body, plan, kMaxAddressableBytes)))
+    return failure();
   findHeldSlots(body, plan);
   return plan;
 }

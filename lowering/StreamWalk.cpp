@@ -4,7 +4,8 @@
 // rows and actions as a ptp::ActionWalk. A slot substitutes its copy for
 // each template buffer the regions name, and so for each view of it the
 // regions name: the writer adds, for every view of a template, a view of
-// the copy at the same distance from its start.
+// the copy at the same distance from its start. A repeated last slot
+// (GPipe's) is written once, with its repeats and each copy's stride.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,12 +40,24 @@ StreamWriter::addActionWalk(rt::ActionWalkBeginOp begin,
         &regionSources));
   }
   // Slot 0 substitutes nothing; slot s > 0 its templates, and their views.
+  // The last slot may repeat, each copy (and its views) at its stride.
   std::vector<flatbuffers::Offset<ptp::ActionSlot>> slots;
   slots.push_back(ptp::CreateActionSlotDirect(fbb));
   OperandRange templates = begin.getTemplates(), copies = begin.getCopies();
+  ArrayRef<int32_t> sizes = begin.getSlotSizes();
+  const uint32_t repeats = static_cast<uint32_t>(begin.getSlotRepeats());
+  ArrayRef<int64_t> strideOf;
+  if (repeats > 0) {
+    if (!begin.getSlotStrides())
+      return begin.emitOpError("repeats its last slot without strides; "
+                               "run --lower-memory-plan first");
+    strideOf = *begin.getSlotStrides();
+  }
   size_t at = 0;
-  for (int32_t size : begin.getSlotSizes()) {
+  for (auto [index, size] : llvm::enumerate(sizes)) {
+    const bool repeated = repeats > 0 && index + 1 == sizes.size();
     std::vector<uint32_t> from, to;
+    std::vector<uint64_t> strides;
     for (size_t i = at; i < at + static_cast<size_t>(size); ++i) {
       Value original = templates[i], copy = copies[i];
       FailureOr<std::vector<uint32_t>> pair =
@@ -53,6 +66,9 @@ StreamWriter::addActionWalk(rt::ActionWalkBeginOp begin,
         return failure();
       from.push_back((*pair)[0]);
       to.push_back((*pair)[1]);
+      const uint64_t stride = repeated ? strideOf[i - at] : 0;
+      if (repeated)
+        strides.push_back(stride);
       const int64_t shift = bufferOffset.lookup(copy) -
                             bufferOffset.lookup(original);
       for (Value view : viewsOf.lookup(original)) {
@@ -64,10 +80,14 @@ StreamWriter::addActionWalk(rt::ActionWalkBeginOp begin,
           return failure();
         from.push_back(bufferIndex.lookup(view));
         to.push_back(*index);
+        if (repeated)
+          strides.push_back(stride);
       }
     }
     at += static_cast<size_t>(size);
-    slots.push_back(ptp::CreateActionSlotDirect(fbb, &from, &to));
+    slots.push_back(ptp::CreateActionSlotDirect(
+        fbb, &from, &to, repeated ? repeats : 0,
+        repeated ? &strides : nullptr));
   }
   std::vector<ptp::WalkAction> actions;
   ArrayRef<int32_t> triples = begin.getActions();

@@ -108,6 +108,20 @@ LogicalResult ActionWalkBeginOp::verify() {
       return emitOpError("substitutes a ")
              << to.getType() << " for a " << from.getType()
              << "; a slot's buffer is another of the same type";
+  // Repeats of the last slot, each its copies at a stride past the last.
+  if (getSlotRepeats() < 0 || (getSlotRepeats() > 0 && getSlotSizes().empty()))
+    return emitOpError("repeats its last slot ")
+           << getSlotRepeats() << " times; it needs a slot after slot 0 and "
+           << "a count of at least 0";
+  if (std::optional<ArrayRef<int64_t>> strides = getSlotStrides()) {
+    if (getSlotRepeats() == 0 ||
+        static_cast<int64_t>(strides->size()) != getSlotSizes().back() ||
+        llvm::any_of(*strides, [](int64_t stride) { return stride <= 0; }))
+      return emitOpError("has ")
+             << strides->size() << " slot strides; a repeated last slot "
+             << "needs one positive stride per copy, "
+             << (getSlotSizes().empty() ? 0 : getSlotSizes().back());
+  }
   // Rows: per region, each copy from an input of its element type.
   if (static_cast<int64_t>(getRegionRows().size()) != regions)
     return emitOpError("copies rows for ")
@@ -132,7 +146,8 @@ LogicalResult ActionWalkBeginOp::verify() {
     return emitOpError("needs actions as (region, slot, micro-batch) "
                        "triples, but has ")
            << actions.size() << " numbers";
-  const int64_t slots = static_cast<int64_t>(getSlotSizes().size()) + 1;
+  const int64_t slots =
+      static_cast<int64_t>(getSlotSizes().size()) + 1 + getSlotRepeats();
   for (size_t i = 0; i < actions.size(); i += 3)
     if (actions[i] < 0 || actions[i] >= regions || actions[i + 1] < 0 ||
         actions[i + 1] >= slots || actions[i + 2] < 0)

@@ -115,6 +115,13 @@ def Rt_ActionWalkBeginOp : Op<Rt_Dialect, "action_walk_begin",
     region, in order) the rows of the action's micro-batch of the step
     input `rows_sources` names at the same index.
 
+    A walk that holds every micro-batch at once (GPipe) would need a copy
+    of each buffer per micro-batch: instead, `slot_repeats` = R makes its
+    last slot stand for R + 1, the j-th after it holding each copy
+    `slot_strides` bytes times j past that copy. The memory plan reserves
+    those bytes (each copy then takes R + 1 times its size, aligned) and
+    sets the strides, so the program's size stays that of two slots.
+
     Example (two regions, two micro-batches in flight, 1F1B over 4):
     ```mlir
     rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 2,
@@ -131,7 +138,10 @@ def Rt_ActionWalkBeginOp : Op<Rt_Dialect, "action_walk_begin",
 
     Constraints:
     - `actions` holds triples, each naming one of the walk's regions and
-      slots (`slot_sizes` has one entry per slot after slot 0);
+      slots (`slot_sizes` has one entry per slot after slot 0, and
+      `slot_repeats` more follow the last);
+    - `slot_repeats` needs a slot after slot 0 to repeat, and
+      `slot_strides`, when set, one positive stride per copy of that slot;
     - `templates` and `copies` pair buffers of one type, `rows` and
       `rows_sources` step inputs' rows of one element type;
     - the block's only walk and no micro-batch loop; the next op is its
@@ -141,6 +151,8 @@ def Rt_ActionWalkBeginOp : Op<Rt_Dialect, "action_walk_begin",
     DenseI32ArrayAttr:$actions,
     DenseI32ArrayAttr:$slot_sizes,
     DenseI32ArrayAttr:$region_rows,
+    DefaultValuedAttr<I32Attr, "0">:$slot_repeats,
+    OptionalAttr<DenseI64ArrayAttr>:$slot_strides,
     Arg<Variadic<AnyMemRef>, "slot 0's buffers", [MemRead]>:$templates,
     Arg<Variadic<AnyMemRef>, "other slots' buffers", [MemWrite]>:$copies,
     Arg<Variadic<AnyMemRef>, "where actions' rows go", [MemWrite]>:$rows,
@@ -149,6 +161,8 @@ def Rt_ActionWalkBeginOp : Op<Rt_Dialect, "action_walk_begin",
   let assemblyFormat = [{
     `actions` `=` $actions `slot_sizes` `=` $slot_sizes
     `region_rows` `=` $region_rows
+    (`slot_repeats` `=` $slot_repeats^)?
+    (`slot_strides` `=` $slot_strides^)?
     (`slots` `(` $templates^ `:` type($templates) `)`)?
     (`copies` `(` $copies^ `:` type($copies) `)`)?
     (`rows` `(` $rows^ `:` type($rows) `)`)?

@@ -98,6 +98,65 @@ int regionOf(const ActionWalk &walk, size_t index) {
 
 } // namespace
 
+void expandRepeatedSlots(Function &function, Program &program,
+                         const std::string &origin) {
+  ActionWalk &walk = *function.walk;
+  if (std::none_of(walk.slots.begin(), walk.slots.end(),
+                   [](const ActionSlot &slot) { return slot.repeat > 0; }))
+    return;
+  std::vector<ActionSlot> expanded;
+  for (size_t s = 0; s < walk.slots.size(); ++s) {
+    ActionSlot slot = std::move(walk.slots[s]);
+    const uint32_t repeat = slot.repeat;
+    std::vector<uint64_t> strides = std::move(slot.strides);
+    slot.repeat = 0;
+    slot.strides.clear();
+    expanded.push_back(slot);
+    if (repeat == 0)
+      continue;
+    std::string name = function.name + " action walk slot " + std::to_string(s);
+    // Each repeat a slot of its own, which some action must run: a small
+    // corrupt file may not ask for more buffers than that.
+    if (repeat > walk.actions.size() ||
+        uint64_t(repeat) * slot.copies.size() > kMaxWalkCopies)
+      fail(origin, name + " repeats " + std::to_string(repeat) + " times (" +
+                       std::to_string(slot.copies.size()) + " copies each); "
+                       "the walk has " + std::to_string(walk.actions.size()) +
+                       " actions");
+    if (strides.size() != slot.copies.size())
+      fail(origin, name + " repeats with " + std::to_string(strides.size()) +
+                       " strides for " + std::to_string(slot.copies.size()) +
+                       " copies; each copy needs one");
+    for (size_t i = 0; i < slot.copies.size(); ++i) {
+      if (slot.copies[i] >= program.buffers.size())
+        fail(origin, name + " repeats " + bufferText(slot.copies[i]) + " of " +
+                         std::to_string(program.buffers.size()));
+      const BufferInfo &copy = program.buffers[slot.copies[i]];
+      // offset + bytes <= arena was checked as the buffer was read.
+      if (copy.tier != Tier::Arena || strides[i] < copy.bytes ||
+          strides[i] % dtypeBytes(copy.dtype) != 0 ||
+          repeat > (program.arenaBytes - copy.offset - copy.bytes) / strides[i])
+        fail(origin, name + " repeats " + bufferText(slot.copies[i]) +
+                         " every " + std::to_string(strides[i]) + " bytes " +
+                         std::to_string(repeat) + " times, which overlaps it "
+                         "or leaves the arena of " +
+                         std::to_string(program.arenaBytes) + " bytes");
+    }
+    for (uint32_t j = 1; j <= repeat; ++j) {
+      ActionSlot next;
+      next.templates = slot.templates;
+      for (size_t i = 0; i < slot.copies.size(); ++i) {
+        BufferInfo copy = program.buffers[slot.copies[i]];
+        copy.offset += strides[i] * j;
+        next.copies.push_back(static_cast<uint32_t>(program.buffers.size()));
+        program.buffers.push_back(std::move(copy));
+      }
+      expanded.push_back(std::move(next));
+    }
+  }
+  walk.slots = std::move(expanded);
+}
+
 void checkActionWalk(const Function &function, const Program &program,
                      const std::string &origin) {
   if (!function.walk)

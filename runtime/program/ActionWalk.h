@@ -22,6 +22,14 @@ namespace partition::runtime {
 /// The most instructions the loader copies for a walk's slots.
 inline constexpr uint64_t kMaxWalkCopies = uint64_t(1) << 22;
 
+/// Expands each slot of `function`'s walk that repeats (GPipe's last) into
+/// its 1 + repeat slots, appending to `program.buffers` the copies of each
+/// repeat at its strides. Refuses, naming the entry, strides that do not
+/// pair with the copies, a repeat that would overlap the copy it repeats
+/// or leave the arena, and more repeats than the walk has actions.
+void expandRepeatedSlots(Function &function, Program &program,
+                         const std::string &origin);
+
 /// Refuses, naming the function and the entry, a walk whose regions are
 /// not contiguous instructions of the function, whose slots substitute
 /// buffers of another type or size, whose actions name no region or slot,

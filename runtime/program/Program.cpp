@@ -75,9 +75,15 @@ ActionWalk decodeActionWalk(const ptp::ActionWalk &file) {
       decoded.rowsSources = readUints(region->rows_sources());
     }
   if (file.slots())
-    for (const ptp::ActionSlot *slot : *file.slots())
-      walk.slots.push_back(
-          {readUints(slot->templates()), readUints(slot->copies())});
+    for (const ptp::ActionSlot *slot : *file.slots()) {
+      ActionSlot &decoded = walk.slots.emplace_back();
+      decoded.templates = readUints(slot->templates());
+      decoded.copies = readUints(slot->copies());
+      decoded.repeat = slot->repeat();
+      if (slot->strides())
+        decoded.strides.assign(slot->strides()->begin(),
+                               slot->strides()->end());
+    }
   if (file.actions())
     for (const ptp::WalkAction *action : *file.actions())
       walk.actions.push_back(
@@ -292,7 +298,7 @@ BufferInfo readBuffer(const ptp::Buffer *buffer, size_t index,
 
 /// Decodes function `function` of stream `index` and checks each
 /// instruction's fields (the kernel's arity, the buffers it names).
-Function readFunction(const ptp::Function *function, const Program &program,
+Function readFunction(const ptp::Function *function, Program &program,
                       const std::string &origin, size_t index) {
   Function decodedFunction;
   if (function->name())
@@ -382,8 +388,10 @@ Function readFunction(const ptp::Function *function, const Program &program,
       decoded.slices.assign(loop->slices()->begin(), loop->slices()->end());
     decodedFunction.loop = std::move(decoded);
   }
-  if (const ptp::ActionWalk *walk = function->walk())
+  if (const ptp::ActionWalk *walk = function->walk()) {
     decodedFunction.walk = decodeActionWalk(*walk);
+    expandRepeatedSlots(decodedFunction, program, origin);
+  }
   check::checkStartedCollectives(decodedFunction, program, origin);
   check::checkMicrobatchLoop(decodedFunction, program, origin);
   checkActionWalk(decodedFunction, program, origin);
@@ -460,18 +468,6 @@ void readStream(Program &program, const ptp::Stream &stream,
   for (const ptp::Buffer *buffer : *stream.buffers())
     program.buffers.push_back(
         readBuffer(buffer, program.buffers.size(), program, origin));
-  // The memory planner makes the arena exactly as large as its buffers
-  // (aligned). Anything beyond a page of slack is a corrupt size, which must
-  // not become a request to allocate and zero up to kMaxArenaBytes.
-  uint64_t extent = 0;
-  for (const BufferInfo &buffer : program.buffers)
-    if (buffer.tier == Tier::Arena)
-      extent = std::max(extent, buffer.offset + buffer.bytes);
-  if (program.arenaBytes > (extent + kArenaSlack - 1) / kArenaSlack * kArenaSlack)
-    fail(origin, "arena size " + std::to_string(program.arenaBytes) +
-                     " bytes is larger than its buffers need (" +
-                     std::to_string(extent) + " bytes)");
-
   checkAxisIndexBuffers(program, origin);
   checkShardedBuffers(program, origin);
 
@@ -481,6 +477,18 @@ void readStream(Program &program, const ptp::Stream &stream,
       fail(origin, "function '" + decodedFunction.name + "' appears twice");
     program.functions.push_back(std::move(decodedFunction));
   }
+  // The memory planner makes the arena exactly as large as its buffers
+  // (aligned; a walk's repeated slot's included, which the functions
+  // added). Anything beyond a page of slack is a corrupt size, which must
+  // not become a request to allocate and zero up to kMaxArenaBytes.
+  uint64_t extent = 0;
+  for (const BufferInfo &buffer : program.buffers)
+    if (buffer.tier == Tier::Arena)
+      extent = std::max(extent, buffer.offset + buffer.bytes);
+  if (program.arenaBytes > (extent + kArenaSlack - 1) / kArenaSlack * kArenaSlack)
+    fail(origin, "arena size " + std::to_string(program.arenaBytes) +
+                     " bytes is larger than its buffers need (" +
+                     std::to_string(extent) + " bytes)");
   if (!program.function("train_step"))
     fail(origin, "program has no train_step function");
 

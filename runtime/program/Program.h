@@ -289,9 +289,13 @@ struct ActionRegion {
 };
 
 /// ptp::ActionSlot: in an action run in this slot, `copies[i]` stands for
-/// `templates[i]`.
+/// `templates[i]`. As read from the file, a slot may stand for 1 + `repeat`
+/// slots, its copies `strides[i]` bytes apart; the loader expands it
+/// (expandRepeatedSlots), so that a loaded walk's slots never repeat.
 struct ActionSlot {
   std::vector<uint32_t> templates, copies;
+  uint32_t repeat = 0;
+  std::vector<uint64_t> strides;
 };
 
 /// ptp::WalkAction.

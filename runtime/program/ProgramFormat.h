@@ -9,8 +9,8 @@ namespace partition::ptp {
 
 /// Version of Program.fbs together with the kernel table's order (13: the
 /// micro-batch loop; 14: its stride, pipelines' loops; 15: the action
-/// walk).
-inline constexpr uint32_t kSchemaVersion = 15;
+/// walk; 16: its repeated slot).
+inline constexpr uint32_t kSchemaVersion = 16;
 
 } // namespace partition::ptp
 

@@ -123,3 +123,55 @@ module attributes {dist.pipeline = {schedule = "1f1b", stages = 2 : i64, microba
     return
   }
 }
+
+// -----
+
+// GPipe's stage 0 of 2 (F0 F1 F2 B0 B1 B2): every micro-batch in flight, a
+// slot each. The activation %a has one copy (%a1, slot 1), which slot 2
+// repeats at a stride (slot_repeats = 1; the memory plan sets the stride),
+// so that the walk stays two slots' size however many micro-batches run.
+// The backward's temporary %t stays one buffer of its region: it takes the
+// part of slot 0 its first backward has finished reading.
+// CHECK-LABEL: func.func @gpipe_repeated_slot
+// CHECK:         %[[A:.*]] = memref.alloc() {rt.held} : memref<1x4xf32>
+// CHECK-NEXT:    %[[A1:.*]] = memref.alloc() {rt.held} : memref<1x4xf32>
+// CHECK-NEXT:    rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 0, 2, 2, 1, 0, 0, 1, 1, 1, 1, 2, 2] slot_sizes = [1] region_rows = [1, 0] slot_repeats = 1 slots(%[[A]] : memref<1x4xf32>) copies(%[[A1]] : memref<1x4xf32>)
+// CHECK:         rt.action_region "B chunk 0"
+// CHECK-NEXT:    %[[T:.*]] = memref.alloc() : memref<1x4xf32>
+// CHECK-NEXT:    rt.kernel "gelu" ins(%[[A]] : memref<1x4xf32>) outs(%[[T]] : memref<1x4xf32>)
+module attributes {dist.pipeline = {schedule = "gpipe", stages = 2 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
+  func.func @gpipe_repeated_slot(%in: memref<3x4xf32> {rt.role = "tokens"}, %x: memref<1x4xf32>, %y: memref<1x4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.train_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
+    rt.action_mark "F" model_chunk = 0 microbatch = 0
+    %r0 = memref.subview %in[0, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1]>>
+    %a0 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%r0, %x : memref<1x4xf32, strided<[4, 1]>>, memref<1x4xf32>) outs(%a0 : memref<1x4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 1
+    %r1 = memref.subview %in[1, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 4>>
+    %a1 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%r1, %x : memref<1x4xf32, strided<[4, 1], offset: 4>>, memref<1x4xf32>) outs(%a1 : memref<1x4xf32>)
+    rt.action_mark "F" model_chunk = 0 microbatch = 2
+    %r2 = memref.subview %in[2, 0] [1, 4] [1, 1] : memref<3x4xf32> to memref<1x4xf32, strided<[4, 1], offset: 8>>
+    %a2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%r2, %x : memref<1x4xf32, strided<[4, 1], offset: 8>>, memref<1x4xf32>) outs(%a2 : memref<1x4xf32>)
+    rt.action_mark "B" model_chunk = 0 microbatch = 0
+    %z = memref.alloc() : memref<1x4xf32>
+    rt.kernel "fill" outs(%z : memref<1x4xf32>) floats = [0.0]
+    %t0 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%a0 : memref<1x4xf32>) outs(%t0 : memref<1x4xf32>)
+    %p0 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%z, %t0 : memref<1x4xf32>, memref<1x4xf32>) outs(%p0 : memref<1x4xf32>)
+    rt.action_mark "B" model_chunk = 0 microbatch = 1
+    %t1 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%a1 : memref<1x4xf32>) outs(%t1 : memref<1x4xf32>)
+    %p1 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%p0, %t1 : memref<1x4xf32>, memref<1x4xf32>) outs(%p1 : memref<1x4xf32>)
+    rt.action_mark "B" model_chunk = 0 microbatch = 2
+    %t2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "gelu" ins(%a2 : memref<1x4xf32>) outs(%t2 : memref<1x4xf32>)
+    %p2 = memref.alloc() : memref<1x4xf32>
+    rt.kernel "add" ins(%p1, %t2 : memref<1x4xf32>, memref<1x4xf32>) outs(%p2 : memref<1x4xf32>)
+    rt.action_mark "update" model_chunk = 0 microbatch = 0
+    rt.kernel "copy" ins(%p2 : memref<1x4xf32>) outs(%y : memref<1x4xf32>)
+    return
+  }
+}

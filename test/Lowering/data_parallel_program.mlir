@@ -38,7 +38,7 @@
 // CHECK-PLANNED:      rt.all_reduce %{{.*}} on @mesh axes [dp] reduce = avg label = "eval loss" : memref<f32>
 // CHECK-PLANNED-NOT:  memref.alloc
 
-// CHECK-PROGRAM:      schema_version 15
+// CHECK-PROGRAM:      schema_version 16
 // CHECK-PROGRAM:      buffer #[[WTE:[0-9]+]] Param F32 16x8 @0 "wte"
 // CHECK-PROGRAM:      buffer #[[DW:[0-9]+]] Temporary F32 4x8
 // CHECK-PROGRAM-NEXT: buffer #[[DB:[0-9]+]] Temporary F32 4 @

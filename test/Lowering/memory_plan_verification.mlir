@@ -218,3 +218,36 @@ module {
     return
   }
 }
+
+// -----
+
+// A walk's repeated slot whose copy is the function's argument: the plan
+// has no bytes of its own to give its repeats.
+func.func @repeated_copy_not_allocated(%x: memref<16xf32> {rt.role = "param", rt.name = "x"},
+                                       %a1: memref<16xf32> {rt.role = "param", rt.name = "a1"}) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  // expected-error @+1 {{'rt.action_walk_begin' op repeats a slot whose copy is no buffer allocated in its function}}
+  rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 0, 2, 2]
+      slot_sizes = [1] region_rows = [0] slot_repeats = 1
+      slots(%a : memref<16xf32>) copies(%a1 : memref<16xf32>)
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_walk_end live(%a, %a1 : memref<16xf32>, memref<16xf32>)
+  return
+}
+
+// -----
+
+// 2^44 bytes in slot 1, repeated 16 times: 17 x 2^44 bytes.
+func.func @repeated_slot_beyond_2_48(%x: memref<4398046511104xf32> {rt.role = "param", rt.name = "x"}) {
+  %a = memref.alloc() {rt.held} : memref<4398046511104xf32>
+  %a1 = memref.alloc() {rt.held} : memref<4398046511104xf32>
+  // expected-error @+1 {{'rt.action_walk_begin' op repeats a slot 16 times: a copy of 17592186044416 bytes would take more than 281474976710656; use fewer micro-batches or a schedule that holds fewer at once (1F1B)}}
+  rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 0, 17, 17]
+      slot_sizes = [1] region_rows = [0] slot_repeats = 16
+      slots(%a : memref<4398046511104xf32>) copies(%a1 : memref<4398046511104xf32>)
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<4398046511104xf32>) outs(%a : memref<4398046511104xf32>)
+  rt.action_walk_end live(%a, %a1 : memref<4398046511104xf32>, memref<4398046511104xf32>)
+  return
+}

@@ -212,3 +212,34 @@ func.func @backward_temporary_per_slot(%x: memref<16xf32> {rt.role = "param", rt
   rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
   return
 }
+
+// -----
+
+// GPipe's order over 4 micro-batches, each in a slot of its own: slot 1's
+// copy (%a1) repeats twice, so the memory plan gives it three times its
+// bytes, [64, 256): slots 1 to 3 at a 64-byte stride, and sets the
+// strides. Slot 0 (%a) holds micro-batch 0, whose backward runs first.
+// CHECK-LABEL: func.func @repeated_slot
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<384xi8>) attributes {rt.arena_bytes = 384 : i64}
+// CHECK:         %[[A:.*]] = memref.view %[[ARENA]][%c256{{(_[0-9]+)?}}][]
+// CHECK:         %[[A1:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         rt.action_walk_begin {{.*}} slot_repeats = 2 slot_strides = [64]
+// CHECK-SAME:      slots(%[[A]] : memref<16xf32>) copies(%[[A1]] : memref<16xf32>)
+// REPORT:        memory: arena_peak 384{{$}}
+func.func @repeated_slot(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  %a1 = memref.alloc() {rt.held} : memref<16xf32>
+  %s = memref.alloc() : memref<16xf32>
+  rt.kernel "fill" outs(%s : memref<16xf32>) floats = [0.0]
+  rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 0, 2, 2, 0, 3, 3,
+                                  1, 0, 0, 1, 1, 1, 1, 2, 2, 1, 3, 3]
+      slot_sizes = [1] region_rows = [0, 0] slot_repeats = 2
+      slots(%a : memref<16xf32>) copies(%a1 : memref<16xf32>)
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_walk_end live(%a, %a1, %s : memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}

@@ -74,7 +74,7 @@ module attributes {dist.plan = #dist.plan<mesh = @mesh, axes = [pp = pipeline], 
 // The program (schema 6) holds a stream per stage; each stage's step is its
 // stream's train_step. A send's buffer is free right after it (sends are
 // eager): stage 0 receives into the bytes it has just sent from.
-// CHECK-PROGRAM:      schema_version 15
+// CHECK-PROGRAM:      schema_version 16
 // CHECK-PROGRAM-NEXT: stream 0
 // CHECK-PROGRAM-NEXT: arena_bytes {{[0-9]+}}
 // CHECK-PROGRAM:      buffer #4 Temporary F32 2x4x8 @[[SENT:[0-9]+]]

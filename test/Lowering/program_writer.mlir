@@ -9,7 +9,7 @@
 // JSON, and the train step first whatever the module order.
 
 // CHECK:      identifier PTP1
-// CHECK-NEXT: schema_version 15
+// CHECK-NEXT: schema_version 16
 // CHECK-NEXT: arena_bytes 1024
 // Buffers of @train_step (it comes first although it is second below).
 // CHECK-NEXT: buffer #0 Param F32 4x8 @0 "w"

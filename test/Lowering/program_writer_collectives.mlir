@@ -26,7 +26,7 @@
 // CHECK-NEXT:   #0 all_reduce avg axes [0] (dp) buffers [2] label "loss"
 
 // The rest of the program is as before: buffers, kernels, model.
-// DUMP:      schema_version 15
+// DUMP:      schema_version 16
 // DUMP-NEXT: arena_bytes 256
 // DUMP-NEXT: buffer #0 Param F32 4x8 @0 "w"
 // DUMP-NEXT: buffer #1 Gradient F32 4x8 @128 "w"

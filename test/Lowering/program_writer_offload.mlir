@@ -7,7 +7,7 @@
 // copies with their labels, started and waited for by index, and the
 // directory of the files.
 
-// CHECK:      schema_version 15
+// CHECK:      schema_version 16
 // CHECK-NEXT: arena_bytes 45056
 // CHECK-NEXT: nvme_bytes 24576
 // CHECK-NEXT: buffer #0 Param F32 2x1024 @0 "w"

@@ -210,3 +210,23 @@ func.func @train_step(%arena: memref<128xi8>, %tier: memref<4096xi8> {rt.tier = 
 func.func @eval_step(%arena: memref<128xi8>, %tier: memref<8192xi8> {rt.tier = "host"}) attributes {rt.arena_bytes = 128 : i64} {
   return
 }
+
+// -----
+
+// A walk's repeated slot before the memory plan set its strides.
+func.func @train_step(%arena: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64, xfmr.train_step = {}} {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %c128 = arith.constant 128 : index
+  %x = memref.view %arena[%c0][] {rt.role = "param", rt.name = "x"} : memref<256xi8> to memref<16xf32>
+  %a = memref.view %arena[%c64][] : memref<256xi8> to memref<16xf32>
+  %a1 = memref.view %arena[%c128][] : memref<256xi8> to memref<16xf32>
+  // expected-error @+1 {{'rt.action_walk_begin' op repeats its last slot without strides; run --lower-memory-plan first}}
+  rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 0, 2, 2]
+      slot_sizes = [1] region_rows = [0] slot_repeats = 1
+      slots(%a : memref<16xf32>) copies(%a1 : memref<16xf32>)
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_walk_end live(%a, %a1 : memref<16xf32>, memref<16xf32>)
+  return
+}

@@ -17,7 +17,7 @@
 // PLAN:         rt.action_walk_begin
 // PLAN:         rt.action_walk_end live(%[[ACT]], %[[ACT1]],
 
-// CHECK:      schema_version 15
+// CHECK:      schema_version 16
 // CHECK:      buffer #[[TOKENS:[0-9]+]] Tokens I32 4x2
 // CHECK:      buffer #[[ACT:[0-9]+]] Temporary F32 2x4 @256
 // CHECK-NEXT: buffer #[[ACT1:[0-9]+]] Temporary F32 2x4 @320

@@ -1,10 +1,10 @@
 //===- ActionWalkProgramTest.cpp - the loader's and CPU backend's walks ---===//
 //
-// A function's action walk (program format 15, docs/compiler.md "The
+// A function's action walk (program format 16, docs/compiler.md "The
 // schedule as data"): it round-trips, the loader lays out each slot's copy
-// of a region with the slot's buffers, backends run the actions in order
-// with their micro-batch's rows, and every wrong walk is refused in one
-// line.
+// of a region with the slot's buffers (a repeated slot's copies at their
+// strides), backends run the actions in order with their micro-batch's
+// rows, and every wrong walk is refused in one line.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +77,91 @@ Program walkProgram() {
   function.walk = walk;
   program.functions.push_back(std::move(function));
   return program;
+}
+
+/// walkProgram in GPipe's order, every micro-batch in flight: slot 1 puts
+/// the activation in a buffer of its own at the arena's end and repeats
+/// twice, its copies 24 bytes (one activation) apart in the room after it.
+Program gpipeProgram(uint32_t repeat = 2) {
+  Program program = walkProgram();
+  const uint32_t copy = testprograms::addArenaBuffer(
+      program, "", DType::F32, {kTokens, kChannels});
+  testprograms::addArenaBuffer(program, "room", DType::F32,
+                               {2, kTokens, kChannels});
+  runtime::ActionWalk &walk = *program.functions[0].walk;
+  walk.slots[1] = {{Act}, {copy}, repeat, {kTokens * kChannels * 4}};
+  walk.actions.clear();
+  for (uint32_t region : {0u, 1u})
+    for (uint32_t m = 0; m < kMicrobatches; ++m)
+      walk.actions.push_back({region, m, m});
+  return program;
+}
+
+TEST(ActionWalk, RepeatedSlotTakesCopiesAtItsStrides) {
+  Program program = gpipeProgram();
+  const uint32_t copy = static_cast<uint32_t>(program.buffers.size() - 2);
+  Program loaded = roundTrip(program);
+  const runtime::ActionWalk &walk = *loaded.functions[0].walk;
+  ASSERT_EQ(walk.slots.size(), 4u);
+  EXPECT_EQ(walk.slots[1].copies, std::vector<uint32_t>{copy});
+  for (uint32_t slot = 2; slot < 4; ++slot) {
+    EXPECT_EQ(walk.slots[slot].templates, std::vector<uint32_t>{Act});
+    ASSERT_EQ(walk.slots[slot].copies.size(), 1u);
+    const runtime::BufferInfo &repeat =
+        loaded.buffers[walk.slots[slot].copies[0]];
+    EXPECT_EQ(repeat.offset, loaded.buffers[copy].offset +
+                                 (slot - 1) * kTokens * kChannels * 4);
+    EXPECT_EQ(repeat.shape, loaded.buffers[Act].shape);
+    EXPECT_EQ(walk.slots[slot].repeat, 0u);
+  }
+  // Each slot's copy of both regions: 2 + 3 x 2 instructions.
+  EXPECT_EQ(loaded.functions[0].instructions.size(), 9u);
+}
+
+TEST(ActionWalk, CpuBackendRunsRepeatedSlots) {
+  Program program = roundTrip(gpipeProgram());
+  auto backend = runtime::createCpuBackend(program);
+  std::vector<float> table(kVocab * kChannels);
+  for (size_t i = 0; i < table.size(); ++i)
+    table[i] = 0.5f * float(i) - 2.0f;
+  const std::vector<int32_t> tokens = {0, 4, 1, 1, 3, 2, 4, 0};
+  backend->write(program.buffers[Table], table.data());
+  backend->write(program.buffers[Tokens], tokens.data());
+  backend->run(0, 1);
+  std::vector<float> sum(kTokens * kChannels);
+  backend->read(program.buffers[Sum], sum.data());
+  // Every forward before any backward: repeats on one buffer would leave
+  // micro-batch 3's lookup in all of slots 1 to 3.
+  std::vector<float> expected(kTokens * kChannels, 0.0f);
+  for (int m = 0; m < kMicrobatches; ++m)
+    for (int t = 0; t < kTokens; ++t)
+      for (int c = 0; c < kChannels; ++c)
+        expected[t * kChannels + c] +=
+            table[tokens[m * kTokens + t] * kChannels + c];
+  for (size_t i = 0; i < sum.size(); ++i)
+    EXPECT_FLOAT_EQ(sum[i], expected[i]) << i;
+}
+
+TEST(ActionWalk, RefusesWrongRepeats) {
+  auto broken = [](uint32_t repeat, auto change) {
+    Program program = gpipeProgram(repeat);
+    change(program.functions[0].walk->slots[1]);
+    return rejection(program);
+  };
+  EXPECT_EQ(broken(2, [](runtime::ActionSlot &slot) { slot.strides = {}; }),
+            "p.ptp: train_step action walk slot 1 repeats with 0 strides for "
+            "1 copies; each copy needs one");
+  EXPECT_EQ(broken(2, [](runtime::ActionSlot &slot) { slot.strides = {12}; }),
+            "p.ptp: train_step action walk slot 1 repeats buffer #8 every 12 "
+            "bytes 2 times, which overlaps it or leaves the arena of 280 "
+            "bytes");
+  EXPECT_EQ(broken(3, [](runtime::ActionSlot &) {}),
+            "p.ptp: train_step action walk slot 1 repeats buffer #8 every 24 "
+            "bytes 3 times, which overlaps it or leaves the arena of 280 "
+            "bytes");
+  EXPECT_EQ(broken(9, [](runtime::ActionSlot &) {}),
+            "p.ptp: train_step action walk slot 1 repeats 9 times (1 copies "
+            "each); the walk has 8 actions");
 }
 
 TEST(ActionWalk, RoundTripAndLayout) {

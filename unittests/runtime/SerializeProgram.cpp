@@ -91,8 +91,9 @@ serializeStream(flatbuffers::FlatBufferBuilder &fbb, uint64_t arenaBytes,
             &region.rows, &region.rowsSources));
       std::vector<flatbuffers::Offset<ptp::ActionSlot>> slots;
       for (const runtime::ActionSlot &slot : function.walk->slots)
-        slots.push_back(
-            ptp::CreateActionSlotDirect(fbb, &slot.templates, &slot.copies));
+        slots.push_back(ptp::CreateActionSlotDirect(
+            fbb, &slot.templates, &slot.copies, slot.repeat,
+            slot.repeat ? &slot.strides : nullptr));
       std::vector<ptp::WalkAction> actions;
       for (const runtime::WalkAction &action : function.walk->actions)
         actions.emplace_back(action.region, action.slot, action.microbatch);

@@ -36,6 +36,26 @@ func.func @walk(%table: memref<5x3xf32>, %tokens: memref<4x2xi32>) {
   return
 }
 
+// GPipe's walk over 4 micro-batches: slot 1 repeats twice, at the stride
+// the memory plan sets.
+// CHECK-LABEL: func.func @repeated_slot
+// CHECK:         rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 0, 2, 2, 0, 3, 3, 1, 0, 0, 1, 1, 1, 1, 2, 2, 1, 3, 3] slot_sizes = [1] region_rows = [0, 0] slot_repeats = 2 slot_strides = [64] slots(%{{.*}} : memref<16xf32>) copies(%{{.*}} : memref<16xf32>)
+func.func @repeated_slot(%x: memref<16xf32>, %s: memref<16xf32>) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  %a1 = memref.alloc() {rt.held} : memref<16xf32>
+  rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 0, 2, 2, 0, 3, 3,
+                                  1, 0, 0, 1, 1, 1, 1, 2, 2, 1, 3, 3]
+      slot_sizes = [1] region_rows = [0, 0] slot_repeats = 2
+      slot_strides = [64]
+      slots(%a : memref<16xf32>) copies(%a1 : memref<16xf32>)
+  rt.action_region "F chunk 0"
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_walk_end live(%a, %a1 : memref<16xf32>, memref<16xf32>)
+  return
+}
+
 // One slot, no rows: the simplest walk.
 // CHECK-LABEL: func.func @one_slot
 // CHECK:         rt.action_walk_begin actions = [0, 0, 0, 0, 0, 1] slot_sizes = [] region_rows = [0]{{$}}

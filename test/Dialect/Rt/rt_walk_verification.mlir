@@ -123,6 +123,31 @@ func.func @rows_type(%x: memref<4xf32>, %y: memref<4xf32>, %rows: memref<2xf32>,
 
 // -----
 
+func.func @repeat_without_slot(%x: memref<4xf32>, %y: memref<4xf32>) {
+  // expected-error @+1 {{'rt.action_walk_begin' op repeats its last slot 2 times; it needs a slot after slot 0 and a count of at least 0}}
+  rt.action_walk_begin actions = [0, 0, 0] slot_sizes = [] region_rows = [0]
+      slot_repeats = 2
+  rt.action_region "F"
+  rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+  rt.action_walk_end
+  return
+}
+
+// -----
+
+func.func @strides_per_copy(%x: memref<4xf32>, %a: memref<4xf32>, %a1: memref<4xf32>) {
+  // expected-error @+1 {{'rt.action_walk_begin' op has 2 slot strides; a repeated last slot needs one positive stride per copy, 1}}
+  rt.action_walk_begin actions = [0, 0, 0, 0, 2, 1] slot_sizes = [1] region_rows = [0]
+      slot_repeats = 1 slot_strides = [16, 16]
+      slots(%a : memref<4xf32>) copies(%a1 : memref<4xf32>)
+  rt.action_region "F"
+  rt.kernel "gelu" ins(%x : memref<4xf32>) outs(%a : memref<4xf32>)
+  rt.action_walk_end
+  return
+}
+
+// -----
+
 func.func @not_triples(%x: memref<4xf32>, %y: memref<4xf32>) {
   // expected-error @+1 {{'rt.action_walk_begin' op needs actions as (region, slot, micro-batch) triples, but has 4 numbers}}
   rt.action_walk_begin actions = [0, 0, 0, 1] slot_sizes = [] region_rows = [0]

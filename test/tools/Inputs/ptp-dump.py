@@ -120,10 +120,15 @@ def dump_stream(stream, kernels):
                     region.scalar(0, "I"), region.scalar(1, "I"),
                     region.string(2), region.vector(3, "I"),
                     region.vector(4, "I")))
+            # A slot's repeats and its copies' strides (fields 2 and 3,
+            # version 16) when it repeats.
             for index, slot in enumerate(walk.tables(1)):
                 if index:
-                    print("  slot %d %s" % (index, list(zip(
-                        slot.vector(0, "I"), slot.vector(1, "I")))))
+                    repeat = slot.scalar(2, "I")
+                    print("  slot %d %s%s" % (index, list(zip(
+                        slot.vector(0, "I"), slot.vector(1, "I"))),
+                        " repeat %d strides %s" % (repeat, slot.vector(3, "Q"))
+                        if repeat else ""))
             actions = walk._target(2)
             n = struct.unpack_from("<I", walk.data, actions)[0]
             triples = struct.unpack_from("<%dI" % (3 * n), walk.data, actions + 4)
