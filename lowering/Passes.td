@@ -396,6 +396,9 @@ def MemoryPlanPass : Pass<"lower-memory-plan", "::mlir::ModuleOp"> {
     its first action touching them to its last: two that no action of the
     walk's list holds together may share bytes, and the report counts the
     most bytes of them held at one action (docs/action-walk.md, "Memory").
+    A walk whose last slot repeats (`slot_repeats` = R, GPipe's) gives each
+    of that slot's copies R + 1 times its aligned size and sets
+    `slot_strides`: the repeats lie one stride apart.
 
     State marked `rt.tier` (`--rt-offload-optimizer`'s moments) is laid out
     in its tier's own space, not in the arena, each buffer at a whole

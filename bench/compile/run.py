@@ -123,8 +123,9 @@ def main():
          plan("tiny-pp2", json.dumps({"mesh": {"pp": 2},
                                       "pipeline": {"schedule": "1f1b"}})),
          [8, 64, 256, 1024], 256, 1024),
-        # GPipe holds every micro-batch: its walk has a slot each, and
-        # --action-walk=false unrolls it (no periods to loop over).
+        # GPipe holds every micro-batch: its walk has a slot each (one
+        # copy repeated at a stride), and --action-walk=false unrolls it
+        # (no periods to loop over).
         ("gpt2-tiny 4 layers, pp2 GPipe", tiny,
          plan("tiny-gpipe", json.dumps({"mesh": {"pp": 2},
                                         "pipeline": {"schedule": "gpipe"}})),
