@@ -201,16 +201,23 @@ def main():
     if args.no_step:
         return
     # The step: the loop's program against the unrolled one, interleaved;
-    # on one rank, and as a 1F1B pipeline on 2 ranks (1 thread each).
+    # on one rank, and as a 1F1B and a GPipe pipeline on 2 ranks (1 thread
+    # each; GPipe has no loop: --action-walk=false unrolls it).
     model = gen("small", ["--preset", "gpt2-tiny", "--layers", "4",
                           "--hidden", "256", "--heads", "4"])
     pp2 = plan("small-pp2", json.dumps({"mesh": {"pp": 2},
                                         "pipeline": {"schedule": "1f1b"}}))
+    gpipe = plan("small-gpipe", json.dumps({"mesh": {"pp": 2},
+                                            "pipeline": {"schedule":
+                                                         "gpipe"}}))
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
-    for label, plan_path, ranks in (("one rank", None, 1),
-                                    ("pp2 1F1B, 2 ranks x 1 thread", pp2, 2)):
-        variants = ["loop", "unrolled"] + (["walk"] if plan_path else [])
+    for label, plan_path, ranks, variants in (
+            ("one rank", None, 1, ["loop", "unrolled"]),
+            ("pp2 1F1B, 2 ranks x 1 thread", pp2, 2,
+             ["loop", "unrolled", "walk"]),
+            ("pp2 GPipe, 2 ranks x 1 thread", gpipe, 2,
+             ["unrolled", "walk"])):
         steps = {}
         for variant in variants:
             out = os.path.join(work, "step-%s.ptp" % variant)
