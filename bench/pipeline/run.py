@@ -19,6 +19,11 @@ and their spread (min-max), and the median idle shares.
 
     python3 bench/pipeline/run.py --hidden 512 --seq-len 128 --micro 8 \
         --schedules 1f1b zero-bubble --repeats 5 --steps 6
+
+With --variants walk unrolled each case is also compiled with
+--unroll-microbatches (every micro-batch's code, as before the action
+walk), a row each, interleaved with the walk's runs: the walk must not
+slow the step.
 """
 import argparse
 import json
@@ -37,17 +42,23 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
+# How the step is compiled: the schedule walked as data (the default),
+# or every micro-batch's code (as before issue 31).
+VARIANTS = {"walk": [], "unrolled": ["--unroll-microbatches"]}
+
+
 def measure(bindir, work, model, schedule, extra, micro, steps, ranks,
-            warm=2):
+            warm=2, variant="walk"):
     plan = {"mesh": {"pp": ranks},
             "pipeline": dict({"schedule": schedule, "microbatches": micro}, **extra)}
-    tag = f"{schedule}-m{micro}"
+    tag = f"{schedule}-m{micro}-{variant}"
     plan_path = os.path.join(work, tag + ".json")
     with open(plan_path, "w") as f:
         json.dump(plan, f)
     ptp = os.path.join(work, tag + ".ptp")
     report = run([os.path.join(bindir, "partition-compile"), model, "--plan",
-                  plan_path, "-o", ptp, "--memory-report"]).stdout
+                  plan_path, "-o", ptp, "--memory-report"] +
+                 VARIANTS[variant]).stdout
     predicted = float(re.search(r"bubble ([0-9.]+)% of the step", report).group(1))
     trace = os.path.join(work, tag + ".trace.json")
     metrics = os.path.join(work, tag + ".jsonl")
@@ -97,6 +108,10 @@ def main():
     parser.add_argument("--schedules", nargs="+",
                         default=[name for name, _ in SCHEDULES])
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--variants", nargs="+", default=["walk"],
+                        choices=sorted(VARIANTS),
+                        help="walk (the default compile) and/or unrolled "
+                        "(--unroll-microbatches), each a row")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench-pipeline-")
     model = os.path.join(work, "g.mlir")
@@ -115,25 +130,27 @@ def main():
           f"{args.steps} steps (median after {args.warmup} warm-up steps)"
           f"{f', {args.repeats} interleaved runs each' if args.repeats > 1 else ''}")
     extras = dict(SCHEDULES)
-    cases = [(micro, schedule) for micro in args.micro
-             for schedule in args.schedules]
+    cases = [(micro, schedule, variant) for micro in args.micro
+             for schedule in args.schedules for variant in args.variants]
     results = {case: [] for case in cases}
     for _ in range(args.repeats):
-        for micro, schedule in cases:
-            results[(micro, schedule)].append(
+        for micro, schedule, variant in cases:
+            results[(micro, schedule, variant)].append(
                 measure(args.bin, work, model, schedule,
                         extras.get(schedule, {}), micro, args.steps, 2,
-                        args.warmup))
+                        args.warmup, variant))
+    label = " (compiled)" if len(args.variants) > 1 else ""
     if args.repeats > 1:
-        print("| schedule | m | predicted bubble | step ms (median of runs) "
-              "| spread (min-max) | idle stage 0 | idle stage 1 |")
+        print(f"| schedule{label} | m | predicted bubble | step ms (median "
+              "of runs) | spread (min-max) | idle stage 0 | idle stage 1 |")
         print("|---|---|---|---|---|---|---|")
     else:
-        print("| schedule | m | predicted bubble | step ms | idle stage 0 | "
-              "idle stage 1 |")
+        print(f"| schedule{label} | m | predicted bubble | step ms | idle "
+              "stage 0 | idle stage 1 |")
         print("|---|---|---|---|---|---|")
-    for micro, schedule in cases:
-        runs = results[(micro, schedule)]
+    for micro, schedule, variant in cases:
+        runs = results[(micro, schedule, variant)]
+        name = f"{schedule} ({variant})" if label else schedule
         predicted = runs[0][0]
         steps = [r[1] for r in runs]
         idle = [statistics.median(r[2][stage] for r in runs)
@@ -141,11 +158,11 @@ def main():
         step_ms = statistics.median(steps)
         spread = (f" | {min(steps):.1f}-{max(steps):.1f}"
                   if args.repeats > 1 else "")
-        print(f"| {schedule} | {micro} | {predicted:.1f}% | {step_ms:.1f}"
+        print(f"| {name} | {micro} | {predicted:.1f}% | {step_ms:.1f}"
               f"{spread} | {idle[0]:.1f}% | {idle[1]:.1f}% |", flush=True)
-    print("runs (step ms):", {f"{s}-m{m}": [round(r[1], 1) for r in
-                                             results[(m, s)]]
-                              for m, s in cases})
+    print("runs (step ms):", {f"{s}-m{m}-{v}": [round(r[1], 1) for r in
+                                                 results[(m, s, v)]]
+                              for m, s, v in cases})
 
 
 if __name__ == "__main__":
