@@ -133,7 +133,8 @@ void expandRepeatedSlots(Function &function, Program &program,
                          std::to_string(program.buffers.size()));
       const BufferInfo &copy = program.buffers[slot.copies[i]];
       // offset + bytes <= arena was checked as the buffer was read.
-      if (copy.tier != Tier::Arena || strides[i] < copy.bytes ||
+      if (copy.tier != Tier::Arena || strides[i] == 0 ||
+          strides[i] < copy.bytes ||
           strides[i] % dtypeBytes(copy.dtype) != 0 ||
           repeat > (program.arenaBytes - copy.offset - copy.bytes) / strides[i])
         fail(origin, name + " repeats " + bufferText(slot.copies[i]) +

@@ -155,6 +155,10 @@ TEST(ActionWalk, RefusesWrongRepeats) {
             "p.ptp: train_step action walk slot 1 repeats buffer #8 every 12 "
             "bytes 2 times, which overlaps it or leaves the arena of 280 "
             "bytes");
+  EXPECT_EQ(broken(2, [](runtime::ActionSlot &slot) { slot.strides = {0}; }),
+            "p.ptp: train_step action walk slot 1 repeats buffer #8 every 0 "
+            "bytes 2 times, which overlaps it or leaves the arena of 280 "
+            "bytes");
   EXPECT_EQ(broken(3, [](runtime::ActionSlot &) {}),
             "p.ptp: train_step action walk slot 1 repeats buffer #8 every 24 "
             "bytes 3 times, which overlaps it or leaves the arena of 280 "
