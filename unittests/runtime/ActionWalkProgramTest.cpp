@@ -79,6 +79,33 @@ Program walkProgram() {
   return program;
 }
 
+/// Runs `program` (walkProgram's buffers and kernels) on the CPU backend
+/// and expects the sum of every micro-batch's lookups, and the tokens
+/// input as it was (the walk copies its rows out).
+void expectSumOfLookups(const Program &program) {
+  auto backend = runtime::createCpuBackend(program);
+  std::vector<float> table(kVocab * kChannels);
+  for (size_t i = 0; i < table.size(); ++i)
+    table[i] = 0.25f * float(i) - 1.0f;
+  const std::vector<int32_t> tokens = {0, 4, 1, 1, 3, 2, 4, 0};
+  backend->write(program.buffers[Table], table.data());
+  backend->write(program.buffers[Tokens], tokens.data());
+  backend->run(0, 1);
+  std::vector<float> sum(kTokens * kChannels);
+  backend->read(program.buffers[Sum], sum.data());
+  std::vector<float> expected(kTokens * kChannels, 0.0f);
+  for (int m = 0; m < kMicrobatches; ++m)
+    for (int t = 0; t < kTokens; ++t)
+      for (int c = 0; c < kChannels; ++c)
+        expected[t * kChannels + c] +=
+            table[tokens[m * kTokens + t] * kChannels + c];
+  for (size_t i = 0; i < sum.size(); ++i)
+    EXPECT_FLOAT_EQ(sum[i], expected[i]) << i;
+  std::vector<int32_t> after(tokens.size());
+  backend->read(program.buffers[Tokens], after.data());
+  EXPECT_EQ(after, tokens);
+}
+
 /// walkProgram in GPipe's order, every micro-batch in flight: slot 1 puts
 /// the activation in a buffer of its own at the arena's end and repeats
 /// twice, its copies 24 bytes (one activation) apart in the room after it.
@@ -119,27 +146,9 @@ TEST(ActionWalk, RepeatedSlotTakesCopiesAtItsStrides) {
 }
 
 TEST(ActionWalk, CpuBackendRunsRepeatedSlots) {
-  Program program = roundTrip(gpipeProgram());
-  auto backend = runtime::createCpuBackend(program);
-  std::vector<float> table(kVocab * kChannels);
-  for (size_t i = 0; i < table.size(); ++i)
-    table[i] = 0.5f * float(i) - 2.0f;
-  const std::vector<int32_t> tokens = {0, 4, 1, 1, 3, 2, 4, 0};
-  backend->write(program.buffers[Table], table.data());
-  backend->write(program.buffers[Tokens], tokens.data());
-  backend->run(0, 1);
-  std::vector<float> sum(kTokens * kChannels);
-  backend->read(program.buffers[Sum], sum.data());
   // Every forward before any backward: repeats on one buffer would leave
   // micro-batch 3's lookup in all of slots 1 to 3.
-  std::vector<float> expected(kTokens * kChannels, 0.0f);
-  for (int m = 0; m < kMicrobatches; ++m)
-    for (int t = 0; t < kTokens; ++t)
-      for (int c = 0; c < kChannels; ++c)
-        expected[t * kChannels + c] +=
-            table[tokens[m * kTokens + t] * kChannels + c];
-  for (size_t i = 0; i < sum.size(); ++i)
-    EXPECT_FLOAT_EQ(sum[i], expected[i]) << i;
+  expectSumOfLookups(roundTrip(gpipeProgram()));
 }
 
 TEST(ActionWalk, RefusesWrongRepeats) {
@@ -228,31 +237,9 @@ TEST(ActionWalk, SlotWithoutSubstitutionsRunsTheRegionItself) {
 }
 
 TEST(ActionWalk, CpuBackendRunsEachActionInItsSlot) {
-  Program program = roundTrip(walkProgram());
-  auto backend = runtime::createCpuBackend(program);
-  std::vector<float> table(kVocab * kChannels);
-  for (size_t i = 0; i < table.size(); ++i)
-    table[i] = 0.25f * float(i) - 1.0f;
-  const std::vector<int32_t> tokens = {0, 4, 1, 1, 3, 2, 4, 0};
-  backend->write(program.buffers[Table], table.data());
-  backend->write(program.buffers[Tokens], tokens.data());
-  backend->run(0, 1);
-  std::vector<float> sum(kTokens * kChannels);
-  backend->read(program.buffers[Sum], sum.data());
   // Each micro-batch's own activation: with one slot, micro-batch 1's
   // lookup would overwrite micro-batch 0's before its B adds it.
-  std::vector<float> expected(kTokens * kChannels, 0.0f);
-  for (int m = 0; m < kMicrobatches; ++m)
-    for (int t = 0; t < kTokens; ++t)
-      for (int c = 0; c < kChannels; ++c)
-        expected[t * kChannels + c] +=
-            table[tokens[m * kTokens + t] * kChannels + c];
-  for (size_t i = 0; i < sum.size(); ++i)
-    EXPECT_FLOAT_EQ(sum[i], expected[i]) << i;
-  // The input's rows stay as they were (the walk copies them out).
-  std::vector<int32_t> after(tokens.size());
-  backend->read(program.buffers[Tokens], after.data());
-  EXPECT_EQ(after, tokens);
+  expectSumOfLookups(roundTrip(walkProgram()));
 }
 
 TEST(ActionWalk, RefusesWrongWalks) {
