@@ -70,6 +70,7 @@ private:
   LogicalResult matchOperand(Operation *at, Value x, Value y);
   // ActionWalkRewrite.cpp: the walk from the matched actions.
   LogicalResult rewrite();
+  bool runsOnTemplates(int a) const;
   void chooseTemplates();
   LogicalResult resolveSums();
   void findSlotBuffers();
@@ -83,6 +84,7 @@ private:
   void takeFinishing();
   LogicalResult eraseOtherMicrobatches();
   LogicalResult emitWalk();
+  void fillSumsAtFirstUse();
   Value rootOf(Value value) const;
 
   int actionOf(Operation *op) const {
@@ -133,6 +135,10 @@ private:
   /// region index per kind.
   std::vector<int> templates;
   std::map<Kind, int> regionOf;
+  /// GPipe: micro-batch 0's backward of each kind, a region of its own
+  /// that the kind's first action runs.
+  DenseSet<int> firstBackwards;
+  std::map<Kind, int> firstRegionOf;
   DenseSet<int> isTemplate;
   /// The last micro-batch's action of each kind.
   DenseSet<int> lastActions;

@@ -32,13 +32,57 @@ Value WalkFormation::rootOf(Value value) const {
   return value;
 }
 
+bool WalkFormation::runsOnTemplates(int a) const {
+  // Every value it reads from another of its micro-batch's actions has
+  // micro-batch 1's match, in an action micro-batch 1's regions keep.
+  for (size_t i = actions[a].begin; i < actions[a].end; ++i)
+    if (ops[i])
+      for (Value operand : ops[i]->getOperands()) {
+        int from = actionOf(operand);
+        if (from < 0 || from == a)
+          continue;
+        Value match = next.lookup(operand);
+        if (actions[from].microbatch != actions[a].microbatch || !match ||
+            actionOf(match) < 0 ||
+            actions[actionOf(match)].microbatch != 1)
+          return false;
+      }
+  return true;
+}
+
 void WalkFormation::chooseTemplates() {
+  std::vector<int> chosen;
   for (size_t a = 0; a < update; ++a)
-    if (actions[a].microbatch == 1) {
-      regionOf[actions[a].kind] = static_cast<int>(templates.size());
-      templates.push_back(static_cast<int>(a));
-    }
+    if (actions[a].microbatch == 1)
+      chosen.push_back(static_cast<int>(a));
+  // GPipe's first backward (micro-batch 0's, before every other) as a
+  // region of its own, its code as the unrolled step has it: its sums
+  // start where it first writes them (fillSumsAtFirstUse), where the
+  // shared B code, placed for every backward, holds them whole from the
+  // start.
+  if (schedule.config.kind == pipeline::ScheduleKind::GPipe && !forwardOnly &&
+      fuseWeightGradients)
+    for (size_t a = 0; a < update; ++a)
+      if (actions[a].microbatch == 0 && actions[a].kind.first == "B" &&
+          runsOnTemplates(static_cast<int>(a))) {
+        chosen.push_back(static_cast<int>(a));
+        firstBackwards.insert(static_cast<int>(a));
+      }
+  llvm::sort(chosen);
+  for (int a : chosen) {
+    (firstBackwards.contains(a) ? firstRegionOf : regionOf)[actions[a].kind] =
+        static_cast<int>(templates.size());
+    templates.push_back(a);
+  }
   isTemplate.insert(templates.begin(), templates.end());
+  // The first backward reads micro-batch 1's values for micro-batch 0's:
+  // it runs in micro-batch 0's slot, whose buffers the regions name.
+  for (int a : firstBackwards)
+    for (size_t i = actions[a].begin; i < actions[a].end; ++i)
+      if (ops[i])
+        for (OpOperand &use : ops[i]->getOpOperands())
+          if (int from = actionOf(use.get()); from >= 0 && from != a)
+            use.set(next.lookup(use.get()));
   for (auto &[kind, instances] : byKind)
     lastActions.insert(instances.rbegin()->second);
 }
@@ -133,10 +177,15 @@ LogicalResult WalkFormation::planActions() {
   if (crossesChunks)
     for (int chunk = 1; chunk < config.chunks; ++chunk)
       slotCount[chunk] = slotCount[0];
+  std::set<Kind> seen;
   for (auto [i, action] : llvm::enumerate(walked)) {
     std::string letter(1, pipeline::actionLetter(action.kind));
     int64_t model = int64_t(action.chunk) * config.stages + schedule.stage;
-    auto region = regionOf.find({letter, model});
+    // A kind's first action runs its first region, when it has one.
+    bool first = seen.insert({letter, model}).second;
+    auto region = first && firstRegionOf.count({letter, model})
+                      ? firstRegionOf.find({letter, model})
+                      : regionOf.find({letter, model});
     if (region == regionOf.end())
       return fail() << "the plan's schedule runs " << letter
                     << " of model chunk " << model
@@ -520,6 +569,59 @@ LogicalResult WalkFormation::eraseOtherMicrobatches() {
   return success();
 }
 
+void WalkFormation::fillSumsAtFirstUse() {
+  // A sum whose zero fill above the walk nothing else there touches, and
+  // which no region before a first backward touches, starts in that
+  // backward, as in the unrolled step: its buffer and fill move to just
+  // before the first op there that touches it. GPipe runs every forward
+  // before its first backward, so the program's order is the run's: the
+  // forwards' temporaries may take the sum's bytes, and so may the first
+  // backward's before it reaches the sum.
+  for (int a : firstBackwards) {
+    Operation *marker = nullptr;
+    for (size_t i = actions[a].begin; i < actions[a].end && !marker; ++i)
+      if (ops[i])
+        marker = ops[i]->getPrevNode();
+    if (!marker || !isa<rt::ActionRegionOp>(marker))
+      continue;
+    Block *block = marker->getBlock();
+    Operation *begin = (*block->getOps<rt::ActionWalkBeginOp>().begin());
+    Operation *regionEnd = marker->getNextNode();
+    while (regionEnd &&
+           !isa<rt::ActionRegionOp, rt::ActionWalkEndOp>(regionEnd))
+      regionEnd = regionEnd->getNextNode();
+    if (!regionEnd)
+      continue;
+    for (Value root : sums) {
+      auto alloc = root.getDefiningOp<memref::AllocOp>();
+      if (!alloc || alloc->getBlock() != block)
+        continue;
+      KernelOp fill;
+      Operation *firstUse = nullptr;
+      bool movable = true;
+      for (Operation *user : root.getUsers()) {
+        if (user->isBeforeInBlock(begin)) {
+          auto kernel = dyn_cast<KernelOp>(user);
+          if (fill || !kernel || kernel.getKernel() != "fill" ||
+              !kernel.getInputs().empty() ||
+              kernel.getOutputs() != ValueRange{root})
+            movable = false;
+          fill = kernel;
+        } else if (user->isBeforeInBlock(marker)) {
+          movable = false; // An earlier region touches it.
+        } else if (!firstUse || user->isBeforeInBlock(firstUse)) {
+          firstUse = user;
+        }
+      }
+      if (!movable || !fill || !firstUse ||
+          !firstUse->isBeforeInBlock(regionEnd))
+        continue;
+      alloc->moveBefore(firstUse);
+      fill->moveBefore(firstUse);
+    }
+  }
+}
+
 LogicalResult WalkFormation::emitWalk() {
   Operation *updateMark =
       update < actions.size() ? ops[actions[update].begin] : nullptr;
@@ -607,9 +709,10 @@ LogicalResult WalkFormation::rewrite() {
   addRowsBuffers(first);
   copySlots(first);
   takeFinishing();
-  if (failed(eraseOtherMicrobatches()))
+  if (failed(eraseOtherMicrobatches()) || failed(emitWalk()))
     return failure();
-  return emitWalk();
+  fillSumsAtFirstUse();
+  return success();
 }
 
 } // namespace partition::actionwalk

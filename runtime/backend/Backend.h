@@ -3,6 +3,7 @@
 #ifndef PARTITION_RUNTIME_BACKEND_H
 #define PARTITION_RUNTIME_BACKEND_H
 
+#include "runtime/program/ActionWalk.h"
 #include "runtime/program/Program.h"
 #include "runtime/comm/Communicator.h"
 
@@ -168,30 +169,6 @@ void walkFunctionTraced(const Function &function, TraceRecorder *trace,
         ++index;
       },
       nextRun, beforeAction);
-}
-
-/// How many times a step runs instruction `index` of `function`: the
-/// micro-batch loop's count inside it, the number of actions that run its
-/// range in a walk, else once.
-inline int64_t runsOf(const Function &function, size_t index) {
-  if (function.walk) {
-    // A slot that substitutes nothing shares slot 0's range.
-    const ActionWalk &walk = *function.walk;
-    int64_t runs = 0;
-    bool inRegion = false;
-    for (size_t r = 0; r < walk.ranges.size(); ++r)
-      for (size_t s = 0; s < walk.ranges[r].size(); ++s)
-        if (index >= walk.ranges[r][s].first &&
-            index < walk.ranges[r][s].second) {
-          inRegion = true;
-          runs += walk.runs[r][s];
-        }
-    return inRegion ? runs : 1;
-  }
-  return function.loop && index >= function.loop->begin &&
-                 index < function.loop->end
-             ? function.loop->count
-             : 1;
 }
 
 /// The waits a backend carries into the function's next run instead of

@@ -1,6 +1,7 @@
 //===- KernelArgs.cpp - shape checks of every kernel ----------------------===//
 
 #include "runtime/program/KernelArgs.h"
+#include "runtime/program/ActionWalk.h"
 #include "runtime/program/KernelArgsChecker.h"
 
 #include <cmath>
@@ -489,8 +490,9 @@ KernelArgs Checker::run() {
     checkAdamWBlock();
     break;
   }
-  // Outputs never overlap inputs, except exactly (in-place kernels).
-  for (int o = 0; o < info.outputs; ++o)
+  // Outputs never overlap inputs, except exactly (in-place kernels), in
+  // an instruction that runs.
+  for (int o = 0; o < info.outputs && runs; ++o)
     for (int i = 0; i < info.inputs; ++i) {
       const BufferInfo &a = out(o), &b = in(i);
       bool overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
@@ -505,8 +507,8 @@ KernelArgs Checker::run() {
 
 KernelArgs checkInstruction(const Program &program,
                             const Instruction &instruction,
-                            const std::string &where) {
-  return kernelargs::Checker(program, instruction, where).run();
+                            const std::string &where, bool runs) {
+  return kernelargs::Checker(program, instruction, where, runs).run();
 }
 
 std::vector<std::vector<KernelArgs>> checkInstructions(const Program &program) {
@@ -519,9 +521,13 @@ std::vector<std::vector<KernelArgs>> checkInstructions(const Program &program) {
         checked.back().emplace_back();
         continue;
       }
+      // A walk's region code that no action runs (GPipe's shared
+      // backward in slot 0, whose first backward has a region of its own)
+      // may name buffers whose bytes the region's temporaries take.
       checked.back().push_back(checkInstruction(
           program, instruction,
-          function.name + " instruction #" + std::to_string(i)));
+          function.name + " instruction #" + std::to_string(i),
+          runsOf(function, i) > 0));
     }
   }
   return checked;

@@ -63,10 +63,12 @@ struct KernelArgs {
 };
 
 /// Checks `instruction` of `program`; throws ProgramError naming it (as
-/// `where`), its kernel and the sizes that disagree.
+/// `where`), its kernel and the sizes that disagree. An instruction that
+/// never `runs` (a walk's region in a slot no action runs it in) may have
+/// an output overlapping an input.
 KernelArgs checkInstruction(const Program &program,
                             const Instruction &instruction,
-                            const std::string &where);
+                            const std::string &where, bool runs = true);
 
 /// checkInstruction for every kernel instruction of every function, by
 /// function and instruction; a collective or a transfer gets an empty

@@ -29,8 +29,8 @@ inline std::string shapeString(const BufferInfo &buffer) {
 class Checker {
 public:
   Checker(const Program &program, const Instruction &instruction,
-          const std::string &where)
-      : where(where), instruction(instruction),
+          const std::string &where, bool runs = true)
+      : where(where), instruction(instruction), runs(runs),
         info(*lookupKernel(static_cast<uint32_t>(instruction.kernel))) {
     args.kernel = instruction.kernel;
     for (uint32_t arg : instruction.args)
@@ -141,6 +141,8 @@ private:
 
   const std::string &where;
   const Instruction &instruction;
+  /// Whether a step runs it (its outputs may overlap its inputs if not).
+  bool runs;
   const KernelInfo &info;
   KernelArgs args;
 };

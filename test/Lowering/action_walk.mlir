@@ -130,15 +130,26 @@ module attributes {dist.pipeline = {schedule = "1f1b", stages = 2 : i64, microba
 // slot each. The activation %a has one copy (%a1, slot 1), which slot 2
 // repeats at a stride (slot_repeats = 1; the memory plan sets the stride),
 // so that the walk stays two slots' size however many micro-batches run.
-// The backward's temporary %t stays one buffer of its region: it takes the
-// part of slot 0 its first backward has finished reading.
+// The first backward (micro-batch 0's) is a region of its own, which the
+// walk's first B action runs: the sum %s starts there, its buffer and
+// fill just before its first use, as in the unrolled step, so that the
+// memory plan counts it from there; the other backwards share the second
+// B region, which adds into it.
 // CHECK-LABEL: func.func @gpipe_repeated_slot
 // CHECK:         %[[A:.*]] = memref.alloc() {rt.held} : memref<1x4xf32>
 // CHECK-NEXT:    %[[A1:.*]] = memref.alloc() {rt.held} : memref<1x4xf32>
-// CHECK-NEXT:    rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 0, 2, 2, 1, 0, 0, 1, 1, 1, 1, 2, 2] slot_sizes = [1] region_rows = [1, 0] slot_repeats = 1 slots(%[[A]] : memref<1x4xf32>) copies(%[[A1]] : memref<1x4xf32>)
+// CHECK-NEXT:    rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 0, 2, 2, 1, 0, 0, 2, 1, 1, 2, 2, 2] slot_sizes = [1] region_rows = [1, 0, 0] slot_repeats = 1 slots(%[[A]] : memref<1x4xf32>) copies(%[[A1]] : memref<1x4xf32>)
 // CHECK:         rt.action_region "B chunk 0"
+// CHECK-NEXT:    %[[T0:.*]] = memref.alloc() : memref<1x4xf32>
+// CHECK-NEXT:    rt.kernel "gelu" ins(%[[A]] : memref<1x4xf32>) outs(%[[T0]] : memref<1x4xf32>)
+// CHECK-NEXT:    %[[S:.*]] = memref.alloc() : memref<1x4xf32>
+// CHECK-NEXT:    rt.kernel "fill" outs(%[[S]] : memref<1x4xf32>)
+// CHECK-NEXT:    rt.kernel "add" ins(%[[S]], %[[T0]] : memref<1x4xf32>, memref<1x4xf32>) outs(%[[S]] : memref<1x4xf32>)
+// CHECK-NEXT:    rt.action_region "B chunk 0"
 // CHECK-NEXT:    %[[T:.*]] = memref.alloc() : memref<1x4xf32>
 // CHECK-NEXT:    rt.kernel "gelu" ins(%[[A]] : memref<1x4xf32>) outs(%[[T]] : memref<1x4xf32>)
+// CHECK-NEXT:    rt.kernel "add" ins(%[[S]], %[[T]] : memref<1x4xf32>, memref<1x4xf32>) outs(%[[S]] : memref<1x4xf32>)
+// CHECK-NEXT:    rt.action_walk_end
 module attributes {dist.pipeline = {schedule = "gpipe", stages = 2 : i64, microbatches = 3 : i64, virtual_stages = 1 : i64}} {
   func.func @gpipe_repeated_slot(%in: memref<3x4xf32> {rt.role = "tokens"}, %x: memref<1x4xf32>, %y: memref<1x4xf32>) attributes {dist.pipeline_stage = 0 : i64, xfmr.train_step = {microbatch_loop = 2 : i64, microbatch_loop_compiled = 3 : i64, microbatch_loop_settle = 0 : i64, microbatch_loop_split = 2 : i64, microbatch_loop_stride = 1 : i64, microbatches = 3 : i64}} {
     rt.action_mark "F" model_chunk = 0 microbatch = 0

@@ -243,3 +243,43 @@ func.func @repeated_slot(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) 
   rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
   return
 }
+
+// -----
+
+// GPipe's first backward as a region of its own (F0 F1, then B0 in region
+// 1, B1 in region 2): the sum %s starts in it, so the forward's own
+// temporary %t takes its bytes. Region 2's code names slot 0's %a, which
+// no action runs it with: its temporary %u may take %a's bytes too (the
+// loader checks only code some action runs). 256 bytes where a sum live
+// across the walk would need 320.
+// CHECK-LABEL: func.func @first_backward_sum
+// CHECK-SAME:    (%[[ARENA:.*]]: memref<256xi8>) attributes {rt.arena_bytes = 256 : i64}
+// CHECK:         %[[A:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK:         %[[T:.*]] = memref.view %[[ARENA]][%c192{{(_[0-9]+)?}}][]
+// CHECK:         rt.kernel "gelu" ins(%{{.*}} : memref<16xf32>) outs(%[[T]] : memref<16xf32>)
+// CHECK:         %[[S:.*]] = memref.view %[[ARENA]][%c192{{(_[0-9]+)?}}][]
+// CHECK:         %[[U:.*]] = memref.view %[[ARENA]][%c64{{(_[0-9]+)?}}][]
+// CHECK-NEXT:    rt.kernel "gelu" ins(%[[A]] : memref<16xf32>) outs(%[[U]] : memref<16xf32>)
+// REPORT:        memory: arena_peak 256{{$}}
+func.func @first_backward_sum(%x: memref<16xf32> {rt.role = "param", rt.name = "x"}) {
+  %a = memref.alloc() {rt.held} : memref<16xf32>
+  %a1 = memref.alloc() {rt.held} : memref<16xf32>
+  rt.action_walk_begin actions = [0, 0, 0, 0, 1, 1, 1, 0, 0, 2, 1, 1]
+      slot_sizes = [1] region_rows = [0, 0, 0]
+      slots(%a : memref<16xf32>) copies(%a1 : memref<16xf32>)
+  rt.action_region "F chunk 0"
+  %t = memref.alloc() : memref<16xf32>
+  rt.kernel "gelu" ins(%x : memref<16xf32>) outs(%t : memref<16xf32>)
+  rt.kernel "gelu" ins(%t : memref<16xf32>) outs(%a : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  %s = memref.alloc() : memref<16xf32>
+  rt.kernel "fill" outs(%s : memref<16xf32>) floats = [0.0]
+  rt.kernel "add" ins(%s, %a : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_region "B chunk 0"
+  %u = memref.alloc() : memref<16xf32>
+  rt.kernel "gelu" ins(%a : memref<16xf32>) outs(%u : memref<16xf32>)
+  rt.kernel "add" ins(%s, %u : memref<16xf32>, memref<16xf32>) outs(%s : memref<16xf32>)
+  rt.action_walk_end live(%a, %a1, %s : memref<16xf32>, memref<16xf32>, memref<16xf32>)
+  rt.kernel "copy" ins(%s : memref<16xf32>) outs(%x : memref<16xf32>)
+  return
+}

@@ -10,6 +10,7 @@
 
 #include "runtime/backend/Backend.h"
 #include "runtime/program/ActionWalk.h"
+#include "runtime/program/KernelArgs.h"
 #include "runtime/program/Program.h"
 #include "unittests/runtime/LoaderTesting.h"
 #include "unittests/runtime/SerializeProgram.h"
@@ -240,6 +241,26 @@ TEST(ActionWalk, CpuBackendRunsEachActionInItsSlot) {
   // Each micro-batch's own activation: with one slot, micro-batch 1's
   // lookup would overwrite micro-batch 0's before its B adds it.
   expectSumOfLookups(roundTrip(walkProgram()));
+}
+
+TEST(ActionWalk, CodeNoActionRunsMayOverlap) {
+  // B runs in slot 1 alone (as GPipe's shared backward, whose first
+  // backward has a region of its own): its code as written, with the
+  // template's buffer, may have an output over an input, since nothing
+  // runs it; slot 1's copy of it, which runs, may not.
+  Program program = walkProgram();
+  program.buffers[Act].offset = program.buffers[Sum].offset + 4;
+  program.functions[0].walk->actions = {{0, 0, 0}, {0, 1, 1}, {1, 1, 1}};
+  EXPECT_NO_THROW(runtime::checkInstructions(roundTrip(program)));
+  program.functions[0].walk->actions.push_back({1, 0, 0});
+  std::string error;
+  try {
+    runtime::checkInstructions(roundTrip(program));
+  } catch (const runtime::ProgramError &e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, "train_step instruction #2 (add): an output overlaps an "
+                   "input");
 }
 
 TEST(ActionWalk, RefusesWrongWalks) {
