@@ -3,7 +3,8 @@
 // The state of --rt-action-walk on one pipeline stage function (its
 // actions, the match of each micro-batch's against the next, and the walk
 // it builds), shared by ActionWalkFormation.cpp (finding and matching the
-// actions) and ActionWalkRewrite.cpp (building the walk).
+// actions), ActionWalkRewrite.cpp (building the walk) and
+// ActionWalkSlots.cpp (its slot buffers).
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,7 +69,8 @@ private:
   LogicalResult matchAll();
   LogicalResult matchPair(const ActionCode &first, const ActionCode &second);
   LogicalResult matchOperand(Operation *at, Value x, Value y);
-  // ActionWalkRewrite.cpp: the walk from the matched actions.
+  // ActionWalkRewrite.cpp: the walk from the matched actions (the slot
+  // buffers' steps in ActionWalkSlots.cpp).
   LogicalResult rewrite();
   bool runsOnTemplates(int a) const;
   void chooseTemplates();
