@@ -42,28 +42,34 @@ void checkActionWalk(const Function &function, const Program &program,
 /// `walk->ranges`. The walk must be checked.
 void expandActionWalk(Function &function);
 
-/// How many times a step runs instruction `index` of `function`: the
+/// How many times a step runs each instruction of `function`: the
 /// micro-batch loop's count inside it, the number of actions that run its
-/// range in a walk, else once.
-inline int64_t runsOf(const Function &function, size_t index) {
+/// range in a walk (0 for a range no action runs; a slot that substitutes
+/// nothing shares slot 0's), else once. One pass over the instructions and
+/// the walk's ranges.
+inline std::vector<int64_t> instructionRuns(const Function &function) {
+  std::vector<int64_t> runs(function.instructions.size(), 1);
   if (function.walk) {
-    // A slot that substitutes nothing shares slot 0's range.
     const ActionWalk &walk = *function.walk;
-    int64_t runs = 0;
-    bool inRegion = false;
+    std::vector<bool> inRegion(runs.size(), false);
+    std::vector<int64_t> total(runs.size(), 0);
     for (size_t r = 0; r < walk.ranges.size(); ++r)
-      for (size_t s = 0; s < walk.ranges[r].size(); ++s)
-        if (index >= walk.ranges[r][s].first &&
-            index < walk.ranges[r][s].second) {
-          inRegion = true;
-          runs += walk.runs[r][s];
+      for (size_t s = 0; s < walk.ranges[r].size(); ++s) {
+        auto [begin, end] = walk.ranges[r][s];
+        for (size_t i = begin; i < end && i < runs.size(); ++i) {
+          inRegion[i] = true;
+          total[i] += walk.runs[r][s];
         }
-    return inRegion ? runs : 1;
+      }
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (inRegion[i])
+        runs[i] = total[i];
+  } else if (function.loop) {
+    for (size_t i = function.loop->begin;
+         i < function.loop->end && i < runs.size(); ++i)
+      runs[i] = function.loop->count;
   }
-  return function.loop && index >= function.loop->begin &&
-                 index < function.loop->end
-             ? function.loop->count
-             : 1;
+  return runs;
 }
 
 /// The instructions of `function` in the order a run executes them, each

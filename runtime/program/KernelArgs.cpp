@@ -515,6 +515,7 @@ std::vector<std::vector<KernelArgs>> checkInstructions(const Program &program) {
   std::vector<std::vector<KernelArgs>> checked;
   for (const Function &function : program.functions) {
     checked.emplace_back();
+    std::vector<int64_t> runs = instructionRuns(function);
     for (size_t i = 0; i < function.instructions.size(); ++i) {
       const Instruction &instruction = function.instructions[i];
       if (!instruction.isKernel()) {
@@ -527,7 +528,7 @@ std::vector<std::vector<KernelArgs>> checkInstructions(const Program &program) {
       checked.back().push_back(checkInstruction(
           program, instruction,
           function.name + " instruction #" + std::to_string(i),
-          runsOf(function, i) > 0));
+          runs[i] > 0));
     }
   }
   return checked;

@@ -200,7 +200,7 @@ TEST(ActionWalk, RoundTripAndLayout) {
   EXPECT_EQ(walk.ranges[0][1], (std::pair<size_t, size_t>{3, 4}));
   EXPECT_EQ(walk.ranges[1][0], (std::pair<size_t, size_t>{2, 3}));
   for (size_t i = 0; i < 5; ++i)
-    EXPECT_EQ(runtime::runsOf(function, i), i == 0 ? 1 : 2) << i;
+    EXPECT_EQ(runtime::instructionRuns(function)[i], i == 0 ? 1 : 2) << i;
   // The order a backend runs the instructions in, and when it copies an
   // action's rows.
   std::vector<std::string> order;
@@ -234,7 +234,7 @@ TEST(ActionWalk, SlotWithoutSubstitutionsRunsTheRegionItself) {
   const runtime::ActionWalk &walk = *loaded.functions[0].walk;
   EXPECT_EQ(walk.ranges[1][2], walk.ranges[1][0]);
   EXPECT_EQ(loaded.functions[0].instructions.size(), 5u);
-  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 2), 3);
+  EXPECT_EQ(runtime::instructionRuns(loaded.functions[0])[2], 3);
 }
 
 TEST(ActionWalk, CpuBackendRunsEachActionInItsSlot) {

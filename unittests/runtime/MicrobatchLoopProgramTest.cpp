@@ -69,9 +69,9 @@ TEST(ProgramLoader, MicrobatchLoopRoundTrip) {
   EXPECT_EQ(loop.end, 2u);
   EXPECT_EQ(loop.count, 3);
   EXPECT_EQ(loop.slices, std::vector<uint32_t>{6});
-  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 0), 1);
-  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 1), 3);
-  EXPECT_EQ(runtime::runsOf(loaded.functions[0], 2), 1);
+  EXPECT_EQ(runtime::instructionRuns(loaded.functions[0])[0], 1);
+  EXPECT_EQ(runtime::instructionRuns(loaded.functions[0])[1], 3);
+  EXPECT_EQ(runtime::instructionRuns(loaded.functions[0])[2], 1);
   // The order a backend runs the instructions in, and when it reads the
   // next micro-batch's rows.
   std::vector<std::string> walk;

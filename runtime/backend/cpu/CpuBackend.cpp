@@ -154,10 +154,11 @@ CpuBackend::CpuBackend(const Program &program,
     }
     // A step runs the micro-batch loop's instructions `count` times: so
     // many times their work per step.
+    std::vector<int64_t> runs = instructionRuns(function);
     for (size_t i = 0; i < compiled.costs.size(); ++i) {
-      compiled.costs[i].flops *= double(runsOf(function, i));
-      compiled.costs[i].bytes *= double(runsOf(function, i));
-      compiled.costs[i].executions = runsOf(function, i);
+      compiled.costs[i].flops *= double(runs[i]);
+      compiled.costs[i].bytes *= double(runs[i]);
+      compiled.costs[i].executions = runs[i];
     }
     compiled.seconds.assign(profile.enabled ? compiled.calls.size() : 0, 0.0);
     carryTrailingWaits(program, compiled, function);

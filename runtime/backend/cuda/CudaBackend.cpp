@@ -307,10 +307,11 @@ CudaBackend::compileFunction(const Program &program, const Function &function,
   compiled->carriedEvents = streamPlan.carriedEvents;
   // A step runs the micro-batch loop's instructions `count` times: so many
   // times their work per step.
+  std::vector<int64_t> runs = instructionRuns(function);
   for (size_t i = 0; i < compiled->costs.size(); ++i) {
-    compiled->costs[i].flops *= double(runsOf(function, i));
-    compiled->costs[i].bytes *= double(runsOf(function, i));
-    compiled->costs[i].executions = runsOf(function, i);
+    compiled->costs[i].flops *= double(runs[i]);
+    compiled->costs[i].bytes *= double(runs[i]);
+    compiled->costs[i].executions = runs[i];
   }
   compiled->source.name = function.name;
   compiled->source.instructions.resize(function.instructions.size());
