@@ -363,13 +363,16 @@ void WalkFormation::fillSumsAtFirstUse() {
     if (!marker || !isa<rt::ActionRegionOp>(marker))
       continue;
     Block *block = marker->getBlock();
-    Operation *begin = (*block->getOps<rt::ActionWalkBeginOp>().begin());
+    Operation *begin = *block->getOps<rt::ActionWalkBeginOp>().begin();
     Operation *regionEnd = marker->getNextNode();
     while (regionEnd &&
            !isa<rt::ActionRegionOp, rt::ActionWalkEndOp>(regionEnd))
       regionEnd = regionEnd->getNextNode();
     if (!regionEnd)
       continue;
+    // Decided first, moved after: each move would renumber the block for
+    // the next sum's order queries.
+    SmallVector<std::tuple<Operation *, Operation *, Operation *>> moves;
     for (Value root : sums) {
       auto alloc = root.getDefiningOp<memref::AllocOp>();
       if (!alloc || alloc->getBlock() != block)
@@ -394,6 +397,9 @@ void WalkFormation::fillSumsAtFirstUse() {
       if (!movable || !fill || !firstUse ||
           !firstUse->isBeforeInBlock(regionEnd))
         continue;
+      moves.push_back({alloc, fill, firstUse});
+    }
+    for (auto [alloc, fill, firstUse] : moves) {
       alloc->moveBefore(firstUse);
       fill->moveBefore(firstUse);
     }
